@@ -1,0 +1,54 @@
+"""Shared fixtures: generated Aperio-style slides and the real fixtures in ../shared/fixtures.
+
+Area-specific fixtures belong in ``tests/<area>/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+
+os.environ.setdefault("WSIKIT_NO_PROGRESS", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(os.environ.get("WSIKIT_FIXTURES", REPO.parent / "shared" / "fixtures"))
+
+
+def _fixture(name: str) -> Path:
+    path = FIXTURES / name
+    if not path.exists():
+        pytest.skip(f"fixture {path} not found (set WSIKIT_FIXTURES to the folder holding it)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def cmu_small() -> Path:
+    """The real Aperio slide CMU-1-Small-Region.svs (2220×2967, 0.499 µm/px)."""
+    return _fixture("CMU-1-Small-Region.svs")
+
+
+@pytest.fixture(scope="session")
+def tiny_svs() -> Path:
+    """The real 16×16 Aperio slide small.svs."""
+    return _fixture("small.svs")
+
+
+@pytest.fixture(scope="session")
+def synthetic_slide(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An 8192×6144 Aperio-style slide at 0.25 µm/px (40×), levels 1/4/16, with one tissue
+    ellipse and a planted dense-nuclei region at level-0 box (3000, 2000, 1500, 1500)."""
+    path = tmp_path_factory.mktemp("slides") / "synthetic.svs"
+    spec = SyntheticSpec(8192, 6144, mpp=0.25, dense=[(3000, 2000, 1500, 1500)])
+    return write_synthetic_slide(path, spec)
+
+
+@pytest.fixture(scope="session")
+def synthetic_small_slide(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2048×1536 slide at 0.5 µm/px (20×), levels 1/4, dense region at (800, 400, 600, 600)."""
+    path = tmp_path_factory.mktemp("slides") / "synthetic_small.svs"
+    spec = SyntheticSpec(2048, 1536, mpp=0.5, dense=[(800, 400, 600, 600)])
+    return write_synthetic_slide(path, spec, downsamples=(1, 4), app_mag=20)

@@ -1,0 +1,87 @@
+"""Atomic file output: write to a temporary file in the same folder, then rename into place.
+
+A crash (even ``kill -9``) therefore never leaves a file under the final name that looks
+complete: either the old file (or nothing) is there, or the complete new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_path", "write_json_atomic", "write_bytes_atomic", "TMP_MARK"]
+
+#: Marker in the names of temporary files, so stale ones can be recognised and removed.
+TMP_MARK = ".wsikit-tmp-"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success rename it onto ``path``.
+
+    On any exception the temporary file is removed and the target is left untouched.
+
+    Examples
+    --------
+    >>> with atomic_path("out/coords.h5") as tmp:  # doctest: +SKIP
+    ...     write_h5(tmp)
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}{TMP_MARK}", dir=path.parent,
+                                    suffix=path.suffix)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        _fsync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+def _fsync_file(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically and return the path."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, indent: int = 2) -> Path:
+    """Serialise ``obj`` as UTF-8 JSON to ``path`` atomically and return the path."""
+    text = json.dumps(obj, indent=indent, ensure_ascii=False, default=_json_default)
+    return write_bytes_atomic(path, (text + "\n").encode("utf-8"))
+
+
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"cannot serialise {type(obj).__name__} to JSON")

@@ -1,0 +1,91 @@
+"""Exception tree for wsikit.
+
+Every message names the offending value (file, option, key) and says what to do about it.
+Catch :class:`WsikitError` to handle every error that wsikit raises on purpose.
+
+::
+
+    WsikitError
+    ├── SlideError            cannot open / read a slide (names the file and each backend's reason)
+    │   └── MppError          no usable microns-per-pixel; pass --mpp
+    ├── TissueError           tissue segmentation problems
+    ├── GridError             invalid patching options or coordinate files
+    ├── ModelError            encoder registry / architecture / input problems
+    │   └── WeightsError      weights missing, gated, offline, or mismatched
+    ├── FeatureError          feature extraction / feature files
+    ├── SelectionError        window selection inputs
+    ├── EvidenceError         figure ingestion, manifests, indexes
+    │   ├── ManifestError     malformed manifest (names file and line)
+    │   └── EncoderMismatchError  query encoder differs from the index encoder
+    └── BatchError            cohort runner problems (malformed cohort, job folder)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "WsikitError",
+    "SlideError",
+    "MppError",
+    "TissueError",
+    "GridError",
+    "ModelError",
+    "WeightsError",
+    "FeatureError",
+    "SelectionError",
+    "EvidenceError",
+    "ManifestError",
+    "EncoderMismatchError",
+    "BatchError",
+]
+
+
+class WsikitError(Exception):
+    """Base class of every error wsikit raises deliberately."""
+
+
+class SlideError(WsikitError):
+    """A slide cannot be opened or read."""
+
+
+class MppError(SlideError):
+    """The slide's resolution (µm/px) is unknown or implausible."""
+
+
+class TissueError(WsikitError):
+    """Tissue segmentation failed or got invalid options."""
+
+
+class GridError(WsikitError):
+    """Invalid patching options or an unreadable coordinate file."""
+
+
+class ModelError(WsikitError):
+    """Unknown encoder, bad model inputs, or an architecture problem."""
+
+
+class WeightsError(ModelError):
+    """Model weights are missing, gated, unavailable offline, or do not match."""
+
+
+class FeatureError(WsikitError):
+    """Feature extraction failed or a feature file is invalid."""
+
+
+class SelectionError(WsikitError):
+    """Invalid inputs or options for window selection."""
+
+
+class EvidenceError(WsikitError):
+    """Figure ingestion or evidence index problem."""
+
+
+class ManifestError(EvidenceError):
+    """A figure manifest is malformed (message names the file and line)."""
+
+
+class EncoderMismatchError(EvidenceError):
+    """A query used another encoder than the one an index was built with."""
+
+
+class BatchError(WsikitError):
+    """Cohort runner problem (malformed cohort file, unusable job folder)."""
