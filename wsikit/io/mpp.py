@@ -1,0 +1,161 @@
+"""Level-0 resolution (µm/px, "mpp") of a slide, resolved in a fixed, documented order.
+
+Order (ARCHITECTURE.md): explicit user value › ``openslide.mpp-x/-y`` › ``aperio.MPP`` › TIFF
+``XResolution``/``YResolution`` with ``ResolutionUnit`` (centimetre or inch; values outside
+0.05–20 µm/px, such as 72-dpi defaults, are ignored) › objective power (``10 / power``, with a
+warning) › :class:`~wsikit.errors.MppError` telling the user to pass ``--mpp`` / ``mpp=``.
+
+OpenSlide derives ``openslide.mpp-x`` of *generic* TIFFs from the TIFF resolution tags; for
+those the value is attributed to (and range-checked as) ``tiff.resolution``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import MppError
+
+__all__ = ["resolve_mpp", "check_mpp", "MPP_RANGE", "MPP_SOURCES"]
+
+#: Plausible level-0 resolutions in µm/px (anything else is a default or a unit mistake).
+MPP_RANGE = (0.05, 20.0)
+
+#: Every value :func:`resolve_mpp` may report as its source.
+MPP_SOURCES = ("user", "openslide.mpp", "aperio.MPP", "tiff.resolution", "objective-power")
+
+_UM_PER_UNIT = {"centimeter": 1e4, "cm": 1e4, "3": 1e4, "inch": 25400.0, "2": 25400.0}
+
+
+def _float(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(out) or out <= 0:
+        return None
+    return out
+
+
+def _plausible(mpp: float | None) -> bool:
+    return mpp is not None and MPP_RANGE[0] <= mpp <= MPP_RANGE[1]
+
+
+def check_mpp(mpp: Any, *, what: str = "mpp") -> float:
+    """Validate a user-supplied mpp and return it as ``float``.
+
+    Raises
+    ------
+    MppError
+        If ``mpp`` is not a number within :data:`MPP_RANGE` (0.05–20 µm/px).
+    """
+    value = _float(mpp)
+    if value is None or not _plausible(value):
+        raise MppError(
+            f"{what}={mpp!r} is not a plausible resolution: expected microns per pixel between "
+            f"{MPP_RANGE[0]} and {MPP_RANGE[1]} (e.g. 0.25 for 40x, 0.5 for 20x scans)")
+    return value
+
+
+def _combine(mx: float | None, my: float | None, source: str, where: str,
+             stacklevel: int = 4) -> float | None:
+    """Mean of x/y mpp (warning if they differ by more than 1 %); None when unusable."""
+    if mx is None and my is None:
+        return None
+    mx = mx if mx is not None else my
+    my = my if my is not None else mx
+    assert mx is not None and my is not None
+    if abs(mx - my) > 0.01 * max(mx, my):
+        warnings.warn(f"{where}: pixels are not square ({source} x={mx:g}, y={my:g} µm/px); "
+                      f"using the mean {0.5 * (mx + my):g} µm/px", UserWarning, stacklevel=stacklevel)
+    return 0.5 * (mx + my)
+
+
+def _tiff_resolution(props: Mapping[str, Any], name: str, stacklevel: int) -> float | None:
+    unit = str(props.get("tiff.ResolutionUnit", "")).strip().lower()
+    per_unit = _UM_PER_UNIT.get(unit)
+    if per_unit is None:
+        return None
+    rx = _float(props.get("tiff.XResolution"))
+    ry = _float(props.get("tiff.YResolution"))
+    mx = per_unit / rx if rx else None
+    my = per_unit / ry if ry else None
+    if mx is None and my is None:
+        return None
+    mpp = _combine(mx, my, "TIFF resolution", name, stacklevel + 1)
+    return mpp if _plausible(mpp) else None
+
+
+def objective_power(props: Mapping[str, Any]) -> float | None:
+    """Objective power from ``openslide.objective-power`` / ``aperio.AppMag`` (or None)."""
+    for key in ("openslide.objective-power", "tiffslide.objective-power", "aperio.AppMag"):
+        value = _float(props.get(key))
+        if value is not None:
+            return value
+    return None
+
+
+def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
+                name: str = "slide", require: bool = True,
+                stacklevel: int = 2) -> tuple[float, str]:
+    """Resolve the level-0 µm/px of a slide from its properties.
+
+    Parameters
+    ----------
+    properties : mapping
+        Slide properties in OpenSlide naming (``openslide.mpp-x``, ``aperio.MPP``,
+        ``tiff.XResolution``, ``tiff.ResolutionUnit``, ``openslide.objective-power``, …).
+    mpp : float, optional
+        Explicit user value (wins over everything; must lie within 0.05–20 µm/px).
+    name : str
+        Slide name used in messages.
+    require : bool
+        If False, return ``(nan, "unknown")`` instead of raising when nothing is found.
+    stacklevel : int
+        ``stacklevel`` of the warnings (objective-power fallback, non-square pixels), relative
+        to the caller of this function.
+
+    Returns
+    -------
+    (mpp, source) : (float, str)
+        µm/px and one of :data:`MPP_SOURCES`.
+
+    Raises
+    ------
+    MppError
+        If the user value is implausible, or no source gives a resolution (and ``require``).
+    """
+    if mpp is not None:
+        return check_mpp(mpp), "user"
+    vendor = str(properties.get("openslide.vendor", "") or "").lower()
+    if vendor != "generic-tiff":
+        value = _combine(_float(properties.get("openslide.mpp-x")),
+                         _float(properties.get("openslide.mpp-y")), "openslide.mpp", name,
+                         stacklevel + 1)
+        if _plausible(value):
+            assert value is not None
+            return value, "openslide.mpp"
+    value = _float(properties.get("aperio.MPP"))
+    if _plausible(value):
+        assert value is not None
+        return value, "aperio.MPP"
+    value = _tiff_resolution(properties, name, stacklevel + 1)
+    if value is not None:
+        return value, "tiff.resolution"
+    power = objective_power(properties)
+    if power is not None and _plausible(10.0 / power):
+        warnings.warn(
+            f"{name}: no resolution metadata; assuming {10.0 / power:g} µm/px from objective "
+            f"power {power:g}x (10/power). Pass --mpp / mpp= if this is wrong.",
+            UserWarning, stacklevel=stacklevel)
+        return 10.0 / power, "objective-power"
+    if not require:
+        return float("nan"), "unknown"
+    raise MppError(
+        f"{name}: cannot determine the resolution (microns per pixel): no openslide.mpp-x, "
+        f"aperio.MPP, usable TIFF resolution or objective power. Pass it explicitly, e.g. "
+        f"'--mpp 0.25' on the command line or open_slide(path, mpp=0.25) in Python.")

@@ -1,0 +1,476 @@
+"""One :class:`Slide` interface over OpenSlide, tiffslide and plain images.
+
+``open_slide`` tries OpenSlide first (SVS, NDPI, MRXS, DICOM, SCN, generic tiled TIFF), then
+tiffslide (TIFFs OpenSlide rejects), then a plain image (PNG/JPEG/flat TIFF, one level). When
+nothing can open the file, one :class:`~wsikit.errors.SlideError` names the file and every
+backend's reason.
+
+Pixels are always ``(H, W, 3) uint8`` RGB; transparent pixels (outside the scanned area) are
+composited onto white, and reads that extend past the slide are padded with white.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType, TracebackType
+from typing import Any, Protocol
+
+import numpy as np
+from PIL import Image
+
+from ..errors import MppError, SlideError
+from .mpp import check_mpp, objective_power, resolve_mpp
+
+__all__ = ["Slide", "open_slide", "BACKENDS", "LEVEL_TOLERANCE"]
+
+#: Backends in the order ``open_slide`` tries them.
+BACKENDS = ("openslide", "tiffslide", "image")
+
+#: Relative slack when matching a requested downsample to a pyramid level: Aperio level sizes
+#: are rounded, so a "4x" level may have downsample 4.0018; it still counts as 4.
+LEVEL_TOLERANCE = 0.01
+
+_TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
+_RESAMPLE = {
+    "nearest": Image.Resampling.NEAREST,
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "lanczos": Image.Resampling.LANCZOS,
+    "box": Image.Resampling.BOX,
+}
+Image.MAX_IMAGE_PIXELS = None  # slides are large on purpose
+
+
+class _Backend(Protocol):
+    name: str
+    level_dimensions: tuple[tuple[int, int], ...]
+    level_downsamples: tuple[float, ...]
+    properties: dict[str, str]
+
+    def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray: ...
+    def associated(self) -> dict[str, np.ndarray]: ...
+    def close(self) -> None: ...
+
+
+def _rgba_to_rgb(arr: np.ndarray) -> np.ndarray:
+    """Composite (H, W, 4) straight-alpha RGBA onto white; pass RGB through."""
+    if arr.ndim == 2:
+        return np.repeat(arr[:, :, None], 3, axis=2)
+    if arr.shape[2] == 3:
+        return arr
+    rgb = arr[:, :, :3]
+    alpha = arr[:, :, 3]
+    if alpha.min() == 255:
+        return np.ascontiguousarray(rgb)
+    a = alpha.astype(np.uint16)[:, :, None]
+    out = (rgb.astype(np.uint16) * a + 255 * (255 - a) + 127) // 255
+    return out.astype(np.uint8)
+
+
+class _OpenSlideBackend:
+    name = "openslide"
+
+    def __init__(self, path: Path) -> None:
+        import openslide
+
+        self._slide = openslide.OpenSlide(str(path))
+        self.level_dimensions = tuple(tuple(int(v) for v in d)
+                                      for d in self._slide.level_dimensions)
+        self.level_downsamples = tuple(float(d) for d in self._slide.level_downsamples)
+        self.properties = {str(k): str(v) for k, v in self._slide.properties.items()}
+
+    def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
+        ds = self.level_downsamples[level]
+        img = self._slide.read_region((int(round(lx * ds)), int(round(ly * ds))), level, (w, h))
+        return _rgba_to_rgb(np.asarray(img))
+
+    def associated(self) -> dict[str, np.ndarray]:
+        return {k: _rgba_to_rgb(np.asarray(v.convert("RGBA")))
+                for k, v in self._slide.associated_images.items()}
+
+    def close(self) -> None:
+        self._slide.close()
+
+
+class _TiffSlideBackend:
+    name = "tiffslide"
+
+    def __init__(self, path: Path) -> None:
+        import tiffslide
+
+        self._slide = tiffslide.TiffSlide(str(path))
+        self.level_dimensions = tuple(tuple(int(v) for v in d)
+                                      for d in self._slide.level_dimensions)
+        self.level_downsamples = tuple(float(d) for d in self._slide.level_downsamples)
+        # Keep tiffslide's own names (tiffslide.mpp-x, …): its mpp-x of Aperio files is
+        # aperio.MPP and of other TIFFs the resolution tags, which resolve_mpp reads directly.
+        props = {str(k): str(v) for k, v in self._slide.properties.items() if v is not None}
+        self.properties = props
+        self._arrays = self._slide.zarr_group
+
+    def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
+        arr = np.asarray(self._arrays[str(level)][ly:ly + h, lx:lx + w])
+        return _rgba_to_rgb(arr)
+
+    def associated(self) -> dict[str, np.ndarray]:
+        return {k: _rgba_to_rgb(np.asarray(v.convert("RGBA")))
+                for k, v in self._slide.associated_images.items()}
+
+    def close(self) -> None:
+        self._slide.close()
+
+
+class _ImageBackend:
+    name = "image"
+
+    def __init__(self, path: Path) -> None:
+        props: dict[str, str] = {"openslide.vendor": "image"}
+        try:
+            with Image.open(path) as img:
+                img.load()
+                fmt = img.format or ""
+                rgba = img.convert("RGBA") if img.mode not in ("RGB", "L") else img.convert("RGB")
+                self._arr = _rgba_to_rgb(np.asarray(rgba))
+                if fmt == "TIFF":
+                    tags = getattr(img, "tag_v2", {})
+                    unit = {2: "inch", 3: "centimeter"}.get(int(tags.get(296, 2)), "none")
+                    if 282 in tags:
+                        props["tiff.XResolution"] = str(float(tags[282]))
+                        props["tiff.YResolution"] = str(float(tags.get(283, tags[282])))
+                        props["tiff.ResolutionUnit"] = unit
+                    if 270 in tags:
+                        props["tiff.ImageDescription"] = str(tags[270])
+        except Exception as pil_exc:  # noqa: BLE001 - PIL raises many types; try tifffile next
+            import tifffile
+
+            try:
+                arr = tifffile.imread(path, level=0)
+            except Exception as tif_exc:  # noqa: BLE001
+                raise SlideError(f"PIL: {pil_exc}; tifffile: {tif_exc}") from tif_exc
+            if arr.ndim != 3 or arr.shape[2] not in (3, 4) or arr.dtype != np.uint8:
+                raise SlideError(f"unsupported image layout {arr.shape} {arr.dtype}") from pil_exc
+            self._arr = _rgba_to_rgb(arr)
+        h, w = self._arr.shape[:2]
+        self.level_dimensions = ((w, h),)
+        self.level_downsamples = (1.0,)
+        self.properties = props
+
+    def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
+        return self._arr[ly:ly + h, lx:lx + w]
+
+    def associated(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def close(self) -> None:
+        self._arr = np.zeros((0, 0, 3), np.uint8)
+
+
+_BACKEND_CLASSES: dict[str, type] = {
+    "openslide": _OpenSlideBackend,
+    "tiffslide": _TiffSlideBackend,
+    "image": _ImageBackend,
+}
+
+
+def _check_tiff_extent(path: Path) -> None:
+    """Raise SlideError if a TIFF's image data extends past the end of the file (truncated)."""
+    with open(path, "rb") as fh:
+        if fh.read(4) not in _TIFF_MAGIC:
+            return
+    import tifffile
+
+    size = path.stat().st_size
+    try:
+        with tifffile.TiffFile(path) as tif:
+            for i, page in enumerate(tif.pages):
+                offsets = np.asarray(page.dataoffsets, np.int64)  # type: ignore[union-attr]
+                counts = np.asarray(page.databytecounts, np.int64)  # type: ignore[union-attr]
+                if offsets.size and int((offsets + counts).max()) > size:
+                    raise SlideError(
+                        f"{path}: file is truncated (image {i} needs "
+                        f"{int((offsets + counts).max())} bytes, the file has {size}); "
+                        f"copy or download the slide again")
+    except SlideError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - tifffile raises many types on broken files
+        raise SlideError(f"{path}: broken TIFF structure ({exc}); the file is damaged or "
+                         f"truncated, copy or download it again") from exc
+
+
+class Slide:
+    """An open whole-slide image (use :func:`open_slide`).
+
+    Attributes
+    ----------
+    path : Path
+    name : str
+        File stem, used to name outputs.
+    backend : {"openslide", "tiffslide", "image"}
+    dimensions : (int, int)
+        Level-0 ``(width, height)`` in pixels.
+    level_count : int
+    level_dimensions : tuple of (int, int)
+    level_downsamples : tuple of float
+    vendor : str or None
+    properties : Mapping[str, str]
+        Backend properties in OpenSlide naming.
+    mpp : float
+        Level-0 µm/px (``nan`` only when opened with ``require_mpp=False`` and unknown).
+    mpp_source : str
+        ``"user"``, ``"openslide.mpp"``, ``"aperio.MPP"``, ``"tiff.resolution"``,
+        ``"objective-power"`` (or ``"unknown"``).
+    objective_power : float or None
+    """
+
+    def __init__(self, path: Path, backend: _Backend, mpp: float, mpp_source: str) -> None:
+        self.path = path
+        self.name = path.stem
+        self._backend = backend
+        self.backend: str = backend.name
+        self.level_dimensions: tuple[tuple[int, int], ...] = backend.level_dimensions
+        self.level_downsamples: tuple[float, ...] = backend.level_downsamples
+        self.level_count = len(self.level_dimensions)
+        self.dimensions: tuple[int, int] = self.level_dimensions[0]
+        self.properties: Mapping[str, str] = MappingProxyType(dict(backend.properties))
+        vendor = (self.properties.get("openslide.vendor")
+                  or self.properties.get("tiffslide.vendor"))
+        self.vendor: str | None = vendor or None
+        self.mpp = float(mpp)
+        self.mpp_source = mpp_source
+        self.objective_power = objective_power(self.properties)
+        self._associated: Mapping[str, np.ndarray] | None = None
+        self._closed = False
+
+    # -- life cycle ---------------------------------------------------------------------
+    def __enter__(self) -> Slide:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the file handle (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._backend.close()
+
+    def __repr__(self) -> str:
+        w, h = self.dimensions
+        return (f"Slide({self.name!r}, {w}x{h}, levels={self.level_count}, "
+                f"mpp={self.mpp:.4g} ({self.mpp_source}), backend={self.backend!r})")
+
+    # -- metadata -----------------------------------------------------------------------
+    @property
+    def associated_images(self) -> Mapping[str, np.ndarray]:
+        """Label, macro, thumbnail… as ``(H, W, 3) uint8`` arrays (read on first access)."""
+        if self._associated is None:
+            self._check_open()
+            self._associated = MappingProxyType(self._backend.associated())
+        return self._associated
+
+    def best_level(self, downsample: float) -> int:
+        """Index of the level with the largest downsample ``<= downsample`` (1 % slack)."""
+        best = 0
+        for i, ds in enumerate(self.level_downsamples):
+            if ds <= downsample * (1.0 + LEVEL_TOLERANCE) and ds >= self.level_downsamples[best]:
+                best = i
+        return best
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SlideError(f"{self.path}: slide is closed; open it again with open_slide()")
+
+    # -- pixels -------------------------------------------------------------------------
+    def _read_level(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
+        """(h, w, 3) uint8 of level pixels ``[ly, ly+h) × [lx, lx+w)``; white outside."""
+        self._check_open()
+        if not 0 <= level < self.level_count:
+            raise SlideError(f"{self.path}: level {level} does not exist "
+                             f"(the slide has {self.level_count} levels)")
+        if w <= 0 or h <= 0:
+            raise SlideError(f"{self.path}: region size must be positive, got {w}x{h}")
+        lw, lh = self.level_dimensions[level]
+        x0, y0 = max(lx, 0), max(ly, 0)
+        x1, y1 = min(lx + w, lw), min(ly + h, lh)
+        try:
+            if x0 == lx and y0 == ly and x1 == lx + w and y1 == ly + h:
+                out = self._backend.read(level, lx, ly, w, h)
+                return out if out.flags.writeable else out.copy()
+            out = np.full((h, w, 3), 255, np.uint8)
+            if x1 > x0 and y1 > y0:
+                out[y0 - ly:y1 - ly, x0 - lx:x1 - lx] = self._backend.read(
+                    level, x0, y0, x1 - x0, y1 - y0)
+            return out
+        except SlideError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - decoder errors come in many types
+            raise SlideError(f"{self.path}: cannot read level {level} region "
+                             f"({lx}, {ly}, {w}x{h}) with {self.backend}: {exc}. The file may "
+                             f"be damaged or truncated.") from exc
+
+    def read_region(self, l0_xy: tuple[int, int], level: int, size: tuple[int, int]
+                    ) -> np.ndarray:
+        """Read ``size`` = ``(w, h)`` pixels of ``level`` whose top-left is level-0 ``l0_xy``.
+
+        Returns
+        -------
+        ndarray, shape (h, w, 3), uint8
+            RGB; transparent or out-of-slide pixels are white.
+        """
+        ds = self.level_downsamples[level] if 0 <= level < self.level_count else 1.0
+        lx = int(math.floor(l0_xy[0] / ds + 1e-9))
+        ly = int(math.floor(l0_xy[1] / ds + 1e-9))
+        return self._read_level(level, lx, ly, int(size[0]), int(size[1]))
+
+    def read_at_mpp(self, l0_box: tuple[float, float, float, float], *,
+                    target_mpp: float | None = None, out_size: tuple[int, int] | None = None,
+                    resample: str = "bilinear") -> np.ndarray:
+        """Pixels of the level-0 box ``(x, y, w, h)`` at ``target_mpp`` (or ``out_size``).
+
+        Reads from the pyramid level with the largest downsample that still has at least the
+        requested resolution (:meth:`best_level`), then resizes with anti-aliasing (PIL
+        convolution resampling over the exact, sub-pixel source box).
+
+        Parameters
+        ----------
+        l0_box : (x, y, w, h)
+            Level-0 pixels; may extend past the slide (padded white).
+        target_mpp : float, optional
+            Output µm/px; the output is ``round(w * mpp / target_mpp)`` pixels wide.
+        out_size : (int, int), optional
+            Output ``(width, height)``; overrides the size implied by ``target_mpp``.
+        resample : {"bilinear", "bicubic", "lanczos", "box", "nearest"}
+
+        Returns
+        -------
+        ndarray, shape (out_h, out_w, 3), uint8
+        """
+        x, y, w, h = (float(v) for v in l0_box)
+        if w <= 0 or h <= 0:
+            raise SlideError(f"{self.path}: box {l0_box} must have positive width and height")
+        if out_size is None:
+            if target_mpp is None:
+                raise SlideError("read_at_mpp needs target_mpp= or out_size=")
+            if not math.isfinite(self.mpp):
+                raise MppError(f"{self.path}: slide mpp unknown; open it with mpp=... "
+                               f"(or --mpp) to read at a target resolution")
+            check_mpp(target_mpp, what="target_mpp")
+            out_w = max(1, int(round(w * self.mpp / target_mpp)))
+            out_h = max(1, int(round(h * self.mpp / target_mpp)))
+        else:
+            out_w, out_h = int(out_size[0]), int(out_size[1])
+            if out_w <= 0 or out_h <= 0:
+                raise SlideError(f"out_size={out_size} must be positive")
+        level = self.best_level(min(w / out_w, h / out_h))
+        lds = self.level_downsamples[level]
+        fx0, fy0, fx1, fy1 = x / lds, y / lds, (x + w) / lds, (y + h) / lds
+        ix0, iy0 = int(math.floor(fx0 + 1e-6)), int(math.floor(fy0 + 1e-6))
+        ix1, iy1 = int(math.ceil(fx1 - 1e-6)), int(math.ceil(fy1 - 1e-6))
+        ix1, iy1 = max(ix1, ix0 + 1), max(iy1, iy0 + 1)
+        region = self._read_level(level, ix0, iy0, ix1 - ix0, iy1 - iy0)
+        box = (fx0 - ix0, fy0 - iy0, fx1 - ix0, fy1 - iy0)
+        if (region.shape[1], region.shape[0]) == (out_w, out_h) and max(
+                abs(box[0]), abs(box[1]), abs(box[2] - out_w), abs(box[3] - out_h)) < 1e-6:
+            return region
+        try:
+            filt = _RESAMPLE[resample]
+        except KeyError:
+            raise SlideError(f"resample={resample!r} is not one of {sorted(_RESAMPLE)}") from None
+        img = Image.fromarray(region)
+        factor = min((box[2] - box[0]) / out_w, (box[3] - box[1]) / out_h)
+        gap = 3.0 if factor >= 6 and filt != Image.Resampling.NEAREST else None
+        out = img.resize((out_w, out_h), filt, box=box, reducing_gap=gap)
+        return np.asarray(out)
+
+    def thumbnail(self, *, mpp: float | None = None, max_size: int | None = None,
+                  resample: str = "bilinear") -> np.ndarray:
+        """The whole slide at ``mpp`` µm/px, or fitted into ``max_size`` px (default 1024).
+
+        Returns
+        -------
+        ndarray, shape (h, w, 3), uint8
+        """
+        W, H = self.dimensions
+        if mpp is not None:
+            if not math.isfinite(self.mpp):
+                raise MppError(f"{self.path}: slide mpp unknown; pass mpp= to open_slide "
+                               f"(or --mpp) or use thumbnail(max_size=...)")
+            scale = self.mpp / mpp
+        else:
+            edge = 1024 if max_size is None else int(max_size)
+            if edge <= 0:
+                raise SlideError(f"max_size={max_size} must be positive")
+            scale = min(1.0, edge / max(W, H))
+        size = (max(1, int(round(W * scale))), max(1, int(round(H * scale))))
+        return self.read_at_mpp((0, 0, W, H), out_size=size, resample=resample)
+
+
+def _open_backend(name: str, path: Path) -> _Backend:
+    return _BACKEND_CLASSES[name](path)  # type: ignore[no-any-return]
+
+
+def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
+               mpp: float | None = None, require_mpp: bool = True) -> Slide:
+    """Open a whole-slide image (or a plain image) as a :class:`Slide`.
+
+    Parameters
+    ----------
+    path : path-like
+        SVS, NDPI, MRXS, tiled TIFF, …, or PNG/JPEG/flat TIFF.
+    backend : {"openslide", "tiffslide", "image"}, optional
+        Force one backend; by default they are tried in :data:`BACKENDS` order.
+    mpp : float, optional
+        Level-0 µm/px overriding the file's metadata (0.05–20).
+    require_mpp : bool
+        If False, a slide without resolution metadata opens with ``mpp = nan``.
+
+    Raises
+    ------
+    SlideError
+        The file is missing, damaged/truncated, or no backend can read it (the message names
+        the file and each backend's reason).
+    MppError
+        No usable resolution and ``require_mpp``; or ``mpp`` is implausible.
+    """
+    p = Path(path)
+    if mpp is not None:
+        check_mpp(mpp)
+    if not p.exists():
+        raise SlideError(f"{p}: no such file")
+    if p.is_dir() and not p.suffix:
+        raise SlideError(f"{p}: is a folder, not a slide file")
+    if backend is not None and backend not in _BACKEND_CLASSES:
+        raise SlideError(f"backend={backend!r} is not one of {BACKENDS}")
+    names = (backend,) if backend is not None else BACKENDS
+    if p.is_file():
+        _check_tiff_extent(p)
+    reasons: list[str] = []
+    opened: _Backend | None = None
+    for name in names:
+        try:
+            opened = _open_backend(name, p)
+            break
+        except SlideError as exc:
+            reasons.append(f"{name}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - each library raises its own types
+            reasons.append(f"{name}: {type(exc).__name__}: {exc}".strip())
+    if opened is None:
+        raise SlideError(f"{p}: cannot open as a slide or image; "
+                         + "; ".join(reasons)
+                         + ". Check that the file is a complete slide/image file.")
+    try:
+        value, source = resolve_mpp(opened.properties, mpp=mpp, name=p.name,
+                                    require=require_mpp, stacklevel=3)
+        slide = Slide(p, opened, value, source)
+        # Probe one pixel of the smallest level so damaged files fail here, not mid-run.
+        last = slide.level_count - 1
+        lw, lh = slide.level_dimensions[last]
+        slide._read_level(last, lw // 2, lh // 2, 1, 1)
+    except BaseException:
+        opened.close()
+        raise
+    return slide
