@@ -1,0 +1,304 @@
+"""Weight resolution and loading, with errors that say what to do.
+
+Resolution order for encoder ``NAME`` (first hit wins; the source is recorded):
+
+1. an explicit ``weights=PATH`` (CLI ``--weights NAME=PATH``);
+2. the environment variable ``WSIKIT_WEIGHTS_<NAME>`` (e.g. ``WSIKIT_WEIGHTS_CONCH_V1_5``);
+3. a TOML config file, ``$WSIKIT_CONFIG`` or ``~/.config/wsikit/weights.toml``, with lines
+   ``NAME = "PATH"`` (top level or under a ``[weights]`` table);
+4. the Hugging Face cache, then the hub, through :func:`huggingface_hub.hf_hub_download`
+   (honouring ``HF_HOME`` / ``HF_HUB_CACHE``, ``HF_HUB_OFFLINE`` and ``HF_TOKEN``, read at call
+   time). ``trust_remote_code`` is never used: wsikit builds the architectures itself.
+
+Files load with :mod:`safetensors` (``*.safetensors``) or ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import ModelError, WeightsError
+from .registry import EncoderConfig, get_config, list_encoders
+
+__all__ = [
+    "ResolvedWeights",
+    "resolve_weights",
+    "find_weights",
+    "load_state_dict",
+    "load_into",
+    "parse_weights_args",
+    "weights_status",
+    "env_var",
+    "config_path",
+    "hf_cache_dir",
+]
+
+#: Extra (repo, file) places a model's weights are published, tried after the config's own.
+EXTRA_SOURCES: dict[str, tuple[tuple[str, str], ...]] = {
+    "conch_v1_5": (("MahmoodLab/TITAN", "conch_v1_5_pytorch_model.bin"),),
+}
+
+
+@dataclass(frozen=True)
+class ResolvedWeights:
+    """Where an encoder's weights were found: ``path`` and ``source`` (``explicit``,
+    ``env:VAR``, ``config:FILE``, ``hf-cache`` or ``hf-hub``)."""
+
+    path: Path
+    source: str
+
+
+def env_var(name: str) -> str:
+    """The environment variable that points at ``name``'s weights."""
+    return "WSIKIT_WEIGHTS_" + name.upper().replace("-", "_").replace(".", "_")
+
+
+def config_path() -> Path:
+    """The weights config file (``$WSIKIT_CONFIG`` or ``~/.config/wsikit/weights.toml``)."""
+    env = os.environ.get("WSIKIT_CONFIG")
+    if env:
+        return Path(env).expanduser()
+    return Path("~/.config/wsikit/weights.toml").expanduser()
+
+
+def hf_cache_dir() -> Path:
+    """The Hugging Face hub cache folder, from the environment at call time."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def _read_config(path: Path) -> dict[str, str]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise WeightsError(f"cannot read weights config {path}: {exc}; fix the file (lines "
+                           "like conch_v1_5 = \"/path/to/file\") or unset WSIKIT_CONFIG") from exc
+    table = data.get("weights", data)
+    return {str(k): str(v) for k, v in table.items() if isinstance(v, str)}
+
+
+def _existing(path: str | os.PathLike[str], what: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise WeightsError(f"weights file {p} (from {what}) does not exist; fix the path")
+    return p
+
+
+def _how_to_get(config: EncoderConfig) -> str:
+    files = ", ".join(config.hub_files)
+    return (f"request access at https://huggingface.co/{config.hub_repo}, then run "
+            f"'huggingface-cli login' (or set HF_TOKEN) and rerun online; or download {files} "
+            f"yourself and pass --weights {config.name}=PATH, set {env_var(config.name)}=PATH, "
+            f"or add {config.name} = \"PATH\" to {config_path()}")
+
+
+def resolve_weights(name: str, weights: str | os.PathLike[str] | None = None, *,
+                    local_only: bool = False) -> ResolvedWeights:
+    """Find the weight file of encoder ``name`` (see the module docstring for the order).
+
+    Parameters
+    ----------
+    name : str
+        Registered encoder name.
+    weights : path, optional
+        Explicit file; wins over everything else.
+    local_only : bool
+        Do not contact the hub (cache and local files only).
+
+    Raises
+    ------
+    WeightsError
+        With instructions: gated/no access, offline and not cached, missing file.
+    """
+    config = get_config(name)
+    if config.heuristic:
+        raise WeightsError(f"encoder {name!r} is weight-free and has no weights to resolve")
+    if weights is not None:
+        return ResolvedWeights(_existing(weights, "the explicit weights argument"), "explicit")
+    var = env_var(name)
+    if os.environ.get(var):
+        return ResolvedWeights(_existing(os.environ[var], var), f"env:{var}")
+    cfg = config_path()
+    if cfg.is_file():
+        entries = _read_config(cfg)
+        if name in entries:
+            return ResolvedWeights(_existing(entries[name], f"config file {cfg}"),
+                                   f"config:{cfg}")
+    return _resolve_hf(config, local_only=local_only)
+
+
+def _resolve_hf(config: EncoderConfig, *, local_only: bool) -> ResolvedWeights:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+    )
+
+    assert config.hub_repo is not None  # non-heuristic configs always name a repo
+    cache = hf_cache_dir()
+    offline = local_only or _offline()
+    token = os.environ.get("HF_TOKEN") or None
+    candidates = [(config.hub_repo, f) for f in config.hub_files]
+    candidates += list(EXTRA_SOURCES.get(config.name, ()))
+    # cache first (no network), then the hub
+    for local in (True, False) if not offline else (True,):
+        for repo, filename in candidates:
+            try:
+                path = hf_hub_download(repo, filename, cache_dir=str(cache),
+                                       local_files_only=local, token=token)
+            except GatedRepoError as exc:
+                raise WeightsError(
+                    f"{config.name}: {repo} is gated and this account has no access; "
+                    f"{_how_to_get(config)}") from exc
+            except (EntryNotFoundError, LocalEntryNotFoundError, OfflineModeIsEnabled):
+                continue
+            except RepositoryNotFoundError as exc:
+                raise WeightsError(
+                    f"{config.name}: repository {repo} not found or not accessible with the "
+                    f"current token; {_how_to_get(config)}") from exc
+            except (OSError, ValueError) as exc:  # network failures surface as OSError
+                if local:
+                    continue
+                raise WeightsError(f"{config.name}: downloading {repo}/{filename} failed "
+                                   f"({exc}); {_how_to_get(config)}") from exc
+            return ResolvedWeights(Path(path), "hf-cache" if local else "hf-hub")
+    where = ", ".join(f"{cache}/models--{r.replace('/', '--')}/snapshots/<rev>/{f}"
+                      for r, f in candidates)
+    mode = "offline (HF_HUB_OFFLINE=1)" if _offline() else (
+        "looking locally only" if local_only else "the hub could not provide them")
+    raise WeightsError(
+        f"{config.name}: weights not found, {mode}; expected {' or '.join(config.hub_files)} "
+        f"from {config.hub_repo} in the Hugging Face cache ({where}). {_how_to_get(config)}")
+
+
+def find_weights(name: str) -> ResolvedWeights | None:
+    """Locally available weights of ``name`` (no network), or None."""
+    try:
+        return resolve_weights(name, local_only=True)
+    except WeightsError:
+        return None
+
+
+def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """Read a ``*.safetensors`` file or a torch pickle with ``weights_only=True``."""
+    p = Path(path)
+    try:
+        if p.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            sd: Any = load_file(str(p), device="cpu")
+        else:
+            sd = torch.load(str(p), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any reader failure becomes a WeightsError
+        raise WeightsError(f"cannot read weights file {p}: {type(exc).__name__}: {exc}; "
+                           "it must be a safetensors file or a torch state dict "
+                           "(loadable with weights_only=True)") from exc
+    for wrapper in ("state_dict", "model"):
+        if isinstance(sd, Mapping) and set(sd) == {wrapper}:
+            sd = sd[wrapper]
+    if not isinstance(sd, Mapping) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+        raise WeightsError(f"weights file {p} does not hold a flat state dict of tensors")
+    return dict(sd)
+
+
+def _strip_prefix(sd: dict[str, torch.Tensor], prefix: str,
+                  expected: Iterable[str]) -> dict[str, torch.Tensor]:
+    if prefix and any(k.startswith(prefix) for k in sd):
+        return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+    expected = set(expected)
+    if not expected & set(sd):
+        for wrapper in ("module.", "visual.", "model."):
+            stripped = {k[len(wrapper):]: v for k, v in sd.items() if k.startswith(wrapper)}
+            if expected & set(stripped):
+                return stripped
+    return sd
+
+
+def load_into(model: torch.nn.Module, path: str | os.PathLike[str],
+              config: EncoderConfig) -> None:
+    """Load ``path`` into ``model`` with ``strict=True`` after checking keys and shapes.
+
+    The model may define ``adapt_state_dict(sd) -> sd`` (e.g. positional-embedding
+    interpolation). Raises :class:`WeightsError` naming missing/unexpected keys or the first
+    shape mismatch (key, expected shape, got shape).
+    """
+    own = model.state_dict()
+    sd = _strip_prefix(load_state_dict(path), config.state_prefix, own)
+    adapt = getattr(model, "adapt_state_dict", None)
+    if callable(adapt):
+        sd = adapt(sd)
+    missing = sorted(set(own) - set(sd))
+    unexpected = sorted(set(sd) - set(own))
+    if missing or unexpected:
+        raise WeightsError(
+            f"{config.name}: weights file {path} does not match the architecture: "
+            f"{len(missing)} missing keys {missing[:5]}, {len(unexpected)} unexpected keys "
+            f"{unexpected[:5]}; check that the file is {' or '.join(config.hub_files)} "
+            f"from {config.hub_repo}")
+    for key, value in own.items():
+        if tuple(sd[key].shape) != tuple(value.shape):
+            raise WeightsError(
+                f"{config.name}: shape mismatch for key {key!r} in {path}: expected "
+                f"{tuple(value.shape)}, got {tuple(sd[key].shape)}; the file is not "
+                f"{config.hub_repo} weights")
+    model.load_state_dict(sd, strict=True)
+
+
+def parse_weights_args(items: Iterable[str] | None) -> dict[str, str]:
+    """Parse CLI ``--weights NAME=PATH`` values into ``{name: path}`` (checks the names)."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        name, sep, path = item.partition("=")
+        name = name.strip()
+        if not sep or not name or not path.strip():
+            raise ModelError(f"--weights {item!r}: expected NAME=PATH, e.g. "
+                             "--weights conch_v1_5=/data/pytorch_model_vision.bin")
+        if name not in list_encoders():
+            raise ModelError(f"--weights {item!r}: unknown encoder {name!r}; choose one of "
+                             f"{list_encoders()}")
+        out[name] = path.strip()
+    return out
+
+
+def weights_status() -> list[dict[str, Any]]:
+    """For every weighted encoder: found (path, source) or missing (with how to get it)."""
+    rows = []
+    for name in list_encoders():
+        config = get_config(name)
+        if config.heuristic:
+            continue
+        try:
+            found: ResolvedWeights | None = resolve_weights(name, local_only=True)
+            error = None
+        except WeightsError as exc:
+            found, error = None, str(exc)
+        rows.append({
+            "name": name, "repo": config.hub_repo, "files": list(config.hub_files),
+            "license": config.license, "gated": config.gated,
+            "found": found is not None,
+            "path": str(found.path) if found else None,
+            "source": found.source if found else None,
+            "how_to_get": None if found else _how_to_get(config),
+            "error": error,
+        })
+    return rows

@@ -1,0 +1,357 @@
+"""Encoder registry: one frozen :class:`EncoderConfig` per model and a timm-like factory.
+
+Every encoder is a :class:`torch.nn.Module` subclass of :class:`Encoder` that takes uint8 RGB
+images and does its own resize, centre crop and normalisation on the device, as its config
+says, so callers never need model-specific transforms::
+
+    enc = create_encoder("heuristic")            # weight-free, always available
+    enc = create_encoder("conch_v1_5")           # real weights (HF cache / local) or WeightsError
+    enc = create_encoder("auto", role="patch")   # CONCH v1.5 if its weights are found, else heuristic
+    feats = enc.encode(images)                   # (B, H, W, 3) uint8 -> (B, dim) float32
+
+A randomly initialised network is never presented as the real model: building ``conch_v1_5``,
+``virchow2`` or ``titan`` without weights raises :class:`~wsikit.errors.WeightsError` unless the
+caller asks for ``weights="random"`` (tests and benchmarks), and then :attr:`Encoder.label`
+says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..errors import ModelError, WeightsError
+
+__all__ = [
+    "EncoderConfig",
+    "Encoder",
+    "register_encoder",
+    "create_encoder",
+    "list_encoders",
+    "get_config",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "RANDOM_LABEL",
+]
+
+log = logging.getLogger(__name__)
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+RANDOM_LABEL = "RANDOM WEIGHTS — not a real model"
+
+Role = Literal["patch", "slide", "crop", "any"]
+_PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """Everything needed to build, feed and cite one encoder.
+
+    Attributes
+    ----------
+    name : str
+        Registry name (``conch_v1_5``, ``virchow2``, ``titan``, ``heuristic``).
+    role : {"patch", "slide", "crop", "any"}
+        What the encoder is for; ``any`` works for patches, crops and figures.
+    hub_repo : str or None
+        Hugging Face repository holding the weights (None for weight-free encoders).
+    hub_files : tuple of str
+        Candidate weight files in ``hub_repo``, tried in order.
+    input_px : int
+        Side of the square network input after resize and centre crop.
+    interpolation : {"bilinear", "bicubic", "area"}
+        Resize filter applied on the device.
+    mean, std : tuple of float
+        Per-channel normalisation of [0, 1] RGB.
+    target_mpp : float
+        Resolution (µm/px) the encoder expects its patches at.
+    patch_px : int
+        Patch side (px at ``target_mpp``) to extract before resizing to ``input_px``.
+    dim : int
+        Output embedding dimension.
+    precision : {"bf16", "fp16", "fp32"}
+        Recommended inference precision on CUDA (CPU always runs float32).
+    license : str
+        Licence of the published weights.
+    gated : bool
+        Whether the weights need an access request on Hugging Face.
+    heuristic : bool
+        True for weight-free encoders.
+    state_prefix : str
+        Prefix of this model's keys in the published checkpoint (stripped on load).
+    description : str
+        One line for ``wsikit models``.
+    """
+
+    name: str
+    role: Role
+    hub_repo: str | None
+    hub_files: tuple[str, ...]
+    input_px: int
+    interpolation: str
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    target_mpp: float
+    patch_px: int
+    dim: int
+    precision: str = "fp32"
+    license: str = "Apache-2.0"
+    gated: bool = False
+    heuristic: bool = False
+    state_prefix: str = ""
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON view of the config."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        """The torch dtype of :attr:`precision`."""
+        return _PRECISIONS[self.precision]
+
+
+class Encoder(torch.nn.Module):
+    """Base class: uint8 RGB images in, ``(B, dim)`` embeddings out.
+
+    Subclasses implement :meth:`forward` on normalised float input of shape
+    ``(B, 3, input_px, input_px)``; :meth:`forward_uint8` and :meth:`encode` add the
+    transforms derived from :attr:`config`.
+    """
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.label = config.name
+        self.weights_source: str | None = None
+        mean = torch.tensor(config.mean, dtype=torch.float32).view(1, 3, 1, 1)
+        std = torch.tensor(config.std, dtype=torch.float32).view(1, 3, 1, 1)
+        self.register_buffer("_mean", mean, persistent=False)
+        self.register_buffer("_std", std, persistent=False)
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the encoder's buffers."""
+        return self._mean.device
+
+    @property
+    def dim(self) -> int:
+        """Output dimension."""
+        return self.config.dim
+
+    def preprocess(self, x: torch.Tensor) -> torch.Tensor:
+        """Resize (shorter side to ``input_px``), centre crop and normalise a uint8 batch.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            ``(B, 3, H, W)`` uint8 RGB on the encoder's device.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(B, 3, input_px, input_px)`` float32, normalised by ``mean``/``std``.
+        """
+        if x.ndim != 4 or x.shape[1] != 3:
+            raise ModelError(f"{self.config.name}: expected a (B, 3, H, W) uint8 tensor, got "
+                             f"shape {tuple(x.shape)}; permute (B, H, W, 3) images with "
+                             ".permute(0, 3, 1, 2) or use encode()")
+        if x.dtype != torch.uint8:
+            raise ModelError(f"{self.config.name}: expected uint8 images, got {x.dtype}; "
+                             "pass raw 0-255 RGB, normalisation happens inside")
+        px = self.config.input_px
+        x = x.float().div_(255.0)
+        h, w = x.shape[-2:]
+        if (h, w) != (px, px):
+            scale = px / min(h, w)
+            size = (max(px, round(h * scale)), max(px, round(w * scale)))
+            mode = self.config.interpolation
+            if mode == "area":
+                x = F.interpolate(x, size=size, mode="area")
+            else:
+                x = F.interpolate(x, size=size, mode=mode, align_corners=False,
+                                  antialias=scale < 1)
+                if mode == "bicubic":
+                    x = x.clamp_(0.0, 1.0)
+            top = (size[0] - px) // 2
+            left = (size[1] - px) // 2
+            x = x[:, :, top:top + px, left:left + px]
+        return (x - self._mean) / self._std
+
+    def forward_uint8(self, x: torch.Tensor) -> torch.Tensor:
+        """Embed a uint8 batch already on the device: ``(B, 3, H, W)`` -> ``(B, dim)``."""
+        x = self.preprocess(x)
+        dtype = next((p.dtype for p in self.parameters()), torch.float32)
+        return self(x.to(dtype))
+
+    @torch.inference_mode()
+    def encode(self, images: np.ndarray | torch.Tensor, *, batch_size: int = 64) -> np.ndarray:
+        """Embed images: ``(B, H, W, 3)`` uint8 (array or tensor) -> ``(B, dim)`` float32."""
+        if isinstance(images, np.ndarray):
+            if images.ndim == 3:
+                images = images[None]
+            if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
+                raise ModelError(f"{self.config.name}.encode: expected (B, H, W, 3) uint8 RGB, "
+                                 f"got {images.dtype} {images.shape}; convert with "
+                                 "np.asarray(img, dtype=np.uint8)[..., :3]")
+            images = torch.from_numpy(np.ascontiguousarray(images))
+        if images.ndim == 4 and images.shape[-1] == 3 and images.shape[1] != 3:
+            images = images.permute(0, 3, 1, 2)
+        out = []
+        for start in range(0, images.shape[0], batch_size):
+            chunk = images[start:start + batch_size].to(self.device, non_blocking=True)
+            out.append(self.forward_uint8(chunk).float().cpu())
+        if not out:
+            return np.zeros((0, self.config.dim), dtype=np.float32)
+        return torch.cat(out).numpy().astype(np.float32, copy=False)
+
+    def extra_repr(self) -> str:
+        return f"name={self.config.name!r}, dim={self.config.dim}, label={self.label!r}"
+
+
+Builder = Callable[[EncoderConfig], torch.nn.Module]
+
+
+@dataclass
+class _Entry:
+    config: EncoderConfig
+    builder: Builder
+    loader: Callable[..., None] | None = field(default=None)
+
+
+_REGISTRY: dict[str, _Entry] = {}
+
+#: Which real model ``create_encoder("auto", role=...)`` tries before the heuristic.
+AUTO_PREFERENCE: dict[str, tuple[str, ...]] = {
+    "patch": ("conch_v1_5",),
+    "crop": ("virchow2",),
+    "any": ("virchow2",),
+    "slide": ("titan",),
+}
+
+
+def register_encoder(config: EncoderConfig, builder: Builder) -> None:
+    """Add an encoder to the registry (``builder(config)`` returns an :class:`Encoder`)."""
+    _REGISTRY[config.name] = _Entry(config, builder)
+
+
+def _ensure_builtin() -> None:
+    if "heuristic" not in _REGISTRY:
+        from . import _builtin  # noqa: F401  (registers the built-in encoders)
+
+
+def list_encoders(role: str | None = None) -> list[str]:
+    """Registered encoder names, optionally only those of ``role`` (``any`` matches all roles
+    except ``slide``)."""
+    _ensure_builtin()
+    if role is None:
+        return sorted(_REGISTRY)
+    return sorted(n for n, e in _REGISTRY.items()
+                  if e.config.role == role or (e.config.role == "any" and role != "slide"))
+
+
+def get_config(name: str) -> EncoderConfig:
+    """The :class:`EncoderConfig` of a registered encoder."""
+    _ensure_builtin()
+    try:
+        return _REGISTRY[name].config
+    except KeyError:
+        raise ModelError(f"unknown encoder {name!r}; choose one of {list_encoders()} "
+                         "(or 'auto')") from None
+
+
+def _resolve_device(device: str | torch.device) -> torch.device:
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ModelError(f"device={device!r} requested but CUDA is not available; "
+                         "use device='cpu'")
+    return dev
+
+
+def create_encoder(name: str, *, weights: str | None = None, device: str | torch.device = "cpu",
+                   dtype: torch.dtype | str | None = None, role: str | None = None) -> Encoder:
+    """Build an encoder with its weights, in eval mode, on ``device``.
+
+    Parameters
+    ----------
+    name : str
+        A registered name (see :func:`list_encoders`) or ``"auto"``.
+    weights : str or path, optional
+        Explicit weight file; ``"random"`` builds an untrained copy (tests and benchmarks only,
+        labelled ``RANDOM WEIGHTS``). Otherwise weights are resolved by
+        :func:`wsikit.models.hub.resolve_weights` (env var, config file, Hugging Face cache/hub).
+    device : str or torch.device
+        Where the model runs.
+    dtype : torch.dtype or {"bf16", "fp16", "fp32"}, optional
+        Parameter dtype; default float32 on CPU and the config's precision on CUDA.
+    role : {"patch", "crop", "any", "slide"}, optional
+        Only for ``name="auto"`` (default ``"patch"``): which real model to look for.
+
+    Raises
+    ------
+    WeightsError
+        Weights are gated, missing, offline and not cached, or do not match the architecture.
+    ModelError
+        Unknown name or device.
+    """
+    _ensure_builtin()
+    if name == "auto":
+        return _create_auto(role or "patch", device=device, dtype=dtype)
+    config = get_config(name)
+    dev = _resolve_device(device)
+    if isinstance(dtype, str):
+        if dtype not in _PRECISIONS:
+            raise ModelError(f"dtype={dtype!r} is not one of {sorted(_PRECISIONS)}")
+        dtype = _PRECISIONS[dtype]
+    if dtype is None:
+        dtype = config.torch_dtype if dev.type == "cuda" else torch.float32
+    model = _REGISTRY[name].builder(config)
+    if config.heuristic:
+        if weights not in (None, "random"):
+            raise ModelError(f"encoder {name!r} is weight-free; do not pass weights={weights!r}")
+        model.label = f"{name} (weight-free heuristic, no learned weights)"
+        model.weights_source = "none (heuristic)"
+    elif weights == "random":
+        model.label = f"{name} — {RANDOM_LABEL}"
+        model.weights_source = "random"
+        log.warning("%s built with random weights: outputs are meaningless (tests only)", name)
+    else:
+        from .hub import load_into, resolve_weights
+
+        resolved = resolve_weights(name, weights)
+        load_into(model, resolved.path, config)
+        model.label = f"{name} ({config.hub_repo}, weights: {resolved.source})"
+        model.weights_source = f"{resolved.source}: {resolved.path}"
+    model = model.to(device=dev)
+    if not config.heuristic:
+        model = model.to(dtype=dtype)
+    return model.eval()
+
+
+def _create_auto(role: str, *, device: str | torch.device,
+                 dtype: torch.dtype | str | None) -> Encoder:
+    from .hub import find_weights
+
+    if role not in AUTO_PREFERENCE:
+        raise ModelError(f"role={role!r} is not one of {sorted(AUTO_PREFERENCE)}")
+    for candidate in AUTO_PREFERENCE[role]:
+        found = find_weights(candidate)
+        if found is not None:
+            log.info("auto encoder for role %r: %s (weights from %s)", role, candidate,
+                     found.source)
+            return create_encoder(candidate, weights=str(found.path), device=device, dtype=dtype)
+    if role == "slide":
+        raise WeightsError("no slide encoder weights found (TITAN: MahmoodLab/TITAN); for a "
+                           "weight-free slide score use wsikit.models.create_scorer('auto')")
+    log.info("auto encoder for role %r: no weights found for %s, using the weight-free "
+             "'heuristic' encoder", role, "/".join(AUTO_PREFERENCE[role]))
+    enc = create_encoder("heuristic", device=device)
+    enc.label += f" [auto: no {'/'.join(AUTO_PREFERENCE[role])} weights found]"
+    return enc
