@@ -1,0 +1,333 @@
+"""Patch grids at an exact target µm/px, and TRIDENT/CLAM-compatible coordinate files.
+
+The grid is anchored at the level-0 origin. A patch of ``patch_px`` pixels at ``target_mpp``
+covers ``patch_size_l0 = round(patch_px * target_mpp / mpp)`` level-0 pixels and neighbours
+are ``stride_l0 = round((patch_px - overlap_px) * target_mpp / mpp)`` apart — never snapped to
+magnification bins.
+
+Edge policy: grid positions start at 0 and continue while they start inside the slide, as long
+as the previous patch did not already reach the right/bottom edge. Patches may therefore extend
+past the slide edge (those pixels read as white and count as background); a slide smaller than
+one patch gives the single patch ``(0, 0)`` if it has enough tissue.
+
+Tissue fraction per patch is the exact area fraction of the mask inside the patch (outside the
+slide counts as background), computed for the whole grid at once from a summed-area table with
+bilinear interpolation at the fractional patch edges.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._atomic import atomic_path
+from ._version import __version__
+from .errors import GridError
+from .io.mpp import check_mpp
+
+if TYPE_CHECKING:
+    from .io import Slide
+    from .tissue import TissueMask
+
+__all__ = ["TileGrid", "make_grid", "tissue_fractions", "coords_path", "TRIDENT_ATTRS"]
+
+#: Attributes of ``coords`` shared with TRIDENT (wsikit adds ``mpp``, ``target_mpp``, …).
+TRIDENT_ATTRS = ("patch_size", "patch_size_level0", "level0_magnification",
+                 "target_magnification", "overlap", "name", "savetodir", "level0_width",
+                 "level0_height")
+
+
+def coords_path(out_dir: str | os.PathLike[str], slide_name: str) -> Path:
+    """TRIDENT layout: ``<out_dir>/patches/<slide_name>_patches.h5``."""
+    return Path(out_dir) / "patches" / f"{slide_name}_patches.h5"
+
+
+@dataclass(frozen=True, eq=False)
+class TileGrid:
+    """Patches of one slide.
+
+    Attributes
+    ----------
+    coords : ndarray, shape (N, 2), int64
+        Level-0 ``(x, y)`` of each patch's top-left corner, row-major order.
+    tissue : ndarray, shape (N,), float32
+        Tissue area fraction of each patch (NaN when unknown, e.g. read from CLAM files).
+    patch_px : int
+        Patch edge in pixels at ``target_mpp``.
+    patch_size_l0 : int
+        Patch edge in level-0 pixels.
+    stride_l0 : int
+        Distance between neighbouring patches in level-0 pixels.
+    target_mpp, slide_mpp : float
+        µm/px of the patches and of level 0 (NaN when unknown).
+    mpp_source : str
+    overlap_px : int
+        Overlap between neighbours in pixels at ``target_mpp``.
+    slide_name : str
+    level0_size : (int, int)
+        Slide ``(width, height)``.
+    attrs : dict
+        Extra attributes read from a file (e.g. CLAM's ``patch_level``).
+    """
+
+    coords: np.ndarray
+    tissue: np.ndarray
+    patch_px: int
+    patch_size_l0: int
+    stride_l0: int
+    target_mpp: float
+    slide_mpp: float
+    mpp_source: str
+    overlap_px: int
+    slide_name: str
+    level0_size: tuple[int, int]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.coords.shape[0])
+
+    def __repr__(self) -> str:
+        return (f"TileGrid({self.slide_name!r}, n={len(self)}, patch_px={self.patch_px} "
+                f"@ {self.target_mpp:.4g} µm/px, patch_size_l0={self.patch_size_l0}, "
+                f"stride_l0={self.stride_l0})")
+
+    @property
+    def boxes(self) -> np.ndarray:
+        """(N, 4) int64 level-0 boxes ``(x, y, w, h)``."""
+        size = np.full((len(self), 2), self.patch_size_l0, np.int64)
+        return np.concatenate([self.coords, size], axis=1)
+
+    def h5_attrs(self, savetodir: str = "") -> dict[str, Any]:
+        """Attributes written on ``coords`` (TRIDENT's plus wsikit's)."""
+        l0_mag = 10.0 / self.slide_mpp if math.isfinite(self.slide_mpp) else float("nan")
+        t_mag = 10.0 / self.target_mpp if math.isfinite(self.target_mpp) else float("nan")
+        return {
+            "patch_size": int(self.patch_px),
+            "patch_size_level0": int(self.patch_size_l0),
+            "level0_magnification": _mag(l0_mag),
+            "target_magnification": _mag(t_mag),
+            "overlap": int(self.overlap_px),
+            "name": self.slide_name,
+            "savetodir": savetodir,
+            "level0_width": int(self.level0_size[0]),
+            "level0_height": int(self.level0_size[1]),
+            "mpp": float(self.slide_mpp),
+            "target_mpp": float(self.target_mpp),
+            "mpp_source": self.mpp_source,
+            "stride_level0": int(self.stride_l0),
+            "wsikit_version": __version__,
+        }
+
+    def to_h5(self, path: str | os.PathLike[str]) -> Path:
+        """Write ``coords`` (N, 2) int64 with attributes and ``tissue`` (N,) atomically.
+
+        Use :func:`coords_path` for TRIDENT's ``…/patches/<slide>_patches.h5`` layout.
+        """
+        import h5py
+
+        path = Path(path)
+        savetodir = str(path.parent.parent if path.parent.name == "patches" else path.parent)
+        with atomic_path(path) as tmp:
+            with h5py.File(tmp, "w") as f:
+                ds = f.create_dataset("coords", data=self.coords.astype(np.int64),
+                                      maxshape=(None, 2))
+                for k, v in self.h5_attrs(savetodir).items():
+                    ds.attrs[k] = v
+                f.create_dataset("tissue", data=self.tissue.astype(np.float32))
+        return path
+
+    @classmethod
+    def from_h5(cls, path: str | os.PathLike[str]) -> TileGrid:
+        """Read a wsikit, TRIDENT or CLAM coordinate file.
+
+        TRIDENT files give mpp from magnification (``10 / magnification``); CLAM files give
+        the level-0 patch size from ``patch_size × downsample`` and unknown mpp (NaN).
+        """
+        import h5py
+
+        path = Path(path)
+        try:
+            with h5py.File(path, "r") as f:
+                if "coords" not in f:
+                    raise GridError(f"{path}: no 'coords' dataset; not a coordinate file")
+                dset = f["coords"]
+                coords = np.asarray(dset[()], dtype=np.int64).reshape(-1, 2)
+                attrs = {k: _py(v) for k, v in f.attrs.items()}
+                attrs.update({k: _py(v) for k, v in dset.attrs.items()})
+                tissue = (np.asarray(f["tissue"][()], np.float32) if "tissue" in f
+                          else np.full(len(coords), np.nan, np.float32))
+        except GridError:
+            raise
+        except (OSError, KeyError, ValueError) as exc:
+            raise GridError(f"{path}: cannot read coordinate file ({exc})") from exc
+        name = str(attrs.get("name", path.stem.removesuffix("_patches")))
+        if "level0_width" in attrs:
+            size = (int(attrs["level0_width"]), int(attrs.get("level0_height", 0)))
+        elif "level_dim" in attrs:  # CLAM stores the size of the patching level
+            dims = np.atleast_1d(np.asarray(attrs["level_dim"], np.float64))
+            dsmp = np.atleast_1d(np.asarray(attrs.get("downsample", 1.0), np.float64))
+            size = (int(round(dims[0] * dsmp[0])), int(round(dims[-1] * dsmp[-1])))
+        else:
+            size = (0, 0)
+        try:
+            if "target_mpp" in attrs:  # wsikit
+                patch_px = int(attrs["patch_size"])
+                p0 = int(attrs["patch_size_level0"])
+                overlap = int(attrs.get("overlap", 0))
+                stride = int(attrs.get("stride_level0", p0))
+                return cls(coords, tissue, patch_px, p0, stride, float(attrs["target_mpp"]),
+                           float(attrs["mpp"]), str(attrs.get("mpp_source", "file")),
+                           overlap, name, size, attrs)
+            if "patch_size_level0" in attrs:  # TRIDENT
+                patch_px = int(attrs["patch_size"])
+                p0 = int(attrs["patch_size_level0"])
+                overlap = int(attrs.get("overlap", 0))
+                stride = int(round(p0 * (patch_px - overlap) / patch_px)) if patch_px else p0
+                l0_mag = float(attrs.get("level0_magnification", "nan"))
+                t_mag = float(attrs.get("target_magnification", "nan"))
+                return cls(coords, tissue, patch_px, p0, stride, 10.0 / t_mag, 10.0 / l0_mag,
+                           "trident.magnification", overlap, name, size, attrs)
+            if "patch_level" in attrs or "downsample" in attrs:  # CLAM
+                patch_px = int(attrs["patch_size"])
+                dsmp = np.atleast_1d(np.asarray(attrs.get("downsample", 1.0), np.float64))
+                p0 = int(round(patch_px * float(dsmp[0])))
+                return cls(coords, tissue, patch_px, p0, p0, float("nan"), float("nan"),
+                           "unknown", 0, name, size, attrs)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise GridError(f"{path}: coordinate attributes are incomplete ({exc})") from exc
+        raise GridError(f"{path}: 'coords' has neither wsikit/TRIDENT attributes "
+                        f"(patch_size_level0) nor CLAM attributes (patch_level, downsample)")
+
+
+def _mag(value: float) -> float | int:
+    """Magnification as an int when it is one (TRIDENT writes ints), else a float."""
+    if not math.isfinite(value):
+        return value
+    return int(round(value)) if abs(value - round(value)) < 1e-6 else float(value)
+
+
+def _py(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def _positions(length: int, stride: int, size: int) -> np.ndarray:
+    """Grid starts 0, stride, … while inside ``length`` and the previous patch ends short."""
+    n = 1 if length <= size else 1 + max(0, math.ceil((length - size) / stride))
+    return np.arange(n, dtype=np.int64) * stride
+
+
+def tissue_fractions(mask: np.ndarray, scale: tuple[float, float], xs: np.ndarray,
+                     ys: np.ndarray, size: float) -> np.ndarray:
+    """Exact tissue area fraction of every patch of a product grid.
+
+    Parameters
+    ----------
+    mask : ndarray, shape (h, w), bool
+    scale : (sx, sy)
+        Level-0 px per mask px.
+    xs, ys : ndarray of int
+        Patch left and top edges in level-0 px.
+    size : float
+        Patch edge in level-0 px.
+
+    Returns
+    -------
+    ndarray, shape (len(ys), len(xs)), float32
+    """
+    h, w = mask.shape
+    sat = np.zeros((h + 1, w + 1), np.float64)
+    np.cumsum(np.cumsum(mask, axis=0, dtype=np.float64), axis=1, out=sat[1:, 1:])
+
+    def interp_weights(edges: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        u = np.clip(edges, 0.0, float(n))
+        i0 = np.minimum(np.floor(u).astype(np.int64), n - 1 if n > 0 else 0)
+        return i0, i0 + 1, u - i0
+
+    ux = np.concatenate([xs, xs + size]) / scale[0]
+    uy = np.concatenate([ys, ys + size]) / scale[1]
+    cx0, cx1, fx = interp_weights(ux, w)
+    cy0, cy1, fy = interp_weights(uy, h)
+    # interpolate along x for every row of the table, then along y
+    sx = sat[:, cx0] * (1 - fx) + sat[:, cx1] * fx            # (h+1, 2nx)
+    s = sx[cy0, :] * (1 - fy)[:, None] + sx[cy1, :] * fy[:, None]  # (2ny, 2nx)
+    nx, ny = len(xs), len(ys)
+    area = s[ny:, nx:] - s[:ny, nx:] - s[ny:, :nx] + s[:ny, :nx]
+    frac = area * (scale[0] * scale[1]) / float(size * size)
+    return np.clip(frac, 0.0, 1.0).astype(np.float32)
+
+
+def make_grid(slide: Slide, mask: TissueMask | None, *, target_mpp: float = 0.5,
+              patch_px: int = 512, overlap_px: int = 0, min_tissue: float = 0.1) -> TileGrid:
+    """Patches of ``patch_px`` at ``target_mpp`` µm/px whose tissue fraction ≥ ``min_tissue``.
+
+    Parameters
+    ----------
+    slide : Slide
+        Gives level-0 size, mpp and name.
+    mask : TissueMask or None
+        Tissue mask; ``None`` keeps every grid position (tissue fraction 1).
+    target_mpp : float
+        Patch resolution in µm/px (default 0.5, "20×"), exact — never snapped to bins.
+    patch_px : int
+        Patch edge in pixels at ``target_mpp``.
+    overlap_px : int
+        Overlap of neighbours in pixels at ``target_mpp`` (``0 <= overlap_px < patch_px``).
+    min_tissue : float
+        Minimum tissue area fraction (0–1) of a kept patch.
+
+    Returns
+    -------
+    TileGrid
+        Empty (``coords.shape == (0, 2)``) with a warning when no patch has tissue.
+    """
+    if not math.isfinite(slide.mpp):
+        raise GridError(f"{slide.path}: slide mpp unknown; open it with mpp=... (or --mpp)")
+    target_mpp = check_mpp(target_mpp, what="target_mpp")
+    if isinstance(patch_px, bool) or int(patch_px) != patch_px or patch_px < 1:
+        raise GridError(f"patch_px={patch_px!r} must be a positive integer")
+    if isinstance(overlap_px, bool) or int(overlap_px) != overlap_px or overlap_px < 0:
+        raise GridError(f"overlap_px={overlap_px!r} must be a non-negative integer")
+    if overlap_px >= patch_px:
+        raise GridError(f"overlap_px={overlap_px} must be smaller than patch_px={patch_px} "
+                        f"(the stride would be zero or negative)")
+    if not 0.0 <= float(min_tissue) <= 1.0:
+        raise GridError(f"min_tissue={min_tissue!r} must be a fraction between 0 and 1")
+    patch_px, overlap_px = int(patch_px), int(overlap_px)
+    W, H = slide.dimensions
+    ratio = target_mpp / slide.mpp
+    size = max(1, int(round(patch_px * ratio)))
+    stride = max(1, int(round((patch_px - overlap_px) * ratio)))
+    xs, ys = _positions(W, stride, size), _positions(H, stride, size)
+    if mask is None:
+        frac = np.ones((len(ys), len(xs)), np.float32)
+    else:
+        if tuple(mask.level0_size) != (W, H):
+            raise GridError(f"mask is for a {mask.level0_size[0]}x{mask.level0_size[1]} slide "
+                            f"but {slide.name} is {W}x{H}; segment this slide again")
+        frac = tissue_fractions(mask.mask, mask.scale, xs, ys, size)
+    keep = frac >= float(min_tissue)
+    if float(min_tissue) > 0:
+        keep &= frac > 0
+    gy, gx = np.nonzero(keep)
+    coords = np.stack([xs[gx], ys[gy]], axis=1).astype(np.int64).reshape(-1, 2)
+    tissue = frac[gy, gx].astype(np.float32)
+    if len(coords) == 0:
+        warnings.warn(f"{slide.name}: no patch has at least {min_tissue:g} tissue; the grid is "
+                      f"empty (check the tissue mask, or lower --min-tissue)", UserWarning,
+                      stacklevel=2)
+    return TileGrid(coords=coords, tissue=tissue, patch_px=patch_px, patch_size_l0=size,
+                    stride_l0=stride, target_mpp=target_mpp, slide_mpp=slide.mpp,
+                    mpp_source=slide.mpp_source, overlap_px=overlap_px, slide_name=slide.name,
+                    level0_size=(W, H))
