@@ -1,0 +1,139 @@
+"""Local engine, state and resume logic with the test-only ``dummy`` step (fast)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import _dummy_steps  # noqa: F401  (registers the test steps here; workers import it as plugin)
+from wsikit.batch import JobFolder, run_batch
+from wsikit.batch.local import parse_devices
+from wsikit.errors import BatchError
+
+PLUGIN = ["_dummy_steps"]
+
+
+def make_cohort(root: Path, contents: dict[str, bytes]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name, data in contents.items():
+        (root / name).write_bytes(data)
+    return root
+
+
+def executions(job: Path) -> Counter:
+    log = job / "executions.log"
+    if not log.exists():
+        return Counter()
+    return Counter(line.split()[0] for line in log.read_text().splitlines())
+
+
+def quiet(_line: str) -> None:
+    pass
+
+
+def test_failing_slide_recorded_run_continues_and_resume(tmp_path):
+    cohort = make_cohort(tmp_path / "c", {"a.svs": b"alpha", "b.svs": b"BROKEN!",
+                                          "c.tif": b"gamma", "d.svs": b"EMPTY"})
+    job = tmp_path / "job"
+    s = run_batch(cohort, job, steps="dummy", plugins=PLUGIN, workers=2, echo=quiet)
+    assert s.exit_code == 1
+    assert dict(s.counts) == {"done": 2, "failed": 1, "skipped": 1}
+    state_b = json.loads((job / "state" / "b.json").read_text())
+    assert state_b["status"] == "failed"
+    assert "broken header" in state_b["error"]["message"]
+    assert "ValueError" in state_b["error"]["traceback"]
+    state_a = json.loads((job / "state" / "a.json").read_text())
+    assert state_a["status"] == "done" and state_a["attempts"] == 1
+    out = job / state_a["outputs"]["dummy.text"]["path"]
+    assert out == job / "dummy" / "a.txt"
+    assert state_a["outputs"]["dummy.text"]["size"] == out.stat().st_size
+    assert json.loads((job / "state" / "d.json").read_text())["status"] == "skipped"
+    summary = json.loads((job / "summary.json").read_text())
+    assert summary["counts"] == {"done": 2, "failed": 1, "skipped": 1}
+    run = json.loads((job / "run.json").read_text())
+    assert run["config"]["steps"] == ["dummy"] and run["versions"]["wsikit"]
+    assert not list((job / "locks").glob("*.lock"))
+    assert executions(job) == Counter({"a": 1, "b": 1, "c": 1, "d": 1})
+
+    # Rerun: nothing is redone; the failed slide stays failed without --retry-failed.
+    s2 = run_batch(cohort, job, steps="dummy", plugins=PLUGIN, workers=2, echo=quiet)
+    assert s2.exit_code == 1 and executions(job) == Counter({"a": 1, "b": 1, "c": 1, "d": 1})
+    assert "retry-failed" in {o.slide_id: o for o in s2.slides}["b"].message
+
+    # A deleted or truncated output is never trusted: only that slide is redone.
+    (job / "dummy" / "c.txt").write_text("trunc")
+    (tmp_path / "c" / "b.svs").write_bytes(b"fixed now")
+    s3 = run_batch(cohort, job, steps="dummy", plugins=PLUGIN, workers=1, retry_failed=True,
+                   echo=quiet)
+    assert s3.exit_code == 0
+    assert executions(job) == Counter({"a": 1, "b": 2, "c": 2, "d": 1})
+    assert json.loads((job / "state" / "b.json").read_text())["attempts"] == 2
+
+    # Changing an option the step depends on redoes it everywhere.
+    run_batch(cohort, job, steps="dummy", plugins=PLUGIN, patch_px=256, echo=quiet)
+    assert executions(job) == Counter({"a": 2, "b": 3, "c": 3, "d": 2})
+    assert (job / "dummy" / "a.txt").read_text().endswith(" 256\n")
+
+
+def test_worker_death_fails_only_its_slide(tmp_path):
+    cohort = make_cohort(tmp_path / "c", {"a.svs": b"CRASH", "b.svs": b"fine", "c.svs": b"ok"})
+    s = run_batch(cohort, tmp_path / "job", steps="crash", plugins=PLUGIN, workers=1,
+                  echo=quiet)
+    outcome = {o.slide_id: o for o in s.slides}
+    assert outcome["a"].status == "failed" and "SIGKILL" in outcome["a"].message
+    assert outcome["b"].status == "done" and outcome["c"].status == "done"
+
+
+def test_lock_exclusive_and_stale_recovery(tmp_path):
+    job = JobFolder(tmp_path / "job", stale_after=60)
+    first = job.lock("s1")
+    assert first.acquire()
+    assert not job.lock("s1").acquire()  # live owner (this pid)
+    first.release()
+    assert not job.lock_path("s1").exists()
+
+    # Lock of a dead process on this host: broken and re-taken.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    job.lock_path("s2").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(),
+                                               "time": time.time()}))
+    lock = job.lock("s2")
+    assert lock.acquire()
+    assert json.loads(job.lock_path("s2").read_text())["pid"] == os.getpid()
+    lock.release()
+
+    # Live process on another host: stale only after the heartbeat timeout.
+    job.lock_path("s3").write_text(json.dumps({"pid": 1, "host": "elsewhere", "time": 0}))
+    assert not job.lock("s3").acquire()
+    old = time.time() - 120
+    os.utime(job.lock_path("s3"), (old, old))
+    assert job.lock("s3").acquire()
+
+
+def test_bad_options_are_clear_errors(tmp_path):
+    cohort = make_cohort(tmp_path / "c", {"a.svs": b"alpha"})
+    with pytest.raises(BatchError, match="unknown step 'nope'"):
+        run_batch(cohort, tmp_path / "job", steps="nope", echo=quiet)
+    with pytest.raises(BatchError, match="--engine 'spark'"):
+        run_batch(cohort, tmp_path / "job", steps="dummy", plugins=PLUGIN, engine="spark",
+                  echo=quiet)
+    with pytest.raises(BatchError, match="not 'cpu', 'cuda'"):
+        parse_devices("tpu:0")
+    with pytest.raises(BatchError, match="--workers"):
+        parse_devices("cpu", 0)
+    with pytest.raises(BatchError, match="plugin"):
+        run_batch(cohort, tmp_path / "job", steps="dummy", plugins=["no_such_mod"], echo=quiet)
+
+
+def test_cpu_slots_share_threads():
+    slots = parse_devices("cpu", 2)
+    assert len(slots) == 2 and all(s.device == "cpu" for s in slots)
+    assert slots[0].threads == max(1, (os.cpu_count() or 1) // 2)

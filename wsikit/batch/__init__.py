@@ -1,0 +1,53 @@
+"""Cohort batch extraction: resumable, lock-protected, multi-process / multi-GPU / Ray.
+
+>>> from wsikit.batch import run_batch
+>>> summary = run_batch("slides/", "job/", steps="segment,patch,features",
+...                     encoder="heuristic", workers=2)          # doctest: +SKIP
+>>> summary.exit_code                                             # doctest: +SKIP
+0
+
+See :mod:`wsikit.batch.state` for the job-folder layout and :mod:`wsikit.batch.steps` for the
+step registry.
+"""
+
+from __future__ import annotations
+
+from .cohort import SLIDE_EXTENSIONS, CohortSlide, read_cohort
+from .runner import BatchSummary, SlideOutcome, run_batch
+from .state import JobFolder, SlideLock, sha256_file
+from .steps import (
+    BatchConfig,
+    SkipSlide,
+    SlideContext,
+    StepSpec,
+    get_step,
+    list_steps,
+    register_step,
+    resolve_steps,
+    run_slide,
+)
+
+#: Alias matching the ``wsikit batch`` command name.
+batch = run_batch
+
+__all__ = [
+    "BatchConfig",
+    "BatchSummary",
+    "CohortSlide",
+    "JobFolder",
+    "SLIDE_EXTENSIONS",
+    "SkipSlide",
+    "SlideContext",
+    "SlideLock",
+    "SlideOutcome",
+    "StepSpec",
+    "batch",
+    "get_step",
+    "list_steps",
+    "read_cohort",
+    "register_step",
+    "resolve_steps",
+    "run_batch",
+    "run_slide",
+    "sha256_file",
+]

@@ -1,0 +1,278 @@
+"""Local engine: one worker process per device slot, one slide per worker at a time.
+
+Workers are started with the ``spawn`` context (safe with CUDA and threads), pinned to their
+device (``CUDA_VISIBLE_DEVICES`` for GPUs, a share of the CPU threads for ``cpu``), build the
+encoder once and keep it for all their slides. A worker that dies (segfault in a codec, out of
+memory, ``kill -9``) fails only the slide it held and is replaced. Workers exit when their
+parent dies, so a killed runner leaves no process writing into the job folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from ..errors import BatchError
+
+__all__ = ["LocalEngine", "parse_devices", "DeviceSlot"]
+
+
+@dataclass(frozen=True)
+class DeviceSlot:
+    """One worker process: the torch device it uses and the GPU it may see."""
+
+    device: str                   # device string inside the worker ("cpu", "cuda:0")
+    visible: str | None = None    # CUDA_VISIBLE_DEVICES for the worker (None: inherit)
+    threads: int = 1              # torch/OpenMP threads
+    label: str = "cpu"            # what the user asked for ("cpu", "cuda:1")
+
+
+def parse_devices(devices: str | Sequence[str], workers: int = 1) -> list[DeviceSlot]:
+    """Turn ``--devices`` and ``--workers`` into worker slots.
+
+    ``"cpu"`` gives ``workers`` CPU processes sharing the cores; ``"cuda:0,cuda:1"`` (or
+    ``"cuda"`` for every visible GPU) gives ``workers`` processes per GPU, each seeing only its
+    GPU through ``CUDA_VISIBLE_DEVICES``.
+    """
+    if isinstance(devices, str):
+        items = [d.strip() for d in devices.split(",") if d.strip()]
+    else:
+        items = [str(d).strip() for d in devices]
+    if not items:
+        raise BatchError("--devices is empty; pass 'cpu' or e.g. 'cuda:0,cuda:1'")
+    if not isinstance(workers, int) or workers < 1:
+        raise BatchError(f"--workers must be a positive integer, got {workers!r}")
+    slots: list[DeviceSlot] = []
+    cpu_slots = 0
+    gpus: list[str] = []
+    for item in items:
+        low = item.lower()
+        if low == "cpu":
+            cpu_slots += workers
+        elif low == "cuda" or low.startswith("cuda:"):
+            if low == "cuda":
+                gpus.extend(str(i) for i in range(_cuda_count(item)))
+            else:
+                index = low.split(":", 1)[1]
+                if not index.isdigit():
+                    raise BatchError(f"--devices entry {item!r} is not 'cuda:<index>'")
+                gpus.append(index)
+        else:
+            raise BatchError(f"--devices entry {item!r} is not 'cpu', 'cuda' or 'cuda:<index>'")
+    if gpus:
+        available = _cuda_count(",".join(items))
+        for index in dict.fromkeys(gpus):
+            if int(index) >= available:
+                raise BatchError(f"--devices asks for cuda:{index} but only {available} CUDA "
+                                 "device(s) are visible; check CUDA_VISIBLE_DEVICES/nvidia-smi")
+            for _ in range(workers):
+                slots.append(DeviceSlot("cuda:0", visible=_physical(index), threads=2,
+                                        label=f"cuda:{index}"))
+    if cpu_slots:
+        threads = max(1, (os.cpu_count() or 1) // cpu_slots)
+        slots.extend(DeviceSlot("cpu", None, threads, "cpu") for _ in range(cpu_slots))
+    return slots
+
+
+def _physical(index: str) -> str:
+    """Map a visible index to the parent's CUDA_VISIBLE_DEVICES entry (if it restricts GPUs)."""
+    parent = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if parent:
+        entries = [e.strip() for e in parent.split(",") if e.strip()]
+        if int(index) < len(entries):
+            return entries[int(index)]
+    return index
+
+
+def _cuda_count(what: str) -> int:
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - torch is a dependency
+        raise BatchError(f"--devices {what} needs torch with CUDA") from exc
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        raise BatchError(f"--devices {what}: CUDA is not available here; use --devices cpu")
+    return count
+
+
+# --------------------------------------------------------------------------- worker side
+def _die_with_parent(parent_pid: int) -> None:
+    """Exit when the parent dies: PR_SET_PDEATHSIG on Linux, plus a watchdog thread."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent_pid:
+                os._exit(70)
+    threading.Thread(target=watch, daemon=True, name="wsikit-parent-watch").start()
+    if os.getppid() != parent_pid:
+        os._exit(70)
+
+
+def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after: float,
+                 config: dict[str, Any], parent_pid: int) -> None:
+    if slot.visible is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = slot.visible
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(slot.threads)
+    os.environ["WSIKIT_NO_PROGRESS"] = "1"
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+
+    from .cohort import CohortSlide
+    from .state import JobFolder
+    from .steps import BatchConfig, run_slide
+
+    if "torch" in sys.modules or config.get("steps") and "features" in config["steps"]:
+        import torch
+
+        torch.set_num_threads(slot.threads)
+    job = JobFolder(job_root, stale_after=stale_after)
+    cfg = BatchConfig.from_dict(config)
+    cache: dict[str, Any] = {}
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        slide = CohortSlide.from_dict(msg["slide"])
+        result = run_slide(slide, job, cfg, steps=msg.get("steps"), device=slot.device,
+                           cache=cache, previous=msg.get("previous"), verify=msg.get("verify",
+                                                                                    False))
+        result["worker"] = {"pid": os.getpid(), "device": slot.label}
+        try:
+            conn.send(result)
+        except (BrokenPipeError, OSError):
+            return
+
+
+# --------------------------------------------------------------------------- parent side
+class _Worker:
+    def __init__(self, ctx: Any, slot: DeviceSlot, args: tuple[Any, ...]) -> None:
+        self.slot = slot
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, slot, *args), daemon=True,
+                                name=f"wsikit-batch-{slot.label}")
+        self.proc.start()
+        child.close()
+        self.task: dict[str, Any] | None = None
+
+
+class LocalEngine:
+    """Run slides in worker processes on this machine (see module docstring).
+
+    Parameters
+    ----------
+    slots : list of DeviceSlot
+        One worker process each (from :func:`parse_devices`).
+    """
+
+    name = "local"
+
+    def __init__(self, slots: Sequence[DeviceSlot]) -> None:
+        if not slots:
+            raise BatchError("no worker slots; pass --devices cpu or cuda:N")
+        self.slots = list(slots)
+        self._workers: list[_Worker] = []
+        self._ctx = mp.get_context("spawn")
+        self._args: tuple[Any, ...] = ()
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": "local", "workers": [s.label for s in self.slots],
+                "threads_per_worker": [s.threads for s in self.slots]}
+
+    @property
+    def capacity(self) -> int:
+        return len(self.slots)
+
+    def start(self, job_root: str, stale_after: float, config: dict[str, Any]) -> None:
+        self._args = (job_root, stale_after, config, os.getpid())
+        self._workers = [_Worker(self._ctx, slot, self._args) for slot in self.slots]
+
+    def idle(self) -> int:
+        return sum(1 for w in self._workers if w.task is None)
+
+    def in_flight(self) -> int:
+        return sum(1 for w in self._workers if w.task is not None)
+
+    def submit(self, task: dict[str, Any]) -> None:
+        for worker in self._workers:
+            if worker.task is None:
+                worker.task = task
+                worker.conn.send(task)
+                return
+        raise BatchError("internal: no idle worker for a submitted slide")
+
+    def wait(self, timeout: float) -> list[dict[str, Any]]:
+        """Results of slides finished within ``timeout`` seconds (dead workers → failures)."""
+        busy = [w for w in self._workers if w.task is not None]
+        if not busy:
+            return []
+        handles: list[Any] = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
+        ready = wait(handles, timeout=timeout)
+        results: list[dict[str, Any]] = []
+        for i, worker in enumerate(list(self._workers)):
+            if worker.task is None:
+                continue
+            if worker.conn in ready or worker.proc.sentinel in ready:
+                result = None
+                with contextlib.suppress(EOFError, OSError):
+                    if worker.conn.poll():
+                        result = worker.conn.recv()
+                if result is not None:
+                    worker.task = None
+                    results.append(result)
+                elif not worker.proc.is_alive():
+                    results.append(self._died(worker))
+                    self._workers[i] = _Worker(self._ctx, worker.slot, self._args)
+        return results
+
+    def _died(self, worker: _Worker) -> dict[str, Any]:
+        worker.proc.join(timeout=1)
+        code = worker.proc.exitcode
+        if code is not None and code < 0:
+            with contextlib.suppress(ValueError):
+                how = f"killed by {signal.Signals(-code).name}"
+        else:
+            how = f"exit code {code}"
+        task = worker.task or {}
+        slide_id = task.get("slide", {}).get("slide_id", "?")
+        hint = " (out of memory? a crashing codec?)" if code in (-9, -11, -6) else ""
+        return {"slide_id": slide_id, "status": "failed", "steps": task.get("previous") or {},
+                "reused": [], "seconds": 0.0, "n_patches": 0,
+                "error": {"type": "WorkerDied",
+                          "message": f"worker process on {worker.slot.label} died while "
+                                     f"processing this slide: {how}{hint}",
+                          "step": None, "traceback": ""},
+                "worker": {"pid": worker.proc.pid, "device": worker.slot.label}}
+
+    def stop(self) -> None:
+        for worker in self._workers:
+            with contextlib.suppress(OSError, BrokenPipeError):
+                if worker.task is None:
+                    worker.conn.send(None)
+        deadline = time.monotonic() + 5
+        for worker in self._workers:
+            if worker.task is None:
+                worker.proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if worker.proc.is_alive():
+                worker.proc.kill()
+                worker.proc.join(timeout=2)
+            with contextlib.suppress(OSError):
+                worker.conn.close()
+        self._workers = []

@@ -1,0 +1,431 @@
+"""The batch coordinator: decides what to run, takes per-slide locks, writes state and summary.
+
+Engines (:class:`~wsikit.batch.local.LocalEngine`, :class:`~wsikit.batch.ray_engine.RayEngine`)
+only execute :func:`wsikit.batch.steps.run_slide`; everything that must survive crashes and
+concurrent runners lives here, in one process per runner:
+
+* a slide is *done* when its state says so for the requested steps with the same options and
+  every recorded output still exists with its recorded size (SHA-256 with ``verify=True``);
+* a slide is taken only under its lock file; slides locked by a live runner are revisited
+  until that runner finishes them (or dies, and the stale lock is broken);
+* state is written before work starts (``running``, with an attempt counter) and after it ends.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._atomic import write_json_atomic
+from .._progress import progress as progress_bar
+from .._version import __version__
+from ..errors import BatchError
+from .cohort import CohortSlide, read_cohort
+from .state import JobFolder, SlideLock, now_iso
+from .steps import BatchConfig, get_step, load_plugins, resolve_steps
+
+__all__ = ["run_batch", "BatchSummary", "SlideOutcome"]
+
+SCHEMA = "wsikit.batch/v1"
+
+
+@dataclass(frozen=True)
+class SlideOutcome:
+    """What happened to one slide in this run."""
+
+    slide_id: str
+    status: str                 # "done" | "failed" | "skipped"
+    seconds: float = 0.0
+    n_patches: int = 0
+    message: str = ""           # failure reason or skip reason
+    processed: bool = False     # whether this runner processed it (False: earlier/other run)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"slide_id": self.slide_id, "status": self.status, "seconds": self.seconds,
+                "n_patches": self.n_patches, "message": self.message,
+                "processed": self.processed}
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    """Result of :func:`run_batch` (also written to ``JOBDIR/summary.json``)."""
+
+    job: Path
+    slides: tuple[SlideOutcome, ...]
+    wall_seconds: float
+    engine: str
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when no slide failed, 1 otherwise."""
+        return 1 if self.counts.get("failed", 0) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        processed = [s for s in self.slides if s.processed and s.status == "done"]
+        patches = sum(s.n_patches for s in processed)
+        return {"schema": SCHEMA, "job": str(self.job), "engine": self.engine,
+                "finished": now_iso(), "wall_seconds": round(self.wall_seconds, 3),
+                "counts": dict(self.counts),
+                "slides_per_hour": round(len(processed) / self.wall_seconds * 3600, 2)
+                if self.wall_seconds > 0 else None,
+                "patches_per_s": round(patches / self.wall_seconds, 2)
+                if self.wall_seconds > 0 else None,
+                "slides": [s.to_dict() for s in self.slides]}
+
+    def table(self) -> str:
+        """A plain-text summary table (status, slides, summed slide time)."""
+        rows = ["status    slides   slide-time"]
+        for status in ("done", "failed", "skipped"):
+            sel = [s for s in self.slides if s.status == status]
+            rows.append(f"{status:<9} {len(sel):>6}   {sum(s.seconds for s in sel):>9.1f} s")
+        rows.append(f"{'total':<9} {len(self.slides):>6}   wall {self.wall_seconds:.1f} s")
+        failed = [s for s in self.slides if s.status == "failed"]
+        if failed:
+            rows.append("failed slides:")
+            rows.extend(f"  {s.slide_id}: {s.message}" for s in failed)
+        return "\n".join(rows)
+
+
+# --------------------------------------------------------------------------- decisions
+def _complete(state: Mapping[str, Any] | None, steps: Sequence[str], config: BatchConfig,
+              job: JobFolder, verify: bool) -> str | None:
+    """``"done"``/``"skipped"`` when the state already covers ``steps``, else ``None``."""
+    if not state or state.get("status") not in ("done", "skipped"):
+        return None
+    records = state.get("steps") or {}
+    for name in steps:
+        record = records.get(name)
+        if record is None:
+            return None
+        if record.get("config") != get_step(name).config_hash(config):
+            return None
+        if not job.outputs_intact(record.get("outputs", {}), verify=verify):
+            return None
+        if record.get("skipped"):
+            return "skipped"  # later steps never run for this slide
+    return str(state["status"])
+
+
+def _versions(engine: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"wsikit": __version__, "python": platform.python_version()}
+    for dist in ("torch", "numpy", "h5py", "openslide-python", "openslide-bin", "tiffslide",
+                 "timm", "filelock") + (("ray",) if engine == "ray" else ()):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = None
+    try:
+        import openslide
+
+        out["openslide-library"] = getattr(openslide, "__library_version__", None)
+    except ImportError:  # pragma: no cover - dependency
+        out["openslide-library"] = None
+    return out
+
+
+def _model_configs(config: BatchConfig) -> dict[str, Any]:
+    if "features" not in config.steps:
+        return {}
+    try:
+        from ..models import get_config
+
+        if config.encoder == "auto":
+            return {"auto": "resolved per worker; see 'models_used'"}
+        return {config.encoder: get_config(config.encoder).to_dict()}
+    except Exception as exc:  # noqa: BLE001 - informational only
+        return {config.encoder: f"unavailable: {exc}"}
+
+
+# --------------------------------------------------------------------------- main entry
+def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
+              out: str | os.PathLike[str], *,
+              steps: Sequence[str] | str = ("segment", "patch", "features"),
+              encoder: str = "auto", weights: str | None = None,
+              workers: int = 1, devices: str | Sequence[str] = "cpu",
+              engine: str = "local", ray_address: str | None = None,
+              retry_failed: bool = False, mpp: float | None = None,
+              tissue_mpp: float = 8.0, target_mpp: float = 0.5, patch_px: int = 512,
+              overlap_px: int = 0, min_tissue: float = 0.1, batch_size: int = 64,
+              loader_workers: int | None = None, precision: str | None = None,
+              verify: bool = False, stale_after: float = 600.0,
+              plugins: Sequence[str] = (),
+              progress: bool | None = None,
+              echo: Callable[[str], None] | None = None) -> BatchSummary:
+    """Process a cohort of slides into a resumable job folder.
+
+    Parameters
+    ----------
+    cohort : path or sequence of CohortSlide
+        Folder (recursive) or CSV with ``path`` and optional ``mpp``/``slide_id`` columns.
+    out : path
+        Job folder; rerunning on it redoes only unfinished (or, with ``retry_failed``, failed)
+        slides.
+    steps : str or sequence of str
+        Steps (``"segment,patch,features"``); required steps are added.
+    encoder, weights
+        Patch encoder for ``features`` (``"auto"``, ``"heuristic"``, ``"conch_v1_5"``, …).
+    workers : int
+        Worker processes per device (``devices="cpu"``: CPU processes; CUDA: per GPU).
+        With the Ray engine on CPU: number of CPU feature actors.
+    devices : str
+        ``"cpu"``, ``"cuda"`` (all GPUs) or ``"cuda:0,cuda:1"``.
+    engine : {"local", "ray"}
+    ray_address : str, optional
+        Ray cluster address (``"auto"`` inside a cluster started with ``ray start --head``).
+    retry_failed : bool
+        Also redo slides that failed in an earlier run.
+    mpp : float, optional
+        Level-0 µm/px for slides with none in their metadata or cohort row.
+    tissue_mpp, target_mpp, patch_px, overlap_px, min_tissue, batch_size, loader_workers,
+    precision
+        Step options (see :class:`~wsikit.batch.steps.BatchConfig`).
+    verify : bool
+        Re-hash recorded outputs (SHA-256) before trusting them, instead of checking sizes.
+    stale_after : float
+        Seconds after which a lock without heartbeat (other host) is stale.
+    plugins : sequence of str
+        Modules that register extra steps with :func:`~wsikit.batch.register_step`; imported
+        here and in every worker.
+    progress : bool, optional
+        Show the overall bar (default: unless ``WSIKIT_NO_PROGRESS=1``).
+    echo : callable, optional
+        Receives one line per finished slide and the summary (default: print to stdout).
+
+    Returns
+    -------
+    BatchSummary
+        ``exit_code`` is 0 when no slide failed, 1 otherwise.
+
+    Raises
+    ------
+    BatchError
+        Malformed cohort, unusable job folder, unknown step/engine/device, Ray not installed.
+    """
+    t_start = time.perf_counter()
+    if echo is None:
+        def echo(line: str) -> None:
+            from tqdm.auto import tqdm
+
+            tqdm.write(line, file=sys.stdout)
+    load_plugins(plugins)
+    step_names = resolve_steps(steps)
+    config = BatchConfig(steps=step_names, encoder=encoder, weights=weights,
+                         tissue_mpp=float(tissue_mpp), target_mpp=float(target_mpp),
+                         patch_px=int(patch_px), overlap_px=int(overlap_px),
+                         min_tissue=float(min_tissue), batch_size=int(batch_size),
+                         loader_workers=loader_workers, precision=precision,
+                         plugins=tuple(plugins))
+    if isinstance(cohort, (str, os.PathLike)):
+        slides = read_cohort(cohort, mpp=mpp)
+        cohort_source = str(Path(cohort).expanduser().resolve())
+    else:
+        slides = sorted(cohort, key=lambda s: s.slide_id)
+        cohort_source = "<python list>"
+        if len({s.slide_id for s in slides}) != len(slides):
+            raise BatchError("cohort has duplicate slide_id values; ids name output files")
+    job = JobFolder(out, stale_after=stale_after)
+    runner = _make_engine(engine, devices=devices, workers=workers, ray_address=ray_address,
+                          config=config)
+    run_info = {"schema": SCHEMA, "started": now_iso(), "cohort": cohort_source,
+                "n_slides": len(slides), "config": config.to_dict(),
+                "options": {"retry_failed": retry_failed, "verify": verify, "mpp": mpp,
+                            "stale_after": stale_after},
+                "engine": runner.describe(), "versions": _versions(engine),
+                "models": _model_configs(config), "command": list(sys.argv),
+                "host": socket.gethostname(), "pid": os.getpid(),
+                "slides": [s.to_dict() for s in slides]}
+    write_json_atomic(job.run_path, run_info)
+    job.clean_temporaries()
+
+    coordinator = _Coordinator(job, config, slides, runner, retry_failed=retry_failed,
+                               verify=verify, echo=echo, progress=progress)
+    outcomes, models_used = coordinator.run()
+    wall = time.perf_counter() - t_start
+    counts = {k: sum(1 for o in outcomes if o.status == k) for k in ("done", "failed", "skipped")}
+    summary = BatchSummary(job=job.root, slides=tuple(outcomes), wall_seconds=wall,
+                           engine=engine, counts=counts)
+    write_json_atomic(job.summary_path, summary.to_dict())
+    run_info.update(finished=now_iso(), wall_seconds=round(wall, 3), counts=counts,
+                    models_used=models_used)
+    write_json_atomic(job.run_path, run_info)
+    echo(summary.table())
+    return summary
+
+
+def _make_engine(engine: str, *, devices: str | Sequence[str], workers: int,
+                 ray_address: str | None, config: BatchConfig) -> Any:
+    if engine == "local":
+        from .local import LocalEngine, parse_devices
+
+        return LocalEngine(parse_devices(devices, workers))
+    if engine == "ray":
+        from .ray_engine import RayEngine
+
+        return RayEngine(address=ray_address, devices=devices, workers=workers, config=config)
+    raise BatchError(f"--engine {engine!r} is not 'local' or 'ray'")
+
+
+class _Coordinator:
+    def __init__(self, job: JobFolder, config: BatchConfig, slides: Sequence[CohortSlide],
+                 engine: Any, *, retry_failed: bool, verify: bool,
+                 echo: Callable[[str], None], progress: bool | None) -> None:
+        self.job, self.config, self.engine = job, config, engine
+        self.slides = list(slides)
+        self.retry_failed, self.verify, self.echo = retry_failed, verify, echo
+        self.progress = progress
+        self.outcomes: dict[str, SlideOutcome] = {}
+        self.locks: dict[str, SlideLock] = {}
+        self.models_used: dict[str, Any] = {}
+        self.patches_done = 0
+        self.bar: Any = None
+        self.t0 = time.perf_counter()
+
+    # A slide that needs no work gets its outcome right away; returns True if work is needed.
+    def _triage(self, slide: CohortSlide, state: Mapping[str, Any] | None) -> bool:
+        finished = _complete(state, self.config.steps, self.config, self.job, self.verify)
+        if finished == "done":
+            self._settle(SlideOutcome(slide.slide_id, "skipped", message="already done",
+                                      n_patches=_patches(state)), quiet=True)
+            return False
+        if finished == "skipped":
+            self._settle(SlideOutcome(slide.slide_id, "skipped",
+                                      message=str((state or {}).get("reason", "skipped"))),
+                         quiet=True)
+            return False
+        if state and state.get("status") == "failed" and not self.retry_failed:
+            err = (state.get("error") or {}).get("message", "unknown error")
+            self._settle(SlideOutcome(slide.slide_id, "failed",
+                                      message=f"failed in an earlier run ({err}); pass "
+                                              "--retry-failed to try again"), quiet=True)
+            return False
+        return True
+
+    def _settle(self, outcome: SlideOutcome, *, quiet: bool = False) -> None:
+        self.outcomes[outcome.slide_id] = outcome
+        if self.bar is not None:
+            self.bar.update(1)
+            elapsed = time.perf_counter() - self.t0
+            self.bar.set_postfix(patches_per_s=f"{self.patches_done / max(elapsed, 1e-9):.1f}",
+                                 refresh=False)
+        if not quiet:
+            detail = (f"{outcome.n_patches} patches" if outcome.status == "done"
+                      else outcome.message)
+            self.echo(f"[{len(self.outcomes)}/{len(self.slides)}] {outcome.status:<7} "
+                      f"{outcome.slide_id}  {outcome.seconds:.1f} s  {detail}")
+
+    def run(self) -> tuple[list[SlideOutcome], dict[str, Any]]:
+        self.bar = progress_bar(total=len(self.slides), enabled=self.progress, unit="slide",
+                                desc="batch", leave=True)
+        pending: list[CohortSlide] = []
+        for slide in self.slides:
+            if self._triage(slide, self.job.read_state(slide.slide_id)):
+                pending.append(slide)
+        by_id = {s.slide_id: s for s in self.slides}
+        if pending:
+            self.engine.start(str(self.job.root), self.job.stale_after, self.config.to_dict())
+        try:
+            waiting: list[CohortSlide] = []   # locked by another live runner
+            last_beat = last_visit = time.monotonic()
+            while pending or waiting or self.engine.in_flight():
+                while pending and self.engine.idle():
+                    self._dispatch(pending.pop(0), waiting)
+                if waiting and not pending and time.monotonic() - last_visit > 1.0:
+                    # Revisit slides another runner holds: finished there, or lock gone stale.
+                    pending, waiting = waiting, []
+                    last_visit = time.monotonic()
+                if self.engine.in_flight():
+                    for result in self.engine.wait(timeout=0.5):
+                        self._finish(by_id[result["slide_id"]], result)
+                elif waiting:
+                    time.sleep(0.25)
+                if time.monotonic() - last_beat > 5:
+                    for lock in self.locks.values():
+                        lock.heartbeat()
+                    last_beat = time.monotonic()
+        finally:
+            self.engine.stop()
+            for lock in self.locks.values():
+                lock.release()
+            self.bar.close()
+        return [self.outcomes[s.slide_id] for s in self.slides], self.models_used
+
+    def _dispatch(self, slide: CohortSlide, waiting: list[CohortSlide]) -> None:
+        lock = self.job.lock(slide.slide_id)
+        if not lock.acquire():
+            waiting.append(slide)
+            return
+        state = self.job.read_state(slide.slide_id)   # authoritative, under the lock
+        if not self._triage(slide, state):
+            if state and state.get("runner", {}).get("pid") != os.getpid():
+                prev = self.outcomes[slide.slide_id]
+                if prev.message == "already done":
+                    self.outcomes[slide.slide_id] = SlideOutcome(
+                        slide.slide_id, "skipped", n_patches=prev.n_patches,
+                        message="done by another runner")
+            lock.release()
+            return
+        self.locks[slide.slide_id] = lock
+        previous = dict((state or {}).get("steps") or {})
+        attempts = int((state or {}).get("attempts", 0)) + 1
+        self.job.write_state(slide.slide_id, {
+            "slide_id": slide.slide_id, "path": str(slide.path), "status": "running",
+            "attempts": attempts, "started": now_iso(),
+            "runner": {"pid": os.getpid(), "host": socket.gethostname()},
+            "steps": previous})
+        self.engine.submit({"slide": slide.to_dict(),
+                            "previous": previous, "verify": self.verify,
+                            "attempts": attempts})
+
+    def _finish(self, slide: CohortSlide, result: dict[str, Any]) -> None:
+        old = self.job.read_state(slide.slide_id) or {}
+        status = result["status"]
+        steps = result.get("steps") or {}
+        state = {
+            "slide_id": slide.slide_id, "path": str(slide.path), "status": status,
+            "attempts": old.get("attempts", 1), "started": old.get("started"),
+            "finished": now_iso(), "seconds": result.get("seconds"),
+            "runner": old.get("runner"), "worker": result.get("worker"),
+            "mpp": (steps.get("segment") or {}).get("info", {}).get("mpp", slide.mpp),
+            "mpp_source": (steps.get("segment") or {}).get("info", {}).get("mpp_source"),
+            "n_patches": result.get("n_patches", 0),
+            "timings": {k: v.get("seconds") for k, v in steps.items()},
+            "outputs": {f"{k}.{key}": rec for k, v in steps.items()
+                        for key, rec in v.get("outputs", {}).items()},
+            "reused_steps": result.get("reused", []),
+            "steps": steps,
+        }
+        message = ""
+        if status == "failed":
+            state["error"] = result.get("error")
+            err = result.get("error") or {}
+            message = f"{err.get('type')}: {err.get('message')}"
+            if err.get("step"):
+                message += f" (step {err['step']})"
+        elif status == "skipped":
+            state["reason"] = result.get("reason", "")
+            message = state["reason"]
+        self.job.write_state(slide.slide_id, state)
+        lock = self.locks.pop(slide.slide_id, None)
+        if lock is not None:
+            lock.release()
+        feat = steps.get("features", {}).get("info", {})
+        if feat.get("encoder") and "features" not in result.get("reused", []):
+            self.models_used.setdefault(feat["encoder"], {
+                "label": feat.get("label"), "config": feat.get("encoder_config")})
+            self.patches_done += int(feat.get("n_patches", 0))
+        self._settle(SlideOutcome(slide.slide_id, status, seconds=float(result.get("seconds", 0)),
+                                  n_patches=int(result.get("n_patches", 0)), message=message,
+                                  processed=True))
+
+
+def _patches(state: Mapping[str, Any] | None) -> int:
+    return int((state or {}).get("n_patches", 0) or 0)

@@ -1,0 +1,304 @@
+"""The job folder: layout, per-slide state, run manifest, summary and per-slide locks.
+
+Layout (TRIDENT-compatible outputs plus wsikit's bookkeeping)::
+
+    JOBDIR/
+      run.json                        configuration, versions, model configs (latest run)
+      summary.json                    counts and per-slide outcome of the latest run
+      state/<slide>.json              status done|failed|skipped, error, timings, outputs+sha256
+      locks/<slide>.lock              held while a runner processes the slide
+      contours_geojson/<slide>.geojson
+      patches/<slide>_patches.h5
+      features_<encoder>/<slide>.h5
+      ...
+
+Every JSON file is written atomically. A slide counts as done only when its state says so and
+every output it lists still exists with the recorded size (and, with ``verify=True``, the
+recorded SHA-256), so a file left by a crash is never trusted.
+
+Locks are files created with ``O_CREAT | O_EXCL`` holding the owner's pid, host name and start
+time; a runner refreshes the file's modification time while it works (heartbeat). A lock is
+stale when its pid is dead on this host, or when its heartbeat is older than ``stale_after``
+seconds (another host died); stale locks are broken under a short ``filelock`` mutex so two
+runners never break and re-take the same lock at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from .._atomic import TMP_MARK, write_json_atomic
+from ..errors import BatchError
+
+__all__ = ["JobFolder", "SlideLock", "sha256_file", "now_iso", "STATUSES"]
+
+#: Per-slide statuses written to ``state/<slide>.json`` (``running`` while a runner works).
+STATUSES = ("done", "failed", "skipped", "running")
+
+_HOST = socket.gethostname()
+
+
+def now_iso() -> str:
+    """Current UTC time as ISO 8601 with milliseconds."""
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+def sha256_file(path: str | os.PathLike[str], *, chunk: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class JobFolder:
+    """A batch job folder (created on demand).
+
+    Parameters
+    ----------
+    root : path
+        The job folder (``--out``).
+    stale_after : float
+        Seconds without a heartbeat after which another runner's lock is considered stale
+        even when its pid cannot be checked (other host).
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, stale_after: float = 600.0) -> None:
+        self.root = Path(root).expanduser().resolve()
+        self.stale_after = float(stale_after)
+        if self.root.exists() and not self.root.is_dir():
+            raise BatchError(f"job folder {self.root} exists and is not a folder; pass another "
+                             "--out")
+        try:
+            for sub in ("state", "locks"):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BatchError(f"cannot create job folder {self.root}: {exc}") from exc
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def run_path(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def summary_path(self) -> Path:
+        return self.root / "summary.json"
+
+    def state_path(self, slide_id: str) -> Path:
+        return self.root / "state" / f"{slide_id}.json"
+
+    def lock_path(self, slide_id: str) -> Path:
+        return self.root / "locks" / f"{slide_id}.lock"
+
+    def relative(self, path: str | os.PathLike[str]) -> str:
+        """Path relative to the job folder (POSIX separators) when inside it."""
+        path = Path(path)
+        with contextlib.suppress(ValueError):
+            return path.resolve().relative_to(self.root).as_posix()
+        return str(path)
+
+    def absolute(self, rel: str) -> Path:
+        path = Path(rel)
+        return path if path.is_absolute() else self.root / path
+
+    # ------------------------------------------------------------------ state
+    def read_state(self, slide_id: str) -> dict[str, Any] | None:
+        """The slide's state dict, or ``None`` when absent or unreadable (never trusted)."""
+        path = self.state_path(slide_id)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def write_state(self, slide_id: str, state: Mapping[str, Any]) -> Path:
+        """Write the slide's state atomically."""
+        return write_json_atomic(self.state_path(slide_id), dict(state))
+
+    def outputs_intact(self, outputs: Mapping[str, Mapping[str, Any]], *,
+                       verify: bool = False) -> bool:
+        """Whether every recorded output exists with its recorded size (and SHA-256)."""
+        for record in outputs.values():
+            path = self.absolute(str(record.get("path", "")))
+            try:
+                size = path.stat().st_size
+            except OSError:
+                return False
+            if size != record.get("size"):
+                return False
+            if verify and sha256_file(path) != record.get("sha256"):
+                return False
+        return True
+
+    def record_outputs(self, outputs: Mapping[str, str | os.PathLike[str]]
+                       ) -> dict[str, dict[str, Any]]:
+        """Checksum finished outputs: ``{key: {"path", "size", "sha256"}}``."""
+        out: dict[str, dict[str, Any]] = {}
+        for key, path in outputs.items():
+            path = Path(path)
+            try:
+                size = path.stat().st_size
+            except OSError as exc:
+                raise BatchError(f"step output {path} is missing after the step finished: "
+                                 f"{exc}") from exc
+            out[key] = {"path": self.relative(path), "size": size, "sha256": sha256_file(path)}
+        return out
+
+    def clean_temporaries(self) -> int:
+        """Remove temporary files left by crashed atomic writes (older than ``stale_after``)."""
+        removed = 0
+        cutoff = time.time() - self.stale_after
+        for path in self.root.rglob(f"*{TMP_MARK}*"):
+            with contextlib.suppress(OSError):
+                if path.is_file() and path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += 1
+        return removed
+
+    # ------------------------------------------------------------------ locks
+    def lock(self, slide_id: str) -> SlideLock:
+        """A (not yet acquired) lock for ``slide_id``."""
+        return SlideLock(self.lock_path(slide_id), stale_after=self.stale_after,
+                         mutex=self.root / "locks" / ".break.mutex")
+
+
+class SlideLock:
+    """An exclusive, stale-recoverable lock file for one slide.
+
+    Use :meth:`acquire` (non-blocking, returns ``False`` when another live runner holds it),
+    :meth:`heartbeat` while working and :meth:`release` when done.
+    """
+
+    def __init__(self, path: Path, *, stale_after: float, mutex: Path) -> None:
+        self.path = path
+        self.stale_after = stale_after
+        self._mutex = FileLock(str(mutex), timeout=30)
+        self.held = False
+        self.owner: dict[str, Any] | None = None
+
+    def _payload(self) -> bytes:
+        return json.dumps({"pid": os.getpid(), "host": _HOST, "created": now_iso(),
+                           "time": time.time()}).encode()
+
+    def _try_create(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise BatchError(f"cannot create lock {self.path}: {exc}") from exc
+        try:
+            os.write(fd, self._payload())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.held = True
+        return True
+
+    def read_owner(self) -> dict[str, Any] | None:
+        """The lock's content (``pid``, ``host``, ``created``), or ``None`` if absent."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return {}
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return {}  # being written right now, or truncated by a crash
+        return data if isinstance(data, dict) else {}
+
+    def is_stale(self, owner: Mapping[str, Any] | None = None) -> bool:
+        """Whether the current lock file belongs to a dead owner."""
+        owner = self.read_owner() if owner is None else owner
+        if owner is None:
+            return False
+        try:
+            age = time.time() - self.path.stat().st_mtime
+        except FileNotFoundError:
+            return False
+        if age > self.stale_after:
+            return True
+        if owner.get("host") == _HOST and isinstance(owner.get("pid"), int):
+            return not _pid_alive(owner["pid"])
+        # Unreadable content: wait until the heartbeat timeout (or a few seconds for a crash
+        # between create and write) decides.
+        return not owner and age > min(self.stale_after, 10.0)
+
+    def acquire(self) -> bool:
+        """Take the lock if free or stale; ``False`` when a live runner holds it."""
+        if self.held:
+            return True
+        if self._try_create():
+            return True
+        with self._mutex:
+            owner = self.read_owner()
+            if owner is None:
+                return self._try_create()
+            if not self.is_stale(owner):
+                self.owner = owner
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+            return self._try_create()
+
+    def heartbeat(self) -> None:
+        """Refresh the lock's modification time so other hosts see this runner is alive."""
+        if self.held:
+            with contextlib.suppress(OSError):
+                os.utime(self.path)
+
+    def release(self) -> None:
+        """Remove the lock file if this process holds it."""
+        if not self.held:
+            return
+        owner = self.read_owner()
+        if owner and owner.get("pid") == os.getpid() and owner.get("host") == _HOST:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+        self.held = False
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[bool]:
+        """Context manager: ``with lock.hold() as got: ...`` releases on exit."""
+        got = self.acquire()
+        try:
+            yield got
+        finally:
+            if got:
+                self.release()
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError as exc:
+        return exc.errno != errno.ESRCH
+    # A zombie (killed child not yet reaped) still answers kill(0); treat it as dead.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
