@@ -132,25 +132,34 @@ def compatible(gx: np.ndarray, gy: np.ndarray, w: int | np.ndarray, ax: np.ndarr
     return ok.all(axis=1)
 
 
-def _descending(score: np.ndarray, idx: np.ndarray, need: int) -> Iterator[np.ndarray]:
-    """Yield ``idx`` in descending ``score[idx]`` (ties keep the ascending order of ``idx``).
+def _descending(score: np.ndarray, need: int) -> Iterator[np.ndarray]:
+    """Yield the positions of ``score`` in descending score (ties: ascending position).
 
-    ``idx`` is ascending and indexes candidates in row-major (gy, gx) order, so a stable sort on
-    ``-score`` breaks ties by smaller gy, then smaller gx. For large candidate sets the best
-    block (every candidate scoring at least the k-th best) is sorted first and the rest only
-    if the greedy pass needs it.
+    Positions index candidates in row-major (gy, gx) order, so a stable sort on ``-score``
+    breaks ties by smaller gy, then smaller gx. For large candidate sets the best block (every
+    candidate scoring at least the k-th best) is sorted first, and the rest only if the greedy
+    pass needs it.
     """
-    n = idx.shape[0]
-    s = score[idx]
+    n = score.shape[0]
     k = max(256, 64 * need)
     if n <= 4 * k:
-        yield idx[np.argsort(-s, kind="stable")]
+        yield np.argsort(-score, kind="stable")
         return
-    thr = np.partition(s, n - k)[n - k]
-    top = s >= thr
-    yield idx[top][np.argsort(-s[top], kind="stable")]
-    rest = ~top
-    yield idx[rest][np.argsort(-s[rest], kind="stable")]
+    thr = np.partition(score, n - k)[n - k]
+    top = np.flatnonzero(score >= thr)
+    yield top[np.argsort(-score[top], kind="stable")]
+    rest = np.flatnonzero(score < thr)
+    yield rest[np.argsort(-score[rest], kind="stable")]
+
+
+def _min_count(min_coverage: float, area: int) -> int:
+    """Smallest integer ``c`` with ``c / area >= min_coverage`` (exactly as floats compare)."""
+    c = max(1, math.ceil(min_coverage * area))
+    while c > 1 and (c - 1) / area >= min_coverage:
+        c -= 1
+    while c / area < min_coverage:
+        c += 1
+    return c
 
 
 #: Bits of the fixed-point attention values used for ranking (see :func:`_fixed_point`).
@@ -212,46 +221,49 @@ def select_from_map(amap: AttentionMap, *, scales: Sequence[int] = DEFAULT_SCALE
                         "(width x height)")
             continue
         cnt = window_sums(sat_cnt, w)
-        tot = window_sums(sat_val, w)
         area = w * w
-        cov = cnt / area
-        feasible = cov >= min_coverage
-        ys, xs = np.nonzero(feasible)      # row-major: ascending gy, then gx
-        n_feasible = int(ys.shape[0])
+        nx = cnt.shape[1]
+        # feasible: cnt / area >= min_coverage, as an exact integer threshold
+        feasible = cnt.ravel() >= _min_count(min_coverage, area)
+        flat = np.flatnonzero(feasible)    # row-major: ascending gy, then gx
+        n_feasible = int(flat.shape[0])
         if n_feasible == 0:
             empty[w] = (f"no {w}x{w} window with coverage >= {_fmt(min_coverage)} "
-                        f"(best coverage {float(cov.max()):.3g}); lower min_coverage to allow "
-                        "windows over holes or tissue edges")
+                        f"(best coverage {int(cnt.max()) / area:.3g}); lower min_coverage to "
+                        "allow windows over holes or tissue edges")
             continue
-        c = cnt[ys, xs]
-        score = tot[ys, xs] / c            # ranking key: exact window sums, one rounding
-        gx = xs.astype(np.int64) + ox
-        gy = ys.astype(np.int64) + oy
-        ok = compatible(gx, gy, w, np.array(acc_x), np.array(acc_y), np.array(acc_w),
-                        max_iou=max_iou, margin=margin, layout=layout)
+        tot = window_sums(sat_val, w).ravel()
+        c = cnt.ravel()[flat]
+        score = tot[flat] / c              # ranking key: exact window sums, one rounding
         kept = 0
-        for chunk in _descending(score, np.flatnonzero(ok), per_scale):
+        # candidates best first, in blocks; each block is tested (vectorised) against every
+        # window accepted so far, then greedily within itself
+        for chunk in _descending(score, per_scale):
             if chunk.shape[0] == 0:
                 continue
-            m = np.ones(chunk.shape[0], dtype=bool)
-            cgx, cgy = gx[chunk], gy[chunk]
+            cy, cx = np.divmod(flat[chunk], nx)
+            cgx, cgy = cx + ox, cy + oy
+            m = compatible(cgx, cgy, w, np.array(acc_x, dtype=np.int64),
+                           np.array(acc_y, dtype=np.int64), np.array(acc_w, dtype=np.int64),
+                           max_iou=max_iou, margin=margin, layout=layout)
             while kept < per_scale:
                 pos = int(np.argmax(m))
                 if not m[pos]:
                     break
                 j = int(chunk[pos])
-                windows.append(Window(x=int(gx[j]) * p, y=int(gy[j]) * p, size=w * p, scale=w,
-                                      score=_exact_mean(amap, int(ys[j]), int(xs[j]), w),
-                                      gx=int(gx[j]), gy=int(gy[j]),
-                                      coverage=float(c[j]) / area))
-                acc_x.append(int(gx[j]))
-                acc_y.append(int(gy[j]))
+                wx, wy = int(cgx[pos]), int(cgy[pos])
+                windows.append(Window(x=wx * p, y=wy * p, size=w * p, scale=w,
+                                      score=_exact_mean(amap, int(cy[pos]), int(cx[pos]), w),
+                                      gx=wx, gy=wy, coverage=float(c[j]) / area))
+                acc_x.append(wx)
+                acc_y.append(wy)
                 acc_w.append(w)
                 kept += 1
                 m[pos] = False
                 if kept < per_scale:
-                    m &= compatible(cgx, cgy, w, gx[j:j + 1], gy[j:j + 1], np.array([w]),
-                                    max_iou=max_iou, margin=margin, layout=layout)
+                    m &= compatible(cgx, cgy, w, cgx[pos:pos + 1], cgy[pos:pos + 1],
+                                    np.array([w]), max_iou=max_iou, margin=margin,
+                                    layout=layout)
             if kept >= per_scale:
                 break
         if kept == 0:
