@@ -23,5 +23,5 @@ def test_subprocess_and_selectors_from_repo_root():
 
 
 def test_no_top_level_stdlib_names():
-    for name in ("selectors", "models", "io", "types", "test", "tests/__init__.py"):
+    for name in ("selectors", "models", "io", "types", "test"):
         assert not (REPO / name / "__init__.py").exists() and not (REPO / f"{name}.py").exists()

@@ -1,0 +1,148 @@
+"""``wsikit info``, ``wsikit segment`` and ``wsikit patch``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+
+from ..errors import WsikitError
+from ..io.mpp import check_mpp
+
+__all__ = ["register"]
+
+_MPP_HELP = ("level-0 microns per pixel, overriding the file's metadata (needed when the slide "
+             "has none; e.g. 0.25 for a 40x scan, 0.5 for 20x)")
+
+
+def _mpp_type(option: str):  # noqa: ANN202
+    def parse(value: str) -> float:
+        try:
+            return check_mpp(float(value), what=option)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+        except WsikitError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+    return parse
+
+
+def _fraction(value: str) -> float:
+    try:
+        f = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0.0 <= f <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} is not a fraction between 0 and 1")
+    return f
+
+
+def _info(args: argparse.Namespace) -> int:
+    from ..slide_ops import info
+
+    data = info(args.slide, mpp=args.mpp, backend=args.backend)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    w, h = data["dimensions"]
+    print(f"{data['name']}  ({data['path']})")
+    print(f"  backend      {data['backend']}  vendor {data['vendor']}")
+    print(f"  size         {w} x {h} px" + (f"  ({data['size_mm'][0]} x {data['size_mm'][1]} mm)"
+                                            if data["size_mm"] else ""))
+    if data["mpp"] is None:
+        print("  mpp          unknown (pass --mpp to set it)")
+    else:
+        print(f"  mpp          {data['mpp']:g} µm/px  (from {data['mpp_source']})")
+    print(f"  objective    {data['objective_power'] or 'unknown'}")
+    levels = ", ".join(f"{lw}x{lh} (/{ds:g})" for (lw, lh), ds in
+                       zip(data["level_dimensions"], data["level_downsamples"]))
+    print(f"  levels       {data['level_count']}: {levels}")
+    print(f"  associated   {', '.join(data['associated_images']) or 'none'}")
+    return 0
+
+
+def _segment(args: argparse.Namespace) -> int:
+    from ..slide_ops import geojson_path, segment
+
+    tm = segment(args.slide, out=args.out, mpp=args.mpp, mask_mpp=args.mask_mpp,
+                 min_tissue_um2=args.min_tissue_um2, min_hole_um2=args.min_hole_um2,
+                 backend=args.backend)
+    pieces = len(tm.polygons())
+    print(f"{tm.slide_name}: {pieces} tissue piece(s), {tm.tissue_fraction:.1%} of the slide, "
+          f"{tm.tissue_area_um2 / 1e6:.2f} mm²  -> {geojson_path(args.out, tm.slide_name)}")
+    return 0
+
+
+def _patch(args: argparse.Namespace) -> int:
+    from ..patching import coords_path
+    from ..slide_ops import patch
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        grid = patch(args.slide, out=args.out, mpp=args.mpp, target_mpp=args.target_mpp,
+                     patch_px=args.patch_px, overlap_px=args.overlap_px,
+                     min_tissue=args.min_tissue, mask_mpp=args.mask_mpp,
+                     resegment=args.resegment, backend=args.backend)
+    for w in caught:
+        print(f"warning: {w.message}")
+    print(f"{grid.slide_name}: {len(grid)} patches of {grid.patch_px} px at "
+          f"{grid.target_mpp:g} µm/px ({grid.patch_size_l0} level-0 px, slide "
+          f"{grid.slide_mpp:g} µm/px from {grid.mpp_source})  -> "
+          f"{coords_path(args.out, grid.slide_name)}")
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("slide", help="slide file (SVS, NDPI, MRXS, tiled TIFF, … or PNG/JPEG)")
+    p.add_argument("--mpp", type=_mpp_type("--mpp"), default=None, help=_MPP_HELP)
+    p.add_argument("--backend", choices=("openslide", "tiffslide", "image"), default=None,
+                   help="force a reader (default: OpenSlide, then tiffslide, then plain image)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``info``, ``segment`` and ``patch`` to the ``wsikit`` command line."""
+    p = subparsers.add_parser(
+        "info", help="show a slide's size, levels and resolution (µm/px) with its source",
+        description="Show a slide's size, pyramid levels, vendor, associated images and its "
+                    "level-0 resolution (µm/px) with where it came from (openslide, aperio, "
+                    "TIFF tags, objective power).")
+    _common(p)
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=_info)
+
+    p = subparsers.add_parser(
+        "segment", help="segment tissue: GeoJSON polygons, mask PNG, outlined thumbnail",
+        description="Segment tissue on a ~8 µm/px thumbnail (robust to grey backgrounds, "
+                    "pen ink and dark borders). Writes OUT/contours_geojson/<slide>.geojson "
+                    "(level-0 px, holes as interiors; opens in QuPath), OUT/masks/<slide>.png "
+                    "and OUT/thumbnails/<slide>_tissue.png.")
+    _common(p)
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--mask-mpp", type=float, default=8.0,
+                   help="µm/px of the thumbnail that is segmented (default 8)")
+    p.add_argument("--min-tissue-um2", type=float, default=5e4,
+                   help="drop tissue pieces smaller than this area in µm² (default 50000)")
+    p.add_argument("--min-hole-um2", type=float, default=1e4,
+                   help="fill holes smaller than this area in µm² (default 10000)")
+    p.set_defaults(func=_segment)
+
+    p = subparsers.add_parser(
+        "patch", help="patch grid at an exact µm/px -> TRIDENT-compatible coordinates .h5",
+        description="Lay a patch grid (anchored at the level-0 origin) over the tissue at an "
+                    "exact target resolution and write OUT/patches/<slide>_patches.h5 "
+                    "(TRIDENT-compatible) and OUT/thumbnails/<slide>_grid.png. Reuses "
+                    "OUT/contours_geojson/<slide>.geojson if present (e.g. edited in QuPath).")
+    _common(p)
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--target-mpp", type=_mpp_type("--target-mpp"), default=0.5,
+                   help="patch resolution in µm/px (default 0.5, i.e. '20x'); exact, not binned")
+    p.add_argument("--patch-px", type=int, default=512,
+                   help="patch edge in pixels at --target-mpp (default 512)")
+    p.add_argument("--overlap-px", type=int, default=0,
+                   help="overlap of neighbouring patches in pixels at --target-mpp (default 0)")
+    p.add_argument("--min-tissue", type=_fraction, default=0.1,
+                   help="minimum tissue fraction of a kept patch, 0-1 (default 0.1)")
+    p.add_argument("--mask-mpp", type=float, default=8.0,
+                   help="µm/px of the tissue mask (default 8)")
+    p.add_argument("--resegment", action="store_true",
+                   help="segment again even if a GeoJSON already exists in OUT")
+    p.set_defaults(func=_patch)

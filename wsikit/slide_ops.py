@@ -1,0 +1,197 @@
+"""File-level operations behind ``wsikit info``, ``wsikit segment`` and ``wsikit patch``.
+
+Each takes a slide path and writes TRIDENT-style outputs under ``out``::
+
+    out/contours_geojson/<slide>.geojson   tissue polygons (level-0 px, holes as interiors)
+    out/masks/<slide>.png                  tissue mask (255 = tissue)
+    out/thumbnails/<slide>_tissue.png      thumbnail with tissue outlines (green) and holes (blue)
+    out/patches/<slide>_patches.h5         patch coordinates (TRIDENT-compatible)
+    out/thumbnails/<slide>_grid.png        thumbnail with the patch grid drawn
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._atomic import write_bytes_atomic
+from ._progress import progress
+from .io import Slide, open_slide
+from .patching import TileGrid, coords_path, make_grid
+from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask, segment_tissue
+
+__all__ = ["info", "segment", "patch", "geojson_path", "draw_tissue", "draw_grid"]
+
+_PathLike = str | os.PathLike[str]
+
+
+def geojson_path(out: _PathLike, slide_name: str) -> Path:
+    """``<out>/contours_geojson/<slide_name>.geojson`` (TRIDENT layout)."""
+    return Path(out) / "contours_geojson" / f"{slide_name}.geojson"
+
+
+def info(path: _PathLike, *, mpp: float | None = None, backend: str | None = None
+         ) -> dict[str, Any]:
+    """Describe a slide: size, levels, vendor, resolution and its source, associated images.
+
+    A slide without resolution metadata is still described (``mpp`` is ``None`` and
+    ``mpp_source`` is ``"unknown"``) unless ``mpp`` is given.
+    """
+    with open_slide(path, backend=backend, mpp=mpp, require_mpp=False) as slide:
+        known = bool(np.isfinite(slide.mpp))
+        return {
+            "path": str(slide.path),
+            "name": slide.name,
+            "backend": slide.backend,
+            "vendor": slide.vendor,
+            "dimensions": list(slide.dimensions),
+            "level_count": slide.level_count,
+            "level_dimensions": [list(d) for d in slide.level_dimensions],
+            "level_downsamples": [round(d, 4) for d in slide.level_downsamples],
+            "mpp": round(slide.mpp, 6) if known else None,
+            "mpp_source": slide.mpp_source,
+            "objective_power": slide.objective_power,
+            "size_mm": ([round(v * slide.mpp / 1000, 3) for v in slide.dimensions]
+                        if known else None),
+            "associated_images": sorted(slide.associated_images),
+            "properties": len(slide.properties),
+        }
+
+
+def _png_bytes(img: Any) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def draw_tissue(thumb: np.ndarray, mask: TissueMask) -> np.ndarray:
+    """``thumb`` with tissue outlines (green) and holes (blue) drawn; (h, w, 3) uint8."""
+    from PIL import Image, ImageDraw
+
+    img = Image.fromarray(thumb)
+    draw = ImageDraw.Draw(img)
+    W, H = mask.level0_size
+    sx, sy = img.width / W, img.height / H
+    width = max(1, round(max(img.size) / 400))
+    for rings in mask.polygons():
+        for j, ring in enumerate(rings):
+            pts = [(float(x) * sx, float(y) * sy) for x, y in ring]
+            draw.line(pts, fill=(0, 170, 0) if j == 0 else (0, 90, 255), width=width)
+    return np.asarray(img)
+
+
+def draw_grid(thumb: np.ndarray, grid: TileGrid) -> np.ndarray:
+    """``thumb`` with every patch of ``grid`` outlined; (h, w, 3) uint8."""
+    from PIL import Image, ImageDraw
+
+    img = Image.fromarray(thumb)
+    draw = ImageDraw.Draw(img)
+    W, H = grid.level0_size
+    sx, sy = img.width / W, img.height / H
+    p = grid.patch_size_l0
+    for x, y in grid.coords.tolist():
+        draw.rectangle([x * sx, y * sy, (x + p) * sx - 1, (y + p) * sy - 1],
+                       outline=(20, 60, 230))
+    return np.asarray(img)
+
+
+def _segment_open(slide: Slide, out: Path, *, mask_mpp: float, min_tissue_um2: float,
+                  min_hole_um2: float, thumb_size: int) -> TissueMask:
+    from PIL import Image
+
+    tm = segment_tissue(slide, mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
+                        min_hole_um2=min_hole_um2)
+    tm.write_geojson(geojson_path(out, slide.name))
+    tm.write_png(out / "masks" / f"{slide.name}.png")
+    thumb = slide.thumbnail(max_size=thumb_size)
+    write_bytes_atomic(out / "thumbnails" / f"{slide.name}_tissue.png",
+                       _png_bytes(Image.fromarray(draw_tissue(thumb, tm))))
+    return tm
+
+
+def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
+            mask_mpp: float = DEFAULT_MASK_MPP, min_tissue_um2: float = MIN_TISSUE_UM2,
+            min_hole_um2: float = MIN_HOLE_UM2, thumb_size: int = 1024,
+            backend: str | None = None) -> TissueMask:
+    """Segment tissue and write GeoJSON, mask PNG and an outlined thumbnail under ``out``.
+
+    Parameters
+    ----------
+    path : path-like
+        Slide file.
+    out : path-like
+        Output folder (created).
+    mpp : float, optional
+        Level-0 µm/px overriding the file's metadata.
+    mask_mpp : float
+        µm/px of the thumbnail segmented (default 8).
+    min_tissue_um2, min_hole_um2 : float
+        Smallest tissue piece kept / hole kept, in µm².
+    thumb_size : int
+        Longest side of the outlined thumbnail PNG.
+    """
+    out = Path(out)
+    with open_slide(path, mpp=mpp, backend=backend) as slide:
+        return _segment_open(slide, out, mask_mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
+                             min_hole_um2=min_hole_um2, thumb_size=thumb_size)
+
+
+def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
+          target_mpp: float = 0.5, patch_px: int = 512, overlap_px: int = 0,
+          min_tissue: float = 0.1, mask_mpp: float = DEFAULT_MASK_MPP,
+          resegment: bool = False, thumb_size: int = 1024, backend: str | None = None,
+          show_progress: bool | None = None) -> TileGrid:
+    """Build the patch grid of a slide and write ``out/patches/<slide>_patches.h5``.
+
+    Reuses ``out/contours_geojson/<slide>.geojson`` when it exists (so a mask edited in QuPath
+    is respected) unless ``resegment``; otherwise runs :func:`segment` first.
+
+    Parameters
+    ----------
+    path, out, mpp
+        As in :func:`segment`.
+    target_mpp : float
+        Patch resolution (µm/px), exact.
+    patch_px : int
+        Patch edge in pixels at ``target_mpp``.
+    overlap_px : int
+        Overlap of neighbouring patches in pixels at ``target_mpp``.
+    min_tissue : float
+        Minimum tissue fraction of a kept patch.
+    resegment : bool
+        Segment again even if a GeoJSON exists.
+    show_progress : bool, optional
+        Progress bar over the steps (default: on unless ``WSIKIT_NO_PROGRESS=1``).
+    """
+    from PIL import Image
+
+    out = Path(out)
+    bar = progress(total=4, enabled=show_progress, desc="patch", unit="step")
+    try:
+        with open_slide(path, mpp=mpp, backend=backend) as slide:
+            bar.update(1)
+            gj = geojson_path(out, slide.name)
+            if gj.exists() and not resegment:
+                tm = TissueMask.from_geojson(gj, level0_size=slide.dimensions,
+                                             slide_mpp=slide.mpp, mpp=mask_mpp,
+                                             slide_name=slide.name)
+            else:
+                tm = _segment_open(slide, out, mask_mpp=mask_mpp,
+                                   min_tissue_um2=MIN_TISSUE_UM2, min_hole_um2=MIN_HOLE_UM2,
+                                   thumb_size=thumb_size)
+            bar.update(1)
+            grid = make_grid(slide, tm, target_mpp=target_mpp, patch_px=patch_px,
+                             overlap_px=overlap_px, min_tissue=min_tissue)
+            bar.update(1)
+            grid.to_h5(coords_path(out, slide.name))
+            thumb = slide.thumbnail(max_size=thumb_size)
+            write_bytes_atomic(out / "thumbnails" / f"{slide.name}_grid.png",
+                               _png_bytes(Image.fromarray(draw_grid(thumb, grid))))
+            bar.update(1)
+    finally:
+        bar.close()
+    return grid
