@@ -1,0 +1,131 @@
+"""TITAN: blockwise == dense ALiBi attention, permutation behaviour, input checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from wsikit.errors import ModelError, WeightsError
+from wsikit.models import create_encoder
+from wsikit.models.titan import Titan, alibi_slopes, coords_to_grid, dense_alibi_bias, titan
+
+P = 512
+
+
+@pytest.fixture(scope="module")
+def model() -> Titan:
+    torch.manual_seed(0)
+    m = create_encoder("titan", weights="random")
+    assert isinstance(m, Titan)
+    return m
+
+
+def _slide(n_cols: int = 15, n_rows: int = 11, keep: float = 0.6, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    gx, gy = np.meshgrid(np.arange(n_cols), np.arange(n_rows))
+    cells = np.stack([gx.ravel(), gy.ravel()], 1)
+    cells = cells[rng.random(len(cells)) < keep]
+    coords = (cells * P + np.array([3000, 1234])).astype(np.int64)
+    feats = rng.standard_normal((len(coords), 768)).astype(np.float32)
+    return feats, coords
+
+
+def test_slopes_as_published() -> None:
+    expected = [2.0 ** -e for e in (1, 2, 3, 4, 5, 6, 7, 8, 0.5, 1.5, 2.5, 3.5)]
+    np.testing.assert_allclose(alibi_slopes(12).numpy(), expected, rtol=1e-7)
+
+
+def test_dense_bias_is_euclidean_alibi_with_zero_cls() -> None:
+    cells = torch.tensor([[0, 0], [3, 4], [1, 0]])
+    bias = dense_alibi_bias(cells)
+    assert bias.shape == (12, 4, 4)
+    assert torch.all(bias[:, 0, :] == 0) and torch.all(bias[:, :, 0] == 0)
+    assert torch.allclose(bias[0, 1, 2], torch.tensor(-5.0 * 0.5))
+    assert torch.allclose(bias[8, 1, 3], torch.tensor(-1.0 * 2 ** -0.5))
+
+
+def test_blockwise_equals_dense(model: Titan) -> None:
+    feats, coords = _slide()
+    dense = model.encode_slide(feats, coords, P, mode="dense")
+    # a tiny budget forces many query blocks (a few rows each), including a partial last one
+    blocked = model.encode_slide(feats, coords, P, budget=12 * 4 * (len(coords) + 1) * 7)
+    rel = np.abs(blocked.slide_embedding - dense.slide_embedding).max() / \
+        np.abs(dense.slide_embedding).max()
+    assert rel <= 1e-5
+    np.testing.assert_allclose(blocked.attention, dense.attention, rtol=1e-5, atol=1e-9)
+
+
+def test_permutation_invariance_and_attention_follows_patches(model: Titan) -> None:
+    feats, coords = _slide(seed=1)
+    out = model.encode_slide(feats, coords, P)
+    assert out.slide_embedding.shape == (768,) and out.slide_embedding.dtype == np.float32
+    assert out.attention.shape == (len(coords),) and out.attention.dtype == np.float32
+    assert abs(float(out.attention.sum()) - 1.0) < 1e-5 and (out.attention >= 0).all()
+    perm = np.random.default_rng(2).permutation(len(coords))
+    out_p = model.encode_slide(feats[perm], coords[perm], P)
+    np.testing.assert_allclose(out_p.slide_embedding, out.slide_embedding, atol=1e-5)
+    np.testing.assert_allclose(out_p.attention, out.attention[perm], rtol=1e-5, atol=1e-9)
+    # attention is not uniform: it depends on the features
+    assert out.attention.std() > 0
+
+
+def test_distance_matters(model: Titan) -> None:
+    """Spreading the same patches apart changes the output (ALiBi is active)."""
+    feats, coords = _slide(seed=3)
+    a = model.encode_slide(feats, coords, P).slide_embedding
+    b = model.encode_slide(feats, coords * 3 - coords.min(0) * 2, 3 * P).slide_embedding
+    np.testing.assert_allclose(a, b, atol=1e-5)  # same grid at another scale: same cells
+    spread = coords.copy()
+    spread[:, 0] = spread[:, 0] * 2 - spread[:, 0].min()
+    c = model.encode_slide(feats, spread, P).slide_embedding
+    assert np.abs(a - c).max() > 1e-4
+
+
+def test_one_patch_slide(model: Titan) -> None:
+    out = model.encode_slide(np.ones((1, 768), np.float32), np.array([[512, 1024]]), P)
+    assert out.attention.tolist() == [1.0]
+    assert np.isfinite(out.slide_embedding).all()
+
+
+def test_titan_function_with_model(model: Titan) -> None:
+    feats, coords = _slide(5, 4, keep=1.0)
+    out = titan(feats, coords, P, model=model)
+    assert "RANDOM WEIGHTS" in out.label
+
+
+def test_input_errors(model: Titan) -> None:
+    feats, coords = _slide(6, 5, keep=1.0)
+    with pytest.raises(ModelError, match="share a grid cell"):
+        model.encode_slide(feats[:3], np.array([[0, 0], [512, 0], [512, 0]]), P)
+    with pytest.raises(ModelError, match="stride 256"):
+        model.encode_slide(feats, coords // 2, P)
+    with pytest.raises(ModelError, match="int64"):
+        model.encode_slide(feats, coords.astype(np.float32), P)
+    with pytest.raises(ModelError, match="float32"):
+        model.encode_slide(feats.astype(np.float64), coords, P)
+    with pytest.raises(ModelError, match="ONE slide"):
+        model.encode_slide(np.stack([feats, feats]), coords, P)
+    with pytest.raises(ModelError, match="ONE slide"):
+        model.encode_slide(feats, np.stack([coords, coords]), P)
+    with pytest.raises(ModelError, match="feature rows"):
+        model.encode_slide(feats[:-1], coords, P)
+    with pytest.raises(ModelError, match="empty"):
+        coords_to_grid(np.zeros((0, 2), np.int64), P)
+
+
+def test_grid_row_major_order() -> None:
+    coords = np.array([[1024, 0], [0, 512], [512, 0], [0, 0]], dtype=np.int64)
+    g = coords_to_grid(coords, 512)
+    assert g.cells.tolist() == [[0, 0], [1, 0], [2, 0], [0, 1]]
+    assert g.order.tolist() == [3, 2, 0, 1]
+    assert (g.order[g.inverse] == np.arange(4)).all()
+
+
+def test_titan_without_weights_refuses(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.setenv("WSIKIT_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.delenv("WSIKIT_WEIGHTS_TITAN", raising=False)
+    with pytest.raises(WeightsError, match="MahmoodLab/TITAN"):
+        create_encoder("titan")
