@@ -491,8 +491,9 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
                            batch_size=cfg.batch_size, workers=workers,
                            precision=cfg.precision, progress=False)
     seconds = time.perf_counter() - ts
-    with ctx.output("features", f"features_{name}", f"{ctx.slide_id}.h5") as tmp:
-        emb.to_h5(tmp)
+    path = ctx.path(f"features_{name}", f"{ctx.slide_id}.h5")
+    emb.to_h5(path)  # atomic
+    ctx.add_output("features", path)
     ctx.artifacts["embeddings"] = emb
     n = int(emb.features.shape[0])
     return {"encoder": name, "label": getattr(encoder, "label", name),

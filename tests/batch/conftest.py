@@ -1,0 +1,34 @@
+"""A six-slide generated cohort: four normal slides, one without mpp in its metadata (given in
+the CSV) and one corrupt file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+
+#: Options shared by the batch runs and the per-slide reference runs in the tests.
+OPTIONS = dict(tissue_mpp=8.0, target_mpp=0.5, patch_px=256, min_tissue=0.1)
+
+
+@pytest.fixture(scope="session")
+def cohort_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("cohort")
+    rows = ["path,mpp"]
+    for i in range(4):
+        spec = SyntheticSpec(2048, 1536, mpp=0.5, seed=i,
+                             dense=[(200 + 250 * i, 300 + 100 * i, 500, 500)])
+        write_synthetic_slide(root / f"slide{i}.svs", spec, downsamples=(1, 4), app_mag=20)
+        rows.append(f"slide{i}.svs,")
+    nompp = SyntheticSpec(2048, 1536, mpp=None, seed=7, dense=[(900, 500, 400, 400)])
+    write_synthetic_slide(root / "nompp.svs", nompp, downsamples=(1, 4), app_mag=None,
+                          aperio=False)
+    rows.append("nompp.svs,0.5")
+    good = (root / "slide0.svs").read_bytes()
+    (root / "corrupt.svs").write_bytes(good[:4096] + b"\0" * 1024)  # truncated TIFF
+    rows.append("corrupt.svs,")
+    csv = root / "cohort.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    return csv

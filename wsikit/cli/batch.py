@@ -1,0 +1,96 @@
+"""``wsikit batch``: resumable cohort extraction on local processes/GPUs or a Ray cluster."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["register", "batch_command"]
+
+_EPILOG = """\
+examples:
+  wsikit batch slides/ --out job/ --steps segment,patch,features --encoder heuristic --workers 2
+  wsikit batch cohort.csv --out job/ --devices cuda:0,cuda:1          # one process per GPU
+  wsikit batch cohort.csv --out job/ --retry-failed                    # also redo failed slides
+  ray start --head   # then, on every other node: ray start --address HEAD_IP:6379
+  wsikit batch cohort.csv --out /shared/job --engine ray --ray-address auto --devices cuda
+
+COHORT is a folder (searched recursively for .svs .tif .tiff .ndpi .mrxs .scn .vms .vmu .bif
+.dcm .svslide .qptiff .png .jpg .jpeg) or a CSV with a 'path' column and optional 'mpp'
+(level-0 µm/px) and 'slide_id' columns. Outputs (TRIDENT layout) go to JOBDIR:
+contours_geojson/<slide>.geojson, patches/<slide>_patches.h5, features_<encoder>/<slide>.h5;
+run.json (configuration, versions, models), state/<slide>.json and summary.json.
+Rerunning on the same JOBDIR redoes only unfinished slides; several runners may share one
+JOBDIR (per-slide locks). Exit code: 0 no slide failed, 1 some failed, 2 usage error.
+"""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``batch`` sub-command."""
+    p = subparsers.add_parser(
+        "batch", help="process a cohort of slides into a resumable job folder",
+        description="Process a cohort (folder or CSV) of slides: tissue, patches, features "
+                    "(and later attention/selection), resumable after crashes, with per-slide "
+                    "state and locks, on local CPU/GPU workers or a Ray cluster.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("cohort", metavar="COHORT", help="folder of slides or CSV (path[,mpp,slide_id])")
+    p.add_argument("--out", "-o", required=True, metavar="JOBDIR", help="job folder")
+    p.add_argument("--steps", default="segment,patch,features",
+                   help="comma-separated steps (default %(default)s; available: segment, "
+                        "patch, features, attention, select; required steps are added)")
+    p.add_argument("--encoder", default="auto",
+                   help="patch encoder for 'features' (default %(default)s: CONCH v1.5 when its "
+                        "weights are available, else the weight-free 'heuristic')")
+    p.add_argument("--weights", default=None, help="explicit weight file for --encoder")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes per device (cpu: number of CPU processes; "
+                        "default %(default)s)")
+    p.add_argument("--devices", default="cpu",
+                   help="'cpu', 'cuda' (every GPU) or 'cuda:0,cuda:1' (default %(default)s)")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local processes, or Ray tasks/actors (needs the [ray] extra)")
+    p.add_argument("--ray-address", default=None,
+                   help="Ray cluster address ('auto' on a node of a running cluster); "
+                        "default: start a local Ray instance")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="also redo slides that failed in an earlier run")
+    p.add_argument("--mpp", type=float, default=None,
+                   help="level-0 µm/px for slides whose metadata and CSV row give none")
+    p.add_argument("--tissue-mpp", type=float, default=8.0,
+                   help="tissue mask resolution in µm/px (default %(default)s)")
+    p.add_argument("--target-mpp", type=float, default=0.5,
+                   help="patch resolution in µm/px, exact (default %(default)s = 20x)")
+    p.add_argument("--patch-px", type=int, default=512,
+                   help="patch size in px at --target-mpp (default %(default)s)")
+    p.add_argument("--overlap-px", type=int, default=0, help="patch overlap in px")
+    p.add_argument("--min-tissue", type=float, default=0.1,
+                   help="minimum tissue fraction of a patch (default %(default)s)")
+    p.add_argument("--batch-size", type=int, default=64, help="feature batch size")
+    p.add_argument("--loader-workers", type=int, default=None,
+                   help="data-loader processes per worker (default 0 on CPU, 4 on CUDA)")
+    p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default=None,
+                   help="model precision (default: the model's on CUDA, fp32 on CPU)")
+    p.add_argument("--verify", action="store_true",
+                   help="re-hash (SHA-256) outputs of finished slides before trusting them")
+    p.add_argument("--stale-after", type=float, default=600.0,
+                   help="seconds without heartbeat after which another host's lock is stale")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="import MODULE (registers extra steps) here and in every worker")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=batch_command)
+
+
+def batch_command(args: argparse.Namespace) -> int:
+    """Run :func:`wsikit.batch.run_batch` from parsed arguments; returns the exit code."""
+    from ..batch import run_batch
+
+    summary = run_batch(
+        args.cohort, args.out, steps=args.steps, encoder=args.encoder, weights=args.weights,
+        workers=args.workers, devices=args.devices, engine=args.engine,
+        ray_address=args.ray_address, retry_failed=args.retry_failed, mpp=args.mpp,
+        tissue_mpp=args.tissue_mpp, target_mpp=args.target_mpp, patch_px=args.patch_px,
+        overlap_px=args.overlap_px, min_tissue=args.min_tissue, batch_size=args.batch_size,
+        loader_workers=args.loader_workers, precision=args.precision, verify=args.verify,
+        stale_after=args.stale_after, plugins=args.plugin,
+        progress=False if args.no_progress else None)
+    return summary.exit_code
