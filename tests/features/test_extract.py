@@ -1,0 +1,185 @@
+"""extract_features: order, determinism across workers/batch sizes, file format, resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from wsikit.errors import FeatureError
+from wsikit.features import Embeddings, extract_features, features_path, grid_hash
+from wsikit.models import create_encoder
+from wsikit.patching import TileGrid
+from wsikit.tiles import TileReader
+
+from .conftest import TinyEncoder
+
+
+def test_workers_and_batch_sizes_agree(synthetic_small_slide: Path, small_grid: TileGrid
+                                       ) -> None:
+    enc = create_encoder("heuristic")
+    runs = [extract_features(synthetic_small_slide, small_grid, enc, workers=w, batch_size=b,
+                             progress=False)
+            for w, b in [(0, 64), (2, 5), (0, 7), (2, 64)]]
+    for other in runs[1:]:
+        np.testing.assert_allclose(other.features, runs[0].features, rtol=0, atol=1e-5)
+        np.testing.assert_array_equal(other.coords, small_grid.coords)
+    assert runs[0].features.shape == (len(small_grid), 64)
+    assert runs[0].attrs["reader"] == "tiles"
+    # rows are not all alike: the dense region differs from plain stroma
+    assert np.ptp(runs[0].features, axis=0).max() > 0.05
+
+
+def test_rows_follow_grid_order(synthetic_small_slide: Path, small_grid: TileGrid,
+                                tiny_encoder: TinyEncoder) -> None:
+    emb = extract_features(synthetic_small_slide, small_grid, tiny_encoder, workers=2,
+                           batch_size=6, progress=False)
+    # reference: each patch read on its own, embedded one by one, in grid order
+    with TileReader(synthetic_small_slide) as r:
+        patches = np.stack([r.read_region(tuple(b), (64, 64)) for b in small_grid.boxes])
+    ref = tiny_encoder.encode(patches, batch_size=1)
+    np.testing.assert_allclose(emb.features, ref, rtol=1e-4, atol=1e-5)
+    assert emb.encoder == "tiny_test_cnn" and "random" in emb.label
+
+
+def test_slide_reader_fallback_close_to_tiles(synthetic_small_slide: Path,
+                                              small_grid: TileGrid,
+                                              tiny_encoder: TinyEncoder) -> None:
+    fast = extract_features(synthetic_small_slide, small_grid, tiny_encoder, workers=0,
+                            progress=False)
+    slow = extract_features(synthetic_small_slide, small_grid, tiny_encoder, workers=0,
+                            progress=False, reader="slide")
+    assert slow.attrs["reader"] == "slide"
+    cos = (fast.features * slow.features).sum(1) / (
+        np.linalg.norm(fast.features, axis=1) * np.linalg.norm(slow.features, axis=1))
+    assert cos.min() > 0.99
+
+
+def test_bf16_autocast_on_cpu(synthetic_small_slide: Path, small_grid: TileGrid,
+                              tiny_encoder: TinyEncoder) -> None:
+    f32 = extract_features(synthetic_small_slide, small_grid, tiny_encoder, workers=0,
+                           progress=False)
+    bf = extract_features(synthetic_small_slide, small_grid, tiny_encoder, workers=0,
+                          progress=False, precision="bf16")
+    assert f32.attrs["precision"] == "fp32" and bf.attrs["precision"] == "bf16"
+    assert bf.features.dtype == np.float32
+    assert not np.array_equal(bf.features, f32.features)  # really ran in bf16
+    np.testing.assert_allclose(bf.features, f32.features, atol=0.05 * np.abs(f32.features).max())
+
+
+def test_feature_file_layout(synthetic_small_slide: Path, small_grid: TileGrid,
+                             tmp_path: Path) -> None:
+    emb = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
+                           out=tmp_path, progress=False)
+    path = features_path(tmp_path, "heuristic", small_grid.slide_name)
+    assert path == tmp_path / "features_heuristic" / f"{small_grid.slide_name}.h5"
+    with h5py.File(path, "r") as f:
+        ds = f["features"]
+        assert ds.dtype == np.float32 and ds.shape == (len(small_grid), 64)
+        assert ds.attrs["encoder"] == "heuristic"
+        assert "weight-free" in ds.attrs["label"]
+        assert bool(ds.attrs["complete"]) is True
+        assert ds.attrs["grid_hash"] == grid_hash(small_grid)
+        assert ds.chunks is not None and ds.chunks[0] == len(small_grid)  # many rows a chunk
+        np.testing.assert_array_equal(f["coords"][()], small_grid.coords)
+        cattrs = dict(f["coords"].attrs)
+        for k, v in small_grid.h5_attrs(str(tmp_path)).items():
+            assert cattrs[k] == v, k
+    assert not [p for p in path.parent.iterdir() if ".wsikit-tmp-" in p.name]
+    np.testing.assert_array_equal(Embeddings.from_h5(path).features, emb.features)
+
+
+def test_embeddings_roundtrip(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    emb = Embeddings(rng.normal(size=(7, 5)).astype(np.float32),
+                     rng.integers(0, 1000, (7, 2)), "x", "x (label)",
+                     {"grid_hash": "abc", "coords": {"patch_size_level0": 512}})
+    back = Embeddings.from_h5(emb.to_h5(tmp_path / "e.h5"))
+    np.testing.assert_array_equal(back.features, emb.features)
+    np.testing.assert_array_equal(back.coords, emb.coords)
+    assert (back.encoder, back.label, back.attrs["grid_hash"]) == ("x", "x (label)", "abc")
+    assert back.attrs["coords"]["patch_size_level0"] == 512
+    with pytest.raises(FeatureError, match="do not match"):
+        Embeddings(emb.features, emb.coords[:3], "x", "x").to_h5(tmp_path / "bad.h5")
+
+
+def test_complete_file_is_skipped(synthetic_small_slide: Path, small_grid: TileGrid,
+                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
+                             out=tmp_path, progress=False)
+    path = features_path(tmp_path, "heuristic", small_grid.slide_name)
+    mtime = path.stat().st_mtime_ns
+
+    def boom(*args: object, **kwargs: object) -> str:
+        raise AssertionError("recomputed a complete file")
+
+    monkeypatch.setattr("wsikit.features._run_stream", boom)
+    again = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
+                             out=tmp_path, progress=False)
+    assert path.stat().st_mtime_ns == mtime
+    np.testing.assert_array_equal(again.features, first.features)
+    # a different grid for the same slide is not "the same file": it is recomputed
+    sub = TileGrid(small_grid.coords[:5], small_grid.tissue[:5], small_grid.patch_px,
+                   small_grid.patch_size_l0, small_grid.stride_l0, small_grid.target_mpp,
+                   small_grid.slide_mpp, small_grid.mpp_source, small_grid.overlap_px,
+                   small_grid.slide_name, small_grid.level0_size)
+    with pytest.raises(AssertionError, match="recomputed"):
+        extract_features(synthetic_small_slide, sub, "heuristic", workers=0, out=tmp_path,
+                         progress=False)
+
+
+class _FailAfter(TinyEncoder):
+    def __init__(self, batches: int) -> None:
+        super().__init__()
+        self.left = batches
+
+    def forward_uint8(self, x: torch.Tensor) -> torch.Tensor:
+        if self.left == 0:
+            raise RuntimeError("injected failure mid-slide")
+        self.left -= 1
+        return super().forward_uint8(x)
+
+
+def test_failure_mid_run_leaves_nothing_complete(synthetic_small_slide: Path,
+                                                 small_grid: TileGrid, tmp_path: Path) -> None:
+    path = features_path(tmp_path, "tiny_test_cnn", small_grid.slide_name)
+    with pytest.raises(FeatureError, match="injected failure"):
+        extract_features(synthetic_small_slide, small_grid, _FailAfter(2), workers=2,
+                         batch_size=4, out=tmp_path, progress=False)
+    assert not path.exists()
+    assert not [p for p in path.parent.iterdir() if ".wsikit-tmp-" in p.name]
+    emb = extract_features(synthetic_small_slide, small_grid, TinyEncoder(), workers=0,
+                           batch_size=4, out=tmp_path, progress=False)
+    assert path.exists() and len(emb) == len(small_grid)
+
+
+def test_incomplete_file_under_final_name_is_redone(synthetic_small_slide: Path,
+                                                    small_grid: TileGrid,
+                                                    tmp_path: Path) -> None:
+    extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0, out=tmp_path,
+                     progress=False)
+    path = features_path(tmp_path, "heuristic", small_grid.slide_name)
+    with h5py.File(path, "r+") as f:  # e.g. copied from a crashed run by hand
+        f["features"].attrs["complete"] = False
+        f["features"][:] = 0.0
+    with pytest.raises(FeatureError, match="incomplete"):
+        Embeddings.from_h5(path)
+    emb = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
+                           out=tmp_path, progress=False)
+    assert np.abs(emb.features).sum() > 0
+    assert bool(Embeddings.from_h5(path).attrs["complete"]) is True
+
+
+def test_bad_options(synthetic_small_slide: Path, small_grid: TileGrid) -> None:
+    with pytest.raises(FeatureError, match="batch_size"):
+        extract_features(synthetic_small_slide, small_grid, "heuristic", batch_size=0)
+    with pytest.raises(FeatureError, match="does not exist"):
+        extract_features("/no/such.svs", small_grid, "heuristic")
+    with pytest.raises(FeatureError, match="precision"):
+        extract_features(synthetic_small_slide, small_grid, "heuristic", precision="fp8")
+    if not torch.cuda.is_available():
+        with pytest.raises(Exception, match="CUDA"):
+            extract_features(synthetic_small_slide, small_grid, "heuristic", device="cuda")

@@ -1,0 +1,117 @@
+"""``wsikit features``: patch features of one or more slides (TRIDENT-compatible HDF5)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["register"]
+
+
+def _weights(values: list[str] | None, encoder: str) -> str | None:
+    """``--weights NAME=PATH`` (repeatable) -> the path for ``encoder`` (a bare PATH also works)."""
+    from ..errors import FeatureError
+
+    chosen = None
+    for item in values or []:
+        name, sep, path = item.partition("=")
+        if not sep:
+            chosen = item
+        elif name == encoder:
+            chosen = path
+        elif not path:
+            raise FeatureError(f"--weights {item!r}: expected NAME=PATH, e.g. "
+                               "conch_v1_5=/models/pytorch_model_vision.bin")
+    return chosen
+
+
+def _positive_int(value: str) -> int:
+    try:
+        v = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return v
+
+
+def _non_negative_int(value: str) -> int:
+    try:
+        v = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
+    return v
+
+
+def _positive_float(value: str) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{value} must be > 0")
+    return v
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..features import extract_slide_features
+
+    for slide in args.slides:
+        weights = _weights(args.weights, args.encoder)
+        emb = extract_slide_features(
+            slide, encoder=args.encoder, out=args.out, device=args.device,
+            batch_size=args.batch_size, workers=args.workers, weights=weights,
+            target_mpp=args.target_mpp, patch_px=args.patch_px, mpp=args.mpp,
+            precision=args.precision, coords=args.coords, reader=args.reader,
+            overwrite=args.overwrite)
+        print(f"{slide}: {len(emb)} x {emb.features.shape[1]} features "
+              f"({emb.label}) -> {args.out}/features_{emb.encoder}/", file=sys.stdout)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``wsikit features``."""
+    p = subparsers.add_parser(
+        "features",
+        help="extract patch features (TRIDENT-compatible HDF5)",
+        description=(
+            "Embed every tissue patch of each SLIDE with an encoder and write "
+            "OUT/features_<encoder>/<slide>.h5 ('features' (N, D) float32 and 'coords' "
+            "(N, 2) level-0 px). The patch grid is read from --coords or "
+            "OUT/patches/<slide>_patches.h5, else made from a tissue mask and saved there. "
+            "A complete feature file for the same grid and encoder is reused; an interrupted "
+            "run never leaves a file that looks complete. Tiled TIFFs (SVS, generic) are read "
+            "tile by tile with DCT-scaled JPEG decoding; other formats through the slide "
+            "reader."),
+    )
+    p.add_argument("slides", nargs="+", metavar="SLIDE", help="slide file(s)")
+    p.add_argument("--encoder", default="auto",
+                   help="encoder name (see 'wsikit models'); 'heuristic' needs no weights; "
+                        "'auto' uses CONCH v1.5 when its weights are available, else the "
+                        "heuristic (default: auto)")
+    p.add_argument("--out", required=True, help="output folder (TRIDENT layout)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
+    p.add_argument("--batch-size", type=_positive_int, default=64,
+                   help="patches per forward pass (default: 64)")
+    p.add_argument("--workers", type=_non_negative_int, default=2,
+                   help="reader processes; 0 reads in the main process (default: 2)")
+    p.add_argument("--weights", action="append", metavar="NAME=PATH",
+                   help="weight file for an encoder, e.g. conch_v1_5=/models/vision.bin "
+                        "(repeatable); default: Hugging Face cache/hub")
+    p.add_argument("--precision", choices=("bf16", "fp16", "fp32"),
+                   help="autocast precision (default: the encoder's on CUDA, fp32 on CPU)")
+    p.add_argument("--target-mpp", type=_positive_float,
+                   help="patch resolution in µm/px (default: the encoder's, 0.5 for CONCH)")
+    p.add_argument("--patch-px", type=_positive_int,
+                   help="patch side in px at --target-mpp (default: the encoder's, 512 for "
+                        "CONCH)")
+    p.add_argument("--mpp", type=_positive_float,
+                   help="level-0 µm/px overriding the slide's metadata (e.g. 0.25 for 40x)")
+    p.add_argument("--coords", help="coordinate file (wsikit/TRIDENT/CLAM HDF5) to use")
+    p.add_argument("--reader", choices=("auto", "tiles", "slide"), default="auto",
+                   help="patch reader: direct TIFF tiles, the slide reader, or auto")
+    p.add_argument("--overwrite", action="store_true",
+                   help="recompute even when a complete feature file exists")
+    p.set_defaults(func=_run)

@@ -1,0 +1,630 @@
+"""Batched patch-feature extraction with a reader that keeps the accelerator fed.
+
+Pipeline (one slide)::
+
+    grid (N boxes) ─► chunks of ``batch_size`` in grid order, dealt round-robin to workers
+      worker: own slide handle; patches of the chunk read in storage order (tile row, col),
+              so every JPEG tile is decoded once (tile cache) and shared by its neighbours;
+              DCT-domain scaled decode for 2×/4×/8× reductions; anti-aliased resize to the
+              encoder's input size; a (B, 3, H, W) uint8 tensor
+      main:   pinned memory → non-blocking copy → encoder.forward_uint8 (normalisation on the
+              device) under autocast in the encoder's precision on CUDA → float32 rows
+              appended to the HDF5 file in large chunks as they arrive (grid order)
+    file written to a temporary name and renamed when complete (``complete=True``)
+
+Slides that are not tiled TIFFs (MRXS, NDPI, DICOM, plain images, ...) are read through
+:meth:`wsikit.io.Slide.read_at_mpp` instead of the tile reader.
+
+Output (TRIDENT layout): ``<out>/features_<encoder>/<slide>.h5`` with ``features`` (N, D)
+float32 (attributes ``encoder``, ``label``, ``dim``, ``wsikit_version``, ``grid_hash``,
+``complete``) and ``coords`` (N, 2) int64 with the coordinate file's attributes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import time
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset
+
+from ._atomic import TMP_MARK, atomic_path
+from ._progress import progress as _progress_bar
+from ._version import __version__
+from .errors import FeatureError, WsikitError
+
+if TYPE_CHECKING:
+    from .io import Slide
+    from .models import Encoder
+    from .patching import TileGrid
+
+__all__ = ["Embeddings", "extract_features", "extract_slide_features", "features_path",
+           "grid_hash", "PatchStream"]
+
+log = logging.getLogger(__name__)
+
+#: Rows per HDF5 chunk / write: ~4 MiB of float32 at 768-d.
+_CHUNK_BYTES = 4 * 2**20
+
+
+def features_path(out_dir: str | os.PathLike[str], encoder: str, slide_name: str) -> Path:
+    """TRIDENT layout: ``<out_dir>/features_<encoder>/<slide_name>.h5``."""
+    return Path(out_dir) / f"features_{encoder}" / f"{slide_name}.h5"
+
+
+def grid_hash(grid: TileGrid) -> str:
+    """SHA-256 (hex, 16 chars) of what fixes a feature file's rows: coords, patch size, mpp."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(grid.coords, dtype="<i8").tobytes())
+    h.update(f"{grid.patch_px}|{grid.patch_size_l0}|{grid.target_mpp:.6g}|"
+             f"{tuple(grid.level0_size)}".encode())
+    return h.hexdigest()[:16]
+
+
+# -- results -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Embeddings:
+    """Patch features of one slide.
+
+    Attributes
+    ----------
+    features : ndarray, shape (N, D), float32
+    coords : ndarray, shape (N, 2), int64
+        Level-0 top-left ``(x, y)`` of each patch, in the grid's order.
+    encoder : str
+        Registry name of the encoder (e.g. ``conch_v1_5``, ``heuristic``).
+    label : str
+        Provenance shown to users (weights source, "weight-free heuristic", "RANDOM WEIGHTS").
+    attrs : dict
+        ``features`` attributes (``grid_hash``, ``dim``, ``wsikit_version``, ...) and, under
+        ``"coords"``, the coordinate attributes (TRIDENT's ``patch_size_level0``, ...).
+    """
+
+    features: np.ndarray
+    coords: np.ndarray
+    encoder: str
+    label: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.features.shape[0])
+
+    def __repr__(self) -> str:
+        return (f"Embeddings(n={len(self)}, dim={self.features.shape[1] if self.features.ndim == 2 else '?'}, "
+                f"encoder={self.encoder!r}, label={self.label!r})")
+
+    def to_h5(self, path: str | os.PathLike[str]) -> Path:
+        """Write ``features`` and ``coords`` atomically (``complete=True``)."""
+        import h5py
+
+        path = Path(path)
+        if self.features.ndim != 2 or self.coords.shape != (self.features.shape[0], 2):
+            raise FeatureError(f"{path}: features {self.features.shape} and coords "
+                               f"{self.coords.shape} do not match; expected (N, D) and (N, 2)")
+        feat_attrs = {k: v for k, v in self.attrs.items() if k != "coords"}
+        with atomic_path(path) as tmp:
+            with h5py.File(tmp, "w") as f:
+                ds = _create_features(f, len(self), self.features.shape[1])
+                ds[...] = self.features.astype(np.float32, copy=False)
+                _write_attrs(ds, {**feat_attrs, "encoder": self.encoder, "label": self.label,
+                                  "dim": int(self.features.shape[1])})
+                c = f.create_dataset("coords", data=self.coords.astype(np.int64))
+                _write_attrs(c, dict(self.attrs.get("coords", {})))
+                ds.attrs["complete"] = True
+        return path
+
+    @classmethod
+    def from_h5(cls, path: str | os.PathLike[str]) -> Embeddings:
+        """Read a wsikit or TRIDENT feature file.
+
+        Raises
+        ------
+        FeatureError
+            The file is missing, unreadable, or a wsikit file that is not complete.
+        """
+        import h5py
+
+        path = Path(path)
+        try:
+            with h5py.File(path, "r") as f:
+                if "features" not in f:
+                    raise FeatureError(f"{path}: no 'features' dataset; not a feature file")
+                ds = f["features"]
+                attrs = {k: _py(v) for k, v in ds.attrs.items()}
+                if attrs.get("complete", True) is not True:
+                    raise FeatureError(f"{path}: feature file is incomplete (interrupted run); "
+                                       "delete it and extract again")
+                feats = np.asarray(ds[()], np.float32)
+                coords = (np.asarray(f["coords"][()], np.int64).reshape(-1, 2) if "coords" in f
+                          else np.zeros((0, 2), np.int64))
+                cattrs = ({k: _py(v) for k, v in f["coords"].attrs.items()} if "coords" in f
+                          else {})
+        except FeatureError:
+            raise
+        except (OSError, KeyError, ValueError) as exc:
+            raise FeatureError(f"{path}: cannot read feature file ({exc})") from exc
+        if feats.ndim == 3 and feats.shape[0] == 1:  # some tools store (1, N, D)
+            feats = feats[0]
+        if coords.ndim == 3:
+            coords = coords.reshape(-1, 2)
+        attrs["coords"] = cattrs
+        encoder = str(attrs.pop("encoder", path.parent.name.removeprefix("features_")))
+        label = str(attrs.pop("label", encoder))
+        return cls(feats, coords, encoder, label, attrs)
+
+
+def _py(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def _write_attrs(ds: Any, attrs: Mapping[str, Any]) -> None:
+    for k, v in attrs.items():
+        if v is None:
+            continue
+        if isinstance(v, (list, tuple)):
+            v = np.asarray(v)
+        if isinstance(v, dict):
+            continue
+        ds.attrs[k] = v
+
+
+def _create_features(f: Any, n: int, dim: int) -> Any:
+    rows = max(1, min(max(n, 1), _CHUNK_BYTES // (4 * max(dim, 1))))
+    return f.create_dataset("features", shape=(n, dim), dtype=np.float32,
+                            chunks=(rows, dim) if n > 0 else None)
+
+
+# -- reading patches ------------------------------------------------------------------------
+
+class PatchStream(IterableDataset):
+    """Iterable of ``(start, batch)``: uint8 ``(B, 3, H, W)`` tensors of consecutive grid rows.
+
+    Picklable (holds only the path and the boxes), so each DataLoader worker opens its own
+    readers. Chunk ``i`` (rows ``[i·B, (i+1)·B)``) goes to worker ``i mod workers``; with the
+    DataLoader's round-robin collection the batches arrive in grid order.
+
+    Parameters
+    ----------
+    path : path-like
+        The slide.
+    boxes : ndarray, shape (N, 4)
+        Level-0 ``(x, y, w, h)`` of every patch.
+    out_px : int
+        Side of the square patches delivered.
+    batch_size : int
+    mpp : float or None
+        Level-0 µm/px passed to :func:`wsikit.io.open_slide` for the fallback reader.
+    reader : {"auto", "tiles", "slide"}
+        ``auto``: the direct tile reader for tiled TIFFs, else the slide's ``read_at_mpp``.
+    cache_mb : float
+        Tile cache per worker.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], boxes: np.ndarray, out_px: int, *,
+                 batch_size: int, mpp: float | None = None, reader: str = "auto",
+                 cache_mb: float = 96.0, level0_size: tuple[int, int] | None = None) -> None:
+        if reader not in ("auto", "tiles", "slide"):
+            raise FeatureError(f"reader={reader!r} must be 'auto', 'tiles' or 'slide'")
+        self.path = Path(path)
+        self.boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
+        self.out_px = int(out_px)
+        self.batch_size = int(batch_size)
+        self.mpp = mpp
+        self.reader = reader
+        self.cache_mb = cache_mb
+        self.level0_size = level0_size
+
+    def __len__(self) -> int:
+        return -(-len(self.boxes) // self.batch_size)
+
+    def open_reader(self) -> tuple[Any, str]:
+        """``(read(box) -> (H, W, 3) uint8, storage_key(box) -> sortable, close), kind``."""
+        from .tiles import open_tile_reader
+
+        if self.reader in ("auto", "tiles"):
+            tr, why = open_tile_reader(self.path, expected_dimensions=self.level0_size,
+                                       cache_mb=self.cache_mb)
+            if tr is not None:
+                size = (self.out_px, self.out_px)
+                first = self.boxes[0] if len(self.boxes) else np.array([0, 0, 1, 1.0])
+                level, red = tr.plan((first[2], first[3]), size)
+                lv = tr.levels[level]
+
+                def read(box: np.ndarray) -> np.ndarray:
+                    return tr.read_region(box, size, level=level, reduction=red)
+
+                def key(box: np.ndarray) -> tuple[int, int]:
+                    return (int(box[1] / lv.downsample[1]) // lv.tile_height,
+                            int(box[0] / lv.downsample[0]) // lv.tile_width)
+
+                return (read, key, tr.close), "tiles"
+            if self.reader == "tiles":
+                raise FeatureError(f"{self.path}: the direct tile reader cannot read this file "
+                                   f"({why}); use reader='auto' or 'slide'")
+        from .io import open_slide
+
+        slide = open_slide(self.path, mpp=self.mpp, require_mpp=False)
+        size = (self.out_px, self.out_px)
+
+        def read_s(box: np.ndarray) -> np.ndarray:
+            return slide.read_at_mpp(tuple(box), out_size=size)
+
+        def key_s(box: np.ndarray) -> tuple[int, int]:
+            return int(box[1]), int(box[0])
+
+        return (read_s, key_s, slide.close), "slide"
+
+    def __iter__(self) -> Iterator[tuple[int, torch.Tensor]]:
+        info = torch.utils.data.get_worker_info()
+        wid, nw = (0, 1) if info is None else (info.id, info.num_workers)
+        (read, key, close), _ = self.open_reader()
+        try:
+            n = len(self.boxes)
+            for chunk in range(wid, len(self), nw):
+                start, stop = chunk * self.batch_size, min(n, (chunk + 1) * self.batch_size)
+                batch = np.empty((stop - start, self.out_px, self.out_px, 3), np.uint8)
+                order = sorted(range(start, stop), key=lambda i: key(self.boxes[i]))
+                for i in order:
+                    batch[i - start] = read(self.boxes[i])
+                # (B, H, W, 3) memory viewed as (B, 3, H, W): channels-last, no copy
+                yield start, torch.from_numpy(batch).permute(0, 3, 1, 2)
+        finally:
+            close()
+
+
+# -- extraction ----------------------------------------------------------------------------
+
+def _resolve_encoder(encoder: Encoder | str, device: str, weights: str | None) -> Encoder:
+    if isinstance(encoder, str):
+        from .models import create_encoder
+
+        return create_encoder(encoder, weights=weights, device=device)
+    return encoder
+
+
+def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int) -> bool:
+    """Whether ``path`` is a complete feature file for this grid and encoder."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            ds = f["features"]
+            a = ds.attrs
+            return bool(a.get("complete", False) is True or a.get("complete", False) == 1) and (
+                _py(a.get("encoder")) == encoder.config.name
+                and _py(a.get("label")) == encoder.label
+                and _py(a.get("grid_hash")) == ghash
+                and ds.shape == (n, encoder.config.dim)
+                and f["coords"].shape == (n, 2))
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+def _clean_stale(path: Path) -> None:
+    for stale in path.parent.glob(f".{path.name}{TMP_MARK}*"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+            log.info("removed stale temporary file %s", stale)
+
+
+@contextlib.contextmanager
+def _slide_lock(path: Path) -> Iterator[None]:
+    """Exclusive per-output lock (released by the OS if the process dies)."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(path.parent / f".{path.name}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout as exc:
+        raise FeatureError(f"{path}: another process is extracting these features now; "
+                           "wait for it or use another --out") from exc
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def extract_features(
+    slide_or_path: Slide | str | os.PathLike[str],
+    grid: TileGrid,
+    encoder: Encoder | str,
+    *,
+    device: str = "cpu",
+    batch_size: int = 64,
+    workers: int = 2,
+    precision: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    progress: bool | None = None,
+    weights: str | None = None,
+    reader: str = "auto",
+    mpp: float | None = None,
+    overwrite: bool = False,
+) -> Embeddings:
+    """Embed every patch of ``grid`` with ``encoder``, streaming to ``out`` if given.
+
+    Parameters
+    ----------
+    slide_or_path : Slide or path-like
+        The slide (only its path and mpp are used; workers open their own handles).
+    grid : TileGrid
+        Patches (level-0 boxes) in the order of the output rows.
+    encoder : Encoder or str
+        An encoder from :func:`wsikit.models.create_encoder`, or its registry name.
+    device : str
+        ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
+    batch_size : int
+        Patches per forward pass (and per worker task).
+    workers : int
+        Reader processes (0 reads in this process).
+    precision : {"bf16", "fp16", "fp32"}, optional
+        Autocast precision; default the encoder's ``config.precision`` on CUDA, float32 on CPU.
+    out : path-like, optional
+        Output root; features go to ``<out>/features_<encoder>/<slide>.h5``. A complete file
+        for the same grid and encoder is reused (not recomputed). Without ``out`` nothing is
+        written.
+    progress : bool, optional
+        Show a progress bar (patches/s); default unless ``WSIKIT_NO_PROGRESS=1``.
+    weights : str, optional
+        Weight file when ``encoder`` is a name.
+    reader : {"auto", "tiles", "slide"}
+        Patch reader (see :class:`PatchStream`).
+    mpp : float, optional
+        Level-0 µm/px for the slide reader (when ``slide_or_path`` is a path without mpp).
+    overwrite : bool
+        Recompute even if a complete file exists.
+
+    Returns
+    -------
+    Embeddings
+        ``features`` (N, D) float32 in grid order.
+
+    Raises
+    ------
+    FeatureError
+        Bad options, unreadable slide, another process writing the same file.
+    """
+    if batch_size < 1:
+        raise FeatureError(f"batch_size={batch_size} must be >= 1")
+    if workers < 0:
+        raise FeatureError(f"workers={workers} must be >= 0")
+    if precision not in (None, "bf16", "fp16", "fp32"):
+        raise FeatureError(f"precision={precision!r} must be 'bf16', 'fp16' or 'fp32'")
+    if isinstance(slide_or_path, (str, os.PathLike)):
+        path, slide_mpp = Path(slide_or_path), mpp
+    else:
+        path, slide_mpp = Path(slide_or_path.path), slide_or_path.mpp
+        if slide_mpp is not None and not math.isfinite(slide_mpp):
+            slide_mpp = mpp
+        elif mpp is not None:
+            slide_mpp = mpp
+    if not path.exists():
+        raise FeatureError(f"slide {path} does not exist; check the path")
+    enc = _resolve_encoder(encoder, device, weights)
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise FeatureError(f"device={device!r} but CUDA is not available; use --device cpu")
+    cfg = enc.config
+    if (math.isfinite(grid.target_mpp) and cfg.target_mpp
+            and abs(grid.target_mpp / cfg.target_mpp - 1) > 0.05):
+        warnings.warn(f"grid is at {grid.target_mpp:g} µm/px but {cfg.name} expects "
+                      f"{cfg.target_mpp:g} µm/px; features may be off-distribution",
+                      stacklevel=2)
+    prec = precision or (cfg.precision if dev.type == "cuda" else "fp32")
+    ghash = grid_hash(grid)
+    n = len(grid)
+    base_attrs: dict[str, Any] = {
+        "grid_hash": ghash, "wsikit_version": __version__, "slide": grid.slide_name,
+        "slide_path": str(path), "precision": prec, "patch_px": int(grid.patch_px),
+        "input_px": int(cfg.input_px), "target_mpp": float(grid.target_mpp),
+    }
+    coord_attrs = grid.h5_attrs(str(out) if out is not None else "")
+
+    target: Path | None = None
+    if out is not None:
+        target = features_path(out, cfg.name, grid.slide_name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not overwrite and target.exists() and _valid_existing(target, ghash, enc, n):
+            log.info("%s: complete features found, skipping", target)
+            return Embeddings.from_h5(target)
+
+    # Patches are delivered at the encoder's input size (square patches: resize then centre
+    # crop of the same size is a plain resize), so the device never resizes.
+    out_px = int(cfg.input_px) if 0 < cfg.input_px < grid.patch_px else int(grid.patch_px)
+    stream = PatchStream(path, grid.boxes, out_px, batch_size=batch_size, mpp=slide_mpp,
+                         reader=reader, level0_size=tuple(grid.level0_size)
+                         if all(grid.level0_size) else None)
+
+    def run(writer: _RowWriter) -> str:
+        kind = _run_stream(stream, enc, dev, prec, workers, writer, n, progress,
+                           desc=f"features {grid.slide_name}")
+        return kind
+
+    if target is None:
+        writer = _RowWriter(None, n, cfg.dim)
+        kind = run(writer)
+        attrs = {**base_attrs, "dim": cfg.dim, "reader": kind, "complete": True,
+                 "coords": coord_attrs}
+        return Embeddings(writer.memory, grid.coords.copy(), cfg.name, enc.label, attrs)
+
+    import h5py
+
+    with _slide_lock(target):
+        _clean_stale(target)
+        if not overwrite and target.exists() and _valid_existing(target, ghash, enc, n):
+            return Embeddings.from_h5(target)
+        with atomic_path(target) as tmp:
+            with h5py.File(tmp, "w", rdcc_nbytes=2 * _CHUNK_BYTES) as f:
+                ds = _create_features(f, n, cfg.dim)
+                _write_attrs(ds, {**base_attrs, "encoder": cfg.name, "label": enc.label,
+                                  "dim": cfg.dim})
+                ds.attrs["complete"] = False
+                c = f.create_dataset("coords", data=grid.coords.astype(np.int64))
+                _write_attrs(c, coord_attrs)
+                if np.isfinite(grid.tissue).any():
+                    f.create_dataset("tissue", data=grid.tissue.astype(np.float32))
+                f.flush()  # a killed run leaves a readable file saying complete=False
+                writer = _RowWriter(ds, n, cfg.dim)
+                kind = run(writer)
+                ds.attrs["reader"] = kind
+                ds.attrs["complete"] = True
+    return Embeddings.from_h5(target)
+
+
+class _RowWriter:
+    """Collects feature rows in grid order and writes them in large contiguous blocks."""
+
+    def __init__(self, ds: Any, n: int, dim: int) -> None:
+        self.ds = ds
+        self.n = n
+        self.dim = dim
+        self.memory = np.zeros((n, dim), np.float32) if ds is None else np.zeros((0, dim))
+        self.rows = max(1, _CHUNK_BYTES // (4 * max(dim, 1)))
+        self.pending: dict[int, np.ndarray] = {}
+        self.next = 0  # rows [0, next) handed to the buffer
+        self.buf: list[np.ndarray] = []
+        self.buf_start = 0
+        self.buf_rows = 0
+
+    def add(self, start: int, rows: np.ndarray) -> None:
+        if rows.shape[1] != self.dim:
+            raise FeatureError(f"encoder returned {rows.shape[1]}-d features, its config says "
+                               f"{self.dim}; the model and its config disagree")
+        self.pending[start] = rows
+        while self.next in self.pending:
+            block = self.pending.pop(self.next)
+            self.buf.append(block)
+            self.buf_rows += len(block)
+            self.next += len(block)
+            if self.buf_rows >= self.rows:
+                self.flush()
+
+    def flush(self) -> None:
+        if not self.buf:
+            return
+        block = np.concatenate(self.buf).astype(np.float32, copy=False)
+        stop = self.buf_start + len(block)
+        if self.ds is None:
+            self.memory[self.buf_start:stop] = block
+        else:
+            self.ds[self.buf_start:stop] = block
+        self.buf_start = stop
+        self.buf, self.buf_rows = [], 0
+
+    def finish(self) -> None:
+        self.flush()
+        if self.pending or self.buf_start != self.n:
+            raise FeatureError(f"only {self.buf_start} of {self.n} patches were written; "
+                               "the reader stopped early")
+
+
+def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str, workers: int,
+                writer: _RowWriter, n: int, progress: bool | None, *, desc: str) -> str:
+    from .models.registry import _PRECISIONS
+
+    kind = "tiles" if stream.reader != "slide" else "slide"
+    if stream.reader == "auto" and len(stream.boxes):
+        probe = stream.open_reader()
+        probe[0][2]()
+        kind = probe[1]
+    cuda = dev.type == "cuda"
+    loader = torch.utils.data.DataLoader(
+        stream, batch_size=None, num_workers=workers, pin_memory=cuda,
+        prefetch_factor=4 if workers > 0 else None, persistent_workers=False)
+    dtype = _PRECISIONS[prec]
+    autocast = (torch.autocast(device_type=dev.type, dtype=dtype)
+                if dtype != torch.float32 else contextlib.nullcontext())
+    bar = _progress_bar(total=n, enabled=progress, desc=desc, unit="patch")
+    t0 = time.perf_counter()
+    try:
+        with torch.inference_mode(), autocast:
+            for start, batch in loader:
+                x = batch.to(dev, non_blocking=cuda)
+                feats = enc.forward_uint8(x)
+                writer.add(int(start), feats.float().cpu().numpy())
+                bar.update(int(batch.shape[0]))
+        writer.finish()
+    except WsikitError:
+        raise
+    except (RuntimeError, OSError, ValueError) as exc:
+        raise FeatureError(f"{stream.path}: feature extraction failed ({exc})") from exc
+    finally:
+        bar.close()
+    dt = time.perf_counter() - t0
+    log.info("%s: %d patches in %.1f s (%.1f patches/s, reader=%s)", desc, n, dt,
+             n / dt if dt > 0 else float("nan"), kind)
+    return kind
+
+
+# -- slide-level convenience (the CLI's Python twin) -----------------------------------------
+
+def extract_slide_features(
+    slide: str | os.PathLike[str],
+    *,
+    encoder: str = "auto",
+    out: str | os.PathLike[str],
+    device: str = "cpu",
+    batch_size: int = 64,
+    workers: int = 2,
+    weights: str | None = None,
+    target_mpp: float | None = None,
+    patch_px: int | None = None,
+    mpp: float | None = None,
+    precision: str | None = None,
+    coords: str | os.PathLike[str] | None = None,
+    reader: str = "auto",
+    overwrite: bool = False,
+    progress: bool | None = None,
+) -> Embeddings:
+    """Tissue → grid → features for one slide, as ``wsikit features`` does.
+
+    The grid comes from ``coords`` if given, else from ``<out>/patches/<slide>_patches.h5``
+    when it exists and matches the requested ``target_mpp``/``patch_px``, else it is made
+    (tissue mask + :func:`wsikit.patching.make_grid`) and saved there. ``target_mpp`` and
+    ``patch_px`` default to the encoder's (CONCH v1.5: 512 px at 0.5 µm/px).
+    """
+    from .io import open_slide
+    from .patching import TileGrid, coords_path, make_grid
+    from .tissue import segment_tissue
+
+    enc = _resolve_encoder(encoder, device, weights)
+    cfg = enc.config
+    t_mpp = float(target_mpp if target_mpp is not None else cfg.target_mpp)
+    p_px = int(patch_px if patch_px is not None else cfg.patch_px)
+    with open_slide(slide, mpp=mpp) as s:
+        grid = None
+        if coords is not None:
+            grid = TileGrid.from_h5(coords)
+        else:
+            cpath = coords_path(out, s.name)
+            if cpath.exists():
+                try:
+                    cand = TileGrid.from_h5(cpath)
+                except WsikitError as exc:
+                    log.warning("ignoring unreadable %s (%s)", cpath, exc)
+                else:
+                    if cand.patch_px == p_px and abs(cand.target_mpp - t_mpp) < 1e-6:
+                        grid = cand
+            if grid is None:
+                mask = segment_tissue(s)
+                grid = make_grid(s, mask, target_mpp=t_mpp, patch_px=p_px)
+                grid.to_h5(cpath)
+        return extract_features(s, grid, enc, device=device, batch_size=batch_size,
+                                workers=workers, precision=precision, out=out,
+                                progress=progress, reader=reader, mpp=mpp, overwrite=overwrite)
