@@ -1,0 +1,264 @@
+"""``wsikit figures extract`` and ``wsikit index build|add|info|query``.
+
+Each command has a Python function of the same name and options:
+:func:`figures_extract`, :func:`index_build`, :func:`index_add`, :func:`index_info`,
+:func:`index_query`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import EvidenceError
+
+logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
+
+__all__ = ["register", "figures_extract", "index_build", "index_add", "index_info",
+           "index_query", "load_sources"]
+
+_LEVEL_HELP = ("evidence level of these sources when the manifest does not give one: 1 "
+               "guideline, 2 systematic review/meta-analysis, 3 RCT, 4 observational/cohort, "
+               "5 case report, 6 consensus statement, 7 textbook, 8 expert opinion, or a name, or "
+               "'unknown' (default)")
+
+
+def load_sources(sources: Sequence[str | os.PathLike[str]], work_dir: str | os.PathLike[str], *,
+                 evidence_level: int | str | None = None, min_size: int = 100) -> list:
+    """Figure nodes from manifests (``.jsonl``/``.csv``) and PDFs (extracted to ``work_dir``).
+
+    Raises
+    ------
+    EvidenceError
+        Unknown source type or missing file (ManifestError for bad manifests).
+    """
+    from ..evidence import extract_pdf_figures, read_manifest
+
+    nodes = []
+    for i, src in enumerate(sources):
+        path = Path(src)
+        if not path.exists():
+            raise EvidenceError(f"source {path} does not exist")
+        suffix = path.suffix.lower()
+        if suffix == ".pdf":
+            nodes += extract_pdf_figures(path, Path(work_dir) / f"pdf{i}", min_size=min_size,
+                                         evidence_level=evidence_level)
+        elif suffix in (".jsonl", ".ndjson", ".csv", ".tsv"):
+            nodes += read_manifest(path, evidence_level=evidence_level)
+        else:
+            raise EvidenceError(f"source {path}: unknown type {suffix!r}; give PDFs or figure "
+                                "manifests (.jsonl/.csv, e.g. from 'wsikit figures extract')")
+    return nodes
+
+
+def figures_extract(pdfs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
+                    evidence_level: int | str | None = None, min_size: int = 100) -> Path:
+    """Extract figures + captions from PDFs into ``out/images`` and write
+    ``out/manifest.jsonl`` (for review/editing, then ``wsikit index build``); returns it."""
+    from ..evidence import extract_pdf_figures, write_manifest
+
+    if not pdfs:
+        raise EvidenceError("no PDFs given")
+    nodes = []
+    for pdf in pdfs:
+        nodes += extract_pdf_figures(pdf, out, min_size=min_size, evidence_level=evidence_level)
+    return write_manifest(nodes, Path(out) / "manifest.jsonl")
+
+
+def index_build(sources: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
+                encoder: str = "heuristic", kind: str = "flat",
+                evidence_level: int | str | None = None, min_size: int = 100,
+                overwrite: bool = False) -> Any:
+    """Build an index folder from PDFs and/or manifests with ``encoder``; returns it."""
+    from ..evidence import FigureIndex
+    from ..models import create_encoder
+
+    enc = create_encoder(encoder)
+    with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
+        nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
+        return FigureIndex.build(nodes, enc, out, kind=kind, overwrite=overwrite)
+
+
+def index_add(index_dir: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]], *,
+              encoder: str | None = None, evidence_level: int | str | None = None,
+              min_size: int = 100) -> int:
+    """Add figures to an index (its own encoder unless ``encoder`` is given); returns count."""
+    from ..evidence import FigureIndex
+    from ..models import create_encoder
+
+    index = FigureIndex.open(index_dir)
+    enc = create_encoder(encoder or index.encoder_name)
+    with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
+        nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
+        return index.add(nodes, enc)
+
+
+def index_info(index_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Manifest facts of an index folder (verifies its checksums)."""
+    from ..evidence import FigureIndex
+
+    return FigureIndex.open(index_dir).info()
+
+
+def index_query(index_dir: str | os.PathLike[str], image: str | os.PathLike[str], *, k: int = 5,
+                encoder: str | None = None) -> list:
+    """Top-``k`` figures similar to an image file (list of :class:`Match`)."""
+    from ..evidence import FigureIndex, load_image
+    from ..models import create_encoder
+
+    index = FigureIndex.open(index_dir)
+    name = encoder or index.encoder_name
+    if name != index.encoder_name:  # refuse before loading a possibly large model
+        from ..models import get_config
+
+        index._check_encoder(name, int(get_config(name).dim))
+    enc = create_encoder(name)
+    return index.query_images([load_image(image)], enc, k=k)[0]
+
+
+# ---------------------------------------------------------------------- argparse glue
+def _level(value: str) -> int | None:
+    from ..evidence import parse_evidence_level
+
+    try:
+        return parse_evidence_level(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _cmd_extract(args: argparse.Namespace) -> int:
+    manifest = figures_extract(args.pdfs, args.out, evidence_level=args.evidence_level,
+                               min_size=args.min_size)
+    rows = manifest.read_text(encoding="utf-8").splitlines()
+    uncaptioned = sum(1 for r in rows if json.loads(r)["caption"] == "")
+    print(f"{len(rows)} figure(s) ({uncaptioned} without caption) -> {manifest}")
+    print("Review/edit it, then: wsikit index build "
+          f"{manifest} --out INDEX_DIR")
+    return 0
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    index = index_build(args.sources, args.out, encoder=args.encoder, kind=args.kind,
+                        evidence_level=args.evidence_level, min_size=args.min_size,
+                        overwrite=args.overwrite)
+    m = index.manifest
+    recall = "" if index.kind == "flat" else f", recall@10 {m['recall_at_10']} ({m['params']})"
+    print(f"built {index.path}: {index.count} figure(s), encoder {index.encoder_name} "
+          f"(dim {index.dim}), {index.kind}{recall}")
+    return 0
+
+
+def _cmd_add(args: argparse.Namespace) -> int:
+    added = index_add(args.index, args.sources, encoder=args.encoder,
+                      evidence_level=args.evidence_level, min_size=args.min_size)
+    print(f"added {added} new figure(s) to {args.index}")
+    return 0
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    info = index_info(args.index)
+    if args.json:
+        print(json.dumps(info, indent=2, ensure_ascii=False))
+        return 0
+    enc = info["encoder"]
+    print(f"index      {info['path']}")
+    print(f"figures    {info['count']} from {info['sources']} source(s); "
+          f"{info['images_stored']} unique image(s)")
+    print(f"encoder    {enc['name']} (dim {enc['dim']}) - {enc['label']}")
+    print(f"search     {info['kind']} {info['params'] or ''}, {info['metric']}")
+    if info["kind"] != "flat":
+        print(f"recall@10  {info['recall_at_10']} (measured on {info['recall_queries']} queries)")
+    levels = ", ".join(f"{k}: {v}" for k, v in sorted(info["evidence_levels"].items()))
+    print(f"evidence   {levels}")
+    print(f"version    {info['version']} (wsikit {info['wsikit_version']}, updated "
+          f"{info['updated']})")
+    return 0
+
+
+def _cmd_query(args: argparse.Namespace) -> int:
+    matches = index_query(args.index, args.image, k=args.k, encoder=args.encoder)
+    if args.json:
+        print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
+        return 0
+    for rank, m in enumerate(matches, start=1):
+        n = m.node
+        caption = n.caption if len(n.caption) <= 100 else n.caption[:97] + "..."
+        print(f"{rank:2d}. {m.similarity:.3f}  {n.figure_label or '(no label)'}  "
+              f"[{n.evidence_level_name}]  {caption or '(no caption)'}")
+        print(f"    {n.source_title or 'unknown source'}; doi {n.doi or '-'}; page "
+              f"{n.page or '-'}; {n.image}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``figures`` and ``index`` sub-commands."""
+    fig = subparsers.add_parser("figures", help="extract captioned figures from PDFs",
+                                description="Literature figures for the evidence index.")
+    fsub = fig.add_subparsers(dest="figures_command", metavar="SUBCOMMAND")
+    ext = fsub.add_parser(
+        "extract", help="PDF figures + captions -> images and an editable manifest.jsonl",
+        description="Extract embedded figures (>= --min-size px) from PDFs with the nearest "
+                    "'Figure N'/'Fig. N' caption, page, title and DOI, into OUT/images and "
+                    "OUT/manifest.jsonl. Figures without a caption are kept with caption '' "
+                    "for review.")
+    ext.add_argument("pdfs", nargs="+", metavar="PDF")
+    ext.add_argument("--out", required=True, type=Path, help="output folder")
+    ext.add_argument("--evidence-level", type=_level, default=None, help=_LEVEL_HELP)
+    ext.add_argument("--min-size", type=int, default=100,
+                     help="minimum short side (px) of an embedded image (default 100)")
+    ext.set_defaults(func=_cmd_extract)
+    fig.set_defaults(func=lambda a: (fig.print_help(), 2)[1])
+
+    idx = subparsers.add_parser("index", help="build/extend/inspect/query a figure index",
+                                description="FAISS + SQLite index of literature figures.")
+    isub = idx.add_subparsers(dest="index_command", metavar="SUBCOMMAND")
+    build = isub.add_parser(
+        "build", help="build an index from PDFs and/or manifests",
+        description="Embed figures from PDFs and figure manifests (.jsonl/.csv) with an "
+                    "encoder and write an index folder (FAISS cosine index, nodes.sqlite, "
+                    "images/, manifest.json).")
+    build.add_argument("sources", nargs="+", metavar="SOURCE", help="PDF or manifest files")
+    build.add_argument("--out", required=True, type=Path, help="index folder to create")
+    build.add_argument("--encoder", default="heuristic",
+                       help="encoder name from 'wsikit models list' (default: heuristic, "
+                            "weight-free)")
+    build.add_argument("--kind", choices=("flat", "ivf", "hnsw"), default="flat",
+                       help="flat = exact (default); ivf/hnsw = approximate, recall measured")
+    build.add_argument("--evidence-level", type=_level, default=None, help=_LEVEL_HELP)
+    build.add_argument("--min-size", type=int, default=100, help="PDF figure minimum size, px")
+    build.add_argument("--overwrite", action="store_true", help="replace an existing index")
+    build.set_defaults(func=_cmd_build)
+
+    add = isub.add_parser("add", help="add PDFs/manifests to an index (crash-safe)",
+                          description="Add figures; node ids already present are skipped. "
+                                      "An interrupted add leaves the previous index valid.")
+    add.add_argument("index", type=Path, metavar="DIR")
+    add.add_argument("sources", nargs="+", metavar="SOURCE")
+    add.add_argument("--encoder", default=None, help="default: the index's encoder")
+    add.add_argument("--evidence-level", type=_level, default=None, help=_LEVEL_HELP)
+    add.add_argument("--min-size", type=int, default=100, help="PDF figure minimum size, px")
+    add.set_defaults(func=_cmd_add)
+
+    info = isub.add_parser("info", help="show an index's encoder, kind, counts, recall",
+                           description="Show an index's manifest (checksums verified).")
+    info.add_argument("index", type=Path, metavar="DIR")
+    info.add_argument("--json", action="store_true", help="print JSON")
+    info.set_defaults(func=_cmd_info)
+
+    query = isub.add_parser("query", help="figures most similar to an image",
+                            description="Embed IMAGE with the index's encoder and print the "
+                                        "top-k figures (cosine similarity).")
+    query.add_argument("index", type=Path, metavar="DIR")
+    query.add_argument("image", type=Path, metavar="IMAGE")
+    query.add_argument("-k", type=int, default=5, help="number of matches (default 5)")
+    query.add_argument("--encoder", default=None,
+                       help="default: the index's encoder (another one is refused)")
+    query.add_argument("--json", action="store_true", help="print JSON")
+    query.set_defaults(func=_cmd_query)
+    idx.set_defaults(func=lambda a: (idx.print_help(), 2)[1])

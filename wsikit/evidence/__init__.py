@@ -1,0 +1,55 @@
+"""Captioned visual evidence: literature figure nodes, PDF/manifest ingestion, a FAISS + SQLite
+index, and the ``evidence.json`` result with RAG adapters.
+
+>>> from wsikit.evidence import read_manifest, FigureIndex          # doctest: +SKIP
+>>> from wsikit.models import create_encoder                        # doctest: +SKIP
+>>> index = FigureIndex.build(read_manifest("figs.jsonl"), create_encoder("heuristic"), "idx")
+>>> index.query_images([crop], create_encoder("heuristic"), k=5)     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from .index import INDEX_FORMAT, FigureIndex, Match, embed_images
+from .manifest import MANIFEST_FIELDS, read_manifest, write_manifest
+from .nodes import (
+    EVIDENCE_LEVELS,
+    FigureNode,
+    evidence_level_name,
+    image_content_hash,
+    load_image,
+    make_node_id,
+    parse_evidence_level,
+)
+from .pdf import PdfFigure, PdfInfo, extract_pdf_figures, find_doi, read_pdf_figures
+from .result import EVIDENCE_SCHEMA_ID, EvidenceRegion, EvidenceResult, load_schema
+from .synthetic_pdf import SYNTHETIC_DOI, SyntheticFigure, synthetic_figures, write_synthetic_pdf
+
+__all__ = [
+    "EVIDENCE_LEVELS",
+    "EVIDENCE_SCHEMA_ID",
+    "EvidenceRegion",
+    "EvidenceResult",
+    "FigureIndex",
+    "FigureNode",
+    "INDEX_FORMAT",
+    "MANIFEST_FIELDS",
+    "Match",
+    "PdfFigure",
+    "PdfInfo",
+    "SYNTHETIC_DOI",
+    "SyntheticFigure",
+    "embed_images",
+    "evidence_level_name",
+    "extract_pdf_figures",
+    "find_doi",
+    "image_content_hash",
+    "load_image",
+    "load_schema",
+    "make_node_id",
+    "parse_evidence_level",
+    "read_manifest",
+    "read_pdf_figures",
+    "synthetic_figures",
+    "write_manifest",
+    "write_synthetic_pdf",
+]

@@ -1,0 +1,165 @@
+"""FAISS building blocks for cosine search: index construction, recall measurement, tuning.
+
+Cosine similarity = inner product on L2-normalised float32 vectors. Kinds:
+
+* ``flat``: exact (``IndexFlatIP``).
+* ``ivf``: inverted lists over k-means cells with fp16 scalar-quantised vectors
+  (``IndexIVFScalarQuantizer``, ``QT_fp16``); ``nlist`` chosen from N, ``nprobe`` tuned to a
+  recall target measured against exact search.
+* ``hnsw``: graph search (``IndexHNSWFlat``, ``M`` 32); ``efSearch`` tuned likewise.
+
+A GPU copy is used for searching when faiss reports GPUs (faiss-gpu); everything works with
+faiss-cpu. Used by :mod:`wsikit.evidence.index` and ``benchmarks/bench_index.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import EvidenceError
+
+__all__ = ["INDEX_KINDS", "normalise", "make_index", "exact_search", "recall_at_k",
+           "tune_index", "set_search_params", "to_search_device", "default_params"]
+
+log = logging.getLogger(__name__)
+
+INDEX_KINDS = ("flat", "ivf", "hnsw")
+_NPROBES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048)
+_EFS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024)
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """L2-normalise rows to float32 ``(N, D)`` (zero rows stay zero)."""
+    v = np.asarray(vectors, dtype=np.float32)
+    if v.ndim == 1:
+        v = v[None]
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    return np.ascontiguousarray(v / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def default_params(kind: str, n: int) -> dict[str, Any]:
+    """Index parameters chosen from the number of vectors ``n``.
+
+    ``ivf``: ``nlist = clamp(4·√n, 1, n/39)`` (faiss wants ≥ 39 training points per cell),
+    fp16 storage. ``hnsw``: ``M = 32``, ``efConstruction = 80``.
+    """
+    if kind == "flat":
+        return {}
+    if kind == "ivf":
+        nlist = int(max(1, min(round(4 * math.sqrt(max(n, 1))), n // 39)))
+        return {"nlist": nlist, "storage": "fp16", "nprobe": min(nlist, 8)}
+    if kind == "hnsw":
+        return {"M": 32, "efConstruction": 80, "efSearch": 64}
+    raise EvidenceError(f"unknown index kind {kind!r}; use one of {', '.join(INDEX_KINDS)}")
+
+
+def make_index(dim: int, kind: str, params: dict[str, Any]):
+    """An empty CPU faiss index of ``kind`` for inner product (train IVF before adding)."""
+    import faiss
+
+    if kind == "flat":
+        return faiss.IndexFlatIP(dim)
+    if kind == "ivf":
+        quantizer = faiss.IndexFlatIP(dim)
+        storage = params.get("storage", "fp16")
+        if storage == "fp16":
+            index = faiss.IndexIVFScalarQuantizer(quantizer, dim, int(params["nlist"]),
+                                                  faiss.ScalarQuantizer.QT_fp16,
+                                                  faiss.METRIC_INNER_PRODUCT)
+        elif storage == "fp32":
+            index = faiss.IndexIVFFlat(quantizer, dim, int(params["nlist"]),
+                                       faiss.METRIC_INNER_PRODUCT)
+        else:
+            raise EvidenceError(f"unknown IVF storage {storage!r}; use 'fp16' or 'fp32'")
+        index.own_fields = True
+        quantizer.this.disown()
+        return index
+    if kind == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, int(params["M"]), faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = int(params["efConstruction"])
+        return index
+    raise EvidenceError(f"unknown index kind {kind!r}; use one of {', '.join(INDEX_KINDS)}")
+
+
+def set_search_params(index, kind: str, params: dict[str, Any]) -> None:
+    """Apply ``nprobe`` / ``efSearch`` from ``params`` to a CPU or GPU index."""
+    import faiss
+
+    if kind == "ivf" and "nprobe" in params:
+        try:
+            faiss.extract_index_ivf(index).nprobe = int(params["nprobe"])
+        except (RuntimeError, AttributeError):
+            index.nprobe = int(params["nprobe"])  # GPU indexes
+    elif kind == "hnsw" and "efSearch" in params:
+        index.hnsw.efSearch = int(params["efSearch"])
+
+
+def to_search_device(index, kind: str):
+    """A GPU copy of ``index`` when faiss-gpu sees a GPU (flat/IVF), else ``index`` itself."""
+    import faiss
+
+    if kind == "hnsw" or not hasattr(faiss, "StandardGpuResources"):
+        return index
+    try:
+        if faiss.get_num_gpus() <= 0:
+            return index
+        res = faiss.StandardGpuResources()
+        gpu = faiss.index_cpu_to_gpu(res, 0, index)
+        gpu.referenced_objects = [res]  # keep resources alive with the index
+        return gpu
+    except (RuntimeError, AttributeError) as exc:  # pragma: no cover - GPU only
+        log.warning("faiss GPU search unavailable (%s); searching on CPU", exc)
+        return index
+
+
+def exact_search(db: np.ndarray, queries: np.ndarray, k: int,
+                 chunk: int = 65536) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-``k`` inner product (chunked over ``db``; any float dtype), ``(sims, ids)``."""
+    import faiss
+
+    q = np.ascontiguousarray(queries, dtype=np.float32)
+    k = min(k, db.shape[0])
+    heap = faiss.ResultHeap(q.shape[0], k, keep_max=True)
+    for start in range(0, db.shape[0], chunk):
+        block = np.ascontiguousarray(db[start:start + chunk], dtype=np.float32)
+        sims = q @ block.T
+        heap.add_result(sims, start + np.arange(block.shape[0], dtype=np.int64)[None]
+                        .repeat(q.shape[0], 0))
+    heap.finalize()
+    return heap.D, heap.I
+
+
+def recall_at_k(found: np.ndarray, truth: np.ndarray, k: int = 10) -> float:
+    """Mean fraction of the true top-``k`` ids present in the found top-``k`` ids."""
+    k = min(k, truth.shape[1])
+    hits = [len(set(f[:k].tolist()) & set(t[:k].tolist())) for f, t in zip(found, truth)]
+    return float(np.mean(hits) / k) if hits else 1.0
+
+
+def tune_index(index, kind: str, params: dict[str, Any], queries: np.ndarray,
+               truth: np.ndarray, *, k: int = 10, target: float = 0.95
+               ) -> tuple[dict[str, Any], float]:
+    """Smallest ``nprobe``/``efSearch`` reaching ``target`` recall@k; returns (params, recall).
+
+    If the target is never reached the largest tried value is kept (with its recall).
+    """
+    params = dict(params)
+    if kind == "flat":
+        return params, 1.0
+    if kind == "ivf":
+        key, values = "nprobe", [v for v in _NPROBES if v < params["nlist"]] + [params["nlist"]]
+    else:
+        key, values = "efSearch", [v for v in _EFS if v >= k]
+    recall = 0.0
+    for value in values:
+        params[key] = int(value)
+        set_search_params(index, kind, params)
+        _, ids = index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        recall = recall_at_k(ids, truth, k)
+        if recall >= target:
+            break
+    return params, recall

@@ -1,0 +1,166 @@
+"""Figure manifests: JSONL or CSV files listing figure images with caption and source fields.
+
+One figure per line (JSONL) or row (CSV, header required). Columns / keys:
+
+``image`` (required; path relative to the manifest file), ``caption``, ``figure_label``,
+``source_title``, ``doi``, ``source_path``, ``page``, ``year``, ``license``,
+``evidence_level`` (1–8, a level name such as ``textbook``, or ``unknown``/empty).
+
+``wsikit figures extract`` writes such a JSONL file next to the extracted images so a person can
+review and edit it, then feed it to ``wsikit index build``. Every error names the file and the
+line number.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .._atomic import atomic_path
+from ..errors import EvidenceError, ManifestError
+from .nodes import FigureNode, load_image, parse_evidence_level
+
+__all__ = ["read_manifest", "write_manifest", "MANIFEST_FIELDS"]
+
+#: Keys a manifest row may have (``image`` is required).
+MANIFEST_FIELDS = ("image", "caption", "figure_label", "source_title", "doi", "source_path",
+                   "page", "year", "license", "evidence_level")
+_TEXT = ("caption", "figure_label", "source_title", "doi", "source_path", "license")
+_INT = ("page", "year")
+
+
+def _rows(path: Path) -> Iterable[tuple[int, Mapping[str, Any]]]:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ManifestError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column "
+                                        f"{exc.colno}); each line must be one JSON object"
+                                        ) from exc
+                if not isinstance(row, dict):
+                    raise ManifestError(f"{path}:{lineno}: expected a JSON object, got "
+                                        f"{type(row).__name__}")
+                yield lineno, row
+    elif suffix in (".csv", ".tsv"):
+        with path.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
+            if not reader.fieldnames or "image" not in reader.fieldnames:
+                raise ManifestError(f"{path}:1: the CSV header must contain an 'image' column "
+                                    f"(got {reader.fieldnames})")
+            for row in reader:
+                yield reader.line_num, row
+    else:
+        raise ManifestError(f"{path}: unknown manifest type {suffix!r}; use .jsonl or .csv")
+
+
+def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
+               default_level: int | None, load: bool) -> FigureNode:
+    unknown = set(row) - set(MANIFEST_FIELDS) - {"node_id", "content_hash", "evidence_level_name"}
+    if unknown:
+        raise ManifestError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: "
+                            f"{', '.join(MANIFEST_FIELDS)}")
+    image = row.get("image")
+    if not isinstance(image, str) or not image.strip():
+        raise ManifestError(f"{where}: missing 'image' (path of the figure image relative to "
+                            "the manifest)")
+    image_path = (base / image).resolve() if not os.path.isabs(image) else Path(image)
+    if not image_path.is_file():
+        raise ManifestError(f"{where}: image file {image_path} does not exist; fix the "
+                            "'image' path (relative to the manifest file)")
+    kwargs: dict[str, Any] = {}
+    for key in _TEXT:
+        value = row.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            kwargs[key] = "" if key == "caption" else None
+        else:
+            kwargs[key] = str(value).strip()
+    for key in _INT:
+        value = row.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            kwargs[key] = None
+            continue
+        try:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            kwargs[key] = int(value)
+        except (TypeError, ValueError) as exc:
+            raise ManifestError(f"{where}: {key} {value!r} is not an integer") from exc
+    raw_level = row.get("evidence_level", "")
+    if raw_level == "" or (raw_level is None and "evidence_level" not in row):
+        level = default_level
+    else:
+        try:
+            level = parse_evidence_level(raw_level)
+        except ValueError as exc:
+            raise ManifestError(f"{where}: {exc}") from exc
+    kwargs["evidence_level"] = level
+    if not load:
+        return FigureNode(node_id=str(row.get("node_id", "")), image=image_path,
+                          content_hash=str(row.get("content_hash", "")), **kwargs)
+    try:
+        return FigureNode.from_image(image_path, image=load_image(image_path), **kwargs)
+    except EvidenceError as exc:
+        raise ManifestError(f"{where}: {exc}") from exc
+
+
+def read_manifest(path: str | os.PathLike[str], *, evidence_level: int | str | None = None,
+                  load_images: bool = True) -> list[FigureNode]:
+    """Read a JSONL/CSV figure manifest into :class:`FigureNode` objects.
+
+    Parameters
+    ----------
+    path
+        ``.jsonl`` (one JSON object per line) or ``.csv`` (header row) file.
+    evidence_level
+        Level for rows that do not give one (1–8, a name, or ``None`` for unknown).
+    load_images
+        Decode each image to compute ``content_hash`` and ``node_id`` (default). ``False``
+        only checks that the files exist.
+
+    Raises
+    ------
+    ManifestError
+        Naming the file and line: bad JSON, missing or unreadable image, bad evidence level,
+        non-integer page/year, unknown field.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ManifestError(f"manifest {path} does not exist")
+    try:
+        default = parse_evidence_level(evidence_level)
+    except ValueError as exc:
+        raise ManifestError(f"--evidence-level for {path}: {exc}") from exc
+    base = path.resolve().parent
+    nodes = [_parse_row(row, where=f"{path}:{lineno}", base=base, default_level=default,
+                        load=load_images)
+             for lineno, row in _rows(path)]
+    if not nodes:
+        raise ManifestError(f"{path}: no figures listed (need one JSON object per line or "
+                            "one CSV row per figure)")
+    return nodes
+
+
+def write_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]) -> Path:
+    """Write nodes as a JSONL manifest (atomically); image paths relative to its folder."""
+    path = Path(path)
+    base = path.resolve().parent
+    lines = []
+    for node in nodes:
+        row = node.to_dict()
+        try:
+            row["image"] = os.path.relpath(Path(node.image).resolve(), base)
+        except ValueError:  # other drive on Windows
+            row["image"] = str(Path(node.image).resolve())
+        lines.append(json.dumps(row, ensure_ascii=False))
+    with atomic_path(path) as tmp:
+        tmp.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+    return path
