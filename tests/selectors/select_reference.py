@@ -14,7 +14,7 @@ def reference_select(scores, coords, p, *, scales=(8, 4, 2, 1), per_scale=1, min
     ``empty`` as ``{scale: kind}`` with kind in ``{"fit", "coverage", "constraints"}``."""
     # 1. attention map: mean score per occupied cell, grid anchored at the level-0 origin
     per_cell = {}
-    for a, (x, y) in zip(list(scores), list(coords)):
+    for a, (x, y) in zip(list(scores), list(coords), strict=True):
         per_cell.setdefault((int(x) // p, int(y) // p), []).append(float(a))
     amap = {cell: sum(v) / len(v) for cell, v in per_cell.items()}
     gx0 = min(c[0] for c in amap)

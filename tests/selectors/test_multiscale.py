@@ -50,7 +50,7 @@ def random_tissue(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int
     p = int(rng.choice([16, 100, 256]))
     origin = rng.integers(0, 6, size=2)
     scores, coords = [], []
-    for cy, cx in zip(*np.nonzero(occ)):
+    for cy, cx in zip(*np.nonzero(occ), strict=True):
         for _ in range(int(rng.choice([1, 1, 1, 2, 4]))):
             scores.append(int(rng.integers(-levels, levels + 1)) / 64)
             off = rng.integers(0, p, size=2)

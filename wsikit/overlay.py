@@ -1,0 +1,233 @@
+"""Overlays on slide thumbnails: attention heatmaps, tissue outlines and selected windows.
+
+Pure functions over arrays (no file I/O). Thumbnail pixel = level-0 pixel / ``downsample``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+from .errors import WsikitError
+from .selectors.grid import AttentionMap, attention_map
+
+__all__ = [
+    "OverlayError", "SCALE_COLOURS", "scale_colour", "colormap", "heatmap_rgba",
+    "as_attention_map", "tissue_rings", "as_rgb_thumbnail", "overview_image",
+]
+
+
+class OverlayError(WsikitError):
+    """Invalid thumbnail, attention or outline given to the report or overlays."""
+
+
+#: Colour per window scale (side in cells); other scales cycle through ``_EXTRA``.
+SCALE_COLOURS: dict[int, str] = {8: "#2563eb", 4: "#16a34a", 2: "#ea580c", 1: "#db2777"}
+_EXTRA = ("#7c3aed", "#0891b2", "#ca8a04", "#4b5563")
+
+# diverging blue -> pale yellow -> red (like ColorBrewer RdYlBu reversed), as anchor colours
+_CMAP = np.array([[49, 54, 149], [69, 117, 180], [116, 173, 209], [171, 217, 233],
+                  [254, 224, 144], [253, 174, 97], [244, 109, 67], [215, 48, 39],
+                  [165, 0, 38]], dtype=np.float64)
+
+
+def scale_colour(scale: int) -> str:
+    """Hex colour of a window scale."""
+    return SCALE_COLOURS.get(int(scale), _EXTRA[int(scale) % len(_EXTRA)])
+
+
+def _hex_rgb(colour: str) -> tuple[int, int, int]:
+    c = colour.lstrip("#")
+    return (int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16))
+
+
+def colormap(v: np.ndarray) -> np.ndarray:
+    """Map values in [0, 1] to RGB.
+
+    Parameters
+    ----------
+    v : ndarray, any shape, float
+        Values; clipped to [0, 1].
+
+    Returns
+    -------
+    ndarray, shape ``v.shape + (3,)``, uint8
+    """
+    x = np.clip(np.asarray(v, dtype=np.float64), 0.0, 1.0) * (len(_CMAP) - 1)
+    i = np.minimum(np.floor(x).astype(np.int64), len(_CMAP) - 2)
+    t = (x - i)[..., None]
+    rgb = _CMAP[i] * (1.0 - t) + _CMAP[i + 1] * t
+    return np.rint(rgb).astype(np.uint8)
+
+
+def as_attention_map(attention: AttentionMap | tuple[Any, Any, int] | None
+                     ) -> AttentionMap | None:
+    """Accept an :class:`AttentionMap` or a ``(scores, coords, patch_size_l0)`` tuple."""
+    if attention is None or isinstance(attention, AttentionMap):
+        return attention
+    try:
+        scores, coords, patch_size_l0 = attention
+    except (TypeError, ValueError) as exc:
+        raise OverlayError(
+            "attention must be (scores (N,), coords (N, 2), patch_size_l0) or an AttentionMap, "
+            f"got {type(attention).__name__}") from exc
+    return attention_map(scores, coords, patch_size_l0)
+
+
+def heatmap_rgba(amap: AttentionMap, *, alpha: float = 0.6,
+                 percentiles: tuple[float, float] = (1.0, 99.0)) -> np.ndarray:
+    """Colour the attention map, one pixel per grid cell; unoccupied cells are transparent.
+
+    Values are scaled between the given percentiles of the occupied cells (robust to a few
+    outliers) before colouring.
+
+    Returns
+    -------
+    ndarray, shape (H, W, 4), uint8
+        RGBA at cell resolution covering ``amap.l0_box()``.
+    """
+    vals = amap.values[amap.occupied]
+    lo, hi = np.percentile(vals, percentiles) if vals.size else (0.0, 1.0)
+    span = hi - lo if hi > lo else 1.0
+    rgba = np.zeros(amap.shape + (4,), dtype=np.uint8)
+    rgba[..., :3] = colormap((amap.values - lo) / span)
+    rgba[..., 3] = np.where(amap.occupied, int(round(255 * alpha)), 0)
+    return rgba
+
+
+def tissue_rings(geojson: Mapping[str, Any] | None) -> list[np.ndarray]:
+    """All polygon rings (exteriors and holes) of a GeoJSON object, in level-0 pixels.
+
+    Accepts a FeatureCollection, a Feature, a Polygon or a MultiPolygon.
+
+    Returns
+    -------
+    list of ndarray, each shape (K, 2), float64
+    """
+    if geojson is None:
+        return []
+    rings: list[np.ndarray] = []
+
+    def visit(obj: Any) -> None:
+        if not isinstance(obj, Mapping):
+            raise OverlayError(f"tissue GeoJSON: expected an object, got {type(obj).__name__}")
+        kind = obj.get("type")
+        if kind == "FeatureCollection":
+            for f in obj.get("features", []):
+                visit(f)
+        elif kind == "Feature":
+            if obj.get("geometry") is not None:
+                visit(obj["geometry"])
+        elif kind in ("Polygon", "MultiPolygon"):
+            polys = [obj["coordinates"]] if kind == "Polygon" else obj["coordinates"]
+            for poly in polys:
+                for ring in poly:
+                    arr = np.asarray(ring, dtype=np.float64)
+                    if arr.ndim == 2 and arr.shape[0] >= 3 and arr.shape[1] >= 2:
+                        rings.append(arr[:, :2])
+        elif kind == "GeometryCollection":
+            for g in obj.get("geometries", []):
+                visit(g)
+        else:
+            raise OverlayError(
+                f"tissue GeoJSON: unsupported type {kind!r} (expected FeatureCollection, "
+                "Feature, Polygon or MultiPolygon)")
+
+    try:
+        visit(geojson)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise OverlayError(f"tissue GeoJSON is malformed: {exc}") from exc
+    return rings
+
+
+def as_rgb_thumbnail(thumbnail: np.ndarray) -> np.ndarray:
+    """Validate a thumbnail and return it as ``(h, w, 3) uint8`` (grey/RGBA accepted)."""
+    arr = np.asarray(thumbnail)
+    if arr.dtype != np.uint8:
+        raise OverlayError(f"thumbnail must be uint8 RGB, got dtype {arr.dtype}")
+    if arr.ndim == 2:
+        arr = np.repeat(arr[..., None], 3, axis=2)
+    if arr.ndim != 3 or arr.shape[2] not in (3, 4) or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise OverlayError(f"thumbnail must have shape (h, w, 3), got {arr.shape}")
+    return np.ascontiguousarray(arr[..., :3])
+
+
+def _regions(regions: Iterable[Mapping[str, Any]]) -> list[tuple[str, int, float, tuple]]:
+    out = []
+    for i, r in enumerate(regions):
+        try:
+            box = r["box"]
+            out.append((str(r.get("id", f"r{i + 1}")), int(r["scale"]), float(r["score"]),
+                        (float(box["x"]), float(box["y"]), float(box["width"]),
+                         float(box["height"]))))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise OverlayError(
+                f"region {i} needs scale, score and box {{x, y, width, height}}: {exc}") from exc
+    return out
+
+
+def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1: fixed-size bitmap font
+        return ImageFont.load_default()
+
+
+def overview_image(thumbnail: np.ndarray, downsample: float, *,
+                   regions: Sequence[Mapping[str, Any]] = (),
+                   attention: AttentionMap | tuple[Any, Any, int] | None = None,
+                   tissue_geojson: Mapping[str, Any] | None = None,
+                   heat_alpha: float = 0.45) -> np.ndarray:
+    """Draw the heatmap, tissue outline and windows (with scale and score) on a thumbnail.
+
+    Parameters
+    ----------
+    thumbnail : ndarray, shape (h, w, 3), uint8
+    downsample : float
+        Level-0 pixels per thumbnail pixel.
+    regions : sequence of dict
+        Evidence regions (``id``, ``scale``, ``score``, ``box`` in level-0 px).
+    attention : AttentionMap or (scores, coords, patch_size_l0), optional
+    tissue_geojson : dict, optional
+        Tissue polygons in level-0 pixels.
+    heat_alpha : float
+        Heatmap opacity.
+
+    Returns
+    -------
+    ndarray, shape (h, w, 3), uint8
+    """
+    thumb = as_rgb_thumbnail(thumbnail)
+    if not (isinstance(downsample, (int, float, np.number)) and downsample > 0):
+        raise OverlayError(f"thumbnail_downsample must be > 0, got {downsample!r}")
+    ds = float(downsample)
+    img = Image.fromarray(thumb).convert("RGBA")
+    amap = as_attention_map(attention)
+    if amap is not None:
+        heat = Image.fromarray(heatmap_rgba(amap, alpha=heat_alpha), "RGBA")
+        x, y, w, h = (v / ds for v in amap.l0_box())
+        size = (max(1, round(w)), max(1, round(h)))
+        layer = Image.new("RGBA", img.size, (0, 0, 0, 0))
+        layer.paste(heat.resize(size, Image.Resampling.NEAREST), (round(x), round(y)))
+        img = Image.alpha_composite(img, layer)
+    draw = ImageDraw.Draw(img)
+    lw = max(2, round(max(img.size) / 350))
+    for ring in tissue_rings(tissue_geojson):
+        pts = [(float(px / ds), float(py / ds)) for px, py in ring]
+        draw.line(pts + pts[:1], fill=(30, 41, 59, 255), width=max(1, lw - 1))
+    font = _font(max(10, round(max(img.size) / 60)))
+    for rid, scale, score, (x, y, w, h) in _regions(regions):
+        colour = _hex_rgb(scale_colour(scale))
+        box = (x / ds, y / ds, (x + w) / ds, (y + h) / ds)
+        draw.rectangle(box, outline=colour + (255,), width=lw)
+        label = f"{rid} {scale}x{scale} {score:.2f}"
+        tb = draw.textbbox((box[0], box[1]), label, font=font)
+        ty = box[1] - (tb[3] - tb[1]) - 2 * lw if box[1] - (tb[3] - tb[1]) - 2 * lw >= 0 \
+            else box[1] + lw
+        tb = draw.textbbox((box[0] + lw, ty), label, font=font)
+        draw.rectangle((tb[0] - lw, tb[1] - lw, tb[2] + lw, tb[3] + lw), fill=colour + (230,))
+        draw.text((box[0] + lw, ty), label, fill=(255, 255, 255, 255), font=font)
+    return np.asarray(img.convert("RGB"))
