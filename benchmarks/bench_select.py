@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared), Python "
         f"{platform.python_version()}, numpy {np.__version__}.",
         "",
-        "| layout | fast median (ms) | fast min (ms) | brute force (s) | speed-up | same windows | windows |",
+        "| layout | fast median (ms) | fast min (ms) | brute force (s) | speed-up "
+        "| same windows | windows |",
         "|---|---|---|---|---|---|---|",
     ]
     for layout, fast, best, ref_t, agree, wins in rows:
