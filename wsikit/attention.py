@@ -1,0 +1,214 @@
+"""Per-patch attention (importance) of a slide, from TITAN or the weight-free scorer.
+
+Two sources, always recorded next to the numbers:
+
+``titan``
+    TITAN's ``attn_pool_contrastive`` attention over CONCH v1.5 patch features (mean of the
+    8 heads, CLS dropped, renormalised), mapped back to the input patches. Needs real TITAN
+    weights and CONCH v1.5 features.
+``heuristic``
+    Haematoxylin density × tissue fraction, percentile-normalised per slide
+    (:func:`wsikit.models.importance_scores`). The haematoxylin density of each patch is
+    measured on the patch read at low resolution (``density_px`` pixels a side).
+
+The result is stored as ``<out>/attention/<slide>.h5`` with datasets ``coords`` (N, 2) int64
+and ``attention`` (N,) float32 aligned row by row, attributes ``source`` and ``label``, so
+selection can be rerun with other options without recomputing it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import h5py
+import numpy as np
+
+from ._atomic import atomic_path
+from ._version import __version__
+from .errors import FeatureError, WeightsError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .features import Embeddings
+    from .patching import TileGrid
+
+__all__ = ["Attention", "attention_path", "heuristic_attention", "titan_attention",
+           "compute_attention", "resolve_source", "cached_attention", "ATTENTION_SOURCES"]
+
+log = logging.getLogger(__name__)
+
+ATTENTION_SOURCES = ("auto", "titan", "heuristic")
+
+HEURISTIC_LABEL = ("heuristic importance: haematoxylin density x tissue fraction, "
+                   "percentile-normalised per slide (no learned weights)")
+
+
+def attention_path(out_dir: str | os.PathLike[str], slide_name: str) -> Path:
+    """``<out_dir>/attention/<slide_name>.h5``."""
+    return Path(out_dir) / "attention" / f"{slide_name}.h5"
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Per-patch attention of one slide.
+
+    Attributes
+    ----------
+    scores : ndarray, shape (N,), float32
+        Attention per patch, aligned with ``coords``.
+    coords : ndarray, shape (N, 2), int64
+        Level-0 top-left of each patch.
+    source : str
+        ``"titan"`` or ``"heuristic"``.
+    label : str
+        Human-readable provenance (model and weights, or the heuristic's formula).
+    """
+
+    scores: np.ndarray
+    coords: np.ndarray
+    source: str
+    label: str
+
+    @property
+    def heuristic(self) -> bool:
+        """True when no learned model produced these numbers."""
+        return self.source != "titan"
+
+    def to_h5(self, path: str | os.PathLike[str]) -> Path:
+        """Write atomically to ``path`` (datasets ``coords``, ``attention``)."""
+        with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+            f.create_dataset("coords", data=np.asarray(self.coords, np.int64))
+            ds = f.create_dataset("attention", data=np.asarray(self.scores, np.float32))
+            ds.attrs["source"] = self.source
+            ds.attrs["label"] = self.label
+            ds.attrs["wsikit_version"] = __version__
+        return Path(path)
+
+    @classmethod
+    def from_h5(cls, path: str | os.PathLike[str]) -> Attention:
+        """Read a file written by :meth:`to_h5`."""
+        try:
+            with h5py.File(path, "r") as f:
+                ds = f["attention"]
+                return cls(scores=ds[()].astype(np.float32), coords=f["coords"][()].astype(np.int64),
+                           source=str(ds.attrs["source"]), label=str(ds.attrs["label"]))
+        except (OSError, KeyError) as exc:
+            raise FeatureError(f"{path}: not a wsikit attention file ({exc}); delete it or "
+                               "rerun with --force") from exc
+
+
+def heuristic_attention(slide_path: str | os.PathLike[str], grid: TileGrid, *,
+                        density_px: int = 128, batch_size: int = 64, mpp: float | None = None,
+                        progress: bool | None = None) -> Attention:
+    """Weight-free attention: haematoxylin density of each patch × its tissue fraction.
+
+    Parameters
+    ----------
+    slide_path : path-like
+        The slide the grid belongs to.
+    grid : TileGrid
+        Patches; ``grid.tissue`` NaNs (e.g. from CLAM files) count as full tissue.
+    density_px : int
+        Side in pixels at which each patch is read to measure haematoxylin density.
+    """
+    import torch
+
+    from ._progress import progress as bar
+    from .features import PatchStream
+    from .models import haematoxylin_density, importance_scores
+
+    n = len(grid)
+    density = np.zeros(n, np.float32)
+    if n:
+        stream = PatchStream(slide_path, grid.boxes, density_px, batch_size=batch_size,
+                             mpp=mpp, level0_size=grid.level0_size)
+        with torch.inference_mode(), bar(total=n, enabled=progress, desc="attention",
+                                         unit="patch") as pbar:
+            for start, batch in stream:
+                density[start:start + len(batch)] = haematoxylin_density(batch)
+                pbar.update(len(batch))
+    tissue = np.nan_to_num(np.asarray(grid.tissue, np.float32), nan=1.0)
+    scores = importance_scores(density, tissue) if n else density
+    return Attention(scores=scores, coords=np.asarray(grid.coords, np.int64),
+                     source="heuristic", label=HEURISTIC_LABEL)
+
+
+def titan_attention(embeddings: Embeddings, grid: TileGrid, *, device: str = "cpu",
+                    weights: str | None = None) -> Attention:
+    """TITAN per-patch attention over CONCH v1.5 ``embeddings`` of ``grid``."""
+    from .models.titan import create_titan, titan
+
+    if embeddings.encoder != "conch_v1_5":
+        raise FeatureError(f"TITAN attention needs CONCH v1.5 features, got {embeddings.encoder!r}"
+                           "; run with --models auto (or conch_v1_5) and CONCH v1.5 weights")
+    model = create_titan(weights=weights, device=device)
+    out = titan(embeddings.features, embeddings.coords, grid.stride_l0, model=model)
+    return Attention(scores=np.asarray(out.attention, np.float32),
+                     coords=np.asarray(embeddings.coords, np.int64), source="titan",
+                     label=getattr(model, "label", out.label))
+
+
+def titan_available(weights: str | None = None) -> bool:
+    """Whether real TITAN weights can be found (explicit, env, config file or HF cache)."""
+    if weights:
+        return True
+    from .models.hub import find_weights
+
+    return find_weights("titan") is not None
+
+
+def resolve_source(source: str, embeddings: Embeddings | None, weights: str | None = None
+                   ) -> str:
+    """``"titan"`` or ``"heuristic"`` for ``source`` (``auto``: TITAN when possible)."""
+    if source not in ATTENTION_SOURCES:
+        raise FeatureError(f"attention source {source!r} is not one of {ATTENTION_SOURCES}")
+    if source == "auto":
+        use_titan = (embeddings is not None and embeddings.encoder == "conch_v1_5"
+                     and titan_available(weights))
+        source = "titan" if use_titan else "heuristic"
+        log.info("attention: using %s", source)
+    return source
+
+
+def compute_attention(slide_path: str | os.PathLike[str], grid: TileGrid, *,
+                      source: str = "auto", embeddings: Embeddings | None = None,
+                      device: str = "cpu", weights: str | None = None,
+                      mpp: float | None = None, progress: bool | None = None) -> Attention:
+    """Attention per patch from ``source`` (``auto``: TITAN when possible, else heuristic).
+
+    ``auto`` uses TITAN only when the features are CONCH v1.5 and TITAN weights are found.
+    """
+    source = resolve_source(source, embeddings, weights)
+    if source == "titan":
+        if embeddings is None:
+            raise FeatureError("TITAN attention needs CONCH v1.5 features; extract them first")
+        if not titan_available(weights):
+            raise WeightsError("TITAN weights not found (MahmoodLab/TITAN, gated): request "
+                               "access on Hugging Face, `huggingface-cli login`, or pass "
+                               "--weights titan=PATH; or use --attention heuristic")
+        return titan_attention(embeddings, grid, device=device, weights=weights)
+    return heuristic_attention(slide_path, grid, mpp=mpp, progress=progress)
+
+
+def cached_attention(path: Path, grid: TileGrid, source: str) -> Attention | None:
+    """The attention stored at ``path`` if it matches ``grid`` and ``source``."""
+    if not path.exists():
+        return None
+    try:
+        att = Attention.from_h5(path)
+    except FeatureError as exc:
+        log.warning("ignoring %s", exc)
+        return None
+    same = att.coords.shape == grid.coords.shape and np.array_equal(att.coords, grid.coords)
+    if not same or att.source != source:
+        return None
+    return att
+
+
+def describe(att: Attention) -> dict[str, Any]:
+    """The ``models.attention`` entry of evidence.json."""
+    return {"name": "titan" if att.source == "titan" else "heuristic_importance",
+            "label": att.label, "heuristic": att.heuristic}

@@ -1,0 +1,142 @@
+"""``wsikit select``: slide → salient multi-scale regions (→ matched literature figures)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["register", "add_select_options", "select_kwargs"]
+
+
+def _scales(value: str) -> tuple[int, ...]:
+    try:
+        scales = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a comma-separated list of integers, e.g. 8,4,2,1") from None
+    if not scales or min(scales) < 1:
+        raise argparse.ArgumentTypeError(f"scales {value!r} must be positive integers")
+    return scales
+
+
+def add_select_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``wsikit select`` and ``wsikit demo``."""
+    from ..pipeline import MODEL_CHOICES
+
+    g = p.add_argument_group("models")
+    g.add_argument("--models", choices=MODEL_CHOICES, default="auto",
+                   help="patch encoder: 'auto' uses CONCH v1.5 when its weights are found and the "
+                        "weight-free heuristic otherwise (labelled in every output)")
+    g.add_argument("--attention", choices=("auto", "titan", "heuristic"), default="auto",
+                   help="per-patch attention: TITAN (needs CONCH v1.5 features and TITAN weights) "
+                        "or the heuristic (haematoxylin density x tissue); default auto")
+    g.add_argument("--weights", action="append", metavar="NAME=PATH", default=[],
+                   help="explicit weight file for a model (repeatable), e.g. conch_v1_5=/w/c.bin")
+    g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
+    g.add_argument("--batch-size", type=int, default=32, help="patches per forward pass")
+    g.add_argument("--workers", type=int, default=0, help="patch reader processes (default 0)")
+    s = p.add_argument_group("selection")
+    s.add_argument("--selector", default="multiscale",
+                   help="selection strategy: multiscale (default) or topk")
+    s.add_argument("--scales", type=_scales, default=(8, 4, 2, 1),
+                   help="window sides in patches, coarse to fine (default 8,4,2,1)")
+    s.add_argument("--per-scale", type=int, default=1, help="windows kept per scale (default 1)")
+    s.add_argument("--min-coverage", type=float, default=1.0,
+                   help="fraction of a window's patches that must be tissue (default 1.0)")
+    s.add_argument("--max-iou", type=float, default=0.5,
+                   help="largest IoU allowed between any two windows (default 0.5)")
+    s.add_argument("--margin", type=float, default=2,
+                   help="smallest Chebyshev distance in patches between windows (default 2)")
+    s.add_argument("--layout", choices=("nested", "disjoint"), default="nested",
+                   help="nested: margin between centres (finer windows may zoom into coarser "
+                        "ones); disjoint: margin between edges")
+    g2 = p.add_argument_group("patching")
+    g2.add_argument("--mpp", type=float, default=None,
+                    help="level-0 µm/px overriding the slide's metadata (needed if it has none)")
+    g2.add_argument("--target-mpp", type=float, default=0.5, help="patch µm/px (default 0.5)")
+    g2.add_argument("--patch-px", type=int, default=512, help="patch side in px (default 512)")
+    g2.add_argument("--min-tissue", type=float, default=0.1,
+                    help="minimum tissue fraction of a patch (default 0.1)")
+    g2.add_argument("--max-crop-px", type=int, default=1024,
+                    help="longest side of saved crops (default 1024)")
+    e = p.add_argument_group("evidence")
+    e.add_argument("-k", type=int, default=5, help="matched figures per region (default 5)")
+    e.add_argument("--min-similarity", type=float, default=None,
+                   help="drop matches below this cosine similarity")
+    p.add_argument("--force", action="store_true",
+                   help="recompute every stage instead of reusing cached outputs")
+    p.add_argument("--no-report", action="store_true", help="skip report.html and overview.png")
+    p.add_argument("--format", choices=("summary", "json", "context"), default="summary",
+                   help="what to print: a summary (default), the evidence JSON, or a text block "
+                        "for an LLM prompt")
+
+
+def select_kwargs(args: argparse.Namespace) -> dict:
+    """Keyword arguments of :func:`wsikit.pipeline.select` from parsed options."""
+    from ..models.hub import parse_weights_args
+
+    return dict(models=args.models, attention=args.attention, selector=args.selector,
+                scales=args.scales, per_scale=args.per_scale, min_coverage=args.min_coverage,
+                max_iou=args.max_iou, margin=args.margin, layout=args.layout, k=args.k,
+                min_similarity=args.min_similarity, mpp=args.mpp, target_mpp=args.target_mpp,
+                patch_px=args.patch_px, min_tissue=args.min_tissue,
+                max_crop_px=args.max_crop_px, device=args.device, batch_size=args.batch_size,
+                workers=args.workers, weights=parse_weights_args(args.weights),
+                force=args.force, report=not args.no_report)
+
+
+def print_result(result, out_dir, fmt: str, *, stream=sys.stdout) -> None:  # noqa: ANN001
+    """Print ``result`` in ``fmt`` (summary, json or context)."""
+    if fmt == "json":
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), file=stream)
+        return
+    if fmt == "context":
+        print(result.to_prompt_context(), file=stream)
+        return
+    d = result.to_dict()
+    models = d["models"]
+    print(f"{d['slide']['name']}: {d['selection']['patches']} patches, "
+          f"{len(d['regions'])} region(s)", file=stream)
+    for name, m in models.items():
+        tag = "  [weight-free heuristic]" if m.get("heuristic") else ""
+        print(f"  {name:<14}{m['name']}{tag}", file=stream)
+    for r in d["regions"]:
+        b = r["box"]
+        best = r["matches"][0] if r["matches"] else None
+        match = (f"  best match {best['similarity']:.2f}: {best.get('figure_label') or ''} "
+                 f"{(best.get('source_title') or '')[:50]}") if best else ""
+        print(f"  {r['id']:<4}{r['scale']}x  score {r['score']:.3f}  "
+              f"box ({b['x']}, {b['y']}, {b['width']}px){match}", file=stream)
+    for scale, why in d["empty_scales"].items():
+        print(f"  {scale}x   none: {why}", file=stream)
+    print(f"evidence: {out_dir / 'evidence.json'}", file=stream)
+    if (out_dir / "report.html").exists():
+        print(f"report:   {out_dir / 'report.html'}", file=stream)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..pipeline import select, select_dir
+
+    result = select(args.slide, out=args.out, index=args.index, **select_kwargs(args))
+    print_result(result, select_dir(args.out, result.slide["name"]), args.format)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "select", help="find salient multi-scale regions of a slide (and matching figures)",
+        description=(
+            "Tissue -> patches -> features -> attention -> greedy multi-scale window selection "
+            "(8x, 4x, 2x, 1x the patch; IoU and margin constraints) -> crops -> (with --index) "
+            "matched literature figures -> evidence.json + report.html. Every stage is cached "
+            "under --out and reused. Without model weights the weight-free heuristics are used "
+            "and labelled as such."),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("slide", help="whole-slide image (.svs, .tif, .ndpi, .mrxs, ...)")
+    p.add_argument("--out", default="wsikit_out",
+                   help="output folder; results in OUT/select/<slide>/")
+    p.add_argument("--index", default=None,
+                   help="figure index folder (wsikit index build) to match regions against")
+    add_select_options(p)
+    p.set_defaults(func=_run)

@@ -1,0 +1,377 @@
+"""``wsikit select``: a slide in, a few salient multi-scale regions and their evidence out.
+
+Stages (each cached under ``out`` in the TRIDENT layout and reused unless ``force``)::
+
+    tissue     out/contours_geojson/<slide>.geojson        (+ mask and outlined thumbnail)
+    grid       out/patches/<slide>_patches.h5
+    features   out/features_<encoder>/<slide>.h5
+    attention  out/attention/<slide>.h5                    (TITAN or weight-free heuristic)
+    selection  out/select/<slide>/windows.json
+    crops      out/select/<slide>/crops/r<i>_x<scale>.png  (+ .json sidecars)
+    matching   (with an index) crops embedded with the index's encoder, top-k figures
+    output     out/select/<slide>/evidence.json, report.html, overview.png
+
+The Python function :func:`select` mirrors the command line and returns the
+:class:`wsikit.evidence.EvidenceResult` written to ``evidence.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._atomic import write_json_atomic
+from ._progress import progress_enabled
+from .errors import EvidenceError, SelectionError, WsikitError
+
+__all__ = ["SelectOptions", "select", "select_dir", "MODEL_CHOICES"]
+
+log = logging.getLogger(__name__)
+
+#: Values of ``models``: ``auto`` uses real weights when found, else the labelled heuristics.
+MODEL_CHOICES = ("auto", "heuristic", "conch_v1_5")
+
+
+@dataclass(frozen=True)
+class SelectOptions:
+    """Every option of :func:`select` that changes its result (recorded in evidence.json)."""
+
+    models: str = "auto"
+    attention: str = "auto"
+    selector: str = "multiscale"
+    scales: tuple[int, ...] = (8, 4, 2, 1)
+    per_scale: int = 1
+    min_coverage: float = 1.0
+    max_iou: float = 0.5
+    margin: float = 2
+    layout: str = "nested"
+    target_mpp: float = 0.5
+    patch_px: int = 512
+    min_tissue: float = 0.1
+    max_crop_px: int = 1024
+    k: int = 5
+    min_similarity: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def selector_options(self) -> dict[str, Any]:
+        """Options passed to :func:`wsikit.selectors.create_selector`."""
+        if self.selector == "multiscale":
+            return {"scales": tuple(self.scales), "per_scale": self.per_scale,
+                    "min_coverage": self.min_coverage, "max_iou": self.max_iou,
+                    "margin": self.margin, "layout": self.layout}
+        return dict(self.extra)
+
+
+def select_dir(out: str | os.PathLike[str], slide_name: str) -> Path:
+    """``<out>/select/<slide_name>``: where evidence.json, report.html and crops go."""
+    return Path(out) / "select" / slide_name
+
+
+def _patch_encoder(models: str, *, device: str, weights: Mapping[str, str]) -> Any:
+    from .models import create_encoder
+
+    if models not in MODEL_CHOICES:
+        raise SelectionError(f"--models {models!r} is not one of {MODEL_CHOICES}")
+    if models == "auto":
+        if "conch_v1_5" in weights:
+            return create_encoder("conch_v1_5", weights=weights["conch_v1_5"], device=device)
+        return create_encoder("auto", role="patch", device=device)
+    return create_encoder(models, weights=weights.get(models), device=device)
+
+
+def _encoder_entry(enc: Any) -> dict[str, Any]:
+    return {"name": enc.config.name, "label": enc.label, "heuristic": bool(enc.config.heuristic)}
+
+
+def _tissue(slide: Any, out: Path, *, force: bool) -> Any:
+    from .slide_ops import _segment_open, geojson_path
+    from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask
+
+    gj = geojson_path(out, slide.name)
+    if gj.exists() and not force:
+        return TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
+                                       mpp=DEFAULT_MASK_MPP, slide_name=slide.name)
+    return _segment_open(slide, out, mask_mpp=DEFAULT_MASK_MPP, min_tissue_um2=MIN_TISSUE_UM2,
+                         min_hole_um2=MIN_HOLE_UM2, thumb_size=1024)
+
+
+def _grid(slide: Any, mask: Any, out: Path, opts: SelectOptions, *, force: bool) -> Any:
+    from .patching import TileGrid, coords_path, make_grid
+
+    path = coords_path(out, slide.name)
+    if path.exists() and not force:
+        try:
+            grid = TileGrid.from_h5(path)
+        except WsikitError as exc:
+            log.warning("recomputing the grid: %s", exc)
+        else:
+            if (grid.patch_px == opts.patch_px and grid.overlap_px == 0
+                    and math.isclose(grid.target_mpp, opts.target_mpp, rel_tol=1e-6)
+                    and math.isclose(grid.slide_mpp, slide.mpp, rel_tol=1e-6)):
+                return grid
+    grid = make_grid(slide, mask, target_mpp=opts.target_mpp, patch_px=opts.patch_px,
+                     min_tissue=opts.min_tissue)
+    grid.to_h5(path)
+    return grid
+
+
+def _attention(slide: Any, grid: Any, emb: Any, out: Path, opts: SelectOptions, *,
+               device: str, weights: Mapping[str, str], mpp: float | None, force: bool,
+               progress: bool | None) -> Any:
+    from .attention import attention_path, cached_attention, compute_attention, resolve_source
+
+    source = resolve_source(opts.attention, emb, weights.get("titan"))
+    path = attention_path(out, slide.name)
+    att = None if force else cached_attention(path, grid, source)
+    if att is None:
+        att = compute_attention(slide.path, grid, source=source, embeddings=emb, device=device,
+                                weights=weights.get("titan"), mpp=mpp, progress=progress)
+        att.to_h5(path)
+    return att
+
+
+def _match(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str], opts: SelectOptions,
+           *, device: str, weights: Mapping[str, str]) -> tuple[list[list[dict]], Any, Any]:
+    from .evidence import FigureIndex
+    from .models import create_encoder
+
+    index = FigureIndex.open(index_dir)
+    name = index.encoder_name
+    enc = create_encoder(name, weights=weights.get(name), device=device)
+    matches = index.query_images(list(crops), enc, k=opts.k) if crops else []
+    out: list[list[dict]] = []
+    for row in matches:
+        kept = [m.to_dict() for m in row
+                if opts.min_similarity is None or m.similarity >= opts.min_similarity]
+        out.append(kept)
+    return out, index, enc
+
+
+def select(
+    slide: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str] = "wsikit_out",
+    models: str = "auto",
+    attention: str = "auto",
+    selector: str = "multiscale",
+    scales: Sequence[int] = (8, 4, 2, 1),
+    per_scale: int = 1,
+    min_coverage: float = 1.0,
+    max_iou: float = 0.5,
+    margin: float = 2,
+    layout: str = "nested",
+    index: str | os.PathLike[str] | None = None,
+    k: int = 5,
+    min_similarity: float | None = None,
+    mpp: float | None = None,
+    target_mpp: float = 0.5,
+    patch_px: int = 512,
+    min_tissue: float = 0.1,
+    max_crop_px: int = 1024,
+    device: str = "cpu",
+    batch_size: int = 32,
+    workers: int = 0,
+    weights: Mapping[str, str] | None = None,
+    force: bool = False,
+    report: bool = True,
+    synthetic: bool = False,
+    progress: bool | None = None,
+) -> Any:
+    """Find salient regions of ``slide`` at several scales and (with ``index``) their evidence.
+
+    Parameters
+    ----------
+    slide : path-like
+        Whole-slide image (anything :func:`wsikit.io.open_slide` reads).
+    out : path-like
+        Output root; per-slide results go to ``<out>/select/<slide>/``.
+    models : {"auto", "heuristic", "conch_v1_5"}
+        Patch encoder: ``auto`` takes CONCH v1.5 when its weights are found, otherwise the
+        weight-free heuristic (labelled as such everywhere).
+    attention : {"auto", "titan", "heuristic"}
+        Attention source: ``auto`` = TITAN when CONCH v1.5 features and TITAN weights exist.
+    selector : str
+        Selection strategy (:func:`wsikit.selectors.list_selectors`).
+    scales, per_scale, min_coverage, max_iou, margin, layout
+        Multi-scale selection options (see ARCHITECTURE.md).
+    index : path-like, optional
+        Figure index folder (``wsikit index build``); each crop is matched against it.
+    k, min_similarity
+        Matches per region and the lowest cosine similarity kept.
+    mpp : float, optional
+        Level-0 µm/px overriding the slide's metadata.
+    target_mpp, patch_px, min_tissue
+        Patch grid (default 512 px at 0.5 µm/px, ≥ 10 % tissue).
+    max_crop_px : int
+        Longest side of the saved crops.
+    device, batch_size, workers
+        Feature extraction settings.
+    weights : dict, optional
+        ``{model name: weight file}`` overriding weight discovery.
+    force : bool
+        Recompute every stage instead of reusing cached outputs.
+    report : bool
+        Write ``report.html`` and ``overview.png``.
+    synthetic : bool
+        Mark the result as produced from synthetic demo data.
+
+    Returns
+    -------
+    EvidenceResult
+        Also written to ``<out>/select/<slide>/evidence.json``.
+
+    Raises
+    ------
+    SlideError, MppError
+        The slide cannot be read or has no resolution (pass ``mpp``).
+    SelectionError
+        No tissue was found, or invalid selection options.
+    """
+    from .crops import save_crop
+    from .evidence import EvidenceResult
+    from .features import extract_features
+    from .io import open_slide
+    from .selectors import create_selector
+
+    weights = dict(weights or {})
+    opts = SelectOptions(models=models, attention=attention, selector=selector,
+                         scales=tuple(int(s) for s in scales), per_scale=per_scale,
+                         min_coverage=min_coverage, max_iou=max_iou, margin=margin,
+                         layout=layout, target_mpp=target_mpp, patch_px=patch_px,
+                         min_tissue=min_tissue, max_crop_px=max_crop_px, k=k,
+                         min_similarity=min_similarity)
+    sel = create_selector(selector, **opts.selector_options())  # validate options first
+    out = Path(out)
+    timings: dict[str, float] = {}
+    show = progress_enabled(progress)
+
+    def step(name: str, t0: float) -> None:
+        timings[name] = round(time.perf_counter() - t0, 3)
+        if show:
+            log.info("%-9s %.2fs", name, timings[name])
+
+    with open_slide(slide, mpp=mpp) as s:
+        t = time.perf_counter()
+        mask = _tissue(s, out, force=force)
+        step("tissue", t)
+        t = time.perf_counter()
+        grid = _grid(s, mask, out, opts, force=force)
+        if len(grid) == 0:
+            raise SelectionError(
+                f"{s.path}: no tissue found (0 patches of {patch_px} px at {target_mpp} µm/px "
+                f"with ≥ {min_tissue:.0%} tissue); check the mask in "
+                f"{out / 'thumbnails'}, lower --min-tissue, or edit the GeoJSON in QuPath")
+        step("grid", t)
+
+        t = time.perf_counter()
+        enc = _patch_encoder(models, device=device, weights=weights)
+        emb = extract_features(s, grid, enc, device=device, batch_size=batch_size,
+                               workers=workers, out=out, progress=progress, mpp=mpp,
+                               overwrite=force)
+        step("features", t)
+
+        t = time.perf_counter()
+        att = _attention(s, grid, emb, out, opts, device=device, weights=weights, mpp=mpp,
+                         force=force, progress=progress)
+        step("attention", t)
+
+        t = time.perf_counter()
+        windows = sel(att.scores, att.coords, grid.stride_l0)
+        sdir = select_dir(out, s.name)
+        write_json_atomic(sdir / "windows.json", windows.to_dict())
+        step("selection", t)
+
+        t = time.perf_counter()
+        crops, crop_images = [], []
+        for i, w in enumerate(windows, start=1):
+            crop = save_crop(s, w, sdir / "crops", name=f"r{i}_x{w.scale}",
+                             max_px=max_crop_px, relative_to=sdir)
+            crops.append(crop)
+            if index is not None:
+                from PIL import Image
+
+                with Image.open(sdir / crop.path) as im:
+                    crop_images.append(np.asarray(im.convert("RGB")))
+        step("crops", t)
+
+        t = time.perf_counter()
+        matches: list[list[dict]] = [[] for _ in crops]
+        index_entry = None
+        crop_enc_entry = None
+        if index is not None:
+            matches, fig_index, crop_enc = _match(crop_images, index, opts, device=device,
+                                                  weights=weights)
+            index_entry = fig_index.to_evidence_dict()
+            crop_enc_entry = _encoder_entry(crop_enc)
+            step("matching", t)
+
+        from .attention import describe
+
+        models_entry: dict[str, Any] = {"patch_encoder": _encoder_entry(enc),
+                                        "attention": describe(att)}
+        if crop_enc_entry is not None:
+            models_entry["crop_encoder"] = crop_enc_entry
+        regions = []
+        for i, (w, crop, found) in enumerate(zip(windows, crops, matches), start=1):
+            regions.append({"id": f"r{i}", **w.to_dict(),
+                            "crop": {"path": crop.path, "width": crop.width,
+                                     "height": crop.height, "mpp": crop.mpp},
+                            "matches": found})
+        selection = {"selector": selector, **_jsonable(opts.selector_options()),
+                     "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
+                     "patch_size_l0": grid.stride_l0, "patches": len(grid)}
+        W, H = s.dimensions
+        result = EvidenceResult(
+            slide={"path": str(s.path), "name": s.name, "width": W, "height": H,
+                   "mpp": s.mpp, "mpp_source": s.mpp_source, "backend": s.backend,
+                   "vendor": s.vendor},
+            models=models_entry, selection=selection, regions=tuple(regions),
+            index=index_entry, empty_scales={str(k_): v for k_, v in windows.empty.items()},
+            synthetic=bool(synthetic))
+        doc = result.to_dict()
+        write_json_atomic(sdir / "evidence.json", doc)
+
+        if report:
+            t = time.perf_counter()
+            _write_report(s, sdir, doc, mask, att, grid)
+            step("report", t)
+        write_json_atomic(sdir / "timings.json", timings)
+    return result
+
+
+def _jsonable(d: Mapping[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(dict(d), default=list))
+
+
+def _write_report(slide: Any, sdir: Path, doc: Mapping[str, Any], mask: Any, att: Any,
+                  grid: Any) -> None:
+    from .report import render_overview_png, write_report
+
+    thumb = slide.thumbnail(max_size=1600)
+    ds = slide.dimensions[0] / thumb.shape[1]
+    geo = mask.to_geojson()
+    attention = (att.scores, att.coords, grid.stride_l0)
+    write_report(sdir / "report.html", doc, thumbnail=thumb, thumbnail_downsample=ds,
+                 tissue_geojson=geo, attention=attention, base_dir=sdir)
+    render_overview_png(sdir / "overview.png", doc, thumbnail=thumb, thumbnail_downsample=ds,
+                        tissue_geojson=geo, attention=attention)
+
+
+def load_result(path: str | os.PathLike[str]) -> Any:
+    """Read an ``evidence.json`` back as an :class:`~wsikit.evidence.EvidenceResult`."""
+    from .evidence import EvidenceResult
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return EvidenceResult.from_dict(json.load(f))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise EvidenceError(f"{path}: cannot read evidence JSON ({exc})") from exc
