@@ -247,8 +247,6 @@ def tissue_fractions(mask: np.ndarray, scale: tuple[float, float], xs: np.ndarra
     ndarray, shape (len(ys), len(xs)), float32
     """
     h, w = mask.shape
-    sat = np.zeros((h + 1, w + 1), np.float64)
-    np.cumsum(np.cumsum(mask, axis=0, dtype=np.float64), axis=1, out=sat[1:, 1:])
 
     def interp_weights(edges: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         u = np.clip(edges, 0.0, float(n))
@@ -259,8 +257,18 @@ def tissue_fractions(mask: np.ndarray, scale: tuple[float, float], xs: np.ndarra
     uy = np.concatenate([ys, ys + size]) / scale[1]
     cx0, cx1, fx = interp_weights(ux, w)
     cy0, cy1, fy = interp_weights(uy, h)
-    # interpolate along x for every row of the table, then along y
-    sx = sat[:, cx0] * (1 - fx) + sat[:, cx1] * fx            # (h+1, 2nx)
+    # Summed-area table only at the needed columns: per-row sums of the column segments
+    # between them (one contiguous pass, np.add.reduceat), then cumulative sums over the
+    # few segments and over rows.
+    cols = np.unique(np.concatenate([cx0, cx1]))
+    starts = np.unique(np.concatenate([[0], cols[cols < w]]))
+    seg = np.add.reduceat(mask, starts, axis=1, dtype=np.int64) if w else \
+        np.zeros((h, 1), np.int64)
+    at = np.zeros((h + 1, len(starts) + 1), np.float64)   # S[row, position]
+    np.cumsum(np.cumsum(seg, axis=1), axis=0, out=at[1:, 1:])
+    positions = np.append(starts, w)
+    jx0, jx1 = np.searchsorted(positions, cx0), np.searchsorted(positions, cx1)
+    sx = at[:, jx0] * (1 - fx) + at[:, jx1] * fx              # (h+1, 2nx)
     s = sx[cy0, :] * (1 - fy)[:, None] + sx[cy1, :] * fy[:, None]  # (2ny, 2nx)
     nx, ny = len(xs), len(ys)
     area = s[ny:, nx:] - s[:ny, nx:] - s[ny:, :nx] + s[:ny, :nx]
