@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         "select_reference.py`, loops over every cell of every window) on the same grid.",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared), Python "
-        f"{platform.python_version()}, numpy {np.__version__}.",
+        f"{platform.python_version()}, numpy {np.__version__}; load average at the end "
+        f"{os.getloadavg()[0]:.1f} (other work on the same cores inflates both columns).",
         "",
         "| layout | fast median (ms) | fast min (ms) | brute force (s) | speed-up "
         "| same windows | windows |",

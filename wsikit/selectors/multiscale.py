@@ -177,7 +177,7 @@ def _fixed_point(amap: AttentionMap) -> np.ndarray:
     ``MAX_CELLS · 2**30 < 2**63``.
     """
     vals = np.where(amap.occupied, amap.values, 0.0)
-    amax = float(np.abs(vals).max()) if vals.size else 0.0
+    amax = max(float(vals.max()), -float(vals.min())) if vals.size else 0.0
     if amax == 0.0:
         return np.zeros(vals.shape, dtype=np.int64)
     _, exp = math.frexp(amax)          # amax < 2**exp
