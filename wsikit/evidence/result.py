@@ -128,7 +128,7 @@ class EvidenceResult:
         import jsonschema
 
         validator = jsonschema.Draft202012Validator(load_schema())
-        errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+        errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
         if errors:
             err = errors[0]
             where = "/".join(str(p) for p in err.absolute_path) or "(document)"
