@@ -19,9 +19,42 @@ from .errors import __all__ as _error_names
 
 # name -> module that defines it (filled in as areas land)
 _LAZY: dict[str, str] = {
+    # slides, tissue, patches
     "open_slide": "wsikit.io",
     "Slide": "wsikit.io",
     "resolve_mpp": "wsikit.io",
+    "info": "wsikit.slide_ops",
+    "segment": "wsikit.slide_ops",
+    "patch": "wsikit.slide_ops",
+    "segment_tissue": "wsikit.tissue",
+    "tissue_mask": "wsikit.tissue",
+    "TissueMask": "wsikit.tissue",
+    "make_grid": "wsikit.patching",
+    "TileGrid": "wsikit.patching",
+    # models and features
+    "create_encoder": "wsikit.models",
+    "list_encoders": "wsikit.models",
+    "get_config": "wsikit.models",
+    "extract_features": "wsikit.features",
+    "Embeddings": "wsikit.features",
+    "compute_attention": "wsikit.attention",
+    "Attention": "wsikit.attention",
+    # selection, crops, report
+    "select_windows": "wsikit.selectors",
+    "create_selector": "wsikit.selectors",
+    "list_selectors": "wsikit.selectors",
+    "Window": "wsikit.selectors",
+    "Windows": "wsikit.selectors",
+    "render_report": "wsikit.report",
+    "write_report": "wsikit.report",
+    "select": "wsikit.pipeline",
+    "demo": "wsikit.demo",
+    # evidence
+    "FigureNode": "wsikit.evidence",
+    "FigureIndex": "wsikit.evidence",
+    "EvidenceResult": "wsikit.evidence",
+    "read_manifest": "wsikit.evidence",
+    "extract_pdf_figures": "wsikit.evidence",
     "SyntheticSpec": "wsikit.synthetic",
     "write_synthetic_slide": "wsikit.synthetic",
 }
