@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wsikit.evidence import faiss_utils as fu  # noqa: E402
+from wsikit.evidence import faiss_utils as fu
 
 CHUNK = 25_000
 K = 10
@@ -130,7 +130,7 @@ def run_size(n: int, dim: int, n_queries: int, hnsw_max: int, single: int) -> li
     print(rows[-1], flush=True)
 
     # IVF-SQfp16
-    nlist = int(round(np.sqrt(n)))
+    nlist = round(float(np.sqrt(n)))
     params = {"nlist": nlist, "storage": "fp16"}
     index = fu.make_index(dim, "ivf", params)
     index.cp.niter = 10
@@ -196,20 +196,20 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# bench_index: exact vs IVF-SQfp16 vs HNSW (cosine, recall@10 against exact)",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other work), "
+        (f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other work), "
         f"faiss {faiss.__version__} CPU, {args.threads} threads, Python "
         f"{platform.python_version()}. Total run {total / 60:.1f} min, peak RSS "
-        f"{peak_rss_gb():.1f} GB.",
+        f"{peak_rss_gb():.1f} GB."),
         "",
-        f"Data: D={args.dim} unit vectors from a Gaussian mixture of 1,000 equally likely "
+        (f"Data: D={args.dim} unit vectors from a Gaussian mixture of 1,000 equally likely "
         "components, centres ~ N(0, I), within-component σ = 0.75 × the centre spread, then "
         f"L2-normalised; {args.queries} queries drawn from the same mixture. Recall@10 is "
         "against exact search; batched = all queries in one call (ms per query), single = "
         f"median of {args.single} one-query calls. Memory = index payload (exact: float32 "
-        "matrix it would need).",
+        "matrix it would need)."),
         "",
-        "| N | index | params | build s | memory GB | recall@10 | batched ms/q | single ms/q "
-        "| speed-up vs exact (batched) | note |",
+        ("| N | index | params | build s | memory GB | recall@10 | batched ms/q | single ms/q "
+        "| speed-up vs exact (batched) | note |"),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     exact = {r["n"]: r["batch_ms"] for r in rows if r["index"].startswith("exact")}
@@ -222,10 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     if big:
         r = big[0]
         ok = r["recall"] >= 0.95 and r["single_ms"] <= 20
-        lines += ["", f"Target at N={r['n']:,} (recall@10 ≥ 0.95 at ≤ 20 ms/query, chosen index "
+        lines += ["", (f"Target at N={r['n']:,} (recall@10 ≥ 0.95 at ≤ 20 ms/query, chosen index "
                   f"IVF-SQfp16 {r['params']}): recall {r['recall']:.3f}, single-query "
                   f"{r['single_ms']:.1f} ms, batched {r['batch_ms']:.1f} ms → "
-                  f"{'met' if ok else 'NOT met'}."]
+                  f"{'met' if ok else 'NOT met'}.")]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from wsikit.evidence import synthetic_figures, write_synthetic_pdf
+from wsikit.evidence import write_synthetic_pdf
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 from wsikit.errors import EncoderMismatchError, EvidenceError
-from wsikit.evidence import FigureIndex, FigureNode, embed_images, load_image, read_manifest
+from wsikit.evidence import (
+    FigureIndex,
+    FigureNode,
+    embed_images,
+    load_image,
+    read_manifest,
+)
 from wsikit.evidence import faiss_utils as fu
 from wsikit.evidence import index as index_mod
 
@@ -21,7 +27,7 @@ from wsikit.evidence import index as index_mod
 class OtherEncoder:
     """A second real (if trivial) encoder: per-channel means, to test mismatch refusal."""
 
-    class config:  # noqa: N801 - mimics EncoderConfig attributes
+    class config:
         name = "channel-means"
         dim = 3
         heuristic = True
@@ -111,7 +117,7 @@ def test_build_refuses_existing_folder(flat: FigureIndex, nodes, encoder):
 
 
 def test_identical_images_stored_once(tmp_path: Path, make_images, encoder):
-    (img,) = make_images(tmp_path / "i", 1)
+    make_images(tmp_path / "i", 1)
     rows = [{"image": "i/img000.png", "doi": "10.1/a", "caption": "Figure 1. a"},
             {"image": "i/img000.png", "doi": "10.1/a", "caption": "Figure 1. a"},  # duplicate
             {"image": "i/img000.png", "doi": "10.1/b", "caption": "Fig. 9. same picture"}]
@@ -167,6 +173,7 @@ def test_killed_add_leaves_previous_index(flat: FigureIndex, tmp_path: Path, mak
         idx.add(nodes, create_encoder("heuristic"))
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120,
+                          check=False,
                           env={"WSIKIT_NO_PROGRESS": "1", **__import__("os").environ})
     assert proc.returncode == -9, proc.stderr.decode()
     assert (flat.path / "index-000002.faiss").exists()  # the new version was half-committed

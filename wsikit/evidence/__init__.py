@@ -22,21 +22,26 @@ from .nodes import (
 )
 from .pdf import PdfFigure, PdfInfo, extract_pdf_figures, find_doi, read_pdf_figures
 from .result import EVIDENCE_SCHEMA_ID, EvidenceRegion, EvidenceResult, load_schema
-from .synthetic_pdf import SYNTHETIC_DOI, SyntheticFigure, synthetic_figures, write_synthetic_pdf
+from .synthetic_pdf import (
+    SYNTHETIC_DOI,
+    SyntheticFigure,
+    synthetic_figures,
+    write_synthetic_pdf,
+)
 
 __all__ = [
     "EVIDENCE_LEVELS",
     "EVIDENCE_SCHEMA_ID",
+    "INDEX_FORMAT",
+    "MANIFEST_FIELDS",
+    "SYNTHETIC_DOI",
     "EvidenceRegion",
     "EvidenceResult",
     "FigureIndex",
     "FigureNode",
-    "INDEX_FORMAT",
-    "MANIFEST_FIELDS",
     "Match",
     "PdfFigure",
     "PdfInfo",
-    "SYNTHETIC_DOI",
     "SyntheticFigure",
     "embed_images",
     "evidence_level_name",

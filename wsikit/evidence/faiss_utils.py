@@ -22,8 +22,17 @@ import numpy as np
 
 from ..errors import EvidenceError
 
-__all__ = ["INDEX_KINDS", "normalise", "make_index", "exact_search", "recall_at_k",
-           "tune_index", "set_search_params", "to_search_device", "default_params"]
+__all__ = [
+    "INDEX_KINDS",
+    "default_params",
+    "exact_search",
+    "make_index",
+    "normalise",
+    "recall_at_k",
+    "set_search_params",
+    "to_search_device",
+    "tune_index",
+]
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from ..errors import EncoderMismatchError, EvidenceError
 from . import faiss_utils as fu
 from .nodes import FigureNode, evidence_level_name, load_image
 
-__all__ = ["FigureIndex", "Match", "embed_images", "INDEX_FORMAT"]
+__all__ = ["INDEX_FORMAT", "FigureIndex", "Match", "embed_images"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def _sha256(path: Path) -> str:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def embed_images(images: Sequence[np.ndarray], encoder: Any, *, batch_size: int = 32

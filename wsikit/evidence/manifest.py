@@ -24,7 +24,7 @@ from .._atomic import atomic_path
 from ..errors import EvidenceError, ManifestError
 from .nodes import FigureNode, load_image, parse_evidence_level
 
-__all__ = ["read_manifest", "write_manifest", "MANIFEST_FIELDS"]
+__all__ = ["MANIFEST_FIELDS", "read_manifest", "write_manifest"]
 
 #: Keys a manifest row may have (``image`` is required).
 MANIFEST_FIELDS = ("image", "caption", "figure_label", "source_title", "doi", "source_path",

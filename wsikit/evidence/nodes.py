@@ -26,10 +26,10 @@ __all__ = [
     "EVIDENCE_LEVELS",
     "FigureNode",
     "evidence_level_name",
-    "parse_evidence_level",
     "image_content_hash",
-    "make_node_id",
     "load_image",
+    "make_node_id",
+    "parse_evidence_level",
 ]
 
 #: Evidence levels of the source document, best (1) to weakest (8).
@@ -67,8 +67,8 @@ def parse_evidence_level(value: Any) -> int | None:
     """
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise ValueError(f"evidence level {value!r} is not 1–8, a level name or 'unknown'")
+    if isinstance(value, bool):  # callers catch ValueError and add the file/line or option
+        raise ValueError(f"evidence level {value!r} is not 1–8, a name or 'unknown'")  # noqa: TRY004
     if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer()):
         level = int(value)
     elif isinstance(value, str):

@@ -25,8 +25,14 @@ import numpy as np
 from ..errors import EvidenceError
 from .nodes import FigureNode, parse_evidence_level
 
-__all__ = ["PdfFigure", "PdfInfo", "read_pdf_figures", "extract_pdf_figures", "find_doi",
-           "CAPTION_RE"]
+__all__ = [
+    "CAPTION_RE",
+    "PdfFigure",
+    "PdfInfo",
+    "extract_pdf_figures",
+    "find_doi",
+    "read_pdf_figures",
+]
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +167,7 @@ def _title(doc, first_page_lines: list[_Line], textpage) -> str | None:
         return title
     if not first_page_lines:
         return None
-    import pypdfium2.raw as raw
+    from pypdfium2 import raw
 
     def font_size(line: _Line) -> float:
         index = textpage.get_index(line.left + 1.0, (line.bottom + line.top) / 2, 2.0, 2.0)
@@ -199,7 +205,7 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100
         If the file is missing or not a readable PDF.
     """
     import pypdfium2 as pdfium
-    import pypdfium2.raw as raw
+    from pypdfium2 import raw
 
     path = Path(pdf)
     if not path.is_file():

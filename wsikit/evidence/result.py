@@ -23,7 +23,7 @@ from .._version import __version__
 from ..errors import EvidenceError
 from .nodes import evidence_level_name
 
-__all__ = ["EVIDENCE_SCHEMA_ID", "EvidenceRegion", "EvidenceResult", "load_schema", "SCHEMA_PATH"]
+__all__ = ["EVIDENCE_SCHEMA_ID", "SCHEMA_PATH", "EvidenceRegion", "EvidenceResult", "load_schema"]
 
 EVIDENCE_SCHEMA_ID = "wsikit.evidence/v1"
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "evidence_v1.json"
@@ -85,7 +85,7 @@ class EvidenceResult:
 
     def __post_init__(self) -> None:
         if not self.created:
-            now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             object.__setattr__(self, "created", now)
         object.__setattr__(self, "regions", tuple(
             r if isinstance(r, EvidenceRegion) else EvidenceRegion.from_dict(r)

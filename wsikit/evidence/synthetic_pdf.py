@@ -17,7 +17,7 @@ from .._atomic import atomic_path
 from ..errors import EvidenceError
 from ..synthetic import SyntheticSpec, synthetic_tissue_image
 
-__all__ = ["SyntheticFigure", "write_synthetic_pdf", "synthetic_figures", "SYNTHETIC_DOI"]
+__all__ = ["SYNTHETIC_DOI", "SyntheticFigure", "synthetic_figures", "write_synthetic_pdf"]
 
 #: DOI-shaped identifier of the synthetic demo paper (10.5555 is a test prefix).
 SYNTHETIC_DOI = "10.5555/wsikit.synthetic.0001"
