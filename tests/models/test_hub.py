@@ -1,0 +1,157 @@
+"""Weight resolution and loading through the real huggingface_hub code path, and error messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from wsikit.errors import ModelError, WeightsError
+from wsikit.models import create_encoder
+from wsikit.models import hub
+from wsikit.models.scoring import create_scorer
+from wsikit.models.titan import Titan
+
+
+@pytest.fixture()
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    home = tmp_path / "hf"
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("WSIKIT_CONFIG", str(tmp_path / "weights.toml"))
+    for var in ("WSIKIT_WEIGHTS_TITAN", "WSIKIT_WEIGHTS_CONCH_V1_5", "WSIKIT_WEIGHTS_VIRCHOW2"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+@pytest.fixture(scope="module")
+def titan_state() -> dict[str, torch.Tensor]:
+    torch.manual_seed(1)
+    return {k: v.clone() for k, v in Titan().state_dict().items()}
+
+
+def _fake_cache(home: Path, repo: str, filename: str, sd: dict[str, torch.Tensor]) -> Path:
+    """Write the Hugging Face cache layout models--ORG--NAME/{refs/main,snapshots/REV/FILE}."""
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    root = home / "hub" / ("models--" + repo.replace("/", "--"))
+    (root / "refs").mkdir(parents=True)
+    (root / "refs" / "main").write_text(rev)
+    snap = root / "snapshots" / rev
+    snap.mkdir(parents=True)
+    save_file(sd, str(snap / filename))
+    return snap / filename
+
+
+def test_load_titan_from_fake_hf_cache_offline(clean_env: Path, titan_state) -> None:
+    published = {"vision_encoder." + k: v for k, v in titan_state.items()}
+    published["text_encoder.token_embedding.weight"] = torch.zeros(4, 8)  # ignored
+    path = _fake_cache(clean_env, "MahmoodLab/TITAN", "model.safetensors", published)
+    found = hub.find_weights("titan")
+    assert found is not None and found.source == "hf-cache" and found.path.samefile(path)
+    model = create_encoder("titan")
+    assert "hf-cache" in model.label and "RANDOM" not in model.label
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, titan_state[k]), k
+    # auto scorer now picks TITAN
+    scorer = create_scorer("auto")
+    assert scorer.name == "titan" and scorer.requires == "conch_v1_5"
+    coords = np.array([[0, 0], [512, 0], [0, 512]], dtype=np.int64)
+    s = scorer.score(coords=coords, patch_size_lv0=512,
+                     features=np.ones((3, 768), np.float32))
+    assert s.shape == (3,) and abs(s.sum() - 1) < 1e-5
+
+
+def test_offline_not_cached_message(clean_env: Path) -> None:
+    with pytest.raises(WeightsError) as err:
+        hub.resolve_weights("titan")
+    msg = str(err.value)
+    assert "HF_HUB_OFFLINE=1" in msg and "models--MahmoodLab--TITAN/snapshots" in msg
+    assert "model.safetensors" in msg and "WSIKIT_WEIGHTS_TITAN" in msg
+
+
+def test_gated_message(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+    from huggingface_hub.errors import GatedRepoError
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+
+    def gated(repo_id: str, filename: str, **kw):  # the hub answering 403 for a gated repo
+        if kw.get("local_files_only"):
+            from huggingface_hub.errors import LocalEntryNotFoundError
+            raise LocalEntryNotFoundError("not cached")
+        from types import SimpleNamespace
+
+        response = SimpleNamespace(headers={}, status_code=403, request=None)
+        raise GatedRepoError(f"Access to model {repo_id} is restricted.", response=response)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", gated)
+    with pytest.raises(WeightsError, match="gated.*request access.*huggingface-cli login"):
+        hub.resolve_weights("virchow2")
+
+
+def test_env_and_config_resolution(clean_env: Path, tmp_path: Path, titan_state,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "titan.safetensors"
+    save_file(titan_state, str(f))
+    cfg = tmp_path / "weights.toml"
+    cfg.write_text(f'[weights]\ntitan = "{f}"\n')
+    r = hub.resolve_weights("titan")
+    assert r.source.startswith("config:") and r.path == f
+    monkeypatch.setenv("WSIKIT_WEIGHTS_TITAN", str(f))
+    assert hub.resolve_weights("titan").source == "env:WSIKIT_WEIGHTS_TITAN"
+    assert hub.resolve_weights("titan", f).source == "explicit"
+    monkeypatch.setenv("WSIKIT_WEIGHTS_TITAN", str(tmp_path / "missing.bin"))
+    with pytest.raises(WeightsError, match="missing.bin.*WSIKIT_WEIGHTS_TITAN.*does not exist"):
+        hub.resolve_weights("titan")
+
+
+def test_torch_pickle_and_mismatch_messages(tmp_path: Path, titan_state) -> None:
+    good = tmp_path / "titan.bin"
+    torch.save(titan_state, good)
+    model = create_encoder("titan", weights=str(good))
+    assert "explicit" in model.label
+    bad = dict(titan_state)
+    bad["proj"] = torch.zeros(768, 512)
+    torch.save(bad, tmp_path / "bad.bin")
+    with pytest.raises(WeightsError, match=r"shape mismatch for key 'proj'.*\(768, 768\).*"
+                                           r"\(768, 512\)"):
+        create_encoder("titan", weights=str(tmp_path / "bad.bin"))
+    missing = {k: v for k, v in titan_state.items() if k != "norm.bias"}
+    missing["extra.weight"] = torch.zeros(1)
+    torch.save(missing, tmp_path / "missing.bin")
+    with pytest.raises(WeightsError, match=r"1 missing keys \['norm.bias'\], 1 unexpected keys "
+                                           r"\['extra.weight'\]"):
+        create_encoder("titan", weights=str(tmp_path / "missing.bin"))
+    (tmp_path / "junk.bin").write_bytes(b"not a checkpoint")
+    with pytest.raises(WeightsError, match="cannot read weights file"):
+        create_encoder("titan", weights=str(tmp_path / "junk.bin"))
+
+
+def test_parse_weights_args() -> None:
+    assert hub.parse_weights_args(["titan=/a/b.safetensors", "virchow2 = /c"]) == {
+        "titan": "/a/b.safetensors", "virchow2": "/c"}
+    assert hub.parse_weights_args(None) == {}
+    with pytest.raises(ModelError, match="NAME=PATH"):
+        hub.parse_weights_args(["titan"])
+    with pytest.raises(ModelError, match="unknown encoder 'foo'"):
+        hub.parse_weights_args(["foo=/x"])
+
+
+def test_weights_status_lists_missing(clean_env: Path) -> None:
+    rows = {r["name"]: r for r in hub.weights_status()}
+    assert set(rows) == {"conch_v1_5", "virchow2", "titan"}
+    assert not rows["virchow2"]["found"] and "paige-ai/Virchow2" in rows["virchow2"]["how_to_get"]
+
+
+def test_heuristic_scorer() -> None:
+    s = create_scorer("heuristic")
+    out = s.score(h_density=np.array([0.1, 0.5, 0.9]), tissue_fraction=np.ones(3))
+    assert out.tolist() == pytest.approx([0.0, 0.5, 1.0], abs=0.02)
+    with pytest.raises(ModelError, match="h_density"):
+        s.score()
+    with pytest.raises(ModelError, match="unknown scorer"):
+        create_scorer("x")
