@@ -137,3 +137,10 @@ def test_cpu_slots_share_threads():
     slots = parse_devices("cpu", 2)
     assert len(slots) == 2 and all(s.device == "cpu" for s in slots)
     assert slots[0].threads == max(1, (os.cpu_count() or 1) // 2)
+
+
+def test_unwired_steps_refused_up_front(tmp_path):
+    cohort = make_cohort(tmp_path / "c", {"a.svs": b"alpha"})
+    with pytest.raises(BatchError, match="step 'attention' is not available: not wired"):
+        run_batch(cohort, tmp_path / "job", steps="segment,attention", echo=quiet)
+    assert not (tmp_path / "job" / "state").exists()
