@@ -70,14 +70,21 @@ def main() -> int:
     ap.add_argument("--blocks", type=int, default=1)
     ap.add_argument("--dense-limit-gb", type=float, default=8.0)
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--from-log", help="rebuild the table from the printed rows of a run "
+                    "(one dict per line), e.g. after stopping a long run")
     args = ap.parse_args()
     if args.child:
         child(int(args.child[0]), args.child[1], int(args.child[2]))
         return 0
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"),
                WSIKIT_NO_PROGRESS="1")
-    rows = []
-    for n in [int(s) for s in args.sizes.split(",")]:
+    rows: list[dict] = []
+    if args.from_log:
+        import ast
+
+        rows = [ast.literal_eval(line) for line in Path(args.from_log).read_text().splitlines()
+                if line.startswith("{")]
+    for n in [] if args.from_log else [int(s) for s in args.sizes.split(",")]:
         blocks = 6 if n <= args.full_depth_max else args.blocks
         for mode in ("blocked", "dense"):
             need_gb = 12 * (n + 1) ** 2 * 4 / 1e9
@@ -95,6 +102,11 @@ def main() -> int:
             else:
                 rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
             print(rows[-1], flush=True)
+    write_table(rows, env)
+    return 0
+
+
+def write_table(rows: list[dict], env: dict[str, str]) -> None:
     lines = [
         "# TITAN memory: blockwise on-the-fly ALiBi vs dense bias (CPU, random weights)",
         "",
@@ -127,7 +139,6 @@ def main() -> int:
     out.parent.mkdir(exist_ok=True)
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(out.read_text())
-    return 0
 
 
 if __name__ == "__main__":
