@@ -215,11 +215,16 @@ class PatchStream(IterableDataset):
         ``auto``: the direct tile reader for tiled TIFFs, else the slide's ``read_at_mpp``.
     cache_mb : float
         Tile cache per worker.
+    normalize : (mean, std), optional
+        If given, batches are ``(B, 3, H, W)`` float32 ``(x / 255 - mean) / std`` made in the
+        worker, in shared memory (used on CPU devices, where the workers are the spare cores);
+        otherwise uint8 batches for normalisation on the device.
     """
 
     def __init__(self, path: str | os.PathLike[str], boxes: np.ndarray, out_px: int, *,
                  batch_size: int, mpp: float | None = None, reader: str = "auto",
-                 cache_mb: float = 96.0, level0_size: tuple[int, int] | None = None) -> None:
+                 cache_mb: float = 96.0, level0_size: tuple[int, int] | None = None,
+                 normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> None:
         if reader not in ("auto", "tiles", "slide"):
             raise FeatureError(f"reader={reader!r} must be 'auto', 'tiles' or 'slide'")
         self.path = Path(path)
@@ -230,6 +235,7 @@ class PatchStream(IterableDataset):
         self.reader = reader
         self.cache_mb = cache_mb
         self.level0_size = level0_size
+        self.normalize = normalize
 
     def __len__(self) -> int:
         return -(-len(self.boxes) // self.batch_size)
@@ -279,12 +285,23 @@ class PatchStream(IterableDataset):
             n = len(self.boxes)
             for chunk in range(wid, len(self), nw):
                 start, stop = chunk * self.batch_size, min(n, (chunk + 1) * self.batch_size)
-                batch = np.empty((stop - start, self.out_px, self.out_px, 3), np.uint8)
                 order = sorted(range(start, stop), key=lambda i: key(self.boxes[i]))
-                for i in order:
-                    batch[i - start] = read(self.boxes[i])
-                # (B, H, W, 3) memory viewed as (B, 3, H, W): channels-last, no copy
-                yield start, torch.from_numpy(batch).permute(0, 3, 1, 2)
+                if self.normalize is None:
+                    batch = np.empty((stop - start, self.out_px, self.out_px, 3), np.uint8)
+                    for i in order:
+                        batch[i - start] = read(self.boxes[i])
+                    # (B, H, W, 3) memory viewed as (B, 3, H, W): channels-last, no copy
+                    yield start, torch.from_numpy(batch).permute(0, 3, 1, 2)
+                    continue
+                fb = torch.empty((stop - start, 3, self.out_px, self.out_px), dtype=torch.float32)
+                if info is not None:
+                    fb.share_memory_()  # handed to the main process without another copy
+                for i in order:  # uint8 -> float32 and HWC -> CHW in one pass
+                    fb[i - start].copy_(torch.from_numpy(read(self.boxes[i])).permute(2, 0, 1))
+                mean, std = self.normalize
+                for c in range(3):
+                    fb[:, c].mul_(1.0 / (255.0 * std[c])).add_(-mean[c] / std[c])
+                yield start, fb
         finally:
             close()
 
@@ -447,9 +464,17 @@ def extract_features(
     # Patches are delivered at the encoder's input size (square patches: resize then centre
     # crop of the same size is a plain resize), so the device never resizes.
     out_px = int(cfg.input_px) if 0 < cfg.input_px < grid.patch_px else int(grid.patch_px)
+    # On CPU the workers are the spare cores: they normalise too, when the encoder uses the
+    # standard transform (resize + centre crop + mean/std) and no resize is left to do.
+    from .models import Encoder as _Base
+
+    std_transform = (type(enc).preprocess is _Base.preprocess
+                     and type(enc).forward_uint8 is _Base.forward_uint8)
+    normalize = ((tuple(cfg.mean), tuple(cfg.std))
+                 if dev.type == "cpu" and std_transform and out_px == cfg.input_px else None)
     stream = PatchStream(path, grid.boxes, out_px, batch_size=batch_size, mpp=slide_mpp,
                          reader=reader, level0_size=tuple(grid.level0_size)
-                         if all(grid.level0_size) else None)
+                         if all(grid.level0_size) else None, normalize=normalize)
 
     def run(writer: _RowWriter) -> str:
         kind = _run_stream(stream, enc, dev, prec, workers, writer, n, progress,
@@ -554,9 +579,13 @@ def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
     t0 = time.perf_counter()
     try:
         with torch.inference_mode(), autocast:
+            pdtype = next((p.dtype for p in enc.parameters()), torch.float32)
             for start, batch in loader:
                 x = batch.to(dev, non_blocking=cuda)
-                feats = enc.forward_uint8(x)
+                if stream.normalize is not None:  # already the model's float input
+                    feats = enc(x.to(pdtype))
+                else:
+                    feats = enc.forward_uint8(x)
                 writer.add(int(start), feats.float().cpu().numpy())
                 bar.update(int(batch.shape[0]))
         writer.finish()
