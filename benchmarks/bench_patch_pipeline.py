@@ -269,6 +269,8 @@ def main() -> None:
         "|---|---:|",
         *[f"| {k} | {v:.2f} |" for k, v in stages.items()],
         "",
+        f"The floor itself is {floor / best['b']:.1f}× the naive loop here, so (c) ≥ 5× (b) "
+        f"would need (c) at {500 * best['b'] / floor:.0f}% of the full-decode floor. "
         "Gap to the targets, from the stage costs: beyond decoding, (c) pays for assembly, "
         "the 512→448 resize and the float conversion/normalisation "
         f"({stages['read 512 (decode 1/2 + assemble)'] - stages['decode DCT 1/2']:.1f} + "
