@@ -35,8 +35,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from .features import Embeddings
     from .patching import TileGrid
 
-__all__ = ["Attention", "attention_path", "heuristic_attention", "titan_attention",
-           "compute_attention", "resolve_source", "cached_attention", "ATTENTION_SOURCES"]
+__all__ = [
+    "ATTENTION_SOURCES",
+    "Attention",
+    "attention_path",
+    "cached_attention",
+    "compute_attention",
+    "heuristic_attention",
+    "resolve_source",
+    "titan_attention",
+]
 
 log = logging.getLogger(__name__)
 

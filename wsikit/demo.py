@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["demo", "DEMO_DENSE_BOX"]
+__all__ = ["DEMO_DENSE_BOX", "demo"]
 
 #: Level-0 box (x, y, w, h) of the planted dense-nuclei region of the demo slide.
 DEMO_DENSE_BOX = (3072, 1536, 3072, 3072)
@@ -36,7 +36,12 @@ def demo(out: str | os.PathLike[str] = "wsikit_demo", *, progress: bool | None =
     reviewable ``manifest.jsonl``), ``out/index/`` (figure index), and the usual
     ``out/select/<slide>/evidence.json`` and ``report.html``.
     """
-    from .evidence import FigureIndex, extract_pdf_figures, write_manifest, write_synthetic_pdf
+    from .evidence import (
+        FigureIndex,
+        extract_pdf_figures,
+        write_manifest,
+        write_synthetic_pdf,
+    )
     from .models import create_encoder
     from .pipeline import select
 

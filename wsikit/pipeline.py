@@ -33,7 +33,14 @@ from ._atomic import write_json_atomic
 from ._progress import progress_enabled
 from .errors import EvidenceError, SelectionError, WsikitError
 
-__all__ = ["SelectOptions", "select", "select_dir", "MODEL_CHOICES"]
+__all__ = [
+    "MODEL_CHOICES",
+    "SelectOptions",
+    "finish_select",
+    "load_result",
+    "select",
+    "select_dir",
+]
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +134,12 @@ def _grid(slide: Any, mask: Any, out: Path, opts: SelectOptions, *, force: bool)
 def _attention(slide: Any, grid: Any, emb: Any, out: Path, opts: SelectOptions, *,
                device: str, weights: Mapping[str, str], mpp: float | None, force: bool,
                progress: bool | None) -> Any:
-    from .attention import attention_path, cached_attention, compute_attention, resolve_source
+    from .attention import (
+        attention_path,
+        cached_attention,
+        compute_attention,
+        resolve_source,
+    )
 
     source = resolve_source(opts.attention, emb, weights.get("titan"))
     path = attention_path(out, slide.name)
@@ -236,8 +248,6 @@ def select(
     SelectionError
         No tissue was found, or invalid selection options.
     """
-    from .crops import save_crop
-    from .evidence import EvidenceResult
     from .features import extract_features
     from .io import open_slide
     from .selectors import create_selector
@@ -249,7 +259,7 @@ def select(
                          layout=layout, target_mpp=target_mpp, patch_px=patch_px,
                          min_tissue=min_tissue, max_crop_px=max_crop_px, k=k,
                          min_similarity=min_similarity)
-    sel = create_selector(selector, **opts.selector_options())  # validate options first
+    create_selector(selector, **opts.selector_options())  # validate options before any work
     out = Path(out)
     timings: dict[str, float] = {}
     show = progress_enabled(progress)
@@ -284,67 +294,97 @@ def select(
                          force=force, progress=progress)
         step("attention", t)
 
-        t = time.perf_counter()
-        windows = sel(att.scores, att.coords, grid.stride_l0)
-        sdir = select_dir(out, s.name)
-        write_json_atomic(sdir / "windows.json", windows.to_dict())
-        step("selection", t)
+        result = finish_select(s, grid, mask, att, select_dir(out, s.name), opts,
+                               encoder_entry=_encoder_entry(enc), index=index, device=device,
+                               weights=weights, synthetic=synthetic, report=report,
+                               timings=timings)
+    return result
 
-        t = time.perf_counter()
-        crops, crop_images = [], []
-        for i, w in enumerate(windows, start=1):
-            crop = save_crop(s, w, sdir / "crops", name=f"r{i}_x{w.scale}",
-                             max_px=max_crop_px, relative_to=sdir)
-            crops.append(crop)
-            if index is not None:
-                from PIL import Image
 
-                with Image.open(sdir / crop.path) as im:
-                    crop_images.append(np.asarray(im.convert("RGB")))
-        step("crops", t)
+def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.PathLike[str],
+                  opts: SelectOptions, *, encoder_entry: Mapping[str, Any],
+                  index: str | os.PathLike[str] | None = None, device: str = "cpu",
+                  weights: Mapping[str, str] | None = None, synthetic: bool = False,
+                  report: bool = True, timings: dict[str, float] | None = None) -> Any:
+    """Selection → crops → matching → evidence.json (+ report) from computed attention.
 
-        t = time.perf_counter()
-        matches: list[list[dict]] = [[] for _ in crops]
-        index_entry = None
-        crop_enc_entry = None
+    The part of :func:`select` after the attention stage, shared with the batch ``select``
+    step. Writes into ``sdir``: ``windows.json``, ``crops/``, ``evidence.json``, and with
+    ``report`` also ``report.html`` and ``overview.png``.
+    """
+    from .crops import save_crop
+    from .evidence import EvidenceResult
+    from .selectors import create_selector
+
+    s = slide
+    sdir = Path(sdir)
+    weights = dict(weights or {})
+    timings = timings if timings is not None else {}
+    sel = create_selector(opts.selector, **opts.selector_options())
+
+    def step(name: str, t0: float) -> None:
+        timings[name] = round(time.perf_counter() - t0, 3)
+
+    t = time.perf_counter()
+    windows = sel(att.scores, att.coords, grid.stride_l0)
+    write_json_atomic(sdir / "windows.json", windows.to_dict())
+    step("selection", t)
+
+    t = time.perf_counter()
+    crops, crop_images = [], []
+    for i, w in enumerate(windows, start=1):
+        crop = save_crop(s, w, sdir / "crops", name=f"r{i}_x{w.scale}",
+                         max_px=opts.max_crop_px, relative_to=sdir)
+        crops.append(crop)
         if index is not None:
-            matches, fig_index, crop_enc = _match(crop_images, index, opts, device=device,
-                                                  weights=weights)
-            index_entry = fig_index.to_evidence_dict()
-            crop_enc_entry = _encoder_entry(crop_enc)
-            step("matching", t)
+            from PIL import Image
 
-        from .attention import describe
+            with Image.open(sdir / crop.path) as im:
+                crop_images.append(np.asarray(im.convert("RGB")))
+    step("crops", t)
 
-        models_entry: dict[str, Any] = {"patch_encoder": _encoder_entry(enc),
-                                        "attention": describe(att)}
-        if crop_enc_entry is not None:
-            models_entry["crop_encoder"] = crop_enc_entry
-        regions = []
-        for i, (w, crop, found) in enumerate(zip(windows, crops, matches), start=1):
-            regions.append({"id": f"r{i}", **w.to_dict(),
-                            "crop": {"path": crop.path, "width": crop.width,
-                                     "height": crop.height, "mpp": crop.mpp},
-                            "matches": found})
-        selection = {"selector": selector, **_jsonable(opts.selector_options()),
-                     "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
-                     "patch_size_l0": grid.stride_l0, "patches": len(grid)}
-        W, H = s.dimensions
-        result = EvidenceResult(
-            slide={"path": str(s.path), "name": s.name, "width": W, "height": H,
-                   "mpp": s.mpp, "mpp_source": s.mpp_source, "backend": s.backend,
-                   "vendor": s.vendor},
-            models=models_entry, selection=selection, regions=tuple(regions),
-            index=index_entry, empty_scales={str(k_): v for k_, v in windows.empty.items()},
-            synthetic=bool(synthetic))
-        doc = result.to_dict()
-        write_json_atomic(sdir / "evidence.json", doc)
+    t = time.perf_counter()
+    matches: list[list[dict]] = [[] for _ in crops]
+    index_entry = None
+    crop_enc_entry = None
+    if index is not None:
+        matches, fig_index, crop_enc = _match(crop_images, index, opts, device=device,
+                                              weights=weights)
+        index_entry = fig_index.to_evidence_dict()
+        crop_enc_entry = _encoder_entry(crop_enc)
+        step("matching", t)
 
-        if report:
-            t = time.perf_counter()
-            _write_report(s, sdir, doc, mask, att, grid)
-            step("report", t)
-        write_json_atomic(sdir / "timings.json", timings)
+    from .attention import describe
+
+    models_entry: dict[str, Any] = {"patch_encoder": dict(encoder_entry),
+                                    "attention": describe(att)}
+    if crop_enc_entry is not None:
+        models_entry["crop_encoder"] = crop_enc_entry
+    regions = []
+    for i, (w, crop, found) in enumerate(zip(windows, crops, matches), start=1):
+        regions.append({"id": f"r{i}", **w.to_dict(),
+                        "crop": {"path": crop.path, "width": crop.width,
+                                 "height": crop.height, "mpp": crop.mpp},
+                        "matches": found})
+    selection = {"selector": opts.selector, **_jsonable(opts.selector_options()),
+                 "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
+                 "patch_size_l0": grid.stride_l0, "patches": len(grid)}
+    W, H = s.dimensions
+    result = EvidenceResult(
+        slide={"path": str(s.path), "name": s.name, "width": W, "height": H,
+               "mpp": s.mpp, "mpp_source": s.mpp_source, "backend": s.backend,
+               "vendor": s.vendor},
+        models=models_entry, selection=selection, regions=tuple(regions),
+        index=index_entry, empty_scales={str(k_): v for k_, v in windows.empty.items()},
+        synthetic=bool(synthetic))
+    doc = result.to_dict()
+    write_json_atomic(sdir / "evidence.json", doc)
+
+    if report:
+        t = time.perf_counter()
+        _write_report(s, sdir, doc, mask, att, grid)
+        step("report", t)
+    write_json_atomic(sdir / "timings.json", timings)
     return result
 
 

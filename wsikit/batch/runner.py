@@ -158,6 +158,10 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
               loader_workers: int | None = None, precision: str | None = None,
               verify: bool = False, stale_after: float = 600.0,
               plugins: Sequence[str] = (),
+              attention: str = "auto", scales: Sequence[int] = (8, 4, 2, 1),
+              per_scale: int = 1, min_coverage: float = 1.0, max_iou: float = 0.5,
+              margin: float = 2, layout: str = "nested", index: str | None = None,
+              k: int = 5,
               progress: bool | None = None,
               echo: Callable[[str], None] | None = None) -> BatchSummary:
     """Process a cohort of slides into a resumable job folder.
@@ -195,6 +199,8 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     plugins : sequence of str
         Modules that register extra steps with :func:`~wsikit.batch.register_step`; imported
         here and in every worker.
+    attention, scales, per_scale, min_coverage, max_iou, margin, layout, index, k
+        Options of the ``attention`` and ``select`` steps (as ``wsikit select``).
     progress : bool, optional
         Show the overall bar (default: unless ``WSIKIT_NO_PROGRESS=1``).
     echo : callable, optional
@@ -223,7 +229,12 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
                          patch_px=int(patch_px), overlap_px=int(overlap_px),
                          min_tissue=float(min_tissue), batch_size=int(batch_size),
                          loader_workers=loader_workers, precision=precision,
-                         plugins=tuple(plugins))
+                         plugins=tuple(plugins), attention=attention,
+                         scales=tuple(int(v) for v in scales), per_scale=int(per_scale),
+                         min_coverage=float(min_coverage), max_iou=float(max_iou),
+                         margin=float(margin), layout=layout,
+                         index=None if index is None else str(Path(index).resolve()),
+                         k=int(k))
     if isinstance(cohort, (str, os.PathLike)):
         slides = read_cohort(cohort, mpp=mpp)
         cohort_source = str(Path(cohort).expanduser().resolve())

@@ -76,6 +76,12 @@ class BatchConfig:
         Feature extraction options (``loader_workers=None``: 0 on CPU, 4 on CUDA).
     plugins : tuple of str
         Modules imported in every worker before the steps run (they register extra steps).
+    attention : {"auto", "titan", "heuristic"}
+        Attention source of the ``attention`` step.
+    scales, per_scale, min_coverage, max_iou, margin, layout
+        Multi-scale window selection of the ``select`` step (see ARCHITECTURE.md).
+    index, k
+        Figure index folder the ``select`` step matches crops against, and matches per region.
     """
 
     steps: tuple[str, ...] = ("segment", "patch", "features")
@@ -90,6 +96,15 @@ class BatchConfig:
     loader_workers: int | None = None
     precision: str | None = None
     plugins: tuple[str, ...] = ()
+    attention: str = "auto"
+    scales: tuple[int, ...] = (8, 4, 2, 1)
+    per_scale: int = 1
+    min_coverage: float = 1.0
+    max_iou: float = 0.5
+    margin: float = 2
+    layout: str = "nested"
+    index: str | None = None
+    k: int = 5
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,7 +112,7 @@ class BatchConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BatchConfig:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        for key in ("steps", "plugins"):
+        for key in ("steps", "plugins", "scales"):
             if key in known:
                 known[key] = tuple(known[key])
         return cls(**known)
@@ -502,25 +517,64 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
             "patches_per_s": round(n / seconds, 2) if seconds > 0 else None}
 
 
-_NOT_WIRED = ("not wired into batch yet (wsikit.attention / wsikit.pipeline exist; the batch "
-              "step that calls them is still to be added); run 'wsikit select' per slide")
-
-
 @register_step("attention", requires=("features",), device=True,
-               config_keys=("encoder", "weights", "target_mpp", "patch_px"),
-               description="per-patch slide attention (needs wsikit.pipeline)",
-               available=lambda: _NOT_WIRED)
+               config_keys=("tissue_mpp", "target_mpp", "patch_px", "overlap_px", "min_tissue",
+                            "encoder", "weights", "precision", "attention"),
+               description="per-patch attention (TITAN or weight-free) → attention/<slide>.h5")
 def attention_step(ctx: SlideContext) -> dict[str, Any]:
-    """Per-patch attention (TITAN or weight-free importance) — provided by wsikit.pipeline."""
-    raise BatchError("the 'attention' batch step is not available yet: it will call "
-                     "wsikit.pipeline once that module exists")
+    """Per-patch attention: TITAN over CONCH v1.5 features when available, else heuristic."""
+    from ..attention import compute_attention
+    from ..features import Embeddings
+    from ..patching import TileGrid
+
+    grid = ctx.artifacts.get("grid") or TileGrid.from_h5(ctx.output_path("patch", "coords"))
+    emb = ctx.artifacts.get("embeddings") or Embeddings.from_h5(
+        ctx.output_path("features", "features"))
+    slide = ctx.open()
+    att = compute_attention(slide.path, grid, source=ctx.config.attention, embeddings=emb,
+                            device=ctx.device, mpp=slide.mpp, progress=False)
+    path = ctx.path("attention", f"{ctx.slide_id}.h5")
+    att.to_h5(path)  # atomic
+    ctx.add_output("attention", path)
+    ctx.artifacts["attention"] = att
+    return {"source": att.source, "label": att.label, "n_patches": int(len(att.scores))}
 
 
 @register_step("select", requires=("attention",),
-               config_keys=("encoder", "weights", "target_mpp", "patch_px"),
-               description="multi-scale window selection (needs wsikit.pipeline)",
-               available=lambda: _NOT_WIRED)
+               config_keys=("tissue_mpp", "target_mpp", "patch_px", "overlap_px", "min_tissue",
+                            "encoder", "weights", "precision", "attention", "scales",
+                            "per_scale", "min_coverage", "max_iou", "margin", "layout", "index",
+                            "k"),
+               description="multi-scale windows, crops, evidence.json → select/<slide>/")
 def select_step(ctx: SlideContext) -> dict[str, Any]:
-    """Multi-scale window selection — provided by wsikit.pipeline."""
-    raise BatchError("the 'select' batch step is not available yet: it will call "
-                     "wsikit.pipeline once that module exists")
+    """Multi-scale window selection, crops, figure matching and report, as ``wsikit select``."""
+    from ..attention import Attention
+    from ..models import get_config
+    from ..patching import TileGrid
+    from ..pipeline import SelectOptions, finish_select
+    from ..tissue import TissueMask
+
+    cfg = ctx.config
+    slide = ctx.open()
+    grid = ctx.artifacts.get("grid") or TileGrid.from_h5(ctx.output_path("patch", "coords"))
+    att = ctx.artifacts.get("attention") or Attention.from_h5(
+        ctx.output_path("attention", "attention"))
+    mask = ctx.artifacts.get("mask") or TissueMask.from_geojson(
+        ctx.output_path("segment", "geojson"), level0_size=tuple(slide.dimensions),
+        slide_mpp=float(slide.mpp), mpp=cfg.tissue_mpp, slide_name=slide.name)
+    feat_info = (ctx.records.get("features") or {}).get("info", {})
+    name = feat_info.get("encoder", cfg.encoder)
+    encoder_entry = {"name": name, "label": feat_info.get("label", name),
+                     "heuristic": bool(get_config(name).heuristic)}
+    opts = SelectOptions(models=name, attention=cfg.attention, scales=tuple(cfg.scales),
+                         per_scale=cfg.per_scale, min_coverage=cfg.min_coverage,
+                         max_iou=cfg.max_iou, margin=cfg.margin, layout=cfg.layout,
+                         target_mpp=cfg.target_mpp, patch_px=cfg.patch_px,
+                         min_tissue=cfg.min_tissue, k=cfg.k)
+    sdir = ctx.path("select", ctx.slide_id)  # job/select/<slide>/
+    result = finish_select(slide, grid, mask, att, sdir, opts, encoder_entry=encoder_entry,
+                           index=cfg.index, device=ctx.device)
+    ctx.add_output("evidence", sdir / "evidence.json")
+    return {"regions": len(result.regions),
+            "empty_scales": dict(result.empty_scales),
+            "index": cfg.index}

@@ -77,7 +77,29 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE (registers extra steps) here and in every worker")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    g = p.add_argument_group("attention and select steps (as 'wsikit select')")
+    g.add_argument("--attention", choices=("auto", "titan", "heuristic"), default="auto",
+                   help="attention source (default auto: TITAN when CONCH v1.5 features and "
+                        "TITAN weights exist, else the weight-free heuristic)")
+    g.add_argument("--scales", type=_scales, default=(8, 4, 2, 1),
+                   help="window sides in patches, coarse to fine (default 8,4,2,1)")
+    g.add_argument("--per-scale", type=int, default=1, help="windows kept per scale")
+    g.add_argument("--min-coverage", type=float, default=1.0,
+                   help="tissue fraction a window must cover (default 1.0)")
+    g.add_argument("--max-iou", type=float, default=0.5, help="largest IoU between windows")
+    g.add_argument("--margin", type=float, default=2,
+                   help="smallest Chebyshev distance in patches between windows")
+    g.add_argument("--layout", choices=("nested", "disjoint"), default="nested",
+                   help="margin between centres (nested) or edges (disjoint)")
+    g.add_argument("--index", default=None, help="figure index folder to match crops against")
+    g.add_argument("-k", type=int, default=5, help="matched figures per region")
     p.set_defaults(func=batch_command)
+
+
+def _scales(value: str) -> tuple[int, ...]:
+    from .select import _scales as parse
+
+    return parse(value)
 
 
 def batch_command(args: argparse.Namespace) -> int:
@@ -91,6 +113,9 @@ def batch_command(args: argparse.Namespace) -> int:
         tissue_mpp=args.tissue_mpp, target_mpp=args.target_mpp, patch_px=args.patch_px,
         overlap_px=args.overlap_px, min_tissue=args.min_tissue, batch_size=args.batch_size,
         loader_workers=args.loader_workers, precision=args.precision, verify=args.verify,
-        stale_after=args.stale_after, plugins=args.plugin,
+        stale_after=args.stale_after, plugins=args.plugin, attention=args.attention,
+        scales=args.scales, per_scale=args.per_scale, min_coverage=args.min_coverage,
+        max_iou=args.max_iou, margin=args.margin, layout=args.layout, index=args.index,
+        k=args.k,
         progress=False if args.no_progress else None)
     return summary.exit_code

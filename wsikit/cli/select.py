@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-__all__ = ["register", "add_select_options", "select_kwargs"]
+__all__ = ["add_select_options", "register", "select_kwargs"]
 
 
 def _scales(value: str) -> tuple[int, ...]:
@@ -86,7 +86,7 @@ def select_kwargs(args: argparse.Namespace) -> dict:
                 force=args.force, report=not args.no_report)
 
 
-def print_result(result, out_dir, fmt: str, *, stream=sys.stdout) -> None:  # noqa: ANN001
+def print_result(result, out_dir, fmt: str, *, stream=sys.stdout) -> None:
     """Print ``result`` in ``fmt`` (summary, json or context)."""
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), file=stream)
