@@ -38,6 +38,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     os.close(fd)
     tmp = Path(tmp_name)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
         yield tmp
         _fsync_file(tmp)
         os.replace(tmp, path)
@@ -45,6 +46,12 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_file(path: Path) -> None:

@@ -20,8 +20,15 @@ from ..errors import EvidenceError
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
 
-__all__ = ["register", "figures_extract", "index_build", "index_add", "index_info",
-           "index_query", "load_sources"]
+__all__ = [
+    "figures_extract",
+    "index_add",
+    "index_build",
+    "index_info",
+    "index_query",
+    "load_sources",
+    "register",
+]
 
 _LEVEL_HELP = ("evidence level of these sources when the manifest does not give one: 1 "
                "guideline, 2 systematic review/meta-analysis, 3 RCT, 4 observational/cohort, "
