@@ -38,7 +38,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs get the usual mode
         yield tmp
         _fsync_file(tmp)
         os.replace(tmp, path)
@@ -52,6 +52,9 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+_UMASK = _umask()  # read once at import: os.umask is process-wide and not thread-safe
 
 
 def _fsync_file(path: Path) -> None:
