@@ -27,16 +27,16 @@ from ..errors import ModelError
 from .registry import Encoder, EncoderConfig
 
 __all__ = [
-    "HeuristicEncoder",
-    "HEURISTIC_CONFIG",
-    "rgb_to_hed",
-    "haematoxylin_density",
-    "importance_scores",
-    "NUCLEAR_H_OD",
-    "HEURISTIC_VERSION",
     "FEATURE_NAMES",
-    "heuristic_features",
+    "HEURISTIC_CONFIG",
+    "HEURISTIC_VERSION",
+    "NUCLEAR_H_OD",
+    "HeuristicEncoder",
     "fit_reference",
+    "haematoxylin_density",
+    "heuristic_features",
+    "importance_scores",
+    "rgb_to_hed",
 ]
 
 #: Haematoxylin stain concentration (rgb2hed units) above which a pixel counts as nuclear.
