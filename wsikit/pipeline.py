@@ -112,21 +112,28 @@ def _tissue(slide: Any, out: Path, *, force: bool) -> Any:
 
 
 def _grid(slide: Any, mask: Any, out: Path, opts: SelectOptions, *, force: bool) -> Any:
+    """The patch grid from the (cached) tissue mask; the file is rewritten only on change.
+
+    Making the grid from a mask takes milliseconds, so it is always recomputed: a cached file
+    can then never hold a grid made with other options (e.g. another ``min_tissue``).
+    """
     from .patching import TileGrid, coords_path, make_grid
 
+    grid = make_grid(slide, mask, target_mpp=opts.target_mpp, patch_px=opts.patch_px,
+                     min_tissue=opts.min_tissue)
     path = coords_path(out, slide.name)
     if path.exists() and not force:
         try:
-            grid = TileGrid.from_h5(path)
+            old = TileGrid.from_h5(path)
         except WsikitError as exc:
-            log.warning("recomputing the grid: %s", exc)
+            log.warning("rewriting the grid: %s", exc)
         else:
-            if (grid.patch_px == opts.patch_px and grid.overlap_px == 0
-                    and math.isclose(grid.target_mpp, opts.target_mpp, rel_tol=1e-6)
-                    and math.isclose(grid.slide_mpp, slide.mpp, rel_tol=1e-6)):
+            if (np.array_equal(old.coords, grid.coords) and old.patch_px == grid.patch_px
+                    and old.patch_size_l0 == grid.patch_size_l0
+                    and old.stride_l0 == grid.stride_l0
+                    and math.isclose(old.target_mpp, grid.target_mpp, rel_tol=1e-9)
+                    and math.isclose(old.slide_mpp, grid.slide_mpp, rel_tol=1e-9)):
                 return grid
-    grid = make_grid(slide, mask, target_mpp=opts.target_mpp, patch_px=opts.patch_px,
-                     min_tissue=opts.min_tissue)
     grid.to_h5(path)
     return grid
 

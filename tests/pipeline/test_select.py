@@ -140,3 +140,13 @@ def test_demo_runs_and_matches_figures(tmp_path: Path) -> None:
         sims = [m["similarity"] for m in r["matches"]]
         assert sims == sorted(sims, reverse=True)
         assert all("SYNTHETIC" in m["caption"] or m["caption"] == "" for m in r["matches"])
+
+
+def test_changed_grid_options_are_not_served_from_cache(cmu_small: Path, tmp_path: Path) -> None:
+    a = select(cmu_small, out=tmp_path, report=False, progress=False, min_tissue=0.05)
+    b = select(cmu_small, out=tmp_path, report=False, progress=False, min_tissue=0.6)
+    assert b.selection["patches"] < a.selection["patches"]
+    import h5py
+
+    with h5py.File(tmp_path / "patches" / "CMU-1-Small-Region_patches.h5") as f:
+        assert len(f["coords"]) == b.selection["patches"]
