@@ -155,7 +155,8 @@ class TileGrid:
         try:
             with h5py.File(path, "r") as f:
                 if "coords" not in f:
-                    raise GridError(f"{path}: no 'coords' dataset; not a coordinate file")
+                    raise GridError(f"{path}: no 'coords' dataset; not a coordinate file (give "
+                                    f"a *_patches.h5 from 'wsikit patch', TRIDENT or CLAM)")
                 dset = f["coords"]
                 coords = np.asarray(dset[()], dtype=np.int64).reshape(-1, 2)
                 attrs = {k: _py(v) for k, v in f.attrs.items()}
@@ -165,7 +166,8 @@ class TileGrid:
         except GridError:
             raise
         except (OSError, KeyError, ValueError) as exc:
-            raise GridError(f"{path}: cannot read coordinate file ({exc})") from exc
+            raise GridError(f"{path}: cannot read coordinate file ({exc}); give an HDF5 "
+                            f"*_patches.h5 from 'wsikit patch', TRIDENT or CLAM") from exc
         name = str(attrs.get("name", path.stem.removesuffix("_patches")))
         if "level0_width" in attrs:
             size = (int(attrs["level0_width"]), int(attrs.get("level0_height", 0)))
@@ -200,7 +202,8 @@ class TileGrid:
                 return cls(coords, tissue, patch_px, p0, p0, float("nan"), float("nan"),
                            "unknown", 0, name, size, attrs)
         except (KeyError, TypeError, ValueError) as exc:
-            raise GridError(f"{path}: coordinate attributes are incomplete ({exc})") from exc
+            raise GridError(f"{path}: coordinate attributes are incomplete ({exc}); "
+                            f"recreate it with 'wsikit patch'") from exc
         raise GridError(f"{path}: 'coords' has neither wsikit/TRIDENT attributes "
                         f"(patch_size_level0) nor CLAM attributes (patch_level, downsample)")
 

@@ -330,7 +330,8 @@ class TissueMask:
             try:
                 data = json.loads(Path(src).read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
-                raise TissueError(f"{where}: cannot read GeoJSON ({exc})") from exc
+                raise TissueError(f"{where}: cannot read GeoJSON ({exc}); fix or delete the "
+                                  "file, or pass --resegment to segment again") from exc
         if not (isinstance(mpp, (int, float)) and mpp > 0 and slide_mpp > 0):
             raise TissueError(f"mpp={mpp!r} and slide_mpp={slide_mpp!r} must be positive")
         W, H = int(level0_size[0]), int(level0_size[1])
@@ -339,31 +340,48 @@ class TissueMask:
         sx, sy = W / w, H / h
         mask = np.zeros((h, w), bool)
         if isinstance(data, Mapping) and data.get("type") == "FeatureCollection":
-            geoms = [f.get("geometry") for f in data.get("features", [])]
+            geoms = [f.get("geometry") if isinstance(f, Mapping) else f
+                     for f in data.get("features") or []]
         elif isinstance(data, Mapping) and data.get("type") == "Feature":
             geoms = [data.get("geometry")]
         elif isinstance(data, list):  # QuPath may export a bare list of features
             geoms = [f.get("geometry") for f in data if isinstance(f, Mapping)]
         else:
-            raise TissueError(f"{where}: expected a GeoJSON FeatureCollection or Feature")
-        for geom in geoms:
-            if not geom:
-                continue
-            if geom.get("type") == "Polygon":
-                polys = [geom["coordinates"]]
-            elif geom.get("type") == "MultiPolygon":
-                polys = geom["coordinates"]
-            else:
-                continue
-            for rings in polys:
-                for j, ring in enumerate(rings):
-                    r = np.asarray(ring, np.float64)
-                    if r.ndim != 2 or len(r) < 3:
-                        continue
-                    rr, cc = fill_polygon(r[:, 1] / sy - 0.5, r[:, 0] / sx - 0.5, (h, w))
-                    mask[rr, cc] = j == 0
+            raise TissueError(f"{where}: expected a GeoJSON FeatureCollection or Feature; "
+                              "fix or delete the file, or pass --resegment to segment again")
+        for i, geom in enumerate(geoms):
+            try:
+                _fill_geometry(mask, geom, sx, sy, fill_polygon)
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                raise TissueError(
+                    f"{where}: geometry {i} is not a valid Polygon/MultiPolygon ({exc}); fix "
+                    "or delete the file, or pass --resegment to segment again") from exc
         return cls(mask=mask, mpp=float(mpp), downsample=ds, level0_size=(W, H),
                    slide_mpp=float(slide_mpp), slide_name=slide_name)
+
+
+def _fill_geometry(mask: np.ndarray, geom: Any, sx: float, sy: float, fill_polygon: Any
+                   ) -> None:
+    """Rasterise one GeoJSON geometry (level-0 px) into ``mask`` (h, w) with scale ``sx, sy``.
+
+    Polygon and MultiPolygon are filled (interiors cut out); other types are ignored.
+    """
+    if not geom:
+        return
+    if geom.get("type") == "Polygon":
+        polys = [geom["coordinates"]]
+    elif geom.get("type") == "MultiPolygon":
+        polys = geom["coordinates"]
+    else:
+        return
+    h, w = mask.shape
+    for rings in polys:
+        for j, ring in enumerate(rings):
+            r = np.asarray(ring, np.float64)
+            if r.ndim != 2 or len(r) < 3 or r.shape[1] < 2:
+                continue
+            rr, cc = fill_polygon(r[:, 1] / sy - 0.5, r[:, 0] / sx - 0.5, (h, w))
+            mask[rr, cc] = j == 0
 
 
 def _read_thumbnail(slide: Slide, mask_mpp: float) -> np.ndarray:
@@ -409,6 +427,9 @@ def segment_tissue(slide: Slide, *, mpp: float = DEFAULT_MASK_MPP, min_side_px: 
     """
     if not math.isfinite(slide.mpp):
         raise TissueError(f"{slide.path}: slide mpp unknown; open it with mpp=... (or --mpp)")
+    if isinstance(mpp, bool) or not isinstance(mpp, (int, float)) or not 0 < mpp < math.inf:
+        raise TissueError(f"mpp={mpp!r}: the tissue mask resolution must be a positive number "
+                          f"of µm/px, e.g. 8 (--mask-mpp)")
     W, H = slide.dimensions
     longest_um = max(W, H) * slide.mpp
     mask_mpp = min(float(mpp), max(slide.mpp, longest_um / max(1, min_side_px)))

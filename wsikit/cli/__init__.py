@@ -9,10 +9,14 @@ into exit code 2; exit code 1 means "ran, but some items failed" (e.g. batch).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
 import logging
+import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 
 from .._version import __version__
 from ..errors import WsikitError
@@ -47,8 +51,74 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Third-party loggers whose warnings duplicate the one-line error wsikit prints (shown with -v).
+_NOISY_LOGGERS = ("huggingface_hub", "tifffile", "filelock", "PIL", "urllib3", "httpx")
+
+
+class _LibraryNoise(logging.Filter):
+    """Drop third-party log records below ERROR (wsikit's own messages pass)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        noisy = record.name.split(".", 1)[0] in _NOISY_LOGGERS
+        return not noisy or record.levelno >= logging.ERROR
+
+
+@contextlib.contextmanager
+def _quiet_output(command: str) -> Iterator[None]:
+    """While a command runs: third-party log records below ERROR (hub retries, TIFF parser
+    notes) are dropped, and Python warnings print as ``wsikit CMD: warning: message``.
+    Everything is restored afterwards (``main`` may be called in-process, e.g. by tests)."""
+    os.environ.setdefault("HF_HUB_VERBOSITY", "error")  # read when huggingface_hub loads
+    loggers = {name: logging.getLogger(name) for name in _NOISY_LOGGERS}
+    levels = {name: log.level for name, log in loggers.items()}
+    noise = _LibraryNoise()
+    handlers = list(logging.getLogger().handlers)
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
+        with contextlib.suppress(OSError, ValueError):
+            print(f"wsikit {command}: warning: {message}",
+                  file=file if file is not None else sys.stderr)
+
+    for log in loggers.values():
+        log.setLevel(logging.ERROR)
+    for handler in handlers:
+        handler.addFilter(noise)
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+        for handler in handlers:
+            handler.removeFilter(noise)
+        for name, log in loggers.items():
+            log.setLevel(levels[name])
+
+
+def _os_error_message(exc: OSError) -> str:
+    """``OSError`` as one line naming the file and what to check."""
+    names = [n for n in (exc.filename, exc.filename2) if n is not None]
+    where = " -> ".join(str(n) for n in names) or "a file"
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if isinstance(exc, (NotADirectoryError, FileExistsError)):
+        fix = "a file is in the way of an output folder; choose another output folder"
+    elif isinstance(exc, PermissionError):
+        fix = "check the permissions, or choose another output folder"
+    elif exc.errno == errno.ENOSPC:
+        fix = "free disk space or choose another output folder"
+    elif isinstance(exc, FileNotFoundError):
+        fix = "check the path"
+    else:
+        fix = "check the path, the disk and the permissions"
+    return f"cannot access {where}: {reason}; {fix}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the process exit code."""
+    """Run the command line; returns the process exit code.
+
+    0 success; 1 ran, but some items failed (e.g. ``batch``); 2 error (bad option, input or
+    output: one line on stderr naming the file or option and the fix); 130 interrupted.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -56,14 +126,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    command = " ".join(filter(None, (args.command, getattr(args, "index_command", None),
+                                     getattr(args, "figures_command", None))))
+    with contextlib.ExitStack() as stack:
+        if not args.verbose:
+            stack.enter_context(_quiet_output(command))
+        return _run(args, command)
+
+
+def _run(args: argparse.Namespace, command: str) -> int:
+    """Call the sub-command; map every failure to one line on stderr and an exit code."""
     try:
         return int(args.func(args) or 0)
     except WsikitError as exc:
-        print(f"wsikit {args.command}: error: {exc}", file=sys.stderr)
+        _error(command, str(exc))
         return 2
     except KeyboardInterrupt:
         print("wsikit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `wsikit models --json | head`: the reader left; not an error
+        _silence_stdout()
+        return 0
+    except OSError as exc:
+        if args.verbose:
+            raise
+        _error(command, _os_error_message(exc))
+        return 2
+    except MemoryError:
+        _error(command, "out of memory; use a smaller --batch-size or fewer --workers")
+        return 2
+    except Exception as exc:  # noqa: BLE001 - last resort: one line instead of a traceback
+        if args.verbose:
+            raise
+        _error(command, f"unexpected {type(exc).__name__}: {exc} (a bug in wsikit: rerun "
+                        "with 'wsikit -v ...' for the traceback and report it)")
+        return 2
+
+
+def _error(command: str, message: str) -> None:
+    print(f"wsikit {command}: error: {message}", file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush is
+    quiet (the pattern the Python documentation recommends for SIGPIPE)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":  # pragma: no cover

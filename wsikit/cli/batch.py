@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ._common import RawDefaultsHelpFormatter, fraction, mpp_type, non_negative_float, \
+    non_negative_int, output_dir, positive_float, positive_int, scales
+
 __all__ = ["register", "batch_command"]
 
 _EPILOG = """\
@@ -32,9 +35,11 @@ def register(subparsers: Any) -> None:
         description="Process a cohort (folder or CSV) of slides: tissue, patches, features "
                     "(and later attention/selection), resumable after crashes, with per-slide "
                     "state and locks, on local CPU/GPU workers or a Ray cluster.",
-        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("cohort", metavar="COHORT", help="folder of slides or CSV (path[,mpp,slide_id])")
-    p.add_argument("--out", "-o", required=True, metavar="JOBDIR", help="job folder")
+        epilog=_EPILOG, formatter_class=RawDefaultsHelpFormatter)
+    p.add_argument("cohort", metavar="COHORT",
+                   help="folder of slides or CSV (path[,mpp,slide_id])")
+    p.add_argument("--out", "-o", required=True, metavar="JOBDIR", type=output_dir,
+                   help="job folder")
     p.add_argument("--steps", default="segment,patch,features",
                    help="comma-separated steps (default %(default)s; available: segment, "
                         "patch, features, attention, select; required steps are added)")
@@ -42,7 +47,7 @@ def register(subparsers: Any) -> None:
                    help="patch encoder for 'features' (default %(default)s: CONCH v1.5 when its "
                         "weights are available, else the weight-free 'heuristic')")
     p.add_argument("--weights", default=None, help="explicit weight file for --encoder")
-    p.add_argument("--workers", type=int, default=1,
+    p.add_argument("--workers", type=positive_int, default=1,
                    help="worker processes per device (cpu: number of CPU processes; "
                         "default %(default)s)")
     p.add_argument("--devices", default="cpu",
@@ -54,25 +59,25 @@ def register(subparsers: Any) -> None:
                         "default: start a local Ray instance")
     p.add_argument("--retry-failed", action="store_true",
                    help="also redo slides that failed in an earlier run")
-    p.add_argument("--mpp", type=float, default=None,
+    p.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
                    help="level-0 µm/px for slides whose metadata and CSV row give none")
-    p.add_argument("--tissue-mpp", type=float, default=8.0,
+    p.add_argument("--tissue-mpp", type=positive_float, default=8.0,
                    help="tissue mask resolution in µm/px (default %(default)s)")
-    p.add_argument("--target-mpp", type=float, default=0.5,
+    p.add_argument("--target-mpp", type=positive_float, default=0.5,
                    help="patch resolution in µm/px, exact (default %(default)s = 20x)")
-    p.add_argument("--patch-px", type=int, default=512,
+    p.add_argument("--patch-px", type=positive_int, default=512,
                    help="patch size in px at --target-mpp (default %(default)s)")
-    p.add_argument("--overlap-px", type=int, default=0, help="patch overlap in px")
-    p.add_argument("--min-tissue", type=float, default=0.1,
+    p.add_argument("--overlap-px", type=non_negative_int, default=0, help="patch overlap in px")
+    p.add_argument("--min-tissue", type=fraction, default=0.1,
                    help="minimum tissue fraction of a patch (default %(default)s)")
-    p.add_argument("--batch-size", type=int, default=64, help="feature batch size")
-    p.add_argument("--loader-workers", type=int, default=None,
+    p.add_argument("--batch-size", type=positive_int, default=64, help="feature batch size")
+    p.add_argument("--loader-workers", type=non_negative_int, default=None,
                    help="data-loader processes per worker (default 0 on CPU, 4 on CUDA)")
     p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default=None,
                    help="model precision (default: the model's on CUDA, fp32 on CPU)")
     p.add_argument("--verify", action="store_true",
                    help="re-hash (SHA-256) outputs of finished slides before trusting them")
-    p.add_argument("--stale-after", type=float, default=600.0,
+    p.add_argument("--stale-after", type=positive_float, default=600.0,
                    help="seconds without heartbeat after which another host's lock is stale")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE (registers extra steps) here and in every worker")
@@ -81,25 +86,19 @@ def register(subparsers: Any) -> None:
     g.add_argument("--attention", choices=("auto", "titan", "heuristic"), default="auto",
                    help="attention source (default auto: TITAN when CONCH v1.5 features and "
                         "TITAN weights exist, else the weight-free heuristic)")
-    g.add_argument("--scales", type=_scales, default=(8, 4, 2, 1),
+    g.add_argument("--scales", type=scales, default=(8, 4, 2, 1),
                    help="window sides in patches, coarse to fine (default 8,4,2,1)")
-    g.add_argument("--per-scale", type=int, default=1, help="windows kept per scale")
-    g.add_argument("--min-coverage", type=float, default=1.0,
+    g.add_argument("--per-scale", type=positive_int, default=1, help="windows kept per scale")
+    g.add_argument("--min-coverage", type=fraction, default=1.0,
                    help="tissue fraction a window must cover (default 1.0)")
-    g.add_argument("--max-iou", type=float, default=0.5, help="largest IoU between windows")
-    g.add_argument("--margin", type=float, default=2,
+    g.add_argument("--max-iou", type=fraction, default=0.5, help="largest IoU between windows")
+    g.add_argument("--margin", type=non_negative_float, default=2,
                    help="smallest Chebyshev distance in patches between windows")
     g.add_argument("--layout", choices=("nested", "disjoint"), default="nested",
                    help="margin between centres (nested) or edges (disjoint)")
     g.add_argument("--index", default=None, help="figure index folder to match crops against")
-    g.add_argument("-k", type=int, default=5, help="matched figures per region")
+    g.add_argument("-k", type=positive_int, default=5, help="matched figures per region")
     p.set_defaults(func=batch_command)
-
-
-def _scales(value: str) -> tuple[int, ...]:
-    from .select import _scales as parse
-
-    return parse(value)
 
 
 def batch_command(args: argparse.Namespace) -> int:

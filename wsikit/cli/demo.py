@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from ._common import DefaultsHelpFormatter, output_dir, positive_int
+from .select import add_format_option
+
 __all__ = ["register"]
 
 
@@ -27,9 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "PDF of captioned figures, build a figure index with the weight-free encoder, and "
             "run 'wsikit select' against it. Prints where evidence.json and report.html are. "
             "All demo data is labelled synthetic."),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--out", default="wsikit_demo", help="output folder")
-    p.add_argument("-k", type=int, default=3, help="matched figures per region")
-    p.add_argument("--format", choices=("summary", "json", "context"), default="summary",
-                   help="what to print")
+        formatter_class=DefaultsHelpFormatter)
+    p.add_argument("--out", default="wsikit_demo", type=output_dir, help="output folder")
+    p.add_argument("-k", type=positive_int, default=3, help="matched figures per region")
+    add_format_option(p)
     p.set_defaults(func=_run)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EvidenceError
+from ._common import output_dir, positive_int
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
 
@@ -72,6 +73,9 @@ def figures_extract(pdfs: Sequence[str | os.PathLike[str]], out: str | os.PathLi
 
     if not pdfs:
         raise EvidenceError("no PDFs given")
+    for pdf in pdfs:  # check them all first: no half-extracted output for a typo in the last
+        if not Path(pdf).is_file():
+            raise EvidenceError(f"PDF {pdf} does not exist or is not a file; check the path")
     nodes = []
     for pdf in pdfs:
         nodes += extract_pdf_figures(pdf, out, min_size=min_size, evidence_level=evidence_level)
@@ -215,9 +219,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "OUT/manifest.jsonl. Figures without a caption are kept with caption '' "
                     "for review.")
     ext.add_argument("pdfs", nargs="+", metavar="PDF")
-    ext.add_argument("--out", required=True, type=Path, help="output folder")
+    ext.add_argument("--out", required=True, type=output_dir, help="output folder")
     ext.add_argument("--evidence-level", type=_level, default=None, help=_LEVEL_HELP)
-    ext.add_argument("--min-size", type=int, default=100,
+    ext.add_argument("--min-size", type=positive_int, default=100,
                      help="minimum short side (px) of an embedded image (default 100)")
     ext.set_defaults(func=_cmd_extract)
     fig.set_defaults(func=lambda a: (fig.print_help(), 2)[1])
@@ -231,14 +235,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "encoder and write an index folder (FAISS cosine index, nodes.sqlite, "
                     "images/, manifest.json).")
     build.add_argument("sources", nargs="+", metavar="SOURCE", help="PDF or manifest files")
-    build.add_argument("--out", required=True, type=Path, help="index folder to create")
+    build.add_argument("--out", required=True, type=output_dir, help="index folder to create")
     build.add_argument("--encoder", default="heuristic",
-                       help="encoder name from 'wsikit models list' (default: heuristic, "
+                       help="encoder name from 'wsikit models' (default: heuristic, "
                             "weight-free)")
     build.add_argument("--kind", choices=("flat", "ivf", "hnsw"), default="flat",
                        help="flat = exact (default); ivf/hnsw = approximate, recall measured")
     build.add_argument("--evidence-level", type=_level, default=None, help=_LEVEL_HELP)
-    build.add_argument("--min-size", type=int, default=100, help="PDF figure minimum size, px")
+    build.add_argument("--min-size", type=positive_int, default=100, help="PDF figure minimum size, px")
     build.add_argument("--overwrite", action="store_true", help="replace an existing index")
     build.set_defaults(func=_cmd_build)
 
@@ -249,7 +253,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add.add_argument("sources", nargs="+", metavar="SOURCE")
     add.add_argument("--encoder", default=None, help="default: the index's encoder")
     add.add_argument("--evidence-level", type=_level, default=None, help=_LEVEL_HELP)
-    add.add_argument("--min-size", type=int, default=100, help="PDF figure minimum size, px")
+    add.add_argument("--min-size", type=positive_int, default=100, help="PDF figure minimum size, px")
     add.set_defaults(func=_cmd_add)
 
     info = isub.add_parser("info", help="show an index's encoder, kind, counts, recall",
@@ -263,7 +267,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                         "top-k figures (cosine similarity).")
     query.add_argument("index", type=Path, metavar="DIR")
     query.add_argument("image", type=Path, metavar="IMAGE")
-    query.add_argument("-k", type=int, default=5, help="number of matches (default 5)")
+    query.add_argument("-k", type=positive_int, default=5, help="number of matches (default 5)")
     query.add_argument("--encoder", default=None,
                        help="default: the index's encoder (another one is refused)")
     query.add_argument("--json", action="store_true", help="print JSON")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ._common import mpp_type, non_negative_int, output_dir, positive_float, positive_int
+
 __all__ = ["register"]
 
 
@@ -23,36 +25,6 @@ def _weights(values: list[str] | None, encoder: str) -> str | None:
             raise FeatureError(f"--weights {item!r}: expected NAME=PATH, e.g. "
                                "conch_v1_5=/models/pytorch_model_vision.bin")
     return chosen
-
-
-def _positive_int(value: str) -> int:
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return v
-
-
-def _non_negative_int(value: str) -> int:
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
-    return v
-
-
-def _positive_float(value: str) -> float:
-    try:
-        v = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"{value} must be > 0")
-    return v
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -91,23 +63,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="encoder name (see 'wsikit models'); 'heuristic' needs no weights; "
                         "'auto' uses CONCH v1.5 when its weights are available, else the "
                         "heuristic (default: auto)")
-    p.add_argument("--out", required=True, help="output folder (TRIDENT layout)")
+    p.add_argument("--out", required=True, type=output_dir, help="output folder (TRIDENT layout)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
-    p.add_argument("--batch-size", type=_positive_int, default=64,
+    p.add_argument("--batch-size", type=positive_int, default=64,
                    help="patches per forward pass (default: 64)")
-    p.add_argument("--workers", type=_non_negative_int, default=2,
+    p.add_argument("--workers", type=non_negative_int, default=2,
                    help="reader processes; 0 reads in the main process (default: 2)")
     p.add_argument("--weights", action="append", metavar="NAME=PATH",
                    help="weight file for an encoder, e.g. conch_v1_5=/models/vision.bin "
                         "(repeatable); default: Hugging Face cache/hub")
     p.add_argument("--precision", choices=("bf16", "fp16", "fp32"),
                    help="autocast precision (default: the encoder's on CUDA, fp32 on CPU)")
-    p.add_argument("--target-mpp", type=_positive_float,
+    p.add_argument("--target-mpp", type=positive_float,
                    help="patch resolution in µm/px (default: the encoder's, 0.5 for CONCH)")
-    p.add_argument("--patch-px", type=_positive_int,
+    p.add_argument("--patch-px", type=positive_int,
                    help="patch side in px at --target-mpp (default: the encoder's, 512 for "
                         "CONCH)")
-    p.add_argument("--mpp", type=_positive_float,
+    p.add_argument("--mpp", type=mpp_type("--mpp"),
                    help="level-0 µm/px overriding the slide's metadata (e.g. 0.25 for 40x)")
     p.add_argument("--coords", help="coordinate file (wsikit/TRIDENT/CLAM HDF5) to use")
     p.add_argument("--reader", choices=("auto", "tiles", "slide"), default="auto",

@@ -6,18 +6,11 @@ import argparse
 import json
 import sys
 
-__all__ = ["add_select_options", "register", "select_kwargs"]
+from ._common import DefaultsHelpFormatter, fraction, mpp_type, non_negative_float, \
+    non_negative_int, output_dir, positive_float, positive_int, scales
 
-
-def _scales(value: str) -> tuple[int, ...]:
-    try:
-        scales = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a comma-separated list of integers, e.g. 8,4,2,1") from None
-    if not scales or min(scales) < 1:
-        raise argparse.ArgumentTypeError(f"scales {value!r} must be positive integers")
-    return scales
+__all__ = ["add_format_option", "add_select_options", "print_result", "register",
+           "select_kwargs"]
 
 
 def add_select_options(p: argparse.ArgumentParser) -> None:
@@ -34,39 +27,50 @@ def add_select_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--weights", action="append", metavar="NAME=PATH", default=[],
                    help="explicit weight file for a model (repeatable), e.g. conch_v1_5=/w/c.bin")
     g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
-    g.add_argument("--batch-size", type=int, default=32, help="patches per forward pass")
-    g.add_argument("--workers", type=int, default=0, help="patch reader processes (default 0)")
+    g.add_argument("--batch-size", type=positive_int, default=32,
+                   help="patches per forward pass")
+    g.add_argument("--workers", type=non_negative_int, default=0,
+                   help="patch reader processes (default 0)")
     s = p.add_argument_group("selection")
     s.add_argument("--selector", default="multiscale",
                    help="selection strategy: multiscale (default) or topk")
-    s.add_argument("--scales", type=_scales, default=(8, 4, 2, 1),
+    s.add_argument("--scales", type=scales, default=(8, 4, 2, 1),
                    help="window sides in patches, coarse to fine (default 8,4,2,1)")
-    s.add_argument("--per-scale", type=int, default=1, help="windows kept per scale (default 1)")
-    s.add_argument("--min-coverage", type=float, default=1.0,
+    s.add_argument("--per-scale", type=positive_int, default=1,
+                   help="windows kept per scale (default 1)")
+    s.add_argument("--min-coverage", type=fraction, default=1.0,
                    help="fraction of a window's patches that must be tissue (default 1.0)")
-    s.add_argument("--max-iou", type=float, default=0.5,
+    s.add_argument("--max-iou", type=fraction, default=0.5,
                    help="largest IoU allowed between any two windows (default 0.5)")
-    s.add_argument("--margin", type=float, default=2,
+    s.add_argument("--margin", type=non_negative_float, default=2,
                    help="smallest Chebyshev distance in patches between windows (default 2)")
     s.add_argument("--layout", choices=("nested", "disjoint"), default="nested",
                    help="nested: margin between centres (finer windows may zoom into coarser "
                         "ones); disjoint: margin between edges")
     g2 = p.add_argument_group("patching")
-    g2.add_argument("--mpp", type=float, default=None,
+    g2.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
                     help="level-0 µm/px overriding the slide's metadata (needed if it has none)")
-    g2.add_argument("--target-mpp", type=float, default=0.5, help="patch µm/px (default 0.5)")
-    g2.add_argument("--patch-px", type=int, default=512, help="patch side in px (default 512)")
-    g2.add_argument("--min-tissue", type=float, default=0.1,
+    g2.add_argument("--target-mpp", type=positive_float, default=0.5,
+                    help="patch µm/px (default 0.5)")
+    g2.add_argument("--patch-px", type=positive_int, default=512,
+                    help="patch side in px (default 512)")
+    g2.add_argument("--min-tissue", type=fraction, default=0.1,
                     help="minimum tissue fraction of a patch (default 0.1)")
-    g2.add_argument("--max-crop-px", type=int, default=1024,
+    g2.add_argument("--max-crop-px", type=positive_int, default=1024,
                     help="longest side of saved crops (default 1024)")
     e = p.add_argument_group("evidence")
-    e.add_argument("-k", type=int, default=5, help="matched figures per region (default 5)")
+    e.add_argument("-k", type=positive_int, default=5,
+                   help="matched figures per region (default 5)")
     e.add_argument("--min-similarity", type=float, default=None,
                    help="drop matches below this cosine similarity")
     p.add_argument("--force", action="store_true",
                    help="recompute every stage instead of reusing cached outputs")
     p.add_argument("--no-report", action="store_true", help="skip report.html and overview.png")
+    add_format_option(p)
+
+
+def add_format_option(p: argparse.ArgumentParser) -> None:
+    """``--format summary|json|context`` (what :func:`print_result` prints)."""
     p.add_argument("--format", choices=("summary", "json", "context"), default="summary",
                    help="what to print: a summary (default), the evidence JSON, or a text block "
                         "for an LLM prompt")
@@ -118,6 +122,10 @@ def print_result(result, out_dir, fmt: str, *, stream=sys.stdout) -> None:
 def _run(args: argparse.Namespace) -> int:
     from ..pipeline import select, select_dir
 
+    if args.index is not None:  # a wrong --index fails now, not after features and attention
+        from ..evidence import FigureIndex
+
+        FigureIndex.open(args.index, verify=False)
     result = select(args.slide, out=args.out, index=args.index, **select_kwargs(args))
     print_result(result, select_dir(args.out, result.slide["name"]), args.format)
     return 0
@@ -132,9 +140,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "matched literature figures -> evidence.json + report.html. Every stage is cached "
             "under --out and reused. Without model weights the weight-free heuristics are used "
             "and labelled as such."),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     p.add_argument("slide", help="whole-slide image (.svs, .tif, .ndpi, .mrxs, ...)")
-    p.add_argument("--out", default="wsikit_out",
+    p.add_argument("--out", default="wsikit_out", type=output_dir,
                    help="output folder; results in OUT/select/<slide>/")
     p.add_argument("--index", default=None,
                    help="figure index folder (wsikit index build) to match regions against")

@@ -4,36 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import warnings
 
-from ..errors import WsikitError
-from ..io.mpp import check_mpp
+from ._common import fraction, mpp_type, non_negative_float, non_negative_int, output_dir, \
+    positive_float, positive_int
 
 __all__ = ["register"]
 
 _MPP_HELP = ("level-0 microns per pixel, overriding the file's metadata (needed when the slide "
              "has none; e.g. 0.25 for a 40x scan, 0.5 for 20x)")
-
-
-def _mpp_type(option: str):  # noqa: ANN202
-    def parse(value: str) -> float:
-        try:
-            return check_mpp(float(value), what=option)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-        except WsikitError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from exc
-    return parse
-
-
-def _fraction(value: str) -> float:
-    try:
-        f = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0.0 <= f <= 1.0:
-        raise argparse.ArgumentTypeError(f"{value} is not a fraction between 0 and 1")
-    return f
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -76,14 +54,10 @@ def _patch(args: argparse.Namespace) -> int:
     from ..patching import coords_path
     from ..slide_ops import patch
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        grid = patch(args.slide, out=args.out, mpp=args.mpp, target_mpp=args.target_mpp,
-                     patch_px=args.patch_px, overlap_px=args.overlap_px,
-                     min_tissue=args.min_tissue, mask_mpp=args.mask_mpp,
-                     resegment=args.resegment, backend=args.backend)
-    for w in caught:
-        print(f"warning: {w.message}")
+    grid = patch(args.slide, out=args.out, mpp=args.mpp, target_mpp=args.target_mpp,
+                 patch_px=args.patch_px, overlap_px=args.overlap_px,
+                 min_tissue=args.min_tissue, mask_mpp=args.mask_mpp,
+                 resegment=args.resegment, backend=args.backend)  # warnings go to stderr
     print(f"{grid.slide_name}: {len(grid)} patches of {grid.patch_px} px at "
           f"{grid.target_mpp:g} µm/px ({grid.patch_size_l0} level-0 px, slide "
           f"{grid.slide_mpp:g} µm/px from {grid.mpp_source})  -> "
@@ -93,7 +67,7 @@ def _patch(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("slide", help="slide file (SVS, NDPI, MRXS, tiled TIFF, … or PNG/JPEG)")
-    p.add_argument("--mpp", type=_mpp_type("--mpp"), default=None, help=_MPP_HELP)
+    p.add_argument("--mpp", type=mpp_type("--mpp"), default=None, help=_MPP_HELP)
     p.add_argument("--backend", choices=("openslide", "tiffslide", "image"), default=None,
                    help="force a reader (default: OpenSlide, then tiffslide, then plain image)")
 
@@ -116,12 +90,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "(level-0 px, holes as interiors; opens in QuPath), OUT/masks/<slide>.png "
                     "and OUT/thumbnails/<slide>_tissue.png.")
     _common(p)
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--mask-mpp", type=float, default=8.0,
+    p.add_argument("--out", required=True, type=output_dir, help="output folder")
+    p.add_argument("--mask-mpp", type=positive_float, default=8.0,
                    help="µm/px of the thumbnail that is segmented (default 8)")
-    p.add_argument("--min-tissue-um2", type=float, default=5e4,
+    p.add_argument("--min-tissue-um2", type=non_negative_float, default=5e4,
                    help="drop tissue pieces smaller than this area in µm² (default 50000)")
-    p.add_argument("--min-hole-um2", type=float, default=1e4,
+    p.add_argument("--min-hole-um2", type=non_negative_float, default=1e4,
                    help="fill holes smaller than this area in µm² (default 10000)")
     p.set_defaults(func=_segment)
 
@@ -132,16 +106,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "(TRIDENT-compatible) and OUT/thumbnails/<slide>_grid.png. Reuses "
                     "OUT/contours_geojson/<slide>.geojson if present (e.g. edited in QuPath).")
     _common(p)
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--target-mpp", type=_mpp_type("--target-mpp"), default=0.5,
+    p.add_argument("--out", required=True, type=output_dir, help="output folder")
+    p.add_argument("--target-mpp", type=mpp_type("--target-mpp"), default=0.5,
                    help="patch resolution in µm/px (default 0.5, i.e. '20x'); exact, not binned")
-    p.add_argument("--patch-px", type=int, default=512,
+    p.add_argument("--patch-px", type=positive_int, default=512,
                    help="patch edge in pixels at --target-mpp (default 512)")
-    p.add_argument("--overlap-px", type=int, default=0,
+    p.add_argument("--overlap-px", type=non_negative_int, default=0,
                    help="overlap of neighbouring patches in pixels at --target-mpp (default 0)")
-    p.add_argument("--min-tissue", type=_fraction, default=0.1,
+    p.add_argument("--min-tissue", type=fraction, default=0.1,
                    help="minimum tissue fraction of a kept patch, 0-1 (default 0.1)")
-    p.add_argument("--mask-mpp", type=float, default=8.0,
+    p.add_argument("--mask-mpp", type=positive_float, default=8.0,
                    help="µm/px of the tissue mask (default 8)")
     p.add_argument("--resegment", action="store_true",
                    help="segment again even if a GeoJSON already exists in OUT")

@@ -11,9 +11,14 @@ composited onto white, and reads that extend past the slide are padded with whit
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
-from collections.abc import Mapping
+import re
+import struct
+import warnings
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, Protocol
@@ -175,16 +180,46 @@ _BACKEND_CLASSES: dict[str, type] = {
 }
 
 
+def _first_ifd_offset(head: bytes) -> int | None:
+    """Byte offset of a TIFF's first image directory from its header (None if unreadable)."""
+    order = "<" if head[:2] == b"II" else ">"
+    if head[2:4] in (b"*\x00", b"\x00*") and len(head) >= 8:
+        return int(struct.unpack(order + "I", head[4:8])[0])
+    if len(head) >= 16:  # BigTIFF
+        return int(struct.unpack(order + "Q", head[8:16])[0])
+    return None
+
+
 def _check_tiff_extent(path: Path) -> None:
     """Raise SlideError if a TIFF's image data extends past the end of the file (truncated)."""
     with open(path, "rb") as fh:
-        if fh.read(4) not in _TIFF_MAGIC:
-            return
+        head = fh.read(16)
+    if head[:4] not in _TIFF_MAGIC:
+        return
     import tifffile
 
     size = path.stat().st_size
+    first = _first_ifd_offset(head)
+    if first is None or first >= size:
+        where = "" if first is None else f"its TIFF header points to byte {first}, "
+        raise SlideError(f"{path}: file is truncated ({where}the file has {size} bytes); "
+                         "copy or download the slide again")
+    problems = _LogCollector()
+    log = logging.getLogger("tifffile")
+    log.addHandler(problems)
+    propagate, log.propagate = log.propagate, False  # its complaints become our one error
     try:
-        with tifffile.TiffFile(path) as tif:
+        with _quiet(level=logging.DEBUG), tifffile.TiffFile(path) as tif:
+            if len(tif.pages) == 0:
+                raise SlideError(f"{path}: TIFF file without images; the file is damaged or "
+                                 "truncated, copy or download it again")
+            n_pages = len(tif.pages)  # walks the whole directory chain
+            if problems.offsets:
+                found = re.findall(r"offset (\d+)", problems.offsets[0])
+                where = f"an image directory at byte {found[-1]}, " if found else ""
+                raise SlideError(f"{path}: file is truncated or damaged ({where}only "
+                                 f"{n_pages} image(s) readable, the file has {size} bytes); "
+                                 "copy or download the slide again")
             for i, page in enumerate(tif.pages):
                 offsets = np.asarray(page.dataoffsets, np.int64)  # type: ignore[union-attr]
                 counts = np.asarray(page.databytecounts, np.int64)  # type: ignore[union-attr]
@@ -198,6 +233,22 @@ def _check_tiff_extent(path: Path) -> None:
     except Exception as exc:  # noqa: BLE001 - tifffile raises many types on broken files
         raise SlideError(f"{path}: broken TIFF structure ({exc}); the file is damaged or "
                          f"truncated, copy or download it again") from exc
+    finally:
+        log.removeHandler(problems)
+        log.propagate = propagate
+
+
+class _LogCollector(logging.Handler):
+    """Collects tifffile's complaints about directory offsets outside the file."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.offsets: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if "offset" in msg and "invalid" in msg:
+            self.offsets.append(msg)
 
 
 class Slide:
@@ -409,6 +460,26 @@ class Slide:
         return self.read_at_mpp((0, 0, W, H), out_size=size, resample=resample)
 
 
+@contextlib.contextmanager
+def _quiet(level: int = logging.ERROR) -> Iterator[None]:
+    """Silence tifffile's log warnings and library warnings while probing a file.
+
+    Warnings raised are collected and re-issued only when the probe succeeds, so a file that
+    opens keeps its warnings and one that does not gives a single error instead of noise.
+    """
+    log = logging.getLogger("tifffile")
+    before = log.level
+    log.setLevel(level)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+    finally:
+        log.setLevel(before)
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
 def _open_backend(name: str, path: Path) -> _Backend:
     return _BACKEND_CLASSES[name](path)  # type: ignore[no-any-return]
 
@@ -452,7 +523,8 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     opened: _Backend | None = None
     for name in names:
         try:
-            opened = _open_backend(name, p)
+            with _quiet():  # a backend's parser warnings about a file it rejects are noise
+                opened = _open_backend(name, p)
             break
         except SlideError as exc:
             reasons.append(f"{name}: {exc}")

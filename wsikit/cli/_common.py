@@ -1,0 +1,155 @@
+"""Argument types and helpers shared by every ``wsikit`` sub-command.
+
+Each ``*_type``/checker converts one command-line string and raises
+:class:`argparse.ArgumentTypeError` with a message that names the bad value and what is
+expected, so argparse prints ``wsikit CMD: error: argument --opt: …`` and exits with code 2
+before any work is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = [
+    "DefaultsHelpFormatter",
+    "RawDefaultsHelpFormatter",
+    "fraction",
+    "mpp_type",
+    "non_negative_float",
+    "non_negative_int",
+    "output_dir",
+    "positive_float",
+    "positive_int",
+    "scales",
+]
+
+
+def _number(value: str, kind: type) -> float | int:
+    try:
+        return kind(value)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"{value!r} is not {what}") from None
+
+
+def positive_int(value: str) -> int:
+    """An integer ``>= 1``."""
+    v = int(_number(value, int))
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return v
+
+
+def non_negative_int(value: str) -> int:
+    """An integer ``>= 0``."""
+    v = int(_number(value, int))
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
+    return v
+
+
+def positive_float(value: str) -> float:
+    """A finite number ``> 0``."""
+    v = float(_number(value, float))
+    if not (v > 0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"{value} must be a number > 0")
+    return v
+
+
+def non_negative_float(value: str) -> float:
+    """A finite number ``>= 0``."""
+    v = float(_number(value, float))
+    if not (v >= 0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"{value} must be a number >= 0")
+    return v
+
+
+def fraction(value: str) -> float:
+    """A number in ``[0, 1]``."""
+    v = float(_number(value, float))
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} is not a fraction between 0 and 1")
+    return v
+
+
+def mpp_type(option: str) -> Callable[[str], float]:
+    """A plausible µm/px value (0.05–20, see :func:`wsikit.io.mpp.check_mpp`) for ``option``."""
+    from ..errors import WsikitError
+    from ..io.mpp import check_mpp
+
+    def parse(value: str) -> float:
+        v = float(_number(value, float))
+        try:
+            return check_mpp(v, what=option)
+        except WsikitError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+
+    parse.__name__ = "mpp"  # argparse shows "invalid mpp value" on other failures
+    return parse
+
+
+def scales(value: str) -> tuple[int, ...]:
+    """Comma-separated positive window sides in patches, e.g. ``8,4,2,1``."""
+    try:
+        out = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a comma-separated list of integers, e.g. 8,4,2,1") from None
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"scales {value!r} must be positive integers")
+    return out
+
+
+def output_dir(value: str) -> str:
+    """An output folder that exists or can be created (nothing is created here).
+
+    Rejects a path that is a file, lies under a file, or whose nearest existing folder is not
+    writable — before any work is done, so no run fails at its first write.
+    """
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{value} is a file, not a folder; choose another output folder")
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"cannot create {value}: {probe} is a file, not a folder; choose another "
+            "output folder")
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(
+            f"cannot write to {value}: {probe} is not writable; choose another output "
+            "folder or fix its permissions")
+    return value
+
+
+def _with_default(action: argparse.Action, text: str) -> str:
+    """``text`` plus ``(default: X)`` unless it already says its default or has none."""
+    default = action.default
+    if ("%(default)" in text or "default" in text.lower() or default is None
+            or default is False or default == [] or default is argparse.SUPPRESS
+            or action.option_strings == []):
+        return text
+    shown = ",".join(map(str, default)) if isinstance(default, (tuple, list)) else "%(default)s"
+    return f"{text} (default: {shown})"
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Show each option's default once: added only where the help text does not say it and
+    the default is a real value (not None/False/empty)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        return _with_default(action, action.help or "")
+
+
+class RawDefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """:class:`DefaultsHelpFormatter` that keeps the description/epilog line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        return _with_default(action, action.help or "")
