@@ -5,11 +5,17 @@ same tissue patches (512 px at 0.5 µm/px = 1024 level-0 px), in the same run, 2
 
 (a) raw JPEG decode of exactly the tiles the patches cover (full size; the floor),
 (b) naive per-patch OpenSlide ``read_region`` + PIL resize to 448 (what peer tools do),
-(c) wsikit's pipeline (:class:`wsikit.features.PatchStream` in a DataLoader) delivering
-    normalised (B, 3, 448, 448) float tensors for CONCH v1.5 (no model forward),
-(c0) the same without DCT-domain scaling (full decode + resize), to show what scaling buys.
+(c) wsikit's pipeline (:func:`wsikit.features.stream_batches` over a
+    :class:`~wsikit.features.PatchStream`, exactly as ``extract_features`` runs on a CPU
+    device) delivering normalised (B, 3, 448, 448) float tensors for CONCH v1.5 (no model
+    forward),
+(c0) the same reader without DCT-domain scaling (full decode + resize), uint8 only,
+(a′) the DCT-scaled (1/2) decode of the same tiles alone, for reference.
 
-Run: ``python benchmarks/bench_patch_pipeline.py [--n 600] [--rounds 2]``. The slide is cached
+Besides patches/s (wall clock), each method's CPU time over all its processes is reported:
+the 2 cores are shared with other jobs, and CPU ms per patch is what load does not distort.
+
+Run: ``python benchmarks/bench_patch_pipeline.py [--n 600] [--rounds 3]``. The slide is cached
 in ``$WSIKIT_BENCH_CACHE`` (default ``~/.cache/wsikit/bench``). Writes
 ``benchmarks/results/bench_patch_pipeline.md``.
 """
@@ -17,10 +23,11 @@ in ``$WSIKIT_BENCH_CACHE`` (default ``~/.cache/wsikit/bench``). Writes
 from __future__ import annotations
 
 import argparse
+import gc
 import multiprocessing as mp
 import os
 import platform
-import statistics
+import resource
 import time
 from pathlib import Path
 
@@ -94,24 +101,69 @@ def _no_dct(args: tuple[str, np.ndarray]) -> int:
     torch.set_num_threads(1)
     path, boxes = args
     with TileReader(path) as r:
-        for b in boxes:
-            r.read_region(tuple(b), (448, 448), level=0, reduction=1)
+        for i in range(0, len(boxes), 32):
+            r.read_regions(boxes[i:i + 32], (448, 448), level=0, reduction=1)
     return len(boxes)
 
 
-def _pool_rate(fn, chunks: list) -> float:  # type: ignore[no-untyped-def]
+def _decode_tiles_dct(args: tuple[str, list[tuple[int, int]]]) -> int:
+    from wsikit.tiles import TileReader, _decode_jpeg
+
+    path, tiles = args
+    with TileReader(path, cache_mb=0) as r:
+        tables = r._tables[0]  # noqa: SLF001
+        for c, row in tiles:
+            _decode_jpeg(tables + r.raw_tile(0, c, row)[2:], 2, 128, 128)
+    return len(tiles)
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (all cores, user + system)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _pool_rate(fn, chunks: list, per: float = 1.0) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """(patches/s wall, CPU ms per patch) of ``fn`` over ``chunks`` in a process pool."""
     ctx = mp.get_context("fork")
-    t0 = time.perf_counter()
+    c0, t0 = _cpu_seconds(), time.perf_counter()
     with ctx.Pool(len(chunks)) as pool:
-        done = sum(pool.map(fn, chunks))
-    return done / (time.perf_counter() - t0)
+        done = sum(pool.map(fn, chunks)) / per
+    wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
+    return done / wall, 1000 * cpu / done
 
 
-def _wsikit_rate(path: Path, boxes: np.ndarray, workers: int, batch: int) -> float:
+def _wsikit_rate(path: Path, boxes: np.ndarray, workers: int, batch: int
+                 ) -> tuple[float, float]:
     import torch
 
-    from wsikit.features import PatchStream
+    from wsikit.features import PatchStream, stream_batches
+    from wsikit.models import get_config
+
+    cfg = get_config("conch_v1_5")
+    # exactly as extract_features runs on a CPU device: workers read and resize into shared
+    # slots; batches are normalised as they arrive (reused buffer)
+    stream = PatchStream(path, boxes, 448, batch_size=batch, level0_size=SIZE)
+    n = 0
+    c0, t0 = _cpu_seconds(), time.perf_counter()
+    with torch.inference_mode():
+        for _, y in stream_batches(stream, workers=workers, normalize=(cfg.mean, cfg.std)):
+            assert y.shape[1:] == (3, 448, 448) and y.dtype == torch.float32
+            n += y.shape[0]
+    wall = time.perf_counter() - t0
+    gc.collect()  # the loader's workers are joined when its iterator goes
+    assert n == len(boxes)
+    return n / wall, 1000 * (_cpu_seconds() - c0) / n
+
+
+def _equivalence(path: Path, boxes: np.ndarray) -> dict[str, float]:
+    """(c)'s tensors against the encoder's own transform of the same patches."""
+    import torch
+
+    from wsikit.features import PatchStream, stream_batches
     from wsikit.models import Encoder, get_config
+    from wsikit.tiles import TileReader
 
     class _Preprocess(Encoder):  # CONCH v1.5's input transform, without the network
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -119,67 +171,76 @@ def _wsikit_rate(path: Path, boxes: np.ndarray, workers: int, batch: int) -> flo
 
     cfg = get_config("conch_v1_5")
     pre = _Preprocess(cfg)
-    # as extract_features runs on a CPU device: workers read, resize and normalise
-    stream = PatchStream(path, boxes, 448, batch_size=batch, level0_size=SIZE,
-                         normalize=(cfg.mean, cfg.std))
-    loader = torch.utils.data.DataLoader(stream, batch_size=None, num_workers=workers,
-                                         prefetch_factor=4)
-    n = 0
-    t0 = time.perf_counter()
-    with torch.inference_mode():
-        for _, y in loader:
-            assert y.shape[1:] == (3, 448, 448) and y.dtype == torch.float32
-            n += y.shape[0]
-    rate = n / (time.perf_counter() - t0)
-    from wsikit.tiles import TileReader
-
-    # the workers' tensors are exactly what the encoder's own transform gives
+    stream = PatchStream(path, boxes, 448, batch_size=len(boxes), level0_size=SIZE)
+    got = torch.cat([y.clone() for _, y in stream_batches(stream, workers=0,
+                                                          normalize=(cfg.mean, cfg.std))])
     with TileReader(path) as r:
-        u8 = torch.from_numpy(np.stack([r.read_region(tuple(b), (448, 448)) for b in boxes[:4]]))
-    ref = pre.preprocess(u8.permute(0, 3, 1, 2))
-    first = next(iter(PatchStream(path, boxes[:4], 448, batch_size=4, level0_size=SIZE,
-                                  normalize=(cfg.mean, cfg.std))))[1]
-    assert torch.allclose(first, ref, atol=1e-5), "worker normalisation differs"
-    return rate
+        u448 = torch.from_numpy(np.stack([r.read_region(tuple(b), (448, 448)) for b in boxes]))
+        u512 = torch.from_numpy(np.stack([r.read_region(tuple(b), (512, 512)) for b in boxes]))
+    same_u8 = (got - pre.preprocess(u448.permute(0, 3, 1, 2))).abs().max().item()
+    assert same_u8 < 1e-5, f"normalisation differs from the encoder's ({same_u8})"
+    full = (got - pre.preprocess(u512.permute(0, 3, 1, 2))).abs()
+    return {"u8": same_u8, "max": full.max().item(), "mean": full.mean().item(),
+            "grey": full.max().item() * 255 * min(cfg.std)}
 
 
 def _breakdown(path: Path, boxes: np.ndarray) -> dict[str, float]:
-    """Single-process ms/patch of each stage of (c), to locate the gap to the floor."""
+    """Single-process CPU ms/patch of each stage of (c), to locate the gap to the floor."""
     import torch
 
+    from wsikit.features import normalize_uint8
     from wsikit.tiles import TileReader, _decode_jpeg, resize_uint8
 
     torch.set_num_threads(1)
     out: dict[str, float] = {}
+    n = len(boxes)
     with TileReader(path, cache_mb=0) as r:
         tiles = [[r.raw_tile(0, c, row) for c, row in r.tiles_for(tuple(b), 0)] for b in boxes]
         pre = r._tables[0]  # noqa: SLF001
         for name, red in (("decode full", 1), ("decode DCT 1/2", 2)):
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             for ts in tiles:
                 for t in ts:
                     _decode_jpeg(pre + t[2:], red, 256 // red, 256 // red)
-            out[name] = 1000 * (time.perf_counter() - t0) / len(boxes)
-        t0 = time.perf_counter()
-        mos = [r.read_region(tuple(b), (512, 512)) for b in boxes]
-        out["read 512 (decode 1/2 + assemble)"] = 1000 * (time.perf_counter() - t0) / len(boxes)
-    t0 = time.perf_counter()
-    small = [resize_uint8(m, (448, 448)) for m in mos]
-    out["resize 512→448"] = 1000 * (time.perf_counter() - t0) / len(boxes)
-    fb = torch.empty((len(small), 3, 448, 448))
-    t0 = time.perf_counter()
-    for i, m in enumerate(small):
-        fb[i].copy_(torch.from_numpy(m).permute(2, 0, 1))
+            out[name] = 1000 * (time.process_time() - t0) / n
+        m512 = np.empty((n, 512, 512, 3), np.uint8)
+        t0 = time.process_time()
+        r.read_regions(boxes, (512, 512), out=m512)
+        out["read 512 (decode 1/2 + assemble)"] = 1000 * (time.process_time() - t0) / n
+    u448 = np.empty((n, 448, 448, 3), np.uint8)
+    t0 = time.process_time()
+    for i in range(n):
+        resize_uint8(m512[i], (448, 448))
+    out["resize 512→448, new array per patch (before)"] = 1000 * (time.process_time() - t0) / n
+    from wsikit.tiles import _resize_torch
+
+    t0 = time.process_time()
+    for i in range(n):
+        _resize_torch(m512[i], (448, 448), out=u448[i])
+    out["resize 512→448 into the batch buffer (now)"] = 1000 * (time.process_time() - t0) / n
+    x = torch.from_numpy(u448).permute(0, 3, 1, 2)
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    t0 = time.process_time()
+    fb = torch.empty((n, 3, 448, 448))
+    for i in range(n):
+        fb[i].copy_(x[i])
     for c in range(3):
-        fb[:, c].mul_(0.017).add_(-2.0)
-    out["to float + normalise"] = 1000 * (time.perf_counter() - t0) / len(boxes)
+        fb[:, c].mul_(1 / (255 * std[c])).add_(-mean[c] / std[c])
+    out["to float + normalise, new buffer, 3 passes (before)"] = \
+        1000 * (time.process_time() - t0) / n
+    fb2 = torch.empty((n, 3, 448, 448))
+    normalize_uint8(x, mean, std, out=fb2)  # fault the buffer in: it is reused in (c)
+    t0 = time.process_time()
+    normalize_uint8(x, mean, std, out=fb2)
+    out["to float + normalise, fused, reused buffer (now)"] = \
+        1000 * (time.process_time() - t0) / n
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=600, help="tissue patches (default 600)")
-    ap.add_argument("--rounds", type=int, default=2, help="repetitions, best kept")
+    ap.add_argument("--rounds", type=int, default=3, help="repetitions, best kept")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32)
     args = ap.parse_args()
@@ -204,86 +265,113 @@ def main() -> None:
     w = args.workers
     split = np.array_split(np.arange(n), w)
     tsplit = np.array_split(np.arange(len(tiles)), w)
-    res: dict[str, list[float]] = {k: [] for k in ("a_ic", "a_sj", "b", "c", "c0")}
-    for _ in range(args.rounds):
-        res["a_ic"].append(_pool_rate(_decode_tiles, [(str(path), [tiles[i] for i in ix],
-                                                        "imagecodecs") for ix in tsplit])
-                           / tiles_per_patch)
-        res["a_sj"].append(_pool_rate(_decode_tiles, [(str(path), [tiles[i] for i in ix],
-                                                        "simplejpeg") for ix in tsplit])
-                           / tiles_per_patch)
-        res["b"].append(_pool_rate(_naive, [(str(path), boxes[ix]) for ix in split]))
-        res["c0"].append(_pool_rate(_no_dct, [(str(path), boxes[ix]) for ix in split]))
-        res["c"].append(_wsikit_rate(path, boxes, w, args.batch_size))
+    tchunks = [[tiles[i] for i in ix] for ix in tsplit]
+    methods = {
+        "a_ic": lambda: _pool_rate(_decode_tiles, [(str(path), t, "imagecodecs")
+                                                   for t in tchunks], tiles_per_patch),
+        "a_sj": lambda: _pool_rate(_decode_tiles, [(str(path), t, "simplejpeg")
+                                                   for t in tchunks], tiles_per_patch),
+        "a_dct": lambda: _pool_rate(_decode_tiles_dct, [(str(path), t) for t in tchunks],
+                                    tiles_per_patch),
+        "b": lambda: _pool_rate(_naive, [(str(path), boxes[ix]) for ix in split]),
+        "c0": lambda: _pool_rate(_no_dct, [(str(path), boxes[ix]) for ix in split]),
+        "c": lambda: _wsikit_rate(path, boxes, w, args.batch_size),
+    }
+    res: dict[str, list[float]] = {k: [] for k in methods}
+    cpu: dict[str, list[float]] = {k: [] for k in methods}
+    loads = [os.getloadavg()[0]]
+    for _ in range(args.rounds):  # methods interleaved, so load changes hit all of them
+        for k, fn in methods.items():
+            rate, ms = fn()
+            res[k].append(rate)
+            cpu[k].append(ms)
+        loads.append(os.getloadavg()[0])
     best = {k: max(v) for k, v in res.items()}
+    cpu_ms = {k: min(v) for k, v in cpu.items()}
+    floor_key = max(("a_ic", "a_sj"), key=lambda k: best[k])
+    floor = best[floor_key]
+    # the same ratios within each round (robust to load that changes between rounds)
+    round_vs_floor = [res["c"][i] / max(res["a_ic"][i], res["a_sj"][i])
+                      for i in range(args.rounds)]
+    round_vs_naive = [res["c"][i] / res["b"][i] for i in range(args.rounds)]
     stages = _breakdown(path, boxes[: min(n, 100)])
-    floor = max(best["a_ic"], best["a_sj"])
+    eq = _equivalence(path, boxes[:16])
     rows = [
-        ("(a) raw JPEG decode of the covered tiles, imagecodecs (full size)", best["a_ic"]),
-        ("(a) raw JPEG decode of the covered tiles, simplejpeg (full size)", best["a_sj"]),
-        ("(b) naive OpenSlide read_region + PIL resize to 448", best["b"]),
-        ("(c0) wsikit tiles, no DCT scaling, uint8 448 (no normalise)", best["c0"]),
-        ("(c) wsikit pipeline → normalised 448² float tensors (CONCH v1.5)", best["c"]),
+        ("(a) raw JPEG decode of the covered tiles, imagecodecs (full size)", "a_ic"),
+        ("(a) raw JPEG decode of the covered tiles, simplejpeg (full size)", "a_sj"),
+        ("(a′) for reference: the same tiles decoded at 1/2 scale (DCT), simplejpeg", "a_dct"),
+        ("(b) naive OpenSlide read_region + PIL resize to 448", "b"),
+        ("(c0) wsikit tiles, no DCT scaling, uint8 448 (no normalise)", "c0"),
+        ("(c) wsikit pipeline → normalised 448² float tensors (CONCH v1.5)", "c"),
     ]
     cores = os.cpu_count()
+    met_naive = best["c"] >= 5 * best["b"]
+    met_floor = best["c"] >= 0.5 * floor
     lines = [
         "# Patch pipeline throughput",
         "",
-        f"Machine: {platform.machine()}, {cores} cores (shared with other jobs), "
+        f"Machine: {platform.machine()}, {cores} cores shared with other engineers' jobs "
+        f"(1-min load average {', '.join(f'{v:.1f}' for v in loads)} before/after each round; "
+        f"{cores} means saturated by this benchmark alone), Python "
         f"{platform.python_version()}, torch {torch.__version__}, scaled-JPEG decoder: "
-        f"{DECODER}. Run: `python benchmarks/bench_patch_pipeline.py --n {args.n} --rounds "
-        f"{args.rounds}`.",
+        f"{DECODER}. No GPU. Run: `WSIKIT_NO_PROGRESS=1 python "
+        f"benchmarks/bench_patch_pipeline.py --n {args.n} --rounds {args.rounds} "
+        f"--batch-size {args.batch_size}`.",
         "",
         f"Slide: synthetic 40× {SIZE[0]}×{SIZE[1]} @0.25 µm/px, levels 1/4/16, 256-px JPEG "
         f"tiles, Q80. Patches: the first {n} tissue patches of 512 px at 0.5 µm/px "
         f"(1024 level-0 px, {tiles_per_patch:.1f} tiles each, {len(tiles)} tiles), "
-        f"{w} workers for every method, best of {args.rounds} rounds. wsikit plan: level "
-        f"{plan[0]}, DCT reduction 1/{plan[1]}, then anti-aliased 512→448.",
+        f"{w} worker processes for every method (pool or DataLoader start-up included), "
+        f"methods interleaved within each round, best of {args.rounds} rounds. wsikit plan: "
+        f"level {plan[0]}, DCT reduction 1/{plan[1]}, then anti-aliased 512→448.",
         "",
-        "| method | patches/s | × naive (b) | vs floor (a) |",
-        "|---|---:|---:|---:|",
+        "| method | patches/s | × naive (b) | vs floor (a) | CPU ms/patch (all processes) |",
+        "|---|---:|---:|---:|---:|",
     ]
-    for name, rate in rows:
-        lines.append(f"| {name} | {rate:.0f} | {rate / best['b']:.1f} | "
-                     f"{100 * rate / floor:.0f}% |")
-    per_core_ms = 1000 * w / floor
+    for name, k in rows:
+        lines.append(f"| {name} | {best[k]:.0f} | {best[k] / best['b']:.1f} | "
+                     f"{100 * best[k] / floor:.0f}% | {cpu_ms[k]:.2f} |")
     lines += [
         "",
-        f"Floor per patch: {tiles_per_patch:.0f} tile decodes = {per_core_ms:.2f} ms of one "
-        f"core ({floor / w:.0f} patches/s per core, fastest full-size decoder).",
-        "",
         f"Targets: (c) ≥ 5× (b): **{best['c'] / best['b']:.1f}×** "
-        f"({'met' if best['c'] >= 5 * best['b'] else 'not met'}); "
-        f"(c) ≥ 50% of (a): **{100 * best['c'] / floor:.0f}%** "
-        f"({'met' if best['c'] >= 0.5 * floor else 'not met'}).",
+        f"({'met' if met_naive else 'not met'}); (c) ≥ 50% of (a): "
+        f"**{100 * best['c'] / floor:.0f}%** ({'met' if met_floor else 'not met'}). "
+        f"Within each round: (c)/(b) = {', '.join(f'{v:.1f}×' for v in round_vs_naive)}; "
+        f"(c)/(a) = {', '.join(f'{100 * v:.0f}%' for v in round_vs_floor)}. "
+        f"By CPU time, which load on the shared cores does not distort: (c) costs "
+        f"{cpu_ms['c']:.2f} ms/patch against {cpu_ms[floor_key]:.2f} for (a) and "
+        f"{cpu_ms['b']:.2f} for (b).",
         "",
-        "(c) does more than (a): after decoding it assembles the tiles, resizes 512→448 "
-        "(anti-aliased) and converts to normalised float32 (in the workers on a CPU device; "
-        "on CUDA the workers ship uint8 and the device normalises). libjpeg-turbo decodes each "
-        "256-px tile at 1/2 size in the DCT domain, which is cheaper than a full decode and "
-        "is also the 2× anti-aliasing step; (c0) is the same reader with full decodes.",
+        "What (c) does: 2 DataLoader workers each read their chunks of 32 patches in storage "
+        "order, decode every 256-px tile at 1/2 scale in the DCT domain (libjpeg-turbo; cheaper "
+        "than a full decode and the 2× anti-aliasing step), assemble each 512² mosaic in one "
+        "reused buffer and resize it 512→448 (torch's anti-aliased uint8 kernel) straight into "
+        "a shared-memory batch slot that is reused round-robin, so no batch memory is allocated "
+        "or faulted in after the first; only slot numbers cross the process boundary. The main "
+        "process turns each uint8 slot into normalised float32 (one fused cast-scale-shift per "
+        "plane, patch by patch) in one reused buffer. (a) decodes the same tiles at full size "
+        "and does nothing else; (a′) shows the DCT-scaled decode alone, the floor of (c)'s plan.",
         "",
-        "Stage costs of (c), one process, ms per patch (locates the gap to the floor):",
+        "Equivalence: (c)'s tensors equal the encoder's own normalisation of the same uint8 "
+        f"patches within {eq['u8']:.1e}; against the encoder's full transform of the 512-px "
+        f"patch (float resize 512→448 then normalise) they differ by at most {eq['max']:.4f} "
+        f"(mean {eq['mean']:.5f}) in normalised units, i.e. ≤ {eq['grey']:.1f} grey level "
+        "(the resize is done in uint8).",
+        "",
+        "Stage costs, one process, CPU ms per patch (first 100 patches; before = the previous "
+        "implementation of the step):",
         "",
         "| stage | ms/patch |",
         "|---|---:|",
         *[f"| {k} | {v:.2f} |" for k, v in stages.items()],
         "",
         f"The floor itself is {floor / best['b']:.1f}× the naive loop here, so (c) ≥ 5× (b) "
-        f"would need (c) at {500 * best['b'] / floor:.0f}% of the full-decode floor. "
-        "Gap to the targets, from the stage costs: beyond decoding, (c) pays for assembly, "
-        "the 512→448 resize and the float conversion/normalisation "
-        f"({stages['read 512 (decode 1/2 + assemble)'] - stages['decode DCT 1/2']:.1f} + "
-        f"{stages['resize 512→448']:.1f} + {stages['to float + normalise']:.1f} ms against "
-        f"{stages['decode DCT 1/2']:.1f} ms of scaled decoding), work the floor (a) does not "
-        "do; on a CUDA device the last step moves to the GPU. The 2 cores were shared with "
-        "other jobs (load average far above 2), which inflates the per-process overheads and "
-        "the round-to-round spread below.",
+        f"needs (c) at ≥ {500 * best['b'] / floor:.0f}% of the full-decode floor.",
         "",
         "All rounds (patches/s): " + "; ".join(
             f"{k}: {', '.join(f'{v:.0f}' for v in vals)}" for k, vals in res.items()),
         "",
-        "No GPU run: this session had no accelerator, so the end-to-end CONCH v1.5 (bf16, H200) "
+        "No GPU: this session had no accelerator, so the end-to-end CONCH v1.5 (bf16, H200) "
         "measurement against 1,474 patches/s is not done.",
     ]
     out = HERE / "results" / "bench_patch_pipeline.md"
