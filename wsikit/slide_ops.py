@@ -143,6 +143,7 @@ def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
 def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
           target_mpp: float = 0.5, patch_px: int = 512, overlap_px: int = 0,
           min_tissue: float = 0.1, mask_mpp: float = DEFAULT_MASK_MPP,
+          min_tissue_um2: float = MIN_TISSUE_UM2, min_hole_um2: float = MIN_HOLE_UM2,
           resegment: bool = False, thumb_size: int = 1024, backend: str | None = None,
           show_progress: bool | None = None) -> TileGrid:
     """Build the patch grid of a slide and write ``out/patches/<slide>_patches.h5``.
@@ -162,6 +163,8 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
         Overlap of neighbouring patches in pixels at ``target_mpp``.
     min_tissue : float
         Minimum tissue fraction of a kept patch.
+    mask_mpp, min_tissue_um2, min_hole_um2 : float
+        Segmentation options as in :func:`segment` (used only when segmenting).
     resegment : bool
         Segment again even if a GeoJSON exists.
     show_progress : bool, optional
@@ -181,7 +184,7 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
                                              slide_name=slide.name)
             else:
                 tm = _segment_open(slide, out, mask_mpp=mask_mpp,
-                                   min_tissue_um2=MIN_TISSUE_UM2, min_hole_um2=MIN_HOLE_UM2,
+                                   min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
                                    thumb_size=thumb_size)
             bar.update(1)
             grid = make_grid(slide, tm, target_mpp=target_mpp, patch_px=patch_px,

@@ -122,3 +122,14 @@ def test_console_script_help():
 def test_segment_function(synthetic_small_slide, tmp_path):
     tm = segment(synthetic_small_slide, out=tmp_path)
     assert tm.mask.any() and (tmp_path / "contours_geojson" / "synthetic_small.geojson").exists()
+
+
+def test_patch_takes_physical_tissue_filters(cmu_small, tmp_path, capsys):
+    """`wsikit patch` segments with --min-tissue-um2/--min-hole-um2 like `wsikit segment`."""
+    assert main(["patch", str(cmu_small), "--out", str(tmp_path / "a")]) == 0
+    assert main(["patch", str(cmu_small), "--out", str(tmp_path / "b"),
+                 "--min-tissue-um2", "1e9"]) == 0  # 1000 mm²: larger than the slide
+    capsys.readouterr()
+    n_default = len(TileGrid.from_h5(tmp_path / "a" / "patches" / f"{cmu_small.stem}_patches.h5"))
+    n_none = len(TileGrid.from_h5(tmp_path / "b" / "patches" / f"{cmu_small.stem}_patches.h5"))
+    assert n_default > 0 and n_none == 0

@@ -57,6 +57,7 @@ def _patch(args: argparse.Namespace) -> int:
     grid = patch(args.slide, out=args.out, mpp=args.mpp, target_mpp=args.target_mpp,
                  patch_px=args.patch_px, overlap_px=args.overlap_px,
                  min_tissue=args.min_tissue, mask_mpp=args.mask_mpp,
+                 min_tissue_um2=args.min_tissue_um2, min_hole_um2=args.min_hole_um2,
                  resegment=args.resegment, backend=args.backend)  # warnings go to stderr
     print(f"{grid.slide_name}: {len(grid)} patches of {grid.patch_px} px at "
           f"{grid.target_mpp:g} µm/px ({grid.patch_size_l0} level-0 px, slide "
@@ -70,6 +71,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mpp", type=mpp_type("--mpp"), default=None, help=_MPP_HELP)
     p.add_argument("--backend", choices=("openslide", "tiffslide", "image"), default=None,
                    help="force a reader (default: OpenSlide, then tiffslide, then plain image)")
+
+
+def _segmentation_options(p: argparse.ArgumentParser, note: str = "") -> None:
+    p.add_argument("--mask-mpp", type=positive_float, default=8.0,
+                   help=f"µm/px of the thumbnail that is segmented{note} (default 8)")
+    p.add_argument("--min-tissue-um2", type=non_negative_float, default=5e4,
+                   help=f"drop tissue pieces smaller than this area in µm²{note} "
+                        "(default 50000)")
+    p.add_argument("--min-hole-um2", type=non_negative_float, default=1e4,
+                   help=f"fill holes smaller than this area in µm²{note} (default 10000)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -91,12 +102,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "and OUT/thumbnails/<slide>_tissue.png.")
     _common(p)
     p.add_argument("--out", required=True, type=output_dir, help="output folder")
-    p.add_argument("--mask-mpp", type=positive_float, default=8.0,
-                   help="µm/px of the thumbnail that is segmented (default 8)")
-    p.add_argument("--min-tissue-um2", type=non_negative_float, default=5e4,
-                   help="drop tissue pieces smaller than this area in µm² (default 50000)")
-    p.add_argument("--min-hole-um2", type=non_negative_float, default=1e4,
-                   help="fill holes smaller than this area in µm² (default 10000)")
+    _segmentation_options(p)
     p.set_defaults(func=_segment)
 
     p = subparsers.add_parser(
@@ -115,8 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="overlap of neighbouring patches in pixels at --target-mpp (default 0)")
     p.add_argument("--min-tissue", type=fraction, default=0.1,
                    help="minimum tissue fraction of a kept patch, 0-1 (default 0.1)")
-    p.add_argument("--mask-mpp", type=positive_float, default=8.0,
-                   help="µm/px of the tissue mask (default 8)")
+    _segmentation_options(p, note=" (when segmenting)")
     p.add_argument("--resegment", action="store_true",
                    help="segment again even if a GeoJSON already exists in OUT")
     p.set_defaults(func=_patch)
