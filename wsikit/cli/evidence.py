@@ -207,6 +207,13 @@ def _cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _source_options(p: argparse.ArgumentParser) -> None:
+    """``--evidence-level`` and ``--min-size``: how PDFs and manifests become figure nodes."""
+    p.add_argument("--evidence-level", type=_level, default=None, help=_LEVEL_HELP)
+    p.add_argument("--min-size", type=positive_int, default=100,
+                   help="minimum short side (px) of an embedded PDF image (default 100)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``figures`` and ``index`` sub-commands."""
     fig = subparsers.add_parser("figures", help="extract captioned figures from PDFs",
@@ -220,9 +227,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "for review.")
     ext.add_argument("pdfs", nargs="+", metavar="PDF")
     ext.add_argument("--out", required=True, type=output_dir, help="output folder")
-    ext.add_argument("--evidence-level", type=_level, default=None, help=_LEVEL_HELP)
-    ext.add_argument("--min-size", type=positive_int, default=100,
-                     help="minimum short side (px) of an embedded image (default 100)")
+    _source_options(ext)
     ext.set_defaults(func=_cmd_extract)
     fig.set_defaults(func=lambda a: (fig.print_help(), 2)[1])
 
@@ -241,8 +246,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "weight-free)")
     build.add_argument("--kind", choices=("flat", "ivf", "hnsw"), default="flat",
                        help="flat = exact (default); ivf/hnsw = approximate, recall measured")
-    build.add_argument("--evidence-level", type=_level, default=None, help=_LEVEL_HELP)
-    build.add_argument("--min-size", type=positive_int, default=100, help="PDF figure minimum size, px")
+    _source_options(build)
     build.add_argument("--overwrite", action="store_true", help="replace an existing index")
     build.set_defaults(func=_cmd_build)
 
@@ -252,8 +256,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add.add_argument("index", type=Path, metavar="DIR")
     add.add_argument("sources", nargs="+", metavar="SOURCE")
     add.add_argument("--encoder", default=None, help="default: the index's encoder")
-    add.add_argument("--evidence-level", type=_level, default=None, help=_LEVEL_HELP)
-    add.add_argument("--min-size", type=positive_int, default=100, help="PDF figure minimum size, px")
+    _source_options(add)
     add.set_defaults(func=_cmd_add)
 
     info = isub.add_parser("info", help="show an index's encoder, kind, counts, recall",

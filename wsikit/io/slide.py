@@ -75,22 +75,16 @@ def _rgba_to_rgb(arr: np.ndarray) -> np.ndarray:
     return out.astype(np.uint8)
 
 
-class _OpenSlideBackend:
-    name = "openslide"
+class _PyramidBackend:
+    """What OpenSlide and tiffslide share: an OpenSlide-like ``_slide`` object."""
 
-    def __init__(self, path: Path) -> None:
-        import openslide
+    name = ""
+    _slide: Any
 
-        self._slide = openslide.OpenSlide(str(path))
+    def _levels(self) -> None:
         self.level_dimensions = tuple(tuple(int(v) for v in d)
                                       for d in self._slide.level_dimensions)
         self.level_downsamples = tuple(float(d) for d in self._slide.level_downsamples)
-        self.properties = {str(k): str(v) for k, v in self._slide.properties.items()}
-
-    def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
-        ds = self.level_downsamples[level]
-        img = self._slide.read_region((int(round(lx * ds)), int(round(ly * ds))), level, (w, h))
-        return _rgba_to_rgb(np.asarray(img))
 
     def associated(self) -> dict[str, np.ndarray]:
         return {k: _rgba_to_rgb(np.asarray(v.convert("RGBA")))
@@ -100,16 +94,30 @@ class _OpenSlideBackend:
         self._slide.close()
 
 
-class _TiffSlideBackend:
+class _OpenSlideBackend(_PyramidBackend):
+    name = "openslide"
+
+    def __init__(self, path: Path) -> None:
+        import openslide
+
+        self._slide = openslide.OpenSlide(str(path))
+        self._levels()
+        self.properties = {str(k): str(v) for k, v in self._slide.properties.items()}
+
+    def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
+        ds = self.level_downsamples[level]
+        img = self._slide.read_region((int(round(lx * ds)), int(round(ly * ds))), level, (w, h))
+        return _rgba_to_rgb(np.asarray(img))
+
+
+class _TiffSlideBackend(_PyramidBackend):
     name = "tiffslide"
 
     def __init__(self, path: Path) -> None:
         import tiffslide
 
         self._slide = tiffslide.TiffSlide(str(path))
-        self.level_dimensions = tuple(tuple(int(v) for v in d)
-                                      for d in self._slide.level_dimensions)
-        self.level_downsamples = tuple(float(d) for d in self._slide.level_downsamples)
+        self._levels()
         # Keep tiffslide's own names (tiffslide.mpp-x, …): its mpp-x of Aperio files is
         # aperio.MPP and of other TIFFs the resolution tags, which resolve_mpp reads directly.
         props = {str(k): str(v) for k, v in self._slide.properties.items() if v is not None}
@@ -119,13 +127,6 @@ class _TiffSlideBackend:
     def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
         arr = np.asarray(self._arrays[str(level)][ly:ly + h, lx:lx + w])
         return _rgba_to_rgb(arr)
-
-    def associated(self) -> dict[str, np.ndarray]:
-        return {k: _rgba_to_rgb(np.asarray(v.convert("RGBA")))
-                for k, v in self._slide.associated_images.items()}
-
-    def close(self) -> None:
-        self._slide.close()
 
 
 class _ImageBackend:
