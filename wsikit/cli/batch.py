@@ -21,8 +21,9 @@ examples:
 COHORT is a folder (searched recursively for .svs .tif .tiff .ndpi .mrxs .scn .vms .vmu .bif
 .dcm .svslide .qptiff .png .jpg .jpeg) or a CSV with a 'path' column and optional 'mpp'
 (level-0 µm/px) and 'slide_id' columns. Outputs (TRIDENT layout) go to JOBDIR:
-contours_geojson/<slide>.geojson, patches/<slide>_patches.h5, features_<encoder>/<slide>.h5;
-run.json (configuration, versions, models), state/<slide>.json and summary.json.
+contours_geojson/<slide>.geojson, patches/<slide>_patches.h5, features_<encoder>/<slide>.h5,
+attention/<slide>.h5, select/<slide>/; run.json (configuration, versions, models),
+state/<slide>.json and summary.json.
 Rerunning on the same JOBDIR redoes only unfinished slides; several runners may share one
 JOBDIR (per-slide locks). Exit code: 0 no slide failed, 1 some failed, 2 usage error.
 """
@@ -32,8 +33,8 @@ def register(subparsers: Any) -> None:
     """Add the ``batch`` sub-command."""
     p = subparsers.add_parser(
         "batch", help="process a cohort of slides into a resumable job folder",
-        description="Process a cohort (folder or CSV) of slides: tissue, patches, features "
-                    "(and later attention/selection), resumable after crashes, with per-slide "
+        description="Process a cohort (folder or CSV) of slides: tissue, patches, features, "
+                    "attention and region selection, resumable after crashes, with per-slide "
                     "state and locks, on local CPU/GPU workers or a Ray cluster.",
         epilog=_EPILOG, formatter_class=RawDefaultsHelpFormatter)
     p.add_argument("cohort", metavar="COHORT",
