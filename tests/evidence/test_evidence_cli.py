@@ -75,3 +75,17 @@ def test_console_script_and_help(tmp_path: Path):
                            "--out", "o", "--evidence-level", "12"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2 and "out of range" in proc.stderr
+
+
+def test_slide_encoder_is_refused_for_figures(tmp_path, capsys):
+    """TITAN embeds slides from patch features; as a figure encoder it is refused up front
+    (not after a weights lookup), naming the image encoders to use instead."""
+    from wsikit.cli import main
+
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("")
+    assert main(["index", "build", str(manifest), "--out", str(tmp_path / "idx"),
+                 "--encoder", "titan"]) == 2
+    err = capsys.readouterr().err
+    assert "--encoder titan" in err and "heuristic" in err and "weights" not in err
+    assert not (tmp_path / "idx").exists()

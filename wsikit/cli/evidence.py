@@ -90,10 +90,21 @@ def index_build(sources: Sequence[str | os.PathLike[str]], out: str | os.PathLik
     from ..evidence import FigureIndex
     from ..models import create_encoder
 
+    _check_image_encoder(encoder)
     enc = create_encoder(encoder)
     with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
         nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
         return FigureIndex.build(nodes, enc, out, kind=kind, overwrite=overwrite)
+
+
+def _check_image_encoder(name: str) -> None:
+    """Refuse a slide-level model (e.g. TITAN) as figure encoder before loading any weights."""
+    from ..models import get_config, list_encoders
+
+    if name in list_encoders() and get_config(name).role == "slide":
+        images = [n for n in list_encoders() if get_config(n).role != "slide"]
+        raise EvidenceError(f"--encoder {name} embeds whole slides from patch features, not "
+                            f"figure images; use an image encoder: {', '.join(images)}")
 
 
 def index_add(index_dir: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]], *,
@@ -104,6 +115,7 @@ def index_add(index_dir: str | os.PathLike[str], sources: Sequence[str | os.Path
     from ..models import create_encoder
 
     index = FigureIndex.open(index_dir)
+    _check_image_encoder(encoder or index.encoder_name)
     enc = create_encoder(encoder or index.encoder_name)
     with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
         nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
