@@ -300,17 +300,18 @@ class PatchStream(IterableDataset):
                     read_into(boxes, ring.slots[slot, :stop - start].numpy())
                     yield start, slot, stop - start
                     continue
-                batch = torch.empty((stop - start, px, px, 3), dtype=torch.uint8)
-                if info is not None:
-                    batch.share_memory_()  # handed to the main process without another copy
+                shape = (stop - start, px, px, 3)
+                # in a worker, allocated in shared memory: handed over without another copy
+                batch = (torch.empty(shape, dtype=torch.uint8) if info is None
+                         else _shared_empty(shape, torch.uint8))
                 read_into(boxes, batch.numpy())
                 x = batch.permute(0, 3, 1, 2)  # (B, H, W, 3) memory as (B, 3, H, W)
                 if self.normalize is None:
                     yield start, x
                     continue
-                fb = torch.empty((stop - start, 3, px, px), dtype=torch.float32)
-                if info is not None:
-                    fb.share_memory_()
+                fshape = (stop - start, 3, px, px)
+                fb = (torch.empty(fshape, dtype=torch.float32) if info is None
+                      else _shared_empty(fshape, torch.float32))
                 yield start, normalize_uint8(x, *self.normalize, out=fb)
         finally:
             close()
@@ -364,6 +365,21 @@ def normalize_uint8(x: torch.Tensor, mean: tuple[float, ...], std: tuple[float, 
     return out
 
 
+def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised tensor allocated straight in shared memory.
+
+    ``torch.empty(...).share_memory_()`` first faults in private memory and then copies it
+    into the shared segment; this allocates the segment only (torch reserves its pages up
+    front, so a full ``/dev/shm`` fails here rather than with SIGBUS later).
+    """
+    numel = math.prod(shape)
+    try:
+        storage = torch.UntypedStorage._new_shared(numel * dtype.itemsize)
+    except (AttributeError, TypeError):  # pragma: no cover - older torch
+        return torch.empty(shape, dtype=dtype).share_memory_()
+    return torch.empty(0, dtype=dtype).set_(storage).view(shape)
+
+
 class _Ring:
     """Shared-memory batch slots reused round-robin between reader workers and the consumer.
 
@@ -375,8 +391,7 @@ class _Ring:
 
     def __init__(self, nslots: int, batch_size: int, px: int, *, timeout: float = 600.0) -> None:
         self.nslots = int(nslots)
-        self.slots = torch.empty((self.nslots, batch_size, px, px, 3), dtype=torch.uint8)
-        self.slots.share_memory_()
+        self.slots = _shared_empty((self.nslots, batch_size, px, px, 3), torch.uint8)
         self.released = torch.full((1,), -1, dtype=torch.int64).share_memory_()
         self.timeout = timeout
 

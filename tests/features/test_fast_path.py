@@ -11,8 +11,13 @@ import pytest
 import torch
 
 from wsikit.errors import FeatureError
-from wsikit.features import (PatchStream, _Ring, extract_features, normalize_uint8,
-                             stream_batches)
+from wsikit.features import (
+    PatchStream,
+    _Ring,
+    extract_features,
+    normalize_uint8,
+    stream_batches,
+)
 from wsikit.io import open_slide
 from wsikit.models import Encoder, EncoderConfig
 from wsikit.patching import TileGrid
