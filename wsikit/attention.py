@@ -195,7 +195,7 @@ def compute_attention(slide_path: str | os.PathLike[str], grid: TileGrid, *,
             raise FeatureError("TITAN attention needs CONCH v1.5 features; extract them first")
         if not titan_available(weights):
             raise WeightsError("TITAN weights not found (MahmoodLab/TITAN, gated): request "
-                               "access on Hugging Face, `huggingface-cli login`, or pass "
+                               "access on Hugging Face, `hf auth login`, or pass "
                                "--weights titan=PATH; or use --attention heuristic")
         return titan_attention(embeddings, grid, device=device, weights=weights)
     return heuristic_attention(slide_path, grid, mpp=mpp, progress=progress)

@@ -89,8 +89,28 @@ def test_gated_message(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None
         raise GatedRepoError(f"Access to model {repo_id} is restricted.", response=response)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", gated)
-    with pytest.raises(WeightsError, match="gated.*request access.*huggingface-cli login"):
+    monkeypatch.setattr(hub, "_hub_reachable", lambda timeout=3.0: True)
+    with pytest.raises(WeightsError, match="gated.*request access.*hf auth login"):
         hub.resolve_weights("virchow2")
+
+
+def test_unreachable_hub_fails_fast_with_instructions(clean_env: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    calls: list[bool] = []
+
+    def download(repo_id: str, filename: str, **kw):
+        calls.append(bool(kw.get("local_files_only")))
+        from huggingface_hub.errors import LocalEntryNotFoundError
+        raise LocalEntryNotFoundError("not cached")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(hub, "_hub_reachable", lambda timeout=3.0: False)
+    with pytest.raises(WeightsError, match="unreachable.*WSIKIT_WEIGHTS_VIRCHOW2"):
+        hub.resolve_weights("virchow2")
+    assert calls and all(calls)  # only the cache was looked at, never the network
 
 
 def test_env_and_config_resolution(clean_env: Path, tmp_path: Path, titan_state,

@@ -104,7 +104,7 @@ def _existing(path: str | os.PathLike[str], what: str) -> Path:
 def _how_to_get(config: EncoderConfig) -> str:
     files = ", ".join(config.hub_files)
     return (f"request access at https://huggingface.co/{config.hub_repo}, then run "
-            f"'huggingface-cli login' (or set HF_TOKEN) and rerun online; or download {files} "
+            f"'hf auth login' (or set HF_TOKEN) and rerun online; or download {files} "
             f"yourself and pass --weights {config.name}=PATH, set {env_var(config.name)}=PATH, "
             f"or add {config.name} = \"PATH\" to {config_path()}")
 
@@ -160,8 +160,13 @@ def _resolve_hf(config: EncoderConfig, *, local_only: bool) -> ResolvedWeights:
     token = os.environ.get("HF_TOKEN") or None
     candidates = [(config.hub_repo, f) for f in config.hub_files]
     candidates += list(EXTRA_SOURCES.get(config.name, ()))
-    # cache first (no network), then the hub
+    # cache first (no network), then the hub (only if it answers: hf_hub_download retries a
+    # dead network for about a minute per file before giving up)
+    unreachable = False
     for local in (True, False) if not offline else (True,):
+        if not local and not _hub_reachable():
+            unreachable = True
+            break
         for repo, filename in candidates:
             try:
                 path = hf_hub_download(repo, filename, cache_dir=str(cache),
@@ -185,10 +190,26 @@ def _resolve_hf(config: EncoderConfig, *, local_only: bool) -> ResolvedWeights:
     where = ", ".join(f"{cache}/models--{r.replace('/', '--')}/snapshots/<rev>/{f}"
                       for r, f in candidates)
     mode = "offline (HF_HUB_OFFLINE=1)" if _offline() else (
-        "looking locally only" if local_only else "the hub could not provide them")
+        "looking locally only" if local_only else
+        "the Hugging Face hub is unreachable (no network)" if unreachable else
+        "the hub could not provide them")
     raise WeightsError(
         f"{config.name}: weights not found, {mode}; expected {' or '.join(config.hub_files)} "
         f"from {config.hub_repo} in the Hugging Face cache ({where}). {_how_to_get(config)}")
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face endpoint accepts a TCP connection within ``timeout`` s."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def find_weights(name: str) -> ResolvedWeights | None:
