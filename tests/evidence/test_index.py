@@ -216,3 +216,21 @@ def test_tune_index_on_random_vectors():
     fu.set_search_params(index, "ivf", params)
     low = fu.recall_at_k(index.search(q, 10)[1], truth)
     assert low < recall  # the measurement is sensitive to the parameter
+
+
+def test_other_heuristic_version_refused(flat: FigureIndex, nodes, encoder):
+    """Vectors of another definition of the weight-free embedding are not comparable."""
+    import json
+
+    from wsikit.errors import EncoderMismatchError
+    from wsikit.evidence.index import encoder_version
+
+    assert flat.manifest["encoder"]["version"] == encoder_version(encoder) is not None
+    manifest = flat.path / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["encoder"]["version"] = "heuristic-v0"
+    manifest.write_text(json.dumps(doc))
+    old = FigureIndex.open(flat.path)
+    image = np.zeros((64, 64, 3), np.uint8) + 200
+    with pytest.raises(EncoderMismatchError, match="heuristic-v0.*Rebuild"):
+        old.query_images([image], encoder, k=1)

@@ -103,10 +103,25 @@ def embed_images(images: Sequence[np.ndarray], encoder: Any, *, batch_size: int 
     return fu.normalise(out) if len(images) else out
 
 
+def encoder_version(encoder: Any) -> str | None:
+    """Version of an encoder's embedding definition, when it has one.
+
+    The weight-free heuristic's label names its definition (``heuristic-vN``); vectors of two
+    versions are not comparable. Learned models are identified by name (their weights are
+    fixed by the published checkpoint).
+    """
+    explicit = getattr(encoder, "embedding_version", None)
+    if explicit is not None:
+        return str(explicit)
+    found = re.search(r"heuristic-v\d+", str(getattr(encoder, "label", "") or ""))
+    return found.group(0) if found else None
+
+
 def _encoder_info(encoder: Any) -> dict[str, Any]:
     cfg = encoder.config
     return {"name": cfg.name, "label": getattr(encoder, "label", cfg.name), "dim": int(cfg.dim),
-            "heuristic": bool(getattr(cfg, "heuristic", False))}
+            "heuristic": bool(getattr(cfg, "heuristic", False)),
+            "version": encoder_version(encoder)}
 
 
 def _create_db(path: Path) -> None:
@@ -377,19 +392,26 @@ class FigureIndex:
         """
         from filelock import FileLock
 
-        self._check_encoder(encoder.config.name, int(encoder.config.dim))
+        self._check_encoder(encoder.config.name, int(encoder.config.dim),
+                            encoder_version(encoder))
         with FileLock(str(self.path / ".lock")):
             return self._write_version(list(nodes), encoder, kind=self.kind, params=None,
                                        recall_target=0.95, batch_size=batch_size,
                                        progress_bar=progress_bar, fresh=False)
 
     # ------------------------------------------------------------------ reading
-    def _check_encoder(self, name: str | None, dim: int) -> None:
+    def _check_encoder(self, name: str | None, dim: int, version: str | None = None) -> None:
         if (name is not None and name != self.encoder_name) or dim != self.dim:
             raise EncoderMismatchError(
                 f"index {self.path} was built with encoder {self.encoder_name!r} (dim "
                 f"{self.dim}); the query used {name or 'vectors'!r} (dim {dim}). Query with "
                 f"--encoder {self.encoder_name}, or rebuild the index with the other encoder")
+        built = self.manifest.get("encoder", {}).get("version")
+        if version is not None and built is not None and version != built:
+            raise EncoderMismatchError(
+                f"index {self.path} was built with {self.encoder_name} {built}; this wsikit "
+                f"embeds with {version}, whose vectors are not comparable. Rebuild it: "
+                f"wsikit index build SOURCES --out {self.path} --encoder {self.encoder_name}")
 
     def _node_ids(self) -> set[str]:
         with contextlib.closing(sqlite3.connect(f"file:{self._db}?mode=ro", uri=True)) as con:
@@ -465,7 +487,8 @@ class FigureIndex:
         EncoderMismatchError
             ``encoder`` is not the index's encoder (checked before embedding).
         """
-        self._check_encoder(encoder.config.name, int(encoder.config.dim))
+        self._check_encoder(encoder.config.name, int(encoder.config.dim),
+                            encoder_version(encoder))
         if isinstance(images, np.ndarray) and images.ndim == 3:
             images = images[None]
         return self.query(embed_images(list(images), encoder), k, encoder=encoder)
