@@ -270,3 +270,19 @@ def test_report_renders_in_headless_chromium(case: dict[str, Any], tmp_path: Pat
     assert found, "no window outline visible in the screenshot"
     if os.environ.get("WSIKIT_KEEP_SCREENSHOT"):
         shutil.copy(shot, os.environ["WSIKIT_KEEP_SCREENSHOT"])
+
+
+def test_window_labels_never_overlap() -> None:
+    from wsikit.overlay import place_labels
+
+    # windows sharing a top edge (an 8x8 and a 4x4 nested in its top-right corner) and two
+    # windows at the very top of the image, where "above" is impossible
+    boxes = [(10, 40, 90, 120), (50, 40, 90, 80), (0, 0, 30, 30), (5, 0, 25, 20)]
+    sizes = [(40, 10), (40, 10), (25, 8), (25, 8)]
+    spots = place_labels(boxes, sizes, bounds=(200, 200), pad=1)
+    rects = [(x, y, x + w, y + h) for (x, y), (w, h) in zip(spots, sizes)]
+    for i, a in enumerate(rects):
+        assert a[0] >= 0 and a[1] >= 0 and a[2] <= 200 and a[3] <= 200
+        for b in rects[i + 1:]:
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
+    assert spots[0] == (10, 40 - 10 - 1)  # the first label goes above its box

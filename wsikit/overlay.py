@@ -15,8 +15,16 @@ from .errors import WsikitError
 from .selectors.grid import AttentionMap, attention_map
 
 __all__ = [
-    "OverlayError", "SCALE_COLOURS", "scale_colour", "colormap", "heatmap_rgba",
-    "as_attention_map", "tissue_rings", "as_rgb_thumbnail", "overview_image",
+    "SCALE_COLOURS",
+    "OverlayError",
+    "as_attention_map",
+    "as_rgb_thumbnail",
+    "colormap",
+    "heatmap_rgba",
+    "overview_image",
+    "place_labels",
+    "scale_colour",
+    "tissue_rings",
 ]
 
 
@@ -176,6 +184,51 @@ def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
         return ImageFont.load_default()
 
 
+def place_labels(boxes: Sequence[tuple[float, float, float, float]],
+                 sizes: Sequence[tuple[float, float]], *, bounds: tuple[float, float],
+                 pad: float = 0.0) -> list[tuple[float, float]]:
+    """Top-left corners for window labels so that no two labels overlap.
+
+    Parameters
+    ----------
+    boxes : sequence of (x0, y0, x1, y1)
+        Windows in image pixels, in drawing order.
+    sizes : sequence of (width, height)
+        Label sizes in image pixels.
+    bounds : (width, height)
+        Image size; labels stay inside it where possible.
+    pad : float
+        Gap between a label and its box edge.
+
+    Returns
+    -------
+    list of (x, y)
+        Each label goes above its box's top-left corner, else inside the top edge, below the
+        box, inside the bottom edge, or right-aligned above/inside the top edge: the first of
+        these that stays in the image and overlaps no earlier label (else the first in the
+        image).
+    """
+    placed: list[tuple[float, float, float, float]] = []
+    out: list[tuple[float, float]] = []
+    W, H = bounds
+    for (x0, y0, x1, y1), (lw, lh) in zip(boxes, sizes):
+        cands = [(x0, y0 - lh - pad), (x0 + pad, y0 + pad), (x0, y1 + pad),
+                 (x0 + pad, y1 - lh - pad), (x1 - lw, y0 - lh - pad),
+                 (x1 - lw - pad, y0 + pad)]
+        inside = [(cx, cy) for cx, cy in cands
+                  if cx >= 0 and cy >= 0 and cx + lw <= W and cy + lh <= H] or cands[:1]
+
+        def free(c: tuple[float, float]) -> bool:
+            cx, cy = c
+            return all(cx + lw <= a or a2 <= cx or cy + lh <= b or b2 <= cy
+                       for a, b, a2, b2 in placed)
+
+        cx, cy = next((c for c in inside if free(c)), inside[0])
+        placed.append((cx, cy, cx + lw, cy + lh))
+        out.append((cx, cy))
+    return out
+
+
 def overview_image(thumbnail: np.ndarray, downsample: float, *,
                    regions: Sequence[Mapping[str, Any]] = (),
                    attention: AttentionMap | tuple[Any, Any, int] | None = None,
@@ -219,15 +272,20 @@ def overview_image(thumbnail: np.ndarray, downsample: float, *,
         pts = [(float(px / ds), float(py / ds)) for px, py in ring]
         draw.line(pts + pts[:1], fill=(30, 41, 59, 255), width=max(1, lw - 1))
     font = _font(max(10, round(max(img.size) / 60)))
+    items = []
     for rid, scale, score, (x, y, w, h) in _regions(regions):
         colour = _hex_rgb(scale_colour(scale))
         box = (x / ds, y / ds, (x + w) / ds, (y + h) / ds)
         draw.rectangle(box, outline=colour + (255,), width=lw)
         label = f"{rid} {scale}x{scale} {score:.2f}"
-        tb = draw.textbbox((box[0], box[1]), label, font=font)
-        ty = box[1] - (tb[3] - tb[1]) - 2 * lw if box[1] - (tb[3] - tb[1]) - 2 * lw >= 0 \
-            else box[1] + lw
-        tb = draw.textbbox((box[0] + lw, ty), label, font=font)
-        draw.rectangle((tb[0] - lw, tb[1] - lw, tb[2] + lw, tb[3] + lw), fill=colour + (230,))
-        draw.text((box[0] + lw, ty), label, fill=(255, 255, 255, 255), font=font)
+        tb = draw.textbbox((0, 0), label, font=font)
+        items.append((box, label, colour, tb))
+    spots = place_labels([it[0] for it in items],
+                         [(tb[2] - tb[0] + 2 * lw, tb[3] - tb[1] + 2 * lw)
+                          for _, _, _, tb in items], bounds=img.size, pad=lw)
+    for (box, label, colour, tb), (lx, ly) in zip(items, spots):
+        bw, bh = tb[2] - tb[0] + 2 * lw, tb[3] - tb[1] + 2 * lw
+        draw.rectangle((lx, ly, lx + bw, ly + bh), fill=colour + (230,))
+        draw.text((lx + lw - tb[0], ly + lw - tb[1]), label, fill=(255, 255, 255, 255),
+                  font=font)
     return np.asarray(img.convert("RGB"))

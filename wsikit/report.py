@@ -31,13 +31,19 @@ from .overlay import (
     as_rgb_thumbnail,
     heatmap_rgba,
     overview_image,
+    place_labels,
     scale_colour,
     tissue_rings,
 )
 from .selectors.grid import AttentionMap
 
-__all__ = ["render_report", "write_report", "render_overview_png", "EVIDENCE_LEVELS",
-           "ReportError"]
+__all__ = [
+    "EVIDENCE_LEVELS",
+    "ReportError",
+    "render_overview_png",
+    "render_report",
+    "write_report",
+]
 
 ReportError = OverlayError
 
@@ -272,7 +278,7 @@ def _overview_section(ev: Mapping[str, Any], thumb: np.ndarray, ds: float,
                      f'stroke-dasharray="{sw * 3:.2f} {sw * 2:.2f}" stroke-width="{sw:.2f}" '
                      'fill-rule="evenodd"/>')
     fs = max(tw, th) / 50
-    wins = []
+    wins, boxes, sizes, labels = [], [], [], []
     for i, r in enumerate(ev.get("regions") or []):
         try:
             b = r["box"]
@@ -281,16 +287,20 @@ def _overview_section(ev: Mapping[str, Any], thumb: np.ndarray, ds: float,
         except (KeyError, TypeError, ValueError) as exc:
             raise ReportError(f"evidence region {i} needs scale, score and box "
                               f"{{x, y, width, height}}: {exc}") from exc
-        c = scale_colour(scale)
         rid = r.get("id", f"r{i + 1}")
         label = f"{rid} · {scale}×{scale} · {score:.2f}"
-        ty = y - fs * 0.35 if y - fs >= 0 else y + fs * 1.05
+        boxes.append((x, y, x + w, y + h))
+        sizes.append((0.62 * fs * len(label), 1.15 * fs))  # bold sans-serif, approximate
+        labels.append((label, scale, (x, y, w, h)))
+    spots = place_labels(boxes, sizes, bounds=(tw, th), pad=sw)
+    for (label, scale, (x, y, w, h)), (lx, ly) in zip(labels, spots):
+        c = scale_colour(scale)
         wins.append(
             f'<g><title>{_e(label)}</title><rect x="{x:.2f}" y="{y:.2f}" width="{w:.2f}" '
             f'height="{h:.2f}" fill="none" stroke="{c}" stroke-width="{sw * 1.6:.2f}"/>'
-            f'<text x="{x:.2f}" y="{ty:.2f}" font-size="{fs:.1f}" fill="{c}" stroke="#fff" '
-            f'stroke-width="{fs / 6:.2f}" paint-order="stroke" font-weight="700" '
-            f'font-family="system-ui,sans-serif">{_e(label)}</text></g>')
+            f'<text x="{lx:.2f}" y="{ly + 0.9 * fs:.2f}" font-size="{fs:.1f}" fill="{c}" '
+            f'stroke="#fff" stroke-width="{fs / 6:.2f}" paint-order="stroke" '
+            f'font-weight="700" font-family="system-ui,sans-serif">{_e(label)}</text></g>')
     parts.append(f'<g class="wins">{"".join(wins)}</g>')
     scales = sorted({int(r["scale"]) for r in ev.get("regions") or []}, reverse=True)
     legend = "".join(f'<span style="color:{scale_colour(s)}"><span class="swatch"></span>'
