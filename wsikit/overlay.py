@@ -184,6 +184,13 @@ def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
         return ImageFont.load_default()
 
 
+def _free(corner: tuple[float, float], size: tuple[float, float],
+          placed: Sequence[tuple[float, float, float, float]]) -> bool:
+    """Whether a label at ``corner`` of ``size`` overlaps none of the ``placed`` rectangles."""
+    (cx, cy), (lw, lh) = corner, size
+    return all(cx + lw <= a or a2 <= cx or cy + lh <= b or b2 <= cy for a, b, a2, b2 in placed)
+
+
 def place_labels(boxes: Sequence[tuple[float, float, float, float]],
                  sizes: Sequence[tuple[float, float]], *, bounds: tuple[float, float],
                  pad: float = 0.0) -> list[tuple[float, float]]:
@@ -218,12 +225,7 @@ def place_labels(boxes: Sequence[tuple[float, float, float, float]],
         inside = [(cx, cy) for cx, cy in cands
                   if cx >= 0 and cy >= 0 and cx + lw <= W and cy + lh <= H] or cands[:1]
 
-        def free(c: tuple[float, float]) -> bool:
-            cx, cy = c
-            return all(cx + lw <= a or a2 <= cx or cy + lh <= b or b2 <= cy
-                       for a, b, a2, b2 in placed)
-
-        cx, cy = next((c for c in inside if free(c)), inside[0])
+        cx, cy = next((c for c in inside if _free(c, (lw, lh), placed)), inside[0])
         placed.append((cx, cy, cx + lw, cy + lh))
         out.append((cx, cy))
     return out
