@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -122,6 +123,12 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(70)
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str,
+                      lineno: int, file: Any = None, line: str | None = None) -> None:
+    """Warnings from worker processes as one line (no source excerpt)."""
+    print(f"wsikit batch: warning: {message}", file=sys.stderr, flush=True)
+
+
 def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after: float,
                  config: dict[str, Any], parent_pid: int) -> None:
     if slot.visible is not None:
@@ -131,6 +138,7 @@ def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after:
     os.environ["WSIKIT_NO_PROGRESS"] = "1"
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    warnings.showwarning = _one_line_warning
 
     from .cohort import CohortSlide
     from .state import JobFolder
