@@ -17,7 +17,6 @@ from wsikit.models.heuristic import (
     _REF_SCALE,
     FEATURE_NAMES,
     HEURISTIC_VERSION,
-    _to_analysis,
     fit_reference,
     heuristic_features,
 )
@@ -56,8 +55,8 @@ def cmu_tiles(px: int, mpp: float) -> list[np.ndarray]:
 
 def raw(images: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([
-        heuristic_features(_to_analysis(torch.from_numpy(im[None].copy()).permute(0, 3, 1, 2)))
-        .numpy() for im in images])
+        heuristic_features(torch.from_numpy(im[None].copy()).permute(0, 3, 1, 2)).numpy()
+        for im in images])
 
 
 def reference_groups() -> dict[str, list[np.ndarray]]:

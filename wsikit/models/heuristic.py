@@ -44,17 +44,24 @@ __all__ = [
 NUCLEAR_H_OD = 0.08
 #: Version of the embedding's definition; part of :attr:`HeuristicEncoder.label`, which feature
 #: files and figure indexes record, so vectors of an older definition are never reused.
-HEURISTIC_VERSION = 2
+HEURISTIC_VERSION = 3
 _WORK_PX = 128  # haematoxylin_density works at this size (selection semantics)
 _MIN_PX = 128   # the embedding analyses the shorter side at >= this many px (upsampled) …
-_MAX_PX = 1024  # … and <= this many (area-downsampled); in between, at native resolution
+_MAX_PX = 256   # … and <= this many (area-downsampled); in between, at native resolution
 _LEVELS = 5     # texture pyramid levels (factor 2 each), pooled over scale
 _CLIP = 4.0     # standardised features are clipped to [-_CLIP, _CLIP]
 _EPS = 1e-3     # offset of the log-transformed (scale-like) statistics
-_HIST_BINS = 8
-# value ranges of the histogrammed channels (rgb2hed units / [0, 1] intensity)
-_H_RANGE = (0.0, 0.25)
-_E_RANGE = (0.0, 0.12)
+_HIST_BINS = 8  # coarse H and E histograms: H over [0, 0.25), E over [0, 0.12) (rgb2hed units)
+_CHUNK_PIXELS = 1 << 18  # analysis pixels per group of images (keeps the planes in cache)
+_LOG_ADJUST = float(np.log(1e-6))
+# fine histograms for quantiles; bin edges fall on the coarse edges and the thresholds
+_H_BIN, _H_NBINS = 0.00125, 400          # H in [0, 0.5)
+_H_NUCLEAR_BIN = round(NUCLEAR_H_OD / _H_BIN)   # 64
+_H_PER_COARSE = round(0.25 / _HIST_BINS / _H_BIN)  # 25
+_E_BIN, _E_NBINS = 0.0005, 600           # E in [0, 0.3)
+_E_EOSIN_BIN = round(0.04 / _E_BIN)      # 80
+_E_PER_COARSE = round(0.12 / _HIST_BINS / _E_BIN)  # 30
+_G_NBINS = 256                           # grey in [0, 1)
 _BACKGROUND_GREY = 0.85
 
 HEURISTIC_CONFIG = EncoderConfig(
@@ -126,20 +133,6 @@ def _as_batch(images: np.ndarray | torch.Tensor) -> torch.Tensor:
     return images
 
 
-def _hist(v: torch.Tensor, w: torch.Tensor, lo: float, hi: float,
-          bins: int = _HIST_BINS) -> torch.Tensor:
-    """Per-image weighted histogram, square-rooted (Hellinger): ``(B, ...)`` -> ``(B, bins)``.
-
-    Values outside ``[lo, hi)`` fall into the first or last bin; ``w`` weights each pixel.
-    """
-    b = v.shape[0]
-    idx = ((v - lo) * (bins / (hi - lo))).long().clamp_(0, bins - 1).reshape(b, -1)
-    ww = w.reshape(b, -1).to(torch.float32)
-    counts = torch.zeros(b, bins, device=v.device, dtype=torch.float32)
-    counts.scatter_add_(1, idx, ww)
-    return (counts / ww.sum(1, keepdim=True).clamp_min(1e-6)).sqrt()
-
-
 @torch.inference_mode()
 def haematoxylin_density(images: np.ndarray | torch.Tensor) -> np.ndarray:
     """Fraction of pixels with nuclear-strength haematoxylin, per image.
@@ -200,55 +193,115 @@ def importance_scores(h_density: np.ndarray, tissue_fraction: np.ndarray, *,
 
 
 def _to_analysis(x: torch.Tensor) -> torch.Tensor:
-    """uint8 ``(B, 3, H, W)`` -> float [0, 1] with the shorter side in [_MIN_PX, _MAX_PX].
+    """uint8 (or [0, 1] float) ``(B, 3, H, W)`` -> float [0, 1], shorter side in
+    [_MIN_PX, _MAX_PX]: the texture image.
 
-    Images inside that range keep their native resolution (so a crop's texture is measured at
-    the resolution it was saved at); larger ones are area-downsampled, smaller ones upsampled
-    bilinearly.
+    Larger images are area-downsampled (which is also their anti-aliasing), smaller ones
+    upsampled bilinearly, images inside the range keep their resolution. The result is
+    contiguous (planar channels).
     """
-    if x.dtype != torch.uint8 or x.ndim != 4 or x.shape[1] != 3:
-        raise ModelError(f"expected (B, 3, H, W) uint8 RGB, got {x.dtype} {tuple(x.shape)}")
-    x = x.float().div_(255.0)
     h, w = x.shape[-2:]
     short = min(h, w)
     target = min(max(short, _MIN_PX), _MAX_PX)
+    unit = 255.0 if x.dtype == torch.uint8 else 1.0
+    x = x.to(torch.float32)
     if target != short:
         scale = target / short
         size = (max(1, round(h * scale)), max(1, round(w * scale)))
         if scale < 1:
             x = F.interpolate(x, size=size, mode="area")
         else:
-            x = F.interpolate(x, size=size, mode="bilinear", align_corners=False).clamp_(0, 1)
-    return x
+            x = F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+            x = x.clamp_(0.0, unit)
+    x = x.contiguous()
+    return x.mul_(1.0 / unit) if unit != 1.0 else x
 
 
-def _wmean(v: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return (v * w).sum((-2, -1)) / w.sum((-2, -1)).clamp_min(1e-6)
+def _pixel_sample(x: torch.Tensor) -> torch.Tensor:
+    """Every ``s``-th native pixel in both directions, ``s = ceil(short side / _MAX_PX)``, as
+    ``(B, 3, N)`` float [0, 1]: per-pixel statistics are those of the native resolution
+    (a sample, not an average) at the cost of the texture image."""
+    s = -(-min(x.shape[-2:]) // _MAX_PX)
+    x = x[:, :, s // 2::s, s // 2::s]
+    unit = 255.0 if x.dtype == torch.uint8 else 1.0
+    x = x.to(torch.float32, memory_format=torch.contiguous_format)
+    x = x.reshape(x.shape[0], 3, -1)
+    return x.mul_(1.0 / unit) if unit != 1.0 else x
 
 
-def _wstd(v: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    m = _wmean(v, w)
-    return (_wmean(v * v, w) - m * m).clamp_min(0.0).sqrt()
+def _hist_quantiles(counts: torch.Tensor, q: torch.Tensor, width: float) -> torch.Tensor:
+    """Quantiles from histograms of bins ``[k * width, (k + 1) * width)``.
+
+    ``counts`` ``(B, bins)``, ``q`` ``(k,)`` or ``(B, k)`` in (0, 1] -> ``(B, k)``; linear
+    interpolation inside the bin where the cumulative count reaches ``q * total``.
+    """
+    cdf = counts.cumsum(1)
+    target = q.expand(counts.shape[0], -1) * cdf[:, -1:]
+    i = torch.searchsorted(cdf, target.contiguous()).clamp_(max=counts.shape[1] - 1)
+    c = counts.gather(1, i)
+    frac = ((target - (cdf.gather(1, i) - c)) / c.clamp_min(1e-12)).clamp_(0.0, 1.0)
+    return (i.to(torch.float32) + frac) * width
 
 
-def _grey(x: torch.Tensor) -> torch.Tensor:
-    return 0.299 * x[:, 0] + 0.587 * x[:, 1] + 0.114 * x[:, 2]
+def _coarse(counts: torch.Tensor, per: int, n: int) -> torch.Tensor:
+    """Sum ``per`` fine bins into ``n`` coarse ones (the last takes the rest), normalise and
+    square-root (Hellinger): ``(B, bins)`` -> ``(B, n)``."""
+    head = counts[:, :per * (n - 1)].reshape(counts.shape[0], n - 1, per).sum(2)
+    tail = counts[:, per * (n - 1):].sum(1, keepdim=True)
+    c = torch.cat([head, tail], 1)
+    return (c / c.sum(1, keepdim=True).clamp_min(1e-6)).sqrt_()
 
 
-def _grad(g: torch.Tensor) -> torch.Tensor:
-    """Central-difference gradient magnitude of ``(B, H, W)``."""
-    p = F.pad(g[:, None], (1, 1, 1, 1), mode="replicate")[:, 0]
-    gx = (p[..., 1:-1, 2:] - p[..., 1:-1, :-2]) * 0.5
-    gy = (p[..., 2:, 1:-1] - p[..., :-2, 1:-1]) * 0.5
-    return (gx * gx + gy * gy).sqrt()
+def _texture(g: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """8 per-level texture statistics of grey ``g`` and haematoxylin ``h`` ``(B, H, W)``:
+    grey gradient magnitude mean and std, H gradient magnitude mean, grey differences at 1 and
+    2 px, grey and H std (the nuclear fraction and H quantile come from histograms)."""
+    n = g.shape[1] * g.shape[2]
+    dxg = g[:, :, 2:] - g[:, :, :-2]           # central differences x 2
+    dyg = g[:, 2:, :] - g[:, :-2, :]
+    nx, ny = dxg[0].numel(), dyg[0].numel()
+    gm_sq = 0.25 * (dxg.square().sum((1, 2)) / nx + dyg.square().sum((1, 2)) / ny)
+    gm_mean = 0.5 * torch.hypot(dxg[:, 1:-1, :], dyg[:, :, 1:-1]).mean((1, 2))
+    gm_std = (gm_sq - gm_mean * gm_mean).clamp_min_(0.0).sqrt_()
+    lag2 = 0.5 * (dxg.abs_().sum((1, 2)) / nx + dyg.abs_().sum((1, 2)) / ny)
+    dxh = h[:, 1:-1, 2:] - h[:, 1:-1, :-2]
+    dyh = h[:, 2:, 1:-1] - h[:, :-2, 1:-1]
+    gh_mean = 0.5 * torch.hypot(dxh, dyh).mean((1, 2))
+    lag1 = 0.5 * ((g[:, :, 1:] - g[:, :, :-1]).abs_().mean((1, 2))
+                  + (g[:, 1:, :] - g[:, :-1, :]).abs_().mean((1, 2)))
+    std_g = _std(g.reshape(-1, n))
+    std_h = _std(h.reshape(-1, n))
+    return torch.stack([gm_mean, gm_std, gh_mean, lag1, lag2, std_g, std_h], dim=1)
+
+
+def _std(v: torch.Tensor) -> torch.Tensor:
+    """Population std of each row of ``(B, N)`` (sum and sum of squares, not Welford)."""
+    m = v.mean(1)
+    return ((v * v).mean(1) - m * m).clamp_min_(0.0).sqrt_()
+
+
+def _scatter_hist(idx: torch.Tensor, bins: int) -> torch.Tensor:
+    """Per-row counts of integer bin indices ``(B, N)`` -> ``(B, bins)`` float32 (exact)."""
+    ones = torch.ones(1, device=idx.device, dtype=torch.float32).expand(idx.shape)
+    return torch.zeros(idx.shape[0], bins, device=idx.device).scatter_add_(1, idx, ones)
+
+
+def _bin(v: torch.Tensor, width: float, bins: int, offset: torch.Tensor | None = None
+         ) -> torch.Tensor:
+    """Bin index ``floor(v / width)`` of ``v >= 0``, clipped to ``bins - 1``, plus ``offset``
+    (a float tensor of whole numbers, e.g. the tissue/background split) -> int64."""
+    f = v.mul(1.0 / width).clamp_(0.0, bins - 0.5)
+    if offset is not None:
+        f.add_(offset)
+    return f.long()
 
 
 def _lag(g: torch.Tensor, d: int) -> torch.Tensor:
     """Mean absolute grey difference at ``d`` px, horizontal and vertical averaged."""
     dx = min(d, g.shape[-1] - 1)
     dy = min(d, g.shape[-2] - 1)
-    hor = (g[..., dx:] - g[..., :g.shape[-1] - dx]).abs().mean((-2, -1))
-    ver = (g[..., dy:, :] - g[..., :g.shape[-2] - dy, :]).abs().mean((-2, -1))
+    hor = (g[..., dx:] - g[..., :g.shape[-1] - dx]).abs_().mean((-2, -1))
+    ver = (g[..., dy:, :] - g[..., :g.shape[-2] - dy, :]).abs_().mean((-2, -1))
     return 0.5 * (hor + ver)
 
 
@@ -269,19 +322,116 @@ FEATURE_NAMES: tuple[str, ...] = (
     + tuple(f"e_hist{i}" for i in range(_HIST_BINS))
     + tuple(f"{n}_{p}" for n in _TEXTURE for p in ("scale_mean", "scale_max"))
     + ("h_p50", "h_p99", "e_p50", "e_p99", "log10_dark_fraction", "h_e_corr",
-       "red_minus_green", "grey_p10", "grey_p90", "coarse_fine_grey", "coarse_fine_h", "tissue_h_p75",
-       "tissue_e_p75", "lag8_grey")
+       "red_minus_green", "grey_p10", "grey_p90", "coarse_fine_grey", "coarse_fine_h",
+       "tissue_h_p75", "tissue_e_p75", "lag8_grey")
 )
 
 
-def heuristic_features(x: torch.Tensor) -> torch.Tensor:
+def _stain_planes(od: torch.Tensor, col: int) -> torch.Tensor:
+    """One column of :func:`rgb_to_hed` from optical densities ``(B, 3, N)`` (``-log``
+    scaled as skimage): ``(B, N)`` stain concentration, >= 0."""
+    mat = _hed_matrix(od.device).mul_(1.0 / _LOG_ADJUST)
+    out = (od[:, 0] * mat[0, col]).add_(od[:, 1], alpha=float(mat[1, col]))
+    return out.add_(od[:, 2], alpha=float(mat[2, col])).clamp_min_(0.0)
+
+
+def _features_chunk(xs: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
+    """:func:`heuristic_features` of one cache-sized chunk: ``xs`` ``(B, 3, N)`` pixel sample
+    (:func:`_pixel_sample`), ``xt`` ``(B, 3, H, W)`` texture image (:func:`_to_analysis`)."""
+    b, _, n = xs.shape
+    _, _, hh, ww = xt.shape
+    xf = xs
+    r, gr, bl = xf.unbind(1)
+    # colour deconvolution as rgb_to_hed: optical density, then the 3x3 stain matrix
+    od = xf.clamp_min(1e-6).log_()
+    h, e, d = (_stain_planes(od, c) for c in range(3))
+    g = (r * 0.299).add_(gr, alpha=0.587).add_(bl, alpha=0.114)
+    sat = torch.maximum(torch.maximum(r, gr), bl).sub_(torch.minimum(torch.minimum(r, gr), bl))
+    # tissue weights (grey < 0.85); images without tissue use all pixels
+    w = (g < _BACKGROUND_GREY).to(torch.float32)
+    n_t = w.sum(1)
+    none = n_t < 1
+    if bool(none.any()):
+        w[none] = 1.0
+    wsum = w.sum(1)
+    hw, ew = h * w, e * w
+    m_r, m_g, m_b = ((xf * w[:, None]).sum(2) / wsum[:, None]).unbind(1)
+    mh, me = hw.sum(1) / wsum, ew.sum(1) / wsum
+    md, msat = (d * w).sum(1) / wsum, (sat * w).sum(1) / wsum
+    mh2, me2 = (hw * h).sum(1) / wsum, (ew * e).sum(1) / wsum
+    mhe = (hw * e).sum(1) / wsum
+    sh = (mh2 - mh * mh).clamp_min_(0.0).sqrt_()
+    se = (me2 - me * me).clamp_min_(0.0).sqrt_()
+    # H and E histograms with tissue and background in separate halves; grey histogram
+    bg = w.mul(-1.0).add_(1.0)
+    h_split = _scatter_hist(_bin(h, _H_BIN, _H_NBINS, bg * _H_NBINS), 2 * _H_NBINS)
+    e_split = _scatter_hist(_bin(e, _E_BIN, _E_NBINS, bg.mul_(_E_NBINS)), 2 * _E_NBINS)
+    h_t, h_all = h_split[:, :_H_NBINS], h_split[:, :_H_NBINS] + h_split[:, _H_NBINS:]
+    e_t, e_all = e_split[:, :_E_NBINS], e_split[:, :_E_NBINS] + e_split[:, _E_NBINS:]
+    g_counts = _scatter_hist(_bin(g, 1.0 / _G_NBINS, _G_NBINS), _G_NBINS)
+    nuclear = h_t[:, _H_NUCLEAR_BIN:].sum(1) / wsum
+    eosin = e_t[:, _E_EOSIN_BIN:].sum(1) / wsum
+    g_mean = g.mean(1)
+    g_std = ((g * g).mean(1) - g_mean * g_mean).clamp_min_(0.0).sqrt_()
+    stain = torch.stack([n_t / n, m_r, m_g, m_b, mh, me, md, sh, se,
+                         torch.log10(nuclear + 1e-3), torch.log10(eosin + 1e-3),
+                         mh / (mh + me + 1e-6), g_mean, g_std, msat, m_r - m_b], dim=1)
+    logs = torch.tensor([lg for _, lg in _STAIN], device=xs.device)
+    stain = torch.where(logs, torch.log(stain.clamp_min(0) + _EPS), stain)
+    hists = torch.cat([_coarse(h_t, _H_PER_COARSE, _HIST_BINS),
+                       _coarse(e_t, _E_PER_COARSE, _HIST_BINS)], dim=1)
+
+    # texture on an average-pooling pyramid of the grey and H planes of the texture image
+    xtf = xt.reshape(b, 3, hh * ww)
+    gh = torch.stack([(xtf[:, 0] * 0.299).add_(xtf[:, 1], alpha=0.587)
+                      .add_(xtf[:, 2], alpha=0.114),
+                      _stain_planes(xtf.clamp_min(1e-6).log_(), 0)], dim=1)
+    gh = gh.reshape(b, 2, hh, ww)
+    levels, h_hists = [], []
+    lag8 = None
+    for lev in range(_LEVELS):
+        if lev:
+            gh = F.avg_pool2d(gh, 2, ceil_mode=True)
+        h_hists.append(_scatter_hist(_bin(gh[:, 1].reshape(b, -1), _H_BIN, _H_NBINS),
+                                     _H_NBINS))
+        if lev == 1:
+            lag8 = _lag(gh[:, 0], 4)   # 4 px at half resolution: ~8 px of the analysis image
+        levels.append(_texture(gh[:, 0], gh[:, 1]))
+    hh_ = torch.stack(h_hists, dim=1)                       # (B, levels, bins)
+    nuc_l = hh_[..., _H_NUCLEAR_BIN:].sum(2) / hh_.sum(2)
+    p90_l = _hist_quantiles(hh_.reshape(-1, _H_NBINS), xs.new_tensor([0.9]), _H_BIN)
+    lv = torch.cat([torch.stack(levels, dim=2), torch.log10(nuc_l + 1e-3)[:, None],
+                    p90_l.reshape(b, 1, _LEVELS)], dim=1)   # (B, 9, levels)
+    tlog = torch.tensor(_TEXTURE_LOG, device=xs.device)[None, :, None]
+    lv = torch.where(tlog, torch.log(lv.clamp_min(0) + _EPS), lv)
+    texture = torch.stack([lv.mean(2), lv.amax(2)], dim=2).flatten(1)
+
+    hq = _hist_quantiles(h_all, xs.new_tensor([0.5, 0.99]), _H_BIN)
+    eq = _hist_quantiles(e_all, xs.new_tensor([0.5, 0.99]), _E_BIN)
+    gq = _hist_quantiles(g_counts, xs.new_tensor([0.1, 0.9]), 1.0 / _G_NBINS)
+    q75 = xs.new_tensor([0.75])
+    t75 = torch.cat([_hist_quantiles(h_t, q75, _H_BIN), _hist_quantiles(e_t, q75, _E_BIN)], 1)
+    corr = (mhe - mh * me) / (sh * se + 1e-6)
+    dark = g_counts[:, :_G_NBINS // 2].sum(1) / n
+    more = torch.stack([
+        *torch.log(hq + _EPS).unbind(1), *torch.log(eq + _EPS).unbind(1),
+        torch.log10(dark + 1e-3), corr, m_r - m_g, gq[:, 0], gq[:, 1],
+        lv[:, 5, -1] - lv[:, 5, 0], lv[:, 6, -1] - lv[:, 6, 0],
+        *torch.log(t75 + _EPS).unbind(1), torch.log(lag8 + _EPS)], dim=1)
+    return torch.cat([stain, hists, texture, more], dim=1)
+
+
+def heuristic_features(x: torch.Tensor, *, chunk_pixels: int = _CHUNK_PIXELS) -> torch.Tensor:
     """The 64 raw (un-normalised) statistics behind the heuristic embedding.
 
     Parameters
     ----------
     x : torch.Tensor
         ``(B, 3, H, W)`` float RGB in [0, 1], at analysis resolution (the encoder resamples
-        the shorter side into [128, 1024] px first).
+        the shorter side into [128, 256] px first, :func:`_to_analysis`).
+    chunk_pixels : int
+        Images are processed in groups of about this many pixels, so the intermediate planes
+        stay in the CPU cache (results do not depend on it).
 
     Returns
     -------
@@ -291,90 +441,37 @@ def heuristic_features(x: torch.Tensor) -> torch.Tensor:
         * 16 stain/colour statistics over tissue pixels (grey < 0.85; all pixels when there
           are none): tissue fraction, mean R, G, B, mean and std of haematoxylin (H), eosin
           (E) and DAB (D) optical density, nuclear (H >= :data:`NUCLEAR_H_OD`) and eosin-rich
-          fractions, H share of H+E, grey mean/std, saturation, red minus blue;
-        * 16: 8-bin histograms of H and E over tissue (square-rooted);
-        * 18 texture statistics, each measured on a 5-level pyramid (factor 2) and pooled over
-          scale as mean and max, so a texture seen at 0.5 or 1 µm/px gives similar values:
-          gradient magnitude of grey (mean, std) and of H, grey differences at 1 and 2 px,
-          grey and H std, nuclear fraction, 90th percentile of H;
-        * 14 more: H and E quantiles, dark fraction, H–E correlation, red minus green, grey
-          quantiles,
-          coarse/fine contrast ratios, grey difference at 8 px.
+          (E >= 0.04) fractions, H share of H+E, grey mean/std, saturation, red minus blue;
+        * 16: 8-bin histograms of H (0–0.25) and E (0–0.12) over tissue (square-rooted);
+        * 18 texture statistics, each measured on a 5-level average-pooling pyramid (factor
+          2) of the grey and H planes and pooled over scale as mean and max, so a texture
+          seen at 0.5 or 1 µm/px gives similar values: gradient magnitude of grey (mean,
+          std) and of H, grey differences at 1 and 2 px, grey and H std, nuclear fraction,
+          90th percentile of H;
+        * 14 more: H and E quantiles (50, 99 %), dark fraction (grey < 0.5), H–E correlation
+          over tissue, red minus green, grey quantiles (10, 90 %), coarse/fine contrast
+          ratios of grey and H, 75th percentiles of H and E over tissue, grey difference at
+          8 px (4 px on the first pyramid level).
 
-        Scale-like statistics (means, stds, gradients, quantiles of optical density) are
-        ``log(v + 1e-3)``.
+        Quantiles are read off fine histograms (H bins of 0.00125, E 0.0005, grey 1/256) with
+        linear interpolation inside a bin. Scale-like statistics (means, stds, gradients,
+        quantiles of optical density) are ``log(v + 1e-3)``.
     """
-    x = x.float()
-    b = x.shape[0]
-    hed = rgb_to_hed(x)
-    h, e, d = hed[:, 0], hed[:, 1], hed[:, 2]
-    g = _grey(x)
-    tissue = (g < _BACKGROUND_GREY).float()
-    none = tissue.sum((-2, -1)) < 1
-    w = torch.where(none[:, None, None], torch.ones_like(tissue), tissue)
-    mh, me = _wmean(h, w), _wmean(e, w)
-    nuclear = (h >= NUCLEAR_H_OD).float()
-    eosin = (e >= 0.04).float()
-    sat = x.max(1).values - x.min(1).values
-    stain = [tissue.mean((-2, -1)), _wmean(x[:, 0], w), _wmean(x[:, 1], w), _wmean(x[:, 2], w),
-             mh, me, _wmean(d, w), _wstd(h, w), _wstd(e, w),
-             torch.log10(_wmean(nuclear, w) + 1e-3), torch.log10(_wmean(eosin, w) + 1e-3),
-             mh / (mh + me + 1e-6), g.mean((-2, -1)), g.flatten(1).std(1, unbiased=False),
-             _wmean(sat, w), _wmean(x[:, 0] - x[:, 2], w)]
-    stain_t = torch.stack(stain, dim=1)
-    logs = torch.tensor([lg for _, lg in _STAIN], device=x.device)
-    stain_t = torch.where(logs, torch.log(stain_t.clamp_min(0) + _EPS), stain_t)
-    hists = torch.cat([_hist(h, w, *_H_RANGE), _hist(e, w, *_E_RANGE)], dim=1)
-
-    levels = []
-    xl = x
-    for lev in range(_LEVELS):
-        if lev:
-            xl = F.avg_pool2d(xl, 2, ceil_mode=True)
-        hl = rgb_to_hed(xl)[:, 0]
-        gl = _grey(xl)
-        gm = _grad(gl)
-        stats = torch.stack([
-            gm.mean((-2, -1)), gm.flatten(1).std(1, unbiased=False), _grad(hl).mean((-2, -1)),
-            _lag(gl, 1), _lag(gl, 2), gl.flatten(1).std(1, unbiased=False),
-            hl.flatten(1).std(1, unbiased=False),
-            torch.log10((hl >= NUCLEAR_H_OD).float().mean((-2, -1)) + 1e-3),
-            torch.quantile(hl.flatten(1), 0.9, dim=1)], dim=1)
-        levels.append(stats)
-    lv = torch.stack(levels, dim=2)  # (B, 9, levels)
-    tlog = torch.tensor(_TEXTURE_LOG, device=x.device)[None, :, None]
-    lv = torch.where(tlog, torch.log(lv.clamp_min(0) + _EPS), lv)
-    texture = torch.stack([lv.mean(2), lv.max(2).values], dim=2).flatten(1)
-
-    hq = torch.quantile(h.flatten(1), torch.tensor([0.5, 0.99], device=x.device), dim=1).T
-    eq = torch.quantile(e.flatten(1), torch.tensor([0.5, 0.99], device=x.device), dim=1).T
-    hm_, em_ = h - mh[:, None, None], e - me[:, None, None]
-    corr = _wmean(hm_ * em_, w) / (_wstd(h, w) * _wstd(e, w) + 1e-6)
-    gq = torch.quantile(g.flatten(1), torch.tensor([0.1, 0.9], device=x.device), dim=1).T
-    # tissue-only quantiles: push background to the bottom of the H/E range via the weights
-    ht = torch.where(w > 0, h, torch.zeros_like(h))
-    et = torch.where(w > 0, e, torch.zeros_like(e))
-    frac_t = w.mean((-2, -1)).clamp_min(1e-6)
-    q75 = (1 - 0.25 * frac_t).clamp(0, 1)
-    hsort = ht.flatten(1).sort(1).values
-    esort = et.flatten(1).sort(1).values
-    n = hsort.shape[1]
-    pos = (q75 * (n - 1)).round().long()[:, None]
-    coarse = levels[-1]
-    more = torch.stack([
-        torch.log(hq[:, 0].clamp_min(0) + _EPS), torch.log(hq[:, 1].clamp_min(0) + _EPS),
-        torch.log(eq[:, 0].clamp_min(0) + _EPS), torch.log(eq[:, 1].clamp_min(0) + _EPS),
-        torch.log10((g < 0.5).float().mean((-2, -1)) + 1e-3), corr,
-        _wmean(x[:, 0] - x[:, 1], w), gq[:, 0], gq[:, 1],
-        torch.log(coarse[:, 5] + _EPS) - torch.log(levels[0][:, 5] + _EPS),
-        torch.log(coarse[:, 6] + _EPS) - torch.log(levels[0][:, 6] + _EPS),
-        torch.log(hsort.gather(1, pos)[:, 0].clamp_min(0) + _EPS),
-        torch.log(esort.gather(1, pos)[:, 0].clamp_min(0) + _EPS),
-        torch.log(_lag(g, 8) + _EPS)], dim=1)
-    out = torch.cat([stain_t, hists, texture, more], dim=1)
+    if x.ndim != 4 or x.shape[1] != 3 or min(x.shape[-2:]) < 3:
+        raise ModelError(f"heuristic_features: expected (B, 3, H, W) RGB images of at least "
+                         f"3x3 px, got shape {tuple(x.shape)}; permute (B, H, W, 3) arrays "
+                         "with .permute(0, 3, 1, 2)")
+    if x.dtype != torch.uint8 and not x.is_floating_point():
+        raise ModelError(f"heuristic_features: expected uint8 or [0, 1] float RGB, got "
+                         f"{x.dtype}")
+    if x.shape[0] == 0:
+        return torch.zeros((0, len(FEATURE_NAMES)), device=x.device)
+    work = _MAX_PX * _MAX_PX
+    per = max(1, chunk_pixels // max(1, min(work, x.shape[-1] * x.shape[-2])))
+    out = torch.cat([_features_chunk(_pixel_sample(c), _to_analysis(c)) for c in x.split(per)])
     if out.shape[1] != len(FEATURE_NAMES):  # pragma: no cover - guarded by tests
         raise ModelError(f"heuristic features: {out.shape[1]} != {len(FEATURE_NAMES)}")
-    return out.reshape(b, -1).float()
+    return out
 
 
 def fit_reference(groups: Sequence[np.ndarray], *, min_scale: float = 0.02
@@ -403,24 +500,24 @@ def fit_reference(groups: Sequence[np.ndarray], *, min_scale: float = 0.02
 # Reference statistics (fit_reference over the set described in HeuristicEncoder; regenerated
 # and checked by tests/models/test_heuristic_embedding.py).
 _REF_CENTRE = np.array([
-    0.928475, 0.790319, 0.533289, 0.692753, -4.76077, -3.63511, -3.64632, -3.68928,
-    -5.07276, -1.57028, -2.23941, 0.279924, 0.663896, -2.44283, 0.269021, 0.0975664,
-    0.876237, 0.178953, 0.129946, 0.0980469, 0.13525, 0.0514606, 0.038235, 0.0483389,
-    0.179816, 0.857039, 0.215671, 0.0999483, 0.0573494, 0.0321591, 0.020753, 0.0345602,
-    -3.67181, -3.32951, -3.32093, -2.98658, -5.22654, -5.00569, -3.7058, -3.29747,
-    -3.47754, -3.11386, -2.78987, -2.44283, -4.26942, -3.71893, -1.93188, -1.60744,
-    -4.80187, -4.27519, -5.68711, -2.94433, -3.93988, -3.08209, -1.4095, 0.568998,
-    0.25703, 0.554383, 0.791272, -0.871493, -1.19963, -4.99378, -3.58864, -2.93304,
+    0.928465, 0.790323, 0.533292, 0.692756, -4.76383, -3.63515, -3.6463, -3.6999,
+    -5.07906, -1.57679, -2.23947, 0.27972, 0.663906, -2.45146, 0.269011, 0.0975668,
+    0.876232, 0.179331, 0.13006, 0.0979163, 0.13452, 0.051436, 0.038233, 0.04837,
+    0.179807, 0.857118, 0.214584, 0.0999254, 0.0573504, 0.0321603, 0.0207416, 0.0345501,
+    -3.82248, -3.46019, -3.62316, -3.03265, -5.15424, -4.96216, -3.84509, -3.47178,
+    -3.64385, -3.26953, -3.09708, -2.56637, -4.39513, -3.87597, -2.01787, -1.74835,
+    -4.52024, -4.12389, -5.49957, -2.91377, -3.935, -3.0922, -1.41322, 0.561182,
+    0.257032, 0.552838, 0.790941, -1.20464, -1.10607, -4.96676, -3.58777, -3.34431,
 ])
 _REF_SCALE = np.array([
-    0.13236, 0.162115, 0.124353, 0.124397, 1.39303, 0.155124, 0.358567, 1.05856,
-    1.61356, 0.728891, 1.08005, 0.259307, 0.0966952, 0.835846, 0.0304004, 0.0448664,
-    0.19356, 0.221366, 0.160667, 0.124334, 0.0782756, 0.079093, 0.0585421, 0.0734446,
-    0.259287, 0.196601, 0.172769, 0.147276, 0.0853442, 0.047367, 0.0307062, 0.0529905,
-    1.0503, 0.889759, 0.749812, 0.624824, 0.974325, 1.02483, 0.981316, 0.810877,
-    1.09145, 0.915628, 1.00668, 0.835846, 0.936057, 1.01923, 0.753363, 0.686543,
-    1.6632, 1.49013, 1.36245, 1.81491, 0.661076, 0.718586, 0.858579, 0.367958,
-    0.0446698, 0.222249, 0.0888669, 0.488846, 0.349299, 1.60638, 0.221147, 0.936402,
+    0.132384, 0.162125, 0.124361, 0.124404, 1.39664, 0.155149, 0.358549, 1.07075,
+    1.61929, 0.736628, 1.07998, 0.259524, 0.0966996, 0.848056, 0.0303984, 0.04487,
+    0.193563, 0.221199, 0.160602, 0.124497, 0.0790542, 0.079051, 0.0585392, 0.0734725,
+    0.259272, 0.196619, 0.173769, 0.147252, 0.0853451, 0.0473674, 0.0307053, 0.0529947,
+    1.18019, 1.06912, 0.978203, 0.656297, 1.09213, 1.07162, 1.10884, 1.0158,
+    1.23002, 1.10296, 1.24206, 0.934857, 1.20784, 1.12937, 0.909482, 0.839732,
+    1.5807, 1.49562, 1.23827, 1.76665, 0.626125, 0.67074, 0.863372, 0.367093,
+    0.0446709, 0.221188, 0.0885526, 0.73815, 0.420268, 1.58453, 0.220598, 1.24905,
 ])
 
 
@@ -444,8 +541,9 @@ class HeuristicEncoder(Encoder):
     :data:`HEURISTIC_VERSION`, so cached features of an older definition are not reused.
     """
 
-    #: Images per chunk are limited to about this many pixels (bounds memory for large crops).
-    max_chunk_pixels = 1 << 23
+    #: Images per chunk are limited to about this many input pixels: bounds memory for large
+    #: batches and crops, and keeps each chunk's float copy small enough to stay in cache.
+    max_chunk_pixels = 1 << 20
 
     def __init__(self, config: EncoderConfig = HEURISTIC_CONFIG) -> None:
         super().__init__(config)
@@ -468,17 +566,27 @@ class HeuristicEncoder(Encoder):
             value = f"{head} {tag}" + (f"{sep}{rest}" if sep else "")
         self._label = value
 
-    def preprocess(self, x: torch.Tensor) -> torch.Tensor:  # uint8 -> [0, 1] analysis size
-        return _to_analysis(x)
+    def preprocess(self, x: torch.Tensor) -> torch.Tensor:
+        """Check a ``(B, 3, H, W)`` uint8 batch and return it unchanged: the heuristic samples
+        native pixels and resamples for texture itself (:func:`heuristic_features`)."""
+        if x.dtype != torch.uint8 or x.ndim != 4 or x.shape[1] != 3:
+            raise ModelError(f"heuristic: expected a (B, 3, H, W) uint8 RGB tensor, got "
+                             f"{x.dtype} {tuple(x.shape)}; use encode() for (B, H, W, 3) "
+                             "arrays")
+        return x
 
+    @torch.inference_mode()
     def forward_uint8(self, x: torch.Tensor) -> torch.Tensor:
-        if x.ndim == 4 and x.shape[0] > 1:
-            per = max(1, self.max_chunk_pixels // max(1, x.shape[-1] * x.shape[-2]))
-            if per < x.shape[0]:
-                return torch.cat([self(self.preprocess(c)) for c in x.split(per)])
-        return self(self.preprocess(x))
+        """``(B, 3, H, W)`` uint8 RGB -> ``(B, 64)`` float32, in chunks of about
+        :attr:`max_chunk_pixels` input pixels (results do not depend on the chunking)."""
+        x = self.preprocess(x)
+        per = max(1, self.max_chunk_pixels // max(1, x.shape[-1] * x.shape[-2]))
+        if per < x.shape[0]:
+            return torch.cat([self(c) for c in x.split(per)])
+        return self(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``(B, 3, h, w)`` float RGB in [0, 1] -> ``(B, 64)`` float32, unit L2 norm."""
+        """``(B, 3, H, W)`` RGB, float in [0, 1] or uint8, any size -> ``(B, 64)`` float32,
+        unit L2 norm."""
         z = (heuristic_features(x) - self._centre) / self._scale
         return F.normalize(z.clamp_(-_CLIP, _CLIP), dim=1, eps=1e-8)
