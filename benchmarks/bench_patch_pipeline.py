@@ -290,13 +290,16 @@ def main() -> None:
             cpu[k].append(ms)
         loads.append(os.getloadavg()[0])
     best = {k: max(v) for k, v in res.items()}
+    med = {k: statistics.median(v) for k, v in res.items()}
     cpu_ms = {k: min(v) for k, v in cpu.items()}
-    floor_key = max(("a_ic", "a_sj"), key=lambda k: best[k])
-    floor = best[floor_key]
-    # the same ratios within each round (robust to load that changes between rounds)
-    round_vs_floor = [res["c"][i] / max(res["a_ic"][i], res["a_sj"][i])
-                      for i in range(args.rounds)]
-    round_vs_naive = [res["c"][i] / res["b"][i] for i in range(args.rounds)]
+    floor_key = min(("a_ic", "a_sj"), key=lambda k: cpu_ms[k])  # the cheaper decoder
+    # ratios within each round (methods interleaved, so they share that round's load), then
+    # the median over rounds: what the targets are judged on
+    rounds = range(args.rounds)
+    floor_r = [max(res["a_ic"][i], res["a_sj"][i]) for i in rounds]
+    vs_naive = {k: statistics.median(res[k][i] / res["b"][i] for i in rounds) for k in res}
+    floor_naive = statistics.median(floor_r[i] / res["b"][i] for i in rounds)
+    vs_floor = {k: statistics.median(res[k][i] / floor_r[i] for i in rounds) for k in res}
     stages = _breakdown(path, boxes[: min(n, 100)])
     eq = _equivalence(path, boxes[:16])
     rows = [
@@ -308,8 +311,10 @@ def main() -> None:
         ("(c) wsikit pipeline → normalised 448² float tensors (CONCH v1.5)", "c"),
     ]
     cores = os.cpu_count()
-    met_naive = best["c"] >= 5 * best["b"]
-    met_floor = best["c"] >= 0.5 * floor
+    c_naive = [res["c"][i] / res["b"][i] for i in rounds]
+    c_floor = [res["c"][i] / floor_r[i] for i in rounds]
+    met_naive = vs_naive["c"] >= 5
+    met_floor = vs_floor["c"] >= 0.5
     lines = [
         "# Patch pipeline throughput",
         "",
@@ -324,30 +329,31 @@ def main() -> None:
         f"Slide: synthetic 40× {SIZE[0]}×{SIZE[1]} @0.25 µm/px, levels 1/4/16, 256-px JPEG "
         f"tiles, Q80. Patches: the first {n} tissue patches of 512 px at 0.5 µm/px "
         f"(1024 level-0 px, {tiles_per_patch:.1f} tiles each, {len(tiles)} tiles), "
-        f"{w} worker processes for every method (pool or DataLoader start-up included), "
-        f"methods interleaved within each round, best of {args.rounds} rounds. wsikit plan: "
+        f"{w} worker processes for every method (pool or DataLoader start-up included). "
+        f"{args.rounds} rounds, the methods interleaved within each round; the ratio columns "
+        "are the median over rounds of the ratio within a round (both sides under that "
+        "round's load). wsikit plan: "
         f"level {plan[0]}, DCT reduction 1/{plan[1]}, then anti-aliased 512→448.",
         "",
-        "| method | patches/s | × naive (b) | vs floor (a) | CPU ms/patch (all processes) |",
+        "| method | patches/s, median (best) | × naive (b) | vs floor (a) | "
+        "CPU ms/patch, all processes |",
         "|---|---:|---:|---:|---:|",
     ]
     for name, k in rows:
-        lines.append(f"| {name} | {best[k]:.0f} | {best[k] / best['b']:.1f} | "
-                     f"{100 * best[k] / floor:.0f}% | {cpu_ms[k]:.2f} |")
+        lines.append(f"| {name} | {med[k]:.0f} ({best[k]:.0f}) | {vs_naive[k]:.1f} | "
+                     f"{100 * vs_floor[k]:.0f}% | {cpu_ms[k]:.2f} |")
     lines += [
         "",
-        f"Targets: (c) ≥ 5× (b): **{best['c'] / best['b']:.1f}×** "
+        f"Targets: (c) ≥ 5× (b): **{vs_naive['c']:.1f}×** "
         f"({'met' if met_naive else 'not met'}); (c) ≥ 50% of (a): "
-        f"**{100 * best['c'] / floor:.0f}%** ({'met' if met_floor else 'not met'}). "
-        f"Within each round: (c)/(b) = {', '.join(f'{v:.1f}×' for v in round_vs_naive)} "
-        f"(median {statistics.median(round_vs_naive):.1f}×); (c)/(a) = "
-        f"{', '.join(f'{100 * v:.0f}%' for v in round_vs_floor)} (median "
-        f"{100 * statistics.median(round_vs_floor):.0f}%). By CPU time over all processes, "
-        f"which other jobs on the shared cores do not distort: (c) costs {cpu_ms['c']:.2f} "
-        f"ms/patch against {cpu_ms[floor_key]:.2f} for (a) and {cpu_ms['b']:.2f} for (b), "
-        f"i.e. (c) = {cpu_ms['b'] / cpu_ms['c']:.1f}× (b) and "
-        f"{100 * cpu_ms[floor_key] / cpu_ms['c']:.0f}% of (a) per core-second; 2 busy cores "
-        f"would give (c) {2000 / cpu_ms['c']:.0f} patches/s.",
+        f"**{100 * vs_floor['c']:.0f}%** ({'met' if met_floor else 'not met'}). "
+        f"Per round: (c)/(b) = {', '.join(f'{v:.1f}×' for v in c_naive)}; "
+        f"(c)/(a) = {', '.join(f'{100 * v:.0f}%' for v in c_floor)}. "
+        f"By CPU time over all processes, which other jobs on the shared cores do not distort: "
+        f"(c) costs {cpu_ms['c']:.2f} ms/patch against {cpu_ms[floor_key]:.2f} for (a) and "
+        f"{cpu_ms['b']:.2f} for (b), i.e. (c) = {cpu_ms['b'] / cpu_ms['c']:.1f}× (b) and "
+        f"{100 * cpu_ms[floor_key] / cpu_ms['c']:.0f}% of (a) per core-second; 2 cores kept "
+        f"busy would give (c) {2000 / cpu_ms['c']:.0f} patches/s.",
         "",
         "What (c) does: 2 DataLoader workers each read their chunks of 32 patches in storage "
         "order, decode every 256-px tile at 1/2 scale in the DCT domain (libjpeg-turbo; cheaper "
@@ -372,8 +378,19 @@ def main() -> None:
         "|---|---:|",
         *[f"| {k} | {v:.2f} |" for k, v in stages.items()],
         "",
-        f"The floor itself is {floor / best['b']:.1f}× the naive loop here, so (c) ≥ 5× (b) "
-        f"needs (c) at ≥ {500 * best['b'] / floor:.0f}% of the full-decode floor.",
+        f"The floor itself is {floor_naive:.1f}× the naive loop here, so (c) ≥ 5× (b) "
+        f"needs (c) at ≥ {500 / floor_naive:.0f}% of the full-decode floor.",
+        "",
+        f"Where (c)'s {cpu_ms['c']:.2f} CPU ms/patch go: the DCT-scaled decode "
+        f"({stages['decode DCT 1/2']:.2f} in one process, {cpu_ms['a_dct']:.2f} with (a′)'s "
+        "pool), assembling the mosaic "
+        f"({stages['read 512 (decode 1/2 + assemble)'] - stages['decode DCT 1/2']:.2f}), "
+        f"the 512→448 resize ({stages['resize 512→448 into the batch buffer (now)']:.2f}), "
+        "the float conversion and normalisation "
+        f"({stages['to float + normalise, fused, reused buffer (now)']:.2f}); the rest is "
+        "start-up that a 600-patch run does not amortise (forking the workers, allocating the "
+        "shared slots and the float buffer once). Allocating fresh batch memory per batch, as "
+        "the previous implementation did, cost more than the arithmetic (see the before rows).",
         "",
         "All rounds (patches/s): " + "; ".join(
             f"{k}: {', '.join(f'{v:.0f}' for v in vals)}" for k, vals in res.items()),
