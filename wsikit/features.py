@@ -45,6 +45,7 @@ import torch
 from torch.utils.data import IterableDataset
 
 from ._atomic import TMP_MARK, atomic_path
+from ._h5 import h5_value
 from ._progress import progress as _progress_bar
 from ._version import __version__
 from .errors import FeatureError, WsikitError
@@ -147,14 +148,14 @@ class Embeddings:
                 if "features" not in f:
                     raise FeatureError(f"{path}: no 'features' dataset; not a feature file")
                 ds = f["features"]
-                attrs = {k: _py(v) for k, v in ds.attrs.items()}
+                attrs = {k: h5_value(v) for k, v in ds.attrs.items()}
                 if attrs.get("complete", True) is not True:
                     raise FeatureError(f"{path}: feature file is incomplete (interrupted run); "
                                        "delete it and extract again")
                 feats = np.asarray(ds[()], np.float32)
                 coords = (np.asarray(f["coords"][()], np.int64).reshape(-1, 2) if "coords" in f
                           else np.zeros((0, 2), np.int64))
-                cattrs = ({k: _py(v) for k, v in f["coords"].attrs.items()} if "coords" in f
+                cattrs = ({k: h5_value(v) for k, v in f["coords"].attrs.items()} if "coords" in f
                           else {})
         except FeatureError:
             raise
@@ -169,15 +170,6 @@ class Embeddings:
         label = str(attrs.pop("label", encoder))
         return cls(feats, coords, encoder, label, attrs)
 
-
-def _py(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
 
 
 def _write_attrs(ds: Any, attrs: Mapping[str, Any]) -> None:
@@ -492,9 +484,9 @@ def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int) -> bool:
             ds = f["features"]
             a = ds.attrs
             return bool(a.get("complete", False) is True or a.get("complete", False) == 1) and (
-                _py(a.get("encoder")) == encoder.config.name
-                and _py(a.get("label")) == encoder.label
-                and _py(a.get("grid_hash")) == ghash
+                h5_value(a.get("encoder")) == encoder.config.name
+                and h5_value(a.get("label")) == encoder.label
+                and h5_value(a.get("grid_hash")) == ghash
                 and ds.shape == (n, encoder.config.dim)
                 and f["coords"].shape == (n, 2))
     except (OSError, KeyError, ValueError):

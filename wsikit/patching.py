@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._atomic import atomic_path
+from ._h5 import h5_value
 from ._version import __version__
 from .errors import GridError
 from .io.mpp import check_mpp
@@ -159,8 +160,8 @@ class TileGrid:
                                     f"a *_patches.h5 from 'wsikit patch', TRIDENT or CLAM)")
                 dset = f["coords"]
                 coords = np.asarray(dset[()], dtype=np.int64).reshape(-1, 2)
-                attrs = {k: _py(v) for k, v in f.attrs.items()}
-                attrs.update({k: _py(v) for k, v in dset.attrs.items()})
+                attrs = {k: h5_value(v) for k, v in f.attrs.items()}
+                attrs.update({k: h5_value(v) for k, v in dset.attrs.items()})
                 tissue = (np.asarray(f["tissue"][()], np.float32) if "tissue" in f
                           else np.full(len(coords), np.nan, np.float32))
         except GridError:
@@ -214,15 +215,6 @@ def _mag(value: float) -> float | int:
         return value
     return int(round(value)) if abs(value - round(value)) < 1e-6 else float(value)
 
-
-def _py(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
 
 
 def _positions(length: int, stride: int, size: int) -> np.ndarray:
