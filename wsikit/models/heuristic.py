@@ -17,6 +17,8 @@ they also run on the GPU), and are labelled as heuristics wherever they are used
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -53,6 +55,7 @@ _CLIP = 4.0     # standardised features are clipped to [-_CLIP, _CLIP]
 _EPS = 1e-3     # offset of the log-transformed (scale-like) statistics
 _HIST_BINS = 8  # coarse H and E histograms: H over [0, 0.25), E over [0, 0.12) (rgb2hed units)
 _CHUNK_PIXELS = 1 << 18  # analysis pixels per group of images (keeps the planes in cache)
+_CHUNK_INPUT_PIXELS = 1 << 20  # input pixels per group (bounds the float copies)
 _LOG_ADJUST = float(np.log(1e-6))
 # fine histograms for quantiles; bin edges fall on the coarse edges and the thresholds
 _H_BIN, _H_NBINS = 0.00125, 400          # H in [0, 0.5)
@@ -192,18 +195,40 @@ def importance_scores(h_density: np.ndarray, tissue_fraction: np.ndarray, *,
     return np.clip((raw - lo) / (hi - lo), 0.0, 1.0).astype(np.float32)
 
 
+def _box_down(x: torch.Tensor, k: int, unit: float) -> torch.Tensor:
+    """Mean over ``k x k`` blocks of ``(B, 3, H, W)`` (H and W multiples of ``k``), divided by
+    ``unit``: float32, contiguous. Sums strided slices, one axis at a time, in the input's own
+    memory layout (channels-last batches from ``encode`` stay channels-last until the end),
+    which is several times faster than ``F.interpolate(mode="area")`` on CPU."""
+    cl = not x.is_contiguous() and x.permute(0, 2, 3, 1).is_contiguous()
+    f = (x.permute(0, 2, 3, 1) if cl else x).to(torch.float32)
+    for axis in ((2, 1) if cl else (3, 2)):
+        idx = [slice(None)] * 4
+        idx[axis] = slice(0, None, k)
+        acc = f[tuple(idx)].clone()
+        for i in range(1, k):
+            idx[axis] = slice(i, None, k)
+            acc += f[tuple(idx)]
+        f = acc
+    f.mul_(1.0 / (k * k * unit))
+    return f.permute(0, 3, 1, 2).contiguous() if cl else f
+
+
 def _to_analysis(x: torch.Tensor) -> torch.Tensor:
     """uint8 (or [0, 1] float) ``(B, 3, H, W)`` -> float [0, 1], shorter side in
     [_MIN_PX, _MAX_PX]: the texture image.
 
-    Larger images are area-downsampled (which is also their anti-aliasing), smaller ones
-    upsampled bilinearly, images inside the range keep their resolution. The result is
-    contiguous (planar channels).
+    Larger images are averaged down over blocks (area resampling, which is also their
+    anti-aliasing), smaller ones upsampled bilinearly, images inside the range keep their
+    resolution. The result is contiguous (planar channels).
     """
     h, w = x.shape[-2:]
     short = min(h, w)
     target = min(max(short, _MIN_PX), _MAX_PX)
     unit = 255.0 if x.dtype == torch.uint8 else 1.0
+    k = short // target
+    if target < short and short == k * target and h % k == 0 and w % k == 0:
+        return _box_down(x, k, unit)
     x = x.to(torch.float32)
     if target != short:
         scale = target / short
@@ -421,7 +446,25 @@ def _features_chunk(xs: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
     return torch.cat([stain, hists, texture, more], dim=1)
 
 
-def heuristic_features(x: torch.Tensor, *, chunk_pixels: int = _CHUNK_PIXELS) -> torch.Tensor:
+@lru_cache(maxsize=1)
+def _openmp() -> bool:
+    """Whether torch's intra-op threads are OpenMP (thread counts are then per thread)."""
+    return "parallel backend: OpenMP" in torch.__config__.parallel_info()
+
+
+def _chunk_features(c: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return _features_chunk(_pixel_sample(c), _to_analysis(c))
+
+
+def _chunk_features_1thread(c: torch.Tensor) -> torch.Tensor:
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)  # this worker thread only (OpenMP)
+    return _chunk_features(c)
+
+
+def heuristic_features(x: torch.Tensor, *, chunk_pixels: int = _CHUNK_PIXELS,
+                       chunk_input_pixels: int = _CHUNK_INPUT_PIXELS) -> torch.Tensor:
     """The 64 raw (un-normalised) statistics behind the heuristic embedding.
 
     Parameters
@@ -429,9 +472,11 @@ def heuristic_features(x: torch.Tensor, *, chunk_pixels: int = _CHUNK_PIXELS) ->
     x : torch.Tensor
         ``(B, 3, H, W)`` float RGB in [0, 1], at analysis resolution (the encoder resamples
         the shorter side into [128, 256] px first, :func:`_to_analysis`).
-    chunk_pixels : int
-        Images are processed in groups of about this many pixels, so the intermediate planes
-        stay in the CPU cache (results do not depend on it).
+    chunk_pixels, chunk_input_pixels : int
+        Images are processed in groups of at most this many analysis (texture image) and input
+        pixels (at least one image per group), so the intermediate planes stay in the CPU
+        cache and memory stays bounded. On CPU with several torch threads, groups run in
+        parallel, one single-threaded group per thread. Results do not depend on either.
 
     Returns
     -------
@@ -466,9 +511,18 @@ def heuristic_features(x: torch.Tensor, *, chunk_pixels: int = _CHUNK_PIXELS) ->
                          f"{x.dtype}")
     if x.shape[0] == 0:
         return torch.zeros((0, len(FEATURE_NAMES)), device=x.device)
-    work = _MAX_PX * _MAX_PX
-    per = max(1, chunk_pixels // max(1, min(work, x.shape[-1] * x.shape[-2])))
-    out = torch.cat([_features_chunk(_pixel_sample(c), _to_analysis(c)) for c in x.split(per)])
+    in_px = x.shape[-1] * x.shape[-2]
+    per = max(1, min(chunk_pixels // max(1, min(_MAX_PX * _MAX_PX, in_px)),
+                     chunk_input_pixels // max(1, in_px)))
+    chunks = x.split(per)
+    threads = min(torch.get_num_threads(), len(chunks))
+    if threads > 1 and x.device.type == "cpu" and _openmp():
+        # one chunk per thread, each single-threaded: no per-operation thread barriers, which
+        # stall for a scheduler slice on a busy machine and cost more than the arithmetic
+        with ThreadPoolExecutor(threads, thread_name_prefix="wsikit-heuristic") as pool:
+            out = torch.cat(list(pool.map(_chunk_features_1thread, chunks)))
+    else:
+        out = torch.cat([_chunk_features(c) for c in chunks])
     if out.shape[1] != len(FEATURE_NAMES):  # pragma: no cover - guarded by tests
         raise ModelError(f"heuristic features: {out.shape[1]} != {len(FEATURE_NAMES)}")
     return out
@@ -579,14 +633,11 @@ class HeuristicEncoder(Encoder):
     def forward_uint8(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, 3, H, W)`` uint8 RGB -> ``(B, 64)`` float32, in chunks of about
         :attr:`max_chunk_pixels` input pixels (results do not depend on the chunking)."""
-        x = self.preprocess(x)
-        per = max(1, self.max_chunk_pixels // max(1, x.shape[-1] * x.shape[-2]))
-        if per < x.shape[0]:
-            return torch.cat([self(c) for c in x.split(per)])
-        return self(x)
+        return self(self.preprocess(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, 3, H, W)`` RGB, float in [0, 1] or uint8, any size -> ``(B, 64)`` float32,
         unit L2 norm."""
-        z = (heuristic_features(x) - self._centre) / self._scale
+        z = heuristic_features(x, chunk_input_pixels=self.max_chunk_pixels)
+        z = (z - self._centre) / self._scale
         return F.normalize(z.clamp_(-_CLIP, _CLIP), dim=1, eps=1e-8)
