@@ -85,3 +85,95 @@ def test_importance_scores_normalisation() -> None:
     assert importance_scores(np.zeros(0), np.zeros(0)).shape == (0,)
     with pytest.raises(ModelError, match="one value per patch"):
         importance_scores(np.ones(3), np.ones(4))
+
+
+# --- version 3 machinery: histogram quantiles, block downsampling, chunked/threaded runs ---
+
+from wsikit.models.heuristic import (  # noqa: E402
+    _hist_quantiles,
+    _to_analysis,
+    heuristic_features,
+)
+
+
+def test_histogram_quantiles_match_sorted_quantiles() -> None:
+    """Quantiles read off a fine histogram are within one bin of the exact ones."""
+    rng = np.random.default_rng(4)
+    v = torch.from_numpy(np.concatenate([rng.gamma(2.0, 0.02, (3, 5000)),
+                                         np.zeros((3, 1000))], 1).astype(np.float32))
+    width, bins = 0.00125, 400
+    idx = (v / width).clamp(0, bins - 0.5).long()
+    counts = torch.zeros(3, bins).scatter_add_(1, idx, torch.ones_like(v))
+    q = torch.tensor([0.1, 0.5, 0.9, 0.99])
+    ours = _hist_quantiles(counts, q, width)
+    exact = torch.quantile(v, q, dim=1).T
+    np.testing.assert_allclose(ours.numpy(), exact.numpy(), atol=width)
+
+
+def test_block_downsample_matches_area_interpolation() -> None:
+    """The block-sum fast path equals ``F.interpolate(mode="area")`` in either memory layout."""
+    rng = np.random.default_rng(5)
+    for h, w in ((512, 512), (1024, 768), (300, 300)):
+        img = rng.integers(0, 256, (2, h, w, 3), dtype=np.uint8)
+        planar = torch.from_numpy(img).permute(0, 3, 1, 2).contiguous()
+        chan_last = torch.from_numpy(img).permute(0, 3, 1, 2)
+        scale = 256 / min(h, w)
+        ref = torch.nn.functional.interpolate(planar.float() / 255, mode="area", size=(
+            round(h * scale), round(w * scale)))
+        for x in (planar, chan_last, planar.float() / 255):
+            out = _to_analysis(x)
+            assert out.is_contiguous() and out.shape == ref.shape
+            np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-6)
+
+
+def test_features_independent_of_layout_dtype_chunking_and_threads() -> None:
+    spec = SyntheticSpec(1024, 1024, mpp=0.5, dense=[(0, 0, 512, 1024)], seed=3)
+    img = synthetic_tissue_image(spec)
+    crops = np.stack([img[y:y + 256, x:x + 256] for y in (0, 384, 768) for x in (100, 600)])
+    t = torch.from_numpy(crops).permute(0, 3, 1, 2)
+    base = heuristic_features(t.contiguous())
+    assert base.shape == (6, 64) and torch.isfinite(base).all()
+    np.testing.assert_allclose(heuristic_features(t).numpy(), base.numpy(), atol=1e-6)
+    np.testing.assert_allclose(heuristic_features(t.float() / 255).numpy(), base.numpy(),
+                               atol=1e-3)
+    one = torch.cat([heuristic_features(t[i:i + 1]) for i in range(6)])
+    np.testing.assert_array_equal(one.numpy(), base.numpy())  # batch-independent
+    old = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            np.testing.assert_array_equal(
+                heuristic_features(t, chunk_pixels=256 * 256).numpy(), base.numpy())
+    finally:
+        torch.set_num_threads(old)
+    assert torch.get_num_threads() == old
+
+
+def test_blank_tiny_and_odd_images_embed_finitely() -> None:
+    enc = create_encoder("heuristic")
+    rng = np.random.default_rng(6)
+    cases = [np.full((2, 512, 512, 3), 255, np.uint8), np.zeros((1, 64, 64, 3), np.uint8),
+             rng.integers(0, 256, (2, 3, 3, 3), dtype=np.uint8),
+             rng.integers(0, 256, (1, 100, 700, 3), dtype=np.uint8),
+             rng.integers(0, 256, (1, 513, 1030, 3), dtype=np.uint8)]
+    for imgs in cases:
+        f = enc.encode(imgs)
+        assert f.shape == (imgs.shape[0], 64) and np.isfinite(f).all(), imgs.shape
+        np.testing.assert_allclose(np.linalg.norm(f, axis=1), 1.0, atol=1e-5)
+    with pytest.raises(ModelError, match="at least"):
+        heuristic_features(torch.zeros((1, 3, 2, 2), dtype=torch.uint8))
+    with pytest.raises(ModelError, match="permute"):
+        heuristic_features(torch.zeros((1, 8, 8, 3), dtype=torch.uint8))
+
+
+def test_throughput_is_patch_scale() -> None:
+    """Regression guard far below the benchmark (v2 ran at ~5 img/s for 512 px patches)."""
+    import time
+
+    enc = create_encoder("heuristic")
+    imgs = np.random.default_rng(7).integers(0, 256, (16, 512, 512, 3), dtype=np.uint8)
+    enc.encode(imgs[:2])
+    t0 = time.perf_counter()
+    enc.encode(imgs)
+    rate = 16 / (time.perf_counter() - t0)
+    assert rate > 25, f"{rate:.1f} img/s"
