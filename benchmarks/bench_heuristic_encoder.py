@@ -112,13 +112,12 @@ def main(argv: list[str] | None = None) -> int:
         for threads in (1, 2):
             torch.set_num_threads(threads)
             with torch.inference_mode():
-                rate = best_rate(lambda: enc.encode(batch), n, args.repeats)
-                down = best_rate(lambda: F.interpolate(x.float().div_(255), size=size,
-                                                       mode="area"), n, args.repeats)
+                rate = best_rate(lambda b=batch: enc.encode(b), n, args.repeats)
+                down = best_rate(lambda x=x, s=size: F.interpolate(
+                    x.float().div_(255), size=s, mode="area"), n, args.repeats)
                 rate_v2 = float("nan")
                 if enc_v2 is not None:
-                    small = batch[:n_v2]
-                    rate_v2 = best_rate(lambda: enc_v2.encode(small), n_v2,
+                    rate_v2 = best_rate(lambda b=batch[:n_v2]: enc_v2.encode(b), n_v2,
                                         max(1, args.repeats // 2))
             rows.append((px, n, threads, rate, down, rate_v2))
             print(f"{px} px x{n}, {threads} thread(s): v{HEURISTIC_VERSION} {rate:.1f} img/s, "
@@ -126,40 +125,39 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(os.cpu_count() or 1)
     load_end = os.getloadavg()[0]
 
-    lines = [
-        "# bench_heuristic_encoder: weight-free heuristic embedding throughput",
-        "",
+    setup = (
         f"`create_encoder(\"heuristic\").encode(batch)` (version {HEURISTIC_VERSION}) on "
         "(B, px, px, 3) uint8 synthetic H&E-like crops (half dense nuclei, half stroma); best "
         f"of {args.repeats} runs. *Area downsample*: `F.interpolate(x.float() / 255, size=256, "
-        "mode=\"area\")` of the same batch, the cost of merely bringing it to the analysis size "
-        "the naive way (the encoder does this step, plus everything else, with block sums). "
-        f"*v2*: the previous definition (commit {V2_COMMIT}) on the first {SIZES[1][2]} / "
-        f"{SIZES[2][2]} / {SIZES[0][2]} images (512 / 1024 / 128 px).",
-        "",
+        "mode=\"area\")` of the same batch, the cost of merely bringing it to the analysis "
+        "size the naive way (the encoder does this step, plus everything else, with block "
+        f"sums). *v2*: the previous definition (commit {V2_COMMIT}) on the first "
+        f"{SIZES[1][2]} / {SIZES[2][2]} / {SIZES[0][2]} images (512 / 1024 / 128 px).")
+    machine = (
         f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other work, "
         f"Python {platform.python_version()}, torch {torch.__version__}; load average "
         f"{load_start:.1f} at the start and {load_end:.1f} at the end (`os.getloadavg`, as "
         "`uptime`; other engineers' processes share the 2 cores, busy cores lower every "
-        "column).",
-        "",
-        "| px | batch | threads | img/s | area downsample img/s | encode / downsample time "
-        "| v2 img/s | speed-up vs v2 | target |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+        "column).")
+    memory = (
+        "Memory is bounded: `encode` feeds 64 images at a time, the encoder splits them into "
+        "chunks of at most `max_chunk_pixels` (2^20) input pixels and analyses groups of at "
+        "most 2^18 analysis pixels (one group per thread at a time), so the working memory "
+        f"does not grow with the batch: encoding 256 x 512 px images ({mem_in:.0f} MiB of "
+        f"uint8 input) raised the process's peak RSS by {mem_growth:.0f} MiB.")
+    header = ("| px | batch | threads | img/s | area downsample img/s | encode / downsample "
+              "time | v2 img/s | speed-up vs v2 | target |")
+    lines = ["# bench_heuristic_encoder: weight-free heuristic embedding throughput", "",
+             setup, "", machine, "", header, "|---|---|---|---|---|---|---|---|---|"]
     for px, n, threads, rate, down, rate_v2 in rows:
         target = TARGETS.get(px)
-        met = "n/a" if target is None else f">= {target:g}: {'met' if rate >= target else 'NOT met'}"
+        met = ("n/a" if target is None
+               else f">= {target:g}: {'met' if rate >= target else 'NOT met'}")
         v2s = f"{rate_v2:.1f}" if np.isfinite(rate_v2) else "not run"
         sp = f"{rate / rate_v2:.0f}x" if np.isfinite(rate_v2) else "n/a"
         lines.append(f"| {px} | {n} | {threads} | {rate:.1f} | {down:.1f} | {down / rate:.1f}x "
                      f"| {v2s} | {sp} | {met} |")
-    lines += ["", "Memory is bounded: `encode` feeds 64 images at a time, the encoder splits them "
-              "into chunks of at most `max_chunk_pixels` (2^20) input pixels and analyses "
-              "groups of at most 2^18 analysis pixels (one group per thread at a time), so the "
-              f"working memory does not grow with the batch: encoding 256 x 512 px images "
-              f"({mem_in:.0f} MiB of uint8 input) raised the process's peak RSS by "
-              f"{mem_growth:.0f} MiB.", ""]
+    lines += ["", memory, ""]
     out = HERE / "results" / "bench_heuristic_encoder.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines))

@@ -8,8 +8,18 @@ import torch
 from skimage.color import rgb2hed
 
 from wsikit.errors import ModelError
-from wsikit.models import create_encoder, haematoxylin_density, importance_scores, rgb_to_hed
-from wsikit.models.heuristic import NUCLEAR_H_OD
+from wsikit.models import (
+    create_encoder,
+    haematoxylin_density,
+    importance_scores,
+    rgb_to_hed,
+)
+from wsikit.models.heuristic import (
+    NUCLEAR_H_OD,
+    _hist_quantiles,
+    _to_analysis,
+    heuristic_features,
+)
 from wsikit.synthetic import SyntheticSpec, synthetic_tissue_image
 
 
@@ -88,12 +98,6 @@ def test_importance_scores_normalisation() -> None:
 
 
 # --- version 3 machinery: histogram quantiles, block downsampling, chunked/threaded runs ---
-
-from wsikit.models.heuristic import (  # noqa: E402
-    _hist_quantiles,
-    _to_analysis,
-    heuristic_features,
-)
 
 
 def test_histogram_quantiles_match_sorted_quantiles() -> None:

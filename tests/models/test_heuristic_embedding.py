@@ -154,7 +154,8 @@ def test_version_in_label_and_old_features_not_reused(enc) -> None:
     assert f"heuristic-v{HEURISTIC_VERSION}" in enc.label
     enc.label = enc.label + " [auto: x]"
     assert enc.label.count(f"heuristic-v{HEURISTIC_VERSION}") == 1
-    assert create_encoder("heuristic").label != "heuristic (weight-free heuristic, no learned weights)"
+    plain = "heuristic (weight-free heuristic, no learned weights)"
+    assert create_encoder("heuristic").label != plain
 
 
 def test_large_batches_are_chunked(enc) -> None:

@@ -371,10 +371,9 @@ def _features_chunk(xs: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
     (:func:`_pixel_sample`), ``xt`` ``(B, 3, H, W)`` texture image (:func:`_to_analysis`)."""
     b, _, n = xs.shape
     _, _, hh, ww = xt.shape
-    xf = xs
-    r, gr, bl = xf.unbind(1)
+    r, gr, bl = xs.unbind(1)
     # colour deconvolution as rgb_to_hed: optical density, then the 3x3 stain matrix
-    od = xf.clamp_min(1e-6).log_()
+    od = xs.clamp_min(1e-6).log_()
     h, e, d = (_stain_planes(od, c) for c in range(3))
     g = (r * 0.299).add_(gr, alpha=0.587).add_(bl, alpha=0.114)
     sat = torch.maximum(torch.maximum(r, gr), bl).sub_(torch.minimum(torch.minimum(r, gr), bl))
@@ -386,7 +385,7 @@ def _features_chunk(xs: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
         w[none] = 1.0
     wsum = w.sum(1)
     hw, ew = h * w, e * w
-    m_r, m_g, m_b = ((xf * w[:, None]).sum(2) / wsum[:, None]).unbind(1)
+    m_r, m_g, m_b = ((xs * w[:, None]).sum(2) / wsum[:, None]).unbind(1)
     mh, me = hw.sum(1) / wsum, ew.sum(1) / wsum
     md, msat = (d * w).sum(1) / wsum, (sat * w).sum(1) / wsum
     mh2, me2 = (hw * h).sum(1) / wsum, (ew * e).sum(1) / wsum
