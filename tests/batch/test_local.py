@@ -139,8 +139,13 @@ def test_cpu_slots_share_threads():
     assert slots[0].threads == max(1, (os.cpu_count() or 1) // 2)
 
 
-def test_unwired_steps_refused_up_front(tmp_path):
+def test_unavailable_steps_refused_up_front(tmp_path, monkeypatch):
+    from wsikit.batch import steps as steps_mod
+
+    monkeypatch.setitem(steps_mod._STEPS, "needs_x", steps_mod.StepSpec(
+        name="needs_x", func=lambda ctx: {}, requires=("segment",),
+        available=lambda: "module x is not installed"))
     cohort = make_cohort(tmp_path / "c", {"a.svs": b"alpha"})
-    with pytest.raises(BatchError, match="step 'attention' is not available: not wired"):
-        run_batch(cohort, tmp_path / "job", steps="segment,attention", echo=quiet)
+    with pytest.raises(BatchError, match="step 'needs_x' is not available: module x"):
+        run_batch(cohort, tmp_path / "job", steps="segment,needs_x", echo=quiet)
     assert not (tmp_path / "job" / "state").exists()

@@ -201,7 +201,10 @@ class Encoder(torch.nn.Module):
                 raise ModelError(f"{self.config.name}.encode: expected (B, H, W, 3) uint8 RGB, "
                                  f"got {images.dtype} {images.shape}; convert with "
                                  "np.asarray(img, dtype=np.uint8)[..., :3]")
-            images = torch.from_numpy(np.ascontiguousarray(images))
+            images = np.ascontiguousarray(images)
+            if not images.flags.writeable:  # torch.from_numpy warns on read-only memory
+                images = images.copy()
+            images = torch.from_numpy(images)
         if images.ndim == 4 and images.shape[-1] == 3 and images.shape[1] != 3:
             images = images.permute(0, 3, 1, 2)
         out = []
