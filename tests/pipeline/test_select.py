@@ -92,7 +92,8 @@ def test_no_tissue_is_a_clear_error(tmp_path: Path) -> None:
     blank = write_synthetic_slide(tmp_path / "blank.svs",
                                   SyntheticSpec(2048, 2048, mpp=0.5, tissue=[]),
                                   downsamples=(1,))
-    with pytest.raises(SelectionError, match="no tissue"):
+    with pytest.warns(UserWarning, match="grid is empty"), \
+            pytest.raises(SelectionError, match="no tissue"):
         select(blank, out=tmp_path / "o", progress=False)
     assert not (tmp_path / "o" / "select" / "blank" / "evidence.json").exists()
 
