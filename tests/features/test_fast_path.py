@@ -13,13 +13,13 @@ import torch
 from wsikit.errors import FeatureError
 from wsikit.features import (
     PatchStream,
-    _Ring,
     extract_features,
     normalize_uint8,
     stream_batches,
 )
 from wsikit.io import open_slide
 from wsikit.models import Encoder, EncoderConfig
+from wsikit.patch_stream import _Ring
 from wsikit.patching import TileGrid
 from wsikit.tiles import TileReader
 
