@@ -1,4 +1,4 @@
-"""Shared fixtures: generated Aperio-style slides and the real fixtures in ../shared/fixtures.
+"""Shared fixtures: generated Aperio-style slides and the real public slides in tests/data.
 
 Area-specific fixtures belong in ``tests/<area>/conftest.py``.
 """
@@ -15,13 +15,13 @@ from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
 os.environ.setdefault("WSIKIT_NO_PROGRESS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("WSIKIT_FIXTURES", REPO.parent / "shared" / "fixtures"))
+FIXTURES = REPO / "tests" / "data"
 
 
 def _fixture(name: str) -> Path:
     path = FIXTURES / name
-    if not path.exists():
-        pytest.skip(f"fixture {path} not found (set WSIKIT_FIXTURES to the folder holding it)")
+    if not path.exists():  # the files are committed: a missing one is a broken checkout
+        raise FileNotFoundError(f"test data {path} is missing: restore it with 'git checkout -- tests/data'")
     return path
 
 
