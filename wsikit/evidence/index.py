@@ -36,6 +36,7 @@ from .._progress import progress
 from .._version import __version__
 from ..errors import EncoderMismatchError, EvidenceError
 from . import faiss_utils as fu
+from .captions import sync_captions
 from .nodes import FigureNode, evidence_level_name, load_image
 
 __all__ = ["INDEX_FORMAT", "FigureIndex", "Match", "embed_images"]
@@ -142,6 +143,7 @@ def _insert(path: Path, start_row: int, nodes: Sequence[FigureNode], rel_images:
             [(start_row + i, n.node_id, rel, n.caption, n.figure_label, n.source_title, n.doi,
               n.source_path, n.page, n.year, n.license, n.evidence_level, n.content_hash)
              for i, (n, rel) in enumerate(zip(nodes, rel_images))])
+        sync_captions(con)  # caption search (captions.py): same transaction as the node rows
         con.commit()
 
 
