@@ -68,6 +68,8 @@ class SelectOptions:
     k: int = 5
     min_similarity: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    question: str | None = None  # question-aware evidence (evidence/fusion.py)
+    rrf_k: float = 50
 
     def selector_options(self) -> dict[str, Any]:
         """Options passed to :func:`wsikit.selectors.create_selector`."""
@@ -166,7 +168,12 @@ def _match(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str], opts:
     index = FigureIndex.open(index_dir)
     name = index.encoder_name
     enc = create_encoder(name, weights=weights.get(name), device=device)
-    matches = index.query_images(list(crops), enc, k=opts.k) if crops else []
+    if opts.question and crops:  # image similarity + caption BM25 of the question, by RRF
+        from .evidence.fusion import query_fused
+
+        matches = query_fused(index, list(crops), enc, opts.question, k=opts.k, rrf_k=opts.rrf_k)
+    else:
+        matches = index.query_images(list(crops), enc, k=opts.k) if crops else []
     out: list[list[dict]] = []
     for row in matches:
         kept = [m.to_dict() for m in row
@@ -204,6 +211,8 @@ def select(
     report: bool = True,
     synthetic: bool = False,
     progress: bool | None = None,
+    question: str | None = None,
+    rrf_k: float = 50,
 ) -> Any:
     """Find salient regions of ``slide`` at several scales and (with ``index``) their evidence.
 
@@ -242,6 +251,9 @@ def select(
         Write ``report.html`` and ``overview.png``.
     synthetic : bool
         Mark the result as produced from synthetic demo data.
+    question, rrf_k
+        With a question, figures are ranked by reciprocal-rank fusion (constant ``rrf_k``) of
+        image similarity and caption BM25 of the question; it is recorded in the selection.
 
     Returns
     -------
@@ -265,7 +277,7 @@ def select(
                          min_coverage=min_coverage, max_iou=max_iou, margin=margin,
                          layout=layout, target_mpp=target_mpp, patch_px=patch_px,
                          min_tissue=min_tissue, max_crop_px=max_crop_px, k=k,
-                         min_similarity=min_similarity)
+                         min_similarity=min_similarity, question=question, rrf_k=rrf_k)
     create_selector(selector, **opts.selector_options())  # validate options before any work
     out = Path(out)
     timings: dict[str, float] = {}
@@ -376,6 +388,9 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
     selection = {"selector": opts.selector, **_jsonable(opts.selector_options()),
                  "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
                  "patch_size_l0": grid.stride_l0, "patches": len(grid)}
+    if opts.question:
+        selection.update(question=opts.question, fusion={"method": "rrf", "k": opts.rrf_k,
+                                                         "channels": ["image", "caption BM25"]})
     W, H = s.dimensions
     result = EvidenceResult(
         slide={"path": str(s.path), "name": s.name, "width": W, "height": H,

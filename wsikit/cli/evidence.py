@@ -205,6 +205,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
+    if args.text is not None or args.image is None:  # caption search / fusion: cli/eval.py
+        from .eval import run_query
+
+        return run_query(args)
     matches = index_query(args.index, args.image, k=args.k, encoder=args.encoder)
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
@@ -281,7 +285,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             description="Embed IMAGE with the index's encoder and print the "
                                         "top-k figures (cosine similarity).")
     query.add_argument("index", type=Path, metavar="DIR")
-    query.add_argument("image", type=Path, metavar="IMAGE")
+    query.add_argument("image", type=Path, metavar="IMAGE", nargs="?")
+    from .eval import add_query_options  # --text, --rrf-k (caption search and fusion)
+
+    add_query_options(query)
     query.add_argument("-k", type=positive_int, default=5, help="number of matches (default 5)")
     query.add_argument("--encoder", default=None,
                        help="default: the index's encoder (another one is refused)")

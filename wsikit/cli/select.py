@@ -63,6 +63,11 @@ def add_select_options(p: argparse.ArgumentParser) -> None:
                    help="matched figures per region (default 5)")
     e.add_argument("--min-similarity", type=float, default=None,
                    help="drop matches below this cosine similarity")
+    e.add_argument("--question", default=None,
+                   help="a clinical question: figures ranked by image similarity fused with "
+                        "caption BM25 of the question (reciprocal rank); shown in the context")
+    e.add_argument("--rrf-k", type=positive_float, default=50,
+                   help="reciprocal-rank-fusion constant for --question (default 50)")
     p.add_argument("--force", action="store_true",
                    help="recompute every stage instead of reusing cached outputs")
     p.add_argument("--no-report", action="store_true", help="skip report.html and overview.png")
@@ -87,11 +92,13 @@ def select_kwargs(args: argparse.Namespace) -> dict:
                 patch_px=args.patch_px, min_tissue=args.min_tissue,
                 max_crop_px=args.max_crop_px, device=args.device, batch_size=args.batch_size,
                 workers=args.workers, weights=parse_weights_args(args.weights),
-                force=args.force, report=not args.no_report)
+                force=args.force, report=not args.no_report,
+                question=args.question, rrf_k=args.rrf_k)
 
 
-def print_result(result, out_dir, fmt: str, *, stream=sys.stdout) -> None:
-    """Print ``result`` in ``fmt`` (summary, json or context)."""
+def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
+    """Print ``result`` in ``fmt`` (summary, json or context) to ``stream`` (default stdout)."""
+    stream = sys.stdout if stream is None else stream  # the current one, not the one at import
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), file=stream)
         return

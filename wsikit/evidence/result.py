@@ -248,8 +248,13 @@ class EvidenceResult:
         lines = [f"Visual evidence retrieved by wsikit for slide \"{name}\""
                  + (" (SYNTHETIC demo data, not real patient or literature data)"
                     if self.synthetic else "") + "."]
-        lines.append("Figures were found by image similarity to regions of the slide; "
-                     "similarity is not a diagnosis. Cite sources by their number.")
+        question = self.selection.get("question")  # wsikit select --question (fusion.py)
+        if question:
+            lines.append(f"Question: {question}")
+        lines.append("Figures were found by image similarity to regions of the slide"
+                     + (" fused with caption relevance to the question (reciprocal rank)"
+                        if question else "")
+                     + "; similarity is not a diagnosis. Cite sources by their number.")
         lines.append("Ordered by evidence level (1 guideline ... 8 expert opinion, unknown "
                      "last), then similarity.")
         if not ordered:

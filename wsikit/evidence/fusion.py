@@ -1,0 +1,246 @@
+"""Reciprocal-rank fusion of image similarity and caption BM25 (and any other ranked channel).
+
+RRF (Cormack, Clarke & Büttcher 2009) scores a document by its ranks only::
+
+    fused(d) = Σ_c  w_c / (k + rank_c(d))          rank 1 = best; channels without d add 0
+
+so two channels whose raw scores live on different scales (cosine in [-1, 1], BM25 unbounded,
+two towers' similarities) are never mixed numerically. ``k = 50`` by default (as RAG-MAMA uses).
+
+:func:`search` is the Python mirror of ``wsikit index query [IMAGE] [--text TEXT]``;
+:func:`query_fused` is what ``wsikit select --question`` uses for each crop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import EvidenceError
+from .captions import BM25_B, BM25_K1, caption_search
+from .index import FigureIndex, Match, embed_images, encoder_version
+from .nodes import FigureNode
+
+__all__ = ["RRF_K", "FusedMatch", "query_fused", "query_text", "rrf", "search"]
+
+#: Default RRF constant.
+RRF_K = 50
+
+
+def rrf(rankings: Mapping[str, Sequence[Hashable]], *, k: float = RRF_K,
+        weights: Mapping[str, float] | None = None
+        ) -> list[tuple[Hashable, float, dict[str, int | None]]]:
+    """Fuse ranked lists by reciprocal rank.
+
+    Parameters
+    ----------
+    rankings : mapping
+        ``{channel: [key, ...]}``, best first (a key appears at most once per channel).
+    k : float
+        RRF constant (> 0); larger values flatten the rank discount.
+    weights : mapping, optional
+        Weight per channel (default 1 each).
+
+    Returns
+    -------
+    list of (key, fused score, {channel: 1-based rank or None})
+        Best first; equal scores ordered by their best single rank, then first appearance.
+
+    Raises
+    ------
+    EvidenceError
+        ``k <= 0``, a negative weight or a key repeated within one channel.
+    """
+    if not k > 0:
+        raise EvidenceError(f"RRF k={k} must be > 0 (default {RRF_K})")
+    weights = dict(weights or {})
+    if any(w < 0 for w in weights.values()):
+        raise EvidenceError(f"RRF weights must be >= 0, got {weights}")
+    channels = list(rankings)
+    scores: dict[Hashable, float] = {}
+    ranks: dict[Hashable, dict[str, int | None]] = {}
+    order: dict[Hashable, int] = {}
+    for ch in channels:
+        seen = set()
+        w = float(weights.get(ch, 1.0))
+        for pos, key in enumerate(rankings[ch], start=1):
+            if key in seen:
+                raise EvidenceError(f"RRF channel {ch!r} lists {key!r} twice")
+            seen.add(key)
+            order.setdefault(key, len(order))
+            ranks.setdefault(key, dict.fromkeys(channels))[ch] = pos
+            scores[key] = scores.get(key, 0.0) + w / (k + pos)
+    best = {key: min(r for r in rk.values() if r is not None) for key, rk in ranks.items()}
+    ordered = sorted(scores, key=lambda key: (-scores[key], best[key], order[key]))
+    return [(key, scores[key], ranks[key]) for key in ordered]
+
+
+@dataclass(frozen=True)
+class FusedMatch:
+    """One search hit with its provenance per channel.
+
+    Attributes
+    ----------
+    node : FigureNode
+    score : float
+        The score it was ranked by, of kind ``score_type``.
+    score_type : {"cosine", "bm25", "rrf"}
+        Image similarity only, caption BM25 only, or reciprocal-rank fusion.
+    similarity : float or None
+        Cosine similarity to the query image (None for a text-only query).
+    text_score : float or None
+        Caption BM25 score (None without query text or when no query term occurs).
+    image_rank, text_rank : int or None
+        1-based rank in the image / caption channel (None: not within the channel's depth).
+    fused_score : float or None
+        RRF score (None for a single-channel query).
+    ranks : mapping
+        Rank per channel (also other channels, e.g. a second tower).
+    fusion : mapping
+        ``{"method": "rrf", "k": …, "weights": …, "depth": …}`` or ``{}``.
+    """
+
+    node: FigureNode
+    score: float
+    score_type: str
+    similarity: float | None = None
+    text_score: float | None = None
+    image_rank: int | None = None
+    text_rank: int | None = None
+    fused_score: float | None = None
+    ranks: Mapping[str, int | None] = field(default_factory=dict)
+    fusion: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`Match.to_dict` plus ``score``, ``score_type``, ranks and the fused score."""
+        d = Match(self.node, 0.0 if self.similarity is None else self.similarity).to_dict()
+        if self.similarity is None:
+            d["similarity"] = None
+        d.update({"score": round(float(self.score), 6), "score_type": self.score_type,
+                  "image_rank": self.image_rank, "text_rank": self.text_rank,
+                  "text_score": None if self.text_score is None else
+                  round(float(self.text_score), 6),
+                  "fused_score": None if self.fused_score is None else
+                  round(float(self.fused_score), 8),
+                  "ranks": dict(self.ranks)})
+        return d
+
+
+def _depth(index: FigureIndex, k: int, depth: int | None) -> int:
+    if k < 1:
+        raise EvidenceError(f"k={k} must be >= 1")
+    return max(1, min(index.count, depth if depth is not None else max(4 * k, 100)))
+
+
+def query_text(index: FigureIndex, text: str, k: int = 5, *, k1: float = BM25_K1,
+               b: float = BM25_B) -> list[FusedMatch]:
+    """Figures whose caption, label or source title match ``text`` (BM25), best first.
+
+    Raises
+    ------
+    EvidenceError
+        ``text`` has no searchable term, or ``k < 1``.
+    """
+    _depth(index, k, None)
+    hits = caption_search(index, text, k, k1=k1, b=b)
+    nodes = index.nodes([h.row for h in hits])
+    return [FusedMatch(node, h.score, "bm25", text_score=h.score, text_rank=pos,
+                       ranks={"text": pos})
+            for pos, (h, node) in enumerate(zip(hits, nodes), start=1)]
+
+
+def _stored_vectors(index: FigureIndex, rows: Sequence[int]) -> np.ndarray:
+    """``(len(rows), dim)`` vectors as stored (IVF: reconstructed from its codes)."""
+    import faiss
+
+    cpu = index._cpu_index
+    try:
+        return np.stack([cpu.reconstruct(int(r)) for r in rows]) if rows else \
+            np.zeros((0, index.dim), np.float32)
+    except RuntimeError:
+        clone = faiss.clone_index(cpu)
+        faiss.extract_index_ivf(clone).make_direct_map()
+        return np.stack([clone.reconstruct(int(r)) for r in rows])
+
+
+def query_fused(index: FigureIndex, images: Sequence[np.ndarray] | np.ndarray, encoder: Any,
+                text: str, k: int = 5, *, rrf_k: float = RRF_K,
+                weights: Mapping[str, float] | None = None, depth: int | None = None,
+                k1: float = BM25_K1, b: float = BM25_B) -> list[list[FusedMatch]]:
+    """Per image: figures ranked by RRF of image similarity and caption BM25 of ``text``.
+
+    Each channel contributes its top ``depth`` (default ``max(4 k, 100)``, at most the index
+    size); every returned match carries its cosine similarity to the image (computed from the
+    stored vector when the image channel did not rank it), both ranks and the fused score.
+
+    Raises
+    ------
+    EncoderMismatchError
+        ``encoder`` is not the index's encoder.
+    EvidenceError
+        ``text`` has no searchable term, bad ``k``/``rrf_k``.
+    """
+    if isinstance(images, np.ndarray) and images.ndim == 3:
+        images = images[None]
+    depth = _depth(index, k, depth)
+    index._check_encoder(encoder.config.name, int(encoder.config.dim), encoder_version(encoder))
+    hits = caption_search(index, text, depth, k1=k1, b=b)
+    vectors = embed_images(list(images), encoder)
+    image_hits = index.query(vectors, depth, encoder=encoder)
+    text_rows = [h.row for h in hits]
+    text_nodes = index.nodes(text_rows)
+    bm25 = {n.node_id: h.score for n, h in zip(text_nodes, hits)}
+    text_ids = [n.node_id for n in text_nodes]
+    fusion = {"method": "rrf", "k": rrf_k, "weights": dict(weights or {}), "depth": depth,
+              "channels": {"image": f"cosine ({index.encoder_name})",
+                           "text": f"caption BM25 (k1={k1}, b={b})"}}
+    stored = _stored_vectors(index, text_rows)
+    out = []
+    for vec, row in zip(vectors, image_hits):
+        sims = {m.node.node_id: m.similarity for m in row}
+        nodes = {m.node.node_id: m.node for m in row}
+        for node, v in zip(text_nodes, stored):
+            nodes.setdefault(node.node_id, node)
+            sims.setdefault(node.node_id, float(np.dot(v, vec) / max(np.linalg.norm(v), 1e-12)))
+        fused = rrf({"image": [m.node.node_id for m in row], "text": text_ids}, k=rrf_k,
+                    weights=weights)[:k]
+        out.append([FusedMatch(nodes[key], score, "rrf", similarity=float(sims[key]),
+                               text_score=bm25.get(key), image_rank=ranks["image"],
+                               text_rank=ranks["text"], fused_score=score, ranks=ranks,
+                               fusion=fusion)
+                    for key, score, ranks in fused])
+    return out
+
+
+def search(index: FigureIndex, *, images: Sequence[np.ndarray] | np.ndarray | None = None,
+           text: str | None = None, encoder: Any = None, k: int = 5, rrf_k: float = RRF_K,
+           weights: Mapping[str, float] | None = None, depth: int | None = None
+           ) -> list[list[FusedMatch]]:
+    """One entry point for image, text and fused queries; one result list per image (one list
+    for a text-only query).
+
+    Image only: cosine ranking (``score_type="cosine"``); text only: caption BM25
+    (``"bm25"``); both: RRF (``"rrf"``).
+
+    Raises
+    ------
+    EvidenceError
+        Neither images nor text, or images without an encoder.
+    """
+    has_images = images is not None and len(images) > 0
+    if not has_images and not text:
+        raise EvidenceError("give a query image and/or a query text (--text)")
+    if has_images and encoder is None:
+        raise EvidenceError("an image query needs the index's encoder")
+    if not has_images:
+        return [query_text(index, text, k)]
+    if text:
+        return query_fused(index, images, encoder, text, k, rrf_k=rrf_k, weights=weights,
+                           depth=depth)
+    return [[FusedMatch(m.node, m.similarity, "cosine", similarity=m.similarity,
+                        image_rank=pos, ranks={"image": pos})
+             for pos, m in enumerate(row, start=1)]
+            for row in index.query_images(images, encoder, k=k)]
