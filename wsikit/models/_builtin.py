@@ -53,3 +53,7 @@ register_encoder(HEURISTIC_CONFIG, HeuristicEncoder)
 register_encoder(CONCH_V1_5_CONFIG, _build_conch)
 register_encoder(VIRCHOW2_CONFIG, _build_virchow2)
 register_encoder(TITAN_CONFIG, _build_titan)
+
+from .clip_vl import QUILTNET_B32_CONFIG, build_quiltnet  # noqa: E402 - VL tower, extra [vlm]
+
+register_encoder(QUILTNET_B32_CONFIG, build_quiltnet)

@@ -329,6 +329,9 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
         from .hub import load_into, resolve_weights
 
         resolved = resolve_weights(name, weights)
+        prepare = getattr(model, "prepare_for_weights", None)  # e.g. a config beside them
+        if callable(prepare):
+            prepare(resolved.path)
         load_into(model, resolved.path, config)
         model.label = f"{name} ({config.hub_repo}, weights: {resolved.source})"
         model.weights_source = f"{resolved.source}: {resolved.path}"

@@ -1,0 +1,216 @@
+"""QuiltNet-B-32: an openly licensed pathology vision-language model (image and text towers).
+
+QuiltNet-B-32 (``wisdomik/QuiltNet-B-32`` on Hugging Face, MIT licence, not gated) is an
+open_clip CLIP ViT-B/32 fine-tuned on Quilt-1M histopathology image-text pairs. Both towers
+embed into one 512-d space, so a question can be compared with figures directly (true
+text→image similarity), not only through their captions.
+
+Architecture: ``open_clip.model.CLIP`` (MIT, installed with ``pip install wsikit[vlm]``) built
+from the published ``open_clip_config.json`` when it lies beside the weights (Hugging Face
+snapshot or local folder), else from open_clip's own ``ViT-B-32`` configuration (vision: 224 px,
+patch 32, width 768, 12 layers; text: context 77, vocabulary 49,408, width 512, 8 heads,
+12 layers; embedding 512) with QuickGELU (the activation of the OpenAI CLIP weights QuiltNet
+was fine-tuned from; a config file beside the weights overrides it). Weights (the published
+``open_clip_pytorch_model.bin``) load with ``strict=True``; nothing is downloaded by tests.
+Text is tokenised by open_clip's CLIP BPE tokenizer, whose vocabulary ships inside the package.
+
+Input: 224 px, bicubic resize of the shorter side and centre crop, OpenAI CLIP mean/std.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import ModelError
+from .registry import Encoder, EncoderConfig
+
+__all__ = ["CLIP_MEAN", "CLIP_STD", "QUILTNET_B32_CONFIG", "QuiltNet", "VLM_CONFIG_FILE",
+           "build_quiltnet", "read_model_cfg", "tokenize"]
+
+log = logging.getLogger(__name__)
+
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+#: The open_clip model configuration published beside the weights.
+VLM_CONFIG_FILE = "open_clip_config.json"
+
+QUILTNET_B32_CONFIG = EncoderConfig(
+    name="quiltnet_b32", role="any", hub_repo="wisdomik/QuiltNet-B-32",
+    hub_files=("open_clip_pytorch_model.bin", "open_clip_model.safetensors"), input_px=224,
+    interpolation="bicubic", mean=CLIP_MEAN, std=CLIP_STD, target_mpp=0.5, patch_px=224,
+    dim=512, precision="fp16", license="MIT", gated=False,
+    description="QuiltNet-B-32 (open_clip ViT-B/32 CLIP on Quilt-1M, MIT): image and text "
+                "towers in one 512-d space")
+
+
+def _open_clip() -> Any:
+    try:
+        import open_clip
+    except ImportError as exc:
+        raise ModelError("the vision-language tower needs open_clip: pip install "
+                         "'wsikit[vlm]' (open_clip_torch, MIT)") from exc
+    return open_clip
+
+
+def _default_model_cfg() -> dict[str, Any]:
+    """open_clip's packaged ``ViT-B-32`` configuration, with QuickGELU."""
+    open_clip = _open_clip()
+    cfg = open_clip.get_model_config("ViT-B-32")
+    if cfg is None:  # pragma: no cover - shipped with every open_clip release
+        raise ModelError("open_clip has no ViT-B-32 configuration; reinstall open_clip_torch")
+    return {**cfg, "quick_gelu": True}
+
+
+def read_model_cfg(weights: str | Path) -> dict[str, Any] | None:
+    """The ``model_cfg`` of an ``open_clip_config.json`` beside ``weights``, or None."""
+    path = Path(weights).parent / VLM_CONFIG_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{path} is not a readable open_clip config ({exc}); delete or "
+                         "fix it") from exc
+    cfg = data.get("model_cfg", data)
+    if not isinstance(cfg, dict) or "vision_cfg" not in cfg or "text_cfg" not in cfg:
+        raise ModelError(f"{path} has no model_cfg with vision_cfg and text_cfg")
+    return cfg
+
+
+def _in_hf_cache(path: str | Path) -> bool:
+    from .hub import hf_cache_dir
+
+    try:
+        Path(path).resolve().relative_to(hf_cache_dir().resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def _hub_model_cfg(config: EncoderConfig) -> dict[str, Any] | None:
+    """The published config from the Hugging Face cache (or hub, unless offline)."""
+    import os
+
+    from huggingface_hub import hf_hub_download
+
+    from .hub import hf_cache_dir
+
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+    for local in (True,) if offline else (True, False):
+        try:
+            path = hf_hub_download(str(config.hub_repo), VLM_CONFIG_FILE,
+                                   cache_dir=str(hf_cache_dir()), local_files_only=local)
+        except Exception:  # noqa: BLE001 - any miss falls back to the packaged config
+            continue
+        return read_model_cfg(path)
+    return None
+
+
+_TOKENIZERS: dict[int, Any] = {}
+
+
+def tokenize(texts: str | Sequence[str], *, context_length: int = 77) -> torch.Tensor:
+    """CLIP BPE token ids, ``(N, context_length)`` int64, start/end of text included and long
+    texts truncated; open_clip's tokenizer, whose vocabulary ships inside the package (nothing
+    is downloaded)."""
+    _open_clip()
+    from open_clip.tokenizer import SimpleTokenizer
+
+    if isinstance(texts, str):
+        texts = [texts]
+    if context_length not in _TOKENIZERS:
+        _TOKENIZERS[context_length] = SimpleTokenizer(context_length=context_length)
+    return _TOKENIZERS[context_length](list(texts), context_length=context_length)
+
+
+class QuiltNet(Encoder):
+    """CLIP image + text towers. :meth:`forward` embeds images (``(B, 3, 224, 224)``
+    normalised → ``(B, 512)``); :meth:`encode_text` embeds strings (→ ``(N, 512)``).
+
+    Vectors are the towers' projections, not normalised (the index normalises them).
+    """
+
+    def __init__(self, config: EncoderConfig, model_cfg: dict[str, Any] | None = None) -> None:
+        super().__init__(config)
+        self._build(model_cfg or _default_model_cfg())
+
+    def _build(self, model_cfg: dict[str, Any]) -> None:
+        from open_clip.model import CLIP
+
+        self.model_cfg = dict(model_cfg)
+        cfg = {k: v for k, v in model_cfg.items()
+               if k in ("embed_dim", "vision_cfg", "text_cfg", "quick_gelu")}
+        clip = CLIP(**cfg)
+        if int(clip.visual.output_dim) != self.config.dim:
+            raise ModelError(f"{self.config.name}: model config embeds {clip.visual.output_dim}"
+                             f"-d vectors, expected {self.config.dim}")
+        self.clip = clip
+        self.context_length = int(model_cfg["text_cfg"].get("context_length", 77))
+
+    def prepare_for_weights(self, path: str | Path) -> None:
+        """Rebuild from the ``open_clip_config.json`` beside ``path`` when there is one
+        (called by :func:`~wsikit.models.create_encoder` before loading)."""
+        cfg = read_model_cfg(path)
+        if cfg is None and _in_hf_cache(path):
+            cfg = _hub_model_cfg(self.config)
+        if cfg is None:
+            log.warning("%s: no %s beside %s; using open_clip's ViT-B-32 with QuickGELU",
+                        self.config.name, VLM_CONFIG_FILE, path)
+        elif cfg != self.model_cfg:
+            log.info("%s: architecture from %s", self.config.name, Path(path).parent /
+                     VLM_CONFIG_FILE)
+            self._build(cfg)
+
+    # published keys are open_clip's (no "clip." prefix)
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):  # type: ignore[override]
+        return self.clip.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def state_dict(self, *args, **kwargs):  # type: ignore[override]
+        return self.clip.state_dict(*args, **kwargs)
+
+    def adapt_state_dict(self, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A scalar ``logit_scale`` saved as shape ``(1,)`` (or the reverse) is reshaped."""
+        own = self.clip.logit_scale
+        if "logit_scale" in sd and sd["logit_scale"].numel() == 1:
+            sd = {**sd, "logit_scale": sd["logit_scale"].reshape(own.shape)}
+        return sd
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.clip.encode_image(x)
+
+    def tokenize(self, texts: Sequence[str]) -> torch.Tensor:
+        """``(N, context_length)`` int64 token ids (see :func:`tokenize`)."""
+        return tokenize(texts, context_length=self.context_length)
+
+    @torch.inference_mode()
+    def encode_text(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """Embed strings with the text tower: ``N`` texts → ``(N, 512)`` float32.
+
+        Raises
+        ------
+        ModelError
+            An empty text.
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        if any(not str(t).strip() for t in texts):
+            raise ModelError(f"{self.config.name}.encode_text: empty text")
+        out = []
+        for start in range(0, len(texts), batch_size):
+            ids = self.tokenize(texts[start:start + batch_size]).to(self.device)
+            out.append(self.clip.encode_text(ids).float().cpu())
+        if not out:
+            return np.zeros((0, self.config.dim), np.float32)
+        return torch.cat(out).numpy().astype(np.float32, copy=False)
+
+
+def build_quiltnet(config: EncoderConfig) -> QuiltNet:
+    """Registry builder (open_clip's ViT-B-32 layout; see :meth:`QuiltNet.prepare_for_weights`)."""
+    return QuiltNet(config)
