@@ -119,7 +119,11 @@ def index_add(index_dir: str | os.PathLike[str], sources: Sequence[str | os.Path
     enc = create_encoder(encoder or index.encoder_name)
     with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
         nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
-        return index.add(nodes, enc)
+        added = index.add(nodes, enc)
+    from .eval import update_towers  # vision-language towers follow the new figures
+
+    update_towers(index)
+    return added
 
 
 def index_info(index_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -205,7 +209,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    if args.text is not None or args.image is None:  # caption search / fusion: cli/eval.py
+    if args.text is not None or args.image is None or args.tower:  # fusion: cli/eval.py
         from .eval import run_query
 
         return run_query(args)
@@ -294,4 +298,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="default: the index's encoder (another one is refused)")
     query.add_argument("--json", action="store_true", help="print JSON")
     query.set_defaults(func=_cmd_query)
+    from .eval import add_index_commands  # wsikit index tower
+
+    add_index_commands(isub)
     idx.set_defaults(func=lambda a: (idx.print_help(), 2)[1])

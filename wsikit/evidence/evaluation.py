@@ -320,8 +320,8 @@ def _mode_of(query: Query, mode: str) -> str:
 
 def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = None,
                        ks: Sequence[int] = DEFAULT_KS, mode: str = "auto",
-                       rrf_k: float = 50, depth: int | None = None
-                       ) -> RetrievalEvaluation:
+                       rrf_k: float = 50, depth: int | None = None,
+                       towers: Mapping[str, Any] | None = None) -> RetrievalEvaluation:
     """Run ``queries`` against a :class:`~wsikit.evidence.FigureIndex` and score them.
 
     Parameters
@@ -337,6 +337,9 @@ def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = N
         Channel(s) used; ``auto`` follows what each query has.
     rrf_k, depth
         Fusion settings (:func:`wsikit.evidence.fusion.query_fused`).
+    towers : mapping, optional
+        ``{name: encoder}`` of vision-language towers fused as further channels
+        (:func:`wsikit.evidence.fusion.search`).
     """
     from .fusion import search
     from .index import _encoder_info
@@ -368,7 +371,8 @@ def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = N
         images = [load_image(query.image)] if qmode in ("image", "fused") else None
         text = query.text if qmode in ("text", "fused") else None
         found = search(index, images=images, text=text, encoder=encoder,
-                       k=min(need, index.count), rrf_k=rrf_k, depth=depth)[0]
+                       k=min(need, index.count), rrf_k=rrf_k, depth=depth,
+                       towers=towers)[0]
         metrics = evaluate_ranking([carriers.get(m.node.node_id, []) for m in found],
                                    n_targets=len(present), n_relevant=len(carriers), ks=ks,
                                    scores=[m.score for m in found])
@@ -386,7 +390,8 @@ def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = N
                 {"name": index.encoder_name}, "mode": mode,
                 "modes_used": sorted(set(modes)),
                 "fusion": {"method": "rrf", "k": rrf_k, "depth": depth or "max(4k, 100)"}
-                if "fused" in modes else None,
+                if "fused" in modes or towers else None,
+                "towers": {name: _encoder_info(enc) for name, enc in (towers or {}).items()},
                 "text": {"method": "BM25", "tokenizer": _tokenizer()} if
                 {"text", "fused"} & set(modes) else None}
     return RetrievalEvaluation(tuple(per_query), macro, settings, ks, tuple(empty))

@@ -136,20 +136,50 @@ def _depth(index: FigureIndex, k: int, depth: int | None) -> int:
 
 
 def query_text(index: FigureIndex, text: str, k: int = 5, *, k1: float = BM25_K1,
-               b: float = BM25_B) -> list[FusedMatch]:
+               b: float = BM25_B, extra: Mapping[str, Sequence[FigureNode]] | None = None,
+               rrf_k: float = RRF_K, weights: Mapping[str, float] | None = None,
+               depth: int | None = None) -> list[FusedMatch]:
     """Figures whose caption, label or source title match ``text`` (BM25), best first.
+
+    With ``extra`` (``{channel: ranked figures}``, e.g. a vision-language tower's text→image
+    ranking) the channels are fused by RRF (``score_type="rrf"``).
 
     Raises
     ------
     EvidenceError
         ``text`` has no searchable term, or ``k < 1``.
     """
-    _depth(index, k, None)
-    hits = caption_search(index, text, k, k1=k1, b=b)
+    depth = _depth(index, k, depth)
+    hits = caption_search(index, text, depth if extra else k, k1=k1, b=b)
     nodes = index.nodes([h.row for h in hits])
-    return [FusedMatch(node, h.score, "bm25", text_score=h.score, text_rank=pos,
-                       ranks={"text": pos})
-            for pos, (h, node) in enumerate(zip(hits, nodes), start=1)]
+    if not extra:
+        return [FusedMatch(node, h.score, "bm25", text_score=h.score, text_rank=pos,
+                           ranks={"text": pos})
+                for pos, (h, node) in enumerate(zip(hits, nodes), start=1)]
+    lookup = {n.node_id: n for n in nodes}
+    for ranked in extra.values():
+        lookup.update((n.node_id, n) for n in ranked)
+    bm25 = {n.node_id: h.score for n, h in zip(nodes, hits)}
+    rankings = {"text": [n.node_id for n in nodes],
+                **{ch: [n.node_id for n in ranked] for ch, ranked in extra.items()}}
+    fusion = {"method": "rrf", "k": rrf_k, "weights": dict(weights or {}), "depth": depth,
+              "channels": {"text": f"caption BM25 (k1={k1}, b={b})",
+                           **{ch: "vision-language tower cosine" for ch in extra}}}
+    return [FusedMatch(lookup[key], score, "rrf", text_score=bm25.get(key),
+                       text_rank=ranks["text"], fused_score=score, ranks=ranks, fusion=fusion)
+            for key, score, ranks in rrf(rankings, k=rrf_k, weights=weights)[:k]]
+
+
+def _rows_of(index: FigureIndex, node_ids: Sequence[str]) -> list[int]:
+    """faiss/SQLite rows of node ids (all present in ``index``)."""
+    import contextlib
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(f"file:{index._db}?mode=ro", uri=True)) as con:
+        found = dict(con.execute(
+            f"SELECT node_id, row FROM nodes WHERE node_id IN ({','.join('?' * len(node_ids))})",
+            list(node_ids)).fetchall())
+    return [int(found[n]) for n in node_ids]
 
 
 def _stored_vectors(index: FigureIndex, rows: Sequence[int]) -> np.ndarray:
@@ -169,12 +199,16 @@ def _stored_vectors(index: FigureIndex, rows: Sequence[int]) -> np.ndarray:
 def query_fused(index: FigureIndex, images: Sequence[np.ndarray] | np.ndarray, encoder: Any,
                 text: str, k: int = 5, *, rrf_k: float = RRF_K,
                 weights: Mapping[str, float] | None = None, depth: int | None = None,
-                k1: float = BM25_K1, b: float = BM25_B) -> list[list[FusedMatch]]:
+                k1: float = BM25_K1, b: float = BM25_B,
+                extra: Mapping[str, Sequence[Sequence[FigureNode]]] | None = None
+                ) -> list[list[FusedMatch]]:
     """Per image: figures ranked by RRF of image similarity and caption BM25 of ``text``.
 
     Each channel contributes its top ``depth`` (default ``max(4 k, 100)``, at most the index
     size); every returned match carries its cosine similarity to the image (computed from the
     stored vector when the image channel did not rank it), both ranks and the fused score.
+    ``extra`` adds channels: ``{channel: [ranked figures for image 0, for image 1, …]}``
+    (e.g. a vision-language tower), fused by rank like the others.
 
     Raises
     ------
@@ -194,19 +228,31 @@ def query_fused(index: FigureIndex, images: Sequence[np.ndarray] | np.ndarray, e
     text_nodes = index.nodes(text_rows)
     bm25 = {n.node_id: h.score for n, h in zip(text_nodes, hits)}
     text_ids = [n.node_id for n in text_nodes]
+    extra = dict(extra or {})
     fusion = {"method": "rrf", "k": rrf_k, "weights": dict(weights or {}), "depth": depth,
               "channels": {"image": f"cosine ({index.encoder_name})",
-                           "text": f"caption BM25 (k1={k1}, b={b})"}}
+                           "text": f"caption BM25 (k1={k1}, b={b})",
+                           **{ch: "vision-language tower cosine" for ch in extra}}}
     stored = _stored_vectors(index, text_rows)
     out = []
-    for vec, row in zip(vectors, image_hits):
+    for i, (vec, row) in enumerate(zip(vectors, image_hits)):
         sims = {m.node.node_id: m.similarity for m in row}
         nodes = {m.node.node_id: m.node for m in row}
-        for node, v in zip(text_nodes, stored):
+        candidates = list(zip(text_nodes, stored))
+        more = [n for ranked in extra.values() for n in ranked[i]
+                if n.node_id not in sims and n.node_id not in bm25]
+        if more:
+            rows_more = _rows_of(index, [n.node_id for n in more])
+            candidates += list(zip(more, _stored_vectors(index, rows_more)))
+        for node, v in candidates:
             nodes.setdefault(node.node_id, node)
             sims.setdefault(node.node_id, float(np.dot(v, vec) / max(np.linalg.norm(v), 1e-12)))
-        fused = rrf({"image": [m.node.node_id for m in row], "text": text_ids}, k=rrf_k,
-                    weights=weights)[:k]
+        for ranked in extra.values():
+            for n in ranked[i]:
+                nodes.setdefault(n.node_id, n)
+        rankings = {"image": [m.node.node_id for m in row], "text": text_ids,
+                    **{ch: [n.node_id for n in ranked[i]] for ch, ranked in extra.items()}}
+        fused = rrf(rankings, k=rrf_k, weights=weights)[:k]
         out.append([FusedMatch(nodes[key], score, "rrf", similarity=float(sims[key]),
                                text_score=bm25.get(key), image_rank=ranks["image"],
                                text_rank=ranks["text"], fused_score=score, ranks=ranks,
@@ -215,15 +261,33 @@ def query_fused(index: FigureIndex, images: Sequence[np.ndarray] | np.ndarray, e
     return out
 
 
+def _tower_rankings(index: FigureIndex, towers: Mapping[str, Any], images: Any,
+                    text: str | None, depth: int) -> dict[str, list[list[FigureNode]]]:
+    """``{"vl_text:NAME" | "vl_image:NAME": [ranking per image]}`` from each tower."""
+    from .towers import open_tower
+
+    n = len(images) if images is not None else 1
+    out: dict[str, list[list[FigureNode]]] = {}
+    for name, tower_encoder in towers.items():
+        tower = open_tower(index, name)
+        if text:
+            out[f"vl_text:{name}"] = tower.rank_texts(tower_encoder, [text], depth) * n
+        if images is not None:
+            out[f"vl_image:{name}"] = tower.rank_images(tower_encoder, list(images), depth)
+    return out
+
+
 def search(index: FigureIndex, *, images: Sequence[np.ndarray] | np.ndarray | None = None,
            text: str | None = None, encoder: Any = None, k: int = 5, rrf_k: float = RRF_K,
-           weights: Mapping[str, float] | None = None, depth: int | None = None
-           ) -> list[list[FusedMatch]]:
+           weights: Mapping[str, float] | None = None, depth: int | None = None,
+           towers: Mapping[str, Any] | None = None) -> list[list[FusedMatch]]:
     """One entry point for image, text and fused queries; one result list per image (one list
     for a text-only query).
 
     Image only: cosine ranking (``score_type="cosine"``); text only: caption BM25
-    (``"bm25"``); both: RRF (``"rrf"``).
+    (``"bm25"``); both: RRF (``"rrf"``). ``towers`` (``{name: encoder}``, see
+    :mod:`wsikit.evidence.towers`) add each vision-language tower's text→image and
+    image→image rankings as further RRF channels (``vl_text:NAME``, ``vl_image:NAME``).
 
     Raises
     ------
@@ -235,12 +299,45 @@ def search(index: FigureIndex, *, images: Sequence[np.ndarray] | np.ndarray | No
         raise EvidenceError("give a query image and/or a query text (--text)")
     if has_images and encoder is None:
         raise EvidenceError("an image query needs the index's encoder")
+    if isinstance(images, np.ndarray) and images.ndim == 3:
+        images = images[None]
+    extra = _tower_rankings(index, towers, images if has_images else None, text,
+                            _depth(index, k, depth)) if towers else {}
     if not has_images:
-        return [query_text(index, text, k)]
+        single = {ch: ranked[0] for ch, ranked in extra.items()}
+        return [query_text(index, text, k, extra=single, rrf_k=rrf_k, weights=weights,
+                           depth=depth)]
     if text:
         return query_fused(index, images, encoder, text, k, rrf_k=rrf_k, weights=weights,
-                           depth=depth)
+                           depth=depth, extra=extra)
+    if extra:
+        return _fuse_image_channels(index, images, encoder, k, rrf_k=rrf_k, weights=weights,
+                                    depth=depth, extra=extra)
     return [[FusedMatch(m.node, m.similarity, "cosine", similarity=m.similarity,
                         image_rank=pos, ranks={"image": pos})
              for pos, m in enumerate(row, start=1)]
             for row in index.query_images(images, encoder, k=k)]
+
+
+def _fuse_image_channels(index: FigureIndex, images: Any, encoder: Any, k: int, *,
+                         rrf_k: float, weights: Mapping[str, float] | None, depth: int | None,
+                         extra: Mapping[str, Sequence[Sequence[FigureNode]]]
+                         ) -> list[list[FusedMatch]]:
+    """Image query with tower channels (no text): RRF of the image ranking and the towers'."""
+    depth = _depth(index, k, depth)
+    out = []
+    fusion = {"method": "rrf", "k": rrf_k, "weights": dict(weights or {}), "depth": depth,
+              "channels": {"image": f"cosine ({index.encoder_name})",
+                           **{ch: "vision-language tower cosine" for ch in extra}}}
+    for i, row in enumerate(index.query_images(images, encoder, k=depth)):
+        nodes = {m.node.node_id: m.node for m in row}
+        sims = {m.node.node_id: m.similarity for m in row}
+        for ranked in extra.values():
+            nodes.update((n.node_id, n) for n in ranked[i] if n.node_id not in nodes)
+        rankings = {"image": [m.node.node_id for m in row],
+                    **{ch: [n.node_id for n in ranked[i]] for ch, ranked in extra.items()}}
+        out.append([FusedMatch(nodes[key], score, "rrf", similarity=sims.get(key),
+                               image_rank=ranks["image"], fused_score=score, ranks=ranks,
+                               fusion=fusion)
+                    for key, score, ranks in rrf(rankings, k=rrf_k, weights=weights)[:k]])
+    return out
