@@ -103,8 +103,11 @@ def _existing(path: str | os.PathLike[str], what: str) -> Path:
 
 def _how_to_get(config: EncoderConfig) -> str:
     files = ", ".join(config.hub_files)
-    return (f"request access at https://huggingface.co/{config.hub_repo}, then run "
-            f"'hf auth login' (or set HF_TOKEN) and rerun online; or download {files} "
+    access = (f"request access at https://huggingface.co/{config.hub_repo}, then run "
+              "'hf auth login' (or set HF_TOKEN) and rerun online" if config.gated else
+              f"rerun online to download them from https://huggingface.co/{config.hub_repo} "
+              "(not gated)")
+    return (f"{access}; or download {files} "
             f"yourself and pass --weights {config.name}=PATH, set {env_var(config.name)}=PATH, "
             f"or add {config.name} = \"PATH\" to {config_path()}")
 
