@@ -279,6 +279,10 @@ def select(
                          min_tissue=min_tissue, max_crop_px=max_crop_px, k=k,
                          min_similarity=min_similarity, question=question, rrf_k=rrf_k)
     create_selector(selector, **opts.selector_options())  # validate options before any work
+    if question is not None:  # a question steers matching: it needs an index and a term
+        from .evidence.captions import check_question
+
+        check_question(question, index=index)
     out = Path(out)
     timings: dict[str, float] = {}
     show = progress_enabled(progress)

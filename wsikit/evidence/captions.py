@@ -26,23 +26,19 @@ BM25 (Robertson/Spärck Jones, Lucene's non-negative idf)::
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import re
 import sqlite3
 import unicodedata
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EvidenceError
 
 __all__ = ["TOKENIZER_VERSION", "BM25_K1", "BM25_B", "CaptionHit", "caption_terms",
-           "caption_search", "search_db", "sync_captions", "tokenize"]
-
-log = logging.getLogger(__name__)
+           "caption_search", "check_question", "search_db", "sync_captions", "tokenize"]
 
 #: Changing the tokenizer changes the stored terms: indexes with another version are re-tokenised.
 TOKENIZER_VERSION = "biomed-v1"
@@ -271,6 +267,21 @@ def _open_captions(db: Path):
         con.close()
 
 
+def check_question(question: str, *, index: object | None) -> None:
+    """Refuse a question that cannot steer matching (no index, or no searchable term).
+
+    Raises
+    ------
+    EvidenceError
+    """
+    if index is None:
+        raise EvidenceError("--question steers which literature figures are matched: give "
+                            "--index INDEX_DIR too")
+    if not caption_terms(question):
+        raise EvidenceError(f"question {question!r} has no searchable term (only stop words "
+                            "or punctuation); give words, markers or measurements")
+
+
 def caption_search(index, text: str, k: int | None = None, *, k1: float = BM25_K1,
                    b: float = BM25_B) -> list[CaptionHit]:
     """BM25 search of ``text`` over the captions, figure labels and source titles of a
@@ -287,13 +298,3 @@ def caption_search(index, text: str, k: int | None = None, *, k1: float = BM25_K
     db = index.path / index.manifest["files"]["sqlite"]
     with _open_captions(db) as con:
         return search_db(con, text, k, k1=k1, b=b)
-
-
-def rows_terms(index, rows: Iterable[int]) -> dict[int, int]:
-    """Stored document length per row (for diagnostics and tests)."""
-    wanted: Sequence[int] = [int(r) for r in rows]
-    db = index.path / index.manifest["files"]["sqlite"]
-    with _open_captions(db) as con:
-        return {int(r): int(n) for r, n in con.execute(
-            f"SELECT row, length FROM caption_docs WHERE row IN "
-            f"({','.join('?' * len(wanted))})", wanted)}

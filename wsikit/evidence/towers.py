@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
 import warnings
 from collections.abc import Sequence
@@ -36,7 +35,6 @@ from .nodes import FigureNode, load_image
 
 __all__ = ["TOWER_FORMAT", "Tower", "list_towers", "open_tower", "update_tower"]
 
-log = logging.getLogger(__name__)
 
 TOWER_FORMAT = "wsikit.tower/v1"
 _VECTORS = re.compile(r"^vectors-\d+\.faiss$")
