@@ -24,6 +24,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,9 +37,11 @@ from .._progress import progress
 from .._version import __version__
 from ..errors import EncoderMismatchError, EvidenceError
 from . import faiss_utils as fu
+from .calibration import Background, background_from_vectors
 from .nodes import FigureNode, evidence_level_name, load_image
+from .paths import portable_path
 
-__all__ = ["INDEX_FORMAT", "FigureIndex", "Match", "embed_images"]
+__all__ = ["INDEX_FORMAT", "AddReport", "FigureIndex", "Match", "embed_images"]
 
 log = logging.getLogger(__name__)
 
@@ -51,21 +54,49 @@ _RECALL_QUERIES = 200
 
 @dataclass(frozen=True)
 class Match:
-    """One search hit: the figure node and its cosine ``similarity`` (in [-1, 1])."""
+    """One search hit: the figure node, its cosine ``similarity`` (in [-1, 1]) and its
+    ``percentile`` (0–100) against the index's background of unrelated-figure similarities
+    (``None`` for an index without background)."""
 
     node: FigureNode
     similarity: float
+    percentile: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The match as it appears in ``evidence.json`` (``regions[].matches[]``)."""
+    def to_dict(self, *, base_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+        """The match as it appears in ``evidence.json`` (``regions[].matches[]``).
+
+        ``image_path`` is relative to ``base_dir`` (the folder of evidence.json; absolute
+        when not given or on another drive) and ``image_abspath`` absolute.
+        """
         n = self.node
+        rel, absolute = portable_path(n.image, base_dir)
         return {"node_id": n.node_id, "similarity": round(float(self.similarity), 6),
+                "percentile": None if self.percentile is None else
+                round(float(self.percentile), 2),
                 "caption": n.caption, "figure_label": n.figure_label,
                 "source_title": n.source_title, "doi": n.doi,
                 "evidence_level": n.evidence_level,
                 "evidence_level_name": evidence_level_name(n.evidence_level),
                 "page": n.page, "year": n.year, "license": n.license,
-                "image_path": str(n.image), "source_path": n.source_path}
+                "image_path": rel, "image_abspath": absolute, "source_path": n.source_path}
+
+
+@dataclass(frozen=True)
+class AddReport:
+    """What :meth:`FigureIndex.add` did: new figures ``added``, already indexed figures whose
+    metadata was ``updated`` (``on_existing="update"``), and already indexed figures left
+    ``unchanged`` (identical metadata, or ``on_existing="skip"``)."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+
+def source_identity(node: FigureNode) -> str:
+    """The source a figure comes from (DOI, else title, else file name): figures of one
+    source may be related, so background pairs are taken across sources."""
+    return (node.doi or node.source_title or
+            (Path(node.source_path).name if node.source_path else "") or "").strip().lower()
 
 
 def _sha256(path: Path) -> str:
@@ -145,6 +176,90 @@ def _insert(path: Path, start_row: int, nodes: Sequence[FigureNode], rel_images:
         con.commit()
 
 
+_ON_EXISTING = ("refuse", "update", "skip")
+_META_FIELDS = ("caption", "figure_label", "source_title", "doi", "source_path", "page", "year",
+                "license", "evidence_level")
+
+
+def _split_existing(nodes: Iterable[FigureNode], existing: dict[str, FigureNode],
+                    on_existing: str, where: Path
+                    ) -> tuple[list[FigureNode], list[FigureNode], int]:
+    """``(new, updates, unchanged)``: nodes not yet indexed (first of duplicate ids), already
+    indexed nodes whose metadata changed and should be rewritten, and the rest.
+
+    Raises
+    ------
+    EvidenceError
+        Changed metadata with ``on_existing="refuse"`` (naming the figures).
+    """
+    new: dict[str, FigureNode] = {}
+    updates: dict[str, FigureNode] = {}
+    unchanged = 0
+    changed: list[str] = []
+    for node in nodes:
+        old = existing.get(node.node_id)
+        if old is None:
+            if node.node_id in new:
+                unchanged += 1
+            else:
+                new[node.node_id] = node
+            continue
+        diff = [f for f in _META_FIELDS if getattr(old, f) != getattr(node, f)]
+        if not diff or on_existing == "skip":
+            unchanged += 1
+        elif on_existing == "update":
+            updates[node.node_id] = node
+        else:
+            changed.append(f"{node.image.name} (node {node.node_id}: {', '.join(diff)})")
+    if changed:
+        raise EvidenceError(
+            f"index {where}: {len(changed)} figure(s) are already indexed with other metadata: "
+            f"{'; '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}. Nothing was "
+            "written. Use --update (wsikit index add) / on_existing='update' to replace the "
+            "stored metadata, or --skip-existing to keep it")
+    return list(new.values()), list(updates.values()), unchanged
+
+
+def _update(path: Path, nodes: Sequence[FigureNode]) -> None:
+    """Rewrite the metadata columns of already stored nodes (image and vector unchanged)."""
+    if not nodes:
+        return
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        con.executemany(
+            f"UPDATE nodes SET {', '.join(f'{c} = ?' for c in _META_FIELDS)} WHERE node_id = ?",
+            [tuple(getattr(n, c) for c in _META_FIELDS) + (n.node_id,) for n in nodes])
+        con.commit()
+
+
+def _reconstruct_all(index: Any, kind: str, count: int, dim: int) -> np.ndarray:
+    """All stored vectors ``(count, dim)`` float32 (IVF/SQ: their fp16 codes decoded)."""
+    import faiss
+
+    if not count:
+        return np.zeros((0, dim), np.float32)
+    if kind == "ivf":
+        ivf = faiss.extract_index_ivf(index)
+        ivf.make_direct_map()
+        try:
+            return np.asarray(index.reconstruct_n(0, count), np.float32)
+        finally:
+            ivf.set_direct_map_type(faiss.DirectMap.NoMap)
+    return np.asarray(index.reconstruct_n(0, count), np.float32)
+
+
+def background_of(vectors: np.ndarray, nodes: Sequence[FigureNode]) -> Background | None:
+    """Similarity background of an index's rows (``vectors[i]`` is ``nodes[i]``): one row
+    per distinct image, pairs across sources (see :mod:`wsikit.evidence.calibration`)."""
+    seen: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        seen.setdefault(n.content_hash or n.node_id, i)
+    rows = sorted(seen.values())
+    return background_from_vectors(vectors[rows], [source_identity(nodes[i]) for i in rows])
+
+
+_UNSET: Any = object()
+
+
 class FigureIndex:
     """A searchable folder of literature figures (see module docstring for the layout).
 
@@ -156,6 +271,7 @@ class FigureIndex:
         self.path = Path(path)
         self.manifest = manifest
         self._cpu_index = index
+        self._background: Any = _UNSET
         self._search_index = fu.to_search_device(index, manifest["kind"])
         fu.set_search_params(self._search_index, manifest["kind"], manifest["params"])
 
@@ -258,7 +374,7 @@ class FigureIndex:
 
         import faiss
 
-        path = Path(path)
+        path = Path(path).resolve()  # node images resolve against it from any working dir
         mpath = path / "manifest.json"
         if not mpath.is_file():
             raise EvidenceError(f"{path} is not an evidence index (no manifest.json); build "
@@ -291,19 +407,16 @@ class FigureIndex:
     # ------------------------------------------------------------------ writing
     def _write_version(self, nodes: Sequence[FigureNode], encoder: Any, *, kind: str,
                        params: dict[str, Any] | None, recall_target: float, batch_size: int,
-                       progress_bar: bool | None, fresh: bool) -> int:
-        """Write version n+1 of this folder with ``nodes`` appended; returns nodes added."""
+                       progress_bar: bool | None, fresh: bool, on_existing: str = "refuse"
+                       ) -> AddReport:
+        """Write version n+1 of this folder with ``nodes`` appended (and, with
+        ``on_existing="update"``, changed metadata of already indexed nodes rewritten)."""
         import faiss
 
-        existing = set() if fresh else self._node_ids()
-        new: list[FigureNode] = []
-        for node in nodes:
-            if node.node_id in existing:
-                continue
-            existing.add(node.node_id)
-            new.append(node)
-        if not new:
-            return 0
+        existing = {} if fresh else {n.node_id: n for n in self.nodes()}
+        new, updates, unchanged = _split_existing(nodes, existing, on_existing, self.path)
+        if not new and not updates:
+            return AddReport(unchanged=unchanged)
         images = [load_image(n.image)
                   for n in progress(new, enabled=progress_bar, desc="read figures")]
         # identical pixels are embedded once and stored once
@@ -313,8 +426,9 @@ class FigureIndex:
         uniq = sorted(set(first.values()))
         vec_u = embed_images([images[i] for i in uniq], encoder, batch_size=batch_size)
         pos = {i: j for j, i in enumerate(uniq)}
-        vectors = np.stack([vec_u[pos[first[n.content_hash or f'#{i}']]]
-                            for i, n in enumerate(new)]).astype(np.float32)
+        vectors = (np.stack([vec_u[pos[first[n.content_hash or f'#{i}']]]
+                             for i, n in enumerate(new)]).astype(np.float32) if new
+                   else np.zeros((0, int(encoder.config.dim)), np.float32))
         rel_images = []
         for node, image in zip(new, images):
             rel = f"images/{(node.content_hash or node.node_id)[:32]}.png"
@@ -337,21 +451,18 @@ class FigureIndex:
         else:
             params = dict(self.manifest["params"])
             cpu = faiss.clone_index(self._cpu_index)
-            if kind == "ivf":
-                # IVF/SQ codes are approximate; the exact references come from the stored codes
-                faiss.extract_index_ivf(cpu).make_direct_map()
-            old = cpu.reconstruct_n(0, old_count) if old_count else np.zeros((0, self.dim),
-                                                                                np.float32)
-            if kind == "ivf":
-                faiss.extract_index_ivf(cpu).set_direct_map_type(faiss.DirectMap.NoMap)
-            cpu.add(vectors)
-            all_vectors = np.concatenate([np.asarray(old, np.float32), vectors])
+            old = _reconstruct_all(cpu, kind, old_count, self.dim)
+            if len(vectors):
+                cpu.add(vectors)
+            all_vectors = np.concatenate([old, vectors])
         recall, n_queries = (1.0, 0)
-        if kind != "flat":
+        if kind != "flat" and (new or fresh):
             queries, truth = _recall_set(all_vectors, k=10)
             params, recall = fu.tune_index(cpu, kind, params, queries, truth, k=10,
                                            target=recall_target)
             n_queries = len(queries)
+        elif kind != "flat":
+            recall, n_queries = self.manifest["recall_at_10"], self.manifest["recall_queries"]
         version = int(self.manifest["version"]) + 1
         faiss_name, db_name = f"index-{version:06d}.faiss", f"nodes-{version:06d}.sqlite"
         with atomic_path(self.path / faiss_name) as tmp:
@@ -362,42 +473,99 @@ class FigureIndex:
             else:
                 shutil.copyfile(self._db, tmp)
             _insert(tmp, old_count, new, rel_images)
+            _update(tmp, updates)
+        kept = {**existing, **{n.node_id: n for n in updates}}
+        row_nodes = [kept[n.node_id] for n in existing.values()] + list(new)
+        background = background_of(all_vectors, row_nodes)
         manifest = {**self.manifest, "version": version, "updated": _now(), "kind": kind,
                     "params": params, "recall_at_10": round(float(recall), 4),
                     "recall_queries": n_queries, "count": old_count + len(new),
                     "wsikit_version": __version__,
+                    "image_paths": "relative to the index folder",
+                    "background": None if background is None else background.to_dict(),
                     "files": {"faiss": faiss_name, "sqlite": db_name},
                     "checksums": {"faiss": _sha256(self.path / faiss_name),
                                   "sqlite": _sha256(self.path / db_name)}}
         _commit_manifest(self.path, manifest)
         self.manifest = manifest
+        self._background = background
         self._cpu_index = cpu
         self._search_index = fu.to_search_device(cpu, kind)
         fu.set_search_params(self._search_index, kind, params)
         _remove_stale(self.path, manifest)
-        return len(new)
+        return AddReport(added=len(new), updated=len(updates), unchanged=unchanged)
 
-    def add(self, nodes: Iterable[FigureNode], encoder: Any, *, batch_size: int = 32,
-            progress_bar: bool | None = None) -> int:
-        """Add figures (skipping node ids already present); returns how many were added.
+    def add(self, nodes: Iterable[FigureNode], encoder: Any, *, on_existing: str = "refuse",
+            batch_size: int = 32, progress_bar: bool | None = None) -> AddReport:
+        """Add figures; returns what was added, updated and left unchanged.
+
+        A figure whose node id is already indexed (same pixels, source, page and label) with
+        identical metadata is left unchanged. If its metadata differs (caption, evidence
+        level, licence, ...), ``on_existing`` decides: ``"refuse"`` (default) raises and
+        writes nothing, ``"update"`` rewrites the stored metadata, ``"skip"`` keeps the old.
 
         Crash-safe: the previous version stays valid until the new manifest is in place. IVF
         cells are not retrained (rebuild after large additions); the search parameter is
-        re-tuned and the recall re-measured.
+        re-tuned, the recall re-measured and the similarity background re-measured.
 
         Raises
         ------
         EncoderMismatchError
             ``encoder`` is not the index's encoder.
+        EvidenceError
+            Already indexed figures with other metadata and ``on_existing="refuse"``.
         """
         from filelock import FileLock
 
+        if on_existing not in _ON_EXISTING:
+            raise EvidenceError(f"on_existing={on_existing!r}; use one of "
+                                f"{', '.join(_ON_EXISTING)}")
         self._check_encoder(encoder.config.name, int(encoder.config.dim),
                             encoder_version(encoder))
         with FileLock(str(self.path / ".lock")):
             return self._write_version(list(nodes), encoder, kind=self.kind, params=None,
                                        recall_target=0.95, batch_size=batch_size,
-                                       progress_bar=progress_bar, fresh=False)
+                                       progress_bar=progress_bar, fresh=False,
+                                       on_existing=on_existing)
+
+    # ------------------------------------------------------------------ calibration
+    @property
+    def background(self) -> Background | None:
+        """The similarity background of unrelated figures (``None``: fewer than 2 figures).
+
+        An index written before wsikit measured backgrounds gets one measured in memory, with
+        a warning saying how to store it (``wsikit index calibrate DIR``).
+        """
+        if self._background is _UNSET:
+            stored = self.manifest.get("background", _UNSET)
+            if stored is _UNSET:
+                warnings.warn(
+                    f"index {self.path} (wsikit {self.manifest.get('wsikit_version')}) has no "
+                    "similarity background; measured it in memory for this run. Store it "
+                    f"with: wsikit index calibrate {self.path}", stacklevel=2)
+                self._background = self._measure_background()
+            else:
+                self._background = None if stored is None else Background.from_dict(stored)
+        return self._background
+
+    def _measure_background(self) -> Background | None:
+        vectors = _reconstruct_all(self._cpu_index, self.kind, self.count, self.dim)
+        return background_of(vectors, self.nodes())
+
+    def calibrate(self) -> Background | None:
+        """Measure the similarity background and store it in the manifest (for indexes
+        written by older versions; build and add do it themselves). Returns it."""
+        from filelock import FileLock
+
+        with FileLock(str(self.path / ".lock")):
+            background = self._measure_background()
+            manifest = {**self.manifest, "updated": _now(),
+                        "image_paths": "relative to the index folder",
+                        "background": None if background is None else background.to_dict()}
+            _commit_manifest(self.path, manifest)
+            self.manifest = manifest
+            self._background = background
+        return background
 
     # ------------------------------------------------------------------ reading
     def _check_encoder(self, name: str | None, dim: int, version: str | None = None) -> None:
@@ -475,8 +643,11 @@ class FigureIndex:
         sims, ids = self._search_index.search(fu.normalise(v), k)
         rows = sorted({int(i) for i in ids.ravel() if i >= 0})
         lookup = dict(zip(rows, self.nodes(rows)))
-        return [[Match(lookup[int(i)], float(s)) for s, i in zip(srow, irow) if i >= 0]
-                for srow, irow in zip(sims, ids)]
+        bg = self.background
+        pct = bg.percentile(sims) if bg is not None else np.full(sims.shape, np.nan)
+        return [[Match(lookup[int(i)], float(s), None if np.isnan(p) else float(p))
+                 for s, p, i in zip(srow, prow, irow) if i >= 0]
+                for srow, prow, irow in zip(sims, pct, ids)]
 
     def query_images(self, images: Sequence[np.ndarray] | np.ndarray, encoder: Any, k: int = 5
                      ) -> list[list[Match]]:
@@ -506,8 +677,16 @@ class FigureIndex:
 
     def to_evidence_dict(self) -> dict[str, Any]:
         """The ``index`` entry of ``evidence.json``."""
-        return {"path": str(self.path), "encoder": self.encoder_name, "dim": self.dim,
-                "count": self.count, "kind": self.kind}
+        enc = self.manifest["encoder"]
+        bg = self.background
+        return {"path": str(self.path), "encoder": self.encoder_name,
+                "encoder_label": enc.get("label", self.encoder_name),
+                "encoder_heuristic": bool(enc.get("heuristic", False)), "dim": self.dim,
+                "count": self.count, "kind": self.kind,
+                "background": None if bg is None else {
+                    "method": bg.method, "pairs": bg.pairs, "sampled": bg.sampled,
+                    "p50": round(bg.similarity_at(50), 6), "p95": round(bg.similarity_at(95), 6),
+                    "p99": round(bg.similarity_at(99), 6)}}
 
 
 def _recall_set(vectors: np.ndarray, *, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
