@@ -8,8 +8,8 @@ result updates, not duplicates). wsikit uses::
     region uid    <slide id>:<region id>:<x>-<y>-<width>x<height>   (level-0 box)
     document id   <region uid>:<figure node id>
 
-The fingerprint hashes the file name, size and its first and last MiB, so it does not change
-when a slide is moved or renamed into another folder, and two copies of one file share it.
+The fingerprint hashes the file size and its first and last MiB (not the path), so it does not
+change when a slide is moved, and two copies of one file share it.
 (When the slide reader offers its own content fingerprint, :func:`slide_id` uses that.)
 """
 
@@ -31,7 +31,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def slide_fingerprint(path: str | os.PathLike[str]) -> str:
-    """SHA-256 (hex) of a slide file's name, size, first and last MiB.
+    """SHA-256 (hex) of a slide file's size, first and last MiB.
 
     A folder-based slide (e.g. DICOM) hashes its sorted file names and sizes plus the first
     and last MiB of its largest file.
@@ -52,7 +52,7 @@ def slide_fingerprint(path: str | os.PathLike[str]) -> str:
         p = max(files, key=lambda f: f.stat().st_size)
     try:
         size = p.stat().st_size
-        digest.update(f"{p.name}\x1f{size}\x1e".encode())
+        digest.update(f"{size}\x1e".encode())
         with p.open("rb") as fh:
             digest.update(fh.read(_CHUNK))
             if size > _CHUNK:

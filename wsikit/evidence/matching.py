@@ -45,18 +45,19 @@ class CropMatches:
     encoder: Any
 
 
-def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str], *, k: int,
+def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] | Any, *, k: int,
                 min_similarity: str | float | Floor | None = None,
                 base_dir: str | os.PathLike[str] | None = None, device: str = "cpu",
-                weights: Mapping[str, str] | None = None) -> CropMatches:
+                weights: Mapping[str, str] | None = None, encoder: Any = None
+                ) -> CropMatches:
     """Match ``(H, W, 3) uint8`` crops against a figure index and apply the floor.
 
     Parameters
     ----------
     crops : sequence of ndarray
         Region crops.
-    index_dir : path-like
-        Figure index folder.
+    index_dir : path-like or FigureIndex
+        Figure index folder (or an opened index).
     k : int
         Figures looked up per crop (before the floor).
     min_similarity : str, float or Floor, optional
@@ -66,6 +67,8 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str], 
         Folder of evidence.json (image paths are made relative to it).
     device, weights
         Where and with which weight files the index's encoder runs.
+    encoder : Encoder, optional
+        An already created encoder of the index (else created here).
 
     Raises
     ------
@@ -76,9 +79,10 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str], 
     from .index import FigureIndex
 
     floor = parse_floor(min_similarity)
-    index = FigureIndex.open(index_dir)
+    index = index_dir if isinstance(index_dir, FigureIndex) else FigureIndex.open(index_dir)
     name = index.encoder_name
-    enc = create_encoder(name, weights=(weights or {}).get(name), device=device)
+    enc = encoder if encoder is not None else \
+        create_encoder(name, weights=(weights or {}).get(name), device=device)
     rows = index.query_images(list(crops), enc, k=k) if len(crops) else []
     kept, dropped = [], []
     for row in rows:

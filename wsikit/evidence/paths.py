@@ -31,8 +31,8 @@ def portable_path(path: str | os.PathLike[str], base_dir: str | os.PathLike[str]
 
 def resolve_image(rel: str | None, absolute: str | None,
                   base_dir: str | os.PathLike[str] | None) -> Path | None:
-    """The first existing file of ``base_dir / rel``, ``rel`` (if absolute) and ``absolute``;
-    ``None`` when none exists."""
+    """The first existing file of ``base_dir / rel``, ``rel`` (if absolute) and ``absolute``,
+    as a normalised absolute path; ``None`` when none exists."""
     candidates = []
     if rel:
         p = Path(rel)
@@ -41,5 +41,5 @@ def resolve_image(rel: str | None, absolute: str | None,
         candidates.append(Path(absolute))
     for c in candidates:
         if c.is_file():
-            return c
+            return Path(os.path.abspath(c))
     return None
