@@ -139,8 +139,12 @@ def _pairs(groups: np.ndarray, *, cross: bool, max_pairs: int, seed: int
             i, j = i[keep], j[keep]
         return i, j, False
     rng = np.random.default_rng(seed)
-    flat = np.unique(rng.integers(0, total, size=int(max_pairs * 1.3)))
-    flat = rng.permutation(flat)
+    frac = 1.0
+    if cross:  # fraction of pairs across groups, to draw enough before filtering
+        _, counts = np.unique(groups, return_counts=True)
+        frac = max(1.0 - float((counts * (counts - 1) // 2).sum()) / total, 1e-6)
+    draw = min(total, int(max_pairs / frac * 1.2) + 100)
+    flat = rng.choice(total, size=draw, replace=False).astype(np.int64)
     # invert the row-major upper-triangle numbering: pair number p -> (i, j)
     b = 2 * n - 1
     i = np.floor((b - np.sqrt(b * b - 8.0 * flat)) / 2).astype(np.int64)
