@@ -122,8 +122,9 @@ def _percentile(p: Any) -> str:
     """``p97.3`` badge: the similarity's percentile against unrelated figures."""
     if not isinstance(p, (int, float)) or isinstance(p, bool):
         return ""
+    short = f"{float(p):.1f}".removesuffix(".0")
     return (f'<span class="pct" title="higher than {float(p):.1f}% of similarities between '
-            f'unrelated figures of the index">p{float(p):.1f} vs unrelated</span>')
+            f'unrelated figures of the index">p{short} vs unrelated figures</span>')
 
 
 def _floor_text(ev: Mapping[str, Any]) -> str:
@@ -266,6 +267,15 @@ def _models_section(ev: Mapping[str, Any]) -> tuple[str, bool]:
                     f"<span class='muted'>({_e(idx.get('kind'))}, {_e(idx.get('count'))} "
                     f"figures, encoder {_e(idx.get('encoder'))}, dim {_e(idx.get('dim'))})"
                     "</span></td></tr>")
+        bg = idx.get("background")
+        if isinstance(bg, Mapping):
+            rows.append(
+                "<tr><th>similarity</th><td>cosine similarity of "
+                f"{_e(idx.get('encoder'))} embeddings, calibrated against "
+                f"{_e(bg.get('pairs'))} {_e(bg.get('method'))}: median "
+                f"{_num(bg.get('p50'))}, 95th percentile {_num(bg.get('p95'))}, 99th "
+                f"{_num(bg.get('p99'))}<br><span class='muted'>floor: "
+                f"{_e(_floor_text(ev))}; weaker matches are not shown</span></td></tr>")
     else:
         rows.append("<tr><th>figure index</th><td class='muted'>none (no literature matching)"
                     "</td></tr>")
@@ -391,11 +401,14 @@ def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
             crop_cap += (f"<br>crop {_e(crop.get('width'))}×{_e(crop.get('height'))} px at "
                          f"{_num(crop.get('mpp'), '.3g')} µm/px")
         matches = r.get("matches") or []
+        below = r.get("below_floor")
         if matches:
-            body = (f"<h4>Matched figures ({len(matches)})</h4><ol>"
+            hidden = (f"<p class='muted' style='margin:0 0 6px'>{_e(below)} weaker "
+                      f"candidate(s) below the floor ({_e(_floor_text(ev))}) not shown</p>"
+                      if below else "")
+            body = (f"<h4>Matched figures ({len(matches)})</h4>{hidden}<ol>"
                     + "".join(_match_html(m, base_dir) for m in matches) + "</ol>")
         elif has_index:
-            below = r.get("below_floor")
             body = ("<h4>Matched figures</h4><p class='muted'>no figure passed the similarity "
                     f"floor ({_e(_floor_text(ev))})"
                     + (f"; {_e(below)} candidate(s) below it" if below else "") + "</p>")
