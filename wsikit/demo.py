@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEMO_DENSE_BOX", "UNRELATED_KINDS", "demo", "demo_index"]
+__all__ = ["DEMO_DENSE_BOX", "UNRELATED_KINDS", "demo", "demo_crop", "demo_index"]
 
 #: Level-0 box (x, y, w, h) of the planted dense-nuclei region of the demo slide.
 DEMO_DENSE_BOX = (3072, 1536, 3072, 3072)
@@ -117,6 +117,19 @@ def demo_index(out: str | os.PathLike[str], *, progress: bool | None = None) -> 
     FigureIndex.build(nodes, create_encoder("heuristic"), out / "index", overwrite=True,
                       progress_bar=progress)
     return out / "index"
+
+
+def demo_crop(path: str | os.PathLike[str], *, dense: bool = True, seed: int = 100) -> Path:
+    """Write a 512 px synthetic H&E-like crop (dense nuclei, or loose stroma) to ``path``: a
+    query image for the demo index, unlike any indexed figure pixel for pixel."""
+    from PIL import Image
+
+    from .evidence.synthetic_pdf import _tissue
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(_tissue(seed, dense)).save(path)
+    return path
 
 
 def demo(out: str | os.PathLike[str] = "wsikit_demo", *, progress: bool | None = None,

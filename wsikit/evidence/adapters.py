@@ -28,6 +28,7 @@ __all__ = [
     "EMBED_METADATA_KEYS",
     "LLM_METADATA_KEYS",
     "document_metadata",
+    "excluded_keys",
     "haystack_documents",
     "langchain_documents",
     "llamaindex_nodes",
@@ -136,6 +137,11 @@ def langchain_documents(result: Any) -> list[dict[str, Any]]:
     return out
 
 
+def excluded_keys(meta: Mapping[str, Any], shown: tuple[str, ...]) -> list[str]:
+    """Metadata keys hidden from a text: all but ``shown``, and those without a value."""
+    return [k for k, v in meta.items() if k not in shown or v is None]
+
+
 def llamaindex_nodes(result: Any) -> list[dict[str, Any]]:
     """Dicts for ``llama_index.core.schema.ImageNode(**d)`` (minus ``class_name``):
     ``image_path`` set, layout/id/path fields excluded from the embedded and the LLM text."""
@@ -145,9 +151,8 @@ def llamaindex_nodes(result: Any) -> list[dict[str, Any]]:
         out.append({"id_": meta["id"], "text": _content(m), "metadata": meta, "embedding": None,
                     "image": None, "image_path": meta["image_path"], "image_url": None,
                     "image_mimetype": meta["mime_type"], "text_embedding": None,
-                    "excluded_embed_metadata_keys": [k for k in meta
-                                                     if k not in EMBED_METADATA_KEYS],
-                    "excluded_llm_metadata_keys": [k for k in meta if k not in LLM_METADATA_KEYS],
+                    "excluded_embed_metadata_keys": excluded_keys(meta, EMBED_METADATA_KEYS),
+                    "excluded_llm_metadata_keys": excluded_keys(meta, LLM_METADATA_KEYS),
                     "relationships": {}, "mimetype": "text/plain",
                     "start_char_idx": None, "end_char_idx": None,
                     "metadata_template": "{key}: {value}", "metadata_separator": "\n",

@@ -23,7 +23,7 @@ from llama_index.core.base.base_multi_modal_retriever import MultiModalRetriever
 from llama_index.core.image_retriever import BaseImageRetriever
 from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle
 
-from ..evidence.adapters import EMBED_METADATA_KEYS, LLM_METADATA_KEYS
+from ..evidence.adapters import EMBED_METADATA_KEYS, LLM_METADATA_KEYS, excluded_keys
 from .core import EvidenceSource
 
 __all__ = ["WsikitMultiModalRetriever", "to_nodes"]
@@ -56,8 +56,8 @@ def _figure_node(node: Any, score: float) -> NodeWithScore:
     return NodeWithScore(node=ImageNode(
         id_=node.node_id, text=node.caption or (node.figure_label or "Figure"),
         image_path=image, image_mimetype="image/png", metadata=meta,
-        excluded_embed_metadata_keys=[k for k in meta if k not in EMBED_METADATA_KEYS],
-        excluded_llm_metadata_keys=[k for k in meta if k not in LLM_METADATA_KEYS]),
+        excluded_embed_metadata_keys=excluded_keys(meta, EMBED_METADATA_KEYS),
+        excluded_llm_metadata_keys=excluded_keys(meta, LLM_METADATA_KEYS)),
         score=score)
 
 
