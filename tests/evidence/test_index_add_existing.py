@@ -86,3 +86,24 @@ def test_select_refuses_out_of_range_min_similarity(bad, tmp_path, capsys):
         main(["select", "whatever.svs", "--out", str(tmp_path), "--min-similarity", bad])
     assert exc.value.code == 2
     assert "--min-similarity" in capsys.readouterr().err
+
+
+def test_corrected_label_of_an_indexed_image_is_not_a_silent_duplicate(built, tmp_path,
+                                                                      make_images, encoder):
+    """Same pixels, same source, corrected figure label (so another node id): refused, then
+    updated in place (the index does not grow, the stored id follows the new label)."""
+    m = _manifest(tmp_path, make_images, caption="old caption", level=7, name="fix.jsonl")
+    rows = [json.loads(line) for line in m.read_text().splitlines()]
+    rows[0]["figure_label"] = "Figure 1A"
+    m.write_text("\n".join(json.dumps(r) for r in rows))
+    nodes = read_manifest(m)
+    old_ids = {n.node_id for n in built.nodes()}
+    assert nodes[0].node_id not in old_ids
+    with pytest.raises(EvidenceError, match="figure_label"):
+        built.add(nodes, encoder)
+    rep = built.add(nodes, encoder, on_existing="update")
+    assert (rep.added, rep.updated, rep.unchanged) == (0, 1, 2)
+    after = FigureIndex.open(built.path)
+    assert after.count == 3
+    assert {n.figure_label for n in after.nodes()} == {"Figure 1A", "Figure 2", "Figure 3"}
+    assert nodes[0].node_id in {n.node_id for n in after.nodes()}

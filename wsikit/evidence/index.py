@@ -183,21 +183,28 @@ _META_FIELDS = ("caption", "figure_label", "source_title", "doi", "source_path",
 
 def _split_existing(nodes: Iterable[FigureNode], existing: dict[str, FigureNode],
                     on_existing: str, where: Path
-                    ) -> tuple[list[FigureNode], list[FigureNode], int]:
-    """``(new, updates, unchanged)``: nodes not yet indexed (first of duplicate ids), already
-    indexed nodes whose metadata changed and should be rewritten, and the rest.
+                    ) -> tuple[list[FigureNode], dict[str, FigureNode], int]:
+    """``(new, updates, unchanged)``: nodes not yet indexed (first of duplicate ids), the
+    already indexed figures whose metadata changed (``{stored node id: new node}``, to be
+    rewritten), and how many were left as they are.
+
+    A figure is already indexed when its node id is, or when the same pixels from the same
+    source are stored under another id (e.g. its figure label or page was corrected).
 
     Raises
     ------
     EvidenceError
         Changed metadata with ``on_existing="refuse"`` (naming the figures).
     """
+    by_content = {(n.content_hash, source_identity(n)): n for n in existing.values()
+                  if n.content_hash}
     new: dict[str, FigureNode] = {}
     updates: dict[str, FigureNode] = {}
     unchanged = 0
     changed: list[str] = []
     for node in nodes:
-        old = existing.get(node.node_id)
+        old = existing.get(node.node_id) or by_content.get((node.content_hash,
+                                                             source_identity(node)))
         if old is None:
             if node.node_id in new:
                 unchanged += 1
@@ -205,29 +212,31 @@ def _split_existing(nodes: Iterable[FigureNode], existing: dict[str, FigureNode]
                 new[node.node_id] = node
             continue
         diff = [f for f in _META_FIELDS if getattr(old, f) != getattr(node, f)]
-        if not diff or on_existing == "skip":
+        if not diff or on_existing == "skip" or old.node_id in updates:
             unchanged += 1
         elif on_existing == "update":
-            updates[node.node_id] = node
+            updates[old.node_id] = node
         else:
-            changed.append(f"{node.image.name} (node {node.node_id}: {', '.join(diff)})")
+            changed.append(f"{node.image.name} (node {old.node_id}: {', '.join(diff)})")
     if changed:
         raise EvidenceError(
             f"index {where}: {len(changed)} figure(s) are already indexed with other metadata: "
             f"{'; '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}. Nothing was "
             "written. Use --update (wsikit index add) / on_existing='update' to replace the "
             "stored metadata, or --skip-existing to keep it")
-    return list(new.values()), list(updates.values()), unchanged
+    return list(new.values()), updates, unchanged
 
 
-def _update(path: Path, nodes: Sequence[FigureNode]) -> None:
-    """Rewrite the metadata columns of already stored nodes (image and vector unchanged)."""
-    if not nodes:
+def _update(path: Path, updates: dict[str, FigureNode]) -> None:
+    """Rewrite id and metadata of stored nodes ``{old node id: new node}`` (same pixels, so
+    image and vector are unchanged)."""
+    if not updates:
         return
+    cols = ("node_id",) + _META_FIELDS
     with contextlib.closing(sqlite3.connect(path)) as con:
         con.executemany(
-            f"UPDATE nodes SET {', '.join(f'{c} = ?' for c in _META_FIELDS)} WHERE node_id = ?",
-            [tuple(getattr(n, c) for c in _META_FIELDS) + (n.node_id,) for n in nodes])
+            f"UPDATE nodes SET {', '.join(f'{c} = ?' for c in cols)} WHERE node_id = ?",
+            [tuple(getattr(n, c) for c in cols) + (old,) for old, n in updates.items()])
         con.commit()
 
 
@@ -474,8 +483,7 @@ class FigureIndex:
                 shutil.copyfile(self._db, tmp)
             _insert(tmp, old_count, new, rel_images)
             _update(tmp, updates)
-        kept = {**existing, **{n.node_id: n for n in updates}}
-        row_nodes = [kept[n.node_id] for n in existing.values()] + list(new)
+        row_nodes = [updates.get(i, n) for i, n in existing.items()] + list(new)
         background = background_of(all_vectors, row_nodes)
         manifest = {**self.manifest, "version": version, "updated": _now(), "kind": kind,
                     "params": params, "recall_at_10": round(float(recall), 4),
