@@ -12,17 +12,17 @@ queries it with a synthetic dense-nuclei crop.
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
-QUESTION = "Which published figures resemble this region, and what do their captions say?"
+from wsikit.integrations.examples import example_inputs, example_parser
 
 TEMPLATE = """Figures retrieved for the query image (cite them as [n]; similarity is not a
 diagnosis):
 {% for doc in documents %}
 [{{ loop.index }}] {{ doc.meta.figure_label or "Figure" }} - {{ doc.content }}
-    source: {{ doc.meta.source_title }} (doi {{ doc.meta.doi }}); evidence: {{ doc.meta.evidence_level_name }}
-    similarity {{ "%.3f"|format(doc.meta.wsikit_similarity) }}, higher than {{ doc.meta.similarity_percentile }}% of unrelated figures ({{ doc.meta.score_type }})
+    source: {{ doc.meta.source_title }} (doi {{ doc.meta.doi }});
+    evidence: {{ doc.meta.evidence_level_name }};
+    similarity {{ "%.3f"|format(doc.meta.wsikit_similarity) }}, higher than
+    {{- " " ~ doc.meta.similarity_percentile }}% of unrelated figures
+    ({{ doc.meta.score_type }})
     image: {{ doc.meta.file_path }}
 {% else %}
 (no figure passed the similarity floor)
@@ -31,33 +31,15 @@ Question: {{ question }}
 Answer:"""
 
 
-def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--index", default=None, help="figure index folder (default: demo index)")
-    p.add_argument("--query", default=None,
-                   help="image, slide or evidence.json (default: a synthetic crop)")
-    p.add_argument("--work", default="wsikit_rag_demo",
-                   help="folder for the demo index, demo crop and select outputs")
-    p.add_argument("-k", type=int, default=5, help="figures looked up per region")
-    p.add_argument("--min-similarity", default="p95",
-                   help="floor: background percentile (p95) or cosine similarity")
-    p.add_argument("--question", default=QUESTION)
-    return p.parse_args()
-
-
 def main() -> int:
-    args = parse_args()
+    args = example_parser(__doc__).parse_args()
     from haystack import Pipeline
     from haystack.components.builders import PromptBuilder
 
-    from wsikit.demo import demo_crop, demo_index
     from wsikit.integrations.haystack import WsikitRetriever
 
-    work = Path(args.work)
-    index = args.index or demo_index(work, progress=False)
-    query = args.query or demo_crop(work / "query_dense_crop.png")
+    index, query, work = example_inputs(args)
+
     pipe = Pipeline()
     pipe.add_component("figures", WsikitRetriever(index=str(index), k=args.k,
                                                   min_similarity=args.min_similarity,

@@ -23,10 +23,18 @@ import numpy as np
 
 from ..errors import EvidenceError
 
-__all__ = ["IMAGE_SUFFIXES", "EvidenceSource", "query_kind"]
+__all__ = ["IMAGE_SUFFIXES", "EvidenceSource", "as_result", "query_kind"]
 
 #: File suffixes treated as crop images (anything else that exists is opened as a slide).
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".gif")
+
+
+def as_result(result: Any) -> Any:
+    """An :class:`~wsikit.evidence.EvidenceResult` as it is, or read from an evidence.json
+    path."""
+    from ..evidence import EvidenceResult
+
+    return result if isinstance(result, EvidenceResult) else EvidenceResult.read(result)
 
 
 def query_kind(query: Any) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 
-from .core import EvidenceSource
+from .core import EvidenceSource, as_result
 
 __all__ = ["WsikitRetriever", "to_documents"]
 
@@ -25,11 +25,7 @@ __all__ = ["WsikitRetriever", "to_documents"]
 def to_documents(result: Any) -> list[Document]:
     """Haystack ``Document``s of an :class:`~wsikit.evidence.EvidenceResult` (or an
     evidence.json path)."""
-    from ..evidence import EvidenceResult
-
-    if not isinstance(result, EvidenceResult):
-        result = EvidenceResult.read(result)
-    return [Document(**d) for d in result.to_haystack_documents()]
+    return [Document(**d) for d in as_result(result).to_haystack_documents()]
 
 
 @component

@@ -20,7 +20,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from .core import EvidenceSource
+from .core import EvidenceSource, as_result
 
 __all__ = ["WsikitRetriever", "to_documents"]
 
@@ -28,11 +28,7 @@ __all__ = ["WsikitRetriever", "to_documents"]
 def to_documents(result: Any) -> list[Document]:
     """LangChain ``Document``s of an :class:`~wsikit.evidence.EvidenceResult` (or of an
     evidence.json path)."""
-    from ..evidence import EvidenceResult
-
-    if not isinstance(result, EvidenceResult):
-        result = EvidenceResult.read(result)
-    return [Document(**d) for d in result.to_langchain_documents()]
+    return [Document(**d) for d in as_result(result).to_langchain_documents()]
 
 
 class WsikitRetriever(BaseRetriever):

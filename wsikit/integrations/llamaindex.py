@@ -24,7 +24,7 @@ from llama_index.core.image_retriever import BaseImageRetriever
 from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle
 
 from ..evidence.adapters import EMBED_METADATA_KEYS, LLM_METADATA_KEYS, excluded_keys
-from .core import EvidenceSource
+from .core import EvidenceSource, as_result
 
 __all__ = ["WsikitMultiModalRetriever", "to_nodes"]
 
@@ -32,12 +32,8 @@ __all__ = ["WsikitMultiModalRetriever", "to_nodes"]
 def to_nodes(result: Any) -> list[NodeWithScore]:
     """``NodeWithScore(ImageNode)`` of an :class:`~wsikit.evidence.EvidenceResult` (or an
     evidence.json path); the score is the cosine similarity."""
-    from ..evidence import EvidenceResult
-
-    if not isinstance(result, EvidenceResult):
-        result = EvidenceResult.read(result)
     out = []
-    for d in result.to_llamaindex_nodes():
+    for d in as_result(result).to_llamaindex_nodes():
         d = {k: v for k, v in d.items() if k != "class_name"}
         out.append(NodeWithScore(node=ImageNode(**d), score=d["metadata"]["similarity"]))
     return out
