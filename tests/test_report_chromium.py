@@ -4,6 +4,7 @@ have moved elsewhere. Headless Chromium; skipped with the reason when it is miss
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -43,14 +44,20 @@ def _chromium_ok() -> str | None:
 
 @pytest.fixture(scope="module")
 def moved_report(tmp_path_factory: pytest.TempPathFactory, cmu_small: Path) -> Path:
-    """select on the real CMU-1 small region against the demo index, then move the select
-    folder and rename the index: report.html must not depend on either place."""
+    """select (relative --out and --index) on the real CMU-1 small region against the demo
+    index, then move the select folder and rename the index: report.html must depend on
+    neither place."""
     from wsikit.pipeline import select
 
     root = tmp_path_factory.mktemp("chromium")
     index = demo_index(root / "lit", progress=False)
-    result = select(cmu_small, out=root / "out", index=index, models="heuristic",
-                    scales=(2, 1), patch_px=256, target_mpp=1.0, k=3, progress=False)
+    cwd = os.getcwd()
+    os.chdir(root)  # relative --out and --index, as in the README (the reported failure)
+    try:
+        result = select(cmu_small, out="out", index="lit/index", models="heuristic",
+                        scales=(2, 1), patch_px=256, target_mpp=1.0, k=3, progress=False)
+    finally:
+        os.chdir(cwd)
     sdir = root / "out" / "select" / result.slide["name"]
     moved = root / "zipped_elsewhere" / "case"
     moved.parent.mkdir()

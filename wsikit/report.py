@@ -108,6 +108,8 @@ def _load_image(path: Any, base_dir: Path, max_px: int, absolute: Any = None
         p = base_dir / p
     if not p.is_file() and absolute:
         p = Path(str(absolute))
+    elif not p.is_file() and path and Path(str(path)).is_file():
+        p = Path(str(path))  # evidence.json of wsikit < 0.2: relative to the working dir
     try:
         with Image.open(p) as im:
             im.load()

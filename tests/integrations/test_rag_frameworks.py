@@ -170,3 +170,21 @@ def test_bad_queries_and_options_are_refused(figure_index, tmp_path):
     else:  # caption search present: text queries return captioned figures
         hits = li.text_to_image_retrieve("dense nuclei")
         assert hits and all(os.path.isfile(h.node.image_path) for h in hits)
+
+
+def test_evidence_json_paths_relative_to_its_folder_and_absolute(two_results):
+    import json
+
+    for res in two_results:
+        doc = json.loads((res.base_dir / "evidence.json").read_text())
+        assert doc["slide"]["id"] == res.slide_id
+        for r in doc["regions"]:
+            crop = r["crop"]
+            assert not Path(crop["path"]).is_absolute()
+            assert (res.base_dir / crop["path"]).resolve() == Path(crop["abspath"])
+            assert Path(crop["abspath"]).is_file()
+            assert r["uid"].startswith(res.slide_id + ":" + r["id"] + ":")
+            for m in r["matches"]:
+                assert not Path(m["image_path"]).is_absolute()
+                assert (res.base_dir / m["image_path"]).resolve() == Path(m["image_abspath"])
+                assert Path(m["image_abspath"]).is_file()
