@@ -37,7 +37,15 @@ from .._progress import progress
 from .._version import __version__
 from ..errors import EncoderMismatchError, EvidenceError
 from . import faiss_utils as fu
-from .calibration import Background, background_from_vectors
+from .calibration import Background
+from .index_rows import (
+    ON_EXISTING,
+    AddReport,
+    background_of,
+    reconstruct_all,
+    split_existing,
+    update_rows,
+)
 from .nodes import FigureNode, evidence_level_name, load_image
 from .paths import portable_path
 
@@ -79,24 +87,6 @@ class Match:
                 "evidence_level_name": evidence_level_name(n.evidence_level),
                 "page": n.page, "year": n.year, "license": n.license,
                 "image_path": rel, "image_abspath": absolute, "source_path": n.source_path}
-
-
-@dataclass(frozen=True)
-class AddReport:
-    """What :meth:`FigureIndex.add` did: new figures ``added``, already indexed figures whose
-    metadata was ``updated`` (``on_existing="update"``), and already indexed figures left
-    ``unchanged`` (identical metadata, or ``on_existing="skip"``)."""
-
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-
-
-def source_identity(node: FigureNode) -> str:
-    """The source a figure comes from (DOI, else title, else file name): figures of one
-    source may be related, so background pairs are taken across sources."""
-    return (node.doi or node.source_title or
-            (Path(node.source_path).name if node.source_path else "") or "").strip().lower()
 
 
 def _sha256(path: Path) -> str:
@@ -174,96 +164,6 @@ def _insert(path: Path, start_row: int, nodes: Sequence[FigureNode], rel_images:
               n.source_path, n.page, n.year, n.license, n.evidence_level, n.content_hash)
              for i, (n, rel) in enumerate(zip(nodes, rel_images))])
         con.commit()
-
-
-_ON_EXISTING = ("refuse", "update", "skip")
-_META_FIELDS = ("caption", "figure_label", "source_title", "doi", "source_path", "page", "year",
-                "license", "evidence_level")
-
-
-def _split_existing(nodes: Iterable[FigureNode], existing: dict[str, FigureNode],
-                    on_existing: str, where: Path
-                    ) -> tuple[list[FigureNode], dict[str, FigureNode], int]:
-    """``(new, updates, unchanged)``: nodes not yet indexed (first of duplicate ids), the
-    already indexed figures whose metadata changed (``{stored node id: new node}``, to be
-    rewritten), and how many were left as they are.
-
-    A figure is already indexed when its node id is, or when the same pixels from the same
-    source are stored under another id (e.g. its figure label or page was corrected).
-
-    Raises
-    ------
-    EvidenceError
-        Changed metadata with ``on_existing="refuse"`` (naming the figures).
-    """
-    by_content = {(n.content_hash, source_identity(n)): n for n in existing.values()
-                  if n.content_hash}
-    new: dict[str, FigureNode] = {}
-    updates: dict[str, FigureNode] = {}
-    unchanged = 0
-    changed: list[str] = []
-    for node in nodes:
-        old = existing.get(node.node_id) or by_content.get((node.content_hash,
-                                                             source_identity(node)))
-        if old is None:
-            if node.node_id in new:
-                unchanged += 1
-            else:
-                new[node.node_id] = node
-            continue
-        diff = [f for f in _META_FIELDS if getattr(old, f) != getattr(node, f)]
-        if not diff or on_existing == "skip" or old.node_id in updates:
-            unchanged += 1
-        elif on_existing == "update":
-            updates[old.node_id] = node
-        else:
-            changed.append(f"{node.image.name} (node {old.node_id}: {', '.join(diff)})")
-    if changed:
-        raise EvidenceError(
-            f"index {where}: {len(changed)} figure(s) are already indexed with other metadata: "
-            f"{'; '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}. Nothing was "
-            "written. Use --update (wsikit index add) / on_existing='update' to replace the "
-            "stored metadata, or --skip-existing to keep it")
-    return list(new.values()), updates, unchanged
-
-
-def _update(path: Path, updates: dict[str, FigureNode]) -> None:
-    """Rewrite id and metadata of stored nodes ``{old node id: new node}`` (same pixels, so
-    image and vector are unchanged)."""
-    if not updates:
-        return
-    cols = ("node_id",) + _META_FIELDS
-    with contextlib.closing(sqlite3.connect(path)) as con:
-        con.executemany(
-            f"UPDATE nodes SET {', '.join(f'{c} = ?' for c in cols)} WHERE node_id = ?",
-            [tuple(getattr(n, c) for c in cols) + (old,) for old, n in updates.items()])
-        con.commit()
-
-
-def _reconstruct_all(index: Any, kind: str, count: int, dim: int) -> np.ndarray:
-    """All stored vectors ``(count, dim)`` float32 (IVF/SQ: their fp16 codes decoded)."""
-    import faiss
-
-    if not count:
-        return np.zeros((0, dim), np.float32)
-    if kind == "ivf":
-        ivf = faiss.extract_index_ivf(index)
-        ivf.make_direct_map()
-        try:
-            return np.asarray(index.reconstruct_n(0, count), np.float32)
-        finally:
-            ivf.set_direct_map_type(faiss.DirectMap.NoMap)
-    return np.asarray(index.reconstruct_n(0, count), np.float32)
-
-
-def background_of(vectors: np.ndarray, nodes: Sequence[FigureNode]) -> Background | None:
-    """Similarity background of an index's rows (``vectors[i]`` is ``nodes[i]``): one row
-    per distinct image, pairs across sources (see :mod:`wsikit.evidence.calibration`)."""
-    seen: dict[str, int] = {}
-    for i, n in enumerate(nodes):
-        seen.setdefault(n.content_hash or n.node_id, i)
-    rows = sorted(seen.values())
-    return background_from_vectors(vectors[rows], [source_identity(nodes[i]) for i in rows])
 
 
 _UNSET: Any = object()
@@ -423,7 +323,7 @@ class FigureIndex:
         import faiss
 
         existing = {} if fresh else {n.node_id: n for n in self.nodes()}
-        new, updates, unchanged = _split_existing(nodes, existing, on_existing, self.path)
+        new, updates, unchanged = split_existing(nodes, existing, on_existing, self.path)
         if not new and not updates:
             return AddReport(unchanged=unchanged)
         images = [load_image(n.image)
@@ -460,7 +360,7 @@ class FigureIndex:
         else:
             params = dict(self.manifest["params"])
             cpu = faiss.clone_index(self._cpu_index)
-            old = _reconstruct_all(cpu, kind, old_count, self.dim)
+            old = reconstruct_all(cpu, kind, old_count, self.dim)
             if len(vectors):
                 cpu.add(vectors)
             all_vectors = np.concatenate([old, vectors])
@@ -482,7 +382,7 @@ class FigureIndex:
             else:
                 shutil.copyfile(self._db, tmp)
             _insert(tmp, old_count, new, rel_images)
-            _update(tmp, updates)
+            update_rows(tmp, updates)
         row_nodes = [updates.get(i, n) for i, n in existing.items()] + list(new)
         background = background_of(all_vectors, row_nodes)
         manifest = {**self.manifest, "version": version, "updated": _now(), "kind": kind,
@@ -525,9 +425,9 @@ class FigureIndex:
         """
         from filelock import FileLock
 
-        if on_existing not in _ON_EXISTING:
+        if on_existing not in ON_EXISTING:
             raise EvidenceError(f"on_existing={on_existing!r}; use one of "
-                                f"{', '.join(_ON_EXISTING)}")
+                                f"{', '.join(ON_EXISTING)}")
         self._check_encoder(encoder.config.name, int(encoder.config.dim),
                             encoder_version(encoder))
         with FileLock(str(self.path / ".lock")):
@@ -557,7 +457,7 @@ class FigureIndex:
         return self._background
 
     def _measure_background(self) -> Background | None:
-        vectors = _reconstruct_all(self._cpu_index, self.kind, self.count, self.dim)
+        vectors = reconstruct_all(self._cpu_index, self.kind, self.count, self.dim)
         return background_of(vectors, self.nodes())
 
     def calibrate(self) -> Background | None:
