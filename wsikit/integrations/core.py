@@ -99,6 +99,10 @@ class EvidenceSource:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise EvidenceError(f"k={self.k!r} must be an integer >= 1")
         parse_floor(self.min_similarity)  # refuse a bad floor now, not at the first query
+        clash = sorted({"index", "out", "k", "min_similarity", "device"} & set(self.select_options))
+        if clash:
+            raise EvidenceError(f"select_options {clash} are options of the retriever itself; "
+                                "give them as its own arguments")
 
     # ------------------------------------------------------------------ the index
     @property

@@ -13,6 +13,7 @@ as in :mod:`wsikit.evidence.adapters` (``source`` = DOI URL, ``image_path``, ``m
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -39,14 +40,14 @@ class WsikitRetriever(BaseRetriever):
 
     Parameters
     ----------
-    index : str
+    index : str or Path
         Figure index folder.
     k : int
         Figures looked up per crop/region before the similarity floor.
     min_similarity : str or float
         ``"p95"`` (default: 95th percentile of unrelated-figure similarities), a cosine
         similarity, or ``"none"``.
-    out : str
+    out : str or Path
         Output root of ``wsikit select`` for slide queries.
     select_options : dict
         Extra :func:`wsikit.pipeline.select` options for slide queries.
@@ -54,10 +55,10 @@ class WsikitRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    index: str
+    index: str | Path
     k: int = 5
     min_similarity: str | float = "p95"
-    out: str = "wsikit_out"
+    out: str | Path = "wsikit_out"
     select_options: dict[str, Any] = Field(default_factory=dict)
     device: str = "cpu"
     _source: EvidenceSource = PrivateAttr()
