@@ -66,7 +66,7 @@ class SelectOptions:
     min_tissue: float = 0.1
     max_crop_px: int = 1024
     k: int = 5
-    min_similarity: float | None = None
+    min_similarity: str | float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     question: str | None = None  # question-aware evidence (evidence/fusion.py)
     rrf_k: float = 50
@@ -161,25 +161,12 @@ def _attention(slide: Any, grid: Any, emb: Any, out: Path, opts: SelectOptions, 
 
 
 def _match(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str], opts: SelectOptions,
-           *, device: str, weights: Mapping[str, str]) -> tuple[list[list[dict]], Any, Any]:
-    from .evidence import FigureIndex
-    from .models import create_encoder
+           *, device: str, weights: Mapping[str, str], base_dir: Path) -> Any:
+    from .evidence.matching import match_crops
 
-    index = FigureIndex.open(index_dir)
-    name = index.encoder_name
-    enc = create_encoder(name, weights=weights.get(name), device=device)
-    if opts.question and crops:  # image similarity + caption BM25 of the question, by RRF
-        from .evidence.fusion import query_fused
-
-        matches = query_fused(index, list(crops), enc, opts.question, k=opts.k, rrf_k=opts.rrf_k)
-    else:
-        matches = index.query_images(list(crops), enc, k=opts.k) if crops else []
-    out: list[list[dict]] = []
-    for row in matches:
-        kept = [m.to_dict() for m in row
-                if opts.min_similarity is None or m.similarity >= opts.min_similarity]
-        out.append(kept)
-    return out, index, enc
+    return match_crops(crops, index_dir, k=opts.k, min_similarity=opts.min_similarity,
+                       base_dir=base_dir, device=device, weights=weights,
+                       question=opts.question, rrf_k=opts.rrf_k)
 
 
 def select(
@@ -197,7 +184,7 @@ def select(
     layout: str = "nested",
     index: str | os.PathLike[str] | None = None,
     k: int = 5,
-    min_similarity: float | None = None,
+    min_similarity: str | float | None = None,
     mpp: float | None = None,
     target_mpp: float = 0.5,
     patch_px: int = 512,
@@ -234,7 +221,8 @@ def select(
     index : path-like, optional
         Figure index folder (``wsikit index build``); each crop is matched against it.
     k, min_similarity
-        Matches per region and the lowest cosine similarity kept.
+        Figures looked up per region, and the floor a match must pass to be kept: a
+        background percentile such as ``"p95"`` (default), a cosine similarity, or ``"none"``.
     mpp : float, optional
         Level-0 µm/px overriding the slide's metadata.
     target_mpp, patch_px, min_tissue
@@ -368,13 +356,15 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
 
     t = time.perf_counter()
     matches: list[list[dict]] = [[] for _ in crops]
+    below_floor: list[int | None] = [None for _ in crops]
     index_entry = None
     crop_enc_entry = None
+    floor_entry = None
     if index is not None:
-        matches, fig_index, crop_enc = _match(crop_images, index, opts, device=device,
-                                              weights=weights)
-        index_entry = fig_index.to_evidence_dict()
-        crop_enc_entry = _encoder_entry(crop_enc)
+        found = _match(crop_images, index, opts, device=device, weights=weights, base_dir=sdir)
+        matches, below_floor, floor_entry = found.matches, found.below_floor, found.floor
+        index_entry = found.index.to_evidence_dict()
+        crop_enc_entry = _encoder_entry(found.encoder)
         step("matching", t)
 
     from .attention import describe
@@ -383,26 +373,34 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
                                     "attention": describe(att)}
     if crop_enc_entry is not None:
         models_entry["crop_encoder"] = crop_enc_entry
+    from .evidence.ids import region_uid, slide_id
+    from .evidence.paths import portable_path
+
+    sid = slide_id(s)
     regions = []
-    for i, (w, crop, found) in enumerate(zip(windows, crops, matches), start=1):
-        regions.append({"id": f"r{i}", **w.to_dict(),
-                        "crop": {"path": crop.path, "width": crop.width,
-                                 "height": crop.height, "mpp": crop.mpp},
-                        "matches": found})
+    for i, (w, crop, found, dropped) in enumerate(zip(windows, crops, matches, below_floor),
+                                                  start=1):
+        wd = w.to_dict()
+        regions.append({"id": f"r{i}", "uid": region_uid(sid, f"r{i}", wd["box"]), **wd,
+                        "crop": {"path": crop.path,
+                                 "abspath": portable_path(sdir / crop.path, sdir)[1],
+                                 "width": crop.width, "height": crop.height, "mpp": crop.mpp},
+                        "matches": found, "below_floor": dropped})
     selection = {"selector": opts.selector, **_jsonable(opts.selector_options()),
                  "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
-                 "patch_size_l0": grid.stride_l0, "patches": len(grid)}
+                 "patch_size_l0": grid.stride_l0, "patches": len(grid), "k": opts.k,
+                 "min_similarity": floor_entry}
     if opts.question:
         selection.update(question=opts.question, fusion={"method": "rrf", "k": opts.rrf_k,
                                                          "channels": ["image", "caption BM25"]})
     W, H = s.dimensions
     result = EvidenceResult(
-        slide={"path": str(s.path), "name": s.name, "width": W, "height": H,
+        slide={"id": sid, "path": str(s.path), "name": s.name, "width": W, "height": H,
                "mpp": s.mpp, "mpp_source": s.mpp_source, "backend": s.backend,
                "vendor": s.vendor},
         models=models_entry, selection=selection, regions=tuple(regions),
         index=index_entry, empty_scales={str(k_): v for k_, v in windows.empty.items()},
-        synthetic=bool(synthetic))
+        synthetic=bool(synthetic), base_dir=sdir)
     doc = result.to_dict()
     write_json_atomic(sdir / "evidence.json", doc)
 
@@ -438,6 +436,6 @@ def load_result(path: str | os.PathLike[str]) -> Any:
 
     try:
         with open(path, encoding="utf-8") as f:
-            return EvidenceResult.from_dict(json.load(f))
+            return EvidenceResult.from_dict(json.load(f), base_dir=Path(path).parent)
     except (OSError, json.JSONDecodeError) as exc:
         raise EvidenceError(f"{path}: cannot read evidence JSON ({exc})") from exc

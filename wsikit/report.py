@@ -97,13 +97,19 @@ def _data_uri(img: Image.Image | np.ndarray, *, max_px: int | None = None,
     return f"data:{mime};base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
 
 
-def _load_image(path: Any, base_dir: Path, max_px: int) -> tuple[str | None, str]:
-    """Inline an image file (relative to ``base_dir``); returns (data URI or None, problem)."""
-    if not path:
+def _load_image(path: Any, base_dir: Path, max_px: int, absolute: Any = None
+                ) -> tuple[str | None, str]:
+    """Inline an image file: ``path`` relative to ``base_dir``, else ``absolute``; returns
+    (data URI or None, problem)."""
+    if not path and not absolute:
         return None, "no image path"
-    p = Path(str(path))
+    p = Path(str(path or absolute))
     if not p.is_absolute():
         p = base_dir / p
+    if not p.is_file() and absolute:
+        p = Path(str(absolute))
+    elif not p.is_file() and path and Path(str(path)).is_file():
+        p = Path(str(path))  # evidence.json of wsikit < 0.2: relative to the working dir
     try:
         with Image.open(p) as im:
             im.load()
@@ -112,6 +118,26 @@ def _load_image(path: Any, base_dir: Path, max_px: int) -> tuple[str | None, str
         return None, f"image not found: {path}"
     except (UnidentifiedImageError, OSError) as exc:
         return None, f"cannot read image {path}: {exc}"
+
+
+def _percentile(p: Any) -> str:
+    """``p97.3`` badge: the similarity's percentile against unrelated figures."""
+    if not isinstance(p, (int, float)) or isinstance(p, bool):
+        return ""
+    short = f"{float(p):.1f}".removesuffix(".0")
+    return (f'<span class="pct" title="higher than {float(p):.1f}% of similarities between '
+            f'unrelated figures of the index">p{short} vs unrelated figures</span>')
+
+
+def _floor_text(ev: Mapping[str, Any]) -> str:
+    floor = (ev.get("selection") or {}).get("min_similarity")
+    if not isinstance(floor, Mapping):
+        return "threshold"
+    sim = floor.get("similarity")
+    at = "" if not isinstance(sim, (int, float)) else f", cosine {float(sim):.3f}"
+    if floor.get("kind") == "percentile":
+        return f"{floor.get('given')} of unrelated-figure similarities{at}"
+    return f"min similarity {floor.get('given')}"
 
 
 def _doi_link(doi: Any) -> str:
@@ -189,7 +215,9 @@ border-top:1px solid var(--line)}
 .match img{width:140px;border-radius:4px;border:1px solid var(--line)}
 .match .noimg{width:140px;height:100px;border-radius:4px;background:#f1f5f9;color:var(--muted);
 font-size:12px;display:flex;align-items:center;justify-content:center;text-align:center;
-padding:6px}
+padding:6px;overflow:hidden;overflow-wrap:anywhere;word-break:break-all}
+.noimg{overflow:hidden;overflow-wrap:anywhere}
+.pct{font-size:12px;color:var(--muted)}
 .match-head{display:flex;gap:10px;flex-wrap:wrap;align-items:baseline}
 .flabel{font-weight:600}.sim{color:var(--accent);font-weight:600}
 .caption{margin:4px 0;white-space:pre-wrap}
@@ -241,6 +269,15 @@ def _models_section(ev: Mapping[str, Any]) -> tuple[str, bool]:
                     f"<span class='muted'>({_e(idx.get('kind'))}, {_e(idx.get('count'))} "
                     f"figures, encoder {_e(idx.get('encoder'))}, dim {_e(idx.get('dim'))})"
                     "</span></td></tr>")
+        bg = idx.get("background")
+        if isinstance(bg, Mapping):
+            rows.append(
+                "<tr><th>similarity</th><td>cosine similarity of "
+                f"{_e(idx.get('encoder'))} embeddings, calibrated against "
+                f"{_e(bg.get('pairs'))} {_e(bg.get('method'))}: median "
+                f"{_num(bg.get('p50'))}, 95th percentile {_num(bg.get('p95'))}, 99th "
+                f"{_num(bg.get('p99'))}<br><span class='muted'>floor: "
+                f"{_e(_floor_text(ev))}; weaker matches are not shown</span></td></tr>")
     else:
         rows.append("<tr><th>figure index</th><td class='muted'>none (no literature matching)"
                     "</td></tr>")
@@ -250,7 +287,8 @@ def _models_section(ev: Mapping[str, Any]) -> tuple[str, bool]:
 
 def _selection_section(ev: Mapping[str, Any]) -> str:
     sel = ev.get("selection") or {}
-    chips = "".join(f"<span>{_e(k)} = {_e(v)}</span>" for k, v in sel.items())
+    chips = "".join(f"<span>{_e(k)} = {_e(_floor_text(ev) if k == 'min_similarity' else v)}"
+                    "</span>" for k, v in sel.items())
     empty = ev.get("empty_scales") or {}
     items = "".join(f"<li><b>{_e(k)}×{_e(k)}</b>: {_e(v)}</li>" for k, v in empty.items())
     empty_html = (f'<h4>Scales without a window</h4><ul class="empty">{items}</ul>' if items
@@ -324,7 +362,8 @@ def _overview_section(ev: Mapping[str, Any], thumb: np.ndarray, ds: float,
 
 
 def _match_html(m: Mapping[str, Any], base_dir: Path) -> str:
-    uri, problem = _load_image(m.get("image_path"), base_dir, FIGURE_MAX_PX)
+    uri, problem = _load_image(m.get("image_path"), base_dir, FIGURE_MAX_PX,
+                               m.get("image_abspath"))
     img = (f'<img src="{uri}" alt="{_e(m.get("figure_label"))}">' if uri
            else f'<div class="noimg">{_e(problem)}</div>')
     level, level_cls = _level(m)
@@ -340,6 +379,7 @@ def _match_html(m: Mapping[str, Any], base_dir: Path) -> str:
     return (f'<li class="match">{img}<div><div class="match-head">'
             f'<span class="flabel">{_e(m.get("figure_label"))}</span>'
             f'<span class="sim">similarity {_num(m.get("similarity"))}</span>'
+            f'{_percentile(m.get("percentile"))}'
             f'<span class="level {level_cls}">evidence: {_e(level)}</span></div>'
             f'<p class="caption">{_e(m.get("caption"))}</p>'
             f'<p class="source">{" · ".join(src)}</p></div></li>')
@@ -354,7 +394,7 @@ def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
         rid = r.get("id", f"r{i + 1}")
         b = r.get("box") or {}
         crop = r.get("crop") or {}
-        uri, problem = _load_image(crop.get("path"), base_dir, CROP_MAX_PX)
+        uri, problem = _load_image(crop.get("path"), base_dir, CROP_MAX_PX, crop.get("abspath"))
         crop_img = (f'<img src="{uri}" alt="crop of region {_e(rid)}">' if uri
                     else f'<div class="noimg muted">{_e(problem)}</div>')
         crop_cap = (f"level-0 box x={_e(b.get('x'))}, y={_e(b.get('y'))}, "
@@ -363,18 +403,24 @@ def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
             crop_cap += (f"<br>crop {_e(crop.get('width'))}×{_e(crop.get('height'))} px at "
                          f"{_num(crop.get('mpp'), '.3g')} µm/px")
         matches = r.get("matches") or []
+        below = r.get("below_floor")
         if matches:
-            body = (f"<h4>Matched figures ({len(matches)})</h4><ol>"
+            hidden = (f"<p class='muted' style='margin:0 0 6px'>{_e(below)} weaker "
+                      f"candidate(s) below the floor ({_e(_floor_text(ev))}) not shown</p>"
+                      if below else "")
+            body = (f"<h4>Matched figures ({len(matches)})</h4>{hidden}<ol>"
                     + "".join(_match_html(m, base_dir) for m in matches) + "</ol>")
         elif has_index:
-            body = "<h4>Matched figures</h4><p class='muted'>no match above the threshold</p>"
+            body = ("<h4>Matched figures</h4><p class='muted'>no figure passed the similarity "
+                    f"floor ({_e(_floor_text(ev))})"
+                    + (f"; {_e(below)} candidate(s) below it" if below else "") + "</p>")
         else:
             body = ("<h4>Matched figures</h4><p class='muted'>no figure index was given "
                     "(pass an index to match literature figures)</p>")
         cards.append(
             f'<section class="region" id="region-{_e(rid)}" style="--c:{scale_colour(scale)}">'
             f'<div class="region-head"><h3>{_e(rid)} · {scale}×{scale} cells</h3>'
-            f'<span class="score">score {_num(r.get("score"))}</span></div>'
+            f'<span class="score">attention score {_num(r.get("score"))}</span></div>'
             f'<div class="region-body"><figure class="crop" style="margin:0">{crop_img}'
             f'<figcaption>{crop_cap}</figcaption></figure><div class="matches">{body}</div>'
             "</div></section>")

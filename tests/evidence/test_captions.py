@@ -133,7 +133,7 @@ def test_build_and_add_keep_captions_in_step(nodes, encoder, tmp_path: Path, mak
         "Figure 6. test figure 5", "Figure 7. test figure 6"]
     assert caption_search(index, "HER2+") == []
     extra = _extra(tmp_path, make_images, 3)
-    assert index.add(extra, encoder) == 3
+    assert index.add(extra, encoder).added == 3
     reopened = FigureIndex.open(index.path)
     assert _caption_rows(reopened) == (len(nodes) + 3, len(nodes) + 3)
     found = reopened.nodes([h.row for h in caption_search(reopened, "HER2+ Ki-67 >20%")])
@@ -166,7 +166,7 @@ def test_interrupted_add_leaves_caption_index_valid(where, nodes, encoder, tmp_p
     assert json.loads((index.path / "manifest.json").read_text()) == before
     assert _caption_rows(reopened) == (len(nodes), len(nodes))
     assert caption_search(reopened, "HER2+") == []
-    assert reopened.add(extra, encoder) == 2
+    assert reopened.add(extra, encoder).added == 2
     assert len(caption_search(FigureIndex.open(index.path), "HER2+")) == 2
 
 

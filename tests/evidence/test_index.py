@@ -126,7 +126,7 @@ def test_identical_images_stored_once(tmp_path: Path, make_images, encoder):
     assert index.count == 2  # exact duplicate node dropped; same image from 2 sources kept
     assert len(list((index.path / "images").iterdir())) == 1
     assert len({n.image for n in index.nodes()}) == 1
-    assert index.add(read_manifest(tmp_path / "m.jsonl"), encoder) == 0  # re-add: no-op
+    assert index.add(read_manifest(tmp_path / "m.jsonl"), encoder).added == 0  # re-add: no-op
 
 
 def test_add_and_interrupted_add(flat: FigureIndex, encoder, tmp_path: Path, make_images,
@@ -149,7 +149,7 @@ def test_add_and_interrupted_add(flat: FigureIndex, encoder, tmp_path: Path, mak
     assert reopened.query_images([load_image(paths[0])], encoder, k=1)[0][0].node.doi != \
         "10.9/extra"
     # a later add succeeds and cleans the leftovers of the crashed one
-    assert reopened.add(extra, encoder) == 4
+    assert reopened.add(extra, encoder).added == 4
     names = sorted(p.name for p in flat.path.iterdir() if p.is_file() and p.name != ".lock")
     assert names == ["index-000002.faiss", "manifest.json", "nodes-000002.sqlite"]
     final = FigureIndex.open(flat.path)

@@ -23,8 +23,10 @@ logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines ar
 
 __all__ = [
     "figures_extract",
+    "floor_arg",
     "index_add",
     "index_build",
+    "index_calibrate",
     "index_info",
     "index_query",
     "load_sources",
@@ -109,8 +111,10 @@ def _check_image_encoder(name: str) -> None:
 
 def index_add(index_dir: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]], *,
               encoder: str | None = None, evidence_level: int | str | None = None,
-              min_size: int = 100) -> int:
-    """Add figures to an index (its own encoder unless ``encoder`` is given); returns count."""
+              min_size: int = 100, on_existing: str = "refuse") -> Any:
+    """Add figures to an index (its own encoder unless ``encoder`` is given); returns the
+    :class:`~wsikit.evidence.index.AddReport`. Already indexed figures with other metadata
+    are refused unless ``on_existing`` is ``"update"`` or ``"skip"``."""
     from ..evidence import FigureIndex
     from ..models import create_encoder
 
@@ -119,11 +123,18 @@ def index_add(index_dir: str | os.PathLike[str], sources: Sequence[str | os.Path
     enc = create_encoder(encoder or index.encoder_name)
     with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
         nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
-        added = index.add(nodes, enc)
+        added = index.add(nodes, enc, on_existing=on_existing)
     from .eval import update_towers  # vision-language towers follow the new figures
 
     update_towers(index)
     return added
+
+
+def index_calibrate(index_dir: str | os.PathLike[str]) -> Any:
+    """Measure and store an index's similarity background (indexes from older versions)."""
+    from ..evidence import FigureIndex
+
+    return FigureIndex.open(index_dir).calibrate()
 
 
 def index_info(index_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -181,10 +192,35 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def floor_arg(value: str) -> str:
+    """argparse type of ``--min-similarity``: checked here, kept as given (p95, 0.4, none)."""
+    from ..evidence.calibration import parse_floor
+
+    try:
+        parse_floor(value)
+    except EvidenceError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--min-similarity ")) from exc
+    return value
+
+
 def _cmd_add(args: argparse.Namespace) -> int:
-    added = index_add(args.index, args.sources, encoder=args.encoder,
-                      evidence_level=args.evidence_level, min_size=args.min_size)
-    print(f"added {added} new figure(s) to {args.index}")
+    on_existing = "update" if args.update else "skip" if args.skip_existing else "refuse"
+    rep = index_add(args.index, args.sources, encoder=args.encoder,
+                    evidence_level=args.evidence_level, min_size=args.min_size,
+                    on_existing=on_existing)
+    print(f"{args.index}: added {rep.added} new figure(s), updated the metadata of "
+          f"{rep.updated}, {rep.unchanged} already indexed and unchanged")
+    return 0
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    bg = index_calibrate(args.index)
+    if bg is None:
+        print(f"{args.index}: fewer than 2 figures, no similarity background")
+    else:
+        print(f"{args.index}: background of {bg.pairs} {bg.method}: p50 "
+              f"{bg.similarity_at(50):.3f}, p95 {bg.similarity_at(95):.3f}, p99 "
+              f"{bg.similarity_at(99):.3f}")
     return 0
 
 
@@ -201,6 +237,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"search     {info['kind']} {info['params'] or ''}, {info['metric']}")
     if info["kind"] != "flat":
         print(f"recall@10  {info['recall_at_10']} (measured on {info['recall_queries']} queries)")
+    bg = info.get("background")
+    if bg:
+        print(f"background p50 {bg['p50']:.3f}, p95 {bg['p95']:.3f}, p99 {bg['p99']:.3f} "
+              f"({bg['pairs']} {bg['method']})")
+    else:
+        print("background " + ("none (fewer than 2 figures)" if "background" in info else
+                               "not stored (older index): run wsikit index calibrate DIR"))
     levels = ", ".join(f"{k}: {v}" for k, v in sorted(info["evidence_levels"].items()))
     print(f"evidence   {levels}")
     print(f"version    {info['version']} (wsikit {info['wsikit_version']}, updated "
@@ -220,7 +263,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
     for rank, m in enumerate(matches, start=1):
         n = m.node
         caption = n.caption if len(n.caption) <= 100 else n.caption[:97] + "..."
-        print(f"{rank:2d}. {m.similarity:.3f}  {n.figure_label or '(no label)'}  "
+        pct = "" if m.percentile is None else f" (p{m.percentile:.1f})"
+        print(f"{rank:2d}. {m.similarity:.3f}{pct}  {n.figure_label or '(no label)'}  "
               f"[{n.evidence_level_name}]  {caption or '(no caption)'}")
         print(f"    {n.source_title or 'unknown source'}; doi {n.doi or '-'}; page "
               f"{n.page or '-'}; {n.image}")
@@ -271,13 +315,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.set_defaults(func=_cmd_build)
 
     add = isub.add_parser("add", help="add PDFs/manifests to an index (crash-safe)",
-                          description="Add figures; node ids already present are skipped. "
-                                      "An interrupted add leaves the previous index valid.")
+                          description="Add figures and re-measure the similarity background. "
+                                      "A figure already indexed with the same metadata is left "
+                                      "as it is; one whose metadata changed is refused unless "
+                                      "--update or --skip-existing is given. An interrupted "
+                                      "add leaves the previous index valid.")
     add.add_argument("index", type=Path, metavar="DIR")
     add.add_argument("sources", nargs="+", metavar="SOURCE")
     add.add_argument("--encoder", default=None, help="default: the index's encoder")
+    again = add.add_mutually_exclusive_group()
+    again.add_argument("--update", action="store_true",
+                       help="replace the stored metadata of already indexed figures")
+    again.add_argument("--skip-existing", action="store_true",
+                       help="keep the stored metadata of already indexed figures")
     _source_options(add)
     add.set_defaults(func=_cmd_add)
+
+    cal = isub.add_parser("calibrate", help="measure and store the similarity background",
+                          description="Measure the similarities between unrelated figures "
+                                      "(pairs from different sources) and store their "
+                                      "distribution in manifest.json. Build and add do this; "
+                                      "use it for an index written by an older wsikit.")
+    cal.add_argument("index", type=Path, metavar="DIR")
+    cal.set_defaults(func=_cmd_calibrate)
 
     info = isub.add_parser("info", help="show an index's encoder, kind, counts, recall",
                            description="Show an index's manifest (checksums verified).")

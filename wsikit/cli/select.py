@@ -61,8 +61,12 @@ def add_select_options(p: argparse.ArgumentParser) -> None:
     e = p.add_argument_group("evidence")
     e.add_argument("-k", type=positive_int, default=5,
                    help="matched figures per region (default 5)")
-    e.add_argument("--min-similarity", type=float, default=None,
-                   help="drop matches below this cosine similarity")
+    from .evidence import floor_arg
+
+    e.add_argument("--min-similarity", type=floor_arg, default="p95",
+                   help="floor a match must reach: a percentile of the index's background of "
+                        "unrelated-figure similarities (p95, default), a cosine similarity "
+                        "(-1 ... 1), or 'none'")
     e.add_argument("--question", default=None,
                    help="a clinical question: figures ranked by image similarity fused with "
                         "caption BM25 of the question (reciprocal rank); shown in the context")

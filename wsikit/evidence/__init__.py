@@ -1,5 +1,6 @@
 """Captioned visual evidence: literature figure nodes, PDF/manifest ingestion, a FAISS + SQLite
-index, and the ``evidence.json`` result with RAG adapters.
+index with a calibrated similarity background, and the ``evidence.json`` result with RAG
+adapters (stable ids, portable paths, provenance).
 
 >>> from wsikit.evidence import read_manifest, FigureIndex          # doctest: +SKIP
 >>> from wsikit.models import create_encoder                        # doctest: +SKIP
@@ -9,7 +10,10 @@ index, and the ``evidence.json`` result with RAG adapters.
 
 from __future__ import annotations
 
-from .index import INDEX_FORMAT, FigureIndex, Match, embed_images
+from .calibration import DEFAULT_FLOOR, Background, Floor, background_from_vectors, parse_floor
+from .ids import document_id, region_uid, slide_fingerprint, slide_id
+from .index import INDEX_FORMAT, AddReport, FigureIndex, Match, embed_images
+from .matching import CropMatches, match_crops
 from .manifest import MANIFEST_FIELDS, read_manifest, write_manifest
 from .nodes import (
     EVIDENCE_LEVELS,
@@ -30,19 +34,26 @@ from .synthetic_pdf import (
 )
 
 __all__ = [
+    "DEFAULT_FLOOR",
     "EVIDENCE_LEVELS",
     "EVIDENCE_SCHEMA_ID",
     "INDEX_FORMAT",
     "MANIFEST_FIELDS",
     "SYNTHETIC_DOI",
+    "AddReport",
+    "Background",
+    "CropMatches",
     "EvidenceRegion",
     "EvidenceResult",
     "FigureIndex",
     "FigureNode",
+    "Floor",
     "Match",
     "PdfFigure",
     "PdfInfo",
     "SyntheticFigure",
+    "background_from_vectors",
+    "document_id",
     "embed_images",
     "evidence_level_name",
     "extract_pdf_figures",
@@ -51,9 +62,14 @@ __all__ = [
     "load_image",
     "load_schema",
     "make_node_id",
+    "match_crops",
     "parse_evidence_level",
+    "parse_floor",
     "read_manifest",
     "read_pdf_figures",
+    "region_uid",
+    "slide_fingerprint",
+    "slide_id",
     "synthetic_figures",
     "write_manifest",
     "write_synthetic_pdf",

@@ -113,10 +113,13 @@ class FusedMatch:
     fused_score: float | None = None
     ranks: Mapping[str, int | None] = field(default_factory=dict)
     fusion: Mapping[str, Any] = field(default_factory=dict)
+    percentile: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """:meth:`Match.to_dict` plus ``score``, ``score_type``, ranks and the fused score."""
-        d = Match(self.node, 0.0 if self.similarity is None else self.similarity).to_dict()
+    def to_dict(self, *, base_dir: Any = None) -> dict[str, Any]:
+        """:meth:`Match.to_dict` plus ``score``, ``score_type``, ranks and the fused score
+        (``percentile``: the image similarity against the index's background)."""
+        d = Match(self.node, 0.0 if self.similarity is None else self.similarity,
+                  self.percentile).to_dict(base_dir=base_dir)
         if self.similarity is None:
             d["similarity"] = None
         d.update({"score": round(float(self.score), 6), "score_type": self.score_type,

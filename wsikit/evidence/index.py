@@ -24,6 +24,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,9 +38,19 @@ from .._version import __version__
 from ..errors import EncoderMismatchError, EvidenceError
 from . import faiss_utils as fu
 from .captions import sync_captions
+from .calibration import Background
+from .index_rows import (
+    ON_EXISTING,
+    AddReport,
+    background_of,
+    reconstruct_all,
+    split_existing,
+    update_rows,
+)
 from .nodes import FigureNode, evidence_level_name, load_image
+from .paths import portable_path
 
-__all__ = ["INDEX_FORMAT", "FigureIndex", "Match", "embed_images"]
+__all__ = ["INDEX_FORMAT", "AddReport", "FigureIndex", "Match", "embed_images"]
 
 log = logging.getLogger(__name__)
 
@@ -52,21 +63,31 @@ _RECALL_QUERIES = 200
 
 @dataclass(frozen=True)
 class Match:
-    """One search hit: the figure node and its cosine ``similarity`` (in [-1, 1])."""
+    """One search hit: the figure node, its cosine ``similarity`` (in [-1, 1]) and its
+    ``percentile`` (0–100) against the index's background of unrelated-figure similarities
+    (``None`` for an index without background)."""
 
     node: FigureNode
     similarity: float
+    percentile: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The match as it appears in ``evidence.json`` (``regions[].matches[]``)."""
+    def to_dict(self, *, base_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+        """The match as it appears in ``evidence.json`` (``regions[].matches[]``).
+
+        ``image_path`` is relative to ``base_dir`` (the folder of evidence.json; absolute
+        when not given or on another drive) and ``image_abspath`` absolute.
+        """
         n = self.node
+        rel, absolute = portable_path(n.image, base_dir)
         return {"node_id": n.node_id, "similarity": round(float(self.similarity), 6),
+                "percentile": None if self.percentile is None else
+                round(float(self.percentile), 2),
                 "caption": n.caption, "figure_label": n.figure_label,
                 "source_title": n.source_title, "doi": n.doi,
                 "evidence_level": n.evidence_level,
                 "evidence_level_name": evidence_level_name(n.evidence_level),
                 "page": n.page, "year": n.year, "license": n.license,
-                "image_path": str(n.image), "source_path": n.source_path}
+                "image_path": rel, "image_abspath": absolute, "source_path": n.source_path}
 
 
 def _sha256(path: Path) -> str:
@@ -147,6 +168,9 @@ def _insert(path: Path, start_row: int, nodes: Sequence[FigureNode], rel_images:
         con.commit()
 
 
+_UNSET: Any = object()
+
+
 class FigureIndex:
     """A searchable folder of literature figures (see module docstring for the layout).
 
@@ -158,6 +182,7 @@ class FigureIndex:
         self.path = Path(path)
         self.manifest = manifest
         self._cpu_index = index
+        self._background: Any = _UNSET
         self._search_index = fu.to_search_device(index, manifest["kind"])
         fu.set_search_params(self._search_index, manifest["kind"], manifest["params"])
 
@@ -260,7 +285,7 @@ class FigureIndex:
 
         import faiss
 
-        path = Path(path)
+        path = Path(path).resolve()  # node images resolve against it from any working dir
         mpath = path / "manifest.json"
         if not mpath.is_file():
             raise EvidenceError(f"{path} is not an evidence index (no manifest.json); build "
@@ -293,19 +318,16 @@ class FigureIndex:
     # ------------------------------------------------------------------ writing
     def _write_version(self, nodes: Sequence[FigureNode], encoder: Any, *, kind: str,
                        params: dict[str, Any] | None, recall_target: float, batch_size: int,
-                       progress_bar: bool | None, fresh: bool) -> int:
-        """Write version n+1 of this folder with ``nodes`` appended; returns nodes added."""
+                       progress_bar: bool | None, fresh: bool, on_existing: str = "refuse"
+                       ) -> AddReport:
+        """Write version n+1 of this folder with ``nodes`` appended (and, with
+        ``on_existing="update"``, changed metadata of already indexed nodes rewritten)."""
         import faiss
 
-        existing = set() if fresh else self._node_ids()
-        new: list[FigureNode] = []
-        for node in nodes:
-            if node.node_id in existing:
-                continue
-            existing.add(node.node_id)
-            new.append(node)
-        if not new:
-            return 0
+        existing = {} if fresh else {n.node_id: n for n in self.nodes()}
+        new, updates, unchanged = split_existing(nodes, existing, on_existing, self.path)
+        if not new and not updates:
+            return AddReport(unchanged=unchanged)
         images = [load_image(n.image)
                   for n in progress(new, enabled=progress_bar, desc="read figures")]
         # identical pixels are embedded once and stored once
@@ -315,8 +337,9 @@ class FigureIndex:
         uniq = sorted(set(first.values()))
         vec_u = embed_images([images[i] for i in uniq], encoder, batch_size=batch_size)
         pos = {i: j for j, i in enumerate(uniq)}
-        vectors = np.stack([vec_u[pos[first[n.content_hash or f'#{i}']]]
-                            for i, n in enumerate(new)]).astype(np.float32)
+        vectors = (np.stack([vec_u[pos[first[n.content_hash or f'#{i}']]]
+                             for i, n in enumerate(new)]).astype(np.float32) if new
+                   else np.zeros((0, int(encoder.config.dim)), np.float32))
         rel_images = []
         for node, image in zip(new, images):
             rel = f"images/{(node.content_hash or node.node_id)[:32]}.png"
@@ -339,21 +362,18 @@ class FigureIndex:
         else:
             params = dict(self.manifest["params"])
             cpu = faiss.clone_index(self._cpu_index)
-            if kind == "ivf":
-                # IVF/SQ codes are approximate; the exact references come from the stored codes
-                faiss.extract_index_ivf(cpu).make_direct_map()
-            old = cpu.reconstruct_n(0, old_count) if old_count else np.zeros((0, self.dim),
-                                                                                np.float32)
-            if kind == "ivf":
-                faiss.extract_index_ivf(cpu).set_direct_map_type(faiss.DirectMap.NoMap)
-            cpu.add(vectors)
-            all_vectors = np.concatenate([np.asarray(old, np.float32), vectors])
+            old = reconstruct_all(cpu, kind, old_count, self.dim)
+            if len(vectors):
+                cpu.add(vectors)
+            all_vectors = np.concatenate([old, vectors])
         recall, n_queries = (1.0, 0)
-        if kind != "flat":
+        if kind != "flat" and (new or fresh):
             queries, truth = _recall_set(all_vectors, k=10)
             params, recall = fu.tune_index(cpu, kind, params, queries, truth, k=10,
                                            target=recall_target)
             n_queries = len(queries)
+        elif kind != "flat":
+            recall, n_queries = self.manifest["recall_at_10"], self.manifest["recall_queries"]
         version = int(self.manifest["version"]) + 1
         faiss_name, db_name = f"index-{version:06d}.faiss", f"nodes-{version:06d}.sqlite"
         with atomic_path(self.path / faiss_name) as tmp:
@@ -364,42 +384,98 @@ class FigureIndex:
             else:
                 shutil.copyfile(self._db, tmp)
             _insert(tmp, old_count, new, rel_images)
+            update_rows(tmp, updates)
+        row_nodes = [updates.get(i, n) for i, n in existing.items()] + list(new)
+        background = background_of(all_vectors, row_nodes)
         manifest = {**self.manifest, "version": version, "updated": _now(), "kind": kind,
                     "params": params, "recall_at_10": round(float(recall), 4),
                     "recall_queries": n_queries, "count": old_count + len(new),
                     "wsikit_version": __version__,
+                    "image_paths": "relative to the index folder",
+                    "background": None if background is None else background.to_dict(),
                     "files": {"faiss": faiss_name, "sqlite": db_name},
                     "checksums": {"faiss": _sha256(self.path / faiss_name),
                                   "sqlite": _sha256(self.path / db_name)}}
         _commit_manifest(self.path, manifest)
         self.manifest = manifest
+        self._background = background
         self._cpu_index = cpu
         self._search_index = fu.to_search_device(cpu, kind)
         fu.set_search_params(self._search_index, kind, params)
         _remove_stale(self.path, manifest)
-        return len(new)
+        return AddReport(added=len(new), updated=len(updates), unchanged=unchanged)
 
-    def add(self, nodes: Iterable[FigureNode], encoder: Any, *, batch_size: int = 32,
-            progress_bar: bool | None = None) -> int:
-        """Add figures (skipping node ids already present); returns how many were added.
+    def add(self, nodes: Iterable[FigureNode], encoder: Any, *, on_existing: str = "refuse",
+            batch_size: int = 32, progress_bar: bool | None = None) -> AddReport:
+        """Add figures; returns what was added, updated and left unchanged.
+
+        A figure whose node id is already indexed (same pixels, source, page and label) with
+        identical metadata is left unchanged. If its metadata differs (caption, evidence
+        level, licence, ...), ``on_existing`` decides: ``"refuse"`` (default) raises and
+        writes nothing, ``"update"`` rewrites the stored metadata, ``"skip"`` keeps the old.
 
         Crash-safe: the previous version stays valid until the new manifest is in place. IVF
         cells are not retrained (rebuild after large additions); the search parameter is
-        re-tuned and the recall re-measured.
+        re-tuned, the recall re-measured and the similarity background re-measured.
 
         Raises
         ------
         EncoderMismatchError
             ``encoder`` is not the index's encoder.
+        EvidenceError
+            Already indexed figures with other metadata and ``on_existing="refuse"``.
         """
         from filelock import FileLock
 
+        if on_existing not in ON_EXISTING:
+            raise EvidenceError(f"on_existing={on_existing!r}; use one of "
+                                f"{', '.join(ON_EXISTING)}")
         self._check_encoder(encoder.config.name, int(encoder.config.dim),
                             encoder_version(encoder))
         with FileLock(str(self.path / ".lock")):
             return self._write_version(list(nodes), encoder, kind=self.kind, params=None,
                                        recall_target=0.95, batch_size=batch_size,
-                                       progress_bar=progress_bar, fresh=False)
+                                       progress_bar=progress_bar, fresh=False,
+                                       on_existing=on_existing)
+
+    # ------------------------------------------------------------------ calibration
+    @property
+    def background(self) -> Background | None:
+        """The similarity background of unrelated figures (``None``: fewer than 2 figures).
+
+        An index written before wsikit measured backgrounds gets one measured in memory, with
+        a warning saying how to store it (``wsikit index calibrate DIR``).
+        """
+        if self._background is _UNSET:
+            stored = self.manifest.get("background", _UNSET)
+            if stored is _UNSET:
+                warnings.warn(
+                    f"index {self.path} (wsikit {self.manifest.get('wsikit_version')}) has no "
+                    "similarity background; measured it in memory for this run. Store it "
+                    f"with: wsikit index calibrate {self.path}", stacklevel=2)
+                self._background = self._measure_background()
+            else:
+                self._background = None if stored is None else Background.from_dict(stored)
+        return self._background
+
+    def _measure_background(self) -> Background | None:
+        vectors = reconstruct_all(self._cpu_index, self.kind, self.count, self.dim)
+        return background_of(vectors, self.nodes())
+
+    def calibrate(self) -> Background | None:
+        """Measure the similarity background and store it in the manifest (for indexes
+        written by older versions; build and add do it themselves). Returns it."""
+        from filelock import FileLock
+
+        with FileLock(str(self.path / ".lock")):
+            background = self._measure_background()
+            manifest = {**self.manifest, "updated": _now(),
+                        "image_paths": "relative to the index folder",
+                        "background": None if background is None else background.to_dict()}
+            _commit_manifest(self.path, manifest)
+            self.manifest = manifest
+            self._background = background
+        return background
 
     # ------------------------------------------------------------------ reading
     def _check_encoder(self, name: str | None, dim: int, version: str | None = None) -> None:
@@ -477,8 +553,11 @@ class FigureIndex:
         sims, ids = self._search_index.search(fu.normalise(v), k)
         rows = sorted({int(i) for i in ids.ravel() if i >= 0})
         lookup = dict(zip(rows, self.nodes(rows)))
-        return [[Match(lookup[int(i)], float(s)) for s, i in zip(srow, irow) if i >= 0]
-                for srow, irow in zip(sims, ids)]
+        bg = self.background
+        pct = bg.percentile(sims) if bg is not None else np.full(sims.shape, np.nan)
+        return [[Match(lookup[int(i)], float(s), None if np.isnan(p) else float(p))
+                 for s, p, i in zip(srow, prow, irow) if i >= 0]
+                for srow, prow, irow in zip(sims, pct, ids)]
 
     def query_images(self, images: Sequence[np.ndarray] | np.ndarray, encoder: Any, k: int = 5
                      ) -> list[list[Match]]:
@@ -508,8 +587,16 @@ class FigureIndex:
 
     def to_evidence_dict(self) -> dict[str, Any]:
         """The ``index`` entry of ``evidence.json``."""
-        return {"path": str(self.path), "encoder": self.encoder_name, "dim": self.dim,
-                "count": self.count, "kind": self.kind}
+        enc = self.manifest["encoder"]
+        bg = self.background
+        return {"path": str(self.path), "encoder": self.encoder_name,
+                "encoder_label": enc.get("label", self.encoder_name),
+                "encoder_heuristic": bool(enc.get("heuristic", False)), "dim": self.dim,
+                "count": self.count, "kind": self.kind,
+                "background": None if bg is None else {
+                    "method": bg.method, "pairs": bg.pairs, "sampled": bg.sampled,
+                    "p50": round(bg.similarity_at(50), 6), "p95": round(bg.similarity_at(95), 6),
+                    "p99": round(bg.similarity_at(99), 6)}}
 
 
 def _recall_set(vectors: np.ndarray, *, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

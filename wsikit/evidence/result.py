@@ -2,8 +2,9 @@
 
 :class:`EvidenceResult` holds what ``wsikit select`` found: slide, models, selection
 parameters, index, and per region its box, crop and literature matches. Adapters turn it into
-plain dicts shaped like LangChain ``Document``, LlamaIndex ``TextNode`` and Haystack
-``Document`` objects (none of those libraries is imported), and a text block for an LLM prompt.
+plain dicts shaped like LangChain ``Document``, LlamaIndex ``ImageNode`` and Haystack
+``Document`` objects (none of those libraries is imported; :mod:`wsikit.integrations` has the
+real retrievers), and a text block for an LLM prompt.
 The JSON Schema is ``wsikit/schemas/evidence_v1.json``.
 """
 
@@ -28,10 +29,6 @@ __all__ = ["EVIDENCE_SCHEMA_ID", "SCHEMA_PATH", "EvidenceRegion", "EvidenceResul
 EVIDENCE_SCHEMA_ID = "wsikit.evidence/v1"
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "evidence_v1.json"
 
-#: Metadata keys LlamaIndex should not embed (paths and ids carry no meaning for embeddings).
-_NO_EMBED = ("node_id", "image_path", "source_path", "region_id", "slide_path", "doi")
-
-
 @functools.lru_cache(maxsize=1)
 def load_schema() -> dict[str, Any]:
     """The JSON Schema of ``evidence.json`` (draft 2020-12)."""
@@ -51,21 +48,35 @@ class EvidenceRegion:
     crop: Mapping[str, Any] | None
     matches: tuple[Mapping[str, Any], ...] = ()
     grid_box: Mapping[str, int] | None = None
+    uid: str | None = None
+    below_floor: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return {"id": self.id, "scale": int(self.scale), "score": float(self.score),
-                "box": dict(self.box), "grid_box": None if self.grid_box is None else
-                dict(self.grid_box), "crop": None if self.crop is None else dict(self.crop),
-                "matches": [dict(m) for m in self.matches]}
+        """JSON-ready dict (keys this class does not know are kept in ``extra``)."""
+        out: dict[str, Any] = {"id": self.id}
+        if self.uid is not None:
+            out["uid"] = self.uid
+        out.update({"scale": int(self.scale), "score": float(self.score),
+                    "box": dict(self.box), "grid_box": None if self.grid_box is None else
+                    dict(self.grid_box), "crop": None if self.crop is None else dict(self.crop),
+                    "matches": [dict(m) for m in self.matches]})
+        if self.below_floor is not None:
+            out["below_floor"] = int(self.below_floor)
+        out.update({k: v for k, v in self.extra.items() if k not in out})
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EvidenceRegion:
         """Inverse of :meth:`to_dict`."""
+        known = {"id", "uid", "scale", "score", "box", "grid_box", "crop", "matches",
+                 "below_floor"}
         return cls(id=data["id"], scale=int(data["scale"]), score=float(data["score"]),
                    box=dict(data["box"]), crop=None if data.get("crop") is None else
                    dict(data["crop"]), matches=tuple(dict(m) for m in data.get("matches", ())),
-                   grid_box=None if data.get("grid_box") is None else dict(data["grid_box"]))
+                   grid_box=None if data.get("grid_box") is None else dict(data["grid_box"]),
+                   uid=data.get("uid"), below_floor=data.get("below_floor"),
+                   extra={k: v for k, v in data.items() if k not in known})
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,8 @@ class EvidenceResult:
     created: str = ""
     wsikit_version: str = __version__
     schema: str = EVIDENCE_SCHEMA_ID
+    #: Folder of evidence.json (not serialised): relative image paths resolve against it.
+    base_dir: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.created:
@@ -92,6 +105,8 @@ class EvidenceResult:
             for r in self.regions))
         object.__setattr__(self, "empty_scales",
                            {str(k): str(v) for k, v in dict(self.empty_scales).items()})
+        if self.base_dir is not None:
+            object.__setattr__(self, "base_dir", Path(self.base_dir).resolve())
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -105,8 +120,10 @@ class EvidenceResult:
                 "regions": [r.to_dict() for r in self.regions]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, validate: bool = True) -> EvidenceResult:
-        """Build from a dict (validated against the JSON Schema unless ``validate=False``)."""
+    def from_dict(cls, data: Mapping[str, Any], *, validate: bool = True,
+                  base_dir: str | os.PathLike[str] | None = None) -> EvidenceResult:
+        """Build from a dict (validated against the JSON Schema unless ``validate=False``);
+        ``base_dir`` is the folder of the evidence.json it came from."""
         if validate:
             cls.validate_dict(data)
         return cls(slide=dict(data["slide"]), models=dict(data["models"]),
@@ -114,7 +131,8 @@ class EvidenceResult:
                    regions=tuple(EvidenceRegion.from_dict(r) for r in data["regions"]),
                    index=data.get("index"), empty_scales=dict(data.get("empty_scales", {})),
                    synthetic=bool(data.get("synthetic", False)), created=data["created"],
-                   wsikit_version=data["wsikit_version"], schema=data["schema"])
+                   wsikit_version=data["wsikit_version"], schema=data["schema"],
+                   base_dir=base_dir)
 
     @staticmethod
     def validate_dict(data: Mapping[str, Any]) -> None:
@@ -161,125 +179,65 @@ class EvidenceResult:
         except (OSError, json.JSONDecodeError) as exc:
             raise EvidenceError(f"cannot read evidence file {path} ({exc})") from exc
         try:
-            return cls.from_dict(data)
+            return cls.from_dict(data, base_dir=path.parent)
         except EvidenceError as exc:
             raise EvidenceError(f"{path}: {exc}") from exc
 
+    # ------------------------------------------------------------------ paths and ids
+    @property
+    def slide_id(self) -> str:
+        """Stable id of the slide (``slide.id``, or derived for older documents)."""
+        from .ids import slide_id
+
+        return slide_id(self.slide)
+
+    def region_uid(self, region: EvidenceRegion) -> str:
+        """The region's id unique across slides (``region.uid`` or derived)."""
+        from .ids import region_uid
+
+        return region.uid or region_uid(self.slide_id, region.id, region.box)
+
+    def resolve(self, rel: str | None, absolute: str | None = None) -> Path | None:
+        """An image of this document as an existing file: ``rel`` against the folder of
+        evidence.json (:attr:`base_dir`, when known), else ``absolute``; ``None`` if neither
+        exists."""
+        from .paths import resolve_image
+
+        return resolve_image(rel, absolute, self.base_dir)
+
+    def provenance(self) -> dict[str, Any]:
+        """Which models produced regions and similarities (flat, for document metadata)."""
+        from .adapters import provenance
+
+        return provenance(self)
+
     # ------------------------------------------------------------------ adapters
-    def _items(self) -> list[tuple[EvidenceRegion, Mapping[str, Any]]]:
-        return [(region, match) for region in self.regions for match in region.matches]
-
-    def _metadata(self, region: EvidenceRegion, match: Mapping[str, Any]) -> dict[str, Any]:
-        box = region.box
-        return {"source": "wsikit", "schema": self.schema, "synthetic": bool(self.synthetic),
-                "slide_name": self.slide.get("name"), "slide_path": self.slide.get("path"),
-                "region_id": region.id, "region_scale": int(region.scale),
-                "region_score": float(region.score), "region_x": int(box["x"]),
-                "region_y": int(box["y"]), "region_width": int(box["width"]),
-                "region_height": int(box["height"]),
-                "node_id": match["node_id"], "similarity": float(match["similarity"]),
-                "figure_label": match.get("figure_label"),
-                "source_title": match.get("source_title"), "doi": match.get("doi"),
-                "page": match.get("page"), "year": match.get("year"),
-                "license": match.get("license"), "evidence_level": match.get("evidence_level"),
-                "evidence_level_name": match.get("evidence_level_name"),
-                "image_path": match.get("image_path"), "source_path": match.get("source_path")}
-
-    @staticmethod
-    def _content(match: Mapping[str, Any]) -> str:
-        caption = (match.get("caption") or "").strip()
-        if caption:
-            return caption
-        label = match.get("figure_label") or "Figure"
-        return f"{label} (no caption) from {match.get('source_title') or 'unknown source'}"
-
     def to_langchain_documents(self) -> list[dict[str, Any]]:
-        """One dict per (region, match) shaped like ``langchain_core.documents.Document``:
-        ``{"id", "page_content", "metadata", "type": "Document"}``."""
-        return [{"id": f"{r.id}-{m['node_id']}", "page_content": self._content(m),
-                 "metadata": self._metadata(r, m), "type": "Document"}
-                for r, m in self._items()]
+        """One dict per (region, match) shaped like ``langchain_core.documents.Document``
+        (``Document(**d)`` minus ``type``); see :mod:`wsikit.evidence.adapters`."""
+        from .adapters import langchain_documents
+
+        return langchain_documents(self)
 
     def to_llamaindex_nodes(self) -> list[dict[str, Any]]:
-        """One dict per (region, match) shaped like ``llama_index.core.schema.TextNode``
-        (``TextNode(**d)`` minus ``class_name``)."""
-        out = []
-        for r, m in self._items():
-            meta = self._metadata(r, m)
-            out.append({"id_": f"{r.id}-{m['node_id']}", "text": self._content(m),
-                        "metadata": meta, "embedding": None,
-                        "excluded_embed_metadata_keys": [k for k in _NO_EMBED if k in meta],
-                        "excluded_llm_metadata_keys": ["node_id", "image_path", "source_path",
-                                                       "slide_path"],
-                        "relationships": {}, "mimetype": "text/plain",
-                        "start_char_idx": None, "end_char_idx": None,
-                        "metadata_template": "{key}: {value}", "metadata_separator": "\n",
-                        "text_template": "{metadata_str}\n\n{content}",
-                        "class_name": "TextNode"})
-        return out
+        """One dict per (region, match) shaped like ``llama_index.core.schema.ImageNode``
+        (``ImageNode(**d)`` minus ``class_name``)."""
+        from .adapters import llamaindex_nodes
+
+        return llamaindex_nodes(self)
 
     def to_haystack_documents(self) -> list[dict[str, Any]]:
-        """One dict per (region, match) shaped like ``haystack.Document`` (2.x):
-        ``{"id", "content", "meta", "score", "embedding", "blob", "sparse_embedding"}``."""
-        return [{"id": f"{r.id}-{m['node_id']}", "content": self._content(m),
-                 "meta": self._metadata(r, m), "score": float(m["similarity"]),
-                 "embedding": None, "blob": None, "sparse_embedding": None}
-                for r, m in self._items()]
+        """One dict per (region, match) shaped like ``haystack.Document``
+        (``Document(**d)``); ``meta["file_path"]`` is the figure image."""
+        from .adapters import haystack_documents
+
+        return haystack_documents(self)
 
     def to_prompt_context(self, *, max_items: int | None = None) -> str:
-        """A text block for an LLM prompt: unique figures ordered by evidence level (1 first,
-        unknown last), then similarity, numbered ``[n]`` with caption and citation (title, DOI,
-        page, figure label) and the regions they matched."""
-        best: dict[str, tuple[Mapping[str, Any], list[str]]] = {}
-        for region, match in self._items():
-            entry = best.get(match["node_id"])
-            if entry is None:
-                best[match["node_id"]] = (match, [region.id])
-            else:
-                entry[1].append(region.id)
-                if match["similarity"] > entry[0]["similarity"]:
-                    best[match["node_id"]] = (match, entry[1])
-        ordered = sorted(best.values(), key=lambda e: (
-            9 if e[0].get("evidence_level") is None else int(e[0]["evidence_level"]),
-            -float(e[0]["similarity"]), e[0]["node_id"]))
-        if max_items is not None:
-            ordered = ordered[:max_items]
-        name = self.slide.get("name", "slide")
-        lines = [f"Visual evidence retrieved by wsikit for slide \"{name}\""
-                 + (" (SYNTHETIC demo data, not real patient or literature data)"
-                    if self.synthetic else "") + "."]
-        question = self.selection.get("question")  # wsikit select --question (fusion.py)
-        if question:
-            lines.append(f"Question: {question}")
-        lines.append("Figures were found by image similarity to regions of the slide"
-                     + (" fused with caption relevance to the question (reciprocal rank)"
-                        if question else "")
-                     + "; similarity is not a diagnosis. Cite sources by their number.")
-        lines.append("Ordered by evidence level (1 guideline ... 8 expert opinion, unknown "
-                     "last), then similarity.")
-        if not ordered:
-            lines.append("")
-            lines.append("No matching literature figures were found.")
-            return "\n".join(lines) + "\n"
-        for n, (m, regions) in enumerate(ordered, start=1):
-            level = m.get("evidence_level")
-            level_text = "unknown evidence level" if level is None else \
-                f"evidence level {level}, {m.get('evidence_level_name')}"
-            label = m.get("figure_label") or "Unlabelled figure"
-            lines.append("")
-            lines.append(f"[{n}] {label} ({level_text}; similarity "
-                         f"{float(m['similarity']):.3f}; regions {', '.join(regions)})")
-            caption = (m.get("caption") or "").strip() or "(no caption)"
-            lines.append(f"    Caption: {caption}")
-            cite = [m.get("source_title") or "Unknown source"]
-            cite.append(f"DOI: {m['doi']}" if m.get("doi") else "DOI: none")
-            if m.get("year"):
-                cite.append(str(m["year"]))
-            if m.get("page"):
-                cite.append(f"page {m['page']}")
-            cite.append(label)
-            lines.append(f"    Source: {'. '.join(cite)}.")
-        return "\n".join(lines) + "\n"
+        """A text block for an LLM prompt (see :func:`wsikit.evidence.adapters.prompt_context`)."""
+        from .adapters import prompt_context
+
+        return prompt_context(self, max_items=max_items)
 
 
 def regions_from_matches(regions: Sequence[Mapping[str, Any]]) -> tuple[EvidenceRegion, ...]:

@@ -1,0 +1,118 @@
+"""Region crops → calibrated literature matches (the matching stage of ``wsikit select``).
+
+Each crop is embedded with the index's encoder, its top-``k`` figures are looked up, and only
+matches that pass the floor (default: the 95th percentile of the index's background of
+unrelated-figure similarities) are kept as evidence. Image paths are written relative to the
+folder of evidence.json and as absolute paths.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .calibration import Floor, parse_floor
+
+__all__ = ["CropMatches", "match_crops", "similarity_provenance"]
+
+
+@dataclass(frozen=True)
+class CropMatches:
+    """Result of :func:`match_crops`.
+
+    Attributes
+    ----------
+    matches : list of list of dict
+        Per crop, the kept matches (``Match.to_dict``), best first.
+    below_floor : list of int
+        Per crop, how many of its top-``k`` were dropped by the floor.
+    floor : dict
+        The ``selection.min_similarity`` entry (given, kind, percentile, similarity).
+    index : FigureIndex
+        The opened index.
+    encoder : Encoder
+        The encoder the crops were embedded with (the index's).
+    """
+
+    matches: list[list[dict[str, Any]]]
+    below_floor: list[int]
+    floor: dict[str, Any]
+    index: Any
+    encoder: Any
+
+
+def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] | Any, *, k: int,
+                min_similarity: str | float | Floor | None = None,
+                base_dir: str | os.PathLike[str] | None = None, device: str = "cpu",
+                weights: Mapping[str, str] | None = None, encoder: Any = None,
+                question: str | None = None, rrf_k: float = 50) -> CropMatches:
+    """Match ``(H, W, 3) uint8`` crops against a figure index and apply the floor.
+
+    Parameters
+    ----------
+    crops : sequence of ndarray
+        Region crops.
+    index_dir : path-like or FigureIndex
+        Figure index folder (or an opened index).
+    k : int
+        Figures looked up per crop (before the floor).
+    min_similarity : str, float or Floor, optional
+        ``"p95"``-style background percentile, a cosine similarity, or ``"none"``;
+        default p95.
+    base_dir : path-like, optional
+        Folder of evidence.json (image paths are made relative to it).
+    device, weights
+        Where and with which weight files the index's encoder runs.
+    encoder : Encoder, optional
+        An already created encoder of the index (else created here).
+    question : str, optional
+        A clinical question: figures are ranked by reciprocal-rank fusion (constant
+        ``rrf_k``) of image similarity and caption BM25 (:func:`wsikit.evidence.fusion.
+        query_fused`); the floor still applies to the image similarity, so the question
+        reorders and widens the visual evidence but never admits a dissimilar figure.
+
+    Raises
+    ------
+    EvidenceError
+        Bad floor or index; EncoderMismatchError for an incompatible encoder.
+    """
+    from ..models import create_encoder
+    from .index import FigureIndex
+
+    floor = parse_floor(min_similarity)
+    index = index_dir if isinstance(index_dir, FigureIndex) else FigureIndex.open(index_dir)
+    name = index.encoder_name
+    enc = encoder if encoder is not None else \
+        create_encoder(name, weights=(weights or {}).get(name), device=device)
+    if question and len(crops):
+        from dataclasses import replace
+
+        from .fusion import query_fused
+
+        bg = index.background
+        rows = [[replace(m, percentile=None if bg is None or m.similarity is None
+                         else float(bg.percentile(m.similarity))) for m in row]
+                for row in query_fused(index, list(crops), enc, question, k=k, rrf_k=rrf_k)]
+    else:
+        rows = index.query_images(list(crops), enc, k=k) if len(crops) else []
+    kept, dropped = [], []
+    for row in rows:
+        ok = [m for m in row if floor.passes(m.similarity, m.percentile)]
+        kept.append([m.to_dict(base_dir=base_dir) for m in ok])
+        dropped.append(len(row) - len(ok))
+    return CropMatches(matches=kept, below_floor=dropped, floor=floor.to_dict(index.background),
+                       index=index, encoder=enc)
+
+
+def similarity_provenance(encoder: Mapping[str, Any] | None) -> str:
+    """One line saying what a match similarity is, e.g. ``cosine similarity of heuristic
+    embeddings (weight-free colour/texture heuristic, not a trained model)``."""
+    if not encoder:
+        return "cosine similarity (encoder not recorded)"
+    kind = ("weight-free colour/texture heuristic, not a trained model"
+            if encoder.get("heuristic") else "learned image encoder")
+    return f"cosine similarity of {encoder.get('name')} embeddings ({kind})"
