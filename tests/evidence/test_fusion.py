@@ -150,7 +150,7 @@ def test_select_question_fuses_and_shows_the_question(index: FigureIndex, capsys
 
     common = ["select", str(synthetic_small_slide), "--out", str(tmp_path / "out"), "--index",
               str(index.path), "--models", "heuristic", "--patch-px", "256", "--no-report",
-              "-k", "3"]
+              "-k", "3", "--min-similarity", "none"]  # fusion order, not the floor, is tested
     assert main([*common, "--question", "HER2+ carcinoma?", "--format", "context"]) == 0
     context = capsys.readouterr().out
     assert "Question: HER2+ carcinoma?" in context and "reciprocal rank" in context
@@ -172,6 +172,25 @@ def test_select_question_fuses_and_shows_the_question(index: FigureIndex, capsys
     assert not (tmp_path / "none").exists()
     # without a question nothing changes: image similarity only, no question in the context
     plain = select(synthetic_small_slide, out=tmp_path / "out", index=index.path,
-                   models="heuristic", patch_px=256, report=False, k=3, progress=False)
+                   models="heuristic", patch_px=256, report=False, k=3, progress=False,
+                   min_similarity="none")
     assert "question" not in plain.selection and "Question:" not in plain.to_prompt_context()
     assert all("score_type" not in m for r in plain.regions for m in r.matches)
+
+
+def test_select_question_keeps_the_image_similarity_floor(index: FigureIndex,
+                                                          synthetic_small_slide: Path,
+                                                          tmp_path: Path):
+    """A question reorders visual evidence but never admits a figure below the p95 floor."""
+    from wsikit.pipeline import select
+
+    res = select(synthetic_small_slide, out=tmp_path / "out", index=index.path,
+                 models="heuristic", patch_px=256, report=False, k=5, progress=False,
+                 question="HER2+ carcinoma?")
+    bg = index.background
+    for r in res.regions:
+        for m in r.matches:
+            assert m["score_type"] == "rrf" and m["percentile"] >= 95
+            assert m["percentile"] == pytest.approx(float(bg.percentile(m["similarity"])),
+                                                    abs=0.01)
+        assert r.below_floor + len(r.matches) == 5
