@@ -29,6 +29,7 @@ from .._progress import progress as progress_bar
 from .._version import __version__
 from ..errors import BatchError
 from .cohort import CohortSlide, read_cohort
+from .shard import parse_shard, select_shard, shard_dir
 from .state import JobFolder, SlideLock, now_iso
 from .steps import BatchConfig, get_step, load_plugins, resolve_steps
 
@@ -161,7 +162,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
               attention: str = "auto", scales: Sequence[int] = (8, 4, 2, 1),
               per_scale: int = 1, min_coverage: float = 1.0, max_iou: float = 0.5,
               margin: float = 2, layout: str = "nested", index: str | None = None,
-              k: int = 5,
+              k: int = 5, shard: tuple[int, int] | str | None = None,
               progress: bool | None = None,
               echo: Callable[[str], None] | None = None) -> BatchSummary:
     """Process a cohort of slides into a resumable job folder.
@@ -201,6 +202,10 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         here and in every worker.
     attention, scales, per_scale, min_coverage, max_iou, margin, layout, index, k
         Options of the ``attention`` and ``select`` steps (as ``wsikit select``).
+    shard : (int, int) or "I/N", optional
+        Process only shard ``I`` (0-based) of ``N`` size-balanced shards
+        (:mod:`wsikit.batch.shard`); the shard's run.json/summary.json go to
+        ``JOBDIR/shards/I-of-N/``.
     progress : bool, optional
         Show the overall bar (default: unless ``WSIKIT_NO_PROGRESS=1``).
     echo : callable, optional
@@ -244,6 +249,11 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         if len({s.slide_id for s in slides}) != len(slides):
             raise BatchError("cohort has duplicate slide_id values; ids name output files")
     job = JobFolder(out, stale_after=stale_after)
+    shard = parse_shard(shard)
+    slides = select_shard(slides, shard, job.root)
+    run_path, summary_path = ((job.run_path, job.summary_path) if shard is None else
+                              (shard_dir(job.root, shard) / "run.json",
+                               shard_dir(job.root, shard) / "summary.json"))
     runner = _make_engine(engine, devices=devices, workers=workers, ray_address=ray_address,
                           config=config)
     run_info = {"schema": SCHEMA, "started": now_iso(), "cohort": cohort_source,
@@ -252,9 +262,9 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
                             "stale_after": stale_after},
                 "engine": runner.describe(), "versions": _versions(engine),
                 "models": _model_configs(config), "command": list(sys.argv),
-                "host": socket.gethostname(), "pid": os.getpid(),
+                "host": socket.gethostname(), "pid": os.getpid(), "shard": shard,
                 "slides": [s.to_dict() for s in slides]}
-    write_json_atomic(job.run_path, run_info)
+    write_json_atomic(run_path, run_info)
     job.clean_temporaries()
 
     coordinator = _Coordinator(job, config, slides, runner, retry_failed=retry_failed,
@@ -264,10 +274,10 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     counts = {k: sum(1 for o in outcomes if o.status == k) for k in ("done", "failed", "skipped")}
     summary = BatchSummary(job=job.root, slides=tuple(outcomes), wall_seconds=wall,
                            engine=engine, counts=counts)
-    write_json_atomic(job.summary_path, summary.to_dict())
+    write_json_atomic(summary_path, summary.to_dict())
     run_info.update(finished=now_iso(), wall_seconds=round(wall, 3), counts=counts,
                     models_used=models_used)
-    write_json_atomic(job.run_path, run_info)
+    write_json_atomic(run_path, run_info)
     echo(summary.table())
     return summary
 
