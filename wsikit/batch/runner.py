@@ -29,6 +29,7 @@ from .._progress import progress as progress_bar
 from .._version import __version__
 from ..errors import BatchError
 from .cohort import CohortSlide, read_cohort
+from .manifest import RunManifest, read_manifest
 from .shard import parse_shard, select_shard, shard_dir
 from .state import JobFolder, SlideLock, now_iso
 from .steps import BatchConfig, get_step, load_plugins, resolve_steps
@@ -268,7 +269,8 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     job.clean_temporaries()
 
     coordinator = _Coordinator(job, config, slides, runner, retry_failed=retry_failed,
-                               verify=verify, echo=echo, progress=progress)
+                               verify=verify, echo=echo, progress=progress,
+                               manifest=RunManifest.open(job.root, shard))
     outcomes, models_used = coordinator.run()
     wall = time.perf_counter() - t_start
     counts = {k: sum(1 for o in outcomes if o.status == k) for k in ("done", "failed", "skipped")}
@@ -298,11 +300,14 @@ def _make_engine(engine: str, *, devices: str | Sequence[str], workers: int,
 class _Coordinator:
     def __init__(self, job: JobFolder, config: BatchConfig, slides: Sequence[CohortSlide],
                  engine: Any, *, retry_failed: bool, verify: bool,
-                 echo: Callable[[str], None], progress: bool | None) -> None:
+                 echo: Callable[[str], None], progress: bool | None,
+                 manifest: RunManifest | None = None) -> None:
         self.job, self.config, self.engine = job, config, engine
         self.slides = list(slides)
         self.retry_failed, self.verify, self.echo = retry_failed, verify, echo
         self.progress = progress
+        self.manifest = manifest  # per-slide run manifest (wsikit.batch.manifest)
+        self.manifest_rows = {r["slide_id"]: r for r in read_manifest(job.root)}
         self.outcomes: dict[str, SlideOutcome] = {}
         self.locks: dict[str, SlideLock] = {}
         self.models_used: dict[str, Any] = {}
@@ -313,6 +318,8 @@ class _Coordinator:
     # A slide that needs no work gets its outcome right away; returns True if work is needed.
     def _triage(self, slide: CohortSlide, state: Mapping[str, Any] | None) -> bool:
         finished = _complete(state, self.config.steps, self.config, self.job, self.verify)
+        if finished == "done" and self._stale(slide):
+            finished = None  # the weight file behind its features changed since
         if finished == "done":
             self._settle(SlideOutcome(slide.slide_id, "skipped", message="already done",
                                       n_patches=_patches(state)), quiet=True)
@@ -329,6 +336,11 @@ class _Coordinator:
                                               "--retry-failed to try again"), quiet=True)
             return False
         return True
+
+    def _stale(self, slide: CohortSlide) -> tuple[str, ...]:
+        if self.manifest is None:
+            return ()
+        return self.manifest.stale_steps(slide.slide_id, self.manifest_rows)
 
     def _settle(self, outcome: SlideOutcome, *, quiet: bool = False) -> None:
         self.outcomes[outcome.slide_id] = outcome
@@ -395,7 +407,8 @@ class _Coordinator:
             lock.release()
             return
         self.locks[slide.slide_id] = lock
-        previous = dict((state or {}).get("steps") or {})
+        previous = {k: v for k, v in ((state or {}).get("steps") or {}).items()
+                    if k not in self._stale(slide)}
         attempts = int((state or {}).get("attempts", 0)) + 1
         self.job.write_state(slide.slide_id, {
             "slide_id": slide.slide_id, "path": str(slide.path), "status": "running",
@@ -435,6 +448,8 @@ class _Coordinator:
             state["reason"] = result.get("reason", "")
             message = state["reason"]
         self.job.write_state(slide.slide_id, state)
+        if self.manifest is not None:
+            self.manifest.record(state, self.config.to_dict())
         lock = self.locks.pop(slide.slide_id, None)
         if lock is not None:
             lock.release()

@@ -513,6 +513,7 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
     n = int(emb.features.shape[0])
     return {"encoder": name, "label": getattr(encoder, "label", name),
             "encoder_config": encoder.config.to_dict(), "n_patches": n,
+            "weights_source": getattr(encoder, "weights_source", None),
             "dim": int(emb.features.shape[1]),
             "patches_per_s": round(n / seconds, 2) if seconds > 0 else None}
 

@@ -135,16 +135,12 @@ def status_command(args: argparse.Namespace) -> int:
     """Print :func:`wsikit.batch.shard.job_status` (and the manifest with ``--json``)."""
     import json
 
+    from ..batch.manifest import read_manifest
     from ..batch.shard import job_status
 
     status = job_status(args.job)
-    try:
-        from ..batch.manifest import read_manifest
-    except ImportError:  # pragma: no cover - manifest module not present
-        read_manifest = None
     if args.json:
-        if read_manifest is not None:
-            status["manifest"] = read_manifest(args.job)
+        status["manifest"] = read_manifest(args.job)
         print(json.dumps(status, indent=2, default=str))
         return 0
     print(f"job {status['job']}")
