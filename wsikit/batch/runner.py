@@ -435,6 +435,7 @@ class _Coordinator:
             "outputs": {f"{k}.{key}": rec for k, v in steps.items()
                         for key, rec in v.get("outputs", {}).items()},
             "reused_steps": result.get("reused", []),
+            "lost_attempts": result.get("lost_attempts", []),  # Ray: work lost with a node
             "steps": steps,
         }
         message = ""
