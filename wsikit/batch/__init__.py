@@ -18,6 +18,7 @@ from .manifest import RunManifest, read_manifest
 from .runner import BatchSummary, SlideOutcome, run_batch
 from .shard import ShardPlan, assign_shards, job_status, parse_shard, select_shard, shard_plan
 from .state import JobFolder, SlideLock, sha256_file
+from .store_step import parse_store  # registers the 'store' step
 from .steps import (
     BatchConfig,
     SkipSlide,

@@ -32,6 +32,7 @@ from .cohort import CohortSlide, read_cohort
 from .manifest import RunManifest, read_manifest
 from .shard import parse_shard, select_shard, shard_dir
 from .state import JobFolder, SlideLock, now_iso
+from .store_step import parse_store
 from .steps import BatchConfig, get_step, load_plugins, resolve_steps
 
 __all__ = ["run_batch", "BatchSummary", "SlideOutcome"]
@@ -164,6 +165,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
               per_scale: int = 1, min_coverage: float = 1.0, max_iou: float = 0.5,
               margin: float = 2, layout: str = "nested", index: str | None = None,
               k: int = 5, shard: tuple[int, int] | str | None = None,
+              store: str | None = None,
               progress: bool | None = None,
               echo: Callable[[str], None] | None = None) -> BatchSummary:
     """Process a cohort of slides into a resumable job folder.
@@ -207,6 +209,8 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         Process only shard ``I`` (0-based) of ``N`` size-balanced shards
         (:mod:`wsikit.batch.shard`); the shard's run.json/summary.json go to
         ``JOBDIR/shards/I-of-N/``.
+    store : {"h5", "zarr", "zarr:URL"}, optional
+        Also write each slide's features into a zarr feature store (:mod:`wsikit.feature_store`).
     progress : bool, optional
         Show the overall bar (default: unless ``WSIKIT_NO_PROGRESS=1``).
     echo : callable, optional
@@ -230,6 +234,8 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
             tqdm.write(line, file=sys.stdout)
     load_plugins(plugins)
     step_names = resolve_steps(steps)
+    if parse_store(store):
+        step_names = resolve_steps((*step_names, "store"))
     config = BatchConfig(steps=step_names, encoder=encoder, weights=weights,
                          tissue_mpp=float(tissue_mpp), target_mpp=float(target_mpp),
                          patch_px=int(patch_px), overlap_px=int(overlap_px),
@@ -240,7 +246,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
                          min_coverage=float(min_coverage), max_iou=float(max_iou),
                          margin=float(margin), layout=layout,
                          index=None if index is None else str(Path(index).resolve()),
-                         k=int(k))
+                         k=int(k), store=parse_store(store))
     if isinstance(cohort, (str, os.PathLike)):
         slides = read_cohort(cohort, mpp=mpp)
         cohort_source = str(Path(cohort).expanduser().resolve())

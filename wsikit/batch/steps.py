@@ -105,6 +105,7 @@ class BatchConfig:
     layout: str = "nested"
     index: str | None = None
     k: int = 5
+    store: str | None = None  # "zarr" / "zarr:URL": also write a zarr feature store
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

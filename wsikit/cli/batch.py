@@ -88,6 +88,10 @@ def register(subparsers: Any) -> None:
                    help="process only shard I (0-based) of N, balanced by tile count (grids "
                         "in JOBDIR) or file size; every shard of a job array shares one plan "
                         "stored in JOBDIR/shards/")
+    p.add_argument("--store", default="h5", metavar="h5|zarr|zarr:URL",
+                   help="also write features into a zarr cohort store: 'zarr' for "
+                        "JOBDIR/features_<encoder>.zarr, 'zarr:URL' for a folder or fsspec URL "
+                        "(one group per slide, written atomically; default %(default)s only)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     g = p.add_argument_group("attention and select steps (as 'wsikit select')")
     g.add_argument("--attention", choices=("auto", "titan", "heuristic"), default="auto",
@@ -171,6 +175,6 @@ def batch_command(args: argparse.Namespace) -> int:
         stale_after=args.stale_after, plugins=args.plugin, attention=args.attention,
         scales=args.scales, per_scale=args.per_scale, min_coverage=args.min_coverage,
         max_iou=args.max_iou, margin=args.margin, layout=args.layout, index=args.index,
-        k=args.k, shard=args.shard,
+        k=args.k, shard=args.shard, store=args.store,
         progress=False if args.no_progress else None)
     return summary.exit_code
