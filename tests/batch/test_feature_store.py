@@ -189,3 +189,22 @@ def test_batch_store_zarr_holds_the_h5_features(cohort_csv, tmp_path):
     again = run_batch(cohort_csv, job, encoder="heuristic", store="zarr", workers=1,
                       echo=lambda _: None, progress=False, **OPTIONS)
     assert all(o.message == "already done" for o in again.slides if o.slide_id != "corrupt")
+
+
+def test_store_cli_converts_both_ways(h5_file, tmp_path):
+    def cli(*argv):
+        return subprocess.run([sys.executable, "-m", "wsikit", "store", *map(str, argv)],
+                              capture_output=True, text=True, timeout=120)
+
+    res = cli("convert", h5_file.parent, tmp_path / "c.zarr")
+    assert res.returncode == 0, res.stderr
+    assert "1 slide(s)" in res.stdout
+    res = cli("ls", tmp_path / "c.zarr")
+    assert res.returncode == 0 and res.stdout.startswith("synthetic_small\theuristic\t")
+    res = cli("convert", tmp_path / "c.zarr", tmp_path / "h5")
+    assert res.returncode == 0, res.stderr
+    a = _h5_dump(h5_file)
+    b = _h5_dump(tmp_path / "h5" / "features_heuristic" / "synthetic_small.h5")
+    np.testing.assert_array_equal(a["features"][0], b["features"][0])
+    res = cli("convert", tmp_path / "nothing", tmp_path / "x.zarr")
+    assert res.returncode == 2 and "no such feature file" in res.stderr

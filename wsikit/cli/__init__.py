@@ -24,7 +24,7 @@ from ..errors import WsikitError
 __all__ = ["main", "build_parser"]
 
 #: Area modules that contribute sub-commands, in the order shown by ``wsikit --help``.
-_AREAS = ("demo", "select", "slide", "features", "models", "evidence", "batch")
+_AREAS = ("demo", "select", "slide", "features", "models", "evidence", "batch", "store")
 
 
 def build_parser() -> argparse.ArgumentParser:
