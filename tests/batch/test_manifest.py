@@ -14,6 +14,7 @@ from conftest import OPTIONS
 from test_resume import env
 from wsikit.batch import run_batch, sha256_file
 from wsikit.batch.manifest import COLUMNS, preprocessing_identity, read_manifest
+from wsikit.errors import BatchError
 from wsikit.models import get_config
 
 GOOD = ["nompp", "slide0", "slide1", "slide2", "slide3"]
@@ -115,3 +116,17 @@ def test_resume_redoes_features_when_the_weight_file_changed(cohort_csv, tmp_pat
     assert state["attempts"] == 2 and sha256_file(feat) != old_sha
     (row,) = read_manifest(job)
     assert row["weights_sha256"] == sha256_file(weights) and row["attempts"] == 2
+
+
+def test_unreadable_manifest_file_is_an_error_or_skipped(heuristic_job, tmp_path):
+    import shutil
+
+    out, _ = heuristic_job
+    job = tmp_path / "copy"
+    shutil.copytree(out / "manifest", job / "manifest")
+    (job / "manifest" / "shard-0-of-2.sqlite").write_bytes(b"not a database" * 100)
+    with pytest.raises(BatchError, match="shard-0-of-2.sqlite"):
+        read_manifest(job)
+    with pytest.warns(UserWarning, match="shard-0-of-2.sqlite"):
+        rows = read_manifest(job, strict=False)
+    assert len(rows) == 6

@@ -25,6 +25,7 @@ import os
 import socket
 import sqlite3
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -205,13 +206,32 @@ class RunManifest:
         return _WEIGHT_STEPS if current != row["weights_sha256"] else ()
 
 
+def _read_rows(path: Path) -> list[sqlite3.Row]:
+    try:
+        con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=60)
+    except sqlite3.Error as exc:
+        raise BatchError(f"cannot open the run manifest {path}: {exc}") from exc
+    try:
+        con.row_factory = sqlite3.Row
+        return con.execute("SELECT * FROM slides").fetchall()
+    except sqlite3.Error as exc:
+        raise BatchError(f"cannot read the run manifest {path}: {exc}; the file is damaged "
+                         "or not a wsikit manifest") from exc
+    finally:
+        con.close()
+
+
 def _rows_by_id(job_root: Path) -> dict[str, dict[str, Any]]:
     return {r["slide_id"]: r for r in read_manifest(job_root)}
 
 
 def read_manifest(job_root: str | os.PathLike[str], *,
-                  slide_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                  slide_ids: Sequence[str] | None = None,
+                  strict: bool = True) -> list[dict[str, Any]]:
     """All manifest rows of a job folder, merged over runners (latest ``updated`` wins).
+
+    ``strict=False`` skips (with a warning) a file that cannot be read right now, e.g. one
+    another shard is writing over NFS; the coordinator reads that way at start-up.
 
     Returns
     -------
@@ -222,17 +242,12 @@ def read_manifest(job_root: str | os.PathLike[str], *,
     best: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("*.sqlite")):
         try:
-            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
-        except sqlite3.Error as exc:
-            raise BatchError(f"cannot open the run manifest {path}: {exc}") from exc
-        try:
-            con.row_factory = sqlite3.Row
-            rows = con.execute("SELECT * FROM slides").fetchall()
-        except sqlite3.Error as exc:
-            raise BatchError(f"cannot read the run manifest {path}: {exc}; the file is damaged "
-                             "or not a wsikit manifest") from exc
-        finally:
-            con.close()
+            rows = _read_rows(path)
+        except BatchError as exc:
+            if strict:
+                raise
+            warnings.warn(f"{exc}; its rows are not used now", stacklevel=2)
+            continue
         for r in rows:
             row = {k: (json.loads(r[k]) if k in _JSON and r[k] is not None else r[k])
                    for k in r.keys()}

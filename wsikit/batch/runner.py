@@ -313,7 +313,7 @@ class _Coordinator:
         self.retry_failed, self.verify, self.echo = retry_failed, verify, echo
         self.progress = progress
         self.manifest = manifest  # per-slide run manifest (wsikit.batch.manifest)
-        self.manifest_rows = {r["slide_id"]: r for r in read_manifest(job.root)}
+        self.manifest_rows = {r["slide_id"]: r for r in read_manifest(job.root, strict=False)}
         self.outcomes: dict[str, SlideOutcome] = {}
         self.locks: dict[str, SlideLock] = {}
         self.models_used: dict[str, Any] = {}
