@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ._atomic import TMP_MARK, write_bytes_atomic
+from ._h5 import h5_value
 from ._version import __version__
 from .errors import FeatureError
 
@@ -75,17 +76,11 @@ def _local_path(url: str | os.PathLike[str]) -> Path | None:
 
 def _json_attr(value: Any) -> Any:
     """An h5/numpy attribute as JSON-ready data (NaN kept as a float; zarr writes it)."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
     if isinstance(value, (list, tuple)):
         return [_json_attr(v) for v in value]
     if isinstance(value, Mapping):
         return {str(k): _json_attr(v) for k, v in value.items()}
-    return value
+    return h5_value(value)
 
 
 class FeatureStore:
