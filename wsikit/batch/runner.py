@@ -233,6 +233,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
 
             tqdm.write(line, file=sys.stdout)
     load_plugins(plugins)
+    shard = parse_shard(shard)
     step_names = resolve_steps(steps)
     if parse_store(store):
         step_names = resolve_steps((*step_names, "store"))
@@ -256,7 +257,6 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         if len({s.slide_id for s in slides}) != len(slides):
             raise BatchError("cohort has duplicate slide_id values; ids name output files")
     job = JobFolder(out, stale_after=stale_after)
-    shard = parse_shard(shard)
     slides = select_shard(slides, shard, job.root)
     run_path, summary_path = ((job.run_path, job.summary_path) if shard is None else
                               (shard_dir(job.root, shard) / "run.json",
