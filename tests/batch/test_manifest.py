@@ -130,3 +130,34 @@ def test_unreadable_manifest_file_is_an_error_or_skipped(heuristic_job, tmp_path
     with pytest.warns(UserWarning, match="shard-0-of-2.sqlite"):
         rows = read_manifest(job, strict=False)
     assert len(rows) == 6
+
+
+def test_missing_rows_are_backfilled_from_state(heuristic_job, tmp_path):
+    import shutil
+
+    out, _ = heuristic_job
+    job = tmp_path / "job"
+    shutil.copytree(out, job)
+    con = sqlite3.connect(job / "manifest" / "main.sqlite")
+    with con:
+        con.execute("DELETE FROM slides WHERE slide_id = 'slide2'")  # died before the row
+    con.close()
+    assert "slide2" not in {r["slide_id"] for r in read_manifest(job)}
+    s = run_batch(_csv(out, job), job,
+                  encoder="heuristic", workers=1, echo=lambda _: None, progress=False,
+                  **OPTIONS)
+    assert all(o.message == "already done" for o in s.slides)
+    row = {r["slide_id"]: r for r in read_manifest(job)}["slide2"]
+    state = json.loads((job / "state" / "slide2.json").read_text())
+    assert row["status"] == "done" and row["finished"] == state["finished"]
+    assert row["outputs"] == state["outputs"]
+
+
+def _csv(out, job):
+    """A cohort CSV of the good slides of the job's original cohort (from its run.json)."""
+    run = json.loads((out / "run.json").read_text())
+    lines = ["path,mpp,slide_id"] + [f"{s['path']},{s['mpp'] or ''},{s['slide_id']}"
+                                     for s in run["slides"] if s["slide_id"] in GOOD]
+    path = job / "good.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -188,6 +188,16 @@ class RunManifest:
             raise BatchError(f"cannot write the run manifest {self.path}: {exc}") from exc
         return row
 
+    def backfill(self, state: Mapping[str, Any], config: Mapping[str, Any],
+                 rows: dict[str, Any]) -> bool:
+        """Record a finished slide whose row is missing or older than its state (a runner
+        died between writing the state and the row); updates ``rows``. True if written."""
+        row = rows.get(state["slide_id"])
+        if row is not None and row.get("finished") == state.get("finished"):
+            return False
+        rows[state["slide_id"]] = self.record(state, config)
+        return True
+
     # ------------------------------------------------------------------ resuming
     def stale_steps(self, slide_id: str, rows: Mapping[str, Mapping[str, Any]] | None = None
                     ) -> tuple[str, ...]:

@@ -326,6 +326,8 @@ class _Coordinator:
         finished = _complete(state, self.config.steps, self.config, self.job, self.verify)
         if finished == "done" and self._stale(slide):
             finished = None  # the weight file behind its features changed since
+        if finished and self.manifest is not None and state:
+            self.manifest.backfill(state, self.config.to_dict(), self.manifest_rows)
         if finished == "done":
             self._settle(SlideOutcome(slide.slide_id, "skipped", message="already done",
                                       n_patches=_patches(state)), quiet=True)
@@ -455,11 +457,12 @@ class _Coordinator:
             state["reason"] = result.get("reason", "")
             message = state["reason"]
         self.job.write_state(slide.slide_id, state)
-        if self.manifest is not None:
-            self.manifest.record(state, self.config.to_dict())
         lock = self.locks.pop(slide.slide_id, None)
         if lock is not None:
             lock.release()
+        if self.manifest is not None:  # after the release: a crash here is backfilled later
+            self.manifest_rows[slide.slide_id] = self.manifest.record(state,
+                                                                      self.config.to_dict())
         feat = steps.get("features", {}).get("info", {})
         if feat.get("encoder") and "features" not in result.get("reused", []):
             self.models_used.setdefault(feat["encoder"], {
