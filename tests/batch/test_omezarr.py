@@ -121,3 +121,49 @@ def test_omezarr_through_tissue_and_patching(tmp_path, synthetic_small_slide):
                         min_tissue=0.1)
     assert len(ref.coords) > 5
     np.testing.assert_array_equal(got.coords, ref.coords)
+
+
+def test_omezarr_in_a_batch_cohort(tmp_path, synthetic_small_slide):
+    """A CSV cohort mixing an SVS and its OME-Zarr copy: same patches, matching features."""
+    import h5py
+
+    from wsikit.batch import run_batch
+    from wsikit.batch.shard import slide_sizes
+
+    with open_slide(synthetic_small_slide) as src:
+        pyramid = [(np.transpose(src._read_level(i, 0, 0, *src.level_dimensions[i]), (2, 0, 1)),
+                    src.level_downsamples[i]) for i in range(src.level_count)]
+        mpp = src.mpp
+    ome = write_omezarr(tmp_path / "copy.ome.zarr", pyramid[0][0], pixel_size=mpp,
+                        unit="micrometer", pyramid=pyramid)
+    csv = tmp_path / "cohort.csv"
+    csv.write_text(f"path,slide_id\n{synthetic_small_slide},svs\n{ome},ome\n")
+    summary = run_batch(csv, tmp_path / "job", encoder="heuristic", workers=1, patch_px=256,
+                        echo=lambda _: None, progress=False)
+    assert summary.counts == {"done": 2, "failed": 0, "skipped": 0}, summary.table()
+    feats = {}
+    for sid in ("svs", "ome"):
+        with h5py.File(tmp_path / "job" / "features_heuristic" / f"{sid}.h5") as f:
+            feats[sid] = (f["coords"][:], f["features"][:])
+    np.testing.assert_array_equal(feats["ome"][0], feats["svs"][0])
+    # The batch features of the OME-Zarr copy equal the SVS's read through the same slide
+    # reader (read_at_mpp), computed with the per-stage API. (The SVS batch features come from
+    # the direct JPEG tile reader, whose features differ slightly from the slide reader's.)
+    from wsikit.features import extract_features
+    from wsikit.models import create_encoder
+    from wsikit.patching import make_grid
+    from wsikit.tissue import segment_tissue
+
+    with open_slide(synthetic_small_slide) as slide:
+        grid = make_grid(slide, segment_tissue(slide, mpp=8.0), target_mpp=0.5, patch_px=256,
+                         min_tissue=0.1)
+        ref = extract_features(slide, grid, create_encoder("heuristic"), workers=0,
+                               progress=False, reader="slide")
+    np.testing.assert_array_equal(ref.coords, feats["ome"][0])
+    np.testing.assert_allclose(feats["ome"][1], ref.features, rtol=1e-5, atol=1e-6)
+    # Shard balancing counts a folder slide by the bytes of all its files.
+    from wsikit.batch import read_cohort
+
+    sizes, unit = slide_sizes(read_cohort(csv), None)
+    assert unit == "bytes"
+    assert sizes["ome"] == sum(p.stat().st_size for p in ome.rglob("*") if p.is_file()) > 0
