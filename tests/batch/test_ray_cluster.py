@@ -6,8 +6,9 @@ every node is on this machine, as it would be on a cluster's shared file system.
 is being processed on node B, node B is removed (its raylet and workers killed). Every slide
 must still complete exactly once, and the outputs must equal a local-engine run's.
 
-Slow (cluster start-up and worker imports dominate: about a minute on 2 cores); CI runs it as
-its own step (see README, "Cohort scale").
+Slow-marked (cluster start-up and worker imports dominate: about a minute on 2 cores), so CI
+runs it as its own step, with the [ray] extra installed:
+``python -m pytest -q tests/batch/test_ray_cluster.py tests/batch/test_ray.py``.
 """
 
 from __future__ import annotations
