@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+import importlib
 import sqlite3
 import subprocess
 import sys
 
 import pytest
 
-import _tiny_encoder
 from conftest import OPTIONS
 from test_resume import env
 from wsikit.batch import run_batch, sha256_file
@@ -87,7 +87,20 @@ def test_status_json_prints_the_manifest(heuristic_job):
     assert data["manifest"] == json.loads(json.dumps(read_manifest(out)))
 
 
-def test_resume_redoes_features_when_the_weight_file_changed(cohort_csv, tmp_path):
+@pytest.fixture
+def tiny_encoder():
+    """The test-only encoder, registered for this test only (the registry is global)."""
+    from wsikit.models import registry
+
+    module = importlib.import_module("_tiny_encoder")
+    yield module
+    registry._REGISTRY.pop("tiny_test", None)
+    sys.modules.pop("_tiny_encoder", None)
+
+
+def test_resume_redoes_features_when_the_weight_file_changed(cohort_csv, tmp_path,
+                                                             tiny_encoder):
+    _tiny_encoder = tiny_encoder
     weights = tmp_path / "tiny.pt"
     _tiny_encoder.write_weights(weights, seed=1)
     one = [p for p in cohort_csv.read_text().splitlines() if p.startswith(("path", "slide1"))]

@@ -30,7 +30,7 @@ from .._version import __version__
 from ..errors import BatchError
 from .cohort import CohortSlide, read_cohort
 from .manifest import RunManifest, read_manifest
-from .shard import parse_shard, select_shard, shard_dir
+from .shard import parse_shard, run_files, select_shard
 from .state import JobFolder, SlideLock, now_iso
 from .store_step import parse_store
 from .steps import BatchConfig, get_step, load_plugins, resolve_steps
@@ -258,9 +258,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
             raise BatchError("cohort has duplicate slide_id values; ids name output files")
     job = JobFolder(out, stale_after=stale_after)
     slides = select_shard(slides, shard, job.root)
-    run_path, summary_path = ((job.run_path, job.summary_path) if shard is None else
-                              (shard_dir(job.root, shard) / "run.json",
-                               shard_dir(job.root, shard) / "summary.json"))
+    run_path, summary_path = run_files(job, shard)
     runner = _make_engine(engine, devices=devices, workers=workers, ray_address=ray_address,
                           config=config)
     run_info = {"schema": SCHEMA, "started": now_iso(), "cohort": cohort_source,

@@ -43,7 +43,7 @@ from ..errors import BatchError
 from .cohort import CohortSlide
 
 __all__ = ["ShardPlan", "parse_shard", "assign_shards", "slide_sizes", "shard_plan",
-           "select_shard", "shard_label", "shard_dir", "job_status"]
+           "select_shard", "shard_label", "shard_dir", "run_files", "job_status"]
 
 _SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -88,6 +88,14 @@ def shard_dir(job_root: str | os.PathLike[str], shard: tuple[int, int]) -> Path:
     path = Path(job_root) / "shards" / shard_label(shard)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def run_files(job: Any, shard: tuple[int, int] | None) -> tuple[Path, Path]:
+    """``(run.json, summary.json)`` of a runner: the job's own, or the shard's folder's."""
+    if shard is None:
+        return job.run_path, job.summary_path
+    folder = shard_dir(job.root, shard)
+    return folder / "run.json", folder / "summary.json"
 
 
 # --------------------------------------------------------------------------- assignment
