@@ -6,15 +6,19 @@
 >>> summary.exit_code                                             # doctest: +SKIP
 0
 
-See :mod:`wsikit.batch.state` for the job-folder layout and :mod:`wsikit.batch.steps` for the
-step registry.
+See :mod:`wsikit.batch.state` for the job-folder layout, :mod:`wsikit.batch.steps` for the
+step registry, :mod:`wsikit.batch.shard` for ``--shard I/N`` job arrays and
+:mod:`wsikit.batch.manifest` for the per-slide run manifest.
 """
 
 from __future__ import annotations
 
 from .cohort import SLIDE_EXTENSIONS, CohortSlide, read_cohort
+from .manifest import RunManifest, read_manifest
 from .runner import BatchSummary, SlideOutcome, run_batch
+from .shard import ShardPlan, assign_shards, job_status, parse_shard, select_shard, shard_plan
 from .state import JobFolder, SlideLock, sha256_file
+from .store_step import parse_store  # registers the 'store' step
 from .steps import (
     BatchConfig,
     SkipSlide,
@@ -40,6 +44,14 @@ __all__ = [
     "SlideContext",
     "SlideLock",
     "SlideOutcome",
+    "RunManifest",
+    "ShardPlan",
+    "assign_shards",
+    "job_status",
+    "parse_shard",
+    "read_manifest",
+    "select_shard",
+    "shard_plan",
     "StepSpec",
     "batch",
     "get_step",

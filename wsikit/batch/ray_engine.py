@@ -7,6 +7,24 @@ the encoder once. The coordinator (locks, state, summary) stays in the driver, s
 the local engine guarantees holds here too — provided every node sees the job folder and the
 slides at the same paths (a shared file system).
 
+How work maps to nodes:
+
+* CPU steps run as Ray tasks needing one CPU each, scheduled with the ``SPREAD`` strategy, so
+  a cluster's nodes share the tile-reading and patching work;
+* device steps run on long-lived actors, also spread over nodes: a GPU actor needs
+  ``num_gpus=1`` (plus one CPU), so it lands on a node with a free GPU, one per GPU; a CPU
+  actor (``--devices cpu``) needs one CPU. Each actor builds its encoder once;
+* the driver (where ``wsikit batch`` runs) only coordinates: it holds the locks and writes
+  state, manifest and summary. It needs no GPU and may run on a head node with ``--num-cpus 0``.
+
+When a node dies (hardware, pre-emption, ``ray stop``), its tasks fail with a Ray system error
+and its actors die; actors are restarted by Ray on a surviving node with room for them
+(``max_restarts=-1``), and the engine resubmits each slide whose task or actor call was lost
+(up to ``max_resubmits`` times, default 3), from its last completed step: a slide completes
+once, its outputs written atomically by the attempt that finished. Resubmissions are recorded
+in the slide's result (``lost_attempts``). Application errors of a slide are never retried
+here (they are the slide's recorded failure; ``--retry-failed`` redoes them).
+
 Multi-node use::
 
     ray start --head                        # on the head node
@@ -37,6 +55,20 @@ def _import_ray() -> Any:
     return ray
 
 
+#: Ray exceptions that mean the worker, actor or node was lost (not the slide's own failure).
+_LOST = ("NodeDiedError", "WorkerCrashedError", "ActorDiedError", "ActorUnavailableError",
+         "ObjectLostError", "OwnerDiedError", "LocalRayletDiedError", "TaskUnschedulableError",
+         "ActorUnschedulableError")
+
+
+def _is_lost(exc: BaseException) -> bool:
+    """Whether a Ray error means lost work (node, worker or actor died), not a slide error."""
+    for err in (exc, getattr(exc, "cause", None)):
+        if err is not None and any(c.__name__ in _LOST for c in type(err).__mro__):
+            return True
+    return False
+
+
 def _run(task: dict[str, Any], job_root: str, stale_after: float, config: dict[str, Any],
          steps: list[str], device: str, cache: dict[str, Any]) -> dict[str, Any]:
     from .cohort import CohortSlide
@@ -48,15 +80,25 @@ def _run(task: dict[str, Any], job_root: str, stale_after: float, config: dict[s
                        JobFolder(job_root, stale_after=stale_after),
                        BatchConfig.from_dict(config), steps=steps, device=device, cache=cache,
                        previous=task.get("previous"), verify=task.get("verify", False))
-    result["worker"] = {"pid": os.getpid(), "device": device,
-                        "node": os.environ.get("RAY_NODE_ID") or _node_ip()}
+    result["worker"] = {"pid": os.getpid(), "device": device, **_node()}
     return result
 
 
-def _node_ip() -> str:
+def _node() -> dict[str, str]:
     import socket
 
-    return socket.gethostname()
+    import ray
+
+    try:
+        node_id = ray.get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001 - outside Ray (tests calling _run directly)
+        node_id = ""
+    return {"node": node_id, "host": socket.gethostname()}
+
+
+#: Actors are restarted by Ray on a surviving node when theirs dies; the engine resubmits.
+_ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": 0,
+                                  "scheduling_strategy": "SPREAD"}
 
 
 def _cpu_task(task: dict[str, Any], job_root: str, stale_after: float,
@@ -93,13 +135,16 @@ class RayEngine:
         GPU named, or per GPU in the cluster for ``"cuda"``; ``workers`` actors per GPU).
     workers : int
     config : BatchConfig
+    max_resubmits : int
+        How often a slide whose task or actor call was lost with its node is resubmitted.
     """
 
     name = "ray"
 
     def __init__(self, *, address: str | None, devices: str | Sequence[str], workers: int,
-                 config: BatchConfig) -> None:
+                 config: BatchConfig, max_resubmits: int = 3) -> None:
         self.ray = _import_ray()
+        self.max_resubmits = int(max_resubmits)
         if not isinstance(workers, int) or workers < 1:
             raise BatchError(f"--workers must be a positive integer, got {workers!r}")
         items = ([d.strip().lower() for d in devices.split(",") if d.strip()]
@@ -121,6 +166,8 @@ class RayEngine:
         self._actors: list[Any] = []
         self._load: list[int] = []
         self._refs: dict[Any, tuple[str, dict[str, Any], int | None, dict[str, Any] | None]] = {}
+        self._lost: dict[str, list[dict[str, Any]]] = {}  # slide → lost attempts
+        self._suspect: set[int] = set()  # actors whose last call was lost (dead/restarting)
         self._n_cpu = 1
 
     def describe(self) -> dict[str, Any]:
@@ -152,16 +199,18 @@ class RayEngine:
                 if n_gpu < 1 or wanted > n_gpu:
                     raise BatchError(f"Ray cluster has {n_gpu} GPU(s); --devices asks for "
                                      f"{wanted}. Start nodes with GPUs or use --devices cpu")
-                cls = ray.remote(num_gpus=1, num_cpus=1)(_DeviceActor)
+                cls = ray.remote(num_gpus=1, num_cpus=1, **_ACTOR_OPTIONS)(_DeviceActor)
                 self._actors = [cls.remote(job_root, stale_after, config, "cuda:0", 2)
                                 for _ in range(wanted * self.workers)]
             else:
-                cls = ray.remote(num_cpus=1)(_DeviceActor)
+                cls = ray.remote(num_cpus=1, **_ACTOR_OPTIONS)(_DeviceActor)
                 threads = max(1, (os.cpu_count() or 1) // self.workers)
                 self._actors = [cls.remote(job_root, stale_after, config, "cpu", threads)
                                 for _ in range(self.workers)]
         self._load = [0] * len(self._actors)
-        self._remote_cpu = ray.remote(num_cpus=1)(_cpu_task)
+        # Lost tasks are resubmitted by wait() (counted there), not retried silently by Ray.
+        self._remote_cpu = ray.remote(num_cpus=1, max_retries=0,
+                                      scheduling_strategy="SPREAD")(_cpu_task)
 
     @property
     def capacity(self) -> int:
@@ -182,7 +231,7 @@ class RayEngine:
             self._to_actor(sid, task, None)
 
     def _to_actor(self, sid: str, task: dict[str, Any], first: dict[str, Any] | None) -> None:
-        i = min(range(len(self._actors)), key=lambda k: self._load[k])
+        i = min(range(len(self._actors)), key=lambda k: (k in self._suspect, self._load[k], k))
         self._load[i] += 1
         if first is not None:
             task = {**task, "previous": first.get("steps")}
@@ -202,6 +251,10 @@ class RayEngine:
             try:
                 result = self.ray.get(ref)
             except Exception as exc:  # noqa: BLE001 - Ray wraps worker deaths in several types
+                if actor is not None and _is_lost(exc):
+                    self._suspect.add(actor)
+                if _is_lost(exc) and self._resubmit(sid, task, actor, first, exc):
+                    continue
                 result = {"slide_id": sid, "status": "failed", "steps": task.get("previous")
                           or {}, "reused": [], "seconds": 0.0, "n_patches": 0,
                           "error": {"type": type(exc).__name__,
@@ -210,11 +263,30 @@ class RayEngine:
             if (actor is None and result.get("status") == "done" and self.device_steps):
                 self._to_actor(sid, task, result)  # CPU part done: hand over to a device actor
                 continue
+            if actor is not None:
+                self._suspect.discard(actor)
+            if self._lost.get(sid):
+                result["lost_attempts"] = self._lost.pop(sid)
             if first is not None:
                 result["seconds"] = round(first.get("seconds", 0) + result.get("seconds", 0), 4)
                 result["reused"] = list(first.get("reused", [])) + list(result.get("reused", []))
             results.append(result)
         return results
+
+    def _resubmit(self, sid: str, task: dict[str, Any], actor: int | None,
+                  first: dict[str, Any] | None, exc: BaseException) -> bool:
+        """Submit a lost slide again from its last completed part; False when out of tries."""
+        lost = self._lost.setdefault(sid, [])
+        if len(lost) >= self.max_resubmits:
+            return False
+        lost.append({"part": "device" if actor is not None else "cpu",
+                     "error": type(exc).__name__, "message": str(exc)[:300]})
+        if actor is not None:
+            self._to_actor(sid, task, first)  # CPU part (if any) is done: redo the device part
+        else:
+            ref = self._remote_cpu.remote(task, *self._args, self.cpu_steps)
+            self._refs[ref] = (sid, task, None, None)
+        return True
 
     def stop(self) -> None:
         for actor in self._actors:

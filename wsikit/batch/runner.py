@@ -29,7 +29,10 @@ from .._progress import progress as progress_bar
 from .._version import __version__
 from ..errors import BatchError
 from .cohort import CohortSlide, read_cohort
+from .manifest import RunManifest, read_manifest
+from .shard import parse_shard, run_files, select_shard
 from .state import JobFolder, SlideLock, now_iso
+from .store_step import parse_store
 from .steps import BatchConfig, get_step, load_plugins, resolve_steps
 
 __all__ = ["run_batch", "BatchSummary", "SlideOutcome"]
@@ -161,7 +164,8 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
               attention: str = "auto", scales: Sequence[int] = (8, 4, 2, 1),
               per_scale: int = 1, min_coverage: float = 1.0, max_iou: float = 0.5,
               margin: float = 2, layout: str = "nested", index: str | None = None,
-              k: int = 5,
+              k: int = 5, shard: tuple[int, int] | str | None = None,
+              store: str | None = None,
               progress: bool | None = None,
               echo: Callable[[str], None] | None = None) -> BatchSummary:
     """Process a cohort of slides into a resumable job folder.
@@ -201,6 +205,12 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         here and in every worker.
     attention, scales, per_scale, min_coverage, max_iou, margin, layout, index, k
         Options of the ``attention`` and ``select`` steps (as ``wsikit select``).
+    shard : (int, int) or "I/N", optional
+        Process only shard ``I`` (0-based) of ``N`` size-balanced shards
+        (:mod:`wsikit.batch.shard`); the shard's run.json/summary.json go to
+        ``JOBDIR/shards/I-of-N/``.
+    store : {"h5", "zarr", "zarr:URL"}, optional
+        Also write each slide's features into a zarr feature store (:mod:`wsikit.feature_store`).
     progress : bool, optional
         Show the overall bar (default: unless ``WSIKIT_NO_PROGRESS=1``).
     echo : callable, optional
@@ -223,7 +233,10 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
 
             tqdm.write(line, file=sys.stdout)
     load_plugins(plugins)
+    shard = parse_shard(shard)
     step_names = resolve_steps(steps)
+    if parse_store(store):
+        step_names = resolve_steps((*step_names, "store"))
     config = BatchConfig(steps=step_names, encoder=encoder, weights=weights,
                          tissue_mpp=float(tissue_mpp), target_mpp=float(target_mpp),
                          patch_px=int(patch_px), overlap_px=int(overlap_px),
@@ -234,7 +247,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
                          min_coverage=float(min_coverage), max_iou=float(max_iou),
                          margin=float(margin), layout=layout,
                          index=None if index is None else str(Path(index).resolve()),
-                         k=int(k))
+                         k=int(k), store=parse_store(store))
     if isinstance(cohort, (str, os.PathLike)):
         slides = read_cohort(cohort, mpp=mpp)
         cohort_source = str(Path(cohort).expanduser().resolve())
@@ -244,6 +257,8 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         if len({s.slide_id for s in slides}) != len(slides):
             raise BatchError("cohort has duplicate slide_id values; ids name output files")
     job = JobFolder(out, stale_after=stale_after)
+    slides = select_shard(slides, shard, job.root)
+    run_path, summary_path = run_files(job, shard)
     runner = _make_engine(engine, devices=devices, workers=workers, ray_address=ray_address,
                           config=config)
     run_info = {"schema": SCHEMA, "started": now_iso(), "cohort": cohort_source,
@@ -252,22 +267,23 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
                             "stale_after": stale_after},
                 "engine": runner.describe(), "versions": _versions(engine),
                 "models": _model_configs(config), "command": list(sys.argv),
-                "host": socket.gethostname(), "pid": os.getpid(),
+                "host": socket.gethostname(), "pid": os.getpid(), "shard": shard,
                 "slides": [s.to_dict() for s in slides]}
-    write_json_atomic(job.run_path, run_info)
+    write_json_atomic(run_path, run_info)
     job.clean_temporaries()
 
     coordinator = _Coordinator(job, config, slides, runner, retry_failed=retry_failed,
-                               verify=verify, echo=echo, progress=progress)
+                               verify=verify, echo=echo, progress=progress,
+                               manifest=RunManifest.open(job.root, shard))
     outcomes, models_used = coordinator.run()
     wall = time.perf_counter() - t_start
     counts = {k: sum(1 for o in outcomes if o.status == k) for k in ("done", "failed", "skipped")}
     summary = BatchSummary(job=job.root, slides=tuple(outcomes), wall_seconds=wall,
                            engine=engine, counts=counts)
-    write_json_atomic(job.summary_path, summary.to_dict())
+    write_json_atomic(summary_path, summary.to_dict())
     run_info.update(finished=now_iso(), wall_seconds=round(wall, 3), counts=counts,
                     models_used=models_used)
-    write_json_atomic(job.run_path, run_info)
+    write_json_atomic(run_path, run_info)
     echo(summary.table())
     return summary
 
@@ -288,11 +304,14 @@ def _make_engine(engine: str, *, devices: str | Sequence[str], workers: int,
 class _Coordinator:
     def __init__(self, job: JobFolder, config: BatchConfig, slides: Sequence[CohortSlide],
                  engine: Any, *, retry_failed: bool, verify: bool,
-                 echo: Callable[[str], None], progress: bool | None) -> None:
+                 echo: Callable[[str], None], progress: bool | None,
+                 manifest: RunManifest | None = None) -> None:
         self.job, self.config, self.engine = job, config, engine
         self.slides = list(slides)
         self.retry_failed, self.verify, self.echo = retry_failed, verify, echo
         self.progress = progress
+        self.manifest = manifest  # per-slide run manifest (wsikit.batch.manifest)
+        self.manifest_rows = {r["slide_id"]: r for r in read_manifest(job.root, strict=False)}
         self.outcomes: dict[str, SlideOutcome] = {}
         self.locks: dict[str, SlideLock] = {}
         self.models_used: dict[str, Any] = {}
@@ -303,6 +322,10 @@ class _Coordinator:
     # A slide that needs no work gets its outcome right away; returns True if work is needed.
     def _triage(self, slide: CohortSlide, state: Mapping[str, Any] | None) -> bool:
         finished = _complete(state, self.config.steps, self.config, self.job, self.verify)
+        if finished == "done" and self._stale(slide):
+            finished = None  # the weight file behind its features changed since
+        if finished and self.manifest is not None and state:
+            self.manifest.backfill(state, self.config.to_dict(), self.manifest_rows)
         if finished == "done":
             self._settle(SlideOutcome(slide.slide_id, "skipped", message="already done",
                                       n_patches=_patches(state)), quiet=True)
@@ -319,6 +342,11 @@ class _Coordinator:
                                               "--retry-failed to try again"), quiet=True)
             return False
         return True
+
+    def _stale(self, slide: CohortSlide) -> tuple[str, ...]:
+        if self.manifest is None:
+            return ()
+        return self.manifest.stale_steps(slide.slide_id, self.manifest_rows)
 
     def _settle(self, outcome: SlideOutcome, *, quiet: bool = False) -> None:
         self.outcomes[outcome.slide_id] = outcome
@@ -385,7 +413,8 @@ class _Coordinator:
             lock.release()
             return
         self.locks[slide.slide_id] = lock
-        previous = dict((state or {}).get("steps") or {})
+        previous = {k: v for k, v in ((state or {}).get("steps") or {}).items()
+                    if k not in self._stale(slide)}
         attempts = int((state or {}).get("attempts", 0)) + 1
         self.job.write_state(slide.slide_id, {
             "slide_id": slide.slide_id, "path": str(slide.path), "status": "running",
@@ -412,6 +441,7 @@ class _Coordinator:
             "outputs": {f"{k}.{key}": rec for k, v in steps.items()
                         for key, rec in v.get("outputs", {}).items()},
             "reused_steps": result.get("reused", []),
+            "lost_attempts": result.get("lost_attempts", []),  # Ray: work lost with a node
             "steps": steps,
         }
         message = ""
@@ -428,6 +458,9 @@ class _Coordinator:
         lock = self.locks.pop(slide.slide_id, None)
         if lock is not None:
             lock.release()
+        if self.manifest is not None:  # after the release: a crash here is backfilled later
+            self.manifest_rows[slide.slide_id] = self.manifest.record(state,
+                                                                      self.config.to_dict())
         feat = steps.get("features", {}).get("info", {})
         if feat.get("encoder") and "features" not in result.get("reused", []):
             self.models_used.setdefault(feat["encoder"], {

@@ -105,6 +105,7 @@ class BatchConfig:
     layout: str = "nested"
     index: str | None = None
     k: int = 5
+    store: str | None = None  # "zarr" / "zarr:URL": also write a zarr feature store
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -513,6 +514,7 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
     n = int(emb.features.shape[0])
     return {"encoder": name, "label": getattr(encoder, "label", name),
             "encoder_config": encoder.config.to_dict(), "n_patches": n,
+            "weights_source": getattr(encoder, "weights_source", None),
             "dim": int(emb.features.shape[1]),
             "patches_per_s": round(n / seconds, 2) if seconds > 0 else None}
 

@@ -24,7 +24,8 @@ from ..errors import WsikitError
 __all__ = ["main", "build_parser"]
 
 #: Area modules that contribute sub-commands, in the order shown by ``wsikit --help``.
-_AREAS = ("demo", "select", "slide", "features", "models", "evidence", "batch", "eval")
+_AREAS = ("demo", "select", "slide", "features", "models", "evidence", "batch", "store",
+          "eval")
 
 
 def build_parser() -> argparse.ArgumentParser:

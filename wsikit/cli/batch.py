@@ -17,6 +17,8 @@ examples:
   wsikit batch cohort.csv --out job/ --retry-failed                    # also redo failed slides
   ray start --head   # then, on every other node: ray start --address HEAD_IP:6379
   wsikit batch cohort.csv --out /shared/job --engine ray --ray-address auto --devices cuda
+  wsikit batch cohort.csv --out /shared/job --shard $SLURM_ARRAY_TASK_ID/4   # --array=0-3
+  wsikit batch status /shared/job [--json]           # every shard's progress; the manifest
 
 COHORT is a folder (searched recursively for .svs .tif .tiff .ndpi .mrxs .scn .vms .vmu .bif
 .dcm .svslide .qptiff .png .jpg .jpeg) or a CSV with a 'path' column and optional 'mpp'
@@ -82,6 +84,14 @@ def register(subparsers: Any) -> None:
                    help="seconds without heartbeat after which another host's lock is stale")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE (registers extra steps) here and in every worker")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="process only shard I (0-based) of N, balanced by tile count (grids "
+                        "in JOBDIR) or file size; every shard of a job array shares one plan "
+                        "stored in JOBDIR/shards/")
+    p.add_argument("--store", default="h5", metavar="h5|zarr|zarr:URL",
+                   help="also write features into a zarr cohort store: 'zarr' for "
+                        "JOBDIR/features_<encoder>.zarr, 'zarr:URL' for a folder or fsspec URL "
+                        "(one group per slide, written atomically; default %(default)s only)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     g = p.add_argument_group("attention and select steps (as 'wsikit select')")
     g.add_argument("--attention", choices=("auto", "titan", "heuristic"), default="auto",
@@ -100,6 +110,55 @@ def register(subparsers: Any) -> None:
     g.add_argument("--index", default=None, help="figure index folder to match crops against")
     g.add_argument("-k", type=positive_int, default=5, help="matched figures per region")
     p.set_defaults(func=batch_command)
+    p.__class__ = _BatchParser  # `wsikit batch status JOBDIR` is parsed by its own parser
+
+
+class _BatchParser(argparse.ArgumentParser):
+    """The ``batch`` parser; ``batch status …`` is handed to :func:`_status_parser`."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if args and args[0] == "status":
+            return _status_parser(self.prog).parse_known_args(args[1:], namespace)
+        return super().parse_known_args(args, namespace)
+
+
+def _status_parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"{prog} status",
+        description="Summarise a batch job folder over all its shards: slides per status, each "
+                    "shard's assigned/done/failed/pending slides and last run; with --json the "
+                    "per-slide run manifest too (status, attempts, errors, output checksums, "
+                    "encoder and weight checksums, precision, preprocessing, stage timings).")
+    p.add_argument("job", metavar="JOBDIR", help="the --out folder of 'wsikit batch'")
+    p.add_argument("--json", action="store_true", help="print JSON (with the manifest)")
+    p.set_defaults(func=status_command)
+    return p
+
+
+def status_command(args: argparse.Namespace) -> int:
+    """Print :func:`wsikit.batch.shard.job_status` (and the manifest with ``--json``)."""
+    import json
+
+    from ..batch.manifest import read_manifest
+    from ..batch.shard import job_status
+
+    status = job_status(args.job)
+    if args.json:
+        status["manifest"] = read_manifest(args.job)
+        print(json.dumps(status, indent=2, default=str))
+        return 0
+    print(f"job {status['job']}")
+    print("status     slides")
+    for key, value in sorted(status["counts"].items()):
+        print(f"{key:<10} {value:>6}")
+    for plan in status["plans"]:
+        print(f"shards: {plan['n_shards']} (balanced by {plan['unit']}, largest/mean load "
+              f"{plan['imbalance']:.3f})")
+        print("shard      assigned  done  failed  skipped  running  pending  load")
+        for e in plan["shards"]:
+            print(f"{e['shard']:<10} {e['assigned']:>8} {e['done']:>5} {e['failed']:>7} "
+                  f"{e['skipped']:>8} {e['running']:>8} {e['pending']:>8}  {e['load']:g}")
+    return 0
 
 
 def batch_command(args: argparse.Namespace) -> int:
@@ -116,6 +175,6 @@ def batch_command(args: argparse.Namespace) -> int:
         stale_after=args.stale_after, plugins=args.plugin, attention=args.attention,
         scales=args.scales, per_scale=args.per_scale, min_coverage=args.min_coverage,
         max_iou=args.max_iou, margin=args.margin, layout=args.layout, index=args.index,
-        k=args.k,
+        k=args.k, shard=args.shard, store=args.store,
         progress=False if args.no_progress else None)
     return summary.exit_code

@@ -32,7 +32,7 @@ from .mpp import check_mpp, objective_power, resolve_mpp
 __all__ = ["Slide", "open_slide", "BACKENDS", "LEVEL_TOLERANCE"]
 
 #: Backends in the order ``open_slide`` tries them.
-BACKENDS = ("openslide", "tiffslide", "image")
+BACKENDS = ("openslide", "tiffslide", "image", "omezarr")
 
 #: Relative slack when matching a requested downsample to a pyramid level: Aperio level sizes
 #: are rounded, so a "4x" level may have downsample 4.0018; it still counts as 4.
@@ -174,10 +174,17 @@ class _ImageBackend:
         self._arr = np.zeros((0, 0, 3), np.uint8)
 
 
-_BACKEND_CLASSES: dict[str, type] = {
+def _omezarr(path: Path) -> _Backend:
+    from .omezarr import OmeZarrBackend  # OME-Zarr (NGFF) folders; see wsikit.io.omezarr
+
+    return OmeZarrBackend(path)
+
+
+_BACKEND_CLASSES: dict[str, Any] = {
     "openslide": _OpenSlideBackend,
     "tiffslide": _TiffSlideBackend,
     "image": _ImageBackend,
+    "omezarr": _omezarr,
 }
 
 

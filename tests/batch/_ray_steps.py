@@ -1,0 +1,36 @@
+"""Test-only step ``hold`` for the multi-node Ray test (imported by workers as a plugin).
+
+It records where it runs (``JOBDIR/started/<slide>.<node id>.<pid>``) before sleeping
+``WSIKIT_TEST_SLEEP`` seconds, and appends ``<slide> <node id>`` to ``JOBDIR/completed.log`` only
+after finishing, so a test can kill a node while a slide is held there and then count how often
+each slide completed. Its output is the SHA-256 of the slide's feature file (deterministic).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+from wsikit.batch import register_step
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
+@register_step("hold", requires=("features",))
+def hold_step(ctx):
+    node = _node_id()
+    started = ctx.job.root / "started"
+    started.mkdir(exist_ok=True)
+    (started / f"{ctx.slide_id}.{node}.{os.getpid()}").write_text("")
+    time.sleep(float(os.environ.get("WSIKIT_TEST_SLEEP", "0")))
+    digest = hashlib.sha256(ctx.output_path("features", "features").read_bytes()).hexdigest()
+    with ctx.output("digest", "hold", f"{ctx.slide_id}.txt") as tmp:
+        tmp.write_text(digest + "\n")
+    with open(ctx.job.root / "completed.log", "a", encoding="utf-8") as fh:
+        fh.write(f"{ctx.slide_id} {node}\n")
+    return {"node": node}

@@ -1,0 +1,128 @@
+"""The Ray engine's handling of lost work, with a stand-in for Ray (fast; no Ray needed).
+
+A task or actor call lost with its node is resubmitted from its last completed part, at most
+``max_resubmits`` times, and recorded as ``lost_attempts``; a slide's own failure or any other
+error is not retried.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from wsikit.batch import BatchConfig
+from wsikit.batch import ray_engine
+from wsikit.batch.ray_engine import RayEngine, _is_lost
+
+
+class NodeDiedError(Exception):
+    """Named like Ray's: the engine recognises lost work by the exception class name."""
+
+
+class ActorDiedError(Exception):
+    pass
+
+
+class FakeRef:
+    ids = itertools.count()
+
+    def __init__(self, kind, task, outcome):
+        self.kind, self.task, self.outcome, self.id = kind, task, outcome, next(self.ids)
+
+
+class FakeRay:
+    """Just enough of Ray: remote functions/actors whose calls resolve to scripted outcomes."""
+
+    def __init__(self, script):
+        self.script = script  # (kind, slide_id) -> list of outcomes, consumed in order
+        self.calls = []
+        self.actor_calls = []
+
+    def _call(self, kind, task, actor=None):
+        sid = task["slide"]["slide_id"]
+        self.calls.append((kind, sid))
+        if actor is not None:
+            self.actor_calls.append((sid, actor))
+        return FakeRef(kind, task, self.script[(kind, sid)].pop(0))
+
+    def wait(self, refs, num_returns, timeout):
+        return list(refs), []
+
+    def get(self, ref):
+        if isinstance(ref.outcome, Exception):
+            raise ref.outcome
+        return {"slide_id": ref.task["slide"]["slide_id"], **ref.outcome}
+
+
+class Actor:
+    def __init__(self, fake, index):
+        self.run = type("M", (), {"remote": lambda _s, task, steps: fake._call("device", task,
+                                                                               index)})()
+
+
+def make_engine(monkeypatch, script, max_resubmits=3):
+    fake = FakeRay(script)
+    monkeypatch.setattr(ray_engine, "_import_ray", lambda: fake)
+    eng = RayEngine(address=None, devices="cpu", workers=2,
+                    config=BatchConfig(steps=("segment", "patch", "features")),
+                    max_resubmits=max_resubmits)
+    eng._actors = [Actor(fake, 0), Actor(fake, 1)]
+    eng._load = [0, 0]
+    eng._args = ("job", 600.0, {})
+    eng._remote_cpu = type("R", (), {"remote": lambda _s, task, *a: fake._call("cpu", task)})()
+    return eng, fake
+
+
+def task(sid):
+    return {"slide": {"slide_id": sid, "path": f"/x/{sid}.svs"}, "previous": {}}
+
+
+def drain(eng):
+    out = []
+    while eng._refs:
+        out += eng.wait(timeout=0)
+    return out
+
+
+DONE = {"status": "done", "steps": {"segment": {}, "patch": {}}, "seconds": 1.0, "reused": []}
+
+
+def test_lost_cpu_and_device_parts_are_resubmitted(monkeypatch):
+    eng, fake = make_engine(monkeypatch, {
+        ("cpu", "a"): [NodeDiedError("node gone"), DONE],
+        ("device", "a"): [ActorDiedError("actor gone"), {**DONE, "seconds": 2.0}],
+        ("cpu", "b"): [DONE], ("device", "b"): [{**DONE, "seconds": 3.0}]})
+    eng.submit(task("a"))
+    eng.submit(task("b"))
+    results = {r["slide_id"]: r for r in drain(eng)}
+    assert results["a"]["status"] == results["b"]["status"] == "done"
+    assert [x["part"] for x in results["a"]["lost_attempts"]] == ["cpu", "device"]
+    assert [x["error"] for x in results["a"]["lost_attempts"]] == ["NodeDiedError",
+                                                                   "ActorDiedError"]
+    assert "lost_attempts" not in results["b"]
+    assert results["a"]["seconds"] == 3.0  # CPU part + device part of the attempts that ran
+    assert fake.calls.count(("cpu", "a")) == 2 and fake.calls.count(("device", "a")) == 2
+    # The resubmitted device part went to the other actor, not the one that just died.
+    first, again = [k for s, k in fake.actor_calls if s == "a"]
+    assert first != again and eng._load == [0, 0]
+
+
+def test_resubmits_are_bounded_and_other_errors_are_failures(monkeypatch):
+    eng, _ = make_engine(monkeypatch, {
+        ("cpu", "a"): [NodeDiedError("1"), NodeDiedError("2"), NodeDiedError("3")],
+        ("cpu", "b"): [RuntimeError("pickling failed")]}, max_resubmits=2)
+    eng.submit(task("a"))
+    eng.submit(task("b"))
+    results = {r["slide_id"]: r for r in drain(eng)}
+    assert results["a"]["status"] == "failed"
+    assert results["a"]["error"]["type"] == "NodeDiedError"
+    assert len(results["a"]["lost_attempts"]) == 2
+    assert results["b"]["status"] == "failed" and "lost_attempts" not in results["b"]
+    assert "pickling failed" in results["b"]["error"]["message"]
+
+
+@pytest.mark.parametrize("exc, lost", [(NodeDiedError(), True), (ActorDiedError(), True),
+                                       (RuntimeError(), False), (ValueError(), False)])
+def test_lost_work_is_recognised_by_class(exc, lost):
+    assert _is_lost(exc) is lost

@@ -1,0 +1,64 @@
+"""``wsikit store``: the zarr cohort feature store (convert to/from the h5 layout, list)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+_EPILOG = """\
+examples:
+  wsikit store convert job/features_conch_v1_5/ cohort.zarr        # h5 files -> zarr store
+  wsikit store convert cohort.zarr out/                            # -> out/features_<enc>/*.h5
+  wsikit store convert job/features_heuristic s3://bucket/c.zarr   # any fsspec URL
+  wsikit store ls cohort.zarr
+"""
+
+
+def _is_store(src: str) -> bool:
+    return "://" in src or (Path(src) / "zarr.json").is_file()
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from ..feature_store import h5_to_zarr, zarr_to_h5
+
+    if _is_store(args.src):
+        files = zarr_to_h5(args.src, args.dst)
+        print(f"{args.src}: {len(files)} slide(s) -> {args.dst}/features_<encoder>/",
+              file=sys.stdout)
+    else:
+        slides = h5_to_zarr(args.src, args.dst)
+        print(f"{args.src}: {len(slides)} slide(s) -> zarr store {args.dst}", file=sys.stdout)
+    return 0
+
+
+def _ls(args: argparse.Namespace) -> int:
+    from ..feature_store import open_store
+
+    store = open_store(args.store, mode="r")
+    for sid in store.slides():
+        group = store.root[sid]
+        shape = group["features"].shape
+        print(f"{sid}\t{group.attrs.get('encoder')}\t{shape[0]} x {shape[1]}", file=sys.stdout)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``wsikit store convert`` and ``wsikit store ls``."""
+    p = subparsers.add_parser(
+        "store", help="zarr cohort feature store: convert to/from h5, list",
+        description="A zarr cohort feature store holds one group per slide ('features' (N, D) "
+                    "float32 in row chunks, 'coords' (N, 2) int64, the h5 files' attributes), "
+                    "each written atomically, in a folder or at any fsspec URL.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="store_command", metavar="ACTION", required=True)
+    c = sub.add_parser("convert", help="h5 feature files <-> zarr store (direction from SRC)")
+    c.add_argument("src", help="features_<encoder>/ folder or .h5 file, or a zarr store")
+    c.add_argument("dst", help="zarr store (folder or URL), or the output folder for h5 files")
+    c.set_defaults(func=_convert)
+    ls = sub.add_parser("ls", help="list the complete slides of a store")
+    ls.add_argument("store", help="zarr store folder or URL")
+    ls.set_defaults(func=_ls)

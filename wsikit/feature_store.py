@@ -1,0 +1,308 @@
+"""A cohort feature store in zarr: one group per slide, safe for many concurrent writers.
+
+Layout (zarr format 3; a local folder or any fsspec URL such as ``s3://bucket/cohort.zarr``)::
+
+    cohort.zarr/                     root group, attributes {"wsikit": "feature-store/v1"}
+      <slide_id>/                    one group per slide, attributes slide_id, encoder, complete
+        features   (N, D) float32    chunked by rows (about 4 MiB per chunk, as the h5 files)
+        coords     (N, 2) int64      level-0 top-left corners
+
+``features`` and ``coords`` carry the same attributes as the datasets of the TRIDENT-layout h5
+file (``features_<encoder>/<slide>.h5``: ``encoder``, ``label``, ``dim``, ``grid_hash``, … and
+``patch_size``, ``patch_size_level0``, ``level0_magnification``, …), so :func:`h5_to_zarr` and
+:func:`zarr_to_h5` convert without loss.
+
+Each slide is written atomically, so workers on many nodes can fill one store:
+
+* on a local (or network-mounted) path the group is written as a separate folder next to the
+  store's groups and renamed into place (a rename within one folder is atomic); a previous
+  group of the slide is moved aside first and removed after;
+* on object stores (no rename), the group is written in place and the group attribute
+  ``complete: true`` is written last;
+* readers (:func:`read_slide`, :func:`list_slides`) use only groups with ``complete: true``,
+  so a crashed or in-progress write is never read as features.
+
+No file is shared between slides: writers of different slides never touch the same key, and
+the root group is created once, atomically. The store never uses consolidated metadata (that
+single file would be a shared key).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._atomic import TMP_MARK, write_bytes_atomic
+from ._h5 import h5_value
+from ._version import __version__
+from .errors import FeatureError
+
+__all__ = ["FeatureStore", "open_store", "write_slide", "read_slide", "list_slides",
+           "h5_to_zarr", "zarr_to_h5", "STORE_SCHEMA"]
+
+#: Root-group attribute identifying a wsikit feature store.
+STORE_SCHEMA = "feature-store/v1"
+
+_CHUNK_BYTES = 4 * 2**20  # rows per chunk: about 4 MiB, like the h5 feature files
+
+
+def _zarr() -> Any:
+    import zarr
+
+    major = int(zarr.__version__.split(".")[0])
+    if major < 3:
+        raise FeatureError(f"the zarr feature store needs zarr>=3 (installed: {zarr.__version__}"
+                           "); pip install 'zarr>=3'")
+    return zarr
+
+
+def _local_path(url: str | os.PathLike[str]) -> Path | None:
+    """The folder of a local store (plain path or ``file://``), else ``None`` (fsspec URL)."""
+    text = os.fspath(url)
+    if text.startswith("file://"):
+        return Path(text[len("file://"):])
+    if "://" in text:
+        return None
+    return Path(text).expanduser()
+
+
+def _json_attr(value: Any) -> Any:
+    """An h5/numpy attribute as JSON-ready data (NaN kept as a float; zarr writes it)."""
+    if isinstance(value, (list, tuple)):
+        return [_json_attr(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _json_attr(v) for k, v in value.items()}
+    return h5_value(value)
+
+
+class FeatureStore:
+    """A zarr feature store at ``url`` (a folder, ``file://`` or any fsspec URL).
+
+    Parameters
+    ----------
+    url : str or path
+    mode : {"a", "r"}
+        ``"a"`` creates the store if missing; ``"r"`` requires it to exist.
+    storage_options : mapping, optional
+        fsspec options for remote URLs (credentials, endpoint).
+    """
+
+    def __init__(self, url: str | os.PathLike[str], *, mode: str = "a",
+                 storage_options: Mapping[str, Any] | None = None) -> None:
+        if mode not in ("a", "r"):
+            raise FeatureError(f"feature store mode {mode!r} is not 'a' or 'r'")
+        self.url = os.fspath(url)
+        self.mode = mode
+        self.local = _local_path(url)
+        self.storage_options = dict(storage_options or {})
+        zarr = _zarr()
+        if self.local is not None:
+            if mode == "a":
+                self._create_local_root()
+            elif not (self.local / "zarr.json").is_file():
+                raise FeatureError(f"{self.local} is not a zarr feature store (no zarr.json); "
+                                   "write one with 'wsikit store convert' or --store zarr")
+        try:
+            if self.local is not None:
+                self.root = zarr.open_group(str(self.local), mode=mode)
+            else:
+                self.root = zarr.open_group(self.url, mode=mode,
+                                            storage_options=self.storage_options or None)
+        except Exception as exc:  # noqa: BLE001 - zarr/fsspec raise many types
+            raise FeatureError(f"cannot open feature store {self.url}: {exc}") from exc
+        if mode == "a" and self.local is None and "wsikit" not in self.root.attrs:
+            self.root.attrs["wsikit"] = STORE_SCHEMA
+
+    def _create_local_root(self) -> None:
+        assert self.local is not None
+        meta = self.local / "zarr.json"
+        if meta.is_file():
+            return
+        self.local.mkdir(parents=True, exist_ok=True)
+        doc = {"zarr_format": 3, "node_type": "group", "attributes": {"wsikit": STORE_SCHEMA}}
+        with contextlib.suppress(FileExistsError):
+            tmp = self.local / f".zarr.json{TMP_MARK}{uuid.uuid4().hex}"
+            write_bytes_atomic(tmp, json.dumps(doc, indent=2).encode())
+            try:
+                os.link(tmp, meta)  # create once: concurrent writers agree on the root
+            except FileExistsError:
+                pass
+            except OSError:
+                if not meta.exists():
+                    os.replace(tmp, meta)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+
+    def __repr__(self) -> str:
+        return f"FeatureStore({self.url!r}, slides={len(self.slides())})"
+
+    # ------------------------------------------------------------------ reading
+    def slides(self) -> list[str]:
+        """Ids of the slides whose group is complete, sorted."""
+        out = []
+        for name, group in self.root.groups():
+            if not name.startswith(".") and group.attrs.get("complete") is True:
+                out.append(name)
+        return sorted(out)
+
+    def __contains__(self, slide_id: str) -> bool:
+        return slide_id in self.slides()
+
+    def read(self, slide_id: str) -> Any:
+        """The slide's :class:`~wsikit.features.Embeddings` (``FeatureError`` if incomplete)."""
+        from .features import Embeddings
+
+        try:
+            group = self.root[slide_id]
+        except KeyError:
+            raise FeatureError(f"feature store {self.url} has no slide {slide_id!r}; it has "
+                               f"{len(self.slides())} complete slide(s)") from None
+        if group.attrs.get("complete") is not True:
+            raise FeatureError(f"feature store {self.url}: slide {slide_id!r} is incomplete (a "
+                               "write was interrupted or is in progress); write it again")
+        feats = group["features"]
+        coords = group["coords"]
+        fattrs = dict(feats.attrs)
+        attrs = {k: v for k, v in fattrs.items() if k not in ("encoder", "label")}
+        attrs["coords"] = dict(coords.attrs)
+        return Embeddings(np.asarray(feats[...], np.float32), np.asarray(coords[...], np.int64),
+                          str(fattrs.get("encoder", group.attrs.get("encoder", ""))),
+                          str(fattrs.get("label", fattrs.get("encoder", ""))), attrs)
+
+    # ------------------------------------------------------------------ writing
+    def write(self, slide_id: str, embeddings: Any) -> None:
+        """Write (or replace) one slide's features and coords atomically (module docstring)."""
+        if self.mode == "r":
+            raise FeatureError(f"feature store {self.url} is open read-only")
+        if not slide_id or slide_id.startswith((".", "__")) or "/" in slide_id:
+            raise FeatureError(f"slide id {slide_id!r} cannot name a zarr group (no '/', no "
+                               "leading '.' or '__')")
+        feats = np.asarray(embeddings.features)
+        coords = np.asarray(embeddings.coords)
+        if feats.ndim != 2 or coords.shape != (feats.shape[0], 2):
+            raise FeatureError(f"slide {slide_id}: features {feats.shape} and coords "
+                               f"{coords.shape} do not match; expected (N, D) and (N, 2)")
+        zarr = _zarr()
+        if self.local is not None:
+            tmp = self.local / f".{slide_id}{TMP_MARK}{uuid.uuid4().hex}"
+            try:
+                self._fill(zarr.open_group(str(tmp), mode="w"), slide_id, embeddings)
+                final = self.local / slide_id
+                old = None
+                if final.exists():
+                    old = self.local / f".{slide_id}{TMP_MARK}old-{uuid.uuid4().hex}"
+                    os.rename(final, old)
+                os.rename(tmp, final)
+                if old is not None:
+                    shutil.rmtree(old, ignore_errors=True)
+            finally:
+                if tmp.exists():
+                    shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            if slide_id in self.root:
+                del self.root[slide_id]
+            self._fill(self.root.create_group(slide_id), slide_id, embeddings)
+
+    @staticmethod
+    def _fill(group: Any, slide_id: str, emb: Any) -> None:
+        feats = np.ascontiguousarray(emb.features, dtype=np.float32)
+        coords = np.ascontiguousarray(emb.coords, dtype=np.int64)
+        n, dim = feats.shape
+        rows = max(1, min(max(n, 1), _CHUNK_BYTES // (4 * max(dim, 1))))
+        fa = group.create_array("features", shape=(n, dim), chunks=(rows, max(dim, 1)),
+                                dtype="float32")
+        if n:
+            fa[...] = feats
+        ca = group.create_array("coords", shape=(n, 2), chunks=(rows, 2), dtype="int64")
+        if n:
+            ca[...] = coords
+        fattrs = {k: _json_attr(v) for k, v in emb.attrs.items()
+                  if k != "coords" and v is not None}
+        fa.attrs.update({**fattrs, "encoder": emb.encoder, "label": emb.label, "dim": int(dim),
+                         "complete": True})
+        ca.attrs.update({k: _json_attr(v) for k, v in dict(emb.attrs.get("coords", {})).items()
+                         if v is not None})
+        group.attrs.update({"slide_id": slide_id, "encoder": emb.encoder, "n_patches": int(n),
+                            "wsikit_version": __version__})
+        group.attrs["complete"] = True  # last: readers trust only complete groups
+
+
+def open_store(url: str | os.PathLike[str], *, mode: str = "a",
+               storage_options: Mapping[str, Any] | None = None) -> FeatureStore:
+    """Open (``mode="a"``: create if missing) a feature store; see :class:`FeatureStore`."""
+    return FeatureStore(url, mode=mode, storage_options=storage_options)
+
+
+def write_slide(store: FeatureStore | str | os.PathLike[str], slide_id: str,
+                embeddings: Any) -> None:
+    """Write one slide's :class:`~wsikit.features.Embeddings` into ``store`` atomically."""
+    (store if isinstance(store, FeatureStore) else open_store(store)).write(slide_id, embeddings)
+
+
+def read_slide(store: FeatureStore | str | os.PathLike[str], slide_id: str) -> Any:
+    """One slide's :class:`~wsikit.features.Embeddings` from ``store``."""
+    st = store if isinstance(store, FeatureStore) else open_store(store, mode="r")
+    return st.read(slide_id)
+
+
+def list_slides(store: FeatureStore | str | os.PathLike[str]) -> list[str]:
+    """Ids of the complete slides in ``store``."""
+    st = store if isinstance(store, FeatureStore) else open_store(store, mode="r")
+    return st.slides()
+
+
+# --------------------------------------------------------------------------- conversion
+def _h5_files(src: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    if isinstance(src, (str, os.PathLike)):
+        path = Path(src)
+        if path.is_dir():
+            files = sorted(p for p in path.glob("*.h5") if not p.name.startswith("."))
+            if not files:
+                raise FeatureError(f"{path} holds no .h5 feature files; pass a "
+                                   "features_<encoder>/ folder or .h5 files")
+            return files
+        if not path.is_file():
+            raise FeatureError(f"{path}: no such feature file or folder")
+        return [path]
+    return [Path(p) for p in src]
+
+
+def h5_to_zarr(src: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+               store: FeatureStore | str | os.PathLike[str]) -> list[str]:
+    """Copy TRIDENT-layout h5 feature files (a ``features_<encoder>/`` folder) into a store.
+
+    Returns the slide ids written (file stems).
+    """
+    from .features import Embeddings
+
+    st = store if isinstance(store, FeatureStore) else open_store(store)
+    done = []
+    for path in _h5_files(src):
+        st.write(path.stem, Embeddings.from_h5(path))
+        done.append(path.stem)
+    return done
+
+
+def zarr_to_h5(store: FeatureStore | str | os.PathLike[str], out: str | os.PathLike[str], *,
+               slides: Iterable[str] | None = None) -> list[Path]:
+    """Write a store's slides as ``OUT/features_<encoder>/<slide>.h5`` (TRIDENT layout).
+
+    Returns the files written.
+    """
+    from .features import features_path
+
+    st = store if isinstance(store, FeatureStore) else open_store(store, mode="r")
+    written = []
+    for sid in (list(slides) if slides is not None else st.slides()):
+        emb = st.read(sid)
+        written.append(emb.to_h5(features_path(out, emb.encoder, sid)))
+    return written
