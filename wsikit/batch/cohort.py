@@ -94,7 +94,7 @@ def read_cohort(source: str | os.PathLike[str], *, mpp: float | None = None,
     """
     source = Path(source).expanduser()
     if mpp is not None and not (mpp > 0):
-        raise BatchError(f"--mpp must be a positive number of µm/px, got {mpp!r}")
+        raise BatchError(f"mpp must be a positive number of µm/px, got {mpp!r}")
     if source.is_dir():
         slides = _read_folder(source, mpp, tuple(e.lower() for e in extensions))
     elif source.is_file():

@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import write_json_atomic
+from .._hints import option
 from .._progress import progress as progress_bar
 from .._version import __version__
 from ..errors import BatchError
 from .cohort import CohortSlide, read_cohort
+from .launch import check_launch
 from .state import JobFolder, SlideLock, now_iso
 from .steps import BatchConfig, get_step, load_plugins, resolve_steps
 
@@ -224,6 +226,8 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
             tqdm.write(line, file=sys.stdout)
     load_plugins(plugins)
     step_names = resolve_steps(steps)
+    if engine == "local":
+        check_launch(step_names)  # plain scripts/notebooks: one clear error before any slide
     config = BatchConfig(steps=step_names, encoder=encoder, weights=weights,
                          tissue_mpp=float(tissue_mpp), target_mpp=float(target_mpp),
                          patch_px=int(patch_px), overlap_px=int(overlap_px),
@@ -282,7 +286,7 @@ def _make_engine(engine: str, *, devices: str | Sequence[str], workers: int,
         from .ray_engine import RayEngine
 
         return RayEngine(address=ray_address, devices=devices, workers=workers, config=config)
-    raise BatchError(f"--engine {engine!r} is not 'local' or 'ray'")
+    raise BatchError(f"engine={engine!r} is not 'local' or 'ray'")
 
 
 class _Coordinator:
@@ -316,7 +320,8 @@ class _Coordinator:
             err = (state.get("error") or {}).get("message", "unknown error")
             self._settle(SlideOutcome(slide.slide_id, "failed",
                                       message=f"failed in an earlier run ({err}); pass "
-                                              "--retry-failed to try again"), quiet=True)
+                                              f"{option('retry_failed')} to try again"),
+                         quiet=True)
             return False
         return True
 

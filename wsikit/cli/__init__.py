@@ -18,6 +18,7 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 
+from .._hints import command_line
 from .._version import __version__
 from ..errors import WsikitError
 
@@ -137,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, command: str) -> int:
     """Call the sub-command; map every failure to one line on stderr and an exit code."""
     try:
-        return int(args.func(args) or 0)
+        with command_line():  # messages name --flags, not Python keywords
+            return int(args.func(args) or 0)
     except WsikitError as exc:
         _error(command, str(exc))
         return 2
