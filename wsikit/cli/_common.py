@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 __all__ = [
+    "CommandParser",
     "DefaultsHelpFormatter",
     "RawDefaultsHelpFormatter",
     "fraction",
@@ -25,6 +26,29 @@ __all__ = [
     "positive_int",
     "scales",
 ]
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A sub-command's parser that rejects options it does not know *itself*.
+
+    By default argparse hands a sub-command's unknown arguments up to the top-level parser,
+    which then prints ``wsikit``'s usage instead of the sub-command's. This parser errors with
+    its own usage (``usage: wsikit select ...``) and suggests the closest option it has.
+    """
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            import difflib
+
+            known = [o for o in self._option_string_actions if o.startswith("--")]
+            words = []
+            for extra in extras:
+                close = difflib.get_close_matches(extra.split("=", 1)[0], known, n=1)
+                words.append(f"{extra} (did you mean {close[0]}?)" if close and
+                             extra.startswith("-") else extra)
+            self.error(f"unrecognized arguments: {' '.join(words)}")
+        return namespace, extras
 
 
 def _number(value: str, kind: type) -> float | int:
