@@ -69,3 +69,14 @@ def test_read_trident_clam(tmp_path) -> None:
     assert "slide.h5: 24 patches of 256 px = 512 level-0 px, µm/px not recorded" in out
     assert "features (24, 768)" in out and "first patch (256, 256, 3)" in out
     assert "4x4 window" in out
+
+
+def test_ci_runs_the_readme_command_and_every_example() -> None:
+    """CI (.ci/run) runs the README's test command verbatim, and every example script."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("```bash\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    assert len(block) == 2 and block[0] == "pip install -e . && wsikit demo"
+    ci = (REPO / ".ci" / "run").read_text()
+    assert block[1] in ci.splitlines()
+    listed = ci.split("for example in ", 1)[1].split(";", 1)[0].split()
+    assert sorted(listed) == sorted(p.stem for p in EXAMPLES.glob("*.py"))
