@@ -125,3 +125,14 @@ def test_plain_folder_is_still_refused(tmp_path) -> None:
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(SlideError, match="is a folder"):
         open_slide(tmp_path)
+
+
+def test_info_command_on_a_series_folder(series, capsys) -> None:
+    from wsikit.cli import main
+
+    assert main(["info", str(series), "--json"]) == 0
+    import json
+
+    info = json.loads(capsys.readouterr().out)
+    assert info["backend"] == "dicom" and info["dimensions"] == [1024, 768]
+    assert info["mpp"] == pytest.approx(MPP) and len(info["level_dimensions"]) == 3
