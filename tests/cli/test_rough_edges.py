@@ -133,3 +133,21 @@ def test_lock_file_removed_and_relocked(tmp_path) -> None:
                               env=dict(os.environ, PYTHONPATH=str(REPO)))
         assert proc.returncode == 3  # another process is refused
     assert not path.exists()
+
+
+# ------------------------------------------------------------------ advice in the caller's terms
+def test_options_named_as_the_caller_spells_them() -> None:
+    from wsikit._hints import command_line, option
+
+    assert option("retry_failed") == "retry_failed=True"
+    assert option("target_mpp", 8.0) == "target_mpp=8.0"
+    with command_line():
+        assert option("retry_failed") == "--retry-failed"
+        assert option("target_mpp", 8.0) == "--target-mpp 8.0"
+        # worker processes started by a command (wsikit batch) speak the same language
+        code = "from wsikit._hints import option; print(option('retry_failed'))"
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        assert child.stdout.strip() == "--retry-failed"
+    assert option("retry_failed") == "retry_failed=True"
+    assert "WSIKIT_COMMAND_LINE" not in os.environ
