@@ -136,3 +136,22 @@ def test_info_command_on_a_series_folder(series, capsys) -> None:
     info = json.loads(capsys.readouterr().out)
     assert info["backend"] == "dicom" and info["dimensions"] == [1024, 768]
     assert info["mpp"] == pytest.approx(MPP) and len(info["level_dimensions"]) == 3
+
+
+def test_select_runs_on_a_dicom_series(tmp_path, capsys) -> None:
+    """The whole pipeline (tissue, patches, features, attention, windows, crops) on a JPEG
+    DICOM series (2048×1536 at 0.25 µm/px, levels 1/2/4/8)."""
+    import json
+
+    from wsikit.cli import main
+
+    spec = SyntheticSpec(2048, 1536, mpp=0.25, dense=[(600, 400, 500, 500)], seed=5)
+    write_dicom_wsi(tmp_path / "case-9", synthetic_tissue_image(spec), mpp=0.25,
+                    downsamples=(1, 2, 4, 8), codec="jpeg")
+    out = tmp_path / "out"
+    assert main(["select", str(tmp_path / "case-9"), "--models", "heuristic", "--attention",
+                 "heuristic", "--out", str(out), "--patch-px", "256", "--scales", "2,1",
+                 "--no-report"]) == 0
+    doc = json.loads((out / "select" / "case-9" / "evidence.json").read_text())
+    assert doc["slide"]["mpp"] == pytest.approx(0.25) and doc["regions"]
+    assert (out / "features_heuristic" / "case-9.h5").exists()
