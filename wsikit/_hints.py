@@ -19,7 +19,7 @@ import contextvars
 import os
 from collections.abc import Iterator
 
-__all__ = ["option", "command_line", "on_command_line"]
+__all__ = ["option", "keyword", "command_line", "on_command_line"]
 
 _CLI: contextvars.ContextVar[bool] = contextvars.ContextVar("wsikit_command_line", default=False)
 _UNSET = object()
@@ -40,6 +40,11 @@ def option(name: str, value: object = _UNSET) -> str:
         flag = "--" + name.replace("_", "-")
         return flag if value is _UNSET else f"{flag} {value}"
     return f"{name}=True" if value is _UNSET else f"{name}={value!r}"
+
+
+def keyword(name: str) -> str:
+    """The option ``name`` without a value: ``--name`` / ``name=``."""
+    return "--" + name.replace("_", "-") if on_command_line() else f"{name}="
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ import numpy as np
 
 from ._atomic import atomic_path
 from ._h5 import h5_value
-from ._hints import option
+from ._hints import keyword, option
 from ._version import __version__
 from .errors import GridError
 from .io.mpp import check_mpp
@@ -334,7 +334,7 @@ def make_grid(slide: Slide, mask: TissueMask | None, *, target_mpp: float = 0.5,
     tissue = frac[gy, gx].astype(np.float32)
     if len(coords) == 0:
         warnings.warn(f"{slide.name}: no patch has at least {min_tissue:g} tissue; the grid is "
-                      f"empty (check the tissue mask, or lower --min-tissue)", UserWarning,
+                      f"empty (check the tissue mask, or lower {keyword('min_tissue')})", UserWarning,
                       stacklevel=2)
     return TileGrid(coords=coords, tissue=tissue, patch_px=patch_px, patch_size_l0=size,
                     stride_l0=stride, target_mpp=target_mpp, slide_mpp=slide.mpp,

@@ -137,9 +137,11 @@ def test_lock_file_removed_and_relocked(tmp_path) -> None:
 
 # ------------------------------------------------------------------ advice in the caller's terms
 def test_options_named_as_the_caller_spells_them() -> None:
-    from wsikit._hints import command_line, option
+    from wsikit._hints import command_line, keyword, option
 
-    assert option("retry_failed") == "retry_failed=True"
+    assert option("retry_failed") == "retry_failed=True" and keyword("steps") == "steps="
+    with command_line():
+        assert keyword("min_tissue") == "--min-tissue"
     assert option("target_mpp", 8.0) == "target_mpp=8.0"
     with command_line():
         assert option("retry_failed") == "--retry-failed"
@@ -151,3 +153,15 @@ def test_options_named_as_the_caller_spells_them() -> None:
         assert child.stdout.strip() == "--retry-failed"
     assert option("retry_failed") == "retry_failed=True"
     assert "WSIKIT_COMMAND_LINE" not in os.environ
+
+
+def test_batch_errors_in_python_name_keywords(tmp_path) -> None:
+    from wsikit.batch import JobFolder, resolve_steps
+    from wsikit.errors import BatchError
+
+    (tmp_path / "job").write_text("a file")
+    with pytest.raises(BatchError, match=r"\(out=\)") as info:
+        JobFolder(tmp_path / "job")
+    assert "--" not in str(info.value)
+    with pytest.raises(BatchError, match=r"\(steps=\) is empty"):
+        resolve_steps("")
