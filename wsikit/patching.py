@@ -334,8 +334,8 @@ def make_grid(slide: Slide, mask: TissueMask | None, *, target_mpp: float = 0.5,
     tissue = frac[gy, gx].astype(np.float32)
     if len(coords) == 0:
         warnings.warn(f"{slide.name}: no patch has at least {min_tissue:g} tissue; the grid is "
-                      f"empty (check the tissue mask, or lower {keyword('min_tissue')})", UserWarning,
-                      stacklevel=2)
+                      f"empty (check the tissue mask, or lower {keyword('min_tissue')})",
+                      UserWarning, stacklevel=2)
     return TileGrid(coords=coords, tissue=tissue, patch_px=patch_px, patch_size_l0=size,
                     stride_l0=stride, target_mpp=target_mpp, slide_mpp=slide.mpp,
                     mpp_source=slide.mpp_source, overlap_px=overlap_px, slide_name=slide.name,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 __all__ = [
@@ -36,7 +36,9 @@ class CommandParser(argparse.ArgumentParser):
     its own usage (``usage: wsikit select ...``) and suggests the closest option it has.
     """
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    def parse_known_args(  # type: ignore[override]
+            self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
         namespace, extras = super().parse_known_args(args, namespace)
         if extras:
             import difflib
