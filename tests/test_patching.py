@@ -113,7 +113,8 @@ def test_slide_smaller_than_one_patch(tmp_path):
     path = write_synthetic_slide(tmp_path / "tiny.svs", spec, downsamples=(1,), tile=64)
     with open_slide(path) as slide:
         tm = segment_tissue(slide, min_tissue_um2=1000)
-        grid = make_grid(slide, tm, target_mpp=0.5, patch_px=512)
+        with pytest.warns(UserWarning, match="2x coarser than the target 0.5"):  # upsampled
+            grid = make_grid(slide, tm, target_mpp=0.5, patch_px=512)
         assert grid.patch_size_l0 == 256 > max(slide.dimensions)
         assert grid.coords.tolist() == [[0, 0]]
         assert 0.2 < grid.tissue[0] < 0.5  # ~ellipse / patch area, outside counts as background

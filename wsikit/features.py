@@ -226,19 +226,17 @@ def _clean_stale(path: Path) -> None:
 
 @contextlib.contextmanager
 def _slide_lock(path: Path) -> Iterator[None]:
-    """Exclusive per-output lock (released by the OS if the process dies)."""
-    from filelock import FileLock, Timeout
+    """Exclusive per-output lock (released by the OS if the process dies; the lock file is
+    removed on release, so finished outputs leave none behind)."""
+    from ._lockfile import ExclusiveLock, LockBusy
 
-    lock = FileLock(str(path.parent / f".{path.name}.lock"))
     try:
-        lock.acquire(timeout=0)
-    except Timeout as exc:
+        lock = ExclusiveLock(path.parent / f".{path.name}.lock")
+    except LockBusy as exc:
         raise FeatureError(f"{path}: another process is extracting these features now; "
                            "wait for it or use another --out") from exc
-    try:
+    with lock:
         yield
-    finally:
-        lock.release()
 
 
 def extract_features(

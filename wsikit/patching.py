@@ -28,6 +28,7 @@ import numpy as np
 
 from ._atomic import atomic_path
 from ._h5 import h5_value
+from ._hints import keyword, option
 from ._version import __version__
 from .errors import GridError
 from .io.mpp import check_mpp
@@ -310,6 +311,11 @@ def make_grid(slide: Slide, mask: TissueMask | None, *, target_mpp: float = 0.5,
     patch_px, overlap_px = int(patch_px), int(overlap_px)
     W, H = slide.dimensions
     ratio = target_mpp / slide.mpp
+    if ratio < 1 / 1.5:  # level 0 much coarser than the target: every patch is invented detail
+        warnings.warn(f"{slide.name}: level 0 is {slide.mpp:g} µm/px, {1 / ratio:.3g}x coarser "
+                      f"than the target {target_mpp:g} µm/px, so every patch is upsampled; "
+                      f"check the slide's mpp or use {option('target_mpp', slide.mpp)}",
+                      UserWarning, stacklevel=2)
     size = max(1, int(round(patch_px * ratio)))
     stride = max(1, int(round((patch_px - overlap_px) * ratio)))
     xs, ys = _positions(W, stride, size), _positions(H, stride, size)
@@ -328,8 +334,8 @@ def make_grid(slide: Slide, mask: TissueMask | None, *, target_mpp: float = 0.5,
     tissue = frac[gy, gx].astype(np.float32)
     if len(coords) == 0:
         warnings.warn(f"{slide.name}: no patch has at least {min_tissue:g} tissue; the grid is "
-                      f"empty (check the tissue mask, or lower --min-tissue)", UserWarning,
-                      stacklevel=2)
+                      f"empty (check the tissue mask, or lower {keyword('min_tissue')})",
+                      UserWarning, stacklevel=2)
     return TileGrid(coords=coords, tissue=tissue, patch_px=patch_px, patch_size_l0=size,
                     stride_l0=stride, target_mpp=target_mpp, slide_mpp=slide.mpp,
                     mpp_source=slide.mpp_source, overlap_px=overlap_px, slide_name=slide.name,

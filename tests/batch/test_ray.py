@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -11,7 +12,12 @@ from _reference import read_outputs
 from conftest import OPTIONS
 from wsikit.batch import run_batch
 
-ray = pytest.importorskip("ray")
+try:
+    import ray
+except ImportError:  # the [ray] extra; CI installs it (.ci/run), where missing is a failure
+    if os.environ.get("CI"):
+        raise
+    pytest.skip("ray is not installed: pip install -e '.[ray]'", allow_module_level=True)
 
 GOOD = ["nompp", "slide0", "slide1", "slide2", "slide3"]
 

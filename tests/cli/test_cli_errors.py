@@ -228,8 +228,7 @@ def test_select_rejects_a_bad_index_before_computing(cmu_small, tmp_path, capsys
 
 
 def test_figures_extract_checks_every_pdf_first(tmp_path, capsys) -> None:
-    pytest.importorskip("fpdf")
-    from wsikit.evidence import write_synthetic_pdf
+    from wsikit.evidence import write_synthetic_pdf  # fpdf2 is a dependency of wsikit
 
     pdf = write_synthetic_pdf(tmp_path / "atlas.pdf")
     out = tmp_path / "figs"

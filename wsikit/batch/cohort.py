@@ -94,7 +94,7 @@ def read_cohort(source: str | os.PathLike[str], *, mpp: float | None = None,
     """
     source = Path(source).expanduser()
     if mpp is not None and not (mpp > 0):
-        raise BatchError(f"--mpp must be a positive number of µm/px, got {mpp!r}")
+        raise BatchError(f"mpp must be a positive number of µm/px, got {mpp!r}")
     if source.is_dir():
         slides = _read_folder(source, mpp, tuple(e.lower() for e in extensions))
     elif source.is_file():
@@ -127,7 +127,9 @@ def _read_folder(folder: Path, mpp: float | None, extensions: tuple[str, ...]
                 if path.parent in dicom_dirs:
                     continue
                 dicom_dirs.add(path.parent)
-            paths.append(path.resolve())
+            # Absolute but not resolved: a symlinked slide is named after the link (the path
+            # the user gave), not after the file or folder it points to.
+            paths.append(Path(os.path.abspath(path)))
     entries: list[tuple[Path, str | None, float | None]] = [(p, None, None) for p in paths]
     return _make_unique(entries, folder, mpp, explicit_ids=False, rows={})
 

@@ -5,6 +5,13 @@ device (``CUDA_VISIBLE_DEVICES`` for GPUs, a share of the CPU threads for ``cpu`
 encoder once and keep it for all their slides. A worker that dies (segfault in a codec, out of
 memory, ``kill -9``) fails only the slide it held and is replaced. Workers exit when their
 parent dies, so a killed runner leaves no process writing into the job folder.
+
+Plain scripts and notebooks: ``spawn`` normally re-runs the caller's script (``__main__``) in
+every worker, which a script without ``if __name__ == "__main__":`` cannot survive (each worker
+would start a batch of its own). Workers need nothing from ``__main__`` unless a step was
+registered there, so they are started without re-running it; when a selected step does live
+in ``__main__``, :func:`check_launch` stops with one error naming the fix before any slide is
+touched (see :mod:`wsikit.batch.launch`).
 """
 
 from __future__ import annotations
@@ -23,9 +30,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from .._hints import option
 from ..errors import BatchError
+from .launch import check_launch, main_not_rerun
 
-__all__ = ["LocalEngine", "parse_devices", "DeviceSlot"]
+__all__ = ["LocalEngine", "parse_devices", "DeviceSlot", "check_launch"]
 
 
 @dataclass(frozen=True)
@@ -50,9 +59,10 @@ def parse_devices(devices: str | Sequence[str], workers: int = 1) -> list[Device
     else:
         items = [str(d).strip() for d in devices]
     if not items:
-        raise BatchError("--devices is empty; pass 'cpu' or e.g. 'cuda:0,cuda:1'")
+        raise BatchError(f"the device list is empty; pass {option('devices', 'cpu')} or e.g. "
+                         f"{option('devices', 'cuda:0,cuda:1')}")
     if not isinstance(workers, int) or workers < 1:
-        raise BatchError(f"--workers must be a positive integer, got {workers!r}")
+        raise BatchError(f"workers must be a positive integer, got {workers!r}")
     slots: list[DeviceSlot] = []
     cpu_slots = 0
     gpus: list[str] = []
@@ -66,15 +76,15 @@ def parse_devices(devices: str | Sequence[str], workers: int = 1) -> list[Device
             else:
                 index = low.split(":", 1)[1]
                 if not index.isdigit():
-                    raise BatchError(f"--devices entry {item!r} is not 'cuda:<index>'")
+                    raise BatchError(f"devices entry {item!r} is not 'cuda:<index>'")
                 gpus.append(index)
         else:
-            raise BatchError(f"--devices entry {item!r} is not 'cpu', 'cuda' or 'cuda:<index>'")
+            raise BatchError(f"devices entry {item!r} is not 'cpu', 'cuda' or 'cuda:<index>'")
     if gpus:
         available = _cuda_count(",".join(items))
         for index in dict.fromkeys(gpus):
             if int(index) >= available:
-                raise BatchError(f"--devices asks for cuda:{index} but only {available} CUDA "
+                raise BatchError(f"devices asks for cuda:{index} but only {available} CUDA "
                                  "device(s) are visible; check CUDA_VISIBLE_DEVICES/nvidia-smi")
             for _ in range(workers):
                 slots.append(DeviceSlot("cuda:0", visible=_physical(index), threads=2,
@@ -99,10 +109,11 @@ def _cuda_count(what: str) -> int:
     try:
         import torch
     except ImportError as exc:  # pragma: no cover - torch is a dependency
-        raise BatchError(f"--devices {what} needs torch with CUDA") from exc
+        raise BatchError(f"devices {what} needs torch with CUDA") from exc
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:
-        raise BatchError(f"--devices {what}: CUDA is not available here; use --devices cpu")
+        raise BatchError(f"devices {what}: CUDA is not available here; use "
+                         f"{option('devices', 'cpu')}")
     return count
 
 
@@ -171,12 +182,14 @@ def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after:
 
 # --------------------------------------------------------------------------- parent side
 class _Worker:
-    def __init__(self, ctx: Any, slot: DeviceSlot, args: tuple[Any, ...]) -> None:
+    def __init__(self, ctx: Any, slot: DeviceSlot, args: tuple[Any, ...], *,
+                 rerun_main: bool = False) -> None:
         self.slot = slot
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, slot, *args), daemon=True,
                                 name=f"wsikit-batch-{slot.label}")
-        self.proc.start()
+        with contextlib.nullcontext() if rerun_main else main_not_rerun():
+            self.proc.start()
         child.close()
         self.task: dict[str, Any] | None = None
 
@@ -194,11 +207,12 @@ class LocalEngine:
 
     def __init__(self, slots: Sequence[DeviceSlot]) -> None:
         if not slots:
-            raise BatchError("no worker slots; pass --devices cpu or cuda:N")
+            raise BatchError(f"no worker slots; pass {option('devices', 'cpu')}")
         self.slots = list(slots)
         self._workers: list[_Worker] = []
         self._ctx = mp.get_context("spawn")
         self._args: tuple[Any, ...] = ()
+        self._rerun_main = False
 
     def describe(self) -> dict[str, Any]:
         return {"engine": "local", "workers": [s.label for s in self.slots],
@@ -210,7 +224,9 @@ class LocalEngine:
 
     def start(self, job_root: str, stale_after: float, config: dict[str, Any]) -> None:
         self._args = (job_root, stale_after, config, os.getpid())
-        self._workers = [_Worker(self._ctx, slot, self._args) for slot in self.slots]
+        self._rerun_main = check_launch(config.get("steps") or ())
+        self._workers = [_Worker(self._ctx, slot, self._args, rerun_main=self._rerun_main)
+                         for slot in self.slots]
 
     def idle(self) -> int:
         return sum(1 for w in self._workers if w.task is None)
@@ -247,7 +263,8 @@ class LocalEngine:
                     results.append(result)
                 elif not worker.proc.is_alive():
                     results.append(self._died(worker))
-                    self._workers[i] = _Worker(self._ctx, worker.slot, self._args)
+                    self._workers[i] = _Worker(self._ctx, worker.slot, self._args,
+                                               rerun_main=self._rerun_main)
         return results
 
     def _died(self, worker: _Worker) -> dict[str, Any]:

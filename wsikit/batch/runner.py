@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import write_json_atomic
+from .._hints import option
 from .._progress import progress as progress_bar
 from .._version import __version__
 from ..errors import BatchError
 from .cohort import CohortSlide, read_cohort
 from .manifest import RunManifest, read_manifest
 from .shard import parse_shard, run_files, select_shard
+from .launch import check_launch
 from .state import JobFolder, SlideLock, now_iso
 from .store_step import parse_store
 from .steps import BatchConfig, get_step, load_plugins, resolve_steps
@@ -237,6 +239,8 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     step_names = resolve_steps(steps)
     if parse_store(store):
         step_names = resolve_steps((*step_names, "store"))
+    if engine == "local":
+        check_launch(step_names)  # plain scripts/notebooks: one clear error before any slide
     config = BatchConfig(steps=step_names, encoder=encoder, weights=weights,
                          tissue_mpp=float(tissue_mpp), target_mpp=float(target_mpp),
                          patch_px=int(patch_px), overlap_px=int(overlap_px),
@@ -298,7 +302,7 @@ def _make_engine(engine: str, *, devices: str | Sequence[str], workers: int,
         from .ray_engine import RayEngine
 
         return RayEngine(address=ray_address, devices=devices, workers=workers, config=config)
-    raise BatchError(f"--engine {engine!r} is not 'local' or 'ray'")
+    raise BatchError(f"engine={engine!r} is not 'local' or 'ray'")
 
 
 class _Coordinator:
@@ -339,7 +343,8 @@ class _Coordinator:
             err = (state.get("error") or {}).get("message", "unknown error")
             self._settle(SlideOutcome(slide.slide_id, "failed",
                                       message=f"failed in an earlier run ({err}); pass "
-                                              "--retry-failed to try again"), quiet=True)
+                                              f"{option('retry_failed')} to try again"),
+                         quiet=True)
             return False
         return True
 

@@ -39,6 +39,7 @@ from typing import Any
 from filelock import FileLock
 
 from .._atomic import TMP_MARK, write_json_atomic
+from .._hints import keyword
 from ..errors import BatchError
 
 __all__ = ["JobFolder", "SlideLock", "sha256_file", "now_iso", "STATUSES"]
@@ -81,7 +82,7 @@ class JobFolder:
         self.stale_after = float(stale_after)
         if self.root.exists() and not self.root.is_dir():
             raise BatchError(f"job folder {self.root} exists and is not a folder; pass another "
-                             "--out")
+                             f"job folder ({keyword('out')})")
         try:
             for sub in ("state", "locks"):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import atomic_path
+from .._hints import keyword
 from ..errors import BatchError, WsikitError
 from .cohort import CohortSlide
 from .state import JobFolder
@@ -229,7 +230,8 @@ def resolve_steps(names: Sequence[str] | str) -> tuple[str, ...]:
     if isinstance(names, str):
         names = [n for n in (p.strip() for p in names.split(",")) if n]
     if not names:
-        raise BatchError(f"--steps is empty; choose from {', '.join(_STEPS)}")
+        raise BatchError(f"the step list ({keyword('steps')}) is empty; choose from "
+                         f"{', '.join(_STEPS)}")
     wanted: set[str] = set()
 
     def add(name: str) -> None:
@@ -322,7 +324,7 @@ class SlideContext:
         record = self.records.get(step)
         if not record or key not in record.get("outputs", {}):
             raise BatchError(f"slide {self.slide_id}: step {step!r} has no output {key!r}; run "
-                             f"it first (add it to --steps)")
+                             f"it first (add it to {keyword('steps')})")
         return self.job.absolute(record["outputs"][key]["path"])
 
 

@@ -18,8 +18,10 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 
+from .._hints import command_line
 from .._version import __version__
 from ..errors import WsikitError
+from ._common import CommandParser
 
 __all__ = ["main", "build_parser"]
 
@@ -40,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"wsikit {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # CommandParser: a wrong option prints the sub-command's own usage (nested sub-commands
+    # such as 'index build' inherit the class)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for area in _AREAS:
         try:
             module = importlib.import_module(f"{__name__}.{area}")
@@ -138,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, command: str) -> int:
     """Call the sub-command; map every failure to one line on stderr and an exit code."""
     try:
-        return int(args.func(args) or 0)
+        with command_line():  # messages name --flags, not Python keywords
+            return int(args.func(args) or 0)
     except WsikitError as exc:
         _error(command, str(exc))
         return 2

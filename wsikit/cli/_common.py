@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 __all__ = [
+    "CommandParser",
     "DefaultsHelpFormatter",
     "RawDefaultsHelpFormatter",
     "fraction",
@@ -25,6 +26,31 @@ __all__ = [
     "positive_int",
     "scales",
 ]
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A sub-command's parser that rejects options it does not know *itself*.
+
+    By default argparse hands a sub-command's unknown arguments up to the top-level parser,
+    which then prints ``wsikit``'s usage instead of the sub-command's. This parser errors with
+    its own usage (``usage: wsikit select ...``) and suggests the closest option it has.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+            self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            import difflib
+
+            known = [o for o in self._option_string_actions if o.startswith("--")]
+            words = []
+            for extra in extras:
+                close = difflib.get_close_matches(extra.split("=", 1)[0], known, n=1)
+                words.append(f"{extra} (did you mean {close[0]}?)" if close and
+                             extra.startswith("-") else extra)
+            self.error(f"unrecognized arguments: {' '.join(words)}")
+        return namespace, extras
 
 
 def _number(value: str, kind: type) -> float | int:

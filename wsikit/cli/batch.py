@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import RawDefaultsHelpFormatter, fraction, mpp_type, non_negative_float, \
+from ._common import CommandParser, RawDefaultsHelpFormatter, fraction, mpp_type, non_negative_float, \
     non_negative_int, output_dir, positive_float, positive_int, scales
 
 __all__ = ["register", "batch_command"]
@@ -113,7 +113,7 @@ def register(subparsers: Any) -> None:
     p.__class__ = _BatchParser  # `wsikit batch status JOBDIR` is parsed by its own parser
 
 
-class _BatchParser(argparse.ArgumentParser):
+class _BatchParser(CommandParser):
     """The ``batch`` parser; ``batch status …`` is handed to :func:`_status_parser`."""
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
@@ -123,7 +123,7 @@ class _BatchParser(argparse.ArgumentParser):
 
 
 def _status_parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog=f"{prog} status",
         description="Summarise a batch job folder over all its shards: slides per status, each "
                     "shard's assigned/done/failed/pending slides and last run; with --json the "

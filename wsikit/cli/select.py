@@ -101,8 +101,9 @@ def select_kwargs(args: argparse.Namespace) -> dict:
 
 
 def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
-    """Print ``result`` in ``fmt`` (summary, json or context) to ``stream`` (default stdout)."""
-    stream = sys.stdout if stream is None else stream  # the current one, not the one at import
+    """Print ``result`` in ``fmt`` (summary, json or context) to ``stream`` (default: the
+    current ``sys.stdout``, looked up per call: it may have been redirected since import)."""
+    stream = sys.stdout if stream is None else stream
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), file=stream)
         return

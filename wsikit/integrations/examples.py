@@ -23,7 +23,7 @@ def example_parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--index", default=None, help="figure index folder (default: demo index)")
     p.add_argument("--query", default=None,
                    help="image, slide or evidence.json (default: a synthetic crop)")
-    p.add_argument("--work", default="wsikit_rag_demo",
+    p.add_argument("--out", "--work", dest="work", default="wsikit_rag_demo",
                    help="folder for the demo index, demo crop and select outputs")
     p.add_argument("-k", type=int, default=5, help="figures looked up per region")
     p.add_argument("--min-similarity", default="p95",

@@ -1,4 +1,5 @@
-"""Slide reading at exact µm/px: one :class:`Slide` over OpenSlide, tiffslide and plain images.
+"""Slide reading at exact µm/px: one :class:`Slide` over OpenSlide, tiffslide, DICOM WSI
+(wsidicom, optional extra ``dicom``) and plain images.
 
 >>> from wsikit.io import open_slide
 >>> with open_slide("slide.svs") as slide:  # doctest: +SKIP

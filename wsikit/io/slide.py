@@ -1,7 +1,8 @@
 """One :class:`Slide` interface over OpenSlide, tiffslide and plain images.
 
-``open_slide`` tries OpenSlide first (SVS, NDPI, MRXS, DICOM, SCN, generic tiled TIFF), then
-tiffslide (TIFFs OpenSlide rejects), then a plain image (PNG/JPEG/flat TIFF, one level). When
+``open_slide`` tries OpenSlide first (SVS, NDPI, MRXS, SCN, generic tiled TIFF), then
+tiffslide (TIFFs OpenSlide rejects), then a plain image (PNG/JPEG/flat TIFF, one level).
+DICOM WSI (a series folder or one of its files) is read by ``wsidicom`` (:mod:`.dicom`). When
 nothing can open the file, one :class:`~wsikit.errors.SlideError` names the file and every
 backend's reason.
 
@@ -27,6 +28,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import MppError, SlideError
+from .dicom import DicomBackend, is_dicom
 from .mpp import check_mpp, objective_power, resolve_mpp
 
 __all__ = ["Slide", "open_slide", "BACKENDS", "LEVEL_TOLERANCE"]
@@ -185,6 +187,7 @@ _BACKEND_CLASSES: dict[str, Any] = {
     "tiffslide": _TiffSlideBackend,
     "image": _ImageBackend,
     "omezarr": _omezarr,
+    "dicom": DicomBackend,  # chosen for DICOM files and series folders (see open_slide)
 }
 
 
@@ -267,7 +270,7 @@ class Slide:
     path : Path
     name : str
         File stem, used to name outputs.
-    backend : {"openslide", "tiffslide", "image"}
+    backend : {"openslide", "tiffslide", "image", "dicom"}
     dimensions : (int, int)
         Level-0 ``(width, height)`` in pixels.
     level_count : int
@@ -499,9 +502,11 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     Parameters
     ----------
     path : path-like
-        SVS, NDPI, MRXS, tiled TIFF, …, or PNG/JPEG/flat TIFF.
-    backend : {"openslide", "tiffslide", "image"}, optional
-        Force one backend; by default they are tried in :data:`BACKENDS` order.
+        SVS, NDPI, MRXS, tiled TIFF, …, or PNG/JPEG/flat TIFF; a DICOM WSI series folder or
+        one of its ``.dcm`` files.
+    backend : {"openslide", "tiffslide", "image", "dicom"}, optional
+        Force one backend; by default DICOM goes to ``"dicom"`` and anything else is tried
+        in :data:`BACKENDS` order.
     mpp : float, optional
         Level-0 µm/px overriding the file's metadata (0.05–20).
     require_mpp : bool
@@ -520,11 +525,12 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
         check_mpp(mpp)
     if not p.exists():
         raise SlideError(f"{p}: no such file")
-    if p.is_dir() and not p.suffix:
+    dicom = backend in (None, "dicom") and is_dicom(p)
+    if p.is_dir() and not p.suffix and not dicom:
         raise SlideError(f"{p}: is a folder, not a slide file")
     if backend is not None and backend not in _BACKEND_CLASSES:
-        raise SlideError(f"backend={backend!r} is not one of {BACKENDS}")
-    names = (backend,) if backend is not None else BACKENDS
+        raise SlideError(f"backend={backend!r} is not one of {tuple(_BACKEND_CLASSES)}")
+    names = ("dicom",) if dicom else (backend,) if backend is not None else BACKENDS
     if p.is_file():
         _check_tiff_extent(p)
     reasons: list[str] = []
@@ -538,6 +544,9 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
             reasons.append(f"{name}: {exc}")
         except Exception as exc:  # noqa: BLE001 - each library raises its own types
             reasons.append(f"{name}: {type(exc).__name__}: {exc}".strip())
+    if opened is None and dicom:
+        raise SlideError(f"{p}: cannot open as a DICOM whole-slide image: "
+                         f"{reasons[0].split(': ', 1)[1]}")
     if opened is None:
         raise SlideError(f"{p}: cannot open as a slide or image; "
                          + "; ".join(reasons)
@@ -546,6 +555,8 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
         value, source = resolve_mpp(opened.properties, mpp=mpp, name=p.name,
                                     require=require_mpp, stacklevel=3)
         slide = Slide(p, opened, value, source)
+        if dicom and p.is_file():
+            slide.name = p.parent.name  # a series is named after its folder, not level_0.dcm
         # Probe one pixel of the smallest level so damaged files fail here, not mid-run.
         last = slide.level_count - 1
         lw, lh = slide.level_dimensions[last]

@@ -1,0 +1,63 @@
+"""Name options in messages the way the user passes them: ``--retry-failed`` to someone at the
+command line, ``retry_failed=True`` to someone calling wsikit from Python.
+
+The ``wsikit`` command line runs each sub-command inside :func:`command_line`; everywhere else
+(scripts, notebooks, tests) messages name the Python keyword. Worker processes started during
+a command (``wsikit batch``) inherit the mode through the ``WSIKIT_COMMAND_LINE`` variable.
+
+>>> option("retry_failed")
+'retry_failed=True'
+>>> with command_line():
+...     option("retry_failed"), option("devices", "cpu")
+('--retry-failed', '--devices cpu')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from collections.abc import Iterator
+
+__all__ = ["option", "keyword", "command_line", "on_command_line"]
+
+_CLI: contextvars.ContextVar[bool] = contextvars.ContextVar("wsikit_command_line", default=False)
+_UNSET = object()
+_ENV = "WSIKIT_COMMAND_LINE"
+
+
+def on_command_line() -> bool:
+    """True while a ``wsikit`` sub-command runs (also in the worker processes it starts)."""
+    return _CLI.get() or os.environ.get(_ENV) == "1"
+
+
+def option(name: str, value: object = _UNSET) -> str:
+    """``name`` (a Python keyword) as the caller spells it, optionally with ``value``.
+
+    Without ``value`` the option is a switch: ``--name`` / ``name=True``.
+    """
+    if on_command_line():
+        flag = "--" + name.replace("_", "-")
+        return flag if value is _UNSET else f"{flag} {value}"
+    return f"{name}=True" if value is _UNSET else f"{name}={value!r}"
+
+
+def keyword(name: str) -> str:
+    """The option ``name`` without a value: ``--name`` / ``name=``."""
+    return "--" + name.replace("_", "-") if on_command_line() else f"{name}="
+
+
+@contextlib.contextmanager
+def command_line() -> Iterator[None]:
+    """Within this block :func:`option` spells command-line flags."""
+    token = _CLI.set(True)
+    before = os.environ.get(_ENV)
+    os.environ[_ENV] = "1"
+    try:
+        yield
+    finally:
+        _CLI.reset(token)
+        if before is None:
+            os.environ.pop(_ENV, None)
+        else:
+            os.environ[_ENV] = before
