@@ -51,13 +51,20 @@ class EvidenceRegion:
     crop: Mapping[str, Any] | None
     matches: tuple[Mapping[str, Any], ...] = ()
     grid_box: Mapping[str, int] | None = None
+    #: 1 = most salient region; ``inside``: id of the region this one zooms into (or None)
+    rank: int | None = None
+    inside: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return {"id": self.id, "scale": int(self.scale), "score": float(self.score),
-                "box": dict(self.box), "grid_box": None if self.grid_box is None else
-                dict(self.grid_box), "crop": None if self.crop is None else dict(self.crop),
-                "matches": [dict(m) for m in self.matches]}
+        out = {"id": self.id, "scale": int(self.scale), "score": float(self.score),
+               "box": dict(self.box), "grid_box": None if self.grid_box is None else
+               dict(self.grid_box), "crop": None if self.crop is None else dict(self.crop),
+               "matches": [dict(m) for m in self.matches]}
+        if self.rank is not None:
+            out["rank"] = int(self.rank)
+            out["inside"] = self.inside
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EvidenceRegion:
@@ -65,7 +72,9 @@ class EvidenceRegion:
         return cls(id=data["id"], scale=int(data["scale"]), score=float(data["score"]),
                    box=dict(data["box"]), crop=None if data.get("crop") is None else
                    dict(data["crop"]), matches=tuple(dict(m) for m in data.get("matches", ())),
-                   grid_box=None if data.get("grid_box") is None else dict(data["grid_box"]))
+                   grid_box=None if data.get("grid_box") is None else dict(data["grid_box"]),
+                   rank=None if data.get("rank") is None else int(data["rank"]),
+                   inside=data.get("inside"))
 
 
 @dataclass(frozen=True)
@@ -252,6 +261,14 @@ class EvidenceResult:
                      "similarity is not a diagnosis. Cite sources by their number.")
         lines.append("Ordered by evidence level (1 guideline ... 8 expert opinion, unknown "
                      "last), then similarity.")
+        if self.regions:   # regions by rank, with their scale and zoom chain
+            lines.append("")
+            lines.append("Regions of the slide by rank (1 = most salient; scale = window side "
+                         "in patches):")
+            for r in sorted(self.regions, key=lambda r: (r.rank is None, r.rank or 0)):
+                zoom = f", inside {r.inside}" if r.inside else ""
+                lines.append(f"  {r.id}: {r.scale}x{r.scale} patches, score "
+                             f"{float(r.score):.3f}{zoom}")
         if not ordered:
             lines.append("")
             lines.append("No matching literature figures were found.")
