@@ -64,11 +64,12 @@ MIN_NUCLEUS_UM2 = 8.0
 SHRINK = 0.15
 
 _LOG_ADJUST = np.log(1e-6)
-_V = np.maximum(np.arange(256, dtype=np.float64) / 255.0, 1e-6)
-# rgb2hed: stains = (log(rgb) / log(1e-6)) @ hed_from_rgb, clipped at 0; per-channel LUTs
-_H_LUT = (np.log(_V)[:, None] / _LOG_ADJUST * np.asarray(hed_from_rgb)[None, :, 0]
-          ).astype(np.float32)                      # (256, 3): channel c's share of H
-_OD_LUT = (-np.log10(np.maximum(np.arange(256) / 255.0, 1 / 255.0))).astype(np.float32)
+# rgb2hed: stains = (log(rgb) / log(1e-6)) @ hed_from_rgb, clipped at 0 (rgb in [0, 1], >= 1e-6)
+_LN_LUT = np.log(np.maximum(np.arange(256, dtype=np.float64) / 255.0, 1e-6)).astype(np.float32)
+_H_COL = (np.asarray(hed_from_rgb, dtype=np.float64)[:, 0] / _LOG_ADJUST).astype(np.float32)
+# summed optical density -log10(v / 255) of the three channels, from the same logarithms (a
+# channel at 0 counts as 10^6x attenuated: only "above TISSUE_OD" is asked, which it is anyway)
+_OD_COL = np.full(3, -1.0 / np.log(10.0), dtype=np.float32)
 
 
 def _as_images(images: np.ndarray) -> np.ndarray:
@@ -96,10 +97,10 @@ def haematoxylin_planes(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ``tissue`` (B, H, W) bool (summed optical density > :data:`TISSUE_OD`).
     """
     x = _as_images(images)
-    h = _H_LUT[x[..., 0], 0] + _H_LUT[x[..., 1], 1] + _H_LUT[x[..., 2], 2]
+    ln = _LN_LUT[x]                                         # (B, H, W, 3) float32
+    h = ln @ _H_COL
     np.maximum(h, 0.0, out=h)
-    od = _OD_LUT[x[..., 0]] + _OD_LUT[x[..., 1]] + _OD_LUT[x[..., 2]]
-    return h, od > TISSUE_OD
+    return h, (ln @ _OD_COL) > np.float32(TISSUE_OD)
 
 
 @dataclass(frozen=True)
@@ -184,19 +185,19 @@ def nuclear_features(images: np.ndarray, *, threshold: float, mpp: float) -> np.
     structure = np.zeros((3, 3, 3), dtype=bool)
     structure[1] = ndimage.generate_binary_structure(2, 1)   # never connect across images
     labels, n = ndimage.label(nuclear, structure=structure)
-    sizes = np.bincount(labels.ravel(), minlength=n + 1)
+    flat = labels.ravel()
+    sizes = np.bincount(flat, minlength=n + 1)[1:]
+    h_sum = np.bincount(flat, weights=h.ravel(), minlength=n + 1)[1:]   # H per component
     keep = sizes * px_area >= MIN_NUCLEUS_UM2
-    keep[0] = False
-    kept_px = keep[labels]                                      # (B, H, W)
     # the image of every component: labels are numbered in raster order, image-major, and
     # never span two images, so image b holds the labels up to the b-th running maximum
     last = np.maximum.accumulate(labels.reshape(b, -1).max(axis=1))
-    img_of = np.searchsorted(last, np.arange(1, n + 1), side="left")
-    n_nuclei = np.bincount(img_of[keep[1:]], minlength=b).astype(np.float64)
+    img_of = np.searchsorted(last, np.arange(1, n + 1), side="left")[keep]
+    n_nuclei = np.bincount(img_of, minlength=b).astype(np.float64)
+    nuc_px = np.bincount(img_of, weights=sizes[keep], minlength=b)
+    h_nuc = np.bincount(img_of, weights=h_sum[keep], minlength=b)
     tissue_px = tissue.reshape(b, -1).sum(1).astype(np.float64)
-    nuc_px = kept_px.reshape(b, -1).sum(1).astype(np.float64)
-    h_nuc = np.where(kept_px, h, 0.0).reshape(b, -1).sum(1, dtype=np.float64)
-    h_tis = np.where(tissue, h, 0.0).reshape(b, -1).sum(1, dtype=np.float64)
+    h_tis = (h * tissue).reshape(b, -1).sum(1, dtype=np.float64)
     safe_t = np.maximum(tissue_px, 1.0)
     out[:, 0] = n_nuclei / (safe_t * px_area) * 1e6
     out[:, 1] = nuc_px / safe_t
