@@ -35,11 +35,11 @@ def add_select_options(p: argparse.ArgumentParser) -> None:
     s.add_argument("--selector", default="multiscale",
                    help="selection strategy: multiscale (default) or topk (single patches)")
     s.add_argument("--scales", type=scales, default=None,
-                   help="window sides in patches, coarse to fine (default 8,4,2,1; topk "
-                        "refuses any but 1)")
+                   help="window sides in patches, coarse to fine (default 8,4,2,1); topk "
+                        "refuses any but 1")
     s.add_argument("--per-scale", type=positive_int, default=None,
                    help="windows kept per scale (default 1; for topk the number of patches, "
-                        "default 8)")
+                        "8 unless given)")
     s.add_argument("--min-coverage", type=fraction, default=1.0,
                    help="fraction of a window's patches that must be tissue (default 1.0)")
     s.add_argument("--max-iou", type=fraction, default=0.5,
