@@ -100,6 +100,8 @@ def _label_map(spec: SyntheticSpec) -> np.ndarray:
 
 def _stained(colour: np.ndarray, strength: float) -> np.ndarray:
     """``colour`` with its optical density multiplied by ``strength``."""
+    if strength == 1.0:   # exactly the original colours (reference statistics depend on them)
+        return colour.astype(np.float32)
     return (255.0 * (np.clip(colour, 1, 255) / 255.0) ** strength).astype(np.float32)
 
 

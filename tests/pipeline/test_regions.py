@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from test_select import _inside
 
 from wsikit.pipeline import select, select_dir
 from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
@@ -21,13 +22,6 @@ def _slide(tmp: Path, name: str, **kw) -> Path:
     spec = SyntheticSpec(4096, 3072, mpp=0.5, tissue=[(2048, 1536, 1900, 1450)], seed=5,
                          nuclei_per_mm2=(2000, 8000), period=1520, **kw)
     return write_synthetic_slide(tmp / f"{name}.svs", spec, downsamples=(1, 4), app_mag=20)
-
-
-def _inside(region: dict, box: tuple[int, int, int, int]) -> bool:
-    b = region["box"]
-    x, y, w, h = box
-    return (b["x"] >= x and b["y"] >= y and b["x"] + b["width"] <= x + w
-            and b["y"] + b["height"] <= y + h)
 
 
 def _check_regions(d: dict, sdir: Path) -> None:
