@@ -55,10 +55,12 @@ def analysis_px(patch_size_l0: float, slide_mpp: float) -> int:
     return max(32, int(round(patch_size_l0 * slide_mpp / ANALYSIS_MPP)))
 
 
-def _tissue_sample(images: np.ndarray, per_image: int = 4096) -> np.ndarray:
+def _tissue_sample(images: np.ndarray | None, per_image: int = 4096, *,
+                   planes: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Haematoxylin of up to ``per_image`` tissue pixels of each image (strided)."""
     from .models.nuclear import haematoxylin_planes
 
-    h, t = haematoxylin_planes(images)
+    h, t = planes if planes is not None else haematoxylin_planes(images)
     out = []
     for hi, ti in zip(h, t, strict=True):
         v = hi[ti]
@@ -70,7 +72,7 @@ def _tissue_sample(images: np.ndarray, per_image: int = 4096) -> np.ndarray:
 
 def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
                        batch_size: int = 64, mpp: float | None = None, pilot: int = 64,
-                       progress: bool | None = None,
+                       progress: bool | None = None, max_memory_mb: float = 512.0,
                        timings: dict[str, float] | None = None) -> NuclearImportance:
     """Importance of every patch of ``grid`` (see the module docstring).
 
@@ -85,15 +87,24 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
     mpp : float, optional
         Level-0 µm/px override passed to the reader.
     pilot : int
-        Patches (spread evenly over the grid) whose tissue haematoxylin fits the threshold;
-        a grid of at most this many patches is read only once.
+        Patches (spread evenly over the grid) whose tissue haematoxylin fits the threshold
+        when the grid is too large to hold in memory.
+    max_memory_mb : float
+        A grid whose patches and planes fit in this much memory is read once and its
+        threshold fitted on all of its patches; a larger one is read twice (pilot, then all).
     timings : dict, optional
         Filled with ``read_s`` (reading and decoding the patches) and ``compute_s`` (the
         threshold, the nuclear features and the scores), in seconds.
     """
     import time
     from ._progress import progress as bar
-    from .models.nuclear import importance_scores, nuclear_features, nuclear_threshold
+    from .models.nuclear import (
+        features_from_planes,
+        haematoxylin_planes,
+        importance_scores,
+        nuclear_features,
+        nuclear_threshold,
+    )
     from .patch_stream import PatchStream
 
     boxes = np.asarray(grid.boxes)
@@ -125,10 +136,13 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
 
     feats = np.zeros((n, 5), np.float64)
     with bar(total=n, enabled=progress, desc="importance", unit="patch") as pbar:
-        if n <= pilot:
+        if n * px * px * 8 <= max_memory_mb * 2 ** 20 or n <= pilot:
+            # uint8 RGB + float32 H + bool tissue = 8 bytes per pixel: read once, plane once
             images = np.concatenate([b for _, b in batches(np.arange(n))])
-            thr = timed(lambda: nuclear_threshold(_tissue_sample(images)))
-            feats[:] = timed(nuclear_features, images, threshold=thr.value, mpp=a_mpp)
+            planes = timed(haematoxylin_planes, images)
+            del images
+            thr = timed(lambda: nuclear_threshold(_tissue_sample(None, planes=planes)))
+            feats[:] = timed(features_from_planes, *planes, threshold=thr.value, mpp=a_mpp)
             pbar.update(n)
         else:
             idx = np.unique(np.linspace(0, n - 1, pilot).round().astype(np.int64))

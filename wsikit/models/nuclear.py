@@ -45,6 +45,7 @@ __all__ = [
     "ANALYSIS_MPP",
     "NUCLEAR_FEATURES",
     "NuclearThreshold",
+    "features_from_planes",
     "haematoxylin_planes",
     "importance_scores",
     "nuclear_features",
@@ -170,12 +171,28 @@ def nuclear_features(images: np.ndarray, *, threshold: float, mpp: float) -> np.
         Columns :data:`NUCLEAR_FEATURES` (nuclei/mm² of tissue, nuclear fraction of tissue,
         mean nuclear area µm², nuclear haematoxylin / threshold) and the tissue pixel fraction.
     """
+    h, tissue = haematoxylin_planes(images)
+    return features_from_planes(h, tissue, threshold=threshold, mpp=mpp)
+
+
+def features_from_planes(h: np.ndarray, tissue: np.ndarray, *, threshold: float,
+                         mpp: float) -> np.ndarray:
+    """:func:`nuclear_features` from the planes of :func:`haematoxylin_planes`.
+
+    Parameters
+    ----------
+    h : ndarray, shape (B, H, W), float32
+        Haematoxylin per pixel.
+    tissue : ndarray, shape (B, H, W), bool
+        Tissue pixels.
+    threshold, mpp
+        As in :func:`nuclear_features`.
+    """
     if not (threshold > 0 and np.isfinite(threshold)):
         raise ModelError(f"nuclear_features: threshold must be a positive number, got "
                          f"{threshold!r}")
     if not (mpp > 0 and np.isfinite(mpp)):
         raise ModelError(f"nuclear_features: mpp must be positive, got {mpp!r}")
-    h, tissue = haematoxylin_planes(images)
     b = h.shape[0]
     out = np.zeros((b, 5), dtype=np.float64)
     if b == 0:
