@@ -198,3 +198,57 @@ def test_mask_for_other_slide_rejected(synthetic_small_slide):
     tm = TissueMask(np.ones((10, 10), bool), 8.0, 16.0, (160, 160), 0.5)
     with open_slide(synthetic_small_slide) as slide, pytest.raises(GridError, match="mask"):
         make_grid(slide, tm)
+
+
+def _grid_tuple(g):
+    return (g.coords.tolist(), g.patch_size_l0, g.stride_l0, np.round(g.tissue, 12).tolist())
+
+
+@pytest.mark.parametrize("slide_fixture", ["cmu_small", "synthetic_small_slide"])
+def test_patch_and_select_build_the_same_grid(slide_fixture, request, tmp_path):
+    """One path from the mask: fresh, cached (patch then select, select then patch) and an
+    edited GeoJSON all give the grid of the mask they describe."""
+    import json
+
+    from wsikit.pipeline import SelectOptions, _grid, _tissue
+    from wsikit.slide_ops import geojson_path, mask_path, patch
+
+    path = request.getfixturevalue(slide_fixture)
+    opts = dict(target_mpp=0.5, patch_px=256, min_tissue=0.1)
+    fresh = patch(path, out=tmp_path / "a", show_progress=False, **opts)
+    cached = patch(path, out=tmp_path / "a", show_progress=False, **opts)
+    sel_opts = SelectOptions(patch_px=256)
+    with open_slide(path) as s:
+        sel_cached = _grid(s, _tissue(s, tmp_path / "a", force=False), tmp_path / "a",
+                           sel_opts, force=False)
+        sel_fresh = _grid(s, _tissue(s, tmp_path / "b", force=False), tmp_path / "b",
+                          sel_opts, force=False)
+        direct = make_grid(s, segment_tissue(s), **opts)
+    after = patch(path, out=tmp_path / "b", show_progress=False, **opts)
+    assert len(fresh) > 0
+    for g in (cached, sel_cached, sel_fresh, direct, after):
+        assert _grid_tuple(g) == _grid_tuple(fresh)
+    # an edited GeoJSON (QuPath) is respected by both commands: drop every polygon but one
+    gj = geojson_path(tmp_path / "a", fresh.slide_name)
+    doc = json.loads(gj.read_text())
+    doc["features"] = doc["features"][:1]
+    doc["features"][0]["geometry"]["coordinates"] = doc["features"][0]["geometry"][
+        "coordinates"][:1]
+    ring = np.asarray(doc["features"][0]["geometry"]["coordinates"][0])
+    x0, y0 = ring.min(0)
+    x1, y1 = ring.max(0)
+    half = [[x0, y0], [(x0 + x1) / 2, y0], [(x0 + x1) / 2, y1], [x0, y1], [x0, y0]]
+    doc["features"][0]["geometry"]["coordinates"] = [half]
+    gj.write_text(json.dumps(doc))
+    edited = patch(path, out=tmp_path / "a", show_progress=False, **opts)
+    with open_slide(path) as s:
+        sel_edited = _grid(s, _tissue(s, tmp_path / "a", force=False), tmp_path / "a",
+                           sel_opts, force=False)
+        m = TissueMask.from_png(mask_path(tmp_path / "a", fresh.slide_name),
+                                level0_size=s.dimensions, slide_mpp=s.mpp)
+    assert 0 < len(edited) < len(fresh)
+    assert (edited.coords[:, 0] < (x0 + x1) / 2).all()
+    assert _grid_tuple(sel_edited) == _grid_tuple(edited)
+    assert m.mask.sum() < TissueMask.from_png(mask_path(tmp_path / "b", fresh.slide_name),
+                                              level0_size=m.level0_size,
+                                              slide_mpp=m.slide_mpp).mask.sum()

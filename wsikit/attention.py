@@ -7,9 +7,8 @@ Two sources, always recorded next to the numbers:
     8 heads, CLS dropped, renormalised), mapped back to the input patches. Needs real TITAN
     weights and CONCH v1.5 features.
 ``heuristic``
-    Haematoxylin density × tissue fraction, percentile-normalised per slide
-    (:func:`wsikit.models.importance_scores`). The haematoxylin density of each patch is
-    measured on the patch read at low resolution (``density_px`` pixels a side).
+    Nuclear density, crowding, area and hyperchromasia on the haematoxylin channel with a
+    per-slide threshold, ranked per slide (:func:`wsikit.importance.nuclear_importance`).
 
 The result is stored as ``<out>/attention/<slide>.h5`` with datasets ``coords`` (N, 2) int64
 and ``attention`` (N,) float32 aligned row by row, attributes ``source`` and ``label``, so
@@ -30,6 +29,7 @@ import numpy as np
 from ._atomic import atomic_path
 from ._version import __version__
 from .errors import FeatureError, WeightsError
+from .importance import IMPORTANCE_LABEL as HEURISTIC_LABEL
 
 if TYPE_CHECKING:  # pragma: no cover
     from .features import Embeddings
@@ -50,8 +50,6 @@ log = logging.getLogger(__name__)
 
 ATTENTION_SOURCES = ("auto", "titan", "heuristic")
 
-HEURISTIC_LABEL = ("heuristic importance: haematoxylin density x tissue fraction, "
-                   "percentile-normalised per slide (no learned weights)")
 
 
 def attention_path(out_dir: str | os.PathLike[str], slide_name: str) -> Path:
@@ -109,38 +107,15 @@ class Attention:
 
 
 def heuristic_attention(slide_path: str | os.PathLike[str], grid: TileGrid, *,
-                        density_px: int = 128, batch_size: int = 64, mpp: float | None = None,
+                        batch_size: int = 64, mpp: float | None = None,
                         progress: bool | None = None) -> Attention:
-    """Weight-free attention: haematoxylin density of each patch × its tissue fraction.
+    """Weight-free attention: per-slide ranks of nuclear morphology
+    (:func:`wsikit.importance.nuclear_importance`); ``grid`` gives the patches."""
+    from .importance import nuclear_importance
 
-    Parameters
-    ----------
-    slide_path : path-like
-        The slide the grid belongs to.
-    grid : TileGrid
-        Patches; ``grid.tissue`` NaNs (e.g. from CLAM files) count as full tissue.
-    density_px : int
-        Side in pixels at which each patch is read to measure haematoxylin density.
-    """
-    import torch
-
-    from ._progress import progress as bar
-    from .features import PatchStream
-    from .models import haematoxylin_density, importance_scores
-
-    n = len(grid)
-    density = np.zeros(n, np.float32)
-    if n:
-        stream = PatchStream(slide_path, grid.boxes, density_px, batch_size=batch_size,
-                             mpp=mpp, level0_size=grid.level0_size)
-        with torch.inference_mode(), bar(total=n, enabled=progress, desc="attention",
-                                         unit="patch") as pbar:
-            for start, batch in stream:
-                density[start:start + len(batch)] = haematoxylin_density(batch)
-                pbar.update(len(batch))
-    tissue = np.nan_to_num(np.asarray(grid.tissue, np.float32), nan=1.0)
-    scores = importance_scores(density, tissue) if n else density
-    return Attention(scores=scores, coords=np.asarray(grid.coords, np.int64),
+    imp = nuclear_importance(slide_path, grid, batch_size=batch_size, mpp=mpp,
+                             progress=progress)
+    return Attention(scores=imp.scores, coords=np.asarray(grid.coords, np.int64),
                      source="heuristic", label=HEURISTIC_LABEL)
 
 
@@ -212,6 +187,8 @@ def cached_attention(path: Path, grid: TileGrid, source: str) -> Attention | Non
         return None
     same = att.coords.shape == grid.coords.shape and np.array_equal(att.coords, grid.coords)
     if not same or att.source != source:
+        return None
+    if source == "heuristic" and att.label != HEURISTIC_LABEL:   # an older definition
         return None
     return att
 

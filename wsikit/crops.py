@@ -75,11 +75,19 @@ def crop_window(slide: Slide, x: int, y: int, size: int, *, max_px: int = 1024
     Returns
     -------
     image : (S, S, 3) uint8
-        The crop, ``S = min(max_px, size)``.
+        The crop, ``S = min(max_px, size)``; the box must lie inside the slide (a
+        :class:`~wsikit.errors.SelectionError` otherwise: a crop is never padded).
     mpp : float
         Its resolution in µm/px.
     """
     out = crop_size(size, max_px=max_px)
+    W, H = slide.dimensions
+    if x < 0 or y < 0 or x + size > W or y + size > H:
+        from .errors import SelectionError
+
+        raise SelectionError(
+            f"{slide.path}: window ({x}, {y}, {size}x{size} px) runs past the "
+            f"{W}x{H} slide; crops are never padded: select with slide_size=slide.dimensions")
     img = slide.read_at_mpp((int(x), int(y), int(size), int(size)), out_size=(out, out))
     return img, float(slide.mpp) * size / out
 

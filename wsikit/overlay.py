@@ -275,7 +275,8 @@ def overview_image(thumbnail: np.ndarray, downsample: float, *,
         draw.line(pts + pts[:1], fill=(30, 41, 59, 255), width=max(1, lw - 1))
     font = _font(max(10, round(max(img.size) / 60)))
     items = []
-    for rid, scale, score, (x, y, w, h) in _regions(regions):
+    # coarse windows first, so the finer ones they contain (the zoom chain) are drawn on top
+    for rid, scale, score, (x, y, w, h) in sorted(_regions(regions), key=lambda t: -t[1]):
         colour = _hex_rgb(scale_colour(scale))
         box = (x / ds, y / ds, (x + w) / ds, (y + h) / ds)
         draw.rectangle(box, outline=colour + (255,), width=lw)

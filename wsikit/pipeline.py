@@ -38,12 +38,14 @@ __all__ = [
     "SelectOptions",
     "finish_select",
     "load_result",
+    "resolve_scales",
     "select",
     "select_dir",
 ]
 
 log = logging.getLogger(__name__)
 
+DEFAULT_SCALES = (8, 4, 2, 1)
 #: Values of ``models``: ``auto`` uses real weights when found, else the labelled heuristics.
 MODEL_CHOICES = ("auto", "heuristic", "conch_v1_5")
 
@@ -61,6 +63,7 @@ class SelectOptions:
     max_iou: float = 0.5
     margin: float = 2
     layout: str = "nested"
+    min_score: float | str = "median"
     target_mpp: float = 0.5
     patch_px: int = 512
     min_tissue: float = 0.1
@@ -72,12 +75,38 @@ class SelectOptions:
     rrf_k: float = 50
 
     def selector_options(self) -> dict[str, Any]:
-        """Options passed to :func:`wsikit.selectors.create_selector`."""
+        """Options passed to :func:`wsikit.selectors.create_selector`.
+
+        ``topk`` honours ``per_scale`` as its ``k`` (patches kept) and ``min_score``; it
+        selects single patches, so :func:`select` refuses other ``scales`` for it.
+        """
         if self.selector == "multiscale":
             return {"scales": tuple(self.scales), "per_scale": self.per_scale,
                     "min_coverage": self.min_coverage, "max_iou": self.max_iou,
-                    "margin": self.margin, "layout": self.layout}
+                    "margin": self.margin, "layout": self.layout,
+                    "min_score": self.min_score}
+        if self.selector == "topk":
+            return {"k": self.per_scale, "min_score": self.min_score} | dict(self.extra)
         return dict(self.extra)
+
+
+def resolve_scales(selector: str, scales: Sequence[int] | None, per_scale: int | None
+                   ) -> tuple[tuple[int, ...], int]:
+    """``(scales, per_scale)`` for ``selector``, refusing what it cannot honour.
+
+    ``None`` means the default: scales (8, 4, 2, 1) and 1 window per scale for ``multiscale``;
+    for ``topk`` scale 1 and 8 patches (``per_scale`` is its ``k``). ``topk`` refuses any
+    scale other than 1, since it selects single patches.
+    """
+    if selector == "topk":
+        if scales is not None and tuple(int(s) for s in scales) != (1,):
+            raise SelectionError(
+                f"--selector topk selects single patches (scale 1); --scales "
+                f"{','.join(str(s) for s in scales)} does not apply: drop --scales, or use "
+                "--selector multiscale for windows of several sizes")
+        return (1,), 8 if per_scale is None else int(per_scale)
+    return (DEFAULT_SCALES if scales is None else tuple(int(s) for s in scales),
+            1 if per_scale is None else int(per_scale))
 
 
 def select_dir(out: str | os.PathLike[str], slide_name: str) -> Path:
@@ -102,15 +131,10 @@ def _encoder_entry(enc: Any) -> dict[str, Any]:
 
 
 def _tissue(slide: Any, out: Path, *, force: bool) -> Any:
-    from .slide_ops import _segment_open, geojson_path
-    from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask
+    """The tissue mask through the same path as ``wsikit patch`` (identical grids)."""
+    from .slide_ops import load_tissue
 
-    gj = geojson_path(out, slide.name)
-    if gj.exists() and not force:
-        return TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
-                                       mpp=DEFAULT_MASK_MPP, slide_name=slide.name)
-    return _segment_open(slide, out, mask_mpp=DEFAULT_MASK_MPP, min_tissue_um2=MIN_TISSUE_UM2,
-                         min_hole_um2=MIN_HOLE_UM2, thumb_size=1024)
+    return load_tissue(slide, out, resegment=force)
 
 
 def _grid(slide: Any, mask: Any, out: Path, opts: SelectOptions, *, force: bool) -> Any:
@@ -176,12 +200,13 @@ def select(
     models: str = "auto",
     attention: str = "auto",
     selector: str = "multiscale",
-    scales: Sequence[int] = (8, 4, 2, 1),
-    per_scale: int = 1,
+    scales: Sequence[int] | None = None,
+    per_scale: int | None = None,
     min_coverage: float = 1.0,
     max_iou: float = 0.5,
     margin: float = 2,
     layout: str = "nested",
+    min_score: float | str = "median",
     index: str | os.PathLike[str] | None = None,
     k: int = 5,
     min_similarity: str | float | None = None,
@@ -217,7 +242,14 @@ def select(
     selector : str
         Selection strategy (:func:`wsikit.selectors.list_selectors`).
     scales, per_scale, min_coverage, max_iou, margin, layout
-        Multi-scale selection options (see ARCHITECTURE.md).
+        Multi-scale selection options (see ARCHITECTURE.md; default scales (8, 4, 2, 1),
+        one window per scale). ``layout="nested"`` lets a finer window zoom wholly into an
+        accepted one (a zoom chain into the most salient region); ``"disjoint"`` keeps every
+        pair at least ``margin`` patches apart edge to edge. ``selector="topk"`` takes
+        ``per_scale`` as the number of patches and refuses ``scales`` other than ``(1,)``.
+    min_score : "median" or float
+        Saliency floor: every returned region scores at least the median cell score of the
+        slide (``"median"``, default), at least this number, or anything (``0``).
     index : path-like, optional
         Figure index folder (``wsikit index build``); each crop is matched against it.
     k, min_similarity
@@ -260,10 +292,12 @@ def select(
     from .selectors import create_selector
 
     weights = dict(weights or {})
+    scales, per_scale = resolve_scales(selector, scales, per_scale)
     opts = SelectOptions(models=models, attention=attention, selector=selector,
-                         scales=tuple(int(s) for s in scales), per_scale=per_scale,
+                         scales=scales, per_scale=per_scale,
                          min_coverage=min_coverage, max_iou=max_iou, margin=margin,
-                         layout=layout, target_mpp=target_mpp, patch_px=patch_px,
+                         layout=layout, min_score=min_score, target_mpp=target_mpp,
+                         patch_px=patch_px,
                          min_tissue=min_tissue, max_crop_px=max_crop_px, k=k,
                          min_similarity=min_similarity, question=question, rrf_k=rrf_k)
     create_selector(selector, **opts.selector_options())  # validate options before any work
@@ -337,14 +371,15 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
         timings[name] = round(time.perf_counter() - t0, 3)
 
     t = time.perf_counter()
-    windows = sel(att.scores, att.coords, grid.stride_l0)
+    # windows never run past the slide edge, so no crop is ever padded
+    windows = sel(att.scores, att.coords, grid.stride_l0, slide_size=tuple(s.dimensions))
     write_json_atomic(sdir / "windows.json", windows.to_dict())
     step("selection", t)
 
     t = time.perf_counter()
     crops, crop_images = [], []
-    for i, w in enumerate(windows, start=1):
-        crop = save_crop(s, w, sdir / "crops", name=f"r{i}_x{w.scale}",
+    for w in windows:   # by rank: r1 is the most salient region
+        crop = save_crop(s, w, sdir / "crops", name=f"{w.id}_x{w.scale}",
                          max_px=opts.max_crop_px, relative_to=sdir)
         crops.append(crop)
         if index is not None:
@@ -378,18 +413,18 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
 
     sid = slide_id(s)
     regions = []
-    for i, (w, crop, found, dropped) in enumerate(zip(windows, crops, matches, below_floor),
-                                                  start=1):
+    for w, crop, found, dropped in zip(windows, crops, matches, below_floor, strict=True):
         wd = w.to_dict()
-        regions.append({"id": f"r{i}", "uid": region_uid(sid, f"r{i}", wd["box"]), **wd,
+        regions.append({"id": w.id, "uid": region_uid(sid, w.id, wd["box"]), **wd,
                         "crop": {"path": crop.path,
                                  "abspath": portable_path(sdir / crop.path, sdir)[1],
                                  "width": crop.width, "height": crop.height, "mpp": crop.mpp},
                         "matches": found, "below_floor": dropped})
     selection = {"selector": opts.selector, **_jsonable(opts.selector_options()),
+                 "min_score_value": windows.params.get("min_score_value"),
                  "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
-                 "patch_size_l0": grid.stride_l0, "patches": len(grid), "k": opts.k,
-                 "min_similarity": floor_entry}
+                 "patch_size_l0": grid.stride_l0, "patches": len(grid),
+                 "figures_per_region": opts.k, "min_similarity": floor_entry}
     if opts.question:
         selection.update(question=opts.question, fusion={"method": "rrf", "k": opts.rrf_k,
                                                          "channels": ["image", "caption BM25"]})

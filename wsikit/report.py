@@ -294,7 +294,32 @@ def _selection_section(ev: Mapping[str, Any]) -> str:
     empty_html = (f'<h4>Scales without a window</h4><ul class="empty">{items}</ul>' if items
                   else "")
     return (f'<section id="selection"><h2>Selection</h2><div class="chips">{chips}</div>'
-            f"{empty_html}</section>")
+            f"{_selection_text(sel)}{empty_html}</section>")
+
+
+#: One sentence per layout and for the floor (the report explains what the numbers mean).
+LAYOUT_TEXT = {
+    "nested": "Layout nested: a finer window may lie wholly inside a coarser one (a zoom "
+              "chain into the most salient region); any other two windows keep an "
+              "edge-to-edge gap of at least the margin.",
+    "disjoint": "Layout disjoint: every two windows keep an edge-to-edge gap of at least the "
+                "margin, so they show separate places.",
+}
+
+
+def _selection_text(sel: Mapping[str, Any]) -> str:
+    parts = []
+    if sel.get("layout") in LAYOUT_TEXT:
+        parts.append(LAYOUT_TEXT[str(sel["layout"])])
+    floor = sel.get("min_score_value")
+    if floor is not None:
+        what = ("the median patch-cell score of this slide, so every region is more salient "
+                "than half of the tissue" if sel.get("min_score") == "median"
+                else "an absolute floor")
+        parts.append(f"Floor: every region scores at least {_num(floor)} ({what}).")
+    elif "min_score" in sel:
+        parts.append("Floor: none (min_score 0).")
+    return "".join(f"<p class='muted'>{_e(p)}</p>" for p in parts)
 
 
 def _overview_section(ev: Mapping[str, Any], thumb: np.ndarray, ds: float,
@@ -331,7 +356,8 @@ def _overview_section(ev: Mapping[str, Any], thumb: np.ndarray, ds: float,
         sizes.append((0.62 * fs * len(label), 1.15 * fs))  # bold sans-serif, approximate
         labels.append((label, scale, (x, y, w, h)))
     spots = place_labels(boxes, sizes, bounds=(tw, th), pad=sw)
-    for (label, scale, (x, y, w, h)), (lx, ly) in zip(labels, spots):
+    drawn = sorted(zip(labels, spots), key=lambda t: -t[0][1])   # coarse first: zooms on top
+    for (label, scale, (x, y, w, h)), (lx, ly) in drawn:
         c = scale_colour(scale)
         wins.append(
             f'<g><title>{_e(label)}</title><rect x="{x:.2f}" y="{y:.2f}" width="{w:.2f}" '
@@ -417,16 +443,20 @@ def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
         else:
             body = ("<h4>Matched figures</h4><p class='muted'>no figure index was given "
                     "(pass an index to match literature figures)</p>")
+        zoom = (f' · inside <a href="#region-{_e(r["inside"])}">{_e(r["inside"])}</a>'
+                if r.get("inside") else "")
+        rank = f"rank {_e(r['rank'])} · " if r.get("rank") is not None else ""
         cards.append(
             f'<section class="region" id="region-{_e(rid)}" style="--c:{scale_colour(scale)}">'
             f'<div class="region-head"><h3>{_e(rid)} · {scale}×{scale} cells</h3>'
-            f'<span class="score">attention score {_num(r.get("score"))}</span></div>'
+            f'<span class="score">{rank}attention score {_num(r.get("score"))}{zoom}</span>'
+            '</div>'
             f'<div class="region-body"><figure class="crop" style="margin:0">{crop_img}'
             f'<figcaption>{crop_cap}</figcaption></figure><div class="matches">{body}</div>'
             "</div></section>")
     if not cards:
         cards.append("<section><p class='muted'>No region was selected.</p></section>")
-    return f'<div id="regions"><h2 style="margin:24px 0 0">Regions ({len(regions)})</h2>' \
+    return f'<div id="regions"><h2 style="margin:24px 0 0">Regions by rank ({len(regions)})</h2>' \
            f'{"".join(cards)}</div>'
 
 

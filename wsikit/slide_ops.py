@@ -24,7 +24,8 @@ from .io import Slide, open_slide
 from .patching import TileGrid, coords_path, make_grid
 from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask, segment_tissue
 
-__all__ = ["info", "segment", "patch", "geojson_path", "draw_tissue", "draw_grid"]
+__all__ = ["info", "segment", "patch", "geojson_path", "draw_tissue", "draw_grid",
+           "load_tissue", "mask_path"]
 
 _PathLike = str | os.PathLike[str]
 
@@ -32,6 +33,69 @@ _PathLike = str | os.PathLike[str]
 def geojson_path(out: _PathLike, slide_name: str) -> Path:
     """``<out>/contours_geojson/<slide_name>.geojson`` (TRIDENT layout)."""
     return Path(out) / "contours_geojson" / f"{slide_name}.geojson"
+
+
+def mask_path(out: _PathLike, slide_name: str) -> Path:
+    """``<out>/masks/<slide_name>.png``: the tissue mask every patch grid is made from."""
+    return Path(out) / "masks" / f"{slide_name}.png"
+
+
+def _mask_meta_path(out: _PathLike, slide_name: str) -> Path:
+    return Path(out) / "masks" / f"{slide_name}.json"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _write_mask(tm: TissueMask, out: Path, slide: Slide) -> None:
+    """The mask PNG and a note of the GeoJSON it belongs to (its SHA-256)."""
+    from ._atomic import write_json_atomic
+
+    tm.write_png(mask_path(out, slide.name))
+    gj = geojson_path(out, slide.name)
+    write_json_atomic(_mask_meta_path(out, slide.name), {
+        "geojson_sha256": _sha256(gj) if gj.exists() else None,
+        "level0_size": list(slide.dimensions)})
+
+
+def load_tissue(slide: Slide, out: _PathLike, *, resegment: bool = False,
+                mask_mpp: float = DEFAULT_MASK_MPP, min_tissue_um2: float = MIN_TISSUE_UM2,
+                min_hole_um2: float = MIN_HOLE_UM2, thumb_size: int = 1024) -> TissueMask:
+    """The tissue mask of ``slide`` under ``out``: the one path to the mask of a patch grid.
+
+    ``wsikit patch`` and ``wsikit select`` both take their grid from this mask, so they give
+    the same grid for the same slide and options, and a cached mask gives the grid of a fresh
+    one (the mask PNG is read back pixel for pixel; the GeoJSON is never re-rasterised for
+    that). Only when ``contours_geojson/<slide>.geojson`` has changed since the mask was
+    written (e.g. edited in QuPath) is it rasterised, and that mask is stored for next time.
+    ``resegment`` (or no cached output) segments again.
+    """
+    out = Path(out)
+    gj = geojson_path(out, slide.name)
+    png = mask_path(out, slide.name)
+    meta_path = _mask_meta_path(out, slide.name)
+    if not resegment and gj.exists():
+        import json
+
+        meta = None
+        if png.exists() and meta_path.exists():
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                meta = None
+        if (isinstance(meta, dict) and meta.get("geojson_sha256") == _sha256(gj)
+                and list(meta.get("level0_size") or []) == list(slide.dimensions)):
+            return TissueMask.from_png(png, level0_size=slide.dimensions,
+                                       slide_mpp=slide.mpp, slide_name=slide.name)
+        tm = TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
+                                     mpp=mask_mpp, slide_name=slide.name)
+        _write_mask(tm, out, slide)       # the edited polygons, rasterised once
+        return tm
+    return _segment_open(slide, out, mask_mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
+                         min_hole_um2=min_hole_um2, thumb_size=thumb_size)
 
 
 def info(path: _PathLike, *, mpp: float | None = None, backend: str | None = None
@@ -106,7 +170,7 @@ def _segment_open(slide: Slide, out: Path, *, mask_mpp: float, min_tissue_um2: f
     tm = segment_tissue(slide, mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
                         min_hole_um2=min_hole_um2)
     tm.write_geojson(geojson_path(out, slide.name))
-    tm.write_png(out / "masks" / f"{slide.name}.png")
+    _write_mask(tm, out, slide)
     thumb = slide.thumbnail(max_size=thumb_size)
     write_bytes_atomic(out / "thumbnails" / f"{slide.name}_tissue.png",
                        _png_bytes(Image.fromarray(draw_tissue(thumb, tm))))
@@ -148,8 +212,8 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
           show_progress: bool | None = None) -> TileGrid:
     """Build the patch grid of a slide and write ``out/patches/<slide>_patches.h5``.
 
-    Reuses ``out/contours_geojson/<slide>.geojson`` when it exists (so a mask edited in QuPath
-    is respected) unless ``resegment``; otherwise runs :func:`segment` first.
+    Reuses the cached tissue mask (and a GeoJSON edited in QuPath) through
+    :func:`load_tissue`, the same path ``wsikit select`` takes, unless ``resegment``.
 
     Parameters
     ----------
@@ -177,15 +241,9 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
     try:
         with open_slide(path, mpp=mpp, backend=backend) as slide:
             bar.update(1)
-            gj = geojson_path(out, slide.name)
-            if gj.exists() and not resegment:
-                tm = TissueMask.from_geojson(gj, level0_size=slide.dimensions,
-                                             slide_mpp=slide.mpp, mpp=mask_mpp,
-                                             slide_name=slide.name)
-            else:
-                tm = _segment_open(slide, out, mask_mpp=mask_mpp,
-                                   min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
-                                   thumb_size=thumb_size)
+            tm = load_tissue(slide, out, resegment=resegment, mask_mpp=mask_mpp,
+                             min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
+                             thumb_size=thumb_size)
             bar.update(1)
             grid = make_grid(slide, tm, target_mpp=target_mpp, patch_px=patch_px,
                              overlap_px=overlap_px, min_tissue=min_tissue)

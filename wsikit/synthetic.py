@@ -2,8 +2,10 @@
 
 Slides are written as Aperio-style tiled JPEG TIFFs with :mod:`tifffile`, so OpenSlide reads
 them with their mpp (``MPP = …`` in the image description). Content is procedural H&E-like
-tissue: pink stroma with purple nuclei on a bright background, optional regions of densely
-packed nuclei (a planted "salient" region), pen marks and a dark scanner border.
+tissue: pink stroma with purple nuclei on a bright background, optional planted "salient"
+regions of densely packed nuclei (``dense``) or of enlarged hyperchromatic nuclei at normal
+density (``enlarged``), and a stain strength (``stain``: pale < 1 < dark; ``h_fade``: the
+haematoxylin alone faded).
 
 Every level is generated directly (not by downsampling level 0), so a 49152×32768 slide takes
 seconds per gigapixel and little memory. All content is labelled synthetic in the description.
@@ -40,6 +42,19 @@ class SyntheticSpec:
         Ellipses of tissue in level-0 px. Default: one large ellipse in the centre.
     dense : sequence of (x, y, w, h)
         Boxes where nuclei are densely packed (a planted salient region).
+    enlarged : sequence of (x, y, w, h)
+        Boxes of enlarged (1.7x the diameter), hyperchromatic nuclei at the normal density.
+    stain : float
+        Optical density of every stain is multiplied by this (0.5 pale, 1 normal, 1.6 dark).
+    h_fade : float
+        Haematoxylin (nuclei) optical density is further multiplied by this (faded: < 1).
+    nuclei_per_mm2 : (float, float) or None
+        Nuclei per mm² of normal and of dense tissue, the same at every ``mpp``. ``None``: the
+        original textures (90 and 900 nuclei per 10⁶ px at 0.25 µm/px, scaled by
+        ``(0.25 / mpp)²`` per pixel).
+    period : int
+        Side in level-0 px of the periodic texture tiles (a multiple of 16). Choose one that
+        is not a multiple of the patch stride, or every patch of a kind looks the same.
     background : int
         Background grey value (243 white-ish; ~200 for grey backgrounds).
     seed : int
@@ -52,11 +67,16 @@ class SyntheticSpec:
     tissue: Sequence[tuple[float, float, float, float]] | None = None
     dense: Sequence[tuple[int, int, int, int]] = field(default_factory=tuple)
     background: int = 243
+    enlarged: Sequence[tuple[int, int, int, int]] = field(default_factory=tuple)
+    stain: float = 1.0
+    h_fade: float = 1.0
+    nuclei_per_mm2: tuple[float, float] | None = None
+    period: int = 1024
     seed: int = 0
 
 
 def _label_map(spec: SyntheticSpec) -> np.ndarray:
-    """(H/32, W/32) uint8 labels: 0 background, 1 tissue, 2 dense nuclei."""
+    """(H/32, W/32) uint8 labels: 0 background, 1 tissue, 2 dense nuclei, 3 enlarged nuclei."""
     gh = -(-spec.height // _LABEL_SCALE)
     gw = -(-spec.width // _LABEL_SCALE)
     yy, xx = np.mgrid[0:gh, 0:gw].astype(np.float32)
@@ -72,14 +92,24 @@ def _label_map(spec: SyntheticSpec) -> np.ndarray:
     for x, y, w, h in spec.dense:
         sel = (xx >= x) & (xx < x + w) & (yy >= y) & (yy < y + h)
         labels[sel] = 2
+    for x, y, w, h in spec.enlarged:
+        sel = (xx >= x) & (xx < x + w) & (yy >= y) & (yy < y + h)
+        labels[sel] = 3
     return labels
 
 
-def _texture(size: int, nuclei_per_mpx: float, radius: float, rng: np.random.Generator
-             ) -> np.ndarray:
+def _stained(colour: np.ndarray, strength: float) -> np.ndarray:
+    """``colour`` with its optical density multiplied by ``strength``."""
+    if strength == 1.0:   # exactly the original colours (reference statistics depend on them)
+        return colour.astype(np.float32)
+    return (255.0 * (np.clip(colour, 1, 255) / 255.0) ** strength).astype(np.float32)
+
+
+def _texture(size: int, nuclei_per_mpx: float, radius: float, rng: np.random.Generator,
+             *, stain: float = 1.0, nucleus_od: float = 1.0) -> np.ndarray:
     """A periodic (size, size, 3) float32 texture of stroma with disk nuclei."""
     img = np.empty((size, size, 3), np.float32)
-    img[:] = _STROMA
+    img[:] = _stained(_STROMA, stain)
     img += rng.normal(0, 6, (size, size, 1)).astype(np.float32)
     n = max(1, int(nuclei_per_mpx * size * size / 1e6))
     cx = rng.uniform(0, size, n)
@@ -91,7 +121,8 @@ def _texture(size: int, nuclei_per_mpx: float, radius: float, rng: np.random.Gen
     ys = (cy[:, None].astype(int) + dy[None, :]) % size
     xs = (cx[:, None].astype(int) + dx[None, :]) % size
     shade = rng.uniform(0.85, 1.15, (n, 1, 1)).astype(np.float32)
-    img[ys, xs] = (_NUCLEUS[None, None, :] * shade)[:, 0:1, :].repeat(ys.shape[1], axis=1)
+    nucleus = _stained(_NUCLEUS, stain * nucleus_od)
+    img[ys, xs] = (nucleus[None, None, :] * shade)[:, 0:1, :].repeat(ys.shape[1], axis=1)
     return img
 
 
@@ -103,11 +134,22 @@ class _Painter:
         self.labels = _label_map(spec)
         rng = np.random.default_rng(spec.seed)
         radius = 3.5 / mpp  # nuclei ~7 µm across
-        self.period = 1024
+        self.period = int(spec.period)
+        if self.period % 16 or self.period < 16:
+            raise ValueError(f"SyntheticSpec.period must be a multiple of 16, got {spec.period}")
+        st, hf = float(spec.stain), float(spec.stain) * float(spec.h_fade)
+        if spec.nuclei_per_mm2 is None:
+            normal = 90.0 * (0.25 / mpp) ** 2
+            dense = 900.0 * (0.25 / mpp) ** 2
+        else:   # per 10^6 px: per mm² times the area of 10^6 px in mm²
+            normal, dense = (float(v) * mpp * mpp for v in spec.nuclei_per_mm2)
         self.tex = {
-            1: _texture(self.period, 90.0 * (0.25 / mpp) ** 2, radius, rng),
-            2: _texture(self.period, 900.0 * (0.25 / mpp) ** 2, radius, rng),
+            1: _texture(self.period, normal, radius, rng, stain=st, nucleus_od=hf / st),
+            2: _texture(self.period, dense, radius, rng, stain=st, nucleus_od=hf / st),
         }
+        if spec.enlarged:   # 1.7x the diameter, 1.35x the optical density, normal density
+            self.tex[3] = _texture(self.period, normal, 1.7 * radius, rng, stain=st,
+                                   nucleus_od=1.35 * hf / st)
         self._cache: dict[tuple[int, int], np.ndarray] = {}
 
     def _tex_at(self, label: int, ds: int) -> np.ndarray:
@@ -132,7 +174,7 @@ class _Painter:
         period = self.period // ds
         ty = (ys // ds) % period
         tx = (xs // ds) % period
-        for label in (1, 2):
+        for label in self.tex:
             sel = lab == label
             if sel.any():
                 tex = self._tex_at(label, ds)

@@ -312,6 +312,28 @@ class TissueMask:
         return path
 
     @classmethod
+    def from_png(cls, path: str | os.PathLike[str], *, level0_size: tuple[int, int],
+                 slide_mpp: float, slide_name: str = "") -> TissueMask:
+        """Read a mask written by :meth:`write_png` (pixels > 127 are tissue).
+
+        The mask covers the whole slide, so its resolution follows from its size: a mask
+        read back equals the one written, and gives the same patch grid.
+        """
+        from PIL import Image
+
+        try:
+            with Image.open(path) as im:
+                mask = np.asarray(im.convert("L")) > 127
+        except OSError as exc:
+            raise TissueError(f"{path}: cannot read the tissue mask PNG ({exc}); delete it "
+                              "or pass --resegment") from exc
+        W, H = int(level0_size[0]), int(level0_size[1])
+        h, w = mask.shape
+        eff_mpp = float(slide_mpp) * 0.5 * (W / w + H / h)
+        return cls(mask=mask, mpp=eff_mpp, downsample=eff_mpp / float(slide_mpp),
+                   level0_size=(W, H), slide_mpp=float(slide_mpp), slide_name=slide_name)
+
+    @classmethod
     def from_geojson(cls, src: str | os.PathLike[str] | Mapping[str, Any], *,
                      level0_size: tuple[int, int], slide_mpp: float,
                      mpp: float = DEFAULT_MASK_MPP, slide_name: str = "") -> TissueMask:

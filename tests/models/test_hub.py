@@ -171,8 +171,8 @@ def test_weights_status_lists_missing(clean_env: Path) -> None:
 def test_heuristic_scorer() -> None:
     s = create_scorer("heuristic")
     out = s.score(h_density=np.array([0.1, 0.5, 0.9]), tissue_fraction=np.ones(3))
-    assert out.tolist() == pytest.approx([0.0, 0.5, 1.0], abs=0.02)
-    with pytest.raises(ModelError, match="h_density"):
+    assert out.tolist() == pytest.approx([1 / 6, 0.5, 5 / 6])   # per-slide ranks
+    with pytest.raises(ModelError, match="nuclear"):
         s.score()
     with pytest.raises(ModelError, match="unknown scorer"):
         create_scorer("x")

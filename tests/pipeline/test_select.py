@@ -126,6 +126,27 @@ def test_cli_select_json_and_errors(cmu_small: Path, tmp_path: Path) -> None:
     assert r.returncode == 2 and "not_a_slide.svs" in r.stderr
     r = _cli("select", str(cmu_small), "--scales", "8,x", cwd=tmp_path)
     assert r.returncode == 2 and "comma-separated" in r.stderr
+    r = _cli("select", str(cmu_small), "--min-score", "mean", cwd=tmp_path)
+    assert r.returncode == 2 and "--min-score" in r.stderr and "median" in r.stderr
+    r = _cli("select", str(cmu_small), "--selector", "topk", "--scales", "4,2", cwd=tmp_path)
+    assert r.returncode != 0 and "topk" in r.stderr and "--scales" in r.stderr
+
+
+def test_cli_summary_lists_regions_by_rank_with_zoom_chain(cmu_small: Path,
+                                                           tmp_path: Path) -> None:
+    r = _cli("select", str(cmu_small), "--out", str(tmp_path), "--no-report",
+             "--patch-px", "256", "--min-score", "median", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [ln.split() for ln in r.stdout.splitlines() if ln.strip().startswith("r")]
+    ids = [ln[0] for ln in lines if ln[0][1:].isdigit()]
+    assert ids == [f"r{i}" for i in range(1, len(ids) + 1)] and ids
+    assert "floor" in r.stdout and "zoom: r1 (" in r.stdout
+    r = _cli("select", str(cmu_small), "--out", str(tmp_path / "k"), "--no-report",
+             "--selector", "topk", "--per-scale", "3", "--format", "json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert len(doc["regions"]) == 3 and {x["scale"] for x in doc["regions"]} == {1}
+    assert doc["selection"]["k"] == 3
 
 
 def test_demo_runs_and_matches_figures(tmp_path: Path) -> None:

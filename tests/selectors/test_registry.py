@@ -59,7 +59,9 @@ def test_topk_margin_spreads_patches() -> None:
 
 def test_topk_with_fewer_cells_than_k() -> None:
     scores, coords = _grid(2, 2)
-    assert len(select_topk(scores, coords, 256, k=10)) == 4
+    assert len(select_topk(scores, coords, 256, k=10, min_score=0)) == 4
+    # the default floor (median of 0, 1, 2, 3 = 1.5) keeps the two cells above it
+    assert sorted(w.score for w in select_topk(scores, coords, 256, k=10)) == [2.0, 3.0]
 
 
 def test_unknown_selector_and_options_are_refused() -> None:

@@ -9,8 +9,8 @@ import sys
 from ._common import DefaultsHelpFormatter, fraction, mpp_type, non_negative_float, \
     non_negative_int, output_dir, positive_float, positive_int, scales
 
-__all__ = ["add_format_option", "add_select_options", "print_result", "register",
-           "select_kwargs"]
+__all__ = ["add_format_option", "add_select_options", "min_score_type", "print_result",
+           "register", "select_kwargs"]
 
 
 def add_select_options(p: argparse.ArgumentParser) -> None:
@@ -33,20 +33,28 @@ def add_select_options(p: argparse.ArgumentParser) -> None:
                    help="patch reader processes (default 0)")
     s = p.add_argument_group("selection")
     s.add_argument("--selector", default="multiscale",
-                   help="selection strategy: multiscale (default) or topk")
-    s.add_argument("--scales", type=scales, default=(8, 4, 2, 1),
-                   help="window sides in patches, coarse to fine (default 8,4,2,1)")
-    s.add_argument("--per-scale", type=positive_int, default=1,
-                   help="windows kept per scale (default 1)")
+                   help="selection strategy: multiscale (default) or topk (single patches)")
+    s.add_argument("--scales", type=scales, default=None,
+                   help="window sides in patches, coarse to fine (default 8,4,2,1); topk "
+                        "refuses any but 1")
+    s.add_argument("--per-scale", type=positive_int, default=None,
+                   help="windows kept per scale (default 1; for topk the number of patches, "
+                        "8 unless given)")
     s.add_argument("--min-coverage", type=fraction, default=1.0,
                    help="fraction of a window's patches that must be tissue (default 1.0)")
     s.add_argument("--max-iou", type=fraction, default=0.5,
                    help="largest IoU allowed between any two windows (default 0.5)")
     s.add_argument("--margin", type=non_negative_float, default=2,
-                   help="smallest Chebyshev distance in patches between windows (default 2)")
+                   help="smallest edge-to-edge gap in patches between two windows that do "
+                        "not zoom into each other (default 2)")
     s.add_argument("--layout", choices=("nested", "disjoint"), default="nested",
-                   help="nested: margin between centres (finer windows may zoom into coarser "
-                        "ones); disjoint: margin between edges")
+                   help="nested (default): a finer window may lie wholly inside a coarser "
+                        "one, a zoom chain into the most salient region; otherwise windows "
+                        "keep the margin. disjoint: every pair keeps the margin (the paper)")
+    s.add_argument("--min-score", type=min_score_type, default="median",
+                   help="saliency floor: 'median' (default) keeps only regions scoring at "
+                        "least the slide's median patch-cell score; a number is an absolute "
+                        "floor; 0 disables it")
     g2 = p.add_argument_group("patching")
     g2.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
                     help="level-0 µm/px overriding the slide's metadata (needed if it has none)")
@@ -78,6 +86,21 @@ def add_select_options(p: argparse.ArgumentParser) -> None:
     add_format_option(p)
 
 
+def min_score_type(value: str) -> float | str:
+    """``--min-score``: ``median`` or a finite number."""
+    if value.strip().lower() == "median":
+        return "median"
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--min-score {value!r} must be 'median' or a number (0 disables the floor)"
+            ) from None
+    if v != v or v in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"--min-score {value!r} must be finite")
+    return v
+
+
 def add_format_option(p: argparse.ArgumentParser) -> None:
     """``--format summary|json|context`` (what :func:`print_result` prints)."""
     p.add_argument("--format", choices=("summary", "json", "context"), default="summary",
@@ -91,7 +114,8 @@ def select_kwargs(args: argparse.Namespace) -> dict:
 
     return dict(models=args.models, attention=args.attention, selector=args.selector,
                 scales=args.scales, per_scale=args.per_scale, min_coverage=args.min_coverage,
-                max_iou=args.max_iou, margin=args.margin, layout=args.layout, k=args.k,
+                max_iou=args.max_iou, margin=args.margin, layout=args.layout,
+                min_score=args.min_score, k=args.k,
                 min_similarity=args.min_similarity, mpp=args.mpp, target_mpp=args.target_mpp,
                 patch_px=args.patch_px, min_tissue=args.min_tissue,
                 max_crop_px=args.max_crop_px, device=args.device, batch_size=args.batch_size,
@@ -112,8 +136,12 @@ def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
         return
     d = result.to_dict()
     models = d["models"]
-    print(f"{d['slide']['name']}: {d['selection']['patches']} patches, "
-          f"{len(d['regions'])} region(s)", file=stream)
+    sel = d["selection"]
+    floor = sel.get("min_score_value")
+    print(f"{d['slide']['name']}: {sel['patches']} patches, {len(d['regions'])} region(s) by "
+          f"rank ({sel.get('layout', sel.get('selector'))}"
+          + (f", floor {floor:.3f} = {sel.get('min_score')}" if floor is not None else "")
+          + ")", file=stream)
     for name, m in models.items():
         tag = "  [weight-free heuristic]" if m.get("heuristic") else ""
         print(f"  {name:<14}{m['name']}{tag}", file=stream)
@@ -122,13 +150,33 @@ def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
         best = r["matches"][0] if r["matches"] else None
         match = (f"  best match {best['similarity']:.2f}: {best.get('figure_label') or ''} "
                  f"{(best.get('source_title') or '')[:50]}") if best else ""
+        zoom = f"  inside {r['inside']}" if r.get("inside") else ""
         print(f"  {r['id']:<4}{r['scale']}x  score {r['score']:.3f}  "
-              f"box ({b['x']}, {b['y']}, {b['width']}px){match}", file=stream)
+              f"box ({b['x']}, {b['y']}, {b['width']}px){zoom}{match}", file=stream)
+    chains = _zoom_chains(d["regions"])
+    if chains:
+        print("  zoom: " + "; ".join(chains), file=stream)
     for scale, why in d["empty_scales"].items():
         print(f"  {scale}x   none: {why}", file=stream)
     print(f"evidence: {out_dir / 'evidence.json'}", file=stream)
     if (out_dir / "report.html").exists():
         print(f"report:   {out_dir / 'report.html'}", file=stream)
+
+
+def _zoom_chains(regions: list[dict]) -> list[str]:
+    """``["r1 (1x) in r2 (2x) in r3 (4x)", ...]``: each finest region's chain of windows."""
+    by_id = {r["id"]: r for r in regions}
+    hosts = {r.get("inside") for r in regions}
+    out = []
+    for r in regions:
+        if r["id"] in hosts or not r.get("inside"):
+            continue
+        chain, cur = [], r
+        while cur is not None and len(chain) <= len(regions):
+            chain.append(f"{cur['id']} ({cur['scale']}x)")
+            cur = by_id.get(cur.get("inside"))
+        out.append(" in ".join(chain))
+    return out
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -245,6 +245,14 @@ def prompt_context(result: Any, *, max_items: int | None = None) -> str:
                      f"{prov['score_type']}. Similarity is not a diagnosis."
                      + (" These numbers come from weight-free heuristics, not a trained "
                         "model's judgement." if prov["heuristic"] else ""))
+    if result.regions:  # regions by rank, with their scale and zoom chain
+        lines.append("")
+        lines.append("Regions of the slide by rank (1 = most salient; scale = window side in "
+                     "patches):")
+        for r in sorted(result.regions, key=lambda r: (r.rank is None, r.rank or 0)):
+            zoom = f", inside {r.inside}" if r.inside else ""
+            lines.append(f"  {r.id}: {r.scale}x{r.scale} patches, score "
+                         f"{float(r.score):.3f}{zoom}")
     floor = _floor_text(result)
     if result.index is None:
         lines += ["", "No figure index was given, so no literature figures were searched "

@@ -50,6 +50,9 @@ class EvidenceRegion:
     grid_box: Mapping[str, int] | None = None
     uid: str | None = None
     below_floor: int | None = None
+    #: 1 = most salient region; ``inside``: id of the region this one zooms into (or None)
+    rank: int | None = None
+    inside: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -61,6 +64,9 @@ class EvidenceRegion:
                     "box": dict(self.box), "grid_box": None if self.grid_box is None else
                     dict(self.grid_box), "crop": None if self.crop is None else dict(self.crop),
                     "matches": [dict(m) for m in self.matches]})
+        if self.rank is not None:
+            out["rank"] = int(self.rank)
+            out["inside"] = self.inside
         if self.below_floor is not None:
             out["below_floor"] = int(self.below_floor)
         out.update({k: v for k, v in self.extra.items() if k not in out})
@@ -70,12 +76,14 @@ class EvidenceRegion:
     def from_dict(cls, data: Mapping[str, Any]) -> EvidenceRegion:
         """Inverse of :meth:`to_dict`."""
         known = {"id", "uid", "scale", "score", "box", "grid_box", "crop", "matches",
-                 "below_floor"}
+                 "below_floor", "rank", "inside"}
         return cls(id=data["id"], scale=int(data["scale"]), score=float(data["score"]),
                    box=dict(data["box"]), crop=None if data.get("crop") is None else
                    dict(data["crop"]), matches=tuple(dict(m) for m in data.get("matches", ())),
                    grid_box=None if data.get("grid_box") is None else dict(data["grid_box"]),
                    uid=data.get("uid"), below_floor=data.get("below_floor"),
+                   rank=None if data.get("rank") is None else int(data["rank"]),
+                   inside=data.get("inside"),
                    extra={k: v for k, v in data.items() if k not in known})
 
 

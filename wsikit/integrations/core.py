@@ -175,7 +175,7 @@ class EvidenceSource:
                    "mpp_source": "not applicable (image query)"},
             models={"crop_encoder": {"name": enc.config.name, "label": enc.label,
                                      "heuristic": bool(enc.config.heuristic)}},
-            selection={"query": "image", "k": k, "min_similarity": found.floor},
+            selection={"query": "image", "figures_per_region": k, "min_similarity": found.floor},
             regions=(region,), index=found.index.to_evidence_dict(),
             synthetic=False, base_dir=None)
 

@@ -11,9 +11,10 @@ embedding is cheap enough to run on every tissue patch of a slide on CPU (hundre
   fixed reference statistics of H&E tissue, so that cosine similarity spreads over [-1, 1].
   Usable for patches, crops and figures.
 * :func:`haematoxylin_density`: ``(B,)`` fraction of pixels whose haematoxylin optical density
-  is nuclear-strength.
-* :func:`importance_scores`: haematoxylin density × tissue fraction, percentile-normalised per
-  slide to [0, 1].
+  is at least the fixed :data:`NUCLEAR_H_OD` (a simple stain measurement; importance no longer
+  uses it, because a fixed threshold misses the nuclei of pale or faded slides).
+* :func:`importance_scores`: the slide-adaptive nuclear-morphology importance of
+  :mod:`wsikit.models.nuclear` (per-slide threshold, robust z-scores, ranks).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import torch.nn.functional as F
 from skimage.color.colorconv import hed_from_rgb
 
 from ..errors import ModelError
+from .nuclear import importance_scores
 from .registry import Encoder, EncoderConfig
 
 __all__ = [
@@ -156,45 +158,6 @@ def haematoxylin_density(images: np.ndarray | torch.Tensor) -> np.ndarray:
     x = _to_work(_as_batch(images))
     h = rgb_to_hed(x)[:, 0]
     return (h >= NUCLEAR_H_OD).float().mean(dim=(1, 2)).cpu().numpy().astype(np.float32)
-
-
-def importance_scores(h_density: np.ndarray, tissue_fraction: np.ndarray, *,
-                      percentiles: tuple[float, float] = (1.0, 99.0)) -> np.ndarray:
-    """Weight-free per-patch importance, normalised per slide.
-
-    Parameters
-    ----------
-    h_density : ndarray
-        ``(N,)`` haematoxylin density per patch (:func:`haematoxylin_density`), in [0, 1].
-    tissue_fraction : ndarray
-        ``(N,)`` tissue fraction per patch (``TileGrid.tissue``), in [0, 1].
-    percentiles : (float, float)
-        The raw score ``h_density * tissue_fraction`` is mapped linearly so that these
-        percentiles of the slide become 0 and 1, then clipped to [0, 1].
-
-    Returns
-    -------
-    ndarray
-        ``(N,)`` float32 in [0, 1]; all zeros when every patch has the same raw score.
-    """
-    h = np.asarray(h_density, dtype=np.float64).reshape(-1)
-    t = np.asarray(tissue_fraction, dtype=np.float64).reshape(-1)
-    if h.shape != t.shape:
-        raise ModelError(f"importance_scores: h_density has {h.size} values but tissue_fraction "
-                         f"has {t.size}; pass one value per patch for both")
-    if not (np.isfinite(h).all() and np.isfinite(t).all()):
-        raise ModelError("importance_scores: h_density and tissue_fraction must be finite")
-    lo_p, hi_p = percentiles
-    if not 0.0 <= lo_p < hi_p <= 100.0:
-        raise ModelError(f"importance_scores: percentiles={percentiles!r} must satisfy "
-                         "0 <= low < high <= 100")
-    raw = h * t
-    if raw.size == 0:
-        return raw.astype(np.float32)
-    lo, hi = np.percentile(raw, [lo_p, hi_p])
-    if hi <= lo:
-        return np.zeros_like(raw, dtype=np.float32)
-    return np.clip((raw - lo) / (hi - lo), 0.0, 1.0).astype(np.float32)
 
 
 def _box_down(x: torch.Tensor, k: int, unit: float) -> torch.Tensor:

@@ -7,7 +7,15 @@ builds any registered strategy by name (``multiscale``, ``topk``).
 from __future__ import annotations
 
 from .grid import AttentionMap, attention_map, summed_area_table, window_sums
-from .multiscale import DEFAULT_SCALES, LAYOUTS, compatible, select_from_map, select_windows
+from .multiscale import (
+    DEFAULT_SCALES,
+    LAYOUTS,
+    MIN_SCORE_CHOICES,
+    compatible,
+    rank_windows,
+    select_from_map,
+    select_windows,
+)
 from .registry import (
     Selector,
     create_selector,
@@ -20,7 +28,7 @@ from .windows import Window, Windows
 
 __all__ = [
     "AttentionMap", "attention_map", "summed_area_table", "window_sums",
-    "DEFAULT_SCALES", "LAYOUTS", "compatible", "select_from_map", "select_windows",
+    "DEFAULT_SCALES", "LAYOUTS", "MIN_SCORE_CHOICES", "compatible", "rank_windows", "select_from_map", "select_windows",
     "Selector", "create_selector", "describe_selector", "list_selectors", "register_selector",
     "select_topk", "Window", "Windows",
 ]

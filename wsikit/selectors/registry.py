@@ -45,9 +45,19 @@ class Selector:
         self.fn = fn
         self.options = dict(options)
 
-    def __call__(self, scores: np.ndarray, coords: np.ndarray, patch_size_l0: int) -> Windows:
-        """Select windows from per-patch ``scores`` (N,) at level-0 ``coords`` (N, 2)."""
-        return self.fn(scores, coords, patch_size_l0, **self.options)
+    def __call__(self, scores: np.ndarray, coords: np.ndarray, patch_size_l0: int, *,
+                 slide_size: tuple[int, int] | None = None) -> Windows:
+        """Select windows from per-patch ``scores`` (N,) at level-0 ``coords`` (N, 2).
+
+        ``slide_size`` (level-0 width, height) keeps windows inside the slide; it is passed to
+        strategies that accept it and refused by those that cannot honour it.
+        """
+        if slide_size is None:
+            return self.fn(scores, coords, patch_size_l0, **self.options)
+        if "slide_size" not in inspect.signature(self.fn).parameters:
+            raise SelectionError(f"selector {self.name!r} cannot keep windows inside the slide "
+                                 "(it takes no slide_size)")
+        return self.fn(scores, coords, patch_size_l0, slide_size=slide_size, **self.options)
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
@@ -88,12 +98,13 @@ def create_selector(name: str, **options: Any) -> Selector:
         One of :func:`list_selectors` (``"multiscale"``, ``"topk"``).
     **options
         Keyword options of the strategy (e.g. ``scales``, ``per_scale``, ``max_iou``,
-        ``margin``, ``layout``, ``min_coverage`` for ``multiscale``; ``k``, ``margin`` for
-        ``topk``).
+        ``margin``, ``layout``, ``min_coverage``, ``min_score`` for ``multiscale``; ``k``,
+        ``margin``, ``min_score`` for ``topk``).
     """
     fn, _ = _lookup(name)
     sig = inspect.signature(fn)
     allowed = [p.name for p in sig.parameters.values() if p.kind == p.KEYWORD_ONLY]
+    allowed = [a for a in allowed if a != "slide_size"]   # per slide, given at call time
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise SelectionError(
@@ -101,10 +112,11 @@ def create_selector(name: str, **options: Any) -> Selector:
     if name == "multiscale":
         merged = {p: sig.parameters[p].default for p in allowed} | options
         _validate(merged["scales"], merged["per_scale"], merged["min_coverage"],
-                  merged["max_iou"], merged["margin"], merged["layout"])
+                  merged["max_iou"], merged["margin"], merged["layout"], merged["min_score"])
     return Selector(name, fn, options)
 
 
 register_selector("multiscale", select_windows,
-                  "greedy multi-scale windows (8,4,2,1 cells) with IoU and margin constraints")
+                  "greedy multi-scale windows (8,4,2,1 cells): nested zoom chain or disjoint, "
+                  "IoU and margin constraints, saliency floor")
 register_selector("topk", select_topk, "the k best non-overlapping patches (scale 1)")

@@ -29,6 +29,11 @@ class Window:
         Grid cell of the top-left corner (grid anchored at the level-0 origin).
     coverage : float
         Fraction of the ``w×w`` cells that hold a patch.
+    rank : int
+        1 = highest score among the selected windows (0: not ranked).
+    inside : int or None
+        Rank of the smallest selected window that wholly contains this one (the window it
+        zooms into), or ``None``.
     """
 
     x: int
@@ -39,10 +44,19 @@ class Window:
     gx: int
     gy: int
     coverage: float = 1.0
+    rank: int = 0
+    inside: int | None = None
+
+    @property
+    def id(self) -> str:
+        """Region id ``r<rank>``."""
+        return f"r{self.rank}"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict in the shape of an evidence region (without ``id``/crop/matches)."""
         return {
+            "rank": self.rank,
+            "inside": None if self.inside is None else f"r{self.inside}",
             "scale": self.scale,
             "score": self.score,
             "coverage": self.coverage,
@@ -55,9 +69,14 @@ class Window:
         """Inverse of :meth:`to_dict`."""
         try:
             box, grid = d["box"], d["grid_box"]
+            inside = d.get("inside")
+            if isinstance(inside, str):
+                inside = int(inside.lstrip("r"))
             return cls(x=int(box["x"]), y=int(box["y"]), size=int(box["width"]),
                        scale=int(d["scale"]), score=float(d["score"]), gx=int(grid["gx"]),
-                       gy=int(grid["gy"]), coverage=float(d.get("coverage", 1.0)))
+                       gy=int(grid["gy"]), coverage=float(d.get("coverage", 1.0)),
+                       rank=int(d.get("rank", 0)),
+                       inside=None if inside is None else int(inside))
         except (KeyError, TypeError, ValueError) as exc:
             raise SelectionError(
                 f"not a window dict (needs scale, score, box{{x,y,width}}, grid_box{{gx,gy}}): "
@@ -66,12 +85,12 @@ class Window:
 
 @dataclass(frozen=True)
 class Windows:
-    """Selected windows, coarse to fine, plus why any scale came out empty.
+    """Selected windows in rank order (1 = most salient), plus why any scale came out empty.
 
     Attributes
     ----------
     windows : tuple of Window
-        Accepted windows in acceptance order (scales coarse to fine, best first in a scale).
+        Accepted windows by rank (``Window.rank`` 1, 2, ...).
     empty : dict of int to str
         Scale -> human-readable reason, for every requested scale without a window.
     params : dict
