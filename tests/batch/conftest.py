@@ -9,8 +9,7 @@ import pytest
 
 from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
 
-#: Options shared by the batch runs and the per-slide reference runs in the tests.
-OPTIONS = dict(tissue_mpp=8.0, target_mpp=0.5, patch_px=256, min_tissue=0.1)
+from _batch_options import OPTIONS  # noqa: F401  (shared with the test modules)
 
 
 @pytest.fixture(scope="session")

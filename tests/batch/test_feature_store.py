@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import zarr
 
-from conftest import OPTIONS
+from _batch_options import OPTIONS
 from wsikit.errors import FeatureError
 from wsikit.feature_store import (h5_to_zarr, list_slides, open_store, read_slide, write_slide,
                                   zarr_to_h5)

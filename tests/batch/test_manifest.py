@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import OPTIONS
+from _batch_options import OPTIONS
 from test_resume import env
 from wsikit.batch import run_batch, sha256_file
 from wsikit.batch.manifest import COLUMNS, preprocessing_identity, read_manifest

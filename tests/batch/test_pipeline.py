@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from _reference import assert_job_matches, reference
-from conftest import OPTIONS
+from _batch_options import OPTIONS
 from wsikit.cli import main
 
 GOOD = ["nompp", "slide0", "slide1", "slide2", "slide3"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from _reference import read_outputs
-from conftest import OPTIONS
+from _batch_options import OPTIONS
 from wsikit.batch import run_batch
 
 try:

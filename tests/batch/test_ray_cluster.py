@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from _reference import read_outputs
-from conftest import OPTIONS
+from _batch_options import OPTIONS
 from wsikit.batch import read_manifest, run_batch
 
 ray = pytest.importorskip("ray")

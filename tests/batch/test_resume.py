@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from _reference import assert_job_matches, reference
-from conftest import OPTIONS
+from _batch_options import OPTIONS
 
 HERE = Path(__file__).resolve().parent
 GOOD = ["nompp", "slide0", "slide1", "slide2", "slide3"]
