@@ -158,15 +158,13 @@ def run_query(args: argparse.Namespace) -> int:
         return 0
     if not matches:
         print("no figure caption contains a term of the query text")
-    for rank, m in enumerate(matches, start=1):
-        n = m.node
-        caption = n.caption if len(n.caption) <= 100 else n.caption[:97] + "..."
+    from .evidence import print_matches
+
+    def score(m: Any) -> str:
         ranks = "  ".join(f"{ch} #{r}" if r else f"{ch} -" for ch, r in m.ranks.items())
-        print(f"{rank:2d}. {m.score_type} {m.score:.4f}  ({ranks})  "
-              f"{n.figure_label or '(no label)'}  [{n.evidence_level_name}]  "
-              f"{caption or '(no caption)'}")
-        print(f"    {n.source_title or 'unknown source'}; doi {n.doi or '-'}; page "
-              f"{n.page or '-'}; {n.image}")
+        return f"{m.score_type} {m.score:.4f}  ({ranks})"
+
+    print_matches(matches, score)
     return 0
 
 

@@ -260,15 +260,20 @@ def _cmd_query(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
+    print_matches(matches, lambda m: f"{m.similarity:.3f}"
+                  + ("" if m.percentile is None else f" (p{m.percentile:.1f})"))
+    return 0
+
+
+def print_matches(matches: Sequence[Any], score: Any) -> None:
+    """Print ranked matches two lines each; ``score(match)`` gives the text after the rank."""
     for rank, m in enumerate(matches, start=1):
         n = m.node
         caption = n.caption if len(n.caption) <= 100 else n.caption[:97] + "..."
-        pct = "" if m.percentile is None else f" (p{m.percentile:.1f})"
-        print(f"{rank:2d}. {m.similarity:.3f}{pct}  {n.figure_label or '(no label)'}  "
+        print(f"{rank:2d}. {score(m)}  {n.figure_label or '(no label)'}  "
               f"[{n.evidence_level_name}]  {caption or '(no caption)'}")
         print(f"    {n.source_title or 'unknown source'}; doi {n.doi or '-'}; page "
               f"{n.page or '-'}; {n.image}")
-    return 0
 
 
 def _source_options(p: argparse.ArgumentParser) -> None:
