@@ -10,7 +10,7 @@ index, and the ``evidence.json`` result with RAG adapters.
 from __future__ import annotations
 
 from .index import INDEX_FORMAT, FigureIndex, Match, embed_images
-from .manifest import MANIFEST_FIELDS, read_manifest, write_manifest
+from .manifest import MANIFEST_FIELDS, merge_manifest, read_manifest, write_manifest
 from .nodes import (
     EVIDENCE_LEVELS,
     FigureNode,
@@ -51,6 +51,7 @@ __all__ = [
     "load_image",
     "load_schema",
     "make_node_id",
+    "merge_manifest",
     "parse_evidence_level",
     "read_manifest",
     "read_pdf_figures",

@@ -212,9 +212,13 @@ class FigureIndex:
         if kind not in fu.INDEX_KINDS:
             raise EvidenceError(f"unknown index kind {kind!r}; use one of "
                                 f"{', '.join(fu.INDEX_KINDS)}")
-        if out.exists() and any(out.iterdir()) and not overwrite:
-            raise EvidenceError(f"index folder {out} exists and is not empty; choose another "
-                                "--out, delete it, or use 'wsikit index add'")
+        if out.exists() and not out.is_dir():
+            raise EvidenceError(f"{out} exists and is not a folder; choose another --out")
+        if out.exists() and any(out.iterdir()):
+            if not overwrite:
+                raise EvidenceError(f"index folder {out} exists and is not empty; choose "
+                                    "another --out, delete it, or use 'wsikit index add'")
+            _check_replaceable(out)
         nodes = list(nodes)
         if not nodes:
             raise EvidenceError("no figures to index; check the manifest/PDF sources")
@@ -519,6 +523,33 @@ def _recall_set(vectors: np.ndarray, *, k: int, seed: int = 0) -> tuple[np.ndarr
     queries = fu.normalise(vectors[pick] + 0.5 * noise / np.sqrt(vectors.shape[1]))
     _, truth = fu.exact_search(vectors, queries, min(k, n))
     return queries, truth
+
+
+def _check_replaceable(out: Path) -> None:
+    """Refuse to replace a folder wsikit did not write as an index (``--overwrite`` guard).
+
+    Only a folder whose ``manifest.json`` says ``format: wsikit.index/v1`` and that holds
+    nothing but index files (manifest, versioned FAISS/SQLite files, ``images/``, lock and
+    temporary files) is ever deleted; a folder of a user's documents is refused.
+    """
+    import json
+
+    mpath = out / "manifest.json"
+    try:
+        fmt = json.loads(mpath.read_text(encoding="utf-8")).get("format")
+    except (OSError, ValueError, AttributeError):
+        fmt = None
+    if fmt != INDEX_FORMAT:
+        raise EvidenceError(f"--overwrite: {out} is not a wsikit index (no manifest.json with "
+                            f"format {INDEX_FORMAT!r}); refusing to delete it. Choose another "
+                            "--out, or empty the folder yourself")
+    foreign = sorted(e.name for e in out.iterdir()
+                     if not (e.name in ("manifest.json", "images", ".lock")
+                             or _VERSIONED.match(e.name) or TMP_MARK in e.name))
+    if foreign:
+        raise EvidenceError(f"--overwrite: {out} holds files wsikit did not write "
+                            f"({', '.join(foreign[:5])}); refusing to delete them. Move them "
+                            "away or choose another --out")
 
 
 def _commit_manifest(path: Path, manifest: dict[str, Any]) -> None:
