@@ -158,12 +158,20 @@ def _attention(slide: Any, grid: Any, emb: Any, out: Path, opts: SelectOptions, 
     return att
 
 
-def _match(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str], opts: SelectOptions,
-           *, device: str, weights: Mapping[str, str]) -> tuple[list[list[dict]], Any, Any]:
+def _open_index(index: Any) -> Any:
+    """The figure index (a path is opened and its checksums verified; an open one is kept).
+
+    Called before any output is touched: a damaged index fails the run up front.
+    """
     from .evidence import FigureIndex
+
+    return index if isinstance(index, FigureIndex) else FigureIndex.open(index)
+
+
+def _match(crops: Sequence[np.ndarray], index: Any, opts: SelectOptions,
+           *, device: str, weights: Mapping[str, str]) -> tuple[list[list[dict]], Any, Any]:
     from .models import create_encoder
 
-    index = FigureIndex.open(index_dir)
     name = index.encoder_name
     enc = create_encoder(name, weights=weights.get(name), device=device)
     matches = index.query_images(list(crops), enc, k=opts.k) if crops else []
@@ -267,6 +275,8 @@ def select(
                          min_tissue=min_tissue, max_crop_px=max_crop_px, k=k,
                          min_similarity=min_similarity)
     create_selector(selector, **opts.selector_options())  # validate options before any work
+    if index is not None:
+        index = _open_index(index)  # a damaged index fails before any output is touched
     out = Path(out)
     timings: dict[str, float] = {}
     show = progress_enabled(progress)
@@ -317,14 +327,31 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
 
     The part of :func:`select` after the attention stage, shared with the batch ``select``
     step. Writes into ``sdir``: ``windows.json``, ``crops/``, ``evidence.json``, and with
-    ``report`` also ``report.html`` and ``overview.png``.
+    ``report`` also ``report.html`` and ``overview.png``. ``index`` (a folder or an open
+    :class:`~wsikit.evidence.FigureIndex`) is verified first, and ``sdir`` is published as
+    one unit (:func:`wsikit.publish.staged_folder`): a failure or kill leaves the previous
+    result or none, never a mix.
     """
+    from .publish import staged_folder
+
+    if index is not None:
+        index = _open_index(index)  # validated before the result folder is touched
+    with staged_folder(sdir) as work:  # published as one unit: all files of this run or none
+        return _finish_into(slide, grid, mask, att, Path(work), opts,
+                            encoder_entry=encoder_entry, index=index, device=device,
+                            weights=weights, synthetic=synthetic, report=report,
+                            timings=timings)
+
+
+def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: SelectOptions,
+                 *, encoder_entry: Mapping[str, Any], index: Any, device: str,
+                 weights: Mapping[str, str] | None, synthetic: bool, report: bool,
+                 timings: dict[str, float] | None) -> Any:
     from .crops import save_crop
     from .evidence import EvidenceResult
     from .selectors import create_selector
 
     s = slide
-    sdir = Path(sdir)
     weights = dict(weights or {})
     timings = timings if timings is not None else {}
     sel = create_selector(opts.selector, **opts.selector_options())

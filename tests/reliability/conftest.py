@@ -1,24 +1,17 @@
 """Fixtures of the reliability suite: a synthetic paper, a built index, hostile-case counter.
 
-Every hostile case a test tries is recorded with :func:`record_case` under a category and an
-outcome (``clear-error`` or ``correct``); the session prints the totals (the README table).
+Every hostile case a test tries is recorded with ``_cases.record_case``; the session prints
+the totals (the README table).
 """
 
 from __future__ import annotations
 
-import collections
 from pathlib import Path
 
 import pytest
+from _cases import CASES as _CASES
 
 from wsikit.evidence import write_synthetic_pdf
-
-_CASES: collections.Counter[tuple[str, str]] = collections.Counter()
-
-
-def record_case(category: str, outcome: str) -> None:
-    """Count one hostile case (``outcome``: ``clear-error`` or ``correct``)."""
-    _CASES[(category, outcome)] += 1
 
 
 @pytest.fixture(scope="session")

@@ -90,8 +90,9 @@ def select_kwargs(args: argparse.Namespace) -> dict:
                 force=args.force, report=not args.no_report)
 
 
-def print_result(result, out_dir, fmt: str, *, stream=sys.stdout) -> None:
-    """Print ``result`` in ``fmt`` (summary, json or context)."""
+def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
+    """Print ``result`` in ``fmt`` (summary, json or context) to ``stream`` (stdout)."""
+    stream = sys.stdout if stream is None else stream  # the current one, not the import-time one
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), file=stream)
         return
