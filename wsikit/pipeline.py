@@ -100,13 +100,12 @@ def _encoder_entry(enc: Any) -> dict[str, Any]:
 
 
 def _tissue(slide: Any, out: Path, *, force: bool) -> Any:
-    from .slide_ops import _segment_open, geojson_path
-    from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask
+    from .slide_ops import _segment_open, cached_mask
+    from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2
 
-    gj = geojson_path(out, slide.name)
-    if gj.exists() and not force:
-        return TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
-                                       mpp=DEFAULT_MASK_MPP, slide_name=slide.name)
+    mask = cached_mask(slide, out, mask_mpp=DEFAULT_MASK_MPP, force=force)  # by fingerprint
+    if mask is not None:
+        return mask
     return _segment_open(slide, out, mask_mpp=DEFAULT_MASK_MPP, min_tissue_um2=MIN_TISSUE_UM2,
                          min_hole_um2=MIN_HOLE_UM2, thumb_size=1024)
 

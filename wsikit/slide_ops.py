@@ -20,11 +20,14 @@ import numpy as np
 
 from ._atomic import write_bytes_atomic
 from ._progress import progress
+from .errors import CacheError
 from .io import Slide, open_slide
+from .io.fingerprint import check_source, recorded_slide, slide_fingerprint, write_source
 from .patching import TileGrid, coords_path, make_grid
 from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask, segment_tissue
 
-__all__ = ["info", "segment", "patch", "geojson_path", "draw_tissue", "draw_grid"]
+__all__ = ["info", "segment", "patch", "cached_mask", "geojson_path", "draw_tissue",
+           "draw_grid"]
 
 _PathLike = str | os.PathLike[str]
 
@@ -105,12 +108,50 @@ def _segment_open(slide: Slide, out: Path, *, mask_mpp: float, min_tissue_um2: f
 
     tm = segment_tissue(slide, mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
                         min_hole_um2=min_hole_um2)
-    tm.write_geojson(geojson_path(out, slide.name))
+    gj = geojson_path(out, slide.name)
+    tm.write_geojson(gj)
+    write_source(gj, slide.path, slide_fingerprint(slide.path))
+    # One mask path: every run (first, rerun, resume after a kill) uses the mask rasterised
+    # from the GeoJSON it wrote, so the first run's grid equals every later run's.
+    tm = TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
+                                 mpp=mask_mpp, slide_name=slide.name)
     tm.write_png(out / "masks" / f"{slide.name}.png")
     thumb = slide.thumbnail(max_size=thumb_size)
     write_bytes_atomic(out / "thumbnails" / f"{slide.name}_tissue.png",
                        _png_bytes(Image.fromarray(draw_tissue(thumb, tm))))
     return tm
+
+
+def cached_mask(slide: Slide, out: _PathLike, *, mask_mpp: float = DEFAULT_MASK_MPP,
+                force: bool = False) -> TissueMask | None:
+    """The cached tissue mask of ``slide`` under ``out``, or None when there is none to use.
+
+    The cache is identified by the slide's content fingerprint
+    (:func:`wsikit.io.fingerprint.slide_fingerprint`), never by its file name alone: a
+    GeoJSON made from *another* slide with the same name is refused (``force`` recomputes
+    it instead). A GeoJSON without a record (placed by hand, drawn in QuPath) is taken as
+    this slide's and recorded.
+
+    Raises
+    ------
+    CacheError
+        ``out`` holds the outputs of another slide of this name and ``force`` is off.
+    """
+    gj = geojson_path(out, slide.name)
+    fp = slide_fingerprint(slide.path)
+    state = check_source(gj, fp)
+    if state == "other" and not force:
+        raise CacheError(
+            f"{Path(out)} already holds outputs for another slide named {slide.name!r} (made "
+            f"from {recorded_slide(gj)}, other content than {slide.path}); use another --out, "
+            "rename the slide, or pass --force to replace them")
+    if force or not gj.exists():
+        return None
+    mask = TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
+                                   mpp=mask_mpp, slide_name=slide.name)
+    if state == "unknown":
+        write_source(gj, slide.path, fp)
+    return mask
 
 
 def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
@@ -177,12 +218,8 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
     try:
         with open_slide(path, mpp=mpp, backend=backend) as slide:
             bar.update(1)
-            gj = geojson_path(out, slide.name)
-            if gj.exists() and not resegment:
-                tm = TissueMask.from_geojson(gj, level0_size=slide.dimensions,
-                                             slide_mpp=slide.mpp, mpp=mask_mpp,
-                                             slide_name=slide.name)
-            else:
+            tm = cached_mask(slide, out, mask_mpp=mask_mpp, force=resegment)
+            if tm is None:
                 tm = _segment_open(slide, out, mask_mpp=mask_mpp,
                                    min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
                                    thumb_size=thumb_size)
