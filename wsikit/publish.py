@@ -135,6 +135,13 @@ def staged_folder(final: str | os.PathLike[str]) -> Iterator[Path]:
         _fsync_dir(final.parent)
         if parked is not None:
             shutil.rmtree(parked, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        name = str(exc.filename or "")
+        if name.startswith(str(staging)):  # name the file as the user knows it
+            shown = str(final) + name[len(str(staging)):]
+            raise OSError(exc.errno, exc.strerror or str(exc), shown) from exc
+        raise
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
