@@ -115,8 +115,11 @@ def _read_folder(folder: Path, mpp: float | None, extensions: tuple[str, ...]
                  ) -> list[CohortSlide]:
     paths: list[Path] = []
     dicom_dirs: set[Path] = set()
+    seen: set[str] = set()
     for root, dirs, files in os.walk(folder, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        seen.add(os.path.realpath(root))  # a linked folder loop is walked once
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                         and os.path.realpath(os.path.join(root, d)) not in seen)
         for name in sorted(files):
             if name.startswith(".") or not name.lower().endswith(extensions):
                 continue
@@ -127,7 +130,10 @@ def _read_folder(folder: Path, mpp: float | None, extensions: tuple[str, ...]
                 if path.parent in dicom_dirs:
                     continue
                 dicom_dirs.add(path.parent)
-            paths.append(path.resolve())
+            try:
+                paths.append(path.resolve())
+            except (OSError, RuntimeError):  # a symlink loop: the runner fails only this entry
+                paths.append(path.absolute())
     entries: list[tuple[Path, str | None, float | None]] = [(p, None, None) for p in paths]
     return _make_unique(entries, folder, mpp, explicit_ids=False, rows={})
 

@@ -12,10 +12,12 @@ composited onto white, and reads that extend past the slide are padded with whit
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import math
 import os
 import re
+import stat
 import struct
 import warnings
 from collections.abc import Iterator, Mapping
@@ -481,6 +483,37 @@ def _quiet(level: int = logging.ERROR) -> Iterator[None]:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
+def _check_openable(p: Path) -> None:
+    """Refuse, before anything reads it, a path that is not a slide file.
+
+    FIFOs, sockets and devices are never opened (reading a FIFO named ``*.svs`` blocks
+    forever); a symlink loop, a missing file and a folder without a suffix get one clear error.
+    """
+    try:
+        st = os.stat(p)
+    except RuntimeError as exc:  # pragma: no cover - pathlib-style loop detection
+        raise SlideError(f"{p}: symbolic link loop; fix or remove the link") from exc
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SlideError(f"{p}: symbolic link loop; fix or remove the link") from exc
+        if isinstance(exc, FileNotFoundError):
+            kind = "dangling symbolic link" if os.path.islink(p) else "no such file"
+            raise SlideError(f"{p}: {kind}; check the path") from exc
+        raise SlideError(f"{p}: cannot read it ({exc.strerror or exc}); check the path and "
+                         "its permissions") from exc
+    if stat.S_ISDIR(st.st_mode):
+        if not p.suffix:
+            raise SlideError(f"{p}: is a folder, not a slide file")
+        return
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise SlideError(f"{p}: is {kind}, not a slide file; give the slide file itself")
+    if st.st_size == 0:
+        raise SlideError(f"{p}: file is empty (0 bytes); copy or download the slide again")
+
+
 def _open_backend(name: str, path: Path) -> _Backend:
     return _BACKEND_CLASSES[name](path)  # type: ignore[no-any-return]
 
@@ -511,10 +544,7 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     p = Path(path)
     if mpp is not None:
         check_mpp(mpp)
-    if not p.exists():
-        raise SlideError(f"{p}: no such file")
-    if p.is_dir() and not p.suffix:
-        raise SlideError(f"{p}: is a folder, not a slide file")
+    _check_openable(p)
     if backend is not None and backend not in _BACKEND_CLASSES:
         raise SlideError(f"backend={backend!r} is not one of {BACKENDS}")
     names = (backend,) if backend is not None else BACKENDS
