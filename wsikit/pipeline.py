@@ -406,7 +406,8 @@ def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: S
     result = EvidenceResult(
         slide={"path": str(s.path), "name": s.name, "width": W, "height": H,
                "mpp": s.mpp, "mpp_source": s.mpp_source, "backend": s.backend,
-               "vendor": s.vendor},
+               "vendor": s.vendor,
+               **({"bad_tiles": list(s.bad_tiles)} if getattr(s, "bad_tiles", None) else {})},
         models=models_entry, selection=selection, regions=tuple(regions),
         index=index_entry, empty_scales={str(k_): v for k_, v in windows.empty.items()},
         synthetic=bool(synthetic))

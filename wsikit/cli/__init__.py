@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"wsikit {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("--on-bad-tile", choices=("fail", "skip"), default=None,
+                        help="a damaged tile: fail with its level and position (default), or "
+                             "read it as white and record it (evidence.json slide.bad_tiles)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for area in _AREAS:
         try:
@@ -126,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if args.on_bad_tile is not None:  # read by every open_slide, also in batch workers
+        os.environ["WSIKIT_ON_BAD_TILE"] = args.on_bad_tile
     command = " ".join(filter(None, (args.command, getattr(args, "index_command", None),
                                      getattr(args, "figures_command", None))))
     with contextlib.ExitStack() as stack:

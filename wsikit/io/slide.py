@@ -31,10 +31,17 @@ from PIL import Image
 from ..errors import MppError, SlideError
 from .mpp import check_mpp, objective_power, resolve_mpp
 
-__all__ = ["Slide", "open_slide", "BACKENDS", "LEVEL_TOLERANCE"]
+__all__ = ["Slide", "open_slide", "BACKENDS", "BAD_TILE_POLICIES", "LEVEL_TOLERANCE",
+           "bad_tile_policy"]
 
 #: Backends in the order ``open_slide`` tries them.
 BACKENDS = ("openslide", "tiffslide", "image")
+
+#: What to do with a tile that cannot be decoded: ``fail`` (default: one error naming the
+#: level and position of the tile) or ``skip`` (read it as white, record it in
+#: :attr:`Slide.bad_tiles`, warn once per tile). ``open_slide(on_bad_tile=...)``, or the
+#: environment variable ``WSIKIT_ON_BAD_TILE`` (set by ``wsikit --on-bad-tile``).
+BAD_TILE_POLICIES = ("fail", "skip")
 
 #: Relative slack when matching a requested downsample to a pyramid level: Aperio level sizes
 #: are rounded, so a "4x" level may have downsample 4.0018; it still counts as 4.
@@ -279,8 +286,13 @@ class Slide:
     objective_power : float or None
     """
 
-    def __init__(self, path: Path, backend: _Backend, mpp: float, mpp_source: str) -> None:
+    def __init__(self, path: Path, backend: _Backend, mpp: float, mpp_source: str, *,
+                 on_bad_tile: str = "fail") -> None:
         self.path = path
+        self.on_bad_tile = on_bad_tile
+        #: Tiles read as white under ``on_bad_tile="skip"``: dicts with ``level``, ``x``,
+        #: ``y`` (level pixels of the tile's top-left), ``width``, ``height``, ``reason``.
+        self.bad_tiles: list[dict[str, Any]] = []
         self.name = path.stem
         self._backend = backend
         self.backend: str = backend.name
@@ -362,9 +374,81 @@ class Slide:
         except SlideError:
             raise
         except Exception as exc:  # noqa: BLE001 - decoder errors come in many types
-            raise SlideError(f"{self.path}: cannot read level {level} region "
-                             f"({lx}, {ly}, {w}x{h}) with {self.backend}: {exc}. The file may "
-                             f"be damaged or truncated.") from exc
+            return self._read_by_tiles(level, lx, ly, w, h, exc)
+
+    def _tile_size(self, level: int) -> tuple[int, int]:
+        p = self.properties
+        try:
+            return (int(p[f"openslide.level[{level}].tile-width"]),
+                    int(p[f"openslide.level[{level}].tile-height"]))
+        except (KeyError, ValueError):
+            return 256, 256
+
+    def _reopen(self) -> None:
+        """A fresh backend handle (OpenSlide refuses every read after one decode error)."""
+        with contextlib.suppress(Exception):
+            self._backend.close()
+        self._backend = _open_backend(self.backend, self.path)
+
+    def _read_by_tiles(self, level: int, lx: int, ly: int, w: int, h: int,
+                       first: BaseException) -> np.ndarray:
+        """Re-read a region that failed tile by tile: name the damaged tile(s), or skip them.
+
+        Raises
+        ------
+        SlideError
+            With ``on_bad_tile="fail"``: names the level and level-pixel position of the first
+            damaged tile and the fix; also when no single tile is to blame.
+        """
+        lw, lh = self.level_dimensions[level]
+        tw, th = self._tile_size(level)
+        out = np.full((h, w, 3), 255, np.uint8)
+        bad: list[dict[str, Any]] = []
+        try:
+            self._reopen()
+        except Exception as exc:  # noqa: BLE001
+            raise SlideError(f"{self.path}: cannot read level {level} region ({lx}, {ly}, "
+                             f"{w}x{h}) with {self.backend}: {first}; reopening the file "
+                             f"failed too ({exc}). The file may be damaged or truncated."
+                             ) from first
+        x0, y0 = max(lx, 0), max(ly, 0)
+        x1, y1 = min(lx + w, lw), min(ly + h, lh)
+        for ty in range((y0 // th) * th, y1, th):
+            for tx in range((x0 // tw) * tw, x1, tw):
+                bx0, by0 = max(tx, x0), max(ty, y0)
+                bx1, by1 = min(tx + tw, x1), min(ty + th, y1)
+                try:
+                    block = self._backend.read(level, bx0, by0, bx1 - bx0, by1 - by0)
+                except Exception as exc:  # noqa: BLE001 - the decoder's own types
+                    bad.append({"level": level, "x": tx, "y": ty, "width": tw, "height": th,
+                                "reason": f"{type(exc).__name__}: {exc}"})
+                    if self.on_bad_tile != "skip":
+                        break
+                    self._reopen()
+                    continue
+                out[by0 - ly:by1 - ly, bx0 - lx:bx1 - lx] = block
+            if bad and self.on_bad_tile != "skip":
+                break
+        if not bad:
+            raise SlideError(f"{self.path}: cannot read level {level} region ({lx}, {ly}, "
+                             f"{w}x{h}) with {self.backend}: {first}. The file may be damaged "
+                             "or truncated.") from first
+        t = bad[0]
+        where = (f"tile at level {level}, x={t['x']}, y={t['y']} ({t['width']}x{t['height']} "
+                 f"px; level-0 x={round(t['x'] * self.level_downsamples[level])}, "
+                 f"y={round(t['y'] * self.level_downsamples[level])})")
+        if self.on_bad_tile != "skip":
+            raise SlideError(f"{self.path}: damaged {where}: {t['reason']}. Copy the slide "
+                             "again, or pass --on-bad-tile skip to process it with damaged "
+                             "tiles left white (they are recorded)") from first
+        for t in bad:
+            key = (t["level"], t["x"], t["y"])
+            if all((b["level"], b["x"], b["y"]) != key for b in self.bad_tiles):
+                self.bad_tiles.append(t)
+                warnings.warn(f"{self.path}: damaged tile at level {t['level']}, x={t['x']}, "
+                              f"y={t['y']} read as white (--on-bad-tile skip)", UserWarning,
+                              stacklevel=4)
+        return out
 
     def read_region(self, l0_xy: tuple[int, int], level: int, size: tuple[int, int]
                     ) -> np.ndarray:
@@ -518,8 +602,23 @@ def _open_backend(name: str, path: Path) -> _Backend:
     return _BACKEND_CLASSES[name](path)  # type: ignore[no-any-return]
 
 
+def bad_tile_policy(value: str | None = None) -> str:
+    """The damaged-tile policy: ``value``, else ``$WSIKIT_ON_BAD_TILE``, else ``"fail"``.
+
+    Raises
+    ------
+    SlideError
+        An unknown policy.
+    """
+    chosen = value if value is not None else os.environ.get("WSIKIT_ON_BAD_TILE") or "fail"
+    if chosen not in BAD_TILE_POLICIES:
+        raise SlideError(f"--on-bad-tile {chosen!r} is not one of {', '.join(BAD_TILE_POLICIES)}")
+    return chosen
+
+
 def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
-               mpp: float | None = None, require_mpp: bool = True) -> Slide:
+               mpp: float | None = None, require_mpp: bool = True,
+               on_bad_tile: str | None = None) -> Slide:
     """Open a whole-slide image (or a plain image) as a :class:`Slide`.
 
     Parameters
@@ -532,6 +631,9 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
         Level-0 µm/px overriding the file's metadata (0.05–20).
     require_mpp : bool
         If False, a slide without resolution metadata opens with ``mpp = nan``.
+    on_bad_tile : {"fail", "skip"}, optional
+        What a damaged tile does (:data:`BAD_TILE_POLICIES`; default ``$WSIKIT_ON_BAD_TILE``
+        or ``"fail"``).
 
     Raises
     ------
@@ -542,6 +644,7 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
         No usable resolution and ``require_mpp``; or ``mpp`` is implausible.
     """
     p = Path(path)
+    policy = bad_tile_policy(on_bad_tile)
     if mpp is not None:
         check_mpp(mpp)
     _check_openable(p)
@@ -568,7 +671,7 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     try:
         value, source = resolve_mpp(opened.properties, mpp=mpp, name=p.name,
                                     require=require_mpp, stacklevel=3)
-        slide = Slide(p, opened, value, source)
+        slide = Slide(p, opened, value, source, on_bad_tile=policy)
         # Probe one pixel of the smallest level so damaged files fail here, not mid-run.
         last = slide.level_count - 1
         lw, lh = slide.level_dimensions[last]
