@@ -292,6 +292,11 @@ def select(
         t = time.perf_counter()
         grid = _grid(s, mask, out, opts, force=force)
         if len(grid) == 0:
+            from .slide_ops import greyscale_hint
+
+            grey = greyscale_hint(s)
+            if grey:
+                raise SelectionError(f"{s.path}: no tissue found; {grey}")
             raise SelectionError(
                 f"{s.path}: no tissue found (0 patches of {patch_px} px at {target_mpp} µm/px "
                 f"with ≥ {min_tissue:.0%} tissue); check the mask in "

@@ -26,8 +26,8 @@ from .io.fingerprint import check_source, recorded_slide, slide_fingerprint, wri
 from .patching import TileGrid, coords_path, make_grid
 from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask, segment_tissue
 
-__all__ = ["info", "segment", "patch", "cached_mask", "geojson_path", "draw_tissue",
-           "draw_grid"]
+__all__ = ["info", "segment", "patch", "cached_mask", "geojson_path", "greyscale_hint",
+           "draw_tissue", "draw_grid"]
 
 _PathLike = str | os.PathLike[str]
 
@@ -108,6 +108,11 @@ def _segment_open(slide: Slide, out: Path, *, mask_mpp: float, min_tissue_um2: f
 
     tm = segment_tissue(slide, mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
                         min_hole_um2=min_hole_um2)
+    hint = greyscale_hint(slide) if not np.any(tm.mask) else ""
+    if hint:
+        import warnings
+
+        warnings.warn(f"{slide.path}: no tissue found; {hint}", UserWarning, stacklevel=3)
     gj = geojson_path(out, slide.name)
     tm.write_geojson(gj)
     write_source(gj, slide.path, slide_fingerprint(slide.path))
@@ -120,6 +125,21 @@ def _segment_open(slide: Slide, out: Path, *, mask_mpp: float, min_tissue_um2: f
     write_bytes_atomic(out / "thumbnails" / f"{slide.name}_tissue.png",
                        _png_bytes(Image.fromarray(draw_tissue(thumb, tm))))
     return tm
+
+
+def greyscale_hint(slide: Slide) -> str:
+    """A sentence for "no tissue" messages when the slide has no colour at all ("" if it has).
+
+    Tissue detection looks for stained (coloured) pixels; a greyscale scan (fluorescence
+    channel, a converted image) has none.
+    """
+    thumb = slide.thumbnail(max_size=256).astype(np.int16)
+    spread = int(np.abs(thumb - thumb.mean(axis=2, keepdims=True)).max()) if thumb.size else 0
+    if spread > 2:
+        return ""
+    return ("the slide is greyscale (no colour): tissue detection needs a brightfield colour "
+            "scan (H&E/IHC); for a greyscale image draw the tissue in QuPath and save it as "
+            "the GeoJSON in contours_geojson/")
 
 
 def cached_mask(slide: Slide, out: _PathLike, *, mask_mpp: float = DEFAULT_MASK_MPP,

@@ -158,7 +158,9 @@ def _run(args: argparse.Namespace, command: str) -> int:
         _error(command, _os_error_message(exc))
         return 2
     except MemoryError:
-        _error(command, "out of memory; use a smaller --batch-size or fewer --workers")
+        fix = ("use a smaller --batch-size or fewer --workers" if hasattr(args, "batch_size")
+               else "use a machine with more memory, or smaller inputs")
+        _error(command, f"out of memory; {fix}")
         return 2
     except Exception as exc:  # noqa: BLE001 - last resort: one line instead of a traceback
         if args.verbose:

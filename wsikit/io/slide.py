@@ -55,7 +55,12 @@ _RESAMPLE = {
     "lanczos": Image.Resampling.LANCZOS,
     "box": Image.Resampling.BOX,
 }
-Image.MAX_IMAGE_PIXELS = None  # slides are large on purpose
+#: Largest side a slide may claim (px). 10 million px is 2.5 m at 0.25 µm/px: a header claiming
+#: more (e.g. 2^31 x 2^31) is damaged or hostile, and would make every later step allocate it.
+MAX_SIDE_PX = 10_000_000
+# Pillow's decompression-bomb limit (Image.MAX_IMAGE_PIXELS, about 179 million px for an
+# error) stays on: a plain PNG/JPEG slide above it is refused with the advice to convert it to a
+# tiled pyramidal TIFF, which wsikit reads tile by tile instead of decoding whole.
 
 
 class _Backend(Protocol):
@@ -125,6 +130,7 @@ class _TiffSlideBackend(_PyramidBackend):
     def __init__(self, path: Path) -> None:
         import tiffslide
 
+        self._path = path
         self._slide = tiffslide.TiffSlide(str(path))
         self._levels()
         # Keep tiffslide's own names (tiffslide.mpp-x, …): its mpp-x of Aperio files is
@@ -135,7 +141,22 @@ class _TiffSlideBackend(_PyramidBackend):
 
     def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
         arr = np.asarray(self._arrays[str(level)][ly:ly + h, lx:lx + w])
+        if arr.dtype != np.uint8:
+            raise SlideError(f"{self._path}: " + _DTYPE_HELP.format(dtype=arr.dtype))
         return _rgba_to_rgb(arr)
+
+
+_DTYPE_HELP = ("pixels are {dtype} (not 8-bit); wsikit reads 8-bit RGB slides: convert the file "
+               "to 8-bit RGB (e.g. 'vips cast in.tiff out.tiff uchar' or Fiji: Image > Type > "
+               "RGB Color)")
+
+
+def _check_image_mode(path: Path, mode: str) -> None:
+    """Refuse 16-bit, 32-bit integer and float images with what to do (Pillow modes)."""
+    if mode.startswith(("I;16", "I", "F")) and mode not in ("RGB",):
+        depth = "float" if mode == "F" else "16/32-bit integer"
+        raise SlideError(f"{path}: {depth} image (Pillow mode {mode!r}); "
+                         + _DTYPE_HELP.format(dtype=depth).split("; ", 1)[1])
 
 
 class _ImageBackend:
@@ -145,6 +166,7 @@ class _ImageBackend:
         props: dict[str, str] = {"openslide.vendor": "image"}
         try:
             with Image.open(path) as img:
+                _check_image_mode(path, img.mode)
                 img.load()
                 fmt = img.format or ""
                 rgba = img.convert("RGBA") if img.mode not in ("RGB", "L") else img.convert("RGB")
@@ -158,6 +180,13 @@ class _ImageBackend:
                         props["tiff.ResolutionUnit"] = unit
                     if 270 in tags:
                         props["tiff.ImageDescription"] = str(tags[270])
+        except Image.DecompressionBombError as exc:
+            raise SlideError(f"{exc} (decompression-bomb protection of plain images); if this "
+                             "is a real slide, convert it to a tiled pyramidal TIFF (e.g. 'vips "
+                             "tiffsave in.png out.tiff --tile --pyramid --compression jpeg')"
+                             ) from exc
+        except SlideError:
+            raise
         except Exception as pil_exc:  # noqa: BLE001 - PIL raises many types; try tifffile next
             import tifffile
 
@@ -669,13 +698,19 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
                          + "; ".join(reasons)
                          + ". Check that the file is a complete slide/image file.")
     try:
-        value, source = resolve_mpp(opened.properties, mpp=mpp, name=p.name,
-                                    require=require_mpp, stacklevel=3)
-        slide = Slide(p, opened, value, source, on_bad_tile=policy)
-        # Probe one pixel of the smallest level so damaged files fail here, not mid-run.
+        W, H = opened.level_dimensions[0]
+        if not (0 < W <= MAX_SIDE_PX and 0 < H <= MAX_SIDE_PX):
+            raise SlideError(f"{p}: the file claims {W} x {H} px, outside 1–{MAX_SIDE_PX:,} px a "
+                             "side; its header is damaged (copy the slide again)")
+        slide = Slide(p, opened, float("nan"), "unknown", on_bad_tile=policy)
+        # Probe one pixel of the smallest level so damaged or undecodable files (16-bit,
+        # unsupported compression) fail here with their own reason, before the mpp question.
         last = slide.level_count - 1
         lw, lh = slide.level_dimensions[last]
         slide._read_level(last, lw // 2, lh // 2, 1, 1)
+        value, source = resolve_mpp(opened.properties, mpp=mpp, name=p.name,
+                                    require=require_mpp, stacklevel=3)
+        slide.mpp, slide.mpp_source = float(value), source
     except BaseException:
         opened.close()
         raise
