@@ -520,7 +520,10 @@ def extract_slide_features(
     with open_slide(slide, mpp=mpp) as s:
         grid = None
         if coords is not None:
+            from .slide_ops import check_grid_matches
+
             grid = TileGrid.from_h5(coords)
+            check_grid_matches(grid, s, coords)  # --coords of another slide is refused
         else:
             cpath = coords_path(out, s.name)
             if cpath.exists():

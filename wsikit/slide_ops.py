@@ -26,7 +26,8 @@ from .io.fingerprint import check_source, recorded_slide, slide_fingerprint, wri
 from .patching import TileGrid, coords_path, make_grid
 from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask, segment_tissue
 
-__all__ = ["info", "segment", "patch", "cached_mask", "geojson_path", "greyscale_hint",
+__all__ = ["info", "segment", "patch", "cached_mask", "check_grid_matches", "geojson_path",
+           "greyscale_hint",
            "draw_tissue", "draw_grid"]
 
 _PathLike = str | os.PathLike[str]
@@ -127,6 +128,66 @@ def _segment_open(slide: Slide, out: Path, *, mask_mpp: float, min_tissue_um2: f
     return tm
 
 
+def check_grid_matches(grid: TileGrid, slide: Slide, source: _PathLike) -> None:
+    """Refuse a coordinate file made for another slide (its size or patches do not fit).
+
+    Raises
+    ------
+    GridError
+        The file records another level-0 size, or has patches outside this slide.
+    """
+    from .errors import GridError
+
+    W, H = slide.dimensions
+    size = tuple(int(v) for v in grid.level0_size)
+    if all(size) and size != (W, H):
+        raise GridError(f"{source} was made for a {size[0]} x {size[1]} px slide, but "
+                        f"{slide.path} is {W} x {H} px; it belongs to another slide: give "
+                        "that slide's coordinates, or omit --coords to make a grid")
+    c = np.asarray(grid.coords)
+    if c.size and (c.min() < 0 or c[:, 0].max() >= W or c[:, 1].max() >= H):
+        raise GridError(f"{source}: patches lie outside {slide.path} ({W} x {H} px); the file "
+                        "belongs to another slide")
+
+
+def _check_finite_geojson(path: Path) -> None:
+    """Refuse a GeoJSON whose coordinates are not all finite numbers (NaN, Infinity, text).
+
+    Python's JSON reader accepts ``NaN``; rasterised, such polygons silently cover nothing.
+    """
+    import json
+    import math
+
+    from .errors import TissueError
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # TissueMask.from_geojson reports unreadable files itself
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "coordinates":
+                    check(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    def check(coords: Any) -> None:
+        if isinstance(coords, list):
+            for value in coords:
+                check(value)
+        elif isinstance(coords, bool) or not isinstance(coords, (int, float)) or not \
+                math.isfinite(coords):
+            raise TissueError(f"{path}: coordinate {coords!r} is not a finite number; fix the "
+                              "polygon (e.g. in QuPath) or delete the file to segment again")
+
+    walk(data)
+
+
 def greyscale_hint(slide: Slide) -> str:
     """A sentence for "no tissue" messages when the slide has no colour at all ("" if it has).
 
@@ -167,6 +228,7 @@ def cached_mask(slide: Slide, out: _PathLike, *, mask_mpp: float = DEFAULT_MASK_
             "rename the slide, or pass --force to replace them")
     if force or not gj.exists():
         return None
+    _check_finite_geojson(gj)
     mask = TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
                                    mpp=mask_mpp, slide_name=slide.name)
     if state == "unknown":

@@ -380,3 +380,29 @@ def test_hostile_option(name: str, cmu_small: Path, tmp_path: Path, capsys):
     for w in words:
         assert w in err
     record_case("option", "clear-error")
+
+
+# ---------------------------------------------------------------- cached inputs of other origin
+def test_coords_of_another_slide_are_refused(cmu_small: Path, tiny_svs: Path, tmp_path: Path,
+                                             capsys):
+    out = tmp_path / "o"
+    assert main(["patch", str(cmu_small), "--out", str(out), "--patch-px", "256"]) == 0
+    coords = out / "patches" / f"{cmu_small.stem}_patches.h5"
+    code = main(["features", str(tiny_svs), "--out", str(tmp_path / "f"), "--coords",
+                 str(coords), "--encoder", "heuristic"])
+    _check_clear(code, capsys.readouterr().err, ("another slide",))
+    record_case("cache", "clear-error")
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", '"12"'])
+def test_geojson_with_non_numbers_is_refused(bad: str, cmu_small: Path, tmp_path: Path,
+                                             capsys):
+    out = tmp_path / "o"
+    assert main(["segment", str(cmu_small), "--out", str(out)]) == 0
+    gj = out / "contours_geojson" / f"{cmu_small.stem}.geojson"
+    ring = f"[[0, 0], [{bad}, 0], [100, 100], [0, 0]]"
+    gj.write_text('{"type": "FeatureCollection", "features": [{"type": "Feature", '
+                  '"geometry": {"type": "Polygon", "coordinates": [' + ring + ']}}]}')
+    code = main(["patch", str(cmu_small), "--out", str(out)])
+    _check_clear(code, capsys.readouterr().err, ("not a finite number",))
+    record_case("geojson", "clear-error")
