@@ -69,21 +69,18 @@ def recover(final: str | os.PathLike[str]) -> None:
 
 
 def _fsync_tree(root: Path) -> dict[str, int]:
+    """fsync every file under ``root``; returns ``{relative path: size}``."""
     files: dict[str, int] = {}
     for dirpath, _dirs, names in os.walk(root):
         for name in names:
             path = Path(dirpath) / name
             files[path.relative_to(root).as_posix()] = path.stat().st_size
-            with contextlib.suppress(OSError):
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+            _fsync_path(path)
     return files
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync_path(path: Path) -> None:
+    """fsync a file or folder (best effort: some file systems refuse folders)."""
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -126,13 +123,13 @@ def staged_folder(final: str | os.PathLike[str]) -> Iterator[Path]:
             fh.write(json.dumps(marker, indent=1) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-        _fsync_dir(staging)
+        _fsync_path(staging)
         parked = None
         if final.exists():
             parked = final.parent / f"{_staging_prefix(final)}{_OLD}{secrets.token_hex(4)}"
             _rename(final, parked)
         _rename(staging, final)
-        _fsync_dir(final.parent)
+        _fsync_path(final.parent)
         if parked is not None:
             shutil.rmtree(parked, ignore_errors=True)
     except OSError as exc:

@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+from _cases import record_case
+
 from wsikit.cli import main
 
 
@@ -34,6 +36,7 @@ def test_extract_again_keeps_reviewed_manifest(paper_pdf: Path, tmp_path: Path, 
     assert len(ids) == len(set(ids))  # nothing duplicated
     # the deleted figure comes back only once, appended (it is new to this manifest)
     assert len(_rows(manifest)) == 5 and _rows(manifest)[0]["caption"].startswith("Reviewed")
+    record_case("data-loss", "correct")
 
 
 def test_extract_refuses_unreadable_existing_manifest(paper_pdf: Path, tmp_path: Path, capsys):
@@ -44,6 +47,7 @@ def test_extract_refuses_unreadable_existing_manifest(paper_pdf: Path, tmp_path:
     err = capsys.readouterr().err
     assert "manifest.jsonl:1" in err and "kept as it is" in err
     assert (out / "manifest.jsonl").read_text(encoding="utf-8") == "my notes, not json\n"
+    record_case("data-loss", "clear-error")
 
 
 def test_extract_never_replaces_an_edited_image(paper_pdf: Path, tmp_path: Path):
@@ -56,6 +60,7 @@ def test_extract_never_replaces_an_edited_image(paper_pdf: Path, tmp_path: Path)
     before = img.read_bytes()
     assert main(["figures", "extract", str(paper_pdf), "--out", str(out)]) == 0
     assert img.read_bytes() == before
+    record_case("data-loss", "correct")
 
 
 def test_overwrite_refuses_a_foreign_folder(paper_pdf: Path, tmp_path: Path, capsys):
@@ -66,6 +71,7 @@ def test_overwrite_refuses_a_foreign_folder(paper_pdf: Path, tmp_path: Path, cap
     err = capsys.readouterr().err
     assert "not a wsikit index" in err and "refusing to delete" in err
     assert (docs / "thesis.docx").read_bytes() == b"years of work"
+    record_case("data-loss", "clear-error")
 
 
 def test_overwrite_refuses_an_index_with_user_files(paper_pdf: Path, built_index: Path,
@@ -76,6 +82,7 @@ def test_overwrite_refuses_an_index_with_user_files(paper_pdf: Path, built_index
     assert main(["index", "build", str(paper_pdf), "--out", str(idx), "--overwrite"]) == 2
     assert "notes.txt" in capsys.readouterr().err
     assert (idx / "notes.txt").read_text() == "mine"
+    record_case("data-loss", "clear-error")
 
 
 def test_overwrite_replaces_a_wsikit_index(paper_pdf: Path, built_index: Path, tmp_path: Path):
@@ -84,3 +91,4 @@ def test_overwrite_replaces_a_wsikit_index(paper_pdf: Path, built_index: Path, t
     assert main(["index", "build", str(paper_pdf), "--out", str(idx), "--overwrite",
                  "--kind", "hnsw"]) == 0
     assert json.loads((idx / "manifest.json").read_text())["kind"] == "hnsw"
+    record_case("data-loss", "correct")
