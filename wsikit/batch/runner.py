@@ -109,7 +109,7 @@ def preflight(slide: CohortSlide) -> tuple[str | None, str | None]:
     """
     from ..errors import WsikitError
     from ..io.fingerprint import slide_fingerprint
-    from ..io.slide import _check_openable
+    from ..io.filecheck import _check_openable
 
     try:
         str(slide.path).encode("utf-8")
