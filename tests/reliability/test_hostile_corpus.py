@@ -406,3 +406,18 @@ def test_geojson_with_non_numbers_is_refused(bad: str, cmu_small: Path, tmp_path
     code = main(["patch", str(cmu_small), "--out", str(out)])
     _check_clear(code, capsys.readouterr().err, ("not a finite number",))
     record_case("geojson", "clear-error")
+
+
+@pytest.mark.parametrize("text, words", [
+    ("conch_v1_5 = [unclosed\n", "cannot read weights config"),
+    ('conch_v1_5 = "/nowhere/pytorch_model.bin"\n', "does not exist"),
+])
+def test_doctor_names_a_bad_weights_config(text: str, words: str, tmp_path: Path, monkeypatch,
+                                           capsys):
+    cfg = tmp_path / "weights.toml"
+    cfg.write_text(text)
+    monkeypatch.setenv("WSIKIT_CONFIG", str(cfg))
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "PROBLEM" in out and words in out and str(cfg) in out
+    record_case("weights", "clear-error")

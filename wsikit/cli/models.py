@@ -49,7 +49,25 @@ def doctor() -> dict[str, Any]:
     backends["timm"] = _version("timm")
     backends["huggingface_hub"] = _version("huggingface_hub")
     return {"backends": backends, "weights": weights_status(),
-            "hf_cache": str(hf_cache_dir()), "weights_config": str(config_path())}
+            "hf_cache": str(hf_cache_dir()), "weights_config": str(config_path()),
+            "weights_config_problems": _config_problems(config_path())}
+
+
+def _config_problems(path: Any) -> list[str]:
+    """What is wrong with the weights config file (malformed, naming missing files)."""
+    from ..errors import WeightsError
+    from ..models.hub import _read_config
+
+    if not path.exists():
+        return []
+    try:
+        entries = _read_config(path)
+    except WeightsError as exc:
+        return [str(exc)]
+    from pathlib import Path
+
+    return [f"{path}: {name} = {value!r} names a file that does not exist; fix the path"
+            for name, value in entries.items() if not Path(value).expanduser().is_file()]
 
 
 def models() -> list[dict[str, Any]]:
@@ -69,6 +87,8 @@ def _doctor_cmd(args: argparse.Namespace) -> int:
         print(f"  {name:16s} {info if info is not None else 'NOT INSTALLED'}")
     print(f"Hugging Face cache: {report['hf_cache']}")
     print(f"Weights config:     {report['weights_config']}")
+    for problem in report["weights_config_problems"]:
+        print(f"  PROBLEM: {problem}")
     print("Model weights:")
     for row in report["weights"]:
         if row["found"]:
