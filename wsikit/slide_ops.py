@@ -183,7 +183,8 @@ def _check_finite_geojson(path: Path) -> None:
         elif isinstance(coords, bool) or not isinstance(coords, (int, float)) or not \
                 math.isfinite(coords):
             raise TissueError(f"{path}: coordinate {coords!r} is not a finite number; fix the "
-                              "polygon (e.g. in QuPath) or delete the file to segment again")
+                              "polygon (e.g. in QuPath), or pass --resegment (select: --force) "
+                              "to segment again")
 
     walk(data)
 
