@@ -197,8 +197,8 @@ def greyscale_hint(slide: Slide) -> str:
     """
     thumb = slide.thumbnail(max_size=256).astype(np.int16)
     spread = int(np.abs(thumb - thumb.mean(axis=2, keepdims=True)).max()) if thumb.size else 0
-    if spread > 2:
-        return ""
+    if spread > 2 or (thumb.size and float(thumb.std()) < 3.0):
+        return ""  # colour, or a blank (uniform) slide: the ordinary "no tissue" advice fits
     return ("the slide is greyscale (no colour): tissue detection needs a brightfield colour "
             "scan (H&E/IHC); for a greyscale image draw the tissue in QuPath and save it as "
             "the GeoJSON in contours_geojson/")
