@@ -7,6 +7,7 @@ complete: either the old file (or nothing) is there, or the complete new one.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -42,9 +43,13 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp
         _fsync_file(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        if (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                and not exc.filename):  # PIL/json writes say "no space" without the name
+            raise OSError(exc.errno, exc.strerror or "No space left on device", str(path)
+                          ) from exc
         raise
 
 

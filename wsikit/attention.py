@@ -27,6 +27,7 @@ import h5py
 import numpy as np
 
 from ._atomic import atomic_path
+from ._h5 import h5_create
 from ._version import __version__
 from .errors import FeatureError, WeightsError
 from .importance import IMPORTANCE_LABEL as HEURISTIC_LABEL
@@ -85,7 +86,8 @@ class Attention:
 
     def to_h5(self, path: str | os.PathLike[str]) -> Path:
         """Write atomically to ``path`` (datasets ``coords``, ``attention``)."""
-        with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        with atomic_path(path) as tmp, h5_create(tmp, reserve=12 * len(self.coords),
+                                                 final=path) as f:
             f.create_dataset("coords", data=np.asarray(self.coords, np.int64))
             ds = f.create_dataset("attention", data=np.asarray(self.scores, np.float32))
             ds.attrs["source"] = self.source

@@ -17,7 +17,8 @@ Catch :class:`WsikitError` to handle every error that wsikit raises on purpose.
     ├── EvidenceError         figure ingestion, manifests, indexes
     │   ├── ManifestError     malformed manifest (names file and line)
     │   └── EncoderMismatchError  query encoder differs from the index encoder
-    └── BatchError            cohort runner problems (malformed cohort, job folder)
+    ├── BatchError            cohort runner problems (malformed cohort, job folder)
+    └── CacheError            cached outputs under --out belong to another slide of that name
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "ManifestError",
     "EncoderMismatchError",
     "BatchError",
+    "CacheError",
 ]
 
 
@@ -89,3 +91,7 @@ class EncoderMismatchError(EvidenceError):
 
 class BatchError(WsikitError):
     """Cohort runner problem (malformed cohort file, unusable job folder)."""
+
+
+class CacheError(WsikitError):
+    """Cached outputs under an output folder were made from another slide of the same name."""

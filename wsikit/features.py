@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from ._atomic import TMP_MARK, atomic_path
-from ._h5 import h5_value
+from ._h5 import h5_create, h5_value
 from ._progress import progress as _progress_bar
 from ._version import __version__
 from .errors import FeatureError, WsikitError
@@ -113,7 +113,6 @@ class Embeddings:
 
     def to_h5(self, path: str | os.PathLike[str]) -> Path:
         """Write ``features`` and ``coords`` atomically (``complete=True``)."""
-        import h5py
 
         path = Path(path)
         if self.features.ndim != 2 or self.coords.shape != (self.features.shape[0], 2):
@@ -121,7 +120,8 @@ class Embeddings:
                                f"{self.coords.shape} do not match; expected (N, D) and (N, 2)")
         feat_attrs = {k: v for k, v in self.attrs.items() if k != "coords"}
         with atomic_path(path) as tmp:
-            with h5py.File(tmp, "w") as f:
+            with h5_create(tmp, reserve=self.features.size * 4 + 20 * len(self),
+                           final=path) as f:
                 ds = _create_features(f, len(self), self.features.shape[1])
                 ds[...] = self.features.astype(np.float32, copy=False)
                 _write_attrs(ds, {**feat_attrs, "encoder": self.encoder, "label": self.label,
@@ -377,7 +377,8 @@ def extract_features(
         if not overwrite and target.exists() and _valid_existing(target, ghash, enc, n):
             return Embeddings.from_h5(target)
         with atomic_path(target) as tmp:
-            with h5py.File(tmp, "w", rdcc_nbytes=2 * _CHUNK_BYTES) as f:
+            with h5_create(tmp, reserve=n * (4 * cfg.dim + 24), final=target,
+                           rdcc_nbytes=2 * _CHUNK_BYTES) as f:
                 ds = _create_features(f, n, cfg.dim)
                 _write_attrs(ds, {**base_attrs, "encoder": cfg.name, "label": enc.label,
                                   "dim": cfg.dim})
@@ -517,7 +518,10 @@ def extract_slide_features(
     with open_slide(slide, mpp=mpp) as s:
         grid = None
         if coords is not None:
+            from .slide_ops import check_grid_matches
+
             grid = TileGrid.from_h5(coords)
+            check_grid_matches(grid, s, coords)  # --coords of another slide is refused
         else:
             cpath = coords_path(out, s.name)
             if cpath.exists():

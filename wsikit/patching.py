@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._atomic import atomic_path
-from ._h5 import h5_value
+from ._h5 import h5_create, h5_value
 from ._hints import keyword, option
 from ._version import __version__
 from .errors import GridError
@@ -131,12 +131,11 @@ class TileGrid:
 
         Use :func:`coords_path` for TRIDENT's ``…/patches/<slide>_patches.h5`` layout.
         """
-        import h5py
 
         path = Path(path)
         savetodir = str(path.parent.parent if path.parent.name == "patches" else path.parent)
         with atomic_path(path) as tmp:
-            with h5py.File(tmp, "w") as f:
+            with h5_create(tmp, reserve=20 * len(self.coords), final=path) as f:
                 ds = f.create_dataset("coords", data=self.coords.astype(np.int64),
                                       maxshape=(None, 2))
                 for k, v in self.h5_attrs(savetodir).items():

@@ -184,6 +184,16 @@ def _attention(slide: Any, grid: Any, emb: Any, out: Path, opts: SelectOptions, 
     return att
 
 
+def _open_index(index: Any) -> Any:
+    """The figure index (a path is opened and its checksums verified; an open one is kept).
+
+    Called before any output is touched: a damaged index fails the run up front.
+    """
+    from .evidence import FigureIndex
+
+    return index if isinstance(index, FigureIndex) else FigureIndex.open(index)
+
+
 def _match(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str], opts: SelectOptions,
            *, device: str, weights: Mapping[str, str], base_dir: Path) -> Any:
     from .evidence.matching import match_crops
@@ -305,6 +315,8 @@ def select(
         from .evidence.captions import check_question
 
         check_question(question, index=index)
+    if index is not None:
+        index = _open_index(index)  # a damaged index fails before any output is touched
     out = Path(out)
     timings: dict[str, float] = {}
     show = progress_enabled(progress)
@@ -321,6 +333,11 @@ def select(
         t = time.perf_counter()
         grid = _grid(s, mask, out, opts, force=force)
         if len(grid) == 0:
+            from .slide_ops import greyscale_hint
+
+            grey = greyscale_hint(s)
+            if grey:
+                raise SelectionError(f"{s.path}: no tissue found; {grey}")
             raise SelectionError(
                 f"{s.path}: no tissue found (0 patches of {patch_px} px at {target_mpp} µm/px "
                 f"with ≥ {min_tissue:.0%} tissue); check the mask in "
@@ -355,14 +372,34 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
 
     The part of :func:`select` after the attention stage, shared with the batch ``select``
     step. Writes into ``sdir``: ``windows.json``, ``crops/``, ``evidence.json``, and with
-    ``report`` also ``report.html`` and ``overview.png``.
+    ``report`` also ``report.html`` and ``overview.png``. ``index`` (a folder or an open
+    :class:`~wsikit.evidence.FigureIndex`) is verified first, and ``sdir`` is published as
+    one unit (:func:`wsikit.publish.staged_folder`): a failure or kill leaves the previous
+    result or none, never a mix.
     """
+    from .publish import staged_folder
+
+    if index is not None:
+        index = _open_index(index)  # validated before the result folder is touched
+    with staged_folder(sdir) as work:  # published as one unit: all files of this run or none
+        return _finish_into(slide, grid, mask, att, Path(work), opts, final=Path(sdir),
+                            encoder_entry=encoder_entry, index=index, device=device,
+                            weights=weights, synthetic=synthetic, report=report,
+                            timings=timings)
+
+
+def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: SelectOptions,
+                 *, final: Path, encoder_entry: Mapping[str, Any], index: Any, device: str,
+                 weights: Mapping[str, str] | None, synthetic: bool, report: bool,
+                 timings: dict[str, float] | None) -> Any:
+    """Write every file of the result into the staging folder ``sdir``; paths recorded in
+    them are relative to it, absolute ones (and the result's ``base_dir``) are computed from
+    ``final``, the folder ``sdir`` becomes when published."""
     from .crops import save_crop
     from .evidence import EvidenceResult
     from .selectors import create_selector
 
     s = slide
-    sdir = Path(sdir)
     weights = dict(weights or {})
     timings = timings if timings is not None else {}
     sel = create_selector(opts.selector, **opts.selector_options())
@@ -396,7 +433,8 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
     crop_enc_entry = None
     floor_entry = None
     if index is not None:
-        found = _match(crop_images, index, opts, device=device, weights=weights, base_dir=sdir)
+        found = _match(crop_images, index, opts, device=device, weights=weights,
+                       base_dir=final)
         matches, below_floor, floor_entry = found.matches, found.below_floor, found.floor
         index_entry = found.index.to_evidence_dict()
         crop_enc_entry = _encoder_entry(found.encoder)
@@ -417,7 +455,7 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
         wd = w.to_dict()
         regions.append({"id": w.id, "uid": region_uid(sid, w.id, wd["box"]), **wd,
                         "crop": {"path": crop.path,
-                                 "abspath": portable_path(sdir / crop.path, sdir)[1],
+                                 "abspath": portable_path(final / crop.path, final)[1],
                                  "width": crop.width, "height": crop.height, "mpp": crop.mpp},
                         "matches": found, "below_floor": dropped})
     selection = {"selector": opts.selector, **_jsonable(opts.selector_options()),
@@ -432,10 +470,11 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
     result = EvidenceResult(
         slide={"id": sid, "path": str(s.path), "name": s.name, "width": W, "height": H,
                "mpp": s.mpp, "mpp_source": s.mpp_source, "backend": s.backend,
-               "vendor": s.vendor},
+               "vendor": s.vendor,
+               **({"bad_tiles": list(s.bad_tiles)} if getattr(s, "bad_tiles", None) else {})},
         models=models_entry, selection=selection, regions=tuple(regions),
         index=index_entry, empty_scales={str(k_): v for k_, v in windows.empty.items()},
-        synthetic=bool(synthetic), base_dir=sdir)
+        synthetic=bool(synthetic), base_dir=final)
     doc = result.to_dict()
     write_json_atomic(sdir / "evidence.json", doc)
 

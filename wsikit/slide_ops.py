@@ -20,12 +20,14 @@ import numpy as np
 
 from ._atomic import write_bytes_atomic
 from ._progress import progress
+from .errors import CacheError
 from .io import Slide, open_slide
+from .io.fingerprint import check_source, recorded_slide, slide_fingerprint, write_source
 from .patching import TileGrid, coords_path, make_grid
 from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask, segment_tissue
 
-__all__ = ["info", "segment", "patch", "geojson_path", "draw_tissue", "draw_grid",
-           "load_tissue", "mask_path"]
+__all__ = ["info", "segment", "patch", "check_grid_matches", "geojson_path", "greyscale_hint",
+           "draw_tissue", "draw_grid", "load_tissue", "mask_path"]
 
 _PathLike = str | os.PathLike[str]
 
@@ -77,8 +79,18 @@ def load_tissue(slide: Slide, out: _PathLike, *, resegment: bool = False,
     gj = geojson_path(out, slide.name)
     png = mask_path(out, slide.name)
     meta_path = _mask_meta_path(out, slide.name)
+    fp = slide_fingerprint(slide.path)
+    state = check_source(gj, fp)  # cached outputs belong to a slide by content, not by name
+    if state == "other" and not resegment:
+        raise CacheError(
+            f"{out} already holds outputs for another slide named {slide.name!r} (made "
+            f"from {recorded_slide(gj)}, other content than {slide.path}); use another --out, "
+            "rename the slide, or pass --resegment (select: --force) to replace them")
     if not resegment and gj.exists():
         import json
+
+        if state == "unknown":  # placed by hand or drawn in QuPath: taken as this slide's
+            write_source(gj, slide.path, fp)
 
         meta = None
         if png.exists() and meta_path.exists():
@@ -90,6 +102,7 @@ def load_tissue(slide: Slide, out: _PathLike, *, resegment: bool = False,
                 and list(meta.get("level0_size") or []) == list(slide.dimensions)):
             return TissueMask.from_png(png, level0_size=slide.dimensions,
                                        slide_mpp=slide.mpp, slide_name=slide.name)
+        _check_finite_geojson(gj)
         tm = TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
                                      mpp=mask_mpp, slide_name=slide.name)
         _write_mask(tm, out, slide)       # the edited polygons, rasterised once
@@ -169,12 +182,97 @@ def _segment_open(slide: Slide, out: Path, *, mask_mpp: float, min_tissue_um2: f
 
     tm = segment_tissue(slide, mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
                         min_hole_um2=min_hole_um2)
-    tm.write_geojson(geojson_path(out, slide.name))
+    hint = greyscale_hint(slide) if not np.any(tm.mask) else ""
+    if hint:
+        import warnings
+
+        warnings.warn(f"{slide.path}: no tissue found; {hint}", UserWarning, stacklevel=3)
+    gj = geojson_path(out, slide.name)
+    tm.write_geojson(gj)
+    write_source(gj, slide.path, slide_fingerprint(slide.path))
+    # One grid path: the mask PNG written here is what every later run reads back pixel for
+    # pixel (load_tissue), so the first run's grid equals every rerun's and resume's.
     _write_mask(tm, out, slide)
     thumb = slide.thumbnail(max_size=thumb_size)
     write_bytes_atomic(out / "thumbnails" / f"{slide.name}_tissue.png",
                        _png_bytes(Image.fromarray(draw_tissue(thumb, tm))))
     return tm
+
+
+def check_grid_matches(grid: TileGrid, slide: Slide, source: _PathLike) -> None:
+    """Refuse a coordinate file made for another slide (its size or patches do not fit).
+
+    Raises
+    ------
+    GridError
+        The file records another level-0 size, or has patches outside this slide.
+    """
+    from .errors import GridError
+
+    W, H = slide.dimensions
+    size = tuple(int(v) for v in grid.level0_size)
+    if all(size) and size != (W, H):
+        raise GridError(f"{source} was made for a {size[0]} x {size[1]} px slide, but "
+                        f"{slide.path} is {W} x {H} px; it belongs to another slide: give "
+                        "that slide's coordinates, or omit --coords to make a grid")
+    c = np.asarray(grid.coords)
+    if c.size and (c.min() < 0 or c[:, 0].max() >= W or c[:, 1].max() >= H):
+        raise GridError(f"{source}: patches lie outside {slide.path} ({W} x {H} px); the file "
+                        "belongs to another slide")
+
+
+def _check_finite_geojson(path: Path) -> None:
+    """Refuse a GeoJSON whose coordinates are not all finite numbers (NaN, Infinity, text).
+
+    Python's JSON reader accepts ``NaN``; rasterised, such polygons silently cover nothing.
+    """
+    import json
+    import math
+
+    from .errors import TissueError
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # TissueMask.from_geojson reports unreadable files itself
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "coordinates":
+                    check(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    def check(coords: Any) -> None:
+        if isinstance(coords, list):
+            for value in coords:
+                check(value)
+        elif isinstance(coords, bool) or not isinstance(coords, (int, float)) or not \
+                math.isfinite(coords):
+            raise TissueError(f"{path}: coordinate {coords!r} is not a finite number; fix the "
+                              "polygon (e.g. in QuPath), or pass --resegment (select: --force) "
+                              "to segment again")
+
+    walk(data)
+
+
+def greyscale_hint(slide: Slide) -> str:
+    """A sentence for "no tissue" messages when the slide has no colour at all ("" if it has).
+
+    Tissue detection looks for stained (coloured) pixels; a greyscale scan (fluorescence
+    channel, a converted image) has none.
+    """
+    thumb = slide.thumbnail(max_size=256).astype(np.int16)
+    spread = int(np.abs(thumb - thumb.mean(axis=2, keepdims=True)).max()) if thumb.size else 0
+    if spread > 2 or (thumb.size and float(thumb.std()) < 3.0):
+        return ""  # colour, or a blank (uniform) slide: the ordinary "no tissue" advice fits
+    return ("the slide is greyscale (no colour): tissue detection needs a brightfield colour "
+            "scan (H&E/IHC); for a greyscale image draw the tissue in QuPath and save it as "
+            "the GeoJSON in contours_geojson/")
 
 
 def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,

@@ -130,6 +130,8 @@ class TileReader:
         self._cache_budget = int(cache_mb * 2**20)
         self.tiles_decoded = 0
         self.cache_hits = 0
+        #: Tiles read as white under ``--on-bad-tile skip`` (level, x, y, width, height, reason).
+        self.bad_tiles: list[dict[str, Any]] = []
         self._scratch = np.empty((0, 0, 3), np.uint8)  # mosaic buffer of read_regions
 
     # -- context manager -------------------------------------------------------------------
@@ -225,6 +227,36 @@ class TileReader:
         return tile
 
     def _decode(self, level: int, col: int, row: int, reduction: int) -> np.ndarray:
+        try:
+            return self._decode_tile(level, col, row, reduction)
+        except Exception as exc:  # noqa: BLE001 - codecs raise many types
+            return self._bad_tile(level, col, row, reduction, exc)
+
+    def _bad_tile(self, level: int, col: int, row: int, reduction: int,
+                  exc: BaseException) -> np.ndarray:
+        """A tile that cannot be decoded: a clear error, or white with ``--on-bad-tile skip``."""
+        import warnings
+
+        from .io.slide import bad_tile_policy
+
+        lv = self.levels[level]
+        x, y = col * lv.tile_width, row * lv.tile_height
+        where = (f"tile ({col}, {row}) of level {level} at level pixels x={x}, y={y} "
+                 f"({lv.tile_width}x{lv.tile_height})")
+        if bad_tile_policy() != "skip":
+            raise SlideError(f"{self.path}: damaged {where}: {exc}. Copy the slide again, or "
+                             "pass --on-bad-tile skip to process it with damaged tiles left "
+                             "white (they are recorded)") from exc
+        record = {"level": level, "x": x, "y": y, "width": lv.tile_width,
+                  "height": lv.tile_height, "reason": f"{type(exc).__name__}: {exc}"}
+        if record not in self.bad_tiles:
+            self.bad_tiles.append(record)
+            warnings.warn(f"{self.path}: damaged {where} read as white (--on-bad-tile skip)",
+                          UserWarning, stacklevel=3)
+        return np.full((lv.tile_height // reduction, lv.tile_width // reduction, 3), 255,
+                       np.uint8)
+
+    def _decode_tile(self, level: int, col: int, row: int, reduction: int) -> np.ndarray:
         lv = self.levels[level]
         data = self.raw_tile(level, col, row)
         th, tw = lv.tile_height // reduction, lv.tile_width // reduction

@@ -115,8 +115,11 @@ def _read_folder(folder: Path, mpp: float | None, extensions: tuple[str, ...]
                  ) -> list[CohortSlide]:
     paths: list[Path] = []
     dicom_dirs: set[Path] = set()
+    seen: set[str] = set()
     for root, dirs, files in os.walk(folder, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        seen.add(os.path.realpath(root))  # a linked folder loop is walked once
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                         and os.path.realpath(os.path.join(root, d)) not in seen)
         for name in sorted(files):
             if name.startswith(".") or not name.lower().endswith(extensions):
                 continue

@@ -192,6 +192,7 @@ class _Worker:
             self.proc.start()
         child.close()
         self.task: dict[str, Any] | None = None
+        self.started = 0.0
 
 
 class LocalEngine:
@@ -201,11 +202,16 @@ class LocalEngine:
     ----------
     slots : list of DeviceSlot
         One worker process each (from :func:`parse_devices`).
+    slide_timeout : float, optional
+        Seconds a worker may spend on one slide; then it is killed (and replaced) and the
+        slide fails with a message naming the limit. ``None``: no limit.
     """
 
     name = "local"
 
-    def __init__(self, slots: Sequence[DeviceSlot]) -> None:
+    def __init__(self, slots: Sequence[DeviceSlot], *, slide_timeout: float | None = None
+                 ) -> None:
+        self.slide_timeout = slide_timeout
         if not slots:
             raise BatchError(f"no worker slots; pass {option('devices', 'cpu')}")
         self.slots = list(slots)
@@ -238,6 +244,7 @@ class LocalEngine:
         for worker in self._workers:
             if worker.task is None:
                 worker.task = task
+                worker.started = time.monotonic()
                 worker.conn.send(task)
                 return
         raise BatchError("internal: no idle worker for a submitted slide")
@@ -253,6 +260,12 @@ class LocalEngine:
         for i, worker in enumerate(list(self._workers)):
             if worker.task is None:
                 continue
+            if (self.slide_timeout is not None and worker.conn not in ready
+                    and time.monotonic() - worker.started > self.slide_timeout):
+                worker.proc.kill()  # a hung read (FIFO, stalled network disk) or a runaway
+                results.append(self._died(worker, timed_out=True))
+                self._workers[i] = _Worker(self._ctx, worker.slot, self._args)
+                continue
             if worker.conn in ready or worker.proc.sentinel in ready:
                 result = None
                 with contextlib.suppress(EOFError, OSError):
@@ -267,10 +280,14 @@ class LocalEngine:
                                                rerun_main=self._rerun_main)
         return results
 
-    def _died(self, worker: _Worker) -> dict[str, Any]:
+    def _died(self, worker: _Worker, *, timed_out: bool = False) -> dict[str, Any]:
         worker.proc.join(timeout=1)
         code = worker.proc.exitcode
-        if code is not None and code < 0:
+        if timed_out:
+            how = (f"stopped after the per-slide limit of {self.slide_timeout:g} s "
+                   "(--slide-timeout; raise it for very large slides)")
+            code = None
+        elif code is not None and code < 0:
             with contextlib.suppress(ValueError):
                 how = f"killed by {signal.Signals(-code).name}"
         else:
@@ -280,9 +297,10 @@ class LocalEngine:
         hint = " (out of memory? a crashing codec?)" if code in (-9, -11, -6) else ""
         return {"slide_id": slide_id, "status": "failed", "steps": task.get("previous") or {},
                 "reused": [], "seconds": 0.0, "n_patches": 0,
-                "error": {"type": "WorkerDied",
-                          "message": f"worker process on {worker.slot.label} died while "
-                                     f"processing this slide: {how}{hint}",
+                "error": {"type": "Timeout" if timed_out else "WorkerDied",
+                          "message": (f"this slide took too long: {how}" if timed_out else
+                                      f"worker process on {worker.slot.label} died while "
+                                      f"processing this slide: {how}{hint}"),
                           "step": None, "traceback": ""},
                 "worker": {"pid": worker.proc.pid, "device": worker.slot.label}}
 

@@ -13,6 +13,7 @@ concurrent runners lives here, in one process per runner:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import platform
@@ -37,9 +38,13 @@ from .state import JobFolder, SlideLock, now_iso
 from .store_step import parse_store
 from .steps import BatchConfig, get_step, load_plugins, resolve_steps
 
-__all__ = ["run_batch", "BatchSummary", "SlideOutcome"]
+__all__ = ["DEFAULT_SLIDE_TIMEOUT", "run_batch", "BatchSummary", "SlideOutcome", "preflight",
+           "safe_path"]
 
 SCHEMA = "wsikit.batch/v1"
+
+#: Default per-slide time limit in seconds (generous: a large slide on a CPU takes hours).
+DEFAULT_SLIDE_TIMEOUT = 4 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -101,10 +106,48 @@ class BatchSummary:
 
 
 # --------------------------------------------------------------------------- decisions
+def preflight(slide: CohortSlide) -> tuple[str | None, str | None]:
+    """``(fingerprint, None)`` for a slide that can be processed, ``(None, reason)`` if not.
+
+    Checked for every slide before any work, so one bad entry (a file name that is not
+    UTF-8, a symbolic link loop, a FIFO/device/empty file, a vanished file) fails only itself.
+    """
+    from ..errors import WsikitError
+    from ..io.fingerprint import slide_fingerprint
+    from ..io.filecheck import _check_openable
+
+    try:
+        str(slide.path).encode("utf-8")
+    except UnicodeEncodeError:
+        return None, (f"file name {safe_path(slide.path)} is not valid UTF-8; rename the file "
+                      "(e.g. with 'convmv') or list it in a cohort CSV under another name")
+    try:
+        _check_openable(Path(slide.path))
+        return slide_fingerprint(slide.path), None
+    except WsikitError as exc:
+        return None, str(exc)
+
+
+def safe_path(path: str | os.PathLike[str]) -> str:
+    """A path as printable UTF-8 text (undecodable bytes shown as ``\\xNN``)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def _complete(state: Mapping[str, Any] | None, steps: Sequence[str], config: BatchConfig,
-              job: JobFolder, verify: bool) -> str | None:
-    """``"done"``/``"skipped"`` when the state already covers ``steps``, else ``None``."""
+              job: JobFolder, verify: bool, *, slide: CohortSlide | None = None,
+              fingerprint: str | None = None) -> str | None:
+    """``"done"``/``"skipped"`` when the state already covers ``steps``, else ``None``.
+
+    The state must belong to this slide: the same content fingerprint (or, for states from
+    before fingerprints were recorded, the same path); a same-named slide of another cohort
+    is never "already done".
+    """
     if not state or state.get("status") not in ("done", "skipped"):
+        return None
+    if fingerprint is not None and state.get("fingerprint") not in (None, fingerprint):
+        return None
+    if (fingerprint is not None and state.get("fingerprint") is None and slide is not None
+            and state.get("path") != str(slide.path)):
         return None
     records = state.get("steps") or {}
     for name in steps:
@@ -167,7 +210,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
               per_scale: int = 1, min_coverage: float = 1.0, max_iou: float = 0.5,
               margin: float = 2, layout: str = "nested", index: str | None = None,
               k: int = 5, shard: tuple[int, int] | str | None = None,
-              store: str | None = None,
+              store: str | None = None, slide_timeout: float | None = DEFAULT_SLIDE_TIMEOUT,
               progress: bool | None = None,
               echo: Callable[[str], None] | None = None) -> BatchSummary:
     """Process a cohort of slides into a resumable job folder.
@@ -213,6 +256,9 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         ``JOBDIR/shards/I-of-N/``.
     store : {"h5", "zarr", "zarr:URL"}, optional
         Also write each slide's features into a zarr feature store (:mod:`wsikit.feature_store`).
+    slide_timeout : float, optional
+        Seconds one slide may take before its worker is stopped and the slide marked failed
+        (default :data:`DEFAULT_SLIDE_TIMEOUT`, 4 h; ``None`` or 0: no limit). Local engine.
     progress : bool, optional
         Show the overall bar (default: unless ``WSIKIT_NO_PROGRESS=1``).
     echo : callable, optional
@@ -263,22 +309,24 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     job = JobFolder(out, stale_after=stale_after)
     slides = select_shard(slides, shard, job.root)
     run_path, summary_path = run_files(job, shard)
+    checked = {s.slide_id: preflight(s) for s in slides}
     runner = _make_engine(engine, devices=devices, workers=workers, ray_address=ray_address,
-                          config=config)
+                          config=config, slide_timeout=slide_timeout)
     run_info = {"schema": SCHEMA, "started": now_iso(), "cohort": cohort_source,
                 "n_slides": len(slides), "config": config.to_dict(),
                 "options": {"retry_failed": retry_failed, "verify": verify, "mpp": mpp,
-                            "stale_after": stale_after},
+                            "stale_after": stale_after, "slide_timeout": slide_timeout},
                 "engine": runner.describe(), "versions": _versions(engine),
                 "models": _model_configs(config), "command": list(sys.argv),
                 "host": socket.gethostname(), "pid": os.getpid(), "shard": shard,
-                "slides": [s.to_dict() for s in slides]}
+                "slides": [{**s.to_dict(), "path": safe_path(s.path),
+                            "fingerprint": checked[s.slide_id][0]} for s in slides]}
     write_json_atomic(run_path, run_info)
     job.clean_temporaries()
 
     coordinator = _Coordinator(job, config, slides, runner, retry_failed=retry_failed,
                                verify=verify, echo=echo, progress=progress,
-                               manifest=RunManifest.open(job.root, shard))
+                               manifest=RunManifest.open(job.root, shard), checked=checked)
     outcomes, models_used = coordinator.run()
     wall = time.perf_counter() - t_start
     counts = {k: sum(1 for o in outcomes if o.status == k) for k in ("done", "failed", "skipped")}
@@ -293,11 +341,14 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
 
 
 def _make_engine(engine: str, *, devices: str | Sequence[str], workers: int,
-                 ray_address: str | None, config: BatchConfig) -> Any:
+                 ray_address: str | None, config: BatchConfig,
+                 slide_timeout: float | None = None) -> Any:
+    if slide_timeout is not None and not slide_timeout >= 0:
+        raise BatchError(f"--slide-timeout {slide_timeout!r} must be >= 0 seconds (0: none)")
     if engine == "local":
         from .local import LocalEngine, parse_devices
 
-        return LocalEngine(parse_devices(devices, workers))
+        return LocalEngine(parse_devices(devices, workers), slide_timeout=slide_timeout or None)
     if engine == "ray":
         from .ray_engine import RayEngine
 
@@ -309,8 +360,10 @@ class _Coordinator:
     def __init__(self, job: JobFolder, config: BatchConfig, slides: Sequence[CohortSlide],
                  engine: Any, *, retry_failed: bool, verify: bool,
                  echo: Callable[[str], None], progress: bool | None,
-                 manifest: RunManifest | None = None) -> None:
+                 manifest: RunManifest | None = None,
+                 checked: Mapping[str, tuple[str | None, str | None]] | None = None) -> None:
         self.job, self.config, self.engine = job, config, engine
+        self.checked = dict(checked or {})
         self.slides = list(slides)
         self.retry_failed, self.verify, self.echo = retry_failed, verify, echo
         self.progress = progress
@@ -325,7 +378,17 @@ class _Coordinator:
 
     # A slide that needs no work gets its outcome right away; returns True if work is needed.
     def _triage(self, slide: CohortSlide, state: Mapping[str, Any] | None) -> bool:
-        finished = _complete(state, self.config.steps, self.config, self.job, self.verify)
+        fingerprint, problem = self.checked.get(slide.slide_id, (None, None))
+        if problem is not None:  # refused up front: fails only this slide
+            self._settle(SlideOutcome(slide.slide_id, "failed", message=problem), quiet=True)
+            with contextlib.suppress(OSError):
+                self.job.write_state(slide.slide_id, {
+                    "slide_id": slide.slide_id, "path": safe_path(slide.path),
+                    "status": "failed", "finished": now_iso(),
+                    "error": {"type": "SlideError", "message": problem, "step": None}})
+            return False
+        finished = _complete(state, self.config.steps, self.config, self.job, self.verify,
+                             slide=slide, fingerprint=fingerprint)
         if finished == "done" and self._stale(slide):
             finished = None  # the weight file behind its features changed since
         if finished and self.manifest is not None and state:
@@ -339,7 +402,8 @@ class _Coordinator:
                                       message=str((state or {}).get("reason", "skipped"))),
                          quiet=True)
             return False
-        if state and state.get("status") == "failed" and not self.retry_failed:
+        if (state and state.get("status") == "failed" and not self.retry_failed
+                and state.get("fingerprint", fingerprint) == fingerprint):
             err = (state.get("error") or {}).get("message", "unknown error")
             self._settle(SlideOutcome(slide.slide_id, "failed",
                                       message=f"failed in an earlier run ({err}); pass "
@@ -418,11 +482,17 @@ class _Coordinator:
             lock.release()
             return
         self.locks[slide.slide_id] = lock
-        previous = {k: v for k, v in ((state or {}).get("steps") or {}).items()
-                    if k not in self._stale(slide)}
+        fingerprint = self.checked.get(slide.slide_id, (None, None))[0]
+        recorded = (state or {}).get("fingerprint")
+        same_slide = (recorded == fingerprint if recorded is not None
+                      else (state or {}).get("path") in (None, str(slide.path)))
+        stale = self._stale(slide)  # steps whose weight file changed since
+        previous = ({k: v for k, v in ((state or {}).get("steps") or {}).items()
+                     if k not in stale} if same_slide else {})  # another slide: no reuse
         attempts = int((state or {}).get("attempts", 0)) + 1
         self.job.write_state(slide.slide_id, {
-            "slide_id": slide.slide_id, "path": str(slide.path), "status": "running",
+            "slide_id": slide.slide_id, "path": str(slide.path),
+            "fingerprint": fingerprint, "status": "running",
             "attempts": attempts, "started": now_iso(),
             "runner": {"pid": os.getpid(), "host": socket.gethostname()},
             "steps": previous})
@@ -435,7 +505,8 @@ class _Coordinator:
         status = result["status"]
         steps = result.get("steps") or {}
         state = {
-            "slide_id": slide.slide_id, "path": str(slide.path), "status": status,
+            "slide_id": slide.slide_id, "path": str(slide.path),
+            "fingerprint": self.checked.get(slide.slide_id, (None, None))[0], "status": status,
             "attempts": old.get("attempts", 1), "started": old.get("started"),
             "finished": now_iso(), "seconds": result.get("seconds"),
             "runner": old.get("runner"), "worker": result.get("worker"),

@@ -433,9 +433,14 @@ def segment_step(ctx: SlideContext) -> dict[str, Any]:
 
     slide = ctx.open()
     mask = tissue.segment_tissue(slide, mpp=ctx.config.tissue_mpp)
-    ctx.artifacts["mask"] = mask
     path = ctx.path("contours_geojson", f"{ctx.slide_id}.geojson")
     mask.write_geojson(path)  # atomic
+    # One mask path (as wsikit select): the mask rasterised from the GeoJSON just written, so
+    # a first run, a resumed run and a run on an edited GeoJSON all make the grid the same way.
+    mask = tissue.TissueMask.from_geojson(path, level0_size=tuple(slide.dimensions),
+                                          slide_mpp=float(slide.mpp),
+                                          mpp=ctx.config.tissue_mpp, slide_name=slide.name)
+    ctx.artifacts["mask"] = mask
     ctx.add_output("geojson", path)
     return {"mpp": float(slide.mpp), "mpp_source": slide.mpp_source,
             "level0_size": [int(v) for v in slide.dimensions],

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"wsikit {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("--on-bad-tile", choices=("fail", "skip"), default=None,
+                        help="a damaged tile: fail with its level and position (default), or "
+                             "read it as white and record it (evidence.json slide.bad_tiles)")
     # CommandParser: a wrong option prints the sub-command's own usage (nested sub-commands
     # such as 'index build' inherit the class)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
@@ -131,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if args.on_bad_tile is not None:  # read by every open_slide, also in batch workers
+        os.environ["WSIKIT_ON_BAD_TILE"] = args.on_bad_tile
     command = " ".join(filter(None, (args.command, getattr(args, "index_command", None),
                                      getattr(args, "figures_command", None))))
     with contextlib.ExitStack() as stack:
@@ -159,7 +164,9 @@ def _run(args: argparse.Namespace, command: str) -> int:
         _error(command, _os_error_message(exc))
         return 2
     except MemoryError:
-        _error(command, "out of memory; use a smaller --batch-size or fewer --workers")
+        fix = ("use a smaller --batch-size or fewer --workers" if hasattr(args, "batch_size")
+               else "use a machine with more memory, or smaller inputs")
+        _error(command, f"out of memory; {fix}")
         return 2
     except Exception as exc:  # noqa: BLE001 - last resort: one line instead of a traceback
         if args.verbose:

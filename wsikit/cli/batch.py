@@ -82,6 +82,10 @@ def register(subparsers: Any) -> None:
                    help="re-hash (SHA-256) outputs of finished slides before trusting them")
     p.add_argument("--stale-after", type=positive_float, default=600.0,
                    help="seconds without heartbeat after which another host's lock is stale")
+    p.add_argument("--slide-timeout", type=non_negative_float, default=4 * 3600.0,
+                   metavar="SECONDS",
+                   help="stop a slide that takes longer and mark it failed (default 14400 = "
+                        "4 h; 0 = no limit)")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE (registers extra steps) here and in every worker")
     p.add_argument("--shard", default=None, metavar="I/N",
@@ -175,6 +179,6 @@ def batch_command(args: argparse.Namespace) -> int:
         stale_after=args.stale_after, plugins=args.plugin, attention=args.attention,
         scales=args.scales, per_scale=args.per_scale, min_coverage=args.min_coverage,
         max_iou=args.max_iou, margin=args.margin, layout=args.layout, index=args.index,
-        k=args.k, shard=args.shard, store=args.store,
+        k=args.k, shard=args.shard, store=args.store, slide_timeout=args.slide_timeout,
         progress=False if args.no_progress else None)
     return summary.exit_code

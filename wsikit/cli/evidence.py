@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import EvidenceError
 from ._common import output_dir, positive_int
 
+log = logging.getLogger(__name__)
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
 
 __all__ = [
@@ -70,8 +71,12 @@ def load_sources(sources: Sequence[str | os.PathLike[str]], work_dir: str | os.P
 def figures_extract(pdfs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
                     evidence_level: int | str | None = None, min_size: int = 100) -> Path:
     """Extract figures + captions from PDFs into ``out/images`` and write
-    ``out/manifest.jsonl`` (for review/editing, then ``wsikit index build``); returns it."""
-    from ..evidence import extract_pdf_figures, write_manifest
+    ``out/manifest.jsonl`` (for review/editing, then ``wsikit index build``); returns it.
+
+    An existing ``out/manifest.jsonl`` is never replaced: its rows are kept as reviewed and
+    only figures it does not list yet are appended (:func:`wsikit.evidence.merge_manifest`).
+    """
+    from ..evidence import extract_pdf_figures, merge_manifest
 
     if not pdfs:
         raise EvidenceError("no PDFs given")
@@ -81,7 +86,11 @@ def figures_extract(pdfs: Sequence[str | os.PathLike[str]], out: str | os.PathLi
     nodes = []
     for pdf in pdfs:
         nodes += extract_pdf_figures(pdf, out, min_size=min_size, evidence_level=evidence_level)
-    return write_manifest(nodes, Path(out) / "manifest.jsonl")
+    merged = merge_manifest(nodes, Path(out) / "manifest.jsonl")
+    if merged.kept:
+        log.warning("%s: kept its %d reviewed row(s), appended %d new figure(s)", merged.path,
+                    merged.kept, merged.added)
+    return merged.path
 
 
 def index_build(sources: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,

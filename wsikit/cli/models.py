@@ -91,8 +91,26 @@ def doctor(*, weights: bool = True) -> dict[str, Any]:
         from ..models.hub import config_path, hf_cache_dir, weights_status
 
         report.update(weights=weights_status(), hf_cache=str(hf_cache_dir()),
-                      weights_config=str(config_path()))
+                      weights_config=str(config_path()),
+                      weights_config_problems=_config_problems(config_path()))
     return report
+
+
+def _config_problems(path: Any) -> list[str]:
+    """What is wrong with the weights config file (malformed, naming missing files)."""
+    from pathlib import Path
+
+    from ..errors import WeightsError
+    from ..models.hub import _read_config
+
+    if not path.exists():
+        return []
+    try:
+        entries = _read_config(path)
+    except WeightsError as exc:
+        return [str(exc)]
+    return [f"{path}: {name} = {value!r} names a file that does not exist; fix the path"
+            for name, value in entries.items() if not Path(value).expanduser().is_file()]
 
 
 def _table(rows: list[tuple[str, ...]], width: int) -> list[str]:
@@ -152,6 +170,7 @@ def format_doctor(report: dict[str, Any], *, width: int = 100) -> str:
         lines += ["", *_table(rows, width), "",
                   f"Hugging Face cache: {report['hf_cache']}",
                   f"Weights config:     {report['weights_config']}",
+                  *(f"  PROBLEM: {problem}" for problem in report["weights_config_problems"]),
                   "Without weights wsikit uses the labelled weight-free 'heuristic' encoder "
                   "and scorer."]
     return "\n".join(lines)

@@ -14,7 +14,7 @@ from .calibration import DEFAULT_FLOOR, Background, Floor, background_from_vecto
 from .ids import document_id, region_uid, slide_fingerprint, slide_id
 from .index import INDEX_FORMAT, AddReport, FigureIndex, Match, embed_images
 from .matching import CropMatches, match_crops
-from .manifest import MANIFEST_FIELDS, read_manifest, write_manifest
+from .manifest import MANIFEST_FIELDS, merge_manifest, read_manifest, write_manifest
 from .nodes import (
     EVIDENCE_LEVELS,
     FigureNode,
@@ -63,6 +63,7 @@ __all__ = [
     "load_schema",
     "make_node_id",
     "match_crops",
+    "merge_manifest",
     "parse_evidence_level",
     "parse_floor",
     "read_manifest",

@@ -239,9 +239,13 @@ class FigureIndex:
         if kind not in fu.INDEX_KINDS:
             raise EvidenceError(f"unknown index kind {kind!r}; use one of "
                                 f"{', '.join(fu.INDEX_KINDS)}")
-        if out.exists() and any(out.iterdir()) and not overwrite:
-            raise EvidenceError(f"index folder {out} exists and is not empty; choose another "
-                                "--out, delete it, or use 'wsikit index add'")
+        if out.exists() and not out.is_dir():
+            raise EvidenceError(f"{out} exists and is not a folder; choose another --out")
+        if out.exists() and any(out.iterdir()):
+            if not overwrite:
+                raise EvidenceError(f"index folder {out} exists and is not empty; choose "
+                                    "another --out, delete it, or use 'wsikit index add'")
+            _check_replaceable(out)
         nodes = list(nodes)
         if not nodes:
             raise EvidenceError("no figures to index; check the manifest/PDF sources")
@@ -292,11 +296,9 @@ class FigureIndex:
                                 "one with 'wsikit index build'")
         try:
             manifest = json.loads(mpath.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise EvidenceError(f"{mpath} is not valid JSON ({exc}); rebuild the index") from exc
-        if manifest.get("format") != INDEX_FORMAT:
-            raise EvidenceError(f"{mpath}: format {manifest.get('format')!r} is not "
-                                f"{INDEX_FORMAT!r}; rebuild the index")
+        _check_manifest(mpath, manifest)
         files = {k: path / v for k, v in manifest["files"].items()}
         for key, fpath in files.items():
             if not fpath.is_file():
@@ -313,6 +315,11 @@ class FigureIndex:
         if index.ntotal != manifest["count"]:
             raise EvidenceError(f"index {path}: {files['faiss'].name} holds {index.ntotal} "
                                 f"vectors but manifest.json says {manifest['count']}")
+        if index.d != int(manifest["encoder"]["dim"]):
+            raise EvidenceError(f"index {path}: {files['faiss'].name} holds {index.d}-d vectors "
+                                f"but manifest.json says dim {manifest['encoder']['dim']}; "
+                                "rebuild the index")
+        _check_db(files["sqlite"], manifest["count"])
         return cls(path, manifest, index)
 
     # ------------------------------------------------------------------ writing
@@ -425,14 +432,26 @@ class FigureIndex:
         EvidenceError
             Already indexed figures with other metadata and ``on_existing="refuse"``.
         """
-        from filelock import FileLock
+        from filelock import FileLock, Timeout
 
         if on_existing not in ON_EXISTING:
             raise EvidenceError(f"on_existing={on_existing!r}; use one of "
                                 f"{', '.join(ON_EXISTING)}")
         self._check_encoder(encoder.config.name, int(encoder.config.dim),
                             encoder_version(encoder))
-        with FileLock(str(self.path / ".lock")):
+        try:
+            lock = FileLock(str(self.path / ".lock"), timeout=ADD_LOCK_TIMEOUT)
+            lock.acquire()
+        except Timeout as exc:
+            raise EvidenceError(f"index {self.path} is being written by another 'wsikit index "
+                                f"add' (waited {ADD_LOCK_TIMEOUT:g} s for {self.path / '.lock'}); "
+                                "try again when it has finished") from exc
+        with contextlib.ExitStack() as stack:
+            stack.callback(lock.release)
+            # Writers are serialised: continue from the version the previous writer committed,
+            # not the one this object was opened at (else its files would be overwritten).
+            current = FigureIndex.open(self.path)
+            self.manifest, self._cpu_index = current.manifest, current._cpu_index
             return self._write_version(list(nodes), encoder, kind=self.kind, params=None,
                                        recall_target=0.95, batch_size=batch_size,
                                        progress_bar=progress_bar, fresh=False,
@@ -608,6 +627,86 @@ def _recall_set(vectors: np.ndarray, *, k: int, seed: int = 0) -> tuple[np.ndarr
     queries = fu.normalise(vectors[pick] + 0.5 * noise / np.sqrt(vectors.shape[1]))
     _, truth = fu.exact_search(vectors, queries, min(k, n))
     return queries, truth
+
+
+#: Seconds ``FigureIndex.add`` waits for another writer of the same index before refusing.
+ADD_LOCK_TIMEOUT = 600.0
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def _check_manifest(mpath: Path, manifest: Any) -> None:
+    """Refuse a manifest.json that is not one wsikit wrote (tampered, truncated, hand-made)."""
+    def bad(what: str) -> EvidenceError:
+        return EvidenceError(f"{mpath}: {what}; the index is damaged or was edited, rebuild it "
+                             "with 'wsikit index build'")
+
+    if not isinstance(manifest, dict):
+        raise bad(f"expected a JSON object, got a JSON {type(manifest).__name__}")
+    if manifest.get("format") != INDEX_FORMAT:
+        raise EvidenceError(f"{mpath}: format {manifest.get('format')!r} is not "
+                            f"{INDEX_FORMAT!r}; rebuild the index")
+    enc = manifest.get("encoder")
+    if not (isinstance(enc, dict) and isinstance(enc.get("name"), str)
+            and isinstance(enc.get("dim"), int) and not isinstance(enc.get("dim"), bool)
+            and enc["dim"] > 0):
+        raise bad("'encoder' must give a name and a positive integer dim")
+    if manifest.get("kind") not in fu.INDEX_KINDS:
+        raise bad(f"kind {manifest.get('kind')!r} is not one of {', '.join(fu.INDEX_KINDS)}")
+    if not isinstance(manifest.get("params"), dict):
+        raise bad("'params' must be an object")
+    count = manifest.get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise bad(f"count {count!r} is not a non-negative integer")
+    files, sums = manifest.get("files"), manifest.get("checksums")
+    if not (isinstance(files, dict) and set(files) == {"faiss", "sqlite"}):
+        raise bad("'files' must name the faiss and sqlite files")
+    for key, name in files.items():
+        if not (isinstance(name, str) and _SAFE_NAME.match(name)):
+            raise bad(f"file name {name!r} of {key} is not a plain file name in the index folder")
+    if not (isinstance(sums, dict) and all(isinstance(sums.get(k), str) for k in files)):
+        raise bad("'checksums' must give the sha256 of the faiss and sqlite files")
+    if not isinstance(manifest.get("version"), int):
+        raise bad(f"version {manifest.get('version')!r} is not an integer")
+
+
+def _check_db(path: Path, count: int) -> None:
+    """The node table is a readable SQLite table with one row per vector."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+            rows = con.execute("SELECT COUNT(*) FROM nodes").fetchone()[0]
+    except sqlite3.Error as exc:
+        raise EvidenceError(f"{path} is not a readable node table ({exc}); the index is damaged, "
+                            "rebuild it with 'wsikit index build'") from exc
+    if rows != count:
+        raise EvidenceError(f"{path} holds {rows} node(s) but manifest.json says {count}; "
+                            "rebuild the index")
+
+
+def _check_replaceable(out: Path) -> None:
+    """Refuse to replace a folder wsikit did not write as an index (``--overwrite`` guard).
+
+    Only a folder whose ``manifest.json`` says ``format: wsikit.index/v1`` and that holds
+    nothing but index files (manifest, versioned FAISS/SQLite files, ``images/``, lock and
+    temporary files) is ever deleted; a folder of a user's documents is refused.
+    """
+    import json
+
+    mpath = out / "manifest.json"
+    try:
+        fmt = json.loads(mpath.read_text(encoding="utf-8")).get("format")
+    except (OSError, ValueError, AttributeError):
+        fmt = None
+    if fmt != INDEX_FORMAT:
+        raise EvidenceError(f"--overwrite: {out} is not a wsikit index (no manifest.json with "
+                            f"format {INDEX_FORMAT!r}); refusing to delete it. Choose another "
+                            "--out, or empty the folder yourself")
+    foreign = sorted(e.name for e in out.iterdir()
+                     if not (e.name in ("manifest.json", "images", ".lock")
+                             or _VERSIONED.match(e.name) or TMP_MARK in e.name))
+    if foreign:
+        raise EvidenceError(f"--overwrite: {out} holds files wsikit did not write "
+                            f"({', '.join(foreign[:5])}); refusing to delete them. Move them "
+                            "away or choose another --out")
 
 
 def _commit_manifest(path: Path, manifest: dict[str, Any]) -> None:

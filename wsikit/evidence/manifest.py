@@ -17,6 +17,7 @@ import csv
 import json
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,46 +25,72 @@ from .._atomic import atomic_path
 from ..errors import EvidenceError, ManifestError
 from .nodes import FigureNode, load_image, parse_evidence_level
 
-__all__ = ["MANIFEST_FIELDS", "read_manifest", "write_manifest"]
+__all__ = ["MANIFEST_FIELDS", "ManifestMerge", "merge_manifest", "read_manifest", "write_manifest"]
 
 #: Keys a manifest row may have (``image`` is required).
 MANIFEST_FIELDS = ("image", "caption", "figure_label", "source_title", "doi", "source_path",
                    "page", "year", "license", "evidence_level")
 _TEXT = ("caption", "figure_label", "source_title", "doi", "source_path", "license")
 _INT = ("page", "year")
+#: Plausible values of the integer fields (a year of 10**30 is a typo, not a date).
+_INT_RANGE = {"page": (1, 1_000_000), "year": (1000, 2999)}
+
+
+def _read_text(path: Path) -> str:
+    """The manifest's text: UTF-8, with or without a byte-order mark; anything else refused."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"manifest {path}: cannot read it ({exc.strerror or exc})") from exc
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ManifestError(f"{path}: the file is UTF-16; save it as UTF-8 (with or without "
+                            "BOM) and try again")
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ManifestError(f"{path}:{line}: byte {data[exc.start]:#04x} is not UTF-8 (the "
+                            "file looks like Latin-1/Windows-1252); save it as UTF-8 and try "
+                            "again") from exc
 
 
 def _rows(path: Path) -> Iterable[tuple[int, Mapping[str, Any]]]:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson", ".json"):
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip() or line.lstrip().startswith("#"):
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ManifestError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column "
-                                        f"{exc.colno}); each line must be one JSON object"
-                                        ) from exc
-                if not isinstance(row, dict):
-                    raise ManifestError(f"{path}:{lineno}: expected a JSON object, got "
-                                        f"{type(row).__name__}")
-                yield lineno, row
+        text = _read_text(path)
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ManifestError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column "
+                                    f"{exc.colno}); each line must be one JSON object"
+                                    ) from exc
+            if not isinstance(row, dict):
+                raise ManifestError(f"{path}:{lineno}: expected a JSON object, got "
+                                    f"{type(row).__name__}; each line must be one JSON object "
+                                    "(not an array)")
+            yield lineno, row
     elif suffix in (".csv", ".tsv"):
-        with path.open(encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
-            if not reader.fieldnames or "image" not in reader.fieldnames:
-                raise ManifestError(f"{path}:1: the CSV header must contain an 'image' column "
-                                    f"(got {reader.fieldnames})")
-            for row in reader:
-                yield reader.line_num, row
+        import io
+
+        reader = csv.DictReader(io.StringIO(_read_text(path), newline=""),
+                                delimiter="\t" if suffix == ".tsv" else ",")
+        if not reader.fieldnames or "image" not in reader.fieldnames:
+            raise ManifestError(f"{path}:1: the CSV header must contain an 'image' column "
+                                f"(got {reader.fieldnames})")
+        for row in reader:
+            yield reader.line_num, row
     else:
         raise ManifestError(f"{path}: unknown manifest type {suffix!r}; use .jsonl or .csv")
 
 
 def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
-               default_level: int | None, load: bool) -> FigureNode:
+               default_level: int | None, load: bool, allow_outside: bool = False
+               ) -> FigureNode:
     unknown = set(row) - set(MANIFEST_FIELDS) - {"node_id", "content_hash", "evidence_level_name"}
     if unknown:
         raise ManifestError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: "
@@ -72,7 +99,11 @@ def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
     if not isinstance(image, str) or not image.strip():
         raise ManifestError(f"{where}: missing 'image' (path of the figure image relative to "
                             "the manifest)")
-    image_path = (base / image).resolve() if not os.path.isabs(image) else Path(image)
+    image_path = (base / image).resolve()
+    if not allow_outside and not image_path.is_relative_to(base):
+        raise ManifestError(f"{where}: image {image!r} lies outside the manifest's folder "
+                            f"{base}; copy the image into that folder (or a sub-folder) and "
+                            "give its path relative to the manifest (or pass allow_outside=True)")
     if not image_path.is_file():
         raise ManifestError(f"{where}: image file {image_path} does not exist; fix the "
                             "'image' path (relative to the manifest file)")
@@ -81,8 +112,11 @@ def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
         value = row.get(key)
         if value is None or (isinstance(value, str) and not value.strip()):
             kwargs[key] = "" if key == "caption" else None
+        elif not isinstance(value, str):
+            raise ManifestError(f"{where}: {key} {value!r} is a {type(value).__name__}, not "
+                                f"text; write it as a JSON string (e.g. \"{key}\": \"...\")")
         else:
-            kwargs[key] = str(value).strip()
+            kwargs[key] = value.strip()
     for key in _INT:
         value = row.get(key)
         if value is None or (isinstance(value, str) and not value.strip()):
@@ -92,8 +126,12 @@ def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError
             kwargs[key] = int(value)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise ManifestError(f"{where}: {key} {value!r} is not an integer") from exc
+        low, high = _INT_RANGE[key]
+        if not low <= kwargs[key] <= high:
+            raise ManifestError(f"{where}: {key} {value!r} is outside {low}–{high}; fix the "
+                                "value or leave it empty")
     raw_level = row.get("evidence_level", "")
     if raw_level == "" or (raw_level is None and "evidence_level" not in row):
         level = default_level
@@ -113,7 +151,7 @@ def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
 
 
 def read_manifest(path: str | os.PathLike[str], *, evidence_level: int | str | None = None,
-                  load_images: bool = True) -> list[FigureNode]:
+                  load_images: bool = True, allow_outside: bool = False) -> list[FigureNode]:
     """Read a JSONL/CSV figure manifest into :class:`FigureNode` objects.
 
     Parameters
@@ -125,6 +163,9 @@ def read_manifest(path: str | os.PathLike[str], *, evidence_level: int | str | N
     load_images
         Decode each image to compute ``content_hash`` and ``node_id`` (default). ``False``
         only checks that the files exist.
+    allow_outside
+        Accept images outside the manifest's folder (``../`` or absolute paths). Off by
+        default: a manifest from elsewhere must not pull arbitrary files into an index.
 
     Raises
     ------
@@ -141,7 +182,7 @@ def read_manifest(path: str | os.PathLike[str], *, evidence_level: int | str | N
         raise ManifestError(f"--evidence-level for {path}: {exc}") from exc
     base = path.resolve().parent
     nodes = [_parse_row(row, where=f"{path}:{lineno}", base=base, default_level=default,
-                        load=load_images)
+                        load=load_images, allow_outside=allow_outside)
              for lineno, row in _rows(path)]
     if not nodes:
         raise ManifestError(f"{path}: no figures listed (need one JSON object per line or "
@@ -155,12 +196,73 @@ def write_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]) ->
     base = path.resolve().parent
     lines = []
     for node in nodes:
-        row = node.to_dict()
-        try:
-            row["image"] = os.path.relpath(Path(node.image).resolve(), base)
-        except ValueError:  # other drive on Windows
-            row["image"] = str(Path(node.image).resolve())
-        lines.append(json.dumps(row, ensure_ascii=False))
+        lines.append(json.dumps(_node_row(node, base), ensure_ascii=False))
     with atomic_path(path) as tmp:
         tmp.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
     return path
+
+
+@dataclass(frozen=True)
+class ManifestMerge:
+    """What :func:`merge_manifest` did: the file, rows kept from it, rows appended."""
+
+    path: Path
+    kept: int
+    added: int
+
+
+def _node_row(node: FigureNode, base: Path) -> dict[str, Any]:
+    row = node.to_dict()
+    try:
+        row["image"] = os.path.relpath(Path(node.image).resolve(), base)
+    except ValueError:  # other drive on Windows
+        row["image"] = str(Path(node.image).resolve())
+    return row
+
+
+def merge_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]) -> ManifestMerge:
+    """Add ``nodes`` to the JSONL manifest ``path`` without touching the rows already there.
+
+    ``wsikit figures extract`` writes a manifest for a person to review and edit; extracting
+    again into the same folder must never replace that work. Rows already in the file are
+    kept byte for byte (edited captions, levels, deleted rows stay as the reviewer left them);
+    a node whose ``node_id`` the file already lists is not added again; new figures are
+    appended. A file that cannot be read as a manifest is refused, never overwritten.
+
+    Raises
+    ------
+    ManifestError
+        The existing file is not a readable JSONL manifest (names the file and line).
+    """
+    path = Path(path)
+    base = path.resolve().parent
+    old_lines: list[str] = []
+    known: set[str] = set()
+    if path.exists():
+        if not path.is_file():
+            raise ManifestError(f"{path} exists and is not a file; choose another --out")
+        text = _read_text(path)
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            old_lines.append(line)
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ManifestError(
+                    f"{path}:{lineno}: invalid JSON ({exc.msg}); this manifest is kept as it "
+                    "is: fix the line, or extract into another --out") from exc
+            if isinstance(row, dict) and row.get("node_id"):
+                known.add(str(row["node_id"]))
+    new_lines = []
+    for node in nodes:
+        if node.node_id in known:
+            continue
+        known.add(node.node_id)
+        new_lines.append(json.dumps(_node_row(node, base), ensure_ascii=False))
+    lines = old_lines + new_lines
+    if new_lines or not path.exists():
+        with atomic_path(path) as tmp:
+            tmp.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+    kept = sum(1 for line in old_lines if line.strip() and not line.lstrip().startswith("#"))
+    return ManifestMerge(path=path, kept=kept, added=len(new_lines))

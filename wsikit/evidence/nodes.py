@@ -111,6 +111,9 @@ def load_image(path: str | os.PathLike[str]) -> np.ndarray:
             return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
     except FileNotFoundError as exc:
         raise EvidenceError(f"figure image {path} does not exist; fix the path") from exc
+    except Image.DecompressionBombError as exc:
+        raise EvidenceError(f"figure image {path}: {exc}; a literature figure is never that "
+                            "large, replace it with a normal-sized PNG/JPEG") from exc
     except (UnidentifiedImageError, OSError) as exc:
         raise EvidenceError(f"figure image {path} is not a readable image ({exc}); "
                             "use PNG, JPEG or TIFF") from exc

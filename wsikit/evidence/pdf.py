@@ -293,6 +293,26 @@ def _assign(boxes: list[tuple[float, float, float, float]], captions: list[list[
     return out
 
 
+def _free_image_path(path: Path, image: np.ndarray) -> Path:
+    """``path`` if it is free or already holds these pixels; else a content-named sibling.
+
+    A re-extraction into the same folder must never replace an image a reviewer edited or
+    swapped: a file of other content keeps its name and the new figure gets
+    ``<name>-<content hash>.png``.
+    """
+    from .nodes import image_content_hash, load_image
+
+    if not path.exists():
+        return path
+    try:
+        same = image_content_hash(load_image(path)) == image_content_hash(image)
+    except EvidenceError:
+        same = False
+    if same:
+        return path
+    return path.with_name(f"{path.stem}-{image_content_hash(image)[:12]}{path.suffix}")
+
+
 def extract_pdf_figures(pdf: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
                         min_size: int = 100, evidence_level: int | str | None = None,
                         year: int | None = None, license: str | None = None
@@ -316,11 +336,13 @@ def extract_pdf_figures(pdf: str | os.PathLike[str], out_dir: str | os.PathLike[
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", info.path.stem)
     for fig in figures:
         counts[fig.page] = counts.get(fig.page, 0) + 1
-        image_path = images_dir / f"{stem}_p{fig.page}_{counts[fig.page]}.png"
-        from .._atomic import atomic_path
+        image_path = _free_image_path(images_dir / f"{stem}_p{fig.page}_{counts[fig.page]}.png",
+                                      fig.image)
+        if not image_path.exists():
+            from .._atomic import atomic_path
 
-        with atomic_path(image_path) as tmp:
-            Image.fromarray(fig.image).save(tmp, format="PNG")
+            with atomic_path(image_path) as tmp:
+                Image.fromarray(fig.image).save(tmp, format="PNG")
         nodes.append(FigureNode.from_image(
             image_path, image=fig.image, caption=fig.caption, figure_label=fig.figure_label,
             source_title=info.title, doi=info.doi, source_path=str(info.path.resolve()),

@@ -155,7 +155,27 @@ def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
         return 10.0 / power, "objective-power"
     if not require:
         return float("nan"), "unknown"
+    rejected = _rejected(properties)
+    found = (f" The file's values are implausible ({'; '.join(rejected)}; plausible is "
+             f"{MPP_RANGE[0]}–{MPP_RANGE[1]} µm/px)." if rejected else "")
     raise MppError(
         f"{name}: cannot determine the resolution (microns per pixel): no openslide.mpp-x, "
-        f"aperio.MPP, usable TIFF resolution or objective power. Pass it explicitly, e.g. "
-        f"'--mpp 0.25' on the command line or open_slide(path, mpp=0.25) in Python.")
+        f"aperio.MPP, usable TIFF resolution or objective power.{found} Pass it explicitly, "
+        f"e.g. '--mpp 0.25' on the command line or open_slide(path, mpp=0.25) in Python.")
+
+
+def _rejected(props: Mapping[str, Any]) -> list[str]:
+    """Resolution values present in ``props`` but outside :data:`MPP_RANGE` (for messages)."""
+    out = []
+    for key in ("openslide.mpp-x", "openslide.mpp-y", "aperio.MPP"):
+        value = _float(props.get(key))
+        if value is not None and not _plausible(value):
+            out.append(f"{key} = {value:g} µm/px")
+    unit = str(props.get("tiff.ResolutionUnit", "")).strip().lower()
+    rx = _float(props.get("tiff.XResolution"))
+    if rx and unit in _UM_PER_UNIT and not _plausible(_UM_PER_UNIT[unit] / rx):
+        out.append(f"TIFF XResolution {rx:g} px/{unit} = {_UM_PER_UNIT[unit] / rx:g} µm/px")
+    power = objective_power(props)
+    if power is not None and not _plausible(10.0 / power):
+        out.append(f"objective power {power:g}x = {10.0 / power:g} µm/px")
+    return out

@@ -13,13 +13,10 @@ composited onto white, and reads that extend past the slide are padded with whit
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import os
-import re
-import struct
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, Protocol
@@ -29,18 +26,25 @@ from PIL import Image
 
 from ..errors import MppError, SlideError
 from .dicom import DicomBackend, is_dicom
+from .filecheck import _check_openable, _check_tiff_extent, _quiet
 from .mpp import check_mpp, objective_power, resolve_mpp
 
-__all__ = ["Slide", "open_slide", "BACKENDS", "LEVEL_TOLERANCE"]
+__all__ = ["Slide", "open_slide", "BACKENDS", "BAD_TILE_POLICIES", "LEVEL_TOLERANCE",
+           "bad_tile_policy"]
 
 #: Backends in the order ``open_slide`` tries them.
 BACKENDS = ("openslide", "tiffslide", "image", "omezarr")
+
+#: What to do with a tile that cannot be decoded: ``fail`` (default: one error naming the
+#: level and position of the tile) or ``skip`` (read it as white, record it in
+#: :attr:`Slide.bad_tiles`, warn once per tile). ``open_slide(on_bad_tile=...)``, or the
+#: environment variable ``WSIKIT_ON_BAD_TILE`` (set by ``wsikit --on-bad-tile``).
+BAD_TILE_POLICIES = ("fail", "skip")
 
 #: Relative slack when matching a requested downsample to a pyramid level: Aperio level sizes
 #: are rounded, so a "4x" level may have downsample 4.0018; it still counts as 4.
 LEVEL_TOLERANCE = 0.01
 
-_TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 _RESAMPLE = {
     "nearest": Image.Resampling.NEAREST,
     "bilinear": Image.Resampling.BILINEAR,
@@ -48,7 +52,12 @@ _RESAMPLE = {
     "lanczos": Image.Resampling.LANCZOS,
     "box": Image.Resampling.BOX,
 }
-Image.MAX_IMAGE_PIXELS = None  # slides are large on purpose
+#: Largest side a slide may claim (px). 10 million px is 2.5 m at 0.25 µm/px: a header claiming
+#: more (e.g. 2^31 x 2^31) is damaged or hostile, and would make every later step allocate it.
+MAX_SIDE_PX = 10_000_000
+# Pillow's decompression-bomb limit (Image.MAX_IMAGE_PIXELS, about 179 million px for an
+# error) stays on: a plain PNG/JPEG slide above it is refused with the advice to convert it to a
+# tiled pyramidal TIFF, which wsikit reads tile by tile instead of decoding whole.
 
 
 class _Backend(Protocol):
@@ -118,6 +127,7 @@ class _TiffSlideBackend(_PyramidBackend):
     def __init__(self, path: Path) -> None:
         import tiffslide
 
+        self._path = path
         self._slide = tiffslide.TiffSlide(str(path))
         self._levels()
         # Keep tiffslide's own names (tiffslide.mpp-x, …): its mpp-x of Aperio files is
@@ -128,7 +138,22 @@ class _TiffSlideBackend(_PyramidBackend):
 
     def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
         arr = np.asarray(self._arrays[str(level)][ly:ly + h, lx:lx + w])
+        if arr.dtype != np.uint8:
+            raise SlideError(f"{self._path}: " + _DTYPE_HELP.format(dtype=arr.dtype))
         return _rgba_to_rgb(arr)
+
+
+_DTYPE_HELP = ("pixels are {dtype} (not 8-bit); wsikit reads 8-bit RGB slides: convert the file "
+               "to 8-bit RGB (e.g. 'vips cast in.tiff out.tiff uchar' or Fiji: Image > Type > "
+               "RGB Color)")
+
+
+def _check_image_mode(path: Path, mode: str) -> None:
+    """Refuse 16-bit, 32-bit integer and float images with what to do (Pillow modes)."""
+    if mode.startswith(("I;16", "I", "F")) and mode not in ("RGB",):
+        depth = "float" if mode == "F" else "16/32-bit integer"
+        raise SlideError(f"{path}: {depth} image (Pillow mode {mode!r}); "
+                         + _DTYPE_HELP.format(dtype=depth).split("; ", 1)[1])
 
 
 class _ImageBackend:
@@ -138,6 +163,7 @@ class _ImageBackend:
         props: dict[str, str] = {"openslide.vendor": "image"}
         try:
             with Image.open(path) as img:
+                _check_image_mode(path, img.mode)
                 img.load()
                 fmt = img.format or ""
                 rgba = img.convert("RGBA") if img.mode not in ("RGB", "L") else img.convert("RGB")
@@ -151,6 +177,13 @@ class _ImageBackend:
                         props["tiff.ResolutionUnit"] = unit
                     if 270 in tags:
                         props["tiff.ImageDescription"] = str(tags[270])
+        except Image.DecompressionBombError as exc:
+            raise SlideError(f"{exc} (decompression-bomb protection of plain images); if this "
+                             "is a real slide, convert it to a tiled pyramidal TIFF (e.g. 'vips "
+                             "tiffsave in.png out.tiff --tile --pyramid --compression jpeg')"
+                             ) from exc
+        except SlideError:
+            raise
         except Exception as pil_exc:  # noqa: BLE001 - PIL raises many types; try tifffile next
             import tifffile
 
@@ -191,77 +224,6 @@ _BACKEND_CLASSES: dict[str, Any] = {
 }
 
 
-def _first_ifd_offset(head: bytes) -> int | None:
-    """Byte offset of a TIFF's first image directory from its header (None if unreadable)."""
-    order = "<" if head[:2] == b"II" else ">"
-    if head[2:4] in (b"*\x00", b"\x00*") and len(head) >= 8:
-        return int(struct.unpack(order + "I", head[4:8])[0])
-    if len(head) >= 16:  # BigTIFF
-        return int(struct.unpack(order + "Q", head[8:16])[0])
-    return None
-
-
-def _check_tiff_extent(path: Path) -> None:
-    """Raise SlideError if a TIFF's image data extends past the end of the file (truncated)."""
-    with open(path, "rb") as fh:
-        head = fh.read(16)
-    if head[:4] not in _TIFF_MAGIC:
-        return
-    import tifffile
-
-    size = path.stat().st_size
-    first = _first_ifd_offset(head)
-    if first is None or first >= size:
-        where = "" if first is None else f"its TIFF header points to byte {first}, "
-        raise SlideError(f"{path}: file is truncated ({where}the file has {size} bytes); "
-                         "copy or download the slide again")
-    problems = _LogCollector()
-    log = logging.getLogger("tifffile")
-    log.addHandler(problems)
-    propagate, log.propagate = log.propagate, False  # its complaints become our one error
-    try:
-        with _quiet(level=logging.DEBUG), tifffile.TiffFile(path) as tif:
-            if len(tif.pages) == 0:
-                raise SlideError(f"{path}: TIFF file without images; the file is damaged or "
-                                 "truncated, copy or download it again")
-            n_pages = len(tif.pages)  # walks the whole directory chain
-            if problems.offsets:
-                found = re.findall(r"offset (\d+)", problems.offsets[0])
-                where = f"an image directory at byte {found[-1]}, " if found else ""
-                raise SlideError(f"{path}: file is truncated or damaged ({where}only "
-                                 f"{n_pages} image(s) readable, the file has {size} bytes); "
-                                 "copy or download the slide again")
-            for i, page in enumerate(tif.pages):
-                offsets = np.asarray(page.dataoffsets, np.int64)  # type: ignore[union-attr]
-                counts = np.asarray(page.databytecounts, np.int64)  # type: ignore[union-attr]
-                if offsets.size and int((offsets + counts).max()) > size:
-                    raise SlideError(
-                        f"{path}: file is truncated (image {i} needs "
-                        f"{int((offsets + counts).max())} bytes, the file has {size}); "
-                        f"copy or download the slide again")
-    except SlideError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - tifffile raises many types on broken files
-        raise SlideError(f"{path}: broken TIFF structure ({exc}); the file is damaged or "
-                         f"truncated, copy or download it again") from exc
-    finally:
-        log.removeHandler(problems)
-        log.propagate = propagate
-
-
-class _LogCollector(logging.Handler):
-    """Collects tifffile's complaints about directory offsets outside the file."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.offsets: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        msg = record.getMessage()
-        if "offset" in msg and "invalid" in msg:
-            self.offsets.append(msg)
-
-
 class Slide:
     """An open whole-slide image (use :func:`open_slide`).
 
@@ -287,8 +249,13 @@ class Slide:
     objective_power : float or None
     """
 
-    def __init__(self, path: Path, backend: _Backend, mpp: float, mpp_source: str) -> None:
+    def __init__(self, path: Path, backend: _Backend, mpp: float, mpp_source: str, *,
+                 on_bad_tile: str = "fail") -> None:
         self.path = path
+        self.on_bad_tile = on_bad_tile
+        #: Tiles read as white under ``on_bad_tile="skip"``: dicts with ``level``, ``x``,
+        #: ``y`` (level pixels of the tile's top-left), ``width``, ``height``, ``reason``.
+        self.bad_tiles: list[dict[str, Any]] = []
         self.name = path.stem
         self._backend = backend
         self.backend: str = backend.name
@@ -370,9 +337,81 @@ class Slide:
         except SlideError:
             raise
         except Exception as exc:  # noqa: BLE001 - decoder errors come in many types
-            raise SlideError(f"{self.path}: cannot read level {level} region "
-                             f"({lx}, {ly}, {w}x{h}) with {self.backend}: {exc}. The file may "
-                             f"be damaged or truncated.") from exc
+            return self._read_by_tiles(level, lx, ly, w, h, exc)
+
+    def _tile_size(self, level: int) -> tuple[int, int]:
+        p = self.properties
+        try:
+            return (int(p[f"openslide.level[{level}].tile-width"]),
+                    int(p[f"openslide.level[{level}].tile-height"]))
+        except (KeyError, ValueError):
+            return 256, 256
+
+    def _reopen(self) -> None:
+        """A fresh backend handle (OpenSlide refuses every read after one decode error)."""
+        with contextlib.suppress(Exception):
+            self._backend.close()
+        self._backend = _open_backend(self.backend, self.path)
+
+    def _read_by_tiles(self, level: int, lx: int, ly: int, w: int, h: int,
+                       first: BaseException) -> np.ndarray:
+        """Re-read a region that failed tile by tile: name the damaged tile(s), or skip them.
+
+        Raises
+        ------
+        SlideError
+            With ``on_bad_tile="fail"``: names the level and level-pixel position of the first
+            damaged tile and the fix; also when no single tile is to blame.
+        """
+        lw, lh = self.level_dimensions[level]
+        tw, th = self._tile_size(level)
+        out = np.full((h, w, 3), 255, np.uint8)
+        bad: list[dict[str, Any]] = []
+        try:
+            self._reopen()
+        except Exception as exc:  # noqa: BLE001
+            raise SlideError(f"{self.path}: cannot read level {level} region ({lx}, {ly}, "
+                             f"{w}x{h}) with {self.backend}: {first}; reopening the file "
+                             f"failed too ({exc}). The file may be damaged or truncated."
+                             ) from first
+        x0, y0 = max(lx, 0), max(ly, 0)
+        x1, y1 = min(lx + w, lw), min(ly + h, lh)
+        for ty in range((y0 // th) * th, y1, th):
+            for tx in range((x0 // tw) * tw, x1, tw):
+                bx0, by0 = max(tx, x0), max(ty, y0)
+                bx1, by1 = min(tx + tw, x1), min(ty + th, y1)
+                try:
+                    block = self._backend.read(level, bx0, by0, bx1 - bx0, by1 - by0)
+                except Exception as exc:  # noqa: BLE001 - the decoder's own types
+                    bad.append({"level": level, "x": tx, "y": ty, "width": tw, "height": th,
+                                "reason": f"{type(exc).__name__}: {exc}"})
+                    if self.on_bad_tile != "skip":
+                        break
+                    self._reopen()
+                    continue
+                out[by0 - ly:by1 - ly, bx0 - lx:bx1 - lx] = block
+            if bad and self.on_bad_tile != "skip":
+                break
+        if not bad:
+            raise SlideError(f"{self.path}: cannot read level {level} region ({lx}, {ly}, "
+                             f"{w}x{h}) with {self.backend}: {first}. The file may be damaged "
+                             "or truncated.") from first
+        t = bad[0]
+        where = (f"tile at level {level}, x={t['x']}, y={t['y']} ({t['width']}x{t['height']} "
+                 f"px; level-0 x={round(t['x'] * self.level_downsamples[level])}, "
+                 f"y={round(t['y'] * self.level_downsamples[level])})")
+        if self.on_bad_tile != "skip":
+            raise SlideError(f"{self.path}: damaged {where}: {t['reason']}. Copy the slide "
+                             "again, or pass --on-bad-tile skip to process it with damaged "
+                             "tiles left white (they are recorded)") from first
+        for t in bad:
+            key = (t["level"], t["x"], t["y"])
+            if all((b["level"], b["x"], b["y"]) != key for b in self.bad_tiles):
+                self.bad_tiles.append(t)
+                warnings.warn(f"{self.path}: damaged tile at level {t['level']}, x={t['x']}, "
+                              f"y={t['y']} read as white (--on-bad-tile skip)", UserWarning,
+                              stacklevel=4)
+        return out
 
     def read_region(self, l0_xy: tuple[int, int], level: int, size: tuple[int, int]
                     ) -> np.ndarray:
@@ -471,32 +510,27 @@ class Slide:
         return self.read_at_mpp((0, 0, W, H), out_size=size, resample=resample)
 
 
-@contextlib.contextmanager
-def _quiet(level: int = logging.ERROR) -> Iterator[None]:
-    """Silence tifffile's log warnings and library warnings while probing a file.
-
-    Warnings raised are collected and re-issued only when the probe succeeds, so a file that
-    opens keeps its warnings and one that does not gives a single error instead of noise.
-    """
-    log = logging.getLogger("tifffile")
-    before = log.level
-    log.setLevel(level)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            yield
-    finally:
-        log.setLevel(before)
-    for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-
-
 def _open_backend(name: str, path: Path) -> _Backend:
     return _BACKEND_CLASSES[name](path)  # type: ignore[no-any-return]
 
 
+def bad_tile_policy(value: str | None = None) -> str:
+    """The damaged-tile policy: ``value``, else ``$WSIKIT_ON_BAD_TILE``, else ``"fail"``.
+
+    Raises
+    ------
+    SlideError
+        An unknown policy.
+    """
+    chosen = value if value is not None else os.environ.get("WSIKIT_ON_BAD_TILE") or "fail"
+    if chosen not in BAD_TILE_POLICIES:
+        raise SlideError(f"--on-bad-tile {chosen!r} is not one of {', '.join(BAD_TILE_POLICIES)}")
+    return chosen
+
+
 def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
-               mpp: float | None = None, require_mpp: bool = True) -> Slide:
+               mpp: float | None = None, require_mpp: bool = True,
+               on_bad_tile: str | None = None) -> Slide:
     """Open a whole-slide image (or a plain image) as a :class:`Slide`.
 
     Parameters
@@ -511,6 +545,9 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
         Level-0 µm/px overriding the file's metadata (0.05–20).
     require_mpp : bool
         If False, a slide without resolution metadata opens with ``mpp = nan``.
+    on_bad_tile : {"fail", "skip"}, optional
+        What a damaged tile does (:data:`BAD_TILE_POLICIES`; default ``$WSIKIT_ON_BAD_TILE``
+        or ``"fail"``).
 
     Raises
     ------
@@ -521,13 +558,14 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
         No usable resolution and ``require_mpp``; or ``mpp`` is implausible.
     """
     p = Path(path)
+    policy = bad_tile_policy(on_bad_tile)
     if mpp is not None:
         check_mpp(mpp)
-    if not p.exists():
-        raise SlideError(f"{p}: no such file")
-    dicom = backend in (None, "dicom") and is_dicom(p)
-    if p.is_dir() and not p.suffix and not dicom:
-        raise SlideError(f"{p}: is a folder, not a slide file")
+    # a DICOM series is a folder: is_dicom only looks at folders and regular files (never a
+    # FIFO, which would block); everything else goes through the file checks
+    dicom = (backend in (None, "dicom") and (p.is_dir() or p.is_file()) and is_dicom(p))
+    if not (dicom and p.is_dir()):
+        _check_openable(p)
     if backend is not None and backend not in _BACKEND_CLASSES:
         raise SlideError(f"backend={backend!r} is not one of {tuple(_BACKEND_CLASSES)}")
     names = ("dicom",) if dicom else (backend,) if backend is not None else BACKENDS
@@ -552,15 +590,21 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
                          + "; ".join(reasons)
                          + ". Check that the file is a complete slide/image file.")
     try:
-        value, source = resolve_mpp(opened.properties, mpp=mpp, name=p.name,
-                                    require=require_mpp, stacklevel=3)
-        slide = Slide(p, opened, value, source)
+        W, H = opened.level_dimensions[0]
+        if not (0 < W <= MAX_SIDE_PX and 0 < H <= MAX_SIDE_PX):
+            raise SlideError(f"{p}: the file claims {W} x {H} px, outside 1–{MAX_SIDE_PX:,} px a "
+                             "side; its header is damaged (copy the slide again)")
+        slide = Slide(p, opened, float("nan"), "unknown", on_bad_tile=policy)
         if dicom and p.is_file():
             slide.name = p.parent.name  # a series is named after its folder, not level_0.dcm
-        # Probe one pixel of the smallest level so damaged files fail here, not mid-run.
+        # Probe one pixel of the smallest level so damaged or undecodable files (16-bit,
+        # unsupported compression) fail here with their own reason, before the mpp question.
         last = slide.level_count - 1
         lw, lh = slide.level_dimensions[last]
         slide._read_level(last, lw // 2, lh // 2, 1, 1)
+        value, source = resolve_mpp(opened.properties, mpp=mpp, name=p.name,
+                                    require=require_mpp, stacklevel=3)
+        slide.mpp, slide.mpp_source = float(value), source
     except BaseException:
         opened.close()
         raise

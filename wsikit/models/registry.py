@@ -271,7 +271,11 @@ def get_config(name: str) -> EncoderConfig:
 
 
 def _resolve_device(device: str | torch.device) -> torch.device:
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ModelError(f"--device {device!r} is not a device torch knows; use cpu, cuda, "
+                         "cuda:N or mps") from exc
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ModelError(f"device={device!r} requested but CUDA is not available; "
                          "use device='cpu'")

@@ -1,0 +1,147 @@
+"""File-level checks before a slide is decoded: what a path is, and whether a TIFF is whole.
+
+:func:`_check_openable` refuses paths that are not slide files (FIFOs, devices, sockets, symlink
+loops, empty files) before anything reads them; :func:`_check_tiff_extent` finds truncated and
+damaged TIFF structures; :func:`_quiet` turns a backend's parser noise into one error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import re
+import stat
+import struct
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SlideError
+
+_TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
+
+
+def _first_ifd_offset(head: bytes) -> int | None:
+    """Byte offset of a TIFF's first image directory from its header (None if unreadable)."""
+    order = "<" if head[:2] == b"II" else ">"
+    if head[2:4] in (b"*\x00", b"\x00*") and len(head) >= 8:
+        return int(struct.unpack(order + "I", head[4:8])[0])
+    if len(head) >= 16:  # BigTIFF
+        return int(struct.unpack(order + "Q", head[8:16])[0])
+    return None
+
+
+def _check_tiff_extent(path: Path) -> None:
+    """Raise SlideError if a TIFF's image data extends past the end of the file (truncated)."""
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    if head[:4] not in _TIFF_MAGIC:
+        return
+    import tifffile
+
+    size = path.stat().st_size
+    first = _first_ifd_offset(head)
+    if first is None or first >= size:
+        where = "" if first is None else f"its TIFF header points to byte {first}, "
+        raise SlideError(f"{path}: file is truncated ({where}the file has {size} bytes); "
+                         "copy or download the slide again")
+    problems = _LogCollector()
+    log = logging.getLogger("tifffile")
+    log.addHandler(problems)
+    propagate, log.propagate = log.propagate, False  # its complaints become our one error
+    try:
+        with _quiet(level=logging.DEBUG), tifffile.TiffFile(path) as tif:
+            if len(tif.pages) == 0:
+                raise SlideError(f"{path}: TIFF file without images; the file is damaged or "
+                                 "truncated, copy or download it again")
+            n_pages = len(tif.pages)  # walks the whole directory chain
+            if problems.offsets:
+                found = re.findall(r"offset (\d+)", problems.offsets[0])
+                where = f"an image directory at byte {found[-1]}, " if found else ""
+                raise SlideError(f"{path}: file is truncated or damaged ({where}only "
+                                 f"{n_pages} image(s) readable, the file has {size} bytes); "
+                                 "copy or download the slide again")
+            for i, page in enumerate(tif.pages):
+                offsets = np.asarray(page.dataoffsets, np.int64)  # type: ignore[union-attr]
+                counts = np.asarray(page.databytecounts, np.int64)  # type: ignore[union-attr]
+                if offsets.size and int((offsets + counts).max()) > size:
+                    raise SlideError(
+                        f"{path}: file is truncated (image {i} needs "
+                        f"{int((offsets + counts).max())} bytes, the file has {size}); "
+                        f"copy or download the slide again")
+    except SlideError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - tifffile raises many types on broken files
+        raise SlideError(f"{path}: broken TIFF structure ({exc}); the file is damaged or "
+                         f"truncated, copy or download it again") from exc
+    finally:
+        log.removeHandler(problems)
+        log.propagate = propagate
+
+
+class _LogCollector(logging.Handler):
+    """Collects tifffile's complaints about directory offsets outside the file."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.offsets: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if "offset" in msg and "invalid" in msg:
+            self.offsets.append(msg)
+
+
+@contextlib.contextmanager
+def _quiet(level: int = logging.ERROR) -> Iterator[None]:
+    """Silence tifffile's log warnings and library warnings while probing a file.
+
+    Warnings raised are collected and re-issued only when the probe succeeds, so a file that
+    opens keeps its warnings and one that does not gives a single error instead of noise.
+    """
+    log = logging.getLogger("tifffile")
+    before = log.level
+    log.setLevel(level)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+    finally:
+        log.setLevel(before)
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _check_openable(p: Path) -> None:
+    """Refuse, before anything reads it, a path that is not a slide file.
+
+    FIFOs, sockets and devices are never opened (reading a FIFO named ``*.svs`` blocks
+    forever); a symlink loop, a missing file and a folder without a suffix get one clear error.
+    """
+    try:
+        st = os.stat(p)
+    except RuntimeError as exc:  # pragma: no cover - pathlib-style loop detection
+        raise SlideError(f"{p}: symbolic link loop; fix or remove the link") from exc
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SlideError(f"{p}: symbolic link loop; fix or remove the link") from exc
+        if isinstance(exc, FileNotFoundError):
+            kind = "dangling symbolic link" if os.path.islink(p) else "no such file"
+            raise SlideError(f"{p}: {kind}; check the path") from exc
+        raise SlideError(f"{p}: cannot read it ({exc.strerror or exc}); check the path and "
+                         "its permissions") from exc
+    if stat.S_ISDIR(st.st_mode):
+        if not p.suffix:
+            raise SlideError(f"{p}: is a folder, not a slide file")
+        return
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise SlideError(f"{p}: is {kind}, not a slide file; give the slide file itself")
+    if st.st_size == 0:
+        raise SlideError(f"{p}: file is empty (0 bytes); copy or download the slide again")
