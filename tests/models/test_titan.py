@@ -96,10 +96,10 @@ def test_titan_function_with_model(model: Titan) -> None:
 
 def test_input_errors(model: Titan) -> None:
     feats, coords = _slide(6, 5, keep=1.0)
-    with pytest.raises(ModelError, match="share a grid cell"):
-        model.encode_slide(feats[:3], np.array([[0, 0], [512, 0], [512, 0]]), P)
-    with pytest.raises(ModelError, match="stride 256"):
-        model.encode_slide(feats, coords // 2, P)
+    with pytest.raises(ModelError, match="all-zero"):
+        model.encode_slide(np.zeros_like(feats), coords, P)
+    with pytest.raises(ModelError, match="positive"):
+        model.encode_slide(feats, coords, 0)
     with pytest.raises(ModelError, match="int64"):
         model.encode_slide(feats, coords.astype(np.float32), P)
     with pytest.raises(ModelError, match="float32"):
@@ -114,12 +114,21 @@ def test_input_errors(model: Titan) -> None:
         coords_to_grid(np.zeros((0, 2), np.int64), P)
 
 
-def test_grid_row_major_order() -> None:
-    coords = np.array([[1024, 0], [0, 512], [512, 0], [0, 0]], dtype=np.int64)
+def test_grid_cells_floor_per_axis_in_x_major_order() -> None:
+    coords = np.array([[1024, 0], [0, 512], [512, 0], [0, 0]], dtype=np.int64) + 77
     g = coords_to_grid(coords, 512)
-    assert g.cells.tolist() == [[0, 0], [1, 0], [2, 0], [0, 1]]
-    assert g.order.tolist() == [3, 2, 0, 1]
-    assert (g.order[g.inverse] == np.arange(4)).all()
+    assert g.cells.tolist() == [[0, 0], [0, 1], [1, 0], [2, 0]]  # x-major, as the reference
+    assert g.token_of.tolist() == [3, 1, 2, 0]
+    assert g.counts.tolist() == [1, 1, 1, 1] and g.n_summed == 0 and g.n_dropped == 0
+    # a stride below the cell size (TRIDENT: 1013 with patch_size_level0 1024): floor division
+    tri = np.array([[0, 0], [1013, 0], [2026, 0], [1013 * 50, 1013]], dtype=np.int64) + 5
+    g = coords_to_grid(tri, 1024)
+    # 1013 // 1024 = 0 and 2026 // 1024 = 1: the first two share cell (0, 0)
+    assert g.cells.tolist() == [[0, 0], [1, 0], [49, 0]]
+    assert g.token_of.tolist() == [0, 0, 1, 2] and g.counts.tolist() == [2, 1, 1]
+    assert g.n_summed == 1
+    g = coords_to_grid(tri, 1024, nonzero=np.array([True, True, False, True]))
+    assert g.token_of.tolist() == [0, 0, -1, 1] and g.n_dropped == 1
 
 
 def test_titan_without_weights_refuses(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:

@@ -1,0 +1,23 @@
+"""Fixtures of the model tests: the golden weights, rebuilt once per session by the rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from golden_rule import rule_weights, save_published
+
+
+@pytest.fixture(scope="session")
+def golden_weights_file(tmp_path_factory: pytest.TempPathFactory):
+    """``golden_weights_file(model)`` -> path of the rule weights in the published layout
+    (built once per session)."""
+    made: dict[str, Path] = {}
+
+    def get(model: str) -> Path:
+        if model not in made:
+            folder = tmp_path_factory.mktemp(f"golden_{model}")
+            made[model] = save_published(model, rule_weights(model), folder)
+        return made[model]
+
+    return get
