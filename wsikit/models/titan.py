@@ -17,6 +17,14 @@ The slide embedding is the output of ``attn_pool_contrastive`` (768-d). The per-
 is that pooler's query attention over the tokens (mean of 8 heads, CLS dropped, renormalised to
 sum 1), returned in the order of the input patches.
 
+Inputs as the reference reads them: the cell of a patch is ``floor((coords - coords.min(0)) /
+patch_size_lv0)`` per axis whatever the stride of the coords (TRIDENT: stride 1013 with
+``patch_size_level0`` 1024); patches sharing a cell are summed into one token, all-zero rows
+(padding) are dropped, each with a warning (:func:`coords_to_grid`).
+
+Precision: weights stay float32; reduced precision is autocast; the grid distances, the ALiBi
+bias and the softmax it enters are float32 in every precision.
+
 Memory: the published code materialises the dense ``heads × N × N`` bias. Here the bias is
 generated on the fly for one block of query rows at a time and handed to
 :func:`torch.nn.functional.scaled_dot_product_attention` (whose fused kernels accumulate over
