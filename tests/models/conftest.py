@@ -5,7 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from golden_rule import rule_weights, save_published
+
+from wsikit.models import create_encoder
+from wsikit.models.titan import Titan
+
+
+@pytest.fixture(scope="module")
+def model() -> Titan:
+    """TITAN with (seeded) random weights, for tests of behaviour rather than values."""
+    torch.manual_seed(0)
+    m = create_encoder("titan", weights="random")
+    assert isinstance(m, Titan)
+    return m
 
 
 @pytest.fixture(scope="session")

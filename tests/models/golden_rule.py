@@ -85,3 +85,16 @@ def golden(name: str) -> dict[str, np.ndarray]:
 def rel_err(got: np.ndarray, expected: np.ndarray) -> float:
     """max |got - expected| / max |expected| (the golden README's measure)."""
     return float(np.abs(np.asarray(got, np.float64) - expected).max() / np.abs(expected).max())
+
+
+def titan_slide(n_cols: int = 15, n_rows: int = 11, keep: float = 0.6, seed: int = 0,
+                patch: int = 512, origin: tuple[int, int] = (3000, 1234)
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Random (N, 768) float32 features on a ``patch``-stride grid with holes (not golden)."""
+    rng = np.random.default_rng(seed)
+    gx, gy = np.meshgrid(np.arange(n_cols), np.arange(n_rows))
+    cells = np.stack([gx.ravel(), gy.ravel()], 1)
+    cells = cells[rng.random(len(cells)) < keep]
+    coords = (cells * patch + np.array(origin)).astype(np.int64)
+    feats = rng.standard_normal((len(coords), 768)).astype(np.float32)
+    return feats, coords

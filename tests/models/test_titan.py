@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from golden_rule import titan_slide
 
 from wsikit.errors import ModelError, WeightsError
 from wsikit.models import create_encoder
@@ -13,22 +14,8 @@ from wsikit.models.titan import Titan, alibi_slopes, coords_to_grid, dense_alibi
 P = 512
 
 
-@pytest.fixture(scope="module")
-def model() -> Titan:
-    torch.manual_seed(0)
-    m = create_encoder("titan", weights="random")
-    assert isinstance(m, Titan)
-    return m
-
-
 def _slide(n_cols: int = 15, n_rows: int = 11, keep: float = 0.6, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    gx, gy = np.meshgrid(np.arange(n_cols), np.arange(n_rows))
-    cells = np.stack([gx.ravel(), gy.ravel()], 1)
-    cells = cells[rng.random(len(cells)) < keep]
-    coords = (cells * P + np.array([3000, 1234])).astype(np.int64)
-    feats = rng.standard_normal((len(coords), 768)).astype(np.float32)
-    return feats, coords
+    return titan_slide(n_cols, n_rows, keep, seed, patch=P)
 
 
 def test_slopes_as_published() -> None:

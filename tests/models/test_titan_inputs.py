@@ -9,12 +9,10 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
-import torch
-from golden_rule import golden, rel_err
+from golden_rule import golden, rel_err, titan_slide
 
 from wsikit.attention import Attention, compute_attention, describe
 from wsikit.features import Embeddings
-from wsikit.models import create_encoder
 from wsikit.models.titan import Titan, coords_to_grid
 from wsikit.patching import TileGrid
 from wsikit.selectors import create_selector
@@ -22,22 +20,8 @@ from wsikit.selectors import create_selector
 P = 512
 
 
-@pytest.fixture(scope="module")
-def model() -> Titan:
-    torch.manual_seed(0)
-    m = create_encoder("titan", weights="random")
-    assert isinstance(m, Titan)
-    return m
-
-
 def _slide(seed: int = 0, n_cols: int = 9, n_rows: int = 7):
-    rng = np.random.default_rng(seed)
-    gx, gy = np.meshgrid(np.arange(n_cols), np.arange(n_rows))
-    cells = np.stack([gx.ravel(), gy.ravel()], 1)
-    cells = cells[rng.random(len(cells)) < 0.7]
-    coords = (cells * P + np.array([2048, 777])).astype(np.int64)
-    feats = rng.standard_normal((len(coords), 768)).astype(np.float32)
-    return feats, coords
+    return titan_slide(n_cols, n_rows, 0.7, seed, patch=P, origin=(2048, 777))
 
 
 def test_patches_sharing_a_cell_are_summed_and_share_its_attention(model: Titan) -> None:
