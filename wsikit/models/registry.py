@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ModelError, WeightsError
+from .resample import pil_resize, resize_crop_geometry
 
 __all__ = [
     "EncoderConfig",
@@ -40,9 +41,7 @@ __all__ = [
     "IMAGENET_STD",
     "RANDOM_LABEL",
     "autocast_for",
-    "pil_resize",
     "resolve_precision",
-    "resize_crop_geometry",
 ]
 
 log = logging.getLogger(__name__)
@@ -82,59 +81,6 @@ def autocast_for(device: str | torch.device, precision: str) -> contextlib.Abstr
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device_type=torch.device(device).type, dtype=_PRECISIONS[precision])
-
-
-def pil_resize(x: torch.Tensor, size: tuple[int, int], mode: str) -> torch.Tensor:
-    """PIL's ``Image.resize`` of uint8 images (bilinear or bicubic), on any device.
-
-    PIL resamples uint8 images in two separable passes, horizontal then vertical, each with the
-    anti-aliased filter (support widened by the scale when reducing) and each rounded (half
-    up) and clipped to uint8. Here: torch's uint8 anti-aliased bilinear kernel on CPU (a port
-    of PIL's), else the same two passes in float32 with ``antialias=True`` (which is PIL's
-    filter, ``a = -0.5`` for bicubic, also when enlarging).
-
-    Parameters
-    ----------
-    x : torch.Tensor
-        ``(B, 3, H, W)`` uint8.
-    size : (int, int)
-        Output ``(h, w)``.
-    mode : {"bilinear", "bicubic"}
-
-    Returns
-    -------
-    torch.Tensor
-        ``(B, 3, h, w)``: uint8 levels (uint8 or integral float32 values in [0, 255]).
-    """
-    nh, nw = int(size[0]), int(size[1])
-    if mode == "bilinear" and x.device.type == "cpu":
-        return F.interpolate(x, size=(nh, nw), mode="bilinear", align_corners=False,
-                             antialias=True)
-    y = x.float()
-    if nw != y.shape[-1]:
-        y = F.interpolate(y, size=(y.shape[-2], nw), mode=mode, align_corners=False,
-                          antialias=True).add_(0.5).floor_().clamp_(0.0, 255.0)
-    if nh != y.shape[-2]:
-        y = F.interpolate(y, size=(nh, nw), mode=mode, align_corners=False,
-                          antialias=True).add_(0.5).floor_().clamp_(0.0, 255.0)
-    return y
-
-
-def resize_crop_geometry(h: int, w: int, size: int) -> tuple[int, int, int, int]:
-    """Geometry of torchvision's ``Resize(size)`` + ``CenterCrop(size)`` on an ``h × w`` image.
-
-    The shorter side becomes ``size`` and the longer ``int(size * long / short)`` (truncated);
-    the crop offsets are ``round((new - size) / 2)`` (Python rounding, half to even).
-
-    Returns
-    -------
-    (new_h, new_w, top, left) : tuple of int
-        Resized size and the top-left of the ``size × size`` crop in it.
-    """
-    short, long = (w, h) if w <= h else (h, w)
-    new_short, new_long = int(size), int(size * long / short)
-    new_w, new_h = (new_short, new_long) if w <= h else (new_long, new_short)
-    return new_h, new_w, int(round((new_h - size) / 2.0)), int(round((new_w - size) / 2.0))
 
 
 @dataclass(frozen=True)
@@ -246,10 +192,10 @@ class Encoder(torch.nn.Module):
     def preprocess(self, x: torch.Tensor) -> torch.Tensor:
         """Resize (shorter side to ``input_px``), centre crop and normalise a uint8 batch.
 
-        The geometry is torchvision's ``Resize(input_px)`` + ``CenterCrop(input_px)`` on PIL
-        images exactly (:func:`resize_crop_geometry`); the resize is PIL's filter on uint8
-        (:func:`pil_resize`), then ``/255`` and ``mean``/``std``. Matches the reference
-        within one uint8 level.
+        torchvision's ``Resize(input_px)`` + ``CenterCrop(input_px)`` + ``ToTensor`` +
+        ``Normalize`` on PIL images, exactly: the geometry of
+        :func:`~wsikit.models.resample.resize_crop_geometry` and PIL's uint8 resampling
+        (:func:`~wsikit.models.resample.pil_resize`, integer-exact, on any device).
 
         Parameters
         ----------
