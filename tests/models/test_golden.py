@@ -129,3 +129,23 @@ def test_patch_and_crop_encoders_fp32(golden_weights_file, name: str, weights_ke
     assert enc.precision == "fp32" and all(p.dtype == torch.float32 for p in enc.parameters())
     got = enc.encode(g["images"][:1])
     assert rel_err(got[0], g["embedding"][0]) < FP32_TOL
+
+
+@pytest.mark.slow
+def test_all_golden_images_fp32(golden_weights_file, cmu_small) -> None:
+    """Every golden image: CONCH v1.5's second one is the level-0 crop (800, 1200, 512 px) of
+    CMU-1-Small-Region resized to 448 by PIL (bilinear), re-made here rather than stored."""
+    import openslide
+    from PIL import Image
+
+    with openslide.OpenSlide(str(cmu_small)) as s:
+        crop = s.read_region((800, 1200), 0, (512, 512)).convert("RGB")
+    tissue = np.asarray(crop.resize((448, 448), Image.Resampling.BILINEAR))
+    g = golden("conch_v1_5")
+    images = {"conch_v1_5": np.stack([g["images"][0], tissue]),
+              "virchow2": golden("virchow2")["images"]}
+    for name, imgs in images.items():
+        enc = create_encoder(name, weights=str(golden_weights_file(name)))
+        got = enc.encode(imgs)
+        assert rel_err(got, golden(name)["embedding"]) < FP32_TOL, name
+        del enc
