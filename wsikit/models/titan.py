@@ -110,14 +110,6 @@ class TitanGrid:
     n_summed: int = 0
     n_dropped: int = 0
 
-    @property
-    def order(self) -> np.ndarray:
-        """``(T,)`` int64: for each token, its first input patch."""
-        first = np.full(len(self.cells), -1, np.int64)
-        kept = np.flatnonzero(self.token_of >= 0)
-        first[self.token_of[kept][::-1]] = kept[::-1]
-        return first
-
 
 def _check_coords(coords: np.ndarray | torch.Tensor, patch_size_lv0: int) -> tuple[np.ndarray, int]:
     if isinstance(coords, torch.Tensor):
