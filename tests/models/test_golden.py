@@ -39,8 +39,11 @@ def test_published_layouts_load_strictly(golden_weights_file) -> None:
     assert golden_keys("conch_v1_5")["trunk.pos_embed"] == [1, 197, 1024]
 
 
+@pytest.mark.parametrize("kernel", [False, True])
 @pytest.mark.parametrize("name", ["titan_p512", "titan_wide"])
-def test_titan_fp32(titan, name: str) -> None:
+def test_titan_fp32(titan, name: str, kernel: bool, monkeypatch) -> None:
+    """``kernel``: the CPU attention kernel (default on a CPU), else the SDPA path."""
+    monkeypatch.setattr(titan_mod, "CPU_KERNEL", kernel)
     g = golden(name)
     out = titan.encode_slide(g["features"], g["coords"], int(g["patch_size_lv0"]))
     assert out.precision == "fp32"

@@ -9,7 +9,15 @@ from golden_rule import titan_slide
 
 from wsikit.errors import ModelError, WeightsError
 from wsikit.models import create_encoder
-from wsikit.models.titan import Titan, alibi_slopes, coords_to_grid, dense_alibi_bias, titan
+from wsikit.models import titan as titan_mod
+from wsikit.models.titan import (
+    Titan,
+    alibi_attention_cpu,
+    alibi_slopes,
+    coords_to_grid,
+    dense_alibi_bias,
+    titan,
+)
 
 P = 512
 
@@ -125,3 +133,28 @@ def test_titan_without_weights_refuses(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.delenv("WSIKIT_WEIGHTS_TITAN", raising=False)
     with pytest.raises(WeightsError, match="MahmoodLab/TITAN"):
         create_encoder("titan")
+
+
+def test_cpu_kernel_equals_dense_with_partial_blocks() -> None:
+    torch.manual_seed(0)
+    n = 150
+    q, k, v = (torch.randn(12, n, 64) for _ in range(3))
+    cells = torch.from_numpy(titan_slide(20, 20, 0.5, 3, patch=1)[1][: n - 1] - 3000)
+    cells = cells - cells.min(0).values
+    bias = dense_alibi_bias(cells)
+    want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                            attn_mask=bias.double())
+    for qb, kb in ((7, 13), (256, 2048), (1, n)):
+        got = alibi_attention_cpu(q, k, v, cells, alibi_slopes(), q_block=qb, k_block=kb)
+        assert ((got - want).abs().max() / want.abs().max()).item() < 1e-5
+
+
+def test_sdpa_path_of_encode_slide_equals_dense(model: Titan, monkeypatch) -> None:
+    feats, coords = _slide(seed=4)
+    dense = model.encode_slide(feats, coords, P, mode="dense")
+    monkeypatch.setattr(titan_mod, "CPU_KERNEL", False)  # the SDPA path (CUDA float32)
+    fast = model.encode_slide(feats, coords, P)
+    rel = np.abs(fast.slide_embedding - dense.slide_embedding).max() / \
+        np.abs(dense.slide_embedding).max()
+    assert rel <= 1e-5
+    np.testing.assert_allclose(fast.attention, dense.attention, rtol=1e-5, atol=1e-9)

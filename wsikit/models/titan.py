@@ -25,6 +25,9 @@ patch_size_lv0)`` per axis whatever the stride of the coords (TRIDENT: stride 10
 Precision: weights stay float32; reduced precision is autocast; the grid distances, the ALiBi
 bias and the softmax it enters are float32 in every precision.
 
+Speed: in float32 on a CPU, attention is :func:`alibi_attention_cpu` (query × key blocks,
+online softmax, fixed cache-sized buffers), within 2× of the machine's matmul rate.
+
 Memory: the published code materialises the dense ``heads × N × N`` bias. Here the bias is
 generated on the fly for one block of query rows at a time and handed to
 :func:`torch.nn.functional.scaled_dot_product_attention` (whose fused kernels accumulate over
@@ -52,6 +55,7 @@ __all__ = [
     "Titan",
     "TitanOutput",
     "TitanGrid",
+    "alibi_attention_cpu",
     "alibi_slopes",
     "coords_to_grid",
     "dense_alibi_bias",
@@ -65,6 +69,9 @@ DEPTH = 6
 POOL_HEADS = 8
 #: bytes of bias/score block per attention call (the query block is sized to fit it)
 BLOCK_BUDGET_BYTES = 16 * 2**20
+#: float32 on a CPU: :func:`alibi_attention_cpu` (1.5-2.2x the query-block SDPA path, within
+#: 2x of the matmul rate; benchmarks/results/bench_titan_speed.md); False: the SDPA path
+CPU_KERNEL = True
 
 
 def alibi_slopes(num_heads: int = HEADS) -> torch.Tensor:
@@ -217,6 +224,8 @@ class _Attention(nn.Module):
         if mode == "dense":
             bias = _pairwise_bias(cells, cells, slopes, True, True)
             out = _attend(q, k, v, bias, fused)
+        elif fused and x.device.type == "cpu" and CPU_KERNEL:
+            out = alibi_attention_cpu(q, k, v, cells, slopes)
         else:
             bytes_per_row = (self.heads + 3) * n * 4
             block = max(1, min(n, budget // bytes_per_row))
@@ -229,6 +238,74 @@ class _Attention(nn.Module):
                 out[:, start:stop] = _attend(q[:, start:stop], k, v, bias, fused)
                 del bias
         return self.proj(out.transpose(0, 1).reshape(n, dim))
+
+
+def alibi_attention_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        cells: torch.Tensor, slopes: torch.Tensor, *, q_block: int = 256,
+                        k_block: int = 512) -> torch.Tensor:
+    """Float32 ALiBi attention on a CPU, blockwise (flash-style) near the matmul rate.
+
+    Query blocks × key blocks with an online softmax, so the work buffers are
+    ``heads × q_block × k_block`` float32 (6 MB, cache-sized) whatever n (memory linear in n:
+    the inputs and output only). Per block: the grid distances (float32, from coordinate differences, once
+    for all heads) written scaled by ``-slope_h`` into the score buffer (CLS row and column
+    0), the scores added by one batched GEMM (``baddbmm_``, scale folded in), the running
+    max / sum / output updated, and one batched GEMM with ``v``.
+
+    Parameters
+    ----------
+    q, k, v : torch.Tensor
+        ``(H, n, d)`` float32; token 0 is CLS.
+    cells : torch.Tensor
+        ``(n - 1, 2)`` grid cells of tokens ``1 … n-1``.
+    slopes : torch.Tensor
+        ``(H,)`` ALiBi slopes.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(H, n, d)`` float32, equal to the dense computation within float32 rounding.
+    """
+    heads, n, hd = q.shape
+    q_block, k_block = max(1, min(n, q_block)), max(1, min(n, k_block))
+    # token coordinates (token 0 = CLS gets a dummy cell; its bias is zeroed below)
+    cf = torch.cat([torch.zeros(1, 2, device=q.device), cells.float()])
+    cx, cy = cf[:, 0].contiguous(), cf[:, 1].contiguous()
+    k_t = k.transpose(1, 2).contiguous()  # (H, d, n)
+    v = v.contiguous()
+    neg = (-slopes.float()).view(heads, 1, 1)
+    scale = hd ** -0.5
+    out = torch.empty((heads, n, hd), dtype=torch.float32, device=q.device)
+    buf = torch.empty(heads * q_block * k_block, dtype=torch.float32, device=q.device)
+    dbuf = torch.empty(q_block * k_block, dtype=torch.float32, device=q.device)
+    for qs in range(0, n, q_block):
+        qe = min(n, qs + q_block)
+        m_rows = qe - qs
+        qb = q[:, qs:qe]
+        run_max = torch.full((heads, m_rows, 1), -math.inf, device=q.device)
+        run_sum = torch.zeros((heads, m_rows, 1), device=q.device)
+        acc = torch.zeros((heads, m_rows, hd), device=q.device)
+        for ks in range(0, n, k_block):
+            ke = min(n, ks + k_block)
+            cols = ke - ks
+            d = dbuf[:m_rows * cols].view(m_rows, cols)
+            torch.hypot(cx[qs:qe, None] - cx[None, ks:ke], cy[qs:qe, None] - cy[None, ks:ke],
+                        out=d)
+            if qs == 0:
+                d[0] = 0.0
+            if ks == 0:
+                d[:, 0] = 0.0
+            s = buf[:heads * m_rows * cols].view(heads, m_rows, cols)
+            torch.mul(d, neg, out=s)
+            s.baddbmm_(qb, k_t[:, :, ks:ke], alpha=scale)
+            new_max = torch.maximum(run_max, s.amax(dim=-1, keepdim=True))
+            correction = torch.exp(run_max - new_max)
+            s.sub_(new_max).exp_()
+            run_sum.mul_(correction).add_(s.sum(dim=-1, keepdim=True))
+            acc.mul_(correction).baddbmm_(s, v[:, ks:ke])
+            run_max = new_max
+        out[:, qs:qe] = acc.div_(run_sum)
+    return out
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
