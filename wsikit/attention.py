@@ -11,7 +11,8 @@ Two sources, always recorded next to the numbers:
     per-slide threshold, ranked per slide (:func:`wsikit.importance.nuclear_importance`).
 
 The result is stored as ``<out>/attention/<slide>.h5`` with datasets ``coords`` (N, 2) int64
-and ``attention`` (N,) float32 aligned row by row, attributes ``source`` and ``label``, so
+and ``attention`` (N,) float32 aligned row by row, attributes ``source``, ``label`` and
+``precision`` (the autocast precision of the run: ``fp32``, ``fp16`` or ``bf16``), so
 selection can be rerun with other options without recomputing it.
 """
 
@@ -72,12 +73,15 @@ class Attention:
         ``"titan"`` or ``"heuristic"``.
     label : str
         Human-readable provenance (model and weights, or the heuristic's formula).
+    precision : {"fp32", "fp16", "bf16"}
+        Autocast precision the scores were computed at (TITAN; the heuristic is float32).
     """
 
     scores: np.ndarray
     coords: np.ndarray
     source: str
     label: str
+    precision: str = "fp32"
 
     @property
     def heuristic(self) -> bool:
@@ -92,6 +96,7 @@ class Attention:
             ds = f.create_dataset("attention", data=np.asarray(self.scores, np.float32))
             ds.attrs["source"] = self.source
             ds.attrs["label"] = self.label
+            ds.attrs["precision"] = self.precision
             ds.attrs["wsikit_version"] = __version__
         return Path(path)
 
@@ -102,7 +107,8 @@ class Attention:
             with h5py.File(path, "r") as f:
                 ds = f["attention"]
                 return cls(scores=ds[()].astype(np.float32), coords=f["coords"][()].astype(np.int64),
-                           source=str(ds.attrs["source"]), label=str(ds.attrs["label"]))
+                           source=str(ds.attrs["source"]), label=str(ds.attrs["label"]),
+                           precision=str(ds.attrs.get("precision", "fp32")))
         except (OSError, KeyError) as exc:
             raise FeatureError(f"{path}: not a wsikit attention file ({exc}); delete it or "
                                "rerun with --force") from exc
@@ -122,18 +128,23 @@ def heuristic_attention(slide_path: str | os.PathLike[str], grid: TileGrid, *,
 
 
 def titan_attention(embeddings: Embeddings, grid: TileGrid, *, device: str = "cpu",
-                    weights: str | None = None) -> Attention:
-    """TITAN per-patch attention over CONCH v1.5 ``embeddings`` of ``grid``."""
+                    weights: str | None = None, precision: str | None = None) -> Attention:
+    """TITAN per-patch attention over CONCH v1.5 ``embeddings`` of ``grid``.
+
+    The TITAN cell size is the grid's level-0 patch size (``patch_size_level0``), as in the
+    reference, whatever the stride of the coords (TRIDENT files: stride 1013, size 1024).
+    ``precision`` is the autocast precision (default float16 on CUDA, float32 on CPU).
+    """
     from .models.titan import create_titan, titan
 
     if embeddings.encoder != "conch_v1_5":
         raise FeatureError(f"TITAN attention needs CONCH v1.5 features, got {embeddings.encoder!r}"
                            "; run with --models auto (or conch_v1_5) and CONCH v1.5 weights")
-    model = create_titan(weights=weights, device=device)
-    out = titan(embeddings.features, embeddings.coords, grid.stride_l0, model=model)
+    model = create_titan(weights=weights, device=device, precision=precision)
+    out = titan(embeddings.features, embeddings.coords, int(grid.patch_size_l0), model=model)
     return Attention(scores=np.asarray(out.attention, np.float32),
                      coords=np.asarray(embeddings.coords, np.int64), source="titan",
-                     label=getattr(model, "label", out.label))
+                     label=getattr(model, "label", out.label), precision=out.precision)
 
 
 def titan_available(weights: str | None = None) -> bool:
@@ -198,4 +209,4 @@ def cached_attention(path: Path, grid: TileGrid, source: str) -> Attention | Non
 def describe(att: Attention) -> dict[str, Any]:
     """The ``models.attention`` entry of evidence.json."""
     return {"name": "titan" if att.source == "titan" else "heuristic_importance",
-            "label": att.label, "heuristic": att.heuristic}
+            "label": att.label, "heuristic": att.heuristic, "precision": att.precision}

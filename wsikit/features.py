@@ -10,8 +10,9 @@ Pipeline (one slide)::
               batch slot; only the slot number crosses the process boundary
       main:   CPU device: fused uint8 → normalised float32 into a reused buffer (when the
               encoder uses the standard transform), then the encoder;
-              CUDA: pinned memory → non-blocking copy → encoder.forward_uint8 (normalisation
-              on the device) under autocast in the encoder's precision;
+              CUDA: pinned memory → non-blocking copy → encoder.preprocess (float32, on the
+              device) → the network under autocast in the encoder's precision (weights stay
+              float32);
               float32 rows appended to the HDF5 file in large chunks as they arrive (grid order)
     file written to a temporary name and renamed when complete (``complete=True``)
 
@@ -199,7 +200,7 @@ def _resolve_encoder(encoder: Encoder | str, device: str, weights: str | None) -
     return encoder
 
 
-def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int) -> bool:
+def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int, prec: str) -> bool:
     """Whether ``path`` is a complete feature file for this grid and encoder."""
     import h5py
 
@@ -211,6 +212,7 @@ def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int) -> bool:
                 h5_value(a.get("encoder")) == encoder.config.name
                 and h5_value(a.get("label")) == encoder.label
                 and h5_value(a.get("grid_hash")) == ghash
+                and h5_value(a.get("precision", "fp32")) == prec
                 and ds.shape == (n, encoder.config.dim)
                 and f["coords"].shape == (n, 2))
     except (OSError, KeyError, ValueError):
@@ -272,7 +274,9 @@ def extract_features(
     workers : int
         Reader processes (0 reads in this process).
     precision : {"bf16", "fp16", "fp32"}, optional
-        Autocast precision; default the encoder's ``config.precision`` on CUDA, float32 on CPU.
+        Autocast precision of the network (weights stay float32; preprocessing is float32);
+        default the encoder's ``precision`` (float16 on CUDA, float32 on CPU). Recorded in the
+        ``precision`` attribute of ``features``.
     out : path-like, optional
         Output root; features go to ``<out>/features_<encoder>/<slide>.h5``. A complete file
         for the same grid and encoder is reused (not recomputed). Without ``out`` nothing is
@@ -324,7 +328,8 @@ def extract_features(
         warnings.warn(f"grid is at {grid.target_mpp:g} µm/px but {cfg.name} expects "
                       f"{cfg.target_mpp:g} µm/px; features may be off-distribution",
                       stacklevel=2)
-    prec = precision or (cfg.precision if dev.type == "cuda" else "fp32")
+    # autocast precision (weights stay float32): the encoder's unless asked otherwise
+    prec = precision or getattr(enc, "precision", None) or "fp32"
     ghash = grid_hash(grid)
     n = len(grid)
     base_attrs: dict[str, Any] = {
@@ -338,13 +343,16 @@ def extract_features(
     if out is not None:
         target = features_path(out, cfg.name, grid.slide_name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if not overwrite and target.exists() and _valid_existing(target, ghash, enc, n):
+        if not overwrite and target.exists() and _valid_existing(target, ghash, enc, n, prec):
             log.info("%s: complete features found, skipping", target)
             return Embeddings.from_h5(target)
 
     # Patches are delivered at the encoder's input size (square patches: resize then centre
     # crop of the same size is a plain resize), so the device never resizes.
-    out_px = int(cfg.input_px) if 0 < cfg.input_px < grid.patch_px else int(grid.patch_px)
+    # The reader's resize is PIL's anti-aliased bilinear filter; an encoder with another
+    # filter (Virchow2: bicubic) gets the patches at their own size and resizes them itself.
+    out_px = (int(cfg.input_px) if 0 < cfg.input_px < grid.patch_px
+              and cfg.interpolation == "bilinear" else int(grid.patch_px))
     # On a CPU device the batches are normalised as they arrive (one fused pass per plane into
     # a reused buffer) when the encoder uses the standard transform (resize + centre crop +
     # mean/std) and no resize is left to do; otherwise the encoder's forward_uint8 does it.
@@ -374,7 +382,7 @@ def extract_features(
 
     with _slide_lock(target):
         _clean_stale(target)
-        if not overwrite and target.exists() and _valid_existing(target, ghash, enc, n):
+        if not overwrite and target.exists() and _valid_existing(target, ghash, enc, n, prec):
             return Embeddings.from_h5(target)
         with atomic_path(target) as tmp:
             with h5_create(tmp, reserve=n * (4 * cfg.dim + 24), final=target,
@@ -445,26 +453,27 @@ class _RowWriter:
 def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str, workers: int,
                 writer: _RowWriter, n: int, progress: bool | None, *, desc: str,
                 normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> str:
-    from .models.registry import _PRECISIONS
+    from .models.registry import Encoder as _Base
+    from .models.registry import autocast_for
 
     kind = "tiles" if stream.reader != "slide" else "slide"
     if stream.reader == "auto" and len(stream.boxes):
         (_, close), kind = stream.open_reader()
         close()
-    dtype = _PRECISIONS[prec]
-    autocast = (torch.autocast(device_type=dev.type, dtype=dtype)
-                if dtype != torch.float32 else contextlib.nullcontext())
+    own_uint8 = type(enc).forward_uint8 is not _Base.forward_uint8
     bar = _progress_bar(total=n, enabled=progress, desc=desc, unit="patch")
     t0 = time.perf_counter()
     try:
-        with torch.inference_mode(), autocast:
-            pdtype = next((p.dtype for p in enc.parameters()), torch.float32)
+        with torch.inference_mode():
             for start, x in stream_batches(stream, workers=workers, device=dev,
                                            normalize=normalize):
-                if normalize is not None:  # already the model's float input
-                    feats = enc(x.to(pdtype))
-                else:
+                if normalize is None and own_uint8:
                     feats = enc.forward_uint8(x)
+                else:  # float32 preprocessing, the network under autocast in ``prec``
+                    if normalize is None:
+                        x = enc.preprocess(x)
+                    with autocast_for(dev, prec):
+                        feats = enc(x)
                 writer.add(int(start), feats.float().cpu().numpy())
                 bar.update(int(x.shape[0]))
         writer.finish()

@@ -127,7 +127,8 @@ def _patch_encoder(models: str, *, device: str, weights: Mapping[str, str]) -> A
 
 
 def _encoder_entry(enc: Any) -> dict[str, Any]:
-    return {"name": enc.config.name, "label": enc.label, "heuristic": bool(enc.config.heuristic)}
+    return {"name": enc.config.name, "label": enc.label, "heuristic": bool(enc.config.heuristic),
+            "precision": getattr(enc, "precision", "fp32")}
 
 
 def _tissue(slide: Any, out: Path, *, force: bool) -> Any:

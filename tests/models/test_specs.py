@@ -32,7 +32,7 @@ def _vit_block(prefix: str, dim: int, hidden_in: int, hidden_out: int, layerscal
 
 def conch_spec() -> dict[str, tuple[int, ...]]:
     """ViT-L/16 at 448 px (28×28 grid + CLS), LayerScale; pooler d_model 768, context 1024."""
-    s = {"trunk.cls_token": (1, 1, 1024), "trunk.pos_embed": (1, 28 * 28 + 1, 1024),
+    s = {"trunk.cls_token": (1, 1, 1024), "trunk.pos_embed": (1, 14 * 14 + 1, 1024),
          "trunk.patch_embed.proj.weight": (1024, 3, 16, 16),
          "trunk.patch_embed.proj.bias": (1024,),
          "trunk.norm.weight": (1024,), "trunk.norm.bias": (1024,)}
@@ -130,19 +130,18 @@ def test_auto_falls_back_to_heuristic(monkeypatch, tmp_path, caplog) -> None:
         create_encoder("auto", role="slide")
 
 
-def test_conch_pos_embed_224_is_interpolated() -> None:
+def test_conch_pos_embed_785_is_resampled_to_the_224_grid() -> None:
+    """A 448-grid table (785 tokens) is resampled bilinearly to 14x14 on load, as TRIDENT does;
+    a factor-2 bilinear reduction is the mean of each 2x2 block (independent oracle)."""
     with torch.device("meta"):
         model = ConchV15(get_config("conch_v1_5"))
-    pe = torch.zeros(1, 197, 1024)
-    pe[:, 0] = 7.0
-    pe[:, 1:] = torch.linspace(0, 1, 14).repeat(14)[None, :, None]  # varies along x only
+    pe = torch.randn(1, 785, 1024, generator=torch.Generator().manual_seed(0))
     out = model.adapt_state_dict({"trunk.pos_embed": pe})["trunk.pos_embed"]
-    assert out.shape == (1, 785, 1024)
-    assert torch.all(out[:, 0] == 7.0)
-    grid = out[0, 1:, 0].reshape(28, 28)
-    assert torch.allclose(grid[0], grid[17], atol=1e-5)  # constant along y
-    assert grid[0, 0] < grid[0, 27]  # increasing along x
-    same = torch.randn(1, 785, 1024)
+    assert out.shape == (1, 197, 1024)
+    assert torch.equal(out[:, 0], pe[:, 0])
+    blocks = pe[0, 1:].reshape(14, 2, 14, 2, 1024).mean(dim=(1, 3)).reshape(196, 1024)
+    torch.testing.assert_close(out[0, 1:], blocks, rtol=0, atol=1e-6)
+    same = torch.randn(1, 197, 1024)
     assert model.adapt_state_dict({"trunk.pos_embed": same})["trunk.pos_embed"] is same
 
 

@@ -5,30 +5,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from golden_rule import titan_slide
 
 from wsikit.errors import ModelError, WeightsError
 from wsikit.models import create_encoder
-from wsikit.models.titan import Titan, alibi_slopes, coords_to_grid, dense_alibi_bias, titan
+from wsikit.models import titan as titan_mod
+from wsikit.models.titan import (
+    Titan,
+    alibi_attention_cpu,
+    alibi_slopes,
+    coords_to_grid,
+    dense_alibi_bias,
+    titan,
+)
 
 P = 512
 
 
-@pytest.fixture(scope="module")
-def model() -> Titan:
-    torch.manual_seed(0)
-    m = create_encoder("titan", weights="random")
-    assert isinstance(m, Titan)
-    return m
-
-
 def _slide(n_cols: int = 15, n_rows: int = 11, keep: float = 0.6, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    gx, gy = np.meshgrid(np.arange(n_cols), np.arange(n_rows))
-    cells = np.stack([gx.ravel(), gy.ravel()], 1)
-    cells = cells[rng.random(len(cells)) < keep]
-    coords = (cells * P + np.array([3000, 1234])).astype(np.int64)
-    feats = rng.standard_normal((len(coords), 768)).astype(np.float32)
-    return feats, coords
+    return titan_slide(n_cols, n_rows, keep, seed, patch=P)
 
 
 def test_slopes_as_published() -> None:
@@ -96,10 +91,10 @@ def test_titan_function_with_model(model: Titan) -> None:
 
 def test_input_errors(model: Titan) -> None:
     feats, coords = _slide(6, 5, keep=1.0)
-    with pytest.raises(ModelError, match="share a grid cell"):
-        model.encode_slide(feats[:3], np.array([[0, 0], [512, 0], [512, 0]]), P)
-    with pytest.raises(ModelError, match="stride 256"):
-        model.encode_slide(feats, coords // 2, P)
+    with pytest.raises(ModelError, match="all-zero"):
+        model.encode_slide(np.zeros_like(feats), coords, P)
+    with pytest.raises(ModelError, match="positive"):
+        model.encode_slide(feats, coords, 0)
     with pytest.raises(ModelError, match="int64"):
         model.encode_slide(feats, coords.astype(np.float32), P)
     with pytest.raises(ModelError, match="float32"):
@@ -114,12 +109,21 @@ def test_input_errors(model: Titan) -> None:
         coords_to_grid(np.zeros((0, 2), np.int64), P)
 
 
-def test_grid_row_major_order() -> None:
-    coords = np.array([[1024, 0], [0, 512], [512, 0], [0, 0]], dtype=np.int64)
+def test_grid_cells_floor_per_axis_in_x_major_order() -> None:
+    coords = np.array([[1024, 0], [0, 512], [512, 0], [0, 0]], dtype=np.int64) + 77
     g = coords_to_grid(coords, 512)
-    assert g.cells.tolist() == [[0, 0], [1, 0], [2, 0], [0, 1]]
-    assert g.order.tolist() == [3, 2, 0, 1]
-    assert (g.order[g.inverse] == np.arange(4)).all()
+    assert g.cells.tolist() == [[0, 0], [0, 1], [1, 0], [2, 0]]  # x-major, as the reference
+    assert g.token_of.tolist() == [3, 1, 2, 0]
+    assert g.counts.tolist() == [1, 1, 1, 1] and g.n_summed == 0 and g.n_dropped == 0
+    # a stride below the cell size (TRIDENT: 1013 with patch_size_level0 1024): floor division
+    tri = np.array([[0, 0], [1013, 0], [2026, 0], [1013 * 50, 1013]], dtype=np.int64) + 5
+    g = coords_to_grid(tri, 1024)
+    # 1013 // 1024 = 0 and 2026 // 1024 = 1: the first two share cell (0, 0)
+    assert g.cells.tolist() == [[0, 0], [1, 0], [49, 0]]
+    assert g.token_of.tolist() == [0, 0, 1, 2] and g.counts.tolist() == [2, 1, 1]
+    assert g.n_summed == 1
+    g = coords_to_grid(tri, 1024, nonzero=np.array([True, True, False, True]))
+    assert g.token_of.tolist() == [0, 0, -1, 1] and g.n_dropped == 1
 
 
 def test_titan_without_weights_refuses(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -129,3 +133,28 @@ def test_titan_without_weights_refuses(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.delenv("WSIKIT_WEIGHTS_TITAN", raising=False)
     with pytest.raises(WeightsError, match="MahmoodLab/TITAN"):
         create_encoder("titan")
+
+
+def test_cpu_kernel_equals_dense_with_partial_blocks() -> None:
+    torch.manual_seed(0)
+    n = 150
+    q, k, v = (torch.randn(12, n, 64) for _ in range(3))
+    cells = torch.from_numpy(titan_slide(20, 20, 0.5, 3, patch=1)[1][: n - 1] - 3000)
+    cells = cells - cells.min(0).values
+    bias = dense_alibi_bias(cells)
+    want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                            attn_mask=bias.double())
+    for qb, kb in ((7, 13), (256, 2048), (1, n)):
+        got = alibi_attention_cpu(q, k, v, cells, alibi_slopes(), q_block=qb, k_block=kb)
+        assert ((got - want).abs().max() / want.abs().max()).item() < 1e-5
+
+
+def test_sdpa_path_of_encode_slide_equals_dense(model: Titan, monkeypatch) -> None:
+    feats, coords = _slide(seed=4)
+    dense = model.encode_slide(feats, coords, P, mode="dense")
+    monkeypatch.setattr(titan_mod, "CPU_KERNEL", False)  # the SDPA path (CUDA float32)
+    fast = model.encode_slide(feats, coords, P)
+    rel = np.abs(fast.slide_embedding - dense.slide_embedding).max() / \
+        np.abs(dense.slide_embedding).max()
+    assert rel <= 1e-5
+    np.testing.assert_allclose(fast.attention, dense.attention, rtol=1e-5, atol=1e-9)

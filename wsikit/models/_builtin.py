@@ -13,7 +13,7 @@ CONCH_V1_5_CONFIG = EncoderConfig(
     name="conch_v1_5", role="patch", hub_repo="MahmoodLab/conchv1_5",
     hub_files=("pytorch_model_vision.bin",), input_px=448, interpolation="bilinear",
     mean=IMAGENET_MEAN, std=IMAGENET_STD, target_mpp=0.5, patch_px=512, dim=768,
-    precision="bf16", license=_NC_ND, gated=True,
+    precision="fp16", license=_NC_ND, gated=True,
     description="CONCH v1.5 ViT-L/16 + attentional pooler (patch features for TITAN)")
 
 VIRCHOW2_CONFIG = EncoderConfig(
@@ -26,7 +26,7 @@ VIRCHOW2_CONFIG = EncoderConfig(
 TITAN_CONFIG = EncoderConfig(
     name="titan", role="slide", hub_repo="MahmoodLab/TITAN", hub_files=("model.safetensors",),
     input_px=448, interpolation="bilinear", mean=IMAGENET_MEAN, std=IMAGENET_STD,
-    target_mpp=0.5, patch_px=512, dim=768, precision="bf16", license=_NC_ND, gated=True,
+    target_mpp=0.5, patch_px=512, dim=768, precision="fp16", license=_NC_ND, gated=True,
     state_prefix="vision_encoder.",
     description="TITAN slide encoder over CONCH v1.5 features (slide embedding + attention)")
 

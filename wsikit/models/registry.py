@@ -17,6 +17,7 @@ says so.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ModelError, WeightsError
+from .resample import pil_resize, resize_crop_geometry
 
 __all__ = [
     "EncoderConfig",
@@ -38,6 +40,8 @@ __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "RANDOM_LABEL",
+    "autocast_for",
+    "resolve_precision",
 ]
 
 log = logging.getLogger(__name__)
@@ -48,6 +52,35 @@ RANDOM_LABEL = "RANDOM WEIGHTS — not a real model"
 
 Role = Literal["patch", "slide", "crop", "any"]
 _PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+_PRECISION_NAMES = {v: k for k, v in _PRECISIONS.items()}
+
+
+def resolve_precision(precision: str | torch.dtype | None, device: str | torch.device,
+                      default: str = "fp16") -> str:
+    """The precision name (``"fp32"``, ``"fp16"``, ``"bf16"``) a model runs at.
+
+    ``None`` means ``default`` on CUDA (float16, as the reference code and TRIDENT run these
+    models) and float32 elsewhere. A torch dtype is accepted for its name.
+    """
+    if isinstance(precision, torch.dtype):
+        if precision not in _PRECISION_NAMES:
+            raise ModelError(f"precision={precision!r} is not one of {sorted(_PRECISIONS)}")
+        return _PRECISION_NAMES[precision]
+    if precision is None:
+        return default if torch.device(device).type == "cuda" else "fp32"
+    if precision not in _PRECISIONS:
+        raise ModelError(f"precision={precision!r} is not one of {sorted(_PRECISIONS)}")
+    return precision
+
+
+def autocast_for(device: str | torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """``torch.autocast`` in ``precision`` on ``device`` (a no-op context for ``"fp32"``).
+
+    The precision policy: weights always stay float32; reduced precision is autocast only.
+    """
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=_PRECISIONS[precision])
 
 
 @dataclass(frozen=True)
@@ -77,7 +110,8 @@ class EncoderConfig:
     dim : int
         Output embedding dimension.
     precision : {"bf16", "fp16", "fp32"}
-        Recommended inference precision on CUDA (CPU always runs float32).
+        Default autocast precision on CUDA (CPU runs float32 unless asked); weights are
+        never cast.
     license : str
         Licence of the published weights.
     gated : bool
@@ -131,10 +165,19 @@ class Encoder(torch.nn.Module):
         self.config = config
         self.label = config.name
         self.weights_source: str | None = None
-        mean = torch.tensor(config.mean, dtype=torch.float32).view(1, 3, 1, 1)
-        std = torch.tensor(config.std, dtype=torch.float32).view(1, 3, 1, 1)
-        self.register_buffer("_mean", mean, persistent=False)
-        self.register_buffer("_std", std, persistent=False)
+        #: autocast precision of :meth:`encode` / :meth:`forward_uint8` (weights stay float32)
+        self.precision = "fp32"
+        self.register_buffer("_mean", torch.empty(1, 3, 1, 1), persistent=False)
+        self.register_buffer("_std", torch.empty(1, 3, 1, 1), persistent=False)
+        self.reset_buffers()
+
+    def reset_buffers(self) -> set[str]:
+        """(Re)fill the non-persistent buffers (the normalisation constants); returns their
+        names. Subclasses with buffers of their own extend it (see ``create_encoder``)."""
+        with torch.no_grad():
+            self._mean.copy_(torch.tensor(self.config.mean).view(1, 3, 1, 1))
+            self._std.copy_(torch.tensor(self.config.std).view(1, 3, 1, 1))
+        return {"_mean", "_std"}
 
     @property
     def device(self) -> torch.device:
@@ -148,6 +191,11 @@ class Encoder(torch.nn.Module):
 
     def preprocess(self, x: torch.Tensor) -> torch.Tensor:
         """Resize (shorter side to ``input_px``), centre crop and normalise a uint8 batch.
+
+        torchvision's ``Resize(input_px)`` + ``CenterCrop(input_px)`` + ``ToTensor`` +
+        ``Normalize`` on PIL images, exactly: the geometry of
+        :func:`~wsikit.models.resample.resize_crop_geometry` and PIL's uint8 resampling
+        (:func:`~wsikit.models.resample.pil_resize`, integer-exact, on any device).
 
         Parameters
         ----------
@@ -167,29 +215,25 @@ class Encoder(torch.nn.Module):
             raise ModelError(f"{self.config.name}: expected uint8 images, got {x.dtype}; "
                              "pass raw 0-255 RGB, normalisation happens inside")
         px = self.config.input_px
-        x = x.float().div_(255.0)
-        h, w = x.shape[-2:]
-        if (h, w) != (px, px):
-            scale = px / min(h, w)
-            size = (max(px, round(h * scale)), max(px, round(w * scale)))
+        h, w = (int(v) for v in x.shape[-2:])
+        new_h, new_w, top, left = resize_crop_geometry(h, w, px)
+        if (new_h, new_w) != (h, w):
             mode = self.config.interpolation
             if mode == "area":
-                x = F.interpolate(x, size=size, mode="area")
+                x = F.interpolate(x.float(), size=(new_h, new_w), mode="area")
             else:
-                x = F.interpolate(x, size=size, mode=mode, align_corners=False,
-                                  antialias=scale < 1)
-                if mode == "bicubic":
-                    x = x.clamp_(0.0, 1.0)
-            top = (size[0] - px) // 2
-            left = (size[1] - px) // 2
-            x = x[:, :, top:top + px, left:left + px]
-        return (x - self._mean) / self._std
+                x = pil_resize(x, (new_h, new_w), mode)
+        x = x[:, :, top:top + px, left:left + px].float()
+        return (x / 255.0 - self._mean) / self._std
 
     def forward_uint8(self, x: torch.Tensor) -> torch.Tensor:
-        """Embed a uint8 batch already on the device: ``(B, 3, H, W)`` -> ``(B, dim)``."""
+        """Embed a uint8 batch already on the device: ``(B, 3, H, W)`` -> ``(B, dim)``.
+
+        Preprocessing runs in float32; the network under autocast in :attr:`precision`.
+        """
         x = self.preprocess(x)
-        dtype = next((p.dtype for p in self.parameters()), torch.float32)
-        return self(x.to(dtype))
+        with autocast_for(x.device, self.precision):
+            return self(x)
 
     @torch.inference_mode()
     def encode(self, images: np.ndarray | torch.Tensor, *, batch_size: int = 64) -> np.ndarray:
@@ -283,7 +327,8 @@ def _resolve_device(device: str | torch.device) -> torch.device:
 
 
 def create_encoder(name: str, *, weights: str | None = None, device: str | torch.device = "cpu",
-                   dtype: torch.dtype | str | None = None, role: str | None = None) -> Encoder:
+                   precision: str | None = None, dtype: torch.dtype | str | None = None,
+                   role: str | None = None) -> Encoder:
     """Build an encoder with its weights, in eval mode, on ``device``.
 
     Parameters
@@ -296,8 +341,12 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
         :func:`wsikit.models.hub.resolve_weights` (env var, config file, Hugging Face cache/hub).
     device : str or torch.device
         Where the model runs.
-    dtype : torch.dtype or {"bf16", "fp16", "fp32"}, optional
-        Parameter dtype; default float32 on CPU and the config's precision on CUDA.
+    precision : {"fp32", "fp16", "bf16"}, optional
+        Autocast precision the model runs at (``model.precision``); default the config's
+        (float16) on CUDA, float32 elsewhere. Weights always stay float32: reduced precision
+        is autocast, never a cast of the weights (the reference code's policy).
+    dtype : torch.dtype or str, optional
+        Older spelling of ``precision`` (it no longer casts the weights).
     role : {"patch", "crop", "any", "slide"}, optional
         Only for ``name="auto"`` (default ``"patch"``): which real model to look for.
 
@@ -310,22 +359,20 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
     """
     _ensure_builtin()
     if name == "auto":
-        return _create_auto(role or "patch", device=device, dtype=dtype)
+        return _create_auto(role or "patch", device=device, precision=precision, dtype=dtype)
     config = get_config(name)
     dev = _resolve_device(device)
-    if isinstance(dtype, str):
-        if dtype not in _PRECISIONS:
-            raise ModelError(f"dtype={dtype!r} is not one of {sorted(_PRECISIONS)}")
-        dtype = _PRECISIONS[dtype]
-    if dtype is None:
-        dtype = config.torch_dtype if dev.type == "cuda" else torch.float32
-    model = _REGISTRY[name].builder(config)
+    prec = resolve_precision(precision if precision is not None else dtype, dev,
+                             default=config.precision)
+    builder = _REGISTRY[name].builder
     if config.heuristic:
         if weights not in (None, "random"):
             raise ModelError(f"encoder {name!r} is weight-free; do not pass weights={weights!r}")
+        model = builder(config)
         model.label = f"{name} (weight-free heuristic, no learned weights)"
         model.weights_source = "none (heuristic)"
     elif weights == "random":
+        model = builder(config)
         model.label = f"{name} — {RANDOM_LABEL}"
         model.weights_source = "random"
         log.warning("%s built with random weights: outputs are meaningless (tests only)", name)
@@ -333,6 +380,7 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
         from .hub import load_into, resolve_weights
 
         resolved = resolve_weights(name, weights)
+        model = _build_for_loading(builder, config)
         prepare = getattr(model, "prepare_for_weights", None)  # e.g. a config beside them
         if callable(prepare):
             prepare(resolved.path)
@@ -340,12 +388,30 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
         model.label = f"{name} ({config.hub_repo}, weights: {resolved.source})"
         model.weights_source = f"{resolved.source}: {resolved.path}"
     model = model.to(device=dev)
-    if not config.heuristic:
-        model = model.to(dtype=dtype)
+    model.precision = "fp32" if config.heuristic else prec
     return model.eval()
 
 
-def _create_auto(role: str, *, device: str | torch.device,
+def _build_for_loading(builder: Builder, config: EncoderConfig) -> torch.nn.Module:
+    """Build a model whose every parameter a strict load will overwrite, skipping the random
+    initialisation (seconds for ViT-H): parameters are allocated uninitialised.
+
+    Only for models that define ``reset_buffers() -> set of names`` refilling all their
+    non-persistent buffers (which no checkpoint holds); otherwise a normal build.
+    """
+    with torch.device("meta"):
+        model = builder(config)
+    reset = getattr(model, "reset_buffers", None)
+    transient = {f"{mod}.{b}" if mod else b for mod, m in model.named_modules()
+                 for b in m._non_persistent_buffers_set}
+    if callable(reset):
+        model = model.to_empty(device="cpu")
+        if set(reset()) == transient:
+            return model
+    return builder(config)
+
+
+def _create_auto(role: str, *, device: str | torch.device, precision: str | None,
                  dtype: torch.dtype | str | None) -> Encoder:
     from .hub import find_weights
 
@@ -356,7 +422,8 @@ def _create_auto(role: str, *, device: str | torch.device,
         if found is not None:
             log.info("auto encoder for role %r: %s (weights from %s)", role, candidate,
                      found.source)
-            return create_encoder(candidate, weights=str(found.path), device=device, dtype=dtype)
+            return create_encoder(candidate, weights=str(found.path), device=device,
+                                  precision=precision, dtype=dtype)
     if role == "slide":
         raise WeightsError("no slide encoder weights found (TITAN: MahmoodLab/TITAN); for a "
                            "weight-free slide score use wsikit.models.create_scorer('auto')")

@@ -17,6 +17,17 @@ The slide embedding is the output of ``attn_pool_contrastive`` (768-d). The per-
 is that pooler's query attention over the tokens (mean of 8 heads, CLS dropped, renormalised to
 sum 1), returned in the order of the input patches.
 
+Inputs as the reference reads them: the cell of a patch is ``floor((coords - coords.min(0)) /
+patch_size_lv0)`` per axis whatever the stride of the coords (TRIDENT: stride 1013 with
+``patch_size_level0`` 1024); patches sharing a cell are summed into one token, all-zero rows
+(padding) are dropped, each with a warning (:func:`coords_to_grid`).
+
+Precision: weights stay float32; reduced precision is autocast; the grid distances, the ALiBi
+bias and the softmax it enters are float32 in every precision.
+
+Speed: in float32 on a CPU, attention is :func:`alibi_attention_cpu` (query × key blocks,
+online softmax, fixed cache-sized buffers), within 2× of the machine's matmul rate.
+
 Memory: the published code materialises the dense ``heads × N × N`` bias. Here the bias is
 generated on the fly for one block of query rows at a time and handed to
 :func:`torch.nn.functional.scaled_dot_product_attention` (whose fused kernels accumulate over
@@ -28,6 +39,7 @@ equivariant/invariant and ALiBi depends only on distances, outputs do not depend
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,6 +55,7 @@ __all__ = [
     "Titan",
     "TitanOutput",
     "TitanGrid",
+    "alibi_attention_cpu",
     "alibi_slopes",
     "coords_to_grid",
     "dense_alibi_bias",
@@ -56,6 +69,9 @@ DEPTH = 6
 POOL_HEADS = 8
 #: bytes of bias/score block per attention call (the query block is sized to fit it)
 BLOCK_BUDGET_BYTES = 16 * 2**20
+#: float32 on a CPU: :func:`alibi_attention_cpu` (1.5-2.2x the query-block SDPA path, within
+#: 2x of the matmul rate; benchmarks/results/bench_titan_speed.md); False: the SDPA path
+CPU_KERNEL = True
 
 
 def alibi_slopes(num_heads: int = HEADS) -> torch.Tensor:
@@ -78,29 +94,31 @@ def alibi_slopes(num_heads: int = HEADS) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class TitanGrid:
-    """Patches mapped to TITAN tokens.
+    """Patches mapped to TITAN tokens, as the reference does.
 
     Attributes
     ----------
     cells : ndarray
-        ``(N, 2)`` int64 grid cells ``(gx, gy)`` of the tokens, in token (row-major) order.
-    order : ndarray
-        ``(N,)`` int64: token ``t`` is input patch ``order[t]``.
-    inverse : ndarray
-        ``(N,)`` int64: input patch ``i`` is token ``inverse[i]``.
+        ``(T, 2)`` int64 grid cells ``(gx, gy)`` of the tokens, in token order (x-major, as
+        the reference's; the order has no numeric effect).
+    token_of : ndarray
+        ``(N,)`` int64: the token of input patch ``i``, or -1 for a dropped (all-zero) patch.
+    counts : ndarray
+        ``(T,)`` int64: non-zero patches summed into each token (1 for most).
+    n_summed : int
+        Patches that share a cell with another (``sum(counts) - T``).
+    n_dropped : int
+        Patches dropped because their feature vector is all zero (padding).
     """
 
     cells: np.ndarray
-    order: np.ndarray
-    inverse: np.ndarray
+    token_of: np.ndarray
+    counts: np.ndarray
+    n_summed: int = 0
+    n_dropped: int = 0
 
 
-def coords_to_grid(coords: np.ndarray | torch.Tensor, patch_size_lv0: int) -> TitanGrid:
-    """Validate level-0 coords and map them to grid cells ``(coords - coords.min(0)) // p``.
-
-    Raises :class:`ModelError` for non-int64 or misshapen coords, a stride (gcd of the offsets)
-    different from ``patch_size_lv0``, or two patches in one cell.
-    """
+def _check_coords(coords: np.ndarray | torch.Tensor, patch_size_lv0: int) -> tuple[np.ndarray, int]:
     if isinstance(coords, torch.Tensor):
         coords = coords.detach().cpu().numpy()
     coords = np.asarray(coords)
@@ -117,49 +135,75 @@ def coords_to_grid(coords: np.ndarray | torch.Tensor, patch_size_lv0: int) -> Ti
     p = int(patch_size_lv0)
     if p <= 0:
         raise ModelError(f"titan: patch_size_lv0={patch_size_lv0!r} must be a positive number "
-                         "of level-0 pixels (the grid stride, TileGrid.stride_l0)")
-    offsets = coords - coords.min(axis=0)
-    stride = int(np.gcd.reduce(offsets.reshape(-1))) if coords.shape[0] > 1 else 0
-    if stride and stride != p:
-        raise ModelError(f"titan: the coordinates lie on a grid of stride {stride} level-0 px "
-                         f"but patch_size_lv0={p}; pass patch_size_lv0={stride} (the "
-                         "'patch_size_level0' attribute of the coordinate file) or re-patch "
-                         "without overlap")
-    cells = offsets // p
-    width = int(cells[:, 0].max()) + 1
-    flat = cells[:, 1] * width + cells[:, 0]  # row-major: y, then x
-    order = np.argsort(flat, kind="stable")
-    sorted_flat = flat[order]
-    dup = np.flatnonzero(sorted_flat[1:] == sorted_flat[:-1])
-    if dup.size:
-        i, j = order[dup[0]], order[dup[0] + 1]
-        raise ModelError(f"titan: {dup.size} patches share a grid cell with another (e.g. "
-                         f"patches {i} and {j} at {coords[i].tolist()} and {coords[j].tolist()} "
-                         f"fall in cell {cells[i].tolist()}); TITAN needs non-overlapping "
-                         f"patches on a stride-{p} grid: remove duplicates or re-patch without "
-                         "overlap")
-    inverse = np.empty_like(order)
-    inverse[order] = np.arange(order.size)
-    return TitanGrid(cells=cells[order].astype(np.int64), order=order.astype(np.int64),
-                     inverse=inverse.astype(np.int64))
+                         "of level-0 pixels (the 'patch_size_level0' attribute of the "
+                         "coordinate file)")
+    return coords, p
+
+
+def coords_to_grid(coords: np.ndarray | torch.Tensor, patch_size_lv0: int,
+                   nonzero: np.ndarray | None = None) -> TitanGrid:
+    """Map level-0 coords to TITAN tokens exactly as the reference.
+
+    Cell of patch ``i`` = ``floor((coords_i - coords.min(0)) / patch_size_lv0)`` per axis,
+    whatever the actual stride of the coords (TRIDENT writes coords at a stride such as 1013
+    with ``patch_size_level0 = 1024``): patches in one cell become one token (their features
+    are summed by :meth:`Titan.encode_slide`); patches with ``nonzero[i] == False`` (all-zero
+    features, padding) are dropped; only occupied cells become tokens.
+
+    Parameters
+    ----------
+    coords : ndarray
+        ``(N, 2)`` int64 level-0 top-left ``(x, y)``.
+    patch_size_lv0 : int
+        Patch size in level-0 px (the cell size).
+    nonzero : ndarray of bool, optional
+        ``(N,)``: which patches have a non-zero feature vector (default all).
+
+    Raises
+    ------
+    ModelError
+        Non-int64 or misshapen coords, no patches, a non-positive patch size, or no patch left.
+    """
+    coords, p = _check_coords(coords, patch_size_lv0)
+    keep = np.ones(len(coords), bool) if nonzero is None else np.asarray(nonzero, bool)
+    cells = (coords - coords.min(axis=0)) // p
+    height = int(cells[:, 1].max()) + 1
+    flat = cells[:, 0] * height + cells[:, 1]  # x-major, as the reference's token order
+    kept = np.flatnonzero(keep)
+    if kept.size == 0:
+        raise ModelError(f"titan: all {len(coords)} patches have all-zero features (padding "
+                         "only); re-extract the features of this slide")
+    uniq, inv, counts = np.unique(flat[kept], return_inverse=True, return_counts=True)
+    token_of = np.full(len(coords), -1, np.int64)
+    token_of[kept] = inv.reshape(-1)
+    tcells = np.stack([uniq // height, uniq % height], axis=1).astype(np.int64)
+    return TitanGrid(cells=tcells, token_of=token_of, counts=counts.astype(np.int64),
+                     n_summed=int(kept.size - uniq.size), n_dropped=int(len(coords) - kept.size))
 
 
 def _pairwise_bias(cells_q: torch.Tensor, cells_k: torch.Tensor, slopes: torch.Tensor,
                    cls_q: bool, cls_k: bool) -> torch.Tensor:
-    """ALiBi bias ``(H, q, k)`` between cells (float), with a zero row/column for CLS."""
-    d = torch.cdist(cells_q, cells_k)  # (q, k) Euclidean grid distance
-    bias = d.unsqueeze(0) * (-slopes).view(-1, 1, 1)
-    if cls_q or cls_k:
-        bias = F.pad(bias, (1 if cls_k else 0, 0, 1 if cls_q else 0, 0))
+    """ALiBi bias ``(H, q, k)`` between cells, with a zero row/column for CLS.
+
+    Always float32 (distances from coordinate differences, never ``‖a‖² + ‖b‖² − 2ab`` in a
+    reduced dtype: fp16 overflows beyond ~181 cells and bf16 cannot represent cell indices
+    above 256), whatever the dtype of the inputs or an enclosing autocast.
+    """
+    with torch.autocast(cells_q.device.type, enabled=False):
+        cq, ck = cells_q.float(), cells_k.float()
+        diff = cq[:, None, :] - ck[None, :, :]
+        d = diff.square_().sum(-1).sqrt_()  # (q, k) Euclidean grid distance, float32
+        bias = d.unsqueeze(0) * (-slopes.float()).view(-1, 1, 1)
+        if cls_q or cls_k:
+            bias = F.pad(bias, (1 if cls_k else 0, 0, 1 if cls_q else 0, 0))
     return bias
 
 
 def dense_alibi_bias(cells: torch.Tensor, slopes: torch.Tensor | None = None) -> torch.Tensor:
-    """The dense ``(H, N+1, N+1)`` bias (CLS first, zero bias) that the published code builds;
-    for testing and the memory benchmark only (it needs ``H · (N+1)² · 4`` bytes)."""
+    """The dense ``(H, N+1, N+1)`` float32 bias (CLS first, zero bias) that the published code
+    builds; for testing and the memory benchmark only (it needs ``H · (N+1)² · 4`` bytes)."""
     slopes = alibi_slopes() if slopes is None else slopes
-    c = cells.float()
-    return _pairwise_bias(c, c, slopes, True, True)
+    return _pairwise_bias(cells, cells, slopes, True, True)
 
 
 class _Attention(nn.Module):
@@ -174,24 +218,105 @@ class _Attention(nn.Module):
         n, dim = x.shape  # one slide: (N+1, dim), CLS first
         hd = dim // self.heads
         q, k, v = self.qkv(x).view(n, 3, self.heads, hd).permute(1, 2, 0, 3)  # (H, n, hd) each
-        cf = cells.to(x.dtype)
+        # float32 end to end: fused kernel with the float32 bias; under autocast (or reduced
+        # dtype): scores in the compute dtype, + float32 bias, float32 softmax
+        fused = q.dtype == torch.float32 and not torch.is_autocast_enabled(x.device.type)
         if mode == "dense":
-            bias = _pairwise_bias(cf, cf, slopes.to(x.dtype), True, True)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+            bias = _pairwise_bias(cells, cells, slopes, True, True)
+            out = _attend(q, k, v, bias, fused)
+        elif fused and x.device.type == "cpu" and CPU_KERNEL:
+            out = alibi_attention_cpu(q, k, v, cells, slopes)
         else:
-            bytes_per_row = self.heads * n * max(4, x.element_size())
+            bytes_per_row = (self.heads + 3) * n * 4
             block = max(1, min(n, budget // bytes_per_row))
-            out = torch.empty_like(q)
-            s = slopes.to(x.dtype)
+            out = torch.empty(q.shape, dtype=v.dtype if fused else q.dtype, device=q.device)
             for start in range(0, n, block):
                 stop = min(n, start + block)
                 # token t >= 1 has cell t-1; token 0 is CLS
-                cq = cf[max(start, 1) - 1: stop - 1]
-                bias = _pairwise_bias(cq, cf, s, start == 0, True)
-                out[:, start:stop] = F.scaled_dot_product_attention(
-                    q[:, start:stop], k, v, attn_mask=bias)
+                cq = cells[max(start, 1) - 1: stop - 1]
+                bias = _pairwise_bias(cq, cells, slopes, start == 0, True)
+                out[:, start:stop] = _attend(q[:, start:stop], k, v, bias, fused)
                 del bias
         return self.proj(out.transpose(0, 1).reshape(n, dim))
+
+
+def alibi_attention_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        cells: torch.Tensor, slopes: torch.Tensor, *, q_block: int = 256,
+                        k_block: int = 512) -> torch.Tensor:
+    """Float32 ALiBi attention on a CPU, blockwise (flash-style) near the matmul rate.
+
+    Query blocks × key blocks with an online softmax, so the work buffers are
+    ``heads × q_block × k_block`` float32 (6 MB, cache-sized) whatever n (memory linear in n:
+    the inputs and output only). Per block: the grid distances (float32, from coordinate differences, once
+    for all heads) written scaled by ``-slope_h`` into the score buffer (CLS row and column
+    0), the scores added by one batched GEMM (``baddbmm_``, scale folded in), the running
+    max / sum / output updated, and one batched GEMM with ``v``.
+
+    Parameters
+    ----------
+    q, k, v : torch.Tensor
+        ``(H, n, d)`` float32; token 0 is CLS.
+    cells : torch.Tensor
+        ``(n - 1, 2)`` grid cells of tokens ``1 … n-1``.
+    slopes : torch.Tensor
+        ``(H,)`` ALiBi slopes.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(H, n, d)`` float32, equal to the dense computation within float32 rounding.
+    """
+    heads, n, hd = q.shape
+    q_block, k_block = max(1, min(n, q_block)), max(1, min(n, k_block))
+    # token coordinates (token 0 = CLS gets a dummy cell; its bias is zeroed below)
+    cf = torch.cat([torch.zeros(1, 2, device=q.device), cells.float()])
+    cx, cy = cf[:, 0].contiguous(), cf[:, 1].contiguous()
+    k_t = k.transpose(1, 2).contiguous()  # (H, d, n)
+    v = v.contiguous()
+    neg = (-slopes.float()).view(heads, 1, 1)
+    scale = hd ** -0.5
+    out = torch.empty((heads, n, hd), dtype=torch.float32, device=q.device)
+    buf = torch.empty(heads * q_block * k_block, dtype=torch.float32, device=q.device)
+    dbuf = torch.empty(q_block * k_block, dtype=torch.float32, device=q.device)
+    for qs in range(0, n, q_block):
+        qe = min(n, qs + q_block)
+        m_rows = qe - qs
+        qb = q[:, qs:qe]
+        run_max = torch.full((heads, m_rows, 1), -math.inf, device=q.device)
+        run_sum = torch.zeros((heads, m_rows, 1), device=q.device)
+        acc = torch.zeros((heads, m_rows, hd), device=q.device)
+        for ks in range(0, n, k_block):
+            ke = min(n, ks + k_block)
+            cols = ke - ks
+            d = dbuf[:m_rows * cols].view(m_rows, cols)
+            torch.hypot(cx[qs:qe, None] - cx[None, ks:ke], cy[qs:qe, None] - cy[None, ks:ke],
+                        out=d)
+            if qs == 0:
+                d[0] = 0.0
+            if ks == 0:
+                d[:, 0] = 0.0
+            s = buf[:heads * m_rows * cols].view(heads, m_rows, cols)
+            torch.mul(d, neg, out=s)
+            s.baddbmm_(qb, k_t[:, :, ks:ke], alpha=scale)
+            new_max = torch.maximum(run_max, s.amax(dim=-1, keepdim=True))
+            correction = torch.exp(run_max - new_max)
+            s.sub_(new_max).exp_()
+            run_sum.mul_(correction).add_(s.sum(dim=-1, keepdim=True))
+            acc.mul_(correction).baddbmm_(s, v[:, ks:ke])
+            run_max = new_max
+        out[:, qs:qe] = acc.div_(run_sum)
+    return out
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
+            fused: bool) -> torch.Tensor:
+    """softmax(q kᵀ / √d + bias) v with a float32 ``bias``."""
+    if fused:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-2, -1))
+    with torch.autocast(q.device.type, enabled=False):
+        p = torch.softmax(scores.float() + bias, dim=-1)
+    return torch.matmul(p.to(v.dtype), v)
 
 
 class _Mlp(nn.Module):
@@ -262,11 +387,17 @@ class TitanOutput:
         ``(N,)`` float32, per-patch attention in the input patch order, sums to 1.
     label : str
         Provenance of the numbers (model and weights).
+    precision : {"fp32", "fp16", "bf16"}
+        Autocast precision of the run (weights are float32; the ALiBi bias always is).
+    n_tokens : int
+        Tokens (occupied cells) the model saw.
     """
 
     slide_embedding: np.ndarray
     attention: np.ndarray
     label: str = "titan"
+    precision: str = "fp32"
+    n_tokens: int = 0
 
 
 class Titan(nn.Module):
@@ -277,6 +408,8 @@ class Titan(nn.Module):
         self.config = config or get_config("titan")
         self.label = "titan"
         self.weights_source: str | None = None
+        #: autocast precision of :meth:`encode_slide` (weights stay float32)
+        self.precision = "fp32"
         self.patch_embed = _PatchEmbed()
         self.cls_token = nn.Parameter(torch.zeros(1, 1, DIM))
         self.blocks = _Blocks()
@@ -287,6 +420,12 @@ class Titan(nn.Module):
         self.register_buffer("slopes", alibi_slopes(HEADS), persistent=False)
         nn.init.normal_(self.cls_token, std=0.02)
         nn.init.normal_(self.proj, std=DIM ** -0.5)
+
+    def reset_buffers(self) -> set[str]:
+        """(Re)fill the non-persistent ALiBi slopes; returns their names."""
+        with torch.no_grad():
+            self.slopes.copy_(alibi_slopes(HEADS))
+        return {"slopes"}
 
     def adapt_state_dict(self, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Accept ``patch_embed.{proj,fc}.*`` / ``patch_embed.*`` spellings of the embedding."""
@@ -309,7 +448,7 @@ class Titan(nn.Module):
         """Features ``(N, 768)`` in token order + cells ``(N, 2)`` -> normalised tokens
         ``(N+1, 768)`` (CLS first)."""
         x = self.patch_embed(x)
-        x = torch.cat([self.cls_token[0].to(x.dtype), x], dim=0)
+        x = torch.cat([self.cls_token[0], x], dim=0)  # promotes under autocast
         for block in self.blocks.modules_list:
             x = block(x, cells, self.slopes, mode, budget)
         return self.norm(x)
@@ -317,25 +456,51 @@ class Titan(nn.Module):
     @torch.inference_mode()
     def encode_slide(self, features: np.ndarray | torch.Tensor,
                      coords: np.ndarray | torch.Tensor, patch_size_lv0: int, *,
+                     precision: str | None = None,
                      mode: Literal["blocked", "dense"] = "blocked",
                      budget: int = BLOCK_BUDGET_BYTES) -> TitanOutput:
-        """Slide embedding and per-patch attention of one slide (see :func:`titan`)."""
+        """Slide embedding and per-patch attention of one slide (see :func:`titan`).
+
+        ``precision`` (default :attr:`precision`) is an autocast precision: the weights stay
+        float32 and the ALiBi distances and bias are float32 in every precision.
+        """
+        from .registry import autocast_for, resolve_precision
+
+        prec = resolve_precision(precision if precision is not None else self.precision,
+                                 self.device)
         feats = _check_features(features)
-        grid = coords_to_grid(coords, patch_size_lv0)
-        if feats.shape[0] != grid.order.size:
-            raise ModelError(f"titan: {feats.shape[0]} feature rows but {grid.order.size} "
+        coords_np, _ = _check_coords(coords, patch_size_lv0)
+        if feats.shape[0] != coords_np.shape[0]:
+            raise ModelError(f"titan: {feats.shape[0]} feature rows but {coords_np.shape[0]} "
                              "coords; pass the features and coords of the same slide")
-        dtype = self.proj.dtype
-        x = feats[torch.from_numpy(grid.order)].to(self.device, dtype)
+        nonzero = (feats != 0).any(dim=1).cpu().numpy()
+        grid = coords_to_grid(coords_np, patch_size_lv0, nonzero)
+        if grid.n_dropped:
+            warnings.warn(f"titan: {grid.n_dropped} of {len(coords_np)} patches have all-zero "
+                          "features (padding) and were dropped, as the reference does",
+                          stacklevel=3)
+        if grid.n_summed:
+            warnings.warn(f"titan: {grid.n_summed} patches share a grid cell of "
+                          f"{int(patch_size_lv0)} level-0 px with another; their features were "
+                          f"summed into {int((grid.counts > 1).sum())} tokens, as the reference "
+                          "does (coords at a stride below patch_size_level0)", stacklevel=3)
+        kept = np.flatnonzero(grid.token_of >= 0)
+        x = torch.zeros((len(grid.cells), DIM), dtype=torch.float32, device=self.device)
+        x.index_add_(0, torch.from_numpy(grid.token_of[kept]).to(self.device),
+                     feats[torch.from_numpy(kept)].to(self.device, torch.float32))
         cells = torch.from_numpy(grid.cells).to(self.device)
-        tokens = self.forward_tokens(x, cells, mode=mode, budget=budget)
-        pooled, attn = self.attn_pool_contrastive(tokens)
-        a = attn[0, 1:].float()
+        with autocast_for(self.device, prec):
+            tokens = self.forward_tokens(x, cells, mode=mode, budget=budget)
+            pooled, attn = self.attn_pool_contrastive(tokens)
+        a = attn[0, 1:].double()
         a = a / a.sum()
-        per_patch = a[torch.from_numpy(grid.inverse).to(a.device)]
+        # a token's attention is shared by the patches summed into it; dropped patches get 0
+        share = (a / torch.from_numpy(grid.counts).to(a.device)).cpu().numpy()
+        per_patch = np.zeros(len(coords_np), np.float32)
+        per_patch[kept] = share[grid.token_of[kept]]
         return TitanOutput(slide_embedding=pooled[0].float().cpu().numpy(),
-                           attention=per_patch.cpu().numpy().astype(np.float32),
-                           label=self.label)
+                           attention=per_patch, label=self.label, precision=prec,
+                           n_tokens=len(grid.cells))
 
     def forward(self, features: torch.Tensor, coords: torch.Tensor,
                 patch_size_lv0: int) -> TitanOutput:
@@ -360,18 +525,19 @@ def _check_features(features: np.ndarray | torch.Tensor) -> torch.Tensor:
 
 
 def create_titan(*, weights: str | None = None, device: str | torch.device = "cpu",
-                 dtype: torch.dtype | str | None = None) -> Titan:
-    """Build TITAN with weights (see :func:`wsikit.models.create_encoder`)."""
+                 precision: str | None = None) -> Titan:
+    """Build TITAN with weights (see :func:`wsikit.models.create_encoder`); ``precision`` is
+    the autocast precision (default float16 on CUDA, float32 on CPU)."""
     from .registry import create_encoder
 
-    model = create_encoder("titan", weights=weights, device=device, dtype=dtype)
+    model = create_encoder("titan", weights=weights, device=device, precision=precision)
     assert isinstance(model, Titan)
     return model
 
 
 def titan(features: np.ndarray | torch.Tensor, coords: np.ndarray | torch.Tensor,
           patch_size_lv0: int, *, model: Titan | None = None, weights: str | None = None,
-          device: str | torch.device = "cpu") -> TitanOutput:
+          device: str | torch.device = "cpu", precision: str | None = None) -> TitanOutput:
     """TITAN slide embedding and per-patch attention for one slide.
 
     Parameters
@@ -381,14 +547,20 @@ def titan(features: np.ndarray | torch.Tensor, coords: np.ndarray | torch.Tensor
     coords : ndarray or torch.Tensor
         ``(N, 2)`` int64 level-0 top-left ``(x, y)`` of the same patches.
     patch_size_lv0 : int
-        Grid stride in level-0 px (``TileGrid.stride_l0``).
+        Patch size in level-0 px (the coordinate file's ``patch_size_level0``): the cell of a
+        patch is ``floor((coords - coords.min(0)) / patch_size_lv0)``, whatever the stride.
+        Patches sharing a cell are summed into one token, all-zero rows dropped (warnings).
     model : Titan, optional
         A model from :func:`create_titan` (reuse it across slides).
+    precision : {"fp32", "fp16", "bf16"}, optional
+        Autocast precision (default the model's).
 
     Returns
     -------
     TitanOutput
-        ``slide_embedding`` (768,) and ``attention`` (N,) in input order, summing to 1.
+        ``slide_embedding`` (768,) and ``attention`` (N,) in input order, summing to 1
+        (patches of a shared cell divide its value; dropped patches get 0).
     """
-    m = model if model is not None else create_titan(weights=weights, device=device)
-    return m.encode_slide(features, coords, patch_size_lv0)
+    m = model if model is not None else create_titan(weights=weights, device=device,
+                                                     precision=precision)
+    return m.encode_slide(features, coords, patch_size_lv0, precision=precision)
