@@ -7,6 +7,7 @@ from typing import Any
 
 from ._common import CommandParser, RawDefaultsHelpFormatter, fraction, mpp_type, non_negative_float, \
     non_negative_int, output_dir, positive_float, positive_int, scales
+from .select import min_score_type
 
 __all__ = ["register", "batch_command"]
 
@@ -111,6 +112,10 @@ def register(subparsers: Any) -> None:
                    help="smallest Chebyshev distance in patches between windows")
     g.add_argument("--layout", choices=("nested", "disjoint"), default="nested",
                    help="margin between centres (nested) or edges (disjoint)")
+    g.add_argument("--min-score", type=min_score_type, default="median",
+                   help="saliency floor: 'median' (default) keeps only regions scoring at "
+                        "least the slide's median patch-cell score; a number is an absolute "
+                        "floor; 0 disables it")
     g.add_argument("--index", default=None, help="figure index folder to match crops against")
     g.add_argument("-k", type=positive_int, default=5, help="matched figures per region")
     p.set_defaults(func=batch_command)
@@ -178,7 +183,8 @@ def batch_command(args: argparse.Namespace) -> int:
         loader_workers=args.loader_workers, precision=args.precision, verify=args.verify,
         stale_after=args.stale_after, plugins=args.plugin, attention=args.attention,
         scales=args.scales, per_scale=args.per_scale, min_coverage=args.min_coverage,
-        max_iou=args.max_iou, margin=args.margin, layout=args.layout, index=args.index,
+        max_iou=args.max_iou, margin=args.margin, layout=args.layout,
+        min_score=args.min_score, index=args.index,
         k=args.k, shard=args.shard, store=args.store, slide_timeout=args.slide_timeout,
         progress=False if args.no_progress else None)
     return summary.exit_code
