@@ -88,3 +88,27 @@ def test_batch_refuses_bad_min_score_before_any_slide(tmp_path: Path) -> None:
         run_batch(tmp_path / "nowhere", tmp_path / "job", steps="select", min_score="high",
                   progress=False, echo=lambda line: None)
     assert not (tmp_path / "job").exists()
+
+
+def test_cli_batch_min_score_reaches_run_batch(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import wsikit.batch
+    from wsikit.cli import build_parser
+
+    seen = {}
+
+    class Done:
+        exit_code = 0
+
+    def fake_run_batch(*args, **kwargs):
+        seen.update(kwargs)
+        return Done()
+
+    monkeypatch.setattr(wsikit.batch, "run_batch", fake_run_batch)
+    args = build_parser().parse_args(["batch", "cohort", "--out", "job", "--min-score", "0.25"])
+    assert args.func(args) == 0 and seen["min_score"] == 0.25
+    args = build_parser().parse_args(["batch", "cohort", "--out", "job"])
+    assert args.func(args) == 0 and seen["min_score"] == "median"
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["batch", "cohort", "--out", "job", "--min-score", "high"])
+    assert exc.value.code == 2 and "--min-score 'high'" in capsys.readouterr().err
