@@ -73,7 +73,8 @@ def test_batch_min_score_reaches_select(synthetic_small_slide: Path, tmp_path: P
     cohort.mkdir()
     (cohort / synthetic_small_slide.name).symlink_to(synthetic_small_slide)
     summary = run_batch(cohort, tmp_path / "job", steps="select", encoder="heuristic",
-                        workers=1, scales=(2, 1), min_score=1e9, progress=False, echo=lambda line: None)
+                        workers=1, scales=(2, 1), min_score=1e9, progress=False,
+                        echo=lambda line: None)
     assert summary.exit_code == 0
     ev = json.loads((tmp_path / "job" / "select" / synthetic_small_slide.stem /
                      "evidence.json").read_text())

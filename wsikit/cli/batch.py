@@ -25,8 +25,8 @@ COHORT is a folder (searched recursively for .svs .tif .tiff .ndpi .mrxs .scn .v
 .dcm .svslide .qptiff .png .jpg .jpeg) or a CSV with a 'path' column and optional 'mpp'
 (level-0 µm/px) and 'slide_id' columns. Outputs (TRIDENT layout) go to JOBDIR:
 contours_geojson/<slide>.geojson, masks/<slide>.png, patches/<slide>_patches.h5,
-features_<encoder>/<slide>.h5, attention/<slide>.h5, select/<slide>/; run.json (configuration, versions, models),
-state/<slide>.json and summary.json.
+features_<encoder>/<slide>.h5, attention/<slide>.h5, select/<slide>/; run.json
+(configuration, versions, models), state/<slide>.json and summary.json.
 Rerunning on the same JOBDIR redoes only unfinished slides; several runners may share one
 JOBDIR (per-slide locks). Exit code: 0 no slide failed, 1 some failed, 2 usage error.
 """
