@@ -27,7 +27,7 @@ from .patching import TileGrid, coords_path, make_grid
 from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask, segment_tissue
 
 __all__ = ["info", "segment", "patch", "check_grid_matches", "geojson_path", "greyscale_hint",
-           "draw_tissue", "draw_grid", "load_tissue", "mask_path"]
+           "draw_tissue", "draw_grid", "load_tissue", "mask_path", "tissue_files"]
 
 _PathLike = str | os.PathLike[str]
 
@@ -52,20 +52,32 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _write_mask(tm: TissueMask, out: Path, slide: Slide) -> None:
+def tissue_files(out: _PathLike, slide_name: str) -> dict[str, Path]:
+    """The files of the tissue mask of ``slide_name`` under ``out``, by role.
+
+    ``geojson`` (the polygons), ``mask`` (the PNG the grid is made from) and ``mask_meta``
+    (which GeoJSON that PNG belongs to); :func:`load_tissue` needs all three to give the grid
+    of a fresh segmentation (without the PNG or its note it rasterises the GeoJSON).
+    """
+    return {"geojson": geojson_path(out, slide_name), "mask": mask_path(out, slide_name),
+            "mask_meta": _mask_meta_path(out, slide_name)}
+
+
+def _write_mask(tm: TissueMask, out: Path, slide: Slide, name: str) -> None:
     """The mask PNG and a note of the GeoJSON it belongs to (its SHA-256)."""
     from ._atomic import write_json_atomic
 
-    tm.write_png(mask_path(out, slide.name))
-    gj = geojson_path(out, slide.name)
-    write_json_atomic(_mask_meta_path(out, slide.name), {
+    tm.write_png(mask_path(out, name))
+    gj = geojson_path(out, name)
+    write_json_atomic(_mask_meta_path(out, name), {
         "geojson_sha256": _sha256(gj) if gj.exists() else None,
         "level0_size": list(slide.dimensions)})
 
 
-def load_tissue(slide: Slide, out: _PathLike, *, resegment: bool = False,
-                mask_mpp: float = DEFAULT_MASK_MPP, min_tissue_um2: float = MIN_TISSUE_UM2,
-                min_hole_um2: float = MIN_HOLE_UM2, thumb_size: int = 1024) -> TissueMask:
+def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
+                resegment: bool = False, mask_mpp: float = DEFAULT_MASK_MPP,
+                min_tissue_um2: float = MIN_TISSUE_UM2, min_hole_um2: float = MIN_HOLE_UM2,
+                thumb_size: int | None = 1024) -> TissueMask:
     """The tissue mask of ``slide`` under ``out``: the one path to the mask of a patch grid.
 
     ``wsikit patch`` and ``wsikit select`` both take their grid from this mask, so they give
@@ -73,17 +85,19 @@ def load_tissue(slide: Slide, out: _PathLike, *, resegment: bool = False,
     one (the mask PNG is read back pixel for pixel; the GeoJSON is never re-rasterised for
     that). Only when ``contours_geojson/<slide>.geojson`` has changed since the mask was
     written (e.g. edited in QuPath) is it rasterised, and that mask is stored for next time.
-    ``resegment`` (or no cached output) segments again.
+    ``resegment`` (or no cached output) segments again. The batch steps take the same path
+    (``name``: the file stem of the outputs, the cohort's ``slide_id``; default the slide's
+    name). ``thumb_size=None`` writes no outlined thumbnail.
     """
     out = Path(out)
-    gj = geojson_path(out, slide.name)
-    png = mask_path(out, slide.name)
-    meta_path = _mask_meta_path(out, slide.name)
+    name = slide.name if name is None else name
+    files = tissue_files(out, name)
+    gj, png, meta_path = files["geojson"], files["mask"], files["mask_meta"]
     fp = slide_fingerprint(slide.path)
     state = check_source(gj, fp)  # cached outputs belong to a slide by content, not by name
     if state == "other" and not resegment:
         raise CacheError(
-            f"{out} already holds outputs for another slide named {slide.name!r} (made "
+            f"{out} already holds outputs for another slide named {name!r} (made "
             f"from {recorded_slide(gj)}, other content than {slide.path}); use another --out, "
             "rename the slide, or pass --resegment (select: --force) to replace them")
     if not resegment and gj.exists():
@@ -105,10 +119,11 @@ def load_tissue(slide: Slide, out: _PathLike, *, resegment: bool = False,
         _check_finite_geojson(gj)
         tm = TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
                                      mpp=mask_mpp, slide_name=slide.name)
-        _write_mask(tm, out, slide)       # the edited polygons, rasterised once
+        _write_mask(tm, out, slide, name)  # the edited polygons, rasterised once
         return tm
-    return _segment_open(slide, out, mask_mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
-                         min_hole_um2=min_hole_um2, thumb_size=thumb_size)
+    return _segment_open(slide, out, name=name, mask_mpp=mask_mpp,
+                         min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
+                         thumb_size=thumb_size)
 
 
 def info(path: _PathLike, *, mpp: float | None = None, backend: str | None = None
@@ -176,8 +191,9 @@ def draw_grid(thumb: np.ndarray, grid: TileGrid) -> np.ndarray:
     return np.asarray(img)
 
 
-def _segment_open(slide: Slide, out: Path, *, mask_mpp: float, min_tissue_um2: float,
-                  min_hole_um2: float, thumb_size: int) -> TissueMask:
+def _segment_open(slide: Slide, out: Path, *, name: str | None = None, mask_mpp: float,
+                  min_tissue_um2: float, min_hole_um2: float,
+                  thumb_size: int | None) -> TissueMask:
     from PIL import Image
 
     tm = segment_tissue(slide, mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
@@ -187,14 +203,17 @@ def _segment_open(slide: Slide, out: Path, *, mask_mpp: float, min_tissue_um2: f
         import warnings
 
         warnings.warn(f"{slide.path}: no tissue found; {hint}", UserWarning, stacklevel=3)
-    gj = geojson_path(out, slide.name)
+    name = slide.name if name is None else name
+    gj = geojson_path(out, name)
     tm.write_geojson(gj)
     write_source(gj, slide.path, slide_fingerprint(slide.path))
     # One grid path: the mask PNG written here is what every later run reads back pixel for
     # pixel (load_tissue), so the first run's grid equals every rerun's and resume's.
-    _write_mask(tm, out, slide)
+    _write_mask(tm, out, slide, name)
+    if thumb_size is None:
+        return tm
     thumb = slide.thumbnail(max_size=thumb_size)
-    write_bytes_atomic(out / "thumbnails" / f"{slide.name}_tissue.png",
+    write_bytes_atomic(out / "thumbnails" / f"{name}_tissue.png",
                        _png_bytes(Image.fromarray(draw_tissue(thumb, tm))))
     return tm
 

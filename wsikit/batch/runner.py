@@ -29,6 +29,7 @@ from .._atomic import write_json_atomic
 from .._hints import option
 from .._progress import progress as progress_bar
 from .._version import __version__
+from ..selectors.multiscale import _validate_min_score as validate_min_score
 from ..errors import BatchError
 from .cohort import CohortSlide, read_cohort
 from .manifest import RunManifest, read_manifest
@@ -208,8 +209,8 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
               plugins: Sequence[str] = (),
               attention: str = "auto", scales: Sequence[int] = (8, 4, 2, 1),
               per_scale: int = 1, min_coverage: float = 1.0, max_iou: float = 0.5,
-              margin: float = 2, layout: str = "nested", index: str | None = None,
-              k: int = 5, shard: tuple[int, int] | str | None = None,
+              margin: float = 2, layout: str = "nested", min_score: float | str = "median",
+              index: str | None = None, k: int = 5, shard: tuple[int, int] | str | None = None,
               store: str | None = None, slide_timeout: float | None = DEFAULT_SLIDE_TIMEOUT,
               progress: bool | None = None,
               echo: Callable[[str], None] | None = None) -> BatchSummary:
@@ -248,8 +249,9 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     plugins : sequence of str
         Modules that register extra steps with :func:`~wsikit.batch.register_step`; imported
         here and in every worker.
-    attention, scales, per_scale, min_coverage, max_iou, margin, layout, index, k
-        Options of the ``attention`` and ``select`` steps (as ``wsikit select``).
+    attention, scales, per_scale, min_coverage, max_iou, margin, layout, min_score, index, k
+        Options of the ``attention`` and ``select`` steps (as ``wsikit select``;
+        ``min_score``: ``"median"`` or a float floor, 0 for none).
     shard : (int, int) or "I/N", optional
         Process only shard ``I`` (0-based) of ``N`` size-balanced shards
         (:mod:`wsikit.batch.shard`); the shard's run.json/summary.json go to
@@ -296,6 +298,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
                          scales=tuple(int(v) for v in scales), per_scale=int(per_scale),
                          min_coverage=float(min_coverage), max_iou=float(max_iou),
                          margin=float(margin), layout=layout,
+                         min_score=validate_min_score(min_score),  # a bad floor: now
                          index=None if index is None else str(Path(index).resolve()),
                          k=int(k), store=parse_store(store))
     if isinstance(cohort, (str, os.PathLike)):

@@ -10,11 +10,12 @@ Built in:
 ============  ==========================================  ===================================
 step          output                                      needs
 ============  ==========================================  ===================================
-segment       ``contours_geojson/<slide>.geojson``        —
+segment       ``contours_geojson/<slide>.geojson``,       —
+              ``masks/<slide>.png`` (+ ``.json``)
 patch         ``patches/<slide>_patches.h5``              segment (recomputed if reused)
 features      ``features_<encoder>/<slide>.h5``           patch
-attention     (registered; not wired yet)           features
-select        (registered; not wired yet)           attention
+attention     ``attention/<slide>.h5``                    features
+select        ``select/<slide>/`` (evidence.json, crops)  attention
 ============  ==========================================  ===================================
 
 :func:`run_slide` runs a list of steps on one slide, reusing a step whose previous record (in
@@ -81,6 +82,10 @@ class BatchConfig:
         Attention source of the ``attention`` step.
     scales, per_scale, min_coverage, max_iou, margin, layout
         Multi-scale window selection of the ``select`` step (see ARCHITECTURE.md).
+    min_score : "median" or float
+        Saliency floor of the ``select`` step, as ``wsikit select --min-score``: regions
+        scoring under the slide's median patch-cell score (or under the number; 0: no
+        floor) are not kept.
     index, k
         Figure index folder the ``select`` step matches crops against, and matches per region.
     """
@@ -104,6 +109,7 @@ class BatchConfig:
     max_iou: float = 0.5
     margin: float = 2
     layout: str = "nested"
+    min_score: float | str = "median"
     index: str | None = None
     k: int = 5
     store: str | None = None  # "zarr" / "zarr:URL": also write a zarr feature store
@@ -425,23 +431,37 @@ def _missing_module(module: str, what: str) -> Callable[[], str | None]:
     return check
 
 
+def _tissue(ctx: SlideContext, *, segment: bool = False) -> Any:
+    """The slide's tissue mask through the one mask path of ``wsikit patch``/``select``.
+
+    :func:`wsikit.slide_ops.load_tissue` under the job folder, named after the ``slide_id``:
+    ``segment`` segments (GeoJSON, mask PNG and its note written); otherwise the mask PNG of
+    that segmentation is read back pixel for pixel (a GeoJSON edited since is rasterised), so
+    a resumed step makes the grid of a fresh run and of ``wsikit patch`` with these options.
+    """
+    from ..slide_ops import load_tissue
+
+    mask = ctx.artifacts.get("mask")
+    if mask is None or segment:
+        if not segment:
+            ctx.output_path("segment", "geojson")  # a clear error when segment never ran
+        mask = load_tissue(ctx.open(), ctx.job.root, name=ctx.slide_id, resegment=segment,
+                           mask_mpp=ctx.config.tissue_mpp, thumb_size=None)
+        ctx.artifacts["mask"] = mask
+    return mask
+
+
 @register_step("segment", config_keys=("tissue_mpp",),
-               description="tissue mask → contours_geojson/<slide>.geojson")
+               description="tissue mask → contours_geojson/<slide>.geojson, masks/<slide>.png")
 def segment_step(ctx: SlideContext) -> dict[str, Any]:
-    """Tissue segmentation; writes the GeoJSON contours (level-0 px, QuPath-compatible)."""
-    from .. import tissue
+    """Tissue segmentation; writes the GeoJSON contours (level-0 px, QuPath-compatible) and
+    the mask PNG every later grid of the slide is made from."""
+    from ..slide_ops import tissue_files
 
     slide = ctx.open()
-    mask = tissue.segment_tissue(slide, mpp=ctx.config.tissue_mpp)
-    path = ctx.path("contours_geojson", f"{ctx.slide_id}.geojson")
-    mask.write_geojson(path)  # atomic
-    # One mask path (as wsikit select): the mask rasterised from the GeoJSON just written, so
-    # a first run, a resumed run and a run on an edited GeoJSON all make the grid the same way.
-    mask = tissue.TissueMask.from_geojson(path, level0_size=tuple(slide.dimensions),
-                                          slide_mpp=float(slide.mpp),
-                                          mpp=ctx.config.tissue_mpp, slide_name=slide.name)
-    ctx.artifacts["mask"] = mask
-    ctx.add_output("geojson", path)
+    mask = _tissue(ctx, segment=True)
+    for key, path in tissue_files(ctx.job.root, ctx.slide_id).items():
+        ctx.add_output(key, path)  # a lost mask PNG redoes the segmentation, not a re-raster
     return {"mpp": float(slide.mpp), "mpp_source": slide.mpp_source,
             "level0_size": [int(v) for v in slide.dimensions],
             "tissue_fraction": round(float(mask.tissue_fraction), 6)}
@@ -452,15 +472,10 @@ def segment_step(ctx: SlideContext) -> dict[str, Any]:
                description="patch grid at exact µm/px → patches/<slide>_patches.h5")
 def patch_step(ctx: SlideContext) -> dict[str, Any]:
     """Tissue patch grid at the exact target µm/px; TRIDENT-compatible coordinates file."""
-    from .. import patching, tissue
+    from .. import patching
 
     slide = ctx.open()
-    mask = ctx.artifacts.get("mask")
-    if mask is None:  # segment reused from an earlier run: read its (possibly edited) GeoJSON
-        mask = tissue.TissueMask.from_geojson(
-            ctx.output_path("segment", "geojson"), level0_size=tuple(slide.dimensions),
-            slide_mpp=float(slide.mpp), mpp=ctx.config.tissue_mpp, slide_name=slide.name)
-        ctx.artifacts["mask"] = mask
+    mask = _tissue(ctx)
     cfg = ctx.config
     grid = patching.make_grid(slide, mask, target_mpp=cfg.target_mpp, patch_px=cfg.patch_px,
                               overlap_px=cfg.overlap_px, min_tissue=cfg.min_tissue)
@@ -552,8 +567,8 @@ def attention_step(ctx: SlideContext) -> dict[str, Any]:
 @register_step("select", requires=("attention",),
                config_keys=("tissue_mpp", "target_mpp", "patch_px", "overlap_px", "min_tissue",
                             "encoder", "weights", "precision", "attention", "scales",
-                            "per_scale", "min_coverage", "max_iou", "margin", "layout", "index",
-                            "k"),
+                            "per_scale", "min_coverage", "max_iou", "margin", "layout",
+                            "min_score", "index", "k"),
                description="multi-scale windows, crops, evidence.json → select/<slide>/")
 def select_step(ctx: SlideContext) -> dict[str, Any]:
     """Multi-scale window selection, crops, figure matching and report, as ``wsikit select``."""
@@ -561,16 +576,13 @@ def select_step(ctx: SlideContext) -> dict[str, Any]:
     from ..models import get_config
     from ..patching import TileGrid
     from ..pipeline import SelectOptions, finish_select
-    from ..tissue import TissueMask
 
     cfg = ctx.config
     slide = ctx.open()
     grid = ctx.artifacts.get("grid") or TileGrid.from_h5(ctx.output_path("patch", "coords"))
     att = ctx.artifacts.get("attention") or Attention.from_h5(
         ctx.output_path("attention", "attention"))
-    mask = ctx.artifacts.get("mask") or TissueMask.from_geojson(
-        ctx.output_path("segment", "geojson"), level0_size=tuple(slide.dimensions),
-        slide_mpp=float(slide.mpp), mpp=cfg.tissue_mpp, slide_name=slide.name)
+    mask = _tissue(ctx)
     feat_info = (ctx.records.get("features") or {}).get("info", {})
     name = feat_info.get("encoder", cfg.encoder)
     encoder_entry = {"name": name, "label": feat_info.get("label", name),
@@ -578,8 +590,8 @@ def select_step(ctx: SlideContext) -> dict[str, Any]:
     opts = SelectOptions(models=name, attention=cfg.attention, scales=tuple(cfg.scales),
                          per_scale=cfg.per_scale, min_coverage=cfg.min_coverage,
                          max_iou=cfg.max_iou, margin=cfg.margin, layout=cfg.layout,
-                         target_mpp=cfg.target_mpp, patch_px=cfg.patch_px,
-                         min_tissue=cfg.min_tissue, k=cfg.k)
+                         min_score=cfg.min_score, target_mpp=cfg.target_mpp,
+                         patch_px=cfg.patch_px, min_tissue=cfg.min_tissue, k=cfg.k)
     sdir = ctx.path("select", ctx.slide_id)  # job/select/<slide>/
     result = finish_select(slide, grid, mask, att, sdir, opts, encoder_entry=encoder_entry,
                            index=cfg.index, device=ctx.device)

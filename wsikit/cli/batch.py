@@ -7,6 +7,7 @@ from typing import Any
 
 from ._common import CommandParser, RawDefaultsHelpFormatter, fraction, mpp_type, non_negative_float, \
     non_negative_int, output_dir, positive_float, positive_int, scales
+from .select import min_score_type
 
 __all__ = ["register", "batch_command"]
 
@@ -23,9 +24,9 @@ examples:
 COHORT is a folder (searched recursively for .svs .tif .tiff .ndpi .mrxs .scn .vms .vmu .bif
 .dcm .svslide .qptiff .png .jpg .jpeg) or a CSV with a 'path' column and optional 'mpp'
 (level-0 µm/px) and 'slide_id' columns. Outputs (TRIDENT layout) go to JOBDIR:
-contours_geojson/<slide>.geojson, patches/<slide>_patches.h5, features_<encoder>/<slide>.h5,
-attention/<slide>.h5, select/<slide>/; run.json (configuration, versions, models),
-state/<slide>.json and summary.json.
+contours_geojson/<slide>.geojson, masks/<slide>.png, patches/<slide>_patches.h5,
+features_<encoder>/<slide>.h5, attention/<slide>.h5, select/<slide>/; run.json
+(configuration, versions, models), state/<slide>.json and summary.json.
 Rerunning on the same JOBDIR redoes only unfinished slides; several runners may share one
 JOBDIR (per-slide locks). Exit code: 0 no slide failed, 1 some failed, 2 usage error.
 """
@@ -111,6 +112,10 @@ def register(subparsers: Any) -> None:
                    help="smallest Chebyshev distance in patches between windows")
     g.add_argument("--layout", choices=("nested", "disjoint"), default="nested",
                    help="margin between centres (nested) or edges (disjoint)")
+    g.add_argument("--min-score", type=min_score_type, default="median",
+                   help="saliency floor: 'median' (default) keeps only regions scoring at "
+                        "least the slide's median patch-cell score; a number is an absolute "
+                        "floor; 0 disables it")
     g.add_argument("--index", default=None, help="figure index folder to match crops against")
     g.add_argument("-k", type=positive_int, default=5, help="matched figures per region")
     p.set_defaults(func=batch_command)
@@ -178,7 +183,8 @@ def batch_command(args: argparse.Namespace) -> int:
         loader_workers=args.loader_workers, precision=args.precision, verify=args.verify,
         stale_after=args.stale_after, plugins=args.plugin, attention=args.attention,
         scales=args.scales, per_scale=args.per_scale, min_coverage=args.min_coverage,
-        max_iou=args.max_iou, margin=args.margin, layout=args.layout, index=args.index,
+        max_iou=args.max_iou, margin=args.margin, layout=args.layout,
+        min_score=args.min_score, index=args.index,
         k=args.k, shard=args.shard, store=args.store, slide_timeout=args.slide_timeout,
         progress=False if args.no_progress else None)
     return summary.exit_code
