@@ -1,8 +1,9 @@
 """``wsikit doctor`` (installed components, GPUs, model weights) and ``wsikit models``.
 
 ``doctor`` stays fast (well under 3 s): component versions come from the installed
-distributions' metadata and GPUs from the NVIDIA driver, so torch, timm and faiss are not
-imported for them; only the weights lookup loads the model registry.
+distributions' metadata and GPUs from the NVIDIA driver, and the weights lookup reads the
+torch-free config table (:mod:`wsikit.models.configs`), so torch, timm and faiss are never
+imported.
 """
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ def _nvidia_gpus() -> list[str]:
 def doctor(*, weights: bool = True) -> dict[str, Any]:
     """What is installed, whether CUDA GPUs are visible, and which model weights are found.
 
-    Fast (no torch, timm or faiss import for the component list: versions come from the
-    installed distributions, GPUs from the NVIDIA driver); only the weights lookup imports
-    the model registry. ``backends[name]`` is ``None`` when a component is not installed.
+    Fast (no torch, timm or faiss import: versions come from the installed distributions,
+    GPUs from the NVIDIA driver, weights from the torch-free config table).
+    ``backends[name]`` is ``None`` when a component is not installed.
     """
     backends: dict[str, Any] = {}
     for label, module, dists, purpose in _COMPONENTS:

@@ -3,31 +3,43 @@
 >>> from wsikit.models import create_encoder, list_encoders
 >>> enc = create_encoder("heuristic")
 >>> enc.encode(images).shape        # (B, 64)
+
+The names below load lazily, so that importing a torch-free part of this package
+(:mod:`wsikit.models.configs`, the weights lookup of :mod:`wsikit.models.hub`) does not import
+torch; the first use of a name that needs it imports the registry.
 """
 
 from __future__ import annotations
 
-from .heuristic import HeuristicEncoder, haematoxylin_density, importance_scores, rgb_to_hed
-from .registry import (
-    RANDOM_LABEL,
-    Encoder,
-    EncoderConfig,
-    create_encoder,
-    get_config,
-    list_encoders,
-    register_encoder,
-)
+import importlib
+from typing import Any
 
-__all__ = [
-    "Encoder",
-    "EncoderConfig",
-    "HeuristicEncoder",
-    "RANDOM_LABEL",
-    "create_encoder",
-    "get_config",
-    "haematoxylin_density",
-    "importance_scores",
-    "list_encoders",
-    "register_encoder",
-    "rgb_to_hed",
-]
+# name -> submodule that defines it
+_LAZY: dict[str, str] = {
+    "Encoder": "registry",
+    "EncoderConfig": "configs",
+    "HeuristicEncoder": "heuristic",
+    "RANDOM_LABEL": "registry",
+    "create_encoder": "registry",
+    "get_config": "registry",
+    "haematoxylin_density": "heuristic",
+    "importance_scores": "heuristic",
+    "list_encoders": "registry",
+    "register_encoder": "registry",
+    "rgb_to_hed": "heuristic",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -29,25 +29,16 @@ import numpy as np
 import torch
 
 from ..errors import ModelError
-from .registry import Encoder, EncoderConfig
+from .configs import CLIP_MEAN, CLIP_STD, QUILTNET_B32_CONFIG, EncoderConfig
+from .registry import Encoder
 
 __all__ = ["CLIP_MEAN", "CLIP_STD", "QUILTNET_B32_CONFIG", "QuiltNet", "VLM_CONFIG_FILE",
            "build_quiltnet", "read_model_cfg", "tokenize"]
 
 log = logging.getLogger(__name__)
 
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 #: The open_clip model configuration published beside the weights.
 VLM_CONFIG_FILE = "open_clip_config.json"
-
-QUILTNET_B32_CONFIG = EncoderConfig(
-    name="quiltnet_b32", role="any", hub_repo="wisdomik/QuiltNet-B-32",
-    hub_files=("open_clip_pytorch_model.bin", "open_clip_model.safetensors"), input_px=224,
-    interpolation="bicubic", mean=CLIP_MEAN, std=CLIP_STD, target_mpp=0.5, patch_px=224,
-    dim=512, precision="fp16", license="MIT", gated=False,
-    description="QuiltNet-B-32 (open_clip ViT-B/32 CLIP on Quilt-1M, MIT): image and text "
-                "towers in one 512-d space")
 
 
 def _open_clip() -> Any:

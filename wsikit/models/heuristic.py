@@ -29,8 +29,9 @@ import torch.nn.functional as F
 from skimage.color.colorconv import hed_from_rgb
 
 from ..errors import ModelError
+from .configs import HEURISTIC_CONFIG, EncoderConfig
 from .nuclear import importance_scores
-from .registry import Encoder, EncoderConfig
+from .registry import Encoder
 
 __all__ = [
     "FEATURE_NAMES",
@@ -51,7 +52,7 @@ NUCLEAR_H_OD = 0.08
 #: Version of the embedding's definition; part of :attr:`HeuristicEncoder.label`, which feature
 #: files and figure indexes record, so vectors of an older definition are never reused.
 HEURISTIC_VERSION = 3
-_WORK_PX = 128  # haematoxylin_density works at this size (selection semantics)
+_WORK_PX = HEURISTIC_CONFIG.input_px  # 128: haematoxylin_density works at this size
 _MIN_PX = 128   # the embedding analyses the shorter side at >= this many px (upsampled) …
 _MAX_PX = 256   # … and <= this many (area-downsampled); in between, at native resolution
 _LEVELS = 5     # texture pyramid levels (factor 2 each), pooled over scale
@@ -70,25 +71,6 @@ _E_EOSIN_BIN = round(0.04 / _E_BIN)      # 80
 _E_PER_COARSE = round(0.12 / _HIST_BINS / _E_BIN)  # 30
 _G_NBINS = 256                           # grey in [0, 1)
 _BACKGROUND_GREY = 0.85
-
-HEURISTIC_CONFIG = EncoderConfig(
-    name="heuristic",
-    role="any",
-    hub_repo=None,
-    hub_files=(),
-    input_px=_WORK_PX,
-    interpolation="area",
-    mean=(0.0, 0.0, 0.0),
-    std=(1.0, 1.0, 1.0),
-    target_mpp=0.5,
-    patch_px=512,
-    dim=64,
-    precision="fp32",
-    license="Apache-2.0",
-    gated=False,
-    heuristic=True,
-    description="weight-free colour-deconvolution + intensity/texture statistics (64-d)",
-)
 
 
 def _hed_matrix(device: torch.device) -> torch.Tensor:

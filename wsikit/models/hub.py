@@ -11,6 +11,8 @@ Resolution order for encoder ``NAME`` (first hit wins; the source is recorded):
    time). ``trust_remote_code`` is never used: wsikit builds the architectures itself.
 
 Files load with :mod:`safetensors` (``*.safetensors``) or ``torch.load(weights_only=True)``.
+Finding weights (:func:`resolve_weights`, :func:`find_weights`, :func:`weights_status`) does
+not import torch (configs come from :mod:`wsikit.models.configs`); loading them does.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelError, WeightsError
-from .registry import EncoderConfig, get_config, list_encoders
+from .configs import EncoderConfig, get_config, list_configs
+
+if TYPE_CHECKING:  # torch loads only to read or load weights: the lookup stays torch-free
+    import torch
 
 __all__ = [
     "ResolvedWeights",
@@ -225,6 +228,8 @@ def find_weights(name: str) -> ResolvedWeights | None:
 
 def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """Read a ``*.safetensors`` file or a torch pickle with ``weights_only=True``."""
+    import torch
+
     p = Path(path)
     try:
         if p.suffix == ".safetensors":
@@ -300,9 +305,10 @@ def parse_weights_args(items: Iterable[str] | None) -> dict[str, str]:
         if not sep or not name or not path.strip():
             raise ModelError(f"--weights {item!r}: expected NAME=PATH, e.g. "
                              "--weights conch_v1_5=/data/pytorch_model_vision.bin")
-        if name not in list_encoders():
+        names = [c.name for c in list_configs()]
+        if name not in names:
             raise ModelError(f"--weights {item!r}: unknown encoder {name!r}; choose one of "
-                             f"{list_encoders()}")
+                             f"{names}")
         out[name] = path.strip()
     return out
 
@@ -310,8 +316,8 @@ def parse_weights_args(items: Iterable[str] | None) -> dict[str, str]:
 def weights_status() -> list[dict[str, Any]]:
     """For every weighted encoder: found (path, source) or missing (with how to get it)."""
     rows = []
-    for name in list_encoders():
-        config = get_config(name)
+    for config in list_configs():
+        name = config.name
         if config.heuristic:
             continue
         try:

@@ -21,13 +21,13 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..errors import ModelError, WeightsError
+from .configs import IMAGENET_MEAN, IMAGENET_STD, EncoderConfig
 from .resample import pil_resize, resize_crop_geometry
 
 __all__ = [
@@ -46,11 +46,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 RANDOM_LABEL = "RANDOM WEIGHTS — not a real model"
 
-Role = Literal["patch", "slide", "crop", "any"]
 _PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 _PRECISION_NAMES = {v: k for k, v in _PRECISIONS.items()}
 
@@ -81,75 +78,6 @@ def autocast_for(device: str | torch.device, precision: str) -> contextlib.Abstr
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device_type=torch.device(device).type, dtype=_PRECISIONS[precision])
-
-
-@dataclass(frozen=True)
-class EncoderConfig:
-    """Everything needed to build, feed and cite one encoder.
-
-    Attributes
-    ----------
-    name : str
-        Registry name (``conch_v1_5``, ``virchow2``, ``titan``, ``heuristic``).
-    role : {"patch", "slide", "crop", "any"}
-        What the encoder is for; ``any`` works for patches, crops and figures.
-    hub_repo : str or None
-        Hugging Face repository holding the weights (None for weight-free encoders).
-    hub_files : tuple of str
-        Candidate weight files in ``hub_repo``, tried in order.
-    input_px : int
-        Side of the square network input after resize and centre crop.
-    interpolation : {"bilinear", "bicubic", "area"}
-        Resize filter applied on the device.
-    mean, std : tuple of float
-        Per-channel normalisation of [0, 1] RGB.
-    target_mpp : float
-        Resolution (µm/px) the encoder expects its patches at.
-    patch_px : int
-        Patch side (px at ``target_mpp``) to extract before resizing to ``input_px``.
-    dim : int
-        Output embedding dimension.
-    precision : {"bf16", "fp16", "fp32"}
-        Default autocast precision on CUDA (CPU runs float32 unless asked); weights are
-        never cast.
-    license : str
-        Licence of the published weights.
-    gated : bool
-        Whether the weights need an access request on Hugging Face.
-    heuristic : bool
-        True for weight-free encoders.
-    state_prefix : str
-        Prefix of this model's keys in the published checkpoint (stripped on load).
-    description : str
-        One line for ``wsikit models``.
-    """
-
-    name: str
-    role: Role
-    hub_repo: str | None
-    hub_files: tuple[str, ...]
-    input_px: int
-    interpolation: str
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-    target_mpp: float
-    patch_px: int
-    dim: int
-    precision: str = "fp32"
-    license: str = "Apache-2.0"
-    gated: bool = False
-    heuristic: bool = False
-    state_prefix: str = ""
-    description: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-JSON view of the config."""
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        """The torch dtype of :attr:`precision`."""
-        return _PRECISIONS[self.precision]
 
 
 class Encoder(torch.nn.Module):

@@ -1,0 +1,87 @@
+"""The torch-free config table: what ``wsikit doctor`` and the weights lookup read instead of the
+model registry, and its agreement with the registry."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import wsikit.models
+from wsikit.errors import ModelError
+from wsikit.models import configs, hub, registry
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_weights_lookup_does_not_import_torch(tmp_path: Path) -> None:
+    """In a fresh interpreter: configs, find_weights and weights_status work (and find a file
+    named by an environment variable) without torch, timm or open_clip in sys.modules."""
+    weights = tmp_path / "titan.safetensors"
+    weights.write_bytes(b"not read by the lookup")
+    code = (
+        "import json, sys\n"
+        "from wsikit.models import hub\n"
+        "from wsikit.models.configs import get_config\n"
+        "rows = {r['name']: r for r in hub.weights_status()}\n"
+        "found = hub.find_weights('titan')\n"
+        "print(json.dumps({'rows': sorted(rows), 'titan': rows['titan']['source'],\n"
+        "    'found': str(found.path), 'repo': get_config('quiltnet_b32').hub_repo,\n"
+        "    'heavy': sorted({m.split('.')[0] for m in sys.modules}\n"
+        "                    & {'torch', 'timm', 'open_clip', 'torchvision'})}))\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"),
+               WSIKIT_CONFIG=str(tmp_path / "none.toml"), WSIKIT_WEIGHTS_TITAN=str(weights))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["heavy"] == []
+    assert out["rows"] == ["conch_v1_5", "quiltnet_b32", "titan", "virchow2"]
+    assert out["titan"] == "env:WSIKIT_WEIGHTS_TITAN" and out["found"] == str(weights)
+    assert out["repo"] == "wisdomik/QuiltNet-B-32"
+
+
+def test_builtin_table_is_what_the_registry_registers() -> None:
+    """Every built-in config is registered, as the same object, with a builder; the
+    vision-language tower among them."""
+    names = set(registry.list_encoders())
+    assert set(configs.BUILTIN_CONFIGS) <= names
+    assert "quiltnet_b32" in names
+    for name, config in configs.BUILTIN_CONFIGS.items():
+        assert registry.get_config(name) is config
+        assert configs.get_config(name) is config
+    assert wsikit.models.EncoderConfig is registry.EncoderConfig is configs.EncoderConfig
+
+
+def test_runtime_registered_encoder_is_seen_by_the_lookup() -> None:
+    """Once the registry is loaded, an encoder added with register_encoder shows up in the
+    torch-free lookups too (doctor lists it, --weights accepts it)."""
+    extra = configs.EncoderConfig(
+        name="zz_test_extra", role="patch", hub_repo="example/zz", hub_files=("w.bin",),
+        input_px=32, interpolation="bilinear", mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0),
+        target_mpp=0.5, patch_px=32, dim=8)
+    registry.register_encoder(extra, lambda c: registry.Encoder(c))
+    try:
+        assert configs.get_config("zz_test_extra") is extra
+        assert "zz_test_extra" in [c.name for c in configs.list_configs()]
+        assert "zz_test_extra" in [r["name"] for r in hub.weights_status()]
+        assert hub.parse_weights_args(["zz_test_extra=/x"]) == {"zz_test_extra": "/x"}
+    finally:
+        registry._REGISTRY.pop("zz_test_extra", None)
+    with pytest.raises(ModelError, match="unknown encoder 'zz_test_extra'"):
+        configs.get_config("zz_test_extra")
+
+
+def test_torch_dtype_and_public_names() -> None:
+    import torch
+
+    assert configs.CONCH_V1_5_CONFIG.torch_dtype is torch.float16
+    assert configs.HEURISTIC_CONFIG.torch_dtype is torch.float32
+    for name in wsikit.models.__all__:
+        assert getattr(wsikit.models, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        wsikit.models.nope  # noqa: B018
