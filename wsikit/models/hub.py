@@ -16,6 +16,7 @@ Files load with :mod:`safetensors` (``*.safetensors``) or ``torch.load(weights_o
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ __all__ = [
     "ResolvedWeights",
     "resolve_weights",
     "find_weights",
+    "config_problems",
     "load_state_dict",
     "load_into",
     "parse_weights_args",
@@ -113,7 +115,7 @@ def _how_to_get(config: EncoderConfig) -> str:
 
 
 def resolve_weights(name: str, weights: str | os.PathLike[str] | None = None, *,
-                    local_only: bool = False) -> ResolvedWeights:
+                    local_only: bool = False, use_config: bool = True) -> ResolvedWeights:
     """Find the weight file of encoder ``name`` (see the module docstring for the order).
 
     Parameters
@@ -124,6 +126,8 @@ def resolve_weights(name: str, weights: str | os.PathLike[str] | None = None, *,
         Explicit file; wins over everything else.
     local_only : bool
         Do not contact the hub (cache and local files only).
+    use_config : bool
+        Consult the weights config file (False skips it, e.g. when it is broken).
 
     Raises
     ------
@@ -139,7 +143,7 @@ def resolve_weights(name: str, weights: str | os.PathLike[str] | None = None, *,
     if os.environ.get(var):
         return ResolvedWeights(_existing(os.environ[var], var), f"env:{var}")
     cfg = config_path()
-    if cfg.is_file():
+    if use_config and cfg.is_file():
         entries = _read_config(cfg)
         if name in entries:
             return ResolvedWeights(_existing(entries[name], f"config file {cfg}"),
@@ -215,10 +219,44 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def find_weights(name: str) -> ResolvedWeights | None:
-    """Locally available weights of ``name`` (no network), or None."""
+def _check_config(path: Path) -> list[tuple[str | None, str]]:
+    """``(encoder name, problem)`` for each fault of the weights config ``path``; the name is
+    None when the whole file is unreadable."""
+    if not path.exists():
+        return []
     try:
-        return resolve_weights(name, local_only=True)
+        entries = _read_config(path)
+    except WeightsError as exc:
+        return [(None, str(exc))]
+    return [(name, f"{path}: {name} = {value!r} names a file that does not exist; fix the path")
+            for name, value in entries.items() if not Path(value).expanduser().is_file()]
+
+
+def config_problems(path: str | os.PathLike[str] | None = None) -> list[str]:
+    """What is wrong with the weights config file (default :func:`config_path`): malformed,
+    or naming files that do not exist. Empty when it is fine or absent."""
+    return [msg for _, msg in _check_config(config_path() if path is None else Path(path))]
+
+
+_WARNED: set[str] = set()  # config problems already reported by find_weights
+
+
+def find_weights(name: str) -> ResolvedWeights | None:
+    """Locally available weights of ``name`` (no network), or None.
+
+    The lookup behind every ``"auto"`` choice. A weights config that is malformed, or names a
+    missing file for ``name``, is skipped with a :class:`UserWarning` (once per problem and
+    process) naming the file and the fault, instead of silently falling back.
+    """
+    problems = [msg for who, msg in _check_config(config_path()) if who in (None, name)]
+    for msg in problems:
+        if msg not in _WARNED:
+            _WARNED.add(msg)
+            warnings.warn(f"{msg} (wsikit ignores the config while looking for {name} weights "
+                          "automatically, so it uses weights found elsewhere or a weight-free "
+                          "heuristic)", UserWarning, stacklevel=2)
+    try:
+        return resolve_weights(name, local_only=True, use_config=not problems)
     except WeightsError:
         return None
 
