@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from .._hints import on_command_line
 from ..errors import ModelError, WeightsError
 from .registry import EncoderConfig, get_config, list_encoders
 
@@ -109,8 +110,10 @@ def _how_to_get(config: EncoderConfig) -> str:
               "'hf auth login' (or set HF_TOKEN) and rerun online" if config.gated else
               f"rerun online to download them from https://huggingface.co/{config.hub_repo} "
               "(not gated)")
+    given = (f"--weights {config.name}=PATH" if on_command_line() else
+             f"weights=PATH (select: weights={{{config.name!r}: PATH}})")
     return (f"{access}; or download {files} "
-            f"yourself and pass --weights {config.name}=PATH, set {env_var(config.name)}=PATH, "
+            f"yourself and pass {given}, set {env_var(config.name)}=PATH, "
             f"or add {config.name} = \"PATH\" to {config_path()}")
 
 
