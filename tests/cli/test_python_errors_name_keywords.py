@@ -1,7 +1,7 @@
 """Errors raised in Python name Python keywords (``resegment=True``, ``device='cpu'``); the same
 errors under the ``wsikit`` command line name its flags (``--resegment``, ``--device cpu``).
 One representative message per area: tissue, attention, models (device and weights), slide
-operations, the pipeline, mpp resolution, slide reading and features."""
+operations, the pipeline, mpp resolution, slide reading, features and the evidence engine."""
 
 from __future__ import annotations
 
@@ -71,6 +71,12 @@ def _features(tmp: Path, slide: Path) -> None:
     extract_features(slide, _grid(slide), create_encoder("heuristic"), device="cuda")
 
 
+def _floor(tmp: Path) -> None:
+    from wsikit.evidence.calibration import parse_floor
+
+    parse_floor(2)
+
+
 def _models(tmp: Path) -> None:
     from wsikit.pipeline import _patch_encoder
 
@@ -97,6 +103,7 @@ CASES: dict[str, tuple[Callable[..., None], str, str]] = {
     "device": (_device, "device='tpu'", "--device tpu"),
     "weights": (_weights, "weights=PATH", "--weights titan=PATH"),
     "slide_ops": (_coords, "coords=", "--coords"),
+    "evidence": (_floor, "min_similarity=2", "--min-similarity 2"),
     "features": (_features, "device='cpu'", "--device cpu"),
     "pipeline": (_models, "models='bogus'", "--models bogus"),
     "mpp": (_mpp, "mpp=0.25", "--mpp 0.25"),
