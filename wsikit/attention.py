@@ -29,6 +29,7 @@ import numpy as np
 
 from ._atomic import atomic_path
 from ._h5 import h5_create
+from ._hints import on_command_line, option
 from ._version import __version__
 from .errors import FeatureError, WeightsError
 from .importance import IMPORTANCE_LABEL as HEURISTIC_LABEL
@@ -111,7 +112,7 @@ class Attention:
                            precision=str(ds.attrs.get("precision", "fp32")))
         except (OSError, KeyError) as exc:
             raise FeatureError(f"{path}: not a wsikit attention file ({exc}); delete it or "
-                               "rerun with --force") from exc
+                               f"rerun with {option('force')}") from exc
 
 
 def heuristic_attention(slide_path: str | os.PathLike[str], grid: TileGrid, *,
@@ -139,7 +140,8 @@ def titan_attention(embeddings: Embeddings, grid: TileGrid, *, device: str = "cp
 
     if embeddings.encoder != "conch_v1_5":
         raise FeatureError(f"TITAN attention needs CONCH v1.5 features, got {embeddings.encoder!r}"
-                           "; run with --models auto (or conch_v1_5) and CONCH v1.5 weights")
+                           f"; run with {option('models', 'auto')} (or conch_v1_5) and CONCH "
+                           "v1.5 weights")
     model = create_titan(weights=weights, device=device, precision=precision)
     out = titan(embeddings.features, embeddings.coords, int(grid.patch_size_l0), model=model)
     return Attention(scores=np.asarray(out.attention, np.float32),
@@ -183,8 +185,10 @@ def compute_attention(slide_path: str | os.PathLike[str], grid: TileGrid, *,
             raise FeatureError("TITAN attention needs CONCH v1.5 features; extract them first")
         if not titan_available(weights):
             raise WeightsError("TITAN weights not found (MahmoodLab/TITAN, gated): request "
-                               "access on Hugging Face, `hf auth login`, or pass "
-                               "--weights titan=PATH; or use --attention heuristic")
+                               "access on Hugging Face, `hf auth login`, or pass " + (
+                                   "--weights titan=PATH; or use --attention heuristic"
+                                   if on_command_line() else "the file (weights=PATH); or use "
+                                   "the heuristic (select: attention='heuristic')"))
         return titan_attention(embeddings, grid, device=device, weights=weights)
     return heuristic_attention(slide_path, grid, mpp=mpp, progress=progress)
 

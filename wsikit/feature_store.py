@@ -42,6 +42,7 @@ import numpy as np
 
 from ._atomic import TMP_MARK, write_bytes_atomic
 from ._h5 import h5_value
+from ._hints import option
 from ._version import __version__
 from .errors import FeatureError
 
@@ -109,7 +110,8 @@ class FeatureStore:
                 self._create_local_root()
             elif not (self.local / "zarr.json").is_file():
                 raise FeatureError(f"{self.local} is not a zarr feature store (no zarr.json); "
-                                   "write one with 'wsikit store convert' or --store zarr")
+                                   "write one with 'wsikit store convert' or "
+                                   f"{option('store', 'zarr')}")
         try:
             if self.local is not None:
                 self.root = zarr.open_group(str(self.local), mode=mode)

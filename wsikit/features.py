@@ -46,6 +46,7 @@ import torch
 
 from ._atomic import TMP_MARK, atomic_path
 from ._h5 import h5_create, h5_value
+from ._hints import keyword, option
 from ._progress import progress as _progress_bar
 from ._version import __version__
 from .errors import FeatureError, WsikitError
@@ -236,7 +237,7 @@ def _slide_lock(path: Path) -> Iterator[None]:
         lock = ExclusiveLock(path.parent / f".{path.name}.lock")
     except LockBusy as exc:
         raise FeatureError(f"{path}: another process is extracting these features now; "
-                           "wait for it or use another --out") from exc
+                           f"wait for it or use another folder ({keyword('out')})") from exc
     with lock:
         yield
 
@@ -321,7 +322,8 @@ def extract_features(
     enc = _resolve_encoder(encoder, device, weights)
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise FeatureError(f"device={device!r} but CUDA is not available; use --device cpu")
+        raise FeatureError(f"device={device!r} but CUDA is not available; use "
+                           f"{option('device', 'cpu')}")
     cfg = enc.config
     if (math.isfinite(grid.target_mpp) and cfg.target_mpp
             and abs(grid.target_mpp / cfg.target_mpp - 1) > 0.05):

@@ -296,7 +296,7 @@ def make_grid(slide: Slide, mask: TissueMask | None, *, target_mpp: float = 0.5,
         Empty (``coords.shape == (0, 2)``) with a warning when no patch has tissue.
     """
     if not math.isfinite(slide.mpp):
-        raise GridError(f"{slide.path}: slide mpp unknown; open it with mpp=... (or --mpp)")
+        raise GridError(f"{slide.path}: slide mpp unknown; pass it, e.g. {option('mpp', 0.25)}")
     target_mpp = check_mpp(target_mpp, what="target_mpp")
     if isinstance(patch_px, bool) or int(patch_px) != patch_px or patch_px < 1:
         raise GridError(f"patch_px={patch_px!r} must be a positive integer")

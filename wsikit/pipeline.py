@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ._atomic import write_json_atomic
+from ._hints import keyword, option
 from ._progress import progress_enabled
 from .errors import EvidenceError, SelectionError, WsikitError
 
@@ -118,7 +119,7 @@ def _patch_encoder(models: str, *, device: str, weights: Mapping[str, str]) -> A
     from .models import create_encoder
 
     if models not in MODEL_CHOICES:
-        raise SelectionError(f"--models {models!r} is not one of {MODEL_CHOICES}")
+        raise SelectionError(f"{option('models', models)} is not one of {MODEL_CHOICES}")
     if models == "auto":
         if "conch_v1_5" in weights:
             return create_encoder("conch_v1_5", weights=weights["conch_v1_5"], device=device)
@@ -342,7 +343,8 @@ def select(
             raise SelectionError(
                 f"{s.path}: no tissue found (0 patches of {patch_px} px at {target_mpp} µm/px "
                 f"with ≥ {min_tissue:.0%} tissue); check the mask in "
-                f"{out / 'thumbnails'}, lower --min-tissue, or edit the GeoJSON in QuPath")
+                f"{out / 'thumbnails'}, lower {keyword('min_tissue')}, or edit the GeoJSON in "
+                "QuPath")
         step("grid", t)
 
         t = time.perf_counter()

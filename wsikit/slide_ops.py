@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ._atomic import write_bytes_atomic
+from ._hints import keyword, option
 from ._progress import progress
 from .errors import CacheError
 from .io import Slide, open_slide
@@ -98,8 +99,9 @@ def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
     if state == "other" and not resegment:
         raise CacheError(
             f"{out} already holds outputs for another slide named {name!r} (made "
-            f"from {recorded_slide(gj)}, other content than {slide.path}); use another --out, "
-            "rename the slide, or pass --resegment (select: --force) to replace them")
+            f"from {recorded_slide(gj)}, other content than {slide.path}); use another folder "
+            f"({keyword('out')}), rename the slide, or pass {option('resegment')} (select: "
+            f"{option('force')}) to replace them")
     if not resegment and gj.exists():
         import json
 
@@ -233,7 +235,7 @@ def check_grid_matches(grid: TileGrid, slide: Slide, source: _PathLike) -> None:
     if all(size) and size != (W, H):
         raise GridError(f"{source} was made for a {size[0]} x {size[1]} px slide, but "
                         f"{slide.path} is {W} x {H} px; it belongs to another slide: give "
-                        "that slide's coordinates, or omit --coords to make a grid")
+                        f"that slide's coordinates, or omit {keyword('coords')} to make a grid")
     c = np.asarray(grid.coords)
     if c.size and (c.min() < 0 or c[:, 0].max() >= W or c[:, 1].max() >= H):
         raise GridError(f"{source}: patches lie outside {slide.path} ({W} x {H} px); the file "
@@ -273,8 +275,8 @@ def _check_finite_geojson(path: Path) -> None:
         elif isinstance(coords, bool) or not isinstance(coords, (int, float)) or not \
                 math.isfinite(coords):
             raise TissueError(f"{path}: coordinate {coords!r} is not a finite number; fix the "
-                              "polygon (e.g. in QuPath), or pass --resegment (select: --force) "
-                              "to segment again")
+                              f"polygon (e.g. in QuPath), or pass {option('resegment')} (select: "
+                              f"{option('force')}) to segment again")
 
     walk(data)
 

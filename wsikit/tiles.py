@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ._hints import option
 from .errors import SlideError
 
 try:  # optional, fastest scaled JPEG decode
@@ -245,13 +246,14 @@ class TileReader:
                  f"({lv.tile_width}x{lv.tile_height})")
         if bad_tile_policy() != "skip":
             raise SlideError(f"{self.path}: damaged {where}: {exc}. Copy the slide again, or "
-                             "pass --on-bad-tile skip to process it with damaged tiles left "
-                             "white (they are recorded)") from exc
+                             f"pass {option('on_bad_tile', 'skip')} to process it with damaged "
+                             "tiles left white (they are recorded)") from exc
         record = {"level": level, "x": x, "y": y, "width": lv.tile_width,
                   "height": lv.tile_height, "reason": f"{type(exc).__name__}: {exc}"}
         if record not in self.bad_tiles:
             self.bad_tiles.append(record)
-            warnings.warn(f"{self.path}: damaged {where} read as white (--on-bad-tile skip)",
+            warnings.warn(f"{self.path}: damaged {where} read as white "
+                          f"({option('on_bad_tile', 'skip')})",
                           UserWarning, stacklevel=3)
         return np.full((lv.tile_height // reduction, lv.tile_width // reduction, 3), 255,
                        np.uint8)

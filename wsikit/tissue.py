@@ -25,6 +25,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from ._atomic import atomic_path, write_json_atomic
+from ._hints import keyword, option
 from .errors import TissueError
 
 if TYPE_CHECKING:
@@ -326,7 +327,7 @@ class TissueMask:
                 mask = np.asarray(im.convert("L")) > 127
         except OSError as exc:
             raise TissueError(f"{path}: cannot read the tissue mask PNG ({exc}); delete it "
-                              "or pass --resegment") from exc
+                              f"or pass {option('resegment')}") from exc
         W, H = int(level0_size[0]), int(level0_size[1])
         h, w = mask.shape
         eff_mpp = float(slide_mpp) * 0.5 * (W / w + H / h)
@@ -353,7 +354,7 @@ class TissueMask:
                 data = json.loads(Path(src).read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise TissueError(f"{where}: cannot read GeoJSON ({exc}); fix or delete the "
-                                  "file, or pass --resegment to segment again") from exc
+                                  f"file, or pass {option('resegment')} to segment again") from exc
         if not (isinstance(mpp, (int, float)) and mpp > 0 and slide_mpp > 0):
             raise TissueError(f"mpp={mpp!r} and slide_mpp={slide_mpp!r} must be positive")
         W, H = int(level0_size[0]), int(level0_size[1])
@@ -370,14 +371,15 @@ class TissueMask:
             geoms = [f.get("geometry") for f in data if isinstance(f, Mapping)]
         else:
             raise TissueError(f"{where}: expected a GeoJSON FeatureCollection or Feature; "
-                              "fix or delete the file, or pass --resegment to segment again")
+                              "fix or delete the file, or pass "
+                              f"{option('resegment')} to segment again")
         for i, geom in enumerate(geoms):
             try:
                 _fill_geometry(mask, geom, sx, sy, fill_polygon)
             except (AttributeError, KeyError, TypeError, ValueError) as exc:
                 raise TissueError(
                     f"{where}: geometry {i} is not a valid Polygon/MultiPolygon ({exc}); fix "
-                    "or delete the file, or pass --resegment to segment again") from exc
+                    f"or delete the file, or pass {option('resegment')} to segment again") from exc
         return cls(mask=mask, mpp=float(mpp), downsample=ds, level0_size=(W, H),
                    slide_mpp=float(slide_mpp), slide_name=slide_name)
 
@@ -448,10 +450,10 @@ def segment_tissue(slide: Slide, *, mpp: float = DEFAULT_MASK_MPP, min_side_px: 
     TissueMask
     """
     if not math.isfinite(slide.mpp):
-        raise TissueError(f"{slide.path}: slide mpp unknown; open it with mpp=... (or --mpp)")
+        raise TissueError(f"{slide.path}: slide mpp unknown; pass it, e.g. {option('mpp', 0.25)}")
     if isinstance(mpp, bool) or not isinstance(mpp, (int, float)) or not 0 < mpp < math.inf:
         raise TissueError(f"mpp={mpp!r}: the tissue mask resolution must be a positive number "
-                          f"of µm/px, e.g. 8 (--mask-mpp)")
+                          f"of µm/px, e.g. 8 ({keyword('mask_mpp')})")
     W, H = slide.dimensions
     longest_um = max(W, H) * slide.mpp
     mask_mpp = min(float(mpp), max(slide.mpp, longest_um / max(1, min_side_px)))

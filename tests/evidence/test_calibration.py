@@ -85,7 +85,7 @@ def test_parse_floor(given, kind, value):
 
 @pytest.mark.parametrize("bad", [2, "2", -1.5, "p101", "p-3", "abc", float("nan"), True])
 def test_parse_floor_refuses_out_of_range(bad):
-    with pytest.raises(EvidenceError, match="min-similarity"):
+    with pytest.raises(EvidenceError, match="min_similarity="):  # the Python keyword
         parse_floor(bad)
 
 

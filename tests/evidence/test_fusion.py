@@ -165,7 +165,7 @@ def test_select_question_fuses_and_shows_the_question(index: FigureIndex, capsys
     for r in doc["regions"]:
         assert {m["caption"] for m in r["matches"][:2]} == her2
         assert all(m["text_rank"] in (1, 2) for m in r["matches"][:2])
-    with pytest.raises(EvidenceError, match="--index"):  # refused before any work
+    with pytest.raises(EvidenceError, match="index=INDEX_DIR"):  # refused before any work
         select(synthetic_small_slide, out=tmp_path / "none", question="HER2+?")
     with pytest.raises(EvidenceError, match="no searchable term"):
         select(synthetic_small_slide, out=tmp_path / "none", index=index.path, question="?")

@@ -43,7 +43,7 @@ def test_changed_metadata_is_refused_then_updated_or_skipped(built, tmp_path, ma
     nodes = read_manifest(m)
     version = built.manifest["version"]
     with pytest.raises(EvidenceError, match=r"already indexed with other metadata.*caption, "
-                                            r"evidence_level.*--update"):
+                                            r"evidence_level.*on_existing='update'"):
         built.add(nodes, encoder)
     reopened = FigureIndex.open(built.path)
     assert reopened.manifest["version"] == version

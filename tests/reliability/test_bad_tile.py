@@ -74,5 +74,5 @@ def test_select_with_skip_records_the_tile(damaged: Path, tmp_path: Path, monkey
 
 
 def test_unknown_policy_is_refused(damaged: Path):
-    with pytest.raises(SlideError, match="--on-bad-tile 'maybe'"):
+    with pytest.raises(SlideError, match="on_bad_tile='maybe'"):
         open_slide(damaged, on_bad_tile="maybe")

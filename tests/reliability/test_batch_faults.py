@@ -90,6 +90,6 @@ def test_bad_timeout_is_refused(value: float, tmp_path: Path):
 
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "x.svs").write_bytes(b"x")
-    with pytest.raises(BatchError, match="slide-timeout"):
+    with pytest.raises(BatchError, match="slide_timeout="):
         run_batch(tmp_path / "c", tmp_path / "job", steps="relsleep", plugins=PLUGIN,
                   progress=False, echo=lambda line: None, slide_timeout=value)

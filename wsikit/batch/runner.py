@@ -347,7 +347,8 @@ def _make_engine(engine: str, *, devices: str | Sequence[str], workers: int,
                  ray_address: str | None, config: BatchConfig,
                  slide_timeout: float | None = None) -> Any:
     if slide_timeout is not None and not slide_timeout >= 0:
-        raise BatchError(f"--slide-timeout {slide_timeout!r} must be >= 0 seconds (0: none)")
+        raise BatchError(f"{option('slide_timeout', slide_timeout)} must be >= 0 seconds "
+                         "(0: none)")
     if engine == "local":
         from .local import LocalEngine, parse_devices
 

@@ -89,29 +89,12 @@ def doctor(*, weights: bool = True) -> dict[str, Any]:
     gpus = _nvidia_gpus()
     report: dict[str, Any] = {"backends": backends, "gpus": gpus}
     if weights:
-        from ..models.hub import config_path, hf_cache_dir, weights_status
+        from ..models.hub import config_path, config_problems, hf_cache_dir, weights_status
 
         report.update(weights=weights_status(), hf_cache=str(hf_cache_dir()),
                       weights_config=str(config_path()),
-                      weights_config_problems=_config_problems(config_path()))
+                      weights_config_problems=config_problems())
     return report
-
-
-def _config_problems(path: Any) -> list[str]:
-    """What is wrong with the weights config file (malformed, naming missing files)."""
-    from pathlib import Path
-
-    from ..errors import WeightsError
-    from ..models.hub import _read_config
-
-    if not path.exists():
-        return []
-    try:
-        entries = _read_config(path)
-    except WeightsError as exc:
-        return [str(exc)]
-    return [f"{path}: {name} = {value!r} names a file that does not exist; fix the path"
-            for name, value in entries.items() if not Path(value).expanduser().is_file()]
 
 
 def _table(rows: list[tuple[str, ...]], width: int) -> list[str]:

@@ -5,8 +5,10 @@ One document per (region, matched figure), shaped like the three frameworks' own
 in :mod:`wsikit.integrations`):
 
 * id ``<slide id>:<region>:<box>:<node id>``: unique across slides, stable across reruns;
-* the caption as content; the figure image as an absolute, existing path (``image_path``,
-  Haystack ``file_path``) with its mime type;
+* the caption as content, as plain text (markup and control characters removed, see
+  :mod:`wsikit.evidence.sanitise`; metadata and evidence.json keep it verbatim); the figure
+  image as an absolute, existing path (``image_path``, Haystack ``file_path``) with its mime
+  type;
 * DOI, source title, figure label, page, year, licence, evidence level and name;
 * ``score`` = the cosine ``similarity``, its ``similarity_percentile`` against the index's
   background of unrelated figures, and ``score_type`` saying what the number is;
@@ -23,6 +25,7 @@ from typing import Any
 
 from .ids import document_id
 from .matching import similarity_provenance
+from .sanitise import clean_text, quoted
 
 __all__ = [
     "EMBED_METADATA_KEYS",
@@ -113,11 +116,12 @@ def document_metadata(result: Any, region: Any, match: Mapping[str, Any],
 
 
 def _content(match: Mapping[str, Any]) -> str:
-    caption = (match.get("caption") or "").strip()
+    caption = clean_text(match.get("caption"))  # an LLM reads it: no markup (sanitise.py)
     if caption:
         return caption
-    label = match.get("figure_label") or "Figure"
-    return f"{label} (no caption) from {match.get('source_title') or 'unknown source'}"
+    label = clean_text(match.get("figure_label")) or "Figure"
+    source = clean_text(match.get("source_title")) or "unknown source"
+    return f"{label} (no caption) from {source}"
 
 
 def _items(result: Any) -> list[tuple[Any, Mapping[str, Any], dict[str, Any]]]:
@@ -210,6 +214,10 @@ def prompt_context(result: Any, *, max_items: int | None = None) -> str:
     Unique figures that passed the similarity floor, ordered by evidence level (1 guideline
     first, unknown last), then similarity; each numbered ``[n]`` with similarity, background
     percentile, caption, citation, the regions it matched, and the provenance of the numbers.
+    Captions, labels and titles are shown cleaned (no markup or control characters, one line);
+    each caption as a quoted line ``> ...`` of at most
+    :data:`~wsikit.evidence.sanitise.CAPTION_CHARS` characters, so text in it cannot pose as
+    a prompt's structure (``System:``, ``###``, ``</caption>``).
     Says plainly when no index was given and when no figure passed the floor.
     """
     best: dict[str, tuple[Mapping[str, Any], list[str]]] = {}
@@ -275,13 +283,14 @@ def prompt_context(result: Any, *, max_items: int | None = None) -> str:
         level = m.get("evidence_level")
         level_text = "unknown evidence level" if level is None else \
             f"evidence level {level}, {m.get('evidence_level_name')}"
-        label = m.get("figure_label") or "Unlabelled figure"
+        label = clean_text(m.get("figure_label"), limit=200) or "Unlabelled figure"
         lines.append("")
         lines.append(f"[{n}] {label} ({level_text}; similarity {float(m['similarity']):.3f}, "
                      f"{_pct(m.get('percentile'))}; regions {', '.join(regions)})")
-        caption = (m.get("caption") or "").strip() or "(no caption)"
+        # the caption is quoted data, never instructions: cleaned, one line, capped
+        caption = quoted(m.get("caption")) if clean_text(m.get("caption")) else "(no caption)"
         lines.append(f"    Caption: {caption}")
-        cite = [m.get("source_title") or "Unknown source"]
+        cite = [clean_text(m.get("source_title"), limit=300) or "Unknown source"]
         cite.append(f"DOI: {m['doi']}" if m.get("doi") else "DOI: none")
         if m.get("year"):
             cite.append(str(m["year"]))

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .._hints import option
 from ..errors import EvidenceError
 
 __all__ = [
@@ -268,19 +269,19 @@ def parse_floor(value: Any) -> Floor:
         if m:
             pct = float(m.group(1))
             if not 0 <= pct <= 100:
-                raise EvidenceError(f"--min-similarity {value!r}: a percentile must be p0 … "
-                                    "p100 (e.g. p95)")
+                raise EvidenceError(f"{option('min_similarity', value)}: a percentile must be "
+                                    "p0 … p100 (e.g. p95)")
             return Floor("percentile", pct)
         try:
             value = float(text)
         except ValueError:
-            raise EvidenceError(f"--min-similarity {value!r} is neither a cosine similarity "
-                                "(-1 … 1), a background percentile (p0 … p100, e.g. p95) nor "
-                                "'none'") from None
+            raise EvidenceError(f"{option('min_similarity', value)} is neither a cosine "
+                                "similarity (-1 … 1), a background percentile (p0 … p100, "
+                                "e.g. p95) nor 'none'") from None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        raise EvidenceError(f"--min-similarity {value!r} must be a number or 'pNN'")
+        raise EvidenceError(f"{option('min_similarity', value)} must be a number or 'pNN'")
     sim = float(value)
     if not math.isfinite(sim) or not -1.0 <= sim <= 1.0:
-        raise EvidenceError(f"--min-similarity {value!r} is out of range: a cosine similarity "
-                            "is between -1 and 1 (or give a percentile such as p95)")
+        raise EvidenceError(f"{option('min_similarity', value)} is out of range: a cosine "
+                            "similarity is between -1 and 1 (or give a percentile such as p95)")
     return Floor("similarity", sim)

@@ -35,6 +35,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._hints import keyword, on_command_line
 from ..errors import EvidenceError
 
 __all__ = ["TOKENIZER_VERSION", "BM25_K1", "BM25_B", "CaptionHit", "caption_terms",
@@ -275,8 +276,9 @@ def check_question(question: str, *, index: object | None) -> None:
     EvidenceError
     """
     if index is None:
-        raise EvidenceError("--question steers which literature figures are matched: give "
-                            "--index INDEX_DIR too")
+        raise EvidenceError(f"{keyword('question')} steers which literature figures are "
+                            "matched: give " + ("--index INDEX_DIR" if on_command_line() else
+                                                "index=INDEX_DIR") + " too")
     if not caption_terms(question):
         raise EvidenceError(f"question {question!r} has no searchable term (only stop words "
                             "or punctuation); give words, markers or measurements")

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._hints import keyword
 from ..errors import EvidenceError
 from .captions import BM25_B, BM25_K1, caption_search
 from .index import FigureIndex, Match, embed_images, encoder_version
@@ -299,7 +300,7 @@ def search(index: FigureIndex, *, images: Sequence[np.ndarray] | np.ndarray | No
     """
     has_images = images is not None and len(images) > 0
     if not has_images and not text:
-        raise EvidenceError("give a query image and/or a query text (--text)")
+        raise EvidenceError(f"give a query image and/or a query text ({keyword('text')})")
     if has_images and encoder is None:
         raise EvidenceError("an image query needs the index's encoder")
     if isinstance(images, np.ndarray) and images.ndim == 3:

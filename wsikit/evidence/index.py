@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from .._atomic import TMP_MARK, atomic_path, write_json_atomic
+from .._hints import keyword, option
 from .._progress import progress
 from .._version import __version__
 from ..errors import EncoderMismatchError, EvidenceError
@@ -240,11 +241,13 @@ class FigureIndex:
             raise EvidenceError(f"unknown index kind {kind!r}; use one of "
                                 f"{', '.join(fu.INDEX_KINDS)}")
         if out.exists() and not out.is_dir():
-            raise EvidenceError(f"{out} exists and is not a folder; choose another --out")
+            raise EvidenceError(f"{out} exists and is not a folder; choose another folder "
+                                f"({keyword('out')})")
         if out.exists() and any(out.iterdir()):
             if not overwrite:
                 raise EvidenceError(f"index folder {out} exists and is not empty; choose "
-                                    "another --out, delete it, or use 'wsikit index add'")
+                                    f"another folder ({keyword('out')}), delete it, or add to "
+                                    "it (wsikit index add, FigureIndex.add)")
             _check_replaceable(out)
         nodes = list(nodes)
         if not nodes:
@@ -502,7 +505,8 @@ class FigureIndex:
             raise EncoderMismatchError(
                 f"index {self.path} was built with encoder {self.encoder_name!r} (dim "
                 f"{self.dim}); the query used {name or 'vectors'!r} (dim {dim}). Query with "
-                f"--encoder {self.encoder_name}, or rebuild the index with the other encoder")
+                f"{option('encoder', self.encoder_name)}, or rebuild the index with the other "
+                "encoder")
         built = self.manifest.get("encoder", {}).get("version")
         if version is not None and built is not None and version != built:
             raise EncoderMismatchError(
@@ -697,16 +701,17 @@ def _check_replaceable(out: Path) -> None:
     except (OSError, ValueError, AttributeError):
         fmt = None
     if fmt != INDEX_FORMAT:
-        raise EvidenceError(f"--overwrite: {out} is not a wsikit index (no manifest.json with "
-                            f"format {INDEX_FORMAT!r}); refusing to delete it. Choose another "
-                            "--out, or empty the folder yourself")
+        raise EvidenceError(f"{option('overwrite')}: {out} is not a wsikit index (no "
+                            f"manifest.json with format {INDEX_FORMAT!r}); refusing to delete "
+                            f"it. Choose another folder ({keyword('out')}), or empty the folder "
+                            "yourself")
     foreign = sorted(e.name for e in out.iterdir()
                      if not (e.name in ("manifest.json", "images", ".lock")
                              or _VERSIONED.match(e.name) or TMP_MARK in e.name))
     if foreign:
-        raise EvidenceError(f"--overwrite: {out} holds files wsikit did not write "
+        raise EvidenceError(f"{option('overwrite')}: {out} holds files wsikit did not write "
                             f"({', '.join(foreign[:5])}); refusing to delete them. Move them "
-                            "away or choose another --out")
+                            f"away or choose another folder ({keyword('out')})")
 
 
 def _commit_manifest(path: Path, manifest: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .._hints import on_command_line
 from ..errors import EvidenceError
 from .calibration import Background, background_from_vectors
 from .captions import sync_captions
@@ -91,8 +92,9 @@ def split_existing(nodes: Iterable[FigureNode], existing: dict[str, FigureNode],
         raise EvidenceError(
             f"index {where}: {len(changed)} figure(s) are already indexed with other metadata: "
             f"{'; '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}. Nothing was "
-            "written. Use --update (wsikit index add) / on_existing='update' to replace the "
-            "stored metadata, or --skip-existing to keep it")
+            "written. " + ("Use --update to replace the stored metadata, or --skip-existing to "
+                           "keep it" if on_command_line() else "Use on_existing='update' to "
+                           "replace the stored metadata, or on_existing='skip' to keep it"))
     return list(new.values()), updates, unchanged
 
 

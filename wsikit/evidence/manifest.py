@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import atomic_path
+from .._hints import keyword
 from ..errors import EvidenceError, ManifestError
 from .nodes import FigureNode, load_image, parse_evidence_level
 
@@ -179,7 +180,7 @@ def read_manifest(path: str | os.PathLike[str], *, evidence_level: int | str | N
     try:
         default = parse_evidence_level(evidence_level)
     except ValueError as exc:
-        raise ManifestError(f"--evidence-level for {path}: {exc}") from exc
+        raise ManifestError(f"{keyword('evidence_level')} for {path}: {exc}") from exc
     base = path.resolve().parent
     nodes = [_parse_row(row, where=f"{path}:{lineno}", base=base, default_level=default,
                         load=load_images, allow_outside=allow_outside)
@@ -240,7 +241,8 @@ def merge_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]) ->
     known: set[str] = set()
     if path.exists():
         if not path.is_file():
-            raise ManifestError(f"{path} exists and is not a file; choose another --out")
+            raise ManifestError(f"{path} exists and is not a file; choose another folder "
+                                f"({keyword('out')})")
         text = _read_text(path)
         for lineno, line in enumerate(text.splitlines(), start=1):
             old_lines.append(line)
@@ -251,7 +253,8 @@ def merge_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]) ->
             except json.JSONDecodeError as exc:
                 raise ManifestError(
                     f"{path}:{lineno}: invalid JSON ({exc.msg}); this manifest is kept as it "
-                    "is: fix the line, or extract into another --out") from exc
+                    "is: fix the line, or extract into another folder "
+                    f"({keyword('out')})") from exc
             if isinstance(row, dict) and row.get("node_id"):
                 known.add(str(row["node_id"]))
     new_lines = []

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._hints import keyword
 from ..errors import EvidenceError
 from .nodes import FigureNode, parse_evidence_level
 
@@ -327,7 +328,7 @@ def extract_pdf_figures(pdf: str | os.PathLike[str], out_dir: str | os.PathLike[
     try:
         level = parse_evidence_level(evidence_level)
     except ValueError as exc:
-        raise EvidenceError(f"--evidence-level for {pdf}: {exc}") from exc
+        raise EvidenceError(f"{keyword('evidence_level')} for {pdf}: {exc}") from exc
     info, figures = read_pdf_figures(pdf, min_size=min_size)
     images_dir = Path(out_dir) / "images"
     images_dir.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from .._hints import keyword, on_command_line
 from ..errors import MppError
 
 __all__ = ["resolve_mpp", "check_mpp", "MPP_RANGE", "MPP_SOURCES"]
@@ -150,7 +151,7 @@ def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
     if power is not None and _plausible(10.0 / power):
         warnings.warn(
             f"{name}: no resolution metadata; assuming {10.0 / power:g} µm/px from objective "
-            f"power {power:g}x (10/power). Pass --mpp / mpp= if this is wrong.",
+            f"power {power:g}x (10/power). Pass {keyword('mpp')} if this is wrong.",
             UserWarning, stacklevel=stacklevel)
         return 10.0 / power, "objective-power"
     if not require:
@@ -161,7 +162,7 @@ def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
     raise MppError(
         f"{name}: cannot determine the resolution (microns per pixel): no openslide.mpp-x, "
         f"aperio.MPP, usable TIFF resolution or objective power.{found} Pass it explicitly, "
-        f"e.g. '--mpp 0.25' on the command line or open_slide(path, mpp=0.25) in Python.")
+        + ("e.g. --mpp 0.25." if on_command_line() else "e.g. open_slide(path, mpp=0.25)."))
 
 
 def _rejected(props: Mapping[str, Any]) -> list[str]:

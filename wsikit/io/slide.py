@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 from PIL import Image
 
+from .._hints import option
 from ..errors import MppError, SlideError
 from .dicom import DicomBackend, is_dicom
 from .filecheck import _check_openable, _check_tiff_extent, _quiet
@@ -402,15 +403,15 @@ class Slide:
                  f"y={round(t['y'] * self.level_downsamples[level])})")
         if self.on_bad_tile != "skip":
             raise SlideError(f"{self.path}: damaged {where}: {t['reason']}. Copy the slide "
-                             "again, or pass --on-bad-tile skip to process it with damaged "
-                             "tiles left white (they are recorded)") from first
+                             f"again, or pass {option('on_bad_tile', 'skip')} to process it "
+                             "with damaged tiles left white (they are recorded)") from first
         for t in bad:
             key = (t["level"], t["x"], t["y"])
             if all((b["level"], b["x"], b["y"]) != key for b in self.bad_tiles):
                 self.bad_tiles.append(t)
                 warnings.warn(f"{self.path}: damaged tile at level {t['level']}, x={t['x']}, "
-                              f"y={t['y']} read as white (--on-bad-tile skip)", UserWarning,
-                              stacklevel=4)
+                              f"y={t['y']} read as white ({option('on_bad_tile', 'skip')})",
+                              UserWarning, stacklevel=4)
         return out
 
     def read_region(self, l0_xy: tuple[int, int], level: int, size: tuple[int, int]
@@ -457,8 +458,8 @@ class Slide:
             if target_mpp is None:
                 raise SlideError("read_at_mpp needs target_mpp= or out_size=")
             if not math.isfinite(self.mpp):
-                raise MppError(f"{self.path}: slide mpp unknown; open it with mpp=... "
-                               f"(or --mpp) to read at a target resolution")
+                raise MppError(f"{self.path}: slide mpp unknown; give it (e.g. "
+                               f"{option('mpp', 0.25)}) to read at a target resolution")
             check_mpp(target_mpp, what="target_mpp")
             out_w = max(1, int(round(w * self.mpp / target_mpp)))
             out_h = max(1, int(round(h * self.mpp / target_mpp)))
@@ -498,8 +499,8 @@ class Slide:
         W, H = self.dimensions
         if mpp is not None:
             if not math.isfinite(self.mpp):
-                raise MppError(f"{self.path}: slide mpp unknown; pass mpp= to open_slide "
-                               f"(or --mpp) or use thumbnail(max_size=...)")
+                raise MppError(f"{self.path}: slide mpp unknown; give it (e.g. "
+                               f"{option('mpp', 0.25)}) or use thumbnail(max_size=...)")
             scale = self.mpp / mpp
         else:
             edge = 1024 if max_size is None else int(max_size)
@@ -524,7 +525,8 @@ def bad_tile_policy(value: str | None = None) -> str:
     """
     chosen = value if value is not None else os.environ.get("WSIKIT_ON_BAD_TILE") or "fail"
     if chosen not in BAD_TILE_POLICIES:
-        raise SlideError(f"--on-bad-tile {chosen!r} is not one of {', '.join(BAD_TILE_POLICIES)}")
+        raise SlideError(f"{option('on_bad_tile', chosen)} is not one of "
+                         f"{', '.join(BAD_TILE_POLICIES)}")
     return chosen
 
 

@@ -18,11 +18,13 @@ not import torch (configs come from :mod:`wsikit.models.configs`); loading them 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._hints import on_command_line
 from ..errors import ModelError, WeightsError
 from .configs import EncoderConfig, get_config, list_configs
 
@@ -33,6 +35,7 @@ __all__ = [
     "ResolvedWeights",
     "resolve_weights",
     "find_weights",
+    "config_problems",
     "load_state_dict",
     "load_into",
     "parse_weights_args",
@@ -110,13 +113,15 @@ def _how_to_get(config: EncoderConfig) -> str:
               "'hf auth login' (or set HF_TOKEN) and rerun online" if config.gated else
               f"rerun online to download them from https://huggingface.co/{config.hub_repo} "
               "(not gated)")
+    given = (f"--weights {config.name}=PATH" if on_command_line() else
+             f"weights=PATH (select: weights={{{config.name!r}: PATH}})")
     return (f"{access}; or download {files} "
-            f"yourself and pass --weights {config.name}=PATH, set {env_var(config.name)}=PATH, "
+            f"yourself and pass {given}, set {env_var(config.name)}=PATH, "
             f"or add {config.name} = \"PATH\" to {config_path()}")
 
 
 def resolve_weights(name: str, weights: str | os.PathLike[str] | None = None, *,
-                    local_only: bool = False) -> ResolvedWeights:
+                    local_only: bool = False, use_config: bool = True) -> ResolvedWeights:
     """Find the weight file of encoder ``name`` (see the module docstring for the order).
 
     Parameters
@@ -127,6 +132,8 @@ def resolve_weights(name: str, weights: str | os.PathLike[str] | None = None, *,
         Explicit file; wins over everything else.
     local_only : bool
         Do not contact the hub (cache and local files only).
+    use_config : bool
+        Consult the weights config file (False skips it, e.g. when it is broken).
 
     Raises
     ------
@@ -142,7 +149,7 @@ def resolve_weights(name: str, weights: str | os.PathLike[str] | None = None, *,
     if os.environ.get(var):
         return ResolvedWeights(_existing(os.environ[var], var), f"env:{var}")
     cfg = config_path()
-    if cfg.is_file():
+    if use_config and cfg.is_file():
         entries = _read_config(cfg)
         if name in entries:
             return ResolvedWeights(_existing(entries[name], f"config file {cfg}"),
@@ -218,10 +225,44 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def find_weights(name: str) -> ResolvedWeights | None:
-    """Locally available weights of ``name`` (no network), or None."""
+def _check_config(path: Path) -> list[tuple[str | None, str]]:
+    """``(encoder name, problem)`` for each fault of the weights config ``path``; the name is
+    None when the whole file is unreadable."""
+    if not path.exists():
+        return []
     try:
-        return resolve_weights(name, local_only=True)
+        entries = _read_config(path)
+    except WeightsError as exc:
+        return [(None, str(exc))]
+    return [(name, f"{path}: {name} = {value!r} names a file that does not exist; fix the path")
+            for name, value in entries.items() if not Path(value).expanduser().is_file()]
+
+
+def config_problems(path: str | os.PathLike[str] | None = None) -> list[str]:
+    """What is wrong with the weights config file (default :func:`config_path`): malformed,
+    or naming files that do not exist. Empty when it is fine or absent."""
+    return [msg for _, msg in _check_config(config_path() if path is None else Path(path))]
+
+
+_WARNED: set[str] = set()  # config problems already reported by find_weights
+
+
+def find_weights(name: str) -> ResolvedWeights | None:
+    """Locally available weights of ``name`` (no network), or None.
+
+    The lookup behind every ``"auto"`` choice. A weights config that is malformed, or names a
+    missing file for ``name``, is skipped with a :class:`UserWarning` (once per problem and
+    process) naming the file and the fault, instead of silently falling back.
+    """
+    problems = [msg for who, msg in _check_config(config_path()) if who in (None, name)]
+    for msg in problems:
+        if msg not in _WARNED:
+            _WARNED.add(msg)
+            warnings.warn(f"{msg} (wsikit ignores the config while looking for {name} weights "
+                          "automatically, so it uses weights found elsewhere or a weight-free "
+                          "heuristic)", UserWarning, stacklevel=2)
+    try:
+        return resolve_weights(name, local_only=True, use_config=not problems)
     except WeightsError:
         return None
 

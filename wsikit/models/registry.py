@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .._hints import option
 from ..errors import ModelError, WeightsError
 from .configs import IMAGENET_MEAN, IMAGENET_STD, EncoderConfig
 from .resample import pil_resize, resize_crop_geometry
@@ -246,11 +247,11 @@ def _resolve_device(device: str | torch.device) -> torch.device:
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
-        raise ModelError(f"--device {device!r} is not a device torch knows; use cpu, cuda, "
-                         "cuda:N or mps") from exc
+        raise ModelError(f"{option('device', device)} is not a device torch knows; use cpu, "
+                         "cuda, cuda:N or mps") from exc
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ModelError(f"device={device!r} requested but CUDA is not available; "
-                         "use device='cpu'")
+                         f"use {option('device', 'cpu')}")
     return dev
 
 

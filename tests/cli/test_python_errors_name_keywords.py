@@ -1,0 +1,143 @@
+"""Errors raised in Python name Python keywords (``resegment=True``, ``device='cpu'``); the same
+errors under the ``wsikit`` command line name its flags (``--resegment``, ``--device cpu``).
+One representative message per area: tissue, attention, models (device and weights), slide
+operations, the pipeline, mpp resolution, slide reading, features and the evidence engine."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from wsikit._hints import command_line
+from wsikit.errors import WsikitError
+
+
+def _tissue(tmp: Path) -> None:
+    from wsikit.tissue import TissueMask
+
+    bad = tmp / "bad.geojson"
+    bad.write_text("{not json")
+    TissueMask.from_geojson(bad, level0_size=(100, 100), slide_mpp=0.5)
+
+
+def _attention(tmp: Path) -> None:
+    from wsikit.attention import Attention
+
+    (tmp / "att.h5").write_bytes(b"not hdf5")
+    Attention.from_h5(tmp / "att.h5")
+
+
+def _device(tmp: Path) -> None:
+    from wsikit.models import create_encoder
+
+    create_encoder("heuristic", device="tpu")
+
+
+def _weights(tmp: Path) -> None:
+    from wsikit.models.hub import resolve_weights
+
+    resolve_weights("titan", local_only=True)
+
+
+def _grid(slide: Path, *, extra_width: int = 0) -> object:
+    import numpy as np
+
+    from wsikit.io import open_slide
+    from wsikit.patching import TileGrid
+
+    with open_slide(slide) as s:
+        return TileGrid(coords=np.zeros((1, 2), np.int64), tissue=np.ones(1, np.float32),
+                        patch_px=16, patch_size_l0=16, stride_l0=16, target_mpp=s.mpp,
+                        slide_mpp=s.mpp, mpp_source="user", overlap_px=0, slide_name="other",
+                        level0_size=(s.dimensions[0] + extra_width, s.dimensions[1]))
+
+
+def _coords(tmp: Path, slide: Path) -> None:
+    from wsikit.io import open_slide
+    from wsikit.slide_ops import check_grid_matches
+
+    with open_slide(slide) as s:
+        check_grid_matches(_grid(slide, extra_width=5), s, tmp / "other_patches.h5")
+
+
+def _features(tmp: Path, slide: Path) -> None:
+    from wsikit.features import extract_features
+    from wsikit.models import create_encoder
+
+    extract_features(slide, _grid(slide), create_encoder("heuristic"), device="cuda")
+
+
+def _floor(tmp: Path) -> None:
+    from wsikit.evidence.calibration import parse_floor
+
+    parse_floor(2)
+
+
+def _models(tmp: Path) -> None:
+    from wsikit.pipeline import _patch_encoder
+
+    _patch_encoder("bogus", device="cpu", weights={})
+
+
+def _mpp(tmp: Path) -> None:
+    from wsikit.io.mpp import resolve_mpp
+
+    resolve_mpp({"openslide.vendor": "generic-tiff", "tiff.XResolution": "72",
+                 "tiff.YResolution": "72", "tiff.ResolutionUnit": "inch"})
+
+
+def _bad_tile(tmp: Path, slide: Path) -> None:
+    from wsikit.io import open_slide
+
+    open_slide(slide, on_bad_tile="maybe")
+
+
+CASES: dict[str, tuple[Callable[..., None], str, str]] = {
+    # area: (raise it, Python spelling, command-line spelling)
+    "tissue": (_tissue, "resegment=True", "--resegment"),
+    "attention": (_attention, "force=True", "--force"),
+    "device": (_device, "device='tpu'", "--device tpu"),
+    "weights": (_weights, "weights=PATH", "--weights titan=PATH"),
+    "slide_ops": (_coords, "coords=", "--coords"),
+    "evidence": (_floor, "min_similarity=2", "--min-similarity 2"),
+    "features": (_features, "device='cpu'", "--device cpu"),
+    "pipeline": (_models, "models='bogus'", "--models bogus"),
+    "mpp": (_mpp, "mpp=0.25", "--mpp 0.25"),
+    "slide": (_bad_tile, "on_bad_tile='maybe'", "--on-bad-tile maybe"),
+}
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
+
+
+@pytest.fixture
+def clean_weights(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("WSIKIT_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.delenv("WSIKIT_WEIGHTS_TITAN", raising=False)
+
+
+def _message(area: str, tmp: Path, slide: Path) -> str:
+    raise_it = CASES[area][0]
+    args = (tmp, slide) if area in ("slide_ops", "slide", "features") else (tmp,)
+    with pytest.raises(WsikitError) as info:
+        raise_it(*args)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("area", sorted(CASES))
+def test_python_names_keywords_the_cli_names_flags(area: str, tmp_path: Path, tiny_svs: Path,
+                                                   clean_weights: None) -> None:
+    if area == "features" and torch.cuda.is_available():
+        pytest.skip("CUDA is available here, so device='cuda' is not an error")
+    _, python, flag = CASES[area]
+    text = _message(area, tmp_path, tiny_svs)
+    assert python in text, text
+    assert not FLAG.findall(text), text  # no CLI flag advised in Python
+    with command_line():
+        text = _message(area, tmp_path, tiny_svs)
+    assert flag in text, text
