@@ -292,3 +292,20 @@ def test_window_labels_never_overlap() -> None:
         for b in rects[i + 1:]:
             assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
     assert spots[0] == (10, 40 - 10 - 1)  # the first label goes above its box
+
+
+def test_region_score_is_named_by_its_source_and_floats_are_short(case: dict[str, Any]) -> None:
+    """A weight-free run's region scores read as importance, a TITAN run's as attention; the
+    selection chips show floats to 4 significant digits, not 17."""
+    import copy
+
+    html = _render(case)
+    assert "importance score" in html and "attention score" not in html
+    ev = copy.deepcopy(case["evidence"])
+    ev["models"]["attention"] = {"name": "titan", "label": "TITAN", "heuristic": False}
+    ev["selection"] = {**ev["selection"], "min_score_value": 0.4652777910232544}
+    html = render_report(ev, thumbnail=case["thumb"], thumbnail_downsample=DS,
+                         tissue_geojson=case["geojson"], attention=case["attention"],
+                         base_dir=case["out"])
+    assert "attention score" in html and "importance score" not in html
+    assert "min_score_value = 0.4653" in html and "0.4652777910232544" not in html

@@ -287,8 +287,12 @@ def _models_section(ev: Mapping[str, Any]) -> tuple[str, bool]:
 
 def _selection_section(ev: Mapping[str, Any]) -> str:
     sel = ev.get("selection") or {}
-    chips = "".join(f"<span>{_e(k)} = {_e(_floor_text(ev) if k == 'min_similarity' else v)}"
-                    "</span>" for k, v in sel.items())
+    def chip(k: str, v: Any) -> str:
+        if k == "min_similarity":
+            return _floor_text(ev)
+        return _num(v, ".4g") if isinstance(v, float) else v  # 0.4653, not 17 digits
+
+    chips = "".join(f"<span>{_e(k)} = {_e(chip(k, v))}</span>" for k, v in sel.items())
     empty = ev.get("empty_scales") or {}
     items = "".join(f"<li><b>{_e(k)}×{_e(k)}</b>: {_e(v)}</li>" for k, v in empty.items())
     empty_html = (f'<h4>Scales without a window</h4><ul class="empty">{items}</ul>' if items
@@ -414,6 +418,9 @@ def _match_html(m: Mapping[str, Any], base_dir: Path) -> str:
 def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
     regions = ev.get("regions") or []
     has_index = isinstance(ev.get("index"), Mapping)
+    attention = (ev.get("models") or {}).get("attention") or {}
+    # what a region's score is: TITAN attention, or the weight-free nuclear importance
+    score_name = "importance score" if attention.get("heuristic") else "attention score"
     cards = []
     for i, r in enumerate(regions):
         scale = int(r["scale"])
@@ -449,7 +456,7 @@ def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
         cards.append(
             f'<section class="region" id="region-{_e(rid)}" style="--c:{scale_colour(scale)}">'
             f'<div class="region-head"><h3>{_e(rid)} · {scale}×{scale} cells</h3>'
-            f'<span class="score">{rank}attention score {_num(r.get("score"))}{zoom}</span>'
+            f'<span class="score">{rank}{score_name} {_num(r.get("score"))}{zoom}</span>'
             '</div>'
             f'<div class="region-body"><figure class="crop" style="margin:0">{crop_img}'
             f'<figcaption>{crop_cap}</figcaption></figure><div class="matches">{body}</div>'
