@@ -71,7 +71,9 @@ def read_model_cfg(weights: str | Path) -> dict[str, Any] | None:
                          "fix it") from exc
     cfg = data.get("model_cfg", data)
     if not isinstance(cfg, dict) or "vision_cfg" not in cfg or "text_cfg" not in cfg:
-        raise ModelError(f"{path} has no model_cfg with vision_cfg and text_cfg")
+        raise ModelError(f"{path} has no model_cfg with vision_cfg and text_cfg; replace it "
+                         "with the open_clip_config.json published beside the weights, or "
+                         "delete it to use open_clip's ViT-B-32")
     return cfg
 
 
