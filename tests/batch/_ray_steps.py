@@ -1,7 +1,7 @@
 """Test-only step ``hold`` for the multi-node Ray test (imported by workers as a plugin).
 
 It records where it runs (``JOBDIR/started/<slide>.<node id>.<pid>``) before sleeping
-``WSIKIT_TEST_SLEEP`` seconds, and appends ``<slide> <node id>`` to ``JOBDIR/completed.log`` only
+``WSIKIT_TEST_SLEEP`` seconds (``WSIKIT_TEST_SLEEP_<slide>`` for one slide), and appends ``<slide> <node id>`` to ``JOBDIR/completed.log`` only
 after finishing, so a test can kill a node while a slide is held there and then count how often
 each slide completed. Its output is the SHA-256 of the slide's feature file (deterministic).
 """
@@ -27,7 +27,8 @@ def hold_step(ctx):
     started = ctx.job.root / "started"
     started.mkdir(exist_ok=True)
     (started / f"{ctx.slide_id}.{node}.{os.getpid()}").write_text("")
-    time.sleep(float(os.environ.get("WSIKIT_TEST_SLEEP", "0")))
+    time.sleep(float(os.environ.get(f"WSIKIT_TEST_SLEEP_{ctx.slide_id}",
+                                    os.environ.get("WSIKIT_TEST_SLEEP", "0"))))
     digest = hashlib.sha256(ctx.output_path("features", "features").read_bytes()).hexdigest()
     with ctx.output("digest", "hold", f"{ctx.slide_id}.txt") as tmp:
         tmp.write_text(digest + "\n")

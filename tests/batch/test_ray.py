@@ -44,3 +44,37 @@ def test_ray_engine_equals_local_engine(cohort_csv, tmp_path):
     run = json.loads((tmp_path / "ray" / "run.json").read_text())
     assert run["engine"]["engine"] == "ray" and run["versions"]["ray"]
     assert run["engine"]["cpu_steps"] == ["segment", "patch"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ray_slide_timeout_stops_a_hung_slide_and_the_others_finish(cohort_csv, tmp_path,
+                                                                    monkeypatch):
+    import time
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    # Ray workers inherit this environment: the test plugin, and one slide that hangs.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(here),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("WSIKIT_TEST_SLEEP_slide1", "600")
+    monkeypatch.setenv("WSIKIT_NO_PROGRESS", "1")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    t0 = time.monotonic()
+    try:
+        summary = run_batch(cohort_csv, tmp_path / "job", steps="segment,patch,features,hold",
+                            encoder="heuristic", workers=1, engine="ray", slide_timeout=40,
+                            plugins=["_ray_steps"], echo=lambda _: None, progress=False,
+                            **OPTIONS)
+    finally:
+        ray.shutdown()
+    wall = time.monotonic() - t0
+    assert wall < 240, f"the hung slide was not stopped ({wall:.0f} s)"
+    assert dict(summary.counts) == {"done": 4, "failed": 2, "skipped": 0}, summary.table()
+    state = json.loads((tmp_path / "job" / "state" / "slide1.json").read_text())
+    assert state["status"] == "failed" and state["error"]["type"] == "Timeout"
+    assert "40 s" in state["error"]["message"] and "--slide-timeout" in state["error"]["message"]
+    assert not (tmp_path / "job" / "hold" / "slide1.txt").exists()
+    for slide_id in set(GOOD) - {"slide1"}:
+        assert json.loads((tmp_path / "job" / "state" / f"{slide_id}.json").read_text()
+                          )["status"] == "done"

@@ -126,3 +126,70 @@ def test_resubmits_are_bounded_and_other_errors_are_failures(monkeypatch):
                                        (RuntimeError(), False), (ValueError(), False)])
 def test_lost_work_is_recognised_by_class(exc, lost):
     assert _is_lost(exc) is lost
+
+
+class StuckRef(FakeRef):
+    """A call that never finishes (a hung read): the fake ``wait`` never returns it."""
+
+
+class SlowFakeRay(FakeRay):
+    def __init__(self, script):
+        super().__init__(script)
+        self.cancelled, self.killed = [], []
+
+    def _call(self, kind, task, actor=None):
+        ref = super()._call(kind, task, actor)
+        if ref.outcome == "stuck":
+            ref.__class__ = StuckRef
+        return ref
+
+    def wait(self, refs, num_returns, timeout):
+        return [r for r in refs if not isinstance(r, StuckRef)], []
+
+    def cancel(self, ref, force):
+        self.cancelled.append((ref.task["slide"]["slide_id"], force))
+
+    def kill(self, actor, no_restart):
+        self.killed.append((actor, no_restart))
+
+
+@pytest.mark.parametrize("part", ["cpu", "device"])
+def test_slide_timeout_stops_the_stuck_part_and_fails_only_that_slide(monkeypatch, part):
+    eng, _ = make_engine(monkeypatch, {})
+    fake = SlowFakeRay({("cpu", "a"): ["stuck" if part == "cpu" else DONE],
+                        ("device", "a"): ["stuck"] if part == "device" else [],
+                        ("cpu", "b"): [DONE], ("device", "b"): [{**DONE, "seconds": 3.0}]})
+    monkeypatch.setattr(eng, "ray", fake)
+    eng._actors = [Actor(fake, 0), Actor(fake, 1)]
+    eng._remote_cpu = type("R", (), {"remote": lambda _s, task, *a: fake._call("cpu", task)})()
+    eng.slide_timeout = 0.2
+    clock = itertools.count(0.0, 0.1)  # every monotonic() call advances 0.1 s
+    monkeypatch.setattr(ray_engine.time, "monotonic", lambda: next(clock))
+    eng.submit(task("a"))
+    eng.submit(task("b"))
+    results = {r["slide_id"]: r for r in drain(eng)}
+    assert results["b"]["status"] == "done"
+    err = results["a"]["error"]
+    assert results["a"]["status"] == "failed" and err["type"] == "Timeout"
+    assert "0.2 s" in err["message"] and "--slide-timeout" in err["message"]
+    if part == "cpu":
+        assert fake.cancelled == [("a", True)] and fake.killed == []
+    else:  # the actor that held the stuck call is restarted, not left hung
+        assert fake.cancelled == [] and len(fake.killed) == 1
+        assert fake.killed[0][1] is False and eng._load == [0, 0]
+    assert not eng._refs and not eng._began
+
+
+def test_a_call_queued_behind_another_is_timed_from_its_start(monkeypatch):
+    eng, fake = make_engine(monkeypatch, {("device", "a"): [DONE], ("device", "b"): [DONE]})
+    eng.device_steps, eng.cpu_steps = ["features"], []
+    eng._actors = eng._actors[:1]
+    eng._load = [0]
+    eng.submit(task("a"))
+    eng.submit(task("b"))  # queued on the only actor: its clock has not started
+    began = list(eng._began.values())
+    assert began[0] is not None and began[1] is None
+    first = next(iter(eng._refs))
+    eng._refs.pop(first)
+    eng._release(first, 0)  # a finishes: b starts now
+    assert list(eng._began.values()) != [None] and len(eng._began) == 1

@@ -25,6 +25,12 @@ once, its outputs written atomically by the attempt that finished. Resubmissions
 in the slide's result (``lost_attempts``). Application errors of a slide are never retried
 here (they are the slide's recorded failure; ``--retry-failed`` redoes them).
 
+``--slide-timeout`` holds here as in the local engine: a CPU task running longer than the limit
+(from its submission) is cancelled with ``ray.cancel(force=True)``; an actor call running longer
+(from the moment its actor started it, so waiting behind another slide does not count) has its
+actor killed and restarted by Ray. The slide fails with a ``Timeout`` error naming the limit;
+other calls queued on that actor are lost with it and resubmitted.
+
 Multi-node use::
 
     ray start --head                        # on the head node
@@ -37,6 +43,7 @@ Ray is an optional dependency (``pip install "wsikit[ray]"``) and imported only 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -137,13 +144,18 @@ class RayEngine:
     config : BatchConfig
     max_resubmits : int
         How often a slide whose task or actor call was lost with its node is resubmitted.
+    slide_timeout : float, optional
+        Seconds one part of a slide (its CPU task, or its actor call once started) may run;
+        then it is stopped and the slide fails naming the limit. ``None``: no limit.
     """
 
     name = "ray"
 
     def __init__(self, *, address: str | None, devices: str | Sequence[str], workers: int,
-                 config: BatchConfig, max_resubmits: int = 3) -> None:
+                 config: BatchConfig, max_resubmits: int = 3,
+                 slide_timeout: float | None = None) -> None:
         self.ray = _import_ray()
+        self.slide_timeout = slide_timeout
         self.max_resubmits = int(max_resubmits)
         if not isinstance(workers, int) or workers < 1:
             raise BatchError(f"--workers must be a positive integer, got {workers!r}")
@@ -168,6 +180,7 @@ class RayEngine:
         self._refs: dict[Any, tuple[str, dict[str, Any], int | None, dict[str, Any] | None]] = {}
         self._lost: dict[str, list[dict[str, Any]]] = {}  # slide → lost attempts
         self._suspect: set[int] = set()  # actors whose last call was lost (dead/restarting)
+        self._began: dict[Any, float | None] = {}  # ref → when it started running (if known)
         self._n_cpu = 1
 
     def describe(self) -> dict[str, Any]:
@@ -227,27 +240,42 @@ class RayEngine:
         if self.cpu_steps:
             ref = self._remote_cpu.remote(task, *self._args, self.cpu_steps)
             self._refs[ref] = (sid, task, None, None)
+            self._began[ref] = time.monotonic()
         else:
             self._to_actor(sid, task, None)
 
     def _to_actor(self, sid: str, task: dict[str, Any], first: dict[str, Any] | None) -> None:
         i = min(range(len(self._actors)), key=lambda k: (k in self._suspect, self._load[k], k))
+        idle = self._load[i] == 0
         self._load[i] += 1
         if first is not None:
             task = {**task, "previous": first.get("steps")}
         ref = self._actors[i].run.remote(task, self.device_steps)
         self._refs[ref] = (sid, task, i, first)
+        self._began[ref] = time.monotonic() if idle else None  # else: queued behind another
+
+    def _release(self, ref: Any, actor: int | None) -> None:
+        """Forget ``ref``; the next call queued on its actor starts now (for the time limit)."""
+        self._began.pop(ref, None)
+        if actor is None:
+            return
+        self._load[actor] -= 1
+        for other, (_, _, k, _) in self._refs.items():
+            if k == actor and self._began.get(other) is None:
+                self._began[other] = time.monotonic()
+                break
 
     def wait(self, timeout: float) -> list[dict[str, Any]]:
         if not self._refs:
             return []
         ready, _ = self.ray.wait(list(self._refs), num_returns=len(self._refs),
                                  timeout=timeout)
-        results = []
+        results = self._expire()
         for ref in ready:
+            if ref not in self._refs:  # stopped by the time limit above
+                continue
             sid, task, actor, first = self._refs.pop(ref)
-            if actor is not None:
-                self._load[actor] -= 1
+            self._release(ref, actor)
             try:
                 result = self.ray.get(ref)
             except Exception as exc:  # noqa: BLE001 - Ray wraps worker deaths in several types
@@ -273,6 +301,33 @@ class RayEngine:
             results.append(result)
         return results
 
+    def _expire(self) -> list[dict[str, Any]]:
+        """Stop the parts that ran past ``slide_timeout``; their slides' failure results."""
+        if self.slide_timeout is None:
+            return []
+        now = time.monotonic()
+        late = [(ref, began) for ref, began in self._began.items()
+                if began is not None and now - began > self.slide_timeout]
+        results = []
+        for ref, began in late:
+            sid, task, actor, _ = self._refs.pop(ref)
+            if actor is None:
+                self.ray.cancel(ref, force=True)
+            else:  # an actor call cannot be force-cancelled: restart its actor
+                self.ray.kill(self._actors[actor], no_restart=False)
+                self._suspect.add(actor)
+            self._release(ref, actor)
+            self._lost.pop(sid, None)
+            results.append({
+                "slide_id": sid, "status": "failed", "steps": task.get("previous") or {},
+                "reused": [], "seconds": round(now - began, 4), "n_patches": 0,
+                "error": {"type": "Timeout", "step": None, "traceback": "",
+                          "message": ("this slide took too long: stopped after the per-slide "
+                                      f"limit of {self.slide_timeout:g} s on "
+                                      f"{'a Ray CPU task' if actor is None else 'a Ray actor'}"
+                                      " (--slide-timeout; raise it for very large slides)")}})
+        return results
+
     def _resubmit(self, sid: str, task: dict[str, Any], actor: int | None,
                   first: dict[str, Any] | None, exc: BaseException) -> bool:
         """Submit a lost slide again from its last completed part; False when out of tries."""
@@ -286,6 +341,7 @@ class RayEngine:
         else:
             ref = self._remote_cpu.remote(task, *self._args, self.cpu_steps)
             self._refs[ref] = (sid, task, None, None)
+            self._began[ref] = time.monotonic()
         return True
 
     def stop(self) -> None:
@@ -296,6 +352,7 @@ class RayEngine:
                 pass
         self._actors = []
         self._refs = {}
+        self._began = {}
         if self._started_ray:
             self.ray.shutdown()
             self._started_ray = False

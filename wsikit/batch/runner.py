@@ -260,7 +260,8 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         Also write each slide's features into a zarr feature store (:mod:`wsikit.feature_store`).
     slide_timeout : float, optional
         Seconds one slide may take before its worker is stopped and the slide marked failed
-        (default :data:`DEFAULT_SLIDE_TIMEOUT`, 4 h; ``None`` or 0: no limit). Local engine.
+        (default :data:`DEFAULT_SLIDE_TIMEOUT`, 4 h; ``None`` or 0: no limit). Both engines: the
+        local one kills the worker process; Ray cancels the CPU task or restarts the actor.
     progress : bool, optional
         Show the overall bar (default: unless ``WSIKIT_NO_PROGRESS=1``).
     echo : callable, optional
@@ -326,6 +327,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
                             "fingerprint": checked[s.slide_id][0]} for s in slides]}
     write_json_atomic(run_path, run_info)
     job.clean_temporaries()
+    job.clean_stale_locks()
 
     coordinator = _Coordinator(job, config, slides, runner, retry_failed=retry_failed,
                                verify=verify, echo=echo, progress=progress,
@@ -356,7 +358,8 @@ def _make_engine(engine: str, *, devices: str | Sequence[str], workers: int,
     if engine == "ray":
         from .ray_engine import RayEngine
 
-        return RayEngine(address=ray_address, devices=devices, workers=workers, config=config)
+        return RayEngine(address=ray_address, devices=devices, workers=workers, config=config,
+                         slide_timeout=slide_timeout or None)
     raise BatchError(f"engine={engine!r} is not 'local' or 'ray'")
 
 
