@@ -249,6 +249,27 @@ def test_patch_and_select_build_the_same_grid(slide_fixture, request, tmp_path):
     assert 0 < len(edited) < len(fresh)
     assert (edited.coords[:, 0] < (x0 + x1) / 2).all()
     assert _grid_tuple(sel_edited) == _grid_tuple(edited)
-    assert m.mask.sum() < TissueMask.from_png(mask_path(tmp_path / "b", fresh.slide_name),
-                                              level0_size=m.level0_size,
-                                              slide_mpp=m.slide_mpp).mask.sum()
+    seg = TissueMask.from_png(mask_path(tmp_path / "b", fresh.slide_name),
+                              level0_size=m.level0_size, slide_mpp=m.slide_mpp)
+    # the edit is rasterised on the segmentation's own pixel grid, and only inside the box
+    assert m.mask.shape == seg.mask.shape and m.mpp == pytest.approx(seg.mpp)
+    cols = np.flatnonzero(m.mask.any(0))
+    assert cols.size and ((cols + 0.5) * m.downsample <= (x0 + x1) / 2 + m.downsample).all()
+
+
+def test_draw_grid_outlines_patches_smaller_than_a_thumbnail_pixel():
+    """A 100k-px-wide slide on a 64-px thumbnail: each 512-px patch is a fraction of a pixel;
+    it is drawn as the pixel it covers instead of failing."""
+    from wsikit.patching import TileGrid
+    from wsikit.slide_ops import draw_grid
+
+    coords = np.array([[0, 0], [512, 0], [50_000, 30_000]], np.int64)
+    grid = TileGrid(coords=coords, tissue=np.ones(3, np.float32), patch_px=512,
+                    patch_size_l0=512, stride_l0=512, target_mpp=0.5, slide_mpp=0.5,
+                    mpp_source="test", overlap_px=0, slide_name="big",
+                    level0_size=(100_000, 60_000))
+    thumb = np.full((38, 64, 3), 255, np.uint8)
+    out = draw_grid(thumb, grid)
+    assert out.shape == thumb.shape
+    drawn = np.argwhere((out != 255).any(-1))
+    assert {tuple(p) for p in drawn} >= {(0, 0), (19, 32)}  # (row, col) of both patch spots

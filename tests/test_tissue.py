@@ -137,7 +137,9 @@ def test_geojson_polygons_with_holes_in_level0():
 def test_geojson_round_trip(tmp_path):
     tm = _mask_with_hole()
     path = tm.write_geojson(tmp_path / "contours_geojson" / "s.geojson")
-    back = TissueMask.from_geojson(path, level0_size=(4800, 3200), slide_mpp=0.25, mpp=8.0)
+    # this mask was made at 8 µm/px by hand: no small-slide rule (min_side_px=0)
+    back = TissueMask.from_geojson(path, level0_size=(4800, 3200), slide_mpp=0.25, mpp=8.0,
+                                   min_side_px=0)
     assert back.mask.shape == tm.mask.shape
     assert _iou(back.mask, tm.mask) > 0.97
     assert not back.mask[40:50, 50:60].any()  # hole stays a hole
@@ -169,3 +171,17 @@ def test_segment_tissue_on_real_slide(cmu_small):
     # small slide: finer than 8 µm/px so the long side has >= 256 px
     assert max(tm.mask.shape) >= 255
     assert 0.15 < tm.tissue_fraction < 0.7
+
+
+def test_geojson_mask_has_the_pixel_grid_of_the_segmentation(cmu_small, tmp_path):
+    """A small slide is segmented finer than 8 µm/px (min_side_px); its GeoJSON, read back,
+    is rasterised on that same grid, not at the nominal 8 µm/px."""
+    with open_slide(cmu_small) as slide:
+        tm = segment_tissue(slide)
+        size, mpp = slide.dimensions, slide.mpp
+    assert tm.mpp < MPP  # the small-slide rule is in play
+    path = tm.write_geojson(tmp_path / "s.geojson")
+    back = TissueMask.from_geojson(path, level0_size=size, slide_mpp=mpp, mpp=MPP)
+    assert back.mask.shape == tm.mask.shape
+    assert back.mpp == pytest.approx(tm.mpp) and back.downsample == pytest.approx(tm.downsample)
+    assert _iou(back.mask, tm.mask) > 0.95

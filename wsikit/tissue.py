@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .io import Slide
 
 __all__ = ["tissue_mask", "pen_mask", "segment_tissue", "TissueMask", "mask_polygons",
-           "DEFAULT_MASK_MPP", "MIN_TISSUE_UM2", "MIN_HOLE_UM2"]
+           "mask_shape", "DEFAULT_MASK_MPP", "MIN_TISSUE_UM2", "MIN_HOLE_UM2"]
 
 #: Default µm/px of the thumbnail the mask is computed on.
 DEFAULT_MASK_MPP = 8.0
@@ -337,11 +337,14 @@ class TissueMask:
     @classmethod
     def from_geojson(cls, src: str | os.PathLike[str] | Mapping[str, Any], *,
                      level0_size: tuple[int, int], slide_mpp: float,
-                     mpp: float = DEFAULT_MASK_MPP, slide_name: str = "") -> TissueMask:
+                     mpp: float = DEFAULT_MASK_MPP, min_side_px: int = 256,
+                     slide_name: str = "") -> TissueMask:
         """Rasterise a GeoJSON (file or dict) of level-0 polygons, e.g. edited in QuPath.
 
         Polygon and MultiPolygon geometries are filled; interiors are cut out. Features
-        whose classification name is not "Tissue" (if set) are still used.
+        whose classification name is not "Tissue" (if set) are still used. The mask has the
+        pixel grid :func:`segment_tissue` gives the slide for the same ``mpp`` and
+        ``min_side_px`` (:func:`mask_shape`).
         """
         from skimage.draw import polygon as fill_polygon
 
@@ -358,9 +361,9 @@ class TissueMask:
         if not (isinstance(mpp, (int, float)) and mpp > 0 and slide_mpp > 0):
             raise TissueError(f"mpp={mpp!r} and slide_mpp={slide_mpp!r} must be positive")
         W, H = int(level0_size[0]), int(level0_size[1])
-        ds = max(mpp / slide_mpp, 1e-9)
-        w, h = max(1, int(round(W / ds))), max(1, int(round(H / ds)))
+        w, h = mask_shape((W, H), float(slide_mpp), mpp=float(mpp), min_side_px=min_side_px)
         sx, sy = W / w, H / h
+        eff_mpp = slide_mpp * 0.5 * (sx + sy)  # as segment_tissue reports it
         mask = np.zeros((h, w), bool)
         if isinstance(data, Mapping) and data.get("type") == "FeatureCollection":
             geoms = [f.get("geometry") if isinstance(f, Mapping) else f
@@ -380,7 +383,8 @@ class TissueMask:
                 raise TissueError(
                     f"{where}: geometry {i} is not a valid Polygon/MultiPolygon ({exc}); fix "
                     f"or delete the file, or pass {option('resegment')} to segment again") from exc
-        return cls(mask=mask, mpp=float(mpp), downsample=ds, level0_size=(W, H),
+        return cls(mask=mask, mpp=float(eff_mpp), downsample=eff_mpp / slide_mpp,
+                   level0_size=(W, H),
                    slide_mpp=float(slide_mpp), slide_name=slide_name)
 
 
@@ -408,12 +412,27 @@ def _fill_geometry(mask: np.ndarray, geom: Any, sx: float, sy: float, fill_polyg
             mask[rr, cc] = j == 0
 
 
-def _read_thumbnail(slide: Slide, mask_mpp: float) -> np.ndarray:
-    """Whole slide at ``mask_mpp``: straight from the TIFF tiles (scaled JPEG decode) when
+def mask_shape(level0_size: tuple[int, int], slide_mpp: float, *, mpp: float,
+               min_side_px: int = 256) -> tuple[int, int]:
+    """``(w, h)`` of a slide's tissue mask at ``mpp`` µm/px, the one rule for every mask.
+
+    Small slides get a finer mask, so that its longer side has at least ``min_side_px``
+    pixels (never finer than the slide itself; ``0``: exactly ``mpp``). :func:`segment_tissue` and
+    :meth:`TissueMask.from_geojson` both use it, so a mask rasterised from a (possibly
+    edited) GeoJSON has the pixel grid of the segmentation it came from.
+    """
+    W, H = int(level0_size[0]), int(level0_size[1])
+    longest_um = max(W, H) * slide_mpp
+    mask_mpp = (float(mpp) if min_side_px <= 0 else
+                min(float(mpp), max(slide_mpp, longest_um / min_side_px)))
+    return (max(1, int(round(W * slide_mpp / mask_mpp))),
+            max(1, int(round(H * slide_mpp / mask_mpp))))
+
+
+def _read_thumbnail(slide: Slide, size: tuple[int, int]) -> np.ndarray:
+    """Whole slide at ``size`` (w, h): straight from the TIFF tiles (scaled JPEG decode) when
     :mod:`wsikit.tiles` can read the file, else through the slide's backend."""
     W, H = slide.dimensions
-    size = (max(1, int(round(W * slide.mpp / mask_mpp))),
-            max(1, int(round(H * slide.mpp / mask_mpp))))
     if slide.backend in ("openslide", "tiffslide"):
         try:
             from .tiles import open_tile_reader
@@ -455,9 +474,8 @@ def segment_tissue(slide: Slide, *, mpp: float = DEFAULT_MASK_MPP, min_side_px: 
         raise TissueError(f"mpp={mpp!r}: the tissue mask resolution must be a positive number "
                           f"of µm/px, e.g. 8 ({keyword('mask_mpp')})")
     W, H = slide.dimensions
-    longest_um = max(W, H) * slide.mpp
-    mask_mpp = min(float(mpp), max(slide.mpp, longest_um / max(1, min_side_px)))
-    thumb = _read_thumbnail(slide, mask_mpp)
+    thumb = _read_thumbnail(slide, mask_shape((W, H), slide.mpp, mpp=mpp,
+                                              min_side_px=min_side_px))
     h, w = thumb.shape[:2]
     eff_mpp = slide.mpp * 0.5 * (W / w + H / h)
     mask = tissue_mask(thumb, mpp=eff_mpp, **options)

@@ -113,3 +113,50 @@ def test_cli_batch_min_score_reaches_run_batch(monkeypatch: pytest.MonkeyPatch,
     with pytest.raises(SystemExit) as exc:
         build_parser().parse_args(["batch", "cohort", "--out", "job", "--min-score", "high"])
     assert exc.value.code == 2 and "--min-score 'high'" in capsys.readouterr().err
+
+
+def test_an_edited_geojson_is_kept_on_resume_and_remakes_the_grid(cmu_small: Path,
+                                                                 tmp_path: Path) -> None:
+    """Edit the batch job's GeoJSON (as in QuPath): the rerun keeps the edit, rasterises it,
+    and redoes the patch grid (which equals ``wsikit patch`` on the same edited GeoJSON)."""
+    cohort = tmp_path / "cohort"
+    cohort.mkdir()
+    (cohort / cmu_small.name).symlink_to(cmu_small)
+    job, sid = tmp_path / "job", cmu_small.stem
+
+    def run(done: int = 1) -> None:
+        summary = run_batch(cohort, job, steps="patch", workers=1, progress=False,
+                            echo=lambda line: None, **OPTS)
+        assert summary.exit_code == 0 and summary.counts["done"] == done, summary.table()
+
+    run()
+    before = _coords(job / "patches" / f"{sid}_patches.h5")
+    gj_path = job / "contours_geojson" / f"{sid}.geojson"
+    gj = json.loads(gj_path.read_text())
+    # replace the tissue by one drawn rectangle, x 800–1700, y 0–1400 (level-0 px)
+    gj["features"] = [{"type": "Feature", "properties": {"objectType": "annotation"},
+                       "geometry": {"type": "Polygon", "coordinates": [[
+                           [800, 0], [1700, 0], [1700, 1400], [800, 1400], [800, 0]]]}}]
+    edited = json.dumps(gj)
+    gj_path.write_text(edited)
+    run()
+    assert gj_path.read_text() == edited  # the edit survives the resume
+    state = _state(job, sid)
+    assert state["steps"]["segment"]["info"].get("geojson_edited") is True
+    assert "patch" not in state["reused_steps"] and "segment" not in state["reused_steps"]
+    after = _coords(job / "patches" / f"{sid}_patches.h5")
+    assert 0 < len(after) < len(before)
+    size = 257  # level-0 px of a 256-px patch at 0.5 µm/px on this 0.499 µm/px slide
+    assert ((after[:, 0] < 1700) & (after[:, 0] + size > 800) & (after[:, 1] < 1400)).all()
+    # the same edited GeoJSON under `wsikit patch` gives the same grid
+    ref = tmp_path / "ref"
+    (ref / "contours_geojson").mkdir(parents=True)
+    (ref / "contours_geojson" / f"{sid}.geojson").write_text(edited)
+    got = patch(cmu_small, out=ref, mask_mpp=OPTS["tissue_mpp"], target_mpp=OPTS["target_mpp"],
+                patch_px=OPTS["patch_px"], min_tissue=OPTS["min_tissue"], show_progress=False)
+    np.testing.assert_array_equal(after, got.coords)
+    # a third run finds the slide done with its edit: nothing is redone
+    state_before = (job / "state" / f"{sid}.json").read_bytes()
+    run(done=0)
+    assert (job / "state" / f"{sid}.json").read_bytes() == state_before
+    assert gj_path.read_text() == edited

@@ -118,6 +118,24 @@ def test_lock_exclusive_and_stale_recovery(tmp_path):
     assert job.lock("s3").acquire()
 
 
+def test_stale_locks_are_swept_at_start_and_live_ones_kept(tmp_path):
+    """A runner killed after recording a slide done but before releasing its lock leaves the
+    lock behind; the next run removes it (and no live runner's lock)."""
+    job = JobFolder(tmp_path / "job", stale_after=60)
+    (job.root / "locks").mkdir(parents=True, exist_ok=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    job.lock_path("done_slide").write_text(json.dumps(
+        {"pid": dead.pid, "host": socket.gethostname(), "time": time.time()}))
+    live = job.lock("busy_slide")
+    assert live.acquire()
+    job.lock_path("other_host").write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
+    assert job.clean_stale_locks() == 1
+    assert not job.lock_path("done_slide").exists()
+    assert job.lock_path("busy_slide").exists() and job.lock_path("other_host").exists()
+    live.release()
+
+
 def test_bad_options_are_clear_errors(tmp_path):
     cohort = make_cohort(tmp_path / "c", {"a.svs": b"alpha"})
     with pytest.raises(BatchError, match="unknown step 'nope'"):

@@ -56,6 +56,10 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
+#: Outputs up to this size (contours, masks, coordinates) are checksummed on every resume.
+ALWAYS_HASH_BYTES = 4 << 20
+
+
 def sha256_file(path: str | os.PathLike[str], *, chunk: int = 1 << 20) -> str:
     """Hex SHA-256 of a file, read in 1 MiB chunks."""
     digest = hashlib.sha256()
@@ -133,7 +137,12 @@ class JobFolder:
 
     def outputs_intact(self, outputs: Mapping[str, Mapping[str, Any]], *,
                        verify: bool = False) -> bool:
-        """Whether every recorded output exists with its recorded size (and SHA-256)."""
+        """Whether every recorded output exists with its recorded size and SHA-256.
+
+        The checksum of a file up to :data:`ALWAYS_HASH_BYTES` is always compared (an edit
+        that keeps the size, e.g. one moved vertex of a GeoJSON, is seen); larger files'
+        only with ``verify``.
+        """
         for record in outputs.values():
             path = self.absolute(str(record.get("path", "")))
             try:
@@ -142,7 +151,8 @@ class JobFolder:
                 return False
             if size != record.get("size"):
                 return False
-            if verify and sha256_file(path) != record.get("sha256"):
+            if ((verify or size <= ALWAYS_HASH_BYTES)
+                    and sha256_file(path) != record.get("sha256")):
                 return False
         return True
 
@@ -169,6 +179,23 @@ class JobFolder:
                 if path.is_file() and path.stat().st_mtime < cutoff:
                     path.unlink()
                     removed += 1
+        return removed
+
+    def clean_stale_locks(self) -> int:
+        """Remove the lock files of dead runners (e.g. killed after a slide was recorded done
+        but before its lock was released); live runners' locks are left alone."""
+        removed = 0
+        folder = self.root / "locks"
+        if not folder.is_dir():
+            return 0
+        for path in sorted(folder.glob("*.lock")):
+            lock = self.lock(path.name[:-len(".lock")])
+            with lock._mutex:
+                owner = lock.read_owner()
+                if owner is not None and lock.is_stale(owner):
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+                        removed += 1
         return removed
 
     # ------------------------------------------------------------------ locks

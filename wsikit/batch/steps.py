@@ -274,6 +274,9 @@ class SlideContext:
         In-memory results of earlier steps of this slide (``"mask"``, ``"grid"``).
     records : dict
         Step records of this slide so far (previous run's reusable ones included).
+    previous : dict or None
+        While a step runs: its own record from the previous run, when it had one that is not
+        reused (e.g. the segment step sees that its GeoJSON was edited since).
     """
 
     def __init__(self, slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
@@ -286,6 +289,7 @@ class SlideContext:
         self.cache = cache if cache is not None else {}
         self.artifacts: dict[str, Any] = {}
         self.records: dict[str, Any] = dict(records or {})
+        self.previous: dict[str, Any] | None = None
         self._outputs: dict[str, Path] = {}
         self._handle: Any = None
 
@@ -339,6 +343,22 @@ def _tail(tb: str, lines: int = 25) -> str:
     return "\n".join(tb.rstrip().splitlines()[-lines:])
 
 
+def _input_digests(spec: StepSpec, records: Mapping[str, Any]) -> dict[str, str]:
+    """A digest of the recorded outputs of each step ``spec`` requires (its inputs).
+
+    Stored in the step's record: a step whose inputs were remade since (an upstream step
+    recomputed, e.g. after its GeoJSON was edited) is recomputed too, never reused stale.
+    """
+    out = {}
+    for req in spec.requires:
+        rec = records.get(req)
+        if rec is not None:
+            blob = json.dumps({k: v.get("sha256") for k, v in sorted(
+                (rec.get("outputs") or {}).items())}, sort_keys=True)
+            out[req] = hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return out
+
+
 def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
               steps: Sequence[str] | None = None, device: str = "cpu",
               cache: dict[str, Any] | None = None,
@@ -380,7 +400,8 @@ def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
             current = name
             chash = spec.config_hash(config)
             old = records.get(name)
-            if (old and old.get("config") == chash
+            inputs = _input_digests(spec, records)
+            if (old and old.get("config") == chash and old.get("inputs", inputs) == inputs
                     and job.outputs_intact(old.get("outputs", {}), verify=verify)):
                 reused.append(name)
                 if old.get("skipped"):
@@ -389,6 +410,7 @@ def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
                 continue
             records.pop(name, None)
             ctx.records = records
+            ctx.previous = old if old and old.get("config") == chash else None
             ctx._outputs = {}
             ts = time.perf_counter()
             skip: SkipSlide | None = None
@@ -397,7 +419,7 @@ def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
             except SkipSlide as exc:
                 skip, info = exc, dict(exc.info)
             outputs = job.record_outputs(ctx._outputs)
-            records[name] = {"config": chash, "outputs": outputs, "info": info,
+            records[name] = {"config": chash, "inputs": inputs, "outputs": outputs, "info": info,
                              "seconds": round(time.perf_counter() - ts, 4),
                              "device": device if spec.device else "cpu"}
             ctx.records = records
@@ -431,19 +453,20 @@ def _missing_module(module: str, what: str) -> Callable[[], str | None]:
     return check
 
 
-def _tissue(ctx: SlideContext, *, segment: bool = False) -> Any:
+def _tissue(ctx: SlideContext, *, segment: bool = False, edited: bool = False) -> Any:
     """The slide's tissue mask through the one mask path of ``wsikit patch``/``select``.
 
     :func:`wsikit.slide_ops.load_tissue` under the job folder, named after the ``slide_id``:
     ``segment`` segments (GeoJSON, mask PNG and its note written); otherwise the mask PNG of
-    that segmentation is read back pixel for pixel (a GeoJSON edited since is rasterised), so
+    that segmentation is read back pixel for pixel (a GeoJSON edited since is rasterised;
+    ``edited``: the segment step adopting such an edit), so
     a resumed step makes the grid of a fresh run and of ``wsikit patch`` with these options.
     """
     from ..slide_ops import load_tissue
 
     mask = ctx.artifacts.get("mask")
-    if mask is None or segment:
-        if not segment:
+    if mask is None or segment or edited:
+        if not (segment or edited):
             ctx.output_path("segment", "geojson")  # a clear error when segment never ran
         mask = load_tissue(ctx.open(), ctx.job.root, name=ctx.slide_id, resegment=segment,
                            mask_mpp=ctx.config.tissue_mpp, thumb_size=None)
@@ -459,12 +482,27 @@ def segment_step(ctx: SlideContext) -> dict[str, Any]:
     from ..slide_ops import tissue_files
 
     slide = ctx.open()
-    mask = _tissue(ctx, segment=True)
-    for key, path in tissue_files(ctx.job.root, ctx.slide_id).items():
+    files = tissue_files(ctx.job.root, ctx.slide_id)
+    edited = _geojson_edited(ctx, files["geojson"])
+    # An edited GeoJSON (e.g. in QuPath) is the slide's tissue from now on: rasterised, never
+    # overwritten by a new segmentation (delete it to segment again).
+    mask = _tissue(ctx, segment=not edited, edited=edited)
+    for key, path in files.items():
         ctx.add_output(key, path)  # a lost mask PNG redoes the segmentation, not a re-raster
     return {"mpp": float(slide.mpp), "mpp_source": slide.mpp_source,
             "level0_size": [int(v) for v in slide.dimensions],
-            "tissue_fraction": round(float(mask.tissue_fraction), 6)}
+            "tissue_fraction": round(float(mask.tissue_fraction), 6),
+            **({"geojson_edited": True} if edited else {})}
+
+
+def _geojson_edited(ctx: SlideContext, geojson: Path) -> bool:
+    """Whether the segment step's GeoJSON was changed since that step wrote it."""
+    from .state import sha256_file
+
+    recorded = ((ctx.previous or {}).get("outputs") or {}).get("geojson")
+    if not recorded or not geojson.is_file():
+        return False
+    return sha256_file(geojson) != recorded.get("sha256")
 
 
 @register_step("patch", requires=("segment",),
