@@ -6,7 +6,10 @@ in :mod:`wsikit.integrations`):
 
 * id ``<slide id>:<region>:<box>:<node id>``: unique across slides, stable across reruns;
 * the caption as content, as plain text (markup and control characters removed, see
-  :mod:`wsikit.evidence.sanitise`; metadata and evidence.json keep it verbatim); the figure
+  :mod:`wsikit.evidence.sanitise`; evidence.json keeps it verbatim); the metadata a framework
+  shows an LLM or an embedder (:data:`LLM_METADATA_KEYS`, :data:`EMBED_METADATA_KEYS`: label,
+  title, licence, slide name, ...) cleaned the same way, one line each, so a title cannot
+  start a ``System:`` line in LlamaIndex's ``{key}: {value}`` text; the figure
   image as an absolute, existing path (``image_path``, Haystack ``file_path``) with its mime
   type;
 * DOI, source title, figure label, page, year, licence, evidence level and name;
@@ -30,6 +33,8 @@ from .sanitise import clean_text, quoted
 __all__ = [
     "EMBED_METADATA_KEYS",
     "LLM_METADATA_KEYS",
+    "SHOWN_CHARS",
+    "clean_shown",
     "document_metadata",
     "excluded_keys",
     "haystack_documents",
@@ -46,6 +51,19 @@ LLM_METADATA_KEYS = ("figure_label", "source_title", "doi", "page", "year", "lic
                      "evidence_level", "evidence_level_name", "similarity",
                      "similarity_percentile", "score_type", "encoder", "encoder_heuristic",
                      "attention", "attention_heuristic", "slide_name", "region_id", "synthetic")
+
+
+#: Longest shown metadata value (characters).
+SHOWN_CHARS = 300
+
+
+def clean_shown(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with each string value an LLM or embedder is shown made one plain line
+    (:func:`~wsikit.evidence.sanitise.clean_text`, at most :data:`SHOWN_CHARS`); in place."""
+    for key in {*LLM_METADATA_KEYS, *EMBED_METADATA_KEYS}:
+        if isinstance(meta.get(key), str):
+            meta[key] = clean_text(meta[key], limit=SHOWN_CHARS) or None
+    return meta
 
 
 def _model(models: Mapping[str, Any], role: str) -> Mapping[str, Any]:
@@ -88,7 +106,7 @@ def document_metadata(result: Any, region: Any, match: Mapping[str, Any],
     box, crop = region.box, region.crop or {}
     uid = result.region_uid(region)
     doi = match.get("doi")
-    return {
+    return clean_shown({
         "id": document_id(uid, match["node_id"]), "producer": "wsikit",
         "wsikit_version": result.wsikit_version, "schema": result.schema,
         "synthetic": bool(result.synthetic),
@@ -112,7 +130,7 @@ def document_metadata(result: Any, region: Any, match: Mapping[str, Any],
         "similarity_percentile": match.get("percentile"),
         "score": float(match["similarity"]),
         **{k: v for k, v in prov.items() if k != "region_score_type"},
-    }
+    })
 
 
 def _content(match: Mapping[str, Any]) -> str:

@@ -22,7 +22,9 @@ from llama_index.core.base.base_multi_modal_retriever import MultiModalRetriever
 from llama_index.core.image_retriever import BaseImageRetriever
 from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle
 
-from ..evidence.adapters import EMBED_METADATA_KEYS, LLM_METADATA_KEYS, excluded_keys
+from ..evidence.adapters import (EMBED_METADATA_KEYS, LLM_METADATA_KEYS, clean_shown,
+                                 excluded_keys)
+from ..evidence.sanitise import clean_text
 from .core import EvidenceSource, as_result
 
 __all__ = ["WsikitMultiModalRetriever", "to_nodes"]
@@ -41,15 +43,15 @@ def to_nodes(result: Any) -> list[NodeWithScore]:
 def _figure_node(node: Any, score: float) -> NodeWithScore:
     """A caption-search hit (a figure, no region) as ``NodeWithScore(ImageNode)``."""
     image = str(node.image)
-    meta = {"id": node.node_id, "producer": "wsikit", "node_id": node.node_id,
+    meta = clean_shown({"id": node.node_id, "producer": "wsikit", "node_id": node.node_id,
             "figure_label": node.figure_label, "source_title": node.source_title,
             "doi": node.doi, "page": node.page, "year": node.year, "license": node.license,
             "evidence_level": node.evidence_level,
             "evidence_level_name": node.evidence_level_name, "image_path": image,
             "file_path": image, "mime_type": "image/png", "score": score,
-            "score_type": "caption BM25 relevance to the query text (not image similarity)"}
+            "score_type": "caption BM25 relevance to the query text (not image similarity)"})
     return NodeWithScore(node=ImageNode(
-        id_=node.node_id, text=node.caption or (node.figure_label or "Figure"),
+        id_=node.node_id, text=clean_text(node.caption) or (meta["figure_label"] or "Figure"),
         image_path=image, image_mimetype="image/png", metadata=meta,
         excluded_embed_metadata_keys=excluded_keys(meta, EMBED_METADATA_KEYS),
         excluded_llm_metadata_keys=excluded_keys(meta, LLM_METADATA_KEYS)),
