@@ -48,6 +48,20 @@ def test_auto_warns_once_naming_the_config_and_the_fault(cfg: Path, text: str, f
     assert hub.config_problems() == [messages[0].split(" (wsikit ignores")[0]]
 
 
+def test_an_unknown_encoder_name_is_a_typo_warning_not_silence(cfg: Path, tmp_path: Path):
+    real = tmp_path / "virchow2.safetensors"
+    save_file({"w": torch.zeros(1)}, str(real))
+    cfg.write_text(f'virchow2 = "{real}"\nconch_v15 = "{real}"\ntitan = 3\n')
+    with pytest.warns(UserWarning, match="'conch_v15' is not an encoder.*did you mean "
+                                         "'conch_v1_5'") as record:
+        found = hub.find_weights("virchow2")
+    assert found is not None and found.path == real  # the good entry still works
+    assert len(record) == 1 and "not used" in str(record[0].message)
+    problems = hub.config_problems()
+    assert any("conch_v15" in p for p in problems)
+    assert any("titan = '3' names a file that does not exist" in p for p in problems)
+
+
 def test_warning_points_at_the_caller(cfg: Path):
     cfg.write_text("titan = [\n")
     with pytest.warns(UserWarning, match="cannot read weights config") as record:

@@ -70,10 +70,39 @@ def test_runtime_registered_encoder_is_seen_by_the_lookup() -> None:
         assert "zz_test_extra" in [c.name for c in configs.list_configs()]
         assert "zz_test_extra" in [r["name"] for r in hub.weights_status()]
         assert hub.parse_weights_args(["zz_test_extra=/x"]) == {"zz_test_extra": "/x"}
+        # the same name again with another builder is refused; the same one is a no-op
+        with pytest.raises(ModelError, match="already registered.*overwrite=True"):
+            registry.register_encoder(extra, lambda c: registry.Encoder(c))
     finally:
-        registry._REGISTRY.pop("zz_test_extra", None)
+        assert wsikit.models.unregister_encoder("zz_test_extra") is extra
     with pytest.raises(ModelError, match="unknown encoder 'zz_test_extra'"):
         configs.get_config("zz_test_extra")
+    with pytest.raises(ModelError, match="unknown encoder 'zz_test_extra'"):
+        wsikit.models.unregister_encoder("zz_test_extra")
+
+
+@pytest.mark.parametrize("name", ["heuristic", "conch_v1_5", "virchow2", "titan"])
+def test_builtin_encoders_cannot_be_unregistered(name: str) -> None:
+    with pytest.raises(ModelError, match="wsikit's own encoders"):
+        wsikit.models.unregister_encoder(name)
+    assert name in registry.list_encoders()
+
+
+def test_reregistering_the_same_entry_is_a_no_op() -> None:
+    extra = configs.EncoderConfig(
+        name="zz_test_twice", role="patch", hub_repo="example/zz", hub_files=("w.bin",),
+        input_px=32, interpolation="bilinear", mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0),
+        target_mpp=0.5, patch_px=32, dim=8)
+
+    def build(c):
+        return registry.Encoder(c)
+
+    registry.register_encoder(extra, build)
+    try:
+        registry.register_encoder(extra, build)  # e.g. a plugin module imported again
+        registry.register_encoder(extra, lambda c: registry.Encoder(c), overwrite=True)
+    finally:
+        wsikit.models.unregister_encoder("zz_test_twice")
 
 
 def test_torch_dtype_and_public_names() -> None:

@@ -27,6 +27,7 @@ _LAZY: dict[str, str] = {
     "list_encoders": "registry",
     "register_encoder": "registry",
     "rgb_to_hed": "heuristic",
+    "unregister_encoder": "registry",
 }
 
 __all__ = sorted(_LAZY)

@@ -17,7 +17,7 @@ from .configs import (  # noqa: F401 - the CONFIG names stay importable from her
     EncoderConfig,
 )
 from .heuristic import HeuristicEncoder
-from .registry import register_encoder
+from .registry import _BUILTIN_NAMES, register_encoder
 
 
 def _build_conch(config: EncoderConfig) -> torch.nn.Module:
@@ -46,3 +46,5 @@ register_encoder(TITAN_CONFIG, _build_titan)
 from .clip_vl import build_quiltnet  # noqa: E402 - VL tower, extra [vlm]
 
 register_encoder(QUILTNET_B32_CONFIG, build_quiltnet)
+_BUILTIN_NAMES.update(c.name for c in (HEURISTIC_CONFIG, CONCH_V1_5_CONFIG, VIRCHOW2_CONFIG,
+                                      TITAN_CONFIG, QUILTNET_B32_CONFIG))

@@ -97,7 +97,8 @@ def _read_config(path: Path) -> dict[str, str]:
         raise WeightsError(f"cannot read weights config {path}: {exc}; fix the file (lines "
                            "like conch_v1_5 = \"/path/to/file\") or unset WSIKIT_CONFIG") from exc
     table = data.get("weights", data)
-    return {str(k): str(v) for k, v in table.items() if isinstance(v, str)}
+    return {str(k): v if isinstance(v, str) else repr(v) for k, v in table.items()
+            if not isinstance(v, dict)}
 
 
 def _existing(path: str | os.PathLike[str], what: str) -> Path:
@@ -230,12 +231,26 @@ def _check_config(path: Path) -> list[tuple[str | None, str]]:
     None when the whole file is unreadable."""
     if not path.exists():
         return []
+    import difflib
+
+    from .configs import list_configs
+
     try:
         entries = _read_config(path)
     except WeightsError as exc:
         return [(None, str(exc))]
-    return [(name, f"{path}: {name} = {value!r} names a file that does not exist; fix the path")
-            for name, value in entries.items() if not Path(value).expanduser().is_file()]
+    known = [c.name for c in list_configs()]
+    out: list[tuple[str | None, str]] = []
+    for name, value in entries.items():
+        if name not in known:  # a typo would otherwise be ignored without a word
+            near = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            out.append(("*", f"{path}: {name!r} is not an encoder wsikit knows; {hint}"
+                             f"use one of {known}"))
+        elif not Path(value).expanduser().is_file():
+            out.append((name, f"{path}: {name} = {value!r} names a file that does not exist; "
+                              "fix the path"))
+    return out
 
 
 def config_problems(path: str | os.PathLike[str] | None = None) -> list[str]:
@@ -252,15 +267,21 @@ def find_weights(name: str) -> ResolvedWeights | None:
 
     The lookup behind every ``"auto"`` choice. A weights config that is malformed, or names a
     missing file for ``name``, is skipped with a :class:`UserWarning` (once per problem and
-    process) naming the file and the fault, instead of silently falling back.
+    process) naming the file and the fault, instead of silently falling back; an entry under
+    a name wsikit does not know (a typo such as ``conch_v15``) is warned about too.
     """
-    problems = [msg for who, msg in _check_config(config_path()) if who in (None, name)]
+    found = _check_config(config_path())
+    problems = [msg for who, msg in found if who in (None, name)]
     for msg in problems:
         if msg not in _WARNED:
             _WARNED.add(msg)
             warnings.warn(f"{msg} (wsikit ignores the config while looking for {name} weights "
                           "automatically, so it uses weights found elsewhere or a weight-free "
                           "heuristic)", UserWarning, stacklevel=2)
+    for msg in (msg for who, msg in found if who == "*"):  # unknown names: likely typos
+        if msg not in _WARNED:
+            _WARNED.add(msg)
+            warnings.warn(f"{msg} (that entry is not used)", UserWarning, stacklevel=2)
     try:
         return resolve_weights(name, local_only=True, use_config=not problems)
     except WeightsError:

@@ -35,6 +35,7 @@ __all__ = [
     "EncoderConfig",
     "Encoder",
     "register_encoder",
+    "unregister_encoder",
     "create_encoder",
     "list_encoders",
     "get_config",
@@ -213,9 +214,38 @@ AUTO_PREFERENCE: dict[str, tuple[str, ...]] = {
 }
 
 
-def register_encoder(config: EncoderConfig, builder: Builder) -> None:
-    """Add an encoder to the registry (``builder(config)`` returns an :class:`Encoder`)."""
+#: Names registered by wsikit itself (``unregister_encoder`` refuses them).
+_BUILTIN_NAMES: set[str] = set()
+
+
+def register_encoder(config: EncoderConfig, builder: Builder, *, overwrite: bool = False
+                     ) -> None:
+    """Add an encoder to the registry (``builder(config)`` returns an :class:`Encoder`).
+
+    Registering a name that is taken raises :class:`~wsikit.errors.ModelError` unless it is
+    the same config and builder again (a module imported twice) or ``overwrite=True``.
+    """
+    old = _REGISTRY.get(config.name)
+    if old is not None and not overwrite and (old.config != config or old.builder is not builder):
+        raise ModelError(f"an encoder named {config.name!r} is already registered; choose "
+                         "another name, unregister_encoder() it first, or pass "
+                         "overwrite=True to replace it")
     _REGISTRY[config.name] = _Entry(config, builder)
+
+
+def unregister_encoder(name: str) -> EncoderConfig:
+    """Remove an encoder added with :func:`register_encoder`; returns its config.
+
+    wsikit's own encoders cannot be removed (``"auto"`` and the CLI rely on them).
+    """
+    _ensure_builtin()
+    if name in _BUILTIN_NAMES:
+        raise ModelError(f"{name!r} is one of wsikit's own encoders and cannot be "
+                         f"unregistered (register_encoder(..., overwrite=True) replaces it)")
+    try:
+        return _REGISTRY.pop(name).config
+    except KeyError:
+        raise ModelError(f"unknown encoder {name!r}; registered: {list_encoders()}") from None
 
 
 def _ensure_builtin() -> None:
