@@ -291,7 +291,32 @@ def test_window_labels_never_overlap() -> None:
         assert a[0] >= 0 and a[1] >= 0 and a[2] <= 200 and a[3] <= 200
         for b in rects[i + 1:]:
             assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
-    assert spots[0] == (10, 40 - 10 - 1)  # the first label goes above its box
+    # the first label would go above its box, but there it covers the bottom edge of the
+    # small window at (0, 0, 30, 30): it goes below instead; alone with its nested window it
+    # goes above
+    assert spots[0] == (10, 120 + 1)
+    assert place_labels(boxes[:2], sizes[:2], bounds=(200, 200), pad=1)[0] == (10, 40 - 10 - 1)
+
+
+@pytest.mark.parametrize("corner", ["top-left", "top-right", "bottom-left", "bottom-right"])
+def test_a_coarse_label_never_covers_the_finer_window_nested_at_its_corner(corner: str) -> None:
+    from wsikit.overlay import place_labels
+
+    # an 8x8 window flush with the image top (no room above) and a 2x2 window nested in one of
+    # its corners; the coarse label is placed first (drawing order: coarse first)
+    coarse = (0, 0, 160, 160)
+    fx = 0 if "left" in corner else 120
+    fy = 0 if "top" in corner else 120
+    fine = (fx, fy, fx + 40, fy + 40)
+    sizes = [(70, 12), (50, 12)]
+    spots = place_labels([coarse, fine], sizes, bounds=(300, 300), pad=1)
+    (lx, ly), (lw, lh) = spots[0], sizes[0]
+    covered = (max(0, min(lx + lw, fine[2]) - max(lx, fine[0]))
+               * max(0, min(ly + lh, fine[3]) - max(ly, fine[1])))
+    assert covered == 0, (corner, spots)
+    rects = [(x, y, x + w, y + h) for (x, y), (w, h) in zip(spots, sizes)]
+    a, b = rects
+    assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
 
 
 def test_region_score_is_named_by_its_source_and_floats_are_short(case: dict[str, Any]) -> None:

@@ -211,24 +211,40 @@ def place_labels(boxes: Sequence[tuple[float, float, float, float]],
     -------
     list of (x, y)
         Each label goes above its box's top-left corner, else inside the top edge, below the
-        box, inside the bottom edge, or right-aligned above/inside the top edge: the first of
-        these that stays in the image and overlaps no earlier label (else the first in the
-        image).
+        box, inside the bottom edge, right-aligned above/inside the top edge or below the box,
+        or beside it: the first of these that stays in the image, overlaps no earlier label
+        and covers the least of the windows no larger than its own (a coarse window's label
+        must not hide the finer window nested in it). When every spot overlaps a label, the
+        one covering the least window area is taken.
     """
     placed: list[tuple[float, float, float, float]] = []
     out: list[tuple[float, float]] = []
     W, H = bounds
-    for (x0, y0, x1, y1), (lw, lh) in zip(boxes, sizes):
+    areas = [(x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in boxes]
+    for i, ((x0, y0, x1, y1), (lw, lh)) in enumerate(zip(boxes, sizes)):
         cands = [(x0, y0 - lh - pad), (x0 + pad, y0 + pad), (x0, y1 + pad),
                  (x0 + pad, y1 - lh - pad), (x1 - lw, y0 - lh - pad),
-                 (x1 - lw - pad, y0 + pad)]
+                 (x1 - lw - pad, y0 + pad), (x1 - lw, y1 + pad),
+                 (x1 - lw - pad, y1 - lh - pad), (x1 + pad, y0), (x0 - lw - pad, y0)]
         inside = [(cx, cy) for cx, cy in cands
                   if cx >= 0 and cy >= 0 and cx + lw <= W and cy + lh <= H] or cands[:1]
+        finer = [b for j, b in enumerate(boxes) if j != i and areas[j] <= areas[i]]
 
-        cx, cy = next((c for c in inside if _free(c, (lw, lh), placed)), inside[0])
+        def cost(c: tuple[float, float]) -> tuple[bool, float]:
+            rect = (c[0], c[1], c[0] + lw, c[1] + lh)
+            return (not _free(c, (lw, lh), placed), sum(_overlap(rect, b) for b in finer))
+
+        cx, cy = min(inside, key=cost)  # min keeps the earliest of equal costs
         placed.append((cx, cy, cx + lw, cy + lh))
         out.append((cx, cy))
     return out
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]
+             ) -> float:
+    """Area of the intersection of two (x0, y0, x1, y1) rectangles."""
+    return (max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+            * max(0.0, min(a[3], b[3]) - max(a[1], b[1])))
 
 
 def overview_image(thumbnail: np.ndarray, downsample: float, *,

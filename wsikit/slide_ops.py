@@ -179,7 +179,11 @@ def draw_tissue(thumb: np.ndarray, mask: TissueMask) -> np.ndarray:
 
 
 def draw_grid(thumb: np.ndarray, grid: TileGrid) -> np.ndarray:
-    """``thumb`` with every patch of ``grid`` outlined; (h, w, 3) uint8."""
+    """``thumb`` with every patch of ``grid`` outlined; (h, w, 3) uint8.
+
+    A patch smaller than a thumbnail pixel (a huge slide's small thumbnail) is drawn as the
+    one pixel it covers.
+    """
     from PIL import Image, ImageDraw
 
     img = Image.fromarray(thumb)
@@ -188,7 +192,8 @@ def draw_grid(thumb: np.ndarray, grid: TileGrid) -> np.ndarray:
     sx, sy = img.width / W, img.height / H
     p = grid.patch_size_l0
     for x, y in grid.coords.tolist():
-        draw.rectangle([x * sx, y * sy, (x + p) * sx - 1, (y + p) * sy - 1],
+        x0, y0 = x * sx, y * sy
+        draw.rectangle([x0, y0, max(x0, (x + p) * sx - 1), max(y0, (y + p) * sy - 1)],
                        outline=(20, 60, 230))
     return np.asarray(img)
 
