@@ -96,6 +96,24 @@ def _bad_tile(tmp: Path, slide: Path) -> None:
     open_slide(slide, on_bad_tile="maybe")
 
 
+def _shard(tmp: Path) -> None:
+    from wsikit.batch.shard import parse_shard
+
+    parse_shard("2of4")
+
+
+def _store(tmp: Path) -> None:
+    from wsikit.batch.store_step import parse_store
+
+    parse_store("parquet")
+
+
+def _devices(tmp: Path) -> None:
+    from wsikit.batch.local import parse_devices
+
+    parse_devices("tpu", 1)
+
+
 CASES: dict[str, tuple[Callable[..., None], str, str]] = {
     # area: (raise it, Python spelling, command-line spelling)
     "tissue": (_tissue, "resegment=True", "--resegment"),
@@ -108,6 +126,9 @@ CASES: dict[str, tuple[Callable[..., None], str, str]] = {
     "pipeline": (_models, "models='bogus'", "--models bogus"),
     "mpp": (_mpp, "mpp=0.25", "--mpp 0.25"),
     "slide": (_bad_tile, "on_bad_tile='maybe'", "--on-bad-tile maybe"),
+    "batch_shard": (_shard, "shard='2of4'", "--shard 2of4"),
+    "batch_store": (_store, "store='parquet'", "--store parquet"),
+    "batch_devices": (_devices, "devices='tpu'", "--devices tpu"),
 }
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from .._hints import option
+from .._hints import keyword, option
 from ..errors import BatchError
 from .launch import check_launch, main_not_rerun
 
@@ -79,7 +79,8 @@ def parse_devices(devices: str | Sequence[str], workers: int = 1) -> list[Device
                     raise BatchError(f"devices entry {item!r} is not 'cuda:<index>'")
                 gpus.append(index)
         else:
-            raise BatchError(f"devices entry {item!r} is not 'cpu', 'cuda' or 'cuda:<index>'")
+            raise BatchError(f"{option('devices', devices if isinstance(devices, str) else item)}"
+                             f": {item!r} is not 'cpu', 'cuda' or 'cuda:<index>'")
     if gpus:
         available = _cuda_count(",".join(items))
         for index in dict.fromkeys(gpus):
@@ -285,7 +286,7 @@ class LocalEngine:
         code = worker.proc.exitcode
         if timed_out:
             how = (f"stopped after the per-slide limit of {self.slide_timeout:g} s "
-                   "(--slide-timeout; raise it for very large slides)")
+                   f"({keyword('slide_timeout')}; raise it for very large slides)")
             code = None
         elif code is not None and code < 0:
             with contextlib.suppress(ValueError):

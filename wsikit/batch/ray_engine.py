@@ -47,6 +47,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .._hints import keyword, option
 from ..errors import BatchError
 from .steps import BatchConfig, get_step
 
@@ -158,12 +159,14 @@ class RayEngine:
         self.slide_timeout = slide_timeout
         self.max_resubmits = int(max_resubmits)
         if not isinstance(workers, int) or workers < 1:
-            raise BatchError(f"--workers must be a positive integer, got {workers!r}")
+            raise BatchError(f"{keyword('workers')} must be a positive integer, got "
+                             f"{workers!r}")
         items = ([d.strip().lower() for d in devices.split(",") if d.strip()]
                  if isinstance(devices, str) else [str(d).lower() for d in devices])
         if not items or any(d != "cpu" and d != "cuda" and not d.startswith("cuda:")
                             for d in items):
-            raise BatchError(f"--devices {devices!r}: use 'cpu', 'cuda' or 'cuda:0,cuda:1'")
+            raise BatchError(f"{option('devices', devices)}: use 'cpu', 'cuda' or "
+                             "'cuda:0,cuda:1'")
         self.gpu = any(d.startswith("cuda") for d in items)
         self.gpu_names = [d for d in items if d.startswith("cuda:")]
         self.all_gpus = "cuda" in items
@@ -210,8 +213,9 @@ class RayEngine:
                 n_gpu = int(resources.get("GPU", 0))
                 wanted = n_gpu if self.all_gpus else len(self.gpu_names)
                 if n_gpu < 1 or wanted > n_gpu:
-                    raise BatchError(f"Ray cluster has {n_gpu} GPU(s); --devices asks for "
-                                     f"{wanted}. Start nodes with GPUs or use --devices cpu")
+                    raise BatchError(f"Ray cluster has {n_gpu} GPU(s); {keyword('devices')} "
+                                     f"asks for {wanted}. Start nodes with GPUs or use "
+                                     f"{option('devices', 'cpu')}")
                 cls = ray.remote(num_gpus=1, num_cpus=1, **_ACTOR_OPTIONS)(_DeviceActor)
                 self._actors = [cls.remote(job_root, stale_after, config, "cuda:0", 2)
                                 for _ in range(wanted * self.workers)]
@@ -325,7 +329,8 @@ class RayEngine:
                           "message": ("this slide took too long: stopped after the per-slide "
                                       f"limit of {self.slide_timeout:g} s on "
                                       f"{'a Ray CPU task' if actor is None else 'a Ray actor'}"
-                                      " (--slide-timeout; raise it for very large slides)")}})
+                                      f" ({keyword('slide_timeout')}; raise it for very "
+                                      "large slides)")}})
         return results
 
     def _resubmit(self, sid: str, task: dict[str, Any], actor: int | None,

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import TMP_MARK
+from .._hints import on_command_line, option
 from ..errors import BatchError
 from .cohort import CohortSlide
 
@@ -61,10 +62,11 @@ def parse_shard(text: str | Sequence[int] | None) -> tuple[int, int] | None:
     if isinstance(text, str):
         match = _SHARD_RE.match(text)
         if not match:
-            raise BatchError(f"--shard {text!r} is not I/N (0-based shard index / number of "
-                             "shards), e.g. --shard 0/4 … 3/4; in a SLURM array use "
-                             "--shard ${SLURM_ARRAY_TASK_ID}/${SLURM_ARRAY_TASK_COUNT} with "
-                             "--array=0-3")
+            slurm = ("; in a SLURM array use --shard ${SLURM_ARRAY_TASK_ID}/"
+                     "${SLURM_ARRAY_TASK_COUNT} with --array=0-3" if on_command_line() else "")
+            raise BatchError(f"{option('shard', text)} is not I/N (0-based shard index / "
+                             f"number of shards), e.g. {option('shard', '0/4')} … "
+                             f"{option('shard', '3/4')}{slurm}")
         index, count = int(match.group(1)), int(match.group(2))
     else:
         try:

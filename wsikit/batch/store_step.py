@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._hints import option
 from ..errors import BatchError
 from .steps import SlideContext, register_step
 
@@ -24,7 +25,7 @@ def parse_store(store: str | None) -> str | None:
         return None
     if store == "zarr" or (store.startswith("zarr:") and len(store) > len("zarr:")):
         return store
-    raise BatchError(f"--store {store!r}: use 'h5' (default), 'zarr' (JOBDIR/"
+    raise BatchError(f"{option('store', store)}: use 'h5' (default), 'zarr' (JOBDIR/"
                      "features_<encoder>.zarr) or 'zarr:URL' (a folder or fsspec URL)")
 
 
