@@ -202,9 +202,11 @@ def features_from_planes(h: np.ndarray, tissue: np.ndarray, *, threshold: float,
     structure = np.zeros((3, 3, 3), dtype=bool)
     structure[1] = ndimage.generate_binary_structure(2, 1)   # never connect across images
     labels, n = ndimage.label(nuclear, structure=structure)
-    flat = labels.ravel()
+    # per-component sums over the nuclear pixels only (a fraction of all pixels)
+    where = np.flatnonzero(nuclear)
+    flat = labels.ravel()[where]
     sizes = np.bincount(flat, minlength=n + 1)[1:]
-    h_sum = np.bincount(flat, weights=h.ravel(), minlength=n + 1)[1:]   # H per component
+    h_sum = np.bincount(flat, weights=h.ravel()[where], minlength=n + 1)[1:]   # H per component
     keep = sizes * px_area >= MIN_NUCLEUS_UM2
     # the image of every component: labels are numbered in raster order, image-major, and
     # never span two images, so image b holds the labels up to the b-th running maximum
@@ -213,8 +215,9 @@ def features_from_planes(h: np.ndarray, tissue: np.ndarray, *, threshold: float,
     n_nuclei = np.bincount(img_of, minlength=b).astype(np.float64)
     nuc_px = np.bincount(img_of, weights=sizes[keep], minlength=b)
     h_nuc = np.bincount(img_of, weights=h_sum[keep], minlength=b)
-    tissue_px = tissue.reshape(b, -1).sum(1).astype(np.float64)
-    h_tis = (h * tissue).reshape(b, -1).sum(1, dtype=np.float64)
+    tissue_px = np.count_nonzero(tissue.reshape(b, -1), axis=1).astype(np.float64)
+    h_tis = np.add.reduce(h.reshape(b, -1), axis=1, dtype=np.float64,
+                          where=tissue.reshape(b, -1))
     safe_t = np.maximum(tissue_px, 1.0)
     out[:, 0] = n_nuclei / (safe_t * px_area) * 1e6
     out[:, 1] = nuc_px / safe_t
