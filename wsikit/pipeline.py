@@ -74,6 +74,7 @@ class SelectOptions:
     extra: Mapping[str, Any] = field(default_factory=dict)
     question: str | None = None  # question-aware evidence (evidence/fusion.py)
     rrf_k: float = 50
+    towers: tuple[str, ...] = ()  # vision-language towers fused in with the question
 
     def selector_options(self) -> dict[str, Any]:
         """Options passed to :func:`wsikit.selectors.create_selector`.
@@ -197,12 +198,13 @@ def _open_index(index: Any) -> Any:
 
 
 def _match(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str], opts: SelectOptions,
-           *, device: str, weights: Mapping[str, str], base_dir: Path) -> Any:
+           *, device: str, weights: Mapping[str, str], base_dir: Path,
+           towers: Mapping[str, Any] | None = None) -> Any:
     from .evidence.matching import match_crops
 
     return match_crops(crops, index_dir, k=opts.k, min_similarity=opts.min_similarity,
                        base_dir=base_dir, device=device, weights=weights,
-                       question=opts.question, rrf_k=opts.rrf_k)
+                       question=opts.question, rrf_k=opts.rrf_k, towers=towers)
 
 
 def select(
@@ -237,6 +239,7 @@ def select(
     progress: bool | None = None,
     question: str | None = None,
     rrf_k: float = 50,
+    towers: Sequence[str] = (),
 ) -> Any:
     """Find salient regions of ``slide`` at several scales and (with ``index``) their evidence.
 
@@ -286,6 +289,11 @@ def select(
     question, rrf_k
         With a question, figures are ranked by reciprocal-rank fusion (constant ``rrf_k``) of
         image similarity and caption BM25 of the question; it is recorded in the selection.
+    towers : sequence of str
+        With a question: vision-language towers of the index (``wsikit index tower``, e.g.
+        ``"quiltnet_b32"``) whose question→figure and crop→figure rankings join the fusion.
+        Their weights must be found (``weights``); the similarity floor still applies to
+        the index encoder's image similarity.
 
     Returns
     -------
@@ -311,14 +319,24 @@ def select(
                          layout=layout, min_score=min_score, target_mpp=target_mpp,
                          patch_px=patch_px,
                          min_tissue=min_tissue, max_crop_px=max_crop_px, k=k,
-                         min_similarity=min_similarity, question=question, rrf_k=rrf_k)
+                         min_similarity=min_similarity, question=question, rrf_k=rrf_k,
+                         towers=tuple(towers))
     create_selector(selector, **opts.selector_options())  # validate options before any work
     if question is not None:  # a question steers matching: it needs an index and a term
         from .evidence.captions import check_question
 
         check_question(question, index=index)
+    if opts.towers and question is None:
+        raise SelectionError(f"{keyword('towers')} rank figures by the question: pass "
+                             f"{option('question', 'TEXT')} too, or drop the towers")
+    tower_encoders: dict[str, Any] = {}
     if index is not None:
         index = _open_index(index)  # a damaged index fails before any output is touched
+        if opts.towers:  # a missing tower or its weights fail before any output, too
+            from .evidence.towers import create_tower_encoders
+
+            tower_encoders = create_tower_encoders(index, opts.towers, device=device,
+                                                   weights=weights)
     out = Path(out)
     timings: dict[str, float] = {}
     show = progress_enabled(progress)
@@ -362,7 +380,7 @@ def select(
         result = finish_select(s, grid, mask, att, select_dir(out, s.name), opts,
                                encoder_entry=_encoder_entry(enc), index=index, device=device,
                                weights=weights, synthetic=synthetic, report=report,
-                               timings=timings)
+                               timings=timings, towers=tower_encoders)
     return result
 
 
@@ -370,7 +388,8 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
                   opts: SelectOptions, *, encoder_entry: Mapping[str, Any],
                   index: str | os.PathLike[str] | None = None, device: str = "cpu",
                   weights: Mapping[str, str] | None = None, synthetic: bool = False,
-                  report: bool = True, timings: dict[str, float] | None = None) -> Any:
+                  report: bool = True, timings: dict[str, float] | None = None,
+                  towers: Mapping[str, Any] | None = None) -> Any:
     """Selection → crops → matching → evidence.json (+ report) from computed attention.
 
     The part of :func:`select` after the attention stage, shared with the batch ``select``
@@ -378,7 +397,7 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
     ``report`` also ``report.html`` and ``overview.png``. ``index`` (a folder or an open
     :class:`~wsikit.evidence.FigureIndex`) is verified first, and ``sdir`` is published as
     one unit (:func:`wsikit.publish.staged_folder`): a failure or kill leaves the previous
-    result or none, never a mix.
+    result or none, never a mix. ``towers`` (``{name: encoder}``) join a question's fusion.
     """
     from .publish import staged_folder
 
@@ -388,13 +407,14 @@ def finish_select(slide: Any, grid: Any, mask: Any, att: Any, sdir: str | os.Pat
         return _finish_into(slide, grid, mask, att, Path(work), opts, final=Path(sdir),
                             encoder_entry=encoder_entry, index=index, device=device,
                             weights=weights, synthetic=synthetic, report=report,
-                            timings=timings)
+                            timings=timings, towers=towers)
 
 
 def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: SelectOptions,
                  *, final: Path, encoder_entry: Mapping[str, Any], index: Any, device: str,
                  weights: Mapping[str, str] | None, synthetic: bool, report: bool,
-                 timings: dict[str, float] | None) -> Any:
+                 timings: dict[str, float] | None,
+                 towers: Mapping[str, Any] | None = None) -> Any:
     """Write every file of the result into the staging folder ``sdir``; paths recorded in
     them are relative to it, absolute ones (and the result's ``base_dir``) are computed from
     ``final``, the folder ``sdir`` becomes when published."""
@@ -437,7 +457,7 @@ def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: S
     floor_entry = None
     if index is not None:
         found = _match(crop_images, index, opts, device=device, weights=weights,
-                       base_dir=final)
+                       base_dir=final, towers=towers)
         matches, below_floor, floor_entry = found.matches, found.below_floor, found.floor
         index_entry = found.index.to_evidence_dict()
         crop_enc_entry = _encoder_entry(found.encoder)
@@ -467,8 +487,11 @@ def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: S
                  "patch_size_l0": grid.stride_l0, "patches": len(grid),
                  "figures_per_region": opts.k, "min_similarity": floor_entry}
     if opts.question:
-        selection.update(question=opts.question, fusion={"method": "rrf", "k": opts.rrf_k,
-                                                         "channels": ["image", "caption BM25"]})
+        selection.update(question=opts.question, fusion={
+            "method": "rrf", "k": opts.rrf_k,
+            "channels": ["image", "caption BM25",
+                         *(f"{kind}:{name}" for name in opts.towers
+                           for kind in ("vl_text", "vl_image"))]})
     W, H = s.dimensions
     result = EvidenceResult(
         slide={"id": sid, "path": str(s.path), "name": s.name, "width": W, "height": H,

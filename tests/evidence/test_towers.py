@@ -185,3 +185,46 @@ def test_missing_or_foreign_tower_is_refused(index: FigureIndex, tower_encoder, 
 
         index_tower(index.path, encoder="heuristic")
     assert heuristic.config.name == "heuristic"
+
+
+def test_select_question_with_a_tower_fuses_it_and_keeps_the_floor(
+        index: FigureIndex, tower_encoder, weights: Path, synthetic_small_slide: Path,
+        tmp_path: Path):
+    """``select(question=..., towers=[...])``: the tower's question→figure and crop→figure
+    rankings join the fusion (recorded per match and in the selection); the floor still
+    applies to the index encoder's image similarity."""
+    from wsikit.pipeline import select
+
+    update_tower(index, tower_encoder)
+    common = dict(index=index.path, models="heuristic", attention="heuristic", scales=(2, 1),
+                  report=False, question="invasive ductal carcinoma")
+    res = select(synthetic_small_slide, out=tmp_path / "a", towers=["quiltnet_b32"],
+                 weights={"quiltnet_b32": str(weights)}, min_similarity="none", **common)
+    channels = res.selection["fusion"]["channels"]
+    assert "vl_text:quiltnet_b32" in channels and "vl_image:quiltnet_b32" in channels
+    matches = [m for r in res.regions for m in r.matches]
+    assert matches and all({"image", "text", "vl_text:quiltnet_b32", "vl_image:quiltnet_b32"}
+                           <= set(m["ranks"]) for m in matches)
+    assert all(m["similarity"] is not None for m in matches)
+    # without towers the question alone is fused with the image similarity
+    plain = select(synthetic_small_slide, out=tmp_path / "b", min_similarity="none", **common)
+    assert "vl_text:quiltnet_b32" not in plain.selection["fusion"]["channels"]
+    # with a floor, every kept match passes it on image similarity
+    floored = select(synthetic_small_slide, out=tmp_path / "c", towers=["quiltnet_b32"],
+                     weights={"quiltnet_b32": str(weights)}, min_similarity=0.5, **common)
+    assert all(m["similarity"] >= 0.5 for r in floored.regions for m in r.matches)
+
+
+def test_select_towers_need_a_question_and_an_existing_tower(
+        index: FigureIndex, synthetic_small_slide: Path, tmp_path: Path):
+    from wsikit.errors import SelectionError
+    from wsikit.pipeline import select
+
+    with pytest.raises(SelectionError, match="question="):
+        select(synthetic_small_slide, out=tmp_path / "a", index=index.path,
+               models="heuristic", towers=["quiltnet_b32"], report=False)
+    with pytest.raises(EvidenceError, match="has no quiltnet_b32 tower.*wsikit index tower"):
+        select(synthetic_small_slide, out=tmp_path / "b", index=index.path,
+               models="heuristic", question="carcinoma", towers=["quiltnet_b32"],
+               report=False)
+    assert not (tmp_path / "b" / "select").exists()  # failed before any output

@@ -51,14 +51,9 @@ def add_query_options(p: argparse.ArgumentParser) -> None:
 
 
 def _tower_encoders(index: Any, names: Sequence[str]) -> dict[str, Any]:
-    from ..evidence.towers import open_tower
-    from ..models import create_encoder
+    from ..evidence.towers import create_tower_encoders
 
-    out = {}
-    for name in names:
-        open_tower(index, name)  # a missing tower fails before a model is loaded
-        out[name] = create_encoder(name)
-    return out
+    return create_tower_encoders(index, names)
 
 
 def index_tower(index_dir: str | os.PathLike[str], *, encoder: str = "quiltnet_b32",

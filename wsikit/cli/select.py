@@ -80,6 +80,11 @@ def add_select_options(p: argparse.ArgumentParser) -> None:
                         "caption BM25 of the question (reciprocal rank); shown in the context")
     e.add_argument("--rrf-k", type=positive_float, default=50,
                    help="reciprocal-rank-fusion constant for --question (default 50)")
+    e.add_argument("--tower", action="append", default=[], metavar="NAME",
+                   help="with --question: also rank by this vision-language tower of the "
+                        "index (e.g. quiltnet_b32; built by 'wsikit index tower'): the "
+                        "question against the figures and each crop against them, fused by "
+                        "rank; needs the tower's weights (--weights NAME=PATH); repeatable")
     p.add_argument("--force", action="store_true",
                    help="recompute every stage instead of reusing cached outputs")
     p.add_argument("--no-report", action="store_true", help="skip report.html and overview.png")
@@ -121,7 +126,7 @@ def select_kwargs(args: argparse.Namespace) -> dict:
                 max_crop_px=args.max_crop_px, device=args.device, batch_size=args.batch_size,
                 workers=args.workers, weights=parse_weights_args(args.weights),
                 force=args.force, report=not args.no_report,
-                question=args.question, rrf_k=args.rrf_k)
+                question=args.question, rrf_k=args.rrf_k, towers=tuple(args.tower))
 
 
 def print_result(result, out_dir, fmt: str, *, stream=None) -> None:

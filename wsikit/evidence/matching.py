@@ -49,7 +49,8 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
                 min_similarity: str | float | Floor | None = None,
                 base_dir: str | os.PathLike[str] | None = None, device: str = "cpu",
                 weights: Mapping[str, str] | None = None, encoder: Any = None,
-                question: str | None = None, rrf_k: float = 50) -> CropMatches:
+                question: str | None = None, rrf_k: float = 50,
+                towers: Mapping[str, Any] | None = None) -> CropMatches:
     """Match ``(H, W, 3) uint8`` crops against a figure index and apply the floor.
 
     Parameters
@@ -74,6 +75,10 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
         ``rrf_k``) of image similarity and caption BM25 (:func:`wsikit.evidence.fusion.
         query_fused`); the floor still applies to the image similarity, so the question
         reorders and widens the visual evidence but never admits a dissimilar figure.
+    towers : mapping, optional
+        With ``question``: ``{tower name: encoder}`` (:func:`wsikit.evidence.towers.
+        create_tower_encoders`); each tower's question→figure and crop→figure rankings are
+        further RRF channels (``vl_text:NAME``, ``vl_image:NAME``). The floor is unchanged.
 
     Raises
     ------
@@ -91,12 +96,15 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
     if question and len(crops):
         from dataclasses import replace
 
-        from .fusion import query_fused
+        from .fusion import _depth, _tower_rankings, query_fused
 
+        extra = (_tower_rankings(index, towers, list(crops), question, _depth(index, k, None))
+                 if towers else None)
         bg = index.background
         rows = [[replace(m, percentile=None if bg is None or m.similarity is None
                          else float(bg.percentile(m.similarity))) for m in row]
-                for row in query_fused(index, list(crops), enc, question, k=k, rrf_k=rrf_k)]
+                for row in query_fused(index, list(crops), enc, question, k=k, rrf_k=rrf_k,
+                                       extra=extra)]
     else:
         rows = index.query_images(list(crops), enc, k=k) if len(crops) else []
     kept, dropped = [], []

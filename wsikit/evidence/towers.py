@@ -20,7 +20,7 @@ import hashlib
 import json
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,8 @@ from . import faiss_utils as fu
 from .index import FigureIndex, _encoder_info, _sha256, embed_images
 from .nodes import FigureNode, load_image
 
-__all__ = ["TOWER_FORMAT", "Tower", "list_towers", "open_tower", "update_tower"]
+__all__ = ["TOWER_FORMAT", "Tower", "create_tower_encoders", "list_towers", "open_tower",
+           "update_tower"]
 
 
 TOWER_FORMAT = "wsikit.tower/v1"
@@ -144,6 +145,22 @@ def open_tower(index: FigureIndex, name: str) -> Tower:
                       f"update it: wsikit index tower {index.path} --encoder {name}",
                       stacklevel=2)
     return Tower(index, name, manifest, faiss.read_index(str(fpath)))
+
+
+def create_tower_encoders(index: FigureIndex, names: Sequence[str], *, device: str = "cpu",
+                          weights: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``{name: encoder}`` of the towers ``names`` of ``index``, for fused queries.
+
+    Each tower is opened first, so a missing or stale tower fails before a model is loaded;
+    ``weights`` (``{name: file}``) overrides weight discovery as everywhere else.
+    """
+    from ..models import create_encoder
+
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys(names):
+        open_tower(index, name)
+        out[name] = create_encoder(name, weights=(weights or {}).get(name), device=device)
+    return out
 
 
 def update_tower(index: FigureIndex, encoder: Any, *, rebuild: bool = False,
