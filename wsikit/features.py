@@ -4,10 +4,10 @@ Pipeline (one slide)::
 
     grid (N boxes) ─► chunks of ``batch_size`` in grid order, dealt round-robin to workers
       worker: own slide handle; patches of the chunk read in storage order (tile row, col),
-              every JPEG tile decoded once per batch (shared ones kept for their neighbours),
-              DCT-domain scaled decode for 2×/4×/8× reductions; each mosaic assembled in one
-              reused buffer and resized (anti-aliased, uint8) straight into a shared-memory
-              batch slot; only the slot number crosses the process boundary
+              every JPEG tile decoded once per batch (shared ones kept for their neighbours);
+              each mosaic assembled in one reused buffer and resized (anti-aliased, uint8) to
+              the patch at the target µm/px, then to the encoder's input size, straight into a
+              shared-memory batch slot; only the slot number crosses the process boundary
       main:   CPU device: fused uint8 → normalised float32 into a reused buffer (when the
               encoder uses the standard transform), then the encoder;
               CUDA: pinned memory → non-blocking copy → encoder.preprocess (float32, on the
@@ -349,10 +349,14 @@ def extract_features(
             log.info("%s: complete features found, skipping", target)
             return Embeddings.from_h5(target)
 
-    # Patches are delivered at the encoder's input size (square patches: resize then centre
-    # crop of the same size is a plain resize), so the device never resizes.
-    # The reader's resize is PIL's anti-aliased bilinear filter; an encoder with another
-    # filter (Virchow2: bicubic) gets the patches at their own size and resizes them itself.
+    # Patches are read at the grid's size (patch_px at the target µm/px, e.g. 512 at 0.5) and,
+    # for a bilinear encoder with a smaller input, resized by the reader to the encoder's input
+    # size (square patches: resize then centre crop of the same size is a plain resize), so the
+    # device never resizes: two steps, as the specification and TRIDENT do (512 px at
+    # 0.5 µm/px, then 512 -> 448), never the level-0 box straight to 448.
+    # The reader's resize is the anti-aliased bilinear filter (torch's uint8 kernel, Pillow's
+    # within one level); an encoder with another filter (Virchow2: bicubic) gets the patches at
+    # their own size and resizes them itself.
     out_px = (int(cfg.input_px) if 0 < cfg.input_px < grid.patch_px
               and cfg.interpolation == "bilinear" else int(grid.patch_px))
     # On a CPU device the batches are normalised as they arrive (one fused pass per plane into
@@ -366,7 +370,7 @@ def extract_features(
                  if dev.type == "cpu" and std_transform and out_px == cfg.input_px else None)
     stream = PatchStream(path, grid.boxes, out_px, batch_size=batch_size, mpp=slide_mpp,
                          reader=reader, level0_size=tuple(grid.level0_size)
-                         if all(grid.level0_size) else None)
+                         if all(grid.level0_size) else None, patch_px=int(grid.patch_px))
 
     def run(writer: _RowWriter) -> str:
         kind = _run_stream(stream, enc, dev, prec, workers, writer, n, progress,

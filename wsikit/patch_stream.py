@@ -49,6 +49,14 @@ class PatchStream(IterableDataset):
         Level-0 ``(x, y, w, h)`` of every patch.
     out_px : int
         Side of the square patches delivered.
+    patch_px : int, optional
+        Side of the patch at the grid's target µm/px (e.g. 512 at 0.5 µm/px). When given and
+        different from ``out_px``, every box is first read at ``patch_px`` (best pyramid level,
+        anti-aliased resize) and that patch is then resized to ``out_px`` (anti-aliased
+        bilinear, the encoder's transform), as ARCHITECTURE.md specifies ("512 px at
+        0.5 µm/px → resize 448"); a one-step read of the level-0 box at ``out_px`` differs
+        from it by up to a few levels off the native resolution. ``None``: read at
+        ``out_px`` directly.
     batch_size : int
     mpp : float or None
         Level-0 µm/px passed to :func:`wsikit.io.open_slide` for the fallback reader.
@@ -59,17 +67,33 @@ class PatchStream(IterableDataset):
     normalize : (mean, std), optional
         If given, batches are ``(B, 3, H, W)`` float32 ``(x / 255 - mean) / std`` made in the
         worker (see :func:`normalize_uint8`); otherwise uint8 batches.
+    dct : bool
+        Let the tile reader decode JPEG tiles at ½/¼/⅛ size in the DCT domain where the patch
+        is such a reduction: faster, but not the specified anti-aliased resize (on H&E up to
+        ~50 levels off at sharp edges), so the two readers no longer agree. Off by default.
+
+    Notes
+    -----
+    Both readers produce identical pixels: the same level, integer source region and
+    sub-pixel box (:meth:`wsikit.io.Slide.source_region`), bit-identical JPEG decodes, and the
+    same resampling function (:func:`wsikit.tiles.resample_region`).
     """
 
     def __init__(self, path: str | os.PathLike[str], boxes: np.ndarray, out_px: int, *,
                  batch_size: int, mpp: float | None = None, reader: str = "auto",
                  cache_mb: float = 96.0, level0_size: tuple[int, int] | None = None,
-                 normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> None:
+                 normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+                 patch_px: int | None = None, dct: bool = False) -> None:
         if reader not in ("auto", "tiles", "slide"):
             raise FeatureError(f"reader={reader!r} must be 'auto', 'tiles' or 'slide'")
+        if patch_px is not None and int(patch_px) < 1:
+            raise FeatureError(f"patch_px={patch_px} must be a positive number of pixels (the "
+                               "patch side at the target µm/px), or None to read at out_px")
         self.path = Path(path)
         self.boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
         self.out_px = int(out_px)
+        self.patch_px = self.out_px if patch_px is None else int(patch_px)
+        self.dct = bool(dct)
         self.batch_size = int(batch_size)
         self.mpp = mpp
         self.reader = reader
@@ -87,18 +111,36 @@ class PatchStream(IterableDataset):
         ``read_into`` fills ``out``, a ``(B, out_px, out_px, 3) uint8`` C-contiguous array,
         with the patches of the ``(B, 4)`` level-0 ``boxes``.
         """
-        from .tiles import open_tile_reader
+        from .tiles import _resize_torch, open_tile_reader, resample_region
 
-        size = (self.out_px, self.out_px)
+        size = (self.patch_px, self.patch_px)
+        final = (self.out_px, self.out_px)
+        two_step = self.patch_px != self.out_px
+        scratch: list[np.ndarray] = []  # (B, patch_px, patch_px, 3) buffer, reused
+
+        def patch_buffer(n: int, out: np.ndarray) -> np.ndarray:
+            if not two_step:
+                return out
+            if not scratch or scratch[0].shape[0] < n:
+                scratch[:] = [np.empty((n, *size[::-1], 3), np.uint8)]
+            return scratch[0][:n]
+
+        def finish(patches: np.ndarray, out: np.ndarray) -> None:
+            if two_step:  # the encoder's resize, patch_px -> out_px, same kernel for both
+                for i in range(len(out)):
+                    _resize_torch(patches[i], final, out=out[i])
+
         if self.reader in ("auto", "tiles"):
             tr, why = open_tile_reader(self.path, expected_dimensions=self.level0_size,
                                        cache_mb=self.cache_mb)
             if tr is not None:
                 first = self.boxes[0] if len(self.boxes) else np.array([0, 0, 1, 1.0])
-                level, red = tr.plan((first[2], first[3]), size)
+                level, red = tr.plan((first[2], first[3]), size, dct=self.dct)
 
                 def read_into(boxes: np.ndarray, out: np.ndarray) -> None:
-                    tr.read_regions(boxes, size, out=out, level=level, reduction=red)
+                    patches = patch_buffer(len(boxes), out)
+                    tr.read_regions(boxes, size, out=patches, level=level, reduction=red)
+                    finish(patches, out)
 
                 return (read_into, tr.close), "tiles"
             if self.reader == "tiles":
@@ -109,8 +151,11 @@ class PatchStream(IterableDataset):
         slide = open_slide(self.path, mpp=self.mpp, require_mpp=False)
 
         def read_into_s(boxes: np.ndarray, out: np.ndarray) -> None:
+            patches = patch_buffer(len(boxes), out)
             for i in sorted(range(len(boxes)), key=lambda j: (boxes[j][1], boxes[j][0])):
-                out[i] = slide.read_at_mpp(tuple(boxes[i]), out_size=size)
+                region, box = slide.source_region(tuple(boxes[i]), size)
+                resample_region(region, box, size, out=patches[i])
+            finish(patches, out)
 
         return (read_into_s, slide.close), "slide"
 

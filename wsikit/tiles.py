@@ -3,11 +3,24 @@
 OpenSlide-style readers decode, composite and copy every pixel of a region for every call.
 For patch extraction at scale that is the bottleneck, so this module reads the compressed
 tiles itself (one ``pread`` per tile), decodes each tile once (an LRU cache shares it between
-neighbouring patches), and, when the patch is a 2×, 4× or 8× reduction of the tile pixels,
-lets libjpeg-turbo decode the JPEG at the reduced size directly in the DCT domain (only the
-low-frequency coefficients are inverse-transformed, which is both faster than a full decode
-and a proper anti-aliasing low-pass). What remains (a non-integer factor, e.g. 1024 → 512
-→ 448, or a sub-pixel offset) is done by an anti-aliased resize of the assembled mosaic.
+neighbouring patches), assembles the mosaic under the requested level-0 box and resizes it
+with an anti-aliased bilinear filter.
+
+Parity with the slide reader. By default the pixels equal those of
+:meth:`wsikit.io.Slide.read_at_mpp` on the same box: the same level (the largest downsample
+that still has the output resolution, with :data:`wsikit.io.slide.LEVEL_TOLERANCE` slack), the
+same level downsample (OpenSlide's and tiffslide's convention: the mean of the x and y
+ratios), the same integer source region and sub-pixel box, and bit-identical JPEG decodes. The
+only difference is the resampling kernel: a whole-region resize runs torch's uint8
+anti-aliased bilinear kernel, which equals Pillow's except for about 1 pixel in 10⁴ that is one
+level off (:func:`wsikit.patch_stream.PatchStream` runs the same function on both readers, so
+its two readers agree exactly).
+
+DCT-domain scaling (opt-in, ``dct=True``): when the patch is a 2×, 4× or 8× reduction of the
+tile pixels, libjpeg-turbo can decode the JPEG at the reduced size directly (only the
+low-frequency coefficients are inverse-transformed), which is faster than a full decode. It is
+**not** the anti-aliased resize of the specification: on Aperio H&E it differs from it by up
+to ~50 levels at sharp edges (mean ~1.7), so it is never used unless asked for.
 
 JPEG tiles in TIFF often carry their quantisation and Huffman tables once per page
 (``JPEGTables``); they are spliced into every tile stream. TIFF pages with ``Photometric=RGB``
@@ -40,7 +53,8 @@ try:  # optional, fastest scaled JPEG decode
 except ImportError:  # pragma: no cover - depends on the environment
     _simplejpeg = None
 
-__all__ = ["TiffLevel", "TileReader", "open_tile_reader", "resize_uint8", "DECODER"]
+__all__ = ["TiffLevel", "TileReader", "open_tile_reader", "resample_kind", "resample_region",
+           "resize_uint8", "DECODER"]
 
 #: Which JPEG decoder does the scaled decodes ("simplejpeg" or "pillow").
 DECODER = "simplejpeg" if _simplejpeg is not None else "pillow"
@@ -66,7 +80,8 @@ class TiffLevel:
     tile_width, tile_height : int
         Tile size in pixels.
     downsample : tuple of float
-        Level-0 pixels per level pixel along (x, y).
+        Level-0 pixels per level pixel along (x, y); both are the mean of the two axes'
+        ratios, as OpenSlide and tiffslide define a level's downsample.
     compression, photometric : int
         TIFF tag values.
     tiles_across, tiles_down : int
@@ -157,27 +172,43 @@ class TileReader:
         return self.levels[0].width, self.levels[0].height
 
     # -- planning --------------------------------------------------------------------------
-    def plan(self, l0_size: tuple[float, float], out_size: tuple[int, int]) -> tuple[int, int]:
+    def plan(self, l0_size: tuple[float, float], out_size: tuple[int, int], *,
+             dct: bool = False) -> tuple[int, int]:
         """Choose ``(level, reduction)`` for reading an ``l0_size`` box into ``out_size`` px.
 
-        The level is the one with the largest downsample that still has at least the output
-        resolution; the reduction is the largest DCT scale factor (1, 2, 4 or 8, JPEG only)
-        that keeps at least the output resolution.
+        The level is the one :meth:`wsikit.io.Slide.best_level` picks: the largest downsample
+        ``<= min(w / out_w, h / out_h)`` with :data:`~wsikit.io.slide.LEVEL_TOLERANCE` slack
+        (an Aperio "4×" level of downsample 4.0018 counts as 4). The reduction is 1 unless
+        ``dct=True``, which takes the largest DCT scale factor (2, 4 or 8, JPEG only) that keeps
+        at least the output resolution (faster, but not the specified anti-aliased resize).
+
+        Parameters
+        ----------
+        l0_size : (w, h)
+            Box size in level-0 pixels.
+        out_size : (width, height)
+            Output size in pixels.
+        dct : bool
+            Allow a DCT-domain scaled decode.
+
+        Returns
+        -------
+        (level, reduction) : tuple of int
         """
-        want_x = l0_size[0] / out_size[0]
-        want_y = l0_size[1] / out_size[1]
+        from .io.slide import LEVEL_TOLERANCE
+
+        want = min(l0_size[0] / out_size[0], l0_size[1] / out_size[1])
         level = 0
         for i, lv in enumerate(self.levels):
-            if lv.downsample[0] <= want_x * (1 + _EPS) and lv.downsample[1] <= want_y * (1 + _EPS):
-                if lv.downsample[0] >= self.levels[level].downsample[0]:
-                    level = i
+            ds = lv.downsample[0]
+            if ds <= want * (1.0 + LEVEL_TOLERANCE) and ds >= self.levels[level].downsample[0]:
+                level = i
         lv = self.levels[level]
         reduction = 1
-        if lv.is_jpeg:
+        if dct and lv.is_jpeg:
             for k in _REDUCTIONS:
                 if (lv.tile_width % k == 0 and lv.tile_height % k == 0
-                        and lv.downsample[0] * k <= want_x * (1 + _EPS)
-                        and lv.downsample[1] * k <= want_y * (1 + _EPS)):
+                        and lv.downsample[0] * k <= want * (1 + _EPS)):
                     reduction = k
                     break
         return level, reduction
@@ -288,7 +319,8 @@ class TileReader:
         return arr
 
     def read_region(self, l0_box: tuple[float, float, float, float], out_size: tuple[int, int],
-                    *, level: int | None = None, reduction: int | None = None) -> np.ndarray:
+                    *, level: int | None = None, reduction: int | None = None,
+                    dct: bool = False) -> np.ndarray:
         """Read the level-0 box ``(x, y, w, h)`` resized to ``out_size = (w, h)`` pixels.
 
         Parameters
@@ -299,6 +331,9 @@ class TileReader:
             Output size in pixels.
         level, reduction : int, optional
             Override :meth:`plan`'s choice.
+        dct : bool
+            Let :meth:`plan` choose a DCT-domain scaled decode (faster, not the specified
+            anti-aliased resize; see the module notes).
 
         Returns
         -------
@@ -306,7 +341,7 @@ class TileReader:
             ``(out_h, out_w, 3) uint8`` RGB.
         """
         out_w, out_h = int(out_size[0]), int(out_size[1])
-        geo = self._geometry(l0_box, (out_w, out_h), level, reduction)
+        geo = self._geometry(l0_box, (out_w, out_h), level, reduction, dct)
         mosaic = np.full((geo.iy1 - geo.iy0, geo.ix1 - geo.ix0, 3), 255, np.uint8)
         self._assemble(geo, mosaic)
         if geo.kind == "copy":
@@ -315,7 +350,7 @@ class TileReader:
 
     def read_regions(self, l0_boxes: np.ndarray, out_size: tuple[int, int], *,
                      out: np.ndarray | None = None, level: int | None = None,
-                     reduction: int | None = None) -> np.ndarray:
+                     reduction: int | None = None, dct: bool = False) -> np.ndarray:
         """Read many level-0 boxes, each resized to ``out_size``, into one array.
 
         Equal, pixel for pixel, to calling :meth:`read_region` for every box, but faster: the
@@ -334,6 +369,8 @@ class TileReader:
             shared-memory tensor); allocated when omitted.
         level, reduction : int, optional
             Override :meth:`plan`'s choice (else planned per box size).
+        dct : bool
+            Let :meth:`plan` choose DCT-domain scaled decodes (see :meth:`read_region`).
 
         Returns
         -------
@@ -348,7 +385,7 @@ class TileReader:
         elif out.shape != shape or out.dtype != np.uint8 or not out.flags.c_contiguous:
             raise ValueError(f"out must be a C-contiguous uint8 array of shape {shape}, got "
                              f"{out.dtype} {out.shape}")
-        geos = [self._geometry(b, (out_w, out_h), level, reduction) for b in boxes]
+        geos = [self._geometry(b, (out_w, out_h), level, reduction, dct) for b in boxes]
         spans = [self._spans(g) for g in geos]
         uses = Counter(key for sp in spans for key, *_ in sp)
         live: dict[tuple[int, int, int, int], np.ndarray] = {}  # tiles still needed here
@@ -384,12 +421,13 @@ class TileReader:
         return out
 
     def _geometry(self, l0_box: Any, out_size: tuple[int, int], level: int | None,
-                  reduction: int | None) -> _Geometry:
-        """Where ``l0_box`` lies in the (reduced) pixels of the chosen level."""
+                  reduction: int | None, dct: bool = False) -> _Geometry:
+        """Where ``l0_box`` lies in the (reduced) pixels of the chosen level (the integer
+        region and sub-pixel box are computed as :meth:`wsikit.io.Slide.source_region` does)."""
         x, y, w, h = (float(v) for v in l0_box)
         out_w, out_h = out_size
         if level is None or reduction is None:
-            plevel, preduction = self.plan((w, h), (out_w, out_h))
+            plevel, preduction = self.plan((w, h), (out_w, out_h), dct=dct)
             level = plevel if level is None else level
             reduction = preduction if reduction is None else reduction
         lv = self.levels[level]
@@ -399,14 +437,10 @@ class TileReader:
         sx1, sy1 = (x + w) / lv.downsample[0] / k, (y + h) / lv.downsample[1] / k
         ix0, iy0 = math.floor(sx0 + _EPS), math.floor(sy0 + _EPS)
         ix1, iy1 = math.ceil(sx1 - _EPS), math.ceil(sy1 - _EPS)
+        ix1, iy1 = max(ix1, ix0 + 1), max(iy1, iy0 + 1)
         mw, mh = ix1 - ix0, iy1 - iy0
         box = (sx0 - ix0, sy0 - iy0, sx1 - ix0, sy1 - iy0)
-        if (mw, mh) == (out_w, out_h) and max(abs(box[0]), abs(box[1])) < 1e-3:
-            kind = "copy"
-        elif max(abs(box[0]), abs(box[1]), abs(box[2] - mw), abs(box[3] - mh)) < 1e-3:
-            kind = "torch"  # the box is the whole mosaic: whole-image resize
-        else:
-            kind = "box"  # sub-pixel source rectangle: Pillow's box resampling
+        kind = resample_kind((mw, mh), box, (out_w, out_h))
         valid_w, valid_h = -(-lv.width // k), -(-lv.height // k)
         covered = ix0 >= 0 and iy0 >= 0 and ix1 <= valid_w and iy1 <= valid_h
         tw, th = lv.tile_width // k, lv.tile_height // k
@@ -460,6 +494,72 @@ class _Geometry:
     kind: str  # "copy" (mosaic is the output), "torch" (whole resize), "box" (Pillow box)
     covered: bool  # every mosaic pixel lies inside the level (no white fill needed)
     storage_key: tuple[int, int, int]  # (level, first tile row, first tile column)
+
+
+def resample_kind(region_size: tuple[int, int], box: tuple[float, float, float, float],
+                  out_size: tuple[int, int]) -> str:
+    """How a source region becomes the output: ``"copy"``, ``"torch"`` or ``"box"``.
+
+    Parameters
+    ----------
+    region_size : (width, height)
+        Size of the integer source region in pixels of the level read.
+    box : (x0, y0, x1, y1)
+        The requested sub-pixel rectangle inside the region (region pixels).
+    out_size : (width, height)
+        Output size in pixels.
+
+    Returns
+    -------
+    str
+        ``"copy"``: the region already is the output (same size, no offset); ``"torch"``: the
+        box is the whole region, resized by torch's anti-aliased uint8 kernel; ``"box"``: a
+        sub-pixel source rectangle, resampled by Pillow's bilinear filter over ``box``.
+    """
+    mw, mh = int(region_size[0]), int(region_size[1])
+    if (mw, mh) == (int(out_size[0]), int(out_size[1])) and max(abs(box[0]), abs(box[1])) < 1e-3:
+        return "copy"
+    if max(abs(box[0]), abs(box[1]), abs(box[2] - mw), abs(box[3] - mh)) < 1e-3:
+        return "torch"
+    return "box"
+
+
+def resample_region(region: np.ndarray, box: tuple[float, float, float, float],
+                    out_size: tuple[int, int], *, out: np.ndarray | None = None) -> np.ndarray:
+    """The sub-pixel ``box`` of ``region`` resized to ``out_size``, as the tile reader does.
+
+    The same decision (:func:`resample_kind`) and kernels as :meth:`TileReader.read_regions`,
+    so a region read by another reader (e.g. :meth:`wsikit.io.Slide.source_region`) gives
+    the same pixels as the tile reader's mosaic of the same region.
+
+    Parameters
+    ----------
+    region : numpy.ndarray
+        ``(h, w, 3) uint8`` integer source region (pixels of one pyramid level).
+    box : (x0, y0, x1, y1)
+        Sub-pixel rectangle inside ``region`` to resample.
+    out_size : (width, height)
+        Output size in pixels.
+    out : numpy.ndarray, optional
+        C-contiguous ``(out_h, out_w, 3) uint8`` array to write into.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(out_h, out_w, 3) uint8`` (``out`` when given).
+    """
+    kind = resample_kind((region.shape[1], region.shape[0]), box, out_size)
+    if kind == "copy":
+        res = region
+    elif kind == "torch":
+        return _resize_torch(region, out_size, out=out) if out is not None else _resize_torch(
+            region, out_size)
+    else:
+        res = resize_uint8(region, out_size, box=box)
+    if out is None:
+        return res
+    out[...] = res
+    return out
 
 
 def resize_uint8(image: np.ndarray, size: tuple[int, int], *,
@@ -574,10 +674,13 @@ def _discover_levels(tif: Any) -> tuple[tuple[TiffLevel, ...], list[Any]]:
                                  "(wsikit.open_slide) for this file")
             continue  # skip an odd level, keep the others
         lw, lh = int(page.imagewidth), int(page.imagelength)
+        # OpenSlide's and tiffslide's convention (one downsample per level, the mean of the two
+        # axes' ratios), so that a box maps onto the same level pixels as in the slide reader
+        ds = ((W / lw) + (H / lh)) / 2.0
         levels.append(TiffLevel(
             page=int(page.index), width=lw, height=lh,
             tile_width=int(page.tilewidth), tile_height=int(page.tilelength),
-            downsample=(W / lw, H / lh), compression=int(page.compression),
+            downsample=(ds, ds), compression=int(page.compression),
             photometric=int(page.photometric),
             tiles_across=-(-lw // int(page.tilewidth)), tiles_down=-(-lh // int(page.tilelength)),
         ))

@@ -13,7 +13,7 @@ from wsikit.errors import FeatureError
 from wsikit.features import Embeddings, extract_features, features_path, grid_hash
 from wsikit.models import create_encoder
 from wsikit.patching import TileGrid
-from wsikit.tiles import TileReader
+from wsikit.tiles import TileReader, resize_uint8
 
 from .conftest import TinyEncoder
 
@@ -37,9 +37,11 @@ def test_rows_follow_grid_order(synthetic_small_slide: Path, small_grid: TileGri
                                 tiny_encoder: TinyEncoder) -> None:
     emb = extract_features(synthetic_small_slide, small_grid, tiny_encoder, workers=2,
                            batch_size=6, progress=False)
-    # reference: each patch read on its own, embedded one by one, in grid order
+    # reference: each patch read on its own at the grid's 256 px, resized to the encoder's 64
+    # px (the two steps of the specification), embedded one by one, in grid order
     with TileReader(synthetic_small_slide) as r:
-        patches = np.stack([r.read_region(tuple(b), (64, 64)) for b in small_grid.boxes])
+        patches = np.stack([resize_uint8(r.read_region(tuple(b), (256, 256)), (64, 64))
+                            for b in small_grid.boxes])
     ref = tiny_encoder.encode(patches, batch_size=1)
     np.testing.assert_allclose(emb.features, ref, rtol=1e-4, atol=1e-5)
     assert emb.encoder == "tiny_test_cnn" and "random" in emb.label

@@ -165,25 +165,32 @@ def test_ring_waits_for_release_and_times_out() -> None:
 
 def test_fast_path_against_the_encoders_transform_and_the_slide_reader(
         synthetic_slide: Path) -> None:
-    """Patches for a CONCH-like encoder (DCT 1/2 decode, uint8 resize, fused normalise) match
-    the encoder's own float transform of the 512-px patch, and a read through OpenSlide."""
+    """Patches for a CONCH-like encoder (1024 level-0 px read at 512 px, resized 512 -> 448 in
+    uint8, fused normalise) match the encoder's own float transform of the 512-px patch, and
+    a read through OpenSlide."""
     enc = _Transform()
     boxes = np.array([*ALIGNED, EDGE], float)
-    stream = PatchStream(synthetic_slide, boxes, 448, batch_size=4)
+    stream = PatchStream(synthetic_slide, boxes, 448, batch_size=4, patch_px=512)
     got = torch.cat([x.clone() for _, x in stream_batches(stream, workers=0,
                                                           normalize=(MEAN, STD))])
-    # the encoder's own transform (float resize 512 -> 448, normalise) of the same pixels:
-    # the only difference is rounding the resized image to uint8, at most ~1 grey level
+    # the encoder's own transform (Pillow's resize 512 -> 448, normalise) of the same pixels:
+    # the only difference is torch's uint8 kernel against Pillow's, at most one grey level
     tiles512 = torch.from_numpy(_per_patch(synthetic_slide, list(boxes), (512, 512)))
     own = enc.preprocess(tiles512.permute(0, 3, 1, 2))
     assert (got - own).abs().max().item() < 1.5 / 255 / min(STD)
-    # a reference read through the slide reader (OpenSlide level 0, anti-aliased to 512 px)
+    # a reference read through the slide reader (OpenSlide level 0, anti-aliased to 512 px,
+    # Pillow over the exact box): the same decoded pixels, so again within one grey level
     with open_slide(synthetic_slide) as s:
         ref512 = np.stack([s.read_at_mpp(tuple(b), out_size=(512, 512)) for b in boxes])
     ref = enc.preprocess(torch.from_numpy(ref512).permute(0, 3, 1, 2))
-    diff = (got - ref).abs()
+    assert (got - ref).abs().max().item() < 2.5 / 255 / min(STD)
+    # the opt-in DCT-domain decode is the faster approximation the default does not use
+    fast = PatchStream(synthetic_slide, boxes, 448, batch_size=4, patch_px=512, dct=True)
+    approx = torch.cat([x.clone() for _, x in stream_batches(fast, workers=0,
+                                                            normalize=(MEAN, STD))])
+    diff = (approx - ref).abs()
     assert diff.mean().item() < 0.04  # ~2 grey levels: DCT-domain vs area downscaling
-    assert diff.flatten().kthvalue(int(0.99 * diff.numel())).values.item() < 0.3
+    assert diff.max().item() > 2.5 / 255 / min(STD)
 
 
 def test_conch_like_features_agree_across_workers_and_batches(synthetic_slide: Path) -> None:

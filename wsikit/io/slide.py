@@ -467,14 +467,7 @@ class Slide:
             out_w, out_h = int(out_size[0]), int(out_size[1])
             if out_w <= 0 or out_h <= 0:
                 raise SlideError(f"out_size={out_size} must be positive")
-        level = self.best_level(min(w / out_w, h / out_h))
-        lds = self.level_downsamples[level]
-        fx0, fy0, fx1, fy1 = x / lds, y / lds, (x + w) / lds, (y + h) / lds
-        ix0, iy0 = int(math.floor(fx0 + 1e-6)), int(math.floor(fy0 + 1e-6))
-        ix1, iy1 = int(math.ceil(fx1 - 1e-6)), int(math.ceil(fy1 - 1e-6))
-        ix1, iy1 = max(ix1, ix0 + 1), max(iy1, iy0 + 1)
-        region = self._read_level(level, ix0, iy0, ix1 - ix0, iy1 - iy0)
-        box = (fx0 - ix0, fy0 - iy0, fx1 - ix0, fy1 - iy0)
+        region, box = self.source_region((x, y, w, h), (out_w, out_h))
         if (region.shape[1], region.shape[0]) == (out_w, out_h) and max(
                 abs(box[0]), abs(box[1]), abs(box[2] - out_w), abs(box[3] - out_h)) < 1e-6:
             return region
@@ -487,6 +480,43 @@ class Slide:
         gap = 3.0 if factor >= 6 and filt != Image.Resampling.NEAREST else None
         out = img.resize((out_w, out_h), filt, box=box, reducing_gap=gap)
         return np.asarray(out)
+
+    def source_region(self, l0_box: tuple[float, float, float, float],
+                      out_size: tuple[int, int]) -> tuple[np.ndarray, tuple[float, float,
+                                                                             float, float]]:
+        """The pixels :meth:`read_at_mpp` resamples: an integer region of the best level.
+
+        The level is :meth:`best_level` of ``min(w / out_w, h / out_h)``; the region is the
+        smallest block of its pixels that contains the box (white outside the slide).
+        :class:`wsikit.tiles.TileReader` maps boxes onto the same level, region and box.
+
+        Parameters
+        ----------
+        l0_box : (x, y, w, h)
+            Level-0 pixels; may extend past the slide.
+        out_size : (width, height)
+            Output size the region will be resampled to (chooses the level).
+
+        Returns
+        -------
+        region : ndarray, shape (rh, rw, 3), uint8
+            Pixels of the chosen level.
+        box : (x0, y0, x1, y1)
+            The level-0 box inside ``region``, in (sub-pixel) region pixels.
+        """
+        x, y, w, h = (float(v) for v in l0_box)
+        out_w, out_h = int(out_size[0]), int(out_size[1])
+        if w <= 0 or h <= 0 or out_w <= 0 or out_h <= 0:
+            raise SlideError(f"{self.path}: box {l0_box} and out_size {out_size} must be "
+                             "positive")
+        level = self.best_level(min(w / out_w, h / out_h))
+        lds = self.level_downsamples[level]
+        fx0, fy0, fx1, fy1 = x / lds, y / lds, (x + w) / lds, (y + h) / lds
+        ix0, iy0 = int(math.floor(fx0 + 1e-6)), int(math.floor(fy0 + 1e-6))
+        ix1, iy1 = int(math.ceil(fx1 - 1e-6)), int(math.ceil(fy1 - 1e-6))
+        ix1, iy1 = max(ix1, ix0 + 1), max(iy1, iy0 + 1)
+        region = self._read_level(level, ix0, iy0, ix1 - ix0, iy1 - iy0)
+        return region, (fx0 - ix0, fy0 - iy0, fx1 - ix0, fy1 - iy0)
 
     def thumbnail(self, *, mpp: float | None = None, max_size: int | None = None,
                   resample: str = "bilinear") -> np.ndarray:
