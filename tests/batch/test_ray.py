@@ -73,7 +73,7 @@ def test_ray_slide_timeout_stops_a_hung_slide_and_the_others_finish(cohort_csv, 
     assert dict(summary.counts) == {"done": 4, "failed": 2, "skipped": 0}, summary.table()
     state = json.loads((tmp_path / "job" / "state" / "slide1.json").read_text())
     assert state["status"] == "failed" and state["error"]["type"] == "Timeout"
-    assert "40 s" in state["error"]["message"] and "--slide-timeout" in state["error"]["message"]
+    assert "40 s" in state["error"]["message"] and "slide_timeout=" in state["error"]["message"]
     assert not (tmp_path / "job" / "hold" / "slide1.txt").exists()
     for slide_id in set(GOOD) - {"slide1"}:
         assert json.loads((tmp_path / "job" / "state" / f"{slide_id}.json").read_text()

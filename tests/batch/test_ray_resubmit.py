@@ -171,7 +171,7 @@ def test_slide_timeout_stops_the_stuck_part_and_fails_only_that_slide(monkeypatc
     assert results["b"]["status"] == "done"
     err = results["a"]["error"]
     assert results["a"]["status"] == "failed" and err["type"] == "Timeout"
-    assert "0.2 s" in err["message"] and "--slide-timeout" in err["message"]
+    assert "0.2 s" in err["message"] and "slide_timeout=" in err["message"]  # Python API
     if part == "cpu":
         assert fake.cancelled == [("a", True)] and fake.killed == []
     else:  # the actor that held the stuck call is restarted, not left hung
