@@ -51,6 +51,7 @@ from ._progress import progress as _progress_bar
 from ._version import __version__
 from .errors import FeatureError, WsikitError
 from .patch_stream import PatchStream, normalize_uint8, stream_batches
+from .patching import PATCH_READ
 
 if TYPE_CHECKING:
     from .io import Slide
@@ -202,7 +203,8 @@ def _resolve_encoder(encoder: Encoder | str, device: str, weights: str | None) -
 
 
 def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int, prec: str) -> bool:
-    """Whether ``path`` is a complete feature file for this grid and encoder."""
+    """Whether ``path`` is a complete feature file for this grid and encoder, made by this
+    patch reading (:data:`PATCH_READ`)."""
     import h5py
 
     try:
@@ -214,6 +216,7 @@ def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int, prec: str)
                 and h5_value(a.get("label")) == encoder.label
                 and h5_value(a.get("grid_hash")) == ghash
                 and h5_value(a.get("precision", "fp32")) == prec
+                and h5_value(a.get("patch_read")) == PATCH_READ
                 and ds.shape == (n, encoder.config.dim)
                 and f["coords"].shape == (n, 2))
     except (OSError, KeyError, ValueError):
@@ -338,6 +341,7 @@ def extract_features(
         "grid_hash": ghash, "wsikit_version": __version__, "slide": grid.slide_name,
         "slide_path": str(path), "precision": prec, "patch_px": int(grid.patch_px),
         "input_px": int(cfg.input_px), "target_mpp": float(grid.target_mpp),
+        "patch_read": PATCH_READ,
     }
     coord_attrs = grid.h5_attrs(str(out) if out is not None else "")
 

@@ -37,7 +37,14 @@ if TYPE_CHECKING:
     from .io import Slide
     from .tissue import TissueMask
 
-__all__ = ["TileGrid", "make_grid", "tissue_fractions", "coords_path", "TRIDENT_ATTRS"]
+__all__ = ["TileGrid", "make_grid", "tissue_fractions", "coords_path", "TRIDENT_ATTRS",
+           "PATCH_READ"]
+
+#: How patches are read for an encoder, recorded in every feature file (``patch_read``) and in
+#: the batch features step's hash: files made another way (before 2026-12: the level-0 box read
+#: straight at the encoder's input size) are recomputed, never reused. Change it whenever the
+#: pixels a patch gives the encoder change.
+PATCH_READ = "target-mpp-then-input/v2"
 
 #: Attributes of ``coords`` shared with TRIDENT (wsikit adds ``mpp``, ``target_mpp``, …).
 TRIDENT_ATTRS = ("patch_size", "patch_size_level0", "level0_magnification",

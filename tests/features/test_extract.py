@@ -133,6 +133,36 @@ def test_complete_file_is_skipped(synthetic_small_slide: Path, small_grid: TileG
                          progress=False)
 
 
+def test_a_file_read_another_way_is_recomputed(synthetic_small_slide: Path,
+                                               small_grid: TileGrid, tmp_path: Path) -> None:
+    """A complete feature file made by an older patch reading (no or another ``patch_read``)
+    has the same label and grid hash, but not the same pixels: it is recomputed."""
+    from wsikit.patching import PATCH_READ
+
+    extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0, out=tmp_path,
+                     progress=False)
+    path = features_path(tmp_path, "heuristic", small_grid.slide_name)
+    assert Embeddings.from_h5(path).attrs["patch_read"] == PATCH_READ
+    with h5py.File(path, "r+") as f:  # as written before the two-step read
+        del f["features"].attrs["patch_read"]
+        f["features"][:] = 0.0
+    emb = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
+                           out=tmp_path, progress=False)
+    assert np.abs(emb.features).sum() > 0
+    assert Embeddings.from_h5(path).attrs["patch_read"] == PATCH_READ
+
+
+def test_batch_features_step_hash_carries_the_patch_reading() -> None:
+    from wsikit.batch import BatchConfig
+    from wsikit.batch.steps import get_step
+    from wsikit.patching import PATCH_READ
+
+    spec = get_step("features")
+    assert spec.version == PATCH_READ
+    old = type(spec)(**{**spec.__dict__, "version": ""})
+    assert spec.config_hash(BatchConfig()) != old.config_hash(BatchConfig())
+
+
 class _FailAfter(TinyEncoder):
     def __init__(self, batches: int) -> None:
         super().__init__()

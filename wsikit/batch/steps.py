@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import atomic_path
+from ..patching import PATCH_READ
 from .._hints import keyword
 from ..errors import BatchError, WsikitError
 from .cohort import CohortSlide
@@ -156,6 +157,9 @@ class StepSpec:
     description : str
     available : callable
         ``() -> None`` when usable, else a message saying what is missing.
+    version : str
+        Changes when the step's code makes other outputs from the same options (part of the
+        config hash, so outputs of an older version are redone, not reused).
     """
 
     name: str
@@ -165,10 +169,13 @@ class StepSpec:
     device: bool = False
     description: str = ""
     available: Callable[[], str | None] = field(default=lambda: None)
+    version: str = ""
 
     def config_hash(self, config: BatchConfig) -> str:
-        """Short hash of the options that decide this step's output."""
+        """Short hash of the options (and :attr:`version`) that decide this step's output."""
         values = {k: getattr(config, k) for k in self.config_keys}
+        if self.version:
+            values["_version"] = self.version
         text = json.dumps({"step": self.name, **values}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -178,7 +185,7 @@ _STEPS: dict[str, StepSpec] = {}
 
 def register_step(name: str, *, requires: Sequence[str] = (), config_keys: Sequence[str] = (),
                   device: bool = False, description: str = "",
-                  available: Callable[[], str | None] | None = None
+                  available: Callable[[], str | None] | None = None, version: str = ""
                   ) -> Callable[[Callable[[SlideContext], dict[str, Any]]],
                                 Callable[[SlideContext], dict[str, Any]]]:
     """Decorator registering a step function under ``name`` (order of registration = run order).
@@ -197,7 +204,7 @@ def register_step(name: str, *, requires: Sequence[str] = (), config_keys: Seque
                                 config_keys=tuple(config_keys), device=device,
                                 description=description or (func.__doc__ or "").strip()
                                 .split("\n")[0],
-                                available=available or (lambda: None))
+                                available=available or (lambda: None), version=version)
         return func
     return decorator
 
@@ -547,7 +554,8 @@ def _encoder(ctx: SlideContext) -> Any:
                config_keys=("tissue_mpp", "target_mpp", "patch_px", "overlap_px", "min_tissue",
                             "encoder", "weights", "precision"),
                description="patch features → features_<encoder>/<slide>.h5",
-               available=_missing_module("wsikit.features", "feature extraction"))
+               available=_missing_module("wsikit.features", "feature extraction"),
+               version=PATCH_READ)
 def features_step(ctx: SlideContext) -> dict[str, Any]:
     """Patch features with the configured encoder (one model per worker, built once)."""
     from ..features import extract_features
