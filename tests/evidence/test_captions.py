@@ -14,7 +14,7 @@ import pytest
 from wsikit.errors import EvidenceError
 from wsikit.evidence import FigureIndex, FigureNode, read_manifest
 from wsikit.evidence import captions as cap
-from wsikit.evidence import index as index_mod
+from wsikit.evidence import index_folder
 from wsikit.evidence.captions import caption_search, caption_terms, search_db, sync_captions, \
     tokenize
 
@@ -156,9 +156,9 @@ def test_interrupted_add_leaves_caption_index_valid(where, nodes, encoder, tmp_p
             con.execute("INSERT INTO caption_docs VALUES (999, 1)")
             crash()
 
-        monkeypatch.setattr(index_mod, "sync_captions", half)
+        monkeypatch.setattr(index_folder, "sync_captions", half)
     else:
-        monkeypatch.setattr(index_mod, "_commit_manifest", crash)
+        monkeypatch.setattr(index_folder, "commit_manifest", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         index.add(extra, encoder)
     monkeypatch.undo()
@@ -171,7 +171,7 @@ def test_interrupted_add_leaves_caption_index_valid(where, nodes, encoder, tmp_p
 
 
 def test_index_without_caption_tables(nodes, encoder, tmp_path: Path, make_images, monkeypatch):
-    monkeypatch.setattr(index_mod, "sync_captions", lambda con: 0)  # as built by older wsikit
+    monkeypatch.setattr(index_folder, "sync_captions", lambda con: 0)  # as built by older wsikit
     old = FigureIndex.build(nodes, encoder, tmp_path / "old")
     monkeypatch.undo()
     with pytest.raises(sqlite3.OperationalError):

@@ -21,7 +21,7 @@ from wsikit.evidence import (
     read_manifest,
 )
 from wsikit.evidence import faiss_utils as fu
-from wsikit.evidence import index as index_mod
+from wsikit.evidence import index_build, index_folder
 
 
 class OtherEncoder:
@@ -139,7 +139,7 @@ def test_add_and_interrupted_add(flat: FigureIndex, encoder, tmp_path: Path, mak
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash before the manifest commit")
 
-    monkeypatch.setattr(index_mod, "_commit_manifest", crash)
+    monkeypatch.setattr(index_folder, "commit_manifest", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         flat.add(extra[:2], encoder)
     monkeypatch.undo()
@@ -163,11 +163,11 @@ def test_killed_add_leaves_previous_index(flat: FigureIndex, tmp_path: Path, mak
     script = textwrap.dedent(f"""
         import os, signal
         from wsikit.evidence import FigureIndex, FigureNode
-        from wsikit.evidence import index as m
+        from wsikit.evidence import index_folder as m
         from wsikit.models import create_encoder
         def die(*a, **k):
             os.kill(os.getpid(), signal.SIGKILL)
-        m._commit_manifest = die
+        m.commit_manifest = die
         idx = FigureIndex.open({str(flat.path)!r})
         nodes = [FigureNode.from_image(p, caption="x") for p in {[str(p) for p in paths]!r}]
         idx.add(nodes, create_encoder("heuristic"))
@@ -192,7 +192,7 @@ def test_approximate_kinds_measure_recall(kind, tmp_path: Path, make_images, enc
     assert ("nprobe" in m["params"]) if kind == "ivf" else ("efSearch" in m["params"])
     # the stored recall is reproducible: recompute it against exact numpy search
     db = embed_images([load_image(n.image) for n in nodes], encoder)
-    queries, truth = index_mod._recall_set(db, k=10)
+    queries, truth = index_build.recall_set(db, k=10)
     numpy_truth = np.argsort(-(queries @ db.T), axis=1, kind="stable")[:, :10]
     assert fu.recall_at_k(truth, numpy_truth) > 0.99
     found = [[nodes.index(next(n for n in nodes if n.node_id == mt.node.node_id))
@@ -234,3 +234,25 @@ def test_other_heuristic_version_refused(flat: FigureIndex, nodes, encoder):
     image = np.zeros((64, 64, 3), np.uint8) + 200
     with pytest.raises(EncoderMismatchError, match="heuristic-v0.*Rebuild"):
         old.query_images([image], encoder, k=1)
+
+
+def test_names_of_the_index_module_stay_importable():
+    """The split into index_folder / index_build kept every name of ``wsikit.evidence.index``."""
+    import wsikit.evidence as ev
+    from wsikit.evidence import index
+
+    assert index.__all__ == ["INDEX_FORMAT", "AddReport", "FigureIndex", "Match", "embed_images"]
+    assert all(getattr(ev, name) is getattr(index, name) for name in index.__all__)
+    old = {"_sha256": index_folder.sha256_file, "_now": index_folder.utc_now,
+           "_create_db": index_folder.create_db, "_insert": index_folder.insert_nodes,
+           "_check_manifest": index_folder.check_manifest, "_check_db": index_folder.check_db,
+           "_check_replaceable": index_folder.check_replaceable,
+           "_commit_manifest": index_folder.commit_manifest,
+           "_remove_stale": index_folder.remove_stale, "_COLUMNS": index_folder.COLUMNS,
+           "METRIC": index_folder.METRIC, "INDEX_FORMAT": index_folder.INDEX_FORMAT,
+           "_encoder_info": index_build.encoder_info, "encoder_version":
+           index_build.encoder_version, "_recall_set": index_build.recall_set,
+           "_RECALL_QUERIES": index_build.RECALL_QUERIES, "embed_images":
+           index_build.embed_images}
+    assert {name: getattr(index, name) for name in old} == old
+    assert index.ADD_LOCK_TIMEOUT == 600.0

@@ -342,7 +342,7 @@ def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = N
         (:func:`wsikit.evidence.fusion.search`).
     """
     from .fusion import search
-    from .index import _encoder_info
+    from .index_build import encoder_info
     from .nodes import load_image
 
     if mode not in MODES:
@@ -386,12 +386,12 @@ def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = N
     macro = {name: (sum(q[name] for q in scored) / len(scored) if scored else None)
              for name in names}
     settings = {"index": str(index.path), "index_count": index.count,
-                "encoder": _encoder_info(encoder) if encoder is not None else
+                "encoder": encoder_info(encoder) if encoder is not None else
                 {"name": index.encoder_name}, "mode": mode,
                 "modes_used": sorted(set(modes)),
                 "fusion": {"method": "rrf", "k": rrf_k, "depth": depth or "max(4k, 100)"}
                 if "fused" in modes or towers else None,
-                "towers": {name: _encoder_info(enc) for name, enc in (towers or {}).items()},
+                "towers": {name: encoder_info(enc) for name, enc in (towers or {}).items()},
                 "text": {"method": "BM25", "tokenizer": _tokenizer()} if
                 {"text", "fused"} & set(modes) else None}
     return RetrievalEvaluation(tuple(per_query), macro, settings, ks, tuple(empty))

@@ -1,6 +1,7 @@
 """Rows of an evidence index: re-adding figures, rewriting metadata, stored vectors, background.
 
-Used by :class:`wsikit.evidence.FigureIndex`: :func:`split_existing` decides what an ``add``
+Used by :class:`wsikit.evidence.FigureIndex` (through :mod:`wsikit.evidence.index_build` and
+:mod:`wsikit.evidence.index_folder`): :func:`split_existing` decides what an ``add``
 does with figures that are already indexed (leave, refuse, update or skip), :func:`update_rows`
 rewrites their SQLite rows, :func:`reconstruct_all` reads the stored vectors back and
 :func:`background_of` measures the index's similarity background from them.

@@ -30,7 +30,9 @@ import numpy as np
 from .._atomic import atomic_path, write_json_atomic
 from ..errors import EncoderMismatchError, EvidenceError
 from . import faiss_utils as fu
-from .index import FigureIndex, _encoder_info, _sha256, embed_images
+from .index import FigureIndex
+from .index_build import embed_images, encoder_info
+from .index_folder import sha256_file
 from .nodes import FigureNode, load_image
 
 __all__ = ["TOWER_FORMAT", "Tower", "create_tower_encoders", "list_towers", "open_tower",
@@ -130,7 +132,7 @@ def open_tower(index: FigureIndex, name: str) -> Tower:
     if manifest.get("format") != TOWER_FORMAT:
         raise EvidenceError(f"{mpath}: format {manifest.get('format')!r} is not {TOWER_FORMAT!r}")
     fpath = folder / manifest["file"]
-    if not fpath.is_file() or _sha256(fpath) != manifest["checksum"]:
+    if not fpath.is_file() or sha256_file(fpath) != manifest["checksum"]:
         raise EvidenceError(f"tower {name} of {index.path}: {fpath.name} is missing or does not "
                             f"match its checksum; rebuild it: wsikit index tower {index.path} "
                             f"--encoder {name} --rebuild")
@@ -201,9 +203,9 @@ def update_tower(index: FigureIndex, encoder: Any, *, rebuild: bool = False,
             faiss.write_index(cpu, str(tmp))
         ids = [n.node_id for n in index.nodes(range(index.count))]
         manifest = {"format": TOWER_FORMAT, "version": version,
-                    "encoder": _encoder_info(encoder), "metric": "cosine",
+                    "encoder": encoder_info(encoder), "metric": "cosine",
                     "count": index.count, "nodes_sha256": _fingerprint(ids), "file": fname,
-                    "checksum": _sha256(folder / fname),
+                    "checksum": sha256_file(folder / fname),
                     "weights": getattr(encoder, "weights_source", None)}
         write_json_atomic(folder / "manifest.json", manifest)  # the commit point
         for entry in folder.iterdir():

@@ -1,0 +1,331 @@
+"""The on-disk format of an evidence index folder: its files, writing a version, reading it back.
+
+Layout of ``DIR``::
+
+    manifest.json            encoder (name, label, dim), metric, kind + params, measured recall,
+                             node count, file names and sha256 checksums, wsikit version
+    index-000003.faiss       FAISS index of the current version (row i = node row i)
+    nodes-000003.sqlite      node metadata, table ``nodes`` (row = faiss id)
+    images/<hash>.png        figure images, named by content hash (identical images stored once)
+
+``manifest.json`` is the commit point: a writer (:func:`wsikit.evidence.index_build.write_version`)
+stores the next version's FAISS and SQLite files under new names (:func:`write_data_files`),
+then atomically replaces the manifest (:func:`commit_manifest`), then deletes the old files
+(:func:`remove_stale`). A crash at any moment leaves a manifest that names complete,
+checksummed files. :func:`read_folder` loads a folder and refuses one whose manifest, checksums,
+vector count or node table do not agree; :func:`check_replaceable` guards ``--overwrite``.
+
+Used by :class:`wsikit.evidence.FigureIndex`; the SQLite schema of the node table lives here
+only (:func:`create_db`, :func:`insert_nodes`, :func:`read_nodes`, :func:`node_stats`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import re
+import shutil
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._atomic import TMP_MARK, atomic_path, write_json_atomic
+from .._hints import keyword, option
+from ..errors import EvidenceError
+from . import faiss_utils as fu
+from .captions import sync_captions
+from .index_rows import update_rows
+from .nodes import FigureNode, evidence_level_name
+
+__all__ = [
+    "COLUMNS",
+    "INDEX_FORMAT",
+    "METRIC",
+    "check_db",
+    "check_manifest",
+    "check_replaceable",
+    "commit_manifest",
+    "create_db",
+    "insert_nodes",
+    "node_stats",
+    "read_folder",
+    "read_nodes",
+    "remove_stale",
+    "sha256_file",
+    "store_images",
+    "utc_now",
+    "write_data_files",
+]
+
+INDEX_FORMAT = "wsikit.index/v1"
+METRIC = "cosine (inner product on L2-normalised float32 vectors)"
+#: Columns of the ``nodes`` table after ``row`` (the faiss id), in table order.
+COLUMNS = ("node_id", "image", "caption", "figure_label", "source_title", "doi", "source_path",
+           "page", "year", "license", "evidence_level", "content_hash")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_VERSIONED = re.compile(r"^(index-\d+\.faiss|nodes-\d+\.sqlite)$")
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file's bytes (read in 1 MiB chunks)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def utc_now() -> str:
+    """The current UTC time as the manifest writes it (``2024-01-31T12:00:00Z``)."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------------- node table (SQLite)
+def create_db(path: Path) -> None:
+    """An empty node table at ``path``."""
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        con.execute("CREATE TABLE nodes (row INTEGER PRIMARY KEY, node_id TEXT UNIQUE NOT NULL, "
+                    "image TEXT NOT NULL, caption TEXT, figure_label TEXT, source_title TEXT, "
+                    "doi TEXT, source_path TEXT, page INTEGER, year INTEGER, license TEXT, "
+                    "evidence_level INTEGER, content_hash TEXT)")
+        con.commit()
+
+
+def insert_nodes(path: Path, start_row: int, nodes: Sequence[FigureNode],
+                 rel_images: Sequence[str]) -> None:
+    """Append ``nodes`` as rows ``start_row, start_row + 1, ...`` with their image paths
+    ``rel_images`` (relative to the index folder), caption terms in the same transaction."""
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        con.executemany(
+            f"INSERT INTO nodes (row, {', '.join(COLUMNS)}) VALUES "
+            f"({', '.join('?' * (len(COLUMNS) + 1))})",
+            [(start_row + i, n.node_id, rel, n.caption, n.figure_label, n.source_title, n.doi,
+              n.source_path, n.page, n.year, n.license, n.evidence_level, n.content_hash)
+             for i, (n, rel) in enumerate(zip(nodes, rel_images))])
+        sync_captions(con)  # caption search (captions.py): same transaction as the node rows
+        con.commit()
+
+
+def _rows_to_nodes(rows: Iterable[tuple], base: Path) -> dict[int, FigureNode]:
+    out = {}
+    for row in rows:
+        data = dict(zip(("row",) + COLUMNS, row))
+        data["image"] = base / data["image"]
+        data["caption"] = data["caption"] or ""
+        data["content_hash"] = data["content_hash"] or ""
+        row_id = int(data.pop("row"))
+        out[row_id] = FigureNode(**data)
+    return out
+
+
+def read_nodes(db: Path, base: Path, rows: Iterable[int] | None = None) -> list[FigureNode]:
+    """Nodes of the table ``db`` by row (all, in row order, when ``rows`` is None); their
+    images resolve against the index folder ``base``."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+        cols = "row, " + ", ".join(COLUMNS)
+        if rows is None:
+            found = _rows_to_nodes(con.execute(f"SELECT {cols} FROM nodes ORDER BY row"), base)
+            return list(found.values())
+        wanted = [int(r) for r in rows]
+        found = {}
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            found.update(_rows_to_nodes(con.execute(
+                f"SELECT {cols} FROM nodes WHERE row IN ({','.join('?' * len(part))})",
+                part), base))
+    return [found[r] for r in wanted]
+
+
+def node_stats(db: Path) -> tuple[dict[str, int], int]:
+    """``(figures per evidence-level name, number of distinct sources)`` of the table ``db``."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+        levels = {evidence_level_name(lv): n for lv, n in con.execute(
+            "SELECT evidence_level, COUNT(*) FROM nodes GROUP BY evidence_level")}
+        sources = con.execute("SELECT COUNT(DISTINCT COALESCE(doi, source_title, "
+                              "source_path)) FROM nodes").fetchone()[0]
+    return levels, sources
+
+
+# ---------------------------------------------------------------------- writing a version
+def store_images(path: Path, nodes: Sequence[FigureNode], images: Sequence[np.ndarray]
+                 ) -> list[str]:
+    """Write each node's ``(H, W, 3) uint8`` image as ``images/<hash>.png`` under the index
+    folder ``path`` (once per content hash); returns the paths relative to ``path``."""
+    rel_images = []
+    for node, image in zip(nodes, images):
+        rel = f"images/{(node.content_hash or node.node_id)[:32]}.png"
+        target = path / rel
+        if not target.exists():
+            from PIL import Image
+
+            with atomic_path(target) as tmp:
+                Image.fromarray(image).save(tmp, format="PNG")
+        rel_images.append(rel)
+    return rel_images
+
+
+def write_data_files(path: Path, version: int, cpu_index: Any, *, previous_db: Path | None,
+                     start_row: int, nodes: Sequence[FigureNode], rel_images: Sequence[str],
+                     updates: dict[str, FigureNode]) -> dict[str, str]:
+    """Write version ``version``'s FAISS and SQLite files under new names; returns the
+    manifest's ``files`` entry. Nothing is committed until :func:`commit_manifest`.
+
+    The node table is a copy of ``previous_db`` (a new table when ``None``) with ``nodes``
+    appended from ``start_row`` and the rows of ``updates`` (``{old node id: new node}``)
+    rewritten.
+    """
+    import faiss
+
+    faiss_name, db_name = f"index-{version:06d}.faiss", f"nodes-{version:06d}.sqlite"
+    with atomic_path(path / faiss_name) as tmp:
+        faiss.write_index(cpu_index, str(tmp))
+    with atomic_path(path / db_name) as tmp:
+        if previous_db is None:
+            create_db(tmp)
+        else:
+            shutil.copyfile(previous_db, tmp)
+        insert_nodes(tmp, start_row, nodes, rel_images)
+        update_rows(tmp, updates)
+    return {"faiss": faiss_name, "sqlite": db_name}
+
+
+def commit_manifest(path: Path, manifest: dict[str, Any]) -> None:
+    """Atomically replace ``manifest.json`` (the commit point of a version)."""
+    write_json_atomic(path / "manifest.json", manifest)
+
+
+def remove_stale(path: Path, manifest: dict[str, Any]) -> None:
+    """Delete data files of older versions and leftovers of interrupted writes."""
+    keep = set(manifest["files"].values())
+    for entry in path.iterdir():
+        if entry.is_file() and ((_VERSIONED.match(entry.name) and entry.name not in keep)
+                                or TMP_MARK in entry.name):
+            with contextlib.suppress(OSError):
+                entry.unlink()
+
+
+# ---------------------------------------------------------------------- reading and checking
+def read_folder(path: str | Path, *, verify: bool = True) -> tuple[Path, dict[str, Any], Any]:
+    """``(absolute folder, manifest, CPU faiss index)`` of an index folder, checked.
+
+    ``verify`` also compares the data files with their sha256 checksums in the manifest.
+
+    Raises
+    ------
+    EvidenceError
+        No or no valid manifest, a data file missing, damaged or edited, or a vector count,
+        dimension or node table that disagrees with the manifest (names the file).
+    """
+    import faiss
+
+    path = Path(path).resolve()  # node images resolve against it from any working dir
+    mpath = path / "manifest.json"
+    if not mpath.is_file():
+        raise EvidenceError(f"{path} is not an evidence index (no manifest.json); build "
+                            "one with 'wsikit index build'")
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise EvidenceError(f"{mpath} is not valid JSON ({exc}); rebuild the index") from exc
+    check_manifest(mpath, manifest)
+    files = {k: path / v for k, v in manifest["files"].items()}
+    for key, fpath in files.items():
+        if not fpath.is_file():
+            raise EvidenceError(f"index {path}: {key} file {fpath.name} named in "
+                                "manifest.json is missing; rebuild the index")
+        if verify and sha256_file(fpath) != manifest["checksums"][key]:
+            raise EvidenceError(f"index {path}: checksum of {fpath.name} does not match "
+                                "manifest.json (file corrupted or edited); rebuild the index")
+    try:
+        index = faiss.read_index(str(files["faiss"]))
+    except RuntimeError as exc:
+        raise EvidenceError(f"cannot read {files['faiss']} ({exc}); rebuild the index"
+                            ) from exc
+    if index.ntotal != manifest["count"]:
+        raise EvidenceError(f"index {path}: {files['faiss'].name} holds {index.ntotal} "
+                            f"vectors but manifest.json says {manifest['count']}")
+    if index.d != int(manifest["encoder"]["dim"]):
+        raise EvidenceError(f"index {path}: {files['faiss'].name} holds {index.d}-d vectors "
+                            f"but manifest.json says dim {manifest['encoder']['dim']}; "
+                            "rebuild the index")
+    check_db(files["sqlite"], manifest["count"])
+    return path, manifest, index
+
+
+def check_manifest(mpath: Path, manifest: Any) -> None:
+    """Refuse a manifest.json that is not one wsikit wrote (tampered, truncated, hand-made)."""
+    def bad(what: str) -> EvidenceError:
+        return EvidenceError(f"{mpath}: {what}; the index is damaged or was edited, rebuild it "
+                             "with 'wsikit index build'")
+
+    if not isinstance(manifest, dict):
+        raise bad(f"expected a JSON object, got a JSON {type(manifest).__name__}")
+    if manifest.get("format") != INDEX_FORMAT:
+        raise EvidenceError(f"{mpath}: format {manifest.get('format')!r} is not "
+                            f"{INDEX_FORMAT!r}; rebuild the index")
+    enc = manifest.get("encoder")
+    if not (isinstance(enc, dict) and isinstance(enc.get("name"), str)
+            and isinstance(enc.get("dim"), int) and not isinstance(enc.get("dim"), bool)
+            and enc["dim"] > 0):
+        raise bad("'encoder' must give a name and a positive integer dim")
+    if manifest.get("kind") not in fu.INDEX_KINDS:
+        raise bad(f"kind {manifest.get('kind')!r} is not one of {', '.join(fu.INDEX_KINDS)}")
+    if not isinstance(manifest.get("params"), dict):
+        raise bad("'params' must be an object")
+    count = manifest.get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise bad(f"count {count!r} is not a non-negative integer")
+    files, sums = manifest.get("files"), manifest.get("checksums")
+    if not (isinstance(files, dict) and set(files) == {"faiss", "sqlite"}):
+        raise bad("'files' must name the faiss and sqlite files")
+    for key, name in files.items():
+        if not (isinstance(name, str) and _SAFE_NAME.match(name)):
+            raise bad(f"file name {name!r} of {key} is not a plain file name in the index folder")
+    if not (isinstance(sums, dict) and all(isinstance(sums.get(k), str) for k in files)):
+        raise bad("'checksums' must give the sha256 of the faiss and sqlite files")
+    if not isinstance(manifest.get("version"), int):
+        raise bad(f"version {manifest.get('version')!r} is not an integer")
+
+
+def check_db(path: Path, count: int) -> None:
+    """The node table is a readable SQLite table with one row per vector."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+            rows = con.execute("SELECT COUNT(*) FROM nodes").fetchone()[0]
+    except sqlite3.Error as exc:
+        raise EvidenceError(f"{path} is not a readable node table ({exc}); the index is damaged, "
+                            "rebuild it with 'wsikit index build'") from exc
+    if rows != count:
+        raise EvidenceError(f"{path} holds {rows} node(s) but manifest.json says {count}; "
+                            "rebuild the index")
+
+
+def check_replaceable(out: Path) -> None:
+    """Refuse to replace a folder wsikit did not write as an index (``--overwrite`` guard).
+
+    Only a folder whose ``manifest.json`` says ``format: wsikit.index/v1`` and that holds
+    nothing but index files (manifest, versioned FAISS/SQLite files, ``images/``, lock and
+    temporary files) is ever deleted; a folder of a user's documents is refused.
+    """
+    mpath = out / "manifest.json"
+    try:
+        fmt = json.loads(mpath.read_text(encoding="utf-8")).get("format")
+    except (OSError, ValueError, AttributeError):
+        fmt = None
+    if fmt != INDEX_FORMAT:
+        raise EvidenceError(f"{option('overwrite')}: {out} is not a wsikit index (no "
+                            f"manifest.json with format {INDEX_FORMAT!r}); refusing to delete "
+                            f"it. Choose another folder ({keyword('out')}), or empty the folder "
+                            "yourself")
+    foreign = sorted(e.name for e in out.iterdir()
+                     if not (e.name in ("manifest.json", "images", ".lock")
+                             or _VERSIONED.match(e.name) or TMP_MARK in e.name))
+    if foreign:
+        raise EvidenceError(f"{option('overwrite')}: {out} holds files wsikit did not write "
+                            f"({', '.join(foreign[:5])}); refusing to delete them. Move them "
+                            f"away or choose another folder ({keyword('out')})")
