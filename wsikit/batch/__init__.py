@@ -7,8 +7,9 @@
 0
 
 See :mod:`wsikit.batch.state` for the job-folder layout, :mod:`wsikit.batch.steps` for the
-step registry, :mod:`wsikit.batch.shard` for ``--shard I/N`` job arrays and
-:mod:`wsikit.batch.manifest` for the per-slide run manifest.
+step registry, :mod:`wsikit.batch.builtin_steps` for the built-in steps and their outputs,
+:mod:`wsikit.batch.shard` for ``--shard I/N`` job arrays and :mod:`wsikit.batch.manifest` for
+the per-slide run manifest.
 """
 
 from __future__ import annotations

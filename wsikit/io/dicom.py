@@ -98,7 +98,7 @@ class DicomBackend:
         except ImportError as exc:
             raise SlideError(f"reading DICOM whole-slide images needs the optional package "
                              f"wsidicom, which is not installed: {INSTALL_HINT}") from exc
-        from .slide import _rgba_to_rgb
+        from .backends import _rgba_to_rgb
 
         self._to_rgb = _rgba_to_rgb
         source: Any = path if path.is_dir() else series_files(path)

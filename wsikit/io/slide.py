@@ -8,6 +8,10 @@ backend's reason.
 
 Pixels are always ``(H, W, 3) uint8`` RGB; transparent pixels (outside the scanned area) are
 composited onto white, and reads that extend past the slide are padded with white.
+
+This module holds :func:`open_slide` (choosing a backend, the file and size checks) and the
+:class:`Slide` on top of it (levels, region geometry at exact µm/px, resampling, damaged
+tiles); the backends themselves, which only read level pixels, are in :mod:`.backends`.
 """
 
 from __future__ import annotations
@@ -19,14 +23,27 @@ import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from .._hints import option
 from ..errors import MppError, SlideError
-from .dicom import DicomBackend, is_dicom
+from .backends import (  # noqa: F401 - the private backend names stay importable from here
+    _BACKEND_CLASSES,
+    _DTYPE_HELP,
+    DicomBackend,
+    _Backend,
+    _check_image_mode,
+    _ImageBackend,
+    _omezarr,
+    _OpenSlideBackend,
+    _PyramidBackend,
+    _rgba_to_rgb,
+    _TiffSlideBackend,
+)
+from .dicom import is_dicom
 from .filecheck import _check_openable, _check_tiff_extent, _quiet
 from .mpp import check_mpp, objective_power, resolve_mpp
 
@@ -59,170 +76,6 @@ MAX_SIDE_PX = 10_000_000
 # Pillow's decompression-bomb limit (Image.MAX_IMAGE_PIXELS, about 179 million px for an
 # error) stays on: a plain PNG/JPEG slide above it is refused with the advice to convert it to a
 # tiled pyramidal TIFF, which wsikit reads tile by tile instead of decoding whole.
-
-
-class _Backend(Protocol):
-    name: str
-    level_dimensions: tuple[tuple[int, int], ...]
-    level_downsamples: tuple[float, ...]
-    properties: dict[str, str]
-
-    def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray: ...
-    def associated(self) -> dict[str, np.ndarray]: ...
-    def close(self) -> None: ...
-
-
-def _rgba_to_rgb(arr: np.ndarray) -> np.ndarray:
-    """Composite (H, W, 4) straight-alpha RGBA onto white; pass RGB through."""
-    if arr.ndim == 2:
-        return np.repeat(arr[:, :, None], 3, axis=2)
-    if arr.shape[2] == 3:
-        return arr
-    rgb = arr[:, :, :3]
-    alpha = arr[:, :, 3]
-    if alpha.min() == 255:
-        return np.ascontiguousarray(rgb)
-    a = alpha.astype(np.uint16)[:, :, None]
-    out = (rgb.astype(np.uint16) * a + 255 * (255 - a) + 127) // 255
-    return out.astype(np.uint8)
-
-
-class _PyramidBackend:
-    """What OpenSlide and tiffslide share: an OpenSlide-like ``_slide`` object."""
-
-    name = ""
-    _slide: Any
-
-    def _levels(self) -> None:
-        self.level_dimensions = tuple(tuple(int(v) for v in d)
-                                      for d in self._slide.level_dimensions)
-        self.level_downsamples = tuple(float(d) for d in self._slide.level_downsamples)
-
-    def associated(self) -> dict[str, np.ndarray]:
-        return {k: _rgba_to_rgb(np.asarray(v.convert("RGBA")))
-                for k, v in self._slide.associated_images.items()}
-
-    def close(self) -> None:
-        self._slide.close()
-
-
-class _OpenSlideBackend(_PyramidBackend):
-    name = "openslide"
-
-    def __init__(self, path: Path) -> None:
-        import openslide
-
-        self._slide = openslide.OpenSlide(str(path))
-        self._levels()
-        self.properties = {str(k): str(v) for k, v in self._slide.properties.items()}
-
-    def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
-        ds = self.level_downsamples[level]
-        img = self._slide.read_region((int(round(lx * ds)), int(round(ly * ds))), level, (w, h))
-        return _rgba_to_rgb(np.asarray(img))
-
-
-class _TiffSlideBackend(_PyramidBackend):
-    name = "tiffslide"
-
-    def __init__(self, path: Path) -> None:
-        import tiffslide
-
-        self._path = path
-        self._slide = tiffslide.TiffSlide(str(path))
-        self._levels()
-        # Keep tiffslide's own names (tiffslide.mpp-x, …): its mpp-x of Aperio files is
-        # aperio.MPP and of other TIFFs the resolution tags, which resolve_mpp reads directly.
-        props = {str(k): str(v) for k, v in self._slide.properties.items() if v is not None}
-        self.properties = props
-        self._arrays = self._slide.zarr_group
-
-    def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
-        arr = np.asarray(self._arrays[str(level)][ly:ly + h, lx:lx + w])
-        if arr.dtype != np.uint8:
-            raise SlideError(f"{self._path}: " + _DTYPE_HELP.format(dtype=arr.dtype))
-        return _rgba_to_rgb(arr)
-
-
-_DTYPE_HELP = ("pixels are {dtype} (not 8-bit); wsikit reads 8-bit RGB slides: convert the file "
-               "to 8-bit RGB (e.g. 'vips cast in.tiff out.tiff uchar' or Fiji: Image > Type > "
-               "RGB Color)")
-
-
-def _check_image_mode(path: Path, mode: str) -> None:
-    """Refuse 16-bit, 32-bit integer and float images with what to do (Pillow modes)."""
-    if mode.startswith(("I;16", "I", "F")) and mode not in ("RGB",):
-        depth = "float" if mode == "F" else "16/32-bit integer"
-        raise SlideError(f"{path}: {depth} image (Pillow mode {mode!r}); "
-                         + _DTYPE_HELP.format(dtype=depth).split("; ", 1)[1])
-
-
-class _ImageBackend:
-    name = "image"
-
-    def __init__(self, path: Path) -> None:
-        props: dict[str, str] = {"openslide.vendor": "image"}
-        try:
-            with Image.open(path) as img:
-                _check_image_mode(path, img.mode)
-                img.load()
-                fmt = img.format or ""
-                rgba = img.convert("RGBA") if img.mode not in ("RGB", "L") else img.convert("RGB")
-                self._arr = _rgba_to_rgb(np.asarray(rgba))
-                if fmt == "TIFF":
-                    tags = getattr(img, "tag_v2", {})
-                    unit = {2: "inch", 3: "centimeter"}.get(int(tags.get(296, 2)), "none")
-                    if 282 in tags:
-                        props["tiff.XResolution"] = str(float(tags[282]))
-                        props["tiff.YResolution"] = str(float(tags.get(283, tags[282])))
-                        props["tiff.ResolutionUnit"] = unit
-                    if 270 in tags:
-                        props["tiff.ImageDescription"] = str(tags[270])
-        except Image.DecompressionBombError as exc:
-            raise SlideError(f"{exc} (decompression-bomb protection of plain images); if this "
-                             "is a real slide, convert it to a tiled pyramidal TIFF (e.g. 'vips "
-                             "tiffsave in.png out.tiff --tile --pyramid --compression jpeg')"
-                             ) from exc
-        except SlideError:
-            raise
-        except Exception as pil_exc:  # noqa: BLE001 - PIL raises many types; try tifffile next
-            import tifffile
-
-            try:
-                arr = tifffile.imread(path, level=0)
-            except Exception as tif_exc:  # noqa: BLE001
-                raise SlideError(f"PIL: {pil_exc}; tifffile: {tif_exc}") from tif_exc
-            if arr.ndim != 3 or arr.shape[2] not in (3, 4) or arr.dtype != np.uint8:
-                raise SlideError(f"unsupported image layout {arr.shape} {arr.dtype}") from pil_exc
-            self._arr = _rgba_to_rgb(arr)
-        h, w = self._arr.shape[:2]
-        self.level_dimensions = ((w, h),)
-        self.level_downsamples = (1.0,)
-        self.properties = props
-
-    def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
-        return self._arr[ly:ly + h, lx:lx + w]
-
-    def associated(self) -> dict[str, np.ndarray]:
-        return {}
-
-    def close(self) -> None:
-        self._arr = np.zeros((0, 0, 3), np.uint8)
-
-
-def _omezarr(path: Path) -> _Backend:
-    from .omezarr import OmeZarrBackend  # OME-Zarr (NGFF) folders; see wsikit.io.omezarr
-
-    return OmeZarrBackend(path)
-
-
-_BACKEND_CLASSES: dict[str, Any] = {
-    "openslide": _OpenSlideBackend,
-    "tiffslide": _TiffSlideBackend,
-    "image": _ImageBackend,
-    "omezarr": _omezarr,
-    "dicom": DicomBackend,  # chosen for DICOM files and series folders (see open_slide)
-}
 
 
 class Slide:
