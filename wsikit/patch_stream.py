@@ -76,7 +76,7 @@ class PatchStream(IterableDataset):
     -----
     Both readers produce identical pixels: the same level, integer source region and
     sub-pixel box (:meth:`wsikit.io.Slide.source_region`), bit-identical JPEG decodes, and the
-    same resampling function (:func:`wsikit.tiles.resample_region`).
+    same resampling function (:func:`wsikit.region_resize.resample_region`).
     """
 
     def __init__(self, path: str | os.PathLike[str], boxes: np.ndarray, out_px: int, *,

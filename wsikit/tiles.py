@@ -22,20 +22,12 @@ low-frequency coefficients are inverse-transformed), which is faster than a full
 **not** the anti-aliased resize of the specification: on Aperio H&E it differs from it by up
 to ~50 levels at sharp edges (mean ~1.7), so it is never used unless asked for.
 
-JPEG tiles in TIFF often carry their quantisation and Huffman tables once per page
-(``JPEGTables``); they are spliced into every tile stream. TIFF pages with ``Photometric=RGB``
-hold JPEG data without the YCbCr transform (e.g. Aperio): an Adobe APP14 marker with
-``transform=0`` is inserted so that libjpeg does not apply a colour conversion. Other
-compressions (JPEG 2000, LZW, deflate, ...) are decoded by :mod:`tifffile`/:mod:`imagecodecs`.
-
-Decoders: :mod:`simplejpeg` (libjpeg-turbo with DCT scaling and low call overhead) when it
-is installed, else Pillow's ``Image.draft`` (also libjpeg-turbo DCT scaling), with
-:func:`imagecodecs.jpeg8_decode` for full-size decodes.
+JPEG tile decoding (shared tables, the Adobe marker for RGB JPEG, the decoders) is in
+:mod:`wsikit.tile_jpeg`.
 """
 
 from __future__ import annotations
 
-import io
 import math
 import os
 from collections import Counter, OrderedDict
@@ -47,22 +39,13 @@ import numpy as np
 
 from ._hints import option
 from .errors import SlideError
-
-try:  # optional, fastest scaled JPEG decode
-    import simplejpeg as _simplejpeg
-except ImportError:  # pragma: no cover - depends on the environment
-    _simplejpeg = None
+from .region_resize import _resize_torch, resample_kind, resample_region, resize_uint8
+from .tile_jpeg import (_JPEG, _PHOTOMETRIC_RGB, _PHOTOMETRIC_YCBCR, DECODER, _composite_white,
+                        _decode_jpeg, _jpeg_prefix)
 
 __all__ = ["TiffLevel", "TileReader", "open_tile_reader", "resample_kind", "resample_region",
            "resize_uint8", "DECODER"]
 
-#: Which JPEG decoder does the scaled decodes ("simplejpeg" or "pillow").
-DECODER = "simplejpeg" if _simplejpeg is not None else "pillow"
-
-_JPEG = 7
-_PHOTOMETRIC_RGB = 2
-_PHOTOMETRIC_YCBCR = 6
-_ADOBE_NO_TRANSFORM = b"\xff\xee\x00\x0eAdobe\x00\x64\x00\x00\x00\x00\x00"
 _REDUCTIONS = (8, 4, 2, 1)
 _EPS = 1e-6
 
@@ -494,153 +477,6 @@ class _Geometry:
     kind: str  # "copy" (mosaic is the output), "torch" (whole resize), "box" (Pillow box)
     covered: bool  # every mosaic pixel lies inside the level (no white fill needed)
     storage_key: tuple[int, int, int]  # (level, first tile row, first tile column)
-
-
-def resample_kind(region_size: tuple[int, int], box: tuple[float, float, float, float],
-                  out_size: tuple[int, int]) -> str:
-    """How a source region becomes the output: ``"copy"``, ``"torch"`` or ``"box"``.
-
-    Parameters
-    ----------
-    region_size : (width, height)
-        Size of the integer source region in pixels of the level read.
-    box : (x0, y0, x1, y1)
-        The requested sub-pixel rectangle inside the region (region pixels).
-    out_size : (width, height)
-        Output size in pixels.
-
-    Returns
-    -------
-    str
-        ``"copy"``: the region already is the output (same size, no offset); ``"torch"``: the
-        box is the whole region, resized by torch's anti-aliased uint8 kernel; ``"box"``: a
-        sub-pixel source rectangle, resampled by Pillow's bilinear filter over ``box``.
-    """
-    mw, mh = int(region_size[0]), int(region_size[1])
-    if (mw, mh) == (int(out_size[0]), int(out_size[1])) and max(abs(box[0]), abs(box[1])) < 1e-3:
-        return "copy"
-    if max(abs(box[0]), abs(box[1]), abs(box[2] - mw), abs(box[3] - mh)) < 1e-3:
-        return "torch"
-    return "box"
-
-
-def resample_region(region: np.ndarray, box: tuple[float, float, float, float],
-                    out_size: tuple[int, int], *, out: np.ndarray | None = None) -> np.ndarray:
-    """The sub-pixel ``box`` of ``region`` resized to ``out_size``, as the tile reader does.
-
-    The same decision (:func:`resample_kind`) and kernels as :meth:`TileReader.read_regions`,
-    so a region read by another reader (e.g. :meth:`wsikit.io.Slide.source_region`) gives
-    the same pixels as the tile reader's mosaic of the same region.
-
-    Parameters
-    ----------
-    region : numpy.ndarray
-        ``(h, w, 3) uint8`` integer source region (pixels of one pyramid level).
-    box : (x0, y0, x1, y1)
-        Sub-pixel rectangle inside ``region`` to resample.
-    out_size : (width, height)
-        Output size in pixels.
-    out : numpy.ndarray, optional
-        C-contiguous ``(out_h, out_w, 3) uint8`` array to write into.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(out_h, out_w, 3) uint8`` (``out`` when given).
-    """
-    kind = resample_kind((region.shape[1], region.shape[0]), box, out_size)
-    if kind == "copy":
-        res = region
-    elif kind == "torch":
-        return _resize_torch(region, out_size, out=out) if out is not None else _resize_torch(
-            region, out_size)
-    else:
-        res = resize_uint8(region, out_size, box=box)
-    if out is None:
-        return res
-    out[...] = res
-    return out
-
-
-def resize_uint8(image: np.ndarray, size: tuple[int, int], *,
-                 box: tuple[float, float, float, float] | None = None) -> np.ndarray:
-    """Anti-aliased bilinear resize of an ``(H, W, 3) uint8`` image to ``size = (w, h)``.
-
-    ``box`` selects a sub-pixel source rectangle ``(x0, y0, x1, y1)`` (Pillow's convolution
-    resampling); without one, torch's uint8 anti-aliased bilinear kernel is used (it matches
-    Pillow within one grey level and is about 3x faster). Downscaling widens the filter
-    support with the scale factor, so it does not alias.
-    """
-    from PIL import Image
-
-    h, w = image.shape[:2]
-    if box is not None and max(abs(box[0]), abs(box[1]), abs(box[2] - w), abs(box[3] - h)) < 1e-3:
-        box = None
-    if box is None:
-        if (w, h) == tuple(size):
-            return image
-        return _resize_torch(image, size)
-    im = Image.fromarray(np.ascontiguousarray(image))
-    out = im.resize((int(size[0]), int(size[1])), Image.Resampling.BILINEAR, box=box)
-    return np.asarray(out)
-
-
-def _resize_torch(image: np.ndarray, size: tuple[int, int], *,
-                  out: np.ndarray | None = None) -> np.ndarray:
-    """Whole-image anti-aliased bilinear resize on uint8 (torch's SIMD path, ~3x Pillow).
-
-    ``out``, a C-contiguous ``(h, w, 3) uint8`` array, receives the result without an
-    intermediate copy (torch's kernel writes channels-last output directly).
-    """
-    import torch
-
-    t = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)[None]
-    oh, ow = int(size[1]), int(size[0])
-    if out is not None:
-        dst = torch.from_numpy(out).permute(2, 0, 1)[None]
-        torch.ops.aten._upsample_bilinear2d_aa.out(t, [oh, ow], False, None, None, out=dst)
-        if dst.data_ptr() != out.ctypes.data:  # pragma: no cover - a torch that reallocates
-            out[...] = dst[0].permute(1, 2, 0).numpy()
-        return out
-    res = torch.nn.functional.interpolate(t, size=(oh, ow), mode="bilinear",
-                                          antialias=True, align_corners=False)
-    return res[0].permute(1, 2, 0).numpy()
-
-
-def _composite_white(rgba: np.ndarray) -> np.ndarray:
-    alpha = rgba[:, :, 3:4].astype(np.uint16)
-    rgb = rgba[:, :, :3].astype(np.uint16)
-    return ((rgb * alpha + 255 * (255 - alpha) + 127) // 255).astype(np.uint8)
-
-
-def _decode_jpeg(stream: bytes, reduction: int, tw: int, th: int) -> np.ndarray:
-    if _simplejpeg is not None:
-        if reduction == 1:
-            return _simplejpeg.decode_jpeg(stream, colorspace="RGB")
-        return _simplejpeg.decode_jpeg(stream, colorspace="RGB", min_factor=reduction,
-                                       min_width=tw, min_height=th)
-    from PIL import Image
-
-    im = Image.open(io.BytesIO(stream))
-    if reduction > 1:
-        im.draft("RGB", (tw, th))
-    if im.mode != "RGB":
-        im = im.convert("RGB")
-    return np.asarray(im)
-
-
-def _jpeg_prefix(page: Any) -> bytes:
-    """Bytes that replace a tile's SOI: SOI, colour marker, shared tables (sans SOI/EOI)."""
-    prefix = b"\xff\xd8"
-    if page.photometric == _PHOTOMETRIC_RGB and page.compression == _JPEG:
-        prefix += _ADOBE_NO_TRANSFORM
-    tables = getattr(page, "jpegtables", None)
-    if tables:
-        tables = bytes(tables)
-        start = 2 if tables[:2] == b"\xff\xd8" else 0
-        end = len(tables) - 2 if tables[-2:] == b"\xff\xd9" else len(tables)
-        prefix += tables[start:end]
-    return prefix
 
 
 def _discover_levels(tif: Any) -> tuple[tuple[TiffLevel, ...], list[Any]]:
