@@ -10,9 +10,8 @@ embedding is cheap enough to run on every tissue patch of a slide on CPU (hundre
   multi-scale texture statistics (:func:`heuristic_features`), each centred and scaled against
   fixed reference statistics of H&E tissue, so that cosine similarity spreads over [-1, 1].
   Usable for patches, crops and figures.
-* :func:`haematoxylin_density`: ``(B,)`` fraction of pixels whose haematoxylin optical density
-  is at least the fixed :data:`NUCLEAR_H_OD` (a simple stain measurement; importance no longer
-  uses it, because a fixed threshold misses the nuclei of pale or faded slides).
+* :func:`haematoxylin_density`: ``(B,)`` fraction of pixels with haematoxylin optical density
+  ≥ the fixed :data:`NUCLEAR_H_OD` (not used for importance: misses pale or faded nuclei).
 * :func:`importance_scores`: the slide-adaptive nuclear-morphology importance of
   :mod:`wsikit.models.nuclear` (per-slide threshold, robust z-scores, ranks).
 """
