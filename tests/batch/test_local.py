@@ -136,6 +136,26 @@ def test_stale_locks_are_swept_at_start_and_live_ones_kept(tmp_path):
     live.release()
 
 
+def test_outputs_intact_sees_a_same_size_edit_and_hashes_only_touched_files(tmp_path,
+                                                                            monkeypatch):
+    from wsikit.batch import state
+
+    job = JobFolder(tmp_path / "job", stale_after=60)
+    f = job.root / "contours.geojson"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text('{"x": 1}')
+    rec = job.record_outputs({"geojson": f})
+    calls = []
+    real = state.sha256_file
+    monkeypatch.setattr(state, "sha256_file", lambda p, **k: calls.append(p) or real(p, **k))
+    assert job.outputs_intact(rec) and calls == []  # untouched: one stat, no hash
+    time.sleep(0.01)
+    f.write_text('{"x": 2}')  # same size, other content (an edit in QuPath)
+    assert not job.outputs_intact(rec) and len(calls) == 1
+    f.write_text('{"x": 1}')  # back to the recorded content, newer mtime: still intact
+    assert job.outputs_intact(rec)
+
+
 def test_bad_options_are_clear_errors(tmp_path):
     cohort = make_cohort(tmp_path / "c", {"a.svs": b"alpha"})
     with pytest.raises(BatchError, match="unknown step 'nope'"):

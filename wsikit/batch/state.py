@@ -56,10 +56,6 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-#: Outputs up to this size (contours, masks, coordinates) are checksummed on every resume.
-ALWAYS_HASH_BYTES = 4 << 20
-
-
 def sha256_file(path: str | os.PathLike[str], *, chunk: int = 1 << 20) -> str:
     """Hex SHA-256 of a file, read in 1 MiB chunks."""
     digest = hashlib.sha256()
@@ -139,35 +135,36 @@ class JobFolder:
                        verify: bool = False) -> bool:
         """Whether every recorded output exists with its recorded size and SHA-256.
 
-        The checksum of a file up to :data:`ALWAYS_HASH_BYTES` is always compared (an edit
-        that keeps the size, e.g. one moved vertex of a GeoJSON, is seen); larger files'
-        only with ``verify``.
+        A file whose modification time changed since it was recorded (e.g. a GeoJSON edited
+        in QuPath, even to the same size) is checksummed; an untouched one is checksummed
+        only with ``verify``, so a resume of a large cohort costs one ``stat`` per output.
         """
         for record in outputs.values():
             path = self.absolute(str(record.get("path", "")))
             try:
-                size = path.stat().st_size
+                st = path.stat()
             except OSError:
                 return False
-            if size != record.get("size"):
+            if st.st_size != record.get("size"):
                 return False
-            if ((verify or size <= ALWAYS_HASH_BYTES)
-                    and sha256_file(path) != record.get("sha256")):
+            touched = record.get("mtime_ns") not in (None, st.st_mtime_ns)
+            if (verify or touched) and sha256_file(path) != record.get("sha256"):
                 return False
         return True
 
     def record_outputs(self, outputs: Mapping[str, str | os.PathLike[str]]
                        ) -> dict[str, dict[str, Any]]:
-        """Checksum finished outputs: ``{key: {"path", "size", "sha256"}}``."""
+        """Checksum finished outputs: ``{key: {"path", "size", "sha256", "mtime_ns"}}``."""
         out: dict[str, dict[str, Any]] = {}
         for key, path in outputs.items():
             path = Path(path)
             try:
-                size = path.stat().st_size
+                st = path.stat()
             except OSError as exc:
                 raise BatchError(f"step output {path} is missing after the step finished: "
                                  f"{exc}") from exc
-            out[key] = {"path": self.relative(path), "size": size, "sha256": sha256_file(path)}
+            out[key] = {"path": self.relative(path), "size": st.st_size,
+                        "sha256": sha256_file(path), "mtime_ns": st.st_mtime_ns}
         return out
 
     def clean_temporaries(self) -> int:
