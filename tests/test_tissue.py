@@ -10,7 +10,8 @@ import pytest
 from wsikit.errors import TissueError
 from wsikit.io import open_slide
 from wsikit.synthetic import SyntheticSpec, synthetic_tissue_image
-from wsikit.tissue import TissueMask, pen_mask, segment_tissue, tissue_mask
+from wsikit.models.stain import ink_mask
+from wsikit.tissue import TissueMask, segment_tissue, tissue_mask
 
 MPP = 8.0  # thumbnails below are 8192x6144 @0.25 µm/px seen at downsample 32
 
@@ -58,11 +59,15 @@ def test_pen_marks_excluded(thumb_and_truth, colour):
     assert _iou(mask, truth) > 0.9
 
 
-def test_pen_mask_does_not_take_haematoxylin():
-    purple = np.array([[[70, 40, 125], [150, 90, 170], [232, 160, 200]]], np.uint8)
-    assert not pen_mask(purple).any()
-    ink = np.array([[[40, 70, 190], [30, 140, 70], [20, 20, 20]]], np.uint8)
-    assert pen_mask(ink).all()
+def test_ink_mask_does_not_take_haematoxylin_or_eosin():
+    # haematoxylin, pale purple, eosin pink, muscle pink, keratin near-black purple
+    stain = np.array([[[70, 40, 125], [150, 90, 170], [232, 160, 200], [205, 111, 148],
+                       [33, 11, 43]]], np.uint8)
+    assert not ink_mask(stain).any()
+    # blue, green, black, teal dye, red marker, dark red marker, grey
+    ink = np.array([[[40, 70, 190], [30, 140, 70], [20, 20, 20], [82, 182, 165],
+                     [219, 43, 63], [82, 31, 49], [92, 91, 93]]], np.uint8)
+    assert ink_mask(ink).all()
 
 
 def test_dark_scanner_border_excluded(thumb_and_truth):

@@ -4,6 +4,8 @@ Each takes a slide path and writes TRIDENT-style outputs under ``out``::
 
     out/contours_geojson/<slide>.geojson   tissue polygons (level-0 px, holes as interiors)
     out/masks/<slide>.png                  tissue mask (255 = tissue)
+    out/artefacts/<slide>.geojson          ink, folds, debris, scanner fill (QuPath annotations)
+    out/artefacts/<slide>.png              the same as a label PNG on the mask's pixel grid
     out/thumbnails/<slide>_tissue.png      thumbnail with tissue outlines (green) and holes (blue)
     out/patches/<slide>_patches.h5         patch coordinates (TRIDENT-compatible)
     out/thumbnails/<slide>_grid.png        thumbnail with the patch grid drawn
@@ -28,7 +30,7 @@ from .patching import TileGrid, coords_path, make_grid
 from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask, segment_tissue
 
 __all__ = ["info", "segment", "patch", "check_grid_matches", "geojson_path", "greyscale_hint",
-           "draw_tissue", "draw_grid", "load_tissue", "mask_path", "tissue_files"]
+           "draw_tissue", "draw_grid", "load_tissue", "mask_path", "tissue_files", "artefact_paths"]
 
 _PathLike = str | os.PathLike[str]
 
@@ -41,6 +43,13 @@ def geojson_path(out: _PathLike, slide_name: str) -> Path:
 def mask_path(out: _PathLike, slide_name: str) -> Path:
     """``<out>/masks/<slide_name>.png``: the tissue mask every patch grid is made from."""
     return Path(out) / "masks" / f"{slide_name}.png"
+
+
+def artefact_paths(out: _PathLike, slide_name: str) -> dict[str, Path]:
+    """``<out>/artefacts/<slide_name>.{png,geojson}``: what segmentation removed from the
+    tissue (ink, folds, debris, scanner fill), as a label PNG and as QuPath annotations."""
+    base = Path(out) / "artefacts"
+    return {"png": base / f"{slide_name}.png", "geojson": base / f"{slide_name}.geojson"}
 
 
 def _mask_meta_path(out: _PathLike, slide_name: str) -> Path:
@@ -116,8 +125,9 @@ def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
                 meta = None
         if (isinstance(meta, dict) and meta.get("geojson_sha256") == _sha256(gj)
                 and list(meta.get("level0_size") or []) == list(slide.dimensions)):
-            return TissueMask.from_png(png, level0_size=slide.dimensions,
-                                       slide_mpp=slide.mpp, slide_name=slide.name)
+            tm = TissueMask.from_png(png, level0_size=slide.dimensions,
+                                     slide_mpp=slide.mpp, slide_name=slide.name)
+            return tm.with_artefacts_png(artefact_paths(out, name)["png"])
         _check_finite_geojson(gj)
         tm = TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
                                      mpp=mask_mpp, slide_name=slide.name)
@@ -163,14 +173,22 @@ def _png_bytes(img: Any) -> bytes:
 
 
 def draw_tissue(thumb: np.ndarray, mask: TissueMask) -> np.ndarray:
-    """``thumb`` with tissue outlines (green) and holes (blue) drawn; (h, w, 3) uint8."""
+    """``thumb`` with tissue outlines (green), holes (blue) and artefacts (each kind in the
+    colour of its GeoJSON classification) drawn; (h, w, 3) uint8."""
     from PIL import Image, ImageDraw
+
+    from .tissue import ARTEFACT_CLASSES
 
     img = Image.fromarray(thumb)
     draw = ImageDraw.Draw(img)
     W, H = mask.level0_size
     sx, sy = img.width / W, img.height / H
     width = max(1, round(max(img.size) / 400))
+    for feat in mask.artefacts_geojson()["features"]:
+        colour = tuple(ARTEFACT_CLASSES[feat["properties"]["artefact"]][1])
+        for ring in feat["geometry"]["coordinates"]:
+            draw.line([(float(x) * sx, float(y) * sy) for x, y in ring], fill=colour,
+                      width=width)
     for rings in mask.polygons():
         for j, ring in enumerate(rings):
             pts = [(float(x) * sx, float(y) * sy) for x, y in ring]
@@ -212,6 +230,8 @@ def _segment_open(slide: Slide, out: Path, *, name: str | None = None, mask_mpp:
         warnings.warn(f"{slide.path}: no tissue found; {hint}", UserWarning, stacklevel=3)
     name = slide.name if name is None else name
     gj = geojson_path(out, name)
+    arts = artefact_paths(out, name)
+    tm.write_artefacts(arts["png"], arts["geojson"])
     tm.write_geojson(gj)
     write_source(gj, slide.path, slide_fingerprint(slide.path))
     # One grid path: the mask PNG written here is what every later run reads back pixel for

@@ -17,7 +17,7 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,12 +27,15 @@ from scipy import ndimage as ndi
 from ._atomic import atomic_path, write_json_atomic
 from ._hints import keyword, option
 from .errors import TissueError
+from .models.stain import ink_mask
 
 if TYPE_CHECKING:
     from .io import Slide
 
-__all__ = ["tissue_mask", "pen_mask", "segment_tissue", "TissueMask", "mask_polygons",
-           "mask_shape", "DEFAULT_MASK_MPP", "MIN_TISSUE_UM2", "MIN_HOLE_UM2"]
+__all__ = ["tissue_mask", "ink_regions", "artefact_masks", "segment_tissue",
+           "tissue_from_thumbnail", "TissueMask",
+           "mask_polygons", "mask_shape", "ARTEFACT_KINDS", "DEFAULT_MASK_MPP",
+           "MIN_TISSUE_UM2", "MIN_HOLE_UM2"]
 
 #: Default µm/px of the thumbnail the mask is computed on.
 DEFAULT_MASK_MPP = 8.0
@@ -40,33 +43,11 @@ DEFAULT_MASK_MPP = 8.0
 MIN_TISSUE_UM2 = 5e4
 #: Holes smaller than this (µm², 0.01 mm²) are filled.
 MIN_HOLE_UM2 = 1e4
-
-
-def pen_mask(thumb: np.ndarray, *, dark: int = 60, blue_margin: int = 35,
-             green_margin: int = 20) -> np.ndarray:
-    """Pixels of pen ink (blue, green, black) and dark scanner borders.
-
-    Parameters
-    ----------
-    thumb : ndarray, shape (h, w, 3), uint8
-    dark : int
-        Pixels whose brightest channel is below this are ink or border (black).
-    blue_margin : int
-        Blue ink: blue exceeds red by this much while green is not below red (haematoxylin
-        purple has green well below red, so it is not taken for ink).
-    green_margin : int
-        Green ink: green exceeds red by this much (no H&E stain is greener than red).
-
-    Returns
-    -------
-    ndarray, shape (h, w), bool
-    """
-    r, g, b = (thumb[..., i].astype(np.int16) for i in range(3))
-    black = np.maximum(np.maximum(r, g), b) < dark
-    inked = r < 180  # ink is dark in red; bright JPEG noise on the background is not ink
-    blue = (b - r > blue_margin) & (g >= r - 5)
-    green = (g - r > green_margin) & (g >= b - 40)
-    return black | (inked & (blue | green))
+#: Artefact kinds, in the order of their bits in the artefact label PNG (bit ``1 << i``), and
+#: the classification each has in the artefact GeoJSON (QuPath shows it).
+ARTEFACT_KINDS = ("ink", "fold", "debris", "fill")
+ARTEFACT_CLASSES = {"ink": ("Ink or dye", [0, 170, 170]), "fold": ("Tissue fold", [120, 0, 120]),
+                    "debris": ("Debris", [170, 110, 0]), "fill": ("Scanner fill", [90, 90, 90])}
 
 
 def _otsu(values: np.ndarray) -> float:
@@ -114,10 +95,89 @@ def _box_mean(a: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
+def _disk(radius_px: float) -> np.ndarray:
+    r = max(1, int(round(radius_px)))
+    yy, xx = np.mgrid[-r:r + 1, -r:r + 1]
+    return xx * xx + yy * yy <= r * r
+
+
+def ink_regions(thumb: np.ndarray, *, mpp: float, close_um: float = 40.0,
+                grow_um: float = 24.0) -> np.ndarray:
+    """Regions of pen or marker ink, dye and dark borders on a thumbnail.
+
+    Ink pixels (:func:`wsikit.models.stain.ink_mask`) are closed over ``close_um`` (a stroke
+    is one region even where it thins or crosses tissue), their holes filled, and grown by
+    ``grow_um`` to take in the blurred rim of the stroke (pen ink lies above the focal plane).
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+    mpp : float
+        µm/px of ``thumb``.
+    close_um, grow_um : float
+        Closing radius and growth, in µm.
+
+    Returns
+    -------
+    ndarray, shape (h, w), bool
+    """
+    ink = ink_mask(thumb)
+    if not ink.any():
+        return ink
+    close = close_um / mpp
+    if close >= 1:
+        pad = int(round(close)) + 1
+        ink = ndi.binary_closing(np.pad(ink, pad), structure=_disk(close))[pad:-pad, pad:-pad]
+    ink = ndi.binary_fill_holes(ink)
+    grow = grow_um / mpp
+    if grow >= 1:
+        ink = ndi.binary_dilation(ink, structure=_disk(grow))
+    return ink
+
+
+def _stained(thumb: np.ndarray, *, mpp: float, min_saturation: float, remove_ink: bool,
+             smooth_um: float) -> tuple[np.ndarray, np.ndarray]:
+    """Stained pixels (saturation above the slide's Otsu threshold), and the ink regions."""
+    r, g, b = thumb[..., 0], thumb[..., 1], thumb[..., 2]
+    mx = np.maximum(np.maximum(r, g), b)  # much faster than reducing over a length-3 axis
+    mn = np.minimum(np.minimum(r, g), b)
+    sat = (mx.astype(np.float32) - mn) / np.maximum(mx, 1).astype(np.float32)
+    size = max(1, int(round(smooth_um / mpp)))
+    if size > 1:
+        sat = _box_mean(sat, size)
+    excluded = ink_regions(thumb, mpp=mpp) if remove_ink else np.zeros(mx.shape, bool)
+    values = sat[~excluded]
+    step = max(1, values.size // 250_000)  # Otsu on a subsample is as good and faster
+    thr = max(_otsu(values[::step]) if values.size else 1.0, min_saturation)
+    return (sat > thr) & ~excluded, excluded
+
+
+def _check_thumb(thumb: np.ndarray, mpp: float) -> np.ndarray:
+    if not isinstance(thumb, np.ndarray) or thumb.ndim != 3 or thumb.shape[2] != 3:
+        raise TissueError(f"thumb must be an (h, w, 3) uint8 RGB array, got "
+                          f"{getattr(thumb, 'shape', type(thumb))}")
+    if not (isinstance(mpp, (int, float)) and math.isfinite(mpp) and mpp > 0):
+        raise TissueError(f"mpp={mpp!r} must be the positive µm/px of the thumbnail")
+    if thumb.dtype != np.uint8:
+        thumb = np.clip(thumb, 0, 255).astype(np.uint8)
+    return thumb
+
+
+def _clean(stained: np.ndarray, *, mpp: float, min_tissue_um2: float,
+           min_hole_um2: float) -> np.ndarray:
+    px_area = mpp * mpp
+    mask = _remove_small(stained, min_tissue_um2 / px_area)
+    if mask.any():
+        holes = ~mask
+        holes_small = holes & ~_remove_small(holes, min_hole_um2 / px_area)
+        mask = mask | holes_small
+    return mask
+
+
 def tissue_mask(thumb: np.ndarray, *, mpp: float, min_tissue_um2: float = MIN_TISSUE_UM2,
                 min_hole_um2: float = MIN_HOLE_UM2, min_saturation: float = 0.07,
-                remove_pen: bool = True, smooth_um: float = 16.0) -> np.ndarray:
-    """Boolean tissue mask of an RGB thumbnail.
+                remove_ink: bool = True, smooth_um: float = 16.0) -> np.ndarray:
+    """Boolean tissue mask of an RGB thumbnail (stained tissue, without ink).
 
     Parameters
     ----------
@@ -131,45 +191,89 @@ def tissue_mask(thumb: np.ndarray, *, mpp: float, min_tissue_um2: float = MIN_TI
         Holes smaller than this area (µm²) are filled; larger ones are kept.
     min_saturation : float
         Floor for the Otsu threshold on saturation (keeps empty slides empty).
-    remove_pen : bool
-        Mask out blue/green/black ink and dark borders before thresholding.
+    remove_ink : bool
+        Mask out pen and marker ink of every colour, dye and dark borders
+        (:func:`ink_regions`) before thresholding.
     smooth_um : float
         Width (µm) of the box filter applied to saturation before thresholding.
 
     Returns
     -------
     ndarray, shape (h, w), bool
+        Folds, debris and other artefacts are not removed here: :func:`artefact_masks` finds
+        them and :func:`segment_tissue` removes them.
     """
-    if not isinstance(thumb, np.ndarray) or thumb.ndim != 3 or thumb.shape[2] != 3:
-        raise TissueError(f"thumb must be an (h, w, 3) uint8 RGB array, got "
-                          f"{getattr(thumb, 'shape', type(thumb))}")
-    if not (isinstance(mpp, (int, float)) and math.isfinite(mpp) and mpp > 0):
-        raise TissueError(f"mpp={mpp!r} must be the positive µm/px of the thumbnail")
-    if thumb.dtype != np.uint8:
-        thumb = np.clip(thumb, 0, 255).astype(np.uint8)
-    r, g, b = thumb[..., 0], thumb[..., 1], thumb[..., 2]
-    mx = np.maximum(np.maximum(r, g), b)  # much faster than reducing over a length-3 axis
-    mn = np.minimum(np.minimum(r, g), b)
-    sat = (mx.astype(np.float32) - mn) / np.maximum(mx, 1).astype(np.float32)
-    size = max(1, int(round(smooth_um / mpp)))
+    thumb = _check_thumb(thumb, mpp)
+    stained, _ = _stained(thumb, mpp=mpp, min_saturation=min_saturation,
+                          remove_ink=remove_ink, smooth_um=smooth_um)
+    return _clean(stained, mpp=mpp, min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2)
+
+
+def _stain_planes(thumb: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Haematoxylin and eosin concentrations (``rgb2hed`` units), box-smoothed."""
+    from skimage.color.colorconv import hed_from_rgb
+
+    ln = np.log(np.maximum(np.arange(256, dtype=np.float64) / 255.0, 1e-6)).astype(np.float32)
+    cols = (np.asarray(hed_from_rgb, np.float64)[:, :2] / np.log(1e-6)).astype(np.float32)
+    he = ln[thumb] @ cols
+    np.maximum(he, 0.0, out=he)
+    h, e = he[..., 0], he[..., 1]
     if size > 1:
-        sat = _box_mean(sat, size)
-    excluded = np.zeros(mx.shape, bool)
-    if remove_pen:
-        excluded = pen_mask(thumb)
-        if excluded.any():
-            excluded = ndi.binary_dilation(excluded, iterations=max(1, size // 2 + 1))
-    values = sat[~excluded]
-    step = max(1, values.size // 250_000)  # Otsu on a subsample is as good and faster
-    thr = max(_otsu(values[::step]) if values.size else 1.0, min_saturation)
-    mask = (sat > thr) & ~excluded
+        h, e = _box_mean(h, size), _box_mean(e, size)
+    return h, e
+
+
+def artefact_masks(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
+                   fold_eosin: float = 1.6, fold_haematoxylin: float = 1.3,
+                   min_fold_um2: float = 5e3, fold_um: float = 24.0,
+                   min_tissue_um2: float = MIN_TISSUE_UM2, min_saturation: float = 0.07,
+                   smooth_um: float = 16.0) -> dict[str, np.ndarray]:
+    """Artefacts of a thumbnail, by kind (:data:`ARTEFACT_KINDS`), weight-free.
+
+    * ``ink``: pen and marker ink of every colour, dye and dark borders (:func:`ink_regions`);
+    * ``fold``: tissue folds, where a double layer of tissue holds both much more eosin and
+      more haematoxylin than the slide's tissue (smoothed over ``fold_um``: ``fold_eosin``
+      and ``fold_haematoxylin`` times the tissue medians; dense nuclei raise haematoxylin
+      alone, so they are not folds); pieces under ``min_fold_um2`` are ignored;
+    * ``debris``: stained fragments too small to be tissue (under ``min_tissue_um2``);
+    * ``fill``: scanner fill, areas of exactly constant colour (no glass or tissue has that).
+
+    Blur is a property of the pixels of a patch, not of a thumbnail: the weight-free
+    importance measures it per patch (:mod:`wsikit.models.nuclear`).
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+    tissue : ndarray, shape (h, w), bool
+        The tissue mask of ``thumb`` (:func:`tissue_mask`).
+    mpp : float
+        µm/px of ``thumb``.
+
+    Returns
+    -------
+    dict of str to ndarray (h, w) bool
+    """
+    thumb = _check_thumb(thumb, mpp)
+    tissue = np.asarray(tissue, bool)
+    if tissue.shape != thumb.shape[:2]:
+        raise TissueError(f"tissue mask {tissue.shape} does not match the thumbnail "
+                          f"{thumb.shape[:2]}")
+    stained, ink = _stained(thumb, mpp=mpp, min_saturation=min_saturation, remove_ink=True,
+                            smooth_um=smooth_um)
     px_area = mpp * mpp
-    mask = _remove_small(mask, min_tissue_um2 / px_area)
-    if mask.any():
-        holes = ~mask
-        holes_small = holes & ~_remove_small(holes, min_hole_um2 / px_area)
-        mask = mask | holes_small
-    return mask
+    fold = np.zeros(tissue.shape, bool)
+    if tissue.any():
+        h, e = _stain_planes(thumb, max(1, int(round(fold_um / mpp))))
+        fold = (tissue & (e > fold_eosin * float(np.median(e[tissue])))
+                & (h > fold_haematoxylin * float(np.median(h[tissue]))))
+        fold = _remove_small(fold, min_fold_um2 / px_area)
+    debris = stained & ~tissue & ~_remove_small(stained, min_tissue_um2 / px_area)
+    flat = np.ones(tissue.shape, bool)
+    for c in range(3):
+        ch = thumb[..., c]
+        flat &= ndi.maximum_filter(ch, size=3) == ndi.minimum_filter(ch, size=3)
+    fill = _remove_small(flat & ~tissue, MIN_HOLE_UM2 / px_area)
+    return {"ink": ink, "fold": fold, "debris": debris, "fill": fill}
 
 
 def _ring_area(ring: np.ndarray) -> float:
@@ -246,6 +350,10 @@ class TissueMask:
     slide_mpp : float
         Slide level-0 µm/px.
     slide_name : str
+    artefacts : mapping of str to ndarray (h, w) bool
+        What :func:`artefact_masks` found, by kind (:data:`ARTEFACT_KINDS`), on the grid of
+        ``mask``; already removed from ``mask``, kept to show and to edit. Empty for a mask
+        drawn by hand.
     """
 
     mask: np.ndarray
@@ -254,6 +362,7 @@ class TissueMask:
     level0_size: tuple[int, int]
     slide_mpp: float
     slide_name: str = ""
+    artefacts: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def scale(self) -> tuple[float, float]:
@@ -311,6 +420,66 @@ class TissueMask:
         with atomic_path(path) as tmp:
             Image.fromarray(self.mask.astype(np.uint8) * 255).save(tmp, format="PNG")
         return path
+
+    def artefact_fractions(self) -> dict[str, float]:
+        """Fraction of the slide area each artefact kind covers."""
+        return {k: float(np.asarray(v).mean()) for k, v in self.artefacts.items()}
+
+    def artefacts_geojson(self, *, tolerance: float = 0.75) -> dict[str, Any]:
+        """The artefacts as a GeoJSON FeatureCollection of QuPath annotations (level-0 px),
+        one classification per kind ("Ink or dye", "Tissue fold", "Debris", "Scanner fill")."""
+        features = []
+        for kind in ARTEFACT_KINDS:
+            m = self.artefacts.get(kind)
+            if m is None or not np.any(m):
+                continue
+            name, colour = ARTEFACT_CLASSES[kind]
+            for i, rings in enumerate(mask_polygons(np.asarray(m, bool), scale=self.scale,
+                                                    tolerance=tolerance)):
+                features.append({
+                    "type": "Feature", "id": f"{kind}-{i}",
+                    "geometry": {"type": "Polygon",
+                                 "coordinates": [np.round(r, 2).tolist() for r in rings]},
+                    "properties": {"objectType": "annotation", "name": f"{kind} {i}",
+                                   "artefact": kind,
+                                   "classification": {"name": name, "color": colour}}})
+        return {"type": "FeatureCollection", "features": features,
+                "properties": {"slide": self.slide_name, "units": "level-0 pixels",
+                               "level0_width": self.level0_size[0],
+                               "level0_height": self.level0_size[1],
+                               "removed_from_tissue": list(ARTEFACT_KINDS)}}
+
+    def write_artefacts(self, png: str | os.PathLike[str], geojson: str | os.PathLike[str]
+                        ) -> None:
+        """Write the artefacts as a label PNG (bit ``1 << i`` for kind ``i`` of
+        :data:`ARTEFACT_KINDS`, on the grid of the tissue mask) and as GeoJSON, atomically."""
+        from PIL import Image
+
+        labels = np.zeros(self.mask.shape, np.uint8)
+        for i, kind in enumerate(ARTEFACT_KINDS):
+            m = self.artefacts.get(kind)
+            if m is not None:
+                labels |= np.asarray(m, bool).astype(np.uint8) << i
+        with atomic_path(Path(png)) as tmp:
+            Image.fromarray(labels).save(tmp, format="PNG")
+        write_json_atomic(geojson, self.artefacts_geojson(), indent=None)
+
+    def with_artefacts_png(self, path: str | os.PathLike[str]) -> TissueMask:
+        """This mask with the artefacts of a label PNG written by :meth:`write_artefacts`
+        (unchanged when the file is missing, unreadable or of another grid)."""
+        from dataclasses import replace
+
+        from PIL import Image
+
+        try:
+            with Image.open(path) as im:
+                labels = np.asarray(im)
+        except OSError:
+            return self
+        if labels.shape != self.mask.shape:
+            return self
+        arts = {k: (labels & (1 << i)) > 0 for i, k in enumerate(ARTEFACT_KINDS)}
+        return replace(self, artefacts=arts)
 
     @classmethod
     def from_png(cls, path: str | os.PathLike[str], *, level0_size: tuple[int, int],
@@ -480,6 +649,36 @@ def segment_tissue(slide: Slide, *, mpp: float = DEFAULT_MASK_MPP, min_side_px: 
                                               min_side_px=min_side_px))
     h, w = thumb.shape[:2]
     eff_mpp = slide.mpp * 0.5 * (W / w + H / h)
-    mask = tissue_mask(thumb, mpp=eff_mpp, **options)
-    return TissueMask(mask=mask, mpp=eff_mpp, downsample=eff_mpp / slide.mpp,
-                      level0_size=(W, H), slide_mpp=slide.mpp, slide_name=slide.name)
+    return tissue_from_thumbnail(thumb, mpp=eff_mpp, level0_size=(W, H),
+                                 slide_mpp=slide.mpp, slide_name=slide.name, **options)
+
+
+def tissue_from_thumbnail(thumb: np.ndarray, *, mpp: float, level0_size: tuple[int, int],
+                          slide_mpp: float, slide_name: str = "", **options: Any
+                          ) -> TissueMask:
+    """:class:`TissueMask` of a whole-slide thumbnail: tissue without ink
+    (:func:`tissue_mask`), then without folds (:func:`artefact_masks`, which are recorded).
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+        The whole slide at ``mpp`` µm/px.
+    mpp : float
+    level0_size : (int, int)
+    slide_mpp : float
+    slide_name : str
+    **options
+        Passed to :func:`tissue_mask`.
+    """
+    thumb = _check_thumb(thumb, mpp)
+    mask = tissue_mask(thumb, mpp=mpp, **options)
+    arts = artefact_masks(thumb, mask, mpp=mpp,
+                          min_tissue_um2=options.get("min_tissue_um2", MIN_TISSUE_UM2),
+                          min_saturation=options.get("min_saturation", 0.07),
+                          smooth_um=options.get("smooth_um", 16.0))
+    if not options.get("remove_ink", True):
+        arts["ink"] = np.zeros_like(mask)
+    mask = mask & ~arts["fold"] & ~arts["ink"]   # small ink holes were filled: never tissue
+    return TissueMask(mask=mask, mpp=mpp, downsample=mpp / slide_mpp,
+                      level0_size=(int(level0_size[0]), int(level0_size[1])),
+                      slide_mpp=slide_mpp, slide_name=slide_name, artefacts=arts)
