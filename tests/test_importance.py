@@ -32,9 +32,9 @@ def _disks(centres: list[tuple[int, int]], r: float, size: int = 96) -> np.ndarr
 
 def test_haematoxylin_plane_matches_skimage() -> None:
     img = np.random.default_rng(0).integers(0, 256, (1, 40, 40, 3), dtype=np.uint8)
-    h, tissue = haematoxylin_planes(img)
+    h, tissue, ink = haematoxylin_planes(img)
     np.testing.assert_allclose(h[0], np.clip(rgb2hed(img[0])[..., 0], 0, None), atol=1e-5)
-    assert tissue.dtype == bool and tissue.shape == (1, 40, 40)
+    assert tissue.dtype == bool and tissue.shape == (1, 40, 40) and ink.shape == tissue.shape
     white = np.full((1, 8, 8, 3), 250, np.uint8)
     assert not haematoxylin_planes(white)[1].any()
 
@@ -42,7 +42,7 @@ def test_haematoxylin_plane_matches_skimage() -> None:
 def test_features_count_and_measure_nuclei() -> None:
     centres = [(12, 12), (40, 12), (70, 15), (15, 50), (50, 55), (80, 80)]
     img = _disks(centres, 4.0)
-    h, t = haematoxylin_planes(img[None])
+    h, t, _ = haematoxylin_planes(img[None])
     thr = nuclear_threshold(h[t])
     f = nuclear_features(img[None], threshold=thr.value, mpp=0.5)[0]
     disk_px = int(((np.mgrid[-4:5, -4:5] ** 2).sum(0) <= 16).sum())
@@ -59,7 +59,7 @@ def test_features_count_and_measure_nuclei() -> None:
         nuclear_features(img[None], threshold=0.0, mpp=0.5)
 
 
-def test_scores_are_ranks_shrunk_for_little_tissue() -> None:
+def test_scores_are_ranks_weighted_by_usable_tissue() -> None:
     f = np.array([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0], [3.0, 3.0], [0.0, 0.0]])
     s = importance_scores(f, np.array([1.0, 1.0, 1.0, 0.1, 1.0]))
     assert s.argmax() == 2 and s[3] < s[2]          # the same measurements on less tissue
@@ -82,11 +82,12 @@ def _slide_scores(spec: SyntheticSpec, l0: int) -> tuple[np.ndarray, np.ndarray,
     img = synthetic_tissue_image(spec)
     px = int(round(l0 * spec.mpp))                                  # 1 µm/px
     ims, pos = _patches(img, l0, px)
-    h, t = haematoxylin_planes(ims)
+    h, t, _ = haematoxylin_planes(ims)
     thr = nuclear_threshold(h[t])
     f = nuclear_features(ims, threshold=thr.value, mpp=l0 * spec.mpp / px)
     keep = f[:, 4] > 0.3
-    return importance_scores(f[keep, :4], f[keep, 4]), pos[keep], thr.value
+    return (importance_scores(f[keep, :4], f[keep, 4], ink_fraction=f[keep, 5],
+                              sharpness=f[keep, 6]), pos[keep], thr.value)
 
 
 @pytest.mark.parametrize("kind", ["dense", "enlarged"])
@@ -116,7 +117,7 @@ def test_threshold_adapts_to_stain_strength() -> None:
         spec = SyntheticSpec(1024, 768, mpp=0.5, stain=stain, nuclei_per_mm2=(2000, 8000),
                              period=1520)
         img = synthetic_tissue_image(spec)
-        h, t = haematoxylin_planes(img[None])
+        h, t, _ = haematoxylin_planes(img[None])
         thr = nuclear_threshold(h[t]).value
         frac[name] = float((h[t] >= thr).mean())
         fixed[name] = float((h[t] >= NUCLEAR_H_OD).mean())

@@ -21,9 +21,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["IMPORTANCE_LABEL", "NuclearImportance", "analysis_px", "nuclear_importance"]
 
 #: Provenance of the scores (recorded in attention files and evidence.json).
-IMPORTANCE_LABEL = ("heuristic importance nuclear-v1: nuclear density, crowding, area and "
-                    "hyperchromasia on the haematoxylin channel (per-slide Otsu threshold), "
-                    "robust z-scores ranked per slide (no learned weights; not a diagnosis)")
+IMPORTANCE_LABEL = ("heuristic importance nuclear-v2: nuclear density, crowding, area and "
+                    "hyperchromasia on the haematoxylin channel of the usable tissue (no ink, "
+                    "folds or debris; per-slide Otsu threshold), robust z-scores weighted by "
+                    "usable tissue, ink and focus, ranked per slide (no learned weights; not a "
+                    "diagnosis)")
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,9 @@ class NuclearImportance:
     ----------
     scores : ndarray, shape (N,), float32
         Rank-normalised importance in (0, 1), aligned with the grid.
-    features : ndarray, shape (N, 5), float64
-        :data:`wsikit.models.nuclear.NUCLEAR_FEATURES` and the tissue pixel fraction.
+    features : ndarray, shape (N, 7), float64
+        :data:`wsikit.models.nuclear.PATCH_MEASURES` of each patch (nuclear features, usable
+        tissue, ink, sharpness).
     threshold : float
         The slide's nuclear haematoxylin threshold.
     analysis_mpp : float
@@ -60,7 +63,7 @@ def _tissue_sample(images: np.ndarray | None, per_image: int = 4096, *,
     """Haematoxylin of up to ``per_image`` tissue pixels of each image (strided)."""
     from .models.nuclear import haematoxylin_planes
 
-    h, t = planes if planes is not None else haematoxylin_planes(images)
+    h, t = planes if planes is not None else haematoxylin_planes(images)[:2]
     out = []
     for hi, ti in zip(h, t, strict=True):
         v = hi[ti]
@@ -99,6 +102,7 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
     import time
     from ._progress import progress as bar
     from .models.nuclear import (
+        PATCH_MEASURES,
         features_from_planes,
         haematoxylin_planes,
         importance_scores,
@@ -113,7 +117,8 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
     px = analysis_px(size_l0, grid.slide_mpp)
     a_mpp = size_l0 * grid.slide_mpp / px
     if n == 0:
-        return NuclearImportance(np.zeros(0, np.float32), np.zeros((0, 5)), 0.05, a_mpp)
+        return NuclearImportance(np.zeros(0, np.float32), np.zeros((0, len(PATCH_MEASURES))),
+                                 0.05, a_mpp)
 
     clock = {"read_s": 0.0, "compute_s": 0.0}
 
@@ -134,14 +139,14 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
         clock["compute_s"] += time.perf_counter() - t0
         return out
 
-    feats = np.zeros((n, 5), np.float64)
+    feats = np.zeros((n, len(PATCH_MEASURES)), np.float64)
     with bar(total=n, enabled=progress, desc="importance", unit="patch") as pbar:
         if n * px * px * 8 <= max_memory_mb * 2 ** 20 or n <= pilot:
             # uint8 RGB + float32 H + bool tissue = 8 bytes per pixel: read once, plane once
             images = np.concatenate([b for _, b in batches(np.arange(n))])
             planes = timed(haematoxylin_planes, images)
             del images
-            thr = timed(lambda: nuclear_threshold(_tissue_sample(None, planes=planes)))
+            thr = timed(lambda: nuclear_threshold(_tissue_sample(None, planes=planes[:2])))
             feats[:] = timed(features_from_planes, *planes, threshold=thr.value, mpp=a_mpp)
             pbar.update(n)
         else:
@@ -152,7 +157,13 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
                 feats[start:start + len(b)] = timed(nuclear_features, b, threshold=thr.value,
                                                     mpp=a_mpp)
                 pbar.update(len(b))
-    scores = timed(importance_scores, feats[:, :4], feats[:, 4])
+    # usable tissue: what the patch's pixels show, and no more than the mask (folds) allows
+    usable = feats[:, 4]
+    mask_tissue = np.asarray(getattr(grid, "tissue", np.ones(n)), np.float64).reshape(-1)
+    if mask_tissue.shape == (n,):   # a TRIDENT/CLAM grid may not know it (NaN)
+        usable = np.minimum(usable, np.where(np.isfinite(mask_tissue), mask_tissue, 1.0))
+    scores = timed(importance_scores, feats[:, :4], usable, ink_fraction=feats[:, 5],
+                   sharpness=feats[:, 6])
     if timings is not None:
         timings.update(clock)
     return NuclearImportance(scores, feats, thr.value, a_mpp)

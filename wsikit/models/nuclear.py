@@ -4,7 +4,8 @@ What it measures
 ----------------
 Each patch is read at about 1 µm/px (:data:`ANALYSIS_MPP`), unmixed by colour deconvolution
 (the haematoxylin column of :func:`skimage.color.rgb2hed`), and nuclei are detected as
-connected regions of tissue pixels whose haematoxylin is at least a **per-slide threshold**:
+connected regions of usable tissue pixels (ink, dye, grey matter and loose fragments are
+not used: :func:`haematoxylin_planes`) whose haematoxylin is at least a **per-slide threshold**:
 Otsu's threshold over the tissue haematoxylin of the slide (sampled patches, clipped at its
 99.5th percentile so that pen marks and debris cannot pull it up). The threshold adapts to pale,
 faded and dark staining; no fixed optical-density constant decides what a nucleus is. Per patch
@@ -17,10 +18,14 @@ it then measures (:data:`NUCLEAR_FEATURES`):
   (patches without a nucleus: mean tissue haematoxylin relative to it, so below 1).
 
 :func:`importance_scores` turns these into one score per patch *relative to the slide*: each
-feature becomes a robust z-score (median and MAD over the slide's patches), the four are
-averaged, shrunk towards the slide median for patches with little tissue, and the result is
-rank-normalised to ``(0, 1)`` (mid-ranks for ties). Scores therefore never collapse to 0/1:
-on a slide, only patches with identical measurements share a value.
+feature becomes a robust z-score (median and MAD over the slide's patches), compressed with
+``asinh`` (never clipped: an extreme patch stays ahead of a merely high one), the four are
+averaged, and the patch is weighted by what of it can be looked at: its **usable tissue
+fraction** squared (stained tissue that is not ink, not the rim of a pen stroke, not a loose
+fragment; and, through the grid, not a fold), an ink penalty (2 % of ink divides the weight by
+4.5) and a focus factor (a patch far less sharp than the slide's median is out of focus). The
+result is rank-normalised to ``(0, 1)`` (mid-ranks for exact ties only): a half-empty edge
+patch weighs a quarter of a full one, so full tissue outranks it unless it is far denser.
 
 What it is not
 --------------
@@ -40,10 +45,12 @@ from scipy import ndimage
 from skimage.color.colorconv import hed_from_rgb
 
 from ..errors import ModelError
+from .stain import ink_mask
 
 __all__ = [
     "ANALYSIS_MPP",
     "NUCLEAR_FEATURES",
+    "PATCH_MEASURES",
     "NuclearThreshold",
     "features_from_planes",
     "haematoxylin_planes",
@@ -54,15 +61,36 @@ __all__ = [
 
 #: Resolution (µm/px) at which nuclei are detected.
 ANALYSIS_MPP = 1.0
-#: Columns of :func:`nuclear_features`.
+#: The nuclear measurements of :func:`nuclear_features` (its first four columns).
 NUCLEAR_FEATURES = ("density", "crowding", "area", "hyperchromasia")
+#: Every column of :func:`nuclear_features`.
+PATCH_MEASURES = (*NUCLEAR_FEATURES, "usable_tissue", "ink", "sharpness")
 #: A pixel is tissue when its summed RGB optical density (-log10) exceeds this.
 TISSUE_OD = 0.12
 #: Connected nuclear regions smaller than this (µm²) are noise, not nuclei.
 MIN_NUCLEUS_UM2 = 8.0
-#: Shrinkage of a patch's combined z-score towards the median: ``f / (f + SHRINK)`` for a
-#: tissue fraction ``f``, so a patch with little tissue cannot rank high on a few pixels.
-SHRINK = 0.15
+#: A stained pixel must have at least this spread between its channels (grey glass, dust and
+#: coverslip edges have none).
+MIN_STAIN_SPREAD = 15
+#: Tissue within this distance (µm) of ink is not used (the blurred rim of a pen stroke).
+INK_RIM_UM = 2.0
+#: Connected ink pixels under this area (µm²) are specks (blood cells, dust), not ink.
+MIN_INK_UM2 = 200.0
+#: Connected pieces of tissue smaller than this (µm²) are loose fragments (debris), not used.
+DEBRIS_UM2 = 1500.0
+#: Importance weight of a patch's usable tissue fraction ``u``: ``u ** USABLE_POWER``.
+USABLE_POWER = 2.0
+#: Ink fraction ``k`` of a patch above :data:`INK_TOLERANCE` multiplies its importance by
+#: ``exp(-(k - INK_TOLERANCE) / INK_SCALE)`` (1 % of ink: x0.61, 2 %: x0.22, 5 %: x0.01).
+INK_SCALE = 0.01
+INK_TOLERANCE = 0.005
+#: A patch whose sharpness is below this fraction of the slide's median is out of focus; its
+#: importance is scaled by ``sharpness / (BLUR_FRACTION * median)`` below that.
+BLUR_FRACTION = 0.5
+
+# one image's 4-connectivity in a (B, H, W) stack: never connect across images
+_PLANAR = np.zeros((3, 3, 3), dtype=bool)
+_PLANAR[1] = ndimage.generate_binary_structure(2, 1)
 
 _LOG_ADJUST = np.log(1e-6)
 # rgb2hed: stains = (log(rgb) / log(1e-6)) @ hed_from_rgb, clipped at 0 (rgb in [0, 1], >= 1e-6)
@@ -83,8 +111,18 @@ def _as_images(images: np.ndarray) -> np.ndarray:
     return arr
 
 
-def haematoxylin_planes(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Haematoxylin concentration and tissue mask of each pixel.
+def _drop_small(mask: np.ndarray, min_px: float) -> np.ndarray:
+    """``mask`` (B, H, W) without its 4-connected pieces under ``min_px`` pixels (per image)."""
+    labels, n = ndimage.label(mask, structure=_PLANAR)
+    if not n:
+        return mask
+    small = np.bincount(labels.ravel(), minlength=n + 1) < min_px
+    small[0] = False
+    return mask & ~small[labels] if small.any() else mask
+
+
+def haematoxylin_planes(images: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Haematoxylin concentration, usable tissue and ink of each pixel.
 
     Parameters
     ----------
@@ -93,15 +131,33 @@ def haematoxylin_planes(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Returns
     -------
-    (ndarray, ndarray)
-        ``h`` (B, H, W) float32 haematoxylin as :func:`skimage.color.rgb2hed` (>= 0), and
-        ``tissue`` (B, H, W) bool (summed optical density > :data:`TISSUE_OD`).
+    (ndarray, ndarray, ndarray)
+        ``h`` (B, H, W) float32 haematoxylin as :func:`skimage.color.rgb2hed` (>= 0);
+        ``tissue`` (B, H, W) bool, the usable tissue: stained (summed optical density above
+        :data:`TISSUE_OD`, with colour: grey glass is not tissue), not ink and not within
+        :data:`INK_RIM_UM` of it, and not a loose fragment (a connected piece of tissue
+        under :data:`DEBRIS_UM2`; the analysis resolution :data:`ANALYSIS_MPP` is assumed);
+        ``ink`` (B, H, W) bool, ink, dye and grey/black matter
+        (:func:`wsikit.models.stain.ink_mask`) on the stained pixels, with its rim.
     """
     x = _as_images(images)
     ln = _LN_LUT[x]                                         # (B, H, W, 3) float32
     h = ln @ _H_COL
     np.maximum(h, 0.0, out=h)
-    return h, (ln @ _OD_COL) > np.float32(TISSUE_OD)
+    absorbs = (ln @ _OD_COL) > np.float32(TISSUE_OD)
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]   # channel slices: far faster than axis=-1
+    spread = (np.maximum(np.maximum(r, g), b).astype(np.int16)
+              - np.minimum(np.minimum(r, g), b))
+    stained = absorbs & (spread >= MIN_STAIN_SPREAD)
+    ink = ink_mask(x) & absorbs
+    if ink.any():   # specks (blood cells, dust) are not ink strokes
+        ink = _drop_small(ink, MIN_INK_UM2 / ANALYSIS_MPP ** 2)
+    near_ink = ink
+    if ink.any():
+        rim = max(1, int(round(INK_RIM_UM / ANALYSIS_MPP)))
+        near_ink = ndimage.binary_dilation(ink, structure=_PLANAR, iterations=rim)
+    tissue = _drop_small(stained & ~near_ink, DEBRIS_UM2 / ANALYSIS_MPP ** 2)
+    return h, tissue, ink
 
 
 @dataclass(frozen=True)
@@ -154,7 +210,7 @@ def nuclear_threshold(h_tissue: np.ndarray, *, clip_percentile: float = 99.5
 
 
 def nuclear_features(images: np.ndarray, *, threshold: float, mpp: float) -> np.ndarray:
-    """Nuclear density, crowding, area and hyperchromasia of each patch.
+    """Nuclear measurements, usable tissue, ink and sharpness of each patch.
 
     Parameters
     ----------
@@ -167,16 +223,18 @@ def nuclear_features(images: np.ndarray, *, threshold: float, mpp: float) -> np.
 
     Returns
     -------
-    ndarray, shape (B, 5), float64
-        Columns :data:`NUCLEAR_FEATURES` (nuclei/mm² of tissue, nuclear fraction of tissue,
-        mean nuclear area µm², nuclear haematoxylin / threshold) and the tissue pixel fraction.
+    ndarray, shape (B, 7), float64
+        :data:`PATCH_MEASURES`: the four :data:`NUCLEAR_FEATURES` over the usable tissue
+        (nuclei/mm², nuclear fraction, mean nuclear area µm², nuclear haematoxylin /
+        threshold), then the usable tissue fraction of the patch, its ink fraction and its
+        sharpness (mean absolute Laplacian of the haematoxylin over the usable tissue,
+        relative to its mean: contrast-free, so pale and dark stains compare).
     """
-    h, tissue = haematoxylin_planes(images)
-    return features_from_planes(h, tissue, threshold=threshold, mpp=mpp)
+    return features_from_planes(*haematoxylin_planes(images), threshold=threshold, mpp=mpp)
 
 
-def features_from_planes(h: np.ndarray, tissue: np.ndarray, *, threshold: float,
-                         mpp: float) -> np.ndarray:
+def features_from_planes(h: np.ndarray, tissue: np.ndarray, ink: np.ndarray, *,
+                         threshold: float, mpp: float) -> np.ndarray:
     """:func:`nuclear_features` from the planes of :func:`haematoxylin_planes`.
 
     Parameters
@@ -184,7 +242,9 @@ def features_from_planes(h: np.ndarray, tissue: np.ndarray, *, threshold: float,
     h : ndarray, shape (B, H, W), float32
         Haematoxylin per pixel.
     tissue : ndarray, shape (B, H, W), bool
-        Tissue pixels.
+        Usable tissue pixels.
+    ink : ndarray, shape (B, H, W), bool
+        Ink pixels.
     threshold, mpp
         As in :func:`nuclear_features`.
     """
@@ -194,14 +254,12 @@ def features_from_planes(h: np.ndarray, tissue: np.ndarray, *, threshold: float,
     if not (mpp > 0 and np.isfinite(mpp)):
         raise ModelError(f"nuclear_features: mpp must be positive, got {mpp!r}")
     b = h.shape[0]
-    out = np.zeros((b, 5), dtype=np.float64)
+    out = np.zeros((b, len(PATCH_MEASURES)), dtype=np.float64)
     if b == 0:
         return out
     px_area = float(mpp) ** 2
     nuclear = (h >= threshold) & tissue
-    structure = np.zeros((3, 3, 3), dtype=bool)
-    structure[1] = ndimage.generate_binary_structure(2, 1)   # never connect across images
-    labels, n = ndimage.label(nuclear, structure=structure)
+    labels, n = ndimage.label(nuclear, structure=_PLANAR)
     # per-component sums over the nuclear pixels only (a fraction of all pixels)
     where = np.flatnonzero(nuclear)
     flat = labels.ravel()[where]
@@ -215,20 +273,35 @@ def features_from_planes(h: np.ndarray, tissue: np.ndarray, *, threshold: float,
     n_nuclei = np.bincount(img_of, minlength=b).astype(np.float64)
     nuc_px = np.bincount(img_of, weights=sizes[keep], minlength=b)
     h_nuc = np.bincount(img_of, weights=h_sum[keep], minlength=b)
-    tissue_px = np.count_nonzero(tissue.reshape(b, -1), axis=1).astype(np.float64)
-    h_tis = np.add.reduce(h.reshape(b, -1), axis=1, dtype=np.float64,
-                          where=tissue.reshape(b, -1))
+    flat_t = tissue.reshape(b, -1)
+    tissue_px = np.count_nonzero(flat_t, axis=1).astype(np.float64)
+    h_tis = np.add.reduce(h.reshape(b, -1), axis=1, dtype=np.float64, where=flat_t)
     safe_t = np.maximum(tissue_px, 1.0)
     out[:, 0] = n_nuclei / (safe_t * px_area) * 1e6
     out[:, 1] = nuc_px / safe_t
     out[:, 2] = np.where(n_nuclei > 0, nuc_px * px_area / np.maximum(n_nuclei, 1.0), 0.0)
     out[:, 3] = np.where(nuc_px > 0, h_nuc / np.maximum(nuc_px, 1.0), h_tis / safe_t) \
         / threshold
-    out[:, 4] = tissue_px / float(h.shape[1] * h.shape[2])
+    npx = float(h.shape[1] * h.shape[2])
+    out[:, 4] = tissue_px / npx
+    out[:, 5] = np.count_nonzero(ink.reshape(b, -1), axis=1) / npx
+    # sharpness: |4-neighbour Laplacian| over |gradient| of H where a pixel and its neighbours
+    # are tissue: blur of width s lowers it about as 1/s, whatever the stain's contrast
+    c = h[:, 1:-1, 1:-1]
+    dx1, dx2 = c - h[:, 1:-1, :-2], h[:, 1:-1, 2:] - c
+    dy1, dy2 = c - h[:, :-2, 1:-1], h[:, 2:, 1:-1] - c
+    lap = np.abs(dx2 - dx1 + dy2 - dy1).reshape(b, -1)
+    grad = (np.abs(dx1) + np.abs(dx2) + np.abs(dy1) + np.abs(dy2)).reshape(b, -1)
+    inner = (tissue[:, 1:-1, 1:-1] & tissue[:, :-2, 1:-1] & tissue[:, 2:, 1:-1]
+             & tissue[:, 1:-1, :-2] & tissue[:, 1:-1, 2:]).reshape(b, -1)
+    lap_sum = np.add.reduce(lap, axis=1, dtype=np.float64, where=inner)
+    grad_sum = np.add.reduce(grad, axis=1, dtype=np.float64, where=inner)
+    out[:, 6] = np.where(grad_sum > 0, lap_sum / np.maximum(grad_sum, 1e-12), 0.0)
     return out
 
 
 def _robust_z(x: np.ndarray) -> np.ndarray:
+    """Robust z-scores (median, MAD), unclipped: an outlier keeps its distance."""
     med = np.median(x)
     scale = 1.4826 * np.median(np.abs(x - med))
     if not scale > 0:
@@ -238,11 +311,26 @@ def _robust_z(x: np.ndarray) -> np.ndarray:
         scale = float(np.std(x))
     if not scale > 0:
         return np.zeros_like(x)
-    return np.clip((x - med) / scale, -8.0, 8.0)
+    return (x - med) / scale
 
 
-def importance_scores(features: np.ndarray, tissue_fraction: np.ndarray | None = None
-                      ) -> np.ndarray:
+def _mid_ranks(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
+    """1-based ranks by ``primary`` then ``secondary``; rows equal in both share the mean."""
+    order = np.lexsort((secondary, primary))
+    p, q = primary[order], secondary[order]
+    new = np.ones(len(order), bool)
+    new[1:] = (p[1:] != p[:-1]) | (q[1:] != q[:-1])
+    group = np.cumsum(new) - 1
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(order)) - 1
+    ranks = np.empty(len(order), np.float64)
+    ranks[order] = 0.5 * (first[group] + last[group]) + 1.0
+    return ranks
+
+
+def importance_scores(features: np.ndarray, tissue_fraction: np.ndarray | None = None, *,
+                      ink_fraction: np.ndarray | None = None,
+                      sharpness: np.ndarray | None = None) -> np.ndarray:
     """Per-slide importance of each patch from its nuclear features, in ``(0, 1)``.
 
     Parameters
@@ -251,14 +339,22 @@ def importance_scores(features: np.ndarray, tissue_fraction: np.ndarray | None =
         Per-patch measurements where larger means more salient, e.g. the first four columns
         of :func:`nuclear_features`.
     tissue_fraction : ndarray, shape (N,), optional
-        Tissue fraction per patch in [0, 1] (e.g. the 5th column of :func:`nuclear_features`
-        or ``TileGrid.tissue``); patches with little tissue are shrunk towards the median.
+        Usable tissue fraction ``u`` per patch in [0, 1] (e.g. the 5th column of
+        :func:`nuclear_features`, or ``TileGrid.tissue``); default 1.
+    ink_fraction : ndarray, shape (N,), optional
+        Ink fraction ``k`` per patch (6th column of :func:`nuclear_features`); default 0.
+    sharpness : ndarray, shape (N,), optional
+        Sharpness per patch (7th column); patches far below the slide's median are blurred.
 
     Returns
     -------
     ndarray, shape (N,), float32
-        ``(rank - 0.5) / N`` of the combined score (mean robust z-score of the features,
-        times ``f / (f + SHRINK)``), mid-ranks for ties: a uniform spread over ``(0, 1)``.
+        ``(rank - 0.5) / N`` (mid-ranks for exact ties) of the combined score
+        ``log σ(z) + USABLE_POWER · log u - max(0, k - INK_TOLERANCE) / INK_SCALE + log b``: ``z`` the mean of
+        ``asinh`` of the robust z-scores of the features (outliers compressed, never clipped,
+        so only equal measurements tie), ``b`` the focus factor (1 when in focus). A patch half
+        empty weighs a quarter of a full one; 2 % ink divides it by 4.5. Equal combined scores
+        go by ``z``.
     """
     x = np.asarray(features, dtype=np.float64)
     if x.ndim == 1:
@@ -267,20 +363,32 @@ def importance_scores(features: np.ndarray, tissue_fraction: np.ndarray | None =
         raise ModelError(f"importance_scores: features must be (N, F) or (N,), got shape "
                          f"{x.shape}")
     n = x.shape[0]
-    if tissue_fraction is None:
-        t = np.ones(n)
-    else:
-        t = np.asarray(tissue_fraction, dtype=np.float64).reshape(-1)
-        if t.shape[0] != n:
+
+    def column(v: np.ndarray | None, default: float, what: str) -> np.ndarray:
+        if v is None:
+            return np.full(n, default)
+        arr = np.asarray(v, dtype=np.float64).reshape(-1)
+        if arr.shape[0] != n:
             raise ModelError(f"importance_scores: {n} patches of features but "
-                             f"{t.shape[0]} tissue fractions; pass one value per patch")
-    if not (np.isfinite(x).all() and np.isfinite(t).all()):
-        raise ModelError("importance_scores: features and tissue_fraction must be finite")
+                             f"{arr.shape[0]} values of {what}; pass one value per patch")
+        return arr
+
+    u = column(tissue_fraction, 1.0, "tissue_fraction")
+    k = column(ink_fraction, 0.0, "ink_fraction")
+    sharp = None if sharpness is None else column(sharpness, 1.0, "sharpness")
+    if not (np.isfinite(x).all() and np.isfinite(u).all() and np.isfinite(k).all()
+            and (sharp is None or np.isfinite(sharp).all())):
+        raise ModelError("importance_scores: features, tissue_fraction, ink_fraction and "
+                         "sharpness must be finite")
     if n == 0:
         return np.zeros(0, dtype=np.float32)
-    z = np.column_stack([_robust_z(x[:, j]) for j in range(x.shape[1])]).mean(axis=1)
-    t = np.clip(t, 0.0, 1.0)
-    combined = z * (t / (t + SHRINK)) * (1.0 + SHRINK)
-    from scipy.stats import rankdata
-
-    return ((rankdata(combined, method="average") - 0.5) / n).astype(np.float32)
+    z = np.column_stack([np.arcsinh(_robust_z(x[:, j])) for j in range(x.shape[1])]
+                        ).mean(axis=1)
+    u = np.clip(u, 1e-6, 1.0)
+    combined = -np.logaddexp(0.0, -z) + USABLE_POWER * np.log(u) \
+        - np.clip(k - INK_TOLERANCE, 0.0, 1.0) / INK_SCALE
+    if sharp is not None:
+        ref = BLUR_FRACTION * float(np.median(sharp[u > 0.5])) if np.any(u > 0.5) else 0.0
+        if ref > 0:
+            combined += np.log(np.clip(sharp / ref, 1e-6, 1.0))
+    return ((_mid_ranks(combined, z) - 0.5) / n).astype(np.float32)
