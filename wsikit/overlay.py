@@ -16,6 +16,7 @@ from .selectors.grid import AttentionMap, attention_map
 
 __all__ = [
     "SCALE_COLOURS",
+    "artefact_rings",
     "OverlayError",
     "as_attention_map",
     "as_rgb_thumbnail",
@@ -151,6 +152,29 @@ def tissue_rings(geojson: Mapping[str, Any] | None) -> list[np.ndarray]:
     return rings
 
 
+def artefact_rings(geojson: Mapping[str, Any] | None
+                   ) -> dict[str, tuple[str, tuple[int, int, int], list[np.ndarray]]]:
+    """Rings of an artefact GeoJSON (:meth:`wsikit.tissue.TissueMask.artefacts_geojson`) by
+    kind: ``{kind: (class name, RGB colour, rings)}``, kinds in the order found."""
+    out: dict[str, tuple[str, tuple[int, int, int], list[np.ndarray]]] = {}
+    for feat in (geojson or {}).get("features") or []:
+        if not isinstance(feat, Mapping):
+            continue
+        props = feat.get("properties")
+        props = props if isinstance(props, Mapping) else {}
+        cls = props.get("classification")
+        cls = cls if isinstance(cls, Mapping) else {}
+        kind = str(props.get("artefact") or "artefact")
+        try:
+            r, g, b = (int(c) for c in list(cls.get("color") or (120, 120, 120))[:3])
+        except (TypeError, ValueError):
+            r, g, b = 120, 120, 120
+        rings = tissue_rings({"type": "FeatureCollection", "features": [feat]})
+        if rings:
+            out.setdefault(kind, (str(cls.get("name") or kind), (r, g, b), []))[2].extend(rings)
+    return out
+
+
 def as_rgb_thumbnail(thumbnail: np.ndarray) -> np.ndarray:
     """Validate a thumbnail and return it as ``(h, w, 3) uint8`` (grey/RGBA accepted)."""
     arr = np.asarray(thumbnail)
@@ -251,7 +275,8 @@ def overview_image(thumbnail: np.ndarray, downsample: float, *,
                    regions: Sequence[Mapping[str, Any]] = (),
                    attention: AttentionMap | tuple[Any, Any, int] | None = None,
                    tissue_geojson: Mapping[str, Any] | None = None,
-                   heat_alpha: float = 0.45) -> np.ndarray:
+                   heat_alpha: float = 0.45,
+                   artefacts_geojson: Mapping[str, Any] | None = None) -> np.ndarray:
     """Draw the heatmap, tissue outline and windows (with scale and score) on a thumbnail.
 
     Parameters
@@ -266,6 +291,8 @@ def overview_image(thumbnail: np.ndarray, downsample: float, *,
         Tissue polygons in level-0 pixels.
     heat_alpha : float
         Heatmap opacity.
+    artefacts_geojson : dict, optional
+        Artefacts removed from the tissue, outlined in the colour of their kind.
 
     Returns
     -------
@@ -289,6 +316,10 @@ def overview_image(thumbnail: np.ndarray, downsample: float, *,
     for ring in tissue_rings(tissue_geojson):
         pts = [(float(px / ds), float(py / ds)) for px, py in ring]
         draw.line(pts + pts[:1], fill=(30, 41, 59, 255), width=max(1, lw - 1))
+    for _name, colour, rings in artefact_rings(artefacts_geojson).values():
+        for ring in rings:
+            pts = [(float(px / ds), float(py / ds)) for px, py in ring]
+            draw.line(pts + pts[:1], fill=(*colour, 255), width=max(1, lw - 1))
     font = _font(max(10, round(max(img.size) / 60)))
     items = []
     # coarse windows first, so the finer ones they contain (the zoom chain) are drawn on top

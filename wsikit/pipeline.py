@@ -477,6 +477,7 @@ def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: S
     for w, crop, found, dropped in zip(windows, crops, matches, below_floor, strict=True):
         wd = w.to_dict()
         regions.append({"id": w.id, "uid": region_uid(sid, w.id, wd["box"]), **wd,
+                        "usable_tissue": _usable_tissue(grid, wd["box"]),
                         "crop": {"path": crop.path,
                                  "abspath": portable_path(final / crop.path, final)[1],
                                  "width": crop.width, "height": crop.height, "mpp": crop.mpp},
@@ -512,6 +513,17 @@ def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: S
     return result
 
 
+def _usable_tissue(grid: Any, box: Mapping[str, int]) -> float | None:
+    """Mean usable tissue fraction (tissue without ink or folds, from the mask) of the patches
+    a window covers (``box``: level-0 ``x``, ``y``, ``width``, ``height``); None when the
+    grid does not know it (a TRIDENT or CLAM coordinate file)."""
+    x, y, w, h = (int(box[k]) for k in ("x", "y", "width", "height"))
+    c = np.asarray(grid.coords)
+    sel = (c[:, 0] >= x) & (c[:, 0] < x + w) & (c[:, 1] >= y) & (c[:, 1] < y + h)
+    value = float(np.asarray(grid.tissue, np.float64)[sel].mean()) if sel.any() else 0.0
+    return round(value, 3) if math.isfinite(value) else None
+
+
 def _jsonable(d: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(dict(d), default=list))
 
@@ -523,11 +535,13 @@ def _write_report(slide: Any, sdir: Path, doc: Mapping[str, Any], mask: Any, att
     thumb = slide.thumbnail(max_size=1600)
     ds = slide.dimensions[0] / thumb.shape[1]
     geo = mask.to_geojson()
+    arts = mask.artefacts_geojson()
     attention = (att.scores, att.coords, grid.stride_l0)
     write_report(sdir / "report.html", doc, thumbnail=thumb, thumbnail_downsample=ds,
-                 tissue_geojson=geo, attention=attention, base_dir=sdir)
+                 tissue_geojson=geo, attention=attention, base_dir=sdir,
+                 artefacts_geojson=arts)
     render_overview_png(sdir / "overview.png", doc, thumbnail=thumb, thumbnail_downsample=ds,
-                        tissue_geojson=geo, attention=attention)
+                        tissue_geojson=geo, attention=attention, artefacts_geojson=arts)
 
 
 def load_result(path: str | os.PathLike[str]) -> Any:

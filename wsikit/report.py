@@ -33,6 +33,7 @@ from .overlay import (
     overview_image,
     place_labels,
     scale_colour,
+    artefact_rings,
     tissue_rings,
 )
 from .selectors.grid import AttentionMap
@@ -196,6 +197,7 @@ padding:2px 8px;margin:0 6px 6px 0;font-size:13px}
 border:1px solid var(--line);border-radius:6px}
 .overview .heat{image-rendering:pixelated}
 #show-heat:not(:checked)~figure .heat,#show-tissue:not(:checked)~figure .tissue,
+#show-artefacts:not(:checked)~figure .artefacts,
 #show-win:not(:checked)~figure .wins{display:none}
 .toggles{font-size:13px;color:var(--muted);margin-right:14px}
 .legend{display:flex;flex-wrap:wrap;gap:14px;font-size:13px;color:var(--muted);margin-top:8px}
@@ -327,7 +329,8 @@ def _selection_text(sel: Mapping[str, Any]) -> str:
 
 
 def _overview_section(ev: Mapping[str, Any], thumb: np.ndarray, ds: float,
-                      amap: AttentionMap | None, geojson: Mapping[str, Any] | None) -> str:
+                      amap: AttentionMap | None, geojson: Mapping[str, Any] | None,
+                      artefacts: Mapping[str, Any] | None = None) -> str:
     th, tw = thumb.shape[:2]
     parts = [f'<image href="{_data_uri(thumb, max_px=THUMB_MAX_PX)}" x="0" y="0" '
              f'width="{tw}" height="{th}" preserveAspectRatio="none"/>']
@@ -344,6 +347,14 @@ def _overview_section(ev: Mapping[str, Any], thumb: np.ndarray, ds: float,
         parts.append(f'<path class="tissue" d="{d}" fill="none" stroke="#1e293b" '
                      f'stroke-dasharray="{sw * 3:.2f} {sw * 2:.2f}" stroke-width="{sw:.2f}" '
                      'fill-rule="evenodd"/>')
+    kinds = artefact_rings(artefacts)
+    for kind, (name, colour, krings) in kinds.items():
+        d = " ".join("M" + " L".join(f"{px / ds:.1f},{py / ds:.1f}" for px, py in r) + " Z"
+                     for r in krings)
+        rgb = "#{:02x}{:02x}{:02x}".format(*colour)
+        parts.append(f'<path class="artefacts" d="{d}" fill="{rgb}" fill-opacity="0.35" '
+                     f'stroke="{rgb}" stroke-width="{sw:.2f}" fill-rule="evenodd">'
+                     f'<title>{_e(name)} ({_e(kind)}): not used as tissue</title></path>')
     fs = max(tw, th) / 50
     wins, boxes, sizes, labels = [], [], [], []
     for i, r in enumerate(ev.get("regions") or []):
@@ -378,9 +389,14 @@ def _overview_section(ev: Mapping[str, Any], thumb: np.ndarray, ds: float,
     if rings:
         legend += ('<span style="color:#1e293b"><span class="swatch" '
                    'style="border-style:dashed"></span>tissue outline</span>')
+    for name, colour, _ in kinds.values():
+        rgb = "#{:02x}{:02x}{:02x}".format(*colour)
+        legend += (f'<span style="color:{rgb}"><span class="swatch"></span>{_e(name)} '
+                   "(not tissue)</span>")
     toggles = ""
     for key, label, present in (("heat", "heatmap", amap is not None),
                                 ("tissue", "tissue outline", bool(rings)),
+                                ("artefacts", "artefacts", bool(kinds)),
                                 ("win", "windows", True)):
         if present:
             toggles += (f'<input type="checkbox" id="show-{key}" checked>'
@@ -435,6 +451,9 @@ def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
         if crop:
             crop_cap += (f"<br>crop {_e(crop.get('width'))}×{_e(crop.get('height'))} px at "
                          f"{_num(crop.get('mpp'), '.3g')} µm/px")
+        if isinstance(r.get("usable_tissue"), (int, float)):
+            crop_cap += (f"<br>usable tissue {100 * float(r['usable_tissue']):.0f} % (no ink, "
+                         "folds, debris or glass)")
         matches = r.get("matches") or []
         below = r.get("below_floor")
         if matches:
@@ -470,7 +489,8 @@ def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
 def render_report(evidence: Mapping[str, Any], *, thumbnail: np.ndarray,
                   thumbnail_downsample: float, tissue_geojson: Mapping[str, Any] | None = None,
                   attention: AttentionMap | tuple[Any, Any, int] | None = None,
-                  base_dir: str | os.PathLike[str] = ".") -> str:
+                  base_dir: str | os.PathLike[str] = ".",
+                  artefacts_geojson: Mapping[str, Any] | None = None) -> str:
     """Render an evidence document as one self-contained HTML page.
 
     Parameters
@@ -488,6 +508,9 @@ def render_report(evidence: Mapping[str, Any], *, thumbnail: np.ndarray,
     base_dir : path
         Folder that relative crop and figure image paths are resolved against (the folder of
         ``evidence.json``).
+    artefacts_geojson : dict, optional
+        Artefacts removed from the tissue (:meth:`wsikit.tissue.TissueMask.artefacts_geojson`:
+        ink, folds, debris, scanner fill), drawn filled, one colour per kind.
 
     Returns
     -------
@@ -526,7 +549,7 @@ def render_report(evidence: Mapping[str, Any], *, thumbnail: np.ndarray,
         banners,
         '<div class="grid2">', _slide_section(evidence), _selection_section(evidence), "</div>",
         models_html,
-        _overview_section(evidence, thumb, ds, amap, tissue_geojson),
+        _overview_section(evidence, thumb, ds, amap, tissue_geojson, artefacts_geojson),
         _regions_section(evidence, base),
     ])
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -541,27 +564,32 @@ def write_report(path: str | os.PathLike[str], evidence: Mapping[str, Any], *,
                  thumbnail: np.ndarray, thumbnail_downsample: float,
                  tissue_geojson: Mapping[str, Any] | None = None,
                  attention: AttentionMap | tuple[Any, Any, int] | None = None,
-                 base_dir: str | os.PathLike[str] | None = None) -> Path:
+                 base_dir: str | os.PathLike[str] | None = None,
+                 artefacts_geojson: Mapping[str, Any] | None = None) -> Path:
     """Render the report and write it atomically to ``path`` (``base_dir`` defaults to its
     folder). Returns the path."""
     path = Path(path)
     text = render_report(evidence, thumbnail=thumbnail, thumbnail_downsample=thumbnail_downsample,
                          tissue_geojson=tissue_geojson, attention=attention,
-                         base_dir=path.parent if base_dir is None else base_dir)
+                         base_dir=path.parent if base_dir is None else base_dir,
+                         artefacts_geojson=artefacts_geojson)
     return write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def render_overview_png(path: str | os.PathLike[str], evidence: Mapping[str, Any], *,
                         thumbnail: np.ndarray, thumbnail_downsample: float,
                         tissue_geojson: Mapping[str, Any] | None = None,
-                        attention: AttentionMap | tuple[Any, Any, int] | None = None) -> Path:
-    """Write a PNG overview (thumbnail + heatmap + tissue outline + windows) atomically.
+                        attention: AttentionMap | tuple[Any, Any, int] | None = None,
+                        artefacts_geojson: Mapping[str, Any] | None = None) -> Path:
+    """Write a PNG overview (thumbnail + heatmap + tissue outline + artefacts + windows)
+    atomically.
 
     See :func:`wsikit.overlay.overview_image` for the drawing; returns the path.
     """
     img = overview_image(thumbnail, thumbnail_downsample,
                          regions=list(evidence.get("regions") or []),
-                         attention=attention, tissue_geojson=tissue_geojson)
+                         attention=attention, tissue_geojson=tissue_geojson,
+                         artefacts_geojson=artefacts_geojson)
     with atomic_path(path) as tmp:
         Image.fromarray(img).save(tmp, format="PNG", optimize=True)
     return Path(path)

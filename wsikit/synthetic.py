@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["SyntheticSpec", "write_synthetic_slide", "synthetic_tissue_image"]
+__all__ = ["SyntheticSpec", "write_synthetic_slide", "synthetic_tissue_image", "write_image_slide",
+           "tile_mosaic"]
 
 _BG = np.array([243, 243, 245], np.float32)
 _STROMA = np.array([232, 160, 200], np.float32)
@@ -274,3 +275,69 @@ def write_synthetic_slide(
                 **kwargs,
             )
     return path
+
+
+def write_image_slide(path: str | os.PathLike[str], image: np.ndarray, *, mpp: float,
+                      downsamples: Sequence[int] = (1, 4), tile: int = 256,
+                      quality: int = 92) -> Path:
+    """Write an RGB array as an Aperio-style tiled JPEG pyramid (OpenSlide opens it).
+
+    Used to lay out real H&E tiles as a slide with known content, e.g. the labelled TCGA
+    tiles of the tests, at the resolution they were scanned at.
+
+    Parameters
+    ----------
+    path : path-like
+        Output ``.svs`` path.
+    image : ndarray, shape (H, W, 3), uint8
+        Level 0.
+    mpp : float
+        Level-0 µm/px written to the description.
+    downsamples : sequence of int
+        Pyramid levels (first must be 1); lower levels are box-filtered.
+    tile, quality : int
+        Tile edge (multiple of 16) and JPEG quality.
+    """
+    import tifffile
+    from PIL import Image
+
+    img = np.ascontiguousarray(np.asarray(image, np.uint8))
+    H, W = img.shape[:2]
+    head = f"Aperio Image Library v12.0.15 \r\n{W}x{H} [0,0 {W}x{H}] ({tile}x{tile}) JPEG/RGB"
+    fields = f"wsikit image slide|AppMag = {10.0 / mpp:g}|MPP = {mpp:.4f}"
+    path = Path(path)
+    with tifffile.TiffWriter(path) as tw:
+        for i, ds in enumerate(downsamples):
+            lw, lh = -(-W // ds), -(-H // ds)
+            level = img if ds == 1 else np.asarray(
+                Image.fromarray(img).resize((lw, lh), Image.BOX))
+            desc = (f"{head} Q={quality}|{fields}" if i == 0
+                    else f"Aperio Image Library v12.0.15 \r\n{W}x{H} -> {lw}x{lh} - |{fields}")
+            tw.write(level, tile=(tile, tile), photometric="rgb", compression="jpeg",
+                     compressionargs={"level": quality}, description=desc, metadata=None,
+                     subfiletype=0 if i == 0 else 1)
+    return path
+
+
+def tile_mosaic(tiles: Sequence[Sequence[np.ndarray]], *, background: int = 243
+                ) -> np.ndarray:
+    """Lay out rows of equally sized RGB tiles as one image (a slide of known content).
+
+    Parameters
+    ----------
+    tiles : rows of (h, w, 3) uint8 arrays, all of one size
+    background : int
+        Grey level of the canvas (only seen if a row is shorter than the first).
+    """
+    h, w = np.asarray(tiles[0][0]).shape[:2]
+    img = np.full((len(tiles) * h, max(len(r) for r in tiles) * w, 3), background, np.uint8)
+    for r, row in enumerate(tiles):
+        for c, t in enumerate(row):
+            arr = np.asarray(t, np.uint8)[..., :3]
+            if arr.shape[:2] != (h, w):
+                from .errors import SlideError
+
+                raise SlideError(f"tile ({r}, {c}) is {arr.shape[:2]} px; every tile must be "
+                                 f"{(h, w)} like the first: crop or resize it")
+            img[r * h:(r + 1) * h, c * w:(c + 1) * w] = arr
+    return img
