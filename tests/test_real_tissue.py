@@ -163,3 +163,23 @@ def test_planted_dense_region_gets_the_finest_window_without_ties(tmp_path: Path
               & (att.coords[:, 1] >= box[1]) & (att.coords[:, 1] < box[1] + box[3]))
     top = np.sort(att.scores[inside])
     assert np.unique(top).size == top.size            # no saturated ties in the region
+
+
+def test_out_of_focus_tissue_ranks_below_the_same_tissue_in_focus(tmp_path: Path) -> None:
+    from PIL import ImageFilter
+
+    sharp = _tile("medium-nuclei-score-level1-2")
+    blurred = np.asarray(Image.fromarray(sharp).filter(ImageFilter.GaussianBlur(3)))
+    rows = [[sharp, blurred, _tile("medium-nuclei-score-level1")],
+            [blurred[::-1], sharp[::-1], _tile("medium-nuclei-score-level1:flip")]]
+    path = write_image_slide(tmp_path / "focus.svs", tile_mosaic(rows), mpp=TILE_MPP)
+    with open_slide(path) as s:
+        grid = make_grid(s, segment_tissue(s), target_mpp=TILE_MPP, patch_px=256)
+    imp = nuclear_importance(path, grid)
+    col = grid.coords[:, 0] // TILE_PX
+    row = grid.coords[:, 1] // TILE_PX
+    is_blur = (col == 1 - row)                       # the blurred copies
+    is_sharp = (col == row) & (col < 2)
+    assert is_blur.sum() == is_sharp.sum() == 8
+    assert imp.scores[is_blur].max() < imp.scores[is_sharp].min()
+    assert np.median(imp.features[is_blur, 6]) < 0.7 * np.median(imp.features[is_sharp, 6])
