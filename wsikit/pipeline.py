@@ -9,7 +9,8 @@ Stages (each cached under ``out`` in the TRIDENT layout and reused unless ``forc
     selection  out/select/<slide>/windows.json
     crops      out/select/<slide>/crops/r<i>_x<scale>.png  (+ .json sidecars)
     matching   (with an index) crops embedded with the index's encoder, top-k figures
-    output     out/select/<slide>/evidence.json, report.html, overview.png
+    output     out/select/<slide>/evidence.json, regions.geojson (QuPath), report.html,
+               overview.png
 
 The Python function :func:`select` mirrors the command line and returns the
 :class:`wsikit.evidence.EvidenceResult` written to ``evidence.json``.
@@ -503,6 +504,9 @@ def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: S
         synthetic=bool(synthetic), base_dir=final)
     doc = result.to_dict()
     write_json_atomic(sdir / "evidence.json", doc)
+    from .evidence.regions_geojson import REGIONS_GEOJSON, write_regions_geojson
+
+    write_regions_geojson(sdir / REGIONS_GEOJSON, doc["regions"])  # QuPath annotations
 
     if report:
         t = time.perf_counter()
