@@ -27,7 +27,7 @@ __all__ = ["main", "build_parser"]
 
 #: Area modules that contribute sub-commands, in the order shown by ``wsikit --help``.
 _AREAS = ("demo", "select", "slide", "features", "models", "evidence", "batch", "store",
-          "eval")
+          "export", "eval")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -137,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.on_bad_tile is not None:  # read by every open_slide, also in batch workers
         os.environ["WSIKIT_ON_BAD_TILE"] = args.on_bad_tile
     command = " ".join(filter(None, (args.command, getattr(args, "index_command", None),
-                                     getattr(args, "figures_command", None))))
+                                     getattr(args, "figures_command", None),
+                                     getattr(args, "export_command", None))))
     with contextlib.ExitStack() as stack:
         if not args.verbose:
             stack.enter_context(_quiet_output(command))
