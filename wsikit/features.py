@@ -247,7 +247,7 @@ def _slide_lock(path: Path) -> Iterator[None]:
 
 def extract_features(
     slide_or_path: Slide | str | os.PathLike[str],
-    grid: TileGrid,
+    grid: TileGrid | str | os.PathLike[str],
     encoder: Encoder | str,
     *,
     device: str = "cpu",
@@ -267,8 +267,9 @@ def extract_features(
     ----------
     slide_or_path : Slide or path-like
         The slide (only its path and mpp are used; workers open their own handles).
-    grid : TileGrid
-        Patches (level-0 boxes) in the order of the output rows.
+    grid : TileGrid or path-like
+        Patches (level-0 boxes) in the order of the output rows: a grid
+        (:func:`wsikit.make_grid`) or its coordinate file (wsikit, TRIDENT or CLAM).
     encoder : Encoder or str
         An encoder from :func:`wsikit.models.create_encoder`, or its registry name.
     device : str
@@ -312,6 +313,12 @@ def extract_features(
         raise FeatureError(f"workers={workers} must be >= 0")
     if precision not in (None, "bf16", "fp16", "fp32"):
         raise FeatureError(f"precision={precision!r} must be 'bf16', 'fp16' or 'fp32'")
+    from .io import Slide as _Slide
+    from .stage_inputs import expect, grid_of
+
+    expect(slide_or_path, (_Slide, str, os.PathLike), name="extract_features(slide)",
+           error=FeatureError, want="a Slide (wsikit.open_slide) or the path of a slide file")
+    grid = grid_of(grid, name="extract_features(grid)", error=FeatureError)
     if isinstance(slide_or_path, (str, os.PathLike)):
         path, slide_mpp = Path(slide_or_path), mpp
     else:

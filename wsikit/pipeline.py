@@ -93,7 +93,7 @@ class SelectOptions:
         return dict(self.extra)
 
 
-def resolve_scales(selector: str, scales: Sequence[int] | None, per_scale: int | None
+def resolve_scales(selector: str, scales: str | Sequence[int] | None, per_scale: int | None
                    ) -> tuple[tuple[int, ...], int]:
     """``(scales, per_scale)`` for ``selector``, refusing what it cannot honour.
 
@@ -101,14 +101,17 @@ def resolve_scales(selector: str, scales: Sequence[int] | None, per_scale: int |
     for ``topk`` scale 1 and 8 patches (``per_scale`` is its ``k``). ``topk`` refuses any
     scale other than 1, since it selects single patches.
     """
+    from .selectors.multiscale import parse_scales
+
+    scales = None if scales is None else parse_scales(scales)  # also the CLI's "8,4"
     if selector == "topk":
-        if scales is not None and tuple(int(s) for s in scales) != (1,):
+        if scales is not None and scales != (1,):
             raise SelectionError(
                 f"--selector topk selects single patches (scale 1); --scales "
                 f"{','.join(str(s) for s in scales)} does not apply: drop --scales, or use "
                 "--selector multiscale for windows of several sizes")
         return (1,), 8 if per_scale is None else int(per_scale)
-    return (DEFAULT_SCALES if scales is None else tuple(int(s) for s in scales),
+    return (DEFAULT_SCALES if scales is None else scales,
             1 if per_scale is None else int(per_scale))
 
 
@@ -215,7 +218,7 @@ def select(
     models: str = "auto",
     attention: str = "auto",
     selector: str = "multiscale",
-    scales: Sequence[int] | None = None,
+    scales: str | Sequence[int] | None = None,
     per_scale: int | None = None,
     min_coverage: float = 1.0,
     max_iou: float = 0.5,

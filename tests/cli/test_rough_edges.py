@@ -25,12 +25,12 @@ REPO = Path(__file__).resolve().parents[2]
 def test_upsampling_warns_with_both_resolutions(synthetic_small_slide) -> None:
     with open_slide(synthetic_small_slide, mpp=8.0) as slide:
         with pytest.warns(UserWarning, match=r"8 µm/px, 16x coarser than the target 0\.5 µm/px"):
-            grid = make_grid(slide, None, target_mpp=0.5, patch_px=256)
+            grid = make_grid(slide, None, whole_slide=True, target_mpp=0.5, patch_px=256)
         assert grid.patch_size_l0 == 16  # what the warning is about: 16 px blown up to 256
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # 1.5x coarser is still fine: no warning
-            make_grid(slide, None, target_mpp=8.0 / 1.5, patch_px=16)
-            make_grid(slide, None, target_mpp=8.0, patch_px=16)
+            make_grid(slide, None, whole_slide=True, target_mpp=8.0 / 1.5, patch_px=16)
+            make_grid(slide, None, whole_slide=True, target_mpp=8.0, patch_px=16)
 
 
 def test_upsampling_warning_on_the_command_line(synthetic_small_slide, tmp_path, capsys) -> None:
@@ -116,7 +116,7 @@ def test_features_lock_still_excludes(synthetic_small_slide, tmp_path) -> None:
 
 def make_grid_for(path):
     with open_slide(path) as slide:
-        return make_grid(slide, None, target_mpp=0.5, patch_px=512)
+        return make_grid(slide, None, whole_slide=True, target_mpp=0.5, patch_px=512)
 
 
 def test_lock_file_removed_and_relocked(tmp_path) -> None:

@@ -66,10 +66,21 @@ def _validate_min_score(min_score: float | str) -> float | str:
     return float(min_score)
 
 
-def _validate(scales: Sequence[int], per_scale: int, min_coverage: float, max_iou: float,
-              margin: float, layout: str, min_score: float | str = "median"
-              ) -> tuple[tuple[int, ...], int, float, float, float, float | str]:
-    if isinstance(scales, (int, np.integer)):
+def parse_scales(scales: str | int | Sequence[int]) -> tuple[int, ...]:
+    """Window sides in cells from ``"8,4,2,1"`` (the command line's form), an int or a
+    sequence of ints; one-line :class:`SelectionError` otherwise.
+
+    >>> parse_scales("8, 4"), parse_scales(2), parse_scales([4, 1])
+    ((8, 4), (2,), (4, 1))
+    """
+    if isinstance(scales, str):
+        parts = [v.strip() for v in scales.split(",") if v.strip()]
+        try:
+            scales = [int(v) for v in parts]
+        except ValueError:
+            raise SelectionError(f"scales {scales!r} is not a comma-separated list of integers, "
+                                 "e.g. '8,4,2,1'") from None
+    if isinstance(scales, (int, np.integer)) and not isinstance(scales, bool):
         scales = (int(scales),)
     try:
         raw = list(scales)
@@ -86,6 +97,14 @@ def _validate(scales: Sequence[int], per_scale: int, min_coverage: float, max_io
                 f"scales must be positive integers (window side in grid cells), got {s!r} in "
                 f"{raw!r}")
         out.append(int(s))
+    return tuple(out)
+
+
+def _validate(scales: Sequence[int], per_scale: int, min_coverage: float, max_iou: float,
+              margin: float, layout: str, min_score: float | str = "median"
+              ) -> tuple[tuple[int, ...], int, float, float, float, float | str]:
+    out = list(parse_scales(scales))
+    raw = scales
     if len(set(out)) != len(out):
         raise SelectionError(f"scales contain duplicates: {raw!r}; list each scale once")
     if isinstance(per_scale, (bool, np.bool_)) or not isinstance(per_scale, (int, np.integer)) \
@@ -488,22 +507,53 @@ def rank_windows(windows: Sequence[Window]) -> tuple[Window, ...]:
     return tuple(out)
 
 
-def select_windows(scores: np.ndarray, coords: np.ndarray, patch_size_l0: int, *,
+def _stage_inputs(scores: Any, coords: Any, patch_size_l0: Any,
+                  slide_size: tuple[int, int] | None) -> tuple[Any, Any, Any, Any]:
+    """``(scores, coords, patch_size_l0, slide_size)`` from arrays, or from an
+    :class:`~wsikit.attention.Attention` (scores, coordinates) and the
+    :class:`~wsikit.patching.TileGrid` it was computed on (stride, slide size)."""
+    if isinstance(scores, np.ndarray | list | tuple):
+        if coords is None or patch_size_l0 is None:
+            raise SelectionError("select_windows(scores, coords, patch_size_l0) needs all "
+                                 "three, or pass an Attention and its TileGrid: "
+                                 "select_windows(attention, grid)")
+        return scores, coords, patch_size_l0, slide_size
+    from ..attention import Attention
+    from ..patching import TileGrid
+    from ..stage_inputs import expect
+
+    expect(scores, Attention, name="select_windows(scores)", error=SelectionError,
+           want="an Attention (wsikit.compute_attention) or an (N,) array of scores")
+    expect(coords, TileGrid, name="select_windows(attention, grid): grid",
+           error=SelectionError, want="the TileGrid the attention was computed on")
+    if patch_size_l0 is not None:
+        raise SelectionError("select_windows(attention, grid) takes the stride from the grid; "
+                             "drop patch_size_l0")
+    if slide_size is None and all(coords.level0_size):
+        slide_size = tuple(coords.level0_size)
+    return scores.scores, scores.coords, coords.stride_l0, slide_size
+
+
+def select_windows(scores: Any, coords: Any = None, patch_size_l0: Any = None, *,
                    scales: Sequence[int] = DEFAULT_SCALES, per_scale: int = 1,
                    min_coverage: float = 1.0, max_iou: float = 0.5, margin: float = 2,
                    layout: str = "nested", min_score: float | str = "median",
                    slide_size: tuple[int, int] | None = None) -> Windows:
     """Select salient square windows at several scales, greedily, coarse to fine.
 
+    Also callable on the stages' results: ``select_windows(attention, grid)`` takes the
+    scores and coordinates from an :class:`~wsikit.attention.Attention`, the stride and the
+    slide size from the :class:`~wsikit.patching.TileGrid`.
+
     Parameters
     ----------
-    scores : array_like, shape (N,)
+    scores : array_like, shape (N,), or Attention
         Per-patch attention or importance (finite reals; higher is more salient).
-    coords : array_like, shape (N, 2), int64
+    coords : array_like, shape (N, 2), int64, or TileGrid (with an Attention)
         Level-0 top-left ``(x, y)`` of each patch.
     patch_size_l0 : int
-        Grid stride ``p`` in level-0 pixels. Cells are ``(x // p, y // p)``, anchored at the
-        level-0 origin.
+        Grid stride ``p`` in level-0 pixels (not given with a TileGrid: its ``stride_l0``).
+        Cells are ``(x // p, y // p)``, anchored at the level-0 origin.
     scales : sequence of int, default (8, 4, 2, 1)
         Window sides in cells; processed from the largest to the smallest.
     per_scale : int, default 1
@@ -547,6 +597,8 @@ def select_windows(scores: np.ndarray, coords: np.ndarray, patch_size_l0: int, *
     >>> [(w.rank, w.scale, w.gx, w.gy, w.inside) for w in res]
     [(1, 1, 10, 5, 2), (2, 2, 9, 4, 3), (3, 4, 8, 3, 4), (4, 8, 6, 1, None)]
     """
+    scores, coords, patch_size_l0, slide_size = _stage_inputs(scores, coords, patch_size_l0,
+                                                              slide_size)
     _validate(scales, per_scale, min_coverage, max_iou, margin, layout, min_score)
     amap = attention_map(scores, coords, patch_size_l0)
     return select_from_map(amap, scales=scales, per_scale=per_scale, min_coverage=min_coverage,
