@@ -278,6 +278,20 @@ def tissue_fractions(mask: np.ndarray, scale: tuple[float, float], xs: np.ndarra
     return np.clip(frac, 0.0, 1.0).astype(np.float32)
 
 
+def upsampling_note(slide_name: str, slide_mpp: float, target_mpp: float) -> str | None:
+    """The warning for a grid whose level 0 is more than 1.5x coarser than ``target_mpp``
+    (every patch upsampled, invented detail), or None. :func:`make_grid` warns with it and
+    ``select`` records it in evidence.json (``selection.warnings``)."""
+    if not (math.isfinite(slide_mpp) and math.isfinite(target_mpp)) or slide_mpp <= 0:
+        return None
+    ratio = target_mpp / slide_mpp
+    if ratio >= 1 / 1.5:
+        return None
+    return (f"{slide_name}: level 0 is {slide_mpp:g} µm/px, {1 / ratio:.3g}x coarser than the "
+            f"target {target_mpp:g} µm/px, so every patch is upsampled; check the slide's mpp "
+            f"or use {option('target_mpp', slide_mpp)}")
+
+
 def make_grid(slide: Slide | str | os.PathLike[str], mask: TissueMask | None = None, *,
               target_mpp: float = 0.5, patch_px: int = 512, overlap_px: int = 0,
               min_tissue: float = 0.1, whole_slide: bool = False) -> TileGrid:
@@ -345,11 +359,9 @@ def make_grid(slide: Slide | str | os.PathLike[str], mask: TissueMask | None = N
     patch_px, overlap_px = int(patch_px), int(overlap_px)
     W, H = slide.dimensions
     ratio = target_mpp / slide.mpp
-    if ratio < 1 / 1.5:  # level 0 much coarser than the target: every patch is invented detail
-        warnings.warn(f"{slide.name}: level 0 is {slide.mpp:g} µm/px, {1 / ratio:.3g}x coarser "
-                      f"than the target {target_mpp:g} µm/px, so every patch is upsampled; "
-                      f"check the slide's mpp or use {option('target_mpp', slide.mpp)}",
-                      UserWarning, stacklevel=2)
+    note = upsampling_note(slide.name, slide.mpp, target_mpp)
+    if note:  # level 0 much coarser than the target: every patch is invented detail
+        warnings.warn(note, UserWarning, stacklevel=2)
     size = max(1, int(round(patch_px * ratio)))
     stride = max(1, int(round((patch_px - overlap_px) * ratio)))
     xs, ys = _positions(W, stride, size), _positions(H, stride, size)

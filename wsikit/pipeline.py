@@ -490,6 +490,10 @@ def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: S
                  "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
                  "patch_size_l0": grid.stride_l0, "patches": len(grid),
                  "figures_per_region": opts.k, "min_similarity": floor_entry}
+    from .patching import upsampling_note
+
+    if note := upsampling_note(s.name, grid.slide_mpp, grid.target_mpp):
+        selection["warnings"] = [note]  # shown in the report and the summary, too
     if opts.question:
         selection.update(question=opts.question, fusion={
             "method": "rrf", "k": opts.rrf_k,

@@ -121,6 +121,15 @@ def _os_error_message(exc: OSError) -> str:
     return f"cannot access {where}: {reason}; {fix}"
 
 
+def _is_terminal(stream: object) -> bool:
+    """True when ``stream`` is a terminal: INFO lines (stage timings, the encoder chosen) are
+    for a person watching, not for a redirected log (``-v`` shows them, and DEBUG, anywhere)."""
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code.
 
@@ -129,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO
+                        if _is_terminal(sys.stderr) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):
         parser.print_help()

@@ -48,7 +48,7 @@ from .filecheck import _check_openable, _check_tiff_extent, _quiet
 from .mpp import check_mpp, objective_power, resolve_mpp
 
 __all__ = ["Slide", "open_slide", "BACKENDS", "BAD_TILE_POLICIES", "LEVEL_TOLERANCE",
-           "bad_tile_policy"]
+           "bad_tile_policy", "slide_stem"]
 
 #: Backends in the order ``open_slide`` tries them.
 BACKENDS = ("openslide", "tiffslide", "image", "omezarr")
@@ -110,7 +110,7 @@ class Slide:
         #: Tiles read as white under ``on_bad_tile="skip"``: dicts with ``level``, ``x``,
         #: ``y`` (level pixels of the tile's top-left), ``width``, ``height``, ``reason``.
         self.bad_tiles: list[dict[str, Any]] = []
-        self.name = path.stem
+        self.name = slide_stem(path)
         self._backend = backend
         self.backend: str = backend.name
         self.level_dimensions: tuple[tuple[int, int], ...] = backend.level_dimensions
@@ -413,6 +413,21 @@ class Slide:
         out = (max(1, min(max_w, int(round(W * scale)))),
                max(1, min(max_h, int(round(H * scale)))))
         return Image.fromarray(self.read_at_mpp((0, 0, W, H), out_size=out))
+
+
+#: Double suffixes that name one format: their whole suffix is dropped from a slide's name.
+_DOUBLE_SUFFIXES = (".ome.zarr", ".ome.tiff", ".ome.tif")
+
+
+def slide_stem(path: str | os.PathLike[str]) -> str:
+    """A slide's name from its path: the file name without its format suffix, the whole of
+    ``.ome.zarr``/``.ome.tiff``/``.ome.tif`` included (``a.ome.zarr`` → ``a``)."""
+    p = Path(path)
+    low = p.name.lower()
+    for suffix in _DOUBLE_SUFFIXES:
+        if low.endswith(suffix) and len(low) > len(suffix):
+            return p.name[: -len(suffix)]
+    return p.stem
 
 
 def _open_backend(name: str, path: Path) -> _Backend:

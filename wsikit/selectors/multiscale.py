@@ -94,7 +94,7 @@ def parse_scales(scales: str | int | Sequence[int]) -> tuple[int, ...]:
         if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer, float)) \
                 or s != int(s) or int(s) < 1:
             raise SelectionError(
-                f"scales must be positive integers (window side in grid cells), got {s!r} in "
+                f"scales must be positive integers (window side in patches), got {s!r} in "
                 f"{raw!r}")
         out.append(int(s))
     return tuple(out)
@@ -123,7 +123,7 @@ def _validate(scales: Sequence[int], per_scale: int, min_coverage: float, max_io
     if not (0.0 <= iou <= 1.0):
         raise SelectionError(f"max_iou must be in [0, 1], got {max_iou!r}")
     if not (math.isfinite(mar) and mar >= 0):
-        raise SelectionError(f"margin must be a finite number of cells >= 0, got {margin!r}")
+        raise SelectionError(f"margin must be a finite number of patches >= 0, got {margin!r}")
     if layout not in LAYOUTS:
         raise SelectionError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     return (tuple(sorted(out, reverse=True)), int(per_scale), cov, iou, mar,
@@ -392,12 +392,12 @@ def select_from_map(amap: AttentionMap, *, scales: Sequence[int] = DEFAULT_SCALE
     sat_val = summed_area_table(fixed)
     floor_terms, floor = _floor_value(amap, min_score)
     floor_desc = ("none" if not floor_terms else
-                  f"{floor:.4g} (median of the {amap.n_occupied} cell scores)"
+                  f"{floor:.4g} (median score of the {amap.n_occupied} patch positions)"
                   if min_score == "median" else f"{floor:.4g}")
     acc: list[tuple[int, int, int]] = []
     windows: list[Window] = []
     empty: dict[int, str] = {}
-    constraint = f"IoU <= {_fmt(max_iou)} / {layout} margin >= {_fmt(margin)} cells"
+    constraint = f"IoU <= {_fmt(max_iou)} / {layout} margin >= {_fmt(margin)} patches"
     for w in scales_t:
         # window positions (local top-left) inside the bounding box and inside the slide
         lx0, ly0 = max(0, -ox), max(0, -oy)
@@ -406,8 +406,8 @@ def select_from_map(amap: AttentionMap, *, scales: Sequence[int] = DEFAULT_SCALE
             lx1 = min(lx1, sw // p - w - ox)
             ly1 = min(ly1, sh // p - w - oy)
         if w > h or w > w_cells:
-            empty[w] = (f"no {w}x{w} window fits in the {w_cells}x{h}-cell tissue bounding box "
-                        "(width x height)")
+            empty[w] = (f"no {w}x{w}-patch window fits in the {w_cells}x{h}-patch tissue "
+                        "bounding box (width x height)")
             continue
         if lx1 < lx0 or ly1 < ly0:
             empty[w] = (f"no {w}x{w} window fits inside the slide within the tissue bounding "
