@@ -68,7 +68,7 @@ def test_select_takes_the_command_line_scales(cmu_small: Path, tmp_path: Path) -
     (lambda: wsikit.open_slide(42), SlideError, "open_slide(path) must be the path"),
     (lambda: wsikit.segment_tissue(42), TissueError, "segment_tissue(slide) must be a Slide"),
     (lambda: wsikit.make_grid(3.5, None), GridError, "make_grid(slide) must be a Slide"),
-    (lambda: wsikit.select_windows("att", None), SelectionError, "must be an Attention"),
+    (lambda: wsikit.select_windows("att", None), SelectionError, "or an Attention and its"),
 ])
 def test_wrong_types_fail_in_one_line(call, error: type[WsikitError], words: str) -> None:
     with pytest.raises(error) as info:

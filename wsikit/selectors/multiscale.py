@@ -512,26 +512,25 @@ def _stage_inputs(scores: Any, coords: Any, patch_size_l0: Any,
     """``(scores, coords, patch_size_l0, slide_size)`` from arrays, or from an
     :class:`~wsikit.attention.Attention` (scores, coordinates) and the
     :class:`~wsikit.patching.TileGrid` it was computed on (stride, slide size)."""
-    if isinstance(scores, np.ndarray | list | tuple):
-        if coords is None or patch_size_l0 is None:
-            raise SelectionError("select_windows(scores, coords, patch_size_l0) needs all "
-                                 "three, or pass an Attention and its TileGrid: "
-                                 "select_windows(attention, grid)")
-        return scores, coords, patch_size_l0, slide_size
-    from ..attention import Attention
-    from ..patching import TileGrid
-    from ..stage_inputs import expect
+    if not isinstance(scores, np.ndarray | list | tuple):
+        from ..attention import Attention
 
-    expect(scores, Attention, name="select_windows(scores)", error=SelectionError,
-           want="an Attention (wsikit.compute_attention) or an (N,) array of scores")
-    expect(coords, TileGrid, name="select_windows(attention, grid): grid",
-           error=SelectionError, want="the TileGrid the attention was computed on")
-    if patch_size_l0 is not None:
-        raise SelectionError("select_windows(attention, grid) takes the stride from the grid; "
-                             "drop patch_size_l0")
-    if slide_size is None and all(coords.level0_size):
-        slide_size = tuple(coords.level0_size)
-    return scores.scores, scores.coords, coords.stride_l0, slide_size
+        if isinstance(scores, Attention):
+            from ..patching import TileGrid
+            from ..stage_inputs import expect
+
+            expect(coords, TileGrid, name="select_windows(attention, grid): grid",
+                   error=SelectionError, want="the TileGrid the attention was computed on")
+            if patch_size_l0 is not None:
+                raise SelectionError("select_windows(attention, grid) takes the stride from "
+                                     "the grid; drop patch_size_l0")
+            if slide_size is None and all(coords.level0_size):
+                slide_size = tuple(coords.level0_size)
+            return scores.scores, scores.coords, coords.stride_l0, slide_size
+    if coords is None or patch_size_l0 is None:
+        raise SelectionError("select_windows needs (scores, coords, patch_size_l0) arrays, or "
+                             "an Attention and its TileGrid: select_windows(attention, grid)")
+    return scores, coords, patch_size_l0, slide_size
 
 
 def select_windows(scores: Any, coords: Any = None, patch_size_l0: Any = None, *,
