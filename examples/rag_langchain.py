@@ -31,7 +31,8 @@ def main() -> int:
         if not docs:
             return "(no figure passed the similarity floor)"
         return "\n\n".join(
-            f"[{n}] {d.metadata['figure_label'] or 'Figure'} - {d.page_content}\n"
+            f"[{n}] region {d.metadata['region_id']} ({d.metadata['region_scale']}x): "
+            f"{d.metadata['figure_label'] or 'Figure'} - {d.page_content}\n"
             f"    source: {d.metadata['source_title']} ({d.metadata['source']}); evidence: "
             f"{d.metadata['evidence_level_name']}; similarity {d.metadata['similarity']:.3f} "
             f"(higher than {d.metadata['similarity_percentile']}% of unrelated figures; "

@@ -4,7 +4,8 @@
     python examples/select_regions.py slide.svs --out results/
 
 Without model weights wsikit runs its labelled weight-free heuristics (a colour-deconvolution
-and texture embedding; haematoxylin density x tissue fraction as importance). The regions are
+and texture embedding; nuclear density, crowding, size and darkness on the haematoxylin channel,
+ranked per slide, as importance). The regions are
 what those heuristics find, and every output says so: they are not CONCH/TITAN results.
 """
 

@@ -71,24 +71,24 @@ def test_cmu_small_about_20_patches(cmu_small):
 
 def test_overlap_and_errors(synthetic_small_slide):
     with open_slide(synthetic_small_slide) as slide:
-        g = make_grid(slide, None, target_mpp=0.5, patch_px=256, overlap_px=64)
+        g = make_grid(slide, None, whole_slide=True, target_mpp=0.5, patch_px=256, overlap_px=64)
         assert g.patch_size_l0 == 256 and g.stride_l0 == 192
         xs = np.unique(g.coords[:, 0])
         assert xs[0] == 0 and np.all(np.diff(xs) == 192)
         assert xs[-1] < 2048 <= xs[-1] + 256 and xs[-2] + 256 < 2048  # covers, no spare
         with pytest.raises(GridError, match="overlap"):
-            make_grid(slide, None, patch_px=256, overlap_px=256)
+            make_grid(slide, None, whole_slide=True, patch_px=256, overlap_px=256)
         with pytest.raises(GridError, match="patch_px"):
-            make_grid(slide, None, patch_px=0)
+            make_grid(slide, None, whole_slide=True, patch_px=0)
         with pytest.raises(GridError, match="min_tissue"):
-            make_grid(slide, None, min_tissue=1.5)
+            make_grid(slide, None, whole_slide=True, min_tissue=1.5)
 
 
 def test_exact_target_mpp_not_binned(tmp_path):
     path = write_synthetic_slide(tmp_path / "odd.svs", SyntheticSpec(2000, 1500, mpp=0.265),
                                  downsamples=(1,))
     with open_slide(path) as slide:
-        g = make_grid(slide, None, target_mpp=0.5, patch_px=224)
+        g = make_grid(slide, None, whole_slide=True, target_mpp=0.5, patch_px=224)
     assert g.patch_size_l0 == round(224 * 0.5 / 0.265) == 423  # not 448 ("20x" of 0.25)
 
 

@@ -169,7 +169,7 @@ def test_all_sections_present_and_well_formed(case: dict[str, Any]) -> None:
     assert doc.count("heuristic (no trained weights)") == 2
     assert "Synthetic data." in doc and "Heuristic scores." in doc
     # empty scale reason, figure fields, evidence levels (null -> unknown)
-    assert "no 32x32 window fits" in doc and "no 16x16 window with coverage &gt;= 1" in doc
+    assert "no 32x32-patch window fits" in doc and "no 16x16 window with coverage &gt;= 1" in doc
     assert "Figure 2B" in doc and "similarity 0.912" in doc
     assert "evidence: textbook (level 7)" in doc and "evidence: unknown" in doc
     assert "evidence: systematic review / meta-analysis (level 2)" in doc

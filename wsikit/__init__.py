@@ -37,6 +37,7 @@ _LAZY: dict[str, str] = {
     "get_config": "wsikit.models",
     "extract_features": "wsikit.features",
     "Embeddings": "wsikit.features",
+    "export_anndata": "wsikit.scverse",
     "compute_attention": "wsikit.attention",
     "Attention": "wsikit.attention",
     # selection, crops, report

@@ -1,8 +1,14 @@
-"""Progress bars (tqdm on stderr), silenced with ``WSIKIT_NO_PROGRESS=1`` or ``progress=False``."""
+"""Progress bars (tqdm on stderr), shown when stderr is a terminal.
+
+``progress=True/False`` decides when given; otherwise ``WSIKIT_NO_PROGRESS=1`` silences them
+and ``WSIKIT_NO_PROGRESS=0`` shows them even in a redirected log; unset, they are shown only
+on a terminal (a log file gets no ``\r``-redrawn bars).
+"""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -14,10 +20,17 @@ __all__ = ["progress", "progress_enabled"]
 
 
 def progress_enabled(requested: bool | None = None) -> bool:
-    """Whether progress bars should be shown (explicit request wins over the environment)."""
+    """Whether progress bars should be shown: ``requested`` if given, else
+    ``WSIKIT_NO_PROGRESS`` (``1`` off, ``0`` on), else whether stderr is a terminal."""
     if requested is not None:
         return requested
-    return os.environ.get("WSIKIT_NO_PROGRESS", "") in ("", "0")
+    env = os.environ.get("WSIKIT_NO_PROGRESS", "").strip()
+    if env:
+        return env == "0"
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def progress(iterable: Iterable[T] | None = None, *, enabled: bool | None = None,

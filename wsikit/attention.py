@@ -171,14 +171,32 @@ def resolve_source(source: str, embeddings: Embeddings | None, weights: str | No
     return source
 
 
-def compute_attention(slide_path: str | os.PathLike[str], grid: TileGrid, *,
+def compute_attention(slide_path: Any, grid: TileGrid | str | os.PathLike[str], *,
                       source: str = "auto", embeddings: Embeddings | None = None,
                       device: str = "cpu", weights: str | None = None,
                       mpp: float | None = None, progress: bool | None = None) -> Attention:
     """Attention per patch from ``source`` (``auto``: TITAN when possible, else heuristic).
 
+    ``slide_path`` is a slide file or an open :class:`~wsikit.io.Slide` (its path and mpp
+    are used); ``grid`` a :class:`~wsikit.patching.TileGrid` or its coordinate file;
+    ``embeddings`` the :class:`~wsikit.features.Embeddings` of that grid (needed by TITAN).
     ``auto`` uses TITAN only when the features are CONCH v1.5 and TITAN weights are found.
     """
+    from .io import Slide
+    from .stage_inputs import expect, grid_of
+
+    if isinstance(slide_path, Slide):
+        if mpp is None and slide_path.mpp == slide_path.mpp:  # not nan
+            mpp = slide_path.mpp
+        slide_path = slide_path.path
+    expect(slide_path, (str, os.PathLike), name="compute_attention(slide)",
+           error=FeatureError, want="a Slide (wsikit.open_slide) or the path of a slide file")
+    grid = grid_of(grid, name="compute_attention(grid)", error=FeatureError)
+    if embeddings is not None:
+        from .features import Embeddings as _Embeddings
+
+        expect(embeddings, _Embeddings, name="compute_attention(embeddings=)",
+               error=FeatureError, want="the Embeddings of wsikit.extract_features")
     source = resolve_source(source, embeddings, weights)
     if source == "titan":
         if embeddings is None:

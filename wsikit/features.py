@@ -247,7 +247,7 @@ def _slide_lock(path: Path) -> Iterator[None]:
 
 def extract_features(
     slide_or_path: Slide | str | os.PathLike[str],
-    grid: TileGrid,
+    grid: TileGrid | str | os.PathLike[str],
     encoder: Encoder | str,
     *,
     device: str = "cpu",
@@ -267,8 +267,9 @@ def extract_features(
     ----------
     slide_or_path : Slide or path-like
         The slide (only its path and mpp are used; workers open their own handles).
-    grid : TileGrid
-        Patches (level-0 boxes) in the order of the output rows.
+    grid : TileGrid or path-like
+        Patches (level-0 boxes) in the order of the output rows: a grid
+        (:func:`wsikit.make_grid`) or its coordinate file (wsikit, TRIDENT or CLAM).
     encoder : Encoder or str
         An encoder from :func:`wsikit.models.create_encoder`, or its registry name.
     device : str
@@ -312,6 +313,12 @@ def extract_features(
         raise FeatureError(f"workers={workers} must be >= 0")
     if precision not in (None, "bf16", "fp16", "fp32"):
         raise FeatureError(f"precision={precision!r} must be 'bf16', 'fp16' or 'fp32'")
+    from .io import Slide as _Slide
+    from .stage_inputs import expect, grid_of
+
+    expect(slide_or_path, (_Slide, str, os.PathLike), name="extract_features(slide)",
+           error=FeatureError, want="a Slide (wsikit.open_slide) or the path of a slide file")
+    grid = grid_of(grid, name="extract_features(grid)", error=FeatureError)
     if isinstance(slide_or_path, (str, os.PathLike)):
         path, slide_mpp = Path(slide_or_path), mpp
     else:
@@ -501,6 +508,33 @@ def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
 
 # -- slide-level convenience (the CLI's Python twin) -----------------------------------------
 
+def _recorded_mpp(slide: str | os.PathLike[str], out: str | os.PathLike[str],
+                  coords: str | os.PathLike[str] | None) -> float | None:
+    """The level-0 mpp recorded in the slide's coordinate file (``coords`` or the one under
+    ``out``) when the slide itself has none; else None (the slide's metadata decides)."""
+    from .io import open_slide
+    from .patching import TileGrid, coords_path
+
+    try:
+        with open_slide(slide, require_mpp=False) as s:
+            if math.isfinite(s.mpp):
+                return None
+            path = Path(coords) if coords is not None else coords_path(out, s.name)
+    except WsikitError:
+        return None  # the real open below reports it
+    if not path.exists():
+        return None
+    try:
+        recorded = TileGrid.from_h5(path).slide_mpp
+    except WsikitError:
+        return None
+    if not math.isfinite(recorded):
+        return None
+    log.info("%s has no resolution metadata: using the level-0 %g µm/px recorded in %s",
+             slide, recorded, path)
+    return float(recorded)
+
+
 def extract_slide_features(
     slide: str | os.PathLike[str],
     *,
@@ -524,12 +558,16 @@ def extract_slide_features(
     The grid comes from ``coords`` if given, else from ``<out>/patches/<slide>_patches.h5``
     when it exists and matches the requested ``target_mpp``/``patch_px``, else it is made
     (tissue mask + :func:`wsikit.patching.make_grid`) and saved there. ``target_mpp`` and
-    ``patch_px`` default to the encoder's (CONCH v1.5: 512 px at 0.5 µm/px).
+    ``patch_px`` default to the encoder's (CONCH v1.5: 512 px at 0.5 µm/px). A slide without
+    resolution metadata reuses the level-0 mpp that ``wsikit patch --mpp`` recorded in that
+    coordinate file, unless ``mpp`` is given.
     """
     from .io import open_slide
     from .patching import TileGrid, coords_path, make_grid
     from .tissue import segment_tissue
 
+    if mpp is None:
+        mpp = _recorded_mpp(slide, out, coords)
     enc = _resolve_encoder(encoder, device, weights)
     cfg = enc.config
     t_mpp = float(target_mpp if target_mpp is not None else cfg.target_mpp)

@@ -278,16 +278,35 @@ def tissue_fractions(mask: np.ndarray, scale: tuple[float, float], xs: np.ndarra
     return np.clip(frac, 0.0, 1.0).astype(np.float32)
 
 
-def make_grid(slide: Slide, mask: TissueMask | None, *, target_mpp: float = 0.5,
-              patch_px: int = 512, overlap_px: int = 0, min_tissue: float = 0.1) -> TileGrid:
+def upsampling_note(slide_name: str, slide_mpp: float, target_mpp: float) -> str | None:
+    """The warning for a grid whose level 0 is more than 1.5x coarser than ``target_mpp``
+    (every patch upsampled, invented detail), or None. :func:`make_grid` warns with it and
+    ``select`` records it in evidence.json (``selection.warnings``)."""
+    if not (math.isfinite(slide_mpp) and math.isfinite(target_mpp)) or slide_mpp <= 0:
+        return None
+    ratio = target_mpp / slide_mpp
+    if ratio >= 1 / 1.5:
+        return None
+    return (f"{slide_name}: level 0 is {slide_mpp:g} µm/px, {1 / ratio:.3g}x coarser than the "
+            f"target {target_mpp:g} µm/px, so every patch is upsampled; check the slide's mpp "
+            f"or use {option('target_mpp', slide_mpp)}")
+
+
+def make_grid(slide: Slide | str | os.PathLike[str], mask: TissueMask | None = None, *,
+              target_mpp: float = 0.5, patch_px: int = 512, overlap_px: int = 0,
+              min_tissue: float = 0.1, whole_slide: bool = False) -> TileGrid:
     """Patches of ``patch_px`` at ``target_mpp`` µm/px whose tissue fraction ≥ ``min_tissue``.
 
     Parameters
     ----------
-    slide : Slide
-        Gives level-0 size, mpp and name.
-    mask : TissueMask or None
-        Tissue mask; ``None`` keeps every grid position (tissue fraction 1).
+    slide : Slide or path-like
+        Gives level-0 size, mpp and name (a path is opened and closed here).
+    mask : TissueMask, optional
+        Tissue mask (:func:`wsikit.tissue.segment_tissue`). Without one, pass
+        ``whole_slide=True`` to keep every grid position (tissue fraction 1, background
+        included); a missing mask alone is refused, so a whole-slide grid is never an accident.
+    whole_slide : bool
+        Grid the whole slide without a mask (only with ``mask=None``).
     target_mpp : float
         Patch resolution in µm/px (default 0.5, "20×"), exact — never snapped to bins.
     patch_px : int
@@ -302,6 +321,29 @@ def make_grid(slide: Slide, mask: TissueMask | None, *, target_mpp: float = 0.5,
     TileGrid
         Empty (``coords.shape == (0, 2)``) with a warning when no patch has tissue.
     """
+    from .io import Slide as _Slide
+
+    if not isinstance(slide, _Slide):  # a path is opened here; anything else: one line
+        from .stage_inputs import slide_of
+
+        with slide_of(slide, name="make_grid(slide)", error=GridError) as opened:
+            return make_grid(opened, mask, target_mpp=target_mpp, patch_px=patch_px,
+                             overlap_px=overlap_px, min_tissue=min_tissue,
+                             whole_slide=whole_slide)
+    from .tissue import TissueMask as _Mask
+
+    if mask is None and not whole_slide:
+        raise GridError(f"make_grid({slide.name}, mask=None) would grid the whole slide, "
+                        "background included: pass a tissue mask (wsikit.segment_tissue"
+                        "(slide)), or whole_slide=True to mean it")
+    if mask is not None:
+        from .stage_inputs import expect
+
+        expect(mask, _Mask, name="make_grid(mask)", error=GridError,
+               want="a TissueMask (wsikit.segment_tissue) or None with whole_slide=True")
+        if whole_slide:
+            raise GridError("make_grid: whole_slide=True grids without a mask; drop the mask "
+                            "or drop whole_slide")
     if not math.isfinite(slide.mpp):
         raise GridError(f"{slide.path}: slide mpp unknown; pass it, e.g. {option('mpp', 0.25)}")
     target_mpp = check_mpp(target_mpp, what="target_mpp")
@@ -317,11 +359,9 @@ def make_grid(slide: Slide, mask: TissueMask | None, *, target_mpp: float = 0.5,
     patch_px, overlap_px = int(patch_px), int(overlap_px)
     W, H = slide.dimensions
     ratio = target_mpp / slide.mpp
-    if ratio < 1 / 1.5:  # level 0 much coarser than the target: every patch is invented detail
-        warnings.warn(f"{slide.name}: level 0 is {slide.mpp:g} µm/px, {1 / ratio:.3g}x coarser "
-                      f"than the target {target_mpp:g} µm/px, so every patch is upsampled; "
-                      f"check the slide's mpp or use {option('target_mpp', slide.mpp)}",
-                      UserWarning, stacklevel=2)
+    note = upsampling_note(slide.name, slide.mpp, target_mpp)
+    if note:  # level 0 much coarser than the target: every patch is invented detail
+        warnings.warn(note, UserWarning, stacklevel=2)
     size = max(1, int(round(patch_px * ratio)))
     stride = max(1, int(round((patch_px - overlap_px) * ratio)))
     xs, ys = _positions(W, stride, size), _positions(H, stride, size)

@@ -9,7 +9,8 @@ Stages (each cached under ``out`` in the TRIDENT layout and reused unless ``forc
     selection  out/select/<slide>/windows.json
     crops      out/select/<slide>/crops/r<i>_x<scale>.png  (+ .json sidecars)
     matching   (with an index) crops embedded with the index's encoder, top-k figures
-    output     out/select/<slide>/evidence.json, report.html, overview.png
+    output     out/select/<slide>/evidence.json, regions.geojson (QuPath), report.html,
+               overview.png
 
 The Python function :func:`select` mirrors the command line and returns the
 :class:`wsikit.evidence.EvidenceResult` written to ``evidence.json``.
@@ -92,7 +93,7 @@ class SelectOptions:
         return dict(self.extra)
 
 
-def resolve_scales(selector: str, scales: Sequence[int] | None, per_scale: int | None
+def resolve_scales(selector: str, scales: str | Sequence[int] | None, per_scale: int | None
                    ) -> tuple[tuple[int, ...], int]:
     """``(scales, per_scale)`` for ``selector``, refusing what it cannot honour.
 
@@ -100,14 +101,17 @@ def resolve_scales(selector: str, scales: Sequence[int] | None, per_scale: int |
     for ``topk`` scale 1 and 8 patches (``per_scale`` is its ``k``). ``topk`` refuses any
     scale other than 1, since it selects single patches.
     """
+    from .selectors.multiscale import parse_scales
+
+    scales = None if scales is None else parse_scales(scales)  # also the CLI's "8,4"
     if selector == "topk":
-        if scales is not None and tuple(int(s) for s in scales) != (1,):
+        if scales is not None and scales != (1,):
             raise SelectionError(
                 f"--selector topk selects single patches (scale 1); --scales "
                 f"{','.join(str(s) for s in scales)} does not apply: drop --scales, or use "
                 "--selector multiscale for windows of several sizes")
         return (1,), 8 if per_scale is None else int(per_scale)
-    return (DEFAULT_SCALES if scales is None else tuple(int(s) for s in scales),
+    return (DEFAULT_SCALES if scales is None else scales,
             1 if per_scale is None else int(per_scale))
 
 
@@ -214,7 +218,7 @@ def select(
     models: str = "auto",
     attention: str = "auto",
     selector: str = "multiscale",
-    scales: Sequence[int] | None = None,
+    scales: str | Sequence[int] | None = None,
     per_scale: int | None = None,
     min_coverage: float = 1.0,
     max_iou: float = 0.5,
@@ -487,6 +491,10 @@ def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: S
                  "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
                  "patch_size_l0": grid.stride_l0, "patches": len(grid),
                  "figures_per_region": opts.k, "min_similarity": floor_entry}
+    from .patching import upsampling_note
+
+    if note := upsampling_note(s.name, grid.slide_mpp, grid.target_mpp):
+        selection["warnings"] = [note]  # shown in the report and the summary, too
     if opts.question:
         selection.update(question=opts.question, fusion={
             "method": "rrf", "k": opts.rrf_k,
@@ -504,6 +512,9 @@ def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: S
         synthetic=bool(synthetic), base_dir=final)
     doc = result.to_dict()
     write_json_atomic(sdir / "evidence.json", doc)
+    from .evidence.regions_geojson import REGIONS_GEOJSON, write_regions_geojson
+
+    write_regions_geojson(sdir / REGIONS_GEOJSON, doc["regions"])  # QuPath annotations
 
     if report:
         t = time.perf_counter()

@@ -621,13 +621,14 @@ def _read_thumbnail(slide: Slide, size: tuple[int, int]) -> np.ndarray:
     return slide.read_at_mpp((0, 0, W, H), out_size=size)
 
 
-def segment_tissue(slide: Slide, *, mpp: float = DEFAULT_MASK_MPP, min_side_px: int = 256,
-                   **options: Any) -> TissueMask:
+def segment_tissue(slide: Slide | str | os.PathLike[str], *, mpp: float = DEFAULT_MASK_MPP,
+                   min_side_px: int = 256, **options: Any) -> TissueMask:
     """Read a thumbnail of ``slide`` and segment tissue on it.
 
     Parameters
     ----------
-    slide : Slide
+    slide : Slide or path-like
+        An open slide, or a slide file (opened and closed here).
     mpp : float
         µm/px of the thumbnail (default 8). Small slides use a finer resolution so that the
         longer side has at least ``min_side_px`` pixels (never finer than the slide).
@@ -639,6 +640,13 @@ def segment_tissue(slide: Slide, *, mpp: float = DEFAULT_MASK_MPP, min_side_px: 
     -------
     TissueMask
     """
+    from .io import Slide as _Slide
+
+    if not isinstance(slide, _Slide):  # a path is opened here; anything else: one line
+        from .stage_inputs import slide_of
+
+        with slide_of(slide, name="segment_tissue(slide)", error=TissueError) as opened:
+            return segment_tissue(opened, mpp=mpp, min_side_px=min_side_px, **options)
     if not math.isfinite(slide.mpp):
         raise TissueError(f"{slide.path}: slide mpp unknown; pass it, e.g. {option('mpp', 0.25)}")
     if isinstance(mpp, bool) or not isinstance(mpp, (int, float)) or not 0 < mpp < math.inf:

@@ -120,7 +120,9 @@ def test_two_concurrent_runners_split_without_duplicates(tmp_path):
     runners = {states(job)[s]["runner"]["pid"] for s in per_slide}
     assert len(runners) == 2  # both runners did part of the work
     assert all(v["status"] == "done" for v in states(job).values())
-    # Each runner's summary covers the whole cohort: its own slides done, the other's skipped.
+    # Each runner's summary covers the whole cohort: its own slides done, the other's done
+    # before (finished by the other runner) or skipped (still running there).
     done = [int(re.search(r"^done\s+(\d+)", out, re.M).group(1)) for out, _ in outs]
-    skipped = [int(re.search(r"^skipped\s+(\d+)", out, re.M).group(1)) for out, _ in outs]
+    skipped = [int(re.search(r"^skipped\s+(\d+)", out, re.M).group(1))
+               + int(re.search(r"^done before\s+(\d+)", out, re.M).group(1)) for out, _ in outs]
     assert sum(done) == 10 and [d + s for d, s in zip(done, skipped)] == [10, 10]

@@ -10,6 +10,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from wsikit._lockfile import ExclusiveLock, LockBusy
@@ -25,12 +26,12 @@ REPO = Path(__file__).resolve().parents[2]
 def test_upsampling_warns_with_both_resolutions(synthetic_small_slide) -> None:
     with open_slide(synthetic_small_slide, mpp=8.0) as slide:
         with pytest.warns(UserWarning, match=r"8 µm/px, 16x coarser than the target 0\.5 µm/px"):
-            grid = make_grid(slide, None, target_mpp=0.5, patch_px=256)
+            grid = make_grid(slide, None, whole_slide=True, target_mpp=0.5, patch_px=256)
         assert grid.patch_size_l0 == 16  # what the warning is about: 16 px blown up to 256
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # 1.5x coarser is still fine: no warning
-            make_grid(slide, None, target_mpp=8.0 / 1.5, patch_px=16)
-            make_grid(slide, None, target_mpp=8.0, patch_px=16)
+            make_grid(slide, None, whole_slide=True, target_mpp=8.0 / 1.5, patch_px=16)
+            make_grid(slide, None, whole_slide=True, target_mpp=8.0, patch_px=16)
 
 
 def test_upsampling_warning_on_the_command_line(synthetic_small_slide, tmp_path, capsys) -> None:
@@ -116,7 +117,7 @@ def test_features_lock_still_excludes(synthetic_small_slide, tmp_path) -> None:
 
 def make_grid_for(path):
     with open_slide(path) as slide:
-        return make_grid(slide, None, target_mpp=0.5, patch_px=512)
+        return make_grid(slide, None, whole_slide=True, target_mpp=0.5, patch_px=512)
 
 
 def test_lock_file_removed_and_relocked(tmp_path) -> None:
@@ -167,3 +168,197 @@ def test_batch_errors_in_python_name_keywords(tmp_path) -> None:
     assert "--" not in str(info.value)
     with pytest.raises(BatchError, match=r"\(steps=\) is empty"):
         resolve_steps("")
+
+
+# ------------------------------------------------------------------ issue 22: texts that lied
+def _help(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    return " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+
+
+def test_attention_help_and_example_describe_the_nuclear_heuristic(capsys) -> None:
+    text = _help(["select"], capsys)
+    assert "nuclear density, crowding, size and darkness" in text
+    assert "density x tissue" not in text
+    doc = (REPO / "examples" / "select_regions.py").read_text(encoding="utf-8")
+    assert "density x tissue" not in doc and "nuclear density" in doc
+
+
+def test_empty_scale_reasons_speak_of_patches_not_cells() -> None:
+    from wsikit.selectors import select_windows
+
+    yy, xx = np.mgrid[0:3, 0:5]
+    coords = np.stack([xx.ravel(), yy.ravel()], 1) * 256
+    res = select_windows(np.linspace(0, 1, 15), coords, 256, scales=(4, 1))
+    assert "4x4-patch window fits in the 5x3-patch tissue bounding box" in res.empty[4]
+    assert "cell" not in res.empty[4] and "cell" not in str(res.params)
+
+
+def test_help_texts_match_the_commands(capsys) -> None:
+    top = _help([], capsys)
+    assert "convert to/from h5, ls" in top and "h5, list" not in top
+    query = _help(["index", "query"], capsys)
+    assert "for --text (caption BM25)" in query and "most similar to an image" not in query
+    assert "an image, a text, or both" in _help(["index"], capsys)
+    shard = _help(["batch"], capsys)
+    assert "counted from 0" in shard and "not 1/4 … 4/4" in shard
+
+
+def test_shard_one_past_the_end_says_shards_count_from_zero() -> None:
+    from wsikit.batch.shard import parse_shard
+    from wsikit.errors import BatchError
+
+    with pytest.raises(BatchError, match=r"last of 2 shards is 1/2: wsikit counts shards from 0"):
+        parse_shard("2/2")
+    assert parse_shard("1/2") == (1, 2)
+
+
+def test_index_info_prints_a_clean_search_line(tmp_path, capsys) -> None:
+    from wsikit.demo import demo_index
+
+    index = demo_index(tmp_path, progress=False)
+    capsys.readouterr()
+    assert main(["index", "info", str(index)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("search"))
+    assert line.split()[:3] == ["search", "flat,", "cosine"] and " ," not in line
+
+
+# ------------------------------------------------------------------ features after patch --mpp
+@pytest.fixture
+def png_without_mpp(tmp_path) -> Path:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    img = np.full((600, 800, 3), 235, np.uint8)
+    img[100:500, 150:650] = rng.integers(90, 200, (400, 500, 3), dtype=np.uint8)
+    path = tmp_path / "nompp.png"
+    Image.fromarray(img).save(path)
+    return path
+
+
+def test_features_reuse_the_mpp_patch_recorded(png_without_mpp, tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    assert main(["patch", str(png_without_mpp), "--mpp", "0.25", "--out", str(out),
+                 "--patch-px", "128"]) == 0
+    capsys.readouterr()
+    assert main(["features", str(png_without_mpp), "--encoder", "heuristic", "--out",
+                 f"{out}/", "--workers", "0", "--patch-px", "128"]) == 0
+    printed = capsys.readouterr().out
+    expected = out / "features_heuristic" / "nompp.h5"
+    assert expected.exists() and printed.strip().endswith(f"-> {expected}")
+    assert "//" not in printed
+    # without a recorded grid the slide still needs --mpp, and says so
+    assert main(["features", str(png_without_mpp), "--encoder", "heuristic", "--out",
+                 str(tmp_path / "fresh"), "--workers", "0"]) == 2
+    assert "--mpp" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ redirected logs
+def test_redirected_logs_have_no_info_lines_or_progress_bars(synthetic_small_slide,
+                                                             tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "WSIKIT_NO_PROGRESS"}
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run([sys.executable, "-m", "wsikit", "features",
+                           str(synthetic_small_slide), "--encoder", "heuristic", "--out",
+                           str(tmp_path), "--workers", "0", "--patch-px", "256"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr and "INFO " not in proc.stderr, proc.stderr[-500:]
+
+
+def test_progress_environment_variable(monkeypatch) -> None:
+    from wsikit._progress import progress_enabled
+
+    monkeypatch.setenv("WSIKIT_NO_PROGRESS", "0")
+    assert progress_enabled() is True            # forced on, even when redirected
+    monkeypatch.setenv("WSIKIT_NO_PROGRESS", "1")
+    assert progress_enabled() is False and progress_enabled(True) is True
+    monkeypatch.delenv("WSIKIT_NO_PROGRESS")
+    assert progress_enabled() is False           # pytest's stderr is not a terminal
+    assert "WSIKIT_NO_PROGRESS" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------ upsampling in the result
+def test_upsampling_warning_reaches_evidence_json(tmp_path) -> None:
+    from wsikit.pipeline import select, select_dir
+    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+
+    spec = SyntheticSpec(1024, 768, mpp=1.0, dense=[(300, 200, 300, 300)])
+    path = write_synthetic_slide(tmp_path / "coarse.svs", spec, downsamples=(1,), app_mag=10)
+    with pytest.warns(UserWarning, match="upsampled"):
+        res = select(path, out=tmp_path / "o", models="heuristic", patch_px=128, scales=(2, 1),
+                     report=False, progress=False)
+    on_disk = json.loads((select_dir(tmp_path / "o", "coarse") / "evidence.json").read_text())
+    for doc in (res.to_dict(), on_disk):
+        (note,) = doc["selection"]["warnings"]
+        assert "1 µm/px, 2x coarser than the target 0.5 µm/px" in note
+
+
+# ------------------------------------------------------------------ summaries
+class _Result:
+    def __init__(self, doc: dict) -> None:
+        self.doc = doc
+
+    def to_dict(self) -> dict:
+        return self.doc
+
+
+def test_question_summary_echoes_the_question_and_the_fusion(tmp_path) -> None:
+    import io
+
+    from wsikit.cli.select import print_result
+
+    match = {"similarity": 0.71, "figure_label": "Fig. 2", "source_title": "Atlas"}
+    doc = {"slide": {"name": "s"}, "models": {}, "empty_scales": {},
+           "selection": {"patches": 4, "layout": "nested", "question": "Is this carcinoma?",
+                         "fusion": {"method": "rrf", "k": 50,
+                                    "channels": ["image", "caption BM25"]}},
+           "regions": [{"id": "r1", "scale": 1, "score": 0.9, "inside": None, "matches": [match],
+                        "box": {"x": 0, "y": 0, "width": 256, "height": 256}}]}
+    buf = io.StringIO()
+    print_result(_Result(doc), tmp_path, "summary", stream=buf)
+    text = buf.getvalue()
+    assert "'Is this carcinoma?'" in text and "reciprocal-rank fusion (k=50)" in text
+    assert "image + caption BM25" in text and "best fused match 0.71" in text
+
+
+def test_resume_summary_says_done_before_not_skipped() -> None:
+    from wsikit.batch.runner import BatchSummary, SlideOutcome
+
+    summary = BatchSummary(job=Path("j"), engine="local", wall_seconds=1.0, slides=(
+        SlideOutcome("a", "done", seconds=2.0, processed=True),
+        SlideOutcome("b", "skipped", message="already done"),
+        SlideOutcome("c", "skipped", message="no tissue")))
+    rows = {line.rsplit(None, 3)[0].strip(): line.split()[-3] for line in
+            summary.table().splitlines()[1:5]}
+    assert rows == {"done": "1", "done before": "1", "failed": "0", "skipped": "1"}
+
+
+# ------------------------------------------------------------------ examples, names, ignores
+def test_rag_example_labels_each_figure_with_its_region(tmp_path) -> None:
+    pytest.importorskip("langchain_core")
+    proc = subprocess.run([sys.executable, str(REPO / "examples" / "rag_langchain.py"),
+                           "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr[-1000:]
+    items = [x for x in proc.stdout.splitlines() if x.startswith("[")]
+    assert items and all(x.split(": ", 1)[0].endswith(("(1x)",)) and " region q1 " in f" {x}"
+                         for x in items)
+
+
+def test_demo_folders_are_ignored_by_git() -> None:
+    lines = (REPO / ".gitignore").read_text(encoding="utf-8").split()
+    assert "/wsikit_demo/" in lines and "/wsikit_rag_demo/" in lines
+
+
+def test_ome_suffixes_leave_the_slide_name(tmp_path) -> None:
+    from wsikit.batch import read_cohort
+    from wsikit.io.slide import slide_stem
+
+    assert slide_stem("/d/case1.ome.zarr") == "case1"
+    assert slide_stem("/d/case1.OME.TIFF") == "case1" and slide_stem("a.ome.tif") == "a"
+    assert slide_stem("x/slide.svs") == "slide"
+    (tmp_path / "case2.ome.zarr").mkdir()
+    (tmp_path / "c.csv").write_text(f"path\n{tmp_path / 'case2.ome.zarr'}\n")
+    assert [s.slide_id for s in read_cohort(tmp_path / "c.csv")] == ["case2"]

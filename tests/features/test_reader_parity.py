@@ -44,7 +44,8 @@ def _read(path: Path, boxes: np.ndarray, out_px: int, kind: str,
 def _grid_boxes(path: Path, target_mpp: float, patch_px: int = 512) -> np.ndarray:
     """Every grid position (edge patches past the slide included), level-0 boxes."""
     with open_slide(path) as s:
-        return make_grid(s, None, target_mpp=target_mpp, patch_px=patch_px).boxes
+        return make_grid(s, None, whole_slide=True, target_mpp=target_mpp,
+                         patch_px=patch_px).boxes
 
 
 @pytest.mark.parametrize("target_mpp", [0.5, 1.0, 0.25])
@@ -78,7 +79,7 @@ def test_encoder_input_is_read_at_the_target_mpp_then_resized(cmu_small: Path,
 @pytest.mark.parametrize("target_mpp", [0.5, 1.0])
 def test_heuristic_features_agree_between_readers(cmu_small: Path, target_mpp: float) -> None:
     with open_slide(cmu_small) as s:
-        grid = make_grid(s, None, target_mpp=target_mpp, patch_px=512)
+        grid = make_grid(s, None, whole_slide=True, target_mpp=target_mpp, patch_px=512)
     enc = create_encoder("heuristic")
     feats = {kind: extract_features(cmu_small, grid, enc, workers=0, reader=kind,
                                     progress=False).features for kind in ("tiles", "slide")}

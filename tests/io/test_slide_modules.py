@@ -28,7 +28,7 @@ def test_old_names_import_from_slide() -> None:
     for name in BACKEND_NAMES:
         assert getattr(slide, name) is getattr(backends, name)
     assert slide.__all__ == ["Slide", "open_slide", "BACKENDS", "BAD_TILE_POLICIES",
-                             "LEVEL_TOLERANCE", "bad_tile_policy"]
+                             "LEVEL_TOLERANCE", "bad_tile_policy", "slide_stem"]
     assert wsikit.io.__all__ == ["open_slide", "Slide", "resolve_mpp", "check_mpp", "MPP_RANGE",
                                  "MPP_SOURCES", "BACKENDS", "LEVEL_TOLERANCE"]
     assert tuple(_BACKEND_CLASSES) == ("openslide", "tiffslide", "image", "omezarr", "dicom")

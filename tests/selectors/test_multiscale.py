@@ -263,7 +263,7 @@ def test_map_too_small_for_8x8_reports_reason_and_keeps_other_scales() -> None:
     scores = np.linspace(0, 1, xx.size)
     res = select_windows(scores, coords, 512, margin=1)
     assert 8 in res.empty
-    assert "no 8x8 window fits in the 5x6-cell tissue bounding box" in res.empty[8]
+    assert "no 8x8-patch window fits in the 5x6-patch tissue bounding box" in res.empty[8]
     assert sorted({w.scale for w in res}) == [1, 2, 4]
 
 

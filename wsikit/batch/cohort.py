@@ -140,8 +140,9 @@ def _read_folder(folder: Path, mpp: float | None, extensions: tuple[str, ...]
 def _default_id(path: Path) -> str:
     if path.suffix.lower() == ".dcm":
         return _sanitise(path.parent.name)
-    return _sanitise(path.stem if not path.name.lower().endswith(".ome.tiff")
-                     else path.name[: -len(".ome.tiff")])
+    from ..io.slide import slide_stem
+
+    return _sanitise(slide_stem(path))
 
 
 def _sanitise(name: str) -> str:

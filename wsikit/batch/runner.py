@@ -93,12 +93,19 @@ class BatchSummary:
                 "slides": [s.to_dict() for s in self.slides]}
 
     def table(self) -> str:
-        """A plain-text summary table (status, slides, summed slide time)."""
-        rows = ["status    slides   slide-time"]
-        for status in ("done", "failed", "skipped"):
-            sel = [s for s in self.slides if s.status == status]
-            rows.append(f"{status:<9} {len(sel):>6}   {sum(s.seconds for s in sel):>9.1f} s")
-        rows.append(f"{'total':<9} {len(self.slides):>6}   wall {self.wall_seconds:.1f} s")
+        """A plain-text summary table (status, slides, summed slide time); slides finished by
+        an earlier run show as ``done before``, not as skipped."""
+        def before(s: SlideOutcome) -> bool:
+            return s.status == "skipped" and s.message == "already done"
+
+        rows = ["status       slides   slide-time"]
+        for status, sel in (
+                ("done", [s for s in self.slides if s.status == "done"]),
+                ("done before", [s for s in self.slides if before(s)]),
+                ("failed", [s for s in self.slides if s.status == "failed"]),
+                ("skipped", [s for s in self.slides if s.status == "skipped" and not before(s)])):
+            rows.append(f"{status:<12} {len(sel):>6}   {sum(s.seconds for s in sel):>9.1f} s")
+        rows.append(f"{'total':<12} {len(self.slides):>6}   wall {self.wall_seconds:.1f} s")
         failed = [s for s in self.slides if s.status == "failed"]
         if failed:
             rows.append("failed slides:")

@@ -74,8 +74,11 @@ def parse_shard(text: str | Sequence[int] | None) -> tuple[int, int] | None:
         except (TypeError, ValueError):
             raise BatchError(f"shard={text!r} is not a pair (I, N) of integers") from None
     if count < 1 or not 0 <= index < count:
+        last = (f" (the last of {count} shards is {index - 1}/{count}: wsikit counts shards "
+                "from 0, not from 1 as pytest-split or Playwright do)"
+                if index == count else "")
         raise BatchError(f"shard {index}/{count}: the index must be 0 … {max(count - 1, 0)} "
-                         "(0-based) and the count at least 1; a 1-based SLURM array "
+                         f"(0-based) and the count at least 1{last}; a 1-based SLURM array "
                          "(--array=1-N) needs $((SLURM_ARRAY_TASK_ID-1))")
     return index, count
 

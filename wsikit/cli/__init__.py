@@ -27,7 +27,7 @@ __all__ = ["main", "build_parser"]
 
 #: Area modules that contribute sub-commands, in the order shown by ``wsikit --help``.
 _AREAS = ("demo", "select", "slide", "features", "models", "evidence", "batch", "store",
-          "eval")
+          "export", "view", "eval")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,6 +121,15 @@ def _os_error_message(exc: OSError) -> str:
     return f"cannot access {where}: {reason}; {fix}"
 
 
+def _is_terminal(stream: object) -> bool:
+    """True when ``stream`` is a terminal: INFO lines (stage timings, the encoder chosen) are
+    for a person watching, not for a redirected log (``-v`` shows them, and DEBUG, anywhere)."""
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code.
 
@@ -129,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO
+                        if _is_terminal(sys.stderr) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):
         parser.print_help()
@@ -137,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.on_bad_tile is not None:  # read by every open_slide, also in batch workers
         os.environ["WSIKIT_ON_BAD_TILE"] = args.on_bad_tile
     command = " ".join(filter(None, (args.command, getattr(args, "index_command", None),
-                                     getattr(args, "figures_command", None))))
+                                     getattr(args, "figures_command", None),
+                                     getattr(args, "export_command", None))))
     with contextlib.ExitStack() as stack:
         if not args.verbose:
             stack.enter_context(_quiet_output(command))

@@ -119,14 +119,13 @@ def mpp_type(option: str) -> Callable[[str], float]:
 
 def scales(value: str) -> tuple[int, ...]:
     """Comma-separated positive window sides in patches, e.g. ``8,4,2,1``."""
+    from ..errors import SelectionError
+    from ..selectors.multiscale import parse_scales
+
     try:
-        out = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a comma-separated list of integers, e.g. 8,4,2,1") from None
-    if not out or min(out) < 1:
-        raise argparse.ArgumentTypeError(f"scales {value!r} must be positive integers")
-    return out
+        return parse_scales(value)
+    except SelectionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def output_dir(value: str) -> str:

@@ -90,7 +90,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE (registers extra steps) here and in every worker")
     p.add_argument("--shard", default=None, metavar="I/N",
-                   help="process only shard I (0-based) of N, balanced by tile count (grids "
+                   help="process only shard I of N, I counted from 0 (0/4 … 3/4; not 1/4 … 4/4 "
+                        "as in pytest-split or Playwright), balanced by tile count (grids "
                         "in JOBDIR) or file size; every shard of a job array shares one plan "
                         "stored in JOBDIR/shards/")
     p.add_argument("--store", default="h5", metavar="h5|zarr|zarr:URL",
@@ -114,7 +115,7 @@ def register(subparsers: Any) -> None:
                    help="margin between centres (nested) or edges (disjoint)")
     g.add_argument("--min-score", type=min_score_type, default="median",
                    help="saliency floor: 'median' (default) keeps only regions scoring at "
-                        "least the slide's median patch-cell score; a number is an absolute "
+                        "least the slide's median patch score; a number is an absolute "
                         "floor; 0 disables it")
     g.add_argument("--index", default=None, help="figure index folder to match crops against")
     g.add_argument("-k", type=positive_int, default=5, help="matched figures per region")

@@ -243,7 +243,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"figures    {info['count']} from {info['sources']} source(s); "
           f"{info['images_stored']} unique image(s)")
     print(f"encoder    {enc['name']} (dim {enc['dim']}) - {enc['label']}")
-    print(f"search     {info['kind']} {info['params'] or ''}, {info['metric']}")
+    params = info["params"]
+    if isinstance(params, dict):
+        params = " ".join(f"{k}={v}" for k, v in params.items())
+    print(f"search     {' '.join(filter(None, (info['kind'], str(params or ''))))}, "
+          f"{info['metric']}")
     if info["kind"] != "flat":
         print(f"recall@10  {info['recall_at_10']} (measured on {info['recall_queries']} queries)")
     bg = info.get("background")
@@ -359,9 +363,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     info.add_argument("--json", action="store_true", help="print JSON")
     info.set_defaults(func=_cmd_info)
 
-    query = isub.add_parser("query", help="figures most similar to an image",
-                            description="Embed IMAGE with the index's encoder and print the "
-                                        "top-k figures (cosine similarity).")
+    query = isub.add_parser("query", help="figures matching an image, a text, or both",
+                            description="Print the top-k figures for IMAGE (embedded with the "
+                                        "index's encoder, cosine similarity), for --text "
+                                        "(caption BM25), or for both fused by reciprocal "
+                                        "rank.")
     query.add_argument("index", type=Path, metavar="DIR")
     query.add_argument("image", type=Path, metavar="IMAGE", nargs="?")
     from .eval import add_query_options  # --text, --rrf-k (caption search and fusion)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ._common import mpp_type, non_negative_int, output_dir, positive_float, positive_int
 
@@ -28,7 +29,7 @@ def _weights(values: list[str] | None, encoder: str) -> str | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..features import extract_slide_features
+    from ..features import extract_slide_features, features_path
 
     for slide in args.slides:
         weights = _weights(args.weights, args.encoder)
@@ -38,8 +39,10 @@ def _run(args: argparse.Namespace) -> int:
             target_mpp=args.target_mpp, patch_px=args.patch_px, mpp=args.mpp,
             precision=args.precision, coords=args.coords, reader=args.reader,
             overwrite=args.overwrite)
+        name = str(emb.attrs.get("slide") or Path(slide).stem)
         print(f"{slide}: {len(emb)} x {emb.features.shape[1]} features "
-              f"({emb.label}) -> {args.out}/features_{emb.encoder}/", file=sys.stdout)
+              f"({emb.label}) -> {features_path(args.out, emb.encoder, name)}",
+              file=sys.stdout)
     return 0
 
 

@@ -23,7 +23,8 @@ def add_select_options(p: argparse.ArgumentParser) -> None:
                         "weight-free heuristic otherwise (labelled in every output)")
     g.add_argument("--attention", choices=("auto", "titan", "heuristic"), default="auto",
                    help="per-patch attention: TITAN (needs CONCH v1.5 features and TITAN weights) "
-                        "or the heuristic (haematoxylin density x tissue); default auto")
+                        "or the weight-free heuristic (nuclear density, crowding, size and "
+                        "darkness on the haematoxylin channel, ranked per slide); default auto")
     g.add_argument("--weights", action="append", metavar="NAME=PATH", default=[],
                    help="explicit weight file for a model (repeatable), e.g. conch_v1_5=/w/c.bin")
     g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
@@ -53,7 +54,7 @@ def add_select_options(p: argparse.ArgumentParser) -> None:
                         "keep the margin. disjoint: every pair keeps the margin (the paper)")
     s.add_argument("--min-score", type=min_score_type, default="median",
                    help="saliency floor: 'median' (default) keeps only regions scoring at "
-                        "least the slide's median patch-cell score; a number is an absolute "
+                        "least the slide's median patch score; a number is an absolute "
                         "floor; 0 disables it")
     g2 = p.add_argument_group("patching")
     g2.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
@@ -150,10 +151,19 @@ def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
     for name, m in models.items():
         tag = "  [weight-free heuristic]" if m.get("heuristic") else ""
         print(f"  {name:<14}{m['name']}{tag}", file=stream)
+    fusion = sel.get("fusion") if sel.get("question") else None
+    if fusion:
+        channels = " + ".join(fusion.get("channels") or ())
+        print(f"  question      {sel['question']!r}: figures ranked by reciprocal-rank fusion "
+              f"(k={fusion.get('k')}) of {channels}; similarity shown is the image's",
+              file=stream)
+    for note in sel.get("warnings") or ():
+        print(f"  warning: {note}", file=stream)
+    best_what = "best fused match" if fusion else "best match"
     for r in d["regions"]:
         b = r["box"]
         best = r["matches"][0] if r["matches"] else None
-        match = (f"  best match {best['similarity']:.2f}: {best.get('figure_label') or ''} "
+        match = (f"  {best_what} {best['similarity']:.2f}: {best.get('figure_label') or ''} "
                  f"{(best.get('source_title') or '')[:50]}") if best else ""
         zoom = f"  inside {r['inside']}" if r.get("inside") else ""
         print(f"  {r['id']:<4}{r['scale']}x  score {r['score']:.3f}  "
@@ -164,6 +174,8 @@ def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
     for scale, why in d["empty_scales"].items():
         print(f"  {scale}x   none: {why}", file=stream)
     print(f"evidence: {out_dir / 'evidence.json'}", file=stream)
+    if (out_dir / "regions.geojson").exists():
+        print(f"qupath:   {out_dir / 'regions.geojson'}", file=stream)
     if (out_dir / "report.html").exists():
         print(f"report:   {out_dir / 'report.html'}", file=stream)
 

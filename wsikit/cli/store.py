@@ -49,7 +49,7 @@ def _ls(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     """Add ``wsikit store convert`` and ``wsikit store ls``."""
     p = subparsers.add_parser(
-        "store", help="zarr cohort feature store: convert to/from h5, list",
+        "store", help="zarr cohort feature store: convert to/from h5, ls",
         description="A zarr cohort feature store holds one group per slide ('features' (N, D) "
                     "float32 in row chunks, 'coords' (N, 2) int64, the h5 files' attributes), "
                     "each written atomically, in a folder or at any fsspec URL.",

@@ -48,7 +48,7 @@ from .filecheck import _check_openable, _check_tiff_extent, _quiet
 from .mpp import check_mpp, objective_power, resolve_mpp
 
 __all__ = ["Slide", "open_slide", "BACKENDS", "BAD_TILE_POLICIES", "LEVEL_TOLERANCE",
-           "bad_tile_policy"]
+           "bad_tile_policy", "slide_stem"]
 
 #: Backends in the order ``open_slide`` tries them.
 BACKENDS = ("openslide", "tiffslide", "image", "omezarr")
@@ -110,7 +110,7 @@ class Slide:
         #: Tiles read as white under ``on_bad_tile="skip"``: dicts with ``level``, ``x``,
         #: ``y`` (level pixels of the tile's top-left), ``width``, ``height``, ``reason``.
         self.bad_tiles: list[dict[str, Any]] = []
-        self.name = path.stem
+        self.name = slide_stem(path)
         self._backend = backend
         self.backend: str = backend.name
         self.level_dimensions: tuple[tuple[int, int], ...] = backend.level_dimensions
@@ -293,7 +293,8 @@ class Slide:
         Parameters
         ----------
         l0_box : (x, y, w, h)
-            Level-0 pixels; may extend past the slide (padded white).
+            Level-0 pixels; may extend past the slide edge (padded white), but a box wholly
+            outside the slide raises :class:`SlideError`.
         target_mpp : float, optional
             Output µm/px; the output is ``round(w * mpp / target_mpp)`` pixels wide.
         out_size : (int, int), optional
@@ -307,6 +308,10 @@ class Slide:
         x, y, w, h = (float(v) for v in l0_box)
         if w <= 0 or h <= 0:
             raise SlideError(f"{self.path}: box {l0_box} must have positive width and height")
+        W, H = self.dimensions
+        if x >= W or y >= H or x + w <= 0 or y + h <= 0:
+            raise SlideError(f"{self.path}: box (x, y, w, h) = {tuple(l0_box)} lies wholly "
+                             f"outside the {W}x{H} slide (level-0 px); boxes must overlap it")
         if out_size is None:
             if target_mpp is None:
                 raise SlideError("read_at_mpp needs target_mpp= or out_size=")
@@ -393,6 +398,37 @@ class Slide:
         size = (max(1, int(round(W * scale))), max(1, int(round(H * scale))))
         return self.read_at_mpp((0, 0, W, H), out_size=size, resample=resample)
 
+    def get_thumbnail(self, size: tuple[int, int]) -> Image.Image:
+        """OpenSlide's ``get_thumbnail``: the whole slide as an RGB PIL image that fits in
+        ``size`` = ``(width, height)``, aspect ratio kept, never enlarged."""
+        try:
+            max_w, max_h = (int(v) for v in size)
+        except (TypeError, ValueError):
+            raise SlideError(f"get_thumbnail(size={size!r}): size must be (width, height) in "
+                             "pixels, e.g. (1024, 1024)") from None
+        if max_w <= 0 or max_h <= 0:
+            raise SlideError(f"get_thumbnail(size={size!r}): width and height must be positive")
+        W, H = self.dimensions
+        scale = min(1.0, max_w / W, max_h / H)
+        out = (max(1, min(max_w, int(round(W * scale)))),
+               max(1, min(max_h, int(round(H * scale)))))
+        return Image.fromarray(self.read_at_mpp((0, 0, W, H), out_size=out))
+
+
+#: Double suffixes that name one format: their whole suffix is dropped from a slide's name.
+_DOUBLE_SUFFIXES = (".ome.zarr", ".ome.tiff", ".ome.tif")
+
+
+def slide_stem(path: str | os.PathLike[str]) -> str:
+    """A slide's name from its path: the file name without its format suffix, the whole of
+    ``.ome.zarr``/``.ome.tiff``/``.ome.tif`` included (``a.ome.zarr`` → ``a``)."""
+    p = Path(path)
+    low = p.name.lower()
+    for suffix in _DOUBLE_SUFFIXES:
+        if low.endswith(suffix) and len(low) > len(suffix):
+            return p.name[: -len(suffix)]
+    return p.stem
+
 
 def _open_backend(name: str, path: Path) -> _Backend:
     return _BACKEND_CLASSES[name](path)  # type: ignore[no-any-return]
@@ -442,6 +478,10 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     MppError
         No usable resolution and ``require_mpp``; or ``mpp`` is implausible.
     """
+    from ..stage_inputs import expect
+
+    expect(path, (str, os.PathLike), name="open_slide(path)", error=SlideError,
+           want="the path of a slide file (str or pathlib.Path)")
     p = Path(path)
     policy = bad_tile_policy(on_bad_tile)
     if mpp is not None:

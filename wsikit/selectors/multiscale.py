@@ -66,10 +66,21 @@ def _validate_min_score(min_score: float | str) -> float | str:
     return float(min_score)
 
 
-def _validate(scales: Sequence[int], per_scale: int, min_coverage: float, max_iou: float,
-              margin: float, layout: str, min_score: float | str = "median"
-              ) -> tuple[tuple[int, ...], int, float, float, float, float | str]:
-    if isinstance(scales, (int, np.integer)):
+def parse_scales(scales: str | int | Sequence[int]) -> tuple[int, ...]:
+    """Window sides in cells from ``"8,4,2,1"`` (the command line's form), an int or a
+    sequence of ints; one-line :class:`SelectionError` otherwise.
+
+    >>> parse_scales("8, 4"), parse_scales(2), parse_scales([4, 1])
+    ((8, 4), (2,), (4, 1))
+    """
+    if isinstance(scales, str):
+        parts = [v.strip() for v in scales.split(",") if v.strip()]
+        try:
+            scales = [int(v) for v in parts]
+        except ValueError:
+            raise SelectionError(f"scales {scales!r} is not a comma-separated list of integers, "
+                                 "e.g. '8,4,2,1'") from None
+    if isinstance(scales, (int, np.integer)) and not isinstance(scales, bool):
         scales = (int(scales),)
     try:
         raw = list(scales)
@@ -83,9 +94,17 @@ def _validate(scales: Sequence[int], per_scale: int, min_coverage: float, max_io
         if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer, float)) \
                 or s != int(s) or int(s) < 1:
             raise SelectionError(
-                f"scales must be positive integers (window side in grid cells), got {s!r} in "
+                f"scales must be positive integers (window side in patches), got {s!r} in "
                 f"{raw!r}")
         out.append(int(s))
+    return tuple(out)
+
+
+def _validate(scales: Sequence[int], per_scale: int, min_coverage: float, max_iou: float,
+              margin: float, layout: str, min_score: float | str = "median"
+              ) -> tuple[tuple[int, ...], int, float, float, float, float | str]:
+    out = list(parse_scales(scales))
+    raw = scales
     if len(set(out)) != len(out):
         raise SelectionError(f"scales contain duplicates: {raw!r}; list each scale once")
     if isinstance(per_scale, (bool, np.bool_)) or not isinstance(per_scale, (int, np.integer)) \
@@ -104,7 +123,7 @@ def _validate(scales: Sequence[int], per_scale: int, min_coverage: float, max_io
     if not (0.0 <= iou <= 1.0):
         raise SelectionError(f"max_iou must be in [0, 1], got {max_iou!r}")
     if not (math.isfinite(mar) and mar >= 0):
-        raise SelectionError(f"margin must be a finite number of cells >= 0, got {margin!r}")
+        raise SelectionError(f"margin must be a finite number of patches >= 0, got {margin!r}")
     if layout not in LAYOUTS:
         raise SelectionError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     return (tuple(sorted(out, reverse=True)), int(per_scale), cov, iou, mar,
@@ -373,12 +392,12 @@ def select_from_map(amap: AttentionMap, *, scales: Sequence[int] = DEFAULT_SCALE
     sat_val = summed_area_table(fixed)
     floor_terms, floor = _floor_value(amap, min_score)
     floor_desc = ("none" if not floor_terms else
-                  f"{floor:.4g} (median of the {amap.n_occupied} cell scores)"
+                  f"{floor:.4g} (median score of the {amap.n_occupied} patch positions)"
                   if min_score == "median" else f"{floor:.4g}")
     acc: list[tuple[int, int, int]] = []
     windows: list[Window] = []
     empty: dict[int, str] = {}
-    constraint = f"IoU <= {_fmt(max_iou)} / {layout} margin >= {_fmt(margin)} cells"
+    constraint = f"IoU <= {_fmt(max_iou)} / {layout} margin >= {_fmt(margin)} patches"
     for w in scales_t:
         # window positions (local top-left) inside the bounding box and inside the slide
         lx0, ly0 = max(0, -ox), max(0, -oy)
@@ -387,8 +406,8 @@ def select_from_map(amap: AttentionMap, *, scales: Sequence[int] = DEFAULT_SCALE
             lx1 = min(lx1, sw // p - w - ox)
             ly1 = min(ly1, sh // p - w - oy)
         if w > h or w > w_cells:
-            empty[w] = (f"no {w}x{w} window fits in the {w_cells}x{h}-cell tissue bounding box "
-                        "(width x height)")
+            empty[w] = (f"no {w}x{w}-patch window fits in the {w_cells}x{h}-patch tissue "
+                        "bounding box (width x height)")
             continue
         if lx1 < lx0 or ly1 < ly0:
             empty[w] = (f"no {w}x{w} window fits inside the slide within the tissue bounding "
@@ -488,22 +507,52 @@ def rank_windows(windows: Sequence[Window]) -> tuple[Window, ...]:
     return tuple(out)
 
 
-def select_windows(scores: np.ndarray, coords: np.ndarray, patch_size_l0: int, *,
+def _stage_inputs(scores: Any, coords: Any, patch_size_l0: Any,
+                  slide_size: tuple[int, int] | None) -> tuple[Any, Any, Any, Any]:
+    """``(scores, coords, patch_size_l0, slide_size)`` from arrays, or from an
+    :class:`~wsikit.attention.Attention` (scores, coordinates) and the
+    :class:`~wsikit.patching.TileGrid` it was computed on (stride, slide size)."""
+    if not isinstance(scores, np.ndarray | list | tuple):
+        from ..attention import Attention
+
+        if isinstance(scores, Attention):
+            from ..patching import TileGrid
+            from ..stage_inputs import expect
+
+            expect(coords, TileGrid, name="select_windows(attention, grid): grid",
+                   error=SelectionError, want="the TileGrid the attention was computed on")
+            if patch_size_l0 is not None:
+                raise SelectionError("select_windows(attention, grid) takes the stride from "
+                                     "the grid; drop patch_size_l0")
+            if slide_size is None and all(coords.level0_size):
+                slide_size = tuple(coords.level0_size)
+            return scores.scores, scores.coords, coords.stride_l0, slide_size
+    if coords is None or patch_size_l0 is None:
+        raise SelectionError("select_windows needs (scores, coords, patch_size_l0) arrays, or "
+                             "an Attention and its TileGrid: select_windows(attention, grid)")
+    return scores, coords, patch_size_l0, slide_size
+
+
+def select_windows(scores: Any, coords: Any = None, patch_size_l0: Any = None, *,
                    scales: Sequence[int] = DEFAULT_SCALES, per_scale: int = 1,
                    min_coverage: float = 1.0, max_iou: float = 0.5, margin: float = 2,
                    layout: str = "nested", min_score: float | str = "median",
                    slide_size: tuple[int, int] | None = None) -> Windows:
     """Select salient square windows at several scales, greedily, coarse to fine.
 
+    Also callable on the stages' results: ``select_windows(attention, grid)`` takes the
+    scores and coordinates from an :class:`~wsikit.attention.Attention`, the stride and the
+    slide size from the :class:`~wsikit.patching.TileGrid`.
+
     Parameters
     ----------
-    scores : array_like, shape (N,)
+    scores : array_like, shape (N,), or Attention
         Per-patch attention or importance (finite reals; higher is more salient).
-    coords : array_like, shape (N, 2), int64
+    coords : array_like, shape (N, 2), int64, or TileGrid (with an Attention)
         Level-0 top-left ``(x, y)`` of each patch.
     patch_size_l0 : int
-        Grid stride ``p`` in level-0 pixels. Cells are ``(x // p, y // p)``, anchored at the
-        level-0 origin.
+        Grid stride ``p`` in level-0 pixels (not given with a TileGrid: its ``stride_l0``).
+        Cells are ``(x // p, y // p)``, anchored at the level-0 origin.
     scales : sequence of int, default (8, 4, 2, 1)
         Window sides in cells; processed from the largest to the smallest.
     per_scale : int, default 1
@@ -547,6 +596,8 @@ def select_windows(scores: np.ndarray, coords: np.ndarray, patch_size_l0: int, *
     >>> [(w.rank, w.scale, w.gx, w.gy, w.inside) for w in res]
     [(1, 1, 10, 5, 2), (2, 2, 9, 4, 3), (3, 4, 8, 3, 4), (4, 8, 6, 1, None)]
     """
+    scores, coords, patch_size_l0, slide_size = _stage_inputs(scores, coords, patch_size_l0,
+                                                              slide_size)
     _validate(scales, per_scale, min_coverage, max_iou, margin, layout, min_score)
     amap = attention_map(scores, coords, patch_size_l0)
     return select_from_map(amap, scales=scales, per_scale=per_scale, min_coverage=min_coverage,

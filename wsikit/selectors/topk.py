@@ -51,7 +51,7 @@ def select_topk(scores: np.ndarray, coords: np.ndarray, patch_size_l0: int, *, k
         raise SelectionError(f"k must be an integer >= 1, got {k!r}")
     if not isinstance(margin, (int, float, np.integer, np.floating)) or not margin >= 1:
         raise SelectionError(
-            f"margin must be >= 1 cell for non-overlapping patches, got {margin!r}")
+            f"margin must be >= 1 patch for non-overlapping patches, got {margin!r}")
     amap = attention_map(scores, coords, patch_size_l0)
     res = select_from_map(amap, scales=(1,), per_scale=int(k), min_coverage=1.0, max_iou=0.0,
                           margin=float(margin) - 1.0, layout="disjoint", min_score=min_score,

@@ -1,0 +1,50 @@
+"""``wsikit view``: the slide and its selected regions in a local browser viewer."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ._common import mpp_type, non_negative_int
+
+__all__ = ["register"]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..viewer import ViewerSource, make_server
+
+    source = ViewerSource.open(args.target, mpp=args.mpp)
+    server = make_server(source, port=args.port)
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    print(f"wsikit view: {source.slide.name} at {url} (Ctrl-C to stop)", file=sys.stdout,
+          flush=True)
+    if not args.no_browser:
+        import webbrowser
+
+        webbrowser.open(url)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        source.slide.close()
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``wsikit view``."""
+    p = subparsers.add_parser(
+        "view", help="pan and zoom a slide with its regions in the browser",
+        description="Serve the slide as deep-zoom tiles read on demand at every level, on "
+                    "127.0.0.1 only, with the tissue outlines, the importance heatmap and the "
+                    "windows (rank and scale) over it, and beside it a card per region (crop, "
+                    "box, score, matched figures); click a card to fly to its region. Works "
+                    "offline.")
+    p.add_argument("target", metavar="SELECT_DIR|SLIDE",
+                   help="a wsikit select result folder (OUT/select/<slide>) or a slide file")
+    p.add_argument("--port", type=non_negative_int, default=8765,
+                   help="port on 127.0.0.1 (default 8765; 0 picks a free one)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    p.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
+                   help="level-0 µm/px for a slide without it (shown only)")
+    p.set_defaults(func=_run)
