@@ -157,7 +157,7 @@ def run_real(tmp: Path) -> list[dict]:
                          "usable": usable, "ink": ink, "mask_usable": r["usable_tissue"]})
         _montage(res, HERE / "results" / f"saliency_{path.stem}.png")
     with open_slide(tiles) as s:
-        grid = make_grid(s, None, target_mpp=1.0, patch_px=256)
+        grid = make_grid(s, None, target_mpp=1.0, patch_px=256, whole_slide=True)
     imp = nuclear_importance(tiles, grid)
     names = [TILE_LAYOUT[y // 512][x // 512] for x, y in grid.coords]
     pos = np.array([n in DENSE and k < 0.01 for n, k in zip(names, imp.features[:, 5])])

@@ -83,7 +83,7 @@ def test_blank_and_ink_only_tiles_hold_no_tissue(tile_slide: Path) -> None:
 
 def test_dense_nuclei_outrank_stroma_fat_and_acellular(tile_slide: Path) -> None:
     with open_slide(tile_slide) as s:
-        grid = make_grid(s, None, target_mpp=TILE_MPP, patch_px=256)   # every patch
+        grid = make_grid(s, None, target_mpp=TILE_MPP, patch_px=256, whole_slide=True)
     imp = nuclear_importance(tile_slide, grid)
     names = [_tile_at(x, y) for x, y in grid.coords]
     ink = imp.features[:, 5]

@@ -55,20 +55,20 @@ def test_select_writes_qupath_regions_that_read_back(cmu_small: Path, tmp_path: 
     assert "regions.geojson" in marker["files"]
 
 
-def test_scales_get_distinct_classes_and_tissue_fraction_is_optional(tmp_path: Path) -> None:
-    regions = [{"id": "r1", "rank": 1, "scale": 4, "score": 0.9, "tissue_fraction": 0.75,
+def test_scales_get_distinct_classes_and_usable_tissue_is_optional(tmp_path: Path) -> None:
+    regions = [{"id": "r1", "rank": 1, "scale": 4, "score": 0.9, "usable_tissue": 0.75,
                 "box": {"x": 512, "y": 256, "width": 1024, "height": 1024}},
                {"id": "r2", "rank": 2, "scale": 1, "score": 0.5,
                 "box": {"x": 0, "y": 0, "width": 256, "height": 256}}]
     doc = regions_to_geojson(regions)
     a, b = doc["features"]
     assert a["properties"]["classification"] != b["properties"]["classification"]
-    assert a["properties"]["measurements"]["tissue_fraction"] == 0.75
-    assert "tissue_fraction" not in b["properties"]["measurements"]
+    assert a["properties"]["measurements"]["usable_tissue"] == 0.75
+    assert "usable_tissue" not in b["properties"]["measurements"]
     assert a["geometry"]["coordinates"][0][2] == [1536, 1280]
     write_regions_geojson(tmp_path / "r.geojson", regions)
     back = read_regions_geojson(tmp_path / "r.geojson")
-    assert back[0]["tissue_fraction"] == 0.75 and "tissue_fraction" not in back[1]
+    assert back[0]["usable_tissue"] == 0.75 and "usable_tissue" not in back[1]
     assert [r["box"] for r in back] == [r["box"] for r in regions]
 
 

@@ -8,7 +8,7 @@ drop onto the viewer) whose features carry QuPath's own properties:
 - ``classification``: ``{"name": "wsikit 1x", "color": [r, g, b]}``, one class per scale,
   so the scales can be shown, hidden and coloured separately;
 - ``measurements``: a name → number map (QuPath ≥ 0.4 writes and reads this form), here
-  ``score``, ``rank``, ``scale`` and, where the region records it, ``tissue_fraction``.
+  ``score``, ``rank``, ``scale`` and, where the region records it, ``usable_tissue``.
 
 Coordinates are level-0 pixels with the origin at the top-left of the full-resolution image,
 QuPath's convention. Slides with a bounds offset (e.g. MRXS with ``openslide.bounds-x/-y``)
@@ -36,8 +36,9 @@ __all__ = [
 #: File name of the QuPath annotations inside a ``select`` result folder.
 REGIONS_GEOJSON = "regions.geojson"
 
-#: Region keys that may carry the window's usable tissue fraction (first found is used).
-_TISSUE_KEYS = ("tissue_fraction", "usable_tissue", "usable_tissue_fraction")
+#: Region keys that may carry the window's usable tissue fraction (first found is used):
+#: evidence.json writes ``usable_tissue``.
+_TISSUE_KEYS = ("usable_tissue", "tissue_fraction")
 
 
 def _scale_rgb(scale: int) -> list[int]:
@@ -63,7 +64,7 @@ def regions_to_geojson(regions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     ----------
     regions : iterable of mapping
         Each with ``id``, ``rank``, ``scale``, ``score`` and ``box`` (``x, y, width,
-        height`` in level-0 pixels); an optional ``tissue_fraction`` becomes a measurement.
+        height`` in level-0 pixels); an optional ``usable_tissue`` becomes a measurement.
 
     Returns
     -------
@@ -90,7 +91,7 @@ def regions_to_geojson(regions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                                 "QuPath annotation") from exc
         tissue = _tissue_fraction(region)
         if tissue is not None:
-            measurements["tissue_fraction"] = tissue
+            measurements["usable_tissue"] = tissue
         ring = [[x, y], [x + w, y], [x + w, y + h], [x, y + h], [x, y]]
         features.append({
             "type": "Feature",
@@ -123,7 +124,7 @@ def _measurements(props: Mapping[str, Any]) -> dict[str, float]:
 
 def read_regions_geojson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Read QuPath annotations back as region dicts (``id``, ``rank``, ``scale``, ``score``,
-    ``box`` and, when present, ``tissue_fraction``), in file order.
+    ``box`` and, when present, ``usable_tissue``), in file order.
 
     A file edited and re-exported by QuPath reads too: the box is the bounding box of each
     polygon, measurements may be a map or QuPath's older name/value list, and features
@@ -160,7 +161,7 @@ def read_regions_geojson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             "rank": int(m["rank"]), "scale": int(m["scale"]), "score": float(m["score"]),
             "box": {"x": round(x0), "y": round(y0), "width": round(max(xs) - x0),
                     "height": round(max(ys) - y0)}}
-        if "tissue_fraction" in m:
-            region["tissue_fraction"] = float(m["tissue_fraction"])
+        if "usable_tissue" in m:
+            region["usable_tissue"] = float(m["usable_tissue"])
         regions.append(region)
     return regions
