@@ -60,7 +60,7 @@ def test_info_lists_the_regions(served) -> None:
     evidence = source.evidence["regions"]
     assert [r["id"] for r in info["regions"]] == [r["id"] for r in evidence] != []
     assert info["regions"][0]["box"] == evidence[0]["box"]
-    assert info["has_tissue"] and info["has_heatmap"]
+    assert info["has_tissue"] and info["has_heatmap"] and info["has_artefacts"]
 
 
 def test_level0_tiles_are_the_slides_pixels(served) -> None:
@@ -82,6 +82,8 @@ def test_page_overlays_and_crops(served) -> None:
     assert not re.search(rb"(src|href)=[\"']?(https?:)?//", page)     # offline: no remote asset
     assert b"innerHTML" not in page                                      # text is never HTML
     assert json.loads(_get(url + "/overlay/tissue.json")[1])["type"] == "FeatureCollection"
+    arts = json.loads(_get(url + "/overlay/artefacts.json")[1])   # CMU-1: dye and a fold
+    assert {f["properties"]["artefact"] for f in arts["features"]} >= {"ink", "fold"}
     assert _get(url + "/overlay/heatmap.png")[1].startswith(b"\x89PNG")
     status, crop = _get(url + "/crop/r1.png")
     assert status == 200 and crop.startswith(b"\x89PNG")

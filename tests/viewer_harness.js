@@ -18,7 +18,7 @@ const ctx = new Proxy({measureText: () => ({width: 40})}, {
 const canvas = Object.assign(node("canvas"), {clientWidth: 1000, clientHeight: 800,
   getContext: () => ctx, getBoundingClientRect: () => ({left: 0, top: 0})});
 const ids = {view: canvas, cards: node("div"), title: node("h1"), zoom: node("span")};
-for (const id of ["show-regions", "show-tissue", "show-heatmap"]) ids[id] = {checked: true,
+for (const id of ["show-regions", "show-tissue", "show-artefacts", "show-heatmap"]) ids[id] = {checked: true,
   addEventListener() {}};
 const body = node("body");
 global.document = {

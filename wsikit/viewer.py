@@ -9,6 +9,7 @@ A local HTTP server on 127.0.0.1 (never another interface) serves:
 ``/tiles/<z>/<col>_<row>.jpg``  a 256-px tile of zoom level ``z`` read on demand from the slide
                               (``z = max_level`` is level 0, each level below halves the size)
 ``/overlay/tissue.json``      the tissue outlines (``contours_geojson``), level-0 px
+``/overlay/artefacts.json``   ink, folds, debris, scanner fill (``artefacts/``), level-0 px
 ``/overlay/heatmap.png``      the attention map, one pixel per patch cell, and its level-0 box
 ``/crop/<region>.png``        a region's crop; ``/figure/<region>/<n>.<ext>`` its n-th match
 
@@ -120,6 +121,7 @@ class ViewerSource:
                 "max_level": zoom_levels((W, H)), "mpp": mpp if math.isfinite(mpp) else None,
                 "regions": regions, "has_heatmap": self._attention() is not None,
                 "has_tissue": self._tissue_path() is not None,
+                "has_artefacts": self._artefacts_path() is not None,
                 "synthetic": bool((self.evidence or {}).get("synthetic"))}
 
     def tile(self, z: int, col: int, row: int) -> bytes | None:
@@ -145,6 +147,17 @@ class ViewerSource:
 
     def tissue(self) -> bytes | None:
         path = self._tissue_path()
+        return None if path is None else path.read_bytes()
+
+    def _artefacts_path(self) -> Path | None:
+        from .slide_ops import artefact_paths
+
+        root = self._out_root()
+        path = None if root is None else artefact_paths(root, self.slide.name)["geojson"]
+        return path if path is not None and path.is_file() else None
+
+    def artefacts(self) -> bytes | None:
+        path = self._artefacts_path()
         return None if path is None else path.read_bytes()
 
     def _attention(self) -> Any:
@@ -267,6 +280,8 @@ def make_server(source: ViewerSource, *, port: int = 0) -> ThreadingHTTPServer:
             elif url == "/overlay/tissue.json":
                 body = source.tissue()
                 self._send(body or b"null", "application/json")
+            elif url == "/overlay/artefacts.json":
+                self._send(source.artefacts() or b"null", "application/json")
             elif url == "/overlay/heatmap.png":
                 found = source.heatmap()
                 if found is None:
