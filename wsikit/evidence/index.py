@@ -22,7 +22,6 @@ import contextlib
 import logging
 import os
 import shutil
-import tempfile
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .._atomic import TMP_MARK
+from .._atomic import TMP_MARK, make_temp_dir
 from .._hints import keyword, option
 from .._version import __version__
 from ..errors import EncoderMismatchError, EvidenceError
@@ -186,7 +185,7 @@ class FigureIndex:
         if not nodes:
             raise EvidenceError("no figures to index; check the manifest/PDF sources")
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{TMP_MARK}", dir=out.parent))
+        tmp = make_temp_dir(out.parent, out.name)  # mode from the umask, as any new folder
         try:
             dim = int(encoder.config.dim)
             manifest: dict[str, Any] = {
