@@ -83,11 +83,13 @@ def split_existing(nodes: Iterable[FigureNode], existing: dict[str, FigureNode],
             elif _same_figure(first, node):
                 unchanged += 1  # the same figure listed twice
             else:  # two figures, one id: their documents' ids would collide
+                diff = [f for f in META_FIELDS if getattr(first, f) != getattr(node, f)]
                 raise EvidenceError(
                     f"index {where}: node id {node.node_id!r} is given to two different "
-                    f"figures ({first.image.name} and {node.image.name}); node ids must be "
-                    "unique: fix the manifest's node_id column, or leave it out (wsikit then "
-                    "derives each id from the figure). Nothing was written")
+                    f"figures ({first.image.name} and {node.image.name}: same image, source, "
+                    f"page and label, other {', '.join(diff) or 'content'}); their documents' "
+                    "ids would collide. List the figure once, or tell them apart by their "
+                    "figure label or page. Nothing was written")
             continue
         diff = [f for f in META_FIELDS if getattr(old, f) != getattr(node, f)]
         if not diff or on_existing == "skip" or old.node_id in updates:

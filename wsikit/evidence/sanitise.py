@@ -45,7 +45,7 @@ _TARGET = r"\((?:[^()]|\([^()]*\))*\)?"  # "(url)", one level of nested parenthe
 _MD_IMAGE = re.compile(r"!\[([^\]]*)\]" + _TARGET + r"|!\[([^\]]*)\]\[[^\]]*\]")
 _MD_LINK = re.compile(r"\[([^\]]*)\]" + _TARGET.removesuffix("?") + r"|\[([^\]]*)\]\[[^\]]*\]")
 _MD_DEF = re.compile(r"^\s*\[[^\]]+\]:\s*\S+.*$", re.MULTILINE)
-_DOI = re.compile(r"^10\.\d+(?:\.\d+)*/\S+$")  # any suffix: links URL-quote it
+_DOI = re.compile(r"^10\.\d+/\S+$")  # as evidence.json's schema; links URL-quote the suffix
 _DOI_PREFIXES = ("https://doi.org/", "http://doi.org/", "https://dx.doi.org/",
                  "http://dx.doi.org/", "doi:")
 
