@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ._atomic import write_json_atomic
 
-__all__ = ["cache_intact", "checksum_path", "record_checksum"]
+__all__ = ["cache_intact", "checksum_path", "record_checksum", "sha256_file"]
 
 
 def checksum_path(path: str | os.PathLike[str]) -> Path:
@@ -28,9 +28,10 @@ def checksum_path(path: str | os.PathLike[str]) -> Path:
     return path.with_name(f".{path.name}.wsikit-sum.json")
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file's bytes (read in 1 MiB chunks)."""
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
+    with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -41,7 +42,7 @@ def record_checksum(path: str | os.PathLike[str]) -> None:
     path = Path(path)
     st = path.stat()
     write_json_atomic(checksum_path(path), {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                            "sha256": _sha256(path)})
+                                            "sha256": sha256_file(path)})
 
 
 def cache_intact(path: str | os.PathLike[str]) -> bool | None:
@@ -65,7 +66,7 @@ def cache_intact(path: str | os.PathLike[str]) -> bool | None:
         return False
     if st.st_mtime_ns == mtime:
         return True
-    if _sha256(path) != digest:
+    if sha256_file(path) != digest:
         return False
     with contextlib.suppress(OSError):  # the same bytes: note the new time, hash once
         write_json_atomic(checksum_path(path), {**note, "mtime_ns": st.st_mtime_ns})

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import hashlib
 import json
 import os
 import re
@@ -36,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .._atomic import TMP_MARK, atomic_path, write_json_atomic
+from ..cache_record import sha256_file
 from .._hints import keyword, option
 from ..errors import EvidenceError
 from . import faiss_utils as fu
@@ -58,7 +58,6 @@ __all__ = [
     "read_folder",
     "read_nodes",
     "remove_stale",
-    "sha256_file",
     "store_images",
     "utc_now",
     "write_data_files",
@@ -71,15 +70,6 @@ COLUMNS = ("node_id", "image", "caption", "figure_label", "source_title", "doi",
            "page", "year", "license", "evidence_level", "content_hash")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _VERSIONED = re.compile(r"^(index-\d+\.faiss|nodes-\d+\.sqlite)$")
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes (read in 1 MiB chunks)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def utc_now() -> str:
