@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _evidence_docs import one_region_evidence
 
 from wsikit.errors import EvidenceError
 from wsikit.evidence import EvidenceResult, FigureIndex, read_manifest
@@ -157,21 +158,7 @@ def _result(tmp_path: Path, **fields: str) -> EvidenceResult:
              "evidence_level_name": "textbook", "page": 3, "year": 2020,
              "image_path": str(img), "image_abspath": str(img), "source_path": None,
              **fields}
-    return EvidenceResult.from_dict({
-        "schema": "wsikit.evidence/v1", "wsikit_version": "0.1.0",
-        "created": "2026-11-30T05:00:00Z", "synthetic": True,
-        "slide": {"path": "/s/x.svs", "name": "x", "width": 1000, "height": 1000, "mpp": 0.5,
-                  "mpp_source": "openslide.mpp", "backend": "openslide", "vendor": "aperio"},
-        "models": {"crop_encoder": {"name": "heuristic", "label": "heuristic",
-                                    "heuristic": True}},
-        "selection": {"selector": "multiscale", "scales": [1]},
-        "index": {"path": "idx", "encoder": "heuristic", "dim": 64, "count": 1,
-                  "kind": "flat"},
-        "empty_scales": {},
-        "regions": [{"id": "r1", "scale": 1, "score": 0.9,
-                     "box": {"x": 0, "y": 0, "width": 256, "height": 256}, "grid_box": None,
-                     "crop": {"path": str(img), "width": 8, "height": 8, "mpp": 0.5},
-                     "matches": [match]}]}, base_dir=tmp_path)
+    return one_region_evidence([match], crop=str(img), base_dir=tmp_path)
 
 
 def _no_markup(text: str) -> None:
