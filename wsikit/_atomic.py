@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_path", "write_json_atomic", "write_bytes_atomic", "TMP_MARK"]
+__all__ = ["atomic_path", "make_temp_dir", "write_json_atomic", "write_bytes_atomic",
+           "TMP_MARK"]
 
 #: Marker in the names of temporary files, so stale ones can be recognised and removed.
 TMP_MARK = ".wsikit-tmp-"
@@ -60,6 +61,15 @@ def _umask() -> int:
 
 
 _UMASK = _umask()  # read once at import: os.umask is process-wide and not thread-safe
+
+
+def make_temp_dir(parent: str | os.PathLike[str], name: str) -> Path:
+    """A new temporary folder ``.<name>.wsikit-tmp-<random>`` in ``parent``, with the mode of
+    an ordinary new folder (``mkdtemp`` makes 0700, which would keep the other users of a
+    shared folder out once it is renamed into place)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}{TMP_MARK}", dir=parent))
+    os.chmod(tmp, 0o777 & ~_UMASK)
+    return tmp
 
 
 def _fsync_file(path: Path) -> None:

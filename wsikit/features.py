@@ -49,6 +49,7 @@ from ._h5 import h5_create, h5_value
 from ._hints import keyword, option
 from ._progress import progress as _progress_bar
 from ._version import __version__
+from .cache_record import cache_intact, checksum_path, record_checksum
 from .errors import FeatureError, WsikitError
 from .patch_stream import PatchStream, normalize_uint8, stream_batches
 from .patching import PATCH_READ
@@ -223,6 +224,25 @@ def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int, prec: str)
         return False
 
 
+def _reusable(path: Path, ghash: str, encoder: Encoder, n: int, prec: str, *,
+              warn: bool = True) -> bool:
+    """Whether the existing ``path`` can be reused: complete, for this grid and encoder
+    (:func:`_valid_existing`), and unchanged since wsikit wrote it (its recorded checksum,
+    :mod:`wsikit.cache_record`; a file without one is taken as it is and noted now)."""
+    if not (path.exists() and _valid_existing(path, ghash, encoder, n, prec)):
+        return False
+    intact = cache_intact(path)
+    if intact is None:
+        record_checksum(path)
+    elif not intact:
+        if warn:
+            warnings.warn(f"{path} changed since wsikit wrote it (its checksum differs from "
+                          f"{checksum_path(path).name}); computing the features again",
+                          UserWarning, stacklevel=3)
+        return False
+    return True
+
+
 def _clean_stale(path: Path) -> None:
     for stale in path.parent.glob(f".{path.name}{TMP_MARK}*"):
         with contextlib.suppress(OSError):
@@ -356,7 +376,7 @@ def extract_features(
     if out is not None:
         target = features_path(out, cfg.name, grid.slide_name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if not overwrite and target.exists() and _valid_existing(target, ghash, enc, n, prec):
+        if not overwrite and _reusable(target, ghash, enc, n, prec):
             log.info("%s: complete features found, skipping", target)
             return Embeddings.from_h5(target)
 
@@ -399,7 +419,7 @@ def extract_features(
 
     with _slide_lock(target):
         _clean_stale(target)
-        if not overwrite and target.exists() and _valid_existing(target, ghash, enc, n, prec):
+        if not overwrite and _reusable(target, ghash, enc, n, prec, warn=False):
             return Embeddings.from_h5(target)
         with atomic_path(target) as tmp:
             with h5_create(tmp, reserve=n * (4 * cfg.dim + 24), final=target,
@@ -417,6 +437,7 @@ def extract_features(
                 kind = run(writer)
                 ds.attrs["reader"] = kind
                 ds.attrs["complete"] = True
+        record_checksum(target)  # a later in-place edit is seen before reuse (_reusable)
     return Embeddings.from_h5(target)
 
 

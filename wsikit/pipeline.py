@@ -181,13 +181,25 @@ def _attention(slide: Any, grid: Any, emb: Any, out: Path, opts: SelectOptions, 
         resolve_source,
     )
 
+    from .cache_record import cache_intact, record_checksum
+
     source = resolve_source(opts.attention, emb, weights.get("titan"))
     path = attention_path(out, slide.name)
-    att = None if force else cached_attention(path, grid, source)
+    att = None
+    if not force and path.exists():
+        intact = cache_intact(path)  # an attention file edited in place is not reused
+        if intact is False:
+            log.warning("%s changed since wsikit wrote it (checksum differs); computing the "
+                        "attention again", path)
+        else:
+            att = cached_attention(path, grid, source)
+            if att is not None and intact is None:
+                record_checksum(path)
     if att is None:
         att = compute_attention(slide.path, grid, source=source, embeddings=emb, device=device,
                                 weights=weights.get("titan"), mpp=mpp, progress=progress)
         att.to_h5(path)
+        record_checksum(path)
     return att
 
 
@@ -307,9 +319,19 @@ def select(
     Raises
     ------
     SlideError, MppError
-        The slide cannot be read or has no resolution (pass ``mpp``).
+        The slide cannot be read or has no resolution (pass ``mpp``), or its file name cannot
+        name outputs (``..svs``, not valid UTF-8: :func:`wsikit.slide_outputs.check_output_name`).
     SelectionError
         No tissue was found, or invalid selection options.
+    CacheError
+        ``out`` holds the outputs of another slide of the same name, or a file wsikit did not
+        write is in the way of one this run writes in the result folder.
+
+    Notes
+    -----
+    One run at a time writes a slide's outputs under ``out``: a second ``select`` of the same
+    name waits for the first (a warning says so), then reuses its cached stages. Files in
+    ``<out>/select/<slide>/`` that wsikit did not write are kept.
     """
     from .features import extract_features
     from .io import open_slide
@@ -350,7 +372,13 @@ def select(
         if show:
             log.info("%-9s %.2fs", name, timings[name])
 
-    with open_slide(slide, mpp=mpp) as s:
+    from .slide_outputs import check_output_name, hold_slide_outputs
+
+    with open_slide(slide, mpp=mpp) as s, \
+            hold_slide_outputs(out, check_output_name(s.name, s.path)):
+        # Under the lock from here to the published result: the check that cached outputs
+        # belong to this slide (load_tissue, by content fingerprint) and every write after
+        # it happen in one run at a time, so two slides of one name can never mix.
         t = time.perf_counter()
         mask = _tissue(s, out, force=force)
         step("tissue", t)

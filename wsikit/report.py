@@ -25,6 +25,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ._atomic import atomic_path, write_bytes_atomic
 from ._version import __version__
+from .evidence.sanitise import valid_doi
 from .overlay import (
     OverlayError,
     as_attention_map,
@@ -142,12 +143,12 @@ def _floor_text(ev: Mapping[str, Any]) -> str:
 
 
 def _doi_link(doi: Any) -> str:
+    """A doi.org link for a real DOI; anything else in the field is shown as escaped text."""
     if not doi:
         return ""
-    d = str(doi).strip()
-    for prefix in ("https://doi.org/", "http://doi.org/", "https://dx.doi.org/", "doi:"):
-        if d.lower().startswith(prefix):
-            d = d[len(prefix):]
+    d = valid_doi(doi)
+    if d is None:  # "javascript:...", a URL, markup: text, never a link
+        return f"doi {_e(doi)}"
     href = "https://doi.org/" + quote(d, safe="/:;()._-")
     return f'<a href="{_e(href)}" rel="noopener noreferrer">doi:{_e(d)}</a>'
 

@@ -27,6 +27,7 @@ from .errors import CacheError
 from .io import Slide, open_slide
 from .io.fingerprint import check_source, recorded_slide, slide_fingerprint, write_source
 from .patching import TileGrid, coords_path, make_grid
+from .slide_outputs import check_output_name, hold_slide_outputs
 from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask, segment_tissue
 
 __all__ = ["info", "segment", "patch", "check_grid_matches", "geojson_path", "greyscale_hint",
@@ -81,6 +82,7 @@ def _write_mask(tm: TissueMask, out: Path, slide: Slide, name: str) -> None:
     gj = geojson_path(out, name)
     write_json_atomic(_mask_meta_path(out, name), {
         "geojson_sha256": _sha256(gj) if gj.exists() else None,
+        "mask_sha256": _sha256(mask_path(out, name)),  # a PNG edited in place is not reused
         "level0_size": list(slide.dimensions)})
 
 
@@ -124,6 +126,7 @@ def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
             except (OSError, ValueError):
                 meta = None
         if (isinstance(meta, dict) and meta.get("geojson_sha256") == _sha256(gj)
+                and meta.get("mask_sha256") in (None, _sha256(png))
                 and list(meta.get("level0_size") or []) == list(slide.dimensions)):
             tm = TissueMask.from_png(png, level0_size=slide.dimensions,
                                      slide_mpp=slide.mpp, slide_name=slide.name)
@@ -343,7 +346,8 @@ def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
         Longest side of the outlined thumbnail PNG.
     """
     out = Path(out)
-    with open_slide(path, mpp=mpp, backend=backend) as slide:
+    with open_slide(path, mpp=mpp, backend=backend) as slide, \
+            hold_slide_outputs(out, check_output_name(slide.name, slide.path)):
         return _segment_open(slide, out, mask_mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
                              min_hole_um2=min_hole_um2, thumb_size=thumb_size)
 
@@ -383,7 +387,8 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
     out = Path(out)
     bar = progress(total=4, enabled=show_progress, desc="patch", unit="step")
     try:
-        with open_slide(path, mpp=mpp, backend=backend) as slide:
+        with open_slide(path, mpp=mpp, backend=backend) as slide, \
+                hold_slide_outputs(out, check_output_name(slide.name, slide.path)):
             bar.update(1)
             tm = load_tissue(slide, out, resegment=resegment, mask_mpp=mask_mpp,
                              min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,

@@ -100,7 +100,9 @@ def test_features_leave_no_lock_files(synthetic_small_slide, tmp_path) -> None:
     assert main(["features", str(synthetic_small_slide), "--encoder", "heuristic", "--out",
                  str(tmp_path), "--workers", "0", "--patch-px", "256"]) == 0
     folder = tmp_path / "features_heuristic"
-    assert [p.name for p in folder.iterdir()] == [f"{synthetic_small_slide.stem}.h5"]
+    # the file and its hidden checksum note (wsikit.cache_record), no lock
+    assert sorted(p.name for p in folder.iterdir()) == [
+        f".{synthetic_small_slide.stem}.h5.wsikit-sum.json", f"{synthetic_small_slide.stem}.h5"]
 
 
 def test_features_lock_still_excludes(synthetic_small_slide, tmp_path) -> None:

@@ -59,3 +59,4 @@ def manifest_dir(tmp_path: Path) -> Path:
 def make_images():
     """The :func:`write_images` helper as a fixture."""
     return write_images
+

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from _evidence_docs import one_region_evidence
 
 from wsikit.evidence import EvidenceResult
 from wsikit.evidence.sanitise import CAPTION_CHARS, clean_text
@@ -32,22 +33,7 @@ def _match(node_id: str, caption: str, sim: float) -> dict:
 
 @pytest.fixture
 def result() -> EvidenceResult:
-    return EvidenceResult.from_dict({
-        "schema": "wsikit.evidence/v1", "wsikit_version": "0.1.0",
-        "created": "2026-11-30T05:00:00Z", "synthetic": True,
-        "slide": {"path": "/s/x.svs", "name": "x", "width": 1000, "height": 1000, "mpp": 0.5,
-                  "mpp_source": "openslide.mpp", "backend": "openslide", "vendor": "aperio"},
-        "models": {"crop_encoder": {"name": "heuristic", "label": "heuristic",
-                                    "heuristic": True}},
-        "selection": {"selector": "multiscale", "scales": [1]},
-        "index": {"path": "idx", "encoder": "heuristic", "dim": 64, "count": 2,
-                  "kind": "flat"},
-        "empty_scales": {},
-        "regions": [{"id": "r1", "scale": 1, "score": 0.9,
-                     "box": {"x": 0, "y": 0, "width": 256, "height": 256}, "grid_box": None,
-                     "crop": {"path": "crops/r1_x1.png", "width": 256, "height": 256,
-                              "mpp": 0.5},
-                     "matches": [_match("n1", HOSTILE, 0.9), _match("n2", LONG, 0.8)]}]})
+    return one_region_evidence([_match("n1", HOSTILE, 0.9), _match("n2", LONG, 0.8)])
 
 
 def _caption_lines(text: str) -> list[str]:

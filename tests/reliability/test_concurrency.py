@@ -55,6 +55,44 @@ def test_two_index_adds_at_once_lose_nothing(built_index: Path, tmp_path: Path):
     record_case("concurrent", "correct")
 
 
+def _stderr_until(proc: subprocess.Popen, text: str, seen: list[str]) -> None:
+    """Read ``proc``'s stderr line by line (into ``seen``) until a line contains ``text``."""
+    for line in proc.stderr:
+        seen.append(line)
+        if text in line:
+            return
+    raise AssertionError(f"process ended before printing {text!r}: {''.join(seen)}")
+
+
+def _select_all_waiting(slides: list[Path], out: Path, *extra: list[str]) -> list[tuple]:
+    """Start one ``wsikit select`` per slide into ``out`` while this test holds the slide
+    lock, wait until every one says it is waiting for it, then release: the runs start
+    together on the lock (a barrier), whatever the machine's load. Returns
+    ``(returncode, stderr)`` per run."""
+    from wsikit._lockfile import ExclusiveLock
+    from wsikit.slide_outputs import slide_lock_path
+
+    out.mkdir(parents=True, exist_ok=True)
+    names = {s.stem for s in slides}
+    locks = [ExclusiveLock(slide_lock_path(out, name)) for name in names]
+    procs, seen = [], []
+    try:
+        for slide, more in zip(slides, extra or [[]] * len(slides)):
+            procs.append(_wsikit("select", str(slide), "--out", str(out), "--models",
+                                 "heuristic", *more))
+            seen.append([])
+        for proc, lines in zip(procs, seen):
+            _stderr_until(proc, "waiting for it to finish", lines)
+    finally:
+        for lock in locks:
+            lock.release()
+    results = []
+    for proc, lines in zip(procs, seen):
+        _, err = proc.communicate(timeout=300)
+        results.append((proc.returncode, "".join(lines) + err))
+    return results
+
+
 def test_two_selects_into_one_out_publish_complete_results(tmp_path: Path):
     from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
 
@@ -62,19 +100,49 @@ def test_two_selects_into_one_out_publish_complete_results(tmp_path: Path):
                                   SyntheticSpec(2048, 1536, mpp=0.5, dense=[(800, 400, 600, 600)]),
                                   downsamples=(1, 4), app_mag=20)
     out = tmp_path / "out"
-    procs = [_wsikit("select", str(slide), "--out", str(out), "--models", "heuristic",
-                     "--scales", scales) for scales in ("4,2,1", "2,1")]
-    codes = []
-    for p in procs:
-        _, err = p.communicate(timeout=300)
-        codes.append(p.returncode)
-        # either it ran, or it was refused in one line because the other one holds a stage
-        assert p.returncode == 0 or (p.returncode == 2 and "another process" in err
-                                     and "a bug in wsikit" not in err), err
-    assert 0 in codes
+    results = _select_all_waiting([slide, slide], out, ["--scales", "4,2,1"],
+                                  ["--scales", "2,1"])
+    for code, err in results:  # one run at a time: the second waits, then both end right
+        assert code == 0 and "a bug in wsikit" not in err, err
     sdir = out / "select" / "c"
     doc = json.loads((sdir / "evidence.json").read_text())
+    assert doc["selection"]["scales"] in ([4, 2, 1], [2, 1])
     crops = {p.name for p in (sdir / "crops").glob("*.png")}
     assert crops == {Path(r["crop"]["path"]).name for r in doc["regions"]}  # one run's files
-    assert not [p for p in (out / "select").iterdir() if p.name != "c"]
+    assert sorted(p.name for p in (out / "select").iterdir()) == ["c"]  # no staging, no lock
+    assert not [p for p in out.iterdir() if p.name.endswith(".wsikit-lock")]
     record_case("concurrent", "correct")
+
+
+def test_two_slides_of_one_name_at_once_never_mix(tmp_path: Path):
+    """Two different slides named slide.svs selected into one --out at the same moment: the
+    fingerprint check happens under the lock that writes, so one is published and the other is
+    refused in one line (never an evidence.json naming one slide with the other's regions)."""
+    from wsikit.io.fingerprint import slide_fingerprint
+    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+
+    slides = []
+    for folder, dense in (("a", (200, 200, 600, 600)), ("b", (1200, 800, 600, 600))):
+        (tmp_path / folder).mkdir()
+        slides.append(write_synthetic_slide(
+            tmp_path / folder / "slide.svs",
+            SyntheticSpec(2048, 1536, mpp=0.5, dense=[dense], seed=len(slides) + 1),
+            downsamples=(1, 4), app_mag=20))
+    out = tmp_path / "out"
+    results = _select_all_waiting(slides, out)
+    codes = [code for code, _ in results]
+    assert sorted(codes) == [0, 2], results
+    winner, loser = (0, 1) if codes[0] == 0 else (1, 0)
+    err = results[loser][1]
+    assert "another slide named 'slide'" in err and "a bug in wsikit" not in err, err
+    doc = json.loads((out / "select" / "slide" / "evidence.json").read_text())
+    assert Path(doc["slide"]["path"]) == slides[winner].resolve()
+    # the regions are the winner's own: the same as a run of that slide alone
+    alone = tmp_path / "alone"
+    proc = _wsikit("select", str(slides[winner]), "--out", str(alone), "--models", "heuristic")
+    assert proc.communicate(timeout=300) and proc.returncode == 0
+    ref = json.loads((alone / "select" / "slide" / "evidence.json").read_text())
+    assert [r["box"] for r in doc["regions"]] == [r["box"] for r in ref["regions"]]
+    assert doc["slide"]["id"] == ref["slide"]["id"]
+    assert slide_fingerprint(slides[0]) != slide_fingerprint(slides[1])
+    record_case("concurrent", "clear-error")

@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -234,10 +235,11 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
+    """Print the index's facts; exit 1 when it is damaged or outdated (``problems``)."""
     info = index_info(args.index)
     if args.json:
         print(json.dumps(info, indent=2, ensure_ascii=False))
-        return 0
+        return 1 if info["problems"] else 0
     enc = info["encoder"]
     print(f"index      {info['path']}")
     print(f"figures    {info['count']} from {info['sources']} source(s); "
@@ -261,7 +263,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"evidence   {levels}")
     print(f"version    {info['version']} (wsikit {info['wsikit_version']}, updated "
           f"{info['updated']})")
-    return 0
+    for problem in info["problems"]:
+        print(f"wsikit index info: problem: {args.index}: {problem}", file=sys.stderr)
+    return 1 if info["problems"] else 0
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
@@ -280,13 +284,15 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 def print_matches(matches: Sequence[Any], score: Any) -> None:
     """Print ranked matches two lines each; ``score(match)`` gives the text after the rank."""
-    for rank, m in enumerate(matches, start=1):
+    from ..evidence.sanitise import clean_text
+
+    for rank, m in enumerate(matches, start=1):  # index text as plain text (no escapes)
         n = m.node
-        caption = n.caption if len(n.caption) <= 100 else n.caption[:97] + "..."
-        print(f"{rank:2d}. {score(m)}  {n.figure_label or '(no label)'}  "
+        caption = clean_text(n.caption, limit=100)
+        print(f"{rank:2d}. {score(m)}  {clean_text(n.figure_label) or '(no label)'}  "
               f"[{n.evidence_level_name}]  {caption or '(no caption)'}")
-        print(f"    {n.source_title or 'unknown source'}; doi {n.doi or '-'}; page "
-              f"{n.page or '-'}; {n.image}")
+        print(f"    {clean_text(n.source_title) or 'unknown source'}; doi "
+              f"{clean_text(n.doi) or '-'}; page {n.page or '-'}; {n.image}")
 
 
 def _source_options(p: argparse.ArgumentParser) -> None:

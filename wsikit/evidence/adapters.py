@@ -25,10 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from .ids import document_id
 from .matching import similarity_provenance
-from .sanitise import clean_text, quoted
+from .sanitise import CAPTION_CHARS, clean_text, quoted, valid_doi
 
 __all__ = [
     "EMBED_METADATA_KEYS",
@@ -106,6 +107,7 @@ def document_metadata(result: Any, region: Any, match: Mapping[str, Any],
     box, crop = region.box, region.crop or {}
     uid = result.region_uid(region)
     doi = match.get("doi")
+    link = valid_doi(doi)  # only a real DOI becomes a link (never "javascript:...")
     return clean_shown({
         "id": document_id(uid, match["node_id"]), "producer": "wsikit",
         "wsikit_version": result.wsikit_version, "schema": result.schema,
@@ -120,7 +122,7 @@ def document_metadata(result: Any, region: Any, match: Mapping[str, Any],
         "crop_mpp": crop.get("mpp"),
         "node_id": match["node_id"], "figure_label": match.get("figure_label"),
         "source_title": match.get("source_title"), "doi": doi,
-        "doi_url": f"https://doi.org/{doi}" if doi else None,
+        "doi_url": f"https://doi.org/{quote(link, safe='/:;()._-')}" if link else None,
         "page": match.get("page"), "year": match.get("year"), "license": match.get("license"),
         "evidence_level": match.get("evidence_level"),
         "evidence_level_name": match.get("evidence_level_name"),
@@ -258,8 +260,8 @@ def prompt_context(result: Any, *, max_items: int | None = None) -> str:
     lines = [f"Visual evidence retrieved by wsikit for slide \"{name}\""
              + (" (SYNTHETIC demo data, not real patient or literature data)"
                 if result.synthetic else "") + "."]
-    question = result.selection.get("question")  # wsikit select --question (fusion.py)
-    if question:
+    question = clean_text(result.selection.get("question"), limit=CAPTION_CHARS)
+    if question:  # wsikit select --question (fusion.py)
         lines.append(f"Question: {question}")
         lines.append("Figures are ranked by reciprocal rank fusion of image similarity and "
                      "caption relevance (BM25) to the question; the similarity floor still "
@@ -300,7 +302,7 @@ def prompt_context(result: Any, *, max_items: int | None = None) -> str:
     for n, (m, regions) in enumerate(ordered, start=1):
         level = m.get("evidence_level")
         level_text = "unknown evidence level" if level is None else \
-            f"evidence level {level}, {m.get('evidence_level_name')}"
+            f"evidence level {clean_text(level)}, {clean_text(m.get('evidence_level_name'))}"
         label = clean_text(m.get("figure_label"), limit=200) or "Unlabelled figure"
         lines.append("")
         lines.append(f"[{n}] {label} ({level_text}; similarity {float(m['similarity']):.3f}, "
@@ -308,15 +310,17 @@ def prompt_context(result: Any, *, max_items: int | None = None) -> str:
         # the caption is quoted data, never instructions: cleaned, one line, capped
         caption = quoted(m.get("caption")) if clean_text(m.get("caption")) else "(no caption)"
         lines.append(f"    Caption: {caption}")
+        # every field is shown as plain text: no markup, links or images (sanitise.py)
         cite = [clean_text(m.get("source_title"), limit=300) or "Unknown source"]
-        cite.append(f"DOI: {m['doi']}" if m.get("doi") else "DOI: none")
-        if m.get("year"):
-            cite.append(str(m["year"]))
-        if m.get("page"):
-            cite.append(f"page {m['page']}")
+        doi = clean_text(m.get("doi"), limit=200)
+        cite.append(f"DOI: {doi}" if doi else "DOI: none")
+        if clean_text(m.get("year")):
+            cite.append(clean_text(m["year"], limit=20))
+        if clean_text(m.get("page")):
+            cite.append(f"page {clean_text(m['page'], limit=20)}")
         cite.append(label)
-        if m.get("license"):
-            cite.append(f"licence {m['license']}")
+        if clean_text(m.get("license")):
+            cite.append(f"licence {clean_text(m['license'], limit=200)}")
         lines.append(f"    Source: {'. '.join(cite)}.")
         lines.append(f"    Provenance: similarity by {_who(prov, 'encoder')}; region by "
                      f"{_who(prov, 'attention')}.")

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import os
 import shutil
-import tempfile
+import sqlite3
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .._atomic import TMP_MARK
+from .._atomic import TMP_MARK, make_temp_dir
 from .._hints import keyword, option
 from .._version import __version__
 from ..errors import EncoderMismatchError, EvidenceError
@@ -43,6 +43,7 @@ from .index_folder import INDEX_FORMAT, METRIC
 from .index_rows import ON_EXISTING, AddReport, background_of, reconstruct_all
 from .nodes import FigureNode, evidence_level_name
 from .paths import portable_path
+from .sanitise import valid_doi
 
 # The helpers this module defined before the split, kept importable under their old names.
 from .index_build import (  # noqa: E402, F401  isort: skip
@@ -95,7 +96,8 @@ class Match:
                 "percentile": None if self.percentile is None else
                 round(float(self.percentile), 2),
                 "caption": n.caption, "figure_label": n.figure_label,
-                "source_title": n.source_title, "doi": n.doi,
+                "source_title": n.source_title,
+                "doi": valid_doi(n.doi),  # a shared index's "javascript:..." is no DOI
                 "evidence_level": n.evidence_level,
                 "evidence_level_name": evidence_level_name(n.evidence_level),
                 "page": n.page, "year": n.year, "license": n.license,
@@ -186,7 +188,7 @@ class FigureIndex:
         if not nodes:
             raise EvidenceError("no figures to index; check the manifest/PDF sources")
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{TMP_MARK}", dir=out.parent))
+        tmp = make_temp_dir(out.parent, out.name)  # mode from the umask, as any new folder
         try:
             dim = int(encoder.config.dim)
             manifest: dict[str, Any] = {
@@ -402,11 +404,47 @@ class FigureIndex:
         return self.query(embed_images(list(images), encoder), k, encoder=encoder)
 
     def info(self) -> dict[str, Any]:
-        """Manifest facts plus the folder path and the evidence-level histogram."""
+        """Manifest facts plus the folder path, the evidence-level histogram and
+        ``problems``: what is damaged or outdated (:meth:`problems`; empty when none)."""
         levels, sources = folder.node_stats(self._db)
         n_images = len(list((self.path / "images").glob("*.png")))
         return {"path": str(self.path), **self.manifest, "evidence_levels": levels,
-                "sources": sources, "images_stored": n_images}
+                "sources": sources, "images_stored": n_images, "problems": self.problems()}
+
+    def problems(self) -> list[str]:
+        """What is wrong with this (opened, checksum-verified) index, one sentence each with
+        the fix: node images missing, unreadable or outside the folder (images are not
+        covered by the manifest's checksums), no stored similarity background, or vectors of
+        an older definition of the weight-free encoder."""
+        from PIL import Image, UnidentifiedImageError
+
+        found: list[str] = []
+        bad: list[str] = []
+        with contextlib.closing(sqlite3.connect(f"file:{self._db}?mode=ro", uri=True)) as con:
+            rows = con.execute("SELECT node_id, image FROM nodes ORDER BY row").fetchall()
+        for node_id, image in rows:
+            try:
+                path = folder.confined_image(self.path, node_id, image)
+                with Image.open(path) as im:
+                    im.verify()
+            except EvidenceError as exc:
+                bad.append(str(exc).split(": ", 1)[-1].split(";")[0])
+            except (OSError, UnidentifiedImageError, SyntaxError) as exc:
+                bad.append(f"node {node_id}: image {image} cannot be read ({exc})")
+        if bad:
+            found.append(f"{len(bad)} figure image(s) missing, unreadable or outside the "
+                         f"index folder (first: {bad[0]}); rebuild the index from its sources")
+        if "background" not in self.manifest:
+            found.append("outdated: no similarity background stored (made by wsikit "
+                         f"{self.manifest.get('wsikit_version')}); run: wsikit index "
+                         f"calibrate {self.path}")
+        current = _current_heuristic_version(self.manifest.get("encoder") or {})
+        built = (self.manifest.get("encoder") or {}).get("version")
+        if current is not None and built != current:
+            found.append(f"outdated: built with {self.encoder_name} {built or '(unversioned)'}"
+                         f", this wsikit embeds with {current} (queries are refused); rebuild "
+                         f"it: wsikit index build SOURCES --out {self.path}")
+        return found
 
     def to_evidence_dict(self) -> dict[str, Any]:
         """The ``index`` entry of ``evidence.json``."""
@@ -420,3 +458,17 @@ class FigureIndex:
                     "method": bg.method, "pairs": bg.pairs, "sampled": bg.sampled,
                     "p50": round(bg.similarity_at(50), 6), "p95": round(bg.similarity_at(95), 6),
                     "p99": round(bg.similarity_at(99), 6)}}
+
+
+def _current_heuristic_version(entry: dict[str, Any]) -> str | None:
+    """The embedding version this wsikit's weight-free encoder ``entry["name"]`` has now
+    (None for learned models, whose vectors are fixed by their weights)."""
+    if not entry.get("heuristic"):
+        return None
+    from ..errors import WsikitError
+    from ..models import create_encoder
+
+    try:
+        return encoder_version(create_encoder(str(entry.get("name"))))
+    except WsikitError:
+        return None

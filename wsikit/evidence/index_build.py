@@ -24,6 +24,7 @@ import numpy as np
 
 from .._progress import progress
 from .._version import __version__
+from ..cache_record import sha256_file
 from ..errors import EvidenceError
 from . import faiss_utils as fu
 from . import index_folder as folder
@@ -210,8 +211,8 @@ def write_version(path: Path, manifest: dict[str, Any], cpu_index: Any,
                 "image_paths": "relative to the index folder",
                 "background": None if background is None else background.to_dict(),
                 "files": files,
-                "checksums": {"faiss": folder.sha256_file(path / files["faiss"]),
-                              "sqlite": folder.sha256_file(path / files["sqlite"])}}
+                "checksums": {"faiss": sha256_file(path / files["faiss"]),
+                              "sqlite": sha256_file(path / files["sqlite"])}}
     folder.commit_manifest(path, manifest)
     return Version(AddReport(added=len(new), updated=len(updates), unchanged=unchanged),
                    manifest, cpu, background)

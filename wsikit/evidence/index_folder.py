@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import hashlib
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .._atomic import TMP_MARK, atomic_path, write_json_atomic
+from ..cache_record import sha256_file
 from .._hints import keyword, option
 from ..errors import EvidenceError
 from . import faiss_utils as fu
@@ -50,13 +51,13 @@ __all__ = [
     "check_manifest",
     "check_replaceable",
     "commit_manifest",
+    "confined_image",
     "create_db",
     "insert_nodes",
     "node_stats",
     "read_folder",
     "read_nodes",
     "remove_stale",
-    "sha256_file",
     "store_images",
     "utc_now",
     "write_data_files",
@@ -69,15 +70,6 @@ COLUMNS = ("node_id", "image", "caption", "figure_label", "source_title", "doi",
            "page", "year", "license", "evidence_level", "content_hash")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _VERSIONED = re.compile(r"^(index-\d+\.faiss|nodes-\d+\.sqlite)$")
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes (read in 1 MiB chunks)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def utc_now() -> str:
@@ -111,11 +103,37 @@ def insert_nodes(path: Path, start_row: int, nodes: Sequence[FigureNode],
         con.commit()
 
 
+def confined_image(base: Path, node_id: object, image: object, *, resolve: bool = True
+                   ) -> Path:
+    """The node image ``image`` (relative to the index folder ``base``) as an absolute path,
+    if it resolves (symbolic links followed; only the path's text with ``resolve=False``)
+    inside ``base``.
+
+    A shared index is untrusted input, and its checksums can be recomputed by whoever edits
+    it: an absolute path, ``../`` or a link out of the folder would make the report embed, and
+    the RAG adapters hand on, any file of the user's disk.
+
+    Raises
+    ------
+    EvidenceError
+        The path leaves the index folder (names the node and the path).
+    """
+    text = "" if image is None else str(image)
+    norm = os.path.realpath if resolve else os.path.abspath
+    root = norm(base)
+    real = norm(os.path.join(root, text)) if text and "\0" not in text else root
+    if real == root or os.path.commonpath([root, real]) != root:
+        raise EvidenceError(f"index {base}: node {node_id} names the image {text!r}, which is "
+                            "not inside the index folder; the index is damaged or forged: do "
+                            "not use it, rebuild it from its sources with 'wsikit index build'")
+    return Path(real)
+
+
 def _rows_to_nodes(rows: Iterable[tuple], base: Path) -> dict[int, FigureNode]:
     out = {}
     for row in rows:
         data = dict(zip(("row",) + COLUMNS, row))
-        data["image"] = base / data["image"]
+        data["image"] = confined_image(base, data["node_id"], data["image"])
         data["caption"] = data["caption"] or ""
         data["content_hash"] = data["content_hash"] or ""
         row_id = int(data.pop("row"))
@@ -293,16 +311,25 @@ def check_manifest(mpath: Path, manifest: Any) -> None:
 
 
 def check_db(path: Path, count: int) -> None:
-    """The node table is a readable SQLite table with one row per vector."""
+    """The node table is a readable SQLite table with one row per vector, unique node ids
+    and every image inside the index folder (:func:`confined_image`)."""
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
             rows = con.execute("SELECT COUNT(*) FROM nodes").fetchone()[0]
+            dup = con.execute("SELECT node_id, COUNT(*) FROM nodes GROUP BY node_id "
+                              "HAVING COUNT(*) > 1 LIMIT 1").fetchone()
+            images = con.execute("SELECT node_id, image FROM nodes").fetchall()
     except sqlite3.Error as exc:
         raise EvidenceError(f"{path} is not a readable node table ({exc}); the index is damaged, "
                             "rebuild it with 'wsikit index build'") from exc
     if rows != count:
         raise EvidenceError(f"{path} holds {rows} node(s) but manifest.json says {count}; "
                             "rebuild the index")
+    if dup is not None:  # document ids (slide, region, node id) would collide
+        raise EvidenceError(f"{path}: node id {dup[0]!r} is used by {dup[1]} figures; the index "
+                            "is damaged or forged, rebuild it with 'wsikit index build'")
+    for node_id, image in images:  # the text of each path; links are followed when read
+        confined_image(path.parent, node_id, image, resolve=False)
 
 
 def check_replaceable(out: Path) -> None:

@@ -77,10 +77,19 @@ def split_existing(nodes: Iterable[FigureNode], existing: dict[str, FigureNode],
         old = existing.get(node.node_id) or by_content.get((node.content_hash,
                                                              source_identity(node)))
         if old is None:
-            if node.node_id in new:
-                unchanged += 1
-            else:
+            first = new.get(node.node_id)
+            if first is None:
                 new[node.node_id] = node
+            elif _same_figure(first, node):
+                unchanged += 1  # the same figure listed twice
+            else:  # two figures, one id: their documents' ids would collide
+                diff = [f for f in META_FIELDS if getattr(first, f) != getattr(node, f)]
+                raise EvidenceError(
+                    f"index {where}: node id {node.node_id!r} is given to two different "
+                    f"figures ({first.image.name} and {node.image.name}: same image, source, "
+                    f"page and label, other {', '.join(diff) or 'content'}); their documents' "
+                    "ids would collide. List the figure once, or tell them apart by their "
+                    "figure label or page. Nothing was written")
             continue
         diff = [f for f in META_FIELDS if getattr(old, f) != getattr(node, f)]
         if not diff or on_existing == "skip" or old.node_id in updates:
@@ -97,6 +106,11 @@ def split_existing(nodes: Iterable[FigureNode], existing: dict[str, FigureNode],
                            "keep it" if on_command_line() else "Use on_existing='update' to "
                            "replace the stored metadata, or on_existing='skip' to keep it"))
     return list(new.values()), updates, unchanged
+
+
+def _same_figure(a: FigureNode, b: FigureNode) -> bool:
+    return a.content_hash == b.content_hash and all(
+        getattr(a, f) == getattr(b, f) for f in META_FIELDS)
 
 
 def update_rows(path: Path, updates: dict[str, FigureNode]) -> None:
