@@ -183,3 +183,17 @@ def test_out_of_focus_tissue_ranks_below_the_same_tissue_in_focus(tmp_path: Path
     assert is_blur.sum() == is_sharp.sum() == 8
     assert imp.scores[is_blur].max() < imp.scores[is_sharp].min()
     assert np.median(imp.features[is_blur, 6]) < 0.7 * np.median(imp.features[is_sharp, 6])
+
+
+def test_green_marker_across_real_tissue_never_enters_the_mask() -> None:
+    from wsikit.models.stain import ink_mask
+    from wsikit.tissue import tissue_from_thumbnail
+
+    img = np.asarray(Image.open(TILES / "tcga-green-pen.png").convert("RGB"))
+    h, w = img.shape[:2]
+    tm = tissue_from_thumbnail(img, mpp=2.0, level0_size=(w, h), slide_mpp=2.0)
+    ink = ink_mask(img)
+    assert ink.mean() > 0.1                           # the stroke is there
+    assert not (ink & tm.mask).any()
+    assert tm.artefacts["ink"][ink].mean() > 0.99     # and recorded as ink
+    assert tm.mask.mean() > 0.3                       # the tissue beside it is kept
