@@ -295,13 +295,16 @@ def _selection_section(ev: Mapping[str, Any]) -> str:
             return _floor_text(ev)
         return _num(v, ".4g") if isinstance(v, float) else v  # 0.4653, not 17 digits
 
-    chips = "".join(f"<span>{_e(k)} = {_e(chip(k, v))}</span>" for k, v in sel.items())
+    chips = "".join(f"<span>{_e(k)} = {_e(chip(k, v))}</span>" for k, v in sel.items()
+                    if k != "warnings")
+    notes = [str(w) for w in sel.get("warnings") or []]
+    warn_html = "".join(f'<p class="banner heur"><b>Warning.</b> {_e(w)}</p>' for w in notes)
     empty = ev.get("empty_scales") or {}
     items = "".join(f"<li><b>{_e(k)}×{_e(k)}</b>: {_e(v)}</li>" for k, v in empty.items())
     empty_html = (f'<h4>Scales without a window</h4><ul class="empty">{items}</ul>' if items
                   else "")
-    return (f'<section id="selection"><h2>Selection</h2><div class="chips">{chips}</div>'
-            f"{_selection_text(sel)}{empty_html}</section>")
+    return (f'<section id="selection"><h2>Selection</h2>{warn_html}'
+            f'<div class="chips">{chips}</div>{_selection_text(sel)}{empty_html}</section>')
 
 
 #: One sentence per layout and for the floor (the report explains what the numbers mean).

@@ -295,6 +295,11 @@ def test_upsampling_warning_reaches_evidence_json(tmp_path) -> None:
     for doc in (res.to_dict(), on_disk):
         (note,) = doc["selection"]["warnings"]
         assert "1 µm/px, 2x coarser than the target 0.5 µm/px" in note
+    from wsikit.report import render_report
+
+    html = render_report(on_disk, thumbnail=np.full((8, 8, 3), 255, np.uint8),
+                         thumbnail_downsample=128.0)
+    assert '<b>Warning.</b>' in html and "2x coarser than the target" in html
 
 
 # ------------------------------------------------------------------ summaries
