@@ -67,6 +67,9 @@ class PatchStream(IterableDataset):
     normalize : (mean, std), optional
         If given, batches are ``(B, 3, H, W)`` float32 ``(x / 255 - mean) / std`` made in the
         worker (see :func:`normalize_uint8`); otherwise uint8 batches.
+    threads : int, optional
+        Intra-op threads of each reader worker process (the thread policy's
+        ``worker_threads``, :func:`wsikit.threads.plan_threads`); default the DataLoader's 1.
     dct : bool
         Let the tile reader decode JPEG tiles at ½/¼/⅛ size in the DCT domain where the patch
         is such a reduction: faster, but not the specified anti-aliased resize (on H&E up to
@@ -83,7 +86,8 @@ class PatchStream(IterableDataset):
                  batch_size: int, mpp: float | None = None, reader: str = "auto",
                  cache_mb: float = 96.0, level0_size: tuple[int, int] | None = None,
                  normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
-                 patch_px: int | None = None, dct: bool = False) -> None:
+                 patch_px: int | None = None, dct: bool = False,
+                 threads: int | None = None) -> None:
         if reader not in ("auto", "tiles", "slide"):
             raise FeatureError(f"reader={reader!r} must be 'auto', 'tiles' or 'slide'")
         if patch_px is not None and int(patch_px) < 1:
@@ -100,6 +104,7 @@ class PatchStream(IterableDataset):
         self.cache_mb = cache_mb
         self.level0_size = level0_size
         self.normalize = normalize
+        self.threads = None if threads is None else max(1, int(threads))
         self._ring: _Ring | None = None  # set by stream_batches
 
     def __len__(self) -> int:
@@ -162,6 +167,8 @@ class PatchStream(IterableDataset):
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
         wid, nw = (0, 1) if info is None else (info.id, info.num_workers)
+        if info is not None and self.threads is not None:  # this worker process only
+            torch.set_num_threads(self.threads)
         (read_into, close), _ = self.open_reader()
         ring = self._ring
         px = self.out_px

@@ -400,6 +400,9 @@ class TitanOutput:
         Autocast precision of the run (weights are float32; the ALiBi bias always is).
     n_tokens : int
         Tokens (occupied cells) the model saw.
+    threads : int
+        Torch intra-op threads the kernel ran with (:func:`wsikit.threads.kernel_threads`;
+        0: not recorded).
     """
 
     slide_embedding: np.ndarray
@@ -407,6 +410,7 @@ class TitanOutput:
     label: str = "titan"
     precision: str = "fp32"
     n_tokens: int = 0
+    threads: int = 0
 
 
 class Titan(nn.Module):
@@ -467,12 +471,17 @@ class Titan(nn.Module):
                      coords: np.ndarray | torch.Tensor, patch_size_lv0: int, *,
                      precision: str | None = None,
                      mode: Literal["blocked", "dense"] = "blocked",
-                     budget: int = BLOCK_BUDGET_BYTES) -> TitanOutput:
+                     budget: int = BLOCK_BUDGET_BYTES,
+                     threads: int | None = None) -> TitanOutput:
         """Slide embedding and per-patch attention of one slide (see :func:`titan`).
 
         ``precision`` (default :attr:`precision`) is an autocast precision: the weights stay
-        float32 and the ALiBi distances and bias are float32 in every precision.
+        float32 and the ALiBi distances and bias are float32 in every precision. On a CPU the
+        kernel runs with all the cores given (``threads``, else ``WSIKIT_THREADS``, else
+        ``OMP_NUM_THREADS``, else the process's CPUs: :func:`wsikit.threads.kernel_threads`),
+        as nothing else runs in the process meanwhile.
         """
+        from ..threads import kernel_threads, torch_threads
         from .registry import autocast_for, resolve_precision
 
         prec = resolve_precision(precision if precision is not None else self.precision,
@@ -498,7 +507,9 @@ class Titan(nn.Module):
         x.index_add_(0, torch.from_numpy(grid.token_of[kept]).to(self.device),
                      feats[torch.from_numpy(kept)].to(self.device, torch.float32))
         cells = torch.from_numpy(grid.cells).to(self.device)
-        with autocast_for(self.device, prec):
+        n_threads = kernel_threads(threads) if self.device.type == "cpu" else \
+            torch.get_num_threads()
+        with torch_threads(n_threads), autocast_for(self.device, prec):
             tokens = self.forward_tokens(x, cells, mode=mode, budget=budget)
             pooled, attn = self.attn_pool_contrastive(tokens)
         a = attn[0, 1:].double()
@@ -509,7 +520,7 @@ class Titan(nn.Module):
         per_patch[kept] = share[grid.token_of[kept]]
         return TitanOutput(slide_embedding=pooled[0].float().cpu().numpy(),
                            attention=per_patch, label=self.label, precision=prec,
-                           n_tokens=len(grid.cells))
+                           n_tokens=len(grid.cells), threads=n_threads)
 
     def forward(self, features: torch.Tensor, coords: torch.Tensor,
                 patch_size_lv0: int) -> TitanOutput:
@@ -546,7 +557,8 @@ def create_titan(*, weights: str | None = None, device: str | torch.device = "cp
 
 def titan(features: np.ndarray | torch.Tensor, coords: np.ndarray | torch.Tensor,
           patch_size_lv0: int, *, model: Titan | None = None, weights: str | None = None,
-          device: str | torch.device = "cpu", precision: str | None = None) -> TitanOutput:
+          device: str | torch.device = "cpu", precision: str | None = None,
+          threads: int | None = None) -> TitanOutput:
     """TITAN slide embedding and per-patch attention for one slide.
 
     Parameters
@@ -563,6 +575,8 @@ def titan(features: np.ndarray | torch.Tensor, coords: np.ndarray | torch.Tensor
         A model from :func:`create_titan` (reuse it across slides).
     precision : {"fp32", "fp16", "bf16"}, optional
         Autocast precision (default the model's).
+    threads : int, optional
+        Cores for the CPU kernel (see :meth:`Titan.encode_slide`).
 
     Returns
     -------
@@ -572,4 +586,5 @@ def titan(features: np.ndarray | torch.Tensor, coords: np.ndarray | torch.Tensor
     """
     m = model if model is not None else create_titan(weights=weights, device=device,
                                                      precision=precision)
-    return m.encode_slide(features, coords, patch_size_lv0, precision=precision)
+    return m.encode_slide(features, coords, patch_size_lv0, precision=precision,
+                          threads=threads)
