@@ -2,7 +2,7 @@
 
 :class:`PatchStream` deals chunks of consecutive grid rows to DataLoader workers, each with its
 own slide handle (the direct JPEG tile reader of :mod:`wsikit.tiles` for tiled TIFFs, else
-:meth:`wsikit.io.Slide.read_at_mpp`). :func:`stream_batches` moves the batches through reusable
+:meth:`wsikit.io.Slide.source_region` on :func:`wsikit.pixel_backend.open_pixel_slide`). :func:`stream_batches` moves the batches through reusable
 shared-memory slots (only slot numbers cross processes) and normalises them into a reused
 buffer on CPU, or through pinned memory with non-blocking copies on CUDA.
 :func:`normalize_uint8` is the fused uint8 → normalised float conversion.
@@ -151,9 +151,10 @@ class PatchStream(IterableDataset):
             if self.reader == "tiles":
                 raise FeatureError(f"{self.path}: the direct tile reader cannot read this file "
                                    f"({why}); use reader='auto' or 'slide'")
-        from .io import open_slide
+        from .pixel_backend import open_pixel_slide
 
-        slide = open_slide(self.path, mpp=self.mpp, require_mpp=False)
+        # tiffslide where it gives OpenSlide's pixels (about 3x faster), else the default
+        slide = open_pixel_slide(self.path, mpp=self.mpp, require_mpp=False)
 
         def read_into_s(boxes: np.ndarray, out: np.ndarray) -> None:
             patches = patch_buffer(len(boxes), out)
