@@ -83,3 +83,20 @@ def test_titan_kernel_takes_the_cores_given(monkeypatch: pytest.MonkeyPatch) -> 
     assert model.encode_slide(feats, coords, 512).threads == 3
     assert model.encode_slide(feats, coords, 512, threads=1).threads == 1
     assert torch.get_num_threads() == before
+
+
+def test_titan_cpu_kernel_is_bit_identical_whatever_the_thread_count() -> None:
+    from wsikit.models.titan import alibi_attention_cpu, alibi_slopes
+    from wsikit.threads import torch_threads
+
+    torch.manual_seed(0)
+    n, side = 700, 30  # three query blocks of 256
+    q, k, v = (torch.randn(12, n, 64) for _ in range(3))
+    cells = torch.tensor([[i % side, i // side] for i in range(n - 1)])
+    before = torch.get_num_threads()
+    outs = []
+    for threads in (1, 2, 3):
+        with torch_threads(threads), torch.inference_mode():
+            outs.append(alibi_attention_cpu(q, k, v, cells, alibi_slopes()))
+        assert torch.get_num_threads() == before
+    assert all(torch.equal(outs[0], o) for o in outs[1:])

@@ -39,7 +39,9 @@ equivariant/invariant and ALiBi depends only on distances, outputs do not depend
 from __future__ import annotations
 
 import math
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -250,8 +252,10 @@ def alibi_attention_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """Float32 ALiBi attention on a CPU, blockwise (flash-style) near the matmul rate.
 
     Query blocks × key blocks with an online softmax, so the work buffers are
-    ``heads × q_block × k_block`` float32 (6 MB, cache-sized) whatever n (memory linear in n:
-    the inputs and output only). Per block: the grid distances (float32, from coordinate differences, once
+    ``heads × q_block × k_block`` float32 (6 MB, cache-sized) per thread whatever n (memory
+    linear in n: the inputs and output only). The torch intra-op threads each take whole query
+    blocks with single-threaded ops (no OpenMP barrier per op, which stalls on a busy
+    machine), so the output is bit-identical for every thread count. Per block: the grid distances (float32, from coordinate differences, once
     for all heads) written scaled by ``-slope_h`` into the score buffer (CLS row and column
     0), the scores added by one batched GEMM (``baddbmm_``, scale folded in), the running
     max / sum / output updated, and one batched GEMM with ``v``. Scores more than 80 below
@@ -282,9 +286,22 @@ def alibi_attention_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     neg = (-slopes.float()).view(heads, 1, 1)
     scale = hd ** -0.5
     out = torch.empty((heads, n, hd), dtype=torch.float32, device=q.device)
-    buf = torch.empty(heads * q_block * k_block, dtype=torch.float32, device=q.device)
-    dbuf = torch.empty(q_block * k_block, dtype=torch.float32, device=q.device)
-    for qs in range(0, n, q_block):
+    local = threading.local()
+    # grad and inference modes are per thread: the pool threads run in the caller's
+    inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+
+    def query_block(qs: int) -> None:
+        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+            _query_block(qs)
+
+    def _query_block(qs: int) -> None:
+        if torch.get_num_threads() != 1:
+            torch.set_num_threads(1)  # this thread only (OpenMP): no barriers between ops
+        if not hasattr(local, "buf"):  # work buffers, one set per thread
+            local.buf = torch.empty(heads * q_block * k_block, dtype=torch.float32,
+                                    device=q.device)
+            local.dbuf = torch.empty(q_block * k_block, dtype=torch.float32, device=q.device)
+        buf, dbuf = local.buf, local.dbuf
         qe = min(n, qs + q_block)
         m_rows = qe - qs
         qb = q[:, qs:qe]
@@ -314,6 +331,16 @@ def alibi_attention_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             acc.mul_(correction).baddbmm_(s, v[:, ks:ke])
             run_max = new_max
         out[:, qs:qe] = acc.div_(run_sum)
+
+    # Query blocks are independent: the intra-op threads each take whole blocks, every op
+    # single-threaded. No OpenMP barrier per op (on a busy machine each one waits for a
+    # descheduled sibling: 2 threads were 4-12x slower than 1), and every block is computed
+    # the same way whatever the thread count, so the output does not depend on it.
+    starts = range(0, n, q_block)
+    workers = min(torch.get_num_threads(), len(starts))
+    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="wsikit-titan") as pool:
+        for _ in pool.map(query_block, starts):
+            pass
     return out
 
 
