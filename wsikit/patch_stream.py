@@ -2,8 +2,8 @@
 
 :class:`PatchStream` deals chunks of consecutive grid rows to DataLoader workers, each with its
 own slide handle (the direct JPEG tile reader of :mod:`wsikit.tiles` for tiled TIFFs, else
-:meth:`wsikit.io.Slide.source_region` on :func:`wsikit.pixel_backend.open_pixel_slide`). :func:`stream_batches` moves the batches through reusable
-shared-memory slots (only slot numbers cross processes) and normalises them into a reused
+:meth:`wsikit.io.Slide.source_region` on :func:`wsikit.pixel_backend.open_pixel_slide`).
+:func:`stream_batches` moves the batches through reusable shared-memory slots (only slot numbers cross processes) and normalises them into a reused
 buffer on CPU, or through pinned memory with non-blocking copies on CUDA.
 :func:`normalize_uint8` is the fused uint8 → normalised float conversion.
 """
