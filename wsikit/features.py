@@ -53,6 +53,7 @@ from .cache_record import cache_intact, checksum_path, record_checksum
 from .errors import FeatureError, WsikitError
 from .patch_stream import PatchStream, normalize_uint8, stream_batches
 from .patching import PATCH_READ
+from .threads import ThreadPlan, cores_given, plan_threads, torch_threads
 
 if TYPE_CHECKING:
     from .io import Slide
@@ -280,6 +281,7 @@ def extract_features(
     reader: str = "auto",
     mpp: float | None = None,
     overwrite: bool = False,
+    threads: int | None = None,
 ) -> Embeddings:
     """Embed every patch of ``grid`` with ``encoder``, streaming to ``out`` if given.
 
@@ -316,6 +318,11 @@ def extract_features(
         Level-0 µm/px for the slide reader (when ``slide_or_path`` is a path without mpp).
     overwrite : bool
         Recompute even if a complete file exists.
+    threads : int, optional
+        Cores given to the run (default ``WSIKIT_THREADS``, ``OMP_NUM_THREADS`` or the
+        process's CPUs); split by :func:`wsikit.threads.plan_threads` (each reader worker
+        ``cores // workers`` threads, this process 1 while they decode) and recorded in the
+        ``threads_*`` attributes of ``features``.
 
     Returns
     -------
@@ -349,6 +356,8 @@ def extract_features(
             slide_mpp = mpp
     if not path.exists():
         raise FeatureError(f"slide {path} does not exist; check the path")
+    cores, source = cores_given(threads)
+    plan = plan_threads(cores, workers=workers, source=source)
     enc = _resolve_encoder(encoder, device, weights)
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -368,7 +377,7 @@ def extract_features(
         "grid_hash": ghash, "wsikit_version": __version__, "slide": grid.slide_name,
         "slide_path": str(path), "precision": prec, "patch_px": int(grid.patch_px),
         "input_px": int(cfg.input_px), "target_mpp": float(grid.target_mpp),
-        "patch_read": PATCH_READ,
+        "patch_read": PATCH_READ, **plan.as_attrs(),
     }
     coord_attrs = grid.h5_attrs(str(out) if out is not None else "")
 
@@ -401,12 +410,12 @@ def extract_features(
                  if dev.type == "cpu" and std_transform and out_px == cfg.input_px else None)
     stream = PatchStream(path, grid.boxes, out_px, batch_size=batch_size, mpp=slide_mpp,
                          reader=reader, level0_size=tuple(grid.level0_size)
-                         if all(grid.level0_size) else None, patch_px=int(grid.patch_px))
+                         if all(grid.level0_size) else None, patch_px=int(grid.patch_px),
+                         threads=plan.worker_threads or None)
 
     def run(writer: _RowWriter) -> str:
-        kind = _run_stream(stream, enc, dev, prec, workers, writer, n, progress,
+        return _run_stream(stream, enc, dev, prec, plan, writer, n, progress,
                            desc=f"features {grid.slide_name}", normalize=normalize)
-        return kind
 
     if target is None:
         writer = _RowWriter(None, n, cfg.dim)
@@ -488,8 +497,9 @@ class _RowWriter:
                                "the reader stopped early")
 
 
-def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str, workers: int,
-                writer: _RowWriter, n: int, progress: bool | None, *, desc: str,
+def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
+                plan: ThreadPlan, writer: _RowWriter, n: int, progress: bool | None, *,
+                desc: str,
                 normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> str:
     from .models.registry import Encoder as _Base
     from .models.registry import autocast_for
@@ -502,8 +512,8 @@ def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
     bar = _progress_bar(total=n, enabled=progress, desc=desc, unit="patch")
     t0 = time.perf_counter()
     try:
-        with torch.inference_mode():
-            for start, x in stream_batches(stream, workers=workers, device=dev,
+        with torch.inference_mode(), torch_threads(plan.main_threads):
+            for start, x in stream_batches(stream, workers=plan.workers, device=dev,
                                            normalize=normalize):
                 if normalize is None and own_uint8:
                     feats = enc.forward_uint8(x)
@@ -522,8 +532,9 @@ def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
     finally:
         bar.close()
     dt = time.perf_counter() - t0
-    log.info("%s: %d patches in %.1f s (%.1f patches/s, reader=%s)", desc, n, dt,
-             n / dt if dt > 0 else float("nan"), kind)
+    log.info("%s: %d patches in %.1f s (%.1f patches/s, reader=%s, threads main %d, "
+             "%d worker(s) × %d)", desc, n, dt, n / dt if dt > 0 else float("nan"), kind,
+             plan.main_threads, plan.workers, plan.worker_threads)
     return kind
 
 
@@ -573,6 +584,7 @@ def extract_slide_features(
     reader: str = "auto",
     overwrite: bool = False,
     progress: bool | None = None,
+    threads: int | None = None,
 ) -> Embeddings:
     """Tissue → grid → features for one slide, as ``wsikit features`` does.
 
@@ -616,4 +628,5 @@ def extract_slide_features(
                 grid.to_h5(cpath)
         return extract_features(s, grid, enc, device=device, batch_size=batch_size,
                                 workers=workers, precision=precision, out=out,
-                                progress=progress, reader=reader, mpp=mpp, overwrite=overwrite)
+                                progress=progress, reader=reader, mpp=mpp, overwrite=overwrite,
+                                threads=threads)

@@ -176,3 +176,15 @@ def test_heuristic_scorer() -> None:
         s.score()
     with pytest.raises(ModelError, match="unknown scorer"):
         create_scorer("x")
+
+
+def test_local_lookup_with_nothing_cached_skips_importing_huggingface_hub(
+        clean_env: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from wsikit.models.hub import find_weights; "
+            "print(find_weights('conch_v1_5'), 'huggingface_hub' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["None", "False"]  # the auto choice of every cached rerun, ~0.4 s saved

@@ -145,7 +145,7 @@ def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after:
                  config: dict[str, Any], parent_pid: int) -> None:
     if slot.visible is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = slot.visible
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    for var in ("WSIKIT_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(slot.threads)
     os.environ["WSIKIT_NO_PROGRESS"] = "1"
     _die_with_parent(parent_pid)

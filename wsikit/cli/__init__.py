@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--on-bad-tile", choices=("fail", "skip"), default=None,
                         help="a damaged tile: fail with its level and position (default), or "
                              "read it as white and record it (evidence.json slide.bad_tiles)")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="cores this run may use (default $WSIKIT_THREADS, else "
+                             "$OMP_NUM_THREADS, else all this process may run on): reader "
+                             "workers get N // workers threads each, the main process 1 while "
+                             "they decode, TITAN's kernel all N; recorded in feature files")
     # CommandParser: a wrong option prints the sub-command's own usage (nested sub-commands
     # such as 'index build' inherit the class)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
@@ -146,6 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.on_bad_tile is not None:  # read by every open_slide, also in batch workers
         os.environ["WSIKIT_ON_BAD_TILE"] = args.on_bad_tile
+    if args.threads is not None:  # read by the thread policy (wsikit.threads), also in batch
+        if args.threads < 1:
+            parser.error(f"--threads {args.threads}: give at least 1 core")
+        os.environ["WSIKIT_THREADS"] = str(args.threads)
     command = " ".join(filter(None, (args.command, getattr(args, "index_command", None),
                                      getattr(args, "figures_command", None),
                                      getattr(args, "export_command", None))))

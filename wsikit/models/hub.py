@@ -158,7 +158,21 @@ def resolve_weights(name: str, weights: str | os.PathLike[str] | None = None, *,
     return _resolve_hf(config, local_only=local_only)
 
 
+def _in_hf_cache(cache: Path, candidates: list[tuple[str, str]]) -> bool:
+    """Whether any candidate file is in the Hugging Face cache layout on disk (a cheap check
+    before importing huggingface_hub, which costs a few tenths of a second)."""
+    return any(any((cache / f"models--{repo.replace('/', '--')}" / "snapshots").glob(
+        f"*/{filename}")) for repo, filename in candidates)
+
+
 def _resolve_hf(config: EncoderConfig, *, local_only: bool) -> ResolvedWeights:
+    assert config.hub_repo is not None  # non-heuristic configs always name a repo
+    cache = hf_cache_dir()
+    offline = local_only or _offline()
+    candidates = [(config.hub_repo, f) for f in config.hub_files]
+    candidates += list(EXTRA_SOURCES.get(config.name, ()))
+    if offline and not _in_hf_cache(cache, candidates):
+        raise _not_found(config, cache, candidates, unreachable=False, local_only=local_only)
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
         EntryNotFoundError,
@@ -168,12 +182,7 @@ def _resolve_hf(config: EncoderConfig, *, local_only: bool) -> ResolvedWeights:
         RepositoryNotFoundError,
     )
 
-    assert config.hub_repo is not None  # non-heuristic configs always name a repo
-    cache = hf_cache_dir()
-    offline = local_only or _offline()
     token = os.environ.get("HF_TOKEN") or None
-    candidates = [(config.hub_repo, f) for f in config.hub_files]
-    candidates += list(EXTRA_SOURCES.get(config.name, ()))
     # cache first (no network), then the hub (only if it answers: hf_hub_download retries a
     # dead network for about a minute per file before giving up)
     unreachable = False
@@ -201,13 +210,18 @@ def _resolve_hf(config: EncoderConfig, *, local_only: bool) -> ResolvedWeights:
                 raise WeightsError(f"{config.name}: downloading {repo}/{filename} failed "
                                    f"({exc}); {_how_to_get(config)}") from exc
             return ResolvedWeights(Path(path), "hf-cache" if local else "hf-hub")
+    raise _not_found(config, cache, candidates, unreachable=unreachable, local_only=local_only)
+
+
+def _not_found(config: EncoderConfig, cache: Path, candidates: list[tuple[str, str]], *,
+               unreachable: bool, local_only: bool) -> WeightsError:
     where = ", ".join(f"{cache}/models--{r.replace('/', '--')}/snapshots/<rev>/{f}"
                       for r, f in candidates)
     mode = "offline (HF_HUB_OFFLINE=1)" if _offline() else (
         "looking locally only" if local_only else
         "the Hugging Face hub is unreachable (no network)" if unreachable else
         "the hub could not provide them")
-    raise WeightsError(
+    return WeightsError(
         f"{config.name}: weights not found, {mode}; expected {' or '.join(config.hub_files)} "
         f"from {config.hub_repo} in the Hugging Face cache ({where}). {_how_to_get(config)}")
 

@@ -39,7 +39,9 @@ equivariant/invariant and ALiBi depends only on distances, outputs do not depend
 from __future__ import annotations
 
 import math
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -250,8 +252,10 @@ def alibi_attention_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """Float32 ALiBi attention on a CPU, blockwise (flash-style) near the matmul rate.
 
     Query blocks × key blocks with an online softmax, so the work buffers are
-    ``heads × q_block × k_block`` float32 (6 MB, cache-sized) whatever n (memory linear in n:
-    the inputs and output only). Per block: the grid distances (float32, from coordinate differences, once
+    ``heads × q_block × k_block`` float32 (6 MB, cache-sized) per thread whatever n (memory
+    linear in n: the inputs and output only). The torch intra-op threads each take whole query
+    blocks with single-threaded ops (no OpenMP barrier per op, which stalls on a busy
+    machine), so the output is bit-identical for every thread count. Per block: the grid distances (float32, from coordinate differences, once
     for all heads) written scaled by ``-slope_h`` into the score buffer (CLS row and column
     0), the scores added by one batched GEMM (``baddbmm_``, scale folded in), the running
     max / sum / output updated, and one batched GEMM with ``v``. Scores more than 80 below
@@ -282,9 +286,22 @@ def alibi_attention_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     neg = (-slopes.float()).view(heads, 1, 1)
     scale = hd ** -0.5
     out = torch.empty((heads, n, hd), dtype=torch.float32, device=q.device)
-    buf = torch.empty(heads * q_block * k_block, dtype=torch.float32, device=q.device)
-    dbuf = torch.empty(q_block * k_block, dtype=torch.float32, device=q.device)
-    for qs in range(0, n, q_block):
+    local = threading.local()
+    # grad and inference modes are per thread: the pool threads run in the caller's
+    inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+
+    def query_block(qs: int) -> None:
+        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+            _query_block(qs)
+
+    def _query_block(qs: int) -> None:
+        if torch.get_num_threads() != 1:
+            torch.set_num_threads(1)  # this thread only (OpenMP): no barriers between ops
+        if not hasattr(local, "buf"):  # work buffers, one set per thread
+            local.buf = torch.empty(heads * q_block * k_block, dtype=torch.float32,
+                                    device=q.device)
+            local.dbuf = torch.empty(q_block * k_block, dtype=torch.float32, device=q.device)
+        buf, dbuf = local.buf, local.dbuf
         qe = min(n, qs + q_block)
         m_rows = qe - qs
         qb = q[:, qs:qe]
@@ -314,6 +331,16 @@ def alibi_attention_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             acc.mul_(correction).baddbmm_(s, v[:, ks:ke])
             run_max = new_max
         out[:, qs:qe] = acc.div_(run_sum)
+
+    # Query blocks are independent: the intra-op threads each take whole blocks, every op
+    # single-threaded. No OpenMP barrier per op (on a busy machine each one waits for a
+    # descheduled sibling: 2 threads were 4-12x slower than 1), and every block is computed
+    # the same way whatever the thread count, so the output does not depend on it.
+    starts = range(0, n, q_block)
+    workers = min(torch.get_num_threads(), len(starts))
+    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="wsikit-titan") as pool:
+        for _ in pool.map(query_block, starts):
+            pass
     return out
 
 
@@ -400,6 +427,9 @@ class TitanOutput:
         Autocast precision of the run (weights are float32; the ALiBi bias always is).
     n_tokens : int
         Tokens (occupied cells) the model saw.
+    threads : int
+        Torch intra-op threads the kernel ran with (:func:`wsikit.threads.kernel_threads`;
+        0: not recorded).
     """
 
     slide_embedding: np.ndarray
@@ -407,6 +437,7 @@ class TitanOutput:
     label: str = "titan"
     precision: str = "fp32"
     n_tokens: int = 0
+    threads: int = 0
 
 
 class Titan(nn.Module):
@@ -467,12 +498,17 @@ class Titan(nn.Module):
                      coords: np.ndarray | torch.Tensor, patch_size_lv0: int, *,
                      precision: str | None = None,
                      mode: Literal["blocked", "dense"] = "blocked",
-                     budget: int = BLOCK_BUDGET_BYTES) -> TitanOutput:
+                     budget: int = BLOCK_BUDGET_BYTES,
+                     threads: int | None = None) -> TitanOutput:
         """Slide embedding and per-patch attention of one slide (see :func:`titan`).
 
         ``precision`` (default :attr:`precision`) is an autocast precision: the weights stay
-        float32 and the ALiBi distances and bias are float32 in every precision.
+        float32 and the ALiBi distances and bias are float32 in every precision. On a CPU the
+        kernel runs with all the cores given (``threads``, else ``WSIKIT_THREADS``, else
+        ``OMP_NUM_THREADS``, else the process's CPUs: :func:`wsikit.threads.kernel_threads`),
+        as nothing else runs in the process meanwhile.
         """
+        from ..threads import kernel_threads, torch_threads
         from .registry import autocast_for, resolve_precision
 
         prec = resolve_precision(precision if precision is not None else self.precision,
@@ -498,7 +534,9 @@ class Titan(nn.Module):
         x.index_add_(0, torch.from_numpy(grid.token_of[kept]).to(self.device),
                      feats[torch.from_numpy(kept)].to(self.device, torch.float32))
         cells = torch.from_numpy(grid.cells).to(self.device)
-        with autocast_for(self.device, prec):
+        n_threads = kernel_threads(threads) if self.device.type == "cpu" else \
+            torch.get_num_threads()
+        with torch_threads(n_threads), autocast_for(self.device, prec):
             tokens = self.forward_tokens(x, cells, mode=mode, budget=budget)
             pooled, attn = self.attn_pool_contrastive(tokens)
         a = attn[0, 1:].double()
@@ -509,7 +547,7 @@ class Titan(nn.Module):
         per_patch[kept] = share[grid.token_of[kept]]
         return TitanOutput(slide_embedding=pooled[0].float().cpu().numpy(),
                            attention=per_patch, label=self.label, precision=prec,
-                           n_tokens=len(grid.cells))
+                           n_tokens=len(grid.cells), threads=n_threads)
 
     def forward(self, features: torch.Tensor, coords: torch.Tensor,
                 patch_size_lv0: int) -> TitanOutput:
@@ -546,7 +584,8 @@ def create_titan(*, weights: str | None = None, device: str | torch.device = "cp
 
 def titan(features: np.ndarray | torch.Tensor, coords: np.ndarray | torch.Tensor,
           patch_size_lv0: int, *, model: Titan | None = None, weights: str | None = None,
-          device: str | torch.device = "cpu", precision: str | None = None) -> TitanOutput:
+          device: str | torch.device = "cpu", precision: str | None = None,
+          threads: int | None = None) -> TitanOutput:
     """TITAN slide embedding and per-patch attention for one slide.
 
     Parameters
@@ -563,6 +602,8 @@ def titan(features: np.ndarray | torch.Tensor, coords: np.ndarray | torch.Tensor
         A model from :func:`create_titan` (reuse it across slides).
     precision : {"fp32", "fp16", "bf16"}, optional
         Autocast precision (default the model's).
+    threads : int, optional
+        Cores for the CPU kernel (see :meth:`Titan.encode_slide`).
 
     Returns
     -------
@@ -572,4 +613,5 @@ def titan(features: np.ndarray | torch.Tensor, coords: np.ndarray | torch.Tensor
     """
     m = model if model is not None else create_titan(weights=weights, device=device,
                                                      precision=precision)
-    return m.encode_slide(features, coords, patch_size_lv0, precision=precision)
+    return m.encode_slide(features, coords, patch_size_lv0, precision=precision,
+                          threads=threads)

@@ -1,0 +1,102 @@
+"""The thread policy is applied where patches are read and encoded, and recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from wsikit.features import extract_features
+from wsikit.models import Encoder, EncoderConfig
+from wsikit.models.titan import Titan
+from wsikit.patch_stream import PatchStream, stream_batches
+from wsikit.patching import TileGrid
+
+_CFG = EncoderConfig(
+    name="thread_probe", role="patch", hub_repo=None, hub_files=(), input_px=16,
+    interpolation="bilinear", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), target_mpp=0.5,
+    patch_px=256, dim=1, precision="fp32")
+
+
+class _ThreadProbe(Encoder):
+    """Returns, for every patch, the torch thread count of the process running it."""
+
+    def __init__(self) -> None:
+        super().__init__(_CFG)
+        self.label = "thread probe (tests only)"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.full((x.shape[0], 1), float(torch.get_num_threads()))
+
+
+class _WorkerThreadStream(PatchStream):
+    """Fills every patch with the reader process's torch thread count."""
+
+    def open_reader(self):  # type: ignore[override]
+        def read_into(boxes: np.ndarray, out: np.ndarray) -> None:
+            out[...] = torch.get_num_threads()
+
+        return (read_into, lambda: None), "tiles"
+
+
+def test_reader_workers_get_their_share_of_threads(synthetic_small_slide: Path,
+                                                   small_grid: TileGrid) -> None:
+    stream = _WorkerThreadStream(synthetic_small_slide, small_grid.boxes[:8], 4,
+                                 batch_size=2, threads=3)
+    seen = {int(x[:, 0].max()) for _, x in stream_batches(stream, workers=2)}
+    assert seen == {3}  # torch's DataLoader default in a worker would be 1
+    default = _WorkerThreadStream(synthetic_small_slide, small_grid.boxes[:4], 4,
+                                  batch_size=2)
+    assert {int(x[:, 0].max()) for _, x in stream_batches(default, workers=1)} == {1}
+
+
+def test_main_process_at_one_thread_while_workers_decode_and_recorded(
+        synthetic_small_slide: Path, small_grid: TileGrid, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WSIKIT_THREADS", "2")
+    before = torch.get_num_threads()
+    emb = extract_features(synthetic_small_slide, small_grid, _ThreadProbe(), workers=2,
+                           batch_size=8, progress=False, out=tmp_path)
+    assert np.unique(emb.features).tolist() == [1.0]
+    assert torch.get_num_threads() == before
+    with h5py.File(tmp_path / "features_thread_probe" / f"{small_grid.slide_name}.h5") as f:
+        a = dict(f["features"].attrs)
+    assert (int(a["threads_cores"]), a["threads_source"], int(a["threads_workers"]),
+            int(a["threads_per_worker"]), int(a["threads_main"])) == (
+        2, "WSIKIT_THREADS", 2, 1, 1)
+    # without workers the one process takes the cores it is given
+    solo = extract_features(synthetic_small_slide, small_grid, _ThreadProbe(), workers=0,
+                            progress=False, threads=3)
+    assert np.unique(solo.features).tolist() == [3.0]
+    assert solo.attrs["threads_main"] == 3 and solo.attrs["threads_source"] == "argument"
+
+
+def test_titan_kernel_takes_the_cores_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Titan().eval()
+    feats = np.random.default_rng(0).standard_normal((6, 768)).astype(np.float32)
+    coords = np.array([[x * 512, y * 512] for y in range(2) for x in range(3)])
+    monkeypatch.setenv("WSIKIT_THREADS", "3")
+    before = torch.get_num_threads()
+    assert model.encode_slide(feats, coords, 512).threads == 3
+    assert model.encode_slide(feats, coords, 512, threads=1).threads == 1
+    assert torch.get_num_threads() == before
+
+
+def test_titan_cpu_kernel_is_bit_identical_whatever_the_thread_count() -> None:
+    from wsikit.models.titan import alibi_attention_cpu, alibi_slopes
+    from wsikit.threads import torch_threads
+
+    torch.manual_seed(0)
+    n, side = 700, 30  # three query blocks of 256
+    q, k, v = (torch.randn(12, n, 64) for _ in range(3))
+    cells = torch.tensor([[i % side, i // side] for i in range(n - 1)])
+    before = torch.get_num_threads()
+    outs = []
+    for threads in (1, 2, 3):
+        with torch_threads(threads), torch.inference_mode():
+            outs.append(alibi_attention_cpu(q, k, v, cells, alibi_slopes()))
+        assert torch.get_num_threads() == before
+    assert all(torch.equal(outs[0], o) for o in outs[1:])

@@ -1,0 +1,77 @@
+"""The thread policy: cores given, the split between reader workers and the main process."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from wsikit.errors import WsikitError
+from wsikit.threads import cores_given, plan_threads, torch_threads
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 8, 16])
+@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+def test_workers_never_oversubscribe_and_main_stays_at_one(cores: int, workers: int) -> None:
+    plan = plan_threads(cores, workers=workers)
+    assert plan.main_threads == 1
+    assert plan.worker_threads >= 1
+    if workers <= cores:
+        assert workers * plan.worker_threads <= cores
+        # and no core is left idle that a worker could use
+        assert workers * (plan.worker_threads + 1) > cores
+    else:
+        assert plan.worker_threads == 1
+
+
+@pytest.mark.parametrize("cores", [1, 2, 7])
+def test_without_workers_the_main_process_takes_every_core(cores: int) -> None:
+    plan = plan_threads(cores, workers=0)
+    assert (plan.main_threads, plan.worker_threads, plan.workers) == (cores, 0, 0)
+
+
+def test_plan_attrs_name_every_number() -> None:
+    attrs = plan_threads(8, workers=3, source="WSIKIT_THREADS").as_attrs()
+    assert attrs == {"threads_cores": 8, "threads_source": "WSIKIT_THREADS",
+                     "threads_workers": 3, "threads_per_worker": 2, "threads_main": 1}
+
+
+def test_cores_given_precedence() -> None:
+    env = {"WSIKIT_THREADS": "3", "OMP_NUM_THREADS": "5"}
+    assert cores_given(4, environ=env, affinity=9) == (4, "argument")
+    assert cores_given(environ=env, affinity=9) == (3, "WSIKIT_THREADS")
+    assert cores_given(environ={"OMP_NUM_THREADS": "5"}, affinity=9) == (5, "OMP_NUM_THREADS")
+    assert cores_given(environ={"WSIKIT_THREADS": " "}, affinity=9) == (9, "affinity")
+    n, source = cores_given(environ={})
+    assert source == "affinity" and n >= 1
+
+
+@pytest.mark.parametrize("bad", ["two", "0", "-1", "1.5"])
+def test_bad_counts_are_refused_naming_the_variable(bad: str) -> None:
+    with pytest.raises(WsikitError, match="WSIKIT_THREADS"):
+        cores_given(environ={"WSIKIT_THREADS": bad})
+    with pytest.raises(WsikitError):
+        plan_threads(0, workers=1)
+
+
+def test_torch_threads_restores_the_count() -> None:
+    before = torch.get_num_threads()
+    target = 1 if before != 1 else 2
+    with torch_threads(target):
+        assert torch.get_num_threads() == target
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), torch_threads(target):
+        raise RuntimeError("inside")
+    assert torch.get_num_threads() == before
+
+
+def test_cli_threads_sets_the_cores_of_the_run(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from wsikit.cli import main
+
+    monkeypatch.delenv("WSIKIT_THREADS", raising=False)
+    assert main(["--threads", "3", "models", "--json"]) == 0
+    assert cores_given(environ=None) == (3, "WSIKIT_THREADS")
+    monkeypatch.delenv("WSIKIT_THREADS")
+    with pytest.raises(SystemExit) as exc:
+        main(["--threads", "0", "models"])
+    assert exc.value.code == 2 and "--threads 0" in capsys.readouterr().err

@@ -1,0 +1,164 @@
+"""Thread policy: how many intra-op (torch/OpenMP) threads each process of a run may use.
+
+One place decides it from the cores the run is given, so that processes never
+oversubscribe them (a thread that waits for a descheduled sibling at every OpenMP barrier
+can make a kernel several times slower than one thread on a busy machine):
+
+- **cores given**: ``threads=`` (``wsikit --threads N``), else ``WSIKIT_THREADS``, else
+  ``OMP_NUM_THREADS`` (set per worker by ``wsikit batch``), else the CPUs this process may
+  run on (its affinity mask).
+- **reading patches with** ``workers`` **reader processes**: each worker gets
+  ``max(1, cores // workers)`` threads (``workers × threads ≤ cores`` whenever
+  ``workers ≤ cores``), and the main process stays at **1** thread while they decode: it
+  only moves batches (and runs the encoder, which on a CPU would otherwise fight the
+  decoders for the same cores).
+- **no reader workers**: the one process takes all the cores.
+- **a kernel with nothing else running** (TITAN's blockwise attention): all the cores.
+
+:func:`plan_threads` is the pure policy; :func:`cores_given` reads the environment;
+:func:`torch_threads` applies a count for the duration of a block. The plan is recorded
+in feature-file attributes (:meth:`ThreadPlan.as_attrs`) and benchmark tables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from .errors import WsikitError
+
+__all__ = ["THREADS_ENV", "ThreadPlan", "cores_given", "kernel_threads", "plan_threads",
+           "torch_threads"]
+
+#: Environment variable giving the cores of a run (``wsikit --threads N`` sets it).
+THREADS_ENV = "WSIKIT_THREADS"
+
+
+@dataclass(frozen=True)
+class ThreadPlan:
+    """Intra-op threads of each process of a patch-reading run.
+
+    Attributes
+    ----------
+    cores : int
+        Cores given to the run.
+    source : str
+        Where ``cores`` came from: ``"argument"``, ``"WSIKIT_THREADS"``,
+        ``"OMP_NUM_THREADS"`` or ``"affinity"``.
+    workers : int
+        Reader processes (0: the main process reads).
+    worker_threads : int
+        Threads of each reader process (0 when there are none).
+    main_threads : int
+        Threads of the main process while the readers run.
+    """
+
+    cores: int
+    source: str
+    workers: int
+    worker_threads: int
+    main_threads: int
+
+    def as_attrs(self) -> dict[str, int | str]:
+        """Flat attributes for an output file (``threads_*``)."""
+        return {"threads_cores": self.cores, "threads_source": self.source,
+                "threads_workers": self.workers, "threads_per_worker": self.worker_threads,
+                "threads_main": self.main_threads}
+
+
+def _positive_int(value: str | int, where: str) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError) as exc:
+        raise WsikitError(f"{where}={value!r} is not a whole number; give the number of "
+                          "cores to use, e.g. 2") from exc
+    if n < 1:
+        raise WsikitError(f"{where}={n} must be at least 1 (the number of cores to use)")
+    return n
+
+
+def cores_given(threads: int | None = None, *, environ: Mapping[str, str] | None = None,
+                affinity: int | None = None) -> tuple[int, str]:
+    """The cores a run may use and where that number came from.
+
+    Parameters
+    ----------
+    threads : int, optional
+        An explicit count (``--threads``); wins over everything.
+    environ : mapping, optional
+        Environment to read (default ``os.environ``): ``WSIKIT_THREADS``, then
+        ``OMP_NUM_THREADS``.
+    affinity : int, optional
+        CPUs this process may run on (default: its affinity mask).
+
+    Returns
+    -------
+    (cores, source)
+
+    Raises
+    ------
+    WsikitError
+        A count that is not a positive whole number.
+    """
+    if threads is not None:
+        return _positive_int(threads, "threads"), "argument"
+    env = os.environ if environ is None else environ
+    for var in (THREADS_ENV, "OMP_NUM_THREADS"):
+        value = env.get(var, "").strip()
+        if value:
+            return _positive_int(value, var), var
+    if affinity is None:
+        try:
+            affinity = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # pragma: no cover - not Linux
+            affinity = os.cpu_count() or 1
+    return max(1, int(affinity)), "affinity"
+
+
+def plan_threads(cores: int, *, workers: int, source: str = "argument") -> ThreadPlan:
+    """The policy: threads of the main process and of each of ``workers`` readers.
+
+    Parameters
+    ----------
+    cores : int
+        Cores given (>= 1).
+    workers : int
+        Reader processes (>= 0).
+    source : str
+        Recorded as :attr:`ThreadPlan.source`.
+
+    Returns
+    -------
+    ThreadPlan
+        ``workers == 0``: the main process takes ``cores``; otherwise each worker
+        ``max(1, cores // workers)`` and the main process 1.
+    """
+    cores, workers = int(cores), int(workers)
+    if cores < 1 or workers < 0:
+        raise WsikitError(f"plan_threads: cores={cores} must be >= 1 and workers={workers} "
+                          ">= 0")
+    if workers == 0:
+        return ThreadPlan(cores, source, 0, 0, cores)
+    return ThreadPlan(cores, source, workers, max(1, cores // workers), 1)
+
+
+def kernel_threads(threads: int | None = None) -> int:
+    """Threads for a kernel that runs with nothing else in the process (all cores given)."""
+    return cores_given(threads)[0]
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[int]:
+    """Run the block with ``n`` torch intra-op threads, then restore the previous count."""
+    import torch
+
+    before = torch.get_num_threads()
+    if n != before:
+        torch.set_num_threads(int(n))
+    try:
+        yield int(n)
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
