@@ -15,11 +15,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["ExclusiveLock", "LockBusy"]
+__all__ = ["ExclusiveLock", "LockBusy", "wait_for_lock"]
 
 
 class LockBusy(OSError):
@@ -82,3 +83,22 @@ class ExclusiveLock:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.release()
+
+
+def wait_for_lock(path: str | os.PathLike[str], *, timeout: float = 60.0,
+                  poll: float = 0.05) -> ExclusiveLock:
+    """:class:`ExclusiveLock` on ``path``, retried every ``poll`` seconds for ``timeout``.
+
+    Raises
+    ------
+    LockBusy
+        Another process still holds it after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return ExclusiveLock(path)
+        except LockBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(poll)

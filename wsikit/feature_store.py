@@ -33,7 +33,6 @@ import contextlib
 import json
 import os
 import shutil
-import time
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -44,7 +43,7 @@ import numpy as np
 from ._atomic import TMP_MARK, write_bytes_atomic
 from ._h5 import h5_value
 from ._hints import option
-from ._lockfile import ExclusiveLock, LockBusy
+from ._lockfile import LockBusy, wait_for_lock
 from ._version import __version__
 from .errors import FeatureError
 
@@ -250,16 +249,11 @@ class FeatureStore:
     def _slide_lock(self, slide_id: str) -> Any:
         """An exclusive per-slide lock file in the store folder (waits up to a minute)."""
         assert self.local is not None
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                lock = ExclusiveLock(self.local / f".{slide_id}.write.lock")
-                break
-            except LockBusy:
-                if time.monotonic() > deadline:
-                    raise FeatureError(f"feature store {self.url}: slide {slide_id!r} has "
-                                       "been locked by another writer for a minute") from None
-                time.sleep(0.05)
+        try:
+            lock = wait_for_lock(self.local / f".{slide_id}.write.lock")
+        except LockBusy:
+            raise FeatureError(f"feature store {self.url}: slide {slide_id!r} has been locked "
+                               "by another writer for a minute") from None
         with lock:
             yield
 

@@ -39,7 +39,6 @@ import os
 import re
 import statistics
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +46,7 @@ from typing import Any
 
 from .._atomic import TMP_MARK, write_bytes_atomic
 from .._hints import on_command_line, option
-from .._lockfile import ExclusiveLock, LockBusy
+from .._lockfile import LockBusy, wait_for_lock
 from ..errors import BatchError
 from .cohort import CohortSlide
 
@@ -350,16 +349,11 @@ def _difference(plan: ShardPlan, slides: Sequence[CohortSlide]) -> str:
 def _replan(path: Path, slides: Sequence[CohortSlide], n_shards: int, index: int,
             job_root: str | os.PathLike[str]) -> ShardPlan:
     """Update the stored plan for ``slides`` under a lock (see the module docstring)."""
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            lock = ExclusiveLock(path.with_name(f".{path.name}.lock"))
-            break
-        except LockBusy:
-            if time.monotonic() > deadline:
-                raise BatchError(f"another task has been re-planning {path} for a minute; "
-                                 "try again") from None
-            time.sleep(0.05)
+    try:
+        lock = wait_for_lock(path.with_name(f".{path.name}.lock"))
+    except LockBusy:
+        raise BatchError(f"another task has been re-planning {path} for a minute; "
+                         "try again") from None
     with lock:
         old = _read_plan(path)
         chash = cohort_hash(slides)
