@@ -180,3 +180,22 @@ def test_job_folder_inside_the_cohort_folder_is_not_a_cohort(tmp_path):
     assert sorted(o.slide_id for o in s.slides) == ["a", "b"]
     other = tmp_path / "elsewhere"  # a job folder named with --out but not yet made
     assert [x.slide_id for x in read_cohort(cohort, exclude=(other,))] == ["a", "b"]
+
+
+def test_two_tasks_replanning_the_same_change_agree(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from wsikit.batch import shard_plan
+
+    cohort = make_cohort(tmp_path / "c", [f"s{i}" for i in range(5)])
+    job = tmp_path / "job"
+    shard_plan(read_cohort(cohort), 3, job)
+    (cohort / "extra.svs").write_bytes(b"e" * 10)
+    slides = read_cohort(cohort)
+    with ThreadPoolExecutor(2) as pool:  # both past the refusal, racing for the plan lock
+        plans = list(pool.map(lambda i: shard_plan(slides, 3, job, index=i, replan=True),
+                              (1, 2)))
+    assert plans[0].assignment == plans[1].assignment  # one re-plan, read by the other
+    stored = json.loads((job / "shards" / "plan-3.json").read_text())
+    assert len(stored["history"]) == 1 and stored["history"][0]["added"] == ["extra"]
+    assert set(stored["assignment"]) == {s.slide_id for s in slides}
