@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["ExclusiveLock", "LockBusy", "hold_lock"]
+__all__ = ["ExclusiveLock", "LockBusy", "hold_lock", "wait_for_lock"]
 
 #: Seconds between two attempts of :func:`hold_lock` to take a busy lock.
 POLL_S = 0.2
@@ -164,3 +164,22 @@ def _acquire(path: Path, *, what: str, wait: bool) -> ExclusiveLock | None:
                               f"(lock {path})", UserWarning, stacklevel=4)
                 told = True
             time.sleep(POLL_S)
+
+
+def wait_for_lock(path: str | os.PathLike[str], *, timeout: float = 60.0,
+                  poll: float = 0.05) -> ExclusiveLock:
+    """:class:`ExclusiveLock` on ``path``, retried every ``poll`` seconds for ``timeout``.
+
+    Raises
+    ------
+    LockBusy
+        Another process still holds it after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return ExclusiveLock(path)
+        except LockBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(poll)

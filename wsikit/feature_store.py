@@ -43,6 +43,7 @@ import numpy as np
 from ._atomic import TMP_MARK, write_bytes_atomic
 from ._h5 import h5_value
 from ._hints import option
+from ._lockfile import LockBusy, wait_for_lock
 from ._version import __version__
 from .errors import FeatureError
 
@@ -173,6 +174,14 @@ class FeatureStore:
                                "write was interrupted or is in progress); write it again")
         feats = group["features"]
         coords = group["coords"]
+        if group.attrs.get("all_chunks") is True:
+            for name, arr in (("features", feats), ("coords", coords)):
+                if arr.nchunks_initialized < arr.nchunks:
+                    raise FeatureError(
+                        f"feature store {self.url}: slide {slide_id!r} is damaged: "
+                        f"{arr.nchunks - arr.nchunks_initialized} of {arr.nchunks} chunk(s) "
+                        f"of '{name}' are missing (deleted or not copied); write the slide "
+                        "again (wsikit batch redoes it, or 'wsikit store convert' from its h5)")
         fattrs = dict(feats.attrs)
         attrs = {k: v for k, v in fattrs.items() if k not in ("encoder", "label")}
         attrs["coords"] = dict(coords.attrs)
@@ -181,8 +190,26 @@ class FeatureStore:
                           str(fattrs.get("label", fattrs.get("encoder", ""))), attrs)
 
     # ------------------------------------------------------------------ writing
-    def write(self, slide_id: str, embeddings: Any) -> None:
-        """Write (or replace) one slide's features and coords atomically (module docstring)."""
+    def write(self, slide_id: str, embeddings: Any, *, fingerprint: str | None = None,
+              overwrite: bool = False) -> None:
+        """Write (or replace) one slide's features and coords atomically (module docstring).
+
+        Parameters
+        ----------
+        fingerprint : str, optional
+            The input's fingerprint (slide content), recorded in the group. A complete group
+            of ``slide_id`` is replaced only when it records the same fingerprint and
+            encoder (a rerun of the same input; two writes without a fingerprint count as
+            the same input), or with ``overwrite``.
+        overwrite : bool
+            Replace whatever group ``slide_id`` has.
+
+        Raises
+        ------
+        FeatureError
+            The store holds another input's result for ``slide_id`` (another job sharing
+            the store, a same-named slide of another cohort).
+        """
         if self.mode == "r":
             raise FeatureError(f"feature store {self.url} is open read-only")
         if not slide_id or slide_id.startswith((".", "__")) or "/" in slide_id:
@@ -194,37 +221,80 @@ class FeatureStore:
             raise FeatureError(f"slide {slide_id}: features {feats.shape} and coords "
                                f"{coords.shape} do not match; expected (N, D) and (N, 2)")
         zarr = _zarr()
-        if self.local is not None:
-            tmp = self.local / f".{slide_id}{TMP_MARK}{uuid.uuid4().hex}"
-            try:
-                self._fill(zarr.open_group(str(tmp), mode="w"), slide_id, embeddings)
+        key = {"fingerprint": fingerprint, "encoder": embeddings.encoder}
+        if self.local is None:
+            if slide_id in self.root:
+                self._check_replace(slide_id, key, overwrite)
+                del self.root[slide_id]
+            self._fill(self.root.create_group(slide_id), slide_id, embeddings, fingerprint)
+            return
+        tmp = self.local / f".{slide_id}{TMP_MARK}{uuid.uuid4().hex}"
+        try:
+            self._fill(zarr.open_group(str(tmp), mode="w"), slide_id, embeddings, fingerprint)
+            with self._slide_lock(slide_id):  # the check and the rename are one step
                 final = self.local / slide_id
                 old = None
                 if final.exists():
+                    self._check_replace(slide_id, key, overwrite)
                     old = self.local / f".{slide_id}{TMP_MARK}old-{uuid.uuid4().hex}"
                     os.rename(final, old)
                 os.rename(tmp, final)
-                if old is not None:
-                    shutil.rmtree(old, ignore_errors=True)
-            finally:
-                if tmp.exists():
-                    shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            if slide_id in self.root:
-                del self.root[slide_id]
-            self._fill(self.root.create_group(slide_id), slide_id, embeddings)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def _slide_lock(self, slide_id: str) -> Any:
+        """An exclusive per-slide lock file in the store folder (waits up to a minute)."""
+        assert self.local is not None
+        try:
+            lock = wait_for_lock(self.local / f".{slide_id}.write.lock")
+        except LockBusy:
+            raise FeatureError(f"feature store {self.url}: slide {slide_id!r} has been locked "
+                               "by another writer for a minute") from None
+        with lock:
+            yield
+
+    def _check_replace(self, slide_id: str, key: Mapping[str, Any], overwrite: bool) -> None:
+        """Refuse to replace another input's complete result for ``slide_id``."""
+        if overwrite:
+            return
+        try:
+            attrs = dict(self._group(slide_id).attrs)
+        except Exception:  # noqa: BLE001 - an unreadable group is not anybody's result
+            return
+        if attrs.get("complete") is not True:
+            return  # an interrupted write: nothing to keep
+        have = {"fingerprint": attrs.get("input_fingerprint"), "encoder": attrs.get("encoder")}
+        if have == dict(key):
+            return
+        raise FeatureError(
+            f"feature store {self.url} already holds slide {slide_id!r} from another input "
+            f"(fingerprint {have['fingerprint']}, encoder {have['encoder']}; this one: "
+            f"{key.get('fingerprint')}, {key.get('encoder')}); give this slide another "
+            "slide_id, use another store, or delete that group first")
+
+    def _group(self, slide_id: str) -> Any:
+        zarr = _zarr()
+        if self.local is not None:
+            return zarr.open_group(str(self.local / slide_id), mode="r")
+        return self.root[slide_id]
 
     @staticmethod
-    def _fill(group: Any, slide_id: str, emb: Any) -> None:
+    def _fill(group: Any, slide_id: str, emb: Any, fingerprint: str | None = None) -> None:
         feats = np.ascontiguousarray(emb.features, dtype=np.float32)
         coords = np.ascontiguousarray(emb.coords, dtype=np.int64)
         n, dim = feats.shape
         rows = max(1, min(max(n, 1), _CHUNK_BYTES // (4 * max(dim, 1))))
+        every = {"write_empty_chunks": True}  # every chunk on disk: a missing one is damage
         fa = group.create_array("features", shape=(n, dim), chunks=(rows, max(dim, 1)),
-                                dtype="float32")
+                                dtype="float32", config=every)
         if n:
             fa[...] = feats
-        ca = group.create_array("coords", shape=(n, 2), chunks=(rows, 2), dtype="int64")
+        ca = group.create_array("coords", shape=(n, 2), chunks=(rows, 2), dtype="int64",
+                                config=every)
         if n:
             ca[...] = coords
         fattrs = {k: _json_attr(v) for k, v in emb.attrs.items()
@@ -234,6 +304,7 @@ class FeatureStore:
         ca.attrs.update({k: _json_attr(v) for k, v in dict(emb.attrs.get("coords", {})).items()
                          if v is not None})
         group.attrs.update({"slide_id": slide_id, "encoder": emb.encoder, "n_patches": int(n),
+                            "input_fingerprint": fingerprint, "all_chunks": True,
                             "wsikit_version": __version__})
         group.attrs["complete"] = True  # last: readers trust only complete groups
 
@@ -279,32 +350,50 @@ def _h5_files(src: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) ->
 
 
 def h5_to_zarr(src: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-               store: FeatureStore | str | os.PathLike[str]) -> list[str]:
+               store: FeatureStore | str | os.PathLike[str], *,
+               overwrite: bool = False) -> list[str]:
     """Copy TRIDENT-layout h5 feature files (a ``features_<encoder>/`` folder) into a store.
 
-    Returns the slide ids written (file stems).
+    A slide the store already holds is refused (``FeatureError`` naming it) unless
+    ``overwrite``. Returns the slide ids written (file stems).
     """
     from .features import Embeddings
 
     st = store if isinstance(store, FeatureStore) else open_store(store)
+    files = _h5_files(src)
+    if not overwrite:
+        held = sorted(set(st.slides()) & {p.stem for p in files})
+        if held:
+            raise FeatureError(f"feature store {st.url} already holds {len(held)} of these "
+                               f"slide(s) ({', '.join(held[:5])}); pass --overwrite "
+                               "(overwrite=True) to replace them, or convert into another store")
     done = []
-    for path in _h5_files(src):
-        st.write(path.stem, Embeddings.from_h5(path))
+    for path in files:
+        st.write(path.stem, Embeddings.from_h5(path), overwrite=overwrite)
         done.append(path.stem)
     return done
 
 
 def zarr_to_h5(store: FeatureStore | str | os.PathLike[str], out: str | os.PathLike[str], *,
-               slides: Iterable[str] | None = None) -> list[Path]:
+               slides: Iterable[str] | None = None, overwrite: bool = False) -> list[Path]:
     """Write a store's slides as ``OUT/features_<encoder>/<slide>.h5`` (TRIDENT layout).
 
-    Returns the files written.
+    Existing h5 files are refused (``FeatureError`` naming them, before anything is written)
+    unless ``overwrite``. Returns the files written.
     """
     from .features import features_path
 
     st = store if isinstance(store, FeatureStore) else open_store(store, mode="r")
+    ids = list(slides) if slides is not None else st.slides()
+    targets = {sid: features_path(out, str(st.root[sid].attrs.get("encoder", "")), sid)
+               for sid in ids if sid in st.root}
+    existing = sorted(str(p) for p in targets.values() if Path(p).exists())
+    if existing and not overwrite:
+        raise FeatureError(f"{len(existing)} h5 feature file(s) exist already "
+                           f"({', '.join(existing[:3])}); pass --overwrite "
+                           "(overwrite=True) to replace them, or convert into another folder")
     written = []
-    for sid in (list(slides) if slides is not None else st.slides()):
+    for sid in ids:
         emb = st.read(sid)
         written.append(emb.to_h5(features_path(out, emb.encoder, sid)))
     return written

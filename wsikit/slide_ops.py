@@ -23,12 +23,13 @@ import numpy as np
 from ._atomic import write_bytes_atomic
 from ._hints import keyword, option
 from ._progress import progress
-from .errors import CacheError
+from .errors import CacheError, SlideError
 from .io import Slide, open_slide
 from .io.fingerprint import check_source, recorded_slide, slide_fingerprint, write_source
 from .patching import TileGrid, coords_path, make_grid
 from .slide_outputs import check_output_name, hold_slide_outputs
-from .tissue import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask, segment_tissue
+from .tissue import (DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask, mask_shape,
+                     segment_tissue)
 
 __all__ = ["info", "segment", "patch", "check_grid_matches", "geojson_path", "greyscale_hint",
            "draw_tissue", "draw_grid", "load_tissue", "mask_path", "tissue_files", "artefact_paths"]
@@ -224,8 +225,12 @@ def _segment_open(slide: Slide, out: Path, *, name: str | None = None, mask_mpp:
                   thumb_size: int | None) -> TissueMask:
     from PIL import Image
 
-    tm = segment_tissue(slide, mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
-                        min_hole_um2=min_hole_um2)
+    _check_segment_size(slide, mask_mpp)
+    try:
+        tm = segment_tissue(slide, mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
+                            min_hole_um2=min_hole_um2)
+    except MemoryError as exc:
+        raise SlideError(_segment_size_message(slide, mask_mpp, "not enough memory")) from exc
     hint = greyscale_hint(slide) if not np.any(tm.mask) else ""
     if hint:
         import warnings
@@ -246,6 +251,32 @@ def _segment_open(slide: Slide, out: Path, *, name: str | None = None, mask_mpp:
     write_bytes_atomic(out / "thumbnails" / f"{name}_tissue.png",
                        _png_bytes(Image.fromarray(draw_tissue(thumb, tm))))
     return tm
+
+
+#: Largest tissue mask segmented (pixels): beyond it the header's size is taken as damage.
+MAX_MASK_PX = 1 << 31
+
+
+def _segment_size_message(slide: Slide, mask_mpp: float, why: str) -> str:
+    W, H = slide.dimensions
+    w, h = mask_shape((W, H), slide.mpp, mpp=mask_mpp)
+    level = slide.best_level(W / w)
+    lw, lh = slide.level_dimensions[level]
+    return (f"{slide.path}: cannot segment: its header claims {W:,} x {H:,} px "
+            f"({W * H / 2**30:.1f} Gpx) at {slide.mpp:g} µm/px, so the tissue mask at "
+            f"{mask_mpp:g} µm/px is {w:,} x {h:,} px, read from level {level} ({lw:,} x "
+            f"{lh:,} px, {lw * lh * 3 / 2**30:.1f} GiB as RGB): {why}. Check that the file is "
+            f"not damaged and its mpp is right ({keyword('mpp')}); for a real slide this size "
+            f"pass a coarser {keyword('mask_mpp')} or convert it to a pyramidal TIFF "
+            "(e.g. vips tiffsave --tile --pyramid)")
+
+
+def _check_segment_size(slide: Slide, mask_mpp: float) -> None:
+    """Refuse a mask too large to be a real slide's, naming the size and the fix."""
+    w, h = mask_shape(slide.dimensions, slide.mpp, mpp=mask_mpp)
+    if w * h > MAX_MASK_PX:
+        raise SlideError(_segment_size_message(slide, mask_mpp, f"more than {MAX_MASK_PX:,} "
+                                               "mask pixels"))
 
 
 def check_grid_matches(grid: TileGrid, slide: Slide, source: _PathLike) -> None:

@@ -545,40 +545,66 @@ class TissueMask:
             raise TissueError(f"{where}: expected a GeoJSON FeatureCollection or Feature; "
                               "fix or delete the file, or pass "
                               f"{option('resegment')} to segment again")
+        if not isinstance(geoms, list):
+            raise TissueError(f"{where}: 'features' is not a list; fix or delete the file, or "
+                              f"pass {option('resegment')} to segment again")
+        filled = 0
         for i, geom in enumerate(geoms):
             try:
-                _fill_geometry(mask, geom, sx, sy, fill_polygon)
+                filled += _fill_geometry(mask, geom, sx, sy, fill_polygon)
             except (AttributeError, KeyError, TypeError, ValueError) as exc:
                 raise TissueError(
                     f"{where}: geometry {i} is not a valid Polygon/MultiPolygon ({exc}); fix "
                     f"or delete the file, or pass {option('resegment')} to segment again") from exc
+        if geoms and not filled:  # features, but not one polygon: not "no tissue"
+            raise TissueError(f"{where}: none of its {len(geoms)} feature(s) is a Polygon or "
+                              "MultiPolygon with a ring of 3 or more [x, y] points, so it "
+                              "outlines no tissue; fix or delete the file, or pass "
+                              f"{option('resegment')} to segment again")
         return cls(mask=mask, mpp=float(eff_mpp), downsample=eff_mpp / slide_mpp,
                    level0_size=(W, H),
                    slide_mpp=float(slide_mpp), slide_name=slide_name)
 
 
+_OTHER_GEOMETRIES = ("Point", "MultiPoint", "LineString", "MultiLineString",
+                     "GeometryCollection")
+
+
 def _fill_geometry(mask: np.ndarray, geom: Any, sx: float, sy: float, fill_polygon: Any
-                   ) -> None:
+                   ) -> int:
     """Rasterise one GeoJSON geometry (level-0 px) into ``mask`` (h, w) with scale ``sx, sy``.
 
-    Polygon and MultiPolygon are filled (interiors cut out); other types are ignored.
+    Polygon and MultiPolygon are filled (interiors cut out); the other GeoJSON types are
+    ignored. Returns the number of outer rings filled.
+
+    Raises
+    ------
+    ValueError
+        Not a GeoJSON geometry type, or a ring that is not a list of ``[x, y]`` points.
     """
     if not geom:
-        return
+        return 0
     if geom.get("type") == "Polygon":
         polys = [geom["coordinates"]]
     elif geom.get("type") == "MultiPolygon":
         polys = geom["coordinates"]
+    elif geom.get("type") in _OTHER_GEOMETRIES:
+        return 0
     else:
-        return
+        raise ValueError(f"geometry type {geom.get('type')!r} is not a GeoJSON type")
     h, w = mask.shape
+    filled = 0
     for rings in polys:
         for j, ring in enumerate(rings):
             r = np.asarray(ring, np.float64)
-            if r.ndim != 2 or len(r) < 3 or r.shape[1] < 2:
+            if r.ndim != 2 or r.shape[1] < 2:
+                raise ValueError(f"ring {j} is not a list of [x, y] points (shape {r.shape})")
+            if len(r) < 3:
                 continue
             rr, cc = fill_polygon(r[:, 1] / sy - 0.5, r[:, 0] / sx - 0.5, (h, w))
             mask[rr, cc] = j == 0
+            filled += j == 0
+    return filled
 
 
 def mask_shape(level0_size: tuple[int, int], slide_mpp: float, *, mpp: float,

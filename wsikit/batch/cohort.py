@@ -68,7 +68,8 @@ class CohortSlide:
 
 
 def read_cohort(source: str | os.PathLike[str], *, mpp: float | None = None,
-                extensions: Sequence[str] = SLIDE_EXTENSIONS) -> list[CohortSlide]:
+                extensions: Sequence[str] = SLIDE_EXTENSIONS,
+                exclude: Sequence[str | os.PathLike[str]] = ()) -> list[CohortSlide]:
     """Read a cohort from a folder (recursive) or a CSV file.
 
     Parameters
@@ -80,6 +81,11 @@ def read_cohort(source: str | os.PathLike[str], *, mpp: float | None = None,
         Default level-0 µm/px for slides whose cohort entry gives none (the ``--mpp`` option).
     extensions : sequence of str
         Recognised slide file endings (folder cohorts only).
+    exclude : sequence of path
+        Folders never searched (folder cohorts only): ``wsikit batch`` passes its job folder.
+        wsikit's own output folders (a job folder with ``state/`` and ``locks/``, a result
+        folder with a ``.wsikit-complete`` record) are skipped anyway, so a job folder kept
+        inside the cohort folder never has its masks taken as slides.
 
     Returns
     -------
@@ -96,7 +102,8 @@ def read_cohort(source: str | os.PathLike[str], *, mpp: float | None = None,
     if mpp is not None and not (mpp > 0):
         raise BatchError(f"mpp must be a positive number of µm/px, got {mpp!r}")
     if source.is_dir():
-        slides = _read_folder(source, mpp, tuple(e.lower() for e in extensions))
+        skip = {os.path.realpath(os.path.expanduser(p)) for p in exclude}
+        slides = _read_folder(source, mpp, tuple(e.lower() for e in extensions), skip)
     elif source.is_file():
         if source.suffix.lower() not in (".csv", ".tsv"):
             raise BatchError(
@@ -111,34 +118,66 @@ def read_cohort(source: str | os.PathLike[str], *, mpp: float | None = None,
     return sorted(slides, key=lambda s: s.slide_id)
 
 
-def _read_folder(folder: Path, mpp: float | None, extensions: tuple[str, ...]
-                 ) -> list[CohortSlide]:
+def _is_output_folder(path: str) -> bool:
+    """Whether ``path`` is a folder wsikit wrote (a batch job folder or a result folder)."""
+    return ((os.path.isdir(os.path.join(path, "state"))
+             and os.path.isdir(os.path.join(path, "locks")))
+            or os.path.isfile(os.path.join(path, ".wsikit-complete")))
+
+
+def _read_folder(folder: Path, mpp: float | None, extensions: tuple[str, ...],
+                 skip: set[str] | None = None) -> list[CohortSlide]:
     paths: list[Path] = []
-    dicom_dirs: set[Path] = set()
-    seen: set[str] = set()
+    dicom_dirs: dict[Path, list[Path]] = {}
+    seen: set[str] = set(skip or ())
     for root, dirs, files in os.walk(folder, followlinks=True):
         seen.add(os.path.realpath(root))  # a linked folder loop is walked once
         dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                         and os.path.realpath(os.path.join(root, d)) not in seen)
+                         and os.path.realpath(os.path.join(root, d)) not in seen
+                         and not _is_output_folder(os.path.join(root, d)))
         for name in sorted(files):
             if name.startswith(".") or not name.lower().endswith(extensions):
                 continue
             path = Path(root) / name
             if name.lower().endswith(".dcm"):
-                # A DICOM WSI is a folder of .dcm files (one per level): one slide per folder,
-                # named after the folder; OpenSlide opens it from any of its files.
-                if path.parent in dicom_dirs:
-                    continue
-                dicom_dirs.add(path.parent)
+                dicom_dirs.setdefault(path.parent, []).append(Path(os.path.abspath(path)))
+                continue
             # Absolute but not resolved: a symlinked slide is named after the link (the path
             # the user gave), not after the file or folder it points to.
             paths.append(Path(os.path.abspath(path)))
     entries: list[tuple[Path, str | None, float | None]] = [(p, None, None) for p in paths]
-    return _make_unique(entries, folder, mpp, explicit_ids=False, rows={})
+    by_file: set[Path] = set()
+    for files in dicom_dirs.values():
+        # A DICOM WSI is a series of .dcm files (one per level): one slide per series, opened
+        # from any of its files; a folder of one series is named after the folder, several
+        # series in one folder (single-file slides) each after its first file.
+        firsts = _dicom_series_firsts(files)
+        entries.extend((f, None, None) for f in firsts)
+        if len(firsts) > 1:
+            by_file.update(firsts)
+    return _make_unique(entries, folder, mpp, explicit_ids=False, rows={}, by_file=by_file)
 
 
-def _default_id(path: Path) -> str:
-    if path.suffix.lower() == ".dcm":
+def _dicom_series_firsts(files: list[Path]) -> list[Path]:
+    """The first file of each DICOM series among ``files`` (all in one folder, sorted)."""
+    try:
+        import pydicom
+    except ImportError:  # without pydicom (the dicom extra): one slide per folder
+        return files[:1]
+    firsts: dict[str, Path] = {}
+    for f in files:
+        try:
+            uid = str(pydicom.dcmread(f, stop_before_pixels=True,
+                                      specific_tags=["SeriesInstanceUID"])
+                      .get("SeriesInstanceUID", ""))
+        except Exception:  # noqa: BLE001 - unreadable header: with the folder's first slide
+            uid = ""
+        firsts.setdefault(uid, f)
+    return list(firsts.values())
+
+
+def _default_id(path: Path, by_file: bool = False) -> str:
+    if path.suffix.lower() == ".dcm" and not by_file:
         return _sanitise(path.parent.name)
     from ..io.slide import slide_stem
 
@@ -234,10 +273,14 @@ def _read_csv(csv_path: Path, mpp: float | None) -> list[CohortSlide]:
 def _make_unique(entries: list[tuple[Path, str | None, float | None]], base: Path,
                  mpp: float | None, *, explicit_ids: bool, rows: dict[Path, int],
                  extras: dict[Path, dict[str, str]] | None = None,
-                 csv_path: Path | None = None) -> list[CohortSlide]:
-    """Give every entry a unique id; colliding default ids get parent folder names prefixed."""
+                 csv_path: Path | None = None, by_file: set[Path] | None = None
+                 ) -> list[CohortSlide]:
+    """Give every entry a unique id; colliding default ids get parent folder names prefixed.
+
+    ``by_file``: DICOM files named after their file, not their folder (several series in
+    one folder)."""
     fixed = {sid for _, sid, _ in entries if sid}
-    pending = [(p, _default_id(p), m) for p, sid, m in entries if not sid]
+    pending = [(p, _default_id(p, p in (by_file or ())), m) for p, sid, m in entries if not sid]
     ids: dict[Path, str] = {p: sid for p, sid, _ in entries if sid}
     groups: dict[str, list[Path]] = defaultdict(list)
     for path, sid, _ in pending:

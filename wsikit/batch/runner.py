@@ -157,6 +157,8 @@ def _complete(state: Mapping[str, Any] | None, steps: Sequence[str], config: Bat
     if (fingerprint is not None and state.get("fingerprint") is None and slide is not None
             and state.get("path") != str(slide.path)):
         return None
+    if slide is not None and _mpp_changed(state, slide):
+        return None
     records = state.get("steps") or {}
     for name in steps:
         record = records.get(name)
@@ -169,6 +171,21 @@ def _complete(state: Mapping[str, Any] | None, steps: Sequence[str], config: Bat
         if record.get("skipped"):
             return "skipped"  # later steps never run for this slide
     return str(state["status"])
+
+
+def _mpp_changed(state: Mapping[str, Any] | None, slide: CohortSlide) -> bool:
+    """Whether the cohort's mpp for ``slide`` differs from the one its state was made with
+    (a corrected mpp redoes every step: mask, grid and features all depend on it)."""
+    if not state:
+        return False
+    if "cohort_mpp" in state:
+        recorded = state["cohort_mpp"]
+        if recorded is None or slide.mpp is None:
+            return recorded is not slide.mpp
+        return abs(float(recorded) - slide.mpp) > 1e-9 * max(1.0, slide.mpp)
+    used = state.get("mpp")  # states from before cohort_mpp was recorded
+    return (slide.mpp is not None and isinstance(used, (int, float))
+            and abs(float(used) - slide.mpp) > 1e-9 * max(1.0, slide.mpp))
 
 
 def _versions(engine: str) -> dict[str, Any]:
@@ -218,6 +235,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
               per_scale: int = 1, min_coverage: float = 1.0, max_iou: float = 0.5,
               margin: float = 2, layout: str = "nested", min_score: float | str = "median",
               index: str | None = None, k: int = 5, shard: tuple[int, int] | str | None = None,
+              replan: bool = False,
               store: str | None = None, slide_timeout: float | None = DEFAULT_SLIDE_TIMEOUT,
               progress: bool | None = None,
               echo: Callable[[str], None] | None = None) -> BatchSummary:
@@ -262,7 +280,11 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     shard : (int, int) or "I/N", optional
         Process only shard ``I`` (0-based) of ``N`` size-balanced shards
         (:mod:`wsikit.batch.shard`); the shard's run.json/summary.json go to
-        ``JOBDIR/shards/I-of-N/``.
+        ``JOBDIR/shards/I-of-N/``. The plan is fixed by the first task; a later task whose
+        cohort differs is refused with the difference.
+    replan : bool
+        Instead of refusing a changed cohort, update the shard plan: kept slides keep their
+        shard, added ones go to this shard, removed ones are recorded in the plan.
     store : {"h5", "zarr", "zarr:URL"}, optional
         Also write each slide's features into a zarr feature store (:mod:`wsikit.feature_store`).
     slide_timeout : float, optional
@@ -310,7 +332,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
                          index=None if index is None else str(Path(index).resolve()),
                          k=int(k), store=parse_store(store))
     if isinstance(cohort, (str, os.PathLike)):
-        slides = read_cohort(cohort, mpp=mpp)
+        slides = read_cohort(cohort, mpp=mpp, exclude=(out,))
         cohort_source = str(Path(cohort).expanduser().resolve())
     else:
         slides = sorted(cohort, key=lambda s: s.slide_id)
@@ -318,7 +340,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         if len({s.slide_id for s in slides}) != len(slides):
             raise BatchError("cohort has duplicate slide_id values; ids name output files")
     job = JobFolder(out, stale_after=stale_after)
-    slides = select_shard(slides, shard, job.root)
+    slides = select_shard(slides, shard, job.root, replan=replan)
     run_path, summary_path = run_files(job, shard)
     checked = {s.slide_id: preflight(s) for s in slides}
     runner = _make_engine(engine, devices=devices, workers=workers, ray_address=ray_address,
@@ -417,7 +439,8 @@ class _Coordinator:
                          quiet=True)
             return False
         if (state and state.get("status") == "failed" and not self.retry_failed
-                and state.get("fingerprint", fingerprint) == fingerprint):
+                and state.get("fingerprint", fingerprint) == fingerprint
+                and not _mpp_changed(state, slide)):
             err = (state.get("error") or {}).get("message", "unknown error")
             self._settle(SlideOutcome(slide.slide_id, "failed",
                                       message=f"failed in an earlier run ({err}); pass "
@@ -469,7 +492,7 @@ class _Coordinator:
                         self._finish(by_id[result["slide_id"]], result)
                 elif waiting:
                     time.sleep(0.25)
-                if time.monotonic() - last_beat > 5:
+                if time.monotonic() - last_beat > self.job.heartbeat_every:
                     for lock in self.locks.values():
                         lock.heartbeat()
                     last_beat = time.monotonic()
@@ -500,13 +523,14 @@ class _Coordinator:
         recorded = (state or {}).get("fingerprint")
         same_slide = (recorded == fingerprint if recorded is not None
                       else (state or {}).get("path") in (None, str(slide.path)))
+        same_slide = same_slide and not _mpp_changed(state, slide)  # new mpp: redo all
         stale = self._stale(slide)  # steps whose weight file changed since
         previous = ({k: v for k, v in ((state or {}).get("steps") or {}).items()
                      if k not in stale} if same_slide else {})  # another slide: no reuse
         attempts = int((state or {}).get("attempts", 0)) + 1
         self.job.write_state(slide.slide_id, {
             "slide_id": slide.slide_id, "path": str(slide.path),
-            "fingerprint": fingerprint, "status": "running",
+            "fingerprint": fingerprint, "cohort_mpp": slide.mpp, "status": "running",
             "attempts": attempts, "started": now_iso(),
             "runner": {"pid": os.getpid(), "host": socket.gethostname()},
             "steps": previous})
@@ -521,6 +545,7 @@ class _Coordinator:
         state = {
             "slide_id": slide.slide_id, "path": str(slide.path),
             "fingerprint": self.checked.get(slide.slide_id, (None, None))[0], "status": status,
+            "cohort_mpp": slide.mpp,
             "attempts": old.get("attempts", 1), "started": old.get("started"),
             "finished": now_iso(), "seconds": result.get("seconds"),
             "runner": old.get("runner"), "worker": result.get("worker"),

@@ -11,10 +11,16 @@ Every shard of one job uses the same assignment, computed once and stored in the
 * **assignment** is greedy longest-processing-time: slides sorted by ``(size desc, slide_id)``
   each go to the shard with the smallest load so far (ties: lowest shard index). Its largest
   shard is within ``4/3 − 1/(3N)`` of the best possible (Graham 1969);
-* **the plan** is written to ``JOBDIR/shards/plan-<N>-<cohort hash>.json`` by the first shard
-  that starts (``os.link`` of a complete temporary file: create-if-absent, atomic on local
-  and NFS file systems); every other shard reads that file. Sizes may change while shards run
-  (grids appear), so shards never recompute a plan that exists: they could disagree otherwise.
+* **the plan** is written to ``JOBDIR/shards/plan-<N>.json`` by the first shard that starts
+  (``os.link`` of a complete temporary file: create-if-absent, atomic on local and NFS file
+  systems); every other shard reads that file. Sizes may change while shards run (grids
+  appear), so shards never recompute a plan that exists: they could disagree otherwise;
+* **a changed cohort** (slides added, removed or moved since the plan was made) is refused
+  with the difference: a plan made from another cohort would leave some slides to no shard.
+  With ``replan=True`` (``--replan``) the plan is updated under a lock, every slide of both
+  cohorts accounted for: kept slides keep their shard (tasks that already ran keep theirs),
+  added slides go to the shard that asked (it processes them now), removed ones are listed
+  in the plan's ``history``.
 
 Shards never share a slide, and even where two runs were started with different plans the
 per-slide locks and states of :mod:`wsikit.batch.state` keep one slide from being processed
@@ -34,12 +40,13 @@ import re
 import statistics
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._atomic import TMP_MARK
+from .._atomic import TMP_MARK, write_bytes_atomic
 from .._hints import on_command_line, option
+from .._lockfile import LockBusy, wait_for_lock
 from ..errors import BatchError
 from .cohort import CohortSlide
 
@@ -204,6 +211,10 @@ class ShardPlan:
         Slide id → shard index.
     path : Path or None
         The plan file.
+    paths : mapping of str to str
+        Slide id → slide path when the plan was made (shows what changed in a cohort).
+    history : tuple of mapping
+        One entry per re-plan: cohort hashes, slides added (and their shard) and removed.
     """
 
     n_shards: int
@@ -212,6 +223,8 @@ class ShardPlan:
     sizes: Mapping[str, float]
     assignment: Mapping[str, int]
     path: Path | None = None
+    paths: Mapping[str, str] = field(default_factory=dict)
+    history: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def loads(self) -> list[float]:
@@ -237,13 +250,16 @@ class ShardPlan:
                 "cohort_hash": self.cohort_hash, "unit": self.unit,
                 "loads": [round(v, 3) for v in self.loads],
                 "imbalance": round(self.imbalance, 4),
-                "sizes": dict(self.sizes), "assignment": dict(self.assignment)}
+                "sizes": dict(self.sizes), "assignment": dict(self.assignment),
+                "paths": dict(self.paths), "history": [dict(h) for h in self.history]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: Path | None = None) -> ShardPlan:
         return cls(int(data["n_shards"]), str(data["cohort_hash"]), str(data["unit"]),
                    {str(k): float(v) for k, v in data["sizes"].items()},
-                   {str(k): int(v) for k, v in data["assignment"].items()}, path)
+                   {str(k): int(v) for k, v in data["assignment"].items()}, path,
+                   {str(k): str(v) for k, v in (data.get("paths") or {}).items()},
+                   tuple(dict(h) for h in data.get("history") or ()))
 
 
 def cohort_hash(slides: Sequence[CohortSlide]) -> str:
@@ -253,31 +269,111 @@ def cohort_hash(slides: Sequence[CohortSlide]) -> str:
 
 
 def shard_plan(slides: Sequence[CohortSlide], n_shards: int,
-               job_root: str | os.PathLike[str] | None = None) -> ShardPlan:
+               job_root: str | os.PathLike[str] | None = None, *,
+               index: int | None = None, replan: bool = False) -> ShardPlan:
     """The plan for ``slides`` in ``n_shards``: read from the job folder, else made and stored.
 
     Without ``job_root`` the plan is computed from file sizes only and not stored.
+
+    Parameters
+    ----------
+    index : int, optional
+        The shard asking (receives the added slides of a re-plan).
+    replan : bool
+        Update a stored plan made from another cohort instead of refusing (module docstring).
+
+    Raises
+    ------
+    BatchError
+        The stored plan was made from another cohort (the difference is named) and
+        ``replan`` is false.
     """
     if n_shards < 1:
         raise BatchError(f"number of shards must be at least 1, got {n_shards}")
     chash = cohort_hash(slides)
     if job_root is None:
         sizes, unit = slide_sizes(slides, None)
-        return ShardPlan(n_shards, chash, unit, sizes, assign_shards(sizes, n_shards))
+        return ShardPlan(n_shards, chash, unit, sizes, assign_shards(sizes, n_shards),
+                         paths=_paths(slides))
     folder = Path(job_root) / "shards"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"plan-{n_shards}-{chash}.json"
-    existing = _read_plan(path)
-    if existing is not None:
+    path = folder / f"plan-{n_shards}.json"
+    existing = _read_plan(path) or _read_plan(folder / f"plan-{n_shards}-{chash}.json")
+    if existing is None:
+        sizes, unit = slide_sizes(slides, job_root)
+        plan = ShardPlan(n_shards, chash, unit, sizes, assign_shards(sizes, n_shards), path,
+                         _paths(slides))
+        _create_once(path, _encode(plan))
+        existing = _read_plan(path)
+        if existing is None:
+            raise BatchError(f"cannot read the shard plan {path} just written; check the job "
+                             "folder's file system")
+    if existing.cohort_hash == chash:
         return existing
-    sizes, unit = slide_sizes(slides, job_root)
-    plan = ShardPlan(n_shards, chash, unit, sizes, assign_shards(sizes, n_shards), path)
-    _create_once(path, json.dumps(plan.to_dict(), indent=1, sort_keys=True).encode())
-    stored = _read_plan(path)
-    if stored is None:
-        raise BatchError(f"cannot read the shard plan {path} just written; check the job "
-                         "folder's file system")
-    return stored
+    if not replan:
+        raise BatchError(f"the cohort changed since the first task of this job made its shard "
+                         f"plan {existing.path}: {_difference(existing, slides)}; run every "
+                         "task of the array with the same cohort (a new cohort: a new --out), "
+                         "or pass --replan to keep the plan's assignments and give the added "
+                         "slides to this shard")
+    return _replan(existing.path or path, slides, n_shards, index or 0, job_root)
+
+
+def _paths(slides: Sequence[CohortSlide]) -> dict[str, str]:
+    return {s.slide_id: str(s.path) for s in slides}
+
+
+def _encode(plan: ShardPlan) -> bytes:
+    return json.dumps(plan.to_dict(), indent=1, sort_keys=True).encode()
+
+
+def _changes(plan: ShardPlan, slides: Sequence[CohortSlide]
+             ) -> tuple[list[str], list[str], list[str]]:
+    """Slide ids ``(added, removed, moved)`` of ``slides`` against ``plan``."""
+    now = _paths(slides)
+    added = sorted(set(now) - set(plan.assignment))
+    removed = sorted(set(plan.assignment) - set(now))
+    moved = sorted(sid for sid in set(now) & set(plan.assignment)
+                   if plan.paths and plan.paths.get(sid) not in (None, now[sid]))
+    return added, removed, moved
+
+
+def _difference(plan: ShardPlan, slides: Sequence[CohortSlide]) -> str:
+    def some(ids: list[str]) -> str:
+        return ", ".join(ids[:5]) + (f", … ({len(ids) - 5} more)" if len(ids) > 5 else "")
+
+    added, removed, moved = _changes(plan, slides)
+    parts = [f"{len(ids)} slide(s) {word} ({some(ids)})"
+             for word, ids in (("added", added), ("removed", removed),
+                               ("with another path", moved)) if ids]
+    return "; ".join(parts) or "the slide list differs"
+
+
+def _replan(path: Path, slides: Sequence[CohortSlide], n_shards: int, index: int,
+            job_root: str | os.PathLike[str]) -> ShardPlan:
+    """Update the stored plan for ``slides`` under a lock (see the module docstring)."""
+    try:
+        lock = wait_for_lock(path.with_name(f".{path.name}.lock"))
+    except LockBusy:
+        raise BatchError(f"another task has been re-planning {path} for a minute; "
+                         "try again") from None
+    with lock:
+        old = _read_plan(path)
+        chash = cohort_hash(slides)
+        if old is None or old.cohort_hash == chash:  # another task re-planned it already
+            return old if old is not None else shard_plan(slides, n_shards, job_root)
+        added, removed, moved = _changes(old, slides)
+        now = _paths(slides)
+        sizes, _ = slide_sizes([s for s in slides if s.slide_id in added], job_root)
+        assignment = {sid: k for sid, k in old.assignment.items() if sid in now}
+        assignment.update(dict.fromkeys(added, index))
+        all_sizes = {sid: float(old.sizes.get(sid, sizes.get(sid, 0.0))) for sid in assignment}
+        entry = {"from": old.cohort_hash, "to": chash, "by_shard": index,
+                 "added": added, "removed": removed, "moved": moved}
+        plan = ShardPlan(n_shards, chash, old.unit, all_sizes, assignment, path, now,
+                         (*old.history, entry))
+        write_bytes_atomic(path, _encode(plan))
+        return plan
 
 
 def _read_plan(path: Path) -> ShardPlan | None:
@@ -312,13 +408,18 @@ def _create_once(path: Path, data: bytes) -> None:
 
 
 def select_shard(slides: Sequence[CohortSlide], shard: tuple[int, int] | str | None,
-                 job_root: str | os.PathLike[str] | None = None) -> list[CohortSlide]:
-    """The slides of ``shard`` (all slides when ``None``), in the cohort's order."""
+                 job_root: str | os.PathLike[str] | None = None, *,
+                 replan: bool = False) -> list[CohortSlide]:
+    """The slides of ``shard`` (all slides when ``None``), in the cohort's order.
+
+    A stored plan made from another cohort is refused, or updated with ``replan``
+    (:func:`shard_plan`).
+    """
     parsed = parse_shard(shard)
     if parsed is None:
         return list(slides)
     index, count = parsed
-    plan = shard_plan(slides, count, job_root)
+    plan = shard_plan(slides, count, job_root, index=index, replan=replan)
     return [s for s in slides if plan.assignment.get(s.slide_id) == index]
 
 

@@ -17,9 +17,10 @@ every output it lists still exists with the recorded size (and, with ``verify=Tr
 recorded SHA-256), so a file left by a crash is never trusted.
 
 Locks are files created with ``O_CREAT | O_EXCL`` holding the owner's pid, host name and start
-time; a runner refreshes the file's modification time while it works (heartbeat). A lock is
-stale when its pid is dead on this host, or when its heartbeat is older than ``stale_after``
-seconds (another host died); stale locks are broken under a short ``filelock`` mutex so two
+time; a runner refreshes the file's modification time while it works (heartbeat). On the same
+host a lock is stale exactly when its pid is dead (its age never matters); another host's lock
+is stale when its heartbeat is older than ``stale_after`` seconds, a modification time in the
+future (clock skew) counting as age too; stale locks are broken under a short ``filelock`` mutex so two
 runners never break and re-take the same lock at once.
 """
 
@@ -90,6 +91,12 @@ class JobFolder:
             raise BatchError(f"cannot create job folder {self.root}: {exc}") from exc
 
     # ------------------------------------------------------------------ paths
+    @property
+    def heartbeat_every(self) -> float:
+        """Seconds between heartbeats: 5, or a third of ``stale_after`` when that is shorter,
+        so another host never sees a live runner's lock go stale between two beats."""
+        return max(0.05, min(5.0, self.stale_after / 3))
+
     @property
     def run_path(self) -> Path:
         return self.root / "run.json"
@@ -168,9 +175,10 @@ class JobFolder:
         return out
 
     def clean_temporaries(self) -> int:
-        """Remove temporary files left by crashed atomic writes (older than ``stale_after``)."""
+        """Remove temporary files left by crashed atomic writes (older than ``stale_after``,
+        and at least an hour: a short ``stale_after`` never removes a live writer's file)."""
         removed = 0
-        cutoff = time.time() - self.stale_after
+        cutoff = time.time() - max(self.stale_after, 3600.0)
         for path in self.root.rglob(f"*{TMP_MARK}*"):
             with contextlib.suppress(OSError):
                 if path.is_file() and path.stat().st_mtime < cutoff:
@@ -250,18 +258,26 @@ class SlideLock:
         return data if isinstance(data, dict) else {}
 
     def is_stale(self, owner: Mapping[str, Any] | None = None) -> bool:
-        """Whether the current lock file belongs to a dead owner."""
+        """Whether the current lock file belongs to a dead owner.
+
+        On this host the owner's pid decides, whatever the lock's age (a live runner is never
+        broken because ``stale_after`` is short or the clock jumped; a dead one is stale at
+        once). A lock of another host is stale once its heartbeat has stopped for
+        ``stale_after`` seconds, the age being ``|now - mtime|``: a modification time in the
+        future (that node's clock is ahead) ages like a past one instead of looking fresh
+        forever.
+        """
         owner = self.read_owner() if owner is None else owner
         if owner is None:
             return False
+        if owner.get("host") == _HOST and isinstance(owner.get("pid"), int):
+            return not _pid_alive(owner["pid"])
         try:
-            age = time.time() - self.path.stat().st_mtime
+            age = abs(time.time() - self.path.stat().st_mtime)
         except FileNotFoundError:
             return False
         if age > self.stale_after:
             return True
-        if owner.get("host") == _HOST and isinstance(owner.get("pid"), int):
-            return not _pid_alive(owner["pid"])
         # Unreadable content: wait until the heartbeat timeout (or a few seconds for a crash
         # between create and write) decides.
         return not owner and age > min(self.stale_after, 10.0)

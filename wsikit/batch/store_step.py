@@ -5,7 +5,9 @@
 another folder or any fsspec URL (``zarr:s3://bucket/cohort.zarr``). The h5 feature files are
 still written (later steps read them); the store is for cohort-level consumers (training,
 object storage). Every slide's group is written atomically, so all workers, shards and nodes
-can fill one store.
+can fill one store; each group records its input's fingerprint, and a group of another input
+(another job sharing the store, with a slide id in common) is never replaced: that slide fails
+with one line naming both.
 """
 
 from __future__ import annotations
@@ -51,7 +53,10 @@ def store_step(ctx: SlideContext) -> dict[str, Any]:
     store = ctx.cache.get(("zarr-store", url))
     if store is None:
         store = ctx.cache[("zarr-store", url)] = open_store(url)
-    store.write(ctx.slide_id, emb)
+    from ..io.fingerprint import slide_fingerprint
+
+    # Keyed by the input: another job's result for this slide id is never replaced.
+    store.write(ctx.slide_id, emb, fingerprint=slide_fingerprint(ctx.slide.path))
     if store.local is not None:  # the group's metadata exists only once the group is complete
         ctx.add_output("group", store.local / ctx.slide_id / "zarr.json")
     return {"store": url, "group": ctx.slide_id, "n_patches": len(emb)}

@@ -93,7 +93,11 @@ def register(subparsers: Any) -> None:
                    help="process only shard I of N, I counted from 0 (0/4 … 3/4; not 1/4 … 4/4 "
                         "as in pytest-split or Playwright), balanced by tile count (grids "
                         "in JOBDIR) or file size; every shard of a job array shares one plan "
-                        "stored in JOBDIR/shards/")
+                        "stored in JOBDIR/shards/ by the first task; a task whose cohort "
+                        "differs from the plan's is refused")
+    p.add_argument("--replan", action="store_true",
+                   help="with --shard: accept a changed cohort, keeping the plan's assignments "
+                        "and giving added slides to this shard (every slide accounted for)")
     p.add_argument("--store", default="h5", metavar="h5|zarr|zarr:URL",
                    help="also write features into a zarr cohort store: 'zarr' for "
                         "JOBDIR/features_<encoder>.zarr, 'zarr:URL' for a folder or fsspec URL "
@@ -186,6 +190,7 @@ def batch_command(args: argparse.Namespace) -> int:
         scales=args.scales, per_scale=args.per_scale, min_coverage=args.min_coverage,
         max_iou=args.max_iou, margin=args.margin, layout=args.layout,
         min_score=args.min_score, index=args.index,
-        k=args.k, shard=args.shard, store=args.store, slide_timeout=args.slide_timeout,
+        k=args.k, shard=args.shard, replan=args.replan, store=args.store,
+        slide_timeout=args.slide_timeout,
         progress=False if args.no_progress else None)
     return summary.exit_code

@@ -26,11 +26,11 @@ def _convert(args: argparse.Namespace) -> int:
     from ..feature_store import h5_to_zarr, zarr_to_h5
 
     if _is_store(args.src):
-        files = zarr_to_h5(args.src, args.dst)
+        files = zarr_to_h5(args.src, args.dst, overwrite=args.overwrite)
         print(f"{args.src}: {len(files)} slide(s) -> {args.dst}/features_<encoder>/",
               file=sys.stdout)
     else:
-        slides = h5_to_zarr(args.src, args.dst)
+        slides = h5_to_zarr(args.src, args.dst, overwrite=args.overwrite)
         print(f"{args.src}: {len(slides)} slide(s) -> zarr store {args.dst}", file=sys.stdout)
     return 0
 
@@ -58,6 +58,8 @@ def register(subparsers: Any) -> None:
     c = sub.add_parser("convert", help="h5 feature files <-> zarr store (direction from SRC)")
     c.add_argument("src", help="features_<encoder>/ folder or .h5 file, or a zarr store")
     c.add_argument("dst", help="zarr store (folder or URL), or the output folder for h5 files")
+    c.add_argument("--overwrite", action="store_true",
+                   help="replace existing h5 files or store groups (default: refuse)")
     c.set_defaults(func=_convert)
     ls = sub.add_parser("ls", help="list the complete slides of a store")
     ls.add_argument("store", help="zarr store folder or URL")

@@ -87,6 +87,41 @@ def series_files(path: Path) -> list[Path]:
     return files
 
 
+#: SOP Class UID of VL Whole Slide Microscopy Image Storage.
+VL_WSI_SOP = "1.2.840.10008.5.1.4.1.1.77.1.6"
+
+
+def _why_unreadable(files: list[Path], exc: Exception) -> str:
+    """The real reason wsidicom refused ``files``: read from their headers (pydicom)."""
+    import pydicom
+
+    wsi, no_type = [], []
+    for f in files:
+        try:
+            ds = pydicom.dcmread(f, stop_before_pixels=True)
+        except Exception:  # noqa: BLE001 - an unreadable header is simply not a WSI instance
+            continue
+        if str(ds.get("SOPClassUID", "")) == VL_WSI_SOP:
+            wsi.append(f)
+            if "ImageType" not in ds:
+                no_type.append(f)
+    reason = f"{type(exc).__name__}: {exc}"
+    if no_type:
+        return (f"{no_type[0].name} is a DICOM VL Whole Slide Microscopy image (Modality "
+                f"{pydicom.dcmread(no_type[0], stop_before_pixels=True).get('Modality', '?')}"
+                ") without the ImageType attribute (0008,0008), which wsidicom needs to tell "
+                "pyramid levels from label and overview images, so it finds no level "
+                f"({reason}); add it, e.g. dcmodify -i \"(0008,0008)=ORIGINAL\\PRIMARY\\VOLUME"
+                "\\NONE\" FILE (or ds.ImageType = ['ORIGINAL', 'PRIMARY', 'VOLUME', 'NONE'] "
+                "with pydicom)")
+    if wsi:
+        return (f"{wsi[0].name} is a DICOM VL Whole Slide Microscopy image but wsidicom "
+                f"cannot read it ({reason}); check the file with dciodvfy or report it")
+    return (f"not a readable DICOM VL whole-slide image series ({reason}); wsikit reads "
+            "DICOM WSI (SOP class VL Whole Slide Microscopy Image) only, and no file here "
+            "is of that SOP class")
+
+
 class DicomBackend:
     """Slide backend over :class:`wsidicom.WsiDicom` (see module docstring)."""
 
@@ -105,9 +140,9 @@ class DicomBackend:
         try:
             self._slide = wsidicom.WsiDicom.open(source)
         except Exception as exc:  # noqa: BLE001 - wsidicom raises its own and pydicom's types
-            raise SlideError(f"not a readable DICOM VL whole-slide image series "
-                             f"({type(exc).__name__}: {exc}); wsikit reads DICOM WSI "
-                             f"(SOP class VL Whole Slide Microscopy Image) only") from exc
+            files = (sorted(f for f in path.iterdir() if f.is_file() and _has_magic(f))
+                     if path.is_dir() else source)
+            raise SlideError(_why_unreadable(files, exc)) from exc
         try:
             levels = list(self._slide.levels)
             if not levels:

@@ -149,9 +149,15 @@ def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
         return value, "tiff.resolution"
     power = objective_power(properties)
     if power is not None and _plausible(10.0 / power):
+        bad = [r for r in _rejected(properties)
+               if r.startswith("aperio.") or (r.startswith("openslide.mpp")
+                                              and vendor != "generic-tiff")]
+        why = (f"its resolution metadata is implausible ({'; '.join(bad)}; plausible is "
+               f"{MPP_RANGE[0]}–{MPP_RANGE[1]} µm/px), so it is ignored" if bad
+               else "no resolution metadata")
         warnings.warn(
-            f"{name}: no resolution metadata; assuming {10.0 / power:g} µm/px from objective "
-            f"power {power:g}x (10/power). Pass {keyword('mpp')} if this is wrong.",
+            f"{name}: {why}; using {10.0 / power:g} µm/px from objective power {power:g}x "
+            f"(10/power) instead. Pass {keyword('mpp')} if this is wrong.",
             UserWarning, stacklevel=stacklevel)
         return 10.0 / power, "objective-power"
     if not require:

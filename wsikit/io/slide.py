@@ -514,13 +514,14 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
         raise SlideError(f"{p}: cannot open as a slide or image; "
                          + "; ".join(reasons)
                          + ". Check that the file is a complete slide/image file.")
+    slide: Slide | None = None
     try:
         W, H = opened.level_dimensions[0]
         if not (0 < W <= MAX_SIDE_PX and 0 < H <= MAX_SIDE_PX):
             raise SlideError(f"{p}: the file claims {W} x {H} px, outside 1–{MAX_SIDE_PX:,} px a "
                              "side; its header is damaged (copy the slide again)")
         slide = Slide(p, opened, float("nan"), "unknown", on_bad_tile=policy)
-        if dicom and p.is_file():
+        if dicom and p.is_file() and _sole_series(p):
             slide.name = p.parent.name  # a series is named after its folder, not level_0.dcm
         # Probe one pixel of the smallest level so damaged or undecodable files (16-bit,
         # unsupported compression) fail here with their own reason, before the mpp question.
@@ -531,6 +532,26 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
                                     require=require_mpp, stacklevel=3)
         slide.mpp, slide.mpp_source = float(value), source
     except BaseException:
-        opened.close()
+        # Close once: the probe may have replaced the handle (a re-open after a damaged
+        # tile), and closing ``opened`` twice masked the damaged-tile error with
+        # OpenSlide's "closed slide object".
+        if slide is not None:
+            slide.close()
+        else:
+            opened.close()
         raise
     return slide
+
+
+def _sole_series(path: Path) -> bool:
+    """Whether every DICOM file in ``path``'s folder belongs to ``path``'s series (the folder
+    is that slide); several single-file slides in one folder are named after their files."""
+    from .dicom import _has_magic, series_files
+
+    try:
+        own = set(series_files(path))
+        others = [f for f in path.parent.iterdir() if f.is_file() and not f.name.startswith(".")
+                  and f not in own and _has_magic(f)]
+    except (ImportError, OSError):
+        return True
+    return not others
