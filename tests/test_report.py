@@ -334,3 +334,25 @@ def test_region_score_is_named_by_its_source_and_floats_are_short(case: dict[str
                          base_dir=case["out"])
     assert "attention score" in html and "importance score" not in html
     assert "min_score_value = 0.4653" in html and "0.4652777910232544" not in html
+
+
+def test_crops_carry_a_scale_bar_overlay_not_drawn_into_their_pixels(case: dict[str, Any]
+                                                                    ) -> None:
+    import copy
+    import re
+
+    html = _render(case)
+    ev = case["evidence"]
+    bars = re.findall(r'class="scalebar" style="width:([0-9.]+)%".*?<span>([^<]+)</span>', html)
+    assert len(bars) == len(ev["regions"])                 # one bar per crop
+    for (pct, label), r in zip(bars, ev["regions"], strict=True):
+        um = float(label.split()[0]) * (1000 if label.endswith("mm") else 1)
+        width_um = r["crop"]["mpp"] * r["crop"]["width"]
+        assert float(pct) == pytest.approx(100 * um / width_um, abs=0.01)
+        assert 0.1 < um / width_um < 0.5                   # about a quarter of the crop
+    ev = copy.deepcopy(ev)
+    for r in ev["regions"]:
+        r["crop"]["mpp"] = None                            # unknown scale: no bar
+    html = render_report(ev, thumbnail=case["thumb"], thumbnail_downsample=DS,
+                         base_dir=case["out"])
+    assert 'class="scalebar"' not in html

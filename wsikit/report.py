@@ -211,6 +211,11 @@ background:linear-gradient(90deg,#313695,#74add1,#fee090,#f46d43,#a50026)}
 .region-head .score{color:var(--muted)}
 .region-body{display:grid;grid-template-columns:minmax(220px,360px) 1fr;gap:20px;margin-top:10px}
 .crop img{width:100%;border-radius:6px;border:1px solid var(--line);display:block}
+.cropwrap{position:relative}
+.scalebar{position:absolute;right:10px;bottom:10px;height:5px;background:#111;
+border:1px solid #fff;box-sizing:content-box}
+.scalebar span{position:absolute;right:0;bottom:8px;font-size:12px;font-weight:700;color:#111;
+text-shadow:0 0 3px #fff,0 0 3px #fff;white-space:nowrap}
 .crop figcaption,.muted{color:var(--muted);font-size:13px}
 .matches ol{list-style:none;padding:0;margin:0}
 .match{display:grid;grid-template-columns:140px 1fr;gap:12px;padding:10px 0;
@@ -435,6 +440,23 @@ def _match_html(m: Mapping[str, Any], base_dir: Path) -> str:
             f'<p class="source">{" · ".join(src)}</p></div></li>')
 
 
+def _scale_bar(crop: Mapping[str, Any]) -> str:
+    """A scale bar over a crop (an overlay: the crop's pixels, which the crop encoder sees,
+    are never drawn on): the round length nearest a quarter of the crop's width."""
+    try:
+        width_um = float(crop["mpp"]) * float(crop["width"])
+    except (KeyError, TypeError, ValueError):
+        return ""
+    if not (math.isfinite(width_um) and width_um > 0):
+        return ""
+    bar = min((v for v in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)),
+              key=lambda v: abs(math.log(v / (width_um / 4))))
+    pct = 100.0 * bar / width_um
+    label = f"{bar // 1000} mm" if bar >= 1000 else f"{bar} µm"
+    return (f'<div class="scalebar" style="width:{pct:.2f}%" title="scale bar">'
+            f"<span>{label}</span></div>")
+
+
 def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
     regions = ev.get("regions") or []
     has_index = isinstance(ev.get("index"), Mapping)
@@ -448,7 +470,8 @@ def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
         b = r.get("box") or {}
         crop = r.get("crop") or {}
         uri, problem = _load_image(crop.get("path"), base_dir, CROP_MAX_PX, crop.get("abspath"))
-        crop_img = (f'<img src="{uri}" alt="crop of region {_e(rid)}">' if uri
+        crop_img = (f'<div class="cropwrap"><img src="{uri}" alt="crop of region {_e(rid)}">'
+                    f"{_scale_bar(crop)}</div>" if uri
                     else f'<div class="noimg muted">{_e(problem)}</div>')
         crop_cap = (f"level-0 box x={_e(b.get('x'))}, y={_e(b.get('y'))}, "
                     f"{_e(b.get('width'))}×{_e(b.get('height'))} px")
