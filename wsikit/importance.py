@@ -100,6 +100,7 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
         threshold, the nuclear features and the scores), in seconds.
     """
     import time
+
     from ._progress import progress as bar
     from .models.nuclear import (
         PATCH_MEASURES,

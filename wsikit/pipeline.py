@@ -180,7 +180,6 @@ def _attention(slide: Any, grid: Any, emb: Any, out: Path, opts: SelectOptions, 
         compute_attention,
         resolve_source,
     )
-
     from .cache_record import cache_intact, record_checksum
 
     source = resolve_source(opts.attention, emb, weights.get("titan"))

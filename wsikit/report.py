@@ -28,13 +28,13 @@ from ._version import __version__
 from .evidence.sanitise import valid_doi
 from .overlay import (
     OverlayError,
+    artefact_rings,
     as_attention_map,
     as_rgb_thumbnail,
     heatmap_rgba,
     overview_image,
     place_labels,
     scale_colour,
-    artefact_rings,
     tissue_rings,
 )
 from .selectors.grid import AttentionMap

@@ -6,8 +6,17 @@ import argparse
 import json
 import sys
 
-from ._common import DefaultsHelpFormatter, fraction, mpp_type, non_negative_float, \
-    non_negative_int, output_dir, positive_float, positive_int, scales
+from ._common import (
+    DefaultsHelpFormatter,
+    fraction,
+    mpp_type,
+    non_negative_float,
+    non_negative_int,
+    output_dir,
+    positive_float,
+    positive_int,
+    scales,
+)
 
 __all__ = ["add_format_option", "add_select_options", "min_score_type", "print_result",
            "register", "select_kwargs"]

@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._common import fraction, mpp_type, non_negative_float, non_negative_int, output_dir, \
-    positive_float, positive_int
+from ._common import (
+    fraction,
+    mpp_type,
+    non_negative_float,
+    non_negative_int,
+    output_dir,
+    positive_float,
+    positive_int,
+)
 
 __all__ = ["register"]
 

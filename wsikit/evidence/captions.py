@@ -65,8 +65,7 @@ _OPERATORS = {">=": "≥", "=>": "≥", "<=": "≤", "=<": "≤", "+/-": "±"}
 _ALIASES = {"ki67": "ki-67", "mib-1": "mib1", "her-2": "her2", "her2/neu": "her2",
             "pdl1": "pd-l1", "birads": "bi-rads", "tumor": "tumour", "tumors": "tumour"}
 _STOPWORDS = frozenset(
-    "a an and are as at be been by for from has have in into is it its of on or that the "
-    "their this these those to was were which with within".split())
+    ["a", "an", "and", "are", "as", "at", "be", "been", "by", "for", "from", "has", "have", "in", "into", "is", "it", "its", "of", "on", "or", "that", "the", "their", "this", "these", "those", "to", "was", "were", "which", "with", "within"])
 _NO_STEM = ("ss", "us", "is")
 
 

@@ -168,7 +168,7 @@ def query_text(index: FigureIndex, text: str, k: int = 5, *, k1: float = BM25_K1
                 **{ch: [n.node_id for n in ranked] for ch, ranked in extra.items()}}
     fusion = {"method": "rrf", "k": rrf_k, "weights": dict(weights or {}), "depth": depth,
               "channels": {"text": f"caption BM25 (k1={k1}, b={b})",
-                           **{ch: "vision-language tower cosine" for ch in extra}}}
+                           **dict.fromkeys(extra, "vision-language tower cosine")}}
     return [FusedMatch(lookup[key], score, "rrf", text_score=bm25.get(key),
                        text_rank=ranks["text"], fused_score=score, ranks=ranks, fusion=fusion)
             for key, score, ranks in rrf(rankings, k=rrf_k, weights=weights)[:k]]
@@ -236,7 +236,7 @@ def query_fused(index: FigureIndex, images: Sequence[np.ndarray] | np.ndarray, e
     fusion = {"method": "rrf", "k": rrf_k, "weights": dict(weights or {}), "depth": depth,
               "channels": {"image": f"cosine ({index.encoder_name})",
                            "text": f"caption BM25 (k1={k1}, b={b})",
-                           **{ch: "vision-language tower cosine" for ch in extra}}}
+                           **dict.fromkeys(extra, "vision-language tower cosine")}}
     stored = _stored_vectors(index, text_rows)
     out = []
     for i, (vec, row) in enumerate(zip(vectors, image_hits)):
@@ -332,7 +332,7 @@ def _fuse_image_channels(index: FigureIndex, images: Any, encoder: Any, k: int, 
     out = []
     fusion = {"method": "rrf", "k": rrf_k, "weights": dict(weights or {}), "depth": depth,
               "channels": {"image": f"cosine ({index.encoder_name})",
-                           **{ch: "vision-language tower cosine" for ch in extra}}}
+                           **dict.fromkeys(extra, "vision-language tower cosine")}}
     for i, row in enumerate(index.query_images(images, encoder, k=depth)):
         nodes = {m.node.node_id: m.node for m in row}
         sims = {m.node.node_id: m.similarity for m in row}

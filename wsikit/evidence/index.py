@@ -46,12 +46,12 @@ from .paths import portable_path
 from .sanitise import valid_doi
 
 # The helpers this module defined before the split, kept importable under their old names.
-from .index_build import (  # noqa: E402, F401  isort: skip
+from .index_build import (  # noqa: F401  isort: skip
     RECALL_QUERIES as _RECALL_QUERIES,
     encoder_info as _encoder_info,
     recall_set as _recall_set,
 )
-from .index_folder import (  # noqa: E402, F401  isort: skip
+from .index_folder import (  # noqa: F401  isort: skip
     _SAFE_NAME,
     _VERSIONED,
     COLUMNS as _COLUMNS,

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from .._atomic import TMP_MARK, atomic_path, write_json_atomic
-from ..cache_record import sha256_file
 from .._hints import keyword, option
+from ..cache_record import sha256_file
 from ..errors import EvidenceError
 from . import faiss_utils as fu
 from .captions import sync_captions

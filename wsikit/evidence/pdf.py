@@ -150,7 +150,7 @@ def _to_rgb(image_obj) -> np.ndarray:
     try:
         bitmap = image_obj.get_bitmap(render=False)
         pil = bitmap.to_pil()
-    except Exception:  # noqa: BLE001 - unusual colour spaces: fall back to rendering
+    except Exception:
         bitmap = image_obj.get_bitmap(render=True)
         pil = bitmap.to_pil()
     if pil.mode in ("RGBA", "LA", "P"):

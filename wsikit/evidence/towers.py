@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from .._atomic import atomic_path, write_json_atomic
+from ..cache_record import sha256_file
 from ..errors import EncoderMismatchError, EvidenceError
 from . import faiss_utils as fu
 from .index import FigureIndex
 from .index_build import embed_images, encoder_info
-from ..cache_record import sha256_file
 from .nodes import FigureNode, load_image
 
 __all__ = ["TOWER_FORMAT", "Tower", "create_tower_encoders", "list_towers", "open_tower",

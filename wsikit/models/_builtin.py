@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .configs import (  # noqa: F401 - the CONFIG names stay importable from here
+from .configs import (
     CONCH_V1_5_CONFIG,
     HEURISTIC_CONFIG,
     QUILTNET_B32_CONFIG,

@@ -100,7 +100,7 @@ def _hub_model_cfg(config: EncoderConfig) -> dict[str, Any] | None:
         try:
             path = hf_hub_download(str(config.hub_repo), VLM_CONFIG_FILE,
                                    cache_dir=str(hf_cache_dir()), local_files_only=local)
-        except Exception:  # noqa: BLE001 - any miss falls back to the packaged config
+        except Exception:
             continue
         return read_model_cfg(path)
     return None
