@@ -372,7 +372,8 @@ def _overview_section(ev: Mapping[str, Any], thumb: np.ndarray, ds: float,
         sizes.append((0.62 * fs * len(label), 1.15 * fs))  # bold sans-serif, approximate
         labels.append((label, scale, (x, y, w, h)))
     spots = place_labels(boxes, sizes, bounds=(tw, th), pad=sw)
-    drawn = sorted(zip(labels, spots), key=lambda t: -t[0][1])   # coarse first: zooms on top
+    # coarse first: zooms on top
+    drawn = sorted(zip(labels, spots, strict=True), key=lambda t: -t[0][1])
     for (label, scale, (x, y, w, h)), (lx, ly) in drawn:
         c = scale_colour(scale)
         wins.append(

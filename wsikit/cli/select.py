@@ -197,7 +197,8 @@ def _zoom_chains(regions: list[dict]) -> list[str]:
     for r in regions:
         if r["id"] in hosts or not r.get("inside"):
             continue
-        chain, cur = [], r
+        chain: list[str] = []
+        cur: dict | None = r
         while cur is not None and len(chain) <= len(regions):
             chain.append(f"{cur['id']} ({cur['scale']}x)")
             cur = by_id.get(cur.get("inside"))

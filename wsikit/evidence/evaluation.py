@@ -357,7 +357,7 @@ def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = N
         encoder = create_encoder(index.encoder_name)
     nodes = index.nodes()
     per_query, empty = [], []
-    for query, qmode in zip(queries, modes):
+    for query, qmode in zip(queries, modes, strict=True):
         carriers = {n.node_id: [t for t, tg in enumerate(query.targets) if tg.accepts(n)]
                     for n in nodes}
         carriers = {nid: ts for nid, ts in carriers.items() if ts}

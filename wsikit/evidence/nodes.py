@@ -102,8 +102,9 @@ def load_image(path: str | os.PathLike[str]) -> np.ndarray:
 
     path = Path(path)
     try:
-        with Image.open(path) as im:
-            im.load()
+        with Image.open(path) as opened:
+            opened.load()
+            im: Image.Image = opened
             if im.mode in ("RGBA", "LA", "P"):
                 im = im.convert("RGBA")
                 bg = Image.new("RGBA", im.size, (255, 255, 255, 255))

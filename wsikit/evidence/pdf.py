@@ -135,8 +135,8 @@ def _blocks(lines: list[_Line], images: list[tuple[float, float, float, float]]
         if blocks:
             prev = blocks[-1][-1]
             gap = prev.bottom - line.top
-            between = any(b < prev.bottom and t > line.top and l < line.right and r > line.left
-                          for (l, b, r, t) in images)
+            between = any(bot < prev.bottom and top > line.top and left < line.right
+                          and right > line.left for (left, bot, right, top) in images)
             match = CAPTION_RE.match(line.text)
             starts_caption = bool(match and match.group("sep"))
             if gap <= 0.8 * max(prev.height, line.height) and not between and not starts_caption:

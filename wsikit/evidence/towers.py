@@ -88,7 +88,7 @@ class Tower:
         depth = max(1, min(depth, self.count))
         _, ids = self.faiss_index.search(v, depth)
         rows = sorted({int(i) for i in ids.ravel() if i >= 0})
-        nodes = dict(zip(rows, self.index.nodes(rows)))
+        nodes = dict(zip(rows, self.index.nodes(rows), strict=True))
         return [[nodes[int(i)] for i in row if i >= 0] for row in ids]
 
     def rank_texts(self, encoder: Any, texts: Sequence[str], depth: int

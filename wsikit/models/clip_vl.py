@@ -162,10 +162,10 @@ class QuiltNet(Encoder):
             self._build(cfg)
 
     # published keys are open_clip's (no "clip." prefix)
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):  # type: ignore[override]
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         return self.clip.load_state_dict(state_dict, strict=strict, assign=assign)
 
-    def state_dict(self, *args, **kwargs):  # type: ignore[override]
+    def state_dict(self, *args, **kwargs):
         return self.clip.state_dict(*args, **kwargs)
 
     def adapt_state_dict(self, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
