@@ -310,9 +310,11 @@ def search(index: FigureIndex, *, images: Sequence[np.ndarray] | np.ndarray | No
     extra = _tower_rankings(index, towers, images if has_images else None, text,
                             _depth(index, k, depth)) if towers else {}
     if not has_images:
+        assert text is not None  # checked above: a query without images has a text
         single = {ch: ranked[0] for ch, ranked in extra.items()}
         return [query_text(index, text, k, extra=single, rrf_k=rrf_k, weights=weights,
                            depth=depth)]
+    assert images is not None  # has_images
     if text:
         return query_fused(index, images, encoder, text, k, rrf_k=rrf_k, weights=weights,
                            depth=depth, extra=extra)

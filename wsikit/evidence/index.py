@@ -383,7 +383,7 @@ class FigureIndex:
         rows = sorted({int(i) for i in ids.ravel() if i >= 0})
         lookup = dict(zip(rows, self.nodes(rows), strict=True))
         bg = self.background
-        pct = bg.percentile(sims) if bg is not None else np.full(sims.shape, np.nan)
+        pct = np.asarray(bg.percentile(sims)) if bg is not None else np.full(sims.shape, np.nan)
         return [[Match(lookup[int(i)], float(s), None if np.isnan(p) else float(p))
                  for s, p, i in zip(srow, prow, irow, strict=True) if i >= 0]
                 for srow, prow, irow in zip(sims, pct, ids, strict=True)]

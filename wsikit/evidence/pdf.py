@@ -235,7 +235,8 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100
                 px_w, px_h = obj.get_px_size()
                 if min(px_w, px_h) < min_size:
                     continue
-                found.append((tuple(float(v) for v in obj.get_bounds()), _to_rgb(obj)))
+                x0, y0, x1, y1 = obj.get_bounds()
+                found.append(((float(x0), float(y0), float(x1), float(y1)), _to_rgb(obj)))
             found.sort(key=lambda f: (-f[0][3], f[0][0]))
             boxes = [f[0] for f in found]
             captions = []
@@ -245,15 +246,17 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100
                     captions.append(block)
             assignment = _assign(boxes, captions, page_height=page.get_height())
             for i, (bbox, image) in enumerate(found):
-                block = assignment.get(i)
-                if block is None:
+                assigned = assignment.get(i)
+                if assigned is None:
                     caption, label = "", None
                     log.warning("%s page %d: figure %d has no caption; kept with caption '' "
                                 "(review the manifest)", path.name, page_no + 1, i + 1)
                 else:
-                    caption = " ".join(ln.text for ln in block)
+                    caption = " ".join(ln.text for ln in assigned)
                     caption = re.sub(r"(\w)- (\w)", r"\1\2", caption)  # de-hyphenate wraps
-                    label = " ".join(CAPTION_RE.match(block[0].text).group("label").split())
+                    head = CAPTION_RE.match(assigned[0].text)
+                    assert head is not None  # blocks became captions only where it matched
+                    label = " ".join(head.group("label").split())
                 figures.append(PdfFigure(image, caption, label, page_no + 1, bbox))
             textpage.close()
             page.close()
