@@ -14,7 +14,7 @@ import importlib
 from typing import Any
 
 from ._version import __version__
-from .errors import *  # noqa: F401,F403
+from .errors import *  # noqa: F403
 from .errors import __all__ as _error_names
 
 # name -> module that defines it (filled in as areas land)

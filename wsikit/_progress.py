@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from tqdm.auto import tqdm

@@ -107,7 +107,8 @@ class Attention:
         try:
             with h5py.File(path, "r") as f:
                 ds = f["attention"]
-                return cls(scores=ds[()].astype(np.float32), coords=f["coords"][()].astype(np.int64),
+                return cls(scores=ds[()].astype(np.float32),
+                           coords=f["coords"][()].astype(np.int64),
                            source=str(ds.attrs["source"]), label=str(ds.attrs["label"]),
                            precision=str(ds.attrs.get("precision", "fp32")))
         except (OSError, KeyError) as exc:
@@ -191,7 +192,7 @@ def compute_attention(slide_path: Any, grid: TileGrid | str | os.PathLike[str], 
         slide_path = slide_path.path
     expect(slide_path, (str, os.PathLike), name="compute_attention(slide)",
            error=FeatureError, want="a Slide (wsikit.open_slide) or the path of a slide file")
-    grid = grid_of(grid, name="compute_attention(grid)", error=FeatureError)
+    tiles = grid_of(grid, name="compute_attention(grid)", error=FeatureError)
     if embeddings is not None:
         from .features import Embeddings as _Embeddings
 
@@ -207,8 +208,8 @@ def compute_attention(slide_path: Any, grid: TileGrid | str | os.PathLike[str], 
                                    "--weights titan=PATH; or use --attention heuristic"
                                    if on_command_line() else "the file (weights=PATH); or use "
                                    "the heuristic (select: attention='heuristic')"))
-        return titan_attention(embeddings, grid, device=device, weights=weights)
-    return heuristic_attention(slide_path, grid, mpp=mpp, progress=progress)
+        return titan_attention(embeddings, tiles, device=device, weights=weights)
+    return heuristic_attention(slide_path, tiles, mpp=mpp, progress=progress)
 
 
 def cached_attention(path: Path, grid: TileGrid, source: str) -> Attention | None:

@@ -33,7 +33,7 @@ def _unrelated_image(kind: str, seed: int, size: int = 384) -> Any:
     rng = np.random.default_rng(1000 + seed)
     yy, xx = np.mgrid[:size, :size]
     if kind == "bar chart":
-        img = np.full((size, size, 3), 255, np.uint8)
+        img: np.ndarray = np.full((size, size, 3), 255, np.uint8)
         colours = rng.integers(30, 220, (6, 3))
         for i, c in enumerate(colours):
             h = int(rng.integers(size // 8, size * 7 // 8))

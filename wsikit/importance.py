@@ -63,7 +63,10 @@ def _tissue_sample(images: np.ndarray | None, per_image: int = 4096, *,
     """Haematoxylin of up to ``per_image`` tissue pixels of each image (strided)."""
     from .models.nuclear import haematoxylin_planes
 
-    h, t = planes if planes is not None else haematoxylin_planes(images)[:2]
+    if planes is None:
+        assert images is not None  # callers pass the images or their planes
+        planes = haematoxylin_planes(images)[:2]
+    h, t = planes
     out = []
     for hi, ti in zip(h, t, strict=True):
         v = hi[ti]
@@ -100,6 +103,7 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
         threshold, the nuclear features and the scores), in seconds.
     """
     import time
+
     from ._progress import progress as bar
     from .models.nuclear import (
         PATCH_MEASURES,

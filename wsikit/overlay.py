@@ -215,6 +215,14 @@ def _free(corner: tuple[float, float], size: tuple[float, float],
     return all(cx + lw <= a or a2 <= cx or cy + lh <= b or b2 <= cy for a, b, a2, b2 in placed)
 
 
+def _spot_cost(spot: tuple[float, float], size: tuple[float, float],
+               placed: Sequence[tuple[float, float, float, float]],
+               finer: Sequence[tuple[float, float, float, float]]) -> tuple[bool, float]:
+    """Ranking of a label spot: overlapping a placed label first, then finer window area hidden."""
+    rect = (spot[0], spot[1], spot[0] + size[0], spot[1] + size[1])
+    return (not _free(spot, size, placed), sum(_overlap(rect, b) for b in finer))
+
+
 def place_labels(boxes: Sequence[tuple[float, float, float, float]],
                  sizes: Sequence[tuple[float, float]], *, bounds: tuple[float, float],
                  pad: float = 0.0) -> list[tuple[float, float]]:
@@ -245,7 +253,7 @@ def place_labels(boxes: Sequence[tuple[float, float, float, float]],
     out: list[tuple[float, float]] = []
     W, H = bounds
     areas = [(x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in boxes]
-    for i, ((x0, y0, x1, y1), (lw, lh)) in enumerate(zip(boxes, sizes)):
+    for i, ((x0, y0, x1, y1), (lw, lh)) in enumerate(zip(boxes, sizes, strict=True)):
         cands = [(x0, y0 - lh - pad), (x0 + pad, y0 + pad), (x0, y1 + pad),
                  (x0 + pad, y1 - lh - pad), (x1 - lw, y0 - lh - pad),
                  (x1 - lw - pad, y0 + pad), (x1 - lw, y1 + pad),
@@ -254,11 +262,8 @@ def place_labels(boxes: Sequence[tuple[float, float, float, float]],
                   if cx >= 0 and cy >= 0 and cx + lw <= W and cy + lh <= H] or cands[:1]
         finer = [b for j, b in enumerate(boxes) if j != i and areas[j] <= areas[i]]
 
-        def cost(c: tuple[float, float]) -> tuple[bool, float]:
-            rect = (c[0], c[1], c[0] + lw, c[1] + lh)
-            return (not _free(c, (lw, lh), placed), sum(_overlap(rect, b) for b in finer))
-
-        cx, cy = min(inside, key=cost)  # min keeps the earliest of equal costs
+        costs = [_spot_cost(c, (lw, lh), placed, finer) for c in inside]
+        cx, cy = inside[costs.index(min(costs))]  # the earliest of equal costs
         placed.append((cx, cy, cx + lw, cy + lh))
         out.append((cx, cy))
     return out
@@ -333,7 +338,7 @@ def overview_image(thumbnail: np.ndarray, downsample: float, *,
     spots = place_labels([it[0] for it in items],
                          [(tb[2] - tb[0] + 2 * lw, tb[3] - tb[1] + 2 * lw)
                           for _, _, _, tb in items], bounds=img.size, pad=lw)
-    for (box, label, colour, tb), (lx, ly) in zip(items, spots):
+    for (_box, label, colour, tb), (lx, ly) in zip(items, spots, strict=True):
         bw, bh = tb[2] - tb[0] + 2 * lw, tb[3] - tb[1] + 2 * lw
         draw.rectangle((lx, ly, lx + bw, ly + bh), fill=colour + (230,))
         draw.text((lx + lw - tb[0], ly + lw - tb[1]), label, fill=(255, 255, 255, 255),

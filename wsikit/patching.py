@@ -141,13 +141,13 @@ class TileGrid:
 
         path = Path(path)
         savetodir = str(path.parent.parent if path.parent.name == "patches" else path.parent)
-        with atomic_path(path) as tmp:
-            with h5_create(tmp, reserve=20 * len(self.coords), final=path) as f:
-                ds = f.create_dataset("coords", data=self.coords.astype(np.int64),
-                                      maxshape=(None, 2))
-                for k, v in self.h5_attrs(savetodir).items():
-                    ds.attrs[k] = v
-                f.create_dataset("tissue", data=self.tissue.astype(np.float32))
+        with (atomic_path(path) as tmp,
+              h5_create(tmp, reserve=20 * len(self.coords), final=path) as f):
+            ds = f.create_dataset("coords", data=self.coords.astype(np.int64),
+                                  maxshape=(None, 2))
+            for k, v in self.h5_attrs(savetodir).items():
+                ds.attrs[k] = v
+            f.create_dataset("tissue", data=self.tissue.astype(np.float32))
         return path
 
     @classmethod

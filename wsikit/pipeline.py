@@ -180,7 +180,6 @@ def _attention(slide: Any, grid: Any, emb: Any, out: Path, opts: SelectOptions, 
         compute_attention,
         resolve_source,
     )
-
     from .cache_record import cache_intact, record_checksum
 
     source = resolve_source(opts.attention, emb, weights.get("titan"))
@@ -357,11 +356,12 @@ def select(
                              f"{option('question', 'TEXT')} too, or drop the towers")
     tower_encoders: dict[str, Any] = {}
     if index is not None:
-        index = _open_index(index)  # a damaged index fails before any output is touched
+        opened = _open_index(index)  # a damaged index fails before any output is touched
+        index = opened
         if opts.towers:  # a missing tower or its weights fail before any output, too
             from .evidence.towers import create_tower_encoders
 
-            tower_encoders = create_tower_encoders(index, opts.towers, device=device,
+            tower_encoders = create_tower_encoders(opened, opts.towers, device=device,
                                                    weights=weights)
     out = Path(out)
     timings: dict[str, float] = {}
@@ -451,7 +451,7 @@ def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: S
     them are relative to it, absolute ones (and the result's ``base_dir``) are computed from
     ``final``, the folder ``sdir`` becomes when published."""
     from .crops import save_crop
-    from .evidence import EvidenceResult
+    from .evidence import EvidenceRegion, EvidenceResult
     from .selectors import create_selector
 
     s = slide
@@ -535,7 +535,8 @@ def _finish_into(slide: Any, grid: Any, mask: Any, att: Any, sdir: Path, opts: S
                "mpp": s.mpp, "mpp_source": s.mpp_source, "backend": s.backend,
                "vendor": s.vendor,
                **({"bad_tiles": list(s.bad_tiles)} if getattr(s, "bad_tiles", None) else {})},
-        models=models_entry, selection=selection, regions=tuple(regions),
+        models=models_entry, selection=selection,
+        regions=tuple(EvidenceRegion.from_dict(r) for r in regions),
         index=index_entry, empty_scales={str(k_): v for k_, v in windows.empty.items()},
         synthetic=bool(synthetic), base_dir=final)
     doc = result.to_dict()

@@ -28,13 +28,13 @@ from ._version import __version__
 from .evidence.sanitise import valid_doi
 from .overlay import (
     OverlayError,
+    artefact_rings,
     as_attention_map,
     as_rgb_thumbnail,
     heatmap_rgba,
     overview_image,
     place_labels,
     scale_colour,
-    artefact_rings,
     tissue_rings,
 )
 from .selectors.grid import AttentionMap
@@ -380,7 +380,8 @@ def _overview_section(ev: Mapping[str, Any], thumb: np.ndarray, ds: float,
         sizes.append((0.62 * fs * len(label), 1.15 * fs))  # bold sans-serif, approximate
         labels.append((label, scale, (x, y, w, h)))
     spots = place_labels(boxes, sizes, bounds=(tw, th), pad=sw)
-    drawn = sorted(zip(labels, spots), key=lambda t: -t[0][1])   # coarse first: zooms on top
+    # coarse first: zooms on top
+    drawn = sorted(zip(labels, spots, strict=True), key=lambda t: -t[0][1])
     for (label, scale, (x, y, w, h)), (lx, ly) in drawn:
         c = scale_colour(scale)
         wins.append(

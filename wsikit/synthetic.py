@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -256,7 +257,7 @@ def write_synthetic_slide(
                             f"- |" + "|".join(fields))
             else:
                 desc = "|".join(fields) if i == 0 else ""
-            kwargs = {}
+            kwargs: dict[str, Any] = {}
             if resolution_mpp is not None:
                 per_unit = (1e4 if resolution_unit.upper() == "CENTIMETER" else 25400.0)
                 res = per_unit / (resolution_mpp * ds)
@@ -310,7 +311,7 @@ def write_image_slide(path: str | os.PathLike[str], image: np.ndarray, *, mpp: f
         for i, ds in enumerate(downsamples):
             lw, lh = -(-W // ds), -(-H // ds)
             level = img if ds == 1 else np.asarray(
-                Image.fromarray(img).resize((lw, lh), Image.BOX))
+                Image.fromarray(img).resize((lw, lh), Image.Resampling.BOX))
             desc = (f"{head} Q={quality}|{fields}" if i == 0
                     else f"Aperio Image Library v12.0.15 \r\n{W}x{H} -> {lw}x{lh} - |{fields}")
             tw.write(level, tile=(tile, tile), photometric="rgb", compression="jpeg",

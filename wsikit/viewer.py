@@ -237,7 +237,7 @@ def make_server(source: ViewerSource, *, port: int = 0) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         server_version = "wsikit-view"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
         def _send(self, body: bytes, ctype: str, *, status: int = 200) -> None:
@@ -256,7 +256,7 @@ def make_server(source: ViewerSource, *, port: int = 0) -> ThreadingHTTPServer:
             ctype = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
             self._send(path.read_bytes(), ctype)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             url = self.path.split("?", 1)[0]
             try:
                 self._route(url)

@@ -88,7 +88,7 @@ def _quiet_output(command: str) -> Iterator[None]:
     handlers = list(logging.getLogger().handlers)
     shown = warnings.showwarning
 
-    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
+    def show(message, category, filename, lineno, file=None, line=None):
         with contextlib.suppress(OSError, ValueError):
             print(f"wsikit {command}: warning: {message}",
                   file=file if file is not None else sys.stderr)
@@ -188,7 +188,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
                else "use a machine with more memory, or smaller inputs")
         _error(command, f"out of memory; {fix}")
         return 2
-    except Exception as exc:  # noqa: BLE001 - last resort: one line instead of a traceback
+    except Exception as exc:
         if args.verbose:
             raise
         _error(command, f"unexpected {type(exc).__name__}: {exc} (a bug in wsikit: rerun "

@@ -39,7 +39,7 @@ class CommandParser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
             self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        namespace, extras = super().parse_known_args(args, namespace)
+        parsed, extras = super().parse_known_args(args, namespace)
         if extras:
             import difflib
 
@@ -50,7 +50,7 @@ class CommandParser(argparse.ArgumentParser):
                 words.append(f"{extra} (did you mean {close[0]}?)" if close and
                              extra.startswith("-") else extra)
             self.error(f"unrecognized arguments: {' '.join(words)}")
-        return namespace, extras
+        return parsed, extras
 
 
 def _number(value: str, kind: type) -> float | int:

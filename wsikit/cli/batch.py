@@ -5,8 +5,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import CommandParser, RawDefaultsHelpFormatter, fraction, mpp_type, non_negative_float, \
-    non_negative_int, output_dir, positive_float, positive_int, scales
+from ._common import (
+    CommandParser,
+    RawDefaultsHelpFormatter,
+    fraction,
+    mpp_type,
+    non_negative_float,
+    non_negative_int,
+    output_dir,
+    positive_float,
+    positive_int,
+    scales,
+)
 from .select import min_score_type
 
 __all__ = ["register", "batch_command"]

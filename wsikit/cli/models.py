@@ -79,7 +79,7 @@ def doctor(*, weights: bool = True) -> dict[str, Any]:
                 import openslide
 
                 info["library"] = openslide.__library_version__
-            except Exception as exc:  # noqa: BLE001 - a broken libopenslide is the finding
+            except Exception as exc:
                 info["error"] = f"{type(exc).__name__}: {exc}"
         elif label == "faiss":
             info["gpu_build"] = "gpu" in found[0]
@@ -105,7 +105,7 @@ def _table(rows: list[tuple[str, ...]], width: int) -> list[str]:
     indent = sum(widths) + 2 * len(widths)
     out = []
     for i, row in enumerate(rows):
-        head = "".join(cell.ljust(w + 2) for cell, w in zip(row, widths))
+        head = "".join(cell.ljust(w + 2) for cell, w in zip(row, widths, strict=False))
         lines = textwrap.wrap(row[-1], max(30, width - indent)) or [""]
         out.append((head + lines[0]).rstrip())
         out.extend(" " * indent + line for line in lines[1:])

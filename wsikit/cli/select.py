@@ -6,8 +6,17 @@ import argparse
 import json
 import sys
 
-from ._common import DefaultsHelpFormatter, fraction, mpp_type, non_negative_float, \
-    non_negative_int, output_dir, positive_float, positive_int, scales
+from ._common import (
+    DefaultsHelpFormatter,
+    fraction,
+    mpp_type,
+    non_negative_float,
+    non_negative_int,
+    output_dir,
+    positive_float,
+    positive_int,
+    scales,
+)
 
 __all__ = ["add_format_option", "add_select_options", "min_score_type", "print_result",
            "register", "select_kwargs"]
@@ -188,7 +197,8 @@ def _zoom_chains(regions: list[dict]) -> list[str]:
     for r in regions:
         if r["id"] in hosts or not r.get("inside"):
             continue
-        chain, cur = [], r
+        chain: list[str] = []
+        cur: dict | None = r
         while cur is not None and len(chain) <= len(regions):
             chain.append(f"{cur['id']} ({cur['scale']}x)")
             cur = by_id.get(cur.get("inside"))

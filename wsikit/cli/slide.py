@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._common import fraction, mpp_type, non_negative_float, non_negative_int, output_dir, \
-    positive_float, positive_int
+from ._common import (
+    fraction,
+    mpp_type,
+    non_negative_float,
+    non_negative_int,
+    output_dir,
+    positive_float,
+    positive_int,
+)
 
 __all__ = ["register"]
 
@@ -32,7 +39,7 @@ def _info(args: argparse.Namespace) -> int:
         print(f"  mpp          {data['mpp']:g} µm/px  (from {data['mpp_source']})")
     print(f"  objective    {data['objective_power'] or 'unknown'}")
     levels = ", ".join(f"{lw}x{lh} (/{ds:g})" for (lw, lh), ds in
-                       zip(data["level_dimensions"], data["level_downsamples"]))
+                       zip(data["level_dimensions"], data["level_downsamples"], strict=True))
     print(f"  levels       {data['level_count']}: {levels}")
     print(f"  associated   {', '.join(data['associated_images']) or 'none'}")
     return 0
@@ -83,7 +90,7 @@ def _segmentation_options(p: argparse.ArgumentParser, note: str = "") -> None:
                    help=f"fill holes smaller than this area in µm²{note} (default 10000)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``info``, ``segment`` and ``patch`` to the ``wsikit`` command line."""
     p = subparsers.add_parser(
         "info", help="show a slide's size, levels and resolution (µm/px) with its source",

@@ -13,8 +13,8 @@ from __future__ import annotations
 from .calibration import DEFAULT_FLOOR, Background, Floor, background_from_vectors, parse_floor
 from .ids import document_id, region_uid, slide_fingerprint, slide_id
 from .index import INDEX_FORMAT, AddReport, FigureIndex, Match, embed_images
-from .matching import CropMatches, match_crops
 from .manifest import MANIFEST_FIELDS, merge_manifest, read_manifest, write_manifest
+from .matching import CropMatches, match_crops
 from .nodes import (
     EVIDENCE_LEVELS,
     FigureNode,

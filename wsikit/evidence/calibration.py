@@ -20,6 +20,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -72,7 +73,7 @@ class Background:
 
     def __post_init__(self) -> None:
         q = tuple(float(v) for v in self.quantiles)
-        if len(q) != len(_LEVELS) or any(b < a for a, b in zip(q, q[1:])):
+        if len(q) != len(_LEVELS) or any(b < a for a, b in pairwise(q)):
             raise EvidenceError(f"similarity background needs {len(_LEVELS)} non-decreasing "
                                 f"quantiles, got {len(q)}; rebuild or recalibrate the index")
         object.__setattr__(self, "quantiles", q)

@@ -20,7 +20,8 @@ by hand (tests do).
 BM25 (Robertson/Spärck Jones, Lucene's non-negative idf)::
 
     idf(t)   = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
-    score(d) = Σ_{t ∈ q, unique} idf(t) · tf(t, d) · (k1 + 1) / (tf(t, d) + k1 · (1 - b + b · |d| / avgdl))
+    score(d) = Σ_{t ∈ q, unique} idf(t) · tf(t, d) · (k1 + 1)
+               / (tf(t, d) + k1 · (1 - b + b · |d| / avgdl))
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ _OPERATORS = {">=": "≥", "=>": "≥", "<=": "≤", "=<": "≤", "+/-": "±"}
 _ALIASES = {"ki67": "ki-67", "mib-1": "mib1", "her-2": "her2", "her2/neu": "her2",
             "pdl1": "pd-l1", "birads": "bi-rads", "tumor": "tumour", "tumors": "tumour"}
 _STOPWORDS = frozenset(
-    "a an and are as at be been by for from has have in into is it its of on or that the "
-    "their this these those to was were which with within".split())
+    ["a", "an", "and", "are", "as", "at", "be", "been", "by", "for", "from", "has", "have",
+     "in", "into", "is", "it", "its", "of", "on", "or", "that", "the", "their", "this",
+     "these", "those", "to", "was", "were", "which", "with", "within"])
 _NO_STEM = ("ss", "us", "is")
 
 

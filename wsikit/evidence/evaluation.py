@@ -356,8 +356,9 @@ def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = N
 
         encoder = create_encoder(index.encoder_name)
     nodes = index.nodes()
-    per_query, empty = [], []
-    for query, qmode in zip(queries, modes):
+    per_query: list[dict[str, Any]] = []
+    empty: list[str] = []
+    for query, qmode in zip(queries, modes, strict=True):
         carriers = {n.node_id: [t for t, tg in enumerate(query.targets) if tg.accepts(n)]
                     for n in nodes}
         carriers = {nid: ts for nid, ts in carriers.items() if ts}
@@ -368,7 +369,10 @@ def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = N
             warnings.warn(f"query {query.id!r}: accepted target(s) {missing} are not in index "
                           f"{index.path}", stacklevel=2)
         need = max(ks[-1], len(carriers))
-        images = [load_image(query.image)] if qmode in ("image", "fused") else None
+        images = None
+        if qmode in ("image", "fused"):
+            assert query.image is not None  # _mode_of refuses these modes without an image
+            images = [load_image(query.image)]
         text = query.text if qmode in ("text", "fused") else None
         found = search(index, images=images, text=text, encoder=encoder,
                        k=min(need, index.count), rrf_k=rrf_k, depth=depth,

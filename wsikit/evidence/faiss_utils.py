@@ -76,6 +76,7 @@ def make_index(dim: int, kind: str, params: dict[str, Any]):
     if kind == "ivf":
         quantizer = faiss.IndexFlatIP(dim)
         storage = params.get("storage", "fp16")
+        index: faiss.IndexIVF
         if storage == "fp16":
             index = faiss.IndexIVFScalarQuantizer(quantizer, dim, int(params["nlist"]),
                                                   faiss.ScalarQuantizer.QT_fp16,
@@ -86,12 +87,13 @@ def make_index(dim: int, kind: str, params: dict[str, Any]):
         else:
             raise EvidenceError(f"unknown IVF storage {storage!r}; use 'fp16' or 'fp32'")
         index.own_fields = True
-        quantizer.this.disown()
+        # SWIG's ownership handle: not in faiss's type stubs
+        quantizer.this.disown()  # type: ignore[attr-defined]
         return index
     if kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, int(params["M"]), faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = int(params["efConstruction"])
-        return index
+        hnsw = faiss.IndexHNSWFlat(dim, int(params["M"]), faiss.METRIC_INNER_PRODUCT)
+        hnsw.hnsw.efConstruction = int(params["efConstruction"])
+        return hnsw
     raise EvidenceError(f"unknown index kind {kind!r}; use one of {', '.join(INDEX_KINDS)}")
 
 
@@ -119,7 +121,8 @@ def to_search_device(index, kind: str):
             return index
         res = faiss.StandardGpuResources()
         gpu = faiss.index_cpu_to_gpu(res, 0, index)
-        gpu.referenced_objects = [res]  # keep resources alive with the index
+        # keep resources alive with the index (a plain Python attribute: not in the stubs)
+        gpu.referenced_objects = [res]  # type: ignore[attr-defined]
         return gpu
     except (RuntimeError, AttributeError) as exc:  # pragma: no cover - GPU only
         log.warning("faiss GPU search unavailable (%s); searching on CPU", exc)
@@ -146,7 +149,8 @@ def exact_search(db: np.ndarray, queries: np.ndarray, k: int,
 def recall_at_k(found: np.ndarray, truth: np.ndarray, k: int = 10) -> float:
     """Mean fraction of the true top-``k`` ids present in the found top-``k`` ids."""
     k = min(k, truth.shape[1])
-    hits = [len(set(f[:k].tolist()) & set(t[:k].tolist())) for f, t in zip(found, truth)]
+    hits = [len(set(f[:k].tolist()) & set(t[:k].tolist()))
+            for f, t in zip(found, truth, strict=True)]
     return float(np.mean(hits) / k) if hits else 1.0
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -30,10 +30,12 @@ __all__ = ["RRF_K", "FusedMatch", "query_fused", "query_text", "rrf", "search"]
 #: Default RRF constant.
 RRF_K = 50
 
+_Key = TypeVar("_Key", bound=Hashable)
 
-def rrf(rankings: Mapping[str, Sequence[Hashable]], *, k: float = RRF_K,
+
+def rrf(rankings: Mapping[str, Sequence[_Key]], *, k: float = RRF_K,
         weights: Mapping[str, float] | None = None
-        ) -> list[tuple[Hashable, float, dict[str, int | None]]]:
+        ) -> list[tuple[_Key, float, dict[str, int | None]]]:
     """Fuse ranked lists by reciprocal rank.
 
     Parameters
@@ -61,9 +63,9 @@ def rrf(rankings: Mapping[str, Sequence[Hashable]], *, k: float = RRF_K,
     if any(w < 0 for w in weights.values()):
         raise EvidenceError(f"RRF weights must be >= 0, got {weights}")
     channels = list(rankings)
-    scores: dict[Hashable, float] = {}
-    ranks: dict[Hashable, dict[str, int | None]] = {}
-    order: dict[Hashable, int] = {}
+    scores: dict[_Key, float] = {}
+    ranks: dict[_Key, dict[str, int | None]] = {}
+    order: dict[_Key, int] = {}
     for ch in channels:
         seen = set()
         w = float(weights.get(ch, 1.0))
@@ -159,16 +161,16 @@ def query_text(index: FigureIndex, text: str, k: int = 5, *, k1: float = BM25_K1
     if not extra:
         return [FusedMatch(node, h.score, "bm25", text_score=h.score, text_rank=pos,
                            ranks={"text": pos})
-                for pos, (h, node) in enumerate(zip(hits, nodes), start=1)]
+                for pos, (h, node) in enumerate(zip(hits, nodes, strict=True), start=1)]
     lookup = {n.node_id: n for n in nodes}
     for ranked in extra.values():
         lookup.update((n.node_id, n) for n in ranked)
-    bm25 = {n.node_id: h.score for n, h in zip(nodes, hits)}
+    bm25 = {n.node_id: h.score for n, h in zip(nodes, hits, strict=True)}
     rankings = {"text": [n.node_id for n in nodes],
                 **{ch: [n.node_id for n in ranked] for ch, ranked in extra.items()}}
     fusion = {"method": "rrf", "k": rrf_k, "weights": dict(weights or {}), "depth": depth,
               "channels": {"text": f"caption BM25 (k1={k1}, b={b})",
-                           **{ch: "vision-language tower cosine" for ch in extra}}}
+                           **dict.fromkeys(extra, "vision-language tower cosine")}}
     return [FusedMatch(lookup[key], score, "rrf", text_score=bm25.get(key),
                        text_rank=ranks["text"], fused_score=score, ranks=ranks, fusion=fusion)
             for key, score, ranks in rrf(rankings, k=rrf_k, weights=weights)[:k]]
@@ -230,24 +232,24 @@ def query_fused(index: FigureIndex, images: Sequence[np.ndarray] | np.ndarray, e
     image_hits = index.query(vectors, depth, encoder=encoder)
     text_rows = [h.row for h in hits]
     text_nodes = index.nodes(text_rows)
-    bm25 = {n.node_id: h.score for n, h in zip(text_nodes, hits)}
+    bm25 = {n.node_id: h.score for n, h in zip(text_nodes, hits, strict=True)}
     text_ids = [n.node_id for n in text_nodes]
     extra = dict(extra or {})
     fusion = {"method": "rrf", "k": rrf_k, "weights": dict(weights or {}), "depth": depth,
               "channels": {"image": f"cosine ({index.encoder_name})",
                            "text": f"caption BM25 (k1={k1}, b={b})",
-                           **{ch: "vision-language tower cosine" for ch in extra}}}
+                           **dict.fromkeys(extra, "vision-language tower cosine")}}
     stored = _stored_vectors(index, text_rows)
     out = []
-    for i, (vec, row) in enumerate(zip(vectors, image_hits)):
+    for i, (vec, row) in enumerate(zip(vectors, image_hits, strict=True)):
         sims = {m.node.node_id: m.similarity for m in row}
         nodes = {m.node.node_id: m.node for m in row}
-        candidates = list(zip(text_nodes, stored))
+        candidates = list(zip(text_nodes, stored, strict=True))
         more = [n for ranked in extra.values() for n in ranked[i]
                 if n.node_id not in sims and n.node_id not in bm25]
         if more:
             rows_more = _rows_of(index, [n.node_id for n in more])
-            candidates += list(zip(more, _stored_vectors(index, rows_more)))
+            candidates += list(zip(more, _stored_vectors(index, rows_more), strict=True))
         for node, v in candidates:
             nodes.setdefault(node.node_id, node)
             sims.setdefault(node.node_id, float(np.dot(v, vec) / max(np.linalg.norm(v), 1e-12)))
@@ -308,9 +310,11 @@ def search(index: FigureIndex, *, images: Sequence[np.ndarray] | np.ndarray | No
     extra = _tower_rankings(index, towers, images if has_images else None, text,
                             _depth(index, k, depth)) if towers else {}
     if not has_images:
+        assert text is not None  # checked above: a query without images has a text
         single = {ch: ranked[0] for ch, ranked in extra.items()}
         return [query_text(index, text, k, extra=single, rrf_k=rrf_k, weights=weights,
                            depth=depth)]
+    assert images is not None  # has_images
     if text:
         return query_fused(index, images, encoder, text, k, rrf_k=rrf_k, weights=weights,
                            depth=depth, extra=extra)
@@ -332,7 +336,7 @@ def _fuse_image_channels(index: FigureIndex, images: Any, encoder: Any, k: int, 
     out = []
     fusion = {"method": "rrf", "k": rrf_k, "weights": dict(weights or {}), "depth": depth,
               "channels": {"image": f"cosine ({index.encoder_name})",
-                           **{ch: "vision-language tower cosine" for ch in extra}}}
+                           **dict.fromkeys(extra, "vision-language tower cosine")}}
     for i, row in enumerate(index.query_images(images, encoder, k=depth)):
         nodes = {m.node.node_id: m.node for m in row}
         sims = {m.node.node_id: m.similarity for m in row}

@@ -46,12 +46,12 @@ from .paths import portable_path
 from .sanitise import valid_doi
 
 # The helpers this module defined before the split, kept importable under their old names.
-from .index_build import (  # noqa: E402, F401  isort: skip
+from .index_build import (  # noqa: F401  isort: skip
     RECALL_QUERIES as _RECALL_QUERIES,
     encoder_info as _encoder_info,
     recall_set as _recall_set,
 )
-from .index_folder import (  # noqa: E402, F401  isort: skip
+from .index_folder import (  # noqa: F401  isort: skip
     _SAFE_NAME,
     _VERSIONED,
     COLUMNS as _COLUMNS,
@@ -381,12 +381,12 @@ class FigureIndex:
             return [[] for _ in range(v.shape[0])]
         sims, ids = self._search_index.search(fu.normalise(v), k)
         rows = sorted({int(i) for i in ids.ravel() if i >= 0})
-        lookup = dict(zip(rows, self.nodes(rows)))
+        lookup = dict(zip(rows, self.nodes(rows), strict=True))
         bg = self.background
-        pct = bg.percentile(sims) if bg is not None else np.full(sims.shape, np.nan)
+        pct = np.asarray(bg.percentile(sims)) if bg is not None else np.full(sims.shape, np.nan)
         return [[Match(lookup[int(i)], float(s), None if np.isnan(p) else float(p))
-                 for s, p, i in zip(srow, prow, irow) if i >= 0]
-                for srow, prow, irow in zip(sims, pct, ids)]
+                 for s, p, i in zip(srow, prow, irow, strict=True) if i >= 0]
+                for srow, prow, irow in zip(sims, pct, ids, strict=True)]
 
     def query_images(self, images: Sequence[np.ndarray] | np.ndarray, encoder: Any, k: int = 5
                      ) -> list[list[Match]]:

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from .._atomic import TMP_MARK, atomic_path, write_json_atomic
-from ..cache_record import sha256_file
 from .._hints import keyword, option
+from ..cache_record import sha256_file
 from ..errors import EvidenceError
 from . import faiss_utils as fu
 from .captions import sync_captions
@@ -98,7 +98,7 @@ def insert_nodes(path: Path, start_row: int, nodes: Sequence[FigureNode],
             f"({', '.join('?' * (len(COLUMNS) + 1))})",
             [(start_row + i, n.node_id, rel, n.caption, n.figure_label, n.source_title, n.doi,
               n.source_path, n.page, n.year, n.license, n.evidence_level, n.content_hash)
-             for i, (n, rel) in enumerate(zip(nodes, rel_images))])
+             for i, (n, rel) in enumerate(zip(nodes, rel_images, strict=True))])
         sync_captions(con)  # caption search (captions.py): same transaction as the node rows
         con.commit()
 
@@ -132,7 +132,7 @@ def confined_image(base: Path, node_id: object, image: object, *, resolve: bool 
 def _rows_to_nodes(rows: Iterable[tuple], base: Path) -> dict[int, FigureNode]:
     out = {}
     for row in rows:
-        data = dict(zip(("row",) + COLUMNS, row))
+        data = dict(zip(("row",) + COLUMNS, row, strict=True))
         data["image"] = confined_image(base, data["node_id"], data["image"])
         data["caption"] = data["caption"] or ""
         data["content_hash"] = data["content_hash"] or ""
@@ -175,7 +175,7 @@ def store_images(path: Path, nodes: Sequence[FigureNode], images: Sequence[np.nd
     """Write each node's ``(H, W, 3) uint8`` image as ``images/<hash>.png`` under the index
     folder ``path`` (once per content hash); returns the paths relative to ``path``."""
     rel_images = []
-    for node, image in zip(nodes, images):
+    for node, image in zip(nodes, images, strict=True):
         rel = f"images/{(node.content_hash or node.node_id)[:32]}.png"
         target = path / rel
         if not target.exists():
@@ -228,7 +228,8 @@ def remove_stale(path: Path, manifest: dict[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------------- reading and checking
-def read_folder(path: str | Path, *, verify: bool = True) -> tuple[Path, dict[str, Any], Any]:
+def read_folder(path: str | os.PathLike[str], *, verify: bool = True
+                ) -> tuple[Path, dict[str, Any], Any]:
     """``(absolute folder, manifest, CPU faiss index)`` of an index folder, checked.
 
     ``verify`` also compares the data files with their sha256 checksums in the manifest.

@@ -147,7 +147,8 @@ def reconstruct_all(index: Any, kind: str, count: int, dim: int) -> np.ndarray:
         try:
             return np.asarray(index.reconstruct_n(0, count), np.float32)
         finally:
-            ivf.set_direct_map_type(faiss.DirectMap.NoMap)
+            # faiss (SWIG) has DirectMap; its type stubs lack it
+            ivf.set_direct_map_type(faiss.DirectMap.NoMap)  # type: ignore[attr-defined]
     return np.asarray(index.reconstruct_n(0, count), np.float32)
 
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .calibration import Floor, parse_floor
+
+if TYPE_CHECKING:
+    from .fusion import FusedMatch
+    from .index import Match
 
 __all__ = ["CropMatches", "match_crops", "similarity_provenance"]
 
@@ -93,6 +97,7 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
     name = index.encoder_name
     enc = encoder if encoder is not None else \
         create_encoder(name, weights=(weights or {}).get(name), device=device)
+    rows: list[list[Match]] | list[list[FusedMatch]]
     if question and len(crops):
         from dataclasses import replace
 
@@ -109,7 +114,8 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
         rows = index.query_images(list(crops), enc, k=k) if len(crops) else []
     kept, dropped = [], []
     for row in rows:
-        ok = [m for m in row if floor.passes(m.similarity, m.percentile)]
+        # crop queries are image queries: every match carries its cosine similarity
+        ok = [m for m in row if floor.passes(m.similarity, m.percentile)]  # type: ignore[arg-type]
         kept.append([m.to_dict(base_dir=base_dir) for m in ok])
         dropped.append(len(row) - len(ok))
     return CropMatches(matches=kept, below_floor=dropped, floor=floor.to_dict(index.background),

@@ -68,7 +68,7 @@ def parse_evidence_level(value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool):  # callers catch ValueError and add the file/line or option
-        raise ValueError(f"evidence level {value!r} is not 1–8, a name or 'unknown'")  # noqa: TRY004
+        raise ValueError(f"evidence level {value!r} is not 1–8, a name or 'unknown'")
     if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer()):
         level = int(value)
     elif isinstance(value, str):
@@ -102,8 +102,9 @@ def load_image(path: str | os.PathLike[str]) -> np.ndarray:
 
     path = Path(path)
     try:
-        with Image.open(path) as im:
-            im.load()
+        with Image.open(path) as opened:
+            opened.load()
+            im: Image.Image = opened
             if im.mode in ("RGBA", "LA", "P"):
                 im = im.convert("RGBA")
                 bg = Image.new("RGBA", im.size, (255, 255, 255, 255))

@@ -135,8 +135,8 @@ def _blocks(lines: list[_Line], images: list[tuple[float, float, float, float]]
         if blocks:
             prev = blocks[-1][-1]
             gap = prev.bottom - line.top
-            between = any(b < prev.bottom and t > line.top and l < line.right and r > line.left
-                          for (l, b, r, t) in images)
+            between = any(bot < prev.bottom and top > line.top and left < line.right
+                          and right > line.left for (left, bot, right, top) in images)
             match = CAPTION_RE.match(line.text)
             starts_caption = bool(match and match.group("sep"))
             if gap <= 0.8 * max(prev.height, line.height) and not between and not starts_caption:
@@ -150,7 +150,7 @@ def _to_rgb(image_obj) -> np.ndarray:
     try:
         bitmap = image_obj.get_bitmap(render=False)
         pil = bitmap.to_pil()
-    except Exception:  # noqa: BLE001 - unusual colour spaces: fall back to rendering
+    except Exception:
         bitmap = image_obj.get_bitmap(render=True)
         pil = bitmap.to_pil()
     if pil.mode in ("RGBA", "LA", "P"):
@@ -235,7 +235,8 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100
                 px_w, px_h = obj.get_px_size()
                 if min(px_w, px_h) < min_size:
                     continue
-                found.append((tuple(float(v) for v in obj.get_bounds()), _to_rgb(obj)))
+                x0, y0, x1, y1 = obj.get_bounds()
+                found.append(((float(x0), float(y0), float(x1), float(y1)), _to_rgb(obj)))
             found.sort(key=lambda f: (-f[0][3], f[0][0]))
             boxes = [f[0] for f in found]
             captions = []
@@ -245,15 +246,17 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100
                     captions.append(block)
             assignment = _assign(boxes, captions, page_height=page.get_height())
             for i, (bbox, image) in enumerate(found):
-                block = assignment.get(i)
-                if block is None:
+                assigned = assignment.get(i)
+                if assigned is None:
                     caption, label = "", None
                     log.warning("%s page %d: figure %d has no caption; kept with caption '' "
                                 "(review the manifest)", path.name, page_no + 1, i + 1)
                 else:
-                    caption = " ".join(ln.text for ln in block)
+                    caption = " ".join(ln.text for ln in assigned)
                     caption = re.sub(r"(\w)- (\w)", r"\1\2", caption)  # de-hyphenate wraps
-                    label = " ".join(CAPTION_RE.match(block[0].text).group("label").split())
+                    head = CAPTION_RE.match(assigned[0].text)
+                    assert head is not None  # blocks became captions only where it matched
+                    label = " ".join(head.group("label").split())
                 figures.append(PdfFigure(image, caption, label, page_no + 1, bbox))
             textpage.close()
             page.close()

@@ -140,7 +140,7 @@ class EvidenceResult:
                    index=data.get("index"), empty_scales=dict(data.get("empty_scales", {})),
                    synthetic=bool(data.get("synthetic", False)), created=data["created"],
                    wsikit_version=data["wsikit_version"], schema=data["schema"],
-                   base_dir=base_dir)
+                   base_dir=None if base_dir is None else Path(base_dir))
 
     @staticmethod
     def validate_dict(data: Mapping[str, Any]) -> None:
@@ -154,7 +154,8 @@ class EvidenceResult:
         import jsonschema
 
         validator = jsonschema.Draft202012Validator(load_schema())
-        errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+        errors = sorted(validator.iter_errors(data),
+                        key=lambda e: [str(p) for p in e.absolute_path])
         if errors:
             err = errors[0]
             where = "/".join(str(p) for p in err.absolute_path) or "(document)"

@@ -71,11 +71,12 @@ def synthetic_figures(seed: int = 0) -> list[SyntheticFigure]:
                         "scattered nuclei; this caption is deliberately long so that it wraps "
                         "over several printed lines and must be merged back into one caption "
                         "by the extractor.", page=1, caption_position="above"),
-        SyntheticFigure(_tissue(seed + 3, True, downsample=2), "Fig. 3. SYNTHETIC dense nuclei, second "
-                        "example.", page=3),
+        SyntheticFigure(_tissue(seed + 3, True, downsample=2),
+                        "Fig. 3. SYNTHETIC dense nuclei, second example.", page=3),
         SyntheticFigure(np.full((200, 200, 3), (240, 200, 220), np.uint8), None, page=3),
-        SyntheticFigure(_tissue(seed + 4, False, downsample=2), "FIGURE 4. SYNTHETIC stroma, second example.",
-                        page=3, caption_position="above"),
+        SyntheticFigure(_tissue(seed + 4, False, downsample=2),
+                        "FIGURE 4. SYNTHETIC stroma, second example.", page=3,
+                        caption_position="above"),
     ]
 
 
@@ -89,8 +90,8 @@ def write_synthetic_pdf(path: str | os.PathLike[str],
     """Write a synthetic paper PDF with captioned figures; return its path.
 
     Page 1 starts with the title and (unless ``doi`` is None) a line "doi: …" in the text.
-    ``title_in_metadata`` / ``doi_in_metadata`` (``doi_in_text``) put them into the PDF metadata. Pages
-    without figures get body text only. ``n_pages`` defaults to the last figure's page.
+    ``title_in_metadata`` / ``doi_in_metadata`` (``doi_in_text``) put them into the PDF metadata.
+    Pages without figures get body text only. ``n_pages`` defaults to the last figure's page.
     """
     try:
         from fpdf import FPDF

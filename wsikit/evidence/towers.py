@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from .._atomic import atomic_path, write_json_atomic
+from ..cache_record import sha256_file
 from ..errors import EncoderMismatchError, EvidenceError
 from . import faiss_utils as fu
 from .index import FigureIndex
 from .index_build import embed_images, encoder_info
-from ..cache_record import sha256_file
 from .nodes import FigureNode, load_image
 
 __all__ = ["TOWER_FORMAT", "Tower", "create_tower_encoders", "list_towers", "open_tower",
@@ -88,7 +88,7 @@ class Tower:
         depth = max(1, min(depth, self.count))
         _, ids = self.faiss_index.search(v, depth)
         rows = sorted({int(i) for i in ids.ravel() if i >= 0})
-        nodes = dict(zip(rows, self.index.nodes(rows)))
+        nodes = dict(zip(rows, self.index.nodes(rows), strict=True))
         return [[nodes[int(i)] for i in row if i >= 0] for row in ids]
 
     def rank_texts(self, encoder: Any, texts: Sequence[str], depth: int

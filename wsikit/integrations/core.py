@@ -147,7 +147,7 @@ class EvidenceSource:
         return self._image_result(np.asarray(query), None, k=k or self.k)
 
     def _image_result(self, image: np.ndarray, path: Path | None, *, k: int) -> Any:
-        from ..evidence import EvidenceResult
+        from ..evidence import EvidenceRegion, EvidenceResult
         from ..evidence.ids import region_uid
         from ..evidence.nodes import image_content_hash
         from ..evidence.paths import portable_path
@@ -176,7 +176,7 @@ class EvidenceSource:
             models={"crop_encoder": {"name": enc.config.name, "label": enc.label,
                                      "heuristic": bool(enc.config.heuristic)}},
             selection={"query": "image", "figures_per_region": k, "min_similarity": found.floor},
-            regions=(region,), index=found.index.to_evidence_dict(),
+            regions=(EvidenceRegion.from_dict(region),), index=found.index.to_evidence_dict(),
             synthetic=False, base_dir=None)
 
     def caption_search(self, text: str, *, k: int | None = None) -> list[tuple[Any, float]]:
@@ -189,7 +189,7 @@ class EvidenceSource:
         index = self.figure_index
         hits = caption_search(index, text, k or self.k)
         nodes = index.nodes([h.row for h in hits])
-        return [(n, float(h.score)) for n, h in zip(nodes, hits)]
+        return [(n, float(h.score)) for n, h in zip(nodes, hits, strict=True)]
 
 
 def _match_one(source: EvidenceSource, image: np.ndarray, k: int) -> Any:

@@ -22,8 +22,7 @@ from llama_index.core.base.base_multi_modal_retriever import MultiModalRetriever
 from llama_index.core.image_retriever import BaseImageRetriever
 from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle
 
-from ..evidence.adapters import (EMBED_METADATA_KEYS, LLM_METADATA_KEYS, clean_shown,
-                                 excluded_keys)
+from ..evidence.adapters import EMBED_METADATA_KEYS, LLM_METADATA_KEYS, clean_shown, excluded_keys
 from ..evidence.sanitise import clean_text
 from .core import EvidenceSource, as_result
 

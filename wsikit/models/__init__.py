@@ -1,4 +1,4 @@
-"""Encoders: registry, clean-room CONCH v1.5 / Virchow2 / TITAN, weight-free heuristics, hub loading.
+"""Encoders: registry, clean-room CONCH v1.5 / Virchow2 / TITAN, weight-free heuristics, hub.
 
 >>> from wsikit.models import create_encoder, list_encoders
 >>> enc = create_encoder("heuristic")

@@ -6,9 +6,7 @@ its builder.
 
 from __future__ import annotations
 
-import torch
-
-from .configs import (  # noqa: F401 - the CONFIG names stay importable from here
+from .configs import (
     CONCH_V1_5_CONFIG,
     HEURISTIC_CONFIG,
     QUILTNET_B32_CONFIG,
@@ -17,25 +15,27 @@ from .configs import (  # noqa: F401 - the CONFIG names stay importable from her
     EncoderConfig,
 )
 from .heuristic import HeuristicEncoder
-from .registry import _BUILTIN_NAMES, register_encoder
+from .registry import _BUILTIN_NAMES, Encoder, register_encoder
 
 
-def _build_conch(config: EncoderConfig) -> torch.nn.Module:
+def _build_conch(config: EncoderConfig) -> Encoder:
     from .conch import ConchV15
 
     return ConchV15(config)
 
 
-def _build_virchow2(config: EncoderConfig) -> torch.nn.Module:
+def _build_virchow2(config: EncoderConfig) -> Encoder:
     from .virchow import Virchow2
 
     return Virchow2(config)
 
 
-def _build_titan(config: EncoderConfig) -> torch.nn.Module:
+def _build_titan(config: EncoderConfig) -> Encoder:
     from .titan import Titan
 
-    return Titan(config)
+    # Titan (the slide encoder) does not subclass Encoder yet although create_encoder returns
+    # it; titan.py was being edited on another branch at the time of the gate (lead: fix there)
+    return Titan(config)  # type: ignore[return-value]
 
 
 register_encoder(HEURISTIC_CONFIG, HeuristicEncoder)

@@ -100,7 +100,7 @@ def _hub_model_cfg(config: EncoderConfig) -> dict[str, Any] | None:
         try:
             path = hf_hub_download(str(config.hub_repo), VLM_CONFIG_FILE,
                                    cache_dir=str(hf_cache_dir()), local_files_only=local)
-        except Exception:  # noqa: BLE001 - any miss falls back to the packaged config
+        except Exception:
             continue
         return read_model_cfg(path)
     return None
@@ -162,10 +162,10 @@ class QuiltNet(Encoder):
             self._build(cfg)
 
     # published keys are open_clip's (no "clip." prefix)
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):  # type: ignore[override]
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         return self.clip.load_state_dict(state_dict, strict=strict, assign=assign)
 
-    def state_dict(self, *args, **kwargs):  # type: ignore[override]
+    def state_dict(self, *args, **kwargs):
         return self.clip.state_dict(*args, **kwargs)
 
     def adapt_state_dict(self, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -77,6 +77,7 @@ class ConchTrunk(VisionTransformer):
 
     def _interpolated(self, gh: int, gw: int, dtype: torch.dtype) -> torch.Tensor:
         pe = self.pos_embed
+        assert pe is not None  # always built with one (timm: None only for pos_embed="none")
         if torch.is_grad_enabled() and pe.requires_grad:  # training: no cache
             return interpolate_pos_embed(pe, (gh, gw)).to(dtype)
         key = (gh, gw, pe.device, dtype, pe.data_ptr(), pe._version)
@@ -91,6 +92,7 @@ class ConchTrunk(VisionTransformer):
     def _pos_embed(self, x: torch.Tensor) -> torch.Tensor:
         b, gh, gw, c = x.shape  # dynamic_img_size: patch tokens as (B, H, W, C)
         x = x.reshape(b, gh * gw, c)
+        assert self.cls_token is not None  # built with class_token=True
         x = torch.cat([self.cls_token.expand(b, -1, -1), x], dim=1)  # promotes, as the reference
         x = x + self._interpolated(gh, gw, torch.float32)
         return self.pos_drop(x)

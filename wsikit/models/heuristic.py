@@ -362,7 +362,7 @@ def _features_chunk(xs: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
                       _stain_planes(xtf.clamp_min(1e-6).log_(), 0)], dim=1)
     gh = gh.reshape(b, 2, hh, ww)
     levels, h_hists = [], []
-    lag8 = None
+    lag8: torch.Tensor | None = None
     for lev in range(_LEVELS):
         if lev:
             gh = F.avg_pool2d(gh, 2, ceil_mode=True)
@@ -380,6 +380,7 @@ def _features_chunk(xs: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
     lv = torch.where(tlog, torch.log(lv.clamp_min(0) + _EPS), lv)
     texture = torch.stack([lv.mean(2), lv.amax(2)], dim=2).flatten(1)
 
+    assert lag8 is not None  # set at level 1; _LEVELS is a constant > 1
     hq = _hist_quantiles(h_all, xs.new_tensor([0.5, 0.99]), _H_BIN)
     eq = _hist_quantiles(e_all, xs.new_tensor([0.5, 0.99]), _E_BIN)
     gq = _hist_quantiles(g_counts, xs.new_tensor([0.1, 0.9]), 1.0 / _G_NBINS)
@@ -555,6 +556,10 @@ class HeuristicEncoder(Encoder):
     #: Images per chunk are limited to about this many input pixels: bounds memory for large
     #: batches and crops, and keeps each chunk's float copy small enough to stay in cache.
     max_chunk_pixels = 1 << 20
+
+    # registered buffers, declared for type checkers (nn.Module.__getattr__ is untyped)
+    _centre: torch.Tensor
+    _scale: torch.Tensor
 
     def __init__(self, config: EncoderConfig = HEURISTIC_CONFIG) -> None:
         super().__init__(config)

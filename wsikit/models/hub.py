@@ -317,7 +317,7 @@ def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
                 sd = torch.load(str(p), map_location="cpu", weights_only=True, mmap=True)
             except RuntimeError:  # legacy (non-zip) pickles cannot be memory-mapped
                 sd = torch.load(str(p), map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any reader failure becomes a WeightsError
+    except Exception as exc:
         raise WeightsError(f"cannot read weights file {p}: {type(exc).__name__}: {exc}; "
                            "it must be a safetensors file or a torch state dict "
                            "(loadable with weights_only=True)") from exc

@@ -6,7 +6,8 @@ says, so callers never need model-specific transforms::
 
     enc = create_encoder("heuristic")            # weight-free, always available
     enc = create_encoder("conch_v1_5")           # real weights (HF cache / local) or WeightsError
-    enc = create_encoder("auto", role="patch")   # CONCH v1.5 if its weights are found, else heuristic
+    enc = create_encoder("auto", role="patch")   # CONCH v1.5 if its weights are found, else
+                                                 # heuristic
     feats = enc.encode(images)                   # (B, H, W, 3) uint8 -> (B, dim) float32
 
 A randomly initialised network is never presented as the real model: building ``conch_v1_5``,
@@ -89,6 +90,10 @@ class Encoder(torch.nn.Module):
     ``(B, 3, input_px, input_px)``; :meth:`forward_uint8` and :meth:`encode` add the
     transforms derived from :attr:`config`.
     """
+
+    # registered buffers, declared for type checkers (nn.Module.__getattr__ is untyped)
+    _mean: torch.Tensor
+    _std: torch.Tensor
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
@@ -193,7 +198,7 @@ class Encoder(torch.nn.Module):
         return f"name={self.config.name!r}, dim={self.config.dim}, label={self.label!r}"
 
 
-Builder = Callable[[EncoderConfig], torch.nn.Module]
+Builder = Callable[[EncoderConfig], Encoder]
 
 
 @dataclass
@@ -351,7 +356,7 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
     return model.eval()
 
 
-def _build_for_loading(builder: Builder, config: EncoderConfig) -> torch.nn.Module:
+def _build_for_loading(builder: Builder, config: EncoderConfig) -> Encoder:
     """Build a model whose every parameter a strict load will overwrite, skipping the random
     initialisation (seconds for ViT-H): parameters are allocated uninitialised.
 

@@ -9,9 +9,12 @@ after the 4 registers).
 
 from __future__ import annotations
 
+from typing import cast
+
 import timm
 import torch
 from timm.layers import SwiGLUPacked
+from timm.models.vision_transformer import VisionTransformer
 
 from .registry import Encoder, EncoderConfig
 
@@ -23,16 +26,17 @@ class Virchow2(Encoder):
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__(config)
-        self.model = timm.create_model(
+        # create_model is typed as returning nn.Module; this name builds a VisionTransformer
+        self.model = cast(VisionTransformer, timm.create_model(
             "vit_huge_patch14_224", pretrained=False, img_size=config.input_px,
             num_classes=0, reg_tokens=4, mlp_ratio=5.3375, mlp_layer=SwiGLUPacked,
-            act_layer=torch.nn.SiLU, init_values=1e-5, global_pool="", dynamic_img_size=True)
+            act_layer=torch.nn.SiLU, init_values=1e-5, global_pool="", dynamic_img_size=True))
 
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):  # type: ignore[override]
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         # published keys have no "model." prefix
         return self.model.load_state_dict(state_dict, strict=strict, assign=assign)
 
-    def state_dict(self, *args, **kwargs):  # type: ignore[override]
+    def state_dict(self, *args, **kwargs):
         return self.model.state_dict(*args, **kwargs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -29,7 +29,8 @@ from .windows import Window, Windows
 
 __all__ = [
     "AttentionMap", "attention_map", "summed_area_table", "window_sums",
-    "DEFAULT_SCALES", "LAYOUTS", "MIN_SCORE_CHOICES", "compatible", "parse_scales", "rank_windows", "select_from_map", "select_windows",
+    "DEFAULT_SCALES", "LAYOUTS", "MIN_SCORE_CHOICES", "compatible", "parse_scales",
+    "rank_windows", "select_from_map", "select_windows",
     "Selector", "create_selector", "describe_selector", "list_selectors", "register_selector",
     "select_topk", "Window", "Windows",
 ]

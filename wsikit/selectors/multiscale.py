@@ -83,7 +83,8 @@ def parse_scales(scales: str | int | Sequence[int]) -> tuple[int, ...]:
     if isinstance(scales, (int, np.integer)) and not isinstance(scales, bool):
         scales = (int(scales),)
     try:
-        raw = list(scales)
+        # a bool reaches here on purpose: list() raises and it is reported below
+        raw = list(scales)  # type: ignore[arg-type]
     except TypeError as exc:
         raise SelectionError(f"scales must be a sequence of positive integers, got {scales!r}"
                              ) from exc
@@ -193,7 +194,7 @@ def compatible(gx: np.ndarray, gy: np.ndarray, w: int | np.ndarray, ax: np.ndarr
         ok &= inside | ((inter == 0) & apart)
     else:
         ok &= apart
-    return ok.all(axis=1)
+    return np.asarray(ok.all(axis=1))
 
 
 def _min_count(min_coverage: float, area: int) -> int:
@@ -449,11 +450,11 @@ def select_from_map(amap: AttentionMap, *, scales: Sequence[int] = DEFAULT_SCALE
                 pos = int(np.argmax(m))
                 if not m[pos]:
                     break
-                q = int(block[pos])
+                cell = int(block[pos])
                 wx, wy = int(cgx[pos]), int(cgy[pos])
                 windows.append(Window(x=wx * p, y=wy * p, size=w * p, scale=w,
-                                      score=sc.mean(q), gx=wx, gy=wy,
-                                      coverage=float(sc.cnt[q]) / area))
+                                      score=sc.mean(cell), gx=wx, gy=wy,
+                                      coverage=float(sc.cnt[cell]) / area))
                 acc.append((wx, wy, w))
                 kept += 1
                 m[pos] = False
@@ -500,9 +501,9 @@ def rank_windows(windows: Sequence[Window]) -> tuple[Window, ...]:
             if j == i or b.scale <= a.scale:
                 continue
             if (b.gx <= a.gx and b.gy <= a.gy and a.gx + a.scale <= b.gx + b.scale
-                    and a.gy + a.scale <= b.gy + b.scale):
-                if host is None or b.scale < windows[host].scale:
-                    host = j
+                    and a.gy + a.scale <= b.gy + b.scale
+                    and (host is None or b.scale < windows[host].scale)):
+                host = j
         out.append(replace(a, rank=rank[i], inside=None if host is None else rank[host]))
     return tuple(out)
 
