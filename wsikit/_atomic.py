@@ -92,7 +92,8 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     return Path(path)
 
 
-def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, indent: int = 2) -> Path:
+def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, indent: int | None = 2
+                      ) -> Path:
     """Serialise ``obj`` as UTF-8 JSON to ``path`` atomically and return the path."""
     text = json.dumps(obj, indent=indent, ensure_ascii=False, default=_json_default)
     return write_bytes_atomic(path, (text + "\n").encode("utf-8"))

@@ -113,8 +113,9 @@ class Embeddings:
         return int(self.features.shape[0])
 
     def __repr__(self) -> str:
-        return (f"Embeddings(n={len(self)}, dim={self.features.shape[1] if self.features.ndim == 2 else '?'}, "
-                f"encoder={self.encoder!r}, label={self.label!r})")
+        dim = self.features.shape[1] if self.features.ndim == 2 else "?"
+        return (f"Embeddings(n={len(self)}, dim={dim}, encoder={self.encoder!r}, "
+                f"label={self.label!r})")
 
     def to_h5(self, path: str | os.PathLike[str]) -> Path:
         """Write ``features`` and ``coords`` atomically (``complete=True``)."""
@@ -124,9 +125,8 @@ class Embeddings:
             raise FeatureError(f"{path}: features {self.features.shape} and coords "
                                f"{self.coords.shape} do not match; expected (N, D) and (N, 2)")
         feat_attrs = {k: v for k, v in self.attrs.items() if k != "coords"}
-        with atomic_path(path) as tmp:
-            with h5_create(tmp, reserve=self.features.size * 4 + 20 * len(self),
-                           final=path) as f:
+        with atomic_path(path) as tmp, h5_create(
+                tmp, reserve=self.features.size * 4 + 20 * len(self), final=path) as f:
                 ds = _create_features(f, len(self), self.features.shape[1])
                 ds[...] = self.features.astype(np.float32, copy=False)
                 _write_attrs(ds, {**feat_attrs, "encoder": self.encoder, "label": self.label,
@@ -350,9 +350,7 @@ def extract_features(
         path, slide_mpp = Path(slide_or_path), mpp
     else:
         path, slide_mpp = Path(slide_or_path.path), slide_or_path.mpp
-        if slide_mpp is not None and not math.isfinite(slide_mpp):
-            slide_mpp = mpp
-        elif mpp is not None:
+        if slide_mpp is not None and not math.isfinite(slide_mpp) or mpp is not None:
             slide_mpp = mpp
     if not path.exists():
         raise FeatureError(f"slide {path} does not exist; check the path")
@@ -424,15 +422,14 @@ def extract_features(
                  "coords": coord_attrs}
         return Embeddings(writer.memory, grid.coords.copy(), cfg.name, enc.label, attrs)
 
-    import h5py
 
     with _slide_lock(target):
         _clean_stale(target)
         if not overwrite and _reusable(target, ghash, enc, n, prec, warn=False):
             return Embeddings.from_h5(target)
-        with atomic_path(target) as tmp:
-            with h5_create(tmp, reserve=n * (4 * cfg.dim + 24), final=target,
-                           rdcc_nbytes=2 * _CHUNK_BYTES) as f:
+        with atomic_path(target) as tmp, h5_create(
+                tmp, reserve=n * (4 * cfg.dim + 24), final=target,
+                rdcc_nbytes=2 * _CHUNK_BYTES) as f:
                 ds = _create_features(f, n, cfg.dim)
                 _write_attrs(ds, {**base_attrs, "encoder": cfg.name, "label": enc.label,
                                   "dim": cfg.dim})

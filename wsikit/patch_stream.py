@@ -3,8 +3,9 @@
 :class:`PatchStream` deals chunks of consecutive grid rows to DataLoader workers, each with its
 own slide handle (the direct JPEG tile reader of :mod:`wsikit.tiles` for tiled TIFFs, else
 :meth:`wsikit.io.Slide.source_region` on :func:`wsikit.pixel_backend.open_pixel_slide`).
-:func:`stream_batches` moves the batches through reusable shared-memory slots (only slot numbers cross processes) and normalises them into a reused
-buffer on CPU, or through pinned memory with non-blocking copies on CUDA.
+:func:`stream_batches` moves the batches through reusable shared-memory slots (only slot
+numbers cross processes) and normalises them into a reused buffer on CPU, or through pinned
+memory with non-blocking copies on CUDA.
 :func:`normalize_uint8` is the fused uint8 → normalised float conversion.
 """
 
@@ -236,7 +237,7 @@ def normalize_uint8(x: torch.Tensor, mean: tuple[float, ...], std: tuple[float, 
         raise FeatureError(f"normalize_uint8: out must be float32 {tuple(x.shape)}, got "
                            f"{out.dtype} {tuple(out.shape)}")
     shifts = [torch.tensor(-m / s, dtype=torch.float32, device=x.device)
-              for m, s in zip(mean, std)]
+              for m, s in zip(mean, std, strict=True)]
     scales = [1.0 / (255.0 * s) for s in std]
     if x.device.type != "cpu":  # one kernel per channel over the whole batch
         for c in range(x.shape[1]):

@@ -28,8 +28,14 @@ from .io import Slide, open_slide
 from .io.fingerprint import check_source, recorded_slide, slide_fingerprint, write_source
 from .patching import TileGrid, coords_path, make_grid
 from .slide_outputs import check_output_name, hold_slide_outputs
-from .tissue import (DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2, TissueMask, mask_shape,
-                     segment_tissue)
+from .tissue import (
+    DEFAULT_MASK_MPP,
+    MIN_HOLE_UM2,
+    MIN_TISSUE_UM2,
+    TissueMask,
+    mask_shape,
+    segment_tissue,
+)
 
 __all__ = ["info", "segment", "patch", "check_grid_matches", "geojson_path", "greyscale_hint",
            "draw_tissue", "draw_grid", "load_tissue", "mask_path", "tissue_files", "artefact_paths"]

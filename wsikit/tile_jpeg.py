@@ -51,9 +51,7 @@ def _decode_jpeg(stream: bytes, reduction: int, tw: int, th: int) -> np.ndarray:
     im = Image.open(io.BytesIO(stream))
     if reduction > 1:
         im.draft("RGB", (tw, th))
-    if im.mode != "RGB":
-        im = im.convert("RGB")
-    return np.asarray(im)
+    return np.asarray(im if im.mode == "RGB" else im.convert("RGB"))
 
 
 def _jpeg_prefix(page: Any) -> bytes:

@@ -40,8 +40,15 @@ import numpy as np
 from ._hints import option
 from .errors import SlideError
 from .region_resize import _resize_torch, resample_kind, resample_region, resize_uint8
-from .tile_jpeg import (_JPEG, _PHOTOMETRIC_RGB, _PHOTOMETRIC_YCBCR, DECODER, _composite_white,
-                        _decode_jpeg, _jpeg_prefix)
+from .tile_jpeg import (
+    _JPEG,
+    _PHOTOMETRIC_RGB,
+    _PHOTOMETRIC_YCBCR,
+    DECODER,
+    _composite_white,
+    _decode_jpeg,
+    _jpeg_prefix,
+)
 
 __all__ = ["TiffLevel", "TileReader", "open_tile_reader", "resample_kind", "resample_region",
            "resize_uint8", "DECODER"]
@@ -244,7 +251,7 @@ class TileReader:
     def _decode(self, level: int, col: int, row: int, reduction: int) -> np.ndarray:
         try:
             return self._decode_tile(level, col, row, reduction)
-        except Exception as exc:  # noqa: BLE001 - codecs raise many types
+        except Exception as exc:
             return self._bad_tile(level, col, row, reduction, exc)
 
     def _bad_tile(self, level: int, col: int, row: int, reduction: int,

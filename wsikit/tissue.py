@@ -629,21 +629,18 @@ def _read_thumbnail(slide: Slide, size: tuple[int, int]) -> np.ndarray:
     :mod:`wsikit.tiles` can read the file, else through the slide's backend."""
     W, H = slide.dimensions
     if slide.backend in ("openslide", "tiffslide"):
-        try:
-            from .tiles import open_tile_reader
-        except ImportError:  # pragma: no cover - optional fast path
-            open_tile_reader = None
-        if open_tile_reader is not None:
-            reader, _reason = open_tile_reader(slide.path, expected_dimensions=(W, H),
-                                               cache_mb=0)
-            if reader is not None:
-                try:
-                    with reader:
-                        # a mask needs no resampling parity with the patch readers: the
-                        # DCT-domain scaled decode is several times cheaper here
-                        return reader.read_region((0, 0, W, H), size, dct=True)
-                except Exception:  # noqa: BLE001 - fall back to the general reader
-                    pass
+        from .tiles import open_tile_reader
+
+        # the direct tile reader declines (None) the files it cannot read
+        reader, _reason = open_tile_reader(slide.path, expected_dimensions=(W, H), cache_mb=0)
+        if reader is not None:
+            try:
+                with reader:
+                    # a mask needs no resampling parity with the patch readers: the
+                    # DCT-domain scaled decode is several times cheaper here
+                    return reader.read_region((0, 0, W, H), size, dct=True)
+            except Exception:  # any decode trouble: the general reader below is the fallback
+                pass
     return slide.read_at_mpp((0, 0, W, H), out_size=size)
 
 

@@ -19,7 +19,6 @@ from .manifest import RunManifest, read_manifest
 from .runner import BatchSummary, SlideOutcome, run_batch
 from .shard import ShardPlan, assign_shards, job_status, parse_shard, select_shard, shard_plan
 from .state import JobFolder, SlideLock, sha256_file
-from .store_step import parse_store  # registers the 'store' step
 from .steps import (
     BatchConfig,
     SkipSlide,
@@ -31,6 +30,7 @@ from .steps import (
     resolve_steps,
     run_slide,
 )
+from .store_step import parse_store  # noqa: F401 - importing it registers the 'store' step
 
 #: Alias matching the ``wsikit batch`` command name.
 batch = run_batch

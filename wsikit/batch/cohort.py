@@ -147,11 +147,11 @@ def _read_folder(folder: Path, mpp: float | None, extensions: tuple[str, ...],
             paths.append(Path(os.path.abspath(path)))
     entries: list[tuple[Path, str | None, float | None]] = [(p, None, None) for p in paths]
     by_file: set[Path] = set()
-    for files in dicom_dirs.values():
+    for series_files in dicom_dirs.values():
         # A DICOM WSI is a series of .dcm files (one per level): one slide per series, opened
         # from any of its files; a folder of one series is named after the folder, several
         # series in one folder (single-file slides) each after its first file.
-        firsts = _dicom_series_firsts(files)
+        firsts = _dicom_series_firsts(series_files)
         entries.extend((f, None, None) for f in firsts)
         if len(firsts) > 1:
             by_file.update(firsts)
@@ -170,7 +170,7 @@ def _dicom_series_firsts(files: list[Path]) -> list[Path]:
             uid = str(pydicom.dcmread(f, stop_before_pixels=True,
                                       specific_tags=["SeriesInstanceUID"])
                       .get("SeriesInstanceUID", ""))
-        except Exception:  # noqa: BLE001 - unreadable header: with the folder's first slide
+        except Exception:
             uid = ""
         firsts.setdefault(uid, f)
     return list(firsts.values())
@@ -212,7 +212,7 @@ def _read_csv(csv_path: Path, mpp: float | None) -> list[CohortSlide]:
     if dupes:
         raise BatchError(f"cohort CSV {csv_path} line 1: duplicate column(s) {dupes}")
     base = csv_path.resolve().parent
-    entries: list[tuple[Path, str, float | None]] = []
+    entries: list[tuple[Path, str | None, float | None]] = []
     rows: dict[Path, int] = {}
     explicit: dict[str, int] = {}
     extras: dict[Path, dict[str, str]] = {}
@@ -230,7 +230,7 @@ def _read_csv(csv_path: Path, mpp: float | None) -> list[CohortSlide]:
             raise BatchError(
                 f"cohort CSV {csv_path} line {line}: {len(row)} fields but the header has "
                 f"{len(columns)}; quote values that contain '{delimiter}'")
-        record = {c: v.strip() for c, v in zip(columns, row)}
+        record = {c: v.strip() for c, v in zip(columns, row, strict=True)}
         raw_path = record.pop("path")
         if not raw_path:
             raise BatchError(f"cohort CSV {csv_path} line {line}: empty 'path'")
@@ -302,7 +302,7 @@ def _make_unique(entries: list[tuple[Path, str | None, float | None]], base: Pat
                     f"slides {', '.join(str(p) for p in paths)}{where} would share the output "
                     f"name {sid!r}; give them distinct 'slide_id' values in a CSV cohort")
             depth += 1
-        for p, name in zip(paths, names):
+        for p, name in zip(paths, names, strict=True):
             ids[p] = name
     out = []
     for path, _, slide_mpp in entries:

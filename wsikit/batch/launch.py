@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from ..errors import BatchError
 
@@ -127,7 +128,8 @@ def main_not_rerun() -> Iterator[None]:
         yield
         return
     with _LOCK:
-        saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+        saved: dict[str, Any] = {k: main.__dict__[k] for k in ("__file__", "__spec__")
+                                 if k in main.__dict__}
         main.__dict__.pop("__file__", None)
         main.__dict__["__spec__"] = None
         try:

@@ -260,7 +260,7 @@ def read_manifest(job_root: str | os.PathLike[str], *,
             continue
         for r in rows:
             row = {k: (json.loads(r[k]) if k in _JSON and r[k] is not None else r[k])
-                   for k in r.keys()}
+                   for k in r.keys()}  # noqa: SIM118 - a sqlite3.Row: iterating gives values
             old = best.get(row["slide_id"])
             if old is None or (row.get("updated") or 0) >= (old.get("updated") or 0):
                 best[row["slide_id"]] = row

@@ -42,6 +42,7 @@ Ray is an optional dependency (``pip install "wsikit[ray]"``) and imported only 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Sequence
@@ -99,7 +100,7 @@ def _node() -> dict[str, str]:
 
     try:
         node_id = ray.get_runtime_context().get_node_id()
-    except Exception:  # noqa: BLE001 - outside Ray (tests calling _run directly)
+    except Exception:
         node_id = ""
     return {"node": node_id, "host": socket.gethostname()}
 
@@ -200,7 +201,7 @@ class RayEngine:
                 kwargs["address"] = self.address
             try:
                 ray.init(**kwargs)
-            except Exception as exc:  # noqa: BLE001 - Ray raises many types; say what to do
+            except Exception as exc:
                 raise BatchError(f"cannot start/connect Ray (address={self.address!r}): {exc}; "
                                  "for a cluster run 'ray start --head' first and pass "
                                  "--ray-address auto") from exc
@@ -282,7 +283,7 @@ class RayEngine:
             self._release(ref, actor)
             try:
                 result = self.ray.get(ref)
-            except Exception as exc:  # noqa: BLE001 - Ray wraps worker deaths in several types
+            except Exception as exc:
                 if actor is not None and _is_lost(exc):
                     self._suspect.add(actor)
                 if _is_lost(exc) and self._resubmit(sid, task, actor, first, exc):
@@ -312,7 +313,7 @@ class RayEngine:
         now = time.monotonic()
         late = [(ref, began) for ref, began in self._began.items()
                 if began is not None and now - began > self.slide_timeout]
-        results = []
+        results: list[dict[str, Any]] = []
         for ref, began in late:
             sid, task, actor, _ = self._refs.pop(ref)
             if actor is None:
@@ -351,10 +352,8 @@ class RayEngine:
 
     def stop(self) -> None:
         for actor in self._actors:
-            try:
+            with contextlib.suppress(Exception):   # an actor already gone is fine
                 self.ray.kill(actor)
-            except Exception:  # noqa: BLE001 - best effort on shutdown
-                pass
         self._actors = []
         self._refs = {}
         self._began = {}

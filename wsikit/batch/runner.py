@@ -29,15 +29,15 @@ from .._atomic import write_json_atomic
 from .._hints import option
 from .._progress import progress as progress_bar
 from .._version import __version__
-from ..selectors.multiscale import _validate_min_score as validate_min_score
 from ..errors import BatchError
+from ..selectors.multiscale import _validate_min_score as validate_min_score
 from .cohort import CohortSlide, read_cohort
+from .launch import check_launch
 from .manifest import RunManifest, read_manifest
 from .shard import parse_shard, run_files, select_shard
-from .launch import check_launch
 from .state import JobFolder, SlideLock, now_iso
-from .store_step import parse_store
 from .steps import BatchConfig, get_step, load_plugins, resolve_steps
+from .store_step import parse_store
 
 __all__ = ["DEFAULT_SLIDE_TIMEOUT", "run_batch", "BatchSummary", "SlideOutcome", "preflight",
            "safe_path"]
@@ -121,8 +121,8 @@ def preflight(slide: CohortSlide) -> tuple[str | None, str | None]:
     UTF-8, a symbolic link loop, a FIFO/device/empty file, a vanished file) fails only itself.
     """
     from ..errors import WsikitError
-    from ..io.fingerprint import slide_fingerprint
     from ..io.filecheck import _check_openable
+    from ..io.fingerprint import slide_fingerprint
 
     try:
         str(slide.path).encode("utf-8")
@@ -214,7 +214,7 @@ def _model_configs(config: BatchConfig) -> dict[str, Any]:
         if config.encoder == "auto":
             return {"auto": "resolved per worker; see 'models_used'"}
         return {config.encoder: get_config(config.encoder).to_dict()}
-    except Exception as exc:  # noqa: BLE001 - informational only
+    except Exception as exc:
         return {config.encoder: f"unavailable: {exc}"}
 
 

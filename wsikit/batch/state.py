@@ -20,8 +20,8 @@ Locks are files created with ``O_CREAT | O_EXCL`` holding the owner's pid, host 
 time; a runner refreshes the file's modification time while it works (heartbeat). On the same
 host a lock is stale exactly when its pid is dead (its age never matters); another host's lock
 is stale when its heartbeat is older than ``stale_after`` seconds, a modification time in the
-future (clock skew) counting as age too; stale locks are broken under a short ``filelock`` mutex so two
-runners never break and re-take the same lock at once.
+future (clock skew) counting as age too; stale locks are broken under a short ``filelock``
+mutex so two runners never break and re-take the same lock at once.
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import atomic_path
-from ..patching import PATCH_READ  # noqa: F401 - re-exported (the features step's version)
 from .._hints import keyword
 from ..errors import BatchError, WsikitError
+from ..patching import PATCH_READ  # noqa: F401 - re-exported (the features step's version)
 from .cohort import CohortSlide
 from .state import JobFolder
 
@@ -278,7 +278,7 @@ class SlideContext:
     """
 
     def __init__(self, slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
-                 device: str = "cpu", cache: dict[str, Any] | None = None,
+                 device: str = "cpu", cache: dict[Any, Any] | None = None,
                  records: Mapping[str, Any] | None = None) -> None:
         self.slide = slide
         self.job = job
@@ -296,7 +296,8 @@ class SlideContext:
         return self.slide.slide_id
 
     def open(self) -> Any:
-        """The open :class:`wsikit.io.Slide` (opened once per slide, closed by :func:`run_slide`)."""
+        """The open :class:`wsikit.io.Slide` (opened once per slide, closed by
+        :func:`run_slide`)."""
         if self._handle is None:
             from ..io import open_slide
 
@@ -359,7 +360,7 @@ def _input_digests(spec: StepSpec, records: Mapping[str, Any]) -> dict[str, str]
 
 def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
               steps: Sequence[str] | None = None, device: str = "cpu",
-              cache: dict[str, Any] | None = None,
+              cache: dict[Any, Any] | None = None,
               previous: Mapping[str, Any] | None = None, verify: bool = False) -> dict[str, Any]:
     """Run ``steps`` on one slide; never raises for a slide's own failure.
 
@@ -387,7 +388,7 @@ def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
     names = tuple(steps) if steps is not None else tuple(config.steps)
     load_plugins(config.plugins)
     ctx = SlideContext(slide, job, config, device=device, cache=cache, records=previous)
-    records: dict[str, Any] = {k: v for k, v in (previous or {}).items()}
+    records: dict[str, Any] = dict(previous or {})
     reused: list[str] = []
     t0 = time.perf_counter()
     result: dict[str, Any] = {"slide_id": slide.slide_id, "status": "done", "device": device}
@@ -427,7 +428,7 @@ def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
                 result.update(status="skipped", reason=str(skip), step=name)
                 break
         current = None
-    except Exception as exc:  # noqa: BLE001 - a slide's failure is recorded, the run goes on
+    except Exception as exc:
         result.update(status="failed", error={
             "type": type(exc).__name__, "message": str(exc) or repr(exc), "step": current,
             "traceback": _tail(traceback.format_exc())})

@@ -150,12 +150,12 @@ class _ImageBackend:
                              ) from exc
         except SlideError:
             raise
-        except Exception as pil_exc:  # noqa: BLE001 - PIL raises many types; try tifffile next
+        except Exception as pil_exc:
             import tifffile
 
             try:
                 arr = tifffile.imread(path, level=0)
-            except Exception as tif_exc:  # noqa: BLE001
+            except Exception as tif_exc:
                 raise SlideError(f"PIL: {pil_exc}; tifffile: {tif_exc}") from tif_exc
             if arr.ndim != 3 or arr.shape[2] not in (3, 4) or arr.dtype != np.uint8:
                 raise SlideError(f"unsupported image layout {arr.shape} {arr.dtype}") from pil_exc

@@ -69,7 +69,7 @@ def series_files(path: Path) -> list[Path]:
         try:
             ds = pydicom.dcmread(f, stop_before_pixels=True,
                                  specific_tags=["SeriesInstanceUID"])
-        except Exception:  # noqa: BLE001 - an unreadable sibling is simply not part of it
+        except Exception:
             return None
         uid = ds.get("SeriesInstanceUID")
         return None if uid is None else str(uid)
@@ -99,7 +99,7 @@ def _why_unreadable(files: list[Path], exc: Exception) -> str:
     for f in files:
         try:
             ds = pydicom.dcmread(f, stop_before_pixels=True)
-        except Exception:  # noqa: BLE001 - an unreadable header is simply not a WSI instance
+        except Exception:
             continue
         if str(ds.get("SOPClassUID", "")) == VL_WSI_SOP:
             wsi.append(f)
@@ -139,7 +139,7 @@ class DicomBackend:
         source: Any = path if path.is_dir() else series_files(path)
         try:
             self._slide = wsidicom.WsiDicom.open(source)
-        except Exception as exc:  # noqa: BLE001 - wsidicom raises its own and pydicom's types
+        except Exception as exc:
             files = (sorted(f for f in path.iterdir() if f.is_file() and _has_magic(f))
                      if path.is_dir() else source)
             raise SlideError(_why_unreadable(files, exc)) from exc
@@ -190,7 +190,7 @@ class DicomBackend:
         for name, reader in (("label", "read_label"), ("macro", "read_overview")):
             try:
                 image = getattr(self._slide, reader)()
-            except Exception:  # noqa: BLE001 - absent label/overview instances are normal
+            except Exception:
                 continue
             out[name] = self._to_rgb(np.asarray(image.convert("RGB")))
         return out

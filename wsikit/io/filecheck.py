@@ -66,8 +66,8 @@ def _check_tiff_extent(path: Path) -> None:
                                  f"{n_pages} image(s) readable, the file has {size} bytes); "
                                  "copy or download the slide again")
             for i, page in enumerate(tif.pages):
-                offsets = np.asarray(page.dataoffsets, np.int64)  # type: ignore[union-attr]
-                counts = np.asarray(page.databytecounts, np.int64)  # type: ignore[union-attr]
+                offsets = np.asarray(page.dataoffsets, np.int64)
+                counts = np.asarray(page.databytecounts, np.int64)
                 if offsets.size and int((offsets + counts).max()) > size:
                     raise SlideError(
                         f"{path}: file is truncated (image {i} needs "
@@ -75,7 +75,7 @@ def _check_tiff_extent(path: Path) -> None:
                         f"copy or download the slide again")
     except SlideError:
         raise
-    except Exception as exc:  # noqa: BLE001 - tifffile raises many types on broken files
+    except Exception as exc:
         raise SlideError(f"{path}: broken TIFF structure ({exc}); the file is damaged or "
                          f"truncated, copy or download it again") from exc
     finally:

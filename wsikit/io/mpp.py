@@ -72,7 +72,8 @@ def _combine(mx: float | None, my: float | None, source: str, where: str,
     assert mx is not None and my is not None
     if abs(mx - my) > 0.01 * max(mx, my):
         warnings.warn(f"{where}: pixels are not square ({source} x={mx:g}, y={my:g} µm/px); "
-                      f"using the mean {0.5 * (mx + my):g} µm/px", UserWarning, stacklevel=stacklevel)
+                      f"using the mean {0.5 * (mx + my):g} µm/px", UserWarning,
+                      stacklevel=stacklevel)
     return 0.5 * (mx + my)
 
 

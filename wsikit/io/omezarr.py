@@ -51,10 +51,7 @@ def is_omezarr(path: str | Path) -> bool:
     p = Path(path)
     if not p.is_dir():
         return False
-    for meta in (".zattrs", "zarr.json"):
-        if (p / meta).is_file():
-            return True
-    return False
+    return any((p / meta).is_file() for meta in (".zattrs", "zarr.json"))
 
 
 def _scale(dataset: dict[str, Any]) -> list[float] | None:
@@ -77,7 +74,7 @@ class OmeZarrBackend:
             raise SlideError("not an OME-Zarr folder")
         try:
             group = zarr.open_group(str(path), mode="r")
-        except Exception as exc:  # noqa: BLE001 - zarr raises several types
+        except Exception as exc:
             raise SlideError(f"not a zarr group ({exc})") from exc
         attrs = dict(group.attrs)
         multiscales, version = _multiscales(attrs)
@@ -91,9 +88,14 @@ class OmeZarrBackend:
         if not datasets:
             raise SlideError("OME-Zarr multiscales lists no datasets")
         try:
-            self._arrays = [group[d["path"]] for d in datasets]
+            found = [group[d["path"]] for d in datasets]
         except KeyError as exc:
             raise SlideError(f"OME-Zarr dataset {exc} listed in multiscales is missing") from exc
+        arrays = [a for a in found if isinstance(a, zarr.Array)]
+        if len(arrays) != len(found):
+            raise SlideError("OME-Zarr multiscales lists a group where a dataset (array) must be; "
+                             "check the multiscales 'path' entries")
+        self._arrays: list[zarr.Array] = arrays
         ndim = self._arrays[0].ndim
         if not axes:  # NGFF 0.1-0.3: 5D tczyx
             axes = ["t", "c", "z", "y", "x"][-ndim:]
@@ -132,7 +134,7 @@ class OmeZarrBackend:
     def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
         arr = self._arrays[level]
         index: list[Any] = []
-        for name, size in zip(self._axes, arr.shape):
+        for name, size in zip(self._axes, arr.shape, strict=True):
             if name == "x":
                 index.append(slice(lx, lx + w))
             elif name == "y":

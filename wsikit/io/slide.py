@@ -190,7 +190,7 @@ class Slide:
             return out
         except SlideError:
             raise
-        except Exception as exc:  # noqa: BLE001 - decoder errors come in many types
+        except Exception as exc:
             return self._read_by_tiles(level, lx, ly, w, h, exc)
 
     def _tile_size(self, level: int) -> tuple[int, int]:
@@ -223,7 +223,7 @@ class Slide:
         bad: list[dict[str, Any]] = []
         try:
             self._reopen()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise SlideError(f"{self.path}: cannot read level {level} region ({lx}, {ly}, "
                              f"{w}x{h}) with {self.backend}: {first}; reopening the file "
                              f"failed too ({exc}). The file may be damaged or truncated."
@@ -236,7 +236,7 @@ class Slide:
                 bx1, by1 = min(tx + tw, x1), min(ty + th, y1)
                 try:
                     block = self._backend.read(level, bx0, by0, bx1 - bx0, by1 - by0)
-                except Exception as exc:  # noqa: BLE001 - the decoder's own types
+                except Exception as exc:
                     bad.append({"level": level, "x": tx, "y": ty, "width": tw, "height": th,
                                 "reason": f"{type(exc).__name__}: {exc}"})
                     if self.on_bad_tile != "skip":
@@ -431,7 +431,7 @@ def slide_stem(path: str | os.PathLike[str]) -> str:
 
 
 def _open_backend(name: str, path: Path) -> _Backend:
-    return _BACKEND_CLASSES[name](path)  # type: ignore[no-any-return]
+    return _BACKEND_CLASSES[name](path)
 
 
 def bad_tile_policy(value: str | None = None) -> str:
@@ -505,7 +505,7 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
             break
         except SlideError as exc:
             reasons.append(f"{name}: {exc}")
-        except Exception as exc:  # noqa: BLE001 - each library raises its own types
+        except Exception as exc:
             reasons.append(f"{name}: {type(exc).__name__}: {exc}".strip())
     if opened is None and dicom:
         raise SlideError(f"{p}: cannot open as a DICOM whole-slide image: "

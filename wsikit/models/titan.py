@@ -255,12 +255,13 @@ def alibi_attention_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     ``heads × q_block × k_block`` float32 (6 MB, cache-sized) per thread whatever n (memory
     linear in n: the inputs and output only). The torch intra-op threads each take whole query
     blocks with single-threaded ops (no OpenMP barrier per op, which stalls on a busy
-    machine), so the output is bit-identical for every thread count. Per block: the grid distances (float32, from coordinate differences, once
-    for all heads) written scaled by ``-slope_h`` into the score buffer (CLS row and column
-    0), the scores added by one batched GEMM (``baddbmm_``, scale folded in), the running
-    max / sum / output updated, and one batched GEMM with ``v``. Scores more than 80 below
-    the running max are clamped to −80 before ``exp`` (``e^-80`` vanishes next to the running
-    sum in float32), which keeps ``exp`` off its slow underflow path on large grids.
+    machine), so the output is bit-identical for every thread count. Per block: the grid
+    distances (float32, from coordinate differences, once for all heads) written scaled by
+    ``-slope_h`` into the score buffer (CLS row and column 0), the scores added by one batched
+    GEMM (``baddbmm_``, scale folded in), the running max / sum / output updated, and one
+    batched GEMM with ``v``. Scores more than 80 below the running max are clamped to −80 before
+    ``exp`` (``e^-80`` vanishes next to the running sum in float32), which keeps ``exp`` off its
+    slow underflow path on large grids.
 
     Parameters
     ----------
@@ -457,6 +458,7 @@ class Titan(nn.Module):
         self.attn_pool = _AttentionalPooler(128)
         self.attn_pool_contrastive = _AttentionalPooler(1)
         self.proj = nn.Parameter(torch.empty(DIM, DIM))
+        self.slopes: torch.Tensor
         self.register_buffer("slopes", alibi_slopes(HEADS), persistent=False)
         nn.init.normal_(self.cls_token, std=0.02)
         nn.init.normal_(self.proj, std=DIM ** -0.5)
