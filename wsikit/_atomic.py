@@ -92,11 +92,16 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     return Path(path)
 
 
+def json_bytes(obj: Any, *, indent: int | None = 2) -> bytes:
+    """``obj`` as the UTF-8 JSON bytes :func:`write_json_atomic` writes."""
+    text = json.dumps(obj, indent=indent, ensure_ascii=False, default=_json_default)
+    return (text + "\n").encode("utf-8")
+
+
 def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, indent: int | None = 2
                       ) -> Path:
     """Serialise ``obj`` as UTF-8 JSON to ``path`` atomically and return the path."""
-    text = json.dumps(obj, indent=indent, ensure_ascii=False, default=_json_default)
-    return write_bytes_atomic(path, (text + "\n").encode("utf-8"))
+    return write_bytes_atomic(path, json_bytes(obj, indent=indent))
 
 
 def _json_default(obj: Any) -> Any:

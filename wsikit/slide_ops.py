@@ -81,14 +81,18 @@ def tissue_files(out: _PathLike, slide_name: str) -> dict[str, Path]:
             "mask_meta": _mask_meta_path(out, slide_name)}
 
 
-def _write_mask(tm: TissueMask, out: Path, slide: Slide, name: str) -> None:
-    """The mask PNG and a note of the GeoJSON it belongs to (its SHA-256)."""
+def _write_mask(tm: TissueMask, out: Path, slide: Slide, name: str, *,
+                geojson_sha256: str | None = None) -> None:
+    """The mask PNG and a note of the GeoJSON it belongs to (its SHA-256: ``geojson_sha256``
+    for a GeoJSON about to be written, else the file's)."""
     from ._atomic import write_json_atomic
 
     tm.write_png(mask_path(out, name))
     gj = geojson_path(out, name)
+    if geojson_sha256 is None and gj.exists():
+        geojson_sha256 = _sha256(gj)
     write_json_atomic(_mask_meta_path(out, name), {
-        "geojson_sha256": _sha256(gj) if gj.exists() else None,
+        "geojson_sha256": geojson_sha256,
         "mask_sha256": _sha256(mask_path(out, name)),  # a PNG edited in place is not reused
         "level0_size": list(slide.dimensions)})
 
@@ -246,11 +250,18 @@ def _segment_open(slide: Slide, out: Path, *, name: str | None = None, mask_mpp:
     gj = geojson_path(out, name)
     arts = artefact_paths(out, name)
     tm.write_artefacts(arts["png"], arts["geojson"])
-    tm.write_geojson(gj)
-    write_source(gj, slide.path, slide_fingerprint(slide.path))
     # One grid path: the mask PNG written here is what every later run reads back pixel for
-    # pixel (load_tissue), so the first run's grid equals every rerun's and resume's.
-    _write_mask(tm, out, slide, name)
+    # pixel (load_tissue), so the first run's grid equals every rerun's and resume's. The
+    # GeoJSON is written last: a run killed before it leaves no GeoJSON, so the rerun segments
+    # again instead of rasterising polygons (another mask, without its artefacts).
+    import hashlib
+
+    from ._atomic import json_bytes
+
+    gj_bytes = json_bytes(tm.to_geojson(), indent=None)
+    _write_mask(tm, out, slide, name, geojson_sha256=hashlib.sha256(gj_bytes).hexdigest())
+    write_bytes_atomic(gj, gj_bytes)
+    write_source(gj, slide.path, slide_fingerprint(slide.path))
     if thumb_size is None:
         return tm
     thumb = slide.thumbnail(max_size=thumb_size)
