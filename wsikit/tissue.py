@@ -260,6 +260,16 @@ def artefact_masks(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
                           f"{thumb.shape[:2]}")
     stained, ink = _stained(thumb, mpp=mpp, min_saturation=min_saturation, remove_ink=True,
                             smooth_um=smooth_um)
+    return _artefacts(thumb, tissue, stained, ink, mpp=mpp, fold_eosin=fold_eosin,
+                      fold_haematoxylin=fold_haematoxylin, min_fold_um2=min_fold_um2,
+                      fold_um=fold_um, min_tissue_um2=min_tissue_um2)
+
+
+def _artefacts(thumb: np.ndarray, tissue: np.ndarray, stained: np.ndarray, ink: np.ndarray, *,
+               mpp: float, fold_eosin: float = 1.6, fold_haematoxylin: float = 1.3,
+               min_fold_um2: float = 5e3, fold_um: float = 24.0,
+               min_tissue_um2: float = MIN_TISSUE_UM2) -> dict[str, np.ndarray]:
+    """:func:`artefact_masks` from the stained pixels and ink regions already found."""
     px_area = mpp * mpp
     fold = np.zeros(tissue.shape, bool)
     if tissue.any():
@@ -702,13 +712,20 @@ def tissue_from_thumbnail(thumb: np.ndarray, *, mpp: float, level0_size: tuple[i
         Passed to :func:`tissue_mask`.
     """
     thumb = _check_thumb(thumb, mpp)
-    mask = tissue_mask(thumb, mpp=mpp, **options)
-    arts = artefact_masks(thumb, mask, mpp=mpp,
-                          min_tissue_um2=options.get("min_tissue_um2", MIN_TISSUE_UM2),
-                          min_saturation=options.get("min_saturation", 0.07),
-                          smooth_um=options.get("smooth_um", 16.0))
-    if not options.get("remove_ink", True):
-        arts["ink"] = np.zeros_like(mask)
+    opts: dict[str, Any] = {"min_tissue_um2": MIN_TISSUE_UM2, "min_hole_um2": MIN_HOLE_UM2,
+                            "min_saturation": 0.07, "remove_ink": True, "smooth_um": 16.0}
+    unknown = sorted(set(options) - set(opts))
+    if unknown:
+        raise TissueError(f"unknown tissue option(s) {', '.join(unknown)}; the options are "
+                          f"{', '.join(opts)}")
+    opts.update(options)
+    # the stained pixels and ink regions once, for the mask and for its artefacts
+    stained, ink = _stained(thumb, mpp=mpp, min_saturation=opts["min_saturation"],
+                            remove_ink=opts["remove_ink"], smooth_um=opts["smooth_um"])
+    mask = _clean(stained, mpp=mpp, min_tissue_um2=opts["min_tissue_um2"],
+                  min_hole_um2=opts["min_hole_um2"])
+    arts = _artefacts(thumb, mask, stained, ink, mpp=mpp,
+                      min_tissue_um2=opts["min_tissue_um2"])
     mask = mask & ~arts["fold"] & ~arts["ink"]   # small ink holes were filled: never tissue
     return TissueMask(mask=mask, mpp=mpp, downsample=mpp / slide_mpp,
                       level0_size=(int(level0_size[0]), int(level0_size[1])),
