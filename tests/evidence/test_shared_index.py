@@ -22,8 +22,12 @@ from _evidence_docs import one_region_evidence
 
 from wsikit.errors import EvidenceError
 from wsikit.evidence import EvidenceResult, FigureIndex, read_manifest
-from wsikit.evidence.adapters import (haystack_documents, langchain_documents,
-                                      llamaindex_nodes, prompt_context)
+from wsikit.evidence.adapters import (
+    haystack_documents,
+    langchain_documents,
+    llamaindex_nodes,
+    prompt_context,
+)
 from wsikit.evidence.sanitise import clean_text, valid_doi
 from wsikit.report import render_report
 
@@ -91,7 +95,7 @@ def test_select_with_a_forged_index_is_refused_before_any_output(index: FigureIn
                                                                  tmp_path: Path):
     _forge(index.path, ("UPDATE nodes SET image = '/etc/passwd'", ()))
     out = tmp_path / "out"
-    proc = _cli("select", str(synthetic_small_slide), "--out", str(out), "--models",
+    proc = _cli("select", str(synthetic_small_slide), "--out", str(out), "--encoder",
                 "heuristic", "--index", str(index.path))
     assert proc.returncode == 2 and "not inside the index folder" in proc.stderr, proc.stderr
     assert not out.exists()
