@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wsikit.demo import DEMO_DENSE_BOX, demo
+from wsikit.demos import DEMO_DENSE_BOX, demo
 
 DENSE_LABELS = {"Figure 1", "Fig. 3"}   # captions "SYNTHETIC densely packed nuclei", "dense nuclei"
 STROMA_LABELS = {"Figure 2B", "FIGURE 4"}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from wsikit.demo import demo_index
+from wsikit.demos import demo_index
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -179,7 +179,7 @@ def test_command_line_serves_on_localhost(served) -> None:
 
 
 def test_matched_figures_are_served_from_the_index(cmu_small: Path, tmp_path: Path) -> None:
-    from wsikit.demo import demo_index
+    from wsikit.demos import demo_index
     from wsikit.layout import OutputLayout
     from wsikit.pipeline import select
 

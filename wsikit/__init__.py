@@ -11,13 +11,66 @@ The public API is re-exported here lazily (importing :mod:`wsikit` does not impo
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .errors import *  # noqa: F403
-from .errors import __all__ as _error_names
+from .errors import (
+    BatchError,
+    CacheError,
+    EncoderMismatchError,
+    EvidenceError,
+    FeatureError,
+    GridError,
+    ManifestError,
+    ModelError,
+    MppError,
+    SelectionError,
+    SlideError,
+    TissueError,
+    WeightsError,
+    WsikitError,
+)
 
-# name -> module that defines it (filled in as areas land)
+if TYPE_CHECKING:  # the lazy names below, typed for checkers and IDEs
+    from .attention import Attention, compute_attention
+    from .batch import run_batch
+    from .demos import demo
+    from .evidence import (
+        EvidenceRegion,
+        EvidenceResult,
+        FigureIndex,
+        FigureNode,
+        extract_pdf_figures,
+        read_manifest,
+    )
+    from .features import Embeddings, extract_features
+    from .io import Slide, open_slide, resolve_mpp
+    from .layout import OutputLayout
+    from .models.registry import create_encoder, get_config, list_encoders
+    from .options import (
+        GridOptions,
+        MatchOptions,
+        ModelOptions,
+        OutputOptions,
+        PipelineOptions,
+        SelectionOptions,
+    )
+    from .patching import TileGrid, make_grid
+    from .pipeline import load_result, run_select, select
+    from .report import render_report, write_report
+    from .scverse import export_anndata
+    from .selectors import (
+        Window,
+        Windows,
+        create_selector,
+        list_selectors,
+        select_windows,
+    )
+    from .slide_ops import info, patch, segment
+    from .synthetic import SyntheticSpec, write_synthetic_slide
+    from .tissue import TissueMask, segment_tissue, tissue_mask
+
+# name -> module that defines it (imported on first use)
 _LAZY: dict[str, str] = {
     # slides, tissue, patches
     "open_slide": "wsikit.io",
@@ -49,7 +102,7 @@ _LAZY: dict[str, str] = {
     "render_report": "wsikit.report",
     "write_report": "wsikit.report",
     "select": "wsikit.pipeline",
-    "demo": "wsikit.demo",
+    "demo": "wsikit.demos",
     # evidence
     "FigureNode": "wsikit.evidence",
     "FigureIndex": "wsikit.evidence",
@@ -57,10 +110,84 @@ _LAZY: dict[str, str] = {
     "read_manifest": "wsikit.evidence",
     "extract_pdf_figures": "wsikit.evidence",
     "SyntheticSpec": "wsikit.synthetic",
+    # options, layout, cohorts
+    "PipelineOptions": "wsikit.options",
+    "GridOptions": "wsikit.options",
+    "ModelOptions": "wsikit.options",
+    "SelectionOptions": "wsikit.options",
+    "MatchOptions": "wsikit.options",
+    "OutputOptions": "wsikit.options",
+    "OutputLayout": "wsikit.layout",
+    "run_select": "wsikit.pipeline",
+    "load_result": "wsikit.pipeline",
+    "EvidenceRegion": "wsikit.evidence",
+    "run_batch": "wsikit.batch",
     "write_synthetic_slide": "wsikit.synthetic",
 }
 
-__all__ = ["__version__", *_error_names, *_LAZY]
+__all__ = [
+    "__version__",
+    "WsikitError",
+    "SlideError",
+    "MppError",
+    "TissueError",
+    "GridError",
+    "ModelError",
+    "WeightsError",
+    "FeatureError",
+    "SelectionError",
+    "EvidenceError",
+    "ManifestError",
+    "EncoderMismatchError",
+    "BatchError",
+    "CacheError",
+    "open_slide",
+    "Slide",
+    "resolve_mpp",
+    "info",
+    "segment",
+    "patch",
+    "segment_tissue",
+    "tissue_mask",
+    "TissueMask",
+    "make_grid",
+    "TileGrid",
+    "create_encoder",
+    "list_encoders",
+    "get_config",
+    "extract_features",
+    "Embeddings",
+    "export_anndata",
+    "compute_attention",
+    "Attention",
+    "select_windows",
+    "create_selector",
+    "list_selectors",
+    "Window",
+    "Windows",
+    "render_report",
+    "write_report",
+    "select",
+    "demo",
+    "FigureNode",
+    "FigureIndex",
+    "EvidenceResult",
+    "read_manifest",
+    "extract_pdf_figures",
+    "SyntheticSpec",
+    "PipelineOptions",
+    "GridOptions",
+    "ModelOptions",
+    "SelectionOptions",
+    "MatchOptions",
+    "OutputOptions",
+    "OutputLayout",
+    "run_select",
+    "load_result",
+    "EvidenceRegion",
+    "run_batch",
+    "write_synthetic_slide",
+]
 
 
 def __getattr__(name: str) -> Any:

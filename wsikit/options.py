@@ -233,12 +233,14 @@ class PipelineOptions:
     def create(cls, *, scales: str | Sequence[int] | None = None,
                per_scale: int | None = None,
                weights: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
-               towers: Sequence[str] = (), **values: Any) -> PipelineOptions:
+               towers: Sequence[str] = (), check: bool = True,
+               **values: Any) -> PipelineOptions:
         """Options from flat keywords (any field of any group), validated.
 
         ``scales`` and ``per_scale`` may be ``None`` (the selector's defaults, see
         :func:`resolve_scales`); ``scales`` may be text such as ``"8,4"``; ``weights`` a
-        mapping ``{model: file}``.
+        mapping ``{model: file}``. ``check=False`` skips :meth:`check` (options read back from
+        a record, e.g. in a worker that has not loaded the plugins that register encoders).
 
         Raises
         ------
@@ -266,7 +268,8 @@ class PipelineOptions:
         for name, value in values.items():
             groups[_FIELD_GROUP[name]][name] = value
         opts = cls(**{g: _GROUPS[g](**kw) for g, kw in groups.items()})
-        opts.check()
+        if check:
+            opts.check()
         return opts
 
     def check(self) -> None:
@@ -332,6 +335,7 @@ class PipelineOptions:
         elif not isinstance(weights, Mapping):
             weights = [tuple(p) for p in weights]
         return cls.create(weights=weights, towers=tuple(known.pop("towers", ()) or ()),
+                          check=False,
                           scales=known.pop("scales", None), per_scale=known.pop("per_scale",
                                                                                  None),
                           **known)

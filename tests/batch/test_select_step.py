@@ -17,7 +17,7 @@ import pytest
 
 from wsikit.batch import run_batch
 from wsikit.cli import build_parser
-from wsikit.demo import demo_index
+from wsikit.demos import demo_index
 from wsikit.layout import OutputLayout
 from wsikit.options import PipelineOptions
 from wsikit.pipeline import select

@@ -217,7 +217,7 @@ def test_shard_one_past_the_end_says_shards_count_from_zero() -> None:
 
 
 def test_index_info_prints_a_clean_search_line(tmp_path, capsys) -> None:
-    from wsikit.demo import demo_index
+    from wsikit.demos import demo_index
 
     index = demo_index(tmp_path, progress=False)
     capsys.readouterr()

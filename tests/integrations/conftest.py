@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from wsikit.demo import demo_index
+from wsikit.demos import demo_index
 from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
 
 #: Small, quick selection: 2 scales of 256 px patches at 1 µm/px, no report.

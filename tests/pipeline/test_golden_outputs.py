@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from wsikit.demo import demo_index
+from wsikit.demos import demo_index
 from wsikit.pipeline import select
 from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
 

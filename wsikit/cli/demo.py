@@ -11,7 +11,7 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..demo import demo
+    from ..demos import demo
     from ..layout import OutputLayout
     from .select import print_result
 

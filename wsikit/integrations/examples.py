@@ -34,7 +34,7 @@ def example_parser(doc: str) -> argparse.ArgumentParser:
 
 def example_inputs(args: argparse.Namespace) -> tuple[Path, Path, Path]:
     """``(index folder, query path, work folder)``, building the demo ones when not given."""
-    from ..demo import demo_crop, demo_index
+    from ..demos import demo_crop, demo_index
 
     work = Path(args.work)
     index = Path(args.index) if args.index else demo_index(work, progress=False)
