@@ -30,19 +30,7 @@ from PIL import Image
 
 from .._hints import option
 from ..errors import MppError, SlideError
-from .backends import (  # noqa: F401 - the private backend names stay importable from here
-    _BACKEND_CLASSES,
-    _DTYPE_HELP,
-    DicomBackend,
-    _Backend,
-    _check_image_mode,
-    _ImageBackend,
-    _omezarr,
-    _OpenSlideBackend,
-    _PyramidBackend,
-    _rgba_to_rgb,
-    _TiffSlideBackend,
-)
+from .backends import _BACKEND_CLASSES, _Backend
 from .dicom import is_dicom
 from .filecheck import _check_openable, _check_tiff_extent, _quiet
 from .mpp import check_mpp, objective_power, resolve_mpp
