@@ -95,7 +95,8 @@ def tiny_encoder():
 
     module = importlib.import_module("_tiny_encoder")
     yield module
-    registry._REGISTRY.pop("tiny_test", None)
+    if "tiny_test" in registry.list_encoders():
+        registry.unregister_encoder("tiny_test")
     sys.modules.pop("_tiny_encoder", None)
 
 
