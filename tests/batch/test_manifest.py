@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import importlib
+import json
 import sqlite3
 import subprocess
 import sys
 
 import pytest
-
 from _batch_options import OPTIONS
 from test_resume import env
+
 from wsikit.batch import run_batch, sha256_file
 from wsikit.batch.manifest import COLUMNS, preprocessing_identity, read_manifest
 from wsikit.errors import BatchError

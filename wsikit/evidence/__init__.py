@@ -6,13 +6,32 @@ adapters (stable ids, portable paths, provenance).
 >>> from wsikit.models import create_encoder                        # doctest: +SKIP
 >>> index = FigureIndex.build(read_manifest("figs.jsonl"), create_encoder("heuristic"), "idx")
 >>> index.query_images([crop], create_encoder("heuristic"), k=5)     # doctest: +SKIP
+
+The ``wsikit figures|index|eval`` commands are functions of the same names and options
+(:func:`index_build`, :func:`index_add`, :func:`index_query`, :func:`eval_retrieval`, ...).
 """
 
 from __future__ import annotations
 
 from .calibration import DEFAULT_FLOOR, Background, Floor, background_from_vectors, parse_floor
+from .evaluation import eval_retrieval
 from .ids import document_id, region_uid, slide_fingerprint, slide_id
-from .index import INDEX_FORMAT, AddReport, FigureIndex, Match, embed_images
+from .index import FigureIndex, Match
+from .index_folder import INDEX_FORMAT
+from .index_ops import (
+    figures_extract,
+    index_add,
+    index_build,
+    index_calibrate,
+    index_info,
+    index_query,
+    index_search,
+    index_tower,
+    load_sources,
+    update_towers,
+)
+from .index_rows import AddReport
+from .index_writer import embed_images
 from .manifest import MANIFEST_FIELDS, merge_manifest, read_manifest, write_manifest
 from .matching import CropMatches, match_crops
 from .nodes import (
@@ -55,12 +74,22 @@ __all__ = [
     "background_from_vectors",
     "document_id",
     "embed_images",
+    "eval_retrieval",
     "evidence_level_name",
     "extract_pdf_figures",
+    "figures_extract",
     "find_doi",
     "image_content_hash",
+    "index_add",
+    "index_build",
+    "index_calibrate",
+    "index_info",
+    "index_query",
+    "index_search",
+    "index_tower",
     "load_image",
     "load_schema",
+    "load_sources",
     "make_node_id",
     "match_crops",
     "merge_manifest",
@@ -72,6 +101,7 @@ __all__ = [
     "slide_fingerprint",
     "slide_id",
     "synthetic_figures",
+    "update_towers",
     "write_manifest",
     "write_synthetic_pdf",
 ]
