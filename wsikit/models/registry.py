@@ -409,7 +409,8 @@ def _create_auto(role: str, *, device: str | torch.device, precision: str | None
                                   precision=precision, dtype=dtype)
     if role == "slide":
         raise WeightsError("no slide encoder weights found (TITAN: MahmoodLab/TITAN); for a "
-                           "weight-free slide score use wsikit.models.create_scorer('auto')")
+                           "weight-free patch importance use "
+                           "wsikit.compute_attention(slide, grid, source='heuristic')")
     log.info("auto encoder for role %r: no weights found for %s, using the weight-free "
              "'heuristic' encoder", role, "/".join(AUTO_PREFERENCE[role]))
     enc = create_encoder("heuristic", device=device)
