@@ -54,7 +54,7 @@ _LAZY: dict[str, str] = {
     "FigureNode": "wsikit.evidence",
     "FigureIndex": "wsikit.evidence",
     "EvidenceResult": "wsikit.evidence",
-    "read_manifest": "wsikit.evidence",
+    "read_figure_manifest": "wsikit.evidence",
     "extract_pdf_figures": "wsikit.evidence",
     "SyntheticSpec": "wsikit.synthetic",
     "write_synthetic_slide": "wsikit.synthetic",

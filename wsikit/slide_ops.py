@@ -23,6 +23,7 @@ import numpy as np
 from ._atomic import write_bytes_atomic
 from ._hints import keyword, option
 from ._progress import progress
+from .cache_record import sha256_file as _sha256
 from .errors import CacheError, SlideError
 from .io import Slide, open_slide
 from .io.fingerprint import check_source, recorded_slide, slide_fingerprint, write_source
@@ -62,12 +63,6 @@ def artefact_paths(out: _PathLike, slide_name: str) -> dict[str, Path]:
 
 def _mask_meta_path(out: _PathLike, slide_name: str) -> Path:
     return Path(out) / "masks" / f"{slide_name}.json"
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def tissue_files(out: _PathLike, slide_name: str) -> dict[str, Path]:

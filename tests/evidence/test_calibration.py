@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from wsikit.errors import EvidenceError
-from wsikit.evidence import FigureIndex, load_image, read_manifest
+from wsikit.evidence import FigureIndex, load_image, read_figure_manifest
 from wsikit.evidence.calibration import (
     METHOD_ANY,
     METHOD_CROSS,
@@ -94,7 +94,7 @@ def _two_source_index(tmp_path, make_images, encoder, n=24):
     rows = [{"image": f"imgs/{p.name}", "caption": f"Figure {i}. c", "figure_label": f"Fig {i}",
              "doi": f"10.1/src{i % 4}", "page": 1} for i, p in enumerate(paths)]
     (tmp_path / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    return FigureIndex.build(read_manifest(tmp_path / "m.jsonl"), encoder, tmp_path / "idx")
+    return FigureIndex.build(read_figure_manifest(tmp_path / "m.jsonl"), encoder, tmp_path / "idx")
 
 
 def test_index_stores_background_and_matches_carry_percentiles(tmp_path, make_images, encoder):

@@ -20,7 +20,7 @@ from wsikit.evidence import (
     index_folder,
     index_writer,
     load_image,
-    read_manifest,
+    read_figure_manifest,
 )
 from wsikit.evidence import faiss_utils as fu
 
@@ -41,7 +41,7 @@ class OtherEncoder:
 
 @pytest.fixture
 def nodes(manifest_dir: Path) -> list[FigureNode]:
-    return read_manifest(manifest_dir / "manifest.jsonl")
+    return read_figure_manifest(manifest_dir / "manifest.jsonl")
 
 
 @pytest.fixture
@@ -123,11 +123,12 @@ def test_identical_images_stored_once(tmp_path: Path, make_images, encoder):
             {"image": "i/img000.png", "doi": "10.1/a", "caption": "Figure 1. a"},  # duplicate
             {"image": "i/img000.png", "doi": "10.1/b", "caption": "Fig. 9. same picture"}]
     (tmp_path / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    index = FigureIndex.build(read_manifest(tmp_path / "m.jsonl"), encoder, tmp_path / "idx")
+    index = FigureIndex.build(read_figure_manifest(tmp_path / "m.jsonl"), encoder, tmp_path / "idx")
     assert index.count == 2  # exact duplicate node dropped; same image from 2 sources kept
     assert len(list((index.path / "images").iterdir())) == 1
     assert len({n.image for n in index.nodes()}) == 1
-    assert index.add(read_manifest(tmp_path / "m.jsonl"), encoder).added == 0  # re-add: no-op
+    again = read_figure_manifest(tmp_path / "m.jsonl")
+    assert index.add(again, encoder).added == 0  # re-add: no-op
 
 
 def test_add_and_interrupted_add(flat: FigureIndex, encoder, tmp_path: Path, make_images,

@@ -88,7 +88,7 @@ def segment_step(ctx: SlideContext) -> dict[str, Any]:
 
 def _geojson_edited(ctx: SlideContext, geojson: Path) -> bool:
     """Whether the segment step's GeoJSON was changed since that step wrote it."""
-    from .state import sha256_file
+    from ..cache_record import sha256_file
 
     recorded = ((ctx.previous or {}).get("outputs") or {}).get("geojson")
     if not recorded or not geojson.is_file():

@@ -2,9 +2,10 @@
 index with a calibrated similarity background, and the ``evidence.json`` result with RAG
 adapters (stable ids, portable paths, provenance).
 
->>> from wsikit.evidence import read_manifest, FigureIndex          # doctest: +SKIP
+>>> from wsikit.evidence import read_figure_manifest, FigureIndex          # doctest: +SKIP
 >>> from wsikit.models import create_encoder                        # doctest: +SKIP
->>> index = FigureIndex.build(read_manifest("figs.jsonl"), create_encoder("heuristic"), "idx")
+>>> nodes = read_figure_manifest("figs.jsonl")                       # doctest: +SKIP
+>>> index = FigureIndex.build(nodes, create_encoder("heuristic"), "idx")  # doctest: +SKIP
 >>> index.query_images([crop], create_encoder("heuristic"), k=5)     # doctest: +SKIP
 
 The ``wsikit figures|index|eval`` commands are functions of the same names and options
@@ -15,7 +16,13 @@ from __future__ import annotations
 
 from .calibration import DEFAULT_FLOOR, Background, Floor, background_from_vectors, parse_floor
 from .evaluation import eval_retrieval
-from .ids import document_id, region_uid, slide_fingerprint, slide_id
+from .figure_manifest import (
+    FIGURE_MANIFEST_FIELDS,
+    merge_figure_manifest,
+    read_figure_manifest,
+    write_figure_manifest,
+)
+from .ids import document_id, region_uid, slide_id, slide_id_digest
 from .index import FigureIndex, Match
 from .index_folder import INDEX_FORMAT
 from .index_ops import (
@@ -32,7 +39,6 @@ from .index_ops import (
 )
 from .index_rows import AddReport
 from .index_writer import embed_images
-from .manifest import MANIFEST_FIELDS, merge_manifest, read_manifest, write_manifest
 from .matching import CropMatches, match_crops
 from .nodes import (
     EVIDENCE_LEVELS,
@@ -57,7 +63,7 @@ __all__ = [
     "EVIDENCE_LEVELS",
     "EVIDENCE_SCHEMA_ID",
     "INDEX_FORMAT",
-    "MANIFEST_FIELDS",
+    "FIGURE_MANIFEST_FIELDS",
     "SYNTHETIC_DOI",
     "AddReport",
     "Background",
@@ -92,16 +98,16 @@ __all__ = [
     "load_sources",
     "make_node_id",
     "match_crops",
-    "merge_manifest",
+    "merge_figure_manifest",
     "parse_evidence_level",
     "parse_floor",
-    "read_manifest",
+    "read_figure_manifest",
     "read_pdf_figures",
     "region_uid",
-    "slide_fingerprint",
     "slide_id",
+    "slide_id_digest",
     "synthetic_figures",
     "update_towers",
-    "write_manifest",
+    "write_figure_manifest",
     "write_synthetic_pdf",
 ]

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EvidenceError, WeightsError
+from .figure_manifest import merge_figure_manifest, read_figure_manifest
 from .index import FigureIndex, Match
-from .manifest import merge_manifest, read_manifest
 from .nodes import FigureNode, load_image
 from .pdf import extract_pdf_figures
 
@@ -70,7 +70,7 @@ def load_sources(sources: Sequence[PathLike], work_dir: PathLike, *,
             nodes += extract_pdf_figures(path, Path(work_dir) / f"pdf{i}", min_size=min_size,
                                          evidence_level=evidence_level)
         elif suffix in (".jsonl", ".ndjson", ".csv", ".tsv"):
-            nodes += read_manifest(path, evidence_level=evidence_level)
+            nodes += read_figure_manifest(path, evidence_level=evidence_level)
         else:
             raise EvidenceError(f"source {path}: unknown type {suffix!r}; give PDFs or figure "
                                 "manifests (.jsonl/.csv, e.g. from 'wsikit figures extract')")
@@ -83,7 +83,7 @@ def figures_extract(pdfs: Sequence[PathLike], out: PathLike, *,
     ``out/manifest.jsonl`` (for review/editing, then ``wsikit index build``); returns it.
 
     An existing ``out/manifest.jsonl`` is never replaced: its rows are kept as reviewed and
-    only figures it does not list yet are appended (:func:`wsikit.evidence.merge_manifest`).
+    only figures it does not list yet are appended (:func:`wsikit.evidence.merge_figure_manifest`).
     """
     if not pdfs:
         raise EvidenceError("no PDFs given")
@@ -93,7 +93,7 @@ def figures_extract(pdfs: Sequence[PathLike], out: PathLike, *,
     nodes: list[FigureNode] = []
     for pdf in pdfs:
         nodes += extract_pdf_figures(pdf, out, min_size=min_size, evidence_level=evidence_level)
-    merged = merge_manifest(nodes, Path(out) / "manifest.jsonl")
+    merged = merge_figure_manifest(nodes, Path(out) / "manifest.jsonl")
     if merged.kept:
         log.warning("%s: kept its %d reviewed row(s), appended %d new figure(s)", merged.path,
                     merged.kept, merged.added)
