@@ -129,11 +129,11 @@ def demo_crop(path: str | os.PathLike[str], *, dense: bool = True, seed: int = 1
     query image for the demo index, unlike any indexed figure pixel for pixel."""
     from PIL import Image
 
-    from .evidence.synthetic_pdf import _tissue
+    from .synthetic import synthetic_tissue_crop
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(_tissue(seed, dense)).save(path)
+    Image.fromarray(synthetic_tissue_crop(seed, dense)).save(path)
     return path
 
 

@@ -16,9 +16,9 @@ from wsikit.evidence import FigureIndex, load_image, read_figure_manifest
 from wsikit.evidence.calibration import (
     METHOD_ANY,
     METHOD_CROSS,
-    _pairs,
     background_from_vectors,
     parse_floor,
+    sample_pairs,
 )
 from wsikit.evidence.matching import match_crops
 
@@ -55,8 +55,8 @@ def test_sampled_pairs_are_distinct_cross_source_and_representative():
     bg = background_from_vectors(v, groups, max_pairs=2000, seed=4)
     truth = _cross_sims(v, groups)
     assert bg.sampled and bg.pairs == 2000
-    i, j, sampled = _pairs(np.asarray(groups), cross=True, max_pairs=2000, seed=4)
-    assert sampled and len(set(zip(i.tolist(), j.tolist()))) == 2000
+    i, j, sampled = sample_pairs(np.asarray(groups), cross=True, max_pairs=2000, seed=4)
+    assert sampled and len(set(zip(i.tolist(), j.tolist(), strict=True))) == 2000
     assert np.all(i < j) and np.all(j < 120) and np.all(i >= 0)
     assert not np.any(np.asarray(groups)[i] == np.asarray(groups)[j])
     again = background_from_vectors(v, groups, max_pairs=2000, seed=4)
