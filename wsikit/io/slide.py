@@ -20,7 +20,7 @@ import contextlib
 import math
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any
@@ -28,15 +28,15 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from .._hints import option
-from ..errors import MppError, SlideError
+from .._hints import expect, option
+from ..errors import MppError, SlideError, WsikitError
 from .backends import _BACKEND_CLASSES, _Backend
 from .dicom import is_dicom
 from .filecheck import _check_openable, _check_tiff_extent, _quiet
 from .mpp import check_mpp, objective_power, resolve_mpp
 
 __all__ = ["Slide", "open_slide", "BACKENDS", "BAD_TILE_POLICIES", "LEVEL_TOLERANCE",
-           "bad_tile_policy", "slide_stem"]
+           "bad_tile_policy", "slide_of", "slide_stem"]
 
 #: Backends in the order ``open_slide`` tries them.
 BACKENDS = ("openslide", "tiffslide", "image", "omezarr")
@@ -466,8 +466,6 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     MppError
         No usable resolution and ``require_mpp``; or ``mpp`` is implausible.
     """
-    from ..stage_inputs import expect
-
     expect(path, (str, os.PathLike), name="open_slide(path)", error=SlideError,
            want="the path of a slide file (str or pathlib.Path)")
     p = Path(path)
@@ -543,3 +541,18 @@ def _sole_series(path: Path) -> bool:
     except (ImportError, OSError):
         return True
     return not others
+
+
+@contextlib.contextmanager
+def slide_of(slide: Slide | str | os.PathLike[str], *, name: str = "slide",
+             mpp: float | None = None, error: type[WsikitError] = WsikitError
+             ) -> Iterator[Slide]:
+    """Yield ``slide`` when it is a :class:`Slide`; open (and afterwards close) it when it is a
+    path; refuse anything else in one line naming ``name`` (raised as ``error``)."""
+    if isinstance(slide, Slide):
+        yield slide
+        return
+    expect(slide, (str, os.PathLike), name=name, error=error,
+           want="a Slide (wsikit.open_slide) or the path of a slide file")
+    with open_slide(slide, mpp=mpp) as opened:
+        yield opened
