@@ -44,6 +44,31 @@ ALLOWED_FUNCTION_LEVEL_CIRCLES: frozenset[tuple[str, ...]] = frozenset({
     ("wsikit.batch.builtin_steps", "wsikit.batch.steps"),
 })
 
+# TEMPORARY: issue 21 steps 3-4 remove these. Private names that tests and benchmarks import
+# from wsikit modules being rewritten or moved in parallel (pipeline.py and batch/**: step 3;
+# the pixel readers and models/heuristic.py: the io/ move), as "file: module.name". Everything
+# else tests through public names or imports the defining module.
+ALLOWED_PRIVATE_IMPORTS_OUTSIDE: frozenset[str] = frozenset({
+    "benchmarks/bench_patch_pipeline.py: wsikit.tiles._decode_jpeg",
+    "benchmarks/bench_patch_pipeline.py: wsikit.tiles._resize_torch",
+    "tests/batch/test_ray_resubmit.py: wsikit.batch.ray_engine._is_lost",
+    "tests/batch/test_steps_modules.py: wsikit.batch.steps._STEPS",
+    "tests/batch/test_steps_modules.py: wsikit.batch.steps._encoder",
+    "tests/batch/test_steps_modules.py: wsikit.batch.steps._geojson_edited",
+    "tests/batch/test_steps_modules.py: wsikit.batch.steps._input_digests",
+    "tests/batch/test_steps_modules.py: wsikit.batch.steps._missing_module",
+    "tests/batch/test_steps_modules.py: wsikit.batch.steps._tail",
+    "tests/batch/test_steps_modules.py: wsikit.batch.steps._tissue",
+    "tests/cli/test_python_errors_name_keywords.py: wsikit.pipeline._patch_encoder",
+    "tests/features/test_fast_path.py: wsikit.patch_stream._Ring",
+    "tests/models/test_heuristic.py: wsikit.models.heuristic._hist_quantiles",
+    "tests/models/test_heuristic.py: wsikit.models.heuristic._to_analysis",
+    "tests/models/test_heuristic_embedding.py: wsikit.models.heuristic._REF_CENTRE",
+    "tests/models/test_heuristic_embedding.py: wsikit.models.heuristic._REF_SCALE",
+    "tests/test_patching.py: wsikit.pipeline._grid",
+    "tests/test_patching.py: wsikit.pipeline._tissue",
+})
+
 
 @dataclass(frozen=True)
 class ImportEdge:
@@ -201,6 +226,28 @@ def private_imports(root: Path, package: str) -> list[str]:
     return sorted(set(found))
 
 
+def private_imports_outside(root: Path, package: str, folders: tuple[str, ...]
+                            ) -> list[str]:
+    """``"file: module.name"`` for every private name a file under ``folders`` (tests,
+    benchmarks, examples) imports from a ``package`` module with ``from module import _name``.
+    A private *module* (``from wsikit.cli import _common``) is its names' defining module and
+    is allowed."""
+    modules = module_names(root, package)
+    found = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.ImportFrom) and node.level == 0
+                        and node.module in modules):
+                    continue
+                for alias in node.names:
+                    if _private(alias.name) and f"{node.module}.{alias.name}" not in modules:
+                        found.append(f"{path.relative_to(root).as_posix()}: "
+                                     f"{node.module}.{alias.name}")
+    return sorted(set(found))
+
+
 def _describe(circles: list[tuple[str, ...]]) -> str:
     return "\n".join(" <-> ".join(c) for c in circles)
 
@@ -227,10 +274,19 @@ def test_no_private_names_imported_across_package_folders() -> None:
                      + "\n".join(new))
 
 
+def test_tests_and_benchmarks_import_no_private_names() -> None:
+    found = private_imports_outside(ROOT, PACKAGE, ("tests", "benchmarks", "examples"))
+    new = [f for f in found if f not in ALLOWED_PRIVATE_IMPORTS_OUTSIDE]
+    assert not new, ("tests import private names; test through the public function, or make "
+                     "the name public where it is defined:\n" + "\n".join(new))
+
+
 def test_allowlists_hold_only_live_violations() -> None:
     """An allowlisted violation that is gone must leave the list (it only shrinks)."""
     edges = import_edges(ROOT, PACKAGE)
     assert set(private_imports(ROOT, PACKAGE)) >= ALLOWED_PRIVATE_IMPORTS
+    assert (set(private_imports_outside(ROOT, PACKAGE, ("tests", "benchmarks", "examples")))
+            >= ALLOWED_PRIVATE_IMPORTS_OUTSIDE)
     assert set(import_circles(edges, module_level_only=True)) >= ALLOWED_MODULE_LEVEL_CIRCLES
     assert (set(import_circles(edges, module_level_only=False))
             >= ALLOWED_FUNCTION_LEVEL_CIRCLES)
@@ -312,6 +368,15 @@ def test_a_private_name_from_another_folder_is_found(synthetic: Path) -> None:
         """})
     assert private_imports(synthetic, "pkg") == ["pkg.sub.other: pkg.high._helper",
                                                  "pkg.sub.other: pkg.low._helper"]
+
+
+def test_a_test_importing_a_private_name_is_found(synthetic: Path) -> None:
+    _write_package(synthetic, {"tests/test_x.py": """\
+        from pkg import _util
+        from pkg.low import VALUE, _helper
+        """})
+    assert private_imports_outside(synthetic, "pkg", ("tests",)) == [
+        "tests/test_x.py: pkg.low._helper"]
 
 
 def test_a_private_module_of_a_sibling_package_is_found(synthetic: Path) -> None:
