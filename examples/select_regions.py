@@ -22,7 +22,7 @@ parser.add_argument("slide", nargs="?",
                          "with a planted region of dense nuclei)")
 parser.add_argument("--out", help="output folder (default: a new temporary folder)")
 parser.add_argument("--mpp", type=float, help="level-0 µm/px, for slides without it")
-parser.add_argument("--models", default="heuristic",
+parser.add_argument("--encoder", default="heuristic",
                     help="patch encoder: heuristic (no weights), auto or conch_v1_5")
 args = parser.parse_args()
 
@@ -37,7 +37,7 @@ if slide is None:
 # One call runs tissue -> patches at exactly 0.5 µm/px -> features -> attention ->
 # multi-scale windows (4x4, 2x2, 1x1 patches of 256 px) -> crops, and caches every stage
 # under `out` (rerun it and only what changed is recomputed).
-result = wsikit.select(slide, out=out, models=args.models, attention="heuristic",
+result = wsikit.select(slide, out=out, encoder=args.encoder, attention="heuristic",
                        patch_px=256, scales=(4, 2, 1), mpp=args.mpp, progress=False)
 
 print(f"slide {result.slide['name']}: {result.slide['mpp']:.3g} µm/px "

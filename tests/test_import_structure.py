@@ -27,46 +27,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "wsikit"
 
-# TEMPORARY: issue 21 step 3 removes these. Private names imported across package folders by
-# the modules being rewritten for the one pipeline (pipeline.py, batch/**, slide_ops.py,
-# patching.py, attention.py, cli/select.py, cli/batch.py), as "importer: module.name".
-ALLOWED_PRIVATE_IMPORTS: frozenset[str] = frozenset({
-    "wsikit.batch.runner: wsikit.io.filecheck._check_openable",
-    "wsikit.batch.runner: wsikit.selectors.multiscale._validate_min_score",
-})
-
-# TEMPORARY: issue 21 step 3 removes these. Circles (as sorted module tuples) that run through
-# the modules being rewritten for the one pipeline.
-ALLOWED_MODULE_LEVEL_CIRCLES: frozenset[tuple[str, ...]] = frozenset({
-    ("wsikit.batch.builtin_steps", "wsikit.batch.steps"),
-})
-ALLOWED_FUNCTION_LEVEL_CIRCLES: frozenset[tuple[str, ...]] = frozenset({
-    ("wsikit.batch.builtin_steps", "wsikit.batch.steps"),
-})
-
-# TEMPORARY: issue 21 steps 3-4 remove these. Private names that tests and benchmarks import
-# from wsikit modules being rewritten or moved in parallel (pipeline.py and batch/**: step 3;
-# the pixel readers and models/heuristic.py: the io/ move), as "file: module.name". Everything
+# TEMPORARY: issue 21 step 4 removes these. Private names that tests and benchmarks import
+# from wsikit modules being moved or rewritten in parallel (the pixel readers and
+# models/heuristic.py: the io/ move; batch/ray_engine.py), as "file: module.name". Everything
 # else tests through public names or imports the defining module.
 ALLOWED_PRIVATE_IMPORTS_OUTSIDE: frozenset[str] = frozenset({
     "benchmarks/bench_patch_pipeline.py: wsikit.tiles._decode_jpeg",
     "benchmarks/bench_patch_pipeline.py: wsikit.tiles._resize_torch",
     "tests/batch/test_ray_resubmit.py: wsikit.batch.ray_engine._is_lost",
-    "tests/batch/test_steps_modules.py: wsikit.batch.steps._STEPS",
-    "tests/batch/test_steps_modules.py: wsikit.batch.steps._encoder",
-    "tests/batch/test_steps_modules.py: wsikit.batch.steps._geojson_edited",
-    "tests/batch/test_steps_modules.py: wsikit.batch.steps._input_digests",
-    "tests/batch/test_steps_modules.py: wsikit.batch.steps._missing_module",
-    "tests/batch/test_steps_modules.py: wsikit.batch.steps._tail",
-    "tests/batch/test_steps_modules.py: wsikit.batch.steps._tissue",
-    "tests/cli/test_python_errors_name_keywords.py: wsikit.pipeline._patch_encoder",
     "tests/features/test_fast_path.py: wsikit.patch_stream._Ring",
     "tests/models/test_heuristic.py: wsikit.models.heuristic._hist_quantiles",
     "tests/models/test_heuristic.py: wsikit.models.heuristic._to_analysis",
     "tests/models/test_heuristic_embedding.py: wsikit.models.heuristic._REF_CENTRE",
     "tests/models/test_heuristic_embedding.py: wsikit.models.heuristic._REF_SCALE",
-    "tests/test_patching.py: wsikit.pipeline._grid",
-    "tests/test_patching.py: wsikit.pipeline._tissue",
 })
 
 
@@ -254,24 +227,22 @@ def _describe(circles: list[tuple[str, ...]]) -> str:
 
 def test_no_module_level_import_circles() -> None:
     circles = import_circles(import_edges(ROOT, PACKAGE), module_level_only=True)
-    new = [c for c in circles if c not in ALLOWED_MODULE_LEVEL_CIRCLES]
-    assert not new, ("import circles among wsikit modules (module-level imports); move the "
-                     "shared code down a layer:\n" + _describe(new))
+    assert not circles, ("import circles among wsikit modules (module-level imports); move "
+                         "the shared code down a layer:\n" + _describe(circles))
 
 
 def test_no_import_circles_counting_function_level_imports() -> None:
     circles = import_circles(import_edges(ROOT, PACKAGE), module_level_only=False)
-    new = [c for c in circles if c not in ALLOWED_FUNCTION_LEVEL_CIRCLES]
-    assert not new, ("import circles among wsikit modules (counting imports inside "
-                     "functions); a lower layer must not call back up:\n" + _describe(new))
+    assert not circles, ("import circles among wsikit modules (counting imports inside "
+                         "functions); a lower layer must not call back up:\n"
+                         + _describe(circles))
 
 
 def test_no_private_names_imported_across_package_folders() -> None:
     found = private_imports(ROOT, PACKAGE)
-    new = [f for f in found if f not in ALLOWED_PRIVATE_IMPORTS]
-    assert not new, ("private names imported from outside the importer's package folder; "
-                     "make the name public where it is defined (or move the caller):\n"
-                     + "\n".join(new))
+    assert not found, ("private names imported from outside the importer's package folder; "
+                       "make the name public where it is defined (or move the caller):\n"
+                       + "\n".join(found))
 
 
 def test_tests_and_benchmarks_import_no_private_names() -> None:
@@ -281,15 +252,10 @@ def test_tests_and_benchmarks_import_no_private_names() -> None:
                      "the name public where it is defined:\n" + "\n".join(new))
 
 
-def test_allowlists_hold_only_live_violations() -> None:
-    """An allowlisted violation that is gone must leave the list (it only shrinks)."""
-    edges = import_edges(ROOT, PACKAGE)
-    assert set(private_imports(ROOT, PACKAGE)) >= ALLOWED_PRIVATE_IMPORTS
-    assert (set(private_imports_outside(ROOT, PACKAGE, ("tests", "benchmarks", "examples")))
-            >= ALLOWED_PRIVATE_IMPORTS_OUTSIDE)
-    assert set(import_circles(edges, module_level_only=True)) >= ALLOWED_MODULE_LEVEL_CIRCLES
-    assert (set(import_circles(edges, module_level_only=False))
-            >= ALLOWED_FUNCTION_LEVEL_CIRCLES)
+def test_allowlist_holds_only_live_violations() -> None:
+    """An allowlisted import that is gone must leave the list (it only shrinks)."""
+    live = set(private_imports_outside(ROOT, PACKAGE, ("tests", "benchmarks", "examples")))
+    assert live >= ALLOWED_PRIVATE_IMPORTS_OUTSIDE
 
 
 # --- the checks catch what they claim, on a synthetic package ---------------------------------

@@ -10,7 +10,8 @@ import pytest
 
 from wsikit.errors import GridError
 from wsikit.io import open_slide
-from wsikit.patching import TRIDENT_ATTRS, TileGrid, coords_path, make_grid, tissue_fractions
+from wsikit.layout import OutputLayout
+from wsikit.patching import TRIDENT_ATTRS, TileGrid, make_grid, tissue_fractions
 from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
 from wsikit.tissue import TissueMask, segment_tissue
 
@@ -131,7 +132,7 @@ def _grid() -> TileGrid:
 
 
 def test_h5_written_with_every_attribute(tmp_path):
-    path = _grid().to_h5(coords_path(tmp_path, "s1"))
+    path = _grid().to_h5(OutputLayout(tmp_path).coords("s1"))
     assert path == tmp_path / "patches" / "s1_patches.h5"
     assert [p for p in os.listdir(path.parent) if p != path.name] == []  # no temp left
     with h5py.File(path, "r") as f:
@@ -210,26 +211,29 @@ def test_patch_and_select_build_the_same_grid(slide_fixture, request, tmp_path):
     edited GeoJSON all give the grid of the mask they describe."""
     import json
 
-    from wsikit.pipeline import SelectOptions, _grid, _tissue
-    from wsikit.slide_ops import geojson_path, mask_path, patch
+    from wsikit.layout import OutputLayout
+    from wsikit.pipeline import select
+    from wsikit.slide_ops import patch
+
+    def select_grid(out: Path) -> TileGrid:
+        select(path, out=out, encoder="heuristic", patch_px=256, scales=(1,), report=False,
+               progress=False)
+        return TileGrid.from_h5(OutputLayout(out).coords(path.stem))
 
     path = request.getfixturevalue(slide_fixture)
     opts = dict(target_mpp=0.5, patch_px=256, min_tissue=0.1)
     fresh = patch(path, out=tmp_path / "a", show_progress=False, **opts)
     cached = patch(path, out=tmp_path / "a", show_progress=False, **opts)
-    sel_opts = SelectOptions(patch_px=256)
+    sel_cached = select_grid(tmp_path / "a")
+    sel_fresh = select_grid(tmp_path / "b")
     with open_slide(path) as s:
-        sel_cached = _grid(s, _tissue(s, tmp_path / "a", force=False), tmp_path / "a",
-                           sel_opts, force=False)
-        sel_fresh = _grid(s, _tissue(s, tmp_path / "b", force=False), tmp_path / "b",
-                          sel_opts, force=False)
         direct = make_grid(s, segment_tissue(s), **opts)
     after = patch(path, out=tmp_path / "b", show_progress=False, **opts)
     assert len(fresh) > 0
     for g in (cached, sel_cached, sel_fresh, direct, after):
         assert _grid_tuple(g) == _grid_tuple(fresh)
     # an edited GeoJSON (QuPath) is respected by both commands: drop every polygon but one
-    gj = geojson_path(tmp_path / "a", fresh.slide_name)
+    gj = OutputLayout(tmp_path / "a").tissue_geojson(fresh.slide_name)
     doc = json.loads(gj.read_text())
     doc["features"] = doc["features"][:1]
     doc["features"][0]["geometry"]["coordinates"] = doc["features"][0]["geometry"][
@@ -241,15 +245,14 @@ def test_patch_and_select_build_the_same_grid(slide_fixture, request, tmp_path):
     doc["features"][0]["geometry"]["coordinates"] = [half]
     gj.write_text(json.dumps(doc))
     edited = patch(path, out=tmp_path / "a", show_progress=False, **opts)
+    sel_edited = select_grid(tmp_path / "a")
     with open_slide(path) as s:
-        sel_edited = _grid(s, _tissue(s, tmp_path / "a", force=False), tmp_path / "a",
-                           sel_opts, force=False)
-        m = TissueMask.from_png(mask_path(tmp_path / "a", fresh.slide_name),
+        m = TissueMask.from_png(OutputLayout(tmp_path / "a").mask(fresh.slide_name),
                                 level0_size=s.dimensions, slide_mpp=s.mpp)
     assert 0 < len(edited) < len(fresh)
     assert (edited.coords[:, 0] < (x0 + x1) / 2).all()
     assert _grid_tuple(sel_edited) == _grid_tuple(edited)
-    seg = TissueMask.from_png(mask_path(tmp_path / "b", fresh.slide_name),
+    seg = TissueMask.from_png(OutputLayout(tmp_path / "b").mask(fresh.slide_name),
                               level0_size=m.level0_size, slide_mpp=m.slide_mpp)
     # the edit is rasterised on the segmentation's own pixel grid, and only inside the box
     assert m.mask.shape == seg.mask.shape and m.mpp == pytest.approx(seg.mpp)

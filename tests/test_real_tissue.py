@@ -156,9 +156,10 @@ def test_planted_dense_region_gets_the_finest_window_without_ties(tmp_path: Path
     ox = max(0, min(x + w, box[0] + box[2]) - max(x, box[0]))
     oy = max(0, min(y + h, box[1] + box[3]) - max(y, box[1]))
     assert ox * oy / (w * h) >= 0.75
-    from wsikit.attention import Attention, attention_path
+    from wsikit.attention import Attention
+    from wsikit.layout import OutputLayout
 
-    att = Attention.from_h5(attention_path(tmp_path / "out", "planted"))
+    att = Attention.from_h5(OutputLayout(tmp_path / "out").attention("planted"))
     inside = ((att.coords[:, 0] >= box[0]) & (att.coords[:, 0] < box[0] + box[2])
               & (att.coords[:, 1] >= box[1]) & (att.coords[:, 1] < box[1] + box[3]))
     top = np.sort(att.scores[inside])

@@ -54,7 +54,7 @@ def moved_report(tmp_path_factory: pytest.TempPathFactory, cmu_small: Path) -> P
     cwd = os.getcwd()
     os.chdir(root)  # relative --out and --index, as in the README (the reported failure)
     try:
-        result = select(cmu_small, out="out", index="lit/index", models="heuristic",
+        result = select(cmu_small, out="out", index="lit/index", encoder="heuristic",
                         scales=(2, 1), patch_px=256, target_mpp=1.0, k=3, progress=False,
                         min_similarity=0.0)   # every match shown: this is about images loading
     finally:

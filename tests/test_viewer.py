@@ -22,11 +22,12 @@ from wsikit.viewer import TILE_PX, ViewerSource, make_server, tile_box, zoom_lev
 
 @pytest.fixture(scope="module")
 def served(cmu_small: Path, tmp_path_factory: pytest.TempPathFactory):
-    from wsikit.pipeline import select, select_dir
+    from wsikit.layout import OutputLayout
+    from wsikit.pipeline import select
 
     out = tmp_path_factory.mktemp("view")
     select(cmu_small, out=out, scales=(2, 1), patch_px=256, report=False, progress=False)
-    source = ViewerSource.open(select_dir(out, "CMU-1-Small-Region"))
+    source = ViewerSource.open(OutputLayout(out).select_dir("CMU-1-Small-Region"))
     server = make_server(source, port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -179,12 +180,13 @@ def test_command_line_serves_on_localhost(served) -> None:
 
 def test_matched_figures_are_served_from_the_index(cmu_small: Path, tmp_path: Path) -> None:
     from wsikit.demo import demo_index
-    from wsikit.pipeline import select, select_dir
+    from wsikit.layout import OutputLayout
+    from wsikit.pipeline import select
 
     index = demo_index(tmp_path / "lit", progress=False)
     select(cmu_small, out=tmp_path / "o", index=index, scales=(2, 1), patch_px=256, k=2,
            min_similarity="none", report=False, progress=False)
-    source = ViewerSource.open(select_dir(tmp_path / "o", "CMU-1-Small-Region"))
+    source = ViewerSource.open(OutputLayout(tmp_path / "o").select_dir("CMU-1-Small-Region"))
     try:
         info = source.info()
         match = info["regions"][0]["matches"][0]

@@ -41,7 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "ATTENTION_SOURCES",
     "Attention",
-    "attention_path",
     "cached_attention",
     "compute_attention",
     "heuristic_attention",
@@ -53,11 +52,6 @@ log = logging.getLogger(__name__)
 
 ATTENTION_SOURCES = ("auto", "titan", "heuristic")
 
-
-
-def attention_path(out_dir: str | os.PathLike[str], slide_name: str) -> Path:
-    """``<out_dir>/attention/<slide_name>.h5``."""
-    return Path(out_dir) / "attention" / f"{slide_name}.h5"
 
 
 @dataclass(frozen=True)

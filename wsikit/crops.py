@@ -101,10 +101,13 @@ def _png_bytes(image: np.ndarray) -> bytes:
 
 
 def save_crop(slide: Slide, window: Window, out_dir: str | os.PathLike[str], *, name: str,
-              max_px: int = 1024, relative_to: str | os.PathLike[str] | None = None) -> Crop:
+              max_px: int = 1024, relative_to: str | os.PathLike[str] | None = None
+              ) -> tuple[Crop, np.ndarray]:
     """Read ``window`` from ``slide``, write ``<out_dir>/<name>.png`` and a ``.json`` sidecar.
 
     Both files are written atomically. ``Crop.path`` is relative to ``relative_to`` when given.
+    Returns the crop's record and its pixels ``(H, W, 3) uint8`` (the PNG's, losslessly), so
+    a caller embeds them without reading the file back.
     """
     out_dir = Path(out_dir)
     image, mpp = crop_window(slide, window.x, window.y, window.size, max_px=max_px)
@@ -115,4 +118,4 @@ def save_crop(slide: Slide, window: Window, out_dir: str | os.PathLike[str], *, 
                 scale=int(window.scale), score=float(window.score), width=int(image.shape[1]),
                 height=int(image.shape[0]), mpp=mpp)
     write_json_atomic(png.with_suffix(".json"), {**crop.to_dict(), "slide": str(slide.path)})
-    return crop
+    return crop, image

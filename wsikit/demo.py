@@ -150,6 +150,6 @@ def demo(out: str | os.PathLike[str] = "wsikit_demo", *, progress: bool | None =
     out = Path(out)
     index = demo_index(out, progress=progress)
     slide = _demo_slide(out / "data" / "synthetic_demo_slide.svs")
-    select_options.setdefault("models", "heuristic")
+    select_options.setdefault("encoder", "heuristic")
     return select(slide, out=out, index=index, synthetic=True, progress=progress,
                   **select_options)

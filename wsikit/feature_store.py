@@ -381,11 +381,11 @@ def zarr_to_h5(store: FeatureStore | str | os.PathLike[str], out: str | os.PathL
     Existing h5 files are refused (``FeatureError`` naming them, before anything is written)
     unless ``overwrite``. Returns the files written.
     """
-    from .features import features_path
+    from .layout import OutputLayout
 
     st = store if isinstance(store, FeatureStore) else open_store(store, mode="r")
     ids = list(slides) if slides is not None else st.slides()
-    targets = {sid: features_path(out, str(st.root[sid].attrs.get("encoder", "")), sid)
+    targets = {sid: OutputLayout(out).features(str(st.root[sid].attrs.get("encoder", "")), sid)
                for sid in ids if sid in st.root}
     existing = sorted(str(p) for p in targets.values() if Path(p).exists())
     if existing and not overwrite:
@@ -395,5 +395,5 @@ def zarr_to_h5(store: FeatureStore | str | os.PathLike[str], out: str | os.PathL
     written = []
     for sid in ids:
         emb = st.read(sid)
-        written.append(emb.to_h5(features_path(out, emb.encoder, sid)))
+        written.append(emb.to_h5(OutputLayout(out).features(emb.encoder, sid)))
     return written

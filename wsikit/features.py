@@ -51,6 +51,7 @@ from ._progress import progress as _progress_bar
 from ._version import __version__
 from .cache_record import cache_intact, checksum_path, record_checksum
 from .errors import FeatureError, WsikitError
+from .layout import OutputLayout
 from .patch_stream import PatchStream, normalize_uint8, stream_batches
 from .patching import PATCH_READ
 from .threads import ThreadPlan, cores_given, plan_threads, torch_threads
@@ -60,18 +61,13 @@ if TYPE_CHECKING:
     from .models import Encoder
     from .patching import TileGrid
 
-__all__ = ["Embeddings", "extract_features", "extract_slide_features", "features_path",
+__all__ = ["Embeddings", "extract_features", "extract_slide_features",
            "grid_hash", "normalize_uint8", "PatchStream", "stream_batches"]
 
 log = logging.getLogger(__name__)
 
 #: Rows per HDF5 chunk / write: ~4 MiB of float32 at 768-d.
 _CHUNK_BYTES = 4 * 2**20
-
-
-def features_path(out_dir: str | os.PathLike[str], encoder: str, slide_name: str) -> Path:
-    """TRIDENT layout: ``<out_dir>/features_<encoder>/<slide_name>.h5``."""
-    return Path(out_dir) / f"features_{encoder}" / f"{slide_name}.h5"
 
 
 def grid_hash(grid: TileGrid) -> str:
@@ -382,7 +378,7 @@ def extract_features(
 
     target: Path | None = None
     if out is not None:
-        target = features_path(out, cfg.name, grid.slide_name)
+        target = OutputLayout(out).features(cfg.name, grid.slide_name)
         target.parent.mkdir(parents=True, exist_ok=True)
         if not overwrite and _reusable(target, ghash, enc, n, prec):
             log.info("%s: complete features found, skipping", target)
@@ -543,13 +539,13 @@ def _recorded_mpp(slide: str | os.PathLike[str], out: str | os.PathLike[str],
     """The level-0 mpp recorded in the slide's coordinate file (``coords`` or the one under
     ``out``) when the slide itself has none; else None (the slide's metadata decides)."""
     from .io import open_slide
-    from .patching import TileGrid, coords_path
+    from .patching import TileGrid
 
     try:
         with open_slide(slide, require_mpp=False) as s:
             if math.isfinite(s.mpp):
                 return None
-            path = Path(coords) if coords is not None else coords_path(out, s.name)
+            path = Path(coords) if coords is not None else OutputLayout(out).coords(s.name)
     except WsikitError:
         return None  # the real open below reports it
     if not path.exists():
@@ -594,7 +590,7 @@ def extract_slide_features(
     coordinate file, unless ``mpp`` is given.
     """
     from .io import open_slide
-    from .patching import TileGrid, coords_path, make_grid
+    from .patching import TileGrid, make_grid
     from .tissue import segment_tissue
 
     if mpp is None:
@@ -611,7 +607,7 @@ def extract_slide_features(
             grid = TileGrid.from_h5(coords)
             check_grid_matches(grid, s, coords)  # --coords of another slide is refused
         else:
-            cpath = coords_path(out, s.name)
+            cpath = OutputLayout(out).coords(s.name)
             if cpath.exists():
                 try:
                     cand = TileGrid.from_h5(cpath)

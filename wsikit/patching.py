@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .io import Slide
     from .tissue import TissueMask
 
-__all__ = ["TileGrid", "make_grid", "tissue_fractions", "coords_path", "TRIDENT_ATTRS",
+__all__ = ["TileGrid", "make_grid", "tissue_fractions", "TRIDENT_ATTRS",
            "PATCH_READ"]
 
 #: How patches are read for an encoder, recorded in every feature file (``patch_read``) and in
@@ -50,11 +50,6 @@ PATCH_READ = "target-mpp-then-input/v2"
 TRIDENT_ATTRS = ("patch_size", "patch_size_level0", "level0_magnification",
                  "target_magnification", "overlap", "name", "savetodir", "level0_width",
                  "level0_height")
-
-
-def coords_path(out_dir: str | os.PathLike[str], slide_name: str) -> Path:
-    """TRIDENT layout: ``<out_dir>/patches/<slide_name>_patches.h5``."""
-    return Path(out_dir) / "patches" / f"{slide_name}_patches.h5"
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,7 +131,8 @@ class TileGrid:
     def to_h5(self, path: str | os.PathLike[str]) -> Path:
         """Write ``coords`` (N, 2) int64 with attributes and ``tissue`` (N,) atomically.
 
-        Use :func:`coords_path` for TRIDENT's ``…/patches/<slide>_patches.h5`` layout.
+        Use :meth:`wsikit.layout.OutputLayout.coords` for
+        TRIDENT's ``…/patches/<slide>_patches.h5`` layout.
         """
 
         path = Path(path)
@@ -149,6 +145,21 @@ class TileGrid:
                 ds.attrs[k] = v
             f.create_dataset("tissue", data=self.tissue.astype(np.float32))
         return path
+
+    def same_as_file(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` holds this grid (coordinates, sizes and resolutions); ``False``
+        when it is missing or unreadable. A grid rewritten only when it changed keeps its file
+        (and the records and caches that checksum it) untouched on a rerun."""
+        if not Path(path).exists():
+            return False
+        try:
+            old = TileGrid.from_h5(path)
+        except GridError:
+            return False
+        return (np.array_equal(old.coords, self.coords) and old.patch_px == self.patch_px
+                and old.patch_size_l0 == self.patch_size_l0 and old.stride_l0 == self.stride_l0
+                and math.isclose(old.target_mpp, self.target_mpp, rel_tol=1e-9)
+                and math.isclose(old.slide_mpp, self.slide_mpp, rel_tol=1e-9))
 
     @classmethod
     def from_h5(cls, path: str | os.PathLike[str]) -> TileGrid:

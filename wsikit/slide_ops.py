@@ -26,8 +26,15 @@ from ._progress import progress
 from .cache_record import sha256_file as _sha256
 from .errors import CacheError, SlideError
 from .io import Slide, open_slide
-from .io.fingerprint import check_source, recorded_slide, slide_fingerprint, write_source
-from .patching import TileGrid, coords_path, make_grid
+from .io.fingerprint import (
+    check_source,
+    recorded_slide,
+    slide_fingerprint,
+    write_source,
+    written_sha256,
+)
+from .layout import OutputLayout
+from .patching import TileGrid, make_grid
 from .slide_outputs import check_output_name, hold_slide_outputs
 from .tissue import (
     DEFAULT_MASK_MPP,
@@ -38,42 +45,12 @@ from .tissue import (
     segment_tissue,
 )
 
-__all__ = ["info", "segment", "patch", "check_grid_matches", "geojson_path", "greyscale_hint",
-           "draw_tissue", "draw_grid", "load_tissue", "mask_path", "tissue_files", "artefact_paths"]
+__all__ = ["info", "segment", "patch", "check_grid_matches", "greyscale_hint", "draw_tissue",
+           "draw_grid", "check_tissue_owner", "geojson_edited", "load_tissue"]
 
 _PathLike = str | os.PathLike[str]
 
 
-def geojson_path(out: _PathLike, slide_name: str) -> Path:
-    """``<out>/contours_geojson/<slide_name>.geojson`` (TRIDENT layout)."""
-    return Path(out) / "contours_geojson" / f"{slide_name}.geojson"
-
-
-def mask_path(out: _PathLike, slide_name: str) -> Path:
-    """``<out>/masks/<slide_name>.png``: the tissue mask every patch grid is made from."""
-    return Path(out) / "masks" / f"{slide_name}.png"
-
-
-def artefact_paths(out: _PathLike, slide_name: str) -> dict[str, Path]:
-    """``<out>/artefacts/<slide_name>.{png,geojson}``: what segmentation removed from the
-    tissue (ink, folds, debris, scanner fill), as a label PNG and as QuPath annotations."""
-    base = Path(out) / "artefacts"
-    return {"png": base / f"{slide_name}.png", "geojson": base / f"{slide_name}.geojson"}
-
-
-def _mask_meta_path(out: _PathLike, slide_name: str) -> Path:
-    return Path(out) / "masks" / f"{slide_name}.json"
-
-
-def tissue_files(out: _PathLike, slide_name: str) -> dict[str, Path]:
-    """The files of the tissue mask of ``slide_name`` under ``out``, by role.
-
-    ``geojson`` (the polygons), ``mask`` (the PNG the grid is made from) and ``mask_meta``
-    (which GeoJSON that PNG belongs to); :func:`load_tissue` needs all three to give the grid
-    of a fresh segmentation (without the PNG or its note it rasterises the GeoJSON).
-    """
-    return {"geojson": geojson_path(out, slide_name), "mask": mask_path(out, slide_name),
-            "mask_meta": _mask_meta_path(out, slide_name)}
 
 
 def _write_mask(tm: TissueMask, out: Path, slide: Slide, name: str, *,
@@ -82,14 +59,65 @@ def _write_mask(tm: TissueMask, out: Path, slide: Slide, name: str, *,
     for a GeoJSON about to be written, else the file's)."""
     from ._atomic import write_json_atomic
 
-    tm.write_png(mask_path(out, name))
-    gj = geojson_path(out, name)
+    layout = OutputLayout(out)
+    tm.write_png(layout.mask(name))
+    gj = layout.tissue_geojson(name)
     if geojson_sha256 is None and gj.exists():
         geojson_sha256 = _sha256(gj)
-    write_json_atomic(_mask_meta_path(out, name), {
+    write_json_atomic(layout.mask_note(name), {
         "geojson_sha256": geojson_sha256,
-        "mask_sha256": _sha256(mask_path(out, name)),  # a PNG edited in place is not reused
+        "mask_sha256": _sha256(layout.mask(name)),  # a PNG edited in place is not reused
         "level0_size": list(slide.dimensions)})
+
+
+def check_tissue_owner(slide: Slide, out: _PathLike, name: str | None = None) -> None:
+    """Refuse to reuse outputs under ``out`` that another slide of the same name made.
+
+    Cached outputs belong to a slide by content (its fingerprint, recorded beside the tissue
+    GeoJSON), not by name.
+
+    Raises
+    ------
+    CacheError
+        The tissue GeoJSON of ``name`` was made from another slide's content.
+    """
+    name = slide.name if name is None else name
+    gj = OutputLayout(out).tissue_geojson(name)
+    if check_source(gj, slide_fingerprint(slide.path)) == "other":
+        raise CacheError(
+            f"{out} already holds outputs for another slide named {name!r} (made "
+            f"from {recorded_slide(gj)}, other content than {slide.path}); use another folder "
+            f"({keyword('out')}), rename the slide, or pass {option('resegment')} (select: "
+            f"{option('force')}) to replace them")
+
+
+def geojson_edited(slide: Slide, out: _PathLike, name: str | None = None) -> bool:
+    """Whether the tissue GeoJSON of ``name`` under ``out`` is the user's, not a segmentation's.
+
+    True when it was placed by hand (no record of the slide it was made from, or adopted as
+    such) or changed since wsikit's segmentation wrote it (e.g. edited in QuPath, whichever
+    command rasterised it since): :func:`load_tissue` then rasterises it, and a new
+    segmentation must not overwrite it. False when there is none, when it is wsikit's own
+    unchanged output, or when it belongs to another slide.
+    """
+    import json
+
+    layout = OutputLayout(out)
+    name = slide.name if name is None else name
+    gj = layout.tissue_geojson(name)
+    if not gj.is_file():
+        return False
+    state = check_source(gj, slide_fingerprint(slide.path))
+    if state != "same":
+        return state == "unknown"
+    known, written = written_sha256(gj)
+    if known:  # adopted from the user (None), or changed since wsikit wrote it
+        return written is None or written != _sha256(gj)
+    try:  # a record from before written_sha256: the mask note tells
+        note = json.loads(layout.mask_note(name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(note, dict) and note.get("geojson_sha256") not in (None, _sha256(gj))
 
 
 def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
@@ -109,21 +137,18 @@ def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
     """
     out = Path(out)
     name = slide.name if name is None else name
-    files = tissue_files(out, name)
+    layout = OutputLayout(out)
+    files = layout.tissue_files(name)
     gj, png, meta_path = files["geojson"], files["mask"], files["mask_meta"]
     fp = slide_fingerprint(slide.path)
     state = check_source(gj, fp)  # cached outputs belong to a slide by content, not by name
-    if state == "other" and not resegment:
-        raise CacheError(
-            f"{out} already holds outputs for another slide named {name!r} (made "
-            f"from {recorded_slide(gj)}, other content than {slide.path}); use another folder "
-            f"({keyword('out')}), rename the slide, or pass {option('resegment')} (select: "
-            f"{option('force')}) to replace them")
+    if not resegment:
+        check_tissue_owner(slide, out, name)
     if not resegment and gj.exists():
         import json
 
         if state == "unknown":  # placed by hand or drawn in QuPath: taken as this slide's
-            write_source(gj, slide.path, fp)
+            write_source(gj, slide.path, fp, written_sha256=None)
 
         meta = None
         if png.exists() and meta_path.exists():
@@ -136,7 +161,7 @@ def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
                 and list(meta.get("level0_size") or []) == list(slide.dimensions)):
             tm = TissueMask.from_png(png, level0_size=slide.dimensions,
                                      slide_mpp=slide.mpp, slide_name=slide.name)
-            return tm.with_artefacts_png(artefact_paths(out, name)["png"])
+            return tm.with_artefacts_png(layout.artefacts(name)["png"])
         _check_finite_geojson(gj)
         tm = TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
                                      mpp=mask_mpp, slide_name=slide.name)
@@ -242,8 +267,9 @@ def _segment_open(slide: Slide, out: Path, *, name: str | None = None, mask_mpp:
 
         warnings.warn(f"{slide.path}: no tissue found; {hint}", UserWarning, stacklevel=3)
     name = slide.name if name is None else name
-    gj = geojson_path(out, name)
-    arts = artefact_paths(out, name)
+    layout = OutputLayout(out)
+    gj = layout.tissue_geojson(name)
+    arts = layout.artefacts(name)
     tm.write_artefacts(arts["png"], arts["geojson"])
     # One grid path: the mask PNG written here is what every later run reads back pixel for
     # pixel (load_tissue), so the first run's grid equals every rerun's and resume's. The
@@ -256,11 +282,12 @@ def _segment_open(slide: Slide, out: Path, *, name: str | None = None, mask_mpp:
     gj_bytes = json_bytes(tm.to_geojson(), indent=None)
     _write_mask(tm, out, slide, name, geojson_sha256=hashlib.sha256(gj_bytes).hexdigest())
     write_bytes_atomic(gj, gj_bytes)
-    write_source(gj, slide.path, slide_fingerprint(slide.path))
+    write_source(gj, slide.path, slide_fingerprint(slide.path),
+                 written_sha256=hashlib.sha256(gj_bytes).hexdigest())
     if thumb_size is None:
         return tm
     thumb = slide.thumbnail(max_size=thumb_size)
-    write_bytes_atomic(out / "thumbnails" / f"{name}_tissue.png",
+    write_bytes_atomic(layout.tissue_thumbnail(name),
                        _png_bytes(Image.fromarray(draw_tissue(thumb, tm))))
     return tm
 
@@ -440,9 +467,10 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
             grid = make_grid(slide, tm, target_mpp=target_mpp, patch_px=patch_px,
                              overlap_px=overlap_px, min_tissue=min_tissue)
             bar.update(1)
-            grid.to_h5(coords_path(out, slide.name))
+            layout = OutputLayout(out)
+            grid.to_h5(layout.coords(slide.name))
             thumb = slide.thumbnail(max_size=thumb_size)
-            write_bytes_atomic(out / "thumbnails" / f"{slide.name}_grid.png",
+            write_bytes_atomic(layout.grid_thumbnail(slide.name),
                                _png_bytes(Image.fromarray(draw_grid(thumb, grid))))
             bar.update(1)
     finally:

@@ -15,18 +15,17 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from ._atomic import TMP_MARK
 from ._lockfile import hold_lock
 from .errors import SlideError
+from .layout import LOCK_SUFFIX, OutputLayout
 
-__all__ = ["MAX_NAME_BYTES", "check_output_name", "hold_slide_outputs", "slide_lock_path"]
+__all__ = ["MAX_NAME_BYTES", "check_output_name", "hold_slide_outputs"]
 
 #: Longest output name (UTF-8 bytes): the longest file made from it (a temporary sidecar,
 #: ``.<name>.geojson.source.json.wsikit-tmp-XXXXXXXX.json``) must fit 255 bytes.
 MAX_NAME_BYTES = 190
-_LOCK_SUFFIX = ".wsikit-lock"
 
 
 def check_output_name(name: str, source: str | os.PathLike[str]) -> str:
@@ -57,7 +56,7 @@ def check_output_name(name: str, source: str | os.PathLike[str]) -> str:
         why = f"its name gives the output name {name!r}, which is not a folder name"
     elif any(ch in name for ch in "/\\\0"):
         why = f"its output name {name!r} contains a path separator"
-    elif TMP_MARK in name or name.endswith(_LOCK_SUFFIX):
+    elif TMP_MARK in name or name.endswith(LOCK_SUFFIX):
         why = f"its output name {name!r} contains wsikit's marker of temporary files"
     elif len(name.encode("utf-8")) > MAX_NAME_BYTES:
         why = (f"its output name is {len(name.encode('utf-8'))} bytes long (at most "
@@ -67,11 +66,6 @@ def check_output_name(name: str, source: str | os.PathLike[str]) -> str:
     return name
 
 
-def slide_lock_path(out: str | os.PathLike[str], name: str) -> Path:
-    """``<out>/.<name>.wsikit-lock``: held while a run writes the outputs of ``name``."""
-    return Path(out) / f".{name}{_LOCK_SUFFIX}"
-
-
 @contextlib.contextmanager
 def hold_slide_outputs(out: str | os.PathLike[str], name: str) -> Iterator[None]:
     """Hold the lock on the outputs of slide ``name`` under ``out`` (waiting for another run).
@@ -79,5 +73,5 @@ def hold_slide_outputs(out: str | os.PathLike[str], name: str) -> Iterator[None]
     Re-entrant in one thread; released when the block ends or the process dies.
     """
     check_output_name(name, name)
-    with hold_lock(slide_lock_path(out, name), what=f"the outputs of {name!r} in {out}"):
+    with hold_lock(OutputLayout(out).write_lock(name), what=f"the outputs of {name!r} in {out}"):
         yield

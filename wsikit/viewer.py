@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import WsikitError
+from .layout import OutputLayout
 
 __all__ = ["TILE_PX", "ViewerSource", "make_server", "tile_box", "zoom_levels"]
 
@@ -142,7 +143,7 @@ class ViewerSource:
 
     def _tissue_path(self) -> Path | None:
         root = self._out_root()
-        path = None if root is None else root / "contours_geojson" / f"{self.slide.name}.geojson"
+        path = None if root is None else OutputLayout(root).tissue_geojson(self.slide.name)
         return path if path is not None and path.is_file() else None
 
     def tissue(self) -> bytes | None:
@@ -150,10 +151,9 @@ class ViewerSource:
         return None if path is None else path.read_bytes()
 
     def _artefacts_path(self) -> Path | None:
-        from .slide_ops import artefact_paths
 
         root = self._out_root()
-        path = None if root is None else artefact_paths(root, self.slide.name)["geojson"]
+        path = None if root is None else OutputLayout(root).artefacts(self.slide.name)["geojson"]
         return path if path is not None and path.is_file() else None
 
     def artefacts(self) -> bytes | None:

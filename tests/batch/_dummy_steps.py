@@ -26,7 +26,7 @@ def dummy_step(ctx):
     if data.startswith(b"EMPTY"):
         raise SkipSlide("nothing to do")
     with ctx.output("text", "dummy", f"{ctx.slide_id}.txt") as tmp:
-        tmp.write_text(hashlib.sha256(data).hexdigest() + f" {ctx.config.patch_px}\n")
+        tmp.write_text(hashlib.sha256(data).hexdigest() + f" {ctx.options.grid.patch_px}\n")
     return {"n_patches": len(data)}
 
 

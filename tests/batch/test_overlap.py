@@ -14,9 +14,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 import _dummy_steps  # noqa: F401  (registers the test steps)
+import pytest
 from test_resume import env, executions
 
 from wsikit.batch import read_cohort, run_batch
@@ -97,12 +96,12 @@ def test_live_lock_on_this_host_is_never_stale_by_age(tmp_path):
     job = JobFolder(tmp_path / "job", stale_after=0.1)
     live = _sleeper()
     try:
-        job.lock_path("s").write_text(json.dumps({"pid": live.pid, "host": socket.gethostname()}))
+        job.layout.runner_lock("s").write_text(json.dumps({"pid": live.pid, "host": socket.gethostname()}))
         old = time.time() - 3600
-        os.utime(job.lock_path("s"), (old, old))  # an hour without heartbeat: age says stale
+        os.utime(job.layout.runner_lock("s"), (old, old))  # an hour without heartbeat: age says stale
         assert not job.lock("s").acquire()       # but the pid is alive: never broken
         future = time.time() + 3600
-        os.utime(job.lock_path("s"), (future, future))
+        os.utime(job.layout.runner_lock("s"), (future, future))
         assert not job.lock("s").acquire()
     finally:
         live.kill()
@@ -114,7 +113,7 @@ def test_live_lock_on_this_host_is_never_stale_by_age(tmp_path):
 
 def test_foreign_lock_with_a_future_mtime_ages(tmp_path):
     job = JobFolder(tmp_path / "job", stale_after=60)
-    path = job.lock_path("s")
+    path = job.layout.runner_lock("s")
     path.write_text(json.dumps({"pid": 1, "host": "node-with-a-fast-clock"}))
     soon = time.time() + 30  # clock 30 s ahead, heartbeat just written: alive
     os.utime(path, (soon, soon))

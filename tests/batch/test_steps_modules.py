@@ -1,49 +1,13 @@
-"""The step registry and the built-in steps are two modules; the old import paths still work."""
+"""The step registry registers the built-in steps itself, first and in order, without torch."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-import wsikit.batch
 from wsikit.batch import builtin_steps, steps
 
 BUILTIN = ("segment", "patch", "features", "attention", "select")
-
-
-def test_old_names_import_from_steps() -> None:
-    from wsikit.batch.steps import (  # noqa: F401
-        _STEPS,
-        PATCH_READ,
-        BatchConfig,
-        SkipSlide,
-        SlideContext,
-        StepSpec,
-        _encoder,
-        _geojson_edited,
-        _input_digests,
-        _missing_module,
-        _tail,
-        _tissue,
-        attention_step,
-        features_step,
-        get_step,
-        list_steps,
-        load_plugins,
-        patch_step,
-        register_step,
-        resolve_steps,
-        run_slide,
-        segment_step,
-        select_step,
-    )
-
-    for name in builtin_steps.__all__ + ["_tissue", "_encoder", "_geojson_edited"]:
-        assert getattr(steps, name) is getattr(builtin_steps, name)
-    assert steps.__all__ == ["BatchConfig", "SlideContext", "StepSpec", "SkipSlide",
-                             "register_step", "get_step", "list_steps", "load_plugins",
-                             "resolve_steps", "run_slide"]
-    assert set(steps.__all__) - {"load_plugins"} <= set(wsikit.batch.__all__)
 
 
 def test_builtin_steps_registered_in_order() -> None:

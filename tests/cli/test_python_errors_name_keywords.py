@@ -78,9 +78,9 @@ def _floor(tmp: Path) -> None:
 
 
 def _models(tmp: Path) -> None:
-    from wsikit.pipeline import _patch_encoder
+    from wsikit.options import PipelineOptions
 
-    _patch_encoder("bogus", device="cpu", weights={})
+    PipelineOptions.create(encoder="bogus")
 
 
 def _mpp(tmp: Path) -> None:
@@ -123,7 +123,7 @@ CASES: dict[str, tuple[Callable[..., None], str, str]] = {
     "slide_ops": (_coords, "coords=", "--coords"),
     "evidence": (_floor, "min_similarity=2", "--min-similarity 2"),
     "features": (_features, "device='cpu'", "--device cpu"),
-    "pipeline": (_models, "models='bogus'", "--models bogus"),
+    "pipeline": (_models, "encoder='bogus'", "--encoder bogus"),
     "mpp": (_mpp, "mpp=0.25", "--mpp 0.25"),
     "slide": (_bad_tile, "on_bad_tile='maybe'", "--on-bad-tile maybe"),
     "batch_shard": (_shard, "shard='2of4'", "--shard 2of4"),

@@ -283,15 +283,16 @@ def test_progress_environment_variable(monkeypatch) -> None:
 
 # ------------------------------------------------------------------ upsampling in the result
 def test_upsampling_warning_reaches_evidence_json(tmp_path) -> None:
-    from wsikit.pipeline import select, select_dir
+    from wsikit.layout import OutputLayout
+    from wsikit.pipeline import select
     from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
 
     spec = SyntheticSpec(1024, 768, mpp=1.0, dense=[(300, 200, 300, 300)])
     path = write_synthetic_slide(tmp_path / "coarse.svs", spec, downsamples=(1,), app_mag=10)
     with pytest.warns(UserWarning, match="upsampled"):
-        res = select(path, out=tmp_path / "o", models="heuristic", patch_px=128, scales=(2, 1),
+        res = select(path, out=tmp_path / "o", encoder="heuristic", patch_px=128, scales=(2, 1),
                      report=False, progress=False)
-    on_disk = json.loads((select_dir(tmp_path / "o", "coarse") / "evidence.json").read_text())
+    on_disk = json.loads((OutputLayout(tmp_path / "o").select_dir("coarse") / "evidence.json").read_text())
     for doc in (res.to_dict(), on_disk):
         (note,) = doc["selection"]["warnings"]
         assert "1 µm/px, 2x coarser than the target 0.5 µm/px" in note

@@ -146,15 +146,16 @@ def test_select_question_fuses_and_shows_the_question(index: FigureIndex, capsys
                                                       synthetic_small_slide: Path,
                                                       tmp_path: Path):
     from wsikit.evidence import EvidenceResult
-    from wsikit.pipeline import select, select_dir
+    from wsikit.layout import OutputLayout
+    from wsikit.pipeline import select
 
     common = ["select", str(synthetic_small_slide), "--out", str(tmp_path / "out"), "--index",
-              str(index.path), "--models", "heuristic", "--patch-px", "256", "--no-report",
+              str(index.path), "--encoder", "heuristic", "--patch-px", "256", "--no-report",
               "-k", "3", "--min-similarity", "none"]  # fusion order, not the floor, is tested
     assert main([*common, "--question", "HER2+ carcinoma?", "--format", "context"]) == 0
     context = capsys.readouterr().out
     assert "Question: HER2+ carcinoma?" in context and "reciprocal rank" in context
-    evidence = select_dir(tmp_path / "out", "synthetic_small") / "evidence.json"
+    evidence = OutputLayout(tmp_path / "out").select_dir("synthetic_small") / "evidence.json"
     doc = EvidenceResult.read(evidence).to_dict()  # still valid against the schema
     assert doc["selection"]["question"] == "HER2+ carcinoma?"
     assert doc["selection"]["fusion"]["k"] == 50
@@ -172,7 +173,7 @@ def test_select_question_fuses_and_shows_the_question(index: FigureIndex, capsys
     assert not (tmp_path / "none").exists()
     # without a question nothing changes: image similarity only, no question in the context
     plain = select(synthetic_small_slide, out=tmp_path / "out", index=index.path,
-                   models="heuristic", patch_px=256, report=False, k=3, progress=False,
+                   encoder="heuristic", patch_px=256, report=False, k=3, progress=False,
                    min_similarity="none")
     assert "question" not in plain.selection and "Question:" not in plain.to_prompt_context()
     assert all("score_type" not in m for r in plain.regions for m in r.matches)
@@ -185,7 +186,7 @@ def test_select_question_keeps_the_image_similarity_floor(index: FigureIndex,
     from wsikit.pipeline import select
 
     res = select(synthetic_small_slide, out=tmp_path / "out", index=index.path,
-                 models="heuristic", patch_px=256, report=False, k=5, progress=False,
+                 encoder="heuristic", patch_px=256, report=False, k=5, progress=False,
                  question="HER2+ carcinoma?")
     bg = index.background
     for r in res.regions:

@@ -95,7 +95,7 @@ def test_select_with_a_forged_index_is_refused_before_any_output(index: FigureIn
                                                                  tmp_path: Path):
     _forge(index.path, ("UPDATE nodes SET image = '/etc/passwd'", ()))
     out = tmp_path / "out"
-    proc = _cli("select", str(synthetic_small_slide), "--out", str(out), "--models",
+    proc = _cli("select", str(synthetic_small_slide), "--out", str(out), "--encoder",
                 "heuristic", "--index", str(index.path))
     assert proc.returncode == 2 and "not inside the index folder" in proc.stderr, proc.stderr
     assert not out.exists()

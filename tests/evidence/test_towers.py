@@ -196,7 +196,7 @@ def test_select_question_with_a_tower_fuses_it_and_keeps_the_floor(
     from wsikit.pipeline import select
 
     update_tower(index, tower_encoder)
-    common = dict(index=index.path, models="heuristic", attention="heuristic", scales=(2, 1),
+    common = dict(index=index.path, encoder="heuristic", attention="heuristic", scales=(2, 1),
                   report=False, question="invasive ductal carcinoma")
     res = select(synthetic_small_slide, out=tmp_path / "a", towers=["quiltnet_b32"],
                  weights={"quiltnet_b32": str(weights)}, min_similarity="none", **common)
@@ -222,9 +222,9 @@ def test_select_towers_need_a_question_and_an_existing_tower(
 
     with pytest.raises(SelectionError, match="question="):
         select(synthetic_small_slide, out=tmp_path / "a", index=index.path,
-               models="heuristic", towers=["quiltnet_b32"], report=False)
+               encoder="heuristic", towers=["quiltnet_b32"], report=False)
     with pytest.raises(EvidenceError, match="has no quiltnet_b32 tower.*wsikit index tower"):
         select(synthetic_small_slide, out=tmp_path / "b", index=index.path,
-               models="heuristic", question="carcinoma", towers=["quiltnet_b32"],
+               encoder="heuristic", question="carcinoma", towers=["quiltnet_b32"],
                report=False)
     assert not (tmp_path / "b" / "select").exists()  # failed before any output

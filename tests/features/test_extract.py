@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from wsikit.errors import FeatureError
-from wsikit.features import Embeddings, extract_features, features_path, grid_hash
+from wsikit.features import Embeddings, extract_features, grid_hash
+from wsikit.layout import OutputLayout
 from wsikit.models import create_encoder
 from wsikit.patching import TileGrid
 from wsikit.tiles import TileReader, resize_uint8
@@ -76,7 +77,7 @@ def test_feature_file_layout(synthetic_small_slide: Path, small_grid: TileGrid,
                              tmp_path: Path) -> None:
     emb = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
                            out=tmp_path, progress=False)
-    path = features_path(tmp_path, "heuristic", small_grid.slide_name)
+    path = OutputLayout(tmp_path).features("heuristic", small_grid.slide_name)
     assert path == tmp_path / "features_heuristic" / f"{small_grid.slide_name}.h5"
     with h5py.File(path, "r") as f:
         ds = f["features"]
@@ -112,7 +113,7 @@ def test_complete_file_is_skipped(synthetic_small_slide: Path, small_grid: TileG
                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
                              out=tmp_path, progress=False)
-    path = features_path(tmp_path, "heuristic", small_grid.slide_name)
+    path = OutputLayout(tmp_path).features("heuristic", small_grid.slide_name)
     mtime = path.stat().st_mtime_ns
 
     def boom(*args: object, **kwargs: object) -> str:
@@ -141,7 +142,7 @@ def test_a_file_read_another_way_is_recomputed(synthetic_small_slide: Path,
 
     extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0, out=tmp_path,
                      progress=False)
-    path = features_path(tmp_path, "heuristic", small_grid.slide_name)
+    path = OutputLayout(tmp_path).features("heuristic", small_grid.slide_name)
     assert Embeddings.from_h5(path).attrs["patch_read"] == PATCH_READ
     with h5py.File(path, "r+") as f:  # as written before the two-step read
         del f["features"].attrs["patch_read"]
@@ -177,7 +178,7 @@ class _FailAfter(TinyEncoder):
 
 def test_failure_mid_run_leaves_nothing_complete(synthetic_small_slide: Path,
                                                  small_grid: TileGrid, tmp_path: Path) -> None:
-    path = features_path(tmp_path, "tiny_test_cnn", small_grid.slide_name)
+    path = OutputLayout(tmp_path).features("tiny_test_cnn", small_grid.slide_name)
     with pytest.raises(FeatureError, match="injected failure"):
         extract_features(synthetic_small_slide, small_grid, _FailAfter(2), workers=2,
                          batch_size=4, out=tmp_path, progress=False)
@@ -193,7 +194,7 @@ def test_incomplete_file_under_final_name_is_redone(synthetic_small_slide: Path,
                                                     tmp_path: Path) -> None:
     extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0, out=tmp_path,
                      progress=False)
-    path = features_path(tmp_path, "heuristic", small_grid.slide_name)
+    path = OutputLayout(tmp_path).features("heuristic", small_grid.slide_name)
     with h5py.File(path, "r+") as f:  # e.g. copied from a crashed run by hand
         f["features"].attrs["complete"] = False
         f["features"][:] = 0.0

@@ -14,7 +14,8 @@ import h5py
 import numpy as np
 
 from wsikit.cli import main
-from wsikit.features import Embeddings, features_path
+from wsikit.features import Embeddings
+from wsikit.layout import OutputLayout
 from wsikit.patching import TileGrid
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +41,7 @@ def test_sigkill_mid_slide_then_resume(synthetic_small_slide: Path, small_grid: 
     """)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", script], env=env)
-    final = features_path(tmp_path, "heuristic", small_grid.slide_name)
+    final = OutputLayout(tmp_path).features("heuristic", small_grid.slide_name)
     folder = final.parent
     deadline = time.monotonic() + 60
     temp = []

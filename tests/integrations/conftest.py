@@ -10,7 +10,7 @@ from wsikit.demo import demo_index
 from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
 
 #: Small, quick selection: 2 scales of 256 px patches at 1 µm/px, no report.
-FAST = {"models": "heuristic", "scales": (2, 1), "patch_px": 256, "target_mpp": 1.0,
+FAST = {"encoder": "heuristic", "scales": (2, 1), "patch_px": 256, "target_mpp": 1.0,
         "report": False, "progress": False}
 
 

@@ -11,9 +11,9 @@ import sys
 
 import numpy as np
 import pytest
+from _dicom_wsi import write_dicom_wsi
 from PIL import Image
 
-from _dicom_wsi import write_dicom_wsi
 from wsikit.errors import SlideError
 from wsikit.io import open_slide
 from wsikit.io.dicom import is_dicom
@@ -149,7 +149,7 @@ def test_select_runs_on_a_dicom_series(tmp_path, capsys) -> None:
     write_dicom_wsi(tmp_path / "case-9", synthetic_tissue_image(spec), mpp=0.25,
                     downsamples=(1, 2, 4, 8), codec="jpeg")
     out = tmp_path / "out"
-    assert main(["select", str(tmp_path / "case-9"), "--models", "heuristic", "--attention",
+    assert main(["select", str(tmp_path / "case-9"), "--encoder", "heuristic", "--attention",
                  "heuristic", "--out", str(out), "--patch-px", "256", "--scales", "2,1",
                  "--no-report"]) == 0
     doc = json.loads((out / "select" / "case-9" / "evidence.json").read_text())

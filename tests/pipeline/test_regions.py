@@ -12,7 +12,8 @@ import pytest
 from PIL import Image
 from test_select import _inside
 
-from wsikit.pipeline import select, select_dir
+from wsikit.layout import OutputLayout
+from wsikit.pipeline import select
 from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
 
 PLANTED = (1280, 768, 768, 768)     # 3x3 patches of 256 l0 px at 0.5 µm/px
@@ -56,10 +57,10 @@ def _check_regions(d: dict, sdir: Path) -> None:
 def test_rank1_and_finest_window_lie_in_the_planted_region(tmp_path: Path, kind: str,
                                                            stain: float, h_fade: float) -> None:
     path = _slide(tmp_path, f"planted_{kind}", stain=stain, h_fade=h_fade, **{kind: [PLANTED]})
-    res = select(path, out=tmp_path / "out", models="heuristic", patch_px=256,
+    res = select(path, out=tmp_path / "out", encoder="heuristic", patch_px=256,
                  report=False, progress=False)
     d = res.to_dict()
-    sdir = select_dir(tmp_path / "out", path.stem)
+    sdir = OutputLayout(tmp_path / "out").select_dir(path.stem)
     _check_regions(d, sdir)
     rank1 = d["regions"][0]
     finest = min(d["regions"], key=lambda r: r["scale"])
@@ -72,12 +73,12 @@ def test_rank1_and_finest_window_lie_in_the_planted_region(tmp_path: Path, kind:
 
 
 def test_real_slide_regions_obey_floor_slide_and_crops(cmu_small: Path, tmp_path: Path) -> None:
-    res = select(cmu_small, out=tmp_path, models="heuristic", patch_px=256, report=False,
+    res = select(cmu_small, out=tmp_path, encoder="heuristic", patch_px=256, report=False,
                  progress=False)
     d = res.to_dict()
-    _check_regions(d, select_dir(tmp_path, "CMU-1-Small-Region"))
+    _check_regions(d, OutputLayout(tmp_path).select_dir("CMU-1-Small-Region"))
     assert d["selection"]["min_score"] == "median"
-    att = json.loads((select_dir(tmp_path, "CMU-1-Small-Region") / "windows.json"
+    att = json.loads((OutputLayout(tmp_path).select_dir("CMU-1-Small-Region") / "windows.json"
                       ).read_text())
     assert att["params"]["min_score_value"] == d["selection"]["min_score_value"]
     # a nested zoom chain: the finest region lies inside a coarser one

@@ -13,7 +13,8 @@ from wsikit.evidence.regions_geojson import (
     regions_to_geojson,
     write_regions_geojson,
 )
-from wsikit.pipeline import select, select_dir
+from wsikit.layout import OutputLayout
+from wsikit.pipeline import select
 from wsikit.publish import COMPLETE_MARKER
 
 
@@ -35,7 +36,7 @@ def _check_qupath_feature(feature: dict) -> None:
 
 def test_select_writes_qupath_regions_that_read_back(cmu_small: Path, tmp_path: Path) -> None:
     select(cmu_small, out=tmp_path, report=False, progress=False)
-    sdir = select_dir(tmp_path, "CMU-1-Small-Region")
+    sdir = OutputLayout(tmp_path).select_dir("CMU-1-Small-Region")
     evidence = json.loads((sdir / "evidence.json").read_text())
     doc = json.loads((sdir / "regions.geojson").read_text())
     assert doc["type"] == "FeatureCollection"

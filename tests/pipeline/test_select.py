@@ -13,7 +13,8 @@ import pytest
 
 from wsikit.errors import MppError, SelectionError
 from wsikit.evidence import load_schema
-from wsikit.pipeline import select, select_dir
+from wsikit.layout import OutputLayout
+from wsikit.pipeline import select
 from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
 
 DENSE = (1024, 1024, 3072, 3072)  # 12x12 cells of 256 px
@@ -36,7 +37,7 @@ def _inside(region: dict, box: tuple[int, int, int, int]) -> bool:
 
 
 def test_heuristic_windows_find_the_planted_region(planted: Path, tmp_path: Path) -> None:
-    res = select(planted, out=tmp_path, models="heuristic", patch_px=256, progress=False)
+    res = select(planted, out=tmp_path, encoder="heuristic", patch_px=256, progress=False)
     d = res.to_dict()
     by_scale = {r["scale"]: r for r in d["regions"]}
     assert set(by_scale) == {8, 4, 2, 1}
@@ -50,7 +51,7 @@ def test_heuristic_windows_find_the_planted_region(planted: Path, tmp_path: Path
 def test_cmu_end_to_end_outputs(cmu_small: Path, tmp_path: Path) -> None:
     res = select(cmu_small, out=tmp_path, progress=False)
     d = res.to_dict()
-    sdir = select_dir(tmp_path, "CMU-1-Small-Region")
+    sdir = OutputLayout(tmp_path).select_dir("CMU-1-Small-Region")
     on_disk = json.loads((sdir / "evidence.json").read_text())
     jsonschema.validate(on_disk, load_schema())
     assert on_disk["regions"] == d["regions"]

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from wsikit.errors import SlideError
-from wsikit.pipeline import select, select_dir
+from wsikit.layout import OutputLayout
+from wsikit.pipeline import select
 from wsikit.slide_outputs import MAX_NAME_BYTES, check_output_name
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,7 +35,7 @@ def test_a_stem_that_is_not_a_folder_name_is_refused_before_any_output(
     shutil.copy(synthetic_small_slide, slide)
     (tmp_path / "out" / "select" / "other").mkdir(parents=True)
     (tmp_path / "out" / "select" / "other" / "evidence.json").write_text("{}")
-    proc = _cli("select", str(slide), "--out", str(tmp_path / "out"), "--models", "heuristic",
+    proc = _cli("select", str(slide), "--out", str(tmp_path / "out"), "--encoder", "heuristic",
                 cwd=tmp_path)
     err = proc.stderr.decode()
     assert proc.returncode == 2 and "which is not a folder name; rename the file" in err, err
@@ -48,7 +49,7 @@ def test_a_file_name_that_is_not_utf8_is_a_clear_error(synthetic_small_slide: Pa
                                                       tmp_path: Path):
     slide = os.fsencode(tmp_path) + b"/Schnitt\xff.svs"
     shutil.copy(synthetic_small_slide, slide)
-    proc = _cli("select", slide, "--out", str(tmp_path / "out"), "--models", "heuristic",
+    proc = _cli("select", slide, "--out", str(tmp_path / "out"), "--encoder", "heuristic",
                 cwd=tmp_path)
     err = proc.stderr.decode()
     assert proc.returncode == 2, err
@@ -70,13 +71,13 @@ def test_ordinary_output_names_are_kept_as_they_are():
 
 def test_user_files_in_a_result_folder_survive_the_next_select(synthetic_small_slide: Path,
                                                                tmp_path: Path):
-    select(synthetic_small_slide, out=tmp_path, models="heuristic", scales=(4, 2),
+    select(synthetic_small_slide, out=tmp_path, encoder="heuristic", scales=(4, 2),
            progress=False)
-    sdir = select_dir(tmp_path, synthetic_small_slide.stem)
+    sdir = OutputLayout(tmp_path).select_dir(synthetic_small_slide.stem)
     (sdir / "review.md").write_text("r1: tumour, agreed")
     shutil.copy(sdir / "report.html", sdir / "report-annotated.html")
     annotated = (sdir / "report-annotated.html").read_bytes()
-    res = select(synthetic_small_slide, out=tmp_path, models="heuristic", scales=(2, 1),
+    res = select(synthetic_small_slide, out=tmp_path, encoder="heuristic", scales=(2, 1),
                  progress=False)
     assert (sdir / "review.md").read_text() == "r1: tumour, agreed"
     assert (sdir / "report-annotated.html").read_bytes() == annotated
@@ -95,13 +96,13 @@ def _garble(path: Path, dataset: str) -> None:
 
 def test_features_damaged_after_a_good_run_are_recomputed(synthetic_small_slide: Path,
                                                           tmp_path: Path):
-    first = select(synthetic_small_slide, out=tmp_path, models="heuristic", progress=False)
+    first = select(synthetic_small_slide, out=tmp_path, encoder="heuristic", progress=False)
     feats = tmp_path / "features_heuristic" / f"{synthetic_small_slide.stem}.h5"
     with h5py.File(feats, "r") as f:
         good = np.asarray(f["features"])
     _garble(feats, "features")
     with pytest.warns(UserWarning, match="changed since wsikit wrote it"):
-        again = select(synthetic_small_slide, out=tmp_path, models="heuristic", progress=False)
+        again = select(synthetic_small_slide, out=tmp_path, encoder="heuristic", progress=False)
     with h5py.File(feats, "r") as f:
         np.testing.assert_array_equal(np.asarray(f["features"]), good)
     assert [r.box for r in again.regions] == [r.box for r in first.regions]
@@ -109,19 +110,19 @@ def test_features_damaged_after_a_good_run_are_recomputed(synthetic_small_slide:
 
 def test_attention_damaged_after_a_good_run_is_recomputed(synthetic_small_slide: Path,
                                                           tmp_path: Path):
-    first = select(synthetic_small_slide, out=tmp_path, models="heuristic", progress=False)
+    first = select(synthetic_small_slide, out=tmp_path, encoder="heuristic", progress=False)
     att = tmp_path / "attention" / f"{synthetic_small_slide.stem}.h5"
     _garble(att, "attention")  # all scores equal: selection would pick other windows
-    again = select(synthetic_small_slide, out=tmp_path, models="heuristic", progress=False)
+    again = select(synthetic_small_slide, out=tmp_path, encoder="heuristic", progress=False)
     assert [r.box for r in again.regions] == [r.box for r in first.regions]
     assert [r.score for r in again.regions] == [r.score for r in first.regions]
 
 
 def test_a_touched_but_identical_cache_is_still_reused(synthetic_small_slide: Path,
                                                       tmp_path: Path):
-    select(synthetic_small_slide, out=tmp_path, models="heuristic", progress=False)
+    select(synthetic_small_slide, out=tmp_path, encoder="heuristic", progress=False)
     feats = tmp_path / "features_heuristic" / f"{synthetic_small_slide.stem}.h5"
     st = feats.stat()
     os.utime(feats, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # e.g. copied back with rsync
-    select(synthetic_small_slide, out=tmp_path, models="heuristic", progress=False)
+    select(synthetic_small_slide, out=tmp_path, encoder="heuristic", progress=False)
     assert feats.stat().st_ino == st.st_ino  # not rewritten (a rewrite renames a new file in)

@@ -39,13 +39,13 @@ _KILLER = textwrap.dedent("""
 
 def run_select(slide: Path, out: Path, *extra: str, kill_at: str = "", nth: int = 1,
                timeout: float = 120) -> subprocess.CompletedProcess:
-    """``wsikit select SLIDE --out OUT --models heuristic EXTRA`` in a fresh process.
+    """``wsikit select SLIDE --out OUT --encoder heuristic EXTRA`` in a fresh process.
 
     ``kill_at`` = ``"module:attr.path"``: the process SIGKILLs itself on the ``nth`` call.
     """
     env = {**os.environ, "PYTHONPATH": str(REPO), "WSIKIT_NO_PROGRESS": "1"}
     cmd = [sys.executable, "-c", _KILLER, kill_at, str(nth), "select", str(slide), "--out",
-           str(out), "--models", "heuristic", *extra]
+           str(out), "--encoder", "heuristic", *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                           cwd=str(out.parent))
 

@@ -63,7 +63,7 @@ def test_select_with_skip_records_the_tile(damaged: Path, tmp_path: Path, monkey
     out = tmp_path / "o"
     try:
         assert main(["--on-bad-tile", "skip", "select", str(damaged), "--out", str(out),
-                     "--models", "heuristic"]) == 0
+                     "--encoder", "heuristic"]) == 0
     finally:
         import os
 

@@ -76,16 +76,16 @@ def test_select_refuses_caches_of_another_slide_with_that_name(two_slides, tmp_p
                                                               capsys):
     a, b = two_slides
     out = tmp_path / "out"
-    assert main(["select", str(a), "--out", str(out), "--models", "heuristic"]) == 0
+    assert main(["select", str(a), "--out", str(out), "--encoder", "heuristic"]) == 0
     capsys.readouterr()
-    assert main(["select", str(b), "--out", str(out), "--models", "heuristic"]) == 2
+    assert main(["select", str(b), "--out", str(out), "--encoder", "heuristic"]) == 2
     err = capsys.readouterr().err
     assert "another slide named 'case'" in err and str(a) in err and "--force" in err
     record_case("cache", "clear-error")
     # with --force the outputs are the second slide's
-    assert main(["select", str(b), "--out", str(out), "--models", "heuristic", "--force"]) == 0
+    assert main(["select", str(b), "--out", str(out), "--encoder", "heuristic", "--force"]) == 0
     fresh = tmp_path / "fresh"
-    assert main(["select", str(b), "--out", str(fresh), "--models", "heuristic"]) == 0
+    assert main(["select", str(b), "--out", str(fresh), "--encoder", "heuristic"]) == 0
     assert ((out / "contours_geojson" / "case.geojson").read_text()
             == (fresh / "contours_geojson" / "case.geojson").read_text())
 

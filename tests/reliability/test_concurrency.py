@@ -70,15 +70,15 @@ def _select_all_waiting(slides: list[Path], out: Path, *extra: list[str]) -> lis
     together on the lock (a barrier), whatever the machine's load. Returns
     ``(returncode, stderr)`` per run."""
     from wsikit._lockfile import ExclusiveLock
-    from wsikit.slide_outputs import slide_lock_path
+    from wsikit.layout import OutputLayout
 
     out.mkdir(parents=True, exist_ok=True)
     names = {s.stem for s in slides}
-    locks = [ExclusiveLock(slide_lock_path(out, name)) for name in names]
+    locks = [ExclusiveLock(OutputLayout(out).write_lock(name)) for name in names]
     procs, seen = [], []
     try:
         for slide, more in zip(slides, extra or [[]] * len(slides)):
-            procs.append(_wsikit("select", str(slide), "--out", str(out), "--models",
+            procs.append(_wsikit("select", str(slide), "--out", str(out), "--encoder",
                                  "heuristic", *more))
             seen.append([])
         for proc, lines in zip(procs, seen):
@@ -139,7 +139,7 @@ def test_two_slides_of_one_name_at_once_never_mix(tmp_path: Path):
     assert Path(doc["slide"]["path"]) == slides[winner].resolve()
     # the regions are the winner's own: the same as a run of that slide alone
     alone = tmp_path / "alone"
-    proc = _wsikit("select", str(slides[winner]), "--out", str(alone), "--models", "heuristic")
+    proc = _wsikit("select", str(slides[winner]), "--out", str(alone), "--encoder", "heuristic")
     assert proc.communicate(timeout=300) and proc.returncode == 0
     ref = json.loads((alone / "select" / "slide" / "evidence.json").read_text())
     assert [r["box"] for r in doc["regions"]] == [r["box"] for r in ref["regions"]]

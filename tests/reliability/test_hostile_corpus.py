@@ -188,7 +188,7 @@ def test_hostile_slide(name: str, tmp_path: Path, capsys):
     command = "select" if name == "greyscale" else "segment"
     args = [command, str(path), "--out", str(out), *extra]
     if command == "select":
-        args += ["--models", "heuristic"]
+        args += ["--encoder", "heuristic"]
     code = main(args)
     _check_clear(code, capsys.readouterr().err, words)
     assert not (out / "select").exists()  # never a result that looks complete
@@ -371,7 +371,7 @@ OPTIONS = {
 def test_hostile_option(name: str, cmu_small: Path, tmp_path: Path, capsys):
     extra, words = OPTIONS[name]
     try:
-        code = main(["select", str(cmu_small), "--out", str(tmp_path / "o"), "--models",
+        code = main(["select", str(cmu_small), "--out", str(tmp_path / "o"), "--encoder",
                      "heuristic", *extra])
     except SystemExit as exc:  # refused by the option parser (usage + one error line)
         code = exc.code

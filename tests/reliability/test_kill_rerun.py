@@ -23,7 +23,7 @@ STAGES = [
     ("features", "wsikit.features:_RowWriter.finish", 1, True),
     ("attention", "wsikit.attention:Attention.to_h5", 1, True),
     ("crops", "wsikit.crops:save_crop", 1, True),
-    ("report", "wsikit.pipeline:_write_report", 1, False),
+    ("report", "wsikit.select_stage:_write_report", 1, False),
     ("publish", "wsikit.publish:_rename", 1, False),
 ]
 

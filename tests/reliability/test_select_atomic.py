@@ -32,7 +32,7 @@ def test_tampered_index_fails_before_any_output(small_slide: Path, built_index: 
     out = tmp_path / "out"
     idx = tmp_path / "idx"
     shutil.copytree(built_index, idx)
-    assert main(["select", str(small_slide), "--out", str(out), "--models", "heuristic",
+    assert main(["select", str(small_slide), "--out", str(out), "--encoder", "heuristic",
                  "--index", str(idx)]) == 0
     sdir = out / "select" / "case"
     before = _snapshot(sdir)
@@ -40,7 +40,7 @@ def test_tampered_index_fails_before_any_output(small_slide: Path, built_index: 
     manifest = json.loads((idx / "manifest.json").read_text())
     db = idx / manifest["files"]["sqlite"]
     db.write_bytes(db.read_bytes()[:-1] + b"\x00")  # one byte changed
-    assert main(["select", str(small_slide), "--out", str(out), "--models", "heuristic",
+    assert main(["select", str(small_slide), "--out", str(out), "--encoder", "heuristic",
                  "--index", str(idx), "--scales", "4,2"]) == 2
     assert "checksum" in capsys.readouterr().err
     assert _snapshot(sdir) == before  # the previous result, untouched
@@ -49,18 +49,18 @@ def test_tampered_index_fails_before_any_output(small_slide: Path, built_index: 
 
 def test_late_failure_keeps_previous_result(small_slide: Path, tmp_path: Path, monkeypatch,
                                             capsys):
-    import wsikit.pipeline as pipeline
+    import wsikit.select_stage as select_stage
 
     out = tmp_path / "out"
-    assert main(["select", str(small_slide), "--out", str(out), "--models", "heuristic"]) == 0
+    assert main(["select", str(small_slide), "--out", str(out), "--encoder", "heuristic"]) == 0
     sdir = out / "select" / "case"
     before = _snapshot(sdir)
 
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device", str(sdir / "report.html"))
 
-    monkeypatch.setattr(pipeline, "_write_report", full_disk)
-    assert main(["select", str(small_slide), "--out", str(out), "--models", "heuristic",
+    monkeypatch.setattr(select_stage, "_write_report", full_disk)
+    assert main(["select", str(small_slide), "--out", str(out), "--encoder", "heuristic",
                  "--scales", "4,2,1"]) == 2
     assert "No space left" in capsys.readouterr().err
     assert _snapshot(sdir) == before
@@ -69,12 +69,12 @@ def test_late_failure_keeps_previous_result(small_slide: Path, tmp_path: Path, m
 
 def test_first_run_failing_late_leaves_no_result(small_slide: Path, tmp_path: Path,
                                                  monkeypatch):
-    import wsikit.pipeline as pipeline
+    import wsikit.select_stage as select_stage
 
     def boom(*args, **kwargs):
         raise OSError(28, "No space left on device", "report.html")
 
-    monkeypatch.setattr(pipeline, "_write_report", boom)
+    monkeypatch.setattr(select_stage, "_write_report", boom)
     out = tmp_path / "out"
-    assert main(["select", str(small_slide), "--out", str(out), "--models", "heuristic"]) == 2
+    assert main(["select", str(small_slide), "--out", str(out), "--encoder", "heuristic"]) == 2
     assert not (out / "select").exists() or list((out / "select").iterdir()) == []

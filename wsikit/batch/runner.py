@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import logging
 import os
 import platform
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,15 @@ from .._hints import option
 from .._progress import progress as progress_bar
 from .._version import __version__
 from ..errors import BatchError
-from ..selectors.multiscale import _validate_min_score as validate_min_score
+from ..options import (
+    DEFAULT_BATCH_SIZE,
+    GridOptions,
+    MatchOptions,
+    ModelOptions,
+    OutputOptions,
+    PipelineOptions,
+    SelectionOptions,
+)
 from .cohort import CohortSlide, read_cohort
 from .launch import check_launch
 from .manifest import RunManifest, read_manifest
@@ -38,6 +47,8 @@ from .shard import parse_shard, run_files, select_shard
 from .state import JobFolder, SlideLock, now_iso
 from .steps import BatchConfig, get_step, load_plugins, resolve_steps
 from .store_step import parse_store
+
+log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_SLIDE_TIMEOUT", "run_batch", "BatchSummary", "SlideOutcome", "preflight",
            "safe_path"]
@@ -121,7 +132,7 @@ def preflight(slide: CohortSlide) -> tuple[str | None, str | None]:
     UTF-8, a symbolic link loop, a FIFO/device/empty file, a vanished file) fails only itself.
     """
     from ..errors import WsikitError
-    from ..io.filecheck import _check_openable
+    from ..io.filecheck import check_openable
     from ..io.fingerprint import slide_fingerprint
 
     try:
@@ -130,7 +141,7 @@ def preflight(slide: CohortSlide) -> tuple[str | None, str | None]:
         return None, (f"file name {safe_path(slide.path)} is not valid UTF-8; rename the file "
                       "(e.g. with 'convmv') or list it in a cohort CSV under another name")
     try:
-        _check_openable(Path(slide.path))
+        check_openable(Path(slide.path))
         return slide_fingerprint(slide.path), None
     except WsikitError as exc:
         return None, str(exc)
@@ -208,33 +219,48 @@ def _versions(engine: str) -> dict[str, Any]:
 def _model_configs(config: BatchConfig) -> dict[str, Any]:
     if "features" not in config.steps:
         return {}
+    encoder = config.options.models.encoder
     try:
         from ..models import get_config
 
-        if config.encoder == "auto":
+        if encoder == "auto":
             return {"auto": "resolved per worker; see 'models_used'"}
-        return {config.encoder: get_config(config.encoder).to_dict()}
+        return {encoder: get_config(encoder).to_dict()}
     except Exception as exc:
-        return {config.encoder: f"unavailable: {exc}"}
+        return {encoder: f"unavailable: {exc}"}
 
 
 # --------------------------------------------------------------------------- main entry
 def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
               out: str | os.PathLike[str], *,
               steps: Sequence[str] | str = ("segment", "patch", "features"),
-              encoder: str = "auto", weights: str | None = None,
+              encoder: str = ModelOptions.encoder,
+              weights: str | Mapping[str, str] | None = None,
+              precision: str | None = ModelOptions.precision,
+              attention: str = ModelOptions.attention,
+              tissue_mpp: float = GridOptions.tissue_mpp,
+              target_mpp: float = GridOptions.target_mpp, patch_px: int = GridOptions.patch_px,
+              overlap_px: int = GridOptions.overlap_px,
+              min_tissue: float = GridOptions.min_tissue,
+              selector: str = SelectionOptions.selector,
+              scales: str | Sequence[int] | None = None, per_scale: int | None = None,
+              min_coverage: float = SelectionOptions.min_coverage,
+              max_iou: float = SelectionOptions.max_iou,
+              margin: float = SelectionOptions.margin, layout: str = SelectionOptions.layout,
+              min_score: float | str = SelectionOptions.min_score,
+              index: str | os.PathLike[str] | None = None, k: int = MatchOptions.k,
+              min_similarity: str | float | None = MatchOptions.min_similarity,
+              question: str | None = MatchOptions.question, rrf_k: float = MatchOptions.rrf_k,
+              towers: Sequence[str] = MatchOptions.towers,
+              max_crop_px: int = OutputOptions.max_crop_px,
+              report: bool = OutputOptions.report, synthetic: bool = OutputOptions.synthetic,
               workers: int = 1, devices: str | Sequence[str] = "cpu",
               engine: str = "local", ray_address: str | None = None,
               retry_failed: bool = False, mpp: float | None = None,
-              tissue_mpp: float = 8.0, target_mpp: float = 0.5, patch_px: int = 512,
-              overlap_px: int = 0, min_tissue: float = 0.1, batch_size: int = 64,
-              loader_workers: int | None = None, precision: str | None = None,
+              batch_size: int = DEFAULT_BATCH_SIZE, loader_workers: int | None = None,
               verify: bool = False, stale_after: float = 600.0,
               plugins: Sequence[str] = (),
-              attention: str = "auto", scales: Sequence[int] = (8, 4, 2, 1),
-              per_scale: int = 1, min_coverage: float = 1.0, max_iou: float = 0.5,
-              margin: float = 2, layout: str = "nested", min_score: float | str = "median",
-              index: str | None = None, k: int = 5, shard: tuple[int, int] | str | None = None,
+              shard: tuple[int, int] | str | None = None,
               replan: bool = False,
               store: str | None = None, slide_timeout: float | None = DEFAULT_SLIDE_TIMEOUT,
               progress: bool | None = None,
@@ -250,8 +276,18 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         slides.
     steps : str or sequence of str
         Steps (``"segment,patch,features"``); required steps are added.
-    encoder, weights
-        Patch encoder for ``features`` (``"auto"``, ``"heuristic"``, ``"conch_v1_5"``, …).
+    encoder, weights, precision, attention
+        Models (:class:`wsikit.options.ModelOptions`): the patch encoder for ``features``
+        (``"auto"``, ``"heuristic"``, ``"conch_v1_5"``, …); ``weights`` a
+        ``{model: file}`` mapping, or one file for ``encoder``.
+    tissue_mpp, target_mpp, patch_px, overlap_px, min_tissue
+        Tissue mask and patch grid (:class:`wsikit.options.GridOptions`).
+    selector, scales, per_scale, min_coverage, max_iou, margin, layout, min_score
+        Window selection of the ``select`` step (:class:`wsikit.options.SelectionOptions`).
+    index, k, min_similarity, question, rrf_k, towers
+        Figure matching of the ``select`` step (:class:`wsikit.options.MatchOptions`).
+    max_crop_px, report, synthetic
+        What the ``select`` step writes (:class:`wsikit.options.OutputOptions`).
     workers : int
         Worker processes per device (``devices="cpu"``: CPU processes; CUDA: per GPU).
         With the Ray engine on CPU: number of CPU feature actors.
@@ -264,9 +300,8 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         Also redo slides that failed in an earlier run.
     mpp : float, optional
         Level-0 µm/px for slides with none in their metadata or cohort row.
-    tissue_mpp, target_mpp, patch_px, overlap_px, min_tissue, batch_size, loader_workers,
-    precision
-        Step options (see :class:`~wsikit.batch.steps.BatchConfig`).
+    batch_size, loader_workers
+        Feature extraction settings (``loader_workers=None``: 0 on CPU, 4 on CUDA).
     verify : bool
         Re-hash recorded outputs (SHA-256) before trusting them, instead of checking sizes.
     stale_after : float
@@ -274,9 +309,6 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     plugins : sequence of str
         Modules that register extra steps with :func:`~wsikit.batch.register_step`; imported
         here and in every worker.
-    attention, scales, per_scale, min_coverage, max_iou, margin, layout, min_score, index, k
-        Options of the ``attention`` and ``select`` steps (as ``wsikit select``;
-        ``min_score``: ``"median"`` or a float floor, 0 for none).
     shard : (int, int) or "I/N", optional
         Process only shard ``I`` (0-based) of ``N`` size-balanced shards
         (:mod:`wsikit.batch.shard`); the shard's run.json/summary.json go to
@@ -319,18 +351,21 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         step_names = resolve_steps((*step_names, "store"))
     if engine == "local":
         check_launch(step_names)  # plain scripts/notebooks: one clear error before any slide
-    config = BatchConfig(steps=step_names, encoder=encoder, weights=weights,
-                         tissue_mpp=float(tissue_mpp), target_mpp=float(target_mpp),
-                         patch_px=int(patch_px), overlap_px=int(overlap_px),
-                         min_tissue=float(min_tissue), batch_size=int(batch_size),
-                         loader_workers=loader_workers, precision=precision,
-                         plugins=tuple(plugins), attention=attention,
-                         scales=tuple(int(v) for v in scales), per_scale=int(per_scale),
-                         min_coverage=float(min_coverage), max_iou=float(max_iou),
-                         margin=float(margin), layout=layout,
-                         min_score=validate_min_score(min_score),  # a bad floor: now
-                         index=None if index is None else str(Path(index).resolve()),
-                         k=int(k), store=parse_store(store))
+    if isinstance(weights, (str, os.PathLike)):  # one file: the encoder's
+        weights = {encoder: str(weights)}
+    options = PipelineOptions.create(  # every option checked here, before any slide
+        encoder=encoder, weights=weights, precision=precision, attention=attention,
+        tissue_mpp=float(tissue_mpp), target_mpp=float(target_mpp), patch_px=int(patch_px),
+        overlap_px=int(overlap_px), min_tissue=float(min_tissue), selector=selector,
+        scales=scales, per_scale=per_scale, min_coverage=float(min_coverage),
+        max_iou=float(max_iou), margin=float(margin), layout=layout, min_score=min_score,
+        index=None if index is None else str(Path(index).resolve()), k=int(k),
+        min_similarity=min_similarity, question=question, rrf_k=float(rrf_k),
+        towers=tuple(towers), max_crop_px=int(max_crop_px), report=bool(report),
+        synthetic=bool(synthetic))
+    config = BatchConfig(steps=step_names, options=options, batch_size=int(batch_size),
+                         loader_workers=loader_workers, plugins=tuple(plugins),
+                         store=parse_store(store))
     if isinstance(cohort, (str, os.PathLike)):
         slides = read_cohort(cohort, mpp=mpp, exclude=(out,))
         cohort_source = str(Path(cohort).expanduser().resolve())
@@ -520,56 +555,26 @@ class _Coordinator:
             return
         self.locks[slide.slide_id] = lock
         fingerprint = self.checked.get(slide.slide_id, (None, None))[0]
-        recorded = (state or {}).get("fingerprint")
-        same_slide = (recorded == fingerprint if recorded is not None
-                      else (state or {}).get("path") in (None, str(slide.path)))
-        same_slide = same_slide and not _mpp_changed(state, slide)  # new mpp: redo all
-        stale = self._stale(slide)  # steps whose weight file changed since
-        previous = ({k: v for k, v in ((state or {}).get("steps") or {}).items()
-                     if k not in stale} if same_slide else {})  # another slide: no reuse
-        attempts = int((state or {}).get("attempts", 0)) + 1
-        self.job.write_state(slide.slide_id, {
-            "slide_id": slide.slide_id, "path": str(slide.path),
-            "fingerprint": fingerprint, "cohort_mpp": slide.mpp, "status": "running",
-            "attempts": attempts, "started": now_iso(),
-            "runner": {"pid": os.getpid(), "host": socket.gethostname()},
-            "steps": previous})
+        previous = reusable_records(state, slide, fingerprint, stale=self._stale(slide))
+        running = record_slide(self.job, slide, fingerprint, state, running=True,
+                               steps=previous)
         self.engine.submit({"slide": slide.to_dict(),
                             "previous": previous, "verify": self.verify,
-                            "attempts": attempts})
+                            "attempts": running["attempts"]})
 
     def _finish(self, slide: CohortSlide, result: dict[str, Any]) -> None:
-        old = self.job.read_state(slide.slide_id) or {}
         status = result["status"]
         steps = result.get("steps") or {}
-        state = {
-            "slide_id": slide.slide_id, "path": str(slide.path),
-            "fingerprint": self.checked.get(slide.slide_id, (None, None))[0], "status": status,
-            "cohort_mpp": slide.mpp,
-            "attempts": old.get("attempts", 1), "started": old.get("started"),
-            "finished": now_iso(), "seconds": result.get("seconds"),
-            "runner": old.get("runner"), "worker": result.get("worker"),
-            "mpp": (steps.get("segment") or {}).get("info", {}).get("mpp", slide.mpp),
-            "mpp_source": (steps.get("segment") or {}).get("info", {}).get("mpp_source"),
-            "n_patches": result.get("n_patches", 0),
-            "timings": {k: v.get("seconds") for k, v in steps.items()},
-            "outputs": {f"{k}.{key}": rec for k, v in steps.items()
-                        for key, rec in v.get("outputs", {}).items()},
-            "reused_steps": result.get("reused", []),
-            "lost_attempts": result.get("lost_attempts", []),  # Ray: work lost with a node
-            "steps": steps,
-        }
+        state = record_slide(self.job, slide, self.checked.get(slide.slide_id, (None, None))[0],
+                             None, result=result)
         message = ""
         if status == "failed":
-            state["error"] = result.get("error")
             err = result.get("error") or {}
             message = f"{err.get('type')}: {err.get('message')}"
             if err.get("step"):
                 message += f" (step {err['step']})"
         elif status == "skipped":
-            state["reason"] = result.get("reason", "")
             message = state["reason"]
-        self.job.write_state(slide.slide_id, state)
         lock = self.locks.pop(slide.slide_id, None)
         if lock is not None:
             lock.release()
@@ -588,3 +593,99 @@ class _Coordinator:
 
 def _patches(state: Mapping[str, Any] | None) -> int:
     return int((state or {}).get("n_patches", 0) or 0)
+
+
+# --------------------------------------------------------------------------- one slide's state
+def reusable_records(state: Mapping[str, Any] | None, slide: CohortSlide,
+                     fingerprint: str | None, *, stale: Sequence[str] = ()) -> dict[str, Any]:
+    """The step records of ``state`` that a new run of ``slide`` may reuse.
+
+    None when the state belongs to another slide (another content fingerprint, or for states
+    from before fingerprints were recorded another path) or was made with another cohort mpp
+    (a corrected mpp redoes every step); ``stale`` steps (e.g. whose weight file changed) are
+    dropped.
+    """
+    recorded = (state or {}).get("fingerprint")
+    same_slide = (recorded == fingerprint if recorded is not None
+                  else (state or {}).get("path") in (None, str(slide.path)))
+    if not same_slide or _mpp_changed(state, slide):
+        return {}
+    return {k: v for k, v in ((state or {}).get("steps") or {}).items() if k not in stale}
+
+
+def record_slide(job: JobFolder, slide: CohortSlide, fingerprint: str | None,
+                 old: Mapping[str, Any] | None, *, running: bool = False,
+                 steps: Mapping[str, Any] | None = None,
+                 result: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``state/<slide>.json``: ``running`` (with the reusable ``steps``) before the steps
+    run, or the outcome ``result`` of :func:`~wsikit.batch.steps.run_slide` (status, steps,
+    error or reason) after. ``old`` is the state before this run (read again when ``None``).
+    The one writer of a slide's state, for ``wsikit batch`` and ``wsikit select`` alike."""
+    if running:
+        state: dict[str, Any] = {
+            "slide_id": slide.slide_id, "path": str(slide.path),
+            "fingerprint": fingerprint, "cohort_mpp": slide.mpp, "status": "running",
+            "attempts": int((old or {}).get("attempts", 0)) + 1, "started": now_iso(),
+            "runner": {"pid": os.getpid(), "host": socket.gethostname()},
+            "steps": dict(steps or {})}
+        job.write_state(slide.slide_id, state)
+        return state
+    result = dict(result or {})
+    before = job.read_state(slide.slide_id) or {}  # the running state written above
+    status = result.get("status", "failed")
+    done = result.get("steps") or {}
+    segment = (done.get("segment") or {}).get("info", {})
+    state = {
+        "slide_id": slide.slide_id, "path": str(slide.path), "fingerprint": fingerprint,
+        "status": status, "cohort_mpp": slide.mpp,
+        "attempts": before.get("attempts", 1), "started": before.get("started"),
+        "finished": now_iso(), "seconds": result.get("seconds"),
+        "runner": before.get("runner"), "worker": result.get("worker"),
+        "mpp": segment.get("mpp", slide.mpp), "mpp_source": segment.get("mpp_source"),
+        "n_patches": int((done.get("patch") or {}).get("info", {}).get("n_patches", 0)),
+        "timings": {k: v.get("seconds") for k, v in done.items()},
+        "outputs": {f"{k}.{key}": rec for k, v in done.items()
+                    for key, rec in v.get("outputs", {}).items()},
+        "reused_steps": result.get("reused", []),
+        "lost_attempts": result.get("lost_attempts", []),  # Ray: work lost with a node
+        "steps": done,
+    }
+    if status == "failed":
+        state["error"] = result.get("error")
+    elif status == "skipped":
+        state["reason"] = result.get("reason") or ""
+    job.write_state(slide.slide_id, state)
+    return state
+
+
+@contextlib.contextmanager
+def hold_runner_lock(job: JobFolder, slide_id: str, *, poll: float = 0.5) -> Iterator[None]:
+    """Hold the runner lock of ``slide_id`` (``locks/<slide>.lock``), waiting while another
+    live runner (a ``batch`` worker, another ``select``) holds it, with a heartbeat thread
+    so runners on other hosts never take it for stale while this one works."""
+    import threading
+
+    lock = job.lock(slide_id)
+    warned = False
+    while not lock.acquire():
+        if not warned:
+            owner = lock.owner or {}
+            log.warning("waiting for %s: slide %r is being processed by pid %s on %s",
+                        job.layout.runner_lock(slide_id), slide_id, owner.get("pid"),
+                        owner.get("host"))
+            warned = True
+        time.sleep(poll)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(job.heartbeat_every):
+            lock.heartbeat()
+
+    thread = threading.Thread(target=beat, name=f"wsikit-heartbeat-{slide_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        lock.release()

@@ -48,6 +48,7 @@ from .._atomic import TMP_MARK, write_bytes_atomic
 from .._hints import on_command_line, option
 from .._lockfile import LockBusy, wait_for_lock
 from ..errors import BatchError
+from ..layout import OutputLayout
 from .cohort import CohortSlide
 
 __all__ = ["ShardPlan", "parse_shard", "assign_shards", "slide_sizes", "shard_plan",
@@ -105,7 +106,7 @@ def shard_dir(job_root: str | os.PathLike[str], shard: tuple[int, int]) -> Path:
 def run_files(job: Any, shard: tuple[int, int] | None) -> tuple[Path, Path]:
     """``(run.json, summary.json)`` of a runner: the job's own, or the shard's folder's."""
     if shard is None:
-        return job.run_path, job.summary_path
+        return job.layout.run_record, job.layout.summary
     folder = shard_dir(job.root, shard)
     return folder / "run.json", folder / "summary.json"
 
@@ -158,7 +159,7 @@ def _path_bytes(path: Path) -> int:
 
 
 def _tile_count(job_root: Path, slide_id: str) -> int | None:
-    path = job_root / "patches" / f"{slide_id}_patches.h5"
+    path = OutputLayout(job_root).coords(slide_id)
     if not path.is_file():
         return None
     try:

@@ -1,16 +1,9 @@
 """The job folder: layout, per-slide state, run manifest, summary and per-slide locks.
 
-Layout (TRIDENT-compatible outputs plus wsikit's bookkeeping)::
-
-    JOBDIR/
-      run.json                        configuration, versions, model configs (latest run)
-      summary.json                    counts and per-slide outcome of the latest run
-      state/<slide>.json              status done|failed|skipped, error, timings, outputs+sha256
-      locks/<slide>.lock              held while a runner processes the slide
-      contours_geojson/<slide>.geojson
-      patches/<slide>_patches.h5
-      features_<encoder>/<slide>.h5
-      ...
+The layout is :class:`wsikit.layout.OutputLayout` (``JobFolder.layout``): the TRIDENT outputs
+plus ``run.json`` (configuration, versions, model configs of the latest run), ``summary.json``
+(its outcome per slide), ``state/<slide>.json`` (status done|failed|skipped, error, timings,
+outputs with SHA-256) and ``locks/<slide>.lock`` (held while a runner processes the slide).
 
 Every JSON file is written atomically. A slide counts as done only when its state says so and
 every output it lists still exists with the recorded size (and, with ``verify=True``, the
@@ -42,6 +35,7 @@ from .._atomic import TMP_MARK, write_json_atomic
 from .._hints import keyword
 from ..cache_record import sha256_file
 from ..errors import BatchError
+from ..layout import OutputLayout
 
 __all__ = ["JobFolder", "SlideLock", "now_iso", "STATUSES"]
 
@@ -71,6 +65,7 @@ class JobFolder:
 
     def __init__(self, root: str | os.PathLike[str], *, stale_after: float = 600.0) -> None:
         self.root = Path(root).expanduser().resolve()
+        self.layout = OutputLayout(self.root)
         self.stale_after = float(stale_after)
         if self.root.exists() and not self.root.is_dir():
             raise BatchError(f"job folder {self.root} exists and is not a folder; pass another "
@@ -88,20 +83,6 @@ class JobFolder:
         so another host never sees a live runner's lock go stale between two beats."""
         return max(0.05, min(5.0, self.stale_after / 3))
 
-    @property
-    def run_path(self) -> Path:
-        return self.root / "run.json"
-
-    @property
-    def summary_path(self) -> Path:
-        return self.root / "summary.json"
-
-    def state_path(self, slide_id: str) -> Path:
-        return self.root / "state" / f"{slide_id}.json"
-
-    def lock_path(self, slide_id: str) -> Path:
-        return self.root / "locks" / f"{slide_id}.lock"
-
     def relative(self, path: str | os.PathLike[str]) -> str:
         """Path relative to the job folder (POSIX separators) when inside it."""
         path = Path(path)
@@ -116,7 +97,7 @@ class JobFolder:
     # ------------------------------------------------------------------ state
     def read_state(self, slide_id: str) -> dict[str, Any] | None:
         """The slide's state dict, or ``None`` when absent or unreadable (never trusted)."""
-        path = self.state_path(slide_id)
+        path = self.layout.state(slide_id)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -127,7 +108,7 @@ class JobFolder:
 
     def write_state(self, slide_id: str, state: Mapping[str, Any]) -> Path:
         """Write the slide's state atomically."""
-        return write_json_atomic(self.state_path(slide_id), dict(state))
+        return write_json_atomic(self.layout.state(slide_id), dict(state))
 
     def outputs_intact(self, outputs: Mapping[str, Mapping[str, Any]], *,
                        verify: bool = False) -> bool:
@@ -197,7 +178,7 @@ class JobFolder:
     # ------------------------------------------------------------------ locks
     def lock(self, slide_id: str) -> SlideLock:
         """A (not yet acquired) lock for ``slide_id``."""
-        return SlideLock(self.lock_path(slide_id), stale_after=self.stale_after,
+        return SlideLock(self.layout.runner_lock(slide_id), stale_after=self.stale_after,
                          mutex=self.root / "locks" / ".break.mutex")
 
 

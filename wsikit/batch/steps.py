@@ -6,13 +6,14 @@ writes its outputs atomically through :meth:`SlideContext.output` and declares t
 ``wsikit batch --steps segment,patch,features`` runs them in registry order.
 
 The built-in steps (segment, patch, features, attention, select; see
-:mod:`wsikit.batch.builtin_steps` for their outputs) are registered when this module is
-imported: it imports :mod:`~wsikit.batch.builtin_steps` at its end, so every worker that
-imports the registry has them, and their functions stay importable from here.
+:mod:`wsikit.batch.builtin_steps` for their outputs) register themselves the first time the
+registry is used (like timm's models), before any plugin's steps, so they always run first.
 
-:func:`run_slide` runs a list of steps on one slide, reusing a step whose previous record (in
-the slide's state) has the same configuration and intact outputs, and returns the new records.
-Both engines (local processes, Ray) call it.
+:func:`run_steps` runs a list of steps on one slide, reusing a step whose previous record (in
+the slide's state) has the same configuration and intact outputs, and raises what a step
+raises: ``wsikit select`` runs it in process on one slide. :func:`run_slide` wraps it for the
+batch engines (local processes, Ray): a slide's failure becomes its record, never an
+exception.
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ import importlib
 import json
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._atomic import atomic_path
 from .._hints import keyword
 from ..errors import BatchError, WsikitError
-from ..patching import PATCH_READ  # noqa: F401 - re-exported (the features step's version)
+from ..options import DEFAULT_BATCH_SIZE, PipelineOptions
 from .cohort import CohortSlide
 from .state import JobFolder
 
@@ -39,6 +41,7 @@ __all__ = [
     "BatchConfig",
     "SlideContext",
     "StepSpec",
+    "StepsRun",
     "SkipSlide",
     "register_step",
     "get_step",
@@ -46,76 +49,63 @@ __all__ = [
     "load_plugins",
     "resolve_steps",
     "run_slide",
+    "run_steps",
 ]
 
 
 @dataclass(frozen=True)
 class BatchConfig:
-    """Options that decide what the steps compute (recorded in ``run.json``).
+    """What a run computes (recorded in ``run.json``): steps, options and run settings.
 
     Attributes
     ----------
     steps : tuple of str
         Steps to run, in registry order.
-    encoder : str
-        Patch encoder name for ``features`` (``"auto"``: a real model when its weights are
-        available, else the weight-free ``"heuristic"`` encoder).
-    weights : str or None
-        Explicit weight file for the encoder.
-    tissue_mpp : float
-        Resolution (µm/px) of the tissue mask.
-    target_mpp, patch_px, overlap_px, min_tissue
-        Patching at exact µm/px (see :func:`wsikit.patching.make_grid`).
-    batch_size, loader_workers, precision
-        Feature extraction options (``loader_workers=None``: 0 on CPU, 4 on CUDA).
+    options : PipelineOptions
+        Every result-changing option, by stage (:mod:`wsikit.options`; the same options as
+        ``wsikit select``).
+    batch_size, loader_workers
+        Feature extraction settings (``loader_workers=None``: 0 on CPU, 4 on CUDA); they never
+        change a result.
     plugins : tuple of str
         Modules imported in every worker before the steps run (they register extra steps).
-    attention : {"auto", "titan", "heuristic"}
-        Attention source of the ``attention`` step.
-    scales, per_scale, min_coverage, max_iou, margin, layout
-        Multi-scale window selection of the ``select`` step (see ARCHITECTURE.md).
-    min_score : "median" or float
-        Saliency floor of the ``select`` step, as ``wsikit select --min-score``: regions
-        scoring under the slide's median patch-cell score (or under the number; 0: no
-        floor) are not kept.
-    index, k
-        Figure index folder the ``select`` step matches crops against, and matches per region.
+    store : str or None
+        ``"zarr"`` / ``"zarr:URL"``: also write a zarr feature store.
+    progress : bool
+        Progress bars inside the steps (the in-process ``select`` run; workers keep them off).
     """
 
     steps: tuple[str, ...] = ("segment", "patch", "features")
-    encoder: str = "auto"
-    weights: str | None = None
-    tissue_mpp: float = 8.0
-    target_mpp: float = 0.5
-    patch_px: int = 512
-    overlap_px: int = 0
-    min_tissue: float = 0.1
-    batch_size: int = 64
+    options: PipelineOptions = field(default_factory=PipelineOptions)
+    batch_size: int = DEFAULT_BATCH_SIZE
     loader_workers: int | None = None
-    precision: str | None = None
     plugins: tuple[str, ...] = ()
-    attention: str = "auto"
-    scales: tuple[int, ...] = (8, 4, 2, 1)
-    per_scale: int = 1
-    min_coverage: float = 1.0
-    max_iou: float = 0.5
-    margin: float = 2
-    layout: str = "nested"
-    min_score: float | str = "median"
-    index: str | None = None
-    k: int = 5
-    store: str | None = None  # "zarr" / "zarr:URL": also write a zarr feature store
+    store: str | None = None
+    progress: bool = False
+
+    def value(self, name: str) -> Any:
+        """A run setting or an option, by its flat name (e.g. ``"target_mpp"``)."""
+        if name in _RUN_FIELDS:
+            return getattr(self, name)
+        return self.options.value(name)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Flat, JSON-ready: the steps, every option and the run settings."""
+        return {"steps": list(self.steps), **self.options.to_dict(),
+                **{k: getattr(self, k) for k in _RUN_FIELDS if k != "steps"},
+                "plugins": list(self.plugins)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BatchConfig:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        for key in ("steps", "plugins", "scales"):
-            if key in known:
-                known[key] = tuple(known[key])
-        return cls(**known)
+        """Inverse of :meth:`to_dict`."""
+        run = {k: data[k] for k in _RUN_FIELDS if k in data}
+        for key in ("steps", "plugins"):
+            if key in run:
+                run[key] = tuple(run[key])
+        return cls(options=PipelineOptions.from_dict(data), **run)
+
+
+_RUN_FIELDS = ("steps", "batch_size", "loader_workers", "plugins", "store", "progress")
 
 
 class SkipSlide(WsikitError):
@@ -142,12 +132,16 @@ class StepSpec:
     requires : tuple of str
         Steps whose outputs this one reads (added automatically when missing).
     config_keys : tuple of str
-        :class:`BatchConfig` fields that change this step's output; a change redoes the step.
+        Options (:class:`~wsikit.options.PipelineOptions` names) that change this step's
+        output; a change redoes the step.
     device : bool
         Whether the step uses the worker's accelerator (Ray runs it on a device actor).
     description : str
     available : callable
         ``() -> None`` when usable, else a message saying what is missing.
+    inputs : callable
+        ``(config) -> str or None``: a digest of what the step reads from outside the slide's
+        outputs (the ``select`` step: the figure index), part of the config hash.
     version : str
         Changes when the step's code makes other outputs from the same options (part of the
         config hash, so outputs of an older version are redone, not reused).
@@ -161,22 +155,49 @@ class StepSpec:
     description: str = ""
     available: Callable[[], str | None] = field(default=lambda: None)
     version: str = ""
+    inputs: Callable[[BatchConfig], str | None] = field(default=lambda config: None)
 
     def config_hash(self, config: BatchConfig) -> str:
-        """Short hash of the options (and :attr:`version`) that decide this step's output."""
-        values = {k: getattr(config, k) for k in self.config_keys}
+        """Short hash of the options, :attr:`version` and outside :attr:`inputs` (e.g. the
+        figure index's content) that decide this step's output."""
+        values = {k: _canonical(config.value(k)) for k in self.config_keys}
         if self.version:
             values["_version"] = self.version
+        if (outside := self.inputs(config)) is not None:
+            values["_inputs"] = outside
         text = json.dumps({"step": self.name, **values}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _canonical(value: Any) -> Any:
+    """``value`` with whole floats as ints (``margin=2`` and ``2.0`` are one option, one hash)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
 _STEPS: dict[str, StepSpec] = {}
+#: Modules whose import registers the built-in steps, in run order (imported on first use).
+_BUILTIN_MODULES = ("wsikit.batch.builtin_steps", "wsikit.batch.store_step")
+_builtin_loaded = False
+
+
+def _steps() -> dict[str, StepSpec]:
+    """The registry, with the built-in steps registered first (once, on first use)."""
+    global _builtin_loaded
+    if not _builtin_loaded:
+        _builtin_loaded = True  # before the imports: they call register_step
+        for module in _BUILTIN_MODULES:
+            importlib.import_module(module)
+    return _STEPS
 
 
 def register_step(name: str, *, requires: Sequence[str] = (), config_keys: Sequence[str] = (),
                   device: bool = False, description: str = "",
-                  available: Callable[[], str | None] | None = None, version: str = ""
+                  available: Callable[[], str | None] | None = None, version: str = "",
+                  inputs: Callable[[BatchConfig], str | None] | None = None
                   ) -> Callable[[Callable[[SlideContext], dict[str, Any]]],
                                 Callable[[SlideContext], dict[str, Any]]]:
     """Decorator registering a step function under ``name`` (order of registration = run order).
@@ -191,26 +212,28 @@ def register_step(name: str, *, requires: Sequence[str] = (), config_keys: Seque
     """
     def decorator(func: Callable[[SlideContext], dict[str, Any]]
                   ) -> Callable[[SlideContext], dict[str, Any]]:
-        _STEPS[name] = StepSpec(name=name, func=func, requires=tuple(requires),
-                                config_keys=tuple(config_keys), device=device,
-                                description=description or (func.__doc__ or "").strip()
-                                .split("\n")[0],
-                                available=available or (lambda: None), version=version)
+        _steps()[name] = StepSpec(name=name, func=func, requires=tuple(requires),
+                                  config_keys=tuple(config_keys), device=device,
+                                  description=description or (func.__doc__ or "").strip()
+                                  .split("\n")[0],
+                                  available=available or (lambda: None), version=version,
+                                  inputs=inputs or (lambda config: None))
         return func
     return decorator
 
 
 def get_step(name: str) -> StepSpec:
     """The registered step ``name`` (``BatchError`` listing the choices if unknown)."""
+    steps = _steps()
     try:
-        return _STEPS[name]
+        return steps[name]
     except KeyError:
-        raise BatchError(f"unknown step {name!r}; choose from {', '.join(_STEPS)}") from None
+        raise BatchError(f"unknown step {name!r}; choose from {', '.join(steps)}") from None
 
 
 def list_steps() -> list[str]:
     """Registered step names in run order."""
-    return list(_STEPS)
+    return list(_steps())
 
 
 def load_plugins(modules: Sequence[str]) -> None:
@@ -231,11 +254,12 @@ def resolve_steps(names: Sequence[str] | str) -> tuple[str, ...]:
     BatchError
         Unknown step, or a step that is registered but not available in this installation.
     """
+    registry = _steps()
     if isinstance(names, str):
         names = [n for n in (p.strip() for p in names.split(",")) if n]
     if not names:
         raise BatchError(f"the step list ({keyword('steps')}) is empty; choose from "
-                         f"{', '.join(_STEPS)}")
+                         f"{', '.join(registry)}")
     wanted: set[str] = set()
 
     def add(name: str) -> None:
@@ -249,10 +273,10 @@ def resolve_steps(names: Sequence[str] | str) -> tuple[str, ...]:
     for name in names:
         add(name)
     for name in wanted:
-        reason = _STEPS[name].available()
+        reason = registry[name].available()
         if reason:
             raise BatchError(f"step {name!r} is not available: {reason}")
-    return tuple(n for n in _STEPS if n in wanted)
+    return tuple(n for n in registry if n in wanted)
 
 
 # --------------------------------------------------------------------------- context
@@ -264,32 +288,44 @@ class SlideContext:
     slide : CohortSlide
     job : JobFolder
     config : BatchConfig
+    options : PipelineOptions
+        ``config.options``.
+    layout : OutputLayout
+        Where every output of the job folder lives.
     device : str
         ``"cpu"`` or a torch device string inside this worker (``"cuda:0"``).
     cache : dict
-        Lives as long as the worker (models are built once per worker).
+        Lives as long as the worker (models and open figure indexes are built once).
     artifacts : dict
-        In-memory results of earlier steps of this slide (``"mask"``, ``"grid"``).
+        In-memory results of earlier steps of this slide (``"mask"``, ``"grid"``, ...).
     records : dict
         Step records of this slide so far (previous run's reusable ones included).
     previous : dict or None
         While a step runs: its own record from the previous run, when it had one that is not
         reused (e.g. the segment step sees that its GeoJSON was edited since).
+    force : bool
+        Recompute from scratch (``wsikit select --force``): no earlier output is adopted.
     """
 
     def __init__(self, slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
                  device: str = "cpu", cache: dict[Any, Any] | None = None,
-                 records: Mapping[str, Any] | None = None) -> None:
+                 records: Mapping[str, Any] | None = None, handle: Any = None,
+                 force: bool = False) -> None:
         self.slide = slide
         self.job = job
         self.config = config
+        self.options = config.options
+        self.layout = job.layout
         self.device = device
+        self.force = force
         self.cache = cache if cache is not None else {}
         self.artifacts: dict[str, Any] = {}
         self.records: dict[str, Any] = dict(records or {})
         self.previous: dict[str, Any] | None = None
+        self.current: str | None = None
         self._outputs: dict[str, Path] = {}
-        self._handle: Any = None
+        self._handle: Any = handle
+        self._owns_handle = handle is None
 
     @property
     def slide_id(self) -> str:
@@ -297,7 +333,7 @@ class SlideContext:
 
     def open(self) -> Any:
         """The open :class:`wsikit.io.Slide` (opened once per slide, closed by
-        :func:`run_slide`)."""
+        :func:`run_slide`; a handle given to the context stays open)."""
         if self._handle is None:
             from ..io import open_slide
 
@@ -305,16 +341,20 @@ class SlideContext:
         return self._handle
 
     def close(self) -> None:
-        if self._handle is not None:
+        if self._handle is not None and self._owns_handle:
             with contextlib.suppress(Exception):
                 self._handle.close()
             self._handle = None
 
     def path(self, folder: str, filename: str) -> Path:
-        """``JOBDIR/<folder>/<filename>`` (folder created)."""
-        out = self.job.root / folder / filename
-        out.parent.mkdir(parents=True, exist_ok=True)
-        return out
+        """``JOBDIR/<folder>/<filename>`` (folder created), for plugin steps' own outputs."""
+        return self.prepare(self.job.root / folder / filename)
+
+    @staticmethod
+    def prepare(path: Path) -> Path:
+        """``path`` with its folder created."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
 
     @contextlib.contextmanager
     def output(self, key: str, folder: str, filename: str) -> Iterator[Path]:
@@ -358,11 +398,82 @@ def _input_digests(spec: StepSpec, records: Mapping[str, Any]) -> dict[str, str]
     return out
 
 
+def _warn_changed(job: JobFolder, step: str, outputs: Mapping[str, Any]) -> None:
+    """Warn about each recorded output that still exists but changed since it was recorded
+    (damaged, or edited by hand): the step runs again instead of trusting it."""
+    from ..cache_record import sha256_file
+
+    for record in outputs.values():
+        path = job.absolute(str(record.get("path", "")))
+        if path.is_file() and record.get("sha256") and sha256_file(path) != record["sha256"]:
+            warnings.warn(f"{path} changed since wsikit wrote it (checksum differs); step "
+                          f"{step!r} runs again", UserWarning, stacklevel=3)
+
+
+@dataclass
+class StepsRun:
+    """What :func:`run_steps` did: the slide's records, the steps reused, and the skip that
+    ended the slide early (a step raising :class:`SkipSlide`, now or in a reused record)."""
+
+    records: dict[str, Any]
+    reused: list[str]
+    skipped: str | None = None
+    skipped_at: str | None = None
+
+
+def run_steps(ctx: SlideContext, names: Sequence[str], *, verify: bool = False) -> StepsRun:
+    """Run ``names`` on ``ctx``'s slide in order, reusing what is still valid; raises.
+
+    A step is reused when its previous record (``ctx.records``) has the same config hash, the
+    same input digests and intact outputs (sizes; SHA-256 with ``verify`` or when touched).
+    A step's exception propagates (``ctx.current`` names the step); records made so far are
+    in ``ctx.records``.
+    """
+    records: dict[str, Any] = dict(ctx.records) if not ctx.force else {}
+    ctx.records = records
+    run = StepsRun(records=records, reused=[])
+    for name in names:
+        spec = get_step(name)
+        ctx.current = name
+        chash = spec.config_hash(ctx.config)
+        old = records.get(name)
+        inputs = _input_digests(spec, records)
+        if (old and old.get("config") == chash and old.get("inputs", inputs) == inputs
+                and ctx.job.outputs_intact(old.get("outputs", {}), verify=verify)):
+            run.reused.append(name)
+            if old.get("skipped"):
+                run.skipped, run.skipped_at = str(old["skipped"]), name
+                break
+            continue
+        if old and old.get("config") == chash:
+            _warn_changed(ctx.job, name, old.get("outputs") or {})
+        records.pop(name, None)
+        ctx.previous = old if old and old.get("config") == chash else None
+        ctx._outputs = {}
+        ts = time.perf_counter()
+        skip: SkipSlide | None = None
+        try:
+            info = spec.func(ctx) or {}
+        except SkipSlide as exc:
+            skip, info = exc, dict(exc.info)
+        outputs = ctx.job.record_outputs(ctx._outputs)
+        records[name] = {"config": chash, "inputs": inputs, "outputs": outputs, "info": info,
+                         "seconds": round(time.perf_counter() - ts, 4),
+                         "device": ctx.device if spec.device else "cpu"}
+        if skip is not None:
+            # The slide ends here on purpose; later steps of it are not run.
+            records[name]["skipped"] = str(skip)
+            run.skipped, run.skipped_at = str(skip), name
+            break
+    ctx.current = None
+    return run
+
+
 def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
               steps: Sequence[str] | None = None, device: str = "cpu",
               cache: dict[Any, Any] | None = None,
               previous: Mapping[str, Any] | None = None, verify: bool = False) -> dict[str, Any]:
-    """Run ``steps`` on one slide; never raises for a slide's own failure.
+    """Run ``steps`` on one slide with :func:`run_steps`; never raises for a slide's own failure.
 
     Parameters
     ----------
@@ -388,71 +499,23 @@ def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
     names = tuple(steps) if steps is not None else tuple(config.steps)
     load_plugins(config.plugins)
     ctx = SlideContext(slide, job, config, device=device, cache=cache, records=previous)
-    records: dict[str, Any] = dict(previous or {})
-    reused: list[str] = []
     t0 = time.perf_counter()
     result: dict[str, Any] = {"slide_id": slide.slide_id, "status": "done", "device": device}
-    current = None
+    reused: list[str] = []
     try:
-        for name in names:
-            spec = get_step(name)
-            current = name
-            chash = spec.config_hash(config)
-            old = records.get(name)
-            inputs = _input_digests(spec, records)
-            if (old and old.get("config") == chash and old.get("inputs", inputs) == inputs
-                    and job.outputs_intact(old.get("outputs", {}), verify=verify)):
-                reused.append(name)
-                if old.get("skipped"):
-                    result.update(status="skipped", reason=str(old["skipped"]), step=name)
-                    break
-                continue
-            records.pop(name, None)
-            ctx.records = records
-            ctx.previous = old if old and old.get("config") == chash else None
-            ctx._outputs = {}
-            ts = time.perf_counter()
-            skip: SkipSlide | None = None
-            try:
-                info = spec.func(ctx) or {}
-            except SkipSlide as exc:
-                skip, info = exc, dict(exc.info)
-            outputs = job.record_outputs(ctx._outputs)
-            records[name] = {"config": chash, "inputs": inputs, "outputs": outputs, "info": info,
-                             "seconds": round(time.perf_counter() - ts, 4),
-                             "device": device if spec.device else "cpu"}
-            ctx.records = records
-            if skip is not None:
-                # The slide ends here on purpose; later steps of it are not run.
-                records[name]["skipped"] = str(skip)
-                result.update(status="skipped", reason=str(skip), step=name)
-                break
-        current = None
+        run = run_steps(ctx, names, verify=verify)
+        reused = run.reused
+        if run.skipped is not None:
+            result.update(status="skipped", reason=run.skipped, step=run.skipped_at)
     except Exception as exc:
         result.update(status="failed", error={
-            "type": type(exc).__name__, "message": str(exc) or repr(exc), "step": current,
+            "type": type(exc).__name__, "message": str(exc) or repr(exc), "step": ctx.current,
             "traceback": _tail(traceback.format_exc())})
     finally:
         ctx.close()
+    records = ctx.records
     result["steps"] = records
     result["reused"] = reused
     result["seconds"] = round(time.perf_counter() - t0, 4)
     result["n_patches"] = int((records.get("patch") or {}).get("info", {}).get("n_patches", 0))
     return result
-
-
-# --------------------------------------------------------------------------- built-in steps
-# Imported last, once the registry above exists: registers segment, patch, features, attention
-# and select (in that order) whenever this module is imported, and keeps their names
-# importable from here.
-from .builtin_steps import (  # noqa: E402,F401
-    _encoder,
-    _geojson_edited,
-    _missing_module,
-    _tissue,
-    attention_step,
-    features_step,
-    patch_step,
-    segment_step,
-    select_step,
-)

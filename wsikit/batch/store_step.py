@@ -34,7 +34,7 @@ def parse_store(store: str | None) -> str | None:
 def _store_url(ctx: SlideContext, encoder: str) -> str:
     store = str(ctx.config.store)
     if store == "zarr":
-        return str(ctx.job.root / f"features_{encoder}.zarr")
+        return str(ctx.layout.feature_store(encoder))
     return store[len("zarr:"):]
 
 

@@ -5,19 +5,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..options import DEFAULT_BATCH_SIZE
 from ._common import (
     CommandParser,
     RawDefaultsHelpFormatter,
-    fraction,
     mpp_type,
     non_negative_float,
     non_negative_int,
     output_dir,
     positive_float,
     positive_int,
-    scales,
 )
-from .select import min_score_type
+from .pipeline_options import add_pipeline_options, pipeline_options
 
 __all__ = ["register", "batch_command"]
 
@@ -57,10 +56,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--steps", default="segment,patch,features",
                    help="comma-separated steps (default %(default)s; available: segment, "
                         "patch, features, attention, select; required steps are added)")
-    p.add_argument("--encoder", default="auto",
-                   help="patch encoder for 'features' (default %(default)s: CONCH v1.5 when its "
-                        "weights are available, else the weight-free 'heuristic')")
-    p.add_argument("--weights", default=None, help="explicit weight file for --encoder")
     p.add_argument("--workers", type=positive_int, default=1,
                    help="worker processes per device (cpu: number of CPU processes; "
                         "default %(default)s)")
@@ -75,20 +70,8 @@ def register(subparsers: Any) -> None:
                    help="also redo slides that failed in an earlier run")
     p.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
                    help="level-0 µm/px for slides whose metadata and CSV row give none")
-    p.add_argument("--tissue-mpp", type=positive_float, default=8.0,
-                   help="tissue mask resolution in µm/px (default %(default)s)")
-    p.add_argument("--target-mpp", type=positive_float, default=0.5,
-                   help="patch resolution in µm/px, exact (default %(default)s = 20x)")
-    p.add_argument("--patch-px", type=positive_int, default=512,
-                   help="patch size in px at --target-mpp (default %(default)s)")
-    p.add_argument("--overlap-px", type=non_negative_int, default=0, help="patch overlap in px")
-    p.add_argument("--min-tissue", type=fraction, default=0.1,
-                   help="minimum tissue fraction of a patch (default %(default)s)")
-    p.add_argument("--batch-size", type=positive_int, default=64, help="feature batch size")
     p.add_argument("--loader-workers", type=non_negative_int, default=None,
                    help="data-loader processes per worker (default 0 on CPU, 4 on CUDA)")
-    p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default=None,
-                   help="model precision (default: the model's on CUDA, fp32 on CPU)")
     p.add_argument("--verify", action="store_true",
                    help="re-hash (SHA-256) outputs of finished slides before trusting them")
     p.add_argument("--stale-after", type=positive_float, default=600.0,
@@ -113,26 +96,9 @@ def register(subparsers: Any) -> None:
                         "JOBDIR/features_<encoder>.zarr, 'zarr:URL' for a folder or fsspec URL "
                         "(one group per slide, written atomically; default %(default)s only)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    g = p.add_argument_group("attention and select steps (as 'wsikit select')")
-    g.add_argument("--attention", choices=("auto", "titan", "heuristic"), default="auto",
-                   help="attention source (default auto: TITAN when CONCH v1.5 features and "
-                        "TITAN weights exist, else the weight-free heuristic)")
-    g.add_argument("--scales", type=scales, default=(8, 4, 2, 1),
-                   help="window sides in patches, coarse to fine (default 8,4,2,1)")
-    g.add_argument("--per-scale", type=positive_int, default=1, help="windows kept per scale")
-    g.add_argument("--min-coverage", type=fraction, default=1.0,
-                   help="tissue fraction a window must cover (default 1.0)")
-    g.add_argument("--max-iou", type=fraction, default=0.5, help="largest IoU between windows")
-    g.add_argument("--margin", type=non_negative_float, default=2,
-                   help="smallest Chebyshev distance in patches between windows")
-    g.add_argument("--layout", choices=("nested", "disjoint"), default="nested",
-                   help="margin between centres (nested) or edges (disjoint)")
-    g.add_argument("--min-score", type=min_score_type, default="median",
-                   help="saliency floor: 'median' (default) keeps only regions scoring at "
-                        "least the slide's median patch score; a number is an absolute "
-                        "floor; 0 disables it")
-    g.add_argument("--index", default=None, help="figure index folder to match crops against")
-    g.add_argument("-k", type=positive_int, default=5, help="matched figures per region")
+    p.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE,
+                   help="feature batch size (default %(default)s)")
+    add_pipeline_options(p)  # the options of 'wsikit select', under the same names
     p.set_defaults(func=batch_command)
     p.__class__ = _BatchParser  # `wsikit batch status JOBDIR` is parsed by its own parser
 
@@ -189,18 +155,13 @@ def batch_command(args: argparse.Namespace) -> int:
     """Run :func:`wsikit.batch.run_batch` from parsed arguments; returns the exit code."""
     from ..batch import run_batch
 
+    options = pipeline_options(args)
     summary = run_batch(
-        args.cohort, args.out, steps=args.steps, encoder=args.encoder, weights=args.weights,
-        workers=args.workers, devices=args.devices, engine=args.engine,
-        ray_address=args.ray_address, retry_failed=args.retry_failed, mpp=args.mpp,
-        tissue_mpp=args.tissue_mpp, target_mpp=args.target_mpp, patch_px=args.patch_px,
-        overlap_px=args.overlap_px, min_tissue=args.min_tissue, batch_size=args.batch_size,
-        loader_workers=args.loader_workers, precision=args.precision, verify=args.verify,
-        stale_after=args.stale_after, plugins=args.plugin, attention=args.attention,
-        scales=args.scales, per_scale=args.per_scale, min_coverage=args.min_coverage,
-        max_iou=args.max_iou, margin=args.margin, layout=args.layout,
-        min_score=args.min_score, index=args.index,
-        k=args.k, shard=args.shard, replan=args.replan, store=args.store,
-        slide_timeout=args.slide_timeout,
-        progress=False if args.no_progress else None)
+        args.cohort, args.out, steps=args.steps, workers=args.workers, devices=args.devices,
+        engine=args.engine, ray_address=args.ray_address, retry_failed=args.retry_failed,
+        mpp=args.mpp, batch_size=args.batch_size, loader_workers=args.loader_workers,
+        verify=args.verify, stale_after=args.stale_after, plugins=args.plugin,
+        shard=args.shard, replan=args.replan, store=args.store,
+        slide_timeout=args.slide_timeout, progress=False if args.no_progress else None,
+        **options.to_dict())
     return summary.exit_code

@@ -12,11 +12,11 @@ __all__ = ["register"]
 
 def _run(args: argparse.Namespace) -> int:
     from ..demo import demo
-    from ..pipeline import select_dir
+    from ..layout import OutputLayout
     from .select import print_result
 
     result = demo(args.out, k=args.k)
-    sdir = select_dir(args.out, result.slide["name"])
+    sdir = OutputLayout(args.out).select_dir(result.slide["name"])
     print("SYNTHETIC demo data (generated slide and atlas PDF; not real patients or papers)")
     print_result(result, sdir, args.format)
     return 0

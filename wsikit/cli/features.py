@@ -29,7 +29,8 @@ def _weights(values: list[str] | None, encoder: str) -> str | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..features import extract_slide_features, features_path
+    from ..features import extract_slide_features
+    from ..layout import OutputLayout
 
     for slide in args.slides:
         weights = _weights(args.weights, args.encoder)
@@ -41,7 +42,7 @@ def _run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite)
         name = str(emb.attrs.get("slide") or Path(slide).stem)
         print(f"{slide}: {len(emb)} x {emb.features.shape[1]} features "
-              f"({emb.label}) -> {features_path(args.out, emb.encoder, name)}",
+              f"({emb.label}) -> {OutputLayout(args.out).features(emb.encoder, name)}",
               file=sys.stdout)
     return 0
 

@@ -6,114 +6,32 @@ import argparse
 import json
 import sys
 
+from ..options import DEFAULT_BATCH_SIZE
 from ._common import (
     DefaultsHelpFormatter,
-    fraction,
     mpp_type,
-    non_negative_float,
     non_negative_int,
     output_dir,
-    positive_float,
     positive_int,
-    scales,
 )
+from .pipeline_options import add_pipeline_options, pipeline_options
 
-__all__ = ["add_format_option", "add_select_options", "min_score_type", "print_result",
-           "register", "select_kwargs"]
+__all__ = ["add_format_option", "add_run_options", "print_result", "register"]
 
 
-def add_select_options(p: argparse.ArgumentParser) -> None:
-    """Options shared by ``wsikit select`` and ``wsikit demo``."""
-    from ..pipeline import MODEL_CHOICES
-
-    g = p.add_argument_group("models")
-    g.add_argument("--models", choices=MODEL_CHOICES, default="auto",
-                   help="patch encoder: 'auto' uses CONCH v1.5 when its weights are found and the "
-                        "weight-free heuristic otherwise (labelled in every output)")
-    g.add_argument("--attention", choices=("auto", "titan", "heuristic"), default="auto",
-                   help="per-patch attention: TITAN (needs CONCH v1.5 features and TITAN weights) "
-                        "or the weight-free heuristic (nuclear density, crowding, size and "
-                        "darkness on the haematoxylin channel, ranked per slide); default auto")
-    g.add_argument("--weights", action="append", metavar="NAME=PATH", default=[],
-                   help="explicit weight file for a model (repeatable), e.g. conch_v1_5=/w/c.bin")
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """``select``'s run settings (they never change a result) and ``--format``."""
+    g = p.add_argument_group("run")
+    g.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
+                   help="level-0 µm/px overriding the slide's metadata (needed if it has none)")
     g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
-    g.add_argument("--batch-size", type=positive_int, default=32,
-                   help="patches per forward pass")
-    g.add_argument("--workers", type=non_negative_int, default=0,
-                   help="patch reader processes (default 0)")
-    s = p.add_argument_group("selection")
-    s.add_argument("--selector", default="multiscale",
-                   help="selection strategy: multiscale (default) or topk (single patches)")
-    s.add_argument("--scales", type=scales, default=None,
-                   help="window sides in patches, coarse to fine (default 8,4,2,1); topk "
-                        "refuses any but 1")
-    s.add_argument("--per-scale", type=positive_int, default=None,
-                   help="windows kept per scale (default 1; for topk the number of patches, "
-                        "8 unless given)")
-    s.add_argument("--min-coverage", type=fraction, default=1.0,
-                   help="fraction of a window's patches that must be tissue (default 1.0)")
-    s.add_argument("--max-iou", type=fraction, default=0.5,
-                   help="largest IoU allowed between any two windows (default 0.5)")
-    s.add_argument("--margin", type=non_negative_float, default=2,
-                   help="smallest edge-to-edge gap in patches between two windows that do "
-                        "not zoom into each other (default 2)")
-    s.add_argument("--layout", choices=("nested", "disjoint"), default="nested",
-                   help="nested (default): a finer window may lie wholly inside a coarser "
-                        "one, a zoom chain into the most salient region; otherwise windows "
-                        "keep the margin. disjoint: every pair keeps the margin (the paper)")
-    s.add_argument("--min-score", type=min_score_type, default="median",
-                   help="saliency floor: 'median' (default) keeps only regions scoring at "
-                        "least the slide's median patch score; a number is an absolute "
-                        "floor; 0 disables it")
-    g2 = p.add_argument_group("patching")
-    g2.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
-                    help="level-0 µm/px overriding the slide's metadata (needed if it has none)")
-    g2.add_argument("--target-mpp", type=positive_float, default=0.5,
-                    help="patch µm/px (default 0.5)")
-    g2.add_argument("--patch-px", type=positive_int, default=512,
-                    help="patch side in px (default 512)")
-    g2.add_argument("--min-tissue", type=fraction, default=0.1,
-                    help="minimum tissue fraction of a patch (default 0.1)")
-    g2.add_argument("--max-crop-px", type=positive_int, default=1024,
-                    help="longest side of saved crops (default 1024)")
-    e = p.add_argument_group("evidence")
-    e.add_argument("-k", type=positive_int, default=5,
-                   help="matched figures per region (default 5)")
-    from .evidence import floor_arg
-
-    e.add_argument("--min-similarity", type=floor_arg, default="p95",
-                   help="floor a match must reach: a percentile of the index's background of "
-                        "unrelated-figure similarities (p95, default), a cosine similarity "
-                        "(-1 ... 1), or 'none'")
-    e.add_argument("--question", default=None,
-                   help="a clinical question: figures ranked by image similarity fused with "
-                        "caption BM25 of the question (reciprocal rank); shown in the context")
-    e.add_argument("--rrf-k", type=positive_float, default=50,
-                   help="reciprocal-rank-fusion constant for --question (default 50)")
-    e.add_argument("--tower", action="append", default=[], metavar="NAME",
-                   help="with --question: also rank by this vision-language tower of the "
-                        "index (e.g. quiltnet_b32; built by 'wsikit index tower'): the "
-                        "question against the figures and each crop against them, fused by "
-                        "rank; needs the tower's weights (--weights NAME=PATH); repeatable")
-    p.add_argument("--force", action="store_true",
-                   help="recompute every stage instead of reusing cached outputs")
-    p.add_argument("--no-report", action="store_true", help="skip report.html and overview.png")
+    g.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE,
+                   help=f"patches per forward pass (default {DEFAULT_BATCH_SIZE})")
+    g.add_argument("--loader-workers", type=non_negative_int, default=None,
+                   help="patch reader processes (default 0 on CPU, 4 on CUDA)")
+    g.add_argument("--force", action="store_true",
+                   help="recompute every stage instead of reusing earlier outputs")
     add_format_option(p)
-
-
-def min_score_type(value: str) -> float | str:
-    """``--min-score``: ``median`` or a finite number."""
-    if value.strip().lower() == "median":
-        return "median"
-    try:
-        v = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--min-score {value!r} must be 'median' or a number (0 disables the floor)"
-            ) from None
-    if v != v or v in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"--min-score {value!r} must be finite")
-    return v
 
 
 def add_format_option(p: argparse.ArgumentParser) -> None:
@@ -121,22 +39,6 @@ def add_format_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("summary", "json", "context"), default="summary",
                    help="what to print: a summary (default), the evidence JSON, or a text block "
                         "for an LLM prompt")
-
-
-def select_kwargs(args: argparse.Namespace) -> dict:
-    """Keyword arguments of :func:`wsikit.pipeline.select` from parsed options."""
-    from ..models.hub import parse_weights_args
-
-    return dict(models=args.models, attention=args.attention, selector=args.selector,
-                scales=args.scales, per_scale=args.per_scale, min_coverage=args.min_coverage,
-                max_iou=args.max_iou, margin=args.margin, layout=args.layout,
-                min_score=args.min_score, k=args.k,
-                min_similarity=args.min_similarity, mpp=args.mpp, target_mpp=args.target_mpp,
-                patch_px=args.patch_px, min_tissue=args.min_tissue,
-                max_crop_px=args.max_crop_px, device=args.device, batch_size=args.batch_size,
-                workers=args.workers, weights=parse_weights_args(args.weights),
-                force=args.force, report=not args.no_report,
-                question=args.question, rrf_k=args.rrf_k, towers=tuple(args.tower))
 
 
 def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
@@ -207,14 +109,17 @@ def _zoom_chains(regions: list[dict]) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..pipeline import select, select_dir
+    from ..layout import OutputLayout
+    from ..pipeline import run_select
 
     if args.index is not None:  # a wrong --index fails now, not after features and attention
         from ..evidence import FigureIndex
 
         FigureIndex.open(args.index, verify=False)
-    result = select(args.slide, out=args.out, index=args.index, **select_kwargs(args))
-    print_result(result, select_dir(args.out, result.slide["name"]), args.format)
+    result = run_select(args.slide, pipeline_options(args), out=args.out, mpp=args.mpp,
+                        device=args.device, batch_size=args.batch_size,
+                        loader_workers=args.loader_workers, force=args.force)
+    print_result(result, OutputLayout(args.out).select_dir(result.slide["name"]), args.format)
     return 0
 
 
@@ -231,7 +136,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("slide", help="whole-slide image (.svs, .tif, .ndpi, .mrxs, ...)")
     p.add_argument("--out", default="wsikit_out", type=output_dir,
                    help="output folder; results in OUT/select/<slide>/")
-    p.add_argument("--index", default=None,
-                   help="figure index folder (wsikit index build) to match regions against")
-    add_select_options(p)
+    add_pipeline_options(p)
+    add_run_options(p)
     p.set_defaults(func=_run)

@@ -46,19 +46,21 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _segment(args: argparse.Namespace) -> int:
-    from ..slide_ops import geojson_path, segment
+    from ..layout import OutputLayout
+    from ..slide_ops import segment
 
     tm = segment(args.slide, out=args.out, mpp=args.mpp, mask_mpp=args.mask_mpp,
                  min_tissue_um2=args.min_tissue_um2, min_hole_um2=args.min_hole_um2,
                  backend=args.backend)
     pieces = len(tm.polygons())
     print(f"{tm.slide_name}: {pieces} tissue piece(s), {tm.tissue_fraction:.1%} of the slide, "
-          f"{tm.tissue_area_um2 / 1e6:.2f} mm²  -> {geojson_path(args.out, tm.slide_name)}")
+          f"{tm.tissue_area_um2 / 1e6:.2f} mm²  -> "
+          f"{OutputLayout(args.out).tissue_geojson(tm.slide_name)}")
     return 0
 
 
 def _patch(args: argparse.Namespace) -> int:
-    from ..patching import coords_path
+    from ..layout import OutputLayout
     from ..slide_ops import patch
 
     grid = patch(args.slide, out=args.out, mpp=args.mpp, target_mpp=args.target_mpp,
@@ -69,7 +71,7 @@ def _patch(args: argparse.Namespace) -> int:
     print(f"{grid.slide_name}: {len(grid)} patches of {grid.patch_px} px at "
           f"{grid.target_mpp:g} µm/px ({grid.patch_size_l0} level-0 px, slide "
           f"{grid.slide_mpp:g} µm/px from {grid.mpp_source})  -> "
-          f"{coords_path(args.out, grid.slide_name)}")
+          f"{OutputLayout(args.out).coords(grid.slide_name)}")
     return 0
 
 

@@ -136,7 +136,7 @@ class EvidenceSource:
         if kind == "slide":
             from ..pipeline import select
 
-            opts = {"models": "heuristic", **dict(self.select_options)}
+            opts = {"encoder": "heuristic", **dict(self.select_options)}
             return select(query, out=self.out, index=self.index, k=k or self.k,
                           min_similarity=self.min_similarity, device=self.device,
                           progress=False, **opts)

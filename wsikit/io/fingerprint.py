@@ -86,14 +86,37 @@ def _sidecar(output: Path) -> Path:
     return output.with_name(output.name + ".source.json")
 
 
+_UNSET: Any = object()
+
+
 def write_source(output: str | os.PathLike[str], slide_path: str | os.PathLike[str],
-                 fingerprint: str) -> Path:
-    """Record next to ``output`` which slide it was made from; returns the sidecar path."""
+                 fingerprint: str, *, written_sha256: str | None = _UNSET) -> Path:
+    """Record next to ``output`` which slide it was made from; returns the sidecar path.
+
+    ``written_sha256``: the SHA-256 of ``output`` as wsikit wrote it, or ``None`` for a file
+    wsikit adopted (placed or drawn by the user), so a later change by hand is told apart
+    from wsikit's own output (:func:`written_sha256`).
+    """
     from .._atomic import write_json_atomic
 
-    return write_json_atomic(_sidecar(Path(output)),
-                             {"fingerprint": fingerprint,
-                              "slide": str(Path(slide_path).resolve())})
+    record: dict[str, Any] = {"fingerprint": fingerprint,
+                              "slide": str(Path(slide_path).resolve())}
+    if written_sha256 is not _UNSET:
+        record["written_sha256"] = written_sha256
+    return write_json_atomic(_sidecar(Path(output)), record)
+
+
+def written_sha256(output: str | os.PathLike[str]) -> tuple[bool, str | None]:
+    """``(known, sha256)``: the SHA-256 of ``output`` as wsikit wrote it (``None``: a file it
+    adopted from the user); ``known`` is False for sidecars that do not record it."""
+    try:
+        data: Any = json.loads(_sidecar(Path(output)).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False, None
+    if not isinstance(data, dict) or "written_sha256" not in data:
+        return False, None
+    value = data["written_sha256"]
+    return True, value if isinstance(value, str) else None
 
 
 def check_source(output: str | os.PathLike[str], fingerprint: str) -> str:

@@ -32,7 +32,7 @@ from .._hints import expect, option
 from ..errors import MppError, SlideError, WsikitError
 from .backends import _BACKEND_CLASSES, _Backend
 from .dicom import is_dicom
-from .filecheck import _check_openable, _check_tiff_extent, _quiet
+from .filecheck import _check_tiff_extent, _quiet, check_openable
 from .mpp import check_mpp, objective_power, resolve_mpp
 
 __all__ = ["Slide", "open_slide", "BACKENDS", "BAD_TILE_POLICIES", "LEVEL_TOLERANCE",
@@ -476,7 +476,7 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     # FIFO, which would block); everything else goes through the file checks
     dicom = (backend in (None, "dicom") and (p.is_dir() or p.is_file()) and is_dicom(p))
     if not (dicom and p.is_dir()):
-        _check_openable(p)
+        check_openable(p)
     if backend is not None and backend not in _BACKEND_CLASSES:
         raise SlideError(f"backend={backend!r} is not one of {tuple(_BACKEND_CLASSES)}")
     names = ("dicom",) if dicom else (backend,) if backend is not None else BACKENDS
