@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from PIL import Image  # noqa: E402
 
-from wsikit.evidence import FigureIndex, read_manifest  # noqa: E402
+from wsikit.evidence import FigureIndex, read_figure_manifest  # noqa: E402
 from wsikit.evidence.evaluation import Query, Target, evaluate_retrieval  # noqa: E402
 from wsikit.models import create_encoder  # noqa: E402
 
@@ -205,7 +205,7 @@ def main() -> int:
         queries = make_queries(tmp / "bank", targets)
         t_gen = time.perf_counter() - t0
         t = time.perf_counter()
-        index = FigureIndex.build(read_manifest(manifest), enc, tmp / "index",
+        index = FigureIndex.build(read_figure_manifest(manifest), enc, tmp / "index",
                                   progress_bar=False)
         t_build = time.perf_counter() - t
         runs = [("image only (heuristic cosine)", "image", 50),

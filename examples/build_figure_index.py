@@ -20,8 +20,8 @@ from PIL import Image
 from wsikit.evidence import (
     FigureIndex,
     extract_pdf_figures,
-    read_manifest,
-    write_manifest,
+    read_figure_manifest,
+    write_figure_manifest,
     write_synthetic_pdf,
 )
 from wsikit.models import create_encoder
@@ -55,11 +55,11 @@ for pdf in pdfs:
     print(f"{pdf.name}: {len(found)} figures")
     nodes.extend(found)
 if nodes:
-    manifest = write_manifest(nodes, figures / "manifest.jsonl")
+    manifest = write_figure_manifest(nodes, figures / "manifest.jsonl")
     print(f"manifest: {manifest}")
-    nodes = read_manifest(manifest)  # what an edited manifest would give
+    nodes = read_figure_manifest(manifest)  # what an edited manifest would give
 for extra in args.manifest:
-    nodes.extend(read_manifest(extra))
+    nodes.extend(read_figure_manifest(extra))
 
 # 2. Embed every figure and write the index (assembled aside, renamed into place).
 encoder = create_encoder(args.encoder, role="figure")

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # the lazy names below, typed for checkers and IDEs
         FigureIndex,
         FigureNode,
         extract_pdf_figures,
-        read_manifest,
+        read_figure_manifest,
     )
     from .features import Embeddings, extract_features
     from .io import Slide, open_slide, resolve_mpp
@@ -107,7 +107,7 @@ _LAZY: dict[str, str] = {
     "FigureNode": "wsikit.evidence",
     "FigureIndex": "wsikit.evidence",
     "EvidenceResult": "wsikit.evidence",
-    "read_manifest": "wsikit.evidence",
+    "read_figure_manifest": "wsikit.evidence",
     "extract_pdf_figures": "wsikit.evidence",
     "SyntheticSpec": "wsikit.synthetic",
     # options, layout, cohorts
@@ -172,7 +172,7 @@ __all__ = [
     "FigureNode",
     "FigureIndex",
     "EvidenceResult",
-    "read_manifest",
+    "read_figure_manifest",
     "extract_pdf_figures",
     "SyntheticSpec",
     "PipelineOptions",

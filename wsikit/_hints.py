@@ -18,8 +18,11 @@ import contextlib
 import contextvars
 import os
 from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["option", "keyword", "command_line", "on_command_line"]
+from .errors import WsikitError
+
+__all__ = ["option", "keyword", "command_line", "on_command_line", "expect"]
 
 _CLI: contextvars.ContextVar[bool] = contextvars.ContextVar("wsikit_command_line", default=False)
 _UNSET = object()
@@ -61,3 +64,19 @@ def command_line() -> Iterator[None]:
             os.environ.pop(_ENV, None)
         else:
             os.environ[_ENV] = before
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{type(value).__name__} {text[:30]}…"
+
+
+def expect(value: Any, types: type | tuple[type, ...], *, name: str, want: str,
+           error: type[WsikitError] = WsikitError) -> None:
+    """Raise ``error`` (one line) unless ``value`` is an instance of ``types``.
+
+    ``want`` says what to pass, e.g. ``"a TileGrid (wsikit.make_grid)"``.
+    """
+    allowed = types if isinstance(types, tuple) else (types,)
+    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        raise error(f"{name} must be {want}, not {type(value).__name__} {_shown(value)}")

@@ -177,8 +177,9 @@ def compute_attention(slide_path: Any, grid: TileGrid | str | os.PathLike[str], 
     ``embeddings`` the :class:`~wsikit.features.Embeddings` of that grid (needed by TITAN).
     ``auto`` uses TITAN only when the features are CONCH v1.5 and TITAN weights are found.
     """
+    from ._hints import expect
     from .io import Slide
-    from .stage_inputs import expect, grid_of
+    from .stage_inputs import grid_of
 
     if isinstance(slide_path, Slide):
         if mpp is None and slide_path.mpp == slide_path.mpp:  # not nan

@@ -336,8 +336,9 @@ def extract_features(
         raise FeatureError(f"workers={workers} must be >= 0")
     if precision not in (None, "bf16", "fp16", "fp32"):
         raise FeatureError(f"precision={precision!r} must be 'bf16', 'fp16' or 'fp32'")
+    from ._hints import expect
     from .io import Slide as _Slide
-    from .stage_inputs import expect, grid_of
+    from .stage_inputs import grid_of
 
     expect(slide_or_path, (_Slide, str, os.PathLike), name="extract_features(slide)",
            error=FeatureError, want="a Slide (wsikit.open_slide) or the path of a slide file")

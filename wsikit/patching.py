@@ -335,7 +335,7 @@ def make_grid(slide: Slide | str | os.PathLike[str], mask: TissueMask | None = N
     from .io import Slide as _Slide
 
     if not isinstance(slide, _Slide):  # a path is opened here; anything else: one line
-        from .stage_inputs import slide_of
+        from .io.slide import slide_of
 
         with slide_of(slide, name="make_grid(slide)", error=GridError) as opened:
             return make_grid(opened, mask, target_mpp=target_mpp, patch_px=patch_px,
@@ -348,7 +348,7 @@ def make_grid(slide: Slide | str | os.PathLike[str], mask: TissueMask | None = N
                         "background included: pass a tissue mask (wsikit.segment_tissue"
                         "(slide)), or whole_slide=True to mean it")
     if mask is not None:
-        from .stage_inputs import expect
+        from ._hints import expect
 
         expect(mask, _Mask, name="make_grid(mask)", error=GridError,
                want="a TissueMask (wsikit.segment_tissue) or None with whole_slide=True")

@@ -23,6 +23,7 @@ import numpy as np
 from ._atomic import write_bytes_atomic
 from ._hints import keyword, option
 from ._progress import progress
+from .cache_record import sha256_file as _sha256
 from .errors import CacheError, SlideError
 from .io import Slide, open_slide
 from .io.fingerprint import (
@@ -50,10 +51,6 @@ __all__ = ["info", "segment", "patch", "check_grid_matches", "greyscale_hint", "
 _PathLike = str | os.PathLike[str]
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _write_mask(tm: TissueMask, out: Path, slide: Slide, name: str, *,

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SyntheticSpec", "write_synthetic_slide", "synthetic_tissue_image", "write_image_slide",
-           "tile_mosaic"]
+__all__ = ["SyntheticSpec", "write_synthetic_slide", "synthetic_tissue_image",
+           "synthetic_tissue_crop", "write_image_slide", "tile_mosaic"]
 
 _BG = np.array([243, 243, 245], np.float32)
 _STROMA = np.array([232, 160, 200], np.float32)
@@ -192,6 +192,23 @@ def synthetic_tissue_image(spec: SyntheticSpec, *, downsample: int = 1) -> np.nd
     painter = _Painter(spec, spec.mpp or 0.25)
     return painter.region(0, 0, -(-spec.width // downsample), -(-spec.height // downsample),
                           downsample)
+
+
+def synthetic_tissue_crop(seed: int, dense: bool, size: int = 512, downsample: int = 1
+                          ) -> np.ndarray:
+    """``size``² px of synthetic tissue at ``0.5 * downsample`` µm/px, all tissue (dense
+    nuclei, or loose stroma): like a crop of the demo slide at that resolution, so the demo's
+    literature figures and its crops are comparable.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(size, size, 3)`` uint8 RGB; the same ``seed`` gives the same pixels.
+    """
+    l0 = size * downsample
+    spec = SyntheticSpec(l0, l0, mpp=0.5, tissue=[(l0 / 2, l0 / 2, l0 * 2, l0 * 2)],
+                         dense=[(0, 0, l0, l0)] if dense else (), seed=seed)
+    return synthetic_tissue_image(spec, downsample=downsample)
 
 
 def _tiles(painter: _Painter, lw: int, lh: int, ds: int, tile: int) -> Iterator[np.ndarray]:

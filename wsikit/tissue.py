@@ -676,7 +676,7 @@ def segment_tissue(slide: Slide | str | os.PathLike[str], *, mpp: float = DEFAUL
     from .io import Slide as _Slide
 
     if not isinstance(slide, _Slide):  # a path is opened here; anything else: one line
-        from .stage_inputs import slide_of
+        from .io.slide import slide_of
 
         with slide_of(slide, name="segment_tissue(slide)", error=TissueError) as opened:
             return segment_tissue(opened, mpp=mpp, min_side_px=min_side_px, **options)

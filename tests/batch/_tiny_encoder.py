@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from wsikit.models.registry import Encoder, EncoderConfig, register_encoder
+from wsikit.models.configs import EncoderConfig
+from wsikit.models.registry import Encoder, register_encoder
 
 CONFIG = EncoderConfig(name="tiny_test", role="patch", hub_repo="wsikit-tests/tiny",
                        hub_files=("tiny.pt",), input_px=16, interpolation="bilinear",

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import importlib
+import json
 import sqlite3
 import subprocess
 import sys
 
 import pytest
-
 from _batch_options import OPTIONS
 from test_resume import env
+
 from wsikit.batch import run_batch, sha256_file
 from wsikit.batch.manifest import COLUMNS, preprocessing_identity, read_manifest
 from wsikit.errors import BatchError
@@ -95,7 +95,8 @@ def tiny_encoder():
 
     module = importlib.import_module("_tiny_encoder")
     yield module
-    registry._REGISTRY.pop("tiny_test", None)
+    if "tiny_test" in registry.list_encoders():
+        registry.unregister_encoder("tiny_test")
     sys.modules.pop("_tiny_encoder", None)
 
 

@@ -12,13 +12,13 @@ import pytest
 from scipy import stats
 
 from wsikit.errors import EvidenceError
-from wsikit.evidence import FigureIndex, load_image, read_manifest
+from wsikit.evidence import FigureIndex, load_image, read_figure_manifest
 from wsikit.evidence.calibration import (
     METHOD_ANY,
     METHOD_CROSS,
-    _pairs,
     background_from_vectors,
     parse_floor,
+    sample_pairs,
 )
 from wsikit.evidence.matching import match_crops
 
@@ -55,8 +55,8 @@ def test_sampled_pairs_are_distinct_cross_source_and_representative():
     bg = background_from_vectors(v, groups, max_pairs=2000, seed=4)
     truth = _cross_sims(v, groups)
     assert bg.sampled and bg.pairs == 2000
-    i, j, sampled = _pairs(np.asarray(groups), cross=True, max_pairs=2000, seed=4)
-    assert sampled and len(set(zip(i.tolist(), j.tolist()))) == 2000
+    i, j, sampled = sample_pairs(np.asarray(groups), cross=True, max_pairs=2000, seed=4)
+    assert sampled and len(set(zip(i.tolist(), j.tolist(), strict=True))) == 2000
     assert np.all(i < j) and np.all(j < 120) and np.all(i >= 0)
     assert not np.any(np.asarray(groups)[i] == np.asarray(groups)[j])
     again = background_from_vectors(v, groups, max_pairs=2000, seed=4)
@@ -94,7 +94,7 @@ def _two_source_index(tmp_path, make_images, encoder, n=24):
     rows = [{"image": f"imgs/{p.name}", "caption": f"Figure {i}. c", "figure_label": f"Fig {i}",
              "doi": f"10.1/src{i % 4}", "page": 1} for i, p in enumerate(paths)]
     (tmp_path / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    return FigureIndex.build(read_manifest(tmp_path / "m.jsonl"), encoder, tmp_path / "idx")
+    return FigureIndex.build(read_figure_manifest(tmp_path / "m.jsonl"), encoder, tmp_path / "idx")
 
 
 def test_index_stores_background_and_matches_carry_percentiles(tmp_path, make_images, encoder):

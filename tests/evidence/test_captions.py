@@ -12,11 +12,15 @@ from pathlib import Path
 import pytest
 
 from wsikit.errors import EvidenceError
-from wsikit.evidence import FigureIndex, FigureNode, read_manifest
+from wsikit.evidence import FigureIndex, FigureNode, index_folder, read_figure_manifest
 from wsikit.evidence import captions as cap
-from wsikit.evidence import index_folder
-from wsikit.evidence.captions import caption_search, caption_terms, search_db, sync_captions, \
-    tokenize
+from wsikit.evidence.captions import (
+    caption_search,
+    caption_terms,
+    search_db,
+    sync_captions,
+    tokenize,
+)
 
 
 # ---------------------------------------------------------------------- tokenizer
@@ -107,7 +111,7 @@ def test_sync_is_incremental_and_retokenises_other_versions(monkeypatch):
 # ---------------------------------------------------------------------- in the index
 @pytest.fixture
 def nodes(manifest_dir: Path) -> list[FigureNode]:
-    return read_manifest(manifest_dir / "manifest.jsonl")
+    return read_figure_manifest(manifest_dir / "manifest.jsonl")
 
 
 def _caption_rows(index: FigureIndex) -> tuple[int, int]:

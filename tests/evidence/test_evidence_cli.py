@@ -38,6 +38,14 @@ def test_extract_build_info_query(demo_pdf: Path, tmp_path: Path, capsys):
     assert main(["index", "query", str(idx), str(query_img), "-k", "1"]) == 0
     assert "Figure 2B" in capsys.readouterr().out
 
+    # the Python functions of the same names give what the commands print
+    import wsikit.evidence as ev
+
+    assert ev.index_info(idx)["count"] == 5
+    assert [m.to_dict() for m in ev.index_query(idx, query_img, k=2)] == matches
+    fused = ev.index_search(idx, query_img, text="Figure 2B", k=1)
+    assert fused[0].node.figure_label == "Figure 2B"
+
     # build straight from the PDF with IVF; add the same PDF again: nothing new
     idx2 = tmp_path / "idx2"
     assert main(["index", "build", str(demo_pdf), "--out", str(idx2), "--kind", "hnsw"]) == 0

@@ -17,11 +17,12 @@ from wsikit.evidence import (
     FigureIndex,
     FigureNode,
     embed_images,
+    index_folder,
+    index_writer,
     load_image,
-    read_manifest,
+    read_figure_manifest,
 )
 from wsikit.evidence import faiss_utils as fu
-from wsikit.evidence import index_build, index_folder
 
 
 class OtherEncoder:
@@ -40,7 +41,7 @@ class OtherEncoder:
 
 @pytest.fixture
 def nodes(manifest_dir: Path) -> list[FigureNode]:
-    return read_manifest(manifest_dir / "manifest.jsonl")
+    return read_figure_manifest(manifest_dir / "manifest.jsonl")
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def test_exact_search_matches_numpy(flat: FigureIndex, nodes, encoder):
     got = flat.query(queries, k=5)
     qn = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     sims = qn @ db.T
-    for row, matches in zip(sims, got):
+    for row, matches in zip(sims, got, strict=True):
         order = np.argsort(-row, kind="stable")[:5]
         assert [m.node.node_id for m in matches] == [nodes[i].node_id for i in order]
         np.testing.assert_allclose([m.similarity for m in matches], row[order], atol=1e-5)
@@ -122,11 +123,12 @@ def test_identical_images_stored_once(tmp_path: Path, make_images, encoder):
             {"image": "i/img000.png", "doi": "10.1/a", "caption": "Figure 1. a"},  # duplicate
             {"image": "i/img000.png", "doi": "10.1/b", "caption": "Fig. 9. same picture"}]
     (tmp_path / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    index = FigureIndex.build(read_manifest(tmp_path / "m.jsonl"), encoder, tmp_path / "idx")
+    index = FigureIndex.build(read_figure_manifest(tmp_path / "m.jsonl"), encoder, tmp_path / "idx")
     assert index.count == 2  # exact duplicate node dropped; same image from 2 sources kept
     assert len(list((index.path / "images").iterdir())) == 1
     assert len({n.image for n in index.nodes()}) == 1
-    assert index.add(read_manifest(tmp_path / "m.jsonl"), encoder).added == 0  # re-add: no-op
+    again = read_figure_manifest(tmp_path / "m.jsonl")
+    assert index.add(again, encoder).added == 0  # re-add: no-op
 
 
 def test_add_and_interrupted_add(flat: FigureIndex, encoder, tmp_path: Path, make_images,
@@ -192,7 +194,7 @@ def test_approximate_kinds_measure_recall(kind, tmp_path: Path, make_images, enc
     assert ("nprobe" in m["params"]) if kind == "ivf" else ("efSearch" in m["params"])
     # the stored recall is reproducible: recompute it against exact numpy search
     db = embed_images([load_image(n.image) for n in nodes], encoder)
-    queries, truth = index_build.recall_set(db, k=10)
+    queries, truth = index_writer.recall_set(db, k=10)
     numpy_truth = np.argsort(-(queries @ db.T), axis=1, kind="stable")[:, :10]
     assert fu.recall_at_k(truth, numpy_truth) > 0.99
     found = [[nodes.index(next(n for n in nodes if n.node_id == mt.node.node_id))
@@ -223,7 +225,7 @@ def test_other_heuristic_version_refused(flat: FigureIndex, nodes, encoder):
     import json
 
     from wsikit.errors import EncoderMismatchError
-    from wsikit.evidence.index import encoder_version
+    from wsikit.evidence.index_writer import encoder_version
 
     assert flat.manifest["encoder"]["version"] == encoder_version(encoder) is not None
     manifest = flat.path / "manifest.json"
@@ -234,25 +236,3 @@ def test_other_heuristic_version_refused(flat: FigureIndex, nodes, encoder):
     image = np.zeros((64, 64, 3), np.uint8) + 200
     with pytest.raises(EncoderMismatchError, match="heuristic-v0.*Rebuild"):
         old.query_images([image], encoder, k=1)
-
-
-def test_names_of_the_index_module_stay_importable():
-    """The split into index_folder / index_build kept every name of ``wsikit.evidence.index``."""
-    import wsikit.evidence as ev
-    from wsikit.evidence import index
-
-    assert index.__all__ == ["INDEX_FORMAT", "AddReport", "FigureIndex", "Match", "embed_images"]
-    assert all(getattr(ev, name) is getattr(index, name) for name in index.__all__)
-    old = {"_sha256": index_folder.sha256_file, "_now": index_folder.utc_now,
-           "_create_db": index_folder.create_db, "_insert": index_folder.insert_nodes,
-           "_check_manifest": index_folder.check_manifest, "_check_db": index_folder.check_db,
-           "_check_replaceable": index_folder.check_replaceable,
-           "_commit_manifest": index_folder.commit_manifest,
-           "_remove_stale": index_folder.remove_stale, "_COLUMNS": index_folder.COLUMNS,
-           "METRIC": index_folder.METRIC, "INDEX_FORMAT": index_folder.INDEX_FORMAT,
-           "_encoder_info": index_build.encoder_info, "encoder_version":
-           index_build.encoder_version, "_recall_set": index_build.recall_set,
-           "_RECALL_QUERIES": index_build.RECALL_QUERIES, "embed_images":
-           index_build.embed_images}
-    assert {name: getattr(index, name) for name in old} == old
-    assert index.ADD_LOCK_TIMEOUT == 600.0

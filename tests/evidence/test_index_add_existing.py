@@ -10,7 +10,7 @@ import pytest
 
 from wsikit.cli import main
 from wsikit.errors import EvidenceError
-from wsikit.evidence import FigureIndex, read_manifest
+from wsikit.evidence import FigureIndex, read_figure_manifest
 
 
 def _manifest(tmp_path: Path, make_images, *, caption: str, level, name="m.jsonl") -> Path:
@@ -26,13 +26,13 @@ def _manifest(tmp_path: Path, make_images, *, caption: str, level, name="m.jsonl
 @pytest.fixture
 def built(tmp_path, make_images, encoder):
     m = _manifest(tmp_path, make_images, caption="old caption", level=7)
-    return FigureIndex.build(read_manifest(m), encoder, tmp_path / "idx")
+    return FigureIndex.build(read_figure_manifest(m), encoder, tmp_path / "idx")
 
 
 def test_same_metadata_is_unchanged(built, tmp_path, make_images, encoder):
     m = _manifest(tmp_path, make_images, caption="old caption", level=7)
     version = built.manifest["version"]
-    rep = built.add(read_manifest(m), encoder)
+    rep = built.add(read_figure_manifest(m), encoder)
     assert (rep.added, rep.updated, rep.unchanged) == (0, 0, 3)
     assert FigureIndex.open(built.path).manifest["version"] == version  # nothing written
 
@@ -40,7 +40,7 @@ def test_same_metadata_is_unchanged(built, tmp_path, make_images, encoder):
 def test_changed_metadata_is_refused_then_updated_or_skipped(built, tmp_path, make_images,
                                                              encoder):
     m = _manifest(tmp_path, make_images, caption="new caption", level=1, name="new.jsonl")
-    nodes = read_manifest(m)
+    nodes = read_figure_manifest(m)
     version = built.manifest["version"]
     with pytest.raises(EvidenceError, match=r"already indexed with other metadata.*caption, "
                                             r"evidence_level.*on_existing='update'"):
@@ -96,7 +96,7 @@ def test_corrected_label_of_an_indexed_image_is_not_a_silent_duplicate(built, tm
     rows = [json.loads(line) for line in m.read_text().splitlines()]
     rows[0]["figure_label"] = "Figure 1A"
     m.write_text("\n".join(json.dumps(r) for r in rows))
-    nodes = read_manifest(m)
+    nodes = read_figure_manifest(m)
     old_ids = {n.node_id for n in built.nodes()}
     assert nodes[0].node_id not in old_ids
     with pytest.raises(EvidenceError, match="figure_label"):

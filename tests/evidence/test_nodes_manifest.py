@@ -14,8 +14,8 @@ from wsikit.evidence import (
     FigureNode,
     evidence_level_name,
     parse_evidence_level,
-    read_manifest,
-    write_manifest,
+    read_figure_manifest,
+    write_figure_manifest,
 )
 
 
@@ -50,15 +50,15 @@ def test_node_roundtrip_and_stable_id(tmp_path: Path, make_images):
 
 
 def test_jsonl_manifest_roundtrip(manifest_dir: Path, tmp_path: Path):
-    nodes = read_manifest(manifest_dir / "manifest.jsonl")
+    nodes = read_figure_manifest(manifest_dir / "manifest.jsonl")
     assert len(nodes) == 12
     assert [n.evidence_level for n in nodes[:3]] == [7, 1, None]
     assert nodes[0].image == (manifest_dir / "imgs" / "img000.png").resolve()
     assert nodes[4].page == 5 and nodes[4].doi == "10.1234/paper.1"
-    out = write_manifest(nodes, tmp_path / "sub" / "m.jsonl")
+    out = write_figure_manifest(nodes, tmp_path / "sub" / "m.jsonl")
     first = json.loads(out.read_text().splitlines()[0])
     assert not Path(first["image"]).is_absolute()
-    again = read_manifest(out, allow_outside=True)  # images are in ../imgs
+    again = read_figure_manifest(out, allow_outside=True)  # images are in ../imgs
     assert [n.node_id for n in again] == [n.node_id for n in nodes]
     assert [n.to_dict() | {"image": ""} for n in again] == \
         [n.to_dict() | {"image": ""} for n in nodes]
@@ -69,7 +69,7 @@ def test_csv_manifest_and_default_level(tmp_path: Path, make_images):
     (tmp_path / "m.csv").write_text("image,caption,page,evidence_level\n"
                                     "i/img000.png,Fig. 1. a,3,\n"
                                     "i/img001.png,Fig. 2. b,,case report\n")
-    nodes = read_manifest(tmp_path / "m.csv", evidence_level=2)
+    nodes = read_figure_manifest(tmp_path / "m.csv", evidence_level=2)
     assert [n.evidence_level for n in nodes] == [2, 5]
     assert nodes[0].page == 3 and nodes[1].page is None
     assert nodes[0].caption == "Fig. 1. a"
@@ -95,7 +95,7 @@ def _write(tmp: Path, rows: list[str], make_images) -> Path:
 def test_manifest_errors_name_file_and_line(tmp_path: Path, rows, line, words, make_images):
     path = _write(tmp_path, rows, make_images)
     with pytest.raises(ManifestError) as info:
-        read_manifest(path)
+        read_figure_manifest(path)
     msg = str(info.value)
     assert f"{path}:{line}:" in msg
     assert words in msg
@@ -105,14 +105,14 @@ def test_csv_error_line_number(tmp_path: Path, make_images):
     make_images(tmp_path / "i", 1)
     (tmp_path / "m.csv").write_text("image,evidence_level\ni/img000.png,1\ni/img000.png,99\n")
     with pytest.raises(ManifestError, match=r"m\.csv:3:.*out of range"):
-        read_manifest(tmp_path / "m.csv")
+        read_figure_manifest(tmp_path / "m.csv")
 
 
 def test_unreadable_image_named(tmp_path: Path):
     (tmp_path / "x.png").write_bytes(b"not an image")
     (tmp_path / "m.jsonl").write_text('{"image": "x.png"}\n')
     with pytest.raises(ManifestError, match=r"m\.jsonl:1:.*x\.png.*not a readable image"):
-        read_manifest(tmp_path / "m.jsonl")
+        read_figure_manifest(tmp_path / "m.jsonl")
 
 
 def test_node_rejects_bad_level(tmp_path: Path):

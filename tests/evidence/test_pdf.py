@@ -13,10 +13,10 @@ from wsikit.evidence import (
     SyntheticFigure,
     extract_pdf_figures,
     find_doi,
-    read_manifest,
+    read_figure_manifest,
     read_pdf_figures,
     synthetic_figures,
-    write_manifest,
+    write_figure_manifest,
     write_synthetic_pdf,
 )
 
@@ -81,14 +81,14 @@ def test_extract_writes_reviewable_manifest(demo_pdf: Path, tmp_path: Path):
     assert all(n.image.is_file() and n.image.parent == tmp_path / "images" for n in nodes)
     assert {n.evidence_level for n in nodes} == {7} and nodes[0].year == 2024
     assert nodes[0].source_path == str(demo_pdf.resolve())
-    manifest = write_manifest(nodes, tmp_path / "manifest.jsonl")
+    manifest = write_figure_manifest(nodes, tmp_path / "manifest.jsonl")
     rows = [json.loads(line) for line in manifest.read_text().splitlines()]
     assert rows[1]["figure_label"] == "Figure 2B" and rows[1]["page"] == 1
     assert rows[3]["caption"] == ""
     # a person edits the manifest (adds the missing caption), then reads it back
     rows[3]["caption"] = "Figure X. caption added by a reviewer"
     manifest.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    again = read_manifest(manifest)
+    again = read_figure_manifest(manifest)
     assert again[3].caption == "Figure X. caption added by a reviewer"
     assert again[0].node_id == nodes[0].node_id
 

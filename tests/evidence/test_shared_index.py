@@ -21,7 +21,7 @@ import pytest
 from _evidence_docs import one_region_evidence
 
 from wsikit.errors import EvidenceError
-from wsikit.evidence import EvidenceResult, FigureIndex, read_manifest
+from wsikit.evidence import EvidenceResult, FigureIndex, read_figure_manifest
 from wsikit.evidence.adapters import (
     haystack_documents,
     langchain_documents,
@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def index(manifest_dir: Path, encoder, tmp_path: Path) -> FigureIndex:
-    return FigureIndex.build(read_manifest(manifest_dir / "manifest.jsonl"), encoder,
+    return FigureIndex.build(read_figure_manifest(manifest_dir / "manifest.jsonl"), encoder,
                              tmp_path / "idx")
 
 
@@ -120,7 +120,7 @@ def test_two_figures_given_one_node_id_are_refused_at_build(manifest_dir: Path, 
     (manifest_dir / "dup.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     with pytest.raises(EvidenceError, match="is given to two different figures .*other "
                                             "caption"):
-        FigureIndex.build(read_manifest(manifest_dir / "dup.jsonl"), encoder, tmp_path / "x")
+        FigureIndex.build(read_figure_manifest(manifest_dir / "dup.jsonl"), encoder, tmp_path / "x")
     assert not (tmp_path / "x").exists()
 
 

@@ -50,7 +50,7 @@ def _nodes(folder: Path, make_images, captions, seed: int) -> list[FigureNode]:
     paths = make_images(folder, len(captions), seed=seed)
     return [FigureNode.from_image(p, caption=c, figure_label=f"Figure {i + 1}",
                                   doi=f"10.5555/t{seed}") for i, (p, c) in
-            enumerate(zip(paths, captions))]
+            enumerate(zip(paths, captions, strict=True))]
 
 
 @pytest.fixture
@@ -181,7 +181,7 @@ def test_missing_or_foreign_tower_is_refused(index: FigureIndex, tower_encoder, 
     assert open_tower(other, "quiltnet_b32").count == len(CAPTIONS)
     heuristic = create_encoder("heuristic")
     with pytest.raises(EvidenceError, match="no text tower"):
-        from wsikit.cli.eval import index_tower
+        from wsikit.evidence import index_tower
 
         index_tower(index.path, encoder="heuristic")
     assert heuristic.config.name == "heuristic"

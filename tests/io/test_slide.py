@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 
 from wsikit.errors import SlideError
-from wsikit.io import open_slide
-from wsikit.io.slide import _rgba_to_rgb
+from wsikit.io import BACKENDS, open_slide
+from wsikit.io.rgb import rgba_to_rgb
 
 
 def test_cmu_small_metadata(cmu_small):
@@ -121,8 +121,17 @@ def test_closed_slide_raises(cmu_small):
 
 def test_rgba_composite_on_white():
     px = np.array([[[0, 0, 0, 0], [100, 50, 0, 255], [0, 0, 0, 128]]], np.uint8)
-    out = _rgba_to_rgb(px)
+    out = rgba_to_rgb(px)
     assert out.tolist() == [[[255, 255, 255], [100, 50, 0], [127, 127, 127]]]
+
+
+def test_backend_names_and_the_order_they_are_tried(cmu_small):
+    """The fallback order of BACKENDS, and DICOM (chosen by content, or asked for by name) as
+    the one more name ``backend=`` accepts."""
+    assert BACKENDS == ("openslide", "tiffslide", "image", "omezarr")
+    with pytest.raises(SlideError, match=r"backend='nope' is not one of \('openslide', "
+                                         r"'tiffslide', 'image', 'omezarr', 'dicom'\)"):
+        open_slide(cmu_small, backend="nope")
 
 
 def test_copy_of_slide_opens_with_tiffslide_fallback(cmu_small, tmp_path):

@@ -19,6 +19,14 @@ def test_doctor_json(capsys, monkeypatch, tmp_path) -> None:
     assert names["titan"]["found"] is False and "MahmoodLab/TITAN" in names["titan"]["how_to_get"]
     assert main(["doctor"]) == 0
     assert "MISSING" in capsys.readouterr().out
+    # the command prints what the Python function returns (whose hints name Python keywords)
+    from wsikit.models import doctor
+
+    direct = json.loads(json.dumps(doctor()))
+    assert direct["backends"] == report["backends"] and direct["gpus"] == report["gpus"]
+    assert ([(r["name"], r["found"]) for r in direct["weights"]]
+            == [(r["name"], r["found"]) for r in report["weights"]])
+    assert "weights=PATH" in {r["name"]: r for r in direct["weights"]}["titan"]["how_to_get"]
 
 
 def test_models_list(capsys) -> None:

@@ -54,7 +54,32 @@ def test_builtin_table_is_what_the_registry_registers() -> None:
     for name, config in configs.BUILTIN_CONFIGS.items():
         assert registry.get_config(name) is config
         assert configs.get_config(name) is config
-    assert wsikit.models.EncoderConfig is registry.EncoderConfig is configs.EncoderConfig
+    assert wsikit.models.EncoderConfig is configs.EncoderConfig
+    assert set(registry.BUILTIN_BUILDERS) == set(configs.BUILTIN_CONFIGS)
+
+
+def test_builtin_encoders_register_lazily() -> None:
+    """In a fresh interpreter the registry knows every built-in encoder without importing a
+    model module; building one imports just that module."""
+    code = (
+        "import json, sys\n"
+        "from wsikit.models import registry\n"
+        "names = registry.list_encoders()\n"
+        "models = ('heuristic', 'conch', 'virchow', 'titan', 'clip_vl')\n"
+        "def loaded():\n"
+        "    return sorted(m for m in models if f'wsikit.models.{m}' in sys.modules)\n"
+        "before = loaded()\n"
+        "enc = registry.create_encoder('heuristic')\n"
+        "print(json.dumps({'names': names, 'before': before, 'after': loaded(),\n"
+        "                  'dim': enc.dim, 'label': enc.label}))\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(configs.BUILTIN_CONFIGS) <= set(out["names"])
+    assert out["before"] == [] and out["after"] == ["heuristic"]
+    assert out["dim"] == configs.HEURISTIC_CONFIG.dim and "heuristic" in out["label"]
 
 
 def test_runtime_registered_encoder_is_seen_by_the_lookup() -> None:

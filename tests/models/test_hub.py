@@ -10,9 +10,7 @@ import torch
 from safetensors.torch import save_file
 
 from wsikit.errors import ModelError, WeightsError
-from wsikit.models import create_encoder
-from wsikit.models import hub
-from wsikit.models.scoring import create_scorer
+from wsikit.models import create_encoder, hub
 from wsikit.models.titan import Titan
 
 
@@ -56,12 +54,11 @@ def test_load_titan_from_fake_hf_cache_offline(clean_env: Path, titan_state) -> 
     assert "hf-cache" in model.label and "RANDOM" not in model.label
     for k, v in model.state_dict().items():
         assert torch.equal(v, titan_state[k]), k
-    # auto scorer now picks TITAN
-    scorer = create_scorer("auto")
-    assert scorer.name == "titan" and scorer.requires == "conch_v1_5"
+    # the auto slide encoder now picks TITAN, whose attention is the patch importance
+    slide_model = create_encoder("auto", role="slide")
+    assert slide_model.config.name == "titan"
     coords = np.array([[0, 0], [512, 0], [0, 512]], dtype=np.int64)
-    s = scorer.score(coords=coords, patch_size_lv0=512,
-                     features=np.ones((3, 768), np.float32))
+    s = slide_model.encode_slide(np.ones((3, 768), np.float32), coords, 512).attention
     assert s.shape == (3,) and abs(s.sum() - 1) < 1e-5
 
 
@@ -166,16 +163,6 @@ def test_weights_status_lists_missing(clean_env: Path) -> None:
     assert set(rows) == {"conch_v1_5", "virchow2", "titan", "quiltnet_b32"}
     assert "not gated" in rows["quiltnet_b32"]["how_to_get"]
     assert not rows["virchow2"]["found"] and "paige-ai/Virchow2" in rows["virchow2"]["how_to_get"]
-
-
-def test_heuristic_scorer() -> None:
-    s = create_scorer("heuristic")
-    out = s.score(h_density=np.array([0.1, 0.5, 0.9]), tissue_fraction=np.ones(3))
-    assert out.tolist() == pytest.approx([1 / 6, 0.5, 5 / 6])   # per-slide ranks
-    with pytest.raises(ModelError, match="nuclear"):
-        s.score()
-    with pytest.raises(ModelError, match="unknown scorer"):
-        create_scorer("x")
 
 
 def test_local_lookup_with_nothing_cached_skips_importing_huggingface_hub(

@@ -23,14 +23,14 @@ def paper_pdf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def built_index(paper_pdf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A heuristic-encoder index built from :func:`paper_pdf` (do not modify: copy it)."""
-    from wsikit.cli.evidence import index_build
+    from wsikit.evidence import index_build
 
     out = tmp_path_factory.mktemp("index") / "idx"
     index_build([paper_pdf], out)
     return out
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not _CASES:
         return
     total = sum(_CASES.values())

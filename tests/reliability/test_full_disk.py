@@ -101,7 +101,7 @@ import numpy as np
 from wsikit._atomic import atomic_path
 from wsikit._h5 import h5_create
 import sys
-from wsikit.cli import _os_error_message
+from wsikit.cli import os_error_message
 try:
     with atomic_path({str(mnt / 'f.h5')!r}) as tmp:
         with h5_create(tmp, reserve=0, final={str(mnt / 'f.h5')!r}) as f:
@@ -109,7 +109,7 @@ try:
             for i in range(0, 4000, 256):
                 d[i:i + 256] = np.ones((min(256, 4000 - i), 768), "f4")
 except OSError as exc:
-    print(_os_error_message(exc), file=sys.stderr)
+    print(os_error_message(exc), file=sys.stderr)
     sys.exit(2)
 """
     env = {**os.environ, "PYTHONPATH": str(REPO)}

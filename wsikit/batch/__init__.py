@@ -14,11 +14,12 @@ the per-slide run manifest.
 
 from __future__ import annotations
 
+from ..cache_record import sha256_file
 from .cohort import SLIDE_EXTENSIONS, CohortSlide, read_cohort
 from .manifest import RunManifest, read_manifest
 from .runner import BatchSummary, SlideOutcome, run_batch
 from .shard import ShardPlan, assign_shards, job_status, parse_shard, select_shard, shard_plan
-from .state import JobFolder, SlideLock, sha256_file
+from .state import JobFolder, SlideLock
 from .steps import (
     BatchConfig,
     SkipSlide,

@@ -132,7 +132,7 @@ def preflight(slide: CohortSlide) -> tuple[str | None, str | None]:
     UTF-8, a symbolic link loop, a FIFO/device/empty file, a vanished file) fails only itself.
     """
     from ..errors import WsikitError
-    from ..io.filecheck import _check_openable
+    from ..io.filecheck import check_openable
     from ..io.fingerprint import slide_fingerprint
 
     try:
@@ -141,7 +141,7 @@ def preflight(slide: CohortSlide) -> tuple[str | None, str | None]:
         return None, (f"file name {safe_path(slide.path)} is not valid UTF-8; rename the file "
                       "(e.g. with 'convmv') or list it in a cohort CSV under another name")
     try:
-        _check_openable(Path(slide.path))
+        check_openable(Path(slide.path))
         return slide_fingerprint(slide.path), None
     except WsikitError as exc:
         return None, str(exc)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import socket
@@ -34,10 +33,11 @@ from filelock import FileLock
 
 from .._atomic import TMP_MARK, write_json_atomic
 from .._hints import keyword
+from ..cache_record import sha256_file
 from ..errors import BatchError
 from ..layout import OutputLayout
 
-__all__ = ["JobFolder", "SlideLock", "sha256_file", "now_iso", "STATUSES"]
+__all__ = ["JobFolder", "SlideLock", "now_iso", "STATUSES"]
 
 #: Per-slide statuses written to ``state/<slide>.json`` (``running`` while a runner works).
 STATUSES = ("done", "failed", "skipped", "running")
@@ -49,15 +49,6 @@ def now_iso() -> str:
     """Current UTC time as ISO 8601 with milliseconds."""
     t = time.time()
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
-
-
-def sha256_file(path: str | os.PathLike[str], *, chunk: int = 1 << 20) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class JobFolder:

@@ -108,7 +108,7 @@ def _quiet_output(command: str) -> Iterator[None]:
             log.setLevel(levels[name])
 
 
-def _os_error_message(exc: OSError) -> str:
+def os_error_message(exc: OSError) -> str:
     """``OSError`` as one line naming the file and what to check."""
     names = [n for n in (exc.filename, exc.filename2) if n is not None]
     where = " -> ".join(str(n) for n in names) or "a file"
@@ -181,7 +181,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
     except OSError as exc:
         if args.verbose:
             raise
-        _error(command, _os_error_message(exc))
+        _error(command, os_error_message(exc))
         return 2
     except MemoryError:
         fix = ("use a smaller --batch-size or fewer --workers" if hasattr(args, "batch_size")

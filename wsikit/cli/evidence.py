@@ -1,8 +1,11 @@
-"""``wsikit figures extract`` and ``wsikit index build|add|info|query``.
+"""``wsikit figures extract`` and ``wsikit index build|add|calibrate|info|query|tower``.
 
-Each command has a Python function of the same name and options:
-:func:`figures_extract`, :func:`index_build`, :func:`index_add`, :func:`index_info`,
-:func:`index_query`.
+Argument parsing and printing only: each command calls the function of the same name and
+options in :mod:`wsikit.evidence` (:func:`~wsikit.evidence.figures_extract`,
+:func:`~wsikit.evidence.index_build`, :func:`~wsikit.evidence.index_add`,
+:func:`~wsikit.evidence.index_calibrate`, :func:`~wsikit.evidence.index_info`,
+:func:`~wsikit.evidence.index_query`, :func:`~wsikit.evidence.index_search`,
+:func:`~wsikit.evidence.index_tower`).
 """
 
 from __future__ import annotations
@@ -10,164 +13,22 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import EvidenceError
-from ._common import output_dir, positive_int
+from ._common import output_dir, positive_float, positive_int
 
-log = logging.getLogger(__name__)
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
 
-__all__ = [
-    "figures_extract",
-    "floor_arg",
-    "index_add",
-    "index_build",
-    "index_calibrate",
-    "index_info",
-    "index_query",
-    "load_sources",
-    "register",
-]
+__all__ = ["add_query_options", "floor_arg", "print_matches", "register"]
 
 _LEVEL_HELP = ("evidence level of these sources when the manifest does not give one: 1 "
                "guideline, 2 systematic review/meta-analysis, 3 RCT, 4 observational/cohort, "
                "5 case report, 6 consensus statement, 7 textbook, 8 expert opinion, or a name, or "
                "'unknown' (default)")
-
-
-def load_sources(sources: Sequence[str | os.PathLike[str]], work_dir: str | os.PathLike[str], *,
-                 evidence_level: int | str | None = None, min_size: int = 100) -> list:
-    """Figure nodes from manifests (``.jsonl``/``.csv``) and PDFs (extracted to ``work_dir``).
-
-    Raises
-    ------
-    EvidenceError
-        Unknown source type or missing file (ManifestError for bad manifests).
-    """
-    from ..evidence import extract_pdf_figures, read_manifest
-
-    nodes = []
-    for i, src in enumerate(sources):
-        path = Path(src)
-        if not path.exists():
-            raise EvidenceError(f"source {path} does not exist")
-        suffix = path.suffix.lower()
-        if suffix == ".pdf":
-            nodes += extract_pdf_figures(path, Path(work_dir) / f"pdf{i}", min_size=min_size,
-                                         evidence_level=evidence_level)
-        elif suffix in (".jsonl", ".ndjson", ".csv", ".tsv"):
-            nodes += read_manifest(path, evidence_level=evidence_level)
-        else:
-            raise EvidenceError(f"source {path}: unknown type {suffix!r}; give PDFs or figure "
-                                "manifests (.jsonl/.csv, e.g. from 'wsikit figures extract')")
-    return nodes
-
-
-def figures_extract(pdfs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
-                    evidence_level: int | str | None = None, min_size: int = 100) -> Path:
-    """Extract figures + captions from PDFs into ``out/images`` and write
-    ``out/manifest.jsonl`` (for review/editing, then ``wsikit index build``); returns it.
-
-    An existing ``out/manifest.jsonl`` is never replaced: its rows are kept as reviewed and
-    only figures it does not list yet are appended (:func:`wsikit.evidence.merge_manifest`).
-    """
-    from ..evidence import extract_pdf_figures, merge_manifest
-
-    if not pdfs:
-        raise EvidenceError("no PDFs given")
-    for pdf in pdfs:  # check them all first: no half-extracted output for a typo in the last
-        if not Path(pdf).is_file():
-            raise EvidenceError(f"PDF {pdf} does not exist or is not a file; check the path")
-    nodes = []
-    for pdf in pdfs:
-        nodes += extract_pdf_figures(pdf, out, min_size=min_size, evidence_level=evidence_level)
-    merged = merge_manifest(nodes, Path(out) / "manifest.jsonl")
-    if merged.kept:
-        log.warning("%s: kept its %d reviewed row(s), appended %d new figure(s)", merged.path,
-                    merged.kept, merged.added)
-    return merged.path
-
-
-def index_build(sources: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
-                encoder: str = "heuristic", kind: str = "flat",
-                evidence_level: int | str | None = None, min_size: int = 100,
-                overwrite: bool = False) -> Any:
-    """Build an index folder from PDFs and/or manifests with ``encoder``; returns it."""
-    from ..evidence import FigureIndex
-    from ..models import create_encoder
-
-    _check_image_encoder(encoder)
-    enc = create_encoder(encoder)
-    with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
-        nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
-        return FigureIndex.build(nodes, enc, out, kind=kind, overwrite=overwrite)
-
-
-def _check_image_encoder(name: str) -> None:
-    """Refuse a slide-level model (e.g. TITAN) as figure encoder before loading any weights."""
-    from ..models import get_config, list_encoders
-
-    if name in list_encoders() and get_config(name).role == "slide":
-        images = [n for n in list_encoders() if get_config(n).role != "slide"]
-        raise EvidenceError(f"--encoder {name} embeds whole slides from patch features, not "
-                            f"figure images; use an image encoder: {', '.join(images)}")
-
-
-def index_add(index_dir: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]], *,
-              encoder: str | None = None, evidence_level: int | str | None = None,
-              min_size: int = 100, on_existing: str = "refuse") -> Any:
-    """Add figures to an index (its own encoder unless ``encoder`` is given); returns the
-    :class:`~wsikit.evidence.index.AddReport`. Already indexed figures with other metadata
-    are refused unless ``on_existing`` is ``"update"`` or ``"skip"``."""
-    from ..evidence import FigureIndex
-    from ..models import create_encoder
-
-    index = FigureIndex.open(index_dir)
-    _check_image_encoder(encoder or index.encoder_name)
-    enc = create_encoder(encoder or index.encoder_name)
-    with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
-        nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
-        added = index.add(nodes, enc, on_existing=on_existing)
-    from .eval import update_towers  # vision-language towers follow the new figures
-
-    update_towers(index)
-    return added
-
-
-def index_calibrate(index_dir: str | os.PathLike[str]) -> Any:
-    """Measure and store an index's similarity background (indexes from older versions)."""
-    from ..evidence import FigureIndex
-
-    return FigureIndex.open(index_dir).calibrate()
-
-
-def index_info(index_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Manifest facts of an index folder (verifies its checksums)."""
-    from ..evidence import FigureIndex
-
-    return FigureIndex.open(index_dir).info()
-
-
-def index_query(index_dir: str | os.PathLike[str], image: str | os.PathLike[str], *, k: int = 5,
-                encoder: str | None = None) -> list:
-    """Top-``k`` figures similar to an image file (list of :class:`Match`)."""
-    from ..evidence import FigureIndex, load_image
-    from ..models import create_encoder
-
-    index = FigureIndex.open(index_dir)
-    name = encoder or index.encoder_name
-    if name != index.encoder_name:  # refuse before loading a possibly large model
-        from ..models import get_config
-
-        index._check_encoder(name, int(get_config(name).dim))
-    enc = create_encoder(name)
-    return index.query_images([load_image(image)], enc, k=k)[0]
 
 
 # ---------------------------------------------------------------------- argparse glue
@@ -181,6 +42,8 @@ def _level(value: str) -> int | None:
 
 
 def _cmd_extract(args: argparse.Namespace) -> int:
+    from ..evidence import figures_extract
+
     manifest = figures_extract(args.pdfs, args.out, evidence_level=args.evidence_level,
                                min_size=args.min_size)
     rows = manifest.read_text(encoding="utf-8").splitlines()
@@ -192,6 +55,8 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
+    from ..evidence import index_build
+
     index = index_build(args.sources, args.out, encoder=args.encoder, kind=args.kind,
                         evidence_level=args.evidence_level, min_size=args.min_size,
                         overwrite=args.overwrite)
@@ -214,6 +79,8 @@ def floor_arg(value: str) -> str:
 
 
 def _cmd_add(args: argparse.Namespace) -> int:
+    from ..evidence import index_add
+
     on_existing = "update" if args.update else "skip" if args.skip_existing else "refuse"
     rep = index_add(args.index, args.sources, encoder=args.encoder,
                     evidence_level=args.evidence_level, min_size=args.min_size,
@@ -224,6 +91,8 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from ..evidence import index_calibrate
+
     bg = index_calibrate(args.index)
     if bg is None:
         print(f"{args.index}: fewer than 2 figures, no similarity background")
@@ -236,6 +105,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _cmd_info(args: argparse.Namespace) -> int:
     """Print the index's facts; exit 1 when it is damaged or outdated (``problems``)."""
+    from ..evidence import index_info
+
     info = index_info(args.index)
     if args.json:
         print(json.dumps(info, indent=2, ensure_ascii=False))
@@ -269,10 +140,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    if args.text is not None or args.image is None or args.tower:  # fusion: cli/eval.py
-        from .eval import run_query
+    if args.text is not None or args.image is None or args.tower:  # fused search
+        return _cmd_search(args)
+    from ..evidence import index_query
 
-        return run_query(args)
     matches = index_query(args.index, args.image, k=args.k, encoder=args.encoder)
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
@@ -282,7 +153,38 @@ def _cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_matches(matches: Sequence[Any], score: Any) -> None:
+def _cmd_search(args: argparse.Namespace) -> int:
+    """``wsikit index query DIR [IMAGE] --text TEXT [--tower NAME]``."""
+    from ..evidence import index_search
+
+    if args.image is None and not args.text:
+        raise EvidenceError("give a query IMAGE, --text TEXT, or both")
+    matches = index_search(args.index, args.image, text=args.text, k=args.k,
+                           encoder=args.encoder, rrf_k=args.rrf_k, towers=args.tower)
+    if args.json:
+        print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
+        return 0
+    if not matches:
+        print("no figure caption contains a term of the query text")
+
+    def score(m: Any) -> str:
+        ranks = "  ".join(f"{ch} #{r}" if r else f"{ch} -" for ch, r in m.ranks.items())
+        return f"{m.score_type} {m.score:.4f}  ({ranks})"
+
+    print_matches(matches, score)
+    return 0
+
+
+def _cmd_tower(args: argparse.Namespace) -> int:
+    from ..evidence import index_tower
+
+    n = index_tower(args.index, encoder=args.encoder, weights=args.weights,
+                    rebuild=args.rebuild)
+    print(f"tower {args.encoder} of {args.index}: {n} figure(s) embedded")
+    return 0
+
+
+def print_matches(matches: Sequence[Any], score: Callable[[Any], str]) -> None:
     """Print ranked matches two lines each; ``score(match)`` gives the text after the rank."""
     from ..evidence.sanitise import clean_text
 
@@ -293,6 +195,35 @@ def print_matches(matches: Sequence[Any], score: Any) -> None:
               f"[{n.evidence_level_name}]  {caption or '(no caption)'}")
         print(f"    {clean_text(n.source_title) or 'unknown source'}; doi "
               f"{clean_text(n.doi) or '-'}; page {n.page or '-'}; {n.image}")
+
+
+def add_query_options(p: argparse.ArgumentParser) -> None:
+    """``--text``, ``--rrf-k`` and ``--tower`` for ``wsikit index query``."""
+    p.add_argument("--text", default=None, metavar="TEXT",
+                   help="search captions, figure labels and source titles (BM25); with IMAGE "
+                        "too, image similarity and caption BM25 are fused by reciprocal rank")
+    p.add_argument("--rrf-k", type=positive_float, default=50,
+                   help="reciprocal-rank-fusion constant (default 50)")
+    p.add_argument("--tower", action="append", default=[], metavar="NAME",
+                   help="also rank by this vision-language tower of the index (e.g. "
+                        "quiltnet_b32; 'wsikit index tower'), fused by rank; repeatable")
+
+
+def _add_tower_command(isub: argparse._SubParsersAction) -> None:
+    """``wsikit index tower``."""
+    t = isub.add_parser(
+        "tower", help="store a vision-language tower's vectors for every figure",
+        description="Embed every figure of the index with a vision-language model (image and "
+                    "text towers in one space, e.g. quiltnet_b32, MIT) and store the vectors "
+                    "beside the index, so questions are also matched against the figures "
+                    "themselves ('index query --tower'). Run again after 'index add' if its "
+                    "weights were not found then.")
+    t.add_argument("index", type=Path, metavar="DIR")
+    t.add_argument("--encoder", default="quiltnet_b32", help="default quiltnet_b32")
+    t.add_argument("--weights", default=None, metavar="PATH",
+                   help="weight file (default: env var, config file, Hugging Face cache)")
+    t.add_argument("--rebuild", action="store_true", help="embed every figure again")
+    t.set_defaults(func=_cmd_tower)
 
 
 def _source_options(p: argparse.ArgumentParser) -> None:
@@ -376,15 +307,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                         "rank.")
     query.add_argument("index", type=Path, metavar="DIR")
     query.add_argument("image", type=Path, metavar="IMAGE", nargs="?")
-    from .eval import add_query_options  # --text, --rrf-k (caption search and fusion)
-
-    add_query_options(query)
+    add_query_options(query)  # --text, --rrf-k, --tower (caption search and fusion)
     query.add_argument("-k", type=positive_int, default=5, help="number of matches (default 5)")
     query.add_argument("--encoder", default=None,
                        help="default: the index's encoder (another one is refused)")
     query.add_argument("--json", action="store_true", help="print JSON")
     query.set_defaults(func=_cmd_query)
-    from .eval import add_index_commands  # wsikit index tower
-
-    add_index_commands(isub)
+    _add_tower_command(isub)
     idx.set_defaults(func=lambda a: (idx.print_help(), 2)[1])

@@ -1,100 +1,18 @@
-"""``wsikit doctor`` (installed components, GPUs, model weights) and ``wsikit models``.
+"""``wsikit doctor`` (installed components, GPUs, model weights) and ``wsikit models``:
+argument parsing and printing around :func:`wsikit.models.doctor` and the encoder registry.
 
-``doctor`` stays fast (well under 3 s): component versions come from the installed
-distributions' metadata and GPUs from the NVIDIA driver, and the weights lookup reads the
-torch-free config table (:mod:`wsikit.models.configs`), so torch, timm and faiss are never
-imported.
+``doctor`` stays fast: :mod:`wsikit.models.environment` imports neither torch, timm nor faiss,
+and neither does this module.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib.util
 import json
 import sys
 from typing import Any
 
-__all__ = ["register", "doctor", "format_doctor", "models"]
-
-
-#: (row label, import name, distributions to ask for a version, what it is for)
-_COMPONENTS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
-    ("openslide", "openslide", ("openslide-python",), "slide reader (SVS, NDPI, MRXS, ...)"),
-    ("tiffslide", "tiffslide", ("tiffslide",), "reader for TIFFs OpenSlide rejects"),
-    ("wsidicom", "wsidicom", ("wsidicom",), "DICOM WSI reader (extra: dicom)"),
-    ("faiss", "faiss", ("faiss-gpu", "faiss-gpu-cu12", "faiss-cpu"), "figure index"),
-    ("torch", "torch", ("torch",), "model inference"),
-    ("timm", "timm", ("timm",), "Virchow2 / ViT building blocks"),
-    ("huggingface_hub", "huggingface_hub", ("huggingface-hub", "huggingface_hub"),
-     "weight download and cache"),
-    ("pypdfium2", "pypdfium2", ("pypdfium2",), "PDF figure extraction"),
-    ("ray", "ray", ("ray",), "batch on many machines (extra: ray)"),
-)
-
-
-def _distribution(names: tuple[str, ...]) -> tuple[str, str] | None:
-    """``(distribution, version)`` of the first installed of ``names`` (no import)."""
-    from importlib import metadata
-
-    for name in names:
-        try:
-            return name, metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def _nvidia_gpus() -> list[str]:
-    """GPUs the NVIDIA driver exposes (``/proc/driver/nvidia``), without initialising CUDA."""
-    from pathlib import Path
-
-    root = Path("/proc/driver/nvidia/gpus")
-    names = []
-    with contextlib.suppress(OSError):
-        for info in sorted(root.glob("*/information")):
-            model = next((line.split(":", 1)[1].strip() for line in
-                          info.read_text(errors="replace").splitlines()
-                          if line.startswith("Model:")), info.parent.name)
-            names.append(model)
-    return names
-
-
-def doctor(*, weights: bool = True) -> dict[str, Any]:
-    """What is installed, whether CUDA GPUs are visible, and which model weights are found.
-
-    Fast (no torch, timm or faiss import: versions come from the installed distributions,
-    GPUs from the NVIDIA driver, weights from the torch-free config table).
-    ``backends[name]`` is ``None`` when a component is not installed.
-    """
-    backends: dict[str, Any] = {}
-    for label, module, dists, purpose in _COMPONENTS:
-        found = _distribution(dists)
-        if found is None or importlib.util.find_spec(module) is None:
-            backends[label] = None
-            continue
-        info: dict[str, Any] = {"version": found[1], "distribution": found[0], "for": purpose}
-        if label == "openslide":
-            try:
-                import openslide
-
-                info["library"] = openslide.__library_version__
-            except Exception as exc:
-                info["error"] = f"{type(exc).__name__}: {exc}"
-        elif label == "faiss":
-            info["gpu_build"] = "gpu" in found[0]
-        elif label == "torch":
-            info["cuda_build"] = "+cpu" not in found[1]
-        backends[label] = info
-    gpus = _nvidia_gpus()
-    report: dict[str, Any] = {"backends": backends, "gpus": gpus}
-    if weights:
-        from ..models.hub import config_path, config_problems, hf_cache_dir, weights_status
-
-        report.update(weights=weights_status(), hf_cache=str(hf_cache_dir()),
-                      weights_config=str(config_path()),
-                      weights_config_problems=config_problems())
-    return report
+__all__ = ["format_doctor", "register"]
 
 
 def _table(rows: list[tuple[str, ...]], width: int) -> list[str]:
@@ -116,14 +34,16 @@ def _table(rows: list[tuple[str, ...]], width: int) -> list[str]:
 
 
 def format_doctor(report: dict[str, Any], *, width: int = 100) -> str:
-    """``report`` (from :func:`doctor`) as the readable tables ``wsikit doctor`` prints."""
+    """``report`` (from :func:`wsikit.models.doctor`) as the readable tables ``wsikit doctor``
+    prints."""
     import platform
 
     from .._version import __version__
+    from ..models.environment import COMPONENTS
 
     rows: list[tuple[str, ...]] = [("component", "status", "version", "notes")]
     for label, info in report["backends"].items():
-        purpose = next(c[3] for c in _COMPONENTS if c[0] == label)
+        purpose = next(c[3] for c in COMPONENTS if c[0] == label)
         if info is None:
             rows.append((label, "missing", "-", purpose))
             continue
@@ -160,15 +80,10 @@ def format_doctor(report: dict[str, Any], *, width: int = 100) -> str:
     return "\n".join(lines)
 
 
-def models() -> list[dict[str, Any]]:
-    """Configs of every registered encoder."""
-    from ..models import get_config, list_encoders
-
-    return [get_config(n).to_dict() for n in list_encoders()]
-
-
 def _doctor_cmd(args: argparse.Namespace) -> int:
     import shutil
+
+    from ..models.environment import doctor
 
     report = doctor()
     if args.json:
@@ -179,7 +94,9 @@ def _doctor_cmd(args: argparse.Namespace) -> int:
 
 
 def _models_cmd(args: argparse.Namespace) -> int:
-    rows = models()
+    from ..models import get_config, list_encoders
+
+    rows = [get_config(n).to_dict() for n in list_encoders()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

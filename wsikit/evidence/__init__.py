@@ -2,18 +2,43 @@
 index with a calibrated similarity background, and the ``evidence.json`` result with RAG
 adapters (stable ids, portable paths, provenance).
 
->>> from wsikit.evidence import read_manifest, FigureIndex          # doctest: +SKIP
+>>> from wsikit.evidence import read_figure_manifest, FigureIndex          # doctest: +SKIP
 >>> from wsikit.models import create_encoder                        # doctest: +SKIP
->>> index = FigureIndex.build(read_manifest("figs.jsonl"), create_encoder("heuristic"), "idx")
+>>> nodes = read_figure_manifest("figs.jsonl")                       # doctest: +SKIP
+>>> index = FigureIndex.build(nodes, create_encoder("heuristic"), "idx")  # doctest: +SKIP
 >>> index.query_images([crop], create_encoder("heuristic"), k=5)     # doctest: +SKIP
+
+The ``wsikit figures|index|eval`` commands are functions of the same names and options
+(:func:`index_build`, :func:`index_add`, :func:`index_query`, :func:`eval_retrieval`, ...).
 """
 
 from __future__ import annotations
 
 from .calibration import DEFAULT_FLOOR, Background, Floor, background_from_vectors, parse_floor
-from .ids import document_id, region_uid, slide_fingerprint, slide_id
-from .index import INDEX_FORMAT, AddReport, FigureIndex, Match, embed_images
-from .manifest import MANIFEST_FIELDS, merge_manifest, read_manifest, write_manifest
+from .evaluation import eval_retrieval
+from .figure_manifest import (
+    FIGURE_MANIFEST_FIELDS,
+    merge_figure_manifest,
+    read_figure_manifest,
+    write_figure_manifest,
+)
+from .ids import document_id, region_uid, slide_id, slide_id_digest
+from .index import FigureIndex, Match
+from .index_folder import INDEX_FORMAT
+from .index_ops import (
+    figures_extract,
+    index_add,
+    index_build,
+    index_calibrate,
+    index_info,
+    index_query,
+    index_search,
+    index_tower,
+    load_sources,
+    update_towers,
+)
+from .index_rows import AddReport
+from .index_writer import embed_images
 from .matching import CropMatches, match_crops
 from .nodes import (
     EVIDENCE_LEVELS,
@@ -38,7 +63,7 @@ __all__ = [
     "EVIDENCE_LEVELS",
     "EVIDENCE_SCHEMA_ID",
     "INDEX_FORMAT",
-    "MANIFEST_FIELDS",
+    "FIGURE_MANIFEST_FIELDS",
     "SYNTHETIC_DOI",
     "AddReport",
     "Background",
@@ -55,23 +80,34 @@ __all__ = [
     "background_from_vectors",
     "document_id",
     "embed_images",
+    "eval_retrieval",
     "evidence_level_name",
     "extract_pdf_figures",
+    "figures_extract",
     "find_doi",
     "image_content_hash",
+    "index_add",
+    "index_build",
+    "index_calibrate",
+    "index_info",
+    "index_query",
+    "index_search",
+    "index_tower",
     "load_image",
     "load_schema",
+    "load_sources",
     "make_node_id",
     "match_crops",
-    "merge_manifest",
+    "merge_figure_manifest",
     "parse_evidence_level",
     "parse_floor",
-    "read_manifest",
+    "read_figure_manifest",
     "read_pdf_figures",
     "region_uid",
-    "slide_fingerprint",
     "slide_id",
+    "slide_id_digest",
     "synthetic_figures",
-    "write_manifest",
+    "update_towers",
+    "write_figure_manifest",
     "write_synthetic_pdf",
 ]

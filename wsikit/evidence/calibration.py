@@ -33,6 +33,7 @@ __all__ = [
     "Background",
     "Floor",
     "background_from_vectors",
+    "sample_pairs",
     "parse_floor",
 ]
 
@@ -128,10 +129,28 @@ class Background:
                                 f"({exc}); recalibrate: wsikit index calibrate DIR") from exc
 
 
-def _pairs(groups: np.ndarray, *, cross: bool, max_pairs: int, seed: int
-           ) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Index pairs ``(i, j)``, ``i < j``, from different groups (``cross``) or any; sampled
-    uniformly without replacement when there are more than ``max_pairs``."""
+def sample_pairs(groups: np.ndarray, *, cross: bool, max_pairs: int, seed: int
+                 ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The pairs of figures whose similarities form the background.
+
+    Parameters
+    ----------
+    groups : numpy.ndarray
+        ``(N,)`` source of each figure.
+    cross : bool
+        Only pairs from different sources (otherwise any pair).
+    max_pairs : int
+        More pairs than this are sampled uniformly without replacement.
+    seed : int
+        Seed of the sample (the same seed gives the same pairs).
+
+    Returns
+    -------
+    i, j : numpy.ndarray
+        int64 indices of each pair, ``i < j``, each pair at most once.
+    sampled : bool
+        Whether the pairs are a sample rather than all of them.
+    """
     n = len(groups)
     total = n * (n - 1) // 2
     if total <= max_pairs:
@@ -189,7 +208,7 @@ def background_from_vectors(vectors: np.ndarray, groups: Sequence[str], *,
     if v.shape[0] < 2:
         return None
     cross = len(set(g.tolist())) > 1
-    i, j, sampled = _pairs(g, cross=cross, max_pairs=max_pairs, seed=seed)
+    i, j, sampled = sample_pairs(g, cross=cross, max_pairs=max_pairs, seed=seed)
     sims = np.einsum("nd,nd->n", v[i], v[j]).astype(np.float64)
     quantiles = np.quantile(sims, _LEVELS / 100.0)
     return Background(quantiles=tuple(np.maximum.accumulate(quantiles)), pairs=len(sims),

@@ -38,8 +38,8 @@ from typing import Any
 from ..errors import EvidenceError
 from .nodes import FigureNode
 
-__all__ = ["DEFAULT_KS", "MODES", "Query", "RetrievalEvaluation", "Target", "evaluate_ranking",
-           "evaluate_retrieval", "read_qrels"]
+__all__ = ["DEFAULT_KS", "MODES", "Query", "RetrievalEvaluation", "Target", "eval_retrieval",
+           "evaluate_ranking", "evaluate_retrieval", "read_qrels"]
 
 DEFAULT_KS = (1, 3, 5, 10)
 #: ``auto``: fused when a query has image and text, else the channel it has.
@@ -342,7 +342,7 @@ def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = N
         (:func:`wsikit.evidence.fusion.search`).
     """
     from .fusion import search
-    from .index_build import encoder_info
+    from .index_writer import encoder_info
     from .nodes import load_image
 
     if mode not in MODES:
@@ -405,3 +405,31 @@ def _tokenizer() -> str:
     from .captions import BM25_B, BM25_K1, TOKENIZER_VERSION
 
     return f"{TOKENIZER_VERSION} (k1={BM25_K1}, b={BM25_B})"
+
+
+def eval_retrieval(qrels: str | os.PathLike[str], index_dir: str | os.PathLike[str], *,
+                   ks: Sequence[int] = DEFAULT_KS, mode: str = "auto", rrf_k: float = 50,
+                   encoder: str | None = None, out: str | os.PathLike[str] | None = None,
+                   towers: Sequence[str] = ()) -> RetrievalEvaluation:
+    """``wsikit eval retrieval``: the queries of the ``qrels`` file (:func:`read_qrels`) on the
+    index folder ``index_dir`` (:func:`evaluate_retrieval`), by name; the full result is also
+    written as JSON to ``out`` when given.
+
+    ``encoder`` embeds image queries (default the index's own; another one is refused before
+    loading it); ``towers`` names vision-language towers of the index fused as channels.
+    """
+    from .._atomic import write_json_atomic
+    from .index import FigureIndex
+    from .index_ops import query_encoder
+    from .towers import create_tower_encoders
+
+    queries = read_qrels(qrels)
+    index = FigureIndex.open(index_dir)
+    enc = None
+    if any(q.image for q in queries) and mode != "text":
+        enc = query_encoder(index, encoder)
+    result = evaluate_retrieval(index, queries, encoder=enc, ks=ks, mode=mode, rrf_k=rrf_k,
+                                towers=create_tower_encoders(index, towers) or None)
+    if out is not None:
+        write_json_atomic(Path(out), result.to_dict())
+    return result

@@ -9,7 +9,7 @@ Cosine similarity = inner product on L2-normalised float32 vectors. Kinds:
 * ``hnsw``: graph search (``IndexHNSWFlat``, ``M`` 32); ``efSearch`` tuned likewise.
 
 A GPU copy is used for searching when faiss reports GPUs (faiss-gpu); everything works with
-faiss-cpu. Used by :mod:`wsikit.evidence.index`, :mod:`wsikit.evidence.index_build` and
+faiss-cpu. Used by :mod:`wsikit.evidence.index`, :mod:`wsikit.evidence.index_writer` and
 ``benchmarks/bench_index.py``.
 """
 

@@ -8,9 +8,13 @@ result updates, not duplicates). wsikit uses::
     region uid    <slide id>:<region id>:<x>-<y>-<width>x<height>   (level-0 box)
     document id   <region uid>:<figure node id>
 
-The fingerprint hashes the file size and its first and last MiB (not the path), so it does not
-change when a slide is moved, and two copies of one file share it.
-(When the slide reader offers its own content fingerprint, :func:`slide_id` uses that.)
+The 12 hex digits come from :func:`slide_id_digest`, which hashes the file size and its first
+and last MiB (not the path), so they do not change when a slide is moved, and two copies of one
+file share them. (When the slide, or its evidence.json entry, carries a ``fingerprint``,
+:func:`slide_id` uses that.) This digest only names evidence documents; whether a cached output
+belongs to a slide is decided by the stronger content fingerprint of
+:func:`wsikit.io.fingerprint.slide_fingerprint` (sampled blocks too). The two stay separate:
+changing the digest would change every published document id.
 """
 
 from __future__ import annotations
@@ -24,14 +28,14 @@ from typing import Any
 
 from ..errors import EvidenceError
 
-__all__ = ["document_id", "region_uid", "slide_fingerprint", "slide_id"]
+__all__ = ["document_id", "region_uid", "slide_id", "slide_id_digest"]
 
 _CHUNK = 1 << 20
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def slide_fingerprint(path: str | os.PathLike[str]) -> str:
-    """SHA-256 (hex) of a slide file's size, first and last MiB.
+def slide_id_digest(path: str | os.PathLike[str]) -> str:
+    """SHA-256 (hex) of a slide file's size, first and last MiB: the hash in :func:`slide_id`.
 
     A folder-based slide (e.g. DICOM) hashes its sorted file names and sizes plus the first
     and last MiB of its largest file.
@@ -85,7 +89,7 @@ def slide_id(slide: Mapping[str, Any] | Any) -> str:
         size = tuple(getattr(slide, "dimensions", (None, None)))
     name = str(name or (Path(str(path)).stem if path else "slide"))
     if not fp and path and Path(str(path)).exists():
-        fp = slide_fingerprint(path)
+        fp = slide_id_digest(path)
     if not fp:
         fp = hashlib.sha256(f"{name}\x1f{size}".encode()).hexdigest()
     return f"{_safe(name)}-{str(fp)[:12]}"

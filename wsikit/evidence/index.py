@@ -7,13 +7,13 @@ work is shared with two modules of one idea each:
 
 * :mod:`wsikit.evidence.index_folder`: the folder format (``manifest.json`` as the commit
   point, versioned FAISS and SQLite files, ``images/``), reading and verifying a folder;
-* :mod:`wsikit.evidence.index_build`: embedding figures, making/training/tuning the FAISS
+* :mod:`wsikit.evidence.index_writer`: embedding figures, making/training/tuning the FAISS
   index of each kind and writing the next version.
 
 Re-adding figures and the similarity background are in :mod:`wsikit.evidence.index_rows`;
-FAISS building blocks in :mod:`wsikit.evidence.faiss_utils`. The names this module had before
-the split stay importable from it; code that replaces a helper for a test (e.g.
-``commit_manifest``) replaces it in the module that defines it.
+FAISS building blocks in :mod:`wsikit.evidence.faiss_utils`. Each helper is imported from the
+module that defines it; code that replaces a helper for a test (e.g. ``commit_manifest``)
+replaces it there.
 """
 
 from __future__ import annotations
@@ -38,35 +38,14 @@ from ..errors import EncoderMismatchError, EvidenceError
 from . import faiss_utils as fu
 from . import index_folder as folder
 from .calibration import Background
-from .index_build import embed_images, encoder_info, encoder_version, write_version
 from .index_folder import INDEX_FORMAT, METRIC
 from .index_rows import ON_EXISTING, AddReport, background_of, reconstruct_all
+from .index_writer import embed_images, encoder_info, encoder_version, write_version
 from .nodes import FigureNode, evidence_level_name
 from .paths import portable_path
 from .sanitise import valid_doi
 
-# The helpers this module defined before the split, kept importable under their old names.
-from .index_build import (  # noqa: F401  isort: skip
-    RECALL_QUERIES as _RECALL_QUERIES,
-    encoder_info as _encoder_info,
-    recall_set as _recall_set,
-)
-from .index_folder import (  # noqa: F401  isort: skip
-    _SAFE_NAME,
-    _VERSIONED,
-    COLUMNS as _COLUMNS,
-    check_db as _check_db,
-    check_manifest as _check_manifest,
-    check_replaceable as _check_replaceable,
-    commit_manifest as _commit_manifest,
-    create_db as _create_db,
-    insert_nodes as _insert,
-    remove_stale as _remove_stale,
-    sha256_file as _sha256,
-    utc_now as _now,
-)
-
-__all__ = ["INDEX_FORMAT", "AddReport", "FigureIndex", "Match", "embed_images"]
+__all__ = ["ADD_LOCK_TIMEOUT", "FigureIndex", "Match"]
 
 log = logging.getLogger(__name__)
 

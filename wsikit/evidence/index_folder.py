@@ -8,7 +8,7 @@ Layout of ``DIR``::
     nodes-000003.sqlite      node metadata, table ``nodes`` (row = faiss id)
     images/<hash>.png        figure images, named by content hash (identical images stored once)
 
-``manifest.json`` is the commit point: a writer (:func:`wsikit.evidence.index_build.write_version`)
+``manifest.json`` is the commit point: a writer (:func:`wsikit.evidence.index_writer.write_version`)
 stores the next version's FAISS and SQLite files under new names (:func:`write_data_files`),
 then atomically replaces the manifest (:func:`commit_manifest`), then deletes the old files
 (:func:`remove_stale`). A crash at any moment leaves a manifest that names complete,

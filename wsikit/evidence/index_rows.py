@@ -1,6 +1,6 @@
 """Rows of an evidence index: re-adding figures, rewriting metadata, stored vectors, background.
 
-Used by :class:`wsikit.evidence.FigureIndex` (through :mod:`wsikit.evidence.index_build` and
+Used by :class:`wsikit.evidence.FigureIndex` (through :mod:`wsikit.evidence.index_writer` and
 :mod:`wsikit.evidence.index_folder`): :func:`split_existing` decides what an ``add``
 does with figures that are already indexed (leave, refuse, update or skip), :func:`update_rows`
 rewrites their SQLite rows, :func:`reconstruct_all` reads the stored vectors back and

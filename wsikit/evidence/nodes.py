@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -208,10 +208,6 @@ class FigureNode:
                                source_path=fields_.get("source_path"),
                                page=fields_.get("page"), figure_label=fields_.get("figure_label"))
         return cls(node_id=node_id, image=Path(image_path), content_hash=content, **fields_)
-
-    def with_image(self, image: str | os.PathLike[str]) -> FigureNode:
-        """A copy pointing at another image file (same content, e.g. copied into an index)."""
-        return replace(self, image=Path(image))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (image as a string, plus ``evidence_level_name``)."""

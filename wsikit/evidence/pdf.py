@@ -324,7 +324,7 @@ def extract_pdf_figures(pdf: str | os.PathLike[str], out_dir: str | os.PathLike[
     """Extract a PDF's figures as PNG files under ``out_dir/images`` and return their nodes.
 
     Image files are named ``<pdf stem>_p<page>_<n>.png``. Use
-    :func:`wsikit.evidence.write_manifest` to save the nodes as a reviewable manifest.
+    :func:`wsikit.evidence.write_figure_manifest` to save the nodes as a reviewable manifest.
     """
     from PIL import Image
 

@@ -14,7 +14,7 @@ import datetime as _dt
 import functools
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,8 +247,3 @@ class EvidenceResult:
         from .adapters import prompt_context
 
         return prompt_context(self, max_items=max_items)
-
-
-def regions_from_matches(regions: Sequence[Mapping[str, Any]]) -> tuple[EvidenceRegion, ...]:
-    """Helper: region dicts (as in evidence.json) → :class:`EvidenceRegion` tuple."""
-    return tuple(EvidenceRegion.from_dict(r) for r in regions)

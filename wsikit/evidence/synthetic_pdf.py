@@ -15,7 +15,7 @@ import numpy as np
 
 from .._atomic import atomic_path
 from ..errors import EvidenceError
-from ..synthetic import SyntheticSpec, synthetic_tissue_image
+from ..synthetic import synthetic_tissue_crop
 
 __all__ = ["SYNTHETIC_DOI", "SyntheticFigure", "synthetic_figures", "write_synthetic_pdf"]
 
@@ -48,15 +48,6 @@ class SyntheticFigure:
     width_mm: float = 70.0
 
 
-def _tissue(seed: int, dense: bool, size: int = 512, downsample: int = 1) -> np.ndarray:
-    """``size``² px of synthetic tissue at ``0.5 * downsample`` µm/px (like a crop of the demo
-    slide at that resolution, so figures and crops are comparable)."""
-    l0 = size * downsample
-    spec = SyntheticSpec(l0, l0, mpp=0.5, tissue=[(l0 / 2, l0 / 2, l0 * 2, l0 * 2)],
-                         dense=[(0, 0, l0, l0)] if dense else (), seed=seed)
-    return synthetic_tissue_image(spec, downsample=downsample)
-
-
 def synthetic_figures(seed: int = 0) -> list[SyntheticFigure]:
     """The demo figure set: 5 figures on 3 pages (page 2 has none), captions above and below,
     one multi-line caption and one figure without caption. Captions say SYNTHETIC.
@@ -65,16 +56,18 @@ def synthetic_figures(seed: int = 0) -> list[SyntheticFigure]:
     FIGURE 4), like the demo's crops (0.5–2 µm/px), so the weight-free encoder compares like
     with like."""
     return [
-        SyntheticFigure(_tissue(seed + 1, True), "Figure 1. SYNTHETIC densely packed nuclei "
+        SyntheticFigure(synthetic_tissue_crop(seed + 1, True),
+                        "Figure 1. SYNTHETIC densely packed nuclei "
                         "(hypercellular region), H&E-like rendering.", page=1),
-        SyntheticFigure(_tissue(seed + 2, False), "Figure 2B. SYNTHETIC loose stroma with "
+        SyntheticFigure(synthetic_tissue_crop(seed + 2, False),
+                        "Figure 2B. SYNTHETIC loose stroma with "
                         "scattered nuclei; this caption is deliberately long so that it wraps "
                         "over several printed lines and must be merged back into one caption "
                         "by the extractor.", page=1, caption_position="above"),
-        SyntheticFigure(_tissue(seed + 3, True, downsample=2),
+        SyntheticFigure(synthetic_tissue_crop(seed + 3, True, downsample=2),
                         "Fig. 3. SYNTHETIC dense nuclei, second example.", page=3),
         SyntheticFigure(np.full((200, 200, 3), (240, 200, 220), np.uint8), None, page=3),
-        SyntheticFigure(_tissue(seed + 4, False, downsample=2),
+        SyntheticFigure(synthetic_tissue_crop(seed + 4, False, downsample=2),
                         "FIGURE 4. SYNTHETIC stroma, second example.", page=3,
                         caption_position="above"),
     ]

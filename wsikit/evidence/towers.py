@@ -32,7 +32,7 @@ from ..cache_record import sha256_file
 from ..errors import EncoderMismatchError, EvidenceError
 from . import faiss_utils as fu
 from .index import FigureIndex
-from .index_build import embed_images, encoder_info
+from .index_writer import embed_images, encoder_info
 from .nodes import FigureNode, load_image
 
 __all__ = ["TOWER_FORMAT", "Tower", "create_tower_encoders", "list_towers", "open_tower",

@@ -9,7 +9,7 @@ geometry, resampling and damaged-tile handling on top. DICOM WSI (:mod:`.dicom`)
 Every backend has the :class:`_Backend` shape: ``name``, ``level_dimensions``,
 ``level_downsamples``, ``properties`` (OpenSlide naming), ``read(level, lx, ly, w, h)`` of
 ``(h, w, 3) uint8`` RGB inside the level (transparent pixels composited onto white by
-:func:`_rgba_to_rgb`), ``associated()`` and ``close()``.
+:func:`~wsikit.io.rgb.rgba_to_rgb`), ``associated()`` and ``close()``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from PIL import Image
 
 from ..errors import SlideError
 from .dicom import DicomBackend
+from .rgb import rgba_to_rgb
 
 
 class _Backend(Protocol):
@@ -33,21 +34,6 @@ class _Backend(Protocol):
     def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray: ...
     def associated(self) -> dict[str, np.ndarray]: ...
     def close(self) -> None: ...
-
-
-def _rgba_to_rgb(arr: np.ndarray) -> np.ndarray:
-    """Composite (H, W, 4) straight-alpha RGBA onto white; pass RGB through."""
-    if arr.ndim == 2:
-        return np.repeat(arr[:, :, None], 3, axis=2)
-    if arr.shape[2] == 3:
-        return arr
-    rgb = arr[:, :, :3]
-    alpha = arr[:, :, 3]
-    if alpha.min() == 255:
-        return np.ascontiguousarray(rgb)
-    a = alpha.astype(np.uint16)[:, :, None]
-    out = (rgb.astype(np.uint16) * a + 255 * (255 - a) + 127) // 255
-    return out.astype(np.uint8)
 
 
 class _PyramidBackend:
@@ -62,7 +48,7 @@ class _PyramidBackend:
         self.level_downsamples = tuple(float(d) for d in self._slide.level_downsamples)
 
     def associated(self) -> dict[str, np.ndarray]:
-        return {k: _rgba_to_rgb(np.asarray(v.convert("RGBA")))
+        return {k: rgba_to_rgb(np.asarray(v.convert("RGBA")))
                 for k, v in self._slide.associated_images.items()}
 
     def close(self) -> None:
@@ -84,7 +70,7 @@ class _OpenSlideBackend(_PyramidBackend):
         img = self._slide.read_region((int(round(lx * ds)), int(round(ly * ds))), level, (w, h))
         if img.getchannel("A").getextrema()[0] == 255:  # opaque: drop alpha in Pillow's C
             return np.asarray(img.convert("RGB"))  # (numpy's strided RGBA->RGB copy and alpha
-        return _rgba_to_rgb(np.asarray(img))        # scan cost as much as the decode)
+        return rgba_to_rgb(np.asarray(img))        # scan cost as much as the decode)
 
 
 class _TiffSlideBackend(_PyramidBackend):
@@ -106,7 +92,7 @@ class _TiffSlideBackend(_PyramidBackend):
         arr = np.asarray(self._arrays[str(level)][ly:ly + h, lx:lx + w])
         if arr.dtype != np.uint8:
             raise SlideError(f"{self._path}: " + _DTYPE_HELP.format(dtype=arr.dtype))
-        return _rgba_to_rgb(arr)
+        return rgba_to_rgb(arr)
 
 
 _DTYPE_HELP = ("pixels are {dtype} (not 8-bit); wsikit reads 8-bit RGB slides: convert the file "
@@ -133,7 +119,7 @@ class _ImageBackend:
                 img.load()
                 fmt = img.format or ""
                 rgba = img.convert("RGBA") if img.mode not in ("RGB", "L") else img.convert("RGB")
-                self._arr = _rgba_to_rgb(np.asarray(rgba))
+                self._arr = rgba_to_rgb(np.asarray(rgba))
                 if fmt == "TIFF":
                     tags = getattr(img, "tag_v2", {})
                     unit = {2: "inch", 3: "centimeter"}.get(int(tags.get(296, 2)), "none")
@@ -159,7 +145,7 @@ class _ImageBackend:
                 raise SlideError(f"PIL: {pil_exc}; tifffile: {tif_exc}") from tif_exc
             if arr.ndim != 3 or arr.shape[2] not in (3, 4) or arr.dtype != np.uint8:
                 raise SlideError(f"unsupported image layout {arr.shape} {arr.dtype}") from pil_exc
-            self._arr = _rgba_to_rgb(arr)
+            self._arr = rgba_to_rgb(arr)
         h, w = self._arr.shape[:2]
         self.level_dimensions = ((w, h),)
         self.level_downsamples = (1.0,)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SlideError
+from .rgb import rgba_to_rgb
 
 __all__ = ["DicomBackend", "is_dicom", "series_files"]
 
@@ -133,9 +134,8 @@ class DicomBackend:
         except ImportError as exc:
             raise SlideError(f"reading DICOM whole-slide images needs the optional package "
                              f"wsidicom, which is not installed: {INSTALL_HINT}") from exc
-        from .backends import _rgba_to_rgb
 
-        self._to_rgb = _rgba_to_rgb
+        self._to_rgb = rgba_to_rgb
         source: Any = path if path.is_dir() else series_files(path)
         try:
             self._slide = wsidicom.WsiDicom.open(source)

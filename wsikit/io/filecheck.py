@@ -1,6 +1,6 @@
 """File-level checks before a slide is decoded: what a path is, and whether a TIFF is whole.
 
-:func:`_check_openable` refuses paths that are not slide files (FIFOs, devices, sockets, symlink
+:func:`check_openable` refuses paths that are not slide files (FIFOs, devices, sockets, symlink
 loops, empty files) before anything reads them; :func:`_check_tiff_extent` finds truncated and
 damaged TIFF structures; :func:`_quiet` turns a backend's parser noise into one error.
 """
@@ -116,7 +116,7 @@ def _quiet(level: int = logging.ERROR) -> Iterator[None]:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
-def _check_openable(p: Path) -> None:
+def check_openable(p: Path) -> None:
     """Refuse, before anything reads it, a path that is not a slide file.
 
     FIFOs, sockets and devices are never opened (reading a FIFO named ``*.svs`` blocks

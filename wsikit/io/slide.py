@@ -20,7 +20,7 @@ import contextlib
 import math
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any
@@ -28,27 +28,15 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from .._hints import option
-from ..errors import MppError, SlideError
-from .backends import (  # noqa: F401 - the private backend names stay importable from here
-    _BACKEND_CLASSES,
-    _DTYPE_HELP,
-    DicomBackend,
-    _Backend,
-    _check_image_mode,
-    _ImageBackend,
-    _omezarr,
-    _OpenSlideBackend,
-    _PyramidBackend,
-    _rgba_to_rgb,
-    _TiffSlideBackend,
-)
+from .._hints import expect, option
+from ..errors import MppError, SlideError, WsikitError
+from .backends import _BACKEND_CLASSES, _Backend
 from .dicom import is_dicom
-from .filecheck import _check_openable, _check_tiff_extent, _quiet
+from .filecheck import _check_tiff_extent, _quiet, check_openable
 from .mpp import check_mpp, objective_power, resolve_mpp
 
 __all__ = ["Slide", "open_slide", "BACKENDS", "BAD_TILE_POLICIES", "LEVEL_TOLERANCE",
-           "bad_tile_policy", "slide_stem"]
+           "bad_tile_policy", "slide_of", "slide_stem"]
 
 #: Backends in the order ``open_slide`` tries them.
 BACKENDS = ("openslide", "tiffslide", "image", "omezarr")
@@ -478,8 +466,6 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     MppError
         No usable resolution and ``require_mpp``; or ``mpp`` is implausible.
     """
-    from ..stage_inputs import expect
-
     expect(path, (str, os.PathLike), name="open_slide(path)", error=SlideError,
            want="the path of a slide file (str or pathlib.Path)")
     p = Path(path)
@@ -490,7 +476,7 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     # FIFO, which would block); everything else goes through the file checks
     dicom = (backend in (None, "dicom") and (p.is_dir() or p.is_file()) and is_dicom(p))
     if not (dicom and p.is_dir()):
-        _check_openable(p)
+        check_openable(p)
     if backend is not None and backend not in _BACKEND_CLASSES:
         raise SlideError(f"backend={backend!r} is not one of {tuple(_BACKEND_CLASSES)}")
     names = ("dicom",) if dicom else (backend,) if backend is not None else BACKENDS
@@ -555,3 +541,18 @@ def _sole_series(path: Path) -> bool:
     except (ImportError, OSError):
         return True
     return not others
+
+
+@contextlib.contextmanager
+def slide_of(slide: Slide | str | os.PathLike[str], *, name: str = "slide",
+             mpp: float | None = None, error: type[WsikitError] = WsikitError
+             ) -> Iterator[Slide]:
+    """Yield ``slide`` when it is a :class:`Slide`; open (and afterwards close) it when it is a
+    path; refuse anything else in one line naming ``name`` (raised as ``error``)."""
+    if isinstance(slide, Slide):
+        yield slide
+        return
+    expect(slide, (str, os.PathLike), name=name, error=error,
+           want="a Slide (wsikit.open_slide) or the path of a slide file")
+    with open_slide(slide, mpp=mpp) as opened:
+        yield opened

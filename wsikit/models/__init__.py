@@ -3,6 +3,7 @@
 >>> from wsikit.models import create_encoder, list_encoders
 >>> enc = create_encoder("heuristic")
 >>> enc.encode(images).shape        # (B, 64)
+>>> from wsikit.models import doctor  # what is installed, GPUs, weights found (no torch import)
 
 The names below load lazily, so that importing a torch-free part of this package
 (:mod:`wsikit.models.configs`, the weights lookup of :mod:`wsikit.models.hub`) does not import
@@ -12,7 +13,26 @@ torch; the first use of a name that needs it imports the registry.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker sees of the lazy names below
+    from .configs import EncoderConfig
+    from .environment import doctor
+    from .heuristic import (
+        HeuristicEncoder,
+        haematoxylin_density,
+        importance_scores,
+        rgb_to_hed,
+    )
+    from .registry import (
+        RANDOM_LABEL,
+        Encoder,
+        create_encoder,
+        get_config,
+        list_encoders,
+        register_encoder,
+        unregister_encoder,
+    )
 
 # name -> submodule that defines it
 _LAZY: dict[str, str] = {
@@ -21,6 +41,7 @@ _LAZY: dict[str, str] = {
     "HeuristicEncoder": "heuristic",
     "RANDOM_LABEL": "registry",
     "create_encoder": "registry",
+    "doctor": "environment",
     "get_config": "registry",
     "haematoxylin_density": "heuristic",
     "importance_scores": "heuristic",
@@ -30,7 +51,21 @@ _LAZY: dict[str, str] = {
     "unregister_encoder": "registry",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "RANDOM_LABEL",
+    "Encoder",
+    "EncoderConfig",
+    "HeuristicEncoder",
+    "create_encoder",
+    "doctor",
+    "get_config",
+    "haematoxylin_density",
+    "importance_scores",
+    "list_encoders",
+    "register_encoder",
+    "rgb_to_hed",
+    "unregister_encoder",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from .registry import Encoder, EncoderConfig
+from .configs import EncoderConfig
+from .registry import Encoder
 
 __all__ = ["ConchV15", "AttentionalPooler", "ConchTrunk", "interpolate_pos_embed"]
 

@@ -19,6 +19,7 @@ says so.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,19 +30,17 @@ import torch.nn.functional as F
 
 from .._hints import option
 from ..errors import ModelError, WeightsError
-from .configs import IMAGENET_MEAN, IMAGENET_STD, EncoderConfig
+from .configs import BUILTIN_CONFIGS, EncoderConfig
 from .resample import pil_resize, resize_crop_geometry
 
 __all__ = [
-    "EncoderConfig",
+    "BUILTIN_BUILDERS",
     "Encoder",
     "register_encoder",
     "unregister_encoder",
     "create_encoder",
     "list_encoders",
     "get_config",
-    "IMAGENET_MEAN",
-    "IMAGENET_STD",
     "RANDOM_LABEL",
     "autocast_for",
     "resolve_precision",
@@ -219,8 +218,37 @@ AUTO_PREFERENCE: dict[str, tuple[str, ...]] = {
 }
 
 
+#: name -> ``"module:attribute"`` (in :mod:`wsikit.models`) of each built-in encoder's builder.
+#: The built-ins register lazily, as timm's models do: the entry holds the config and the
+#: builder's address, and the module (and the weights it needs) is imported on first build, so
+#: the registry imports no model module and no model module imports it back in a circle.
+BUILTIN_BUILDERS: dict[str, str] = {
+    "heuristic": "heuristic:HeuristicEncoder",
+    "conch_v1_5": "conch:ConchV15",
+    "virchow2": "virchow:Virchow2",
+    "titan": "titan:Titan",
+    "quiltnet_b32": "clip_vl:build_quiltnet",  # vision-language tower, extra [vlm]
+}
+
+
+@dataclass(frozen=True)
+class _LazyBuilder:
+    """A built-in builder by its address: imports ``wsikit.models.<module>`` when first called."""
+
+    address: str
+
+    def __call__(self, config: EncoderConfig) -> Encoder:
+        module, _, attribute = self.address.partition(":")
+        builder = getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+        model: Encoder = builder(config)
+        return model
+
+
+for _name, _address in BUILTIN_BUILDERS.items():
+    _REGISTRY[_name] = _Entry(BUILTIN_CONFIGS[_name], _LazyBuilder(_address))
+
 #: Names registered by wsikit itself (``unregister_encoder`` refuses them).
-_BUILTIN_NAMES: set[str] = set()
+_BUILTIN_NAMES = frozenset(BUILTIN_BUILDERS)
 
 
 def register_encoder(config: EncoderConfig, builder: Builder, *, overwrite: bool = False
@@ -243,7 +271,6 @@ def unregister_encoder(name: str) -> EncoderConfig:
 
     wsikit's own encoders cannot be removed (``"auto"`` and the CLI rely on them).
     """
-    _ensure_builtin()
     if name in _BUILTIN_NAMES:
         raise ModelError(f"{name!r} is one of wsikit's own encoders and cannot be "
                          f"unregistered (register_encoder(..., overwrite=True) replaces it)")
@@ -253,15 +280,9 @@ def unregister_encoder(name: str) -> EncoderConfig:
         raise ModelError(f"unknown encoder {name!r}; registered: {list_encoders()}") from None
 
 
-def _ensure_builtin() -> None:
-    if "heuristic" not in _REGISTRY:
-        from . import _builtin  # noqa: F401  (registers the built-in encoders)
-
-
 def list_encoders(role: str | None = None) -> list[str]:
     """Registered encoder names, optionally only those of ``role`` (``any`` matches all roles
     except ``slide``)."""
-    _ensure_builtin()
     if role is None:
         return sorted(_REGISTRY)
     return sorted(n for n, e in _REGISTRY.items()
@@ -270,7 +291,6 @@ def list_encoders(role: str | None = None) -> list[str]:
 
 def get_config(name: str) -> EncoderConfig:
     """The :class:`EncoderConfig` of a registered encoder."""
-    _ensure_builtin()
     try:
         return _REGISTRY[name].config
     except KeyError:
@@ -321,7 +341,6 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
     ModelError
         Unknown name or device.
     """
-    _ensure_builtin()
     if name == "auto":
         return _create_auto(role or "patch", device=device, precision=precision, dtype=dtype)
     config = get_config(name)
@@ -390,7 +409,8 @@ def _create_auto(role: str, *, device: str | torch.device, precision: str | None
                                   precision=precision, dtype=dtype)
     if role == "slide":
         raise WeightsError("no slide encoder weights found (TITAN: MahmoodLab/TITAN); for a "
-                           "weight-free slide score use wsikit.models.create_scorer('auto')")
+                           "weight-free patch importance use "
+                           "wsikit.compute_attention(slide, grid, source='heuristic')")
     log.info("auto encoder for role %r: no weights found for %s, using the weight-free "
              "'heuristic' encoder", role, "/".join(AUTO_PREFERENCE[role]))
     enc = create_encoder("heuristic", device=device)

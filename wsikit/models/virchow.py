@@ -16,7 +16,8 @@ import torch
 from timm.layers import SwiGLUPacked
 from timm.models.vision_transformer import VisionTransformer
 
-from .registry import Encoder, EncoderConfig
+from .configs import EncoderConfig
+from .registry import Encoder
 
 __all__ = ["Virchow2"]
 

@@ -517,8 +517,8 @@ def _stage_inputs(scores: Any, coords: Any, patch_size_l0: Any,
         from ..attention import Attention
 
         if isinstance(scores, Attention):
+            from .._hints import expect
             from ..patching import TileGrid
-            from ..stage_inputs import expect
 
             expect(coords, TileGrid, name="select_windows(attention, grid): grid",
                    error=SelectionError, want="the TileGrid the attention was computed on")

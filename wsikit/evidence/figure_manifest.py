@@ -26,10 +26,11 @@ from .._hints import keyword
 from ..errors import EvidenceError, ManifestError
 from .nodes import FigureNode, load_image, parse_evidence_level
 
-__all__ = ["MANIFEST_FIELDS", "ManifestMerge", "merge_manifest", "read_manifest", "write_manifest"]
+__all__ = ["FIGURE_MANIFEST_FIELDS", "FigureManifestMerge", "merge_figure_manifest",
+           "read_figure_manifest", "write_figure_manifest"]
 
 #: Keys a manifest row may have (``image`` is required).
-MANIFEST_FIELDS = ("image", "caption", "figure_label", "source_title", "doi", "source_path",
+FIGURE_MANIFEST_FIELDS = ("image", "caption", "figure_label", "source_title", "doi", "source_path",
                    "page", "year", "license", "evidence_level")
 _TEXT = ("caption", "figure_label", "source_title", "doi", "source_path", "license")
 _INT = ("page", "year")
@@ -92,10 +93,11 @@ def _rows(path: Path) -> Iterable[tuple[int, Mapping[str, Any]]]:
 def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
                default_level: int | None, load: bool, allow_outside: bool = False
                ) -> FigureNode:
-    unknown = set(row) - set(MANIFEST_FIELDS) - {"node_id", "content_hash", "evidence_level_name"}
+    unknown = (set(row) - set(FIGURE_MANIFEST_FIELDS)
+               - {"node_id", "content_hash", "evidence_level_name"})
     if unknown:
         raise ManifestError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: "
-                            f"{', '.join(MANIFEST_FIELDS)}")
+                            f"{', '.join(FIGURE_MANIFEST_FIELDS)}")
     image = row.get("image")
     if not isinstance(image, str) or not image.strip():
         raise ManifestError(f"{where}: missing 'image' (path of the figure image relative to "
@@ -151,7 +153,7 @@ def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
         raise ManifestError(f"{where}: {exc}") from exc
 
 
-def read_manifest(path: str | os.PathLike[str], *, evidence_level: int | str | None = None,
+def read_figure_manifest(path: str | os.PathLike[str], *, evidence_level: int | str | None = None,
                   load_images: bool = True, allow_outside: bool = False) -> list[FigureNode]:
     """Read a JSONL/CSV figure manifest into :class:`FigureNode` objects.
 
@@ -191,7 +193,7 @@ def read_manifest(path: str | os.PathLike[str], *, evidence_level: int | str | N
     return nodes
 
 
-def write_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]) -> Path:
+def write_figure_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]) -> Path:
     """Write nodes as a JSONL manifest (atomically); image paths relative to its folder."""
     path = Path(path)
     base = path.resolve().parent
@@ -204,8 +206,8 @@ def write_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]) ->
 
 
 @dataclass(frozen=True)
-class ManifestMerge:
-    """What :func:`merge_manifest` did: the file, rows kept from it, rows appended."""
+class FigureManifestMerge:
+    """What :func:`merge_figure_manifest` did: the file, rows kept from it, rows appended."""
 
     path: Path
     kept: int
@@ -221,7 +223,8 @@ def _node_row(node: FigureNode, base: Path) -> dict[str, Any]:
     return row
 
 
-def merge_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]) -> ManifestMerge:
+def merge_figure_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]
+                          ) -> FigureManifestMerge:
     """Add ``nodes`` to the JSONL manifest ``path`` without touching the rows already there.
 
     ``wsikit figures extract`` writes a manifest for a person to review and edit; extracting
@@ -268,4 +271,4 @@ def merge_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]) ->
         with atomic_path(path) as tmp:
             tmp.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
     kept = sum(1 for line in old_lines if line.strip() and not line.lstrip().startswith("#"))
-    return ManifestMerge(path=path, kept=kept, added=len(new_lines))
+    return FigureManifestMerge(path=path, kept=kept, added=len(new_lines))

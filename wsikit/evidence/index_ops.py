@@ -1,0 +1,225 @@
+"""The figure-index commands as Python functions: what ``wsikit figures extract`` and
+``wsikit index build|add|calibrate|info|query|tower`` run, with the same names and options.
+
+>>> from wsikit.evidence import index_build, index_query              # doctest: +SKIP
+>>> index = index_build(["papers/a.pdf", "figs.jsonl"], "idx", encoder="heuristic")
+>>> index_query("idx", "crop.png", k=5)                               # doctest: +SKIP
+
+Each takes paths and encoder names (the objects behind them are :class:`FigureIndex`,
+:func:`~wsikit.evidence.fusion.search` and :func:`~wsikit.models.create_encoder`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import EvidenceError, WeightsError
+from .figure_manifest import merge_figure_manifest, read_figure_manifest
+from .index import FigureIndex, Match
+from .nodes import FigureNode, load_image
+from .pdf import extract_pdf_figures
+
+if TYPE_CHECKING:
+    from .calibration import Background
+    from .fusion import FusedMatch
+    from .index_rows import AddReport
+
+__all__ = [
+    "check_image_encoder",
+    "figures_extract",
+    "index_add",
+    "index_build",
+    "index_calibrate",
+    "index_info",
+    "index_query",
+    "index_search",
+    "index_tower",
+    "load_sources",
+    "query_encoder",
+    "update_towers",
+]
+
+log = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike[str]
+
+
+def load_sources(sources: Sequence[PathLike], work_dir: PathLike, *,
+                 evidence_level: int | str | None = None, min_size: int = 100
+                 ) -> list[FigureNode]:
+    """Figure nodes from manifests (``.jsonl``/``.csv``) and PDFs (extracted to ``work_dir``).
+
+    Raises
+    ------
+    EvidenceError
+        Unknown source type or missing file (ManifestError for bad manifests).
+    """
+    nodes: list[FigureNode] = []
+    for i, src in enumerate(sources):
+        path = Path(src)
+        if not path.exists():
+            raise EvidenceError(f"source {path} does not exist")
+        suffix = path.suffix.lower()
+        if suffix == ".pdf":
+            nodes += extract_pdf_figures(path, Path(work_dir) / f"pdf{i}", min_size=min_size,
+                                         evidence_level=evidence_level)
+        elif suffix in (".jsonl", ".ndjson", ".csv", ".tsv"):
+            nodes += read_figure_manifest(path, evidence_level=evidence_level)
+        else:
+            raise EvidenceError(f"source {path}: unknown type {suffix!r}; give PDFs or figure "
+                                "manifests (.jsonl/.csv, e.g. from 'wsikit figures extract')")
+    return nodes
+
+
+def figures_extract(pdfs: Sequence[PathLike], out: PathLike, *,
+                    evidence_level: int | str | None = None, min_size: int = 100) -> Path:
+    """Extract figures + captions from PDFs into ``out/images`` and write
+    ``out/manifest.jsonl`` (for review/editing, then ``wsikit index build``); returns it.
+
+    An existing ``out/manifest.jsonl`` is never replaced: its rows are kept as reviewed and
+    only figures it does not list yet are appended (:func:`wsikit.evidence.merge_figure_manifest`).
+    """
+    if not pdfs:
+        raise EvidenceError("no PDFs given")
+    for pdf in pdfs:  # check them all first: no half-extracted output for a typo in the last
+        if not Path(pdf).is_file():
+            raise EvidenceError(f"PDF {pdf} does not exist or is not a file; check the path")
+    nodes: list[FigureNode] = []
+    for pdf in pdfs:
+        nodes += extract_pdf_figures(pdf, out, min_size=min_size, evidence_level=evidence_level)
+    merged = merge_figure_manifest(nodes, Path(out) / "manifest.jsonl")
+    if merged.kept:
+        log.warning("%s: kept its %d reviewed row(s), appended %d new figure(s)", merged.path,
+                    merged.kept, merged.added)
+    return merged.path
+
+
+def check_image_encoder(name: str) -> None:
+    """Refuse a slide-level model (e.g. TITAN) as figure encoder before loading any weights."""
+    from ..models import get_config, list_encoders
+
+    if name in list_encoders() and get_config(name).role == "slide":
+        images = [n for n in list_encoders() if get_config(n).role != "slide"]
+        raise EvidenceError(f"--encoder {name} embeds whole slides from patch features, not "
+                            f"figure images; use an image encoder: {', '.join(images)}")
+
+
+def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "heuristic",
+                kind: str = "flat", evidence_level: int | str | None = None,
+                min_size: int = 100, overwrite: bool = False) -> FigureIndex:
+    """Build an index folder from PDFs and/or manifests with ``encoder``; returns it."""
+    from ..models import create_encoder
+
+    check_image_encoder(encoder)
+    enc = create_encoder(encoder)
+    with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
+        nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
+        return FigureIndex.build(nodes, enc, out, kind=kind, overwrite=overwrite)
+
+
+def index_add(index_dir: PathLike, sources: Sequence[PathLike], *, encoder: str | None = None,
+              evidence_level: int | str | None = None, min_size: int = 100,
+              on_existing: str = "refuse") -> AddReport:
+    """Add figures to an index (its own encoder unless ``encoder`` is given), then bring its
+    vision-language towers up to date (:func:`update_towers`); returns the
+    :class:`~wsikit.evidence.AddReport`. Already indexed figures with other metadata are
+    refused unless ``on_existing`` is ``"update"`` or ``"skip"``."""
+    from ..models import create_encoder
+
+    index = FigureIndex.open(index_dir)
+    check_image_encoder(encoder or index.encoder_name)
+    enc = create_encoder(encoder or index.encoder_name)
+    with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
+        nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
+        added = index.add(nodes, enc, on_existing=on_existing)
+    update_towers(index)
+    return added
+
+
+def index_calibrate(index_dir: PathLike) -> Background | None:
+    """Measure and store an index's similarity background (indexes from older versions);
+    ``None`` for an index of fewer than 2 figures."""
+    return FigureIndex.open(index_dir).calibrate()
+
+
+def index_info(index_dir: PathLike) -> dict[str, Any]:
+    """Manifest facts of an index folder (verifies its checksums)."""
+    return FigureIndex.open(index_dir).info()
+
+
+def query_encoder(index: FigureIndex, encoder: str | None = None) -> Any:
+    """The encoder that embeds queries of ``index``: ``encoder`` (default the index's own),
+    refused before any weights load when it is not the one the index was built with."""
+    from ..models import create_encoder, get_config
+
+    name = encoder or index.encoder_name
+    if name != index.encoder_name:  # refuse before loading a possibly large model
+        index._check_encoder(name, int(get_config(name).dim))
+    return create_encoder(name)
+
+
+def index_query(index_dir: PathLike, image: PathLike, *, k: int = 5,
+                encoder: str | None = None) -> list[Match]:
+    """Top-``k`` figures similar to an image file."""
+    index = FigureIndex.open(index_dir)
+    enc = query_encoder(index, encoder)
+    return index.query_images([load_image(image)], enc, k=k)[0]
+
+
+def index_search(index_dir: PathLike, image: PathLike | None = None, *, text: str | None = None,
+                 k: int = 5, encoder: str | None = None, rrf_k: float = 50,
+                 towers: Sequence[str] = ()) -> list[FusedMatch]:
+    """Top-``k`` figures for an image, a text or both, fused by reciprocal rank, with the
+    named vision-language towers as further channels."""
+    from .fusion import search
+    from .towers import create_tower_encoders
+
+    index = FigureIndex.open(index_dir)
+    enc = query_encoder(index, encoder) if image is not None else None
+    images = [load_image(image)] if image is not None else None
+    return search(index, images=images, text=text, encoder=enc, k=k, rrf_k=rrf_k,
+                  towers=create_tower_encoders(index, towers))[0]
+
+
+def index_tower(index_dir: PathLike, *, encoder: str = "quiltnet_b32",
+                weights: str | None = None, rebuild: bool = False) -> int:
+    """Store (or bring up to date) a vision-language tower's vectors for every figure of an
+    index; returns the number of figures embedded."""
+    from ..models import create_encoder, get_config
+    from .towers import update_tower
+
+    index = FigureIndex.open(index_dir)
+    if get_config(encoder).role == "slide":
+        raise EvidenceError(f"--encoder {encoder} is a slide encoder, not an image-text tower")
+    enc = create_encoder(encoder, weights=weights)
+    if not hasattr(enc, "encode_text"):
+        raise EvidenceError(f"--encoder {encoder} has no text tower; use a vision-language "
+                            "model such as quiltnet_b32")
+    return update_tower(index, enc, rebuild=rebuild)
+
+
+def update_towers(index: FigureIndex) -> dict[str, int | None]:
+    """After ``index add``: embed the new figures into every tower whose weights are found
+    (others are reported, and keep covering the figures they had); ``{tower: figures
+    embedded, or None when its weights were not found}``."""
+    from ..models import create_encoder
+    from .towers import list_towers, update_tower
+
+    done: dict[str, int | None] = {}
+    for name in list_towers(index):
+        try:
+            enc = create_encoder(name)
+        except WeightsError as exc:
+            warnings.warn(f"tower {name} not updated ({exc}); it covers the figures it had. "
+                          f"Update it later: wsikit index tower {index.path} --encoder {name}",
+                          stacklevel=2)
+            done[name] = None
+            continue
+        done[name] = update_tower(index, enc)
+    return done
