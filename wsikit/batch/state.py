@@ -210,8 +210,12 @@ class SlideLock:
         try:
             os.write(fd, self._payload())
             os.fsync(fd)
-        finally:
+        except OSError as exc:  # e.g. a full disk: no half-written lock left, the file named
             os.close(fd)
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
+        os.close(fd)
         self.held = True
         return True
 
