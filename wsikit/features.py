@@ -51,7 +51,7 @@ from ._progress import progress as _progress_bar
 from ._version import __version__
 from .cache_record import cache_intact, checksum_path, record_checksum
 from .errors import FeatureError, WsikitError
-from .patch_stream import PatchStream, normalize_uint8, stream_batches
+from .io.patch_stream import PatchStream, stream_batches
 from .patching import PATCH_READ
 from .threads import ThreadPlan, cores_given, plan_threads, torch_threads
 
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from .patching import TileGrid
 
 __all__ = ["Embeddings", "extract_features", "extract_slide_features", "features_path",
-           "grid_hash", "normalize_uint8", "PatchStream", "stream_batches"]
+           "grid_hash"]
 
 log = logging.getLogger(__name__)
 

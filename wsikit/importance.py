@@ -105,6 +105,7 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
     import time
 
     from ._progress import progress as bar
+    from .io.patch_stream import PatchStream
     from .models.nuclear import (
         PATCH_MEASURES,
         features_from_planes,
@@ -113,7 +114,6 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
         nuclear_features,
         nuclear_threshold,
     )
-    from .patch_stream import PatchStream
 
     boxes = np.asarray(grid.boxes)
     n = len(boxes)

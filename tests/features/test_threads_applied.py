@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from wsikit.features import extract_features
+from wsikit.io.patch_stream import PatchStream, stream_batches
 from wsikit.models import Encoder, EncoderConfig
 from wsikit.models.titan import Titan
-from wsikit.patch_stream import PatchStream, stream_batches
 from wsikit.patching import TileGrid
 
 _CFG = EncoderConfig(

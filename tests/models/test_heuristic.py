@@ -1,4 +1,4 @@
-"""Weight-free encoder, haematoxylin density and importance scores."""
+"""Weight-free encoder and importance scores."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ from skimage.color import rgb2hed
 from wsikit.errors import ModelError
 from wsikit.models import (
     create_encoder,
-    haematoxylin_density,
     importance_scores,
     rgb_to_hed,
 )
 from wsikit.models.heuristic import (
-    NUCLEAR_H_OD,
     _hist_quantiles,
     _to_analysis,
     heuristic_features,
@@ -66,18 +64,6 @@ def test_heuristic_rejects_bad_input() -> None:
         enc.encode(np.zeros((2, 32, 32, 3), dtype=np.float32))
     with pytest.raises(ModelError, match="weight-free"):
         create_encoder("heuristic", weights="/some/file.bin")
-
-
-def test_haematoxylin_density_orders_stains() -> None:
-    white = np.full((1, 64, 64, 3), 245, np.uint8)
-    purple = np.zeros((1, 64, 64, 3), np.uint8)
-    purple[..., :] = (70, 40, 140)  # haematoxylin-like
-    pink = np.zeros((1, 64, 64, 3), np.uint8)
-    pink[..., :] = (235, 150, 190)  # eosin-like
-    d = haematoxylin_density(np.concatenate([white, purple, pink]))
-    assert d.dtype == np.float32 and d.shape == (3,)
-    assert d[0] == 0.0 and d[1] == 1.0 and d[2] == 0.0
-    assert rgb2hed(purple[0])[0, 0, 0] >= NUCLEAR_H_OD  # the threshold agrees with skimage
 
 
 def test_importance_scores_are_per_slide_ranks() -> None:

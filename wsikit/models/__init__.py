@@ -22,7 +22,6 @@ _LAZY: dict[str, str] = {
     "RANDOM_LABEL": "registry",
     "create_encoder": "registry",
     "get_config": "registry",
-    "haematoxylin_density": "heuristic",
     "importance_scores": "heuristic",
     "list_encoders": "registry",
     "register_encoder": "registry",

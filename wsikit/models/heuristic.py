@@ -10,8 +10,6 @@ embedding is cheap enough to run on every tissue patch of a slide on CPU (hundre
   multi-scale texture statistics (:func:`heuristic_features`), each centred and scaled against
   fixed reference statistics of H&E tissue, so that cosine similarity spreads over [-1, 1].
   Usable for patches, crops and figures.
-* :func:`haematoxylin_density`: ``(B,)`` fraction of pixels with haematoxylin optical density
-  ≥ the fixed :data:`NUCLEAR_H_OD` (not used for importance: misses pale or faded nuclei).
 * :func:`importance_scores`: the slide-adaptive nuclear-morphology importance of
   :mod:`wsikit.models.nuclear` (per-slide threshold, robust z-scores, ranks).
 """
@@ -39,7 +37,6 @@ __all__ = [
     "NUCLEAR_H_OD",
     "HeuristicEncoder",
     "fit_reference",
-    "haematoxylin_density",
     "heuristic_features",
     "importance_scores",
     "rgb_to_hed",
@@ -51,7 +48,6 @@ NUCLEAR_H_OD = 0.08
 #: Version of the embedding's definition; part of :attr:`HeuristicEncoder.label`, which feature
 #: files and figure indexes record, so vectors of an older definition are never reused.
 HEURISTIC_VERSION = 3
-_WORK_PX = HEURISTIC_CONFIG.input_px  # 128: haematoxylin_density works at this size
 _MIN_PX = 128   # the embedding analyses the shorter side at >= this many px (upsampled) …
 _MAX_PX = 256   # … and <= this many (area-downsampled); in between, at native resolution
 _LEVELS = 5     # texture pyramid levels (factor 2 each), pooled over scale
@@ -93,52 +89,6 @@ def rgb_to_hed(x: torch.Tensor) -> torch.Tensor:
     od = torch.log(x.float().clamp_min(1e-6)) / log_adjust
     hed = torch.einsum("bchw,cd->bdhw", od, _hed_matrix(x.device))
     return hed.clamp_min_(0.0)
-
-
-def _to_work(x: torch.Tensor) -> torch.Tensor:
-    """uint8 ``(B, 3, H, W)`` -> float [0, 1] at most ``_WORK_PX`` on the shorter side."""
-    if x.dtype != torch.uint8 or x.ndim != 4 or x.shape[1] != 3:
-        raise ModelError(f"expected (B, 3, H, W) uint8 RGB, got {x.dtype} {tuple(x.shape)}")
-    x = x.float().div_(255.0)
-    h, w = x.shape[-2:]
-    if min(h, w) > _WORK_PX:
-        scale = _WORK_PX / min(h, w)
-        x = F.interpolate(x, size=(max(1, round(h * scale)), max(1, round(w * scale))),
-                          mode="area")
-    return x
-
-
-def _as_batch(images: np.ndarray | torch.Tensor) -> torch.Tensor:
-    if isinstance(images, np.ndarray):
-        if images.ndim == 3:
-            images = images[None]
-        if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
-            raise ModelError(f"expected (B, H, W, 3) uint8 RGB images, got {images.dtype} "
-                             f"{images.shape}")
-        return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2)
-    if images.ndim == 4 and images.shape[-1] == 3 and images.shape[1] != 3:
-        images = images.permute(0, 3, 1, 2)
-    return images
-
-
-@torch.inference_mode()
-def haematoxylin_density(images: np.ndarray | torch.Tensor) -> np.ndarray:
-    """Fraction of pixels with nuclear-strength haematoxylin, per image.
-
-    Parameters
-    ----------
-    images : ndarray or torch.Tensor
-        ``(B, H, W, 3)`` uint8 RGB (array or tensor) or ``(B, 3, H, W)`` uint8 tensor.
-
-    Returns
-    -------
-    ndarray
-        ``(B,)`` float32 in [0, 1]: share of pixels (on a 128 px downscale) whose haematoxylin
-        concentration (:func:`rgb_to_hed`) is at least :data:`NUCLEAR_H_OD`.
-    """
-    x = _to_work(_as_batch(images))
-    h = rgb_to_hed(x)[:, 0]
-    return (h >= NUCLEAR_H_OD).float().mean(dim=(1, 2)).cpu().numpy().astype(np.float32)
 
 
 def _box_down(x: torch.Tensor, k: int, unit: float) -> torch.Tensor:
