@@ -345,7 +345,7 @@ def extract_features(
 
     expect(slide_or_path, (_Slide, str, os.PathLike), name="extract_features(slide)",
            error=FeatureError, want="a Slide (wsikit.open_slide) or the path of a slide file")
-    grid = grid_of(grid, name="extract_features(grid)", error=FeatureError)
+    patch_grid: TileGrid = grid_of(grid, name="extract_features(grid)", error=FeatureError)
     if isinstance(slide_or_path, (str, os.PathLike)):
         path, slide_mpp = Path(slide_or_path), mpp
     else:
@@ -362,26 +362,26 @@ def extract_features(
         raise FeatureError(f"device={device!r} but CUDA is not available; use "
                            f"{option('device', 'cpu')}")
     cfg = enc.config
-    if (math.isfinite(grid.target_mpp) and cfg.target_mpp
-            and abs(grid.target_mpp / cfg.target_mpp - 1) > 0.05):
-        warnings.warn(f"grid is at {grid.target_mpp:g} µm/px but {cfg.name} expects "
+    if (math.isfinite(patch_grid.target_mpp) and cfg.target_mpp
+            and abs(patch_grid.target_mpp / cfg.target_mpp - 1) > 0.05):
+        warnings.warn(f"grid is at {patch_grid.target_mpp:g} µm/px but {cfg.name} expects "
                       f"{cfg.target_mpp:g} µm/px; features may be off-distribution",
                       stacklevel=2)
     # autocast precision (weights stay float32): the encoder's unless asked otherwise
     prec = precision or getattr(enc, "precision", None) or "fp32"
-    ghash = grid_hash(grid)
-    n = len(grid)
+    ghash = grid_hash(patch_grid)
+    n = len(patch_grid)
     base_attrs: dict[str, Any] = {
-        "grid_hash": ghash, "wsikit_version": __version__, "slide": grid.slide_name,
-        "slide_path": str(path), "precision": prec, "patch_px": int(grid.patch_px),
-        "input_px": int(cfg.input_px), "target_mpp": float(grid.target_mpp),
+        "grid_hash": ghash, "wsikit_version": __version__, "slide": patch_grid.slide_name,
+        "slide_path": str(path), "precision": prec, "patch_px": int(patch_grid.patch_px),
+        "input_px": int(cfg.input_px), "target_mpp": float(patch_grid.target_mpp),
         "patch_read": PATCH_READ, **plan.as_attrs(),
     }
-    coord_attrs = grid.h5_attrs(str(out) if out is not None else "")
+    coord_attrs = patch_grid.h5_attrs(str(out) if out is not None else "")
 
     target: Path | None = None
     if out is not None:
-        target = features_path(out, cfg.name, grid.slide_name)
+        target = features_path(out, cfg.name, patch_grid.slide_name)
         target.parent.mkdir(parents=True, exist_ok=True)
         if not overwrite and _reusable(target, ghash, enc, n, prec):
             log.info("%s: complete features found, skipping", target)
@@ -395,8 +395,8 @@ def extract_features(
     # The reader's resize is the anti-aliased bilinear filter (torch's uint8 kernel, Pillow's
     # within one level); an encoder with another filter (Virchow2: bicubic) gets the patches at
     # their own size and resizes them itself.
-    out_px = (int(cfg.input_px) if 0 < cfg.input_px < grid.patch_px
-              and cfg.interpolation == "bilinear" else int(grid.patch_px))
+    out_px = (int(cfg.input_px) if 0 < cfg.input_px < patch_grid.patch_px
+              and cfg.interpolation == "bilinear" else int(patch_grid.patch_px))
     # On a CPU device the batches are normalised as they arrive (one fused pass per plane into
     # a reused buffer) when the encoder uses the standard transform (resize + centre crop +
     # mean/std) and no resize is left to do; otherwise the encoder's forward_uint8 does it.
@@ -406,21 +406,22 @@ def extract_features(
                      and type(enc).forward_uint8 is _Base.forward_uint8)
     normalize = ((tuple(cfg.mean), tuple(cfg.std))
                  if dev.type == "cpu" and std_transform and out_px == cfg.input_px else None)
-    stream = PatchStream(path, grid.boxes, out_px, batch_size=batch_size, mpp=slide_mpp,
-                         reader=reader, level0_size=tuple(grid.level0_size)
-                         if all(grid.level0_size) else None, patch_px=int(grid.patch_px),
+    level0 = patch_grid.level0_size
+    stream = PatchStream(path, patch_grid.boxes, out_px, batch_size=batch_size, mpp=slide_mpp,
+                         reader=reader, level0_size=(int(level0[0]), int(level0[1]))
+                         if all(level0) else None, patch_px=int(patch_grid.patch_px),
                          threads=plan.worker_threads or None)
 
     def run(writer: _RowWriter) -> str:
         return _run_stream(stream, enc, dev, prec, plan, writer, n, progress,
-                           desc=f"features {grid.slide_name}", normalize=normalize)
+                           desc=f"features {patch_grid.slide_name}", normalize=normalize)
 
     if target is None:
         writer = _RowWriter(None, n, cfg.dim)
         kind = run(writer)
         attrs = {**base_attrs, "dim": cfg.dim, "reader": kind, "complete": True,
                  "coords": coord_attrs}
-        return Embeddings(writer.memory, grid.coords.copy(), cfg.name, enc.label, attrs)
+        return Embeddings(writer.memory, patch_grid.coords.copy(), cfg.name, enc.label, attrs)
 
 
     with _slide_lock(target):
@@ -434,10 +435,10 @@ def extract_features(
                 _write_attrs(ds, {**base_attrs, "encoder": cfg.name, "label": enc.label,
                                   "dim": cfg.dim})
                 ds.attrs["complete"] = False
-                c = f.create_dataset("coords", data=grid.coords.astype(np.int64))
+                c = f.create_dataset("coords", data=patch_grid.coords.astype(np.int64))
                 _write_attrs(c, coord_attrs)
-                if np.isfinite(grid.tissue).any():
-                    f.create_dataset("tissue", data=grid.tissue.astype(np.float32))
+                if np.isfinite(patch_grid.tissue).any():
+                    f.create_dataset("tissue", data=patch_grid.tissue.astype(np.float32))
                 f.flush()  # a killed run leaves a readable file saying complete=False
                 writer = _RowWriter(ds, n, cfg.dim)
                 kind = run(writer)
