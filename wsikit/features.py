@@ -53,7 +53,7 @@ from .cache_record import cache_intact, checksum_path, record_checksum
 from .errors import FeatureError, WsikitError
 from .io.patch_stream import PatchStream, stream_batches
 from .patching import PATCH_READ
-from .threads import ThreadPlan, cores_given, plan_threads, torch_threads
+from .threads import SplitsWork, ThreadPlan, cores_given, plan_threads, torch_threads
 
 if TYPE_CHECKING:
     from .io import Slide
@@ -321,7 +321,8 @@ def extract_features(
     threads : int, optional
         Cores given to the run (default ``WSIKIT_THREADS``, ``OMP_NUM_THREADS`` or the
         process's CPUs); split by :func:`wsikit.threads.plan_threads` (each reader worker
-        ``cores // workers`` threads, this process 1 while they decode) and recorded in the
+        ``cores // workers`` threads, this process 1 while they decode, an encoder that splits
+        its own work, such as the heuristic, ``cores`` chunk workers) and recorded in the
         ``threads_*`` attributes of ``features``.
 
     Returns
@@ -355,8 +356,9 @@ def extract_features(
     if not path.exists():
         raise FeatureError(f"slide {path} does not exist; check the path")
     cores, source = cores_given(threads)
-    plan = plan_threads(cores, workers=workers, source=source)
     enc = _resolve_encoder(encoder, device, weights)
+    plan = plan_threads(cores, workers=workers, source=source,
+                        encoder_splits=isinstance(enc, SplitsWork))
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise FeatureError(f"device={device!r} but CUDA is not available; use "
@@ -510,7 +512,9 @@ def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
     bar = _progress_bar(total=n, enabled=progress, desc=desc, unit="patch")
     t0 = time.perf_counter()
     try:
-        with torch.inference_mode(), torch_threads(plan.main_threads):
+        split = (enc.split_threads(plan.encoder_threads) if isinstance(enc, SplitsWork)
+                 else contextlib.nullcontext(plan.main_threads))
+        with torch.inference_mode(), torch_threads(plan.main_threads), split:
             for start, x in stream_batches(stream, workers=plan.workers, device=dev,
                                            normalize=normalize):
                 if normalize is None and own_uint8:
@@ -531,8 +535,8 @@ def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
         bar.close()
     dt = time.perf_counter() - t0
     log.info("%s: %d patches in %.1f s (%.1f patches/s, reader=%s, threads main %d, "
-             "%d worker(s) × %d)", desc, n, dt, n / dt if dt > 0 else float("nan"), kind,
-             plan.main_threads, plan.workers, plan.worker_threads)
+             "encoder %d, %d worker(s) × %d)", desc, n, dt, n / dt if dt > 0 else float("nan"),
+             kind, plan.main_threads, plan.encoder_threads, plan.workers, plan.worker_threads)
     return kind
 
 

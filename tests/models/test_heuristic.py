@@ -137,6 +137,28 @@ def test_features_independent_of_layout_dtype_chunking_and_threads() -> None:
     assert torch.get_num_threads() == old
 
 
+def test_explicit_chunk_workers_give_bit_identical_features_at_any_torch_count() -> None:
+    crops = np.stack([synthetic_tissue_image(SyntheticSpec(512, 512, mpp=0.5, seed=s))
+                      for s in range(6)])
+    t = torch.from_numpy(crops).permute(0, 3, 1, 2)
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)  # what the main process holds while reader workers decode
+        one = heuristic_features(t, threads=1)
+        two = heuristic_features(t, threads=2)
+        torch.set_num_threads(2)
+        serial = heuristic_features(t, threads=1)  # one worker: single-threaded reductions
+    finally:
+        torch.set_num_threads(old)
+    np.testing.assert_array_equal(one.numpy(), two.numpy())
+    np.testing.assert_array_equal(one.numpy(), serial.numpy())
+    enc = create_encoder("heuristic")
+    with enc.split_threads(2):
+        np.testing.assert_array_equal(enc.encode(crops), create_encoder("heuristic").encode(crops))
+    with pytest.raises(ModelError, match="threads=0"):
+        heuristic_features(t, threads=0)
+
+
 def test_blank_tiny_and_odd_images_embed_finitely() -> None:
     enc = create_encoder("heuristic")
     rng = np.random.default_rng(6)

@@ -16,7 +16,8 @@ embedding is cheap enough to run on every tissue patch of a slide on CPU (hundre
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
@@ -26,6 +27,7 @@ import torch.nn.functional as F
 from skimage.color.colorconv import hed_from_rgb
 
 from ..errors import ModelError
+from ..threads import torch_threads
 from .configs import HEURISTIC_CONFIG, EncoderConfig
 from .nuclear import importance_scores
 from .registry import Encoder
@@ -364,7 +366,8 @@ def _chunk_features_1thread(c: torch.Tensor) -> torch.Tensor:
 
 
 def heuristic_features(x: torch.Tensor, *, chunk_pixels: int = _CHUNK_PIXELS,
-                       chunk_input_pixels: int = _CHUNK_INPUT_PIXELS) -> torch.Tensor:
+                       chunk_input_pixels: int = _CHUNK_INPUT_PIXELS,
+                       threads: int | None = None) -> torch.Tensor:
     """The 64 raw (un-normalised) statistics behind the heuristic embedding.
 
     Parameters
@@ -375,8 +378,12 @@ def heuristic_features(x: torch.Tensor, *, chunk_pixels: int = _CHUNK_PIXELS,
     chunk_pixels, chunk_input_pixels : int
         Images are processed in groups of at most this many analysis (texture image) and input
         pixels (at least one image per group), so the intermediate planes stay in the CPU
-        cache and memory stays bounded. On CPU with several torch threads, groups run in
-        parallel, one single-threaded group per thread. Results do not depend on either.
+        cache and memory stays bounded. Results do not depend on either.
+    threads : int, optional
+        Workers of the chunk pool on CPU (default: torch's intra-op thread count). The
+        groups are cut the same way for any count and each is computed single-threaded (with
+        ``threads=1`` too), so the features are bit-identical for any count; several workers
+        run several groups at once.
 
     Returns
     -------
@@ -415,17 +422,22 @@ def heuristic_features(x: torch.Tensor, *, chunk_pixels: int = _CHUNK_PIXELS,
     per = max(1, min(chunk_pixels // max(1, min(_MAX_PX * _MAX_PX, in_px)),
                      chunk_input_pixels // max(1, in_px)))
     chunks = x.split(per)
-    threads = torch.get_num_threads()
-    if threads > 1 and x.device.type == "cpu" and _openmp():
-        # one chunk per thread, each single-threaded: no per-operation thread barriers (which
+    n_threads = torch.get_num_threads() if threads is None else int(threads)
+    if n_threads < 1:
+        raise ModelError(f"heuristic_features: threads={threads} must be >= 1")
+    if x.device.type != "cpu":
+        out = torch.cat([_chunk_features(c) for c in chunks])
+    elif n_threads > 1 and len(chunks) > 1 and _openmp():
+        # one chunk per worker, each single-threaded: no per-operation thread barriers (which
         # stall for a scheduler slice on a busy machine and cost more than the arithmetic), and
         # every row is reduced in the same order, so an image's features do not depend on the
         # batch it came in or the thread count
-        with ThreadPoolExecutor(min(threads, len(chunks)),
+        with ThreadPoolExecutor(min(n_threads, len(chunks)),
                                 thread_name_prefix="wsikit-heuristic") as pool:
             out = torch.cat(list(pool.map(_chunk_features_1thread, chunks)))
     else:
-        out = torch.cat([_chunk_features(c) for c in chunks])
+        with torch_threads(1):  # single-threaded reductions, as in the pool
+            out = torch.cat([_chunk_features(c) for c in chunks])
     if out.shape[1] != len(FEATURE_NAMES):  # pragma: no cover - guarded by tests
         raise ModelError(f"heuristic features: {out.shape[1]} != {len(FEATURE_NAMES)}")
     return out
@@ -513,6 +525,8 @@ class HeuristicEncoder(Encoder):
 
     def __init__(self, config: EncoderConfig = HEURISTIC_CONFIG) -> None:
         super().__init__(config)
+        #: Chunk-pool workers (None: torch's intra-op thread count); see :meth:`split_threads`.
+        self.threads: int | None = None
         self.register_buffer("_centre", torch.as_tensor(_REF_CENTRE, dtype=torch.float32),
                              persistent=False)
         self.register_buffer("_scale", torch.as_tensor(_REF_SCALE, dtype=torch.float32),
@@ -532,6 +546,19 @@ class HeuristicEncoder(Encoder):
             value = f"{head} {tag}" + (f"{sep}{rest}" if sep else "")
         self._label = value
 
+    @contextlib.contextmanager
+    def split_threads(self, n: int) -> Iterator[int]:
+        """Embed with a pool of ``n`` chunk workers inside the block, whatever torch's thread
+        count (:class:`wsikit.threads.SplitsWork`: the thread policy gives this encoder every
+        core while reader processes decode); the features do not depend on ``n``."""
+        if int(n) < 1:
+            raise ModelError(f"heuristic: split_threads({n}) needs at least 1 worker")
+        before, self.threads = self.threads, int(n)
+        try:
+            yield int(n)
+        finally:
+            self.threads = before
+
     def preprocess(self, x: torch.Tensor) -> torch.Tensor:
         """Check a ``(B, 3, H, W)`` uint8 batch and return it unchanged: the heuristic samples
         native pixels and resamples for texture itself (:func:`heuristic_features`)."""
@@ -550,6 +577,7 @@ class HeuristicEncoder(Encoder):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, 3, H, W)`` RGB, float in [0, 1] or uint8, any size -> ``(B, 64)`` float32,
         unit L2 norm."""
-        z = heuristic_features(x, chunk_input_pixels=self.max_chunk_pixels)
+        z = heuristic_features(x, chunk_input_pixels=self.max_chunk_pixels,
+                               threads=self.threads)
         z = (z - self._centre) / self._scale
         return F.normalize(z.clamp_(-_CLIP, _CLIP), dim=1, eps=1e-8)
