@@ -51,6 +51,7 @@ from ._progress import progress as _progress_bar
 from ._version import __version__
 from .cache_record import cache_intact, checksum_path, record_checksum
 from .errors import FeatureError, WsikitError
+from .importance import IMPORTANCE_LABEL, NuclearMeasures, PatchMeasurer
 from .io.patch_stream import PatchStream, stream_batches
 from .patching import PATCH_READ
 from .threads import SplitsWork, ThreadPlan, cores_given, plan_threads, torch_threads
@@ -101,6 +102,10 @@ class Embeddings:
     attrs : dict
         ``features`` attributes (``grid_hash``, ``dim``, ``wsikit_version``, ...) and, under
         ``"coords"``, the coordinate attributes (TRIDENT's ``patch_size_level0``, ...).
+    nuclear : NuclearMeasures, optional
+        The weight-free importance's measures of the same patches, taken from the pixels the
+        features were computed from (dataset ``nuclear_measures`` of the file), so the
+        importance needs no second read; ``None`` when not measured.
     """
 
     features: np.ndarray
@@ -108,6 +113,7 @@ class Embeddings:
     encoder: str
     label: str
     attrs: dict[str, Any] = field(default_factory=dict)
+    nuclear: NuclearMeasures | None = None
 
     def __len__(self) -> int:
         return int(self.features.shape[0])
@@ -133,6 +139,7 @@ class Embeddings:
                                   "dim": int(self.features.shape[1])})
                 c = f.create_dataset("coords", data=self.coords.astype(np.int64))
                 _write_attrs(c, dict(self.attrs.get("coords", {})))
+                _write_nuclear(f, self.nuclear)
                 ds.attrs["complete"] = True
         return path
 
@@ -162,6 +169,7 @@ class Embeddings:
                           else np.zeros((0, 2), np.int64))
                 cattrs = ({k: h5_value(v) for k, v in f["coords"].attrs.items()} if "coords" in f
                           else {})
+                nuclear = _read_nuclear(f, len(feats))
         except FeatureError:
             raise
         except (OSError, KeyError, ValueError) as exc:
@@ -173,7 +181,30 @@ class Embeddings:
         attrs["coords"] = cattrs
         encoder = str(attrs.pop("encoder", path.parent.name.removeprefix("features_")))
         label = str(attrs.pop("label", encoder))
-        return cls(feats, coords, encoder, label, attrs)
+        return cls(feats, coords, encoder, label, attrs, nuclear)
+
+
+def _write_nuclear(f: Any, nuclear: NuclearMeasures | None) -> None:
+    """Keep the importance's measures beside the features (dataset ``nuclear_measures``)."""
+    if nuclear is None:
+        return
+    d = f.create_dataset("nuclear_measures", data=np.asarray(nuclear.features, np.float64))
+    d.attrs["threshold"] = float(nuclear.threshold)
+    d.attrs["analysis_mpp"] = float(nuclear.analysis_mpp)
+    d.attrs["label"] = nuclear.label
+
+
+def _read_nuclear(f: Any, n: int) -> NuclearMeasures | None:
+    """The measures kept by :func:`_write_nuclear` when they are of the current definition
+    and of all ``n`` patches, else None (the importance then reads the patches)."""
+    if "nuclear_measures" not in f:
+        return None
+    d = f["nuclear_measures"]
+    a = {k: h5_value(v) for k, v in d.attrs.items()}
+    if a.get("label") != IMPORTANCE_LABEL or d.shape[0] != n:
+        return None
+    return NuclearMeasures(np.asarray(d[()], np.float64), float(a["threshold"]),
+                           float(a["analysis_mpp"]))
 
 
 
@@ -282,6 +313,7 @@ def extract_features(
     mpp: float | None = None,
     overwrite: bool = False,
     threads: int | None = None,
+    importance: bool | None = None,
 ) -> Embeddings:
     """Embed every patch of ``grid`` with ``encoder``, streaming to ``out`` if given.
 
@@ -324,6 +356,12 @@ def extract_features(
         ``cores // workers`` threads, this process 1 while they decode, an encoder that splits
         its own work, such as the heuristic, ``cores`` chunk workers) and recorded in the
         ``threads_*`` attributes of ``features``.
+    importance : bool, optional
+        Also measure the weight-free importance's inputs (:class:`wsikit.importance.
+        PatchMeasurer`) from the same decoded patches, kept as :attr:`Embeddings.nuclear` and
+        in the file, so the importance reads nothing again; default: with a weight-free
+        encoder (the heuristic, whose attention is the importance). Only where the encoder
+        gets the patches as uint8 at the grid's size (else the importance reads them).
 
     Returns
     -------
@@ -414,16 +452,25 @@ def extract_features(
                          if all(level0) else None, patch_px=int(patch_grid.patch_px),
                          threads=plan.worker_threads or None)
 
-    def run(writer: _RowWriter) -> str:
-        return _run_stream(stream, enc, dev, prec, plan, writer, n, progress,
-                           desc=f"features {patch_grid.slide_name}", normalize=normalize)
+    wants = cfg.heuristic if importance is None else importance
+    measurer = (PatchMeasurer(path, patch_grid, mpp=slide_mpp, batch_size=batch_size)
+                if wants and normalize is None else None)
+    if measurer is not None and measurer.read_px != out_px:
+        measurer = None  # the encoder gets other pixels: the importance reads its own
+
+    def run(writer: _RowWriter) -> tuple[str, NuclearMeasures | None]:
+        kind = _run_stream(stream, enc, dev, prec, plan, writer, n, progress,
+                           desc=f"features {patch_grid.slide_name}", normalize=normalize,
+                           measurer=measurer)
+        return kind, measurer.finish() if measurer is not None else None
 
     if target is None:
         writer = _RowWriter(None, n, cfg.dim)
-        kind = run(writer)
+        kind, nuclear = run(writer)
         attrs = {**base_attrs, "dim": cfg.dim, "reader": kind, "complete": True,
                  "coords": coord_attrs}
-        return Embeddings(writer.memory, patch_grid.coords.copy(), cfg.name, enc.label, attrs)
+        return Embeddings(writer.memory, patch_grid.coords.copy(), cfg.name, enc.label, attrs,
+                          nuclear)
 
 
     with _slide_lock(target):
@@ -443,7 +490,8 @@ def extract_features(
                     f.create_dataset("tissue", data=patch_grid.tissue.astype(np.float32))
                 f.flush()  # a killed run leaves a readable file saying complete=False
                 writer = _RowWriter(ds, n, cfg.dim)
-                kind = run(writer)
+                kind, nuclear = run(writer)
+                _write_nuclear(f, nuclear)
                 ds.attrs["reader"] = kind
                 ds.attrs["complete"] = True
         record_checksum(target)  # a later in-place edit is seen before reuse (_reusable)
@@ -500,7 +548,8 @@ class _RowWriter:
 def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
                 plan: ThreadPlan, writer: _RowWriter, n: int, progress: bool | None, *,
                 desc: str,
-                normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> str:
+                normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+                measurer: PatchMeasurer | None = None) -> str:
     from .models.registry import Encoder as _Base
     from .models.registry import autocast_for
 
@@ -525,6 +574,8 @@ def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
                     with autocast_for(dev, prec):
                         feats = enc(x)
                 writer.add(int(start), feats.float().cpu().numpy())
+                if measurer is not None:  # the importance's inputs, from the same pixels
+                    measurer.add(int(start), x.permute(0, 2, 3, 1).cpu().numpy())
                 bar.update(int(x.shape[0]))
         writer.finish()
     except WsikitError:
