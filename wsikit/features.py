@@ -453,15 +453,21 @@ def extract_features(
                          threads=plan.worker_threads or None)
 
     wants = cfg.heuristic if importance is None else importance
-    measurer = (PatchMeasurer(path, patch_grid, mpp=slide_mpp, batch_size=batch_size)
+    measurer = (PatchMeasurer(path, patch_grid, mpp=slide_mpp, batch_size=batch_size,
+                              background=True)
                 if wants and normalize is None else None)
     if measurer is not None and measurer.read_px != out_px:
         measurer = None  # the encoder gets other pixels: the importance reads its own
 
     def run(writer: _RowWriter) -> tuple[str, NuclearMeasures | None]:
-        kind = _run_stream(stream, enc, dev, prec, plan, writer, n, progress,
-                           desc=f"features {patch_grid.slide_name}", normalize=normalize,
-                           measurer=measurer)
+        try:
+            kind = _run_stream(stream, enc, dev, prec, plan, writer, n, progress,
+                               desc=f"features {patch_grid.slide_name}", normalize=normalize,
+                               measurer=measurer)
+        except BaseException:
+            if measurer is not None:
+                measurer.close()
+            raise
         return kind, measurer.finish() if measurer is not None else None
 
     if target is None:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -124,8 +126,14 @@ def _to_analysis(images: np.ndarray, px: int) -> np.ndarray:
         return np.ascontiguousarray(images)
     if side % px == 0:
         f = side // px
-        sums = images.reshape(b, px, f, px, f, 3).sum(axis=(2, 4), dtype=np.uint32)
-        return ((sums + (f * f) // 2) // (f * f)).astype(np.uint8)
+        # f*f strided adds into one accumulator: several times faster than a reduction over
+        # the two block axes of a 6-d view (which numpy walks element by element)
+        acc = np.full((b, px, px, 3), (f * f) // 2, np.uint16 if f <= 16 else np.uint32)
+        for i in range(f):
+            for j in range(f):
+                acc += images[:, i::f, j::f]
+        acc //= f * f
+        return acc.astype(np.uint8)
     from .io.region_resize import resize_uint8
 
     return np.stack([resize_uint8(im, (px, px)) for im in images]) if b else \
@@ -156,11 +164,15 @@ class PatchMeasurer:
         Memory for the planes of a grid measured at the end.
     batch_size : int
         Patches per batch of the pilot read.
+    background : bool
+        Measure each batch on a worker thread (after taking it to the analysis size here,
+        so the caller's buffer is free on return), overlapping the caller's next batch; at
+        most two batches wait. :meth:`finish` waits for them.
     """
 
     def __init__(self, slide_path: str | os.PathLike[str], grid: TileGrid, *,
                  mpp: float | None = None, pilot: int = 64, max_memory_mb: float = 512.0,
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, background: bool = False) -> None:
         self.slide_path = slide_path
         self.grid = grid
         self.mpp = mpp
@@ -180,6 +192,9 @@ class PatchMeasurer:
         self._planes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._seen = np.zeros(n, bool)
         self.threshold: float | None = None
+        self._pool = (ThreadPoolExecutor(1, thread_name_prefix="wsikit-importance")
+                      if background else None)
+        self._pending: deque[Future[None]] = deque()
         self._pilot = (np.unique(np.linspace(0, n - 1, pilot).round().astype(np.int64))
                        if n > pilot and n * self.px * self.px * 8 > max_memory_mb * 2 ** 20
                        else None)
@@ -216,8 +231,6 @@ class PatchMeasurer:
     def add(self, start: int, images: np.ndarray) -> None:
         """Measure patches ``start .. start + B`` of the grid from ``(B, read_px, read_px, 3)``
         uint8 pixels (a view of a reused buffer is fine: nothing keeps it)."""
-        from .models.nuclear import features_from_planes, haematoxylin_planes
-
         b = images.shape[0]
         if images.shape[1:] != (self.read_px, self.read_px, 3) or not 0 <= start <= self.n - b:
             raise ValueError(f"PatchMeasurer.add: patches {start}..{start + b} of "
@@ -227,19 +240,50 @@ class PatchMeasurer:
             pilot, self._pilot = self._pilot, None
             self._fit_on_pilot(pilot)
         t0 = time.perf_counter()
-        planes = haematoxylin_planes(_to_analysis(images, self.px))
+        small = _to_analysis(images, self.px)  # a new array: the caller's buffer is free
+        self._seen[start:start + b] = True
+        self.timings["compute_s"] += time.perf_counter() - t0
+        if self._pool is None:
+            self._measure(start, small)
+            return
+        while len(self._pending) >= 2:
+            self._pending.popleft().result()
+        self._pending.append(self._pool.submit(self._measure, start, small))
+
+    def _measure(self, start: int, small: np.ndarray) -> None:
+        from .models.nuclear import features_from_planes, haematoxylin_planes
+
+        t0 = time.perf_counter()
+        planes = haematoxylin_planes(small)
         if self.threshold is None:
             self._planes[start] = planes
         else:
-            self.features[start:start + b] = features_from_planes(
+            self.features[start:start + len(small)] = features_from_planes(
                 *planes, threshold=self.threshold, mpp=self.analysis_mpp)
-        self._seen[start:start + b] = True
         self.timings["compute_s"] += time.perf_counter() - t0
+
+    def close(self) -> None:
+        """Stop the worker thread without waiting for the batches still queued (after a
+        failed pass; :meth:`finish` is the normal end)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._pending.clear()
+
+    def _drain(self) -> None:
+        try:
+            while self._pending:
+                self._pending.popleft().result()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
 
     def finish(self) -> NuclearMeasures:
         """The measures of every patch (each must have been added)."""
         from .models.nuclear import features_from_planes, nuclear_threshold
 
+        self._drain()
         if not self._seen.all():
             raise ValueError(f"PatchMeasurer.finish: {int((~self._seen).sum())} of {self.n} "
                              "patches were never added")
