@@ -51,7 +51,7 @@ from ._progress import progress as _progress_bar
 from ._version import __version__
 from .cache_record import cache_intact, checksum_path, record_checksum
 from .errors import FeatureError, WsikitError
-from .importance import IMPORTANCE_LABEL, NuclearMeasures, PatchMeasurer
+from .importance import NuclearMeasures, PatchMeasurer
 from .io.patch_stream import PatchStream, stream_batches
 from .patching import PATCH_READ
 from .threads import SplitsWork, ThreadPlan, cores_given, plan_threads, torch_threads
@@ -139,7 +139,8 @@ class Embeddings:
                                   "dim": int(self.features.shape[1])})
                 c = f.create_dataset("coords", data=self.coords.astype(np.int64))
                 _write_attrs(c, dict(self.attrs.get("coords", {})))
-                _write_nuclear(f, self.nuclear)
+                if self.nuclear is not None:
+                    self.nuclear.to_h5(f)
                 ds.attrs["complete"] = True
         return path
 
@@ -169,7 +170,7 @@ class Embeddings:
                           else np.zeros((0, 2), np.int64))
                 cattrs = ({k: h5_value(v) for k, v in f["coords"].attrs.items()} if "coords" in f
                           else {})
-                nuclear = _read_nuclear(f, len(feats))
+                nuclear = NuclearMeasures.from_h5(f, len(feats))
         except FeatureError:
             raise
         except (OSError, KeyError, ValueError) as exc:
@@ -182,30 +183,6 @@ class Embeddings:
         encoder = str(attrs.pop("encoder", path.parent.name.removeprefix("features_")))
         label = str(attrs.pop("label", encoder))
         return cls(feats, coords, encoder, label, attrs, nuclear)
-
-
-def _write_nuclear(f: Any, nuclear: NuclearMeasures | None) -> None:
-    """Keep the importance's measures beside the features (dataset ``nuclear_measures``)."""
-    if nuclear is None:
-        return
-    d = f.create_dataset("nuclear_measures", data=np.asarray(nuclear.features, np.float64))
-    d.attrs["threshold"] = float(nuclear.threshold)
-    d.attrs["analysis_mpp"] = float(nuclear.analysis_mpp)
-    d.attrs["label"] = nuclear.label
-
-
-def _read_nuclear(f: Any, n: int) -> NuclearMeasures | None:
-    """The measures kept by :func:`_write_nuclear` when they are of the current definition
-    and of all ``n`` patches, else None (the importance then reads the patches)."""
-    if "nuclear_measures" not in f:
-        return None
-    d = f["nuclear_measures"]
-    a = {k: h5_value(v) for k, v in d.attrs.items()}
-    if a.get("label") != IMPORTANCE_LABEL or d.shape[0] != n:
-        return None
-    return NuclearMeasures(np.asarray(d[()], np.float64), float(a["threshold"]),
-                           float(a["analysis_mpp"]))
-
 
 
 def _write_attrs(ds: Any, attrs: Mapping[str, Any]) -> None:
@@ -497,7 +474,8 @@ def extract_features(
                 f.flush()  # a killed run leaves a readable file saying complete=False
                 writer = _RowWriter(ds, n, cfg.dim)
                 kind, nuclear = run(writer)
-                _write_nuclear(f, nuclear)
+                if nuclear is not None:
+                    nuclear.to_h5(f)
                 ds.attrs["reader"] = kind
                 ds.attrs["complete"] = True
         record_checksum(target)  # a later in-place edit is seen before reuse (_reusable)

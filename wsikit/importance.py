@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -62,6 +62,28 @@ class NuclearMeasures:
     threshold: float
     analysis_mpp: float
     label: str = IMPORTANCE_LABEL
+
+    def to_h5(self, f: Any) -> None:
+        """Write into the open HDF5 file ``f`` as dataset ``nuclear_measures`` (the feature
+        file keeps them beside the features)."""
+        d = f.create_dataset("nuclear_measures", data=np.asarray(self.features, np.float64))
+        d.attrs["threshold"] = float(self.threshold)
+        d.attrs["analysis_mpp"] = float(self.analysis_mpp)
+        d.attrs["label"] = self.label
+
+    @classmethod
+    def from_h5(cls, f: Any, n: int) -> NuclearMeasures | None:
+        """The measures in the open HDF5 file ``f`` when they are of the current definition
+        and of all ``n`` patches, else None (the importance then reads the patches)."""
+        if "nuclear_measures" not in f:
+            return None
+        d = f["nuclear_measures"]
+        label = d.attrs.get("label")
+        label = label.decode() if isinstance(label, bytes) else label
+        if label != IMPORTANCE_LABEL or d.shape[0] != n:
+            return None
+        return cls(np.asarray(d[()], np.float64), float(d.attrs["threshold"]),
+                   float(d.attrs["analysis_mpp"]))
 
 
 @dataclass(frozen=True)
