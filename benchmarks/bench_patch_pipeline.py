@@ -5,8 +5,8 @@ same tissue patches (512 px at 0.5 µm/px = 1024 level-0 px), in the same run, 2
 
 (a) raw JPEG decode of exactly the tiles the patches cover (full size; the floor),
 (b) naive per-patch OpenSlide ``read_region`` + PIL resize to 448 (what peer tools do),
-(c) wsikit's pipeline (:func:`wsikit.features.stream_batches` over a
-    :class:`~wsikit.features.PatchStream`, exactly as ``extract_features`` runs on a CPU
+(c) wsikit's pipeline (:func:`wsikit.io.patch_stream.stream_batches` over a
+    :class:`~wsikit.io.patch_stream.PatchStream`, exactly as ``extract_features`` runs on a CPU
     device) delivering normalised (B, 3, 448, 448) float tensors for CONCH v1.5 (no model
     forward),
 (c0) the same reader without DCT-domain scaling (full decode + resize), uint8 only,
@@ -59,7 +59,7 @@ def bench_slide() -> Path:
 # -- workers (module level so they pickle) -------------------------------------------------
 
 def _decode_tiles(args: tuple[str, list[tuple[int, int]], str]) -> int:
-    from wsikit.tiles import TileReader
+    from wsikit.io.tiles import TileReader
 
     path, tiles, codec = args
     with TileReader(path, cache_mb=0) as r:
@@ -97,7 +97,7 @@ def _naive(args: tuple[str, np.ndarray]) -> int:
 def _no_dct(args: tuple[str, np.ndarray]) -> int:
     import torch
 
-    from wsikit.tiles import TileReader
+    from wsikit.io.tiles import TileReader
 
     torch.set_num_threads(1)
     path, boxes = args
@@ -108,7 +108,8 @@ def _no_dct(args: tuple[str, np.ndarray]) -> int:
 
 
 def _decode_tiles_dct(args: tuple[str, list[tuple[int, int]]]) -> int:
-    from wsikit.tiles import TileReader, _decode_jpeg
+    from wsikit.io.tile_jpeg import _decode_jpeg
+    from wsikit.io.tiles import TileReader
 
     path, tiles = args
     with TileReader(path, cache_mb=0) as r:
@@ -139,7 +140,7 @@ def _wsikit_rate(path: Path, boxes: np.ndarray, workers: int, batch: int, dct: b
                  ) -> tuple[float, float]:
     import torch
 
-    from wsikit.features import PatchStream, stream_batches
+    from wsikit.io.patch_stream import PatchStream, stream_batches
     from wsikit.models import get_config
 
     cfg = get_config("conch_v1_5")
@@ -163,9 +164,10 @@ def _equivalence(path: Path, boxes: np.ndarray) -> dict[str, float]:
     """(c)'s tensors against the encoder's own transform of the same patches."""
     import torch
 
-    from wsikit.features import PatchStream, stream_batches
+    from wsikit.io.patch_stream import PatchStream, stream_batches
+    from wsikit.io.region_resize import resize_uint8
+    from wsikit.io.tiles import TileReader
     from wsikit.models import Encoder, get_config
-    from wsikit.tiles import TileReader, resize_uint8
 
     class _Preprocess(Encoder):  # CONCH v1.5's input transform, without the network
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -191,8 +193,10 @@ def _breakdown(path: Path, boxes: np.ndarray, repeats: int = 3) -> dict[str, flo
     """Single-process CPU ms/patch of each stage of (c) (least of ``repeats``)."""
     import torch
 
-    from wsikit.features import normalize_uint8
-    from wsikit.tiles import TileReader, _decode_jpeg, _resize_torch, resize_uint8
+    from wsikit.io.patch_stream import normalize_uint8
+    from wsikit.io.region_resize import _resize_torch, resize_uint8
+    from wsikit.io.tile_jpeg import _decode_jpeg
+    from wsikit.io.tiles import TileReader
 
     torch.set_num_threads(1)
     n = len(boxes)
@@ -255,8 +259,9 @@ def main() -> None:
     import torch
 
     from wsikit.io import open_slide
+    from wsikit.io.tile_jpeg import DECODER
+    from wsikit.io.tiles import TileReader
     from wsikit.patching import make_grid
-    from wsikit.tiles import DECODER, TileReader
     from wsikit.tissue import segment_tissue
 
     torch.set_num_threads(1)

@@ -36,7 +36,7 @@ def _readers(path: Path) -> dict[str, Callable[[int, int], np.ndarray]]:
     import openslide
     import tiffslide
 
-    from wsikit.tiles import TileReader
+    from wsikit.io.tiles import TileReader
 
     out: dict[str, Callable[[int, int], np.ndarray]] = {}
     o = openslide.OpenSlide(str(path))

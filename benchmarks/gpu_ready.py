@@ -73,7 +73,7 @@ def bench_nvjpeg(slide: Path, dev: torch.device, *, tiles: int, batch: int) -> d
     """nvJPEG decode of the slide's level-0 tiles on the device (tiles/s)."""
     import torchvision.io as tio
 
-    from wsikit.tiles import TileReader
+    from wsikit.io.tiles import TileReader
 
     with TileReader(slide, cache_mb=0) as r:
         lv = r.levels[0]
@@ -98,7 +98,7 @@ def bench_nvjpeg(slide: Path, dev: torch.device, *, tiles: int, batch: int) -> d
 def bench_cpu_decode(slide: Path, boxes: np.ndarray, *, workers: int, px: int,
                      patch_px: int) -> dict[str, float]:
     """wsikit's CPU reader alone: uint8 patches at the encoder's size, ``workers`` processes."""
-    from wsikit.patch_stream import PatchStream, stream_batches
+    from wsikit.io.patch_stream import PatchStream, stream_batches
 
     stream = PatchStream(slide, boxes, px, batch_size=32, patch_px=patch_px)
     t0, n = time.perf_counter(), 0

@@ -32,7 +32,28 @@ def test_without_workers_the_main_process_takes_every_core(cores: int) -> None:
 def test_plan_attrs_name_every_number() -> None:
     attrs = plan_threads(8, workers=3, source="WSIKIT_THREADS").as_attrs()
     assert attrs == {"threads_cores": 8, "threads_source": "WSIKIT_THREADS",
-                     "threads_workers": 3, "threads_per_worker": 2, "threads_main": 1}
+                     "threads_workers": 3, "threads_per_worker": 2, "threads_main": 1,
+                     "threads_encoder": 1}
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_an_encoder_that_splits_its_work_gets_every_core(workers: int) -> None:
+    plan = plan_threads(4, workers=workers, encoder_splits=True)
+    assert plan.encoder_threads == 4
+    assert plan.main_threads == (1 if workers else 4)
+    assert plan_threads(4, workers=workers).encoder_threads == plan.main_threads
+
+
+def test_the_heuristic_encoder_splits_its_own_work() -> None:
+    from wsikit.models import create_encoder
+    from wsikit.threads import SplitsWork
+
+    enc = create_encoder("heuristic")
+    assert isinstance(enc, SplitsWork)
+    assert not isinstance(torch.nn.Linear(2, 2), SplitsWork)
+    with enc.split_threads(3) as n:
+        assert n == 3 and enc.threads == 3
+    assert enc.threads is None
 
 
 def test_cores_given_precedence() -> None:

@@ -112,13 +112,17 @@ class Attention:
 
 def heuristic_attention(slide_path: str | os.PathLike[str], grid: TileGrid, *,
                         batch_size: int = 64, mpp: float | None = None,
-                        progress: bool | None = None) -> Attention:
+                        progress: bool | None = None,
+                        embeddings: Embeddings | None = None) -> Attention:
     """Weight-free attention: per-slide ranks of nuclear morphology
-    (:func:`wsikit.importance.nuclear_importance`); ``grid`` gives the patches."""
+    (:func:`wsikit.importance.nuclear_importance`); ``grid`` gives the patches, and
+    ``embeddings`` of the same grid that carry the measures (``nuclear``) spare the read."""
     from .importance import nuclear_importance
 
+    measures = (embeddings.nuclear if embeddings is not None and np.array_equal(
+        embeddings.coords, np.asarray(grid.coords, np.int64)) else None)
     imp = nuclear_importance(slide_path, grid, batch_size=batch_size, mpp=mpp,
-                             progress=progress)
+                             progress=progress, measures=measures)
     return Attention(scores=imp.scores, coords=np.asarray(grid.coords, np.int64),
                      source="heuristic", label=HEURISTIC_LABEL)
 
@@ -204,7 +208,8 @@ def compute_attention(slide_path: Any, grid: TileGrid | str | os.PathLike[str], 
                                    if on_command_line() else "the file (weights=PATH); or use "
                                    "the heuristic (select: attention='heuristic')"))
         return titan_attention(embeddings, tiles, device=device, weights=weights)
-    return heuristic_attention(slide_path, tiles, mpp=mpp, progress=progress)
+    return heuristic_attention(slide_path, tiles, mpp=mpp, progress=progress,
+                               embeddings=embeddings)
 
 
 def cached_attention(path: Path, grid: TileGrid, source: str) -> Attention | None:

@@ -51,18 +51,18 @@ from ._progress import progress as _progress_bar
 from ._version import __version__
 from .cache_record import cache_intact, checksum_path, record_checksum
 from .errors import FeatureError, WsikitError
+from .importance import NuclearMeasures, PatchMeasurer
+from .io.patch_stream import PatchStream, stream_batches
 from .layout import OutputLayout
-from .patch_stream import PatchStream, normalize_uint8, stream_batches
 from .patching import PATCH_READ
-from .threads import ThreadPlan, cores_given, plan_threads, torch_threads
+from .threads import SplitsWork, ThreadPlan, cores_given, plan_threads, torch_threads
 
 if TYPE_CHECKING:
     from .io import Slide
     from .models import Encoder
     from .patching import TileGrid
 
-__all__ = ["Embeddings", "extract_features", "extract_slide_features",
-           "grid_hash", "normalize_uint8", "PatchStream", "stream_batches"]
+__all__ = ["Embeddings", "extract_features", "extract_slide_features", "grid_hash"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,10 @@ class Embeddings:
     attrs : dict
         ``features`` attributes (``grid_hash``, ``dim``, ``wsikit_version``, ...) and, under
         ``"coords"``, the coordinate attributes (TRIDENT's ``patch_size_level0``, ...).
+    nuclear : NuclearMeasures, optional
+        The weight-free importance's measures of the same patches, taken from the pixels the
+        features were computed from (dataset ``nuclear_measures`` of the file), so the
+        importance needs no second read; ``None`` when not measured.
     """
 
     features: np.ndarray
@@ -104,6 +108,7 @@ class Embeddings:
     encoder: str
     label: str
     attrs: dict[str, Any] = field(default_factory=dict)
+    nuclear: NuclearMeasures | None = None
 
     def __len__(self) -> int:
         return int(self.features.shape[0])
@@ -129,6 +134,8 @@ class Embeddings:
                                   "dim": int(self.features.shape[1])})
                 c = f.create_dataset("coords", data=self.coords.astype(np.int64))
                 _write_attrs(c, dict(self.attrs.get("coords", {})))
+                if self.nuclear is not None:
+                    self.nuclear.to_h5(f)
                 ds.attrs["complete"] = True
         return path
 
@@ -158,6 +165,7 @@ class Embeddings:
                           else np.zeros((0, 2), np.int64))
                 cattrs = ({k: h5_value(v) for k, v in f["coords"].attrs.items()} if "coords" in f
                           else {})
+                nuclear = NuclearMeasures.from_h5(f, len(feats))
         except FeatureError:
             raise
         except (OSError, KeyError, ValueError) as exc:
@@ -169,8 +177,7 @@ class Embeddings:
         attrs["coords"] = cattrs
         encoder = str(attrs.pop("encoder", path.parent.name.removeprefix("features_")))
         label = str(attrs.pop("label", encoder))
-        return cls(feats, coords, encoder, label, attrs)
-
+        return cls(feats, coords, encoder, label, attrs, nuclear)
 
 
 def _write_attrs(ds: Any, attrs: Mapping[str, Any]) -> None:
@@ -278,6 +285,7 @@ def extract_features(
     mpp: float | None = None,
     overwrite: bool = False,
     threads: int | None = None,
+    importance: bool | None = None,
 ) -> Embeddings:
     """Embed every patch of ``grid`` with ``encoder``, streaming to ``out`` if given.
 
@@ -317,8 +325,15 @@ def extract_features(
     threads : int, optional
         Cores given to the run (default ``WSIKIT_THREADS``, ``OMP_NUM_THREADS`` or the
         process's CPUs); split by :func:`wsikit.threads.plan_threads` (each reader worker
-        ``cores // workers`` threads, this process 1 while they decode) and recorded in the
+        ``cores // workers`` threads, this process 1 while they decode, an encoder that splits
+        its own work, such as the heuristic, ``cores`` chunk workers) and recorded in the
         ``threads_*`` attributes of ``features``.
+    importance : bool, optional
+        Also measure the weight-free importance's inputs (:class:`wsikit.importance.
+        PatchMeasurer`) from the same decoded patches, kept as :attr:`Embeddings.nuclear` and
+        in the file, so the importance reads nothing again; default: with a weight-free
+        encoder (the heuristic, whose attention is the importance). Only where the encoder
+        gets the patches as uint8 at the grid's size (else the importance reads them).
 
     Returns
     -------
@@ -342,7 +357,7 @@ def extract_features(
 
     expect(slide_or_path, (_Slide, str, os.PathLike), name="extract_features(slide)",
            error=FeatureError, want="a Slide (wsikit.open_slide) or the path of a slide file")
-    grid = grid_of(grid, name="extract_features(grid)", error=FeatureError)
+    patch_grid: TileGrid = grid_of(grid, name="extract_features(grid)", error=FeatureError)
     if isinstance(slide_or_path, (str, os.PathLike)):
         path, slide_mpp = Path(slide_or_path), mpp
     else:
@@ -352,33 +367,34 @@ def extract_features(
     if not path.exists():
         raise FeatureError(f"slide {path} does not exist; check the path")
     cores, source = cores_given(threads)
-    plan = plan_threads(cores, workers=workers, source=source)
     enc = _resolve_encoder(encoder, device, weights)
+    plan = plan_threads(cores, workers=workers, source=source,
+                        encoder_splits=isinstance(enc, SplitsWork))
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise FeatureError(f"device={device!r} but CUDA is not available; use "
                            f"{option('device', 'cpu')}")
     cfg = enc.config
-    if (math.isfinite(grid.target_mpp) and cfg.target_mpp
-            and abs(grid.target_mpp / cfg.target_mpp - 1) > 0.05):
-        warnings.warn(f"grid is at {grid.target_mpp:g} µm/px but {cfg.name} expects "
+    if (math.isfinite(patch_grid.target_mpp) and cfg.target_mpp
+            and abs(patch_grid.target_mpp / cfg.target_mpp - 1) > 0.05):
+        warnings.warn(f"grid is at {patch_grid.target_mpp:g} µm/px but {cfg.name} expects "
                       f"{cfg.target_mpp:g} µm/px; features may be off-distribution",
                       stacklevel=2)
     # autocast precision (weights stay float32): the encoder's unless asked otherwise
     prec = precision or getattr(enc, "precision", None) or "fp32"
-    ghash = grid_hash(grid)
-    n = len(grid)
+    ghash = grid_hash(patch_grid)
+    n = len(patch_grid)
     base_attrs: dict[str, Any] = {
-        "grid_hash": ghash, "wsikit_version": __version__, "slide": grid.slide_name,
-        "slide_path": str(path), "precision": prec, "patch_px": int(grid.patch_px),
-        "input_px": int(cfg.input_px), "target_mpp": float(grid.target_mpp),
+        "grid_hash": ghash, "wsikit_version": __version__, "slide": patch_grid.slide_name,
+        "slide_path": str(path), "precision": prec, "patch_px": int(patch_grid.patch_px),
+        "input_px": int(cfg.input_px), "target_mpp": float(patch_grid.target_mpp),
         "patch_read": PATCH_READ, **plan.as_attrs(),
     }
-    coord_attrs = grid.h5_attrs(str(out) if out is not None else "")
+    coord_attrs = patch_grid.h5_attrs(str(out) if out is not None else "")
 
     target: Path | None = None
     if out is not None:
-        target = OutputLayout(out).features(cfg.name, grid.slide_name)
+        target = OutputLayout(out).features(cfg.name, patch_grid.slide_name)
         target.parent.mkdir(parents=True, exist_ok=True)
         if not overwrite and _reusable(target, ghash, enc, n, prec):
             log.info("%s: complete features found, skipping", target)
@@ -392,8 +408,8 @@ def extract_features(
     # The reader's resize is the anti-aliased bilinear filter (torch's uint8 kernel, Pillow's
     # within one level); an encoder with another filter (Virchow2: bicubic) gets the patches at
     # their own size and resizes them itself.
-    out_px = (int(cfg.input_px) if 0 < cfg.input_px < grid.patch_px
-              and cfg.interpolation == "bilinear" else int(grid.patch_px))
+    out_px = (int(cfg.input_px) if 0 < cfg.input_px < patch_grid.patch_px
+              and cfg.interpolation == "bilinear" else int(patch_grid.patch_px))
     # On a CPU device the batches are normalised as they arrive (one fused pass per plane into
     # a reused buffer) when the encoder uses the standard transform (resize + centre crop +
     # mean/std) and no resize is left to do; otherwise the encoder's forward_uint8 does it.
@@ -403,21 +419,37 @@ def extract_features(
                      and type(enc).forward_uint8 is _Base.forward_uint8)
     normalize = ((tuple(cfg.mean), tuple(cfg.std))
                  if dev.type == "cpu" and std_transform and out_px == cfg.input_px else None)
-    stream = PatchStream(path, grid.boxes, out_px, batch_size=batch_size, mpp=slide_mpp,
-                         reader=reader, level0_size=tuple(grid.level0_size)
-                         if all(grid.level0_size) else None, patch_px=int(grid.patch_px),
+    level0 = patch_grid.level0_size
+    stream = PatchStream(path, patch_grid.boxes, out_px, batch_size=batch_size, mpp=slide_mpp,
+                         reader=reader, level0_size=(int(level0[0]), int(level0[1]))
+                         if all(level0) else None, patch_px=int(patch_grid.patch_px),
                          threads=plan.worker_threads or None)
 
-    def run(writer: _RowWriter) -> str:
-        return _run_stream(stream, enc, dev, prec, plan, writer, n, progress,
-                           desc=f"features {grid.slide_name}", normalize=normalize)
+    wants = cfg.heuristic if importance is None else importance
+    measurer = (PatchMeasurer(path, patch_grid, mpp=slide_mpp, batch_size=batch_size,
+                              background=True)
+                if wants and normalize is None else None)
+    if measurer is not None and measurer.read_px != out_px:
+        measurer = None  # the encoder gets other pixels: the importance reads its own
+
+    def run(writer: _RowWriter) -> tuple[str, NuclearMeasures | None]:
+        try:
+            kind = _run_stream(stream, enc, dev, prec, plan, writer, n, progress,
+                               desc=f"features {patch_grid.slide_name}", normalize=normalize,
+                               measurer=measurer)
+        except BaseException:
+            if measurer is not None:
+                measurer.close()
+            raise
+        return kind, measurer.finish() if measurer is not None else None
 
     if target is None:
         writer = _RowWriter(None, n, cfg.dim)
-        kind = run(writer)
+        kind, nuclear = run(writer)
         attrs = {**base_attrs, "dim": cfg.dim, "reader": kind, "complete": True,
                  "coords": coord_attrs}
-        return Embeddings(writer.memory, grid.coords.copy(), cfg.name, enc.label, attrs)
+        return Embeddings(writer.memory, patch_grid.coords.copy(), cfg.name, enc.label, attrs,
+                          nuclear)
 
 
     with _slide_lock(target):
@@ -431,13 +463,15 @@ def extract_features(
                 _write_attrs(ds, {**base_attrs, "encoder": cfg.name, "label": enc.label,
                                   "dim": cfg.dim})
                 ds.attrs["complete"] = False
-                c = f.create_dataset("coords", data=grid.coords.astype(np.int64))
+                c = f.create_dataset("coords", data=patch_grid.coords.astype(np.int64))
                 _write_attrs(c, coord_attrs)
-                if np.isfinite(grid.tissue).any():
-                    f.create_dataset("tissue", data=grid.tissue.astype(np.float32))
+                if np.isfinite(patch_grid.tissue).any():
+                    f.create_dataset("tissue", data=patch_grid.tissue.astype(np.float32))
                 f.flush()  # a killed run leaves a readable file saying complete=False
                 writer = _RowWriter(ds, n, cfg.dim)
-                kind = run(writer)
+                kind, nuclear = run(writer)
+                if nuclear is not None:
+                    nuclear.to_h5(f)
                 ds.attrs["reader"] = kind
                 ds.attrs["complete"] = True
         record_checksum(target)  # a later in-place edit is seen before reuse (_reusable)
@@ -494,7 +528,8 @@ class _RowWriter:
 def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
                 plan: ThreadPlan, writer: _RowWriter, n: int, progress: bool | None, *,
                 desc: str,
-                normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> str:
+                normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+                measurer: PatchMeasurer | None = None) -> str:
     from .models.registry import Encoder as _Base
     from .models.registry import autocast_for
 
@@ -506,7 +541,9 @@ def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
     bar = _progress_bar(total=n, enabled=progress, desc=desc, unit="patch")
     t0 = time.perf_counter()
     try:
-        with torch.inference_mode(), torch_threads(plan.main_threads):
+        split = (enc.split_threads(plan.encoder_threads) if isinstance(enc, SplitsWork)
+                 else contextlib.nullcontext(plan.main_threads))
+        with torch.inference_mode(), torch_threads(plan.main_threads), split:
             for start, x in stream_batches(stream, workers=plan.workers, device=dev,
                                            normalize=normalize):
                 if normalize is None and own_uint8:
@@ -517,6 +554,8 @@ def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
                     with autocast_for(dev, prec):
                         feats = enc(x)
                 writer.add(int(start), feats.float().cpu().numpy())
+                if measurer is not None:  # the importance's inputs, from the same pixels
+                    measurer.add(int(start), x.permute(0, 2, 3, 1).cpu().numpy())
                 bar.update(int(x.shape[0]))
         writer.finish()
     except WsikitError:
@@ -527,8 +566,8 @@ def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
         bar.close()
     dt = time.perf_counter() - t0
     log.info("%s: %d patches in %.1f s (%.1f patches/s, reader=%s, threads main %d, "
-             "%d worker(s) × %d)", desc, n, dt, n / dt if dt > 0 else float("nan"), kind,
-             plan.main_threads, plan.workers, plan.worker_threads)
+             "encoder %d, %d worker(s) × %d)", desc, n, dt, n / dt if dt > 0 else float("nan"),
+             kind, plan.main_threads, plan.encoder_threads, plan.workers, plan.worker_threads)
     return kind
 
 

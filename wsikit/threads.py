@@ -13,6 +13,12 @@ can make a kernel several times slower than one thread on a busy machine):
   only moves batches (and runs the encoder, which on a CPU would otherwise fight the
   decoders for the same cores).
 - **no reader workers**: the one process takes all the cores.
+- **an encoder that splits its own work** (:class:`SplitsWork`, e.g. the weight-free
+  heuristic): it cuts every batch into fixed chunks and runs them on its own pool of
+  ``encoder_threads`` single-threaded workers, which share no OpenMP barrier, so the
+  main process's 1 thread does not bind it: it gets all the cores (the pool and the decoders
+  then time-share the cores, none spins waiting for another), and because the chunking does
+  not depend on the pool size its features are bit-identical for any count.
 - **a kernel with nothing else running** (TITAN's blockwise attention): all the cores.
 
 :func:`plan_threads` is the pure policy; :func:`cores_given` reads the environment;
@@ -26,11 +32,12 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from .errors import WsikitError
 
-__all__ = ["THREADS_ENV", "ThreadPlan", "cores_given", "kernel_threads", "plan_threads",
-           "torch_threads"]
+__all__ = ["THREADS_ENV", "SplitsWork", "ThreadPlan", "cores_given", "kernel_threads",
+           "plan_threads", "torch_threads"]
 
 #: Environment variable giving the cores of a run (``wsikit --threads N`` sets it).
 THREADS_ENV = "WSIKIT_THREADS"
@@ -53,6 +60,10 @@ class ThreadPlan:
         Threads of each reader process (0 when there are none).
     main_threads : int
         Threads of the main process while the readers run.
+    encoder_threads : int
+        Threads the encoder computes with in the main process: ``main_threads``, or ``cores``
+        for an encoder that splits its own work into fixed single-threaded chunks
+        (:class:`SplitsWork`).
     """
 
     cores: int
@@ -60,12 +71,27 @@ class ThreadPlan:
     workers: int
     worker_threads: int
     main_threads: int
+    encoder_threads: int
 
     def as_attrs(self) -> dict[str, int | str]:
         """Flat attributes for an output file (``threads_*``)."""
         return {"threads_cores": self.cores, "threads_source": self.source,
                 "threads_workers": self.workers, "threads_per_worker": self.worker_threads,
-                "threads_main": self.main_threads}
+                "threads_main": self.main_threads, "threads_encoder": self.encoder_threads}
+
+
+@runtime_checkable
+class SplitsWork(Protocol):
+    """An encoder that cuts each batch into fixed chunks and runs them on its own pool of
+    single-threaded workers (results independent of the pool size).
+
+    :func:`plan_threads` gives such an encoder every core even while reader processes decode
+    (``encoder_threads``); :meth:`split_threads` applies that count for a block.
+    """
+
+    def split_threads(self, n: int) -> contextlib.AbstractContextManager[int]:
+        """Run the block with a pool of ``n`` chunk workers, then restore the previous count."""
+        ...
 
 
 def _positive_int(value: str | int, where: str) -> int:
@@ -117,8 +143,9 @@ def cores_given(threads: int | None = None, *, environ: Mapping[str, str] | None
     return max(1, int(affinity)), "affinity"
 
 
-def plan_threads(cores: int, *, workers: int, source: str = "argument") -> ThreadPlan:
-    """The policy: threads of the main process and of each of ``workers`` readers.
+def plan_threads(cores: int, *, workers: int, source: str = "argument",
+                 encoder_splits: bool = False) -> ThreadPlan:
+    """The policy: threads of the main process, its encoder and each of ``workers`` readers.
 
     Parameters
     ----------
@@ -128,20 +155,25 @@ def plan_threads(cores: int, *, workers: int, source: str = "argument") -> Threa
         Reader processes (>= 0).
     source : str
         Recorded as :attr:`ThreadPlan.source`.
+    encoder_splits : bool
+        The encoder splits its own work (:class:`SplitsWork`): it computes with ``cores``
+        chunk workers whatever the main process's count.
 
     Returns
     -------
     ThreadPlan
         ``workers == 0``: the main process takes ``cores``; otherwise each worker
-        ``max(1, cores // workers)`` and the main process 1.
+        ``max(1, cores // workers)`` and the main process 1. The encoder gets the main
+        process's count, or ``cores`` when it splits its own work.
     """
     cores, workers = int(cores), int(workers)
     if cores < 1 or workers < 0:
         raise WsikitError(f"plan_threads: cores={cores} must be >= 1 and workers={workers} "
                           ">= 0")
     if workers == 0:
-        return ThreadPlan(cores, source, 0, 0, cores)
-    return ThreadPlan(cores, source, workers, max(1, cores // workers), 1)
+        return ThreadPlan(cores, source, 0, 0, cores, cores)
+    return ThreadPlan(cores, source, workers, max(1, cores // workers), 1,
+                      cores if encoder_splits else 1)
 
 
 def kernel_threads(threads: int | None = None) -> int:

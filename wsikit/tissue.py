@@ -636,10 +636,10 @@ def mask_shape(level0_size: tuple[int, int], slide_mpp: float, *, mpp: float,
 
 def _read_thumbnail(slide: Slide, size: tuple[int, int]) -> np.ndarray:
     """Whole slide at ``size`` (w, h): straight from the TIFF tiles (scaled JPEG decode) when
-    :mod:`wsikit.tiles` can read the file, else through the slide's backend."""
+    :mod:`wsikit.io.tiles` can read the file, else through the slide's backend."""
     W, H = slide.dimensions
     if slide.backend in ("openslide", "tiffslide"):
-        from .tiles import open_tile_reader
+        from .io.tiles import open_tile_reader
 
         # the direct tile reader declines (None) the files it cannot read
         reader, _reason = open_tile_reader(slide.path, expected_dimensions=(W, H), cache_mb=0)

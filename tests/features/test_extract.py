@@ -11,10 +11,11 @@ import torch
 
 from wsikit.errors import FeatureError
 from wsikit.features import Embeddings, extract_features, grid_hash
+from wsikit.io.region_resize import resize_uint8
+from wsikit.io.tiles import TileReader
 from wsikit.layout import OutputLayout
 from wsikit.models import create_encoder
 from wsikit.patching import TileGrid
-from wsikit.tiles import TileReader, resize_uint8
 
 from .conftest import TinyEncoder
 

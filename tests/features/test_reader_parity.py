@@ -19,12 +19,14 @@ import tifffile
 import torch
 from PIL import Image
 
-from wsikit.features import PatchStream, extract_features
+from wsikit.features import extract_features
 from wsikit.io import open_slide
+from wsikit.io.patch_stream import PatchStream
+from wsikit.io.region_resize import resample_region
+from wsikit.io.tiles import TileReader
 from wsikit.models import create_encoder
 from wsikit.models.resample import pil_resize
 from wsikit.patching import make_grid
-from wsikit.tiles import TileReader, resample_region
 
 
 def _read(path: Path, boxes: np.ndarray, out_px: int, kind: str,

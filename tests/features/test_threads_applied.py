@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import h5py
@@ -10,9 +11,9 @@ import pytest
 import torch
 
 from wsikit.features import extract_features
+from wsikit.io.patch_stream import PatchStream, stream_batches
 from wsikit.models import Encoder, EncoderConfig
 from wsikit.models.titan import Titan
-from wsikit.patch_stream import PatchStream, stream_batches
 from wsikit.patching import TileGrid
 
 _CFG = EncoderConfig(
@@ -72,6 +73,32 @@ def test_main_process_at_one_thread_while_workers_decode_and_recorded(
                             progress=False, threads=3)
     assert np.unique(solo.features).tolist() == [3.0]
     assert solo.attrs["threads_main"] == 3 and solo.attrs["threads_source"] == "argument"
+
+
+def test_heuristic_encoder_takes_every_core_while_workers_decode_bit_identically(
+        synthetic_small_slide: Path, small_grid: TileGrid,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from wsikit.models import heuristic
+
+    if not heuristic._openmp():
+        pytest.skip("torch without OpenMP: the chunk pool is not used")
+    ran_in: set[str] = set()
+    inner = heuristic._chunk_features_1thread
+
+    def spy(c: torch.Tensor) -> torch.Tensor:
+        ran_in.add(threading.current_thread().name.rsplit("_", 1)[0])
+        return inner(c)
+
+    monkeypatch.setattr(heuristic, "_chunk_features_1thread", spy)
+    runs = {n: extract_features(synthetic_small_slide, small_grid, "heuristic", workers=2,
+                                batch_size=8, progress=False, threads=n) for n in (1, 2)}
+    assert not ran_in or ran_in == {"wsikit-heuristic"}
+    assert (runs[1].attrs["threads_main"], runs[1].attrs["threads_encoder"]) == (1, 1)
+    assert (runs[2].attrs["threads_main"], runs[2].attrs["threads_encoder"]) == (1, 2)
+    # the main process holds 1 torch thread, yet the 2-core run embedded on the chunk pool …
+    assert ran_in == {"wsikit-heuristic"}
+    # … with features bit-identical to the 1-core run
+    np.testing.assert_array_equal(runs[1].features, runs[2].features)
 
 
 def test_titan_kernel_takes_the_cores_given(monkeypatch: pytest.MonkeyPatch) -> None:

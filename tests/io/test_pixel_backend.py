@@ -9,8 +9,8 @@ import numpy as np
 from PIL import Image
 
 from wsikit.io import open_slide
+from wsikit.io.pixel_backend import open_pixel_slide, same_pixels
 from wsikit.patching import make_grid
-from wsikit.pixel_backend import open_pixel_slide, same_pixels
 from wsikit.tissue import segment_tissue
 
 DATA = Path(__file__).resolve().parents[1] / "data"

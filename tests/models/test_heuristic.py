@@ -1,4 +1,4 @@
-"""Weight-free encoder, haematoxylin density and importance scores."""
+"""Weight-free encoder and importance scores."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ from skimage.color import rgb2hed
 from wsikit.errors import ModelError
 from wsikit.models import (
     create_encoder,
-    haematoxylin_density,
     importance_scores,
     rgb_to_hed,
 )
 from wsikit.models.heuristic import (
-    NUCLEAR_H_OD,
     _hist_quantiles,
     _to_analysis,
     heuristic_features,
@@ -66,18 +64,6 @@ def test_heuristic_rejects_bad_input() -> None:
         enc.encode(np.zeros((2, 32, 32, 3), dtype=np.float32))
     with pytest.raises(ModelError, match="weight-free"):
         create_encoder("heuristic", weights="/some/file.bin")
-
-
-def test_haematoxylin_density_orders_stains() -> None:
-    white = np.full((1, 64, 64, 3), 245, np.uint8)
-    purple = np.zeros((1, 64, 64, 3), np.uint8)
-    purple[..., :] = (70, 40, 140)  # haematoxylin-like
-    pink = np.zeros((1, 64, 64, 3), np.uint8)
-    pink[..., :] = (235, 150, 190)  # eosin-like
-    d = haematoxylin_density(np.concatenate([white, purple, pink]))
-    assert d.dtype == np.float32 and d.shape == (3,)
-    assert d[0] == 0.0 and d[1] == 1.0 and d[2] == 0.0
-    assert rgb2hed(purple[0])[0, 0, 0] >= NUCLEAR_H_OD  # the threshold agrees with skimage
 
 
 def test_importance_scores_are_per_slide_ranks() -> None:
@@ -149,6 +135,28 @@ def test_features_independent_of_layout_dtype_chunking_and_threads() -> None:
     finally:
         torch.set_num_threads(old)
     assert torch.get_num_threads() == old
+
+
+def test_explicit_chunk_workers_give_bit_identical_features_at_any_torch_count() -> None:
+    crops = np.stack([synthetic_tissue_image(SyntheticSpec(512, 512, mpp=0.5, seed=s))
+                      for s in range(6)])
+    t = torch.from_numpy(crops).permute(0, 3, 1, 2)
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)  # what the main process holds while reader workers decode
+        one = heuristic_features(t, threads=1)
+        two = heuristic_features(t, threads=2)
+        torch.set_num_threads(2)
+        serial = heuristic_features(t, threads=1)  # one worker: single-threaded reductions
+    finally:
+        torch.set_num_threads(old)
+    np.testing.assert_array_equal(one.numpy(), two.numpy())
+    np.testing.assert_array_equal(one.numpy(), serial.numpy())
+    enc = create_encoder("heuristic")
+    with enc.split_threads(2):
+        np.testing.assert_array_equal(enc.encode(crops), create_encoder("heuristic").encode(crops))
+    with pytest.raises(ModelError, match="threads=0"):
+        heuristic_features(t, threads=0)
 
 
 def test_blank_tiny_and_odd_images_embed_finitely() -> None:

@@ -334,7 +334,7 @@ class Slide:
 
         The level is :meth:`best_level` of ``min(w / out_w, h / out_h)``; the region is the
         smallest block of its pixels that contains the box (white outside the slide).
-        :class:`wsikit.tiles.TileReader` maps boxes onto the same level, region and box.
+        :class:`wsikit.io.tiles.TileReader` maps boxes onto the same level, region and box.
 
         Parameters
         ----------

@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # what a type checker sees of the lazy names below
     from .environment import doctor
     from .heuristic import (
         HeuristicEncoder,
-        haematoxylin_density,
         importance_scores,
         rgb_to_hed,
     )
@@ -43,7 +42,6 @@ _LAZY: dict[str, str] = {
     "create_encoder": "registry",
     "doctor": "environment",
     "get_config": "registry",
-    "haematoxylin_density": "heuristic",
     "importance_scores": "heuristic",
     "list_encoders": "registry",
     "register_encoder": "registry",
@@ -59,7 +57,6 @@ __all__ = [
     "create_encoder",
     "doctor",
     "get_config",
-    "haematoxylin_density",
     "importance_scores",
     "list_encoders",
     "register_encoder",

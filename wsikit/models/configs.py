@@ -126,7 +126,7 @@ _NC_ND = "CC-BY-NC-ND-4.0"
 
 HEURISTIC_CONFIG = EncoderConfig(
     name="heuristic", role="any", hub_repo=None, hub_files=(),
-    input_px=128,  # haematoxylin_density works at this size (selection semantics)
+    input_px=128,  # nominal: the embedding analyses 128-256 px itself (heuristic._MIN_PX/_MAX_PX)
     interpolation="area", mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0), target_mpp=0.5,
     patch_px=512, dim=64, precision="fp32", license="Apache-2.0", gated=False, heuristic=True,
     description="weight-free colour-deconvolution + intensity/texture statistics (64-d)")

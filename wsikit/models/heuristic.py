@@ -10,15 +10,14 @@ embedding is cheap enough to run on every tissue patch of a slide on CPU (hundre
   multi-scale texture statistics (:func:`heuristic_features`), each centred and scaled against
   fixed reference statistics of H&E tissue, so that cosine similarity spreads over [-1, 1].
   Usable for patches, crops and figures.
-* :func:`haematoxylin_density`: ``(B,)`` fraction of pixels with haematoxylin optical density
-  ≥ the fixed :data:`NUCLEAR_H_OD` (not used for importance: misses pale or faded nuclei).
 * :func:`importance_scores`: the slide-adaptive nuclear-morphology importance of
   :mod:`wsikit.models.nuclear` (per-slide threshold, robust z-scores, ranks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
@@ -28,6 +27,7 @@ import torch.nn.functional as F
 from skimage.color.colorconv import hed_from_rgb
 
 from ..errors import ModelError
+from ..threads import torch_threads
 from .configs import HEURISTIC_CONFIG, EncoderConfig
 from .nuclear import importance_scores
 from .registry import Encoder
@@ -39,7 +39,6 @@ __all__ = [
     "NUCLEAR_H_OD",
     "HeuristicEncoder",
     "fit_reference",
-    "haematoxylin_density",
     "heuristic_features",
     "importance_scores",
     "rgb_to_hed",
@@ -51,7 +50,6 @@ NUCLEAR_H_OD = 0.08
 #: Version of the embedding's definition; part of :attr:`HeuristicEncoder.label`, which feature
 #: files and figure indexes record, so vectors of an older definition are never reused.
 HEURISTIC_VERSION = 3
-_WORK_PX = HEURISTIC_CONFIG.input_px  # 128: haematoxylin_density works at this size
 _MIN_PX = 128   # the embedding analyses the shorter side at >= this many px (upsampled) …
 _MAX_PX = 256   # … and <= this many (area-downsampled); in between, at native resolution
 _LEVELS = 5     # texture pyramid levels (factor 2 each), pooled over scale
@@ -93,52 +91,6 @@ def rgb_to_hed(x: torch.Tensor) -> torch.Tensor:
     od = torch.log(x.float().clamp_min(1e-6)) / log_adjust
     hed = torch.einsum("bchw,cd->bdhw", od, _hed_matrix(x.device))
     return hed.clamp_min_(0.0)
-
-
-def _to_work(x: torch.Tensor) -> torch.Tensor:
-    """uint8 ``(B, 3, H, W)`` -> float [0, 1] at most ``_WORK_PX`` on the shorter side."""
-    if x.dtype != torch.uint8 or x.ndim != 4 or x.shape[1] != 3:
-        raise ModelError(f"expected (B, 3, H, W) uint8 RGB, got {x.dtype} {tuple(x.shape)}")
-    x = x.float().div_(255.0)
-    h, w = x.shape[-2:]
-    if min(h, w) > _WORK_PX:
-        scale = _WORK_PX / min(h, w)
-        x = F.interpolate(x, size=(max(1, round(h * scale)), max(1, round(w * scale))),
-                          mode="area")
-    return x
-
-
-def _as_batch(images: np.ndarray | torch.Tensor) -> torch.Tensor:
-    if isinstance(images, np.ndarray):
-        if images.ndim == 3:
-            images = images[None]
-        if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
-            raise ModelError(f"expected (B, H, W, 3) uint8 RGB images, got {images.dtype} "
-                             f"{images.shape}")
-        return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2)
-    if images.ndim == 4 and images.shape[-1] == 3 and images.shape[1] != 3:
-        images = images.permute(0, 3, 1, 2)
-    return images
-
-
-@torch.inference_mode()
-def haematoxylin_density(images: np.ndarray | torch.Tensor) -> np.ndarray:
-    """Fraction of pixels with nuclear-strength haematoxylin, per image.
-
-    Parameters
-    ----------
-    images : ndarray or torch.Tensor
-        ``(B, H, W, 3)`` uint8 RGB (array or tensor) or ``(B, 3, H, W)`` uint8 tensor.
-
-    Returns
-    -------
-    ndarray
-        ``(B,)`` float32 in [0, 1]: share of pixels (on a 128 px downscale) whose haematoxylin
-        concentration (:func:`rgb_to_hed`) is at least :data:`NUCLEAR_H_OD`.
-    """
-    x = _to_work(_as_batch(images))
-    h = rgb_to_hed(x)[:, 0]
-    return (h >= NUCLEAR_H_OD).float().mean(dim=(1, 2)).cpu().numpy().astype(np.float32)
 
 
 def _box_down(x: torch.Tensor, k: int, unit: float) -> torch.Tensor:
@@ -414,7 +366,8 @@ def _chunk_features_1thread(c: torch.Tensor) -> torch.Tensor:
 
 
 def heuristic_features(x: torch.Tensor, *, chunk_pixels: int = _CHUNK_PIXELS,
-                       chunk_input_pixels: int = _CHUNK_INPUT_PIXELS) -> torch.Tensor:
+                       chunk_input_pixels: int = _CHUNK_INPUT_PIXELS,
+                       threads: int | None = None) -> torch.Tensor:
     """The 64 raw (un-normalised) statistics behind the heuristic embedding.
 
     Parameters
@@ -425,8 +378,12 @@ def heuristic_features(x: torch.Tensor, *, chunk_pixels: int = _CHUNK_PIXELS,
     chunk_pixels, chunk_input_pixels : int
         Images are processed in groups of at most this many analysis (texture image) and input
         pixels (at least one image per group), so the intermediate planes stay in the CPU
-        cache and memory stays bounded. On CPU with several torch threads, groups run in
-        parallel, one single-threaded group per thread. Results do not depend on either.
+        cache and memory stays bounded. Results do not depend on either.
+    threads : int, optional
+        Workers of the chunk pool on CPU (default: torch's intra-op thread count). The
+        groups are cut the same way for any count and each is computed single-threaded (with
+        ``threads=1`` too), so the features are bit-identical for any count; several workers
+        run several groups at once.
 
     Returns
     -------
@@ -465,17 +422,22 @@ def heuristic_features(x: torch.Tensor, *, chunk_pixels: int = _CHUNK_PIXELS,
     per = max(1, min(chunk_pixels // max(1, min(_MAX_PX * _MAX_PX, in_px)),
                      chunk_input_pixels // max(1, in_px)))
     chunks = x.split(per)
-    threads = torch.get_num_threads()
-    if threads > 1 and x.device.type == "cpu" and _openmp():
-        # one chunk per thread, each single-threaded: no per-operation thread barriers (which
+    n_threads = torch.get_num_threads() if threads is None else int(threads)
+    if n_threads < 1:
+        raise ModelError(f"heuristic_features: threads={threads} must be >= 1")
+    if x.device.type != "cpu":
+        out = torch.cat([_chunk_features(c) for c in chunks])
+    elif n_threads > 1 and len(chunks) > 1 and _openmp():
+        # one chunk per worker, each single-threaded: no per-operation thread barriers (which
         # stall for a scheduler slice on a busy machine and cost more than the arithmetic), and
         # every row is reduced in the same order, so an image's features do not depend on the
         # batch it came in or the thread count
-        with ThreadPoolExecutor(min(threads, len(chunks)),
+        with ThreadPoolExecutor(min(n_threads, len(chunks)),
                                 thread_name_prefix="wsikit-heuristic") as pool:
             out = torch.cat(list(pool.map(_chunk_features_1thread, chunks)))
     else:
-        out = torch.cat([_chunk_features(c) for c in chunks])
+        with torch_threads(1):  # single-threaded reductions, as in the pool
+            out = torch.cat([_chunk_features(c) for c in chunks])
     if out.shape[1] != len(FEATURE_NAMES):  # pragma: no cover - guarded by tests
         raise ModelError(f"heuristic features: {out.shape[1]} != {len(FEATURE_NAMES)}")
     return out
@@ -563,6 +525,8 @@ class HeuristicEncoder(Encoder):
 
     def __init__(self, config: EncoderConfig = HEURISTIC_CONFIG) -> None:
         super().__init__(config)
+        #: Chunk-pool workers (None: torch's intra-op thread count); see :meth:`split_threads`.
+        self.threads: int | None = None
         self.register_buffer("_centre", torch.as_tensor(_REF_CENTRE, dtype=torch.float32),
                              persistent=False)
         self.register_buffer("_scale", torch.as_tensor(_REF_SCALE, dtype=torch.float32),
@@ -582,6 +546,19 @@ class HeuristicEncoder(Encoder):
             value = f"{head} {tag}" + (f"{sep}{rest}" if sep else "")
         self._label = value
 
+    @contextlib.contextmanager
+    def split_threads(self, n: int) -> Iterator[int]:
+        """Embed with a pool of ``n`` chunk workers inside the block, whatever torch's thread
+        count (:class:`wsikit.threads.SplitsWork`: the thread policy gives this encoder every
+        core while reader processes decode); the features do not depend on ``n``."""
+        if int(n) < 1:
+            raise ModelError(f"heuristic: split_threads({n}) needs at least 1 worker")
+        before, self.threads = self.threads, int(n)
+        try:
+            yield int(n)
+        finally:
+            self.threads = before
+
     def preprocess(self, x: torch.Tensor) -> torch.Tensor:
         """Check a ``(B, 3, H, W)`` uint8 batch and return it unchanged: the heuristic samples
         native pixels and resamples for texture itself (:func:`heuristic_features`)."""
@@ -600,6 +577,7 @@ class HeuristicEncoder(Encoder):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, 3, H, W)`` RGB, float in [0, 1] or uint8, any size -> ``(B, 64)`` float32,
         unit L2 norm."""
-        z = heuristic_features(x, chunk_input_pixels=self.max_chunk_pixels)
+        z = heuristic_features(x, chunk_input_pixels=self.max_chunk_pixels,
+                               threads=self.threads)
         z = (z - self._centre) / self._scale
         return F.normalize(z.clamp_(-_CLIP, _CLIP), dim=1, eps=1e-8)

@@ -1,6 +1,6 @@
 """How a source region becomes a patch: the resampling decision and kernels both readers share.
 
-The tile reader (:mod:`wsikit.tiles`) and the slide reader (:meth:`wsikit.io.Slide.
+The tile reader (:mod:`wsikit.io.tiles`) and the slide reader (:meth:`wsikit.io.Slide.
 source_region`) hand an integer source region of one pyramid level and a sub-pixel box in it
 to :func:`resample_region`, so the two give the same pixels for the same box:
 

@@ -13,7 +13,7 @@ same level downsample (OpenSlide's and tiffslide's convention: the mean of the x
 ratios), the same integer source region and sub-pixel box, and bit-identical JPEG decodes. The
 only difference is the resampling kernel: a whole-region resize runs torch's uint8
 anti-aliased bilinear kernel, which equals Pillow's except for about 1 pixel in 10⁴ that is one
-level off (:func:`wsikit.patch_stream.PatchStream` runs the same function on both readers, so
+level off (:func:`wsikit.io.patch_stream.PatchStream` runs the same function on both readers, so
 its two readers agree exactly).
 
 DCT-domain scaling (opt-in, ``dct=True``): when the patch is a 2×, 4× or 8× reduction of the
@@ -23,7 +23,7 @@ low-frequency coefficients are inverse-transformed), which is faster than a full
 to ~50 levels at sharp edges (mean ~1.7), so it is never used unless asked for.
 
 JPEG tile decoding (shared tables, the Adobe marker for RGB JPEG, the decoders) is in
-:mod:`wsikit.tile_jpeg`.
+:mod:`wsikit.io.tile_jpeg`.
 """
 
 from __future__ import annotations
@@ -37,21 +37,19 @@ from typing import Any
 
 import numpy as np
 
-from ._hints import option
-from .errors import SlideError
-from .region_resize import _resize_torch, resample_kind, resample_region, resize_uint8
+from .._hints import option
+from ..errors import SlideError
+from .region_resize import _resize_torch, resample_kind, resize_uint8
 from .tile_jpeg import (
     _JPEG,
     _PHOTOMETRIC_RGB,
     _PHOTOMETRIC_YCBCR,
-    DECODER,
     _composite_white,
     _decode_jpeg,
     _jpeg_prefix,
 )
 
-__all__ = ["TiffLevel", "TileReader", "open_tile_reader", "resample_kind", "resample_region",
-           "resize_uint8", "DECODER"]
+__all__ = ["TiffLevel", "TileReader", "open_tile_reader"]
 
 _REDUCTIONS = (8, 4, 2, 1)
 _EPS = 1e-6
@@ -185,7 +183,7 @@ class TileReader:
         -------
         (level, reduction) : tuple of int
         """
-        from .io.slide import LEVEL_TOLERANCE
+        from .slide import LEVEL_TOLERANCE
 
         want = min(l0_size[0] / out_size[0], l0_size[1] / out_size[1])
         level = 0
@@ -259,7 +257,7 @@ class TileReader:
         """A tile that cannot be decoded: a clear error, or white with ``--on-bad-tile skip``."""
         import warnings
 
-        from .io.slide import bad_tile_policy
+        from .slide import bad_tile_policy
 
         lv = self.levels[level]
         x, y = col * lv.tile_width, row * lv.tile_height

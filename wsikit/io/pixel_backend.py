@@ -16,8 +16,8 @@ import os
 
 import numpy as np
 
-from .errors import WsikitError
-from .io import Slide, open_slide
+from ..errors import WsikitError
+from .slide import Slide, open_slide
 
 __all__ = ["open_pixel_slide"]
 

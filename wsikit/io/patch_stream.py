@@ -1,8 +1,8 @@
 """Patch streaming: uint8 patch batches read in storage order by worker processes.
 
 :class:`PatchStream` deals chunks of consecutive grid rows to DataLoader workers, each with its
-own slide handle (the direct JPEG tile reader of :mod:`wsikit.tiles` for tiled TIFFs, else
-:meth:`wsikit.io.Slide.source_region` on :func:`wsikit.pixel_backend.open_pixel_slide`).
+own slide handle (the direct JPEG tile reader of :mod:`wsikit.io.tiles` for tiled TIFFs, else
+:meth:`wsikit.io.Slide.source_region` on :func:`wsikit.io.pixel_backend.open_pixel_slide`).
 :func:`stream_batches` moves the batches through reusable shared-memory slots (only slot
 numbers cross processes) and normalises them into a reused buffer on CPU, or through pinned
 memory with non-blocking copies on CUDA.
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 
-from .errors import FeatureError
+from ..errors import FeatureError
 
 __all__ = ["PatchStream", "normalize_uint8", "stream_batches"]
 
@@ -80,7 +80,7 @@ class PatchStream(IterableDataset):
     -----
     Both readers produce identical pixels: the same level, integer source region and
     sub-pixel box (:meth:`wsikit.io.Slide.source_region`), bit-identical JPEG decodes, and the
-    same resampling function (:func:`wsikit.region_resize.resample_region`).
+    same resampling function (:func:`wsikit.io.region_resize.resample_region`).
     """
 
     def __init__(self, path: str | os.PathLike[str], boxes: np.ndarray, out_px: int, *,
@@ -117,7 +117,8 @@ class PatchStream(IterableDataset):
         ``read_into`` fills ``out``, a ``(B, out_px, out_px, 3) uint8`` C-contiguous array,
         with the patches of the ``(B, 4)`` level-0 ``boxes``.
         """
-        from .tiles import _resize_torch, open_tile_reader, resample_region
+        from .region_resize import _resize_torch, resample_region
+        from .tiles import open_tile_reader
 
         size = (self.patch_px, self.patch_px)
         final = (self.out_px, self.out_px)
