@@ -190,3 +190,20 @@ def test_geojson_mask_has_the_pixel_grid_of_the_segmentation(cmu_small, tmp_path
     assert back.mask.shape == tm.mask.shape
     assert back.mpp == pytest.approx(tm.mpp) and back.downsample == pytest.approx(tm.downsample)
     assert _iou(back.mask, tm.mask) > 0.95
+
+
+def test_mask_shape_pixel_budget_bounds_huge_slides_only():
+    from wsikit.tissue import MASK_MAX_PIXELS, mask_shape
+
+    # a test-sized slide is untouched by the bound: exactly the 8 µm/px shape
+    assert mask_shape((49152, 32768), 0.25, mpp=8.0) == (1536, 1024)
+    assert mask_shape((49152, 32768), 0.25, mpp=8.0, max_pixels=0) == (1536, 1024)
+    # 200k x 100k px at 0.25 µm/px would be 6250 x 3125 at 8 µm/px: coarsened into the budget,
+    # aspect ratio kept
+    w, h = mask_shape((200_000, 100_000), 0.25, mpp=8.0)
+    assert w * h <= MASK_MAX_PIXELS and w * h > 0.99 * MASK_MAX_PIXELS
+    assert abs(w / h - 2.0) < 1e-3
+    assert mask_shape((200_000, 100_000), 0.25, mpp=8.0, max_pixels=0) == (6250, 3125)
+    # the mask's own effective mpp (what a GeoJSON records) maps back to the same grid
+    eff = 0.25 * 0.5 * (200_000 / w + 100_000 / h)
+    assert mask_shape((200_000, 100_000), 0.25, mpp=eff) == (w, h)

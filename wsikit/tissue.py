@@ -35,10 +35,14 @@ if TYPE_CHECKING:
 __all__ = ["tissue_mask", "ink_regions", "artefact_masks", "segment_tissue",
            "tissue_from_thumbnail", "TissueMask",
            "mask_polygons", "mask_shape", "ARTEFACT_KINDS", "DEFAULT_MASK_MPP",
-           "MIN_TISSUE_UM2", "MIN_HOLE_UM2"]
+           "MIN_TISSUE_UM2", "MIN_HOLE_UM2", "MASK_MAX_PIXELS"]
 
 #: Default µm/px of the thumbnail the mask is computed on.
 DEFAULT_MASK_MPP = 8.0
+#: Most pixels of a tissue mask (2**23, about 2900²): a slide larger than this at the mask mpp
+#: (at 8 µm/px and 0.25 µm/px level 0, beyond ~23 mm or ~92k px square) is segmented at the
+#: coarser mpp that fits, so segmentation memory does not grow with the slide.
+MASK_MAX_PIXELS = 2 ** 23
 #: Tissue pieces smaller than this (µm², 0.05 mm²) are dropped.
 MIN_TISSUE_UM2 = 5e4
 #: Holes smaller than this (µm², 0.01 mm²) are filled.
@@ -618,11 +622,14 @@ def _fill_geometry(mask: np.ndarray, geom: Any, sx: float, sy: float, fill_polyg
 
 
 def mask_shape(level0_size: tuple[int, int], slide_mpp: float, *, mpp: float,
-               min_side_px: int = 256) -> tuple[int, int]:
+               min_side_px: int = 256, max_pixels: int = MASK_MAX_PIXELS) -> tuple[int, int]:
     """``(w, h)`` of a slide's tissue mask at ``mpp`` µm/px, the one rule for every mask.
 
     Small slides get a finer mask, so that its longer side has at least ``min_side_px``
-    pixels (never finer than the slide itself; ``0``: exactly ``mpp``). :func:`segment_tissue` and
+    pixels (never finer than the slide itself; ``0``: exactly ``mpp``). Huge slides get a
+    coarser one, so that it has at most ``max_pixels`` pixels (:data:`MASK_MAX_PIXELS`; ``0``:
+    no bound): segmentation's working arrays are a few tens of bytes per mask pixel, so this
+    bounds its memory whatever the slide size. :func:`segment_tissue` and
     :meth:`TissueMask.from_geojson` both use it, so a mask rasterised from a (possibly
     edited) GeoJSON has the pixel grid of the segmentation it came from.
     """
@@ -630,8 +637,14 @@ def mask_shape(level0_size: tuple[int, int], slide_mpp: float, *, mpp: float,
     longest_um = max(W, H) * slide_mpp
     mask_mpp = (float(mpp) if min_side_px <= 0 else
                 min(float(mpp), max(slide_mpp, longest_um / min_side_px)))
-    return (max(1, int(round(W * slide_mpp / mask_mpp))),
-            max(1, int(round(H * slide_mpp / mask_mpp))))
+    w = max(1, int(round(W * slide_mpp / mask_mpp)))
+    h = max(1, int(round(H * slide_mpp / mask_mpp)))
+    if max_pixels > 0 and w * h > max_pixels:
+        # rounded down, so within the bound (and a mask's own effective mpp maps to itself)
+        mask_mpp *= math.sqrt(w * h / max_pixels)
+        w = max(1, int(W * slide_mpp / mask_mpp))
+        h = max(1, int(H * slide_mpp / mask_mpp))
+    return w, h
 
 
 def _read_thumbnail(slide: Slide, size: tuple[int, int]) -> np.ndarray:
