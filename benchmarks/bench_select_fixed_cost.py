@@ -66,11 +66,13 @@ def _top_stages(cmd: list[str], env: dict[str, str], n: int = 8) -> list[tuple[s
                        capture_output=True, check=True)
         stats = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
     rows = [(f"{Path(f).name}:{fn}", ct) for (f, _, fn), (_, _, _, ct, _) in stats.items()
-            if "/wsikit/" in f and fn in ("<module>", "_tissue", "_patch_encoder",
-                                           "finish_select", "extract_features", "_attention",
-                                           "create_encoder", "_grid", "find_weights")
+            if "/wsikit/" in f and fn in ("<module>", "run_select", "run_steps", "segment_step",
+                                           "patch_step", "features_step", "attention_step",
+                                           "select_step", "write_evidence", "check_tissue_owner",
+                                           "create_encoder", "find_weights")
             and (fn != "<module>" or Path(f).stem in ("features", "tissue", "slide_ops",
-                                                      "heuristic", "pipeline", "importance"))]
+                                                      "heuristic", "pipeline", "importance",
+                                                      "select_stage", "builtin_steps"))]
     return sorted(rows, key=lambda r: -r[1])[:n]
 
 
