@@ -222,13 +222,13 @@ def test_patch_and_select_build_the_same_grid(slide_fixture, request, tmp_path):
 
     path = request.getfixturevalue(slide_fixture)
     opts = dict(target_mpp=0.5, patch_px=256, min_tissue=0.1)
-    fresh = patch(path, out=tmp_path / "a", show_progress=False, **opts)
-    cached = patch(path, out=tmp_path / "a", show_progress=False, **opts)
+    fresh = patch(path, out=tmp_path / "a", progress=False, **opts)
+    cached = patch(path, out=tmp_path / "a", progress=False, **opts)
     sel_cached = select_grid(tmp_path / "a")
     sel_fresh = select_grid(tmp_path / "b")
     with open_slide(path) as s:
         direct = make_grid(s, segment_tissue(s), **opts)
-    after = patch(path, out=tmp_path / "b", show_progress=False, **opts)
+    after = patch(path, out=tmp_path / "b", progress=False, **opts)
     assert len(fresh) > 0
     for g in (cached, sel_cached, sel_fresh, direct, after):
         assert _grid_tuple(g) == _grid_tuple(fresh)
@@ -244,7 +244,7 @@ def test_patch_and_select_build_the_same_grid(slide_fixture, request, tmp_path):
     half = [[x0, y0], [(x0 + x1) / 2, y0], [(x0 + x1) / 2, y1], [x0, y1], [x0, y0]]
     doc["features"][0]["geometry"]["coordinates"] = [half]
     gj.write_text(json.dumps(doc))
-    edited = patch(path, out=tmp_path / "a", show_progress=False, **opts)
+    edited = patch(path, out=tmp_path / "a", progress=False, **opts)
     sel_edited = select_grid(tmp_path / "a")
     with open_slide(path) as s:
         m = TissueMask.from_png(OutputLayout(tmp_path / "a").mask(fresh.slide_name),

@@ -28,8 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+import numpy as np
+
 from ._hints import keyword, option
-from .errors import SelectionError, WsikitError
+from .errors import SelectionError
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -41,6 +43,7 @@ __all__ = [
     "OutputOptions",
     "PipelineOptions",
     "SelectionOptions",
+    "parse_scales",
     "resolve_scales",
 ]
 
@@ -273,7 +276,11 @@ class PipelineOptions:
         return opts
 
     def check(self) -> None:
-        """Refuse values no stage can honour, naming the option and the fix."""
+        """Refuse values no stage can honour, naming the option and the fix.
+
+        The selector's own options are checked by the selector
+        (:func:`wsikit.selectors.check_selection`), which the runs call before any work.
+        """
         known = _encoder_names()
         if self.models.encoder != "auto" and self.models.encoder not in known:
             raise SelectionError(f"{option('encoder', self.models.encoder)}: unknown encoder; "
@@ -287,15 +294,6 @@ class PipelineOptions:
                                  f"{option('question', 'TEXT')} too, or drop the towers")
         if not (isinstance(m.rrf_k, (int, float)) and math.isfinite(m.rrf_k) and m.rrf_k > 0):
             raise SelectionError(f"{option('rrf_k', m.rrf_k)} must be a positive number")
-        from .selectors import create_selector
-
-        try:  # the selector validates its own options before any work
-            create_selector(self.selection.selector, **self.selection.selector_options())
-        except WsikitError:
-            raise
-        except (TypeError, ValueError) as exc:
-            raise SelectionError(f"{option('selector', self.selection.selector)}: {exc}"
-                                 ) from exc
 
     def value(self, name: str) -> Any:
         """The value of option ``name`` (flat name, e.g. ``"target_mpp"``)."""
@@ -364,8 +362,6 @@ def resolve_scales(selector: str, scales: str | Sequence[int] | None, per_scale:
     for ``topk`` scale 1 and 8 patches (``per_scale`` is its ``k``). ``topk`` refuses any
     scale other than 1, since it selects single patches.
     """
-    from .selectors.multiscale import parse_scales
-
     parsed = None if scales is None else parse_scales(scales)  # also the CLI's "8,4"
     if selector == "topk":
         if parsed is not None and parsed != (1,):
@@ -376,3 +372,38 @@ def resolve_scales(selector: str, scales: str | Sequence[int] | None, per_scale:
         return (1,), TOPK_DEFAULT if per_scale is None else int(per_scale)
     return (DEFAULT_SCALES if parsed is None else parsed,
             1 if per_scale is None else int(per_scale))
+
+
+def parse_scales(scales: str | int | Sequence[int]) -> tuple[int, ...]:
+    """Window sides in cells from ``"8,4,2,1"`` (the command line's form), an int or a
+    sequence of ints; one-line :class:`SelectionError` otherwise.
+
+    >>> parse_scales("8, 4"), parse_scales(2), parse_scales([4, 1])
+    ((8, 4), (2,), (4, 1))
+    """
+    if isinstance(scales, str):
+        parts = [v.strip() for v in scales.split(",") if v.strip()]
+        try:
+            scales = [int(v) for v in parts]
+        except ValueError:
+            raise SelectionError(f"scales {scales!r} is not a comma-separated list of integers, "
+                                 "e.g. '8,4,2,1'") from None
+    if isinstance(scales, (int, np.integer)) and not isinstance(scales, bool):
+        scales = (int(scales),)
+    try:
+        # a bool reaches here on purpose: list() raises and it is reported below
+        raw = list(scales)  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise SelectionError(f"scales must be a sequence of positive integers, got {scales!r}"
+                             ) from exc
+    if not raw:
+        raise SelectionError("scales is empty; pass e.g. scales=(8, 4, 2, 1)")
+    out: list[int] = []
+    for s in raw:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer, float)) \
+                or s != int(s) or int(s) < 1:
+            raise SelectionError(
+                f"scales must be positive integers (window side in patches), got {s!r} in "
+                f"{raw!r}")
+        out.append(int(s))
+    return tuple(out)

@@ -32,6 +32,7 @@ from ._hints import keyword, option
 from ._version import __version__
 from .errors import GridError
 from .io.mpp import check_mpp
+from .options import GridOptions
 
 if TYPE_CHECKING:
     from .io import Slide
@@ -304,8 +305,9 @@ def upsampling_note(slide_name: str, slide_mpp: float, target_mpp: float) -> str
 
 
 def make_grid(slide: Slide | str | os.PathLike[str], mask: TissueMask | None = None, *,
-              target_mpp: float = 0.5, patch_px: int = 512, overlap_px: int = 0,
-              min_tissue: float = 0.1, whole_slide: bool = False) -> TileGrid:
+              target_mpp: float = GridOptions.target_mpp, patch_px: int = GridOptions.patch_px,
+              overlap_px: int = GridOptions.overlap_px,
+              min_tissue: float = GridOptions.min_tissue, whole_slide: bool = False) -> TileGrid:
     """Patches of ``patch_px`` at ``target_mpp`` µm/px whose tissue fraction ≥ ``min_tissue``.
 
     Parameters

@@ -200,9 +200,11 @@ def run_select(slide: str | os.PathLike[str], options: PipelineOptions, *,
     from .batch.steps import BatchConfig, SlideContext, resolve_steps, run_steps
     from .io import open_slide
     from .io.fingerprint import slide_fingerprint
+    from .selectors import check_selection
     from .slide_ops import check_tissue_owner
     from .slide_outputs import check_output_name, hold_slide_outputs
 
+    check_selection(options.selection)  # the selector's own options, before any work
     if options.matching.question is not None:  # a question steers matching: it needs an index
         from .evidence.captions import check_question
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ._atomic import write_bytes_atomic
 from ._hints import keyword, option
-from ._progress import progress
+from ._progress import progress as progress_bar
 from .cache_record import sha256_file as _sha256
 from .errors import CacheError, SlideError
 from .io import Slide, open_slide
@@ -34,6 +34,7 @@ from .io.fingerprint import (
     written_sha256,
 )
 from .layout import OutputLayout
+from .options import GridOptions
 from .patching import TileGrid, make_grid
 from .slide_outputs import check_output_name, hold_slide_outputs
 from .tissue import (
@@ -121,7 +122,7 @@ def geojson_edited(slide: Slide, out: _PathLike, name: str | None = None) -> boo
 
 
 def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
-                resegment: bool = False, mask_mpp: float = DEFAULT_MASK_MPP,
+                resegment: bool = False, tissue_mpp: float = DEFAULT_MASK_MPP,
                 min_tissue_um2: float = MIN_TISSUE_UM2, min_hole_um2: float = MIN_HOLE_UM2,
                 thumb_size: int | None = 1024) -> TissueMask:
     """The tissue mask of ``slide`` under ``out``: the one path to the mask of a patch grid.
@@ -164,10 +165,10 @@ def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
             return tm.with_artefacts_png(layout.artefacts(name)["png"])
         _check_finite_geojson(gj)
         tm = TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
-                                     mpp=mask_mpp, slide_name=slide.name)
+                                     mpp=tissue_mpp, slide_name=slide.name)
         _write_mask(tm, out, slide, name)  # the edited polygons, rasterised once
         return tm
-    return _segment_open(slide, out, name=name, mask_mpp=mask_mpp,
+    return _segment_open(slide, out, name=name, tissue_mpp=tissue_mpp,
                          min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
                          thumb_size=thumb_size)
 
@@ -250,17 +251,17 @@ def draw_grid(thumb: np.ndarray, grid: TileGrid) -> np.ndarray:
     return np.asarray(img)
 
 
-def _segment_open(slide: Slide, out: Path, *, name: str | None = None, mask_mpp: float,
+def _segment_open(slide: Slide, out: Path, *, name: str | None = None, tissue_mpp: float,
                   min_tissue_um2: float, min_hole_um2: float,
                   thumb_size: int | None) -> TissueMask:
     from PIL import Image
 
-    _check_segment_size(slide, mask_mpp)
+    _check_segment_size(slide, tissue_mpp)
     try:
-        tm = segment_tissue(slide, mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
+        tm = segment_tissue(slide, mpp=tissue_mpp, min_tissue_um2=min_tissue_um2,
                             min_hole_um2=min_hole_um2)
     except MemoryError as exc:
-        raise SlideError(_segment_size_message(slide, mask_mpp, "not enough memory")) from exc
+        raise SlideError(_segment_size_message(slide, tissue_mpp, "not enough memory")) from exc
     hint = greyscale_hint(slide) if not np.any(tm.mask) else ""
     if hint:
         import warnings
@@ -296,25 +297,25 @@ def _segment_open(slide: Slide, out: Path, *, name: str | None = None, mask_mpp:
 MAX_MASK_PX = 1 << 31
 
 
-def _segment_size_message(slide: Slide, mask_mpp: float, why: str) -> str:
+def _segment_size_message(slide: Slide, tissue_mpp: float, why: str) -> str:
     W, H = slide.dimensions
-    w, h = mask_shape((W, H), slide.mpp, mpp=mask_mpp)
+    w, h = mask_shape((W, H), slide.mpp, mpp=tissue_mpp)
     level = slide.best_level(W / w)
     lw, lh = slide.level_dimensions[level]
     return (f"{slide.path}: cannot segment: its header claims {W:,} x {H:,} px "
             f"({W * H / 2**30:.1f} Gpx) at {slide.mpp:g} µm/px, so the tissue mask at "
-            f"{mask_mpp:g} µm/px is {w:,} x {h:,} px, read from level {level} ({lw:,} x "
+            f"{tissue_mpp:g} µm/px is {w:,} x {h:,} px, read from level {level} ({lw:,} x "
             f"{lh:,} px, {lw * lh * 3 / 2**30:.1f} GiB as RGB): {why}. Check that the file is "
             f"not damaged and its mpp is right ({keyword('mpp')}); for a real slide this size "
-            f"pass a coarser {keyword('mask_mpp')} or convert it to a pyramidal TIFF "
+            f"pass a coarser {keyword('tissue_mpp')} or convert it to a pyramidal TIFF "
             "(e.g. vips tiffsave --tile --pyramid)")
 
 
-def _check_segment_size(slide: Slide, mask_mpp: float) -> None:
+def _check_segment_size(slide: Slide, tissue_mpp: float) -> None:
     """Refuse a mask too large to be a real slide's, naming the size and the fix."""
-    w, h = mask_shape(slide.dimensions, slide.mpp, mpp=mask_mpp)
+    w, h = mask_shape(slide.dimensions, slide.mpp, mpp=tissue_mpp)
     if w * h > MAX_MASK_PX:
-        raise SlideError(_segment_size_message(slide, mask_mpp, f"more than {MAX_MASK_PX:,} "
+        raise SlideError(_segment_size_message(slide, tissue_mpp, f"more than {MAX_MASK_PX:,} "
                                                "mask pixels"))
 
 
@@ -395,7 +396,7 @@ def greyscale_hint(slide: Slide) -> str:
 
 
 def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
-            mask_mpp: float = DEFAULT_MASK_MPP, min_tissue_um2: float = MIN_TISSUE_UM2,
+            tissue_mpp: float = DEFAULT_MASK_MPP, min_tissue_um2: float = MIN_TISSUE_UM2,
             min_hole_um2: float = MIN_HOLE_UM2, thumb_size: int = 1024,
             backend: str | None = None) -> TissueMask:
     """Segment tissue and write GeoJSON, mask PNG and an outlined thumbnail under ``out``.
@@ -408,7 +409,7 @@ def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
         Output folder (created).
     mpp : float, optional
         Level-0 µm/px overriding the file's metadata.
-    mask_mpp : float
+    tissue_mpp : float
         µm/px of the thumbnail segmented (default 8).
     min_tissue_um2, min_hole_um2 : float
         Smallest tissue piece kept / hole kept, in µm².
@@ -418,16 +419,17 @@ def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
     out = Path(out)
     with open_slide(path, mpp=mpp, backend=backend) as slide, \
             hold_slide_outputs(out, check_output_name(slide.name, slide.path)):
-        return _segment_open(slide, out, mask_mpp=mask_mpp, min_tissue_um2=min_tissue_um2,
+        return _segment_open(slide, out, tissue_mpp=tissue_mpp, min_tissue_um2=min_tissue_um2,
                              min_hole_um2=min_hole_um2, thumb_size=thumb_size)
 
 
 def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
-          target_mpp: float = 0.5, patch_px: int = 512, overlap_px: int = 0,
-          min_tissue: float = 0.1, mask_mpp: float = DEFAULT_MASK_MPP,
+          target_mpp: float = GridOptions.target_mpp, patch_px: int = GridOptions.patch_px,
+              overlap_px: int = GridOptions.overlap_px,
+          min_tissue: float = GridOptions.min_tissue, tissue_mpp: float = DEFAULT_MASK_MPP,
           min_tissue_um2: float = MIN_TISSUE_UM2, min_hole_um2: float = MIN_HOLE_UM2,
           resegment: bool = False, thumb_size: int = 1024, backend: str | None = None,
-          show_progress: bool | None = None) -> TileGrid:
+          progress: bool | None = None) -> TileGrid:
     """Build the patch grid of a slide and write ``out/patches/<slide>_patches.h5``.
 
     Reuses the cached tissue mask (and a GeoJSON edited in QuPath) through
@@ -445,22 +447,22 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
         Overlap of neighbouring patches in pixels at ``target_mpp``.
     min_tissue : float
         Minimum tissue fraction of a kept patch.
-    mask_mpp, min_tissue_um2, min_hole_um2 : float
+    tissue_mpp, min_tissue_um2, min_hole_um2 : float
         Segmentation options as in :func:`segment` (used only when segmenting).
     resegment : bool
         Segment again even if a GeoJSON exists.
-    show_progress : bool, optional
+    progress : bool, optional
         Progress bar over the steps (default: on unless ``WSIKIT_NO_PROGRESS=1``).
     """
     from PIL import Image
 
     out = Path(out)
-    bar = progress(total=4, enabled=show_progress, desc="patch", unit="step")
+    bar = progress_bar(total=4, enabled=progress, desc="patch", unit="step")
     try:
         with open_slide(path, mpp=mpp, backend=backend) as slide, \
                 hold_slide_outputs(out, check_output_name(slide.name, slide.path)):
             bar.update(1)
-            tm = load_tissue(slide, out, resegment=resegment, mask_mpp=mask_mpp,
+            tm = load_tissue(slide, out, resegment=resegment, tissue_mpp=tissue_mpp,
                              min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
                              thumb_size=thumb_size)
             bar.update(1)

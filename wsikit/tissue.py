@@ -28,6 +28,7 @@ from ._atomic import atomic_path, write_json_atomic
 from ._hints import keyword, option
 from .errors import TissueError
 from .models.stain import ink_mask
+from .options import GridOptions
 
 if TYPE_CHECKING:
     from .io import Slide
@@ -38,7 +39,7 @@ __all__ = ["tissue_mask", "ink_regions", "artefact_masks", "segment_tissue",
            "MIN_TISSUE_UM2", "MIN_HOLE_UM2", "MASK_MAX_PIXELS"]
 
 #: Default µm/px of the thumbnail the mask is computed on.
-DEFAULT_MASK_MPP = 8.0
+DEFAULT_MASK_MPP = GridOptions.tissue_mpp
 #: Most pixels of a tissue mask (2**23, about 2900²): a slide larger than this at the mask mpp
 #: (at 8 µm/px and 0.25 µm/px level 0, beyond ~23 mm or ~92k px square) is segmented at the
 #: coarser mpp that fits, so segmentation memory does not grow with the slide.

@@ -45,9 +45,9 @@ def test_batch_grid_equals_wsikit_patch_fresh_and_resumed(cmu_small: Path,
         assert summary.exit_code == 0 and summary.counts["done"] == 1
 
     run()
-    ref = patch(cmu_small, out=tmp_path / "ref", mask_mpp=OPTS["tissue_mpp"],
+    ref = patch(cmu_small, out=tmp_path / "ref", tissue_mpp=OPTS["tissue_mpp"],
                 target_mpp=OPTS["target_mpp"], patch_px=OPTS["patch_px"],
-                min_tissue=OPTS["min_tissue"], show_progress=False)
+                min_tissue=OPTS["min_tissue"], progress=False)
     fresh = _coords(job / "patches" / f"{sid}_patches.h5")
     assert len(fresh) > 0
     np.testing.assert_array_equal(fresh, ref.coords)
@@ -152,8 +152,8 @@ def test_an_edited_geojson_is_kept_on_resume_and_remakes_the_grid(cmu_small: Pat
     ref = tmp_path / "ref"
     (ref / "contours_geojson").mkdir(parents=True)
     (ref / "contours_geojson" / f"{sid}.geojson").write_text(edited)
-    got = patch(cmu_small, out=ref, mask_mpp=OPTS["tissue_mpp"], target_mpp=OPTS["target_mpp"],
-                patch_px=OPTS["patch_px"], min_tissue=OPTS["min_tissue"], show_progress=False)
+    got = patch(cmu_small, out=ref, tissue_mpp=OPTS["tissue_mpp"], target_mpp=OPTS["target_mpp"],
+                patch_px=OPTS["patch_px"], min_tissue=OPTS["min_tissue"], progress=False)
     np.testing.assert_array_equal(after, got.coords)
     # a third run finds the slide done with its edit: nothing is redone
     state_before = (job / "state" / f"{sid}.json").read_bytes()

@@ -63,7 +63,7 @@ def test_output_dir_type(tmp_path: Path) -> None:
     ["select", "S", "--max-iou", "7"], ["select", "S", "--min-coverage", "1.5"],
     ["select", "S", "--loader-workers", "-1"], ["select", "S", "--margin", "-1"],
     ["select", "S", "--mpp", "0"], ["select", "S", "--scales", "8,0"],
-    ["segment", "S", "--out", "o", "--mask-mpp", "0"],
+    ["segment", "S", "--out", "o", "--tissue-mpp", "0"],
     ["segment", "S", "--out", "o", "--min-tissue-um2", "-5"],
     ["patch", "S", "--out", "o", "--patch-px", "0"],
     ["patch", "S", "--out", "o", "--overlap-px", "-1"],

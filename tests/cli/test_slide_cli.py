@@ -52,7 +52,7 @@ def test_segment_writes_outputs(cmu_small, tmp_path, capsys):
 
 
 def test_patch_writes_h5_and_reuses_geojson(cmu_small, tmp_path):
-    grid = patch(cmu_small, out=tmp_path, show_progress=False)
+    grid = patch(cmu_small, out=tmp_path, progress=False)
     h5 = tmp_path / "patches" / "CMU-1-Small-Region_patches.h5"
     with h5py.File(h5, "r") as f:
         np.testing.assert_array_equal(f["coords"][()], grid.coords)
@@ -64,7 +64,7 @@ def test_patch_writes_h5_and_reuses_geojson(cmu_small, tmp_path):
     gj_path.write_text(json.dumps({"type": "FeatureCollection", "features": [
         {"type": "Feature", "geometry": {"type": "Polygon", "coordinates": [box]},
          "properties": {}}]}))
-    edited = patch(cmu_small, out=tmp_path, show_progress=False, min_tissue=0.9)
+    edited = patch(cmu_small, out=tmp_path, progress=False, min_tissue=0.9)
     assert sorted(map(tuple, edited.coords.tolist())) == [(0, 0), (0, 513), (513, 0),
                                                           (513, 513)]
     assert TileGrid.from_h5(h5).coords.shape == (4, 2)

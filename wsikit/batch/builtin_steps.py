@@ -72,7 +72,7 @@ def _tissue(ctx: SlideContext, *, segmenting: bool = False, resegment: bool = Fa
         if not segmenting:
             ctx.output_path("segment", "geojson")  # a clear error when segment never ran
         mask = load_tissue(ctx.open(), ctx.job.root, name=ctx.slide_id, resegment=resegment,
-                           mask_mpp=ctx.options.grid.tissue_mpp)
+                           tissue_mpp=ctx.options.grid.tissue_mpp)
         ctx.artifacts["mask"] = mask
     return mask
 

@@ -120,7 +120,7 @@ def mpp_type(option: str) -> Callable[[str], float]:
 def scales(value: str) -> tuple[int, ...]:
     """Comma-separated positive window sides in patches, e.g. ``8,4,2,1``."""
     from ..errors import SelectionError
-    from ..selectors.multiscale import parse_scales
+    from ..options import parse_scales
 
     try:
         return parse_scales(value)

@@ -49,7 +49,7 @@ def _segment(args: argparse.Namespace) -> int:
     from ..layout import OutputLayout
     from ..slide_ops import segment
 
-    tm = segment(args.slide, out=args.out, mpp=args.mpp, mask_mpp=args.mask_mpp,
+    tm = segment(args.slide, out=args.out, mpp=args.mpp, tissue_mpp=args.tissue_mpp,
                  min_tissue_um2=args.min_tissue_um2, min_hole_um2=args.min_hole_um2,
                  backend=args.backend)
     pieces = len(tm.polygons())
@@ -65,7 +65,7 @@ def _patch(args: argparse.Namespace) -> int:
 
     grid = patch(args.slide, out=args.out, mpp=args.mpp, target_mpp=args.target_mpp,
                  patch_px=args.patch_px, overlap_px=args.overlap_px,
-                 min_tissue=args.min_tissue, mask_mpp=args.mask_mpp,
+                 min_tissue=args.min_tissue, tissue_mpp=args.tissue_mpp,
                  min_tissue_um2=args.min_tissue_um2, min_hole_um2=args.min_hole_um2,
                  resegment=args.resegment, backend=args.backend)  # warnings go to stderr
     print(f"{grid.slide_name}: {len(grid)} patches of {grid.patch_px} px at "
@@ -83,7 +83,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _segmentation_options(p: argparse.ArgumentParser, note: str = "") -> None:
-    p.add_argument("--mask-mpp", type=positive_float, default=8.0,
+    p.add_argument("--tissue-mpp", type=positive_float, default=8.0,
                    help=f"µm/px of the thumbnail that is segmented{note} (default 8)")
     p.add_argument("--min-tissue-um2", type=non_negative_float, default=5e4,
                    help=f"drop tissue pieces smaller than this area in µm²{note} "

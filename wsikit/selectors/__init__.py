@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from .grid import AttentionMap, attention_map, summed_area_table, window_sums
 from .multiscale import (
-    DEFAULT_SCALES,
     LAYOUTS,
     MIN_SCORE_CHOICES,
     compatible,
-    parse_scales,
     rank_windows,
     select_from_map,
     select_windows,
 )
 from .registry import (
     Selector,
+    check_selection,
     create_selector,
     describe_selector,
     list_selectors,
@@ -29,8 +28,9 @@ from .windows import Window, Windows
 
 __all__ = [
     "AttentionMap", "attention_map", "summed_area_table", "window_sums",
-    "DEFAULT_SCALES", "LAYOUTS", "MIN_SCORE_CHOICES", "compatible", "parse_scales",
+    "LAYOUTS", "MIN_SCORE_CHOICES", "compatible",
     "rank_windows", "select_from_map", "select_windows",
-    "Selector", "create_selector", "describe_selector", "list_selectors", "register_selector",
+    "Selector", "check_selection", "create_selector", "describe_selector", "list_selectors",
+    "register_selector",
     "select_topk", "Window", "Windows",
 ]

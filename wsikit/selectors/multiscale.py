@@ -32,15 +32,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import SelectionError
+from ..options import DEFAULT_SCALES, parse_scales
 from .grid import AttentionMap, attention_map, summed_area_table, window_sums
 from .windows import Window, Windows
 
 __all__ = ["select_windows", "select_from_map", "compatible", "rank_windows", "LAYOUTS",
-           "DEFAULT_SCALES",
            "MIN_SCORE_CHOICES"]
 
 LAYOUTS = ("nested", "disjoint")
-DEFAULT_SCALES = (8, 4, 2, 1)
 #: Named values of ``min_score`` (a number is an absolute floor; 0 disables the floor).
 MIN_SCORE_CHOICES = ("median",)
 #: Bits of the fixed-point attention values used for the window sums.
@@ -64,41 +63,6 @@ def _validate_min_score(min_score: float | str) -> float | str:
             f"min_score must be 'median' or a finite number (0 disables the floor), got "
             f"{min_score!r}")
     return float(min_score)
-
-
-def parse_scales(scales: str | int | Sequence[int]) -> tuple[int, ...]:
-    """Window sides in cells from ``"8,4,2,1"`` (the command line's form), an int or a
-    sequence of ints; one-line :class:`SelectionError` otherwise.
-
-    >>> parse_scales("8, 4"), parse_scales(2), parse_scales([4, 1])
-    ((8, 4), (2,), (4, 1))
-    """
-    if isinstance(scales, str):
-        parts = [v.strip() for v in scales.split(",") if v.strip()]
-        try:
-            scales = [int(v) for v in parts]
-        except ValueError:
-            raise SelectionError(f"scales {scales!r} is not a comma-separated list of integers, "
-                                 "e.g. '8,4,2,1'") from None
-    if isinstance(scales, (int, np.integer)) and not isinstance(scales, bool):
-        scales = (int(scales),)
-    try:
-        # a bool reaches here on purpose: list() raises and it is reported below
-        raw = list(scales)  # type: ignore[arg-type]
-    except TypeError as exc:
-        raise SelectionError(f"scales must be a sequence of positive integers, got {scales!r}"
-                             ) from exc
-    if not raw:
-        raise SelectionError("scales is empty; pass e.g. scales=(8, 4, 2, 1)")
-    out: list[int] = []
-    for s in raw:
-        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer, float)) \
-                or s != int(s) or int(s) < 1:
-            raise SelectionError(
-                f"scales must be positive integers (window side in patches), got {s!r} in "
-                f"{raw!r}")
-        out.append(int(s))
-    return tuple(out)
 
 
 def _validate(scales: Sequence[int], per_scale: int, min_coverage: float, max_iou: float,

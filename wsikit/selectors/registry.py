@@ -16,12 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SelectionError
+from .._hints import option
+from ..errors import SelectionError, WsikitError
+from ..options import SelectionOptions
 from .multiscale import _validate, select_windows
 from .topk import select_topk
 from .windows import Windows
 
-__all__ = ["Selector", "create_selector", "list_selectors", "register_selector"]
+__all__ = ["Selector", "check_selection", "create_selector", "list_selectors",
+           "register_selector"]
 
 SelectFn = Callable[..., Windows]
 _REGISTRY: dict[str, tuple[SelectFn, str]] = {}
@@ -120,3 +123,19 @@ register_selector("multiscale", select_windows,
                   "greedy multi-scale windows (8,4,2,1 cells): nested zoom chain or disjoint, "
                   "IoU and margin constraints, saliency floor")
 register_selector("topk", select_topk, "the k best non-overlapping patches (scale 1)")
+
+
+def check_selection(selection: SelectionOptions) -> None:
+    """Refuse selection options the chosen selector cannot honour, before any work.
+
+    Raises
+    ------
+    SelectionError
+        An unknown selector, or options it refuses (named, with the fix).
+    """
+    try:
+        create_selector(selection.selector, **selection.selector_options())
+    except WsikitError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise SelectionError(f"{option('selector', selection.selector)}: {exc}") from exc
