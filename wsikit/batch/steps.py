@@ -436,19 +436,19 @@ def run_steps(ctx: SlideContext, names: Sequence[str], *, verify: bool = False) 
         spec = get_step(name)
         ctx.current = name
         chash = spec.config_hash(ctx.config)
-        old = records.get(name)
+        old: dict[str, Any] = records.get(name) or {}
         inputs = _input_digests(spec, records)
-        if (old and old.get("config") == chash and old.get("inputs", inputs) == inputs
-                and ctx.job.outputs_intact(old.get("outputs", {}), verify=verify)):
+        same = bool(old) and old.get("config") == chash and old.get("inputs", inputs) == inputs
+        if same and ctx.job.outputs_intact(old.get("outputs", {}), verify=verify):
             run.reused.append(name)
             if old.get("skipped"):
                 run.skipped, run.skipped_at = str(old["skipped"]), name
                 break
             continue
-        if old and old.get("config") == chash:
+        if same:  # only its own files can have failed the check: say which changed
             _warn_changed(ctx.job, name, old.get("outputs") or {})
         records.pop(name, None)
-        ctx.previous = old if old and old.get("config") == chash else None
+        ctx.previous = old if old.get("config") == chash else None
         ctx._outputs = {}
         ts = time.perf_counter()
         skip: SkipSlide | None = None
