@@ -311,14 +311,17 @@ class PatchMeasurer:
                              "patches were never added")
         t0 = time.perf_counter()
         if self.threshold is None:
+            # Batch by batch, never the whole grid's planes at once: the threshold's sample
+            # is per patch and the measures of a patch depend only on its own planes, so
+            # this equals one pass over the concatenation without its copy and temporaries.
             starts = sorted(self._planes)
-            h, t, ink = (np.concatenate([self._planes[s][i] for s in starts]) if starts
-                         else np.zeros((0, self.px, self.px), np.float32) for i in range(3))
-            self._planes.clear()
-            self.threshold = (nuclear_threshold(_tissue_sample(None, planes=(h, t))).value
-                              if self.n else 0.05)
-            self.features[:] = features_from_planes(h, t, ink, threshold=self.threshold,
-                                                    mpp=self.analysis_mpp)
+            self.threshold = (nuclear_threshold(np.concatenate(
+                [_tissue_sample(None, planes=self._planes[s][:2]) for s in starts])).value
+                if starts else 0.05)
+            for s in starts:
+                h, t, ink = self._planes.pop(s)
+                self.features[s:s + len(h)] = features_from_planes(
+                    h, t, ink, threshold=self.threshold, mpp=self.analysis_mpp)
         self.timings["compute_s"] += time.perf_counter() - t0
         return NuclearMeasures(self.features, float(self.threshold), self.analysis_mpp)
 
