@@ -34,12 +34,7 @@ PACKAGE = "wsikit"
 ALLOWED_PRIVATE_IMPORTS_OUTSIDE: frozenset[str] = frozenset({
     "benchmarks/bench_patch_pipeline.py: wsikit.io.tile_jpeg._decode_jpeg",
     "benchmarks/bench_patch_pipeline.py: wsikit.io.region_resize._resize_torch",
-    "tests/batch/test_ray_resubmit.py: wsikit.batch.ray_engine._is_lost",
     "tests/features/test_fast_path.py: wsikit.io.patch_stream._Ring",
-    "tests/models/test_heuristic.py: wsikit.models.heuristic._hist_quantiles",
-    "tests/models/test_heuristic.py: wsikit.models.heuristic._to_analysis",
-    "tests/models/test_heuristic_embedding.py: wsikit.models.heuristic._REF_CENTRE",
-    "tests/models/test_heuristic_embedding.py: wsikit.models.heuristic._REF_SCALE",
 })
 
 

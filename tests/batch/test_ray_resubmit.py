@@ -11,9 +11,8 @@ import itertools
 
 import pytest
 
-from wsikit.batch import BatchConfig
-from wsikit.batch import ray_engine
-from wsikit.batch.ray_engine import RayEngine, _is_lost
+from wsikit.batch import BatchConfig, ray_engine
+from wsikit.batch.ray_engine import RayEngine, is_lost_work
 
 
 class NodeDiedError(Exception):
@@ -125,7 +124,7 @@ def test_resubmits_are_bounded_and_other_errors_are_failures(monkeypatch):
 @pytest.mark.parametrize("exc, lost", [(NodeDiedError(), True), (ActorDiedError(), True),
                                        (RuntimeError(), False), (ValueError(), False)])
 def test_lost_work_is_recognised_by_class(exc, lost):
-    assert _is_lost(exc) is lost
+    assert is_lost_work(exc) is lost
 
 
 class StuckRef(FakeRef):

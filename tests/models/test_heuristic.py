@@ -14,9 +14,9 @@ from wsikit.models import (
     rgb_to_hed,
 )
 from wsikit.models.heuristic import (
-    _hist_quantiles,
-    _to_analysis,
     heuristic_features,
+    hist_quantiles,
+    texture_image,
 )
 from wsikit.synthetic import SyntheticSpec, synthetic_tissue_image
 
@@ -93,7 +93,7 @@ def test_histogram_quantiles_match_sorted_quantiles() -> None:
     idx = (v / width).clamp(0, bins - 0.5).long()
     counts = torch.zeros(3, bins).scatter_add_(1, idx, torch.ones_like(v))
     q = torch.tensor([0.1, 0.5, 0.9, 0.99])
-    ours = _hist_quantiles(counts, q, width)
+    ours = hist_quantiles(counts, q, width)
     exact = torch.quantile(v, q, dim=1).T
     np.testing.assert_allclose(ours.numpy(), exact.numpy(), atol=width)
 
@@ -109,7 +109,7 @@ def test_block_downsample_matches_area_interpolation() -> None:
         ref = torch.nn.functional.interpolate(planar.float() / 255, mode="area", size=(
             round(h * scale), round(w * scale)))
         for x in (planar, chan_last, planar.float() / 255):
-            out = _to_analysis(x)
+            out = texture_image(x)
             assert out.is_contiguous() and out.shape == ref.shape
             np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-6)
 

@@ -13,10 +13,10 @@ import torch
 
 from wsikit.models import create_encoder
 from wsikit.models.heuristic import (
-    _REF_CENTRE,
-    _REF_SCALE,
     FEATURE_NAMES,
     HEURISTIC_VERSION,
+    REF_CENTRE,
+    REF_SCALE,
     fit_reference,
     heuristic_features,
 )
@@ -60,7 +60,7 @@ def raw(images: list[np.ndarray]) -> np.ndarray:
 
 
 def reference_groups() -> dict[str, list[np.ndarray]]:
-    """The reference image set (what ``_REF_CENTRE``/``_REF_SCALE`` were fitted on)."""
+    """The reference image set (what ``REF_CENTRE``/``REF_SCALE`` were fitted on)."""
     groups: dict[str, list[np.ndarray]] = {"dense": [], "stroma": [], "cmu": []}
     for px, mpp in SYNTH_CONF:
         for seed in (11, 12):
@@ -92,7 +92,7 @@ def emb(enc, groups, raws) -> dict[str, np.ndarray]:
     """Embeddings of the reference groups (from the raw features, checked against encode)."""
     out = {}
     for k, r in raws.items():
-        z = np.clip((r - _REF_CENTRE) / _REF_SCALE, -4, 4)
+        z = np.clip((r - REF_CENTRE) / REF_SCALE, -4, 4)
         out[k] = (z / np.linalg.norm(z, axis=1, keepdims=True)).astype(np.float32)
         np.testing.assert_allclose(enc.encode(groups[k][0])[0], out[k][0], atol=1e-4)
     return out
@@ -100,9 +100,9 @@ def emb(enc, groups, raws) -> dict[str, np.ndarray]:
 
 def test_reference_constants_match_their_definition(raws) -> None:
     centre, scale = fit_reference([raws[k] for k in ("dense", "stroma", "cmu")])
-    assert len(FEATURE_NAMES) == 64 == _REF_CENTRE.shape[0] == _REF_SCALE.shape[0]
-    np.testing.assert_allclose(_REF_CENTRE, centre, rtol=1e-3, atol=2e-3)
-    np.testing.assert_allclose(_REF_SCALE, scale, rtol=1e-3, atol=2e-3)
+    assert len(FEATURE_NAMES) == 64 == REF_CENTRE.shape[0] == REF_SCALE.shape[0]
+    np.testing.assert_allclose(REF_CENTRE, centre, rtol=1e-3, atol=2e-3)
+    np.testing.assert_allclose(REF_SCALE, scale, rtol=1e-3, atol=2e-3)
 
 
 def test_same_class_much_closer_than_cross_class(emb) -> None:

@@ -52,7 +52,7 @@ from .._hints import keyword, option
 from ..errors import BatchError
 from .steps import BatchConfig, get_step
 
-__all__ = ["RayEngine"]
+__all__ = ["RayEngine", "is_lost_work"]
 
 
 def _import_ray() -> Any:
@@ -70,7 +70,7 @@ _LOST = ("NodeDiedError", "WorkerCrashedError", "ActorDiedError", "ActorUnavaila
          "ActorUnschedulableError")
 
 
-def _is_lost(exc: BaseException) -> bool:
+def is_lost_work(exc: BaseException) -> bool:
     """Whether a Ray error means lost work (node, worker or actor died), not a slide error."""
     for err in (exc, getattr(exc, "cause", None)):
         if err is not None and any(c.__name__ in _LOST for c in type(err).__mro__):
@@ -284,9 +284,9 @@ class RayEngine:
             try:
                 result = self.ray.get(ref)
             except Exception as exc:
-                if actor is not None and _is_lost(exc):
+                if actor is not None and is_lost_work(exc):
                     self._suspect.add(actor)
-                if _is_lost(exc) and self._resubmit(sid, task, actor, first, exc):
+                if is_lost_work(exc) and self._resubmit(sid, task, actor, first, exc):
                     continue
                 result = {"slide_id": sid, "status": "failed", "steps": task.get("previous")
                           or {}, "reused": [], "seconds": 0.0, "n_patches": 0,

@@ -37,11 +37,15 @@ __all__ = [
     "HEURISTIC_CONFIG",
     "HEURISTIC_VERSION",
     "NUCLEAR_H_OD",
+    "REF_CENTRE",
+    "REF_SCALE",
     "HeuristicEncoder",
     "fit_reference",
     "heuristic_features",
+    "hist_quantiles",
     "importance_scores",
     "rgb_to_hed",
+    "texture_image",
 ]
 
 #: Haematoxylin stain concentration (rgb2hed units) above which a pixel counts as nuclear.
@@ -112,7 +116,7 @@ def _box_down(x: torch.Tensor, k: int, unit: float) -> torch.Tensor:
     return f.permute(0, 3, 1, 2).contiguous() if cl else f
 
 
-def _to_analysis(x: torch.Tensor) -> torch.Tensor:
+def texture_image(x: torch.Tensor) -> torch.Tensor:
     """uint8 (or [0, 1] float) ``(B, 3, H, W)`` -> float [0, 1], shorter side in
     [_MIN_PX, _MAX_PX]: the texture image.
 
@@ -152,7 +156,7 @@ def _pixel_sample(x: torch.Tensor) -> torch.Tensor:
     return x.mul_(1.0 / unit) if unit != 1.0 else x
 
 
-def _hist_quantiles(counts: torch.Tensor, q: torch.Tensor, width: float) -> torch.Tensor:
+def hist_quantiles(counts: torch.Tensor, q: torch.Tensor, width: float) -> torch.Tensor:
     """Quantiles from histograms of bins ``[k * width, (k + 1) * width)``.
 
     ``counts`` ``(B, bins)``, ``q`` ``(k,)`` or ``(B, k)`` in (0, 1] -> ``(B, k)``; linear
@@ -264,7 +268,7 @@ def _stain_planes(log_rgb: torch.Tensor, col: int) -> torch.Tensor:
 
 def _features_chunk(xs: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
     """:func:`heuristic_features` of one cache-sized chunk: ``xs`` ``(B, 3, N)`` pixel sample
-    (:func:`_pixel_sample`), ``xt`` ``(B, 3, H, W)`` texture image (:func:`_to_analysis`)."""
+    (:func:`_pixel_sample`), ``xt`` ``(B, 3, H, W)`` texture image (:func:`texture_image`)."""
     b, _, n = xs.shape
     _, _, hh, ww = xt.shape
     r, gr, bl = xs.unbind(1)
@@ -325,7 +329,7 @@ def _features_chunk(xs: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
         levels.append(_texture(gh[:, 0], gh[:, 1]))
     hh_ = torch.stack(h_hists, dim=1)                       # (B, levels, bins)
     nuc_l = hh_[..., _H_NUCLEAR_BIN:].sum(2) / hh_.sum(2)
-    p90_l = _hist_quantiles(hh_.reshape(-1, _H_NBINS), xs.new_tensor([0.9]), _H_BIN)
+    p90_l = hist_quantiles(hh_.reshape(-1, _H_NBINS), xs.new_tensor([0.9]), _H_BIN)
     lv = torch.cat([torch.stack(levels, dim=2), torch.log10(nuc_l + 1e-3)[:, None],
                     p90_l.reshape(b, 1, _LEVELS)], dim=1)   # (B, 9, levels)
     tlog = torch.tensor(_TEXTURE_LOG, device=xs.device)[None, :, None]
@@ -333,11 +337,11 @@ def _features_chunk(xs: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
     texture = torch.stack([lv.mean(2), lv.amax(2)], dim=2).flatten(1)
 
     assert lag8 is not None  # set at level 1; _LEVELS is a constant > 1
-    hq = _hist_quantiles(h_all, xs.new_tensor([0.5, 0.99]), _H_BIN)
-    eq = _hist_quantiles(e_all, xs.new_tensor([0.5, 0.99]), _E_BIN)
-    gq = _hist_quantiles(g_counts, xs.new_tensor([0.1, 0.9]), 1.0 / _G_NBINS)
+    hq = hist_quantiles(h_all, xs.new_tensor([0.5, 0.99]), _H_BIN)
+    eq = hist_quantiles(e_all, xs.new_tensor([0.5, 0.99]), _E_BIN)
+    gq = hist_quantiles(g_counts, xs.new_tensor([0.1, 0.9]), 1.0 / _G_NBINS)
     q75 = xs.new_tensor([0.75])
-    t75 = torch.cat([_hist_quantiles(h_t, q75, _H_BIN), _hist_quantiles(e_t, q75, _E_BIN)], 1)
+    t75 = torch.cat([hist_quantiles(h_t, q75, _H_BIN), hist_quantiles(e_t, q75, _E_BIN)], 1)
     corr = (mhe - mh * me) / (sh * se + 1e-6)
     dark = g_counts[:, :_G_NBINS // 2].sum(1) / n
     more = torch.stack([
@@ -356,7 +360,7 @@ def _openmp() -> bool:
 
 def _chunk_features(c: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
-        return _features_chunk(_pixel_sample(c), _to_analysis(c))
+        return _features_chunk(_pixel_sample(c), texture_image(c))
 
 
 def _chunk_features_1thread(c: torch.Tensor) -> torch.Tensor:
@@ -374,7 +378,7 @@ def heuristic_features(x: torch.Tensor, *, chunk_pixels: int = _CHUNK_PIXELS,
     ----------
     x : torch.Tensor
         ``(B, 3, H, W)`` float RGB in [0, 1], at analysis resolution (the encoder resamples
-        the shorter side into [128, 256] px first, :func:`_to_analysis`).
+        the shorter side into [128, 256] px first, :func:`texture_image`).
     chunk_pixels, chunk_input_pixels : int
         Images are processed in groups of at most this many analysis (texture image) and input
         pixels (at least one image per group), so the intermediate planes stay in the CPU
@@ -466,9 +470,11 @@ def fit_reference(groups: Sequence[np.ndarray], *, min_scale: float = 0.02
     return centre, np.maximum(np.sqrt(var), min_scale)
 
 
-# Reference statistics (fit_reference over the set described in HeuristicEncoder; regenerated
-# and checked by tests/models/test_heuristic_embedding.py).
-_REF_CENTRE = np.array([
+#: Centre of each of the 64 raw features (:func:`fit_reference` over the reference set
+#: described in :class:`HeuristicEncoder`; refitted and checked by
+#: tests/models/test_heuristic_embedding.py): the embedding is ``(raw - REF_CENTRE) / REF_SCALE``
+#: clipped to ±4.
+REF_CENTRE = np.array([
     0.928465, 0.790323, 0.533292, 0.692756, -4.76383, -3.63515, -3.6463, -3.6999,
     -5.07908, -1.57679, -2.23947, 0.27972, 0.663906, -2.45146, 0.269011, 0.0975668,
     0.876232, 0.179331, 0.13006, 0.0979163, 0.13452, 0.051436, 0.038233, 0.04837,
@@ -478,7 +484,8 @@ _REF_CENTRE = np.array([
     -4.52024, -4.12389, -5.49957, -2.91377, -3.935, -3.0922, -1.41322, 0.561198,
     0.257032, 0.552838, 0.790941, -1.20464, -1.10607, -4.96676, -3.58777, -3.34431,
 ])
-_REF_SCALE = np.array([
+#: Scale of each raw feature, the partner of :data:`REF_CENTRE`.
+REF_SCALE = np.array([
     0.132384, 0.162125, 0.124361, 0.124404, 1.39664, 0.155149, 0.358549, 1.07075,
     1.6193, 0.736628, 1.07998, 0.259524, 0.0966996, 0.848056, 0.0303984, 0.04487,
     0.193563, 0.221199, 0.160602, 0.124497, 0.0790542, 0.079051, 0.0585392, 0.0734725,
@@ -499,7 +506,7 @@ class HeuristicEncoder(Encoder):
     the same kind is close to 1, different kinds are far apart) instead of crowding near 1 as
     non-negative histograms do.
 
-    The reference (``_REF_CENTRE``, ``_REF_SCALE``, see :func:`fit_reference`) is the
+    The reference (``REF_CENTRE``, ``REF_SCALE``, see :func:`fit_reference`) is the
     class-balanced mean and spread over three groups of tissue images at 0.5, 1 and 2 µm/px
     (256–1024 px): real Aperio H&E tiles of ``CMU-1-Small-Region.svs`` (cellular epidermis and
     dermis) and wsikit's synthetic H&E-like loose stroma and densely packed nuclei
@@ -527,9 +534,9 @@ class HeuristicEncoder(Encoder):
         super().__init__(config)
         #: Chunk-pool workers (None: torch's intra-op thread count); see :meth:`split_threads`.
         self.threads: int | None = None
-        self.register_buffer("_centre", torch.as_tensor(_REF_CENTRE, dtype=torch.float32),
+        self.register_buffer("_centre", torch.as_tensor(REF_CENTRE, dtype=torch.float32),
                              persistent=False)
-        self.register_buffer("_scale", torch.as_tensor(_REF_SCALE, dtype=torch.float32),
+        self.register_buffer("_scale", torch.as_tensor(REF_SCALE, dtype=torch.float32),
                              persistent=False)
 
     @property
