@@ -1,4 +1,4 @@
-"""``wsikit select`` peak memory against slide size, the tissue held fixed.
+"""``wsikit select`` peak memory against slide size (the tissue held fixed) and patch count.
 
 Generated pyramids (:func:`wsikit.synthetic.write_synthetic_slide`, 0.25 µm/px, levels 1/4/16/64,
 256-px JPEG tiles) of growing side with the same small tissue ellipse (radius ``--tissue`` px) in
@@ -6,8 +6,11 @@ the centre, so the patch count stays constant and whatever grows with the side i
 whole-slide array (thumbnails, masks at their mpp, report and overview rendering, maps). Each
 ``wsikit select`` runs with its defaults (weight-free here, report included) in a fresh
 process; peak RSS from ``wait4``. Writes ``benchmarks/results/bench_select_memory.md``.
+``--tissue`` takes several radii (e.g. ``3000,12000,24000``) to sweep the patch count on each
+side instead: the table then gains the patch count of every row.
 
-Run: ``python benchmarks/bench_select_memory.py [--sides 10000,25000,50000,100000]``
+Run: ``python benchmarks/bench_select_memory.py [--sides 10000,25000,50000,100000]
+[--tissue 3000]``
 """
 
 from __future__ import annotations
@@ -39,6 +42,14 @@ def make_slide(side: int, radius: int, folder: Path) -> tuple[Path, float]:
     return path, time.perf_counter() - t0
 
 
+def patch_count(out: Path, slide: Path) -> int:
+    """Patches of ``slide``'s grid in the select folder ``out``."""
+    from wsikit.layout import OutputLayout
+    from wsikit.patching import TileGrid
+
+    return len(TileGrid.from_h5(OutputLayout(out).coords(slide.stem)).boxes)
+
+
 def run_select(slide: Path, out: Path, root: Path = ROOT) -> tuple[float, float]:
     """(wall s, peak RSS MB) of one ``wsikit select`` in a fresh process, with the wsikit of
     ``root`` (another checkout: the code before a change, measured on the same slide)."""
@@ -56,7 +67,8 @@ def run_select(slide: Path, out: Path, root: Path = ROOT) -> tuple[float, float]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sides", default="10000,25000,50000,100000")
-    ap.add_argument("--tissue", type=int, default=3000, help="tissue ellipse radius, px")
+    ap.add_argument("--tissue", default="3000",
+                    help="tissue ellipse radius, px (a comma list sweeps the patch count)")
     ap.add_argument("--label", default="", help="a note for the table heading (e.g. before)")
     ap.add_argument("--table", type=Path, default=HERE / "results" / "bench_select_memory.md")
     ap.add_argument("--before", type=Path, default=None,
@@ -67,20 +79,24 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="wsikit-select-mem-"))
     rows = []
     try:
+        radii = [int(r) for r in args.tissue.split(",")]
         for side in (int(s) for s in args.sides.split(",")):
-            slide, t_write = make_slide(side, args.tissue, tmp)
-            mb = slide.stat().st_size / 2**20
-            runs: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
-            for _ in range(args.rounds):
-                for key, root in (("before", args.before), ("after", ROOT)):
-                    if root is None:
-                        continue
-                    out = tmp / f"out_{side}_{key}"
-                    runs[key].append(run_select(slide, out, root))
-                    shutil.rmtree(out, ignore_errors=True)
-            rows.append((side, mb, t_write, runs, os.getloadavg()[0]))
-            print(rows[-1], flush=True)
-            slide.unlink()
+            for radius in radii:
+                slide, t_write = make_slide(side, radius, tmp)
+                mb = slide.stat().st_size / 2**20
+                runs: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
+                patches = 0
+                for _ in range(args.rounds):
+                    for key, root in (("before", args.before), ("after", ROOT)):
+                        if root is None:
+                            continue
+                        out = tmp / f"out_{side}_{key}"
+                        runs[key].append(run_select(slide, out, root))
+                        patches = patch_count(out, slide)
+                        shutil.rmtree(out, ignore_errors=True)
+                rows.append((side, patches, mb, t_write, runs, os.getloadavg()[0]))
+                print(rows[-1], flush=True)
+                slide.unlink()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     label = f" ({args.label})" if args.label else ""
@@ -88,11 +104,11 @@ def main() -> int:
              "", f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other "
              f"sessions, Python {platform.python_version()}, no GPU. Run: `python "
              f"benchmarks/bench_select_memory.py --sides {args.sides} --tissue {args.tissue}`. "
-             "Same tissue ellipse on every slide (constant patch count), default `select` "
+             f"Tissue ellipse radius {args.tissue} px on every slide, default `select` "
              "(weight-free, report on), fresh process each.", "",
-             "| side px | file MB | write s | before: select wall s, peak RSS MB (max) "
-             "| after: select wall s, peak RSS MB (max) | load avg |",
-             "|---:|---:|---:|---:|---:|---:|"]
+             "| side px | patches | file MB | write s | before: select wall s, peak RSS MB "
+             "(max) | after: select wall s, peak RSS MB (max) | load avg |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
 
     def cell(runs: list[tuple[float, float]]) -> str:
         if not runs:
@@ -100,8 +116,8 @@ def main() -> int:
         return (f"{min(w for w, _ in runs):.1f} s, {max(r for _, r in runs):.0f} MB"
                 f" ({', '.join(f'{r:.0f}' for _, r in runs)})")
 
-    lines += [f"| {s}² | {mb:.1f} | {tw:.1f} | {cell(rn['before'])} | {cell(rn['after'])} "
-              f"| {ld:.1f} |" for s, mb, tw, rn, ld in rows]
+    lines += [f"| {s}² | {n} | {mb:.1f} | {tw:.1f} | {cell(rn['before'])} "
+              f"| {cell(rn['after'])} | {ld:.1f} |" for s, n, mb, tw, rn, ld in rows]
     args.table.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
