@@ -3,8 +3,10 @@
 A backend opens one file and reads level pixels; :func:`~wsikit.io.slide.open_slide` picks
 one by name from :data:`_BACKEND_CLASSES` (the order it tries them is
 :data:`wsikit.io.slide.BACKENDS`) and :class:`~wsikit.io.slide.Slide` adds the region
-geometry, resampling and damaged-tile handling on top. DICOM WSI (:mod:`.dicom`) and OME-Zarr
-(:mod:`.omezarr`) backends live in their own modules and are listed here too.
+geometry, resampling and damaged-tile handling on top. DICOM WSI (:mod:`.dicom`), OME-Zarr
+(:mod:`.omezarr`) and NDPI (:mod:`.ndpi`, chosen only by
+:func:`~wsikit.io.pixel_backend.open_pixel_slide`) backends live in their own modules and are
+listed here too.
 
 Every backend has the :class:`_Backend` shape: ``name``, ``level_dimensions``,
 ``level_downsamples``, ``properties`` (OpenSlide naming), ``read(level, lx, ly, w, h)`` of
@@ -22,6 +24,7 @@ from PIL import Image
 
 from ..errors import SlideError
 from .dicom import DicomBackend
+from .ndpi import NdpiBackend
 from .rgb import rgba_to_rgb
 
 
@@ -173,4 +176,5 @@ _BACKEND_CLASSES: dict[str, Any] = {
     "image": _ImageBackend,
     "omezarr": _omezarr,
     "dicom": DicomBackend,  # chosen for DICOM files and series folders (see open_slide)
+    "ndpi": NdpiBackend,    # only by name: open_pixel_slide's fast NDPI reader
 }
