@@ -64,9 +64,9 @@ def test_intervals_decoded_one_by_one_give_the_same_pixels(ndpi: Path) -> None:
     backend = NdpiBackend(ndpi)
     whole = [backend.read(level, 0, 0, w, h)
              for level, (w, h) in enumerate(backend.level_dimensions)]
-    assert all(s.stackable for s in backend._stored)  # noqa: SLF001
-    backend._stored = [dataclasses.replace(s, stackable=False)  # noqa: SLF001
-                       for s in backend._stored]  # noqa: SLF001
+    assert all(s.stackable for s in backend._stored)
+    backend._stored = [dataclasses.replace(s, stackable=False)
+                       for s in backend._stored]
     for level, (w, h) in enumerate(backend.level_dimensions):
         assert np.array_equal(backend.read(level, 0, 0, w, h), whole[level])
     backend.close()

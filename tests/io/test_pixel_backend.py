@@ -1,4 +1,4 @@
-"""open_pixel_slide: tiffslide only where it gives OpenSlide's pyramid and pixels."""
+"""open_pixel_slide: a faster backend only where it gives OpenSlide's pyramid and pixels."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
+from wsikit.errors import SlideError
 from wsikit.io import open_slide
 from wsikit.io.pixel_backend import open_pixel_slide, same_pixels
 from wsikit.patching import make_grid
@@ -16,12 +18,34 @@ from wsikit.tissue import segment_tissue
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def test_tiffslide_is_used_where_every_patch_equals_openslide(tmp_path: Path) -> None:
+def _has_pyvips() -> bool:
+    try:
+        import pyvips  # noqa: F401
+    except (ImportError, OSError):
+        return False
+    return True
+
+
+HAS_PYVIPS = _has_pyvips()
+
+
+@pytest.fixture(params=["installed", "missing"])
+def pyvips_state(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """pyvips as installed here, and as if it were not (the code must work without it)."""
+    if request.param == "installed" and not HAS_PYVIPS:
+        pytest.skip("pyvips not installed (pip install 'wsikit[pyvips]')")
+    if request.param == "missing":
+        monkeypatch.setitem(__import__("sys").modules, "pyvips", None)
+    return str(request.param)
+
+
+def test_a_fast_backend_is_used_where_every_patch_equals_openslide(
+        tmp_path: Path, pyvips_state: str) -> None:
     path = tmp_path / "cmu.svs"
     shutil.copyfile(DATA / "CMU-1-Small-Region.svs", path)
     fast = open_pixel_slide(path)
     ref = open_slide(path, backend="openslide", require_mpp=False)
-    assert fast.backend == "tiffslide"
+    assert fast.backend == ("pyvips" if pyvips_state == "installed" else "tiffslide")
     grid = make_grid(ref, segment_tissue(ref), target_mpp=0.5, patch_px=256)
     assert len(grid) > 10
     for box in grid.boxes:  # the slide reader's regions, not only the probes
@@ -32,17 +56,36 @@ def test_tiffslide_is_used_where_every_patch_equals_openslide(tmp_path: Path) ->
     ref.close()
 
 
-def test_a_pyramid_tiffslide_sees_differently_stays_with_openslide(
-        synthetic_small_slide: Path) -> None:
+def test_a_pyramid_tiffslide_sees_differently_is_not_read_by_tiffslide(
+        synthetic_small_slide: Path, pyvips_state: str) -> None:
     ref = open_slide(synthetic_small_slide, backend="openslide", require_mpp=False)
     alt = open_slide(synthetic_small_slide, backend="tiffslide", require_mpp=False)
     # tiffslide finds only level 0 of these generated pyramids (OpenSlide: levels 1 and 4)
     assert ref.level_count == 2 and alt.level_count == 1
     assert not same_pixels(ref, alt)
+    # libvips reads both pages with OpenSlide's pixels; without it OpenSlide stays
+    want = "pyvips" if pyvips_state == "installed" else "openslide"
     with open_pixel_slide(synthetic_small_slide) as s:
-        assert s.backend == "openslide" and s.level_count == 2
+        assert s.backend == want and s.level_count == 2
+        rng = np.random.default_rng(0)
+        for level, (w, h) in enumerate(ref.level_dimensions):
+            ds = ref.level_downsamples[level]
+            for _ in range(5):
+                size = (int(rng.integers(1, w // 2)), int(rng.integers(1, h // 2)))
+                lx, ly = int(rng.integers(0, w - size[0])), int(rng.integers(0, h - size[1]))
+                xy = (int(round(lx * ds)), int(round(ly * ds)))
+                assert np.array_equal(s.read_region(xy, level, size),
+                                      ref.read_region(xy, level, size))
     ref.close()
     alt.close()
+
+
+def test_pyvips_refuses_what_it_cannot_read_as_openslide_does(
+        tmp_path: Path, pyvips_state: str) -> None:
+    png = tmp_path / "plain.png"
+    Image.fromarray(np.full((40, 60, 3), 200, np.uint8)).save(png)
+    with pytest.raises(SlideError, match="pyvips" if pyvips_state == "missing" else "TIFF"):
+        open_slide(png, backend="pyvips", mpp=0.5)
 
 
 def test_other_backends_are_left_alone(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ The slide reader (:meth:`wsikit.io.Slide.source_region`, used for every format t
 tile reader does not serve) spends most of its time in OpenSlide's ``read_region``. Faster
 readers give the same pixels on some formats (``benchmarks/results/bench_slide_readers.md``):
 wsikit's own NDPI reader (:mod:`wsikit.io.ndpi`, restart intervals decoded a column at a time)
-on Hamamatsu NDPI, tiffslide on the TIFFs it reads. :func:`open_pixel_slide` opens the slide
+on Hamamatsu NDPI, pyvips (libvips ``tiffload``, optional extra ``pyvips``) and tiffslide on
+tiled TIFF pyramids whose pages are OpenSlide's levels. :func:`open_pixel_slide` opens the slide
 as :func:`wsikit.io.open_slide` does and switches to the first of :data:`FAST_BACKENDS` that
 gives the same pyramid (level sizes and downsamples) and the same pixels on a probe of every
 level; anything else (MRXS, DICOM, SCN, …, or a file where no candidate matches) stays with
@@ -24,7 +25,7 @@ from .slide import Slide, open_slide
 __all__ = ["open_pixel_slide", "same_pixels", "FAST_BACKENDS"]
 
 #: Backends tried in this order in place of OpenSlide (the first with its pixels wins).
-FAST_BACKENDS = ("ndpi", "tiffslide")
+FAST_BACKENDS = ("ndpi", "pyvips", "tiffslide")
 
 #: Side of the probe regions compared on every level (level pixels).
 PROBE_PX = 256
