@@ -93,3 +93,48 @@ def test_other_backends_are_left_alone(tmp_path: Path) -> None:
     Image.fromarray(np.full((40, 60, 3), 200, np.uint8)).save(path)
     with open_pixel_slide(path, mpp=0.5) as s:
         assert s.backend == "image"
+
+
+_FORK_SCRIPT = """
+import sys
+import numpy as np
+from wsikit.io import open_slide
+from wsikit.io.patch_stream import PatchStream, stream_batches
+from wsikit.io.pixel_backend import open_pixel_slide
+
+path = sys.argv[1]
+with open_pixel_slide(path, require_mpp=False) as s:   # the parent reads through libvips
+    assert s.backend == "pyvips", s.backend
+    W, H = s.dimensions
+boxes = np.array([(x, y, 256, 256) for y in (0, 256) for x in (0, 256, 512)], float)
+stream = PatchStream(path, boxes, 128, batch_size=3, reader="slide", mpp=0.5)
+got = np.concatenate([b.permute(0, 2, 3, 1).numpy().copy()
+                      for _, b in stream_batches(stream, workers=2)])
+with open_slide(path, backend="openslide") as ref:
+    for i, box in enumerate(boxes):
+        assert np.array_equal(got[i], ref.read_at_mpp(tuple(box), out_size=(128, 128)))
+print("ok", len(got))
+"""
+
+
+@pytest.mark.skipif(not HAS_PYVIPS, reason="pyvips not installed")
+def test_pyvips_slides_read_in_workers_forked_after_the_parent_read(
+        synthetic_small_slide: Path) -> None:
+    """libvips' sink thread pool, once started, hangs forked DataLoader workers: the backend
+    must read without it (Region.fetch)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _FORK_SCRIPT, str(synthetic_small_slide)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)   # the hung workers too
+        proc.communicate()
+        pytest.fail("reading in forked workers hung")
+    assert proc.returncode == 0, err[-2000:]
+    assert out.split() == ["ok", "6"]

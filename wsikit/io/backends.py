@@ -16,6 +16,7 @@ Every backend has the :class:`_Backend` shape: ``name``, ``level_dimensions``,
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -158,6 +159,11 @@ class _PyvipsBackend:
         self.properties = props
         self._images = [pyvips.Image.tiffload(str(path), page=i, access="random",
                                               fail_on="warning") for i in index]
+        # Reads go through a kept Region per level (``fetch`` decodes in the calling thread),
+        # never ``write_to_memory``: libvips' sink starts a thread pool, and a DataLoader
+        # worker forked from a process that ran one hangs in its first read.
+        self._regions = [pyvips.Region.new(v) for v in self._images]
+        self._lock = threading.Lock()
         self.level_dimensions = tuple((int(v.width), int(v.height)) for v in self._images)
         w0, h0 = self.level_dimensions[0]
         self.level_downsamples = tuple((w0 / w + h0 / h) / 2 for w, h in self.level_dimensions)
@@ -169,16 +175,16 @@ class _PyvipsBackend:
         img = self._images[level]
         if img.format != "uchar":
             raise SlideError(f"{self._path}: " + _DTYPE_HELP.format(dtype=img.format))
-        region = img.crop(lx, ly, w, h)
-        arr = np.ndarray(buffer=region.write_to_memory(), dtype=np.uint8,
-                         shape=(h, w, int(region.bands)))
+        with self._lock:   # a region is one pixel buffer: one read at a time
+            buf = self._regions[level].fetch(lx, ly, w, h)
+        arr = np.frombuffer(buf, np.uint8).reshape(h, w, int(img.bands))
         return rgba_to_rgb(arr[:, :, 0] if arr.shape[2] == 1 else arr[:, :, :4])
 
     def associated(self) -> dict[str, np.ndarray]:
         return {}
 
     def close(self) -> None:
-        self._images = []
+        self._images, self._regions = [], []
 
 
 _DTYPE_HELP = ("pixels are {dtype} (not 8-bit); wsikit reads 8-bit RGB slides: convert the file "
