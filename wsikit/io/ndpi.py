@@ -56,13 +56,21 @@ class _Stored:
 
 
 def _frame(header: bytes) -> tuple[int, bool]:
-    """(offset of the frame height, whether no component is subsampled vertically)."""
-    for marker in (b"\xff\xc0", b"\xff\xc1"):  # baseline or extended sequential Huffman
-        at = header.find(marker)
-        if at >= 0:
-            n = header[at + 9]
-            sampling = [header[at + 11 + 3 * i] for i in range(n)]
-            return at + 5, all(s & 0x0F == 1 for s in sampling)  # vertical factor 1
+    """(offset of the frame height, whether no component is subsampled vertically).
+
+    Walks the header's marker segments (a table's bytes may look like a marker).
+    """
+    pos = 2 if header[:2] == b"\xff\xd8" else 0
+    while pos + 4 <= len(header) and header[pos] == 0xFF:
+        marker = header[pos + 1]
+        length = int.from_bytes(header[pos + 2:pos + 4], "big")
+        if marker in (0xC0, 0xC1):   # baseline or extended sequential Huffman
+            n = header[pos + 9]
+            sampling = [header[pos + 11 + 3 * i] for i in range(n)]
+            return pos + 5, all(v & 0x0F == 1 for v in sampling)  # vertical factor 1
+        if 0xC2 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            break   # progressive, lossless or arithmetic: not what NDPI intervals are
+        pos += 2 + length
     raise SlideError("NDPI level without a baseline JPEG frame header (SOF0/SOF1)")
 
 
