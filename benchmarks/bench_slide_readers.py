@@ -145,7 +145,8 @@ _NOTES = [
     "names the one it picked.", "",
     "## Per format", "",
     "- **SVS, generic tiled TIFF**: libvips (`pyvips-binary`, optional extra `pyvips`) and "
-    "tiffslide read the same pixels as OpenSlide at ~3.7× its speed. tiffslide finds only "
+    "tiffslide read the same pixels as OpenSlide at 3–4.5× its speed (table above). "
+    "tiffslide finds only "
     "level 0 of wsikit's generated pyramids (their lower levels are separate reduced-resolution "
     "pages), so on the SVS it fails the pyramid check and without libvips that slide stayed "
     "with OpenSlide; libvips lists the tiled pages as OpenSlide does. Both are served by the "
@@ -204,9 +205,41 @@ def _openslide_cache(path: Path, n: int) -> list[str]:
         "", "With every tile cached a 1024² read still costs "
         f"{100 * warm / cold:.0f} % of a cold one: OpenSlide's time is mostly its per-pixel "
         "compositing (cairo, premultiplied ARGB) and the RGBA → RGB conversion, not JPEG "
-        "decoding; and a 2048² read costs the same per pixel as four 1024² reads, so reading "
+        "decoding; and a 2048² read costs no less per pixel than four 1024² reads, so reading "
         "neighbouring patches in one `read_region` does not make OpenSlide faster. A faster "
         "slide reader has to replace OpenSlide's read path, not batch its calls."]
+
+
+def _stream_ms(path: Path, xy: list[tuple[int, int]], rounds: int) -> dict[str, float]:
+    """CPU ms per patch of wsikit's slide-reader patch stream (512 px at 0.5 µm/px → 448,
+    normalised, in this process), with the backend open_pixel_slide picks and with OpenSlide
+    (the fast backends switched off), interleaved; median over rounds. The one-off open of the
+    stream's reader (open_pixel_slide's probes) is timed alone and subtracted."""
+    from unittest import mock
+
+    from wsikit.io import pixel_backend
+    from wsikit.io.patch_stream import PatchStream, stream_batches
+
+    boxes = np.array([(x, y, 1024, 1024) for x, y in xy], np.float64)
+    norm = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+    times: dict[str, list[float]] = {"fast": [], "openslide": []}
+    per = len(boxes) // rounds
+    for r in range(rounds):
+        part = boxes[r * per:(r + 1) * per]
+        for kind in times:
+            fast = pixel_backend.FAST_BACKENDS if kind == "fast" else ()
+            with mock.patch.object(pixel_backend, "FAST_BACKENDS", fast):
+                stream = PatchStream(path, part, 448, batch_size=16, reader="slide", mpp=0.25,
+                                     patch_px=512)
+                t0 = time.process_time()
+                (_, close), _ = stream.open_reader()   # the one-off open (and probes)
+                close()
+                t1 = time.process_time()
+                for _ in stream_batches(stream, workers=0, normalize=norm):
+                    pass
+                t2 = time.process_time()
+                times[kind].append((t2 - t1 - (t1 - t0)) / len(part) * 1000)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def _bench(fmt: str, path: Path, level: int, px: int, xy: list[tuple[int, int]],
@@ -248,6 +281,8 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from bench_patch_pipeline import bench_slide
 
+    from wsikit.io.pixel_backend import open_pixel_slide
+
     load = os.getloadavg()[0]
     m = args.n * args.rounds + 4   # the last 4 regions: pixel differences only
     svs, tif, ndpi = bench_slide(), tiff_slide(), ndpi_slide()
@@ -277,6 +312,23 @@ def main() -> None:
             lines.append(f"| {fmt} | {name} | {ms:.1f} | {base / ms:.2f}× | {mx} | "
                          f"{mean:.3f} | {note} |")
         print("\n".join(lines[-len(rows):]), flush=True)
+    lines += ["", "## The slide reader's patch stream (CPU ms per patch)", "",
+              "`PatchStream(reader=\"slide\")`, 512 px at 0.5 µm/px (1024² level-0 boxes of "
+              "the tissue regions above) resized to 448 and normalised, in this process "
+              "(one-off reader open and probes excluded), with the backend `open_pixel_slide` "
+              "picks and with OpenSlide (the fast backends switched off), interleaved per "
+              "round (`OMP_NUM_THREADS=1`). TRIDENT's loader (OpenSlide `read_region` + "
+              "torchvision) measured ~48.7 CPU ms per patch on the SVS "
+              "(`bench_vs_trident.md`).", "",
+              "| format | backend picked | CPU ms / patch | with OpenSlide | × |",
+              "|---|---|---:|---:|---:|"]
+    for fmt, path, _, _, xy in cases[:3]:
+        with open_pixel_slide(path, require_mpp=False) as picked:
+            name = picked.backend
+        ms = _stream_ms(path, xy[: args.n * args.rounds], args.rounds)
+        lines.append(f"| {fmt} | {name} | {ms['fast']:.1f} | {ms['openslide']:.1f} | "
+                     f"{ms['openslide'] / ms['fast']:.2f}× |")
+        print(lines[-1], flush=True)
     lines += _NOTES
     lines += _openslide_cache(svs, args.n)
     args.table.parent.mkdir(parents=True, exist_ok=True)

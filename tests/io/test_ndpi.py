@@ -72,6 +72,23 @@ def test_intervals_decoded_one_by_one_give_the_same_pixels(ndpi: Path) -> None:
     backend.close()
 
 
+def test_tall_reads_are_decoded_in_several_stacks(ndpi: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A column of intervals is decoded in runs of at most _MAX_ROWS (a JPEG frame is at most
+    65535 px tall); the runs join seamlessly."""
+    from wsikit.io import ndpi as ndpi_module
+
+    monkeypatch.setattr(ndpi_module, "_MAX_ROWS", 3)
+    backend = NdpiBackend(ndpi)
+    with open_slide(ndpi) as ref:
+        for level in (0, 1):
+            w, h = ref.level_dimensions[level]
+            assert np.array_equal(backend.read(level, 5, 3, w - 5, h - 3),
+                                  ref.read_region((5 * 2 ** level, 3 * 2 ** level), level,
+                                                  (w - 5, h - 3)))
+    backend.close()
+
+
 def test_other_files_are_refused(synthetic_small_slide: Path, tmp_path: Path) -> None:
     with pytest.raises(SlideError, match="not a Hamamatsu NDPI"):
         NdpiBackend(synthetic_small_slide)

@@ -33,6 +33,8 @@ from ..errors import SlideError
 __all__ = ["NdpiBackend"]
 
 _EOI = b"\xff\xd9"
+#: Most restart intervals stacked into one decode (bounds the column buffer).
+_MAX_ROWS = 1024
 _RST = [bytes((0xFF, 0xD0 + k)) for k in range(8)]
 
 
@@ -171,7 +173,9 @@ class NdpiBackend:
         tw, th = s.tile_w // scale, s.tile_h // scale
         out = np.empty((h, w, 3), np.uint8)
         r0, r1 = ly // th, (ly + h - 1) // th
-        runs = [(r0, r1 - r0 + 1)] if s.stackable else [(r, 1) for r in range(r0, r1 + 1)]
+        # a stacked JPEG's height must fit the frame header's 16 bits
+        step = max(1, min(_MAX_ROWS, 65535 // s.tile_h)) if s.stackable else 1
+        runs = [(r, min(step, r1 + 1 - r)) for r in range(r0, r1 + 1, step)]
         for col in range(lx // tw, (lx + w - 1) // tw + 1):
             x0 = col * tw
             a, b = max(lx, x0), min(lx + w, x0 + tw)
