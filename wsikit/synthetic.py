@@ -326,6 +326,15 @@ def _jpeg_with_restarts(img: np.ndarray, quality: int, subsampling: str, tile_wi
         if 0xD0 <= data[pos + 1] <= 0xD7:
             starts.append(pos + 2)
         pos += 2
+    _, _, mcu_h = _NDPI_SUBSAMPLING[subsampling]
+    want = (img.shape[1] // tile_width) * -(-img.shape[0] // mcu_h)
+    if len(starts) != want:
+        import PIL
+
+        raise RuntimeError(f"Pillow {PIL.__version__} wrote {len(starts)} restart intervals "
+                           f"for a {img.shape[1]}x{img.shape[0]} level, {want} expected: "
+                           "this Pillow lacks the JPEG option restart_marker_blocks; upgrade "
+                           "Pillow (pip install -U pillow)")
     return data, starts
 
 
@@ -351,7 +360,8 @@ def write_synthetic_ndpi(
     offsets (0 here); resolution tags in pixels per cm; Make "Hamamatsu", Software
     "NDP.scan". No macro image. OpenSlide reads the restart intervals as tiles of
     ``tile_width`` × one MCU row and adds the levels a scaled JPEG decode gives (1/2, 1/4,
-    1/8 of each stored level).
+    1/8 of each stored level). The JPEGs are Pillow's, with its ``restart_marker_blocks``
+    option (a Pillow without it is refused with the advice to upgrade).
 
     Parameters
     ----------
