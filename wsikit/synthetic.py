@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SyntheticSpec", "write_synthetic_slide", "synthetic_tissue_image",
-           "synthetic_tissue_crop", "write_image_slide", "tile_mosaic"]
+__all__ = ["SyntheticSpec", "write_synthetic_slide", "write_synthetic_ndpi",
+           "synthetic_tissue_image", "synthetic_tissue_crop", "write_image_slide",
+           "tile_mosaic"]
 
 _BG = np.array([243, 243, 245], np.float32)
 _STROMA = np.array([232, 160, 200], np.float32)
@@ -292,6 +293,158 @@ def write_synthetic_slide(
                 subfiletype=0 if i == 0 else 1,
                 **kwargs,
             )
+    return path
+
+
+#: JPEG chroma subsampling of :func:`write_synthetic_ndpi` → (Pillow's code, MCU w, MCU h).
+#: (4:2:0 is left out: OpenSlide 4.0.1 fails on such a file with "found marker 0xd9 instead
+#: of RST0", so it could not serve as a reference.)
+_NDPI_SUBSAMPLING = {"4:4:4": (0, 8, 8), "4:2:2": (1, 16, 8)}
+
+
+def _jpeg_with_restarts(img: np.ndarray, quality: int, subsampling: str, tile_width: int
+                        ) -> tuple[bytes, list[int]]:
+    """One baseline JPEG of ``img`` with a restart marker every ``tile_width`` px of an MCU
+    row, and the offsets (from the stream's start) where each restart interval's data begins.
+    """
+    import io
+
+    from PIL import Image
+
+    code, mcu_w, _ = _NDPI_SUBSAMPLING[subsampling]
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, "JPEG", quality=quality, subsampling=code,
+                              restart_marker_blocks=tile_width // mcu_w)
+    data = buf.getvalue()
+    sos = data.index(b"\xff\xda")
+    starts = [sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")]
+    pos = starts[0]
+    while True:   # entropy-coded data escapes 0xFF as FF 00, so FF D0-D7 are restart markers
+        pos = data.find(b"\xff", pos)
+        if pos < 0 or data[pos + 1] == 0xD9:
+            break
+        if 0xD0 <= data[pos + 1] <= 0xD7:
+            starts.append(pos + 2)
+        pos += 2
+    _, _, mcu_h = _NDPI_SUBSAMPLING[subsampling]
+    want = (img.shape[1] // tile_width) * -(-img.shape[0] // mcu_h)
+    if len(starts) != want:
+        import PIL
+
+        raise RuntimeError(f"Pillow {PIL.__version__} wrote {len(starts)} restart intervals "
+                           f"for a {img.shape[1]}x{img.shape[0]} level, {want} expected: "
+                           "this Pillow lacks the JPEG option restart_marker_blocks; upgrade "
+                           "Pillow (pip install -U pillow)")
+    return data, starts
+
+
+def write_synthetic_ndpi(
+    path: str | os.PathLike[str],
+    spec: SyntheticSpec,
+    *,
+    downsamples: Sequence[int] = (1, 4, 16),
+    tile_width: int = 512,
+    quality: int = 80,
+    subsampling: str = "4:2:2",
+    source_lens: float = 40.0,
+) -> Path:
+    """Write ``spec`` as a Hamamatsu NDPI-like file (OpenSlide opens it as ``hamamatsu``).
+
+    The layout of NDPI as OpenSlide documents it (openslide.org/formats/hamamatsu): a
+    little-endian TIFF whose first-IFD and next-IFD offsets are 64-bit, each IFD followed by
+    4 zero bytes per entry (the high halves of its offsets); one IFD per pyramid level, each
+    holding the whole level as one baseline JPEG in one strip (``RowsPerStrip`` = height)
+    with a restart marker every ``tile_width`` px of an MCU row, whose interval starts are
+    tag 65426 (McuStarts, offsets from the strip's start); tag 65420 = 1 marks the format,
+    65421 is the level's source lens (objective power / downsample), 65422-65424 the X/Y/Z
+    offsets (0 here); resolution tags in pixels per cm; Make "Hamamatsu", Software
+    "NDP.scan". No macro image. OpenSlide reads the restart intervals as tiles of
+    ``tile_width`` × one MCU row and adds the levels a scaled JPEG decode gives (1/2, 1/4,
+    1/8 of each stored level). The JPEGs are Pillow's, with its ``restart_marker_blocks``
+    option (a Pillow without it is refused with the advice to upgrade).
+
+    Parameters
+    ----------
+    path : path-like
+        Output ``.ndpi`` path.
+    spec : SyntheticSpec
+        Content; ``spec.mpp`` (required) sets the resolution tags.
+    downsamples : sequence of int
+        Stored levels (first must be 1). Every level's width must be a multiple of
+        ``tile_width`` and its height a multiple of the MCU height.
+    tile_width : int
+        Width in px of one restart interval (a multiple of the MCU width).
+    quality : int
+        JPEG quality.
+    subsampling : {"4:2:2", "4:4:4"}
+        JPEG chroma subsampling (MCUs of 16×8 or 8×8 px).
+    source_lens : float
+        Objective power of level 0 (tag 65421).
+
+    Returns
+    -------
+    Path
+    """
+    import struct
+
+    if subsampling not in _NDPI_SUBSAMPLING:
+        raise ValueError(f"subsampling={subsampling!r} is not one of {list(_NDPI_SUBSAMPLING)}")
+    if spec.mpp is None:
+        raise ValueError("write_synthetic_ndpi needs spec.mpp (the resolution tags)")
+    _, mcu_w, mcu_h = _NDPI_SUBSAMPLING[subsampling]
+    if tile_width % mcu_w:
+        raise ValueError(f"tile_width={tile_width} must be a multiple of the MCU width {mcu_w}")
+    painter = _Painter(spec, spec.mpp)
+    path = Path(path)
+    with open(path, "wb") as fh:
+        fh.write(b"II*\x00" + struct.pack("<Q", 0))   # first-IFD offset patched below
+        link = 4                                         # where the pointer to the next IFD is
+        for ds in downsamples:
+            lw, lh = spec.width // ds, spec.height // ds
+            if lw % tile_width or lh % mcu_h or lw <= 0 or lh <= 0:
+                raise ValueError(f"level 1/{ds} is {lw}x{lh} px: its width must be a multiple "
+                                 f"of tile_width={tile_width} and its height of {mcu_h}")
+            jpeg, starts = _jpeg_with_restarts(painter.region(0, 0, lw, lh, ds), quality,
+                                               subsampling, tile_width)
+            strip = fh.tell()
+            fh.write(jpeg)
+            res = 1e4 / (spec.mpp * ds)   # px per cm
+            # (tag, type, values): types 2 ASCII, 3 SHORT, 4 LONG, 5 RATIONAL, 9 SLONG, 11 FLOAT
+            entries: list[tuple[int, int, Any]] = [
+                (256, 4, [lw]), (257, 4, [lh]), (258, 3, [8, 8, 8]), (259, 3, [7]),
+                (262, 3, [6]), (271, 2, b"Hamamatsu\x00"), (272, 2, b"C13210\x00"),
+                (273, 4, [strip]), (277, 3, [3]), (278, 4, [lh]), (279, 4, [len(jpeg)]),
+                (282, 5, [(round(res * 1000), 1000)]), (283, 5, [(round(res * 1000), 1000)]),
+                (296, 3, [3]), (305, 2, b"NDP.scan\x00"), (65420, 4, [1]),
+                (65421, 11, [source_lens / ds]), (65422, 9, [0]), (65423, 9, [0]),
+                (65424, 9, [0]), (65426, 4, starts)]
+            blobs = []
+            for tag, typ, values in entries:
+                if typ == 2:
+                    raw = bytes(values)
+                elif typ == 5:
+                    raw = b"".join(struct.pack("<II", *v) for v in values)
+                else:
+                    raw = struct.pack("<" + {3: "H", 4: "I", 9: "i", 11: "f"}[typ] * len(values),
+                                      *values)
+                count = len(values)
+                blobs.append((tag, typ, count, raw))
+            out_of_line = fh.tell()
+            ifd_entries = []
+            for tag, typ, count, raw in blobs:
+                if len(raw) <= 4:
+                    ifd_entries.append(struct.pack("<HHI", tag, typ, count) + raw.ljust(4, b"\0"))
+                else:
+                    fh.write(raw + b"\0" * (len(raw) % 2))
+                    ifd_entries.append(struct.pack("<HHII", tag, typ, count, out_of_line))
+                    out_of_line = fh.tell()
+            ifd = fh.tell()
+            fh.seek(link)
+            fh.write(struct.pack("<Q", ifd))
+            fh.seek(ifd)
+            fh.write(struct.pack("<H", len(ifd_entries)) + b"".join(ifd_entries))
+            link = fh.tell()
+            fh.write(struct.pack("<Q", 0) + b"\0" * (4 * len(ifd_entries)))
     return path
 
 

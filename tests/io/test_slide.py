@@ -126,11 +126,12 @@ def test_rgba_composite_on_white():
 
 
 def test_backend_names_and_the_order_they_are_tried(cmu_small):
-    """The fallback order of BACKENDS, and DICOM (chosen by content, or asked for by name) as
-    the one more name ``backend=`` accepts."""
+    """The fallback order of BACKENDS, and the names ``backend=`` accepts besides: DICOM
+    (chosen by content, or asked for by name) and the fast readers open_pixel_slide tries."""
     assert BACKENDS == ("openslide", "tiffslide", "image", "omezarr")
     with pytest.raises(SlideError, match=r"backend='nope' is not one of \('openslide', "
-                                         r"'tiffslide', 'image', 'omezarr', 'dicom'\)"):
+                                         r"'tiffslide', 'image', 'omezarr', 'dicom', 'ndpi', "
+                                         r"'pyvips'\)"):
         open_slide(cmu_small, backend="nope")
 
 

@@ -3,8 +3,10 @@
 A backend opens one file and reads level pixels; :func:`~wsikit.io.slide.open_slide` picks
 one by name from :data:`_BACKEND_CLASSES` (the order it tries them is
 :data:`wsikit.io.slide.BACKENDS`) and :class:`~wsikit.io.slide.Slide` adds the region
-geometry, resampling and damaged-tile handling on top. DICOM WSI (:mod:`.dicom`) and OME-Zarr
-(:mod:`.omezarr`) backends live in their own modules and are listed here too.
+geometry, resampling and damaged-tile handling on top. DICOM WSI (:mod:`.dicom`), OME-Zarr
+(:mod:`.omezarr`) and NDPI (:mod:`.ndpi`, chosen only by
+:func:`~wsikit.io.pixel_backend.open_pixel_slide`) backends live in their own modules and are
+listed here too.
 
 Every backend has the :class:`_Backend` shape: ``name``, ``level_dimensions``,
 ``level_downsamples``, ``properties`` (OpenSlide naming), ``read(level, lx, ly, w, h)`` of
@@ -14,6 +16,7 @@ Every backend has the :class:`_Backend` shape: ``name``, ``level_dimensions``,
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,6 +25,7 @@ from PIL import Image
 
 from ..errors import SlideError
 from .dicom import DicomBackend
+from .ndpi import NdpiBackend
 from .rgb import rgba_to_rgb
 
 
@@ -93,6 +97,94 @@ class _TiffSlideBackend(_PyramidBackend):
         if arr.dtype != np.uint8:
             raise SlideError(f"{self._path}: " + _DTYPE_HELP.format(dtype=arr.dtype))
         return rgba_to_rgb(arr)
+
+
+#: What to install when pyvips (libvips) is missing.
+PYVIPS_HINT = "pip install 'wsikit[pyvips]' (or pip install pyvips pyvips-binary)"
+
+
+class _PyvipsBackend:
+    """Tiled TIFF pyramids through libvips' ``tiffload`` (optional extra ``pyvips``).
+
+    The levels are the file's tiled pages, largest first, as OpenSlide's TIFF-based drivers
+    list them (SVS thumbnails, labels and macros are stripped, not tiled); whether that is
+    OpenSlide's pyramid, and its pixels, is for
+    :func:`~wsikit.io.pixel_backend.open_pixel_slide`'s probes to decide. NDPI is refused:
+    libtiff decodes a level's whole JPEG strip for every read. A tile libjpeg warns about
+    (corrupt data) fails the read (``fail_on="warning"``), as in OpenSlide.
+    """
+
+    name = "pyvips"
+
+    def __init__(self, path: Path) -> None:
+        try:
+            import pyvips
+        except (ImportError, OSError) as exc:
+            raise SlideError(f"pyvips is not available ({exc}); {PYVIPS_HINT}") from exc
+        import tifffile
+
+        self._path = path
+        with tifffile.TiffFile(path) as tif:
+            if tif.is_ndpi:
+                raise SlideError("NDPI: libtiff decodes a level's whole JPEG strip per read")
+            pages: list[Any] = []
+            for frame in tif.pages:
+                page: Any = frame
+                if (page.is_tiled and int(page.bitspersample) == 8
+                        and (not pages or int(page.imagewidth) < int(pages[-1].imagewidth))):
+                    pages.append(page)
+            if not pages:
+                raise SlideError("no tiled 8-bit page (libvips reads tiled TIFF pyramids here)")
+            first = pages[0]
+            props: dict[str, str] = {}
+            tags = first.tags
+            desc = str(tags["ImageDescription"].value) if "ImageDescription" in tags else ""
+            if desc:
+                props["tiff.ImageDescription"] = desc
+            if desc.startswith("Aperio"):
+                props["openslide.vendor"] = "aperio"
+                for part in desc.split("|")[1:]:
+                    key, sep, value = part.partition("=")
+                    if sep:
+                        props[f"aperio.{key.strip()}"] = value.strip()
+            if "XResolution" in tags and "ResolutionUnit" in tags:
+                unit = {2: "inch", 3: "centimeter"}.get(int(tags["ResolutionUnit"].value),
+                                                        "none")
+                for axis in ("X", "Y"):
+                    tag = tags.get(f"{axis}Resolution") or tags["XResolution"]
+                    num, den = tag.value
+                    props[f"tiff.{axis}Resolution"] = repr(num / den if den else 0.0)
+                props["tiff.ResolutionUnit"] = unit
+            index = [int(p.index) for p in pages]
+        self.properties = props
+        self._images = [pyvips.Image.tiffload(str(path), page=i, access="random",
+                                              fail_on="warning") for i in index]
+        # Reads go through a kept Region per level (``fetch`` decodes in the calling thread),
+        # never ``write_to_memory``: libvips' sink starts a thread pool, and a DataLoader
+        # worker forked from a process that ran one hangs in its first read.
+        self._regions = [pyvips.Region.new(v) for v in self._images]
+        self._lock = threading.Lock()
+        self.level_dimensions = tuple((int(v.width), int(v.height)) for v in self._images)
+        w0, h0 = self.level_dimensions[0]
+        self.level_downsamples = tuple((w0 / w + h0 / h) / 2 for w, h in self.level_dimensions)
+        for k, p in enumerate(pages):
+            props[f"openslide.level[{k}].tile-width"] = str(int(p.tilewidth))
+            props[f"openslide.level[{k}].tile-height"] = str(int(p.tilelength))
+
+    def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
+        img = self._images[level]
+        if img.format != "uchar":
+            raise SlideError(f"{self._path}: " + _DTYPE_HELP.format(dtype=img.format))
+        with self._lock:   # a region is one pixel buffer: one read at a time
+            buf = self._regions[level].fetch(lx, ly, w, h)
+        arr = np.frombuffer(buf, np.uint8).reshape(h, w, int(img.bands))
+        return rgba_to_rgb(arr[:, :, 0] if arr.shape[2] == 1 else arr[:, :, :4])
+
+    def associated(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def close(self) -> None:
+        self._images, self._regions = [], []
 
 
 _DTYPE_HELP = ("pixels are {dtype} (not 8-bit); wsikit reads 8-bit RGB slides: convert the file "
@@ -173,4 +265,6 @@ _BACKEND_CLASSES: dict[str, Any] = {
     "image": _ImageBackend,
     "omezarr": _omezarr,
     "dicom": DicomBackend,  # chosen for DICOM files and series folders (see open_slide)
+    "ndpi": NdpiBackend,    # only by name: open_pixel_slide's fast NDPI reader
+    "pyvips": _PyvipsBackend,  # only by name: open_pixel_slide's fast TIFF reader (optional)
 }

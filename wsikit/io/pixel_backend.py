@@ -1,12 +1,15 @@
-"""The fastest backend that gives the slide reader's pixels: tiffslide where it equals OpenSlide.
+"""The fastest backend that gives the slide reader's pixels: one that equals OpenSlide's.
 
 The slide reader (:meth:`wsikit.io.Slide.source_region`, used for every format the direct
-tile reader does not serve) spends most of its time in OpenSlide's ``read_region``; for the
-files tiffslide also reads, tiffslide decodes the same JPEG tiles about 3× faster with the
-same pixels (``benchmarks/results/bench_slide_readers.md``). :func:`open_pixel_slide` opens
-the slide as :func:`wsikit.io.open_slide` does and switches to tiffslide only where that gives
-the same pyramid (level sizes and downsamples) and the same pixels on a probe of every level;
-anything else, including every format tiffslide cannot read, stays with the default backend.
+tile reader does not serve) spends most of its time in OpenSlide's ``read_region``. Faster
+readers give the same pixels on some formats (``benchmarks/results/bench_slide_readers.md``):
+wsikit's own NDPI reader (:mod:`wsikit.io.ndpi`, restart intervals decoded a column at a time)
+on Hamamatsu NDPI, pyvips (libvips ``tiffload``, optional extra ``pyvips``) and tiffslide on
+tiled TIFF pyramids whose pages are OpenSlide's levels. :func:`open_pixel_slide` opens the slide
+as :func:`wsikit.io.open_slide` does and switches to the first of :data:`FAST_BACKENDS` that
+gives the same pyramid (level sizes and downsamples) and the same pixels on a probe of every
+level; anything else (MRXS, DICOM, SCN, …, or a file where no candidate matches) stays with
+the default backend.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ import numpy as np
 from ..errors import WsikitError
 from .slide import Slide, open_slide
 
-__all__ = ["open_pixel_slide"]
+__all__ = ["open_pixel_slide", "same_pixels", "FAST_BACKENDS"]
+
+#: Backends tried in this order in place of OpenSlide (the first with its pixels wins).
+FAST_BACKENDS = ("ndpi", "pyvips", "tiffslide")
 
 #: Side of the probe regions compared on every level (level pixels).
 PROBE_PX = 256
@@ -37,18 +43,26 @@ def _probes(slide: Slide) -> list[tuple[int, tuple[int, int], tuple[int, int]]]:
     return out
 
 
-def same_pixels(a: Slide, b: Slide) -> bool:
-    """Whether ``a`` and ``b`` have the same pyramid and pixels on the probes of every level."""
+def same_pixels(a: Slide, b: Slide, *, reference: list[np.ndarray] | None = None) -> bool:
+    """Whether ``a`` and ``b`` have the same pyramid and pixels on the probes of every level.
+
+    ``reference``, when given, holds ``a``'s probe pixels (:func:`_probes` order) so that
+    several candidates ``b`` are compared without reading ``a`` again.
+    """
     if a.level_dimensions != b.level_dimensions or not np.allclose(
             a.level_downsamples, b.level_downsamples, rtol=0, atol=1e-9):
         return False
-    return all(np.array_equal(a.read_region(xy, level, size), b.read_region(xy, level, size))
-               for level, xy, size in _probes(a))
+    probes = _probes(a)
+    ref = reference if reference is not None else [a.read_region(xy, level, size)
+                                                   for level, xy, size in probes]
+    return all(np.array_equal(r, b.read_region(xy, level, size))
+               for r, (level, xy, size) in zip(ref, probes, strict=True))
 
 
 def open_pixel_slide(path: str | os.PathLike[str], *, mpp: float | None = None,
                      require_mpp: bool = False) -> Slide:
-    """The slide for pixel reads: tiffslide where it reads ``path`` as OpenSlide does.
+    """The slide for pixel reads: the first of :data:`FAST_BACKENDS` that reads ``path`` as
+    OpenSlide does.
 
     Parameters
     ----------
@@ -60,21 +74,30 @@ def open_pixel_slide(path: str | os.PathLike[str], *, mpp: float | None = None,
     Returns
     -------
     Slide
-        Opened with ``backend="tiffslide"`` when the default is OpenSlide and tiffslide gives
-        the same pyramid and probe pixels; otherwise the default :func:`open_slide` result.
+        Opened with the first backend of :data:`FAST_BACKENDS` that gives the same pyramid
+        and probe pixels when the default is OpenSlide; otherwise the default
+        :func:`open_slide` result.
     """
     default = open_slide(path, mpp=mpp, require_mpp=require_mpp)
     if default.backend != "openslide":
         return default
-    try:
-        alt = open_slide(path, backend="tiffslide", mpp=mpp, require_mpp=require_mpp)
-    except WsikitError:
-        return default
-    try:
-        same = same_pixels(default, alt)
-    except WsikitError:
-        same = False
-    keep, drop = (alt, default) if same else (default, alt)
-    with contextlib.suppress(WsikitError, OSError):
-        drop.close()
-    return keep
+    reference: list[np.ndarray] | None = None
+    for name in FAST_BACKENDS:
+        try:
+            alt = open_slide(path, backend=name, mpp=mpp, require_mpp=require_mpp)
+        except WsikitError:
+            continue
+        try:
+            if reference is None and alt.level_dimensions == default.level_dimensions:
+                reference = [default.read_region(xy, level, size)
+                             for level, xy, size in _probes(default)]
+            same = same_pixels(default, alt, reference=reference)
+        except WsikitError:
+            same = False
+        if same:
+            with contextlib.suppress(WsikitError, OSError):
+                default.close()
+            return alt
+        with contextlib.suppress(WsikitError, OSError):
+            alt.close()
+    return default

@@ -74,7 +74,7 @@ class Slide:
     path : Path
     name : str
         File stem, used to name outputs.
-    backend : {"openslide", "tiffslide", "image", "dicom"}
+    backend : {"openslide", "tiffslide", "image", "omezarr", "dicom", "ndpi", "pyvips"}
     dimensions : (int, int)
         Level-0 ``(width, height)`` in pixels.
     level_count : int
@@ -447,9 +447,11 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     path : path-like
         SVS, NDPI, MRXS, tiled TIFF, …, or PNG/JPEG/flat TIFF; a DICOM WSI series folder or
         one of its ``.dcm`` files.
-    backend : {"openslide", "tiffslide", "image", "dicom"}, optional
+    backend : {"openslide", "tiffslide", "image", "omezarr", "dicom", "ndpi", "pyvips"}, optional
         Force one backend; by default DICOM goes to ``"dicom"`` and anything else is tried
-        in :data:`BACKENDS` order.
+        in :data:`BACKENDS` order. ``"ndpi"`` and ``"pyvips"`` (optional extra) are the fast
+        readers :func:`wsikit.io.pixel_backend.open_pixel_slide` adopts where their pixels
+        equal OpenSlide's.
     mpp : float, optional
         Level-0 µm/px overriding the file's metadata (0.05–20).
     require_mpp : bool

@@ -19,6 +19,7 @@ __all__ = ["COMPONENTS", "doctor"]
 COMPONENTS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("openslide", "openslide", ("openslide-python",), "slide reader (SVS, NDPI, MRXS, ...)"),
     ("tiffslide", "tiffslide", ("tiffslide",), "reader for TIFFs OpenSlide rejects"),
+    ("pyvips", "pyvips", ("pyvips",), "fast tiled-TIFF slide reader (extra: pyvips)"),
     ("wsidicom", "wsidicom", ("wsidicom",), "DICOM WSI reader (extra: dicom)"),
     ("faiss", "faiss", ("faiss-gpu", "faiss-gpu-cu12", "faiss-cpu"), "figure index"),
     ("torch", "torch", ("torch",), "model inference"),
