@@ -280,8 +280,6 @@ def _fixed_costs(batch: int, workers: int, repeats: int = 3) -> dict[str, float]
     import torch
     from torch.utils.data import DataLoader, IterableDataset
 
-    from wsikit.io.patch_stream import _Ring
-
     class _Idle(IterableDataset):  # workers that start, yield one item each, and stop
         def __iter__(self):  # type: ignore[no-untyped-def]
             yield 0
@@ -292,9 +290,9 @@ def _fixed_costs(batch: int, workers: int, repeats: int = 3) -> dict[str, float]
             pass
         gc.collect()
 
-    def ring() -> None:
-        r = _Ring(2 * workers + 2, batch, 448)
-        r.slots.numpy().fill(0)  # what the workers' first writes fault in
+    def ring() -> None:  # stream_batches' slots: 2·workers + 2 batches in a shared segment
+        storage = torch.UntypedStorage._new_shared((2 * workers + 2) * batch * 448 * 448 * 3)
+        torch.empty(0, dtype=torch.uint8).set_(storage).fill_(0)  # the workers' first writes
 
     def fbuf() -> None:
         torch.empty((batch, 3, 448, 448)).fill_(0)  # the consumer's float buffer
