@@ -107,6 +107,32 @@ def test_tile_cache_decodes_each_tile_once(pyramid_slide: Path) -> None:
         assert r.tiles_decoded == sum(len(r.tiles_for(b, 0)) for b in boxes)
 
 
+@pytest.mark.parametrize("dct", [False, True])
+def test_read_regions_decodes_one_use_tiles_into_one_buffer(pyramid_slide: Path,
+                                                           dct: bool) -> None:
+    # disjoint tile-aligned boxes: every tile is used once, decoded into the reader's reused
+    # buffer (not cached); a box over an already cached tile reads it from the cache
+    boxes = np.array([(x, y, 512, 512) for y in (0, 1024) for x in (0, 512, 1536)], float)
+    size = (256, 256) if dct else (512, 512)
+    with TileReader(pyramid_slide, cache_mb=64) as r:
+        want = np.stack([r.read_region(tuple(b), size, dct=dct) for b in boxes])
+    with TileReader(pyramid_slide, cache_mb=64) as r:
+        cached = r.read_region(tuple(boxes[-1]), size, dct=dct)  # its tiles now cached
+        decoded, hits = r.tiles_decoded, r.cache_hits
+        got = r.read_regions(boxes, size, dct=dct)
+        used = sum(len(r.tiles_for(tuple(b), 0)) for b in boxes)
+        last = len(r.tiles_for(tuple(boxes[-1]), 0))
+        assert r.tiles_decoded - decoded == used - last  # the cached ones were not decoded
+        assert r.cache_hits - hits == last
+        assert len(r._cache) == last  # one-use tiles did not enter the cache
+        buf = r._tile_buf
+        assert buf.shape == (256 // (2 if dct else 1),) * 2 + (3,)
+        np.testing.assert_array_equal(r.read_regions(boxes, size, dct=dct), got)
+        assert r._tile_buf is buf  # the same buffer for every batch
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got[-1], cached)
+
+
 def test_non_jpeg_tiles_decoded_by_tifffile(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     img = rng.integers(0, 255, (600, 700, 3), dtype=np.uint8)

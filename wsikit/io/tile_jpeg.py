@@ -40,12 +40,18 @@ def _composite_white(rgba: np.ndarray) -> np.ndarray:
     return ((rgb * alpha + 255 * (255 - alpha) + 127) // 255).astype(np.uint8)
 
 
-def _decode_jpeg(stream: bytes, reduction: int, tw: int, th: int) -> np.ndarray:
+def _decode_jpeg(stream: bytes, reduction: int, tw: int, th: int, *,
+                 buffer: np.ndarray | None = None) -> np.ndarray:
+    """Decode a tile stream to ``(th, tw, 3)`` RGB (a DCT-scaled decode if ``reduction > 1``).
+
+    ``buffer``, a C-contiguous uint8 array of at least ``th · tw · 3`` bytes, receives the
+    pixels where the decoder can write into it (simplejpeg); the result is then a view of it.
+    """
     if _simplejpeg is not None:
         if reduction == 1:
-            return _simplejpeg.decode_jpeg(stream, colorspace="RGB")
+            return _simplejpeg.decode_jpeg(stream, colorspace="RGB", buffer=buffer)
         return _simplejpeg.decode_jpeg(stream, colorspace="RGB", min_factor=reduction,
-                                       min_width=tw, min_height=th)
+                                       min_width=tw, min_height=th, buffer=buffer)
     from PIL import Image
 
     im = Image.open(io.BytesIO(stream))

@@ -137,6 +137,7 @@ class TileReader:
         #: Tiles read as white under ``--on-bad-tile skip`` (level, x, y, width, height, reason).
         self.bad_tiles: list[dict[str, Any]] = []
         self._scratch = np.empty((0, 0, 3), np.uint8)  # mosaic buffer of read_regions
+        self._tile_buf = np.empty((0, 0, 3), np.uint8)  # decode buffer of one-use tiles
 
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> TileReader:
@@ -246,11 +247,33 @@ class TileReader:
                 self._cache_bytes -= old.nbytes
         return tile
 
-    def _decode(self, level: int, col: int, row: int, reduction: int) -> np.ndarray:
+    def _decode(self, level: int, col: int, row: int, reduction: int,
+                buffer: np.ndarray | None = None) -> np.ndarray:
         try:
-            return self._decode_tile(level, col, row, reduction)
+            return self._decode_tile(level, col, row, reduction, buffer)
         except Exception as exc:
             return self._bad_tile(level, col, row, reduction, exc)
+
+    def _transient_tile(self, level: int, col: int, row: int, reduction: int) -> np.ndarray:
+        """One tile for immediate use: the cached copy, else decoded into a reused buffer.
+
+        The result is valid only until the next call (it may be the reader's tile buffer), so
+        it is neither cached nor kept. Decoding into one buffer instead of a fresh array per
+        tile saves the page faults of new memory, which on some machines cost as much as the
+        decode itself (a fresh 256-px RGB tile is 48 pages).
+        """
+        key = (level, row * self.levels[level].tiles_across + col, reduction)
+        tile = self._cache.get(key)
+        if tile is not None:
+            self._cache.move_to_end(key)
+            self.cache_hits += 1
+            return tile
+        lv = self.levels[level]
+        shape = (lv.tile_height // reduction, lv.tile_width // reduction, 3)
+        if self._tile_buf.shape != shape:
+            self._tile_buf = np.empty(shape, np.uint8)
+        self.tiles_decoded += 1
+        return self._decode(level, col, row, reduction, self._tile_buf)
 
     def _bad_tile(self, level: int, col: int, row: int, reduction: int,
                   exc: BaseException) -> np.ndarray:
@@ -277,7 +300,8 @@ class TileReader:
         return np.full((lv.tile_height // reduction, lv.tile_width // reduction, 3), 255,
                        np.uint8)
 
-    def _decode_tile(self, level: int, col: int, row: int, reduction: int) -> np.ndarray:
+    def _decode_tile(self, level: int, col: int, row: int, reduction: int,
+                     buffer: np.ndarray | None = None) -> np.ndarray:
         lv = self.levels[level]
         data = self.raw_tile(level, col, row)
         th, tw = lv.tile_height // reduction, lv.tile_width // reduction
@@ -285,7 +309,7 @@ class TileReader:
             return np.full((th, tw, 3), 255, np.uint8)
         if lv.is_jpeg:
             stream = self._tables[level] + data[2:]
-            arr = _decode_jpeg(stream, reduction, tw, th)
+            arr = _decode_jpeg(stream, reduction, tw, th, buffer=buffer)
         else:
             page = self._pages[level]
             seg, _, _ = page.decode(data, row * lv.tiles_across + col,
@@ -343,8 +367,9 @@ class TileReader:
 
         Equal, pixel for pixel, to calling :meth:`read_region` for every box, but faster: the
         boxes are read in storage order (tile row, column) so that the tile cache serves
-        neighbours, each mosaic is assembled in one reused buffer (no allocation per patch) and
-        resized straight into its row of ``out``.
+        neighbours, a tile that only one patch of the batch uses is decoded into one reused
+        buffer (no fresh array to fault in per tile), each mosaic is assembled in one reused
+        buffer (no allocation per patch) and resized straight into its row of ``out``.
 
         Parameters
         ----------
@@ -391,13 +416,15 @@ class TileReader:
                 mosaic.fill(255)
             for key, dst_y, dst_x, src_y, src_x in spans[i]:
                 tile = live.pop(key, None)
-                if tile is None:
+                if tile is None and uses[key] == 1:
+                    # a tile used once is not cached (filling the cache with tiles that never
+                    # come back only churns memory) and is decoded into a reused buffer
+                    tile = self._transient_tile(key[0], key[1], key[2], key[3])
+                elif tile is None:
                     # a tile used by several patches of this batch is decoded once and also
                     # offered to the cache (overlapping/unaligned grids share tiles across
-                    # batches too); a tile used once is not cached: filling the cache with
-                    # tiles that never come back only churns memory
-                    tile = self.read_tile(key[0], key[1], key[2], reduction=key[3],
-                                          cache=uses[key] > 1)
+                    # batches too)
+                    tile = self.read_tile(key[0], key[1], key[2], reduction=key[3])
                 uses[key] -= 1
                 if uses[key] > 0:
                     live[key] = tile
