@@ -119,14 +119,14 @@ def _no_dct(args: tuple[str, np.ndarray]) -> int:
 
 
 def _decode_tiles_dct(args: tuple[str, list[tuple[int, int]]]) -> int:
-    from wsikit.io.tile_jpeg import _decode_jpeg
+    from wsikit.io.tile_jpeg import decode_jpeg
     from wsikit.io.tiles import TileReader
 
     path, tiles = args
     with TileReader(path, cache_mb=0) as r:
         tables = r._tables[0]
         for c, row in tiles:
-            _decode_jpeg(tables + r.raw_tile(0, c, row)[2:], 2, 128, 128)
+            decode_jpeg(tables + r.raw_tile(0, c, row)[2:], 2, 128, 128)
     return len(tiles)
 
 
@@ -218,8 +218,8 @@ def _breakdown(path: Path, boxes: np.ndarray, repeats: int = 3) -> dict[str, flo
     import torch
 
     from wsikit.io.patch_stream import PatchStream, normalize_uint8
-    from wsikit.io.region_resize import _resize_torch
-    from wsikit.io.tile_jpeg import _decode_jpeg
+    from wsikit.io.region_resize import resize_antialiased
+    from wsikit.io.tile_jpeg import decode_jpeg
     from wsikit.io.tiles import TileReader
 
     torch.set_num_threads(1)
@@ -243,7 +243,7 @@ def _breakdown(path: Path, boxes: np.ndarray, repeats: int = 3) -> dict[str, flo
         def decode(red: int, into: np.ndarray | None = None) -> None:
             for ts in tiles:
                 for t in ts:
-                    _decode_jpeg(pre + t[2:], red, 256 // red, 256 // red, buffer=into)
+                    decode_jpeg(pre + t[2:], red, 256 // red, 256 // red, buffer=into)
 
         def read448() -> None:
             for i in range(0, n, 32):
@@ -255,12 +255,12 @@ def _breakdown(path: Path, boxes: np.ndarray, repeats: int = 3) -> dict[str, flo
             "decode DCT 1/2": lambda: decode(2, buf2),
             "read 512 (decode full + assemble + resize 1024→512)":
                 lambda: r.read_regions(boxes, (512, 512), out=m512),
-            "resize 1024→512 alone": lambda: [_resize_torch(mosaic, (512, 512), out=m512[i])
+            "resize 1024→512 alone": lambda: [resize_antialiased(mosaic, (512, 512), out=m512[i])
                                               for i in range(n)],
             "read 512 (decode 1/2 + assemble), opt-in dct":
                 lambda: r.read_regions(boxes, (512, 512), out=m512, dct=True),
             "resize 512→448 into the batch buffer": lambda: [
-                _resize_torch(m512[i], (448, 448), out=u448[i]) for i in range(n)],
+                resize_antialiased(m512[i], (448, 448), out=u448[i]) for i in range(n)],
             "to float + normalise, fused, reused buffer":
                 lambda: normalize_uint8(x, mean, std, out=fb2),
             "a worker's whole read (read 448 into a batch slot)": read448,

@@ -27,17 +27,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "wsikit"
 
-# TEMPORARY: issue 21 step 4 removes these. Private names that tests and benchmarks import
-# from wsikit modules being moved or rewritten in parallel (the pixel readers and
-# models/heuristic.py: the io/ move; batch/ray_engine.py), as "file: module.name". Everything
-# else tests through public names or imports the defining module.
-ALLOWED_PRIVATE_IMPORTS_OUTSIDE: frozenset[str] = frozenset({
-    "benchmarks/bench_patch_pipeline.py: wsikit.io.tile_jpeg._decode_jpeg",
-    "benchmarks/bench_patch_pipeline.py: wsikit.io.region_resize._resize_torch",
-    "tests/features/test_fast_path.py: wsikit.io.patch_stream._Ring",
-})
-
-
 @dataclass(frozen=True)
 class ImportEdge:
     """One import statement's target, as seen from the importing module."""
@@ -242,15 +231,8 @@ def test_no_private_names_imported_across_package_folders() -> None:
 
 def test_tests_and_benchmarks_import_no_private_names() -> None:
     found = private_imports_outside(ROOT, PACKAGE, ("tests", "benchmarks", "examples"))
-    new = [f for f in found if f not in ALLOWED_PRIVATE_IMPORTS_OUTSIDE]
-    assert not new, ("tests import private names; test through the public function, or make "
-                     "the name public where it is defined:\n" + "\n".join(new))
-
-
-def test_allowlist_holds_only_live_violations() -> None:
-    """An allowlisted import that is gone must leave the list (it only shrinks)."""
-    live = set(private_imports_outside(ROOT, PACKAGE, ("tests", "benchmarks", "examples")))
-    assert live >= ALLOWED_PRIVATE_IMPORTS_OUTSIDE
+    assert not found, ("tests import private names; test through the public function, or "
+                       "make the name public where it is defined:\n" + "\n".join(found))
 
 
 # --- the checks catch what they claim, on a synthetic package ---------------------------------

@@ -13,7 +13,7 @@ import torch
 from wsikit.errors import FeatureError
 from wsikit.features import extract_features
 from wsikit.io import open_slide
-from wsikit.io.patch_stream import PatchStream, _Ring, normalize_uint8, stream_batches
+from wsikit.io.patch_stream import PatchStream, SlotRing, normalize_uint8, stream_batches
 from wsikit.io.tiles import TileReader
 from wsikit.models import Encoder, EncoderConfig
 from wsikit.patching import TileGrid
@@ -150,7 +150,7 @@ def test_early_stop_releases_workers(synthetic_small_slide: Path, small_grid: Ti
 
 
 def test_ring_waits_for_release_and_times_out() -> None:
-    ring = _Ring(2, 1, 4, timeout=0.05)
+    ring = SlotRing(2, 1, 4, timeout=0.05)
     assert (ring.claim(0), ring.claim(1)) == (0, 1)
     with pytest.raises(FeatureError, match="release a batch buffer"):
         ring.claim(2)  # chunk 0's slot is still held by the consumer

@@ -25,7 +25,7 @@ from torch.utils.data import IterableDataset
 
 from ..errors import FeatureError
 
-__all__ = ["PatchStream", "normalize_uint8", "stream_batches"]
+__all__ = ["PatchStream", "SlotRing", "normalize_uint8", "stream_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class PatchStream(IterableDataset):
         self.level0_size = level0_size
         self.normalize = normalize
         self.threads = None if threads is None else max(1, int(threads))
-        self._ring: _Ring | None = None  # set by stream_batches
+        self._ring: SlotRing | None = None  # set by stream_batches
 
     def __len__(self) -> int:
         return -(-len(self.boxes) // self.batch_size)
@@ -117,7 +117,7 @@ class PatchStream(IterableDataset):
         ``read_into`` fills ``out``, a ``(B, out_px, out_px, 3) uint8`` C-contiguous array,
         with the patches of the ``(B, 4)`` level-0 ``boxes``.
         """
-        from .region_resize import _resize_torch, resample_region
+        from .region_resize import resample_region, resize_antialiased
         from .tiles import open_tile_reader
 
         size = (self.patch_px, self.patch_px)
@@ -135,7 +135,7 @@ class PatchStream(IterableDataset):
         def finish(patches: np.ndarray, out: np.ndarray) -> None:
             if two_step:  # the encoder's resize, patch_px -> out_px, same kernel for both
                 for i in range(len(out)):
-                    _resize_torch(patches[i], final, out=out[i])
+                    resize_antialiased(patches[i], final, out=out[i])
 
         if self.reader in ("auto", "tiles"):
             tr, why = open_tile_reader(self.path, expected_dimensions=self.level0_size,
@@ -266,7 +266,7 @@ def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     return torch.empty(0, dtype=dtype).set_(storage).view(shape)
 
 
-class _Ring:
+class SlotRing:
     """Shared-memory batch slots reused round-robin between reader workers and the consumer.
 
     Chunk ``c`` is written into slot ``c mod n``. A worker may reuse a slot only once the
@@ -329,7 +329,7 @@ def stream_batches(stream: PatchStream, *, workers: int = 2, device: str | torch
     """
     dev = torch.device(device)
     nslots = prefetch * workers + 2
-    ring = _Ring(nslots, stream.batch_size, stream.out_px)
+    ring = SlotRing(nslots, stream.batch_size, stream.out_px)
     stream._ring = ring
     fbuf: torch.Tensor | None = None
     try:

@@ -23,7 +23,7 @@ try:  # optional, fastest scaled JPEG decode
 except ImportError:  # pragma: no cover - depends on the environment
     _simplejpeg = None
 
-__all__ = ["DECODER"]
+__all__ = ["DECODER", "decode_jpeg"]
 
 #: Which JPEG decoder does the scaled decodes ("simplejpeg" or "pillow").
 DECODER = "simplejpeg" if _simplejpeg is not None else "pillow"
@@ -40,7 +40,7 @@ def _composite_white(rgba: np.ndarray) -> np.ndarray:
     return ((rgb * alpha + 255 * (255 - alpha) + 127) // 255).astype(np.uint8)
 
 
-def _decode_jpeg(stream: bytes, reduction: int, tw: int, th: int, *,
+def decode_jpeg(stream: bytes, reduction: int, tw: int, th: int, *,
                  buffer: np.ndarray | None = None) -> np.ndarray:
     """Decode a tile stream to ``(th, tw, 3)`` RGB (a DCT-scaled decode if ``reduction > 1``).
 

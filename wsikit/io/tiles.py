@@ -39,14 +39,14 @@ import numpy as np
 
 from .._hints import option
 from ..errors import SlideError
-from .region_resize import _resize_torch, resample_kind, resize_uint8
+from .region_resize import resample_kind, resize_antialiased, resize_uint8
 from .tile_jpeg import (
     _JPEG,
     _PHOTOMETRIC_RGB,
     _PHOTOMETRIC_YCBCR,
     _composite_white,
-    _decode_jpeg,
     _jpeg_prefix,
+    decode_jpeg,
 )
 
 __all__ = ["TiffLevel", "TileReader", "open_tile_reader"]
@@ -309,7 +309,7 @@ class TileReader:
             return np.full((th, tw, 3), 255, np.uint8)
         if lv.is_jpeg:
             stream = self._tables[level] + data[2:]
-            arr = _decode_jpeg(stream, reduction, tw, th, buffer=buffer)
+            arr = decode_jpeg(stream, reduction, tw, th, buffer=buffer)
         else:
             page = self._pages[level]
             seg, _, _ = page.decode(data, row * lv.tiles_across + col,
@@ -430,7 +430,7 @@ class TileReader:
                     live[key] = tile
                 mosaic[dst_y, dst_x] = tile[src_y, src_x]
             if geo.kind == "torch":
-                _resize_torch(mosaic, (out_w, out_h), out=out[i])
+                resize_antialiased(mosaic, (out_w, out_h), out=out[i])
             elif geo.kind == "box":
                 out[i] = resize_uint8(mosaic, (out_w, out_h), box=geo.box)
         return out
