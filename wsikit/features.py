@@ -533,10 +533,7 @@ def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
     from .models.registry import Encoder as _Base
     from .models.registry import autocast_for
 
-    kind = "tiles" if stream.reader != "slide" else "slide"
-    if stream.reader == "auto" and len(stream.boxes):
-        (_, close), kind = stream.open_reader()
-        close()
+    kind = stream.reader_kind()
     own_uint8 = type(enc).forward_uint8 is not _Base.forward_uint8
     bar = _progress_bar(total=n, enabled=progress, desc=desc, unit="patch")
     t0 = time.perf_counter()

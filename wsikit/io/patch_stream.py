@@ -111,6 +111,19 @@ class PatchStream(IterableDataset):
     def __len__(self) -> int:
         return -(-len(self.boxes) // self.batch_size)
 
+    def reader_kind(self) -> str:
+        """``"tiles"`` or ``"slide"``: which reader :meth:`open_reader` gives, found without
+        opening the slide reader (its backend choice reads probes on every level)."""
+        if self.reader != "auto":
+            return "slide" if self.reader == "slide" else "tiles"
+        from .tiles import open_tile_reader
+
+        tr, _ = open_tile_reader(self.path, expected_dimensions=self.level0_size, cache_mb=0)
+        if tr is None:
+            return "slide"
+        tr.close()
+        return "tiles"
+
     def open_reader(self) -> tuple[Any, str]:
         """``(read_into(boxes, out) -> None, close), kind`` with kind ``"tiles"``/``"slide"``.
 

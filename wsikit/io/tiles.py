@@ -232,10 +232,8 @@ class TileReader:
         ``cache=False`` does not add a newly decoded tile to the cache.
         """
         key = (level, row * self.levels[level].tiles_across + col, reduction)
-        tile = self._cache.get(key)
+        tile = self._cached(key)
         if tile is not None:
-            self._cache.move_to_end(key)
-            self.cache_hits += 1
             return tile
         tile = self._decode(level, col, row, reduction)
         self.tiles_decoded += 1
@@ -245,6 +243,14 @@ class TileReader:
             while self._cache_bytes > self._cache_budget and self._cache:
                 _, old = self._cache.popitem(last=False)
                 self._cache_bytes -= old.nbytes
+        return tile
+
+    def _cached(self, key: tuple[int, int, int]) -> np.ndarray | None:
+        """The cached tile of ``key`` (counted as a hit, made most recent), else None."""
+        tile = self._cache.get(key)
+        if tile is not None:
+            self._cache.move_to_end(key)
+            self.cache_hits += 1
         return tile
 
     def _decode(self, level: int, col: int, row: int, reduction: int,
@@ -263,10 +269,8 @@ class TileReader:
         decode itself (a fresh 256-px RGB tile is 48 pages).
         """
         key = (level, row * self.levels[level].tiles_across + col, reduction)
-        tile = self._cache.get(key)
+        tile = self._cached(key)
         if tile is not None:
-            self._cache.move_to_end(key)
-            self.cache_hits += 1
             return tile
         lv = self.levels[level]
         shape = (lv.tile_height // reduction, lv.tile_width // reduction, 3)
