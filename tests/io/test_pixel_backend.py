@@ -138,3 +138,41 @@ def test_pyvips_slides_read_in_workers_forked_after_the_parent_read(
         pytest.fail("reading in forked workers hung")
     assert proc.returncode == 0, err[-2000:]
     assert out.split() == ["ok", "6"]
+
+
+@pytest.mark.skipif(not HAS_PYVIPS, reason="pyvips not installed (pip install 'wsikit[pyvips]')")
+def test_the_fast_backend_keeps_the_default_backends_resolution(tmp_path: Path) -> None:
+    """A slide whose µm/px OpenSlide infers (objective power only, with a warning): the
+    faster backend takes OpenSlide's value instead of reading the metadata again, so the
+    warning is given once and both report the same µm/px."""
+    import warnings
+
+    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+
+    path = write_synthetic_slide(tmp_path / "mag_only.svs",
+                                 SyntheticSpec(1024, 768, mpp=None, dense=[(300, 200, 300, 300)]),
+                                 downsamples=(1, 4), app_mag=20)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ref = open_slide(path, require_mpp=False)
+        n_ref = len(seen)
+        fast = open_pixel_slide(path, require_mpp=False)
+    assert ref.backend == "openslide" and n_ref >= 1  # the objective-power fallback warned
+    assert fast.backend == "pyvips"                    # a faster backend serves the pixels
+    assert len(seen) == 2 * n_ref                      # only its own OpenSlide open warned
+    assert fast.mpp == ref.mpp
+    fast.close()
+    ref.close()
+
+
+@pytest.mark.skipif(not HAS_PYVIPS, reason="pyvips not installed (pip install 'wsikit[pyvips]')")
+def test_pyvips_refuses_grey_alpha_pages(tmp_path: Path) -> None:
+    """A tiled 2-sample (grey + alpha) TIFF is not a layout the backend converts: refused
+    when opened, so the slide reader keeps its default backend instead of failing reads."""
+    import tifffile
+
+    path = tmp_path / "grey_alpha.tif"
+    tifffile.imwrite(path, np.full((512, 512, 2), 200, np.uint8), tile=(256, 256),
+                     photometric="minisblack", extrasamples=["unassalpha"])
+    with pytest.raises(SlideError, match="grey, RGB or RGBA"):
+        open_slide(path, backend="pyvips", mpp=0.5)

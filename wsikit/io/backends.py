@@ -131,10 +131,12 @@ class _PyvipsBackend:
             for frame in tif.pages:
                 page: Any = frame
                 if (page.is_tiled and int(page.bitspersample) == 8
+                        and int(page.samplesperpixel) in (1, 3, 4)
                         and (not pages or int(page.imagewidth) < int(pages[-1].imagewidth))):
                     pages.append(page)
             if not pages:
-                raise SlideError("no tiled 8-bit page (libvips reads tiled TIFF pyramids here)")
+                raise SlideError("no tiled 8-bit grey, RGB or RGBA page (libvips reads tiled "
+                                 "TIFF pyramids here)")
             first = pages[0]
             props: dict[str, str] = {}
             tags = first.tags

@@ -15,6 +15,7 @@ the default backend.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 
 import numpy as np
@@ -75,16 +76,19 @@ def open_pixel_slide(path: str | os.PathLike[str], *, mpp: float | None = None,
     -------
     Slide
         Opened with the first backend of :data:`FAST_BACKENDS` that gives the same pyramid
-        and probe pixels when the default is OpenSlide; otherwise the default
-        :func:`open_slide` result.
+        and probe pixels when the default is OpenSlide (with the default backend's level-0
+        µm/px); otherwise the default :func:`open_slide` result.
     """
     default = open_slide(path, mpp=mpp, require_mpp=require_mpp)
     if default.backend != "openslide":
         return default
     reference: list[np.ndarray] | None = None
+    # the default backend's resolution, so a candidate never reads the metadata otherwise
+    # (or warns about it a second time)
+    same_mpp = default.mpp if mpp is None and math.isfinite(default.mpp) else mpp
     for name in FAST_BACKENDS:
         try:
-            alt = open_slide(path, backend=name, mpp=mpp, require_mpp=require_mpp)
+            alt = open_slide(path, backend=name, mpp=same_mpp, require_mpp=require_mpp)
         except WsikitError:
             continue
         try:
