@@ -18,7 +18,7 @@ from PIL import Image
 VL_WSI = "1.2.840.10008.5.1.4.1.1.77.1.6"
 
 
-def _code(value: str, scheme: str, meaning: str):  # noqa: ANN202
+def _code(value: str, scheme: str, meaning: str):
     from pydicom.dataset import Dataset
 
     ds = Dataset()

@@ -42,7 +42,6 @@ def test_info_on_a_damaged_tile_names_it_not_a_closed_slide(probe_tile_damaged, 
 def _single_dicom(folder: Path, name: str, seed: int, *, image_type: bool = True) -> Path:
     """One single-file DICOM WSI (JPEG baseline frames, Modality SM) as ``folder/name``."""
     import pydicom
-
     from _dicom_wsi import write_dicom_wsi
 
     rng = np.random.default_rng(seed)

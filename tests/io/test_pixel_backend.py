@@ -160,7 +160,7 @@ def test_the_fast_backend_keeps_the_default_backends_resolution(tmp_path: Path) 
     assert ref.backend == "openslide" and n_ref >= 1  # the objective-power fallback warned
     assert fast.backend == "pyvips"                    # a faster backend serves the pixels
     assert len(seen) == 2 * n_ref                      # only its own OpenSlide open warned
-    assert fast.mpp == ref.mpp
+    assert (fast.mpp, fast.mpp_source) == (ref.mpp, ref.mpp_source) == (0.5, "objective-power")
     fast.close()
     ref.close()
 

@@ -99,6 +99,7 @@ def open_pixel_slide(path: str | os.PathLike[str], *, mpp: float | None = None,
         except WsikitError:
             same = False
         if same:
+            alt.mpp_source = default.mpp_source if mpp is None else alt.mpp_source
             with contextlib.suppress(WsikitError, OSError):
                 default.close()
             return alt
