@@ -133,6 +133,23 @@ class Results:
         (self.out / "bench_gpu.json").write_text(json.dumps(self.data, indent=1, default=str))
 
 
+#: modules each section needs beyond torch (imagecodecs: tifffile writes the tiled JPEG
+#: pyramids of ``pipeline`` and ``batch``; its absence cost the first H200 run both sections)
+NEEDS = {"env": ("timm",), "parity": ("timm", "safetensors"),
+         "speed": ("timm",), "pipeline": ("imagecodecs", "simplejpeg", "torchvision", "h5py"),
+         "titan": ("safetensors",), "search": ("faiss",),
+         "batch": ("imagecodecs", "simplejpeg", "openslide", "h5py"), "zoo": ("timm",)}
+
+
+def preflight(sections: list[str]) -> dict[str, list[str]]:
+    """Sections whose modules are missing, with the module names (checked before any work)."""
+    import importlib.util
+
+    missing = {sec: [m for m in NEEDS.get(sec, ()) if importlib.util.find_spec(m) is None]
+               for sec in sections}
+    return {sec: mods for sec, mods in missing.items() if mods}
+
+
 # -- env -------------------------------------------------------------------------------------
 
 def env_info(rec: dict[str, Any], dev: torch.device, tiny: bool) -> None:
@@ -230,19 +247,27 @@ def parity(rec: dict[str, Any], dev: torch.device, work: Path, tiny: bool) -> No
 CORE = ("conch_v1_5", "virchow2", "titan", "heuristic")
 
 
-def zoo(rec: dict[str, Any], dev: torch.device, tiny: bool, deadline: float) -> None:
-    """Every other registered image encoder, random weights: the device's float32 against
-    the CPU's on the same weights and input, its default precision against its float32,
-    and patches/s at the default precision (device-resident batches)."""
+def zoo(rec: dict[str, Any], dev: torch.device, work: Path, tiny: bool,
+        deadline: float, only: list[str] | None = None) -> None:
+    """Every other registered image encoder. Where the zoo's goldens exist
+    (``tests/models/test_zoo.py``'s ``check_zoo_golden``: rule weights in the published
+    layout, the reference loader's features on a real H&E tile), float32 and the default
+    precision on the device against the golden; else the device's float32 against the CPU's on
+    the same random weights. Then, at the real geometry with random weights initialised on the
+    device, the default precision against float32 and patches/s at the default precision."""
     import copy
 
     from wsikit.models import create_encoder, list_encoders
     from wsikit.models.configs import get_config
 
+    try:
+        from test_zoo import check_zoo_golden  # tests/models, on sys.path above
+    except ImportError:
+        check_zoo_golden = None
     rng = np.random.default_rng(0)
     for name in list_encoders():
         cfg = get_config(name)
-        if name in CORE or cfg.role == "slide" or cfg.heuristic:
+        if name in CORE or cfg.role == "slide" or cfg.heuristic or only and name not in only:
             continue
         if time.monotonic() > deadline:
             rec[name] = "skipped: out of time"
@@ -250,6 +275,14 @@ def zoo(rec: dict[str, Any], dev: torch.device, tiny: bool, deadline: float) -> 
         row: dict[str, Any] = {}
         rec[name] = row
         try:
+            default = cfg.precision if cfg.precision != "fp32" else "bf16"
+            row["default_precision"] = default
+            if check_zoo_golden is not None:
+                for prec in ("fp32", default):
+                    errs = check_zoo_golden(name, work / "zoo" / name, device=str(dev),
+                                            precision=prec)
+                    row[f"golden_{prec}"] = errs["features"]
+                    row["preprocess_vs_reference"] = errs["preprocess"]
             torch.manual_seed(0)
             with torch.device(dev):  # initialised on the device: seconds, not minutes
                 enc = create_encoder(name, weights="random", device=str(dev))
@@ -257,13 +290,11 @@ def zoo(rec: dict[str, Any], dev: torch.device, tiny: bool, deadline: float) -> 
             x = rng.integers(0, 256, (2, px, px, 3), dtype=np.uint8)
             enc.precision = "fp32"
             fp32 = enc.encode(x)
-            if dev.type == "cuda":
+            if check_zoo_golden is None and dev.type == "cuda":
                 cpu = copy.deepcopy(enc).cpu()
                 row["cuda_fp32_vs_cpu"] = rel_err(fp32, cpu.encode(x))
                 del cpu
-            default = enc.config.precision if enc.config.precision != "fp32" else "bf16"
             enc.precision = default
-            row["default_precision"] = default
             row["default_vs_fp32"] = rel_err(enc.encode(x), fp32)
             batch = 4 if tiny else 128
             xb = torch.randn(batch, 3, px, px, device=dev)
@@ -488,6 +519,11 @@ def pipeline(rec: dict[str, Any], dev: torch.device, work: Path, source: Path, t
     model_rate = next((r["patches_per_s"] for r in model_rates.get("runs", [])
                        if r["batch"] == batch and r["precision"] == prec
                        and not r["compiled"]), None)
+    if model_rate is None:  # the speed section did not run: measure it here, same settings
+        x = torch.randn(batch, 3, px, px, device=dev)
+        model_rate = time_forward(functools.partial(_forward, enc, dev, prec), x,
+                                  0.3 if tiny else 3.0, dev)
+        del x
     rec["model_only_patches_per_s"] = model_rate
     rec["batch"], rec["precision"], rec["workers"] = batch, prec, workers
     runs = rec.setdefault("runs", {})
@@ -553,11 +589,18 @@ def titan(rec: dict[str, Any], dev: torch.device, work: Path, tiny: bool,
     n = 2000 if tiny else 50000
     rec["patches"] = n
     if dev.type == "cuda":
-        for prec in ("fp16", "fp32"):
+        # a tenth of the patches first: attention is quadratic, so 100x that predicts 50k
+        probe = _titan_run(n // 10, "cuda", 1, "fp16")
+        rec["cuda_fp16_probe"] = {**probe, "patches": n // 10}
+        if probe["seconds"] * 100 > 120:
+            rec["cuda"] = f"skipped: {n // 10} patches took {probe['seconds']:.1f} s"
+        for prec in () if "cuda" in rec else ("fp16", "fp32"):
             os.environ["TITAN_EMB_OUT"] = str(work / f"titan_cuda_{prec}.npy")
             rec[f"cuda_{prec}"] = _titan_run(n, "cuda", 1, prec)
             print(f"  TITAN {n} patches on CUDA {prec}: {rec[f'cuda_{prec}']}", flush=True)
             _free()
+    if cpu_timeout <= 0:
+        return
     # the CPU run in its own process (its peak RSS is its own; a time limit stops it)
     code = (f"import json,sys; sys.path.insert(0, {str(HERE)!r}); import bench_gpu as b; "
             f"print('RESULT', json.dumps(b._titan_run({n}, 'cpu', {os.cpu_count() or 1}, "
@@ -728,17 +771,23 @@ def report(data: dict[str, Any]) -> str:
     zoo_rec = data.get("zoo", {})
     rows = {k: v for k, v in zoo_rec.items() if isinstance(v, dict)}
     if rows:
-        lines += ["## Every other registered encoder (random weights)", "",
-                  "| encoder | input | device fp32 vs CPU fp32 | default precision | "
-                  "vs fp32 | patches/s |", "|---|---:|---:|---|---:|---:|"]
+        lines += ["## Every other registered encoder", "",
+                  "Golden: the zoo's golden check on the device (rule weights, reference "
+                  "loader's features on a real H&E tile; giants at fewer blocks); speed and "
+                  "default-vs-fp32 at the real geometry with random weights.", "",
+                  "| encoder | input | golden fp32 (or fp32 vs CPU) | default precision | "
+                  "golden at default | default vs fp32 | patches/s |",
+                  "|---|---:|---:|---|---:|---:|---:|"]
         for k, r in rows.items():
             if "error" in r:
                 lines.append(f"| {k} | error: {r['error'][:120]} | | | | |")
                 continue
             nan = float("nan")
+            dp = r.get("default_precision")
             lines.append(f"| {k} | {r.get('input_px')} | "
-                         f"{r.get('cuda_fp32_vs_cpu', nan):.1e} | "
-                         f"{r.get('default_precision')} | {r.get('default_vs_fp32', nan):.1e} | "
+                         f"{r.get('golden_fp32', r.get('cuda_fp32_vs_cpu', nan)):.1e} | "
+                         f"{dp} | {r.get(f'golden_{dp}', nan):.1e} | "
+                         f"{r.get('default_vs_fp32', nan):.1e} | "
                          f"{r.get('patches_per_s', nan):.0f} |")
         lines.append("")
     for name in ("titan", "search", "batch"):
@@ -761,7 +810,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--budget", type=float, default=540.0,
                     help="seconds for the whole run; later sections are skipped past it")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--check", action="store_true",
+                    help="only check that every section's modules import, and stop")
+    ap.add_argument("--titan-cpu", type=float, default=90.0,
+                    help="seconds for TITAN's CPU run (0: skip it)")
+    ap.add_argument("--zoo", default=None,
+                    help="comma-separated encoders of the zoo section (default: every one)")
     args = ap.parse_args(argv)
+    sections = args.sections.split(",")
+    missing = preflight(sections)
+    for sec, mods in missing.items():
+        print(f"preflight: section {sec} needs {', '.join(mods)}: skipped", flush=True)
+    if args.check:
+        return {"missing": missing}
     if args.make_source:
         make_source(args.make_source, 2048 if args.tiny else 4096)
         return {}
@@ -771,7 +832,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     work = args.work or (Path("/tmp") / "bench_gpu_work")
     work.mkdir(parents=True, exist_ok=True)
     res = Results(args.out)
-    sections = args.sections.split(",")
+    res.data["preflight_missing"] = missing
+    sections = [sec for sec in sections if sec not in missing]
     source = args.source
     if source is None and ("pipeline" in sections or "batch" in sections):
         source = make_source(work / "source.svs", 2048 if args.tiny else 4096)
@@ -787,7 +849,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 res.data.get("speed", {}).get("conch_v1_5", {}), deadline, until=deadline)
     if "titan" in sections:
         res.run("titan", titan, dev, work, args.tiny, until=deadline,
-                cpu_timeout=min(90.0, max(10.0, deadline - time.monotonic() - 120)))
+                cpu_timeout=min(args.titan_cpu, max(10.0, deadline - time.monotonic() - 120))
+                if args.titan_cpu > 0 else 0.0)
     if "search" in sections:
         res.run("search", search, dev, args.tiny, until=deadline)
     if "batch" in sections:
@@ -800,7 +863,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     res.data.get("speed", {}).get(name), dict):
                 res.data["speed"][name]["runs"] += r["runs"]
     if "zoo" in sections:
-        res.run("zoo", zoo, dev, args.tiny, deadline, until=deadline)
+        res.run("zoo", zoo, dev, work, args.tiny, deadline, until=deadline,
+                only=args.zoo.split(",") if args.zoo else None)
     res.data["total_s"] = round(time.monotonic() - t_start, 1)
     res.save()
     md = report(res.data)
@@ -810,4 +874,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(1 if main().get("missing") else 0)

@@ -34,7 +34,10 @@ def test_patch_and_crop_encoders_on_cuda(golden_weights_file, name: str) -> None
     assert enc.precision == enc.config.precision  # the default CUDA autocast precision
     for prec, bound in [("fp32", 1e-4)] + [(p, 2 * e) for p, e in REFERENCE_ERROR[name].items()]:
         enc.precision = prec
-        assert rel_err(enc.encode(g["images"]), g["embedding"]) < bound, prec
+        # (the CONCH golden holds one image here; its second embedding is re-made by the slow
+        # CPU test from the real slide)
+        n = len(g["images"])
+        assert rel_err(enc.encode(g["images"]), g["embedding"][:n]) < bound, prec
 
 
 def test_titan_on_cuda(golden_weights_file) -> None:
