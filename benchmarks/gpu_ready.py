@@ -77,7 +77,7 @@ def bench_nvjpeg(slide: Path, dev: torch.device, *, tiles: int, batch: int) -> d
 
     with TileReader(slide, cache_mb=0) as r:
         lv = r.levels[0]
-        tables = r._tables[0]  # noqa: SLF001 - the spliced JPEG stream the reader decodes too
+        tables = r._tables[0]
         cols, rows = lv.tiles_across, lv.tiles_down
         streams = []
         for i in range(min(tiles, cols * rows)):
