@@ -18,7 +18,7 @@ from wsikit._version import __version__  # noqa: E402
 
 project = "wsikit"
 author = "wsikit contributors"
-copyright = "wsikit contributors, Apache-2.0"  # noqa: A001
+copyright = "wsikit contributors, Apache-2.0"
 release = __version__
 version = __version__
 
