@@ -26,8 +26,7 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "numpydoc",
-    "wsikit_cli",
-    "wsikit_api",
+    "wsikit_docs",
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}

@@ -1,10 +1,10 @@
-"""Sphinx extension: the API reference pages, generated from the packages' ``__all__``.
+"""The API reference pages, generated from the packages' ``__all__``.
 
 One page per package of :mod:`wsikit` (found by walking the package, so a new package or
 module appears without editing anything): the package's own ``__all__`` first, then every
 public module of that package (no leading underscore) with its ``__all__``, leaving out the
-names the package already documents (the same object re-exported). The pages are rewritten at
-the start of every build (``builder-inited``); autodoc and numpydoc render the docstrings.
+names the package already documents (the same object re-exported). ``wsikit_docs`` writes the
+pages at the start of every build; autodoc and numpydoc render the docstrings.
 """
 
 from __future__ import annotations
@@ -109,32 +109,12 @@ def render_index(names: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _write(path: Path, text: str) -> None:
-    if not path.exists() or path.read_text(encoding="utf-8") != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-
-def write_api_pages(srcdir: Path) -> list[Path]:
-    """Write the index and one page per package; remove pages of packages that are gone."""
-    folder = Path(srcdir) / API_DIR
-    written = []
+def api_pages() -> dict[Path, str]:
+    """Every API page by its path under the documentation source folder: the index and one
+    page per package."""
     packages = list(iter_packages())
     home = homes(packages)
-    for package, modules in packages:
-        path = folder / f"{package.__name__}.md"
-        _write(path, render_package(package, modules, home))
-        written.append(path)
-    for stale in set(folder.glob("wsikit*.md")) - set(written):
-        stale.unlink()
-    _write(folder / "index.md", render_index([p.stem for p in written]))
-    return written
-
-
-def _on_builder_inited(app) -> None:  # pragma: no cover - exercised by the docs build
-    write_api_pages(Path(app.srcdir))
-
-
-def setup(app) -> dict:  # pragma: no cover - exercised by the docs build
-    app.connect("builder-inited", _on_builder_inited)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    pages = {API_DIR / f"{package.__name__}.md": render_package(package, modules, home)
+             for package, modules in packages}
+    pages[API_DIR / "index.md"] = render_index([path.stem for path in pages])
+    return pages

@@ -1,10 +1,9 @@
-"""Sphinx extension: the CLI reference page, generated from ``wsikit.cli.build_parser()``.
+"""The CLI reference page, generated from ``wsikit.cli.build_parser()``.
 
 Nothing in the page is written by hand: it walks the argparse parser (every sub-command, nested
 ones such as ``index build`` included) and writes, for each command, its one-line summary and
-its ``--help`` text exactly as the terminal shows it (100 columns). The page is rewritten at the
-start of every build (``builder-inited``), so it can never drift from the parser. The module is
-also importable without Sphinx (``render_cli_reference``, ``iter_commands``) for tests.
+its ``--help`` text exactly as the terminal shows it (100 columns). ``wsikit_docs`` writes the
+page at the start of every build, so it can never drift from the parser.
 """
 
 from __future__ import annotations
@@ -89,22 +88,3 @@ def render_cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = old
-
-
-def write_cli_reference(srcdir: Path) -> Path:
-    """Write the page under ``srcdir`` (only when its text changed, so rebuilds stay cheap)."""
-    path = Path(srcdir) / CLI_PAGE
-    text = render_cli_reference()
-    if not path.exists() or path.read_text(encoding="utf-8") != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _on_builder_inited(app) -> None:  # pragma: no cover - exercised by the docs build
-    write_cli_reference(Path(app.srcdir))
-
-
-def setup(app) -> dict:  # pragma: no cover - exercised by the docs build
-    app.connect("builder-inited", _on_builder_inited)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
