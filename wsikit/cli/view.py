@@ -15,8 +15,12 @@ def _run(args: argparse.Namespace) -> int:
     from ..viewer import ViewerSource, make_server
 
     source = ViewerSource.open(args.target, mpp=args.mpp)
-    server = make_server(source, port=args.port)
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        server = make_server(source, port=args.port)
+    except BaseException:
+        source.slide.close()
+        raise
+    url = server.url  # carries the session token: only this URL is answered
     print(f"wsikit view: {source.slide.name} at {url} (Ctrl-C to stop)", file=sys.stdout,
           flush=True)
     if not args.no_browser:
@@ -39,9 +43,11 @@ def register(subparsers: Any) -> None:
                     "127.0.0.1 only, with the tissue outlines, the importance heatmap and the "
                     "windows (rank and scale) over it, and beside it a card per region (crop, "
                     "box, score, matched figures); click a card to fly to its region. Works "
-                    "offline.")
+                    "offline. The printed URL carries a random per-session token: the server "
+                    "answers only requests with it (and only for its own address), so other "
+                    "users of the machine and other web pages cannot read the slide.")
     p.add_argument("target", metavar="SELECT_DIR|SLIDE",
-                   help="a wsikit select result folder (OUT/select/<slide>) or a slide file")
+                   help="a wsikit select result folder (OUT/select/<slide>/) or a slide file")
     p.add_argument("--port", type=non_negative_int, default=8765,
                    help="port on 127.0.0.1 (default 8765; 0 picks a free one)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
