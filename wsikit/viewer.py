@@ -57,6 +57,10 @@ TILE_PX = 256
 #: Most source pixels one tile may read from the slide (a 4096 x 4096 region); a coarser tile
 #: is made from its four finer tiles.
 MAX_READ_PX = 4096 * 4096
+#: Tiles kept in memory (composed ones, and those whose read decoded over _CACHE_FROM_PX
+#: pixels): at most 2048 x 192 KiB = 384 MiB.
+_MAX_CACHED = 2048
+_CACHE_FROM_PX = 1_000_000
 #: Most heatmap cells drawn (a hand-edited patch stride of 1 px would ask for billions).
 _MAX_HEAT_CELLS = 16_000_000
 _PAGE = Path(__file__).with_name("data") / "viewer.html"
@@ -134,8 +138,11 @@ class ViewerSource:
     requested: list[str] = field(default_factory=list)  # tile paths served (tests, logs)
     #: Most source pixels one tile reads (:data:`MAX_READ_PX`).
     max_read_px: int = MAX_READ_PX
+    #: Most pixels one tile request decoded so far (tests, logs).
+    largest_read: float = 0.0
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _composed: dict[tuple[int, int, int], Any] = field(default_factory=dict)
+    _reader: Any = None
 
     @classmethod
     def open(cls, target: str | os.PathLike[str], *, mpp: float | None = None) -> ViewerSource:
@@ -202,18 +209,44 @@ class ViewerSource:
         Image.fromarray(pixels).save(buf, "JPEG", quality=90)
         return buf.getvalue()
 
-    def _source_px(self, box: tuple[int, int, int, int], out: tuple[int, int]) -> float:
-        """Pixels the slide reader reads for ``box`` at ``out`` (from its best level)."""
+    def _tiff_reader(self) -> Any:
+        """wsikit's direct tile reader for the slide (DCT-scaled JPEG decodes), or None."""
+        if self._reader is None:
+            from .io.tiles import open_tile_reader
+
+            reader = None
+            path = Path(getattr(self.slide, "path", ""))
+            if path.is_file():
+                try:
+                    reader, _ = open_tile_reader(path, expected_dimensions=tuple(
+                        self.slide.dimensions), cache_mb=0)
+                except (WsikitError, OSError, ValueError):
+                    reader = None
+            self._reader = reader if reader is not None else False
+        return self._reader or None
+
+    def _plan(self, z: int, box: tuple[int, int, int, int], out: tuple[int, int]
+              ) -> tuple[float, Any]:
+        """``(decoded pixels, read)`` of reading tile ``z``'s ``box`` in one go: level-0
+        tiles from the slide reader (its exact pixels), coarser ones from the direct tile
+        reader with a DCT-scaled decode where the slide is a JPEG-tiled TIFF."""
         _, _, w, h = box
+        reader = self._tiff_reader() if z < zoom_levels(tuple(self.slide.dimensions)) else None
+        if reader is not None:
+            level, red = reader.plan((w, h), out, dct=True)
+            ds = reader.levels[level].downsample
+            cost = (w / ds[0] / red + 2) * (h / ds[1] / red + 2)
+            return cost, lambda: reader.read_region(box, out, dct=True)
         lds = self.slide.level_downsamples[self.slide.best_level(min(w / out[0], h / out[1]))]
-        return (w / lds + 2) * (h / lds + 2)
+        return (w / lds + 2) * (h / lds + 2), lambda: self.slide.read_at_mpp(box, out_size=out)
 
     def tile_pixels(self, z: int, col: int, row: int) -> Any:
         """``(h, w, 3) uint8`` of tile ``(z, col, row)`` (None outside the slide).
 
-        Read from the best pyramid level when that reads at most :attr:`max_read_px` source
-        pixels, else made from the tile's four finer tiles (kept in a small cache), so the
-        memory and the read of one request stay bounded on a slide without a pyramid.
+        Read in one go when that decodes at most :attr:`max_read_px` pixels (from the best
+        pyramid level, DCT-scaled where the tiles are JPEG), else made from the tile's four
+        finer tiles (kept in a small cache), so the memory and the read of one request stay
+        bounded on a slide without a pyramid.
         """
         import numpy as np
         from PIL import Image
@@ -224,14 +257,18 @@ class ViewerSource:
         if found is None:
             return None
         box, out = found
-        if z >= top or self._source_px(box, out) <= self.max_read_px:
-            with self._lock:  # one reader handle, used by one thread at a time
-                return self.slide.read_at_mpp(box, out_size=out)
         key = (z, col, row)
-        with self._lock:
+        with self._lock:  # one reader handle, used by one thread at a time
             cached = self._composed.get(key)
-        if cached is not None:
-            return cached
+            if cached is not None:
+                return cached
+            cost, read = self._plan(z, box, out)
+            if z >= top or cost <= self.max_read_px:
+                self.largest_read = max(self.largest_read, cost)
+                pixels = read()
+                if cost > _CACHE_FROM_PX and len(self._composed) < _MAX_CACHED:
+                    self._composed[key] = pixels  # an expensive read: kept
+                return pixels
         canvas = np.full((2 * TILE_PX, 2 * TILE_PX, 3), 255, np.uint8)
         for dr in (0, 1):
             for dc in (0, 1):
@@ -244,9 +281,16 @@ class ViewerSource:
         pixels = np.asarray(Image.fromarray(canvas[:ch, :cw]).resize(
             out, Image.Resampling.BILINEAR, reducing_gap=2.0))
         with self._lock:
-            if len(self._composed) < 2048:  # at most ~400 MB of composed tiles
+            if len(self._composed) < _MAX_CACHED:
                 self._composed[key] = pixels
         return pixels
+
+    def close(self) -> None:
+        """Close the slide and the direct tile reader."""
+        if self._reader:
+            self._reader.close()
+        self._reader = None
+        self.slide.close()
 
     def _out_root(self) -> Path | None:
         return self.select_dir.parent.parent if self.select_dir is not None else None

@@ -18,7 +18,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         server = make_server(source, port=args.port)
     except BaseException:
-        source.slide.close()
+        source.close()
         raise
     url = server.url  # carries the session token: only this URL is answered
     print(f"wsikit view: {source.slide.name} at {url} (Ctrl-C to stop)", file=sys.stdout,
@@ -31,7 +31,7 @@ def _run(args: argparse.Namespace) -> int:
         server.serve_forever()
     finally:
         server.server_close()
-        source.slide.close()
+        source.close()
     return 0
 
 
