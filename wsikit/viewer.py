@@ -61,6 +61,8 @@ MAX_READ_PX = 4096 * 4096
 #: pixels): at most 2048 x 192 KiB = 384 MiB.
 _MAX_CACHED = 2048
 _CACHE_FROM_PX = 1_000_000
+#: Largest evidence.json read (a result of a few hundred regions is well under 1 MB).
+_MAX_EVIDENCE_BYTES = 256 * 2**20
 #: Most heatmap cells drawn (a hand-edited patch stride of 1 px would ask for billions).
 _MAX_HEAT_CELLS = 16_000_000
 _PAGE = Path(__file__).with_name("data") / "viewer.html"
@@ -394,6 +396,10 @@ def _read_evidence(path: Path) -> dict[str, Any]:
     from .evidence.result import EvidenceResult
 
     try:
+        size = path.stat().st_size
+        if size > _MAX_EVIDENCE_BYTES:
+            raise WsikitError(f"{path}: {size:,} bytes, above the {_MAX_EVIDENCE_BYTES:,} an "
+                              "evidence.json of wsikit select can have; rerun wsikit select")
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         raise WsikitError(f"{path}: cannot read it ({exc}); rerun wsikit select") from exc
