@@ -129,3 +129,37 @@ def test_honest_files_still_open(ndpi: Path, tiled: Path, cmu_small: Path) -> No
     for path in (ndpi, tiled, cmu_small):
         with open_slide(path) as slide:
             assert slide.dimensions[0] > 0
+
+
+def test_an_omezarr_with_giant_chunks_is_refused_before_a_read(tmp_path: Path) -> None:
+    """One read decodes a whole chunk: 100000² px chunks (28 GiB each) are refused at open
+    with the numbers, not an allocation that fails (or succeeds) on the first pixel."""
+    zarr = pytest.importorskip("zarr")
+    path = tmp_path / "giant.ome.zarr"
+    root = zarr.open_group(str(path), mode="w", zarr_format=2)
+    root.create_array("0", shape=(3, 200_000, 200_000), chunks=(3, 100_000, 100_000),
+                      dtype="uint8")                                # no chunk on disk: 1 kB
+    root.attrs["multiscales"] = [{"version": "0.4", "axes": [
+        {"name": "c", "type": "channel"}, {"name": "y", "type": "space", "unit": "micrometer"},
+        {"name": "x", "type": "space", "unit": "micrometer"}], "datasets": [
+        {"path": "0", "coordinateTransformations": [{"type": "scale",
+                                                     "scale": [1.0, 0.5, 0.5]}]}]}]
+    with pytest.raises(SlideError, match=r"chunks of \(3, 100000, 100000\).*rechunk"):
+        open_slide(path)
+
+
+def test_an_omezarr_scale_of_zero_gives_downsamples_from_the_sizes(tmp_path: Path) -> None:
+    zarr = pytest.importorskip("zarr")
+    path = tmp_path / "scales.ome.zarr"
+    root = zarr.open_group(str(path), mode="w", zarr_format=2)
+    datasets = []
+    for i, (side, scale) in enumerate([(512, 0.5), (256, 0.0), (128, float("inf"))]):
+        arr = root.create_array(str(i), shape=(3, side, side), chunks=(3, 64, 64), dtype="uint8")
+        arr[...] = 200
+        datasets.append({"path": str(i), "coordinateTransformations": [
+            {"type": "scale", "scale": [1.0, scale, scale]}]})
+    root.attrs["multiscales"] = [{"version": "0.4", "axes": [
+        {"name": "c", "type": "channel"}, {"name": "y", "type": "space", "unit": "micrometer"},
+        {"name": "x", "type": "space", "unit": "micrometer"}], "datasets": datasets}]
+    with open_slide(path) as slide:
+        assert slide.level_downsamples == (1.0, 2.0, 4.0)
