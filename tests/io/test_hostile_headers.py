@@ -163,3 +163,20 @@ def test_an_omezarr_scale_of_zero_gives_downsamples_from_the_sizes(tmp_path: Pat
         {"name": "x", "type": "space", "unit": "micrometer"}], "datasets": datasets}]
     with open_slide(path) as slide:
         assert slide.level_downsamples == (1.0, 2.0, 4.0)
+
+
+def test_a_dicom_level_whose_frames_lie_about_their_size_is_refused(tmp_path: Path) -> None:
+    """A 256² JPEG frame declared as one 60000² frame (a 14 GiB decode): refused at open,
+    not opened as a 60000² slide whose pixels are made up."""
+    pydicom = pytest.importorskip("pydicom")
+    pytest.importorskip("wsidicom")
+    from _dicom_wsi import write_dicom_wsi
+
+    img = np.full((256, 256, 3), 200, np.uint8)
+    path = write_dicom_wsi(tmp_path / "dcm", img, mpp=0.5, tile=256, downsamples=(1,),
+                           codec="jpeg")[0]
+    ds = pydicom.dcmread(path)
+    ds.Rows = ds.Columns = ds.TotalPixelMatrixColumns = ds.TotalPixelMatrixRows = 60000
+    ds.save_as(path)
+    with pytest.raises(SlideError, match=r"frames of 60000 x 60000 px"):
+        open_slide(tmp_path / "dcm")
