@@ -444,3 +444,25 @@ def test_a_flat_slide_is_read_in_bounded_regions(tmp_path: Path, compression: st
         assert np.abs(level0.astype(np.int16) - img[256:512, 512:768]).mean() < 3
     finally:
         source.close()
+
+
+def test_the_browser_command_line_never_carries_the_token(monkeypatch, tmp_path: Path) -> None:
+    """Every local user can read a process's command line (ps): the browser is given a
+    private redirect page, not the URL with the session token."""
+    import stat
+    import webbrowser
+
+    from wsikit.cli.view import _open_browser
+
+    opened: list[str] = []
+    monkeypatch.setattr(webbrowser, "open", lambda u, *a, **k: opened.append(u) or True)
+    url = "http://127.0.0.1:8765/?token=SECRET-token_123"
+    folder = _open_browser(url)
+    try:
+        assert len(opened) == 1 and "SECRET" not in opened[0] and opened[0].startswith("file:")
+        page = Path(opened[0].removeprefix("file://"))
+        assert url in page.read_text()
+        assert stat.S_IMODE(page.stat().st_mode) == 0o600
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    finally:
+        shutil.rmtree(folder)

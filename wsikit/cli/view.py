@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from ._common import mpp_type, non_negative_int
@@ -23,16 +26,33 @@ def _run(args: argparse.Namespace) -> int:
     url = server.url  # carries the session token: only this URL is answered
     print(f"wsikit view: {source.slide.name} at {url} (Ctrl-C to stop)", file=sys.stdout,
           flush=True)
-    if not args.no_browser:
-        import webbrowser
-
-        webbrowser.open(url)
+    opener = None if args.no_browser else _open_browser(url)
     try:
         server.serve_forever()
     finally:
         server.server_close()
         source.close()
+        if opener is not None:
+            shutil.rmtree(opener, ignore_errors=True)
     return 0
+
+
+def _open_browser(url: str) -> Path:
+    """Open ``url`` through a redirect page only this user can read (a browser's command
+    line, which every local user sees in ``ps``, must not carry the session token); returns
+    the private folder of the page, removed when the server stops."""
+    import html
+    import tempfile
+    import webbrowser
+
+    folder = Path(tempfile.mkdtemp(prefix="wsikit-view-"))  # mode 0700
+    page = folder / "open.html"
+    fd = os.open(page, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(f'<!doctype html><meta http-equiv="refresh" content="0;url={html.escape(url)}">'
+                 f'<a href="{html.escape(url)}">wsikit view</a>\n')
+    webbrowser.open(page.as_uri())
+    return folder
 
 
 def register(subparsers: Any) -> None:
