@@ -134,9 +134,8 @@ def _check_geometry(path: Path, i: int, page: object, n_blocks: int, n_bytes: in
 
 
 def _check_ndpi_frames(path: Path, tif: object) -> None:
-    """Refuse an NDPI level whose whole-level JPEG frame disagrees with its TIFF size (a
-    0 x 0 frame, or a frame of another size; sides above 65,535 px cannot be written in a
-    JPEG frame and are not compared)."""
+    """Refuse an NDPI level whose whole-level JPEG frame is empty (0 px wide or high) where
+    its TIFF size fits a JPEG frame (sides up to 65,535 px)."""
     t: Any = tif
     with open(path, "rb") as fh:
         for i, page in enumerate(t.pages):
@@ -151,9 +150,9 @@ def _check_ndpi_frames(path: Path, tif: object) -> None:
                 continue
             fh_h, fh_w = struct.unpack(">HH", head[at + 5:at + 9])
             w, h = int(page.imagewidth), int(page.imagelength)
-            bad_w = fh_w != w and (w <= 0xFFFF or fh_w != 0)
-            bad_h = fh_h != h and (h <= 0xFFFF or fh_h != 0)
-            if bad_w or bad_h:
+            # only an empty frame is refused: a side above 65,535 px does not fit the frame
+            # header, and scanners' own headers are not second-guessed beyond that
+            if (fh_w == 0 and 0 < w <= 0xFFFF) or (fh_h == 0 and 0 < h <= 0xFFFF):
                 raise SlideError(f"{path}: NDPI image {i} is {w} x {h} px but its JPEG "
                                  f"frame says {fh_w} x {fh_h} px; the file is damaged (copy "
                                  "the slide again)")
