@@ -466,3 +466,19 @@ def test_the_browser_command_line_never_carries_the_token(monkeypatch, tmp_path:
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     finally:
         shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("stride", ["abc", 0, -256, 1.5, True])
+def test_a_hand_edited_patch_stride_drops_the_heatmap_not_the_page(served, tmp_path: Path,
+                                                                  stride) -> None:
+    source, _ = served
+    sdir = _hostile_copy(source, tmp_path, lambda doc, _: doc["selection"].update(
+        patch_size_l0=stride))
+    attention = source.select_dir.parent.parent / "attention"
+    shutil.copytree(attention, sdir.parent.parent / "attention")
+    hostile = ViewerSource.open(sdir)
+    try:
+        info = hostile.info()
+        assert info["regions"] and info["has_heatmap"] is False and hostile.heatmap() is None
+    finally:
+        hostile.close()

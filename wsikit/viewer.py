@@ -331,9 +331,14 @@ class ViewerSource:
         stride = ((self.evidence or {}).get("selection") or {}).get("patch_size_l0")
         if not isinstance(stride, int) or isinstance(stride, bool) or stride <= 0:
             return None
-        W, H = self.slide.dimensions
-        if (W / stride + 1) * (H / stride + 1) > _MAX_HEAT_CELLS:
+        import numpy as np
+
+        coords = np.asarray(att.coords)
+        if coords.ndim != 2 or coords.shape[1] != 2 or not len(coords):
             return None
+        span = coords.max(axis=0).astype(float) - coords.min(axis=0).astype(float)
+        if (span[0] / stride + 2) * (span[1] / stride + 2) > _MAX_HEAT_CELLS:
+            return None  # the grid the heatmap would allocate: bounded
         return att, stride
 
     def heatmap(self) -> tuple[bytes, tuple[float, ...]] | None:
