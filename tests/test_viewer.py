@@ -452,12 +452,12 @@ def test_the_browser_command_line_never_carries_the_token(monkeypatch, tmp_path:
     import stat
     import webbrowser
 
-    from wsikit.cli.view import _open_browser
+    from wsikit.cli.view import open_browser
 
     opened: list[str] = []
     monkeypatch.setattr(webbrowser, "open", lambda u, *a, **k: opened.append(u) or True)
     url = "http://127.0.0.1:8765/?token=SECRET-token_123"
-    folder = _open_browser(url)
+    folder = open_browser(url)
     try:
         assert len(opened) == 1 and "SECRET" not in opened[0] and opened[0].startswith("file:")
         page = Path(opened[0].removeprefix("file://"))

@@ -11,7 +11,7 @@ from typing import Any
 
 from ._common import mpp_type, non_negative_int
 
-__all__ = ["register"]
+__all__ = ["open_browser", "register"]
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -26,7 +26,7 @@ def _run(args: argparse.Namespace) -> int:
     url = server.url  # carries the session token: only this URL is answered
     print(f"wsikit view: {source.slide.name} at {url} (Ctrl-C to stop)", file=sys.stdout,
           flush=True)
-    opener = None if args.no_browser else _open_browser(url)
+    opener = None if args.no_browser else open_browser(url)
     try:
         server.serve_forever()
     finally:
@@ -37,7 +37,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_browser(url: str) -> Path:
+def open_browser(url: str) -> Path:
     """Open ``url`` through a redirect page only this user can read (a browser's command
     line, which every local user sees in ``ps``, must not carry the session token); returns
     the private folder of the page, removed when the server stops."""

@@ -32,8 +32,9 @@ from ..errors import ModelError
 from .configs import CLIP_MEAN, CLIP_STD, QUILTNET_B32_CONFIG, EncoderConfig
 from .registry import Encoder
 
-__all__ = ["CLIP_MEAN", "CLIP_STD", "QUILTNET_B32_CONFIG", "QuiltNet", "VLM_CONFIG_FILE",
-           "build_quiltnet", "read_model_cfg", "tokenize"]
+__all__ = ["CLIP_MEAN", "CLIP_STD", "MAX_TOWER_PARAMS", "QUILTNET_B32_CONFIG", "QuiltNet",
+           "VLM_CONFIG_FILE", "build_quiltnet", "check_model_cfg_size", "read_model_cfg",
+           "tokenize"]
 
 log = logging.getLogger(__name__)
 

@@ -40,6 +40,7 @@ __all__ = [
     "load_into",
     "parse_weights_args",
     "weights_status",
+    "weights_file_problem",
     "env_var",
     "config_path",
     "hf_cache_dir",
