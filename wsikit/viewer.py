@@ -45,6 +45,7 @@ import secrets
 import sys
 import threading
 import urllib.parse
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -142,7 +143,8 @@ class ViewerSource:
     slide: Any
     select_dir: Path | None = None
     evidence: Mapping[str, Any] | None = None
-    requested: list[str] = field(default_factory=list)  # tile paths served (tests, logs)
+    #: The latest tile paths served (tests, logs; bounded for long sessions).
+    requested: deque[str] = field(default_factory=lambda: deque(maxlen=10_000))
     #: Most source pixels one tile reads (:data:`MAX_READ_PX`).
     max_read_px: int = MAX_READ_PX
     #: Most pixels one tile request decoded so far (tests, logs).
