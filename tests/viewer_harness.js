@@ -1,9 +1,11 @@
 // Runs wsikit's viewer page script in Node with a minimal DOM: fetch and tile images go to
-// the real `wsikit view` server given as argv[2]; argv[3] is the page's location hash.
+// the real `wsikit view` server given as argv[3] (its URL with ?token=...); argv[4] is the
+// page's location hash.
 // Prints JSON: the body's data attributes, the card ids, the tile URLs loaded.
 "use strict";
 const fs = require("fs");
-const [page, base, hash] = [process.argv[2], process.argv[3], process.argv[4] || ""];
+const [page, url, hash] = [process.argv[2], process.argv[3], process.argv[4] || ""];
+const base = new URL(url).origin, search = new URL(url).search;
 const html = fs.readFileSync(page, "utf8");
 const script = html.match(/<script>([\s\S]*)<\/script>/)[1];
 const loaded = [];
@@ -25,7 +27,7 @@ global.document = {
   getElementById: (id) => ids[id], createElement: node, body,
   createTextNode: (t) => ({textContent: t}), querySelectorAll: () => [], title: ""};
 global.window = {addEventListener() {}};
-global.location = {hash};
+global.location = {hash, search};
 global.requestAnimationFrame = (f) => setTimeout(() => f(Date.now()), 5);
 global.cancelAnimationFrame = (h) => clearTimeout(h);
 const realFetch = fetch;
@@ -33,7 +35,7 @@ global.fetch = (u) => realFetch(base + u);
 global.Image = class {
   set src(u) {
     this._src = u;
-    realFetch(base + u).then((r) => { if (r.ok) { loaded.push(u); this.naturalWidth = 256;
+    realFetch(base + u).then((r) => { if (r.ok) { loaded.push(u.split("?")[0]); this.naturalWidth = 256;
       this.naturalHeight = 256; this.complete = true; if (this.onload) this.onload(); } });
   }
   get src() { return this._src; }

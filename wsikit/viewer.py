@@ -14,40 +14,77 @@ path                            served
 ``/overlay/tissue.json``        the tissue outlines (``contours_geojson``), level-0 px
 ``/overlay/artefacts.json``     ink, folds, debris, scanner fill (``artefacts/``), level-0 px
 ``/overlay/heatmap.png``        the attention map, one pixel per patch cell, and its level-0 box
-``/crop/<region>.png``          a region's crop; ``/figure/<region>/<n>.<ext>`` its n-th match
+``/crop/<region>.png``          a region's crop; ``/figure/<region>/<n>`` its n-th match
 ==============================  ================================================================
 
 Tiles are read with :meth:`wsikit.io.Slide.read_at_mpp` from the pyramid level that serves
-them. Only files named by the result are served (no path from a request reaches the disk).
+them; a tile whose read would decode more than :data:`MAX_READ_PX` pixels (a flat,
+single-level slide seen from afar) is made from its four finer tiles instead (cached), and
+coarse tiles of JPEG-tiled TIFFs are decoded DCT-scaled, so no request reads an unbounded
+region.
+
+Security: the server listens on 127.0.0.1 only; it answers only requests whose ``Host`` (and
+``Origin``, when sent) is its own address and port (no DNS rebinding), and only requests that
+carry the session's random token (``?token=``, in the URL it prints; compared in constant time),
+so another local user cannot read the slide through the port. It serves only files the
+result's layout owns: crops directly under the result's ``crops/`` and figure images directly
+under ``images/`` of the evidence index the result names, each with the content type of its
+bytes (PNG, JPEG, GIF, WebP) and ``nosniff``; no path from a request reaches the disk.
 """
 
 from __future__ import annotations
 
+import errno
+import hmac
 import io
 import json
 import math
-import mimetypes
 import os
 import re
+import secrets
+import sys
 import threading
+import urllib.parse
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .errors import WsikitError
+from .errors import EvidenceError, WsikitError
 from .layout import OutputLayout
 
-__all__ = ["TILE_PX", "ViewerSource", "make_server", "tile_box", "zoom_levels"]
+__all__ = ["MAX_READ_PX", "TILE_PX", "ViewerServer", "ViewerSource", "make_server", "tile_box",
+           "zoom_levels"]
 
 #: Side of a served tile in pixels.
 TILE_PX = 256
+#: Most source pixels one tile may read from the slide (a 4096 x 4096 region); a coarser tile
+#: is made from its four finer tiles.
+MAX_READ_PX = 4096 * 4096
+#: Tiles kept in memory (composed ones, and those whose read decoded over _CACHE_FROM_PX
+#: pixels): at most 2048 x 192 KiB = 384 MiB.
+_MAX_CACHED = 2048
+_CACHE_FROM_PX = 1_000_000
+#: Largest evidence.json read (a result of a few hundred regions is well under 1 MB).
+_MAX_EVIDENCE_BYTES = 256 * 2**20
+#: Most heatmap cells drawn (a hand-edited patch stride of 1 px would ask for billions).
+_MAX_HEAT_CELLS = 16_000_000
 _PAGE = Path(__file__).with_name("data") / "viewer.html"
-_TILE_RE = re.compile(r"^/tiles/(\d+)/(\d+)_(\d+)\.jpg$")
-_CROP_RE = re.compile(r"^/crop/(r\d+)\.png$")
-_FIGURE_RE = re.compile(r"^/figure/(r\d+)/(\d+)$")
-_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".tif", ".tiff")
+_TILE_RE = re.compile(r"^/tiles/(\d{1,3})/(\d{1,9})_(\d{1,9})\.jpg$")
+_CROP_RE = re.compile(r"^/crop/(r\d{1,6})\.png$")
+_FIGURE_RE = re.compile(r"^/figure/(r\d{1,6})/(\d{1,4})$")
+_FIGURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif")
+#: Image types served, by their first bytes (what a browser shows as an image, nothing else).
+_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"),
+          (b"GIF87a", "image/gif"), (b"GIF89a", "image/gif"))
+_SECURITY_HEADERS = (
+    ("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"),
+    ("X-Frame-Options", "DENY"),
+    ("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; "
+     "style-src 'unsafe-inline'; img-src 'self'; connect-src 'self'; base-uri 'none'; "
+     "form-action 'none'; frame-ancestors 'none'"))
 
 
 def zoom_levels(size: tuple[int, int], tile_px: int = TILE_PX) -> int:
@@ -71,6 +108,34 @@ def tile_box(size: tuple[int, int], z: int, col: int, row: int, *, tile_px: int 
     return (x, y, w, h), (max(1, math.ceil(w / ds)), max(1, math.ceil(h / ds)))
 
 
+def _image_type(path: Path) -> str | None:
+    """The content type of an image file from its first bytes (PNG, JPEG, GIF, WebP), else
+    None: a file named ``.png`` that holds HTML is not served as anything."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return None
+    for magic, ctype in _MAGIC:
+        if head.startswith(magic):
+            return ctype
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _owned_file(path: Path, folder: Path, suffixes: tuple[str, ...]) -> Path | None:
+    """``path`` resolved, when it is a regular file directly inside ``folder`` (resolved)
+    with one of ``suffixes``; else None."""
+    try:
+        real, root = path.resolve(), folder.resolve()
+    except (OSError, RuntimeError):
+        return None
+    if real.parent != root or real.suffix.lower() not in suffixes or not real.is_file():
+        return None
+    return real
+
+
 @dataclass
 class ViewerSource:
     """What the viewer shows: a slide and, optionally, a ``select`` result folder."""
@@ -78,12 +143,27 @@ class ViewerSource:
     slide: Any
     select_dir: Path | None = None
     evidence: Mapping[str, Any] | None = None
-    requested: list[str] = field(default_factory=list)  # tile paths served (tests, logs)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The latest tile paths served (tests, logs; bounded for long sessions).
+    requested: deque[str] = field(default_factory=lambda: deque(maxlen=10_000))
+    #: Most source pixels one tile reads (:data:`MAX_READ_PX`).
+    max_read_px: int = MAX_READ_PX
+    #: Most pixels one tile request decoded so far (tests, logs).
+    largest_read: float = 0.0
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _composed: dict[tuple[int, int, int], Any] = field(default_factory=dict)
+    _reader: Any = None
 
     @classmethod
     def open(cls, target: str | os.PathLike[str], *, mpp: float | None = None) -> ViewerSource:
-        """A ``select`` result folder (with evidence.json) or a slide file."""
+        """A ``select`` result folder (with evidence.json) or a slide file.
+
+        Raises
+        ------
+        WsikitError
+            evidence.json is unreadable or does not follow its schema (names the file and the
+            first problem), or ``target`` is a folder without one (names the result folders
+            inside it, e.g. ``results/select/<slide>/``).
+        """
         from .io import open_slide
 
         path = Path(target)
@@ -91,21 +171,19 @@ class ViewerSource:
         sdir = None
         if path.is_dir() and (path / "evidence.json").is_file():
             sdir = path
-            try:
-                evidence = json.loads((path / "evidence.json").read_text(encoding="utf-8"))
-                slide_path = evidence["slide"]["path"]
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise WsikitError(f"{path / 'evidence.json'}: cannot read the slide it names "
-                                  f"({exc}); rerun wsikit select") from exc
+            evidence = _read_evidence(path / "evidence.json")
             if mpp is None:
                 mpp = evidence["slide"].get("mpp")
-            slide = open_slide(slide_path, mpp=mpp, require_mpp=False)
+            slide = open_slide(evidence["slide"]["path"], mpp=mpp, require_mpp=False)
+        elif path.is_dir():
+            raise WsikitError(_folder_hint(path))
         else:
             slide = open_slide(path, mpp=mpp, require_mpp=False)
         return cls(slide=slide, select_dir=sdir, evidence=evidence)
 
     # -- content ------------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
+        """What the page shows: slide size, zoom levels, mpp and the regions (JSON-ready)."""
         from .overlay import scale_colour
 
         W, H = self.slide.dimensions
@@ -130,17 +208,98 @@ class ViewerSource:
                 "synthetic": bool((self.evidence or {}).get("synthetic"))}
 
     def tile(self, z: int, col: int, row: int) -> bytes | None:
+        """JPEG bytes of tile ``(z, col, row)``, or None when it lies outside the slide."""
         from PIL import Image
 
-        found = tile_box(tuple(self.slide.dimensions), z, col, row)
-        if found is None:
+        pixels = self.tile_pixels(z, col, row)
+        if pixels is None:
             return None
-        box, out = found
-        with self._lock:  # one reader handle, used by one thread at a time
-            pixels = self.slide.read_at_mpp(box, out_size=out)
         buf = io.BytesIO()
         Image.fromarray(pixels).save(buf, "JPEG", quality=90)
         return buf.getvalue()
+
+    def _tiff_reader(self) -> Any:
+        """wsikit's direct tile reader for the slide (DCT-scaled JPEG decodes), or None."""
+        if self._reader is None:
+            from .io.tiles import open_tile_reader
+
+            reader = None
+            path = Path(getattr(self.slide, "path", ""))
+            if path.is_file():
+                try:
+                    reader, _ = open_tile_reader(path, expected_dimensions=tuple(
+                        self.slide.dimensions), cache_mb=0)
+                except (WsikitError, OSError, ValueError):
+                    reader = None
+            self._reader = reader if reader is not None else False
+        return self._reader or None
+
+    def _plan(self, z: int, box: tuple[int, int, int, int], out: tuple[int, int]
+              ) -> tuple[float, Any]:
+        """``(decoded pixels, read)`` of reading tile ``z``'s ``box`` in one go: level-0
+        tiles from the slide reader (its exact pixels), coarser ones from the direct tile
+        reader with a DCT-scaled decode where the slide is a JPEG-tiled TIFF."""
+        _, _, w, h = box
+        reader = self._tiff_reader() if z < zoom_levels(tuple(self.slide.dimensions)) else None
+        if reader is not None:
+            level, red = reader.plan((w, h), out, dct=True)
+            ds = reader.levels[level].downsample
+            cost = (w / ds[0] / red + 2) * (h / ds[1] / red + 2)
+            return cost, lambda: reader.read_region(box, out, dct=True)
+        lds = self.slide.level_downsamples[self.slide.best_level(min(w / out[0], h / out[1]))]
+        return (w / lds + 2) * (h / lds + 2), lambda: self.slide.read_at_mpp(box, out_size=out)
+
+    def tile_pixels(self, z: int, col: int, row: int) -> Any:
+        """``(h, w, 3) uint8`` of tile ``(z, col, row)`` (None outside the slide).
+
+        Read in one go when that decodes at most :attr:`max_read_px` pixels (from the best
+        pyramid level, DCT-scaled where the tiles are JPEG), else made from the tile's four
+        finer tiles (kept in a small cache), so the memory and the read of one request stay
+        bounded on a slide without a pyramid.
+        """
+        import numpy as np
+        from PIL import Image
+
+        W, H = self.slide.dimensions
+        top = zoom_levels((W, H))
+        found = tile_box((W, H), z, col, row)
+        if found is None:
+            return None
+        box, out = found
+        key = (z, col, row)
+        with self._lock:  # one reader handle, used by one thread at a time
+            cached = self._composed.get(key)
+            if cached is not None:
+                return cached
+            cost, read = self._plan(z, box, out)
+            if z >= top or cost <= self.max_read_px:
+                self.largest_read = max(self.largest_read, cost)
+                pixels = read()
+                if cost > _CACHE_FROM_PX and len(self._composed) < _MAX_CACHED:
+                    self._composed[key] = pixels  # an expensive read: kept
+                return pixels
+        canvas = np.full((2 * TILE_PX, 2 * TILE_PX, 3), 255, np.uint8)
+        for dr in (0, 1):
+            for dc in (0, 1):
+                child = self.tile_pixels(z + 1, 2 * col + dc, 2 * row + dr)
+                if child is not None:
+                    h, w = child.shape[:2]
+                    canvas[dr * TILE_PX:dr * TILE_PX + h, dc * TILE_PX:dc * TILE_PX + w] = child
+        ds = 2 ** (top - z - 1)  # level-0 px per pixel of the finer tiles
+        cw, ch = min(2 * TILE_PX, math.ceil(box[2] / ds)), min(2 * TILE_PX, math.ceil(box[3] / ds))
+        pixels = np.asarray(Image.fromarray(canvas[:ch, :cw]).resize(
+            out, Image.Resampling.BILINEAR, reducing_gap=2.0))
+        with self._lock:
+            if len(self._composed) < _MAX_CACHED:
+                self._composed[key] = pixels
+        return pixels
+
+    def close(self) -> None:
+        """Close the slide and the direct tile reader."""
+        if self._reader:
+            self._reader.close()
+        self._reader = None
+        self.slide.close()
 
     def _out_root(self) -> Path | None:
         return self.select_dir.parent.parent if self.select_dir is not None else None
@@ -151,16 +310,17 @@ class ViewerSource:
         return path if path is not None and path.is_file() else None
 
     def tissue(self) -> bytes | None:
+        """The tissue GeoJSON of the result's output folder (bytes), if there is one."""
         path = self._tissue_path()
         return None if path is None else path.read_bytes()
 
     def _artefacts_path(self) -> Path | None:
-
         root = self._out_root()
         path = None if root is None else OutputLayout(root).artefacts(self.slide.name)["geojson"]
         return path if path is not None and path.is_file() else None
 
     def artefacts(self) -> bytes | None:
+        """The artefact GeoJSON of the result's output folder (bytes), if there is one."""
         path = self._artefacts_path()
         return None if path is None else path.read_bytes()
 
@@ -175,10 +335,21 @@ class ViewerSource:
             att = Attention.from_h5(path)
         except WsikitError:
             return None
-        stride = (self.evidence or {}).get("selection", {}).get("patch_size_l0")
-        return (att, int(stride)) if stride else None
+        stride = ((self.evidence or {}).get("selection") or {}).get("patch_size_l0")
+        if not isinstance(stride, int) or isinstance(stride, bool) or stride <= 0:
+            return None
+        import numpy as np
+
+        coords = np.asarray(att.coords)
+        if coords.ndim != 2 or coords.shape[1] != 2 or not len(coords):
+            return None
+        span = coords.max(axis=0).astype(float) - coords.min(axis=0).astype(float)
+        if (span[0] / stride + 2) * (span[1] / stride + 2) > _MAX_HEAT_CELLS:
+            return None  # the grid the heatmap would allocate: bounded
+        return att, stride
 
     def heatmap(self) -> tuple[bytes, tuple[float, ...]] | None:
+        """The attention heatmap as PNG bytes and its level-0 box, if the result has one."""
         from PIL import Image
 
         from .overlay import heatmap_rgba
@@ -199,47 +370,117 @@ class ViewerSource:
                 return r
         return None
 
-    def _inside_result(self, rel: str | None) -> Path | None:
-        """A file named by evidence.json, only if it resolves inside the result folder."""
-        if not rel or self.select_dir is None:
+    def crop(self, rid: str) -> tuple[Path, str] | None:
+        """Region ``rid``'s crop and its content type: only a PNG file directly inside the
+        result's ``crops/`` folder (a hand-edited evidence.json cannot name another file)."""
+        crop = (self._region(rid) or {}).get("crop") or {}
+        if self.select_dir is None or not isinstance(crop.get("path"), str):
             return None
-        root = self.select_dir.resolve()
-        path = (root / rel).resolve()
-        return path if path.is_file() and path.is_relative_to(root) else None
-
-    def crop(self, rid: str) -> Path | None:
-        region = self._region(rid)
-        return None if region is None else self._inside_result((region.get("crop") or {})
-                                                                 .get("path"))
-
-    def figure(self, rid: str, n: int) -> Path | None:
-        """The n-th matched figure's image: the relative path evidence.json gives (from its
-        folder), else the absolute one; served only when it is an image inside the result
-        folder or the figure index folder the result names."""
-        region = self._region(rid)
-        matches = (region or {}).get("matches") or []
-        if self.select_dir is None or not 0 <= n < len(matches):
+        path = _owned_file(self.select_dir / crop["path"], self.select_dir / "crops", (".png",))
+        if path is None or _image_type(path) != "image/png":
             return None
-        roots = [self.select_dir.resolve()]
+        return path, "image/png"
+
+    def figure(self, rid: str, n: int) -> tuple[Path, str] | None:
+        """The n-th matched figure's image and its content type: only an image file directly
+        inside ``images/`` of the evidence index the result names (a folder with the index's
+        ``manifest.json``) whose bytes are an image; the relative path evidence.json gives
+        (from its folder) is tried first, then the absolute one."""
+        matches = (self._region(rid) or {}).get("matches") or []
         index = ((self.evidence or {}).get("index") or {}).get("path")
-        if index:
-            roots.append(Path(index).resolve())
+        if self.select_dir is None or not 0 <= n < len(matches) or not isinstance(index, str):
+            return None
+        root = self.select_dir / index
+        if not (root / "manifest.json").is_file():
+            return None
         for name in (matches[n].get("image_path"), matches[n].get("image_abspath")):
-            if not name:
+            if not isinstance(name, str) or not name:
                 continue
-            path = (self.select_dir / name).resolve()
-            if (path.is_file() and path.suffix.lower() in _IMAGE_SUFFIXES
-                    and any(path.is_relative_to(r) for r in roots)):
-                return path
+            path = _owned_file(self.select_dir / name, root / "images", _FIGURE_SUFFIXES)
+            ctype = None if path is None else _image_type(path)
+            if path is not None and ctype is not None:
+                return path, ctype
         return None
 
 
-def make_server(source: ViewerSource, *, port: int = 0) -> ThreadingHTTPServer:
+def _read_evidence(path: Path) -> dict[str, Any]:
+    """evidence.json checked against its schema (finite scores too), or a clear error."""
+    from .evidence.result import EvidenceResult
+
+    try:
+        size = path.stat().st_size
+        if size > _MAX_EVIDENCE_BYTES:
+            raise WsikitError(f"{path}: {size:,} bytes, above the {_MAX_EVIDENCE_BYTES:,} an "
+                              "evidence.json of wsikit select can have; rerun wsikit select")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise WsikitError(f"{path}: cannot read it ({exc}); rerun wsikit select") from exc
+    if not isinstance(data, dict):
+        raise WsikitError(f"{path}: not an evidence document (a JSON object); rerun wsikit "
+                          "select")
+    try:
+        EvidenceResult.validate_dict(data)
+    except (EvidenceError, KeyError, TypeError, RecursionError) as exc:
+        raise WsikitError(f"{path}: {exc}; rerun wsikit select, or restore the file it "
+                          "wrote") from exc
+    if not isinstance((data.get("slide") or {}).get("path"), str):
+        raise WsikitError(f"{path}: slide.path is missing; rerun wsikit select")
+    for r in data["regions"]:
+        if not math.isfinite(r["score"]):
+            raise WsikitError(f"{path}: region {r['id']!r} has score {r['score']!r}, not a "
+                              "finite number; rerun wsikit select")
+    return data
+
+
+def _folder_hint(path: Path) -> str:
+    """The message for a folder that is not a select result: name result folders inside it."""
+    found = sorted({p.parent for pattern in ("*/evidence.json", "select/*/evidence.json")
+                    for p in path.glob(pattern)})
+    if found:
+        names = ", ".join(str(p) + os.sep for p in found[:3])
+        more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+        return (f"{path} is not a select result folder (no evidence.json in it): pass one "
+                f"result folder, e.g. {names}{more}")
+    return (f"{path} is a folder without evidence.json: pass a wsikit select result folder "
+            f"({path / 'select' / '<slide>'}{os.sep}) or a slide file")
+
+
+class ViewerServer(ThreadingHTTPServer):
+    """The viewer's HTTP server: ``url`` (with the session token) is what to open."""
+
+    daemon_threads = True
+    token: str
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (127.0.0.1)."""
+        return int(self.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>/?token=<token>``: the address with the session token."""
+        return f"http://127.0.0.1:{self.port}/?token={self.token}"
+
+    def allowed_hosts(self) -> frozenset[str]:
+        """``Host`` values this server answers: its own loopback address and port."""
+        return frozenset(f"{h}:{self.port}" for h in ("127.0.0.1", "localhost", "[::1]"))
+
+
+def make_server(source: ViewerSource, *, port: int = 0, token: str | None = None
+                ) -> ViewerServer:
     """An HTTP server for ``source`` on 127.0.0.1:``port`` (0: a free port), not started:
-    call ``serve_forever()`` (``server.server_address[1]`` is the port)."""
+    call ``serve_forever()``; open ``server.url`` (it carries the session ``token``, random
+    unless given).
+
+    Raises
+    ------
+    WsikitError
+        The port is in use (or not allowed): names it and says to pass ``--port``.
+    """
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "wsikit-view"
+        sys_version = ""
 
         def log_message(self, format: str, *args: Any) -> None:
             return
@@ -248,26 +489,55 @@ def make_server(source: ViewerSource, *, port: int = 0) -> ThreadingHTTPServer:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store" if ctype.endswith("json") else
-                             "max-age=3600")
+            self.send_header("Cache-Control", "no-store" if status != 200 or
+                             ctype.endswith("json") or ctype.startswith("text/") else
+                             "private, max-age=3600")
+            for key, value in _SECURITY_HEADERS:
+                self.send_header(key, value)
             self.end_headers()
             self.wfile.write(body)
 
-        def _file(self, path: Path | None) -> None:
-            if path is None:
-                self._send(b"not found", "text/plain", status=404)
+        def _text(self, message: str, status: int) -> None:
+            self._send(message.encode(), "text/plain; charset=utf-8", status=status)
+
+        def _file(self, found: tuple[Path, str] | None) -> None:
+            if found is None:
+                self._text("not found", 404)
                 return
-            ctype = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-            self._send(path.read_bytes(), ctype)
+            self._send(found[0].read_bytes(), found[1])
+
+        def _allowed(self, query: str) -> bool:
+            """Own Host (and Origin when sent), and the session token; else answer 403."""
+            srv: ViewerServer = self.server  # type: ignore[assignment]
+            host = (self.headers.get("Host") or "").strip().lower()
+            origin = self.headers.get("Origin")
+            hosts = srv.allowed_hosts()
+            if host not in hosts or (origin is not None and origin.strip().lower() not in {
+                    f"http://{h}" for h in hosts}):
+                self._text("wsikit view answers only http://127.0.0.1:"
+                           f"{srv.port}/ (Host or Origin refused)", 403)
+                return False
+            given = urllib.parse.parse_qs(query).get("token", [""])[-1]
+            if not hmac.compare_digest(given.encode(), srv.token.encode()):
+                self._text("wsikit view needs the session token: open the URL that "
+                           "'wsikit view' printed (…/?token=…)", 403)
+                return False
+            return True
 
         def do_GET(self) -> None:
-            url = self.path.split("?", 1)[0]
+            url, _, query = self.path.partition("?")
             try:
-                self._route(url)
+                if self._allowed(query):
+                    self._route(url)
             except (BrokenPipeError, ConnectionResetError):
                 return
             except WsikitError as exc:
-                self._send(str(exc).encode(), "text/plain; charset=utf-8", status=500)
+                self._text(str(exc), 500)
+            except Exception as exc:  # one bad request never takes the server down
+                print(f"wsikit view: {url}: unexpected {type(exc).__name__}: {exc} (a bug in "
+                      "wsikit: please report it)", file=sys.stderr)
+                self._text(f"unexpected {type(exc).__name__} (see the wsikit view console)",
+                           500)
 
         def _route(self, url: str) -> None:
             if url in ("/", "/index.html"):
@@ -277,19 +547,18 @@ def make_server(source: ViewerSource, *, port: int = 0) -> ThreadingHTTPServer:
             elif m := _TILE_RE.match(url):
                 body = source.tile(int(m.group(1)), int(m.group(2)), int(m.group(3)))
                 if body is None:
-                    self._send(b"no such tile", "text/plain", status=404)
+                    self._text("no such tile", 404)
                     return
                 source.requested.append(url)
                 self._send(body, "image/jpeg")
             elif url == "/overlay/tissue.json":
-                body = source.tissue()
-                self._send(body or b"null", "application/json")
+                self._send(source.tissue() or b"null", "application/json")
             elif url == "/overlay/artefacts.json":
                 self._send(source.artefacts() or b"null", "application/json")
             elif url == "/overlay/heatmap.png":
                 found = source.heatmap()
                 if found is None:
-                    self._send(b"no attention", "text/plain", status=404)
+                    self._text("no attention", 404)
                     return
                 self._send(found[0], "image/png")
             elif url == "/overlay/heatmap.json":
@@ -300,7 +569,20 @@ def make_server(source: ViewerSource, *, port: int = 0) -> ThreadingHTTPServer:
                 self._file(source.crop(m.group(1)))
             elif m := _FIGURE_RE.match(url):
                 self._file(source.figure(m.group(1), int(m.group(2))))
+            elif url.startswith(("/tiles/", "/crop/", "/figure/")):
+                self._text("bad request: not a tile, crop or figure address", 400)
             else:
-                self._send(b"not found", "text/plain", status=404)
+                self._text("not found", 404)
 
-    return ThreadingHTTPServer(("127.0.0.1", int(port)), Handler)
+    try:
+        server = ViewerServer(("127.0.0.1", int(port)), Handler)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise WsikitError(f"port {port} on 127.0.0.1 is in use (another wsikit view?); "
+                              "pass --port N, or --port 0 for a free one") from exc
+        if exc.errno == errno.EACCES:
+            raise WsikitError(f"port {port} on 127.0.0.1 is not allowed for this user; pass "
+                              "--port N above 1023, or --port 0 for a free one") from exc
+        raise
+    server.token = token if token is not None else secrets.token_urlsafe(24)
+    return server

@@ -225,3 +225,23 @@ def test_eval_cli_json_and_table(index: FigureIndex, tmp_path: Path, capsys):
     with pytest.raises(SystemExit) as exc:  # argparse refuses it
         main(["eval", "retrieval", str(qrels), "--index", str(index.path), "-k", "0"])
     assert exc.value.code == 2 and "cut-offs must be" in capsys.readouterr().err
+
+
+def test_eval_out_never_replaces_an_input_or_a_foreign_file(index: FigureIndex, tmp_path: Path,
+                                                            capsys):
+    qrels = tmp_path / "qrels.jsonl"
+    qrels.write_text(json.dumps({"id": "t", "text": "HER2+", "relevant": [
+        {"source": "10.5555/atlas", "figure": "Figure 1"}]}) + "\n")
+    before = qrels.read_bytes()
+    base = ["eval", "retrieval", str(qrels), "--index", str(index.path)]
+    assert main([*base, "--out", str(qrels), "--force"]) == 2            # the input itself
+    assert "is the input" in capsys.readouterr().err and qrels.read_bytes() == before
+    assert main([*base, "--out", str(index.path / "manifest.json"), "--force"]) == 2
+    assert "inside the input folder" in capsys.readouterr().err
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"my": "notes"}')
+    assert main([*base, "--out", str(mine)]) == 2
+    assert "--force" in capsys.readouterr().err and mine.read_text() == '{"my": "notes"}'
+    assert main([*base, "--out", str(tmp_path / "eval.json")]) == 0
+    assert main([*base, "--out", str(tmp_path / "eval.json")]) == 0         # its own: replaced
+    assert main([*base, "--out", str(mine), "--force"]) == 0

@@ -9,6 +9,7 @@ PDFs, options.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -296,7 +297,6 @@ def _edit_manifest(edit: Callable[[dict], object]) -> Callable[[Path], None]:
 
 
 def _garbage_sqlite(idx: Path) -> None:
-    import hashlib
 
     m = json.loads((idx / "manifest.json").read_text())
     db = idx / m["files"]["sqlite"]
@@ -305,7 +305,25 @@ def _garbage_sqlite(idx: Path) -> None:
     (idx / "manifest.json").write_text(json.dumps(m))
 
 
+def _forge_faiss(at: int, fmt: str, value: int) -> Callable[[Path], None]:
+    """Rewrite a number in the FAISS file's header and its checksum (a consistent forgery:
+    what faiss reads decides, not the checksum)."""
+    def tamper(idx: Path) -> None:
+        m = json.loads((idx / "manifest.json").read_text())
+        f = idx / m["files"]["faiss"]
+        data = bytearray(f.read_bytes())
+        struct.pack_into(fmt, data, at, value)
+        f.write_bytes(bytes(data))
+        m["checksums"]["faiss"] = hashlib.sha256(bytes(data)).hexdigest()
+        (idx / "manifest.json").write_text(json.dumps(m))
+    return tamper
+
+
 INDEXES: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
+    # the flat index's vector block (at byte 37) declares 2^31 floats: 8 GB before issue 33
+    "faiss_forged_floats": (_forge_faiss(37, "<Q", 2**31), ("damaged index file", "2147483648")),
+    "faiss_forged_ntotal": (_forge_faiss(8, "<q", 2**40), ("damaged index file",)),
+    "faiss_forged_dim": (_forge_faiss(4, "<i", 2**30), ("damaged index file",)),
     "array": (_edit_manifest(lambda m: [m]), ("JSON list",)),
     "no_checksums": (_edit_manifest(lambda m: m.pop("checksums") and None), ("checksums",)),
     "no_files": (_edit_manifest(lambda m: m.pop("files") and None), ("'files'",)),
@@ -420,4 +438,81 @@ def test_doctor_names_a_bad_weights_config(text: str, words: str, tmp_path: Path
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert "PROBLEM" in out and words in out and str(cfg) in out
+    record_case("weights", "clear-error")
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_a_forged_vector_size_in_any_index_kind_is_refused_before_allocating(kind: str,
+                                                                              tmp_path: Path):
+    """Past the header, faiss reads each vector's size and allocates it: no size may exceed
+    the file (faiss's deserialisation limit, set from the file by read_index)."""
+    import resource
+    import time
+
+    import faiss
+
+    from wsikit.errors import EvidenceError
+    from wsikit.evidence import faiss_utils as fu
+
+    vectors = fu.normalise(np.random.default_rng(0).random((400, 16)))
+    index = fu.make_index(16, kind, fu.default_params(kind, 400))
+    index.train(vectors)
+    index.add(vectors)
+    path = tmp_path / f"{kind}.faiss"
+    faiss.write_index(index, str(path))
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<Q", data, 37, 2**31)        # the first vector after the header
+    path.write_bytes(bytes(data))
+    start, rss = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(EvidenceError, match="damaged index file"):
+        fu.read_index(path, dim=16, count=400)
+    assert time.perf_counter() - start < 10
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 1_000_000  # < 1 GB
+    record_case("index", "clear-error")
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/tmp", "empty"])
+def test_weights_that_are_not_regular_files_say_so(path: str, tmp_path: Path, cmu_small: Path,
+                                                   capsys):
+    """/dev/zero "does not exist" before issue 33 (and torch.load would read it forever)."""
+    if path == "empty":
+        path = str(tmp_path / "empty.bin")
+        Path(path).write_bytes(b"")
+    words = {"/dev/zero": "is a device, not a regular file", "/tmp": "is a folder"}.get(
+        path, "is empty")
+    code = main(["features", str(cmu_small), "--encoder", "conch_v1_5", "--weights", path,
+                 "--out", str(tmp_path / "o")])
+    _check_clear(code, capsys.readouterr().err, (path, words))
+    record_case("weights", "clear-error")
+
+
+def test_a_tower_config_declaring_155g_parameters_is_refused_before_building(tmp_path: Path,
+                                                                            monkeypatch):
+    """open_clip_config.json beside the weights sets the architecture: a 32768-wide vision
+    tower (155 G parameters, 580 GiB) is refused with the numbers, nothing allocated."""
+    from wsikit.errors import ModelError
+    from wsikit.models import clip_vl
+
+    weights = tmp_path / "open_clip_pytorch_model.bin"
+    weights.write_bytes(b"\0" * 64)
+    cfg = {"model_cfg": {"embed_dim": 512, "quick_gelu": True,
+                         "vision_cfg": {"image_size": 224, "layers": 12, "width": 32768,
+                                        "patch_size": 32},
+                         "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 512,
+                                      "heads": 8, "layers": 12}}}
+    (tmp_path / "open_clip_config.json").write_text(json.dumps(cfg))
+    monkeypatch.setattr(clip_vl, "_open_clip",
+                        lambda: pytest.fail("open_clip was reached: the model would be built"))
+    with pytest.raises(ModelError, match=r"about 15\d\.\d G parameters"):
+        clip_vl.read_model_cfg(weights)
+    for bad in ("abc", -1, 1e300, True):
+        cfg["model_cfg"]["vision_cfg"]["layers"] = bad
+        (tmp_path / "open_clip_config.json").write_text(json.dumps(cfg))
+        with pytest.raises(ModelError, match="layers"):
+            clip_vl.read_model_cfg(weights)
+    published = {"embed_dim": 512, "vision_cfg": {"image_size": 224, "layers": 12,
+                                                  "width": 768, "patch_size": 32},
+                 "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 512,
+                              "heads": 8, "layers": 12}}
+    assert 1.4e8 < clip_vl.check_model_cfg_size(published, "x") < 1.6e8   # ViT-B-32: 151 M
     record_case("weights", "clear-error")

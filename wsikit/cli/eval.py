@@ -28,7 +28,7 @@ def _cmd_retrieval(args: argparse.Namespace) -> int:
 
     result = eval_retrieval(args.qrels, args.index, ks=args.k, mode=args.mode,
                             rrf_k=args.rrf_k, encoder=args.encoder, out=args.out,
-                            towers=args.tower)
+                            towers=args.tower, force=args.force)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return 0
@@ -66,6 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--tower", action="append", default=[], metavar="NAME",
                    help="also rank by this vision-language tower (fused by rank); repeatable")
     r.add_argument("--out", type=Path, default=None, help="write the full JSON here")
+    r.add_argument("--force", action="store_true",
+                   help="replace an existing --out that is not a retrieval evaluation")
     r.add_argument("--json", action="store_true", help="print JSON")
     r.set_defaults(func=_cmd_retrieval)
     ev.set_defaults(func=lambda a: (ev.print_help(), 2)[1])

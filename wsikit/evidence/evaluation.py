@@ -407,18 +407,37 @@ def _tokenizer() -> str:
     return f"{TOKENIZER_VERSION} (k1={BM25_K1}, b={BM25_B})"
 
 
+def _eval_owner(path: Path) -> str | None:
+    """None when ``path`` holds a retrieval evaluation (safe to replace), else why not."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return "exists and is not a JSON file wsikit wrote"
+    if not isinstance(doc, dict) or doc.get("schema") != "wsikit.retrieval-eval/v1":
+        return "exists and is not a retrieval evaluation wsikit wrote"
+    return None
+
+
 def eval_retrieval(qrels: str | os.PathLike[str], index_dir: str | os.PathLike[str], *,
                    ks: Sequence[int] = DEFAULT_KS, mode: str = "auto", rrf_k: float = 50,
                    encoder: str | None = None, out: str | os.PathLike[str] | None = None,
-                   towers: Sequence[str] = ()) -> RetrievalEvaluation:
+                   towers: Sequence[str] = (), force: bool = False) -> RetrievalEvaluation:
     """``wsikit eval retrieval``: the queries of the ``qrels`` file (:func:`read_qrels`) on the
     index folder ``index_dir`` (:func:`evaluate_retrieval`), by name; the full result is also
     written as JSON to ``out`` when given.
 
     ``encoder`` embeds image queries (default the index's own; another one is refused before
     loading it); ``towers`` names vision-language towers of the index fused as channels.
+    ``out`` is checked first (:func:`wsikit._outputs.check_output_file`): never the qrels file
+    or inside the index, and an existing file that is not a retrieval evaluation is replaced
+    only with ``force``.
     """
     from .._atomic import write_json_atomic
+    from .._outputs import check_output_file
+
+    if out is not None:
+        check_output_file(out, inputs=[qrels, index_dir], suffixes=(".json",),
+                          what="JSON file", force=force, owner=_eval_owner, error=EvidenceError)
     from .index import FigureIndex
     from .index_ops import query_encoder
     from .towers import create_tower_encoders

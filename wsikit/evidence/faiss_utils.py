@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import struct
+import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +33,7 @@ __all__ = [
     "exact_search",
     "make_index",
     "normalise",
+    "read_index",
     "recall_at_k",
     "set_search_params",
     "to_search_device",
@@ -40,6 +45,71 @@ log = logging.getLogger(__name__)
 INDEX_KINDS = ("flat", "ivf", "hnsw")
 _NPROBES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048)
 _EFS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024)
+
+
+#: Largest vector dimension an index file may declare (the zoo's widest encoder is 2560-d).
+MAX_DIM = 65536
+_READ_LOCK = threading.Lock()  # faiss's deserialisation limit is process-wide
+
+
+def _damaged(path: Path, what: str) -> EvidenceError:
+    return EvidenceError(f"damaged index file {path}: {what}; rebuild the index")
+
+
+def read_index(path: str | os.PathLike[str], *, dim: int, count: int) -> Any:
+    """A faiss index file read with every size bounded by the file before it is allocated.
+
+    The header's dimension and vector count must be ``dim`` and ``count`` (the manifest's);
+    a flat index's vector block must be exactly ``count × dim`` floats and lie in the file;
+    and while faiss reads, no vector it allocates may be larger than the file itself (faiss's
+    deserialisation limit), so a forged header that declares 2^31 floats is a clear error, not
+    an 8 GB allocation or an out-of-memory message.
+
+    Raises
+    ------
+    EvidenceError
+        "damaged index file", naming the file and the numbers.
+    """
+    import faiss
+
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(53)
+    if len(head) < 37:
+        raise _damaged(path, f"{size} bytes, shorter than a faiss header")
+    fourcc = head[:4]
+    d, ntotal = struct.unpack("<iq", head[4:16])
+    if not 0 < d <= MAX_DIM or d != dim:
+        raise _damaged(path, f"its header declares {d}-d vectors, the manifest {dim}-d")
+    if ntotal != count:
+        raise _damaged(path, f"its header declares {ntotal} vectors, the manifest {count}")
+    if fourcc in (b"IxFI", b"IxF2", b"IxFl"):
+        metric = struct.unpack("<i", head[33:37])[0]
+        at = 37 + (4 if metric > 1 else 0)
+        n_floats = struct.unpack("<Q", head[at:at + 8])[0] if len(head) >= at + 8 else -1
+        if n_floats != ntotal * d or at + 8 + 4 * n_floats > size:
+            raise _damaged(path, f"its vector block declares {n_floats} floats, "
+                                 f"{count} x {dim} = {count * dim} expected in a "
+                                 f"{size}-byte file")
+    with _READ_LOCK:
+        get = getattr(faiss, "get_deserialization_vector_byte_limit", None)
+        put = getattr(faiss, "set_deserialization_vector_byte_limit", None)
+        before = get() if get is not None else None
+        if put is not None:
+            put(size + 1)  # no vector in the file is larger than the file
+        try:
+            index = faiss.read_index(str(path))
+        except (RuntimeError, MemoryError) as exc:
+            raise _damaged(path, f"faiss cannot read it ({str(exc).splitlines()[0][:300]})"
+                           ) from exc
+        finally:
+            if put is not None and before is not None:
+                put(before)
+    if index.ntotal != count or index.d != dim:
+        raise _damaged(path, f"it holds {index.ntotal} vectors of {index.d} dims, the "
+                             f"manifest says {count} of {dim}")
+    return index
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:

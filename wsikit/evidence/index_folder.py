@@ -240,8 +240,6 @@ def read_folder(path: str | os.PathLike[str], *, verify: bool = True
         No or no valid manifest, a data file missing, damaged or edited, or a vector count,
         dimension or node table that disagrees with the manifest (names the file).
     """
-    import faiss
-
     path = Path(path).resolve()  # node images resolve against it from any working dir
     mpath = path / "manifest.json"
     if not mpath.is_file():
@@ -260,18 +258,9 @@ def read_folder(path: str | os.PathLike[str], *, verify: bool = True
         if verify and sha256_file(fpath) != manifest["checksums"][key]:
             raise EvidenceError(f"index {path}: checksum of {fpath.name} does not match "
                                 "manifest.json (file corrupted or edited); rebuild the index")
-    try:
-        index = faiss.read_index(str(files["faiss"]))
-    except RuntimeError as exc:
-        raise EvidenceError(f"cannot read {files['faiss']} ({exc}); rebuild the index"
-                            ) from exc
-    if index.ntotal != manifest["count"]:
-        raise EvidenceError(f"index {path}: {files['faiss'].name} holds {index.ntotal} "
-                            f"vectors but manifest.json says {manifest['count']}")
-    if index.d != int(manifest["encoder"]["dim"]):
-        raise EvidenceError(f"index {path}: {files['faiss'].name} holds {index.d}-d vectors "
-                            f"but manifest.json says dim {manifest['encoder']['dim']}; "
-                            "rebuild the index")
+    # sizes bounded by the file before faiss allocates (a forged header is "damaged")
+    index = fu.read_index(files["faiss"], dim=int(manifest["encoder"]["dim"]),
+                          count=manifest["count"])
     check_db(files["sqlite"], manifest["count"])
     return path, manifest, index
 

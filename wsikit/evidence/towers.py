@@ -116,7 +116,6 @@ def open_tower(index: FigureIndex, name: str) -> Tower:
         No such tower (with the command that builds it), corrupt files, or node ids that do
         not match the index (the index was rebuilt: rebuild the tower).
     """
-    import faiss
 
     folder = _folder(index, name)
     mpath = folder / "manifest.json"
@@ -136,7 +135,12 @@ def open_tower(index: FigureIndex, name: str) -> Tower:
         raise EvidenceError(f"tower {name} of {index.path}: {fpath.name} is missing or does not "
                             f"match its checksum; rebuild it: wsikit index tower {index.path} "
                             f"--encoder {name} --rebuild")
-    count = int(manifest["count"])
+    count: Any = manifest.get("count")
+    dim: Any = (manifest.get("encoder") or {}).get("dim")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (count, dim)):
+        raise EvidenceError(f"{mpath}: count {count!r} and encoder dim {dim!r} must be "
+                            f"non-negative integers; rebuild it: wsikit index tower "
+                            f"{index.path} --encoder {name} --rebuild")
     ids = [n.node_id for n in index.nodes(range(min(count, index.count)))]
     if count > index.count or _fingerprint(ids) != manifest["nodes_sha256"]:
         raise EvidenceError(f"tower {name} does not belong to the current figures of "
@@ -146,7 +150,7 @@ def open_tower(index: FigureIndex, name: str) -> Tower:
         warnings.warn(f"tower {name} covers {count} of {index.count} figures of {index.path}; "
                       f"update it: wsikit index tower {index.path} --encoder {name}",
                       stacklevel=2)
-    return Tower(index, name, manifest, faiss.read_index(str(fpath)))
+    return Tower(index, name, manifest, fu.read_index(fpath, dim=dim, count=count))
 
 
 def create_tower_encoders(index: FigureIndex, names: Sequence[str], *, device: str = "cpu",

@@ -16,6 +16,7 @@ Every backend has the :class:`_Backend` shape: ``name``, ``level_dimensions``,
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 from typing import Any, Protocol
@@ -202,6 +203,11 @@ def _check_image_mode(path: Path, mode: str) -> None:
                          + _DTYPE_HELP.format(dtype=depth).split("; ", 1)[1])
 
 
+#: Most bytes the whole-image reader allocates for one flat image (PIL's bomb limit, ~179 Mpx
+#: RGB, is the other bound).
+_MAX_FLAT_BYTES = 4 * 2**30
+
+
 class _ImageBackend:
     name = "image"
 
@@ -234,7 +240,20 @@ class _ImageBackend:
             import tifffile
 
             try:
+                with tifffile.TiffFile(path) as tif:
+                    shape = tuple(int(v) for v in tif.series[0].levels[0].shape)
+                    itemsize = int(tif.series[0].levels[0].dtype.itemsize)
+                need = math.prod(shape) * itemsize
+                if need > _MAX_FLAT_BYTES:  # bound what the header asks for, before reading
+                    raise SlideError(
+                        f"a flat (untiled, unpyramided) image of shape {shape} needs "
+                        f"{need / 2**30:.1f} GiB in memory, above wsikit's "
+                        f"{_MAX_FLAT_BYTES / 2**30:.0f} GiB for whole-image reads; convert it "
+                        "to a tiled pyramidal TIFF (e.g. 'vips tiffsave in.tif out.tiff "
+                        "--tile --pyramid --compression jpeg')")
                 arr = tifffile.imread(path, level=0)
+            except SlideError:
+                raise
             except Exception as tif_exc:
                 raise SlideError(f"PIL: {pil_exc}; tifffile: {tif_exc}") from tif_exc
             if arr.ndim != 3 or arr.shape[2] not in (3, 4) or arr.dtype != np.uint8:

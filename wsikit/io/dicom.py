@@ -29,6 +29,8 @@ __all__ = ["DicomBackend", "is_dicom", "series_files"]
 #: What to install when ``wsidicom`` is missing.
 INSTALL_HINT = "pip install 'wsikit[dicom]' (or pip install wsidicom)"
 
+#: Largest frame (tile) one read may decode, as RGBA.
+_MAX_FRAME_BYTES = 512 * 2**20
 _MAGIC_AT = 128  # DICOM Part 10 files: 128-byte preamble, then b"DICM"
 
 
@@ -151,6 +153,14 @@ class DicomBackend:
             w0, h0 = int(levels[0].size.width), int(levels[0].size.height)
             self.level_dimensions = tuple((int(lv.size.width), int(lv.size.height))
                                           for lv in levels)
+            for lv in levels:  # a read decodes whole frames: bound them (and the sizes)
+                tw, th = int(lv.tile_size.width), int(lv.tile_size.height)
+                lw, lh = int(lv.size.width), int(lv.size.height)
+                if min(tw, th, lw, lh) <= 0 or tw * th * 4 > _MAX_FRAME_BYTES:
+                    raise SlideError(f"DICOM level {lv.level} is {lw} x {lh} px in frames of "
+                                     f"{tw} x {th} px; sizes must be positive and a frame at "
+                                     f"most {_MAX_FRAME_BYTES // 2**20} MiB decoded: the "
+                                     "series is damaged or not a tiled whole-slide image")
             self.level_downsamples = tuple(0.5 * (w0 / w + h0 / h)
                                            for w, h in self.level_dimensions)
             self.properties = self._properties(levels[0])

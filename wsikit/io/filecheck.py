@@ -17,6 +17,7 @@ import struct
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -73,6 +74,9 @@ def _check_tiff_extent(path: Path) -> None:
                         f"{path}: file is truncated (image {i} needs "
                         f"{int((offsets + counts).max())} bytes, the file has {size}); "
                         f"copy or download the slide again")
+                _check_geometry(path, i, page, len(offsets), int(counts.sum()))
+            if tif.is_ndpi:
+                _check_ndpi_frames(path, tif)
     except SlideError:
         raise
     except Exception as exc:
@@ -81,6 +85,93 @@ def _check_tiff_extent(path: Path) -> None:
     finally:
         log.removeHandler(problems)
         log.propagate = propagate
+
+
+def _check_geometry(path: Path, i: int, page: object, n_blocks: int, n_bytes: int) -> None:
+    """Refuse an image whose header lies about its size, before any reader allocates from it.
+
+    A TIFF page's width and height must be positive, its tiles (or strips) non-empty, and the
+    file must list as many tiles (strips, NDPI restart intervals) as the size implies: a header
+    that claims 9,999,872 x 9,999,872 px over the 512 intervals of a 150 kB file is refused
+    here, with the numbers, instead of aborting the interpreter in a reader's allocation.
+    An image whose every tile is empty (0 bytes) holds no pixels and is refused too.
+    """
+    p: Any = page
+    w, h = int(p.imagewidth), int(p.imagelength)
+    if w <= 0 or h <= 0:
+        raise SlideError(f"{path}: image {i} is {w} x {h} px; its header is damaged (copy the "
+                         "slide again)")
+    planes = int(p.samplesperpixel) if int(p.planarconfig) == 2 else 1
+    depth = max(1, int(getattr(p, "imagedepth", 1) or 1))
+    tile_tags = [int(p.tags[c].value) for c in (322, 323) if c in p.tags]
+    if tile_tags and min(tile_tags) <= 0:
+        raise SlideError(f"{path}: image {i} ({w} x {h} px) declares tiles of "
+                         f"{' x '.join(map(str, tile_tags))} px; its header is damaged (copy "
+                         "the slide again)")
+    if p.is_tiled:
+        tw, th = int(p.tilewidth), int(p.tilelength)
+        td = max(1, int(getattr(p, "tiledepth", 1) or 1))
+        if tw <= 0 or th <= 0:
+            raise SlideError(f"{path}: image {i} ({w} x {h} px) has {tw} x {th} px tiles; "
+                             "its header is damaged (copy the slide again)")
+        expected = -(-w // tw) * -(-h // th) * -(-depth // td) * planes
+        unit = f"{tw} x {th} px tiles"
+    else:
+        rows = int(p.tags[278].value) if 278 in p.tags else h
+        if rows <= 0:
+            raise SlideError(f"{path}: image {i} ({w} x {h} px) has strips of {rows} rows; "
+                             "its header is damaged (copy the slide again)")
+        expected = -(-h // min(rows, h)) * depth * planes
+        unit = f"strips of {min(rows, h)} rows"
+    if n_blocks < expected:
+        raise SlideError(f"{path}: image {i} claims {w} x {h} px, which is {expected:,} "
+                         f"{unit}, but the file lists only {n_blocks:,}; its header is damaged "
+                         "(copy the slide again)")
+    if i == 0 and n_blocks and n_bytes == 0:
+        raise SlideError(f"{path}: level 0 ({w} x {h} px) holds no image data (all "
+                         f"{n_blocks:,} of its tiles or strips are empty); the file is damaged "
+                         "or was never written in full (copy or export the slide again)")
+
+
+def _check_ndpi_frames(path: Path, tif: object) -> None:
+    """Refuse an NDPI level whose whole-level JPEG frame is empty (0 px wide or high) where
+    its TIFF size fits a JPEG frame (sides up to 65,535 px)."""
+    t: Any = tif
+    with open(path, "rb") as fh:
+        for i, page in enumerate(t.pages):
+            if 65421 not in page.tags or 273 not in page.tags:
+                continue
+            start = page.tags[273].value
+            start = int(start[0] if isinstance(start, tuple | list) else start)
+            fh.seek(start)
+            head = fh.read(1 << 16)
+            at = _sof_offset(head)
+            if at is None:
+                continue
+            fh_h, fh_w = struct.unpack(">HH", head[at + 5:at + 9])
+            w, h = int(page.imagewidth), int(page.imagelength)
+            # only an empty frame is refused: a side above 65,535 px does not fit the frame
+            # header, and scanners' own headers are not second-guessed beyond that
+            if (fh_w == 0 and 0 < w <= 0xFFFF) or (fh_h == 0 and 0 < h <= 0xFFFF):
+                raise SlideError(f"{path}: NDPI image {i} is {w} x {h} px but its JPEG "
+                                 f"frame says {fh_w} x {fh_h} px; the file is damaged (copy "
+                                 "the slide again)")
+
+
+def _sof_offset(head: bytes) -> int | None:
+    """Offset of the first baseline/extended JPEG frame header (SOF0/SOF1) in ``head``,
+    walking the marker segments from the start of image."""
+    if head[:2] != b"\xff\xd8":
+        return None
+    pos = 2
+    while pos + 4 <= len(head) and head[pos] == 0xFF:
+        marker = head[pos + 1]
+        if marker in (0xC0, 0xC1):
+            return pos if pos + 9 <= len(head) else None
+        if marker == 0xDA:
+            return None
+        pos += 2 + int.from_bytes(head[pos + 2:pos + 4], "big")
+    return None
 
 
 class _LogCollector(logging.Handler):

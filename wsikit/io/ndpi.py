@@ -127,8 +127,12 @@ class NdpiBackend:
                                  "markers (McuStarts); only OpenSlide reads it")
             h, w = int(p.shape[0]), int(p.shape[1])
             tw, th = int(p.tilewidth), int(p.tilelength)
-            if w % tw or h % th:
+            if w <= 0 or h <= 0 or tw <= 0 or th <= 0 or w % tw or h % th:
                 raise SlideError(f"NDPI level {w}x{h} is not whole {tw}x{th} intervals")
+            if len(p.dataoffsets) != (w // tw) * (h // th):  # bound every index from it
+                raise SlideError(f"NDPI level {w}x{h} claims {(w // tw) * (h // th):,} restart "
+                                 f"intervals of {tw}x{th} px, the file lists "
+                                 f"{len(p.dataoffsets):,}; its header is damaged")
             header = bytes(p.jpegheader)
             at, stackable = _frame(header)
             stored.append(_Stored(w, h, tw, th, header, at, tuple(int(v) for v in p.dataoffsets),

@@ -61,6 +61,10 @@ def _scale(dataset: dict[str, Any]) -> list[float] | None:
     return None
 
 
+#: Largest chunk one read may decode (a 4096 x 4096 RGB uint16 chunk is 96 MiB).
+_MAX_CHUNK_BYTES = 512 * 2**20
+
+
 class OmeZarrBackend:
     """Slide backend over an OME-Zarr multiscale image (see the module docstring)."""
 
@@ -103,6 +107,13 @@ class OmeZarrBackend:
             raise SlideError(f"OME-Zarr axes {axes} do not match the array's {ndim} dimensions "
                              "or lack 'y'/'x'")
         self._axes = axes
+        for a in self._arrays:  # a read decodes whole chunks: bound them before any read
+            chunk = math.prod(int(c) for c in a.chunks) * int(a.dtype.itemsize)
+            if chunk > _MAX_CHUNK_BYTES:
+                raise SlideError(f"OME-Zarr array {a.path or a.name} has chunks of "
+                                 f"{tuple(int(c) for c in a.chunks)} ({chunk / 2**20:,.0f} MiB "
+                                 f"each), above {_MAX_CHUNK_BYTES // 2**20} MiB: one read would "
+                                 "decode a whole chunk; rechunk it (e.g. 1 x 3 x 1024 x 1024)")
         ix, iy = axes.index("x"), axes.index("y")
         self.level_dimensions = tuple((int(a.shape[ix]), int(a.shape[iy]))
                                       for a in self._arrays)
@@ -111,8 +122,10 @@ class OmeZarrBackend:
         top = _scale({"coordinateTransformations": ms.get("coordinateTransformations")})
         downsamples = []
         for i, sc in enumerate(scales):
-            if sc is not None and scales[0] is not None and scales[0][ix] > 0:
-                downsamples.append(sc[ix] / scales[0][ix])
+            ratio = (sc[ix] / scales[0][ix] if sc is not None and scales[0] is not None
+                     and scales[0][ix] > 0 else math.nan)
+            if math.isfinite(ratio) and 0.5 <= ratio <= 1e6:  # a number from the file: bounded
+                downsamples.append(ratio)
             else:
                 downsamples.append(self.level_dimensions[0][0] / self.level_dimensions[i][0])
         self.level_downsamples = tuple(float(d) for d in downsamples)

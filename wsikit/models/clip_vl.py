@@ -32,8 +32,9 @@ from ..errors import ModelError
 from .configs import CLIP_MEAN, CLIP_STD, QUILTNET_B32_CONFIG, EncoderConfig
 from .registry import Encoder
 
-__all__ = ["CLIP_MEAN", "CLIP_STD", "QUILTNET_B32_CONFIG", "QuiltNet", "VLM_CONFIG_FILE",
-           "build_quiltnet", "read_model_cfg", "tokenize"]
+__all__ = ["CLIP_MEAN", "CLIP_STD", "MAX_TOWER_PARAMS", "QUILTNET_B32_CONFIG", "QuiltNet",
+           "VLM_CONFIG_FILE", "build_quiltnet", "check_model_cfg_size", "read_model_cfg",
+           "tokenize"]
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +70,60 @@ def read_model_cfg(weights: str | Path) -> dict[str, Any] | None:
     except (OSError, json.JSONDecodeError) as exc:
         raise ModelError(f"{path} is not a readable open_clip config ({exc}); delete or "
                          "fix it") from exc
-    cfg = data.get("model_cfg", data)
-    if not isinstance(cfg, dict) or "vision_cfg" not in cfg or "text_cfg" not in cfg:
+    cfg = data.get("model_cfg", data) if isinstance(data, dict) else None
+    if (not isinstance(cfg, dict) or not isinstance(cfg.get("vision_cfg"), dict)
+            or not isinstance(cfg.get("text_cfg"), dict)):
         raise ModelError(f"{path} has no model_cfg with vision_cfg and text_cfg; replace it "
                          "with the open_clip_config.json published beside the weights, or "
                          "delete it to use open_clip's ViT-B-32")
+    check_model_cfg_size(cfg, path)
     return cfg
+
+
+#: Most parameters a tower configuration may declare (CLIP ViT-bigG-14, the largest open_clip
+#: model, has 2.5 G); a larger one is refused before anything is allocated.
+MAX_TOWER_PARAMS = 10_000_000_000
+
+
+def check_model_cfg_size(cfg: dict[str, Any], path: str | Path) -> int:
+    """The parameter count an open_clip ``model_cfg`` declares (estimated from its widths,
+    depths, vocabulary and grid), after checking each number is a plausible positive value;
+    refused above :data:`MAX_TOWER_PARAMS` before the model is built.
+
+    Raises
+    ------
+    ModelError
+        A size that is not a positive number below its bound, or a model too large (with the
+        numbers).
+    """
+    def num(section: dict[str, Any], key: str, default: float, top: float) -> float:
+        value = section.get(key, default)
+        if value is None:
+            value = default
+        if (isinstance(value, bool) or not isinstance(value, int | float)
+                or not 0 < value <= top or value != value):
+            raise ModelError(f"{path}: {key} = {value!r} is not a number in (0, {top:g}]; "
+                             "replace the file with the open_clip_config.json published beside "
+                             "the weights")
+        return float(value)
+
+    v, t = cfg["vision_cfg"], cfg["text_cfg"]
+    total = num(cfg, "embed_dim", 512, 1 << 16) * (num(v, "width", 768, 1 << 16)
+                                                 + num(t, "width", 512, 1 << 16))
+    for tower, defaults in ((v, (768, 12)), (t, (512, 12))):
+        width = num(tower, "width", defaults[0], 1 << 16)
+        layers = num(tower, "layers", defaults[1], 1 << 12)
+        total += layers * width * width * (4 + 2 * num(tower, "mlp_ratio", 4.0, 64))
+    grid = num(v, "image_size", 224, 1 << 14) / num(v, "patch_size", 16, 1 << 14)
+    total += (grid * grid + 1) * num(v, "width", 768, 1 << 16)
+    total += (num(t, "vocab_size", 49408, 1 << 22)
+              + num(t, "context_length", 77, 1 << 16)) * num(t, "width", 512, 1 << 16)
+    if total > MAX_TOWER_PARAMS:
+        raise ModelError(f"{path} declares a model of about {total / 1e9:.1f} G parameters "
+                         f"({total * 4 / 2**30:,.0f} GiB as float32), above wsikit's bound of "
+                         f"{MAX_TOWER_PARAMS / 1e9:.0f} G; the file is damaged or not the "
+                         "published open_clip_config.json: replace or delete it")
+    return int(total)
 
 
 def _in_hf_cache(path: str | Path) -> bool:

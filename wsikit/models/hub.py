@@ -40,6 +40,7 @@ __all__ = [
     "load_into",
     "parse_weights_args",
     "weights_status",
+    "weights_file_problem",
     "env_var",
     "config_path",
     "hf_cache_dir",
@@ -101,10 +102,34 @@ def _read_config(path: Path) -> dict[str, str]:
             if not isinstance(v, dict)}
 
 
+def weights_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be a weights file (missing, a folder, a device such as /dev/zero,
+    a FIFO, empty), or None; nothing is opened (a device or FIFO would be read forever)."""
+    import stat
+
+    p = Path(path).expanduser()
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a folder, not a weights file"
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "a socket")
+        return f"is {kind}, not a regular file"
+    if st.st_size == 0:
+        return "is empty (0 bytes)"
+    return None
+
+
 def _existing(path: str | os.PathLike[str], what: str) -> Path:
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise WeightsError(f"weights file {p} (from {what}) does not exist; fix the path")
+    problem = weights_file_problem(p)
+    if problem is not None:
+        raise WeightsError(f"weights file {p} (from {what}) {problem}; fix the path")
     return p
 
 
@@ -261,8 +286,8 @@ def _check_config(path: Path) -> list[tuple[str | None, str]]:
             hint = f"did you mean {near[0]!r}? " if near else ""
             out.append(("*", f"{path}: {name!r} is not an encoder wsikit knows; {hint}"
                              f"use one of {known}"))
-        elif not Path(value).expanduser().is_file():
-            out.append((name, f"{path}: {name} = {value!r} names a file that does not exist; "
+        elif (problem := weights_file_problem(value)) is not None:
+            out.append((name, f"{path}: {name} = {value!r} names a file that {problem}; "
                               "fix the path"))
     return out
 
@@ -307,6 +332,8 @@ def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     import torch
 
     p = Path(path)
+    if (problem := weights_file_problem(p)) is not None:
+        raise WeightsError(f"weights file {p} {problem}; fix the path")
     try:
         if p.suffix == ".safetensors":
             from safetensors.torch import load_file

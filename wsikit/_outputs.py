@@ -1,0 +1,90 @@
+"""Output files checked before anything is written: never an input, never a file wsikit did not
+write, never another source's output (unless the user says ``--force``).
+
+One rule for every command that writes a file the user names (``export anndata --out``,
+``eval --out``, ...): :func:`check_output_file` is called with the command's inputs before any
+work is done, and refuses
+
+- an output that *is* one of the inputs (same file, through any path or link): never, even with
+  ``--force``: the input would be gone before it was read in full;
+- an output inside an input folder (e.g. an index folder): never;
+- an existing output that is not a regular file (a folder, a device);
+- an existing file of another kind (the slide itself, by tab completion, or a file without the
+  output's suffix), or one that ``owner`` says wsikit did not write or wrote from another
+  source: unless ``force``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from ._hints import option
+from .errors import WsikitError
+
+__all__ = ["check_output_file"]
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_output_file(out: str | os.PathLike[str], *, inputs: Iterable[str | os.PathLike[str]],
+                      suffixes: tuple[str, ...], what: str, force: bool = False,
+                      owner: Callable[[Path], str | None] | None = None,
+                      error: type[WsikitError] = WsikitError) -> Path:
+    """``out`` as a Path, when it is safe to (over)write; else ``error`` naming the file.
+
+    Parameters
+    ----------
+    out : path-like
+        The output file the user named.
+    inputs : iterable of path-like
+        Files and folders the command reads (an output may not be one of them, or lie inside
+        one of the folders).
+    suffixes : tuple of str
+        Lower-case suffixes an output of this kind has (e.g. ``(".h5ad",)``).
+    what : str
+        The output's kind in messages, e.g. ``"AnnData file"``.
+    force : bool
+        Overwrite an existing file of another kind or another source (never an input).
+    owner : callable, optional
+        ``owner(existing)`` returns None when the existing file is this command's output of the
+        same source (safe to replace), else a reason (e.g. "made from slide B").
+    error : WsikitError subclass
+        The exception raised.
+
+    Raises
+    ------
+    WsikitError
+        (``error``) naming the output, the reason and the fix.
+    """
+    path = Path(out)
+    for item in inputs:
+        src = Path(item)
+        if _same_file(path, src) or path.absolute() == src.absolute():
+            raise error(f"{path}: is the input {src} this command reads; choose another "
+                        f"output file (a *{suffixes[0]} name)")
+        if src.is_dir() and path.resolve().is_relative_to(src.resolve()):
+            raise error(f"{path}: lies inside the input folder {src}; choose an output "
+                        "outside it")
+    if not path.exists() and not path.is_symlink():
+        if path.suffix.lower() not in suffixes:
+            raise error(f"{path}: a {what} is named *{suffixes[0]}; pass e.g. "
+                        f"{path.name}{suffixes[0]}")
+        return path
+    if not path.is_file():
+        raise error(f"{path}: exists and is not a regular file; choose another output file")
+    reason: str | None
+    if path.suffix.lower() not in suffixes:
+        reason = f"exists and is not a {what} (*{suffixes[0]})"
+    else:
+        reason = owner(path) if owner is not None else None
+    if reason is not None and not force:
+        raise error(f"{path}: {reason}; wsikit does not overwrite it. Choose another output "
+                    f"file, or pass {option('force')} to replace it")
+    return path
