@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,7 @@ MAX_COLLECTION_DEPTH = 8
 _CHUNK_CROSSINGS = 1 << 22
 
 
-def read_json(path: str | Path, *, error: type[WsikitError], fix: str) -> Any:
+def read_json(path: str | os.PathLike[str], *, error: type[WsikitError], fix: str) -> Any:
     """The JSON value of ``path``, or ``error`` naming the file, what is wrong and ``fix``."""
     try:
         text = Path(path).read_text(encoding="utf-8")
