@@ -27,7 +27,7 @@ from scipy import ndimage as ndi
 from ._atomic import atomic_path, write_json_atomic
 from ._hints import keyword, option
 from .errors import TissueError
-from .models.stain import ink_mask
+from .models.stain import ink_mask, red_ink_extent
 from .options import GridOptions
 
 if TYPE_CHECKING:
@@ -107,12 +107,19 @@ def _disk(radius_px: float) -> np.ndarray:
 
 
 def ink_regions(thumb: np.ndarray, *, mpp: float, close_um: float = 40.0,
-                grow_um: float = 24.0) -> np.ndarray:
+                grow_um: float = 24.0, red_core_um: float = 8.0,
+                min_ink_um2: float = 2e3) -> np.ndarray:
     """Regions of pen or marker ink, dye and dark borders on a thumbnail.
 
     Ink pixels (:func:`wsikit.models.stain.ink_mask`) are closed over ``close_um`` (a stroke
     is one region even where it thins or crosses tissue), their holes filled, and grown by
     ``grow_um`` to take in the blurred rim of the stroke (pen ink lies above the focal plane).
+
+    Red ink shares its hue with eosin-rich tissue at the edge of its range, so a red pixel
+    counts only as part of a solid stroke (an opening of radius ``red_core_um`` keeps it),
+    extended by hysteresis over the connected pixels of :func:`~wsikit.models.stain.
+    red_ink_extent` (the stroke's faint rim); scattered red-looking pixels of smooth
+    muscle or a dark eosinophilic rim are never closed into an "ink" region.
 
     Parameters
     ----------
@@ -121,12 +128,28 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, close_um: float = 40.0,
         µm/px of ``thumb``.
     close_um, grow_um : float
         Closing radius and growth, in µm.
+    red_core_um : float
+        Radius (µm) a red stroke must be solid over.
+    min_ink_um2 : float
+        Connected grey or black under this area (µm²) is a speck (pigment, dust), not ink.
 
     Returns
     -------
     ndarray, shape (h, w), bool
     """
-    ink = ink_mask(thumb)
+    ink = ink_mask(thumb, red=False)
+    red = ink_mask(thumb) & ~ink
+    if red.any():
+        core = ndi.binary_opening(red, structure=_disk(red_core_um / mpp))
+        if core.any():
+            labels, _ = ndi.label(core | red_ink_extent(thumb), structure=np.ones((3, 3), bool))
+            keep = np.zeros(int(labels.max()) + 1, bool)
+            keep[np.unique(labels[core])] = True
+            keep[0] = False
+            ink |= keep[labels]
+    grey = ink_mask(thumb, red=False, od_margin=math.inf)   # grey and black only
+    if grey.any():   # a grey speck is pigment or dust; blue or green is ink at any size
+        ink &= ~(grey & ~_remove_small(grey, min_ink_um2 / (mpp * mpp)))
     if not ink.any():
         return ink
     close = close_um / mpp
