@@ -53,7 +53,7 @@ def add_pipeline_options(p: argparse.ArgumentParser, *, index: bool = True) -> N
     g.add_argument("--encoder", default=ModelOptions.encoder,
                    help="patch encoder: 'auto' uses CONCH v1.5 when its weights are found and the "
                         "weight-free 'heuristic' otherwise (labelled in every output); any name "
-                        "of 'wsikit models list'")
+                        "that 'wsikit models' lists")
     g.add_argument("--attention", choices=ATTENTION_SOURCES, default=ModelOptions.attention,
                    help="per-patch attention: TITAN (needs CONCH v1.5 features and TITAN weights) "
                         "or the weight-free heuristic (nuclear density, crowding, size and "

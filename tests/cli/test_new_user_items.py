@@ -1,0 +1,82 @@
+"""A new user's trial (issue 33): --on-bad-tile after the sub-command, the summary says when
+no figure passed the floor, the report's selection panel is readable, --encoder help names
+a command that exists."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from wsikit.cli import build_parser, main
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["info", "s.svs", "--on-bad-tile", "skip"], "skip"),
+    (["--on-bad-tile", "skip", "info", "s.svs"], "skip"),
+    (["select", "s.svs", "--on-bad-tile", "skip"], "skip"),
+    (["info", "s.svs"], None),
+])
+def test_on_bad_tile_before_or_after_the_sub_command(argv, expected):
+    assert build_parser().parse_args(argv).on_bad_tile == expected
+
+
+def test_on_bad_tile_with_an_unreadable_file_is_a_clear_error(tmp_path: Path, capsys,
+                                                              monkeypatch):
+    monkeypatch.delenv("WSIKIT_ON_BAD_TILE", raising=False)
+    bad = tmp_path / "unreadable.svs"
+    bad.write_bytes(b"II*\0" + bytes(range(256)) * 8)
+    for argv in (["--on-bad-tile", "skip", "info", str(bad)],
+                 ["info", str(bad), "--on-bad-tile", "skip"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "unreadable.svs" in err and "a bug in wsikit" not in err
+    monkeypatch.delenv("WSIKIT_ON_BAD_TILE", raising=False)
+
+
+def test_encoder_help_names_a_command_that_exists(capsys):
+    with pytest.raises(SystemExit):
+        main(["select", "--help"])
+    out = " ".join(capsys.readouterr().out.split())   # help is wrapped
+    assert "models list" not in out and "'wsikit models'" in out
+
+
+def _result(index: bool) -> SimpleNamespace:
+    doc = {"slide": {"name": "s"}, "models": {}, "empty_scales": {},
+           "index": {"count": 12} if index else None,
+           "selection": {"patches": 9, "layout": "nested", "min_score_value": 0.5,
+                         "min_score": "median",
+                         "min_similarity": ({"kind": "percentile", "given": "p95",
+                                             "similarity": 0.91} if index else None)},
+           "regions": [{"id": "r1", "scale": 1, "score": 0.7, "rank": 1, "inside": None,
+                        "box": {"x": 0, "y": 0, "width": 512, "height": 512},
+                        "matches": [], "below_floor": 5 if index else None}]}
+    return SimpleNamespace(to_dict=lambda: doc)
+
+
+def test_summary_says_when_the_floor_let_no_figure_through(tmp_path: Path):
+    from wsikit.cli.select import print_result
+
+    buf = io.StringIO()
+    print_result(_result(True), tmp_path, "summary", stream=buf)
+    text = buf.getvalue()
+    assert "none passed the similarity floor (p95, cosine 0.910)" in text
+    assert "5 weaker candidate(s)" in text and "--min-similarity" in text
+    buf = io.StringIO()
+    print_result(_result(False), tmp_path, "summary", stream=buf)
+    assert "similarity floor" not in buf.getvalue()
+
+
+def test_selection_panel_has_no_floor_without_index_and_no_raw_dicts():
+    from wsikit.report import _selection_section
+
+    ev = _result(False).to_dict()
+    html = _selection_section(ev)
+    assert "min_similarity" not in html and "threshold" not in html
+    ev["selection"].update(question="what grade?", fusion={
+        "method": "rrf", "k": 60, "channels": ["image", "text"]})
+    html = _selection_section(ev)
+    assert "{" not in html and "&#x27;" not in html and "[" not in html
+    assert "method rrf, k 60, channels image + text" in html
