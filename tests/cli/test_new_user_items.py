@@ -80,3 +80,29 @@ def test_selection_panel_has_no_floor_without_index_and_no_raw_dicts():
     html = _selection_section(ev)
     assert "{" not in html and "&#x27;" not in html and "[" not in html
     assert "method rrf, k 60, channels image + text" in html
+
+
+@pytest.mark.parametrize("script", ["rag_langchain", "rag_llamaindex", "rag_haystack"])
+def test_rag_examples_take_mpp(script: str):
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parents[2] / "examples" / f"{script}.py"
+    out = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and "--mpp" in out.stdout
+    assert "select_options=example_select_options(args)" in path.read_text()
+    from wsikit.integrations.examples import example_parser, example_select_options
+
+    args = example_parser("x\n\ny").parse_args(["--mpp", "0.25"])
+    assert example_select_options(args) == {"mpp": 0.25}
+
+
+def test_demo_index_does_not_warn_about_its_own_pdf(tmp_path: Path, caplog):
+    import logging
+
+    from wsikit.demos import demo_index
+
+    with caplog.at_level(logging.WARNING):
+        demo_index(tmp_path, progress=False)
+    assert not [r for r in caplog.records if "no caption" in r.getMessage()]
