@@ -152,11 +152,20 @@ def tissue_rings(geojson: Mapping[str, Any] | None) -> list[np.ndarray]:
     return rings
 
 
-def artefact_rings(geojson: Mapping[str, Any] | None
+#: Artefact kinds not outlined on an overview: scanner fill lies on the glass, never in the
+#: tissue, and on a slide scanned without a pyramid (a flat TIFF) it is most of the background,
+#: so its outlines would cover the picture and say nothing the tissue outline does not.
+HIDDEN_ARTEFACTS = frozenset({"fill"})
+
+
+def artefact_rings(geojson: Mapping[str, Any] | None, *,
+                   hidden: Iterable[str] = HIDDEN_ARTEFACTS
                    ) -> dict[str, tuple[str, tuple[int, int, int], list[np.ndarray]]]:
     """Rings of an artefact GeoJSON (:meth:`wsikit.tissue.TissueMask.artefacts_geojson`) by
-    kind: ``{kind: (class name, RGB colour, rings)}``, kinds in the order found."""
+    kind: ``{kind: (class name, RGB colour, rings)}``, kinds in the order found; the kinds
+    in ``hidden`` (default: scanner fill, :data:`HIDDEN_ARTEFACTS`) are left out."""
     out: dict[str, tuple[str, tuple[int, int, int], list[np.ndarray]]] = {}
+    hidden = frozenset(hidden)
     for feat in (geojson or {}).get("features") or []:
         if not isinstance(feat, Mapping):
             continue
@@ -165,6 +174,8 @@ def artefact_rings(geojson: Mapping[str, Any] | None
         cls = props.get("classification")
         cls = cls if isinstance(cls, Mapping) else {}
         kind = str(props.get("artefact") or "artefact")
+        if kind in hidden:
+            continue
         try:
             r, g, b = (int(c) for c in list(cls.get("color") or (120, 120, 120))[:3])
         except (TypeError, ValueError):
