@@ -45,7 +45,7 @@ DEFAULT_MASK_MPP = GridOptions.tissue_mpp
 #: coarser mpp that fits, so segmentation memory does not grow with the slide.
 MASK_MAX_PIXELS = 2 ** 23
 #: Tissue pieces smaller than this (µm², 0.05 mm²) are dropped.
-MIN_TISSUE_UM2 = 5e4
+MIN_TISSUE_UM2 = GridOptions.min_tissue_um2
 #: Holes smaller than this (µm², 0.01 mm²) are filled.
 MIN_HOLE_UM2 = 1e4
 #: Artefact kinds, in the order of their bits in the artefact label PNG (bit ``1 << i``), and

@@ -106,3 +106,25 @@ def test_demo_index_does_not_warn_about_its_own_pdf(tmp_path: Path, caplog):
     with caplog.at_level(logging.WARNING):
         demo_index(tmp_path, progress=False)
     assert not [r for r in caplog.records if "no caption" in r.getMessage()]
+
+
+def test_select_takes_min_tissue_um2(cmu_small: Path, tmp_path: Path):
+    import numpy as np
+    from PIL import Image
+
+    import wsikit
+    from wsikit.cli.pipeline_options import pipeline_options
+    from wsikit.options import GridOptions
+    from wsikit.tissue import segment_tissue
+
+    args = build_parser().parse_args(["select", "s.svs", "--min-tissue-um2", "1000"])
+    assert pipeline_options(args).grid.min_tissue_um2 == 1000.0
+    assert build_parser().parse_args(["select", "s.svs"]).min_tissue_um2 == \
+        GridOptions.min_tissue_um2
+    wsikit.select(cmu_small, out=tmp_path, report=False, encoder="heuristic",
+                  min_tissue_um2=1e3)
+    mask = np.asarray(Image.open(tmp_path / "masks" / f"{cmu_small.stem}.png")) > 127
+    small = segment_tissue(cmu_small, min_tissue_um2=1e3).mask
+    default = segment_tissue(cmu_small).mask
+    assert small.sum() != default.sum()            # the option changes this slide's mask
+    assert np.array_equal(mask, small)
