@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from wsikit.overlay import artefact_rings, overview_image
-from wsikit.report import _overview_section
+from wsikit.report import render_report
 from wsikit.tissue import ARTEFACT_CLASSES, TissueMask
 
 
@@ -35,5 +35,6 @@ def test_scanner_fill_is_not_outlined_on_the_overview():
     grey = np.all(img == ARTEFACT_CLASSES["fill"][1], axis=-1)
     teal = np.all(img == ARTEFACT_CLASSES["ink"][1], axis=-1)
     assert not grey.any() and teal.any()
-    svg = _overview_section({"regions": []}, thumb, 16.0, None, tm.to_geojson(), arts)
-    assert "Scanner fill" not in svg and "Ink or dye" in svg
+    page = render_report({"regions": []}, thumbnail=thumb, thumbnail_downsample=16.0,
+                         tissue_geojson=tm.to_geojson(), artefacts_geojson=arts)
+    assert "Scanner fill (fill)" not in page and "Ink or dye (ink)" in page

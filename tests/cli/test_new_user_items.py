@@ -70,14 +70,23 @@ def test_summary_says_when_the_floor_let_no_figure_through(tmp_path: Path):
 
 
 def test_selection_panel_has_no_floor_without_index_and_no_raw_dicts():
-    from wsikit.report import _selection_section
+    import re
+
+    import numpy as np
+
+    from wsikit.report import render_report
+
+    def panel(ev: dict) -> str:
+        page = render_report(ev, thumbnail=np.full((64, 64, 3), 240, np.uint8),
+                             thumbnail_downsample=8.0)
+        return re.search(r'<section id="selection">.*?</section>', page, re.S).group(0)
 
     ev = _result(False).to_dict()
-    html = _selection_section(ev)
+    html = panel(ev)
     assert "min_similarity" not in html and "threshold" not in html
     ev["selection"].update(question="what grade?", fusion={
         "method": "rrf", "k": 60, "channels": ["image", "text"]})
-    html = _selection_section(ev)
+    html = panel(ev)
     assert "{" not in html and "&#x27;" not in html and "[" not in html
     assert "method rrf, k 60, channels image + text" in html
 
