@@ -38,3 +38,15 @@ def test_scanner_fill_is_not_outlined_on_the_overview():
     page = render_report({"regions": []}, thumbnail=thumb, thumbnail_downsample=16.0,
                          tissue_geojson=tm.to_geojson(), artefacts_geojson=arts)
     assert "Scanner fill (fill)" not in page and "Ink or dye (ink)" in page
+
+
+def test_tissue_rings_refuse_deeply_nested_collections():
+    import pytest
+
+    from wsikit.overlay import OverlayError, tissue_rings
+
+    geom: dict = {"type": "Polygon", "coordinates": [[[0, 0], [9, 0], [9, 9], [0, 0]]]}
+    for _ in range(5000):
+        geom = {"type": "GeometryCollection", "geometries": [geom]}
+    with pytest.raises(OverlayError, match="nested"):
+        tissue_rings(geom)

@@ -120,16 +120,18 @@ def tissue_rings(geojson: Mapping[str, Any] | None) -> list[np.ndarray]:
         return []
     rings: list[np.ndarray] = []
 
-    def visit(obj: Any) -> None:
+    def visit(obj: Any, depth: int = 0) -> None:
+        if depth > 8:   # GeoJSON nests a Feature in a collection, rarely more: a hostile file
+            raise OverlayError("tissue GeoJSON: objects nested more than 8 deep")
         if not isinstance(obj, Mapping):
             raise OverlayError(f"tissue GeoJSON: expected an object, got {type(obj).__name__}")
         kind = obj.get("type")
         if kind == "FeatureCollection":
             for f in obj.get("features", []):
-                visit(f)
+                visit(f, depth + 1)
         elif kind == "Feature":
             if obj.get("geometry") is not None:
-                visit(obj["geometry"])
+                visit(obj["geometry"], depth + 1)
         elif kind in ("Polygon", "MultiPolygon"):
             polys = [obj["coordinates"]] if kind == "Polygon" else obj["coordinates"]
             for poly in polys:
@@ -139,7 +141,7 @@ def tissue_rings(geojson: Mapping[str, Any] | None) -> list[np.ndarray]:
                         rings.append(arr[:, :2])
         elif kind == "GeometryCollection":
             for g in obj.get("geometries", []):
-                visit(g)
+                visit(g, depth + 1)
         else:
             raise OverlayError(
                 f"tissue GeoJSON: unsupported type {kind!r} (expected FeatureCollection, "
