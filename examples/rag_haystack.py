@@ -12,7 +12,7 @@ queries it with a synthetic dense-nuclei crop.
 
 from __future__ import annotations
 
-from wsikit.integrations.examples import example_inputs, example_parser
+from wsikit.integrations.examples import example_inputs, example_parser, example_select_options
 
 TEMPLATE = """Figures retrieved for the query image (cite them as [n]; similarity is not a
 diagnosis):
@@ -44,7 +44,8 @@ def main() -> int:
     pipe = Pipeline()
     pipe.add_component("figures", WsikitRetriever(index=str(index), k=args.k,
                                                   min_similarity=args.min_similarity,
-                                                  out=str(work / "out")))
+                                                  out=str(work / "out"),
+                                                  select_options=example_select_options(args)))
     pipe.add_component("prompt", PromptBuilder(template=TEMPLATE,
                                                required_variables=["documents", "question"]))
     pipe.connect("figures.documents", "prompt.documents")

@@ -12,7 +12,7 @@ queries it with a synthetic dense-nuclei crop.
 
 from __future__ import annotations
 
-from wsikit.integrations.examples import example_inputs, example_parser
+from wsikit.integrations.examples import example_inputs, example_parser, example_select_options
 
 
 def main() -> int:
@@ -25,7 +25,8 @@ def main() -> int:
     index, query, work = example_inputs(args)
 
     retriever = WsikitRetriever(index=str(index), k=args.k, min_similarity=args.min_similarity,
-                                out=str(work / "out"))
+                                out=str(work / "out"),
+                                select_options=example_select_options(args))
 
     def format_docs(docs) -> str:
         if not docs:

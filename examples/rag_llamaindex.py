@@ -13,7 +13,7 @@ queries it with a synthetic dense-nuclei crop.
 
 from __future__ import annotations
 
-from wsikit.integrations.examples import example_inputs, example_parser
+from wsikit.integrations.examples import example_inputs, example_parser, example_select_options
 
 
 def main() -> int:
@@ -26,7 +26,8 @@ def main() -> int:
     index, query, work = example_inputs(args)
 
     retriever = WsikitMultiModalRetriever(index, k=args.k, min_similarity=args.min_similarity,
-                                          out=work / "out")
+                                          out=work / "out",
+                                          select_options=example_select_options(args))
     hits = retriever.image_to_image_retrieve(str(query))
     # what a multi-modal LLM would get: the text (caption + citation metadata, no layout
     # fields) and the figure images by path

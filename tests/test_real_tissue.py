@@ -193,8 +193,10 @@ def test_green_marker_across_real_tissue_never_enters_the_mask() -> None:
     img = np.asarray(Image.open(TILES / "tcga-green-pen.png").convert("RGB"))
     h, w = img.shape[:2]
     tm = tissue_from_thumbnail(img, mpp=2.0, level0_size=(w, h), slide_mpp=2.0)
-    ink = ink_mask(img)
-    assert ink.mean() > 0.1                           # the stroke is there
+    # the green marker (red-looking pixels may be eosin, and grey/black specks pigment:
+    # tests/test_ink_he.py)
+    ink = ink_mask(img, red=False) & ~ink_mask(img, red=False, od_margin=np.inf)
+    assert ink.mean() > 0.08                          # the stroke is there
     assert not (ink & tm.mask).any()
     assert tm.artefacts["ink"][ink].mean() > 0.99     # and recorded as ink
     assert tm.mask.mean() > 0.3                       # the tissue beside it is kept

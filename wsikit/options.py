@@ -73,6 +73,8 @@ class GridOptions:
         Overlap of neighbouring patches in pixels at ``target_mpp``.
     min_tissue : float
         Smallest tissue fraction of a kept patch.
+    min_tissue_um2 : float
+        Tissue pieces smaller than this area (µm²) are dropped from the mask.
     """
 
     tissue_mpp: float = 8.0
@@ -80,6 +82,7 @@ class GridOptions:
     patch_px: int = 512
     overlap_px: int = 0
     min_tissue: float = 0.1
+    min_tissue_um2: float = 5e4
 
 
 @dataclass(frozen=True)

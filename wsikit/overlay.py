@@ -120,16 +120,18 @@ def tissue_rings(geojson: Mapping[str, Any] | None) -> list[np.ndarray]:
         return []
     rings: list[np.ndarray] = []
 
-    def visit(obj: Any) -> None:
+    def visit(obj: Any, depth: int = 0) -> None:
+        if depth > 8:   # GeoJSON nests a Feature in a collection, rarely more: a hostile file
+            raise OverlayError("tissue GeoJSON: objects nested more than 8 deep")
         if not isinstance(obj, Mapping):
             raise OverlayError(f"tissue GeoJSON: expected an object, got {type(obj).__name__}")
         kind = obj.get("type")
         if kind == "FeatureCollection":
             for f in obj.get("features", []):
-                visit(f)
+                visit(f, depth + 1)
         elif kind == "Feature":
             if obj.get("geometry") is not None:
-                visit(obj["geometry"])
+                visit(obj["geometry"], depth + 1)
         elif kind in ("Polygon", "MultiPolygon"):
             polys = [obj["coordinates"]] if kind == "Polygon" else obj["coordinates"]
             for poly in polys:
@@ -139,7 +141,7 @@ def tissue_rings(geojson: Mapping[str, Any] | None) -> list[np.ndarray]:
                         rings.append(arr[:, :2])
         elif kind == "GeometryCollection":
             for g in obj.get("geometries", []):
-                visit(g)
+                visit(g, depth + 1)
         else:
             raise OverlayError(
                 f"tissue GeoJSON: unsupported type {kind!r} (expected FeatureCollection, "
@@ -152,11 +154,20 @@ def tissue_rings(geojson: Mapping[str, Any] | None) -> list[np.ndarray]:
     return rings
 
 
-def artefact_rings(geojson: Mapping[str, Any] | None
+#: Artefact kinds not outlined on an overview: scanner fill lies on the glass, never in the
+#: tissue, and on a slide scanned without a pyramid (a flat TIFF) it is most of the background,
+#: so its outlines would cover the picture and say nothing the tissue outline does not.
+HIDDEN_ARTEFACTS = frozenset({"fill"})
+
+
+def artefact_rings(geojson: Mapping[str, Any] | None, *,
+                   hidden: Iterable[str] = HIDDEN_ARTEFACTS
                    ) -> dict[str, tuple[str, tuple[int, int, int], list[np.ndarray]]]:
     """Rings of an artefact GeoJSON (:meth:`wsikit.tissue.TissueMask.artefacts_geojson`) by
-    kind: ``{kind: (class name, RGB colour, rings)}``, kinds in the order found."""
+    kind: ``{kind: (class name, RGB colour, rings)}``, kinds in the order found; the kinds
+    in ``hidden`` (default: scanner fill, :data:`HIDDEN_ARTEFACTS`) are left out."""
     out: dict[str, tuple[str, tuple[int, int, int], list[np.ndarray]]] = {}
+    hidden = frozenset(hidden)
     for feat in (geojson or {}).get("features") or []:
         if not isinstance(feat, Mapping):
             continue
@@ -165,6 +176,8 @@ def artefact_rings(geojson: Mapping[str, Any] | None
         cls = props.get("classification")
         cls = cls if isinstance(cls, Mapping) else {}
         kind = str(props.get("artefact") or "artefact")
+        if kind in hidden:
+            continue
         try:
             r, g, b = (int(c) for c in list(cls.get("color") or (120, 120, 120))[:3])
         except (TypeError, ValueError):

@@ -64,6 +64,7 @@ def select(
     patch_px: int = GridOptions.patch_px,
     overlap_px: int = GridOptions.overlap_px,
     min_tissue: float = GridOptions.min_tissue,
+    min_tissue_um2: float = GridOptions.min_tissue_um2,
     max_crop_px: int = OutputOptions.max_crop_px,
     report: bool = OutputOptions.report,
     synthetic: bool = OutputOptions.synthetic,
@@ -122,8 +123,9 @@ def select(
         ``"quiltnet_b32"``) whose question→figure and crop→figure rankings join the fusion.
         Their weights must be found (``weights``); the similarity floor still applies to
         the index encoder's image similarity.
-    tissue_mpp, target_mpp, patch_px, overlap_px, min_tissue
-        Tissue mask resolution and patch grid (default 512 px at 0.5 µm/px, ≥ 10 % tissue).
+    tissue_mpp, target_mpp, patch_px, overlap_px, min_tissue, min_tissue_um2
+        Tissue mask resolution and patch grid (default 512 px at 0.5 µm/px, ≥ 10 % tissue);
+        tissue pieces under ``min_tissue_um2`` µm² are left out of the mask.
     max_crop_px : int
         Longest side of the saved crops.
     report : bool
@@ -168,7 +170,8 @@ def select(
         index=None if index is None else _index_path(index), k=k,
         min_similarity=min_similarity, question=question, rrf_k=rrf_k, towers=towers,
         tissue_mpp=tissue_mpp, target_mpp=target_mpp, patch_px=patch_px,
-        overlap_px=overlap_px, min_tissue=min_tissue, max_crop_px=max_crop_px, report=report,
+        overlap_px=overlap_px, min_tissue=min_tissue, min_tissue_um2=min_tissue_um2,
+        max_crop_px=max_crop_px, report=report,
         synthetic=synthetic)
     return run_select(slide, options, out=out, mpp=mpp, device=device, batch_size=batch_size,
                       loader_workers=loader_workers, force=force, progress=progress)

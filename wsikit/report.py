@@ -298,10 +298,16 @@ def _selection_section(ev: Mapping[str, Any]) -> str:
     def chip(k: str, v: Any) -> str:
         if k == "min_similarity":
             return _floor_text(ev)
+        if isinstance(v, Mapping):   # e.g. fusion: "method rrf, k 60, channels image + text"
+            return ", ".join(f"{kk} {chip(str(kk), vv)}" for kk, vv in v.items())
+        if isinstance(v, (list, tuple)):
+            return " + ".join(str(chip(k, x)) for x in v)
         return _num(v, ".4g") if isinstance(v, float) else v  # 0.4653, not 17 digits
 
+    # a similarity floor means nothing without an index: no "min_similarity = threshold"
     chips = "".join(f"<span>{_e(k)} = {_e(chip(k, v))}</span>" for k, v in sel.items()
-                    if k != "warnings")
+                    if k != "warnings" and v is not None
+                    and not (k == "min_similarity" and not isinstance(v, Mapping)))
     notes = [str(w) for w in sel.get("warnings") or []]
     warn_html = "".join(f'<p class="banner heur"><b>Warning.</b> {_e(w)}</p>' for w in notes)
     empty = ev.get("empty_scales") or {}

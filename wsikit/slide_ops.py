@@ -163,7 +163,6 @@ def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
             tm = TissueMask.from_png(png, level0_size=slide.dimensions,
                                      slide_mpp=slide.mpp, slide_name=slide.name)
             return tm.with_artefacts_png(layout.artefacts(name)["png"])
-        _check_finite_geojson(gj)
         tm = TissueMask.from_geojson(gj, level0_size=slide.dimensions, slide_mpp=slide.mpp,
                                      mpp=tissue_mpp, slide_name=slide.name)
         _write_mask(tm, out, slide, name)  # the edited polygons, rasterised once
@@ -339,45 +338,6 @@ def check_grid_matches(grid: TileGrid, slide: Slide, source: _PathLike) -> None:
     if c.size and (c.min() < 0 or c[:, 0].max() >= W or c[:, 1].max() >= H):
         raise GridError(f"{source}: patches lie outside {slide.path} ({W} x {H} px); the file "
                         "belongs to another slide")
-
-
-def _check_finite_geojson(path: Path) -> None:
-    """Refuse a GeoJSON whose coordinates are not all finite numbers (NaN, Infinity, text).
-
-    Python's JSON reader accepts ``NaN``; rasterised, such polygons silently cover nothing.
-    """
-    import json
-    import math
-
-    from .errors import TissueError
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # TissueMask.from_geojson reports unreadable files itself
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "coordinates":
-                    check(value)
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    def check(coords: Any) -> None:
-        if isinstance(coords, list):
-            for value in coords:
-                check(value)
-        elif isinstance(coords, bool) or not isinstance(coords, (int, float)) or not \
-                math.isfinite(coords):
-            raise TissueError(f"{path}: coordinate {coords!r} is not a finite number; fix the "
-                              f"polygon (e.g. in QuPath), or pass {option('resegment')} (select: "
-                              f"{option('force')}) to segment again")
-
-    walk(data)
 
 
 def greyscale_hint(slide: Slide) -> str:

@@ -18,9 +18,9 @@ thumbnail scale. Holes that remain are kept as polygon interiors in the GeoJSON.
 
 from __future__ import annotations
 
-import json
 import math
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +32,7 @@ from scipy import ndimage as ndi
 from ._atomic import atomic_path, write_json_atomic
 from ._hints import keyword, option
 from .errors import TissueError
-from .models.stain import ink_mask
+from .models.stain import ink_mask, red_ink_extent
 from .options import GridOptions
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ DEFAULT_MASK_MPP = GridOptions.tissue_mpp
 #: coarser mpp that fits, so segmentation memory does not grow with the slide.
 MASK_MAX_PIXELS = 2 ** 23
 #: Tissue pieces smaller than this (µm², 0.05 mm²) are dropped.
-MIN_TISSUE_UM2 = 5e4
+MIN_TISSUE_UM2 = GridOptions.min_tissue_um2
 #: Holes smaller than this (µm², 0.01 mm²) are filled.
 MIN_HOLE_UM2 = 1e4
 #: Artefact kinds, in the order of their bits in the artefact label PNG (bit ``1 << i``), and
@@ -112,12 +112,19 @@ def _disk(radius_px: float) -> np.ndarray:
 
 
 def ink_regions(thumb: np.ndarray, *, mpp: float, close_um: float = 40.0,
-                grow_um: float = 24.0) -> np.ndarray:
+                grow_um: float = 24.0, red_core_um: float = 8.0,
+                min_ink_um2: float = 2e3) -> np.ndarray:
     """Regions of pen or marker ink, dye and dark borders on a thumbnail.
 
     Ink pixels (:func:`wsikit.models.stain.ink_mask`) are closed over ``close_um`` (a stroke
     is one region even where it thins or crosses tissue), their holes filled, and grown by
     ``grow_um`` to take in the blurred rim of the stroke (pen ink lies above the focal plane).
+
+    Red ink shares its hue with eosin-rich tissue at the edge of its range, so a red pixel
+    counts only as part of a solid stroke (an opening of radius ``red_core_um`` keeps it),
+    extended by hysteresis over the connected pixels of :func:`~wsikit.models.stain.
+    red_ink_extent` (the stroke's faint rim); scattered red-looking pixels of smooth
+    muscle or a dark eosinophilic rim are never closed into an "ink" region.
 
     Parameters
     ----------
@@ -126,12 +133,28 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, close_um: float = 40.0,
         µm/px of ``thumb``.
     close_um, grow_um : float
         Closing radius and growth, in µm.
+    red_core_um : float
+        Radius (µm) a red stroke must be solid over.
+    min_ink_um2 : float
+        Connected grey or black under this area (µm²) is a speck (pigment, dust), not ink.
 
     Returns
     -------
     ndarray, shape (h, w), bool
     """
-    ink = ink_mask(thumb)
+    ink = ink_mask(thumb, red=False)
+    red = ink_mask(thumb) & ~ink
+    if red.any():
+        core = ndi.binary_opening(red, structure=_disk(red_core_um / mpp))
+        if core.any():
+            labels, _ = ndi.label(core | red_ink_extent(thumb), structure=np.ones((3, 3), bool))
+            keep = np.zeros(int(labels.max()) + 1, bool)
+            keep[np.unique(labels[core])] = True
+            keep[0] = False
+            ink |= keep[labels]
+    grey = ink_mask(thumb, red=False, od_margin=math.inf)   # grey and black only
+    if grey.any():   # a grey speck is pigment or dust; blue or green is ink at any size
+        ink &= ~(grey & ~_remove_small(grey, min_ink_um2 / (mpp * mpp)))
     if not ink.any():
         return ink
     close = close_um / mpp
@@ -530,23 +553,32 @@ class TissueMask:
                      slide_name: str = "") -> TissueMask:
         """Rasterise a GeoJSON (file or dict) of level-0 polygons, e.g. edited in QuPath.
 
-        Polygon and MultiPolygon geometries are filled; interiors are cut out. Features
-        whose classification name is not "Tissue" (if set) are still used. The mask has the
-        pixel grid :func:`segment_tissue` gives the slide for the same ``mpp`` and
-        ``min_side_px`` (:func:`mask_shape`).
-        """
-        from skimage.draw import polygon as fill_polygon
+        Polygon, MultiPolygon and GeometryCollection geometries are filled, interiors cut
+        out; invalid polygons are repaired as shapely's ``make_valid(method="structure")``
+        would (a self-intersecting ring is filled by the even-odd rule, a hole outside its
+        outline removes nothing), with a warning naming the feature. Features that are not
+        tissue are left out with a warning: QuPath's ignored classes (``Ignore*``,
+        ``Region*``: names ending in ``*``) and wsikit's own artefact and region annotations
+        saved back into the file. Points and lines cover no area and are ignored. The mask
+        has the pixel grid :func:`segment_tissue` gives the slide for the same ``mpp`` and
+        ``min_side_px`` (:func:`mask_shape`); rasterising is linear in vertices and pixels.
 
+        Raises
+        ------
+        TissueError
+            The file cannot be read, is not GeoJSON, a feature is not an object or holds a
+            coordinate that is not a finite number (named), or no feature outlines tissue.
+        """
+        from ._geojson import fill_polygon, read_features, read_json
+
+        fix = (f"fix the feature (e.g. in QuPath) or delete the file, or pass "
+               f"{option('resegment')} (select: {option('force')}) to segment again")
         if isinstance(src, Mapping):
             data: Any = src
             where = "GeoJSON"
         else:
             where = str(src)
-            try:
-                data = json.loads(Path(src).read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise TissueError(f"{where}: cannot read GeoJSON ({exc}); fix or delete the "
-                                  f"file, or pass {option('resegment')} to segment again") from exc
+            data = read_json(src, error=TissueError, fix=fix)
         if not (isinstance(mpp, (int, float)) and mpp > 0 and slide_mpp > 0):
             raise TissueError(f"mpp={mpp!r} and slide_mpp={slide_mpp!r} must be positive")
         W, H = int(level0_size[0]), int(level0_size[1])
@@ -554,77 +586,70 @@ class TissueMask:
         sx, sy = W / w, H / h
         eff_mpp = slide_mpp * 0.5 * (sx + sy)  # as segment_tissue reports it
         mask = np.zeros((h, w), bool)
-        if isinstance(data, Mapping) and data.get("type") == "FeatureCollection":
-            geoms = [f.get("geometry") if isinstance(f, Mapping) else f
-                     for f in data.get("features") or []]
-        elif isinstance(data, Mapping) and data.get("type") == "Feature":
-            geoms = [data.get("geometry")]
-        elif isinstance(data, list):  # QuPath may export a bare list of features
-            geoms = [f.get("geometry") for f in data if isinstance(f, Mapping)]
-        else:
-            raise TissueError(f"{where}: expected a GeoJSON FeatureCollection or Feature; "
-                              "fix or delete the file, or pass "
-                              f"{option('resegment')} to segment again")
-        if not isinstance(geoms, list):
-            raise TissueError(f"{where}: 'features' is not a list; fix or delete the file, or "
-                              f"pass {option('resegment')} to segment again")
-        filled = 0
-        for i, geom in enumerate(geoms):
-            try:
-                filled += _fill_geometry(mask, geom, sx, sy, fill_polygon)
-            except (AttributeError, KeyError, TypeError, ValueError) as exc:
-                raise TissueError(
-                    f"{where}: geometry {i} is not a valid Polygon/MultiPolygon ({exc}); fix "
-                    f"or delete the file, or pass {option('resegment')} to segment again") from exc
-        if geoms and not filled:  # features, but not one polygon: not "no tissue"
-            raise TissueError(f"{where}: none of its {len(geoms)} feature(s) is a Polygon or "
-                              "MultiPolygon with a ring of 3 or more [x, y] points, so it "
-                              "outlines no tissue; fix or delete the file, or pass "
-                              f"{option('resegment')} to segment again")
+        features = read_features(data, where=where, error=TissueError, fix=fix)
+        excluded: list[str] = []
+        repaired: list[str] = []
+        outlines = 0
+        for feat in features:
+            why = _not_tissue(feat)
+            if why:
+                excluded.append(f"{feat.label}: {why}")
+                continue
+            for rings in feat.polygons:
+                if not rings or len(rings[0]) < 3:
+                    continue
+                outlines += 1
+                part = fill_polygon(rings, (h, w), scale=(sx, sy))
+                if part is None:
+                    continue
+                mask[part.rows, part.cols] |= part.mask
+                if part.self_intersecting:
+                    repaired.append(f"{feat.label}: ring(s) {list(part.self_intersecting)} "
+                                    "cross themselves (filled by the even-odd rule)")
+                if part.holes_outside:
+                    repaired.append(f"{feat.label}: hole(s) {list(part.holes_outside)} lie "
+                                    "outside the outline (ignored there)")
+        if excluded:
+            warnings.warn(f"{where}: {len(excluded)} feature(s) left out of the tissue: "
+                          f"{_some(excluded)}", stacklevel=2)
+        if repaired:
+            warnings.warn(f"{where}: invalid polygon(s) repaired as shapely's make_valid "
+                          f"would: {_some(repaired)}; check them in QuPath", stacklevel=2)
+        if features and not outlines:  # features, but not one polygon: not "no tissue"
+            raise TissueError(f"{where}: none of its {len(features)} feature(s) is a tissue "
+                              "Polygon or MultiPolygon with a ring of 3 or more [x, y] points"
+                              f"{' (left out: ' + _some(excluded) + ')' if excluded else ''}"
+                              f", so it outlines no tissue; {fix}")
         return cls(mask=mask, mpp=float(eff_mpp), downsample=eff_mpp / slide_mpp,
                    level0_size=(W, H),
                    slide_mpp=float(slide_mpp), slide_name=slide_name)
 
 
-_OTHER_GEOMETRIES = ("Point", "MultiPoint", "LineString", "MultiLineString",
-                     "GeometryCollection")
+def _some(items: list[str], n: int = 5) -> str:
+    """The first ``n`` of ``items`` joined, and how many more."""
+    more = f"; and {len(items) - n} more" if len(items) > n else ""
+    return "; ".join(items[:n]) + more
 
 
-def _fill_geometry(mask: np.ndarray, geom: Any, sx: float, sy: float, fill_polygon: Any
-                   ) -> int:
-    """Rasterise one GeoJSON geometry (level-0 px) into ``mask`` (h, w) with scale ``sx, sy``.
+#: Classifications of wsikit's own artefact annotations (:meth:`TissueMask.artefacts_geojson`).
+_ARTEFACT_CLASS_NAMES = {name for name, _ in ARTEFACT_CLASSES.values()}
 
-    Polygon and MultiPolygon are filled (interiors cut out); the other GeoJSON types are
-    ignored. Returns the number of outer rings filled.
 
-    Raises
-    ------
-    ValueError
-        Not a GeoJSON geometry type, or a ring that is not a list of ``[x, y]`` points.
-    """
-    if not geom:
-        return 0
-    if geom.get("type") == "Polygon":
-        polys = [geom["coordinates"]]
-    elif geom.get("type") == "MultiPolygon":
-        polys = geom["coordinates"]
-    elif geom.get("type") in _OTHER_GEOMETRIES:
-        return 0
-    else:
-        raise ValueError(f"geometry type {geom.get('type')!r} is not a GeoJSON type")
-    h, w = mask.shape
-    filled = 0
-    for rings in polys:
-        for j, ring in enumerate(rings):
-            r = np.asarray(ring, np.float64)
-            if r.ndim != 2 or r.shape[1] < 2:
-                raise ValueError(f"ring {j} is not a list of [x, y] points (shape {r.shape})")
-            if len(r) < 3:
-                continue
-            rr, cc = fill_polygon(r[:, 1] / sy - 0.5, r[:, 0] / sx - 0.5, (h, w))
-            mask[rr, cc] = j == 0
-            filled += j == 0
-    return filled
+def _not_tissue(feature: Any) -> str:
+    """Why a GeoJSON feature is not a tissue outline ("" when it is one): a QuPath class
+    that QuPath itself ignores (names ending in ``*``: ``Ignore*``, ``Region*``), or one of
+    wsikit's own artefact or region annotations saved back into the tissue file."""
+    props = feature.properties
+    cls = feature.class_name
+    if cls.endswith("*"):
+        return f"QuPath class {cls!r} marks an area that is not tissue"
+    if props.get("artefact") is not None or cls in _ARTEFACT_CLASS_NAMES:
+        return f"a wsikit artefact annotation ({cls or props.get('artefact')!s}), not tissue"
+    m = props.get("measurements")
+    if cls.startswith("wsikit ") or (isinstance(m, Mapping)
+                                     and {"score", "rank", "scale"} <= set(m)):
+        return f"a wsikit selected-region annotation ({cls or 'score/rank/scale'}), not tissue"
+    return ""
 
 
 def mask_shape(level0_size: tuple[int, int], slide_mpp: float, *, mpp: float,

@@ -39,7 +39,8 @@ __all__ = ["segment_step", "patch_step", "features_step", "attention_step", "sel
            "index_digest"]
 
 #: Options each step's output depends on (a change redoes the step and those after it).
-GRID_KEYS = ("tissue_mpp", "target_mpp", "patch_px", "overlap_px", "min_tissue")
+GRID_KEYS = ("tissue_mpp", "target_mpp", "patch_px", "overlap_px", "min_tissue",
+             "min_tissue_um2")
 FEATURE_KEYS = (*GRID_KEYS, "encoder", "weights", "precision")
 ATTENTION_KEYS = (*FEATURE_KEYS, "attention")
 SELECT_KEYS = (*ATTENTION_KEYS, "selector", "scales", "per_scale", "min_coverage", "max_iou",
@@ -72,12 +73,13 @@ def _tissue(ctx: SlideContext, *, segmenting: bool = False, resegment: bool = Fa
         if not segmenting:
             ctx.output_path("segment", "geojson")  # a clear error when segment never ran
         mask = load_tissue(ctx.open(), ctx.job.root, name=ctx.slide_id, resegment=resegment,
-                           tissue_mpp=ctx.options.grid.tissue_mpp)
+                           tissue_mpp=ctx.options.grid.tissue_mpp,
+                           min_tissue_um2=ctx.options.grid.min_tissue_um2)
         ctx.artifacts["mask"] = mask
     return mask
 
 
-@register_step("segment", config_keys=("tissue_mpp",),
+@register_step("segment", config_keys=("tissue_mpp", "min_tissue_um2"),
                description="tissue mask → contours_geojson/<slide>.geojson, masks/<slide>.png")
 def segment_step(ctx: SlideContext) -> dict[str, Any]:
     """Tissue segmentation; writes the GeoJSON contours (level-0 px, QuPath-compatible) and

@@ -242,6 +242,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
               target_mpp: float = GridOptions.target_mpp, patch_px: int = GridOptions.patch_px,
               overlap_px: int = GridOptions.overlap_px,
               min_tissue: float = GridOptions.min_tissue,
+              min_tissue_um2: float = GridOptions.min_tissue_um2,
               selector: str = SelectionOptions.selector,
               scales: str | Sequence[int] | None = None, per_scale: int | None = None,
               min_coverage: float = SelectionOptions.min_coverage,
@@ -280,7 +281,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         Models (:class:`wsikit.options.ModelOptions`): the patch encoder for ``features``
         (``"auto"``, ``"heuristic"``, ``"conch_v1_5"``, …); ``weights`` a
         ``{model: file}`` mapping, or one file for ``encoder``.
-    tissue_mpp, target_mpp, patch_px, overlap_px, min_tissue
+    tissue_mpp, target_mpp, patch_px, overlap_px, min_tissue, min_tissue_um2
         Tissue mask and patch grid (:class:`wsikit.options.GridOptions`).
     selector, scales, per_scale, min_coverage, max_iou, margin, layout, min_score
         Window selection of the ``select`` step (:class:`wsikit.options.SelectionOptions`).
@@ -356,7 +357,8 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     options = PipelineOptions.create(  # every option checked here, before any slide
         encoder=encoder, weights=weights, precision=precision, attention=attention,
         tissue_mpp=float(tissue_mpp), target_mpp=float(target_mpp), patch_px=int(patch_px),
-        overlap_px=int(overlap_px), min_tissue=float(min_tissue), selector=selector,
+        overlap_px=int(overlap_px), min_tissue=float(min_tissue),
+        min_tissue_um2=float(min_tissue_um2), selector=selector,
         scales=scales, per_scale=per_scale, min_coverage=float(min_coverage),
         max_iou=float(max_iou), margin=float(margin), layout=layout, min_score=min_score,
         index=None if index is None else str(Path(index).resolve()), k=int(k),

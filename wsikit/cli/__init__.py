@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from .._hints import command_line
 from .._version import __version__
 from ..errors import WsikitError
-from ._common import CommandParser
+from ._common import BAD_TILE_CHOICES, CommandParser
 
 __all__ = ["main", "build_parser"]
 
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"wsikit {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    parser.add_argument("--on-bad-tile", choices=("fail", "skip"), default=None,
+    parser.add_argument("--on-bad-tile", choices=BAD_TILE_CHOICES, default=None,
                         help="a damaged tile: fail with its level and position (default), or "
                              "read it as white and record it (evidence.json slide.bad_tiles)")
     parser.add_argument("--threads", type=int, default=None, metavar="N",

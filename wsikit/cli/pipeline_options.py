@@ -53,7 +53,7 @@ def add_pipeline_options(p: argparse.ArgumentParser, *, index: bool = True) -> N
     g.add_argument("--encoder", default=ModelOptions.encoder,
                    help="patch encoder: 'auto' uses CONCH v1.5 when its weights are found and the "
                         "weight-free 'heuristic' otherwise (labelled in every output); any name "
-                        "of 'wsikit models list'")
+                        "that 'wsikit models' lists")
     g.add_argument("--attention", choices=ATTENTION_SOURCES, default=ModelOptions.attention,
                    help="per-patch attention: TITAN (needs CONCH v1.5 features and TITAN weights) "
                         "or the weight-free heuristic (nuclear density, crowding, size and "
@@ -75,6 +75,10 @@ def add_pipeline_options(p: argparse.ArgumentParser, *, index: bool = True) -> N
                    help="overlap of neighbouring patches in px (default 0)")
     t.add_argument("--min-tissue", type=fraction, default=GridOptions.min_tissue,
                    help=f"minimum tissue fraction of a patch (default {GridOptions.min_tissue})")
+    t.add_argument("--min-tissue-um2", type=non_negative_float,
+                   default=GridOptions.min_tissue_um2,
+                   help="tissue pieces smaller than this area (µm²) are left out of the mask "
+                        f"(default {GridOptions.min_tissue_um2:g}); lower it for biopsies")
     s = p.add_argument_group("selection")
     s.add_argument("--selector", default=SelectionOptions.selector,
                    help="selection strategy: multiscale (default) or topk (single patches)")
@@ -139,6 +143,7 @@ def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
         encoder=args.encoder, attention=args.attention, weights=weights,
         precision=args.precision, tissue_mpp=args.tissue_mpp, target_mpp=args.target_mpp,
         patch_px=args.patch_px, overlap_px=args.overlap_px, min_tissue=args.min_tissue,
+        min_tissue_um2=args.min_tissue_um2,
         selector=args.selector, scales=args.scales, per_scale=args.per_scale,
         min_coverage=args.min_coverage, max_iou=args.max_iou, margin=args.margin,
         layout=args.layout, min_score=args.min_score, index=args.index, k=args.k,

@@ -84,6 +84,16 @@ def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
         print("  zoom: " + "; ".join(chains), file=stream)
     for scale, why in d["empty_scales"].items():
         print(f"  {scale}x   none: {why}", file=stream)
+    if d.get("index") is not None and d["regions"] and not any(r["matches"]
+                                                               for r in d["regions"]):
+        floor = sel.get("min_similarity") or {}
+        sim = floor.get("similarity") if isinstance(floor, dict) else None
+        given = f"{floor.get('given')}" if isinstance(floor, dict) else "the floor"
+        at = f", cosine {sim:.3f}" if isinstance(sim, (int, float)) else ""
+        dropped = sum(r.get("below_floor") or 0 for r in d["regions"])
+        print(f"  figures: none passed the similarity floor ({given}{at}); "
+              f"{dropped} weaker candidate(s) dropped. A small index has a high floor: "
+              "lower it with --min-similarity (see the report)", file=stream)
     print(f"evidence: {out_dir / 'evidence.json'}", file=stream)
     if (out_dir / "regions.geojson").exists():
         print(f"qupath:   {out_dir / 'regions.geojson'}", file=stream)

@@ -18,7 +18,6 @@ appear shifted by that offset. The reader gives the boxes back exactly.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -133,35 +132,38 @@ def read_regions_geojson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     Raises
     ------
     EvidenceError
-        The file cannot be read or is not a GeoJSON FeatureCollection.
+        The file cannot be read or is not GeoJSON, or a feature is not an object, has a
+        coordinate that is not a finite number, or (a region's) no polygon: each names the
+        file and the feature.
     """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise EvidenceError(f"{path}: cannot read the regions GeoJSON ({exc})") from exc
-    features = doc.get("features") if isinstance(doc, dict) else doc
-    if not isinstance(features, list):
+    from .._geojson import read_features, read_json
+
+    fix = "fix the feature in QuPath, or export the regions again"
+    doc = read_json(path, error=EvidenceError, fix=fix)
+    if not isinstance(doc.get("features") if isinstance(doc, dict) else doc, list):
         raise EvidenceError(f"{path}: not a GeoJSON FeatureCollection (no 'features' list)")
     regions = []
-    for feature in features:
-        props = feature.get("properties") or {}
-        m = _measurements(props)
-        if not {"score", "rank", "scale"} <= set(m):
-            continue
+    for feature in read_features(doc, where=str(path), error=EvidenceError, fix=fix):
         try:
-            ring = feature["geometry"]["coordinates"][0]
-            xs, ys = [p[0] for p in ring], [p[1] for p in ring]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise EvidenceError(f"{path}: feature {props.get('name')!r} has no polygon "
-                                f"({exc})") from exc
-        x0, y0 = min(xs), min(ys)
+            m = _measurements(feature.properties)
+            rank, scale, score = int(m["rank"]), int(m["scale"]), float(m["score"])
+            tissue = float(m["usable_tissue"]) if "usable_tissue" in m else None
+        except KeyError:
+            continue  # not one of wsikit's regions (an annotation a person added)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise EvidenceError(f"{path}: {feature.label} has a measurement that is not a "
+                                f"number ({exc}); {fix}") from exc
+        if not feature.polygons or not len(feature.polygons[0]) or \
+                not len(feature.polygons[0][0]):
+            raise EvidenceError(f"{path}: {feature.label} has no polygon; {fix}")
+        ring = feature.polygons[0][0]
+        (x0, y0), (x1, y1) = ring.min(axis=0), ring.max(axis=0)
         region: dict[str, Any] = {
-            "id": str(props.get("name", "")).split(" ")[0],
-            "rank": int(m["rank"]), "scale": int(m["scale"]), "score": float(m["score"]),
-            "box": {"x": round(x0), "y": round(y0), "width": round(max(xs) - x0),
-                    "height": round(max(ys) - y0)}}
-        if "usable_tissue" in m:
-            region["usable_tissue"] = float(m["usable_tissue"])
+            "id": str(feature.properties.get("name", "")).split(" ")[0],
+            "rank": rank, "scale": scale, "score": score,
+            "box": {"x": round(x0), "y": round(y0), "width": round(x1 - x0),
+                    "height": round(y1 - y0)}}
+        if tissue is not None:
+            region["usable_tissue"] = tissue
         regions.append(region)
     return regions

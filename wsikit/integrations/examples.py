@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["QUESTION", "example_inputs", "example_parser"]
+__all__ = ["QUESTION", "example_inputs", "example_parser", "example_select_options"]
 
 QUESTION = "Which published figures resemble this region, and what do their captions say?"
 
@@ -29,7 +29,16 @@ def example_parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--min-similarity", default="p95",
                    help="floor: background percentile (p95) or cosine similarity")
     p.add_argument("--question", default=QUESTION)
+    p.add_argument("--mpp", type=float, default=None,
+                   help="µm/px of a --query slide that records none (or records a wrong one)")
     return p
+
+
+def example_select_options(args: argparse.Namespace) -> dict[str, object]:
+    """The retriever's ``select_options`` from the example's command line (``--mpp``)."""
+    if args.mpp is not None and not args.mpp > 0:
+        raise SystemExit(f"--mpp {args.mpp}: give the slide's positive µm/px, e.g. 0.25")
+    return {} if args.mpp is None else {"mpp": args.mpp}
 
 
 def example_inputs(args: argparse.Namespace) -> tuple[Path, Path, Path]:
