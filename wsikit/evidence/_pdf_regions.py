@@ -82,6 +82,12 @@ class Cluster:
     owner: int | None = None   # index of the caption that took it
 
     @property
+    def rule(self) -> bool:
+        """A line or a lone path (rules, underlines, separators)."""
+        short = min(self.box[2] - self.box[0], self.box[3] - self.box[1])
+        return not self.images and (short < 6.0 or self.n_paths < 2)
+
+    @property
     def thin(self) -> bool:
         """A rule or a line of text, not a graphic: never a region of its own."""
         short = min(self.box[2] - self.box[0], self.box[3] - self.box[1])
@@ -180,37 +186,19 @@ def page_graphics(page, page_box: Box) -> list[Element]:
     return out
 
 
-def cluster_graphics(elements: list[Element], text: PageText, *, page_box: Box,
+def cluster_graphics(elements: list[Element], text: PageText, *,
                      skip_lines: set[int], gap: float = 3.0) -> list[Cluster]:
     """Group graphic elements that touch (within ``gap`` points) and attach the non-prose
     text lines and rotated words that touch a group."""
     if not elements:
         return []
-    x0, y0 = page_box[0], page_box[1]
-    w = max(1, int(np.ceil(page_box[2] - x0)) + 2)
-    h = max(1, int(np.ceil(page_box[3] - y0)) + 2)
-    grid = np.zeros((h, w), dtype=bool)
-    half = gap / 2
-    for el in elements:
-        l_, b_, r_, t_ = el.box
-        c0 = max(0, int(l_ - x0 - half))
-        c1 = min(w, int(np.ceil(r_ - x0 + half)) + 1)
-        r0 = max(0, int(b_ - y0 - half))
-        r1 = min(h, int(np.ceil(t_ - y0 + half)) + 1)
-        grid[r0:r1, c0:c1] = True
-    from skimage.measure import label as label_components
-
-    labels = label_components(grid, connectivity=2)
+    boxes = np.array([el.box for el in elements], dtype=np.float64)
+    labels = _touching_groups(boxes, gap)
     clusters: dict[int, Cluster] = {}
-    for el in elements:
-        l_, b_, r_, t_ = el.box
-        lab = labels[min(h - 1, max(0, int((b_ + t_) / 2 - y0))),
-                     min(w - 1, max(0, int((l_ + r_) / 2 - x0)))]
-        if lab == 0:
-            continue
-        cl = clusters.get(lab)
+    for el, lab in zip(elements, labels, strict=True):
+        cl = clusters.get(int(lab))
         if cl is None:
-            cl = clusters[lab] = Cluster(el.box)
+            cl = clusters[int(lab)] = Cluster(el.box)
         else:
             cl.box = union(cl.box, el.box)
         if el.kind == IMAGE:
@@ -220,18 +208,19 @@ def cluster_graphics(elements: list[Element], text: PageText, *, page_box: Box,
     out = list(clusters.values())
     out = _merge_overlapping(out)
     # text that is not prose or caption joins the cluster it touches (repeat: chains of labels)
+    # reach: a horizontal label touches its graphic; a rotated axis title sits further out
     items: list[tuple[Box, float]] = [
-        (ln.box, ln.size) for i, ln in enumerate(text.lines)
+        (ln.box, 0.9 * ln.size) for i, ln in enumerate(text.lines)
         if not ln.prose and i not in skip_lines]
-    items += [((wd.left, wd.bottom, wd.right, wd.top), wd.size) for wd in text.rotated
+    items += [((wd.left, wd.bottom, wd.right, wd.top), 1.6 * wd.size) for wd in text.rotated
               if _inside_text_area(wd, text)]
     pending = list(items)
     for _ in range(4):
         left_over = []
         changed = False
         for box, size in pending:
-            reach = max(2.0, 0.9 * size)
-            hits = [c for c in out if gap_between(c.box, box) <= reach]
+            reach = max(2.0, size)
+            hits = [c for c in out if not c.rule and gap_between(c.box, box) <= reach]
             if not hits:
                 left_over.append((box, size))
                 continue
@@ -250,6 +239,35 @@ def cluster_graphics(elements: list[Element], text: PageText, *, page_box: Box,
         if not changed:
             break
     return out
+
+
+def _touching_groups(boxes: np.ndarray, gap: float) -> np.ndarray:
+    """Group label of each box: boxes closer than ``gap`` (directly or through others) share
+    one (union-find over the pairs found block by block, vectorised)."""
+    n = len(boxes)
+    parent = np.arange(n)
+
+    def find(i: int) -> int:
+        root = i
+        while parent[root] != root:
+            root = parent[root]
+        while parent[i] != root:
+            parent[i], i = root, parent[i]
+        return root
+
+    grown = boxes + np.array([-gap / 2, -gap / 2, gap / 2, gap / 2])
+    step = 512
+    for s0 in range(0, n, step):
+        blk = grown[s0:s0 + step]
+        touch = ((blk[:, None, 0] <= grown[None, :, 2]) & (blk[:, None, 2] >= grown[None, :, 0])
+                 & (blk[:, None, 1] <= grown[None, :, 3]) & (blk[:, None, 3] >= grown[None, :, 1]))
+        rows, cols = np.nonzero(touch)
+        for a, b in zip(rows + s0, cols, strict=True):
+            if a < b:
+                ra, rb = find(int(a)), find(int(b))
+                if ra != rb:
+                    parent[max(ra, rb)] = min(ra, rb)
+    return np.array([find(i) for i in range(n)])
 
 
 def _inside_text_area(word: Word, text: PageText) -> bool:

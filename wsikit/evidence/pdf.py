@@ -221,14 +221,14 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100,
     path = Path(pdf)
     if not dpi > 0:
         raise EvidenceError(f"{keyword('dpi')} must be positive, got {dpi}")
+    import pypdfium2 as pdfium
+
     doc = _open(path)
     try:
         try:
             return _read(doc, path, min_size=min_size, dpi=float(dpi),
                          uncaptioned=uncaptioned)
-        except EvidenceError:
-            raise
-        except Exception as exc:  # PDFium on a broken page: name the file, never half a result
+        except (pdfium.PdfiumError, OSError) as exc:  # a broken page: name the file
             raise EvidenceError(f"PDF {path}: cannot read its content ({type(exc).__name__}: "
                                 f"{exc}); it is probably damaged; download it again") from exc
     finally:
@@ -290,7 +290,7 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set) -> None:
             if _line_key(ln.text, ln.box) in repeated_lines}
     cap_ids = {id(ln) for c in pg.captions for ln in c.lines}
     skip |= {i for i, ln in enumerate(pg.text.lines) if id(ln) in cap_ids}
-    clusters = cluster_graphics(elements, pg.text, page_box=pg.page_box, skip_lines=skip)
+    clusters = cluster_graphics(elements, pg.text, skip_lines=skip)
     prose = [ln.box for ln in pg.text.lines if ln.prose]
     kept = []
     for cl in clusters:
