@@ -115,7 +115,7 @@ def gap_between(a: Box, b: Box) -> float:
 
 
 # ---------------------------------------------------------------------- graphics
-def _transform(m: tuple[float, ...], box: Box) -> Box:
+def transform_box(m: tuple[float, ...], box: Box) -> Box:
     a, b, c, d, e, f = m
     xs, ys = [], []
     for x, y in ((box[0], box[1]), (box[0], box[3]), (box[2], box[1]), (box[2], box[3])):
@@ -164,7 +164,7 @@ def page_graphics(page, page_box: Box) -> list[Element]:
                 continue
             box: Box = (left.value, bottom.value, right.value, top.value)
             if depth:
-                box = _transform(m, box)
+                box = transform_box(m, box)
             box = (max(box[0], page_box[0]), max(box[1], page_box[1]),
                    min(box[2], page_box[2]), min(box[3], page_box[3]))
             if box[2] < box[0] or box[3] < box[1]:
@@ -179,7 +179,8 @@ def page_graphics(page, page_box: Box) -> list[Element]:
                 size = raw.FPDFImageObj_GetImageDataRaw(obj, None, 0)
                 buf = ctypes.create_string_buffer(max(1, size))
                 raw.FPDFImageObj_GetImageDataRaw(obj, buf, size)
-                key = (kind, px, hashlib.sha1(buf.raw[:size]).hexdigest())
+                small = area(box) < 0.08 * area(page_box)
+                key = (kind, px, hashlib.sha1(buf.raw[:size]).hexdigest(), small)
             out.append(Element(kind, box, px, key))
 
     walk(raw.FPDFPage_CountObjects, raw.FPDFPage_GetObject, page, identity, 0)

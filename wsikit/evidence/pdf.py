@@ -43,6 +43,7 @@ from ._pdf_regions import (
     find_captions,
     inter,
     page_graphics,
+    transform_box,
     union,
 )
 from ._pdf_source import (
@@ -172,14 +173,14 @@ def _open(path: Path):
 
 
 def _repeated(keys_by_page: list[set], n_pages: int) -> set:
-    """Keys found on several pages: on 3+ pages (and a quarter of them), or an image at the
-    same place on 2+ pages."""
+    """Keys found on several pages: on 3+ pages (and a quarter of them), or a small bitmap
+    (under 8 % of the page) on 2+ pages: logos, badges, rules and running heads."""
     count: Counter = Counter()
     for keys in keys_by_page:
         count.update(keys)
     out = set()
     for key, n in count.items():
-        if (n >= 3 and n >= 0.25 * n_pages) or (n >= 2 and key[0] == IMAGE):
+        if (n >= 3 and n >= 0.25 * n_pages) or (n >= 2 and key[0] == IMAGE and key[-1]):
             out.add(key)
     return out
 
@@ -406,11 +407,17 @@ def _embedded(page, element: Element) -> np.ndarray | None:
     for obj in page.get_objects(filter=[raw.FPDF_PAGEOBJ_IMAGE]):
         if tuple(int(v) for v in obj.get_px_size()) != element.px:
             continue
-        box = obj.get_bounds()
+        box = tuple(float(v) for v in obj.get_bounds())
         m = obj.get_matrix()
-        if obj.level == 0 and all(abs(a - b) < 1.0 for a, b in zip(box, element.box,
-                                                                   strict=True)):
-            if m.b == 0 and m.c == 0 and m.a > 0 and m.d > 0:
+        upright = m.b == 0 and m.c == 0 and m.a > 0 and m.d > 0
+        form = obj.container
+        while form is not None:  # an image inside Form XObjects: into page space
+            fm = form.get_matrix()
+            box = transform_box((fm.a, fm.b, fm.c, fm.d, fm.e, fm.f), box)  # type: ignore[arg-type]
+            upright = upright and fm.b == 0 and fm.c == 0 and fm.a > 0 and fm.d > 0
+            form = form.container
+        if all(abs(a - b) < 1.0 for a, b in zip(box, element.box, strict=True)):
+            if upright:
                 target = obj
             break
     if target is None:
