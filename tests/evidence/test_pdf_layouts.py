@@ -244,3 +244,32 @@ def test_figures_extract_goes_on_past_bad_pdfs(two_column_pdf: Path, tmp_path: P
     assert len(rows[0]["bbox"]) == 4 and not rows[0]["uncaptioned"]
     assert all((out / r["image"]).is_file() for r in rows)
     assert not any(p.name.startswith("damaged") for p in (out / "images").iterdir())
+
+
+def test_dense_scatter_and_centred_caption(tmp_path: Path):
+    """5,000 vector points are one figure, found quickly; a centred two-line caption whose
+    second line is shorter is read whole."""
+    import time
+
+    pdf, page = _paper(logo=False, stamp=False)
+    page()
+    _column(pdf, 20, 20, 170)
+    rng = np.random.default_rng(0)
+    pdf.set_fill_color(40, 90, 160)
+    for x, y in rng.normal(0, 1, (5000, 2)):
+        pdf.rect(105 + 25 * x, 120 + 18 * y, 0.6, 0.6, style="F")
+    pdf.set_font("Times", "", 9)
+    pdf.set_xy(30, 180)
+    pdf.multi_cell(150, 4.2, "Figure 1: SYNTHETIC scatter of five thousand points drawn as "
+                             "vector paths, with a caption set centred\nover two lines.",
+                   align="C")
+    _column(pdf, 20, 200, 170)
+    path = tmp_path / "scatter.pdf"
+    pdf.output(str(path))
+    t0 = time.perf_counter()
+    _, figs = read_pdf_figures(path)
+    assert time.perf_counter() - t0 < 5.0
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    assert figs[0].caption == ("Figure 1: SYNTHETIC scatter of five thousand points drawn as "
+                               "vector paths, with a caption set centred over two lines.")
+    assert figs[0].bbox[3] - figs[0].bbox[1] > 100  # the whole cloud, not a patch of it

@@ -194,7 +194,20 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
     if not elements:
         return []
     boxes = np.array([el.box for el in elements], dtype=np.float64)
-    labels = _touching_groups(boxes, gap)
+    if len(boxes) > 3000:
+        # thousands of paths (scatter plots, maps): pool them by 12-point cell first
+        cells: dict[tuple[int, int], int] = {}
+        cell_of = np.array([cells.setdefault((int((b[0] + b[2]) // 24), int((b[1] + b[3]) // 24)),
+                                             len(cells)) for b in boxes])
+        pooled = np.zeros((len(cells), 4))
+        pooled[:, :2], pooled[:, 2:] = np.inf, -np.inf
+        np.minimum.at(pooled[:, 0], cell_of, boxes[:, 0])
+        np.minimum.at(pooled[:, 1], cell_of, boxes[:, 1])
+        np.maximum.at(pooled[:, 2], cell_of, boxes[:, 2])
+        np.maximum.at(pooled[:, 3], cell_of, boxes[:, 3])
+        labels = _touching_groups(pooled, gap)[cell_of]
+    else:
+        labels = _touching_groups(boxes, gap)
     clusters: dict[int, Cluster] = {}
     for el, lab in zip(elements, labels, strict=True):
         cl = clusters.get(int(lab))
@@ -411,14 +424,17 @@ def _next_caption_line(lines: list[Line], last: int, first: int, size: float,
             break
         if min(cand.right, head.right + 2 * size) - max(cand.left, head.left) <= 0:
             continue  # another column
-        if not (head.left - 1.5 * size <= cand.left <= max(head.left + 3 * size, indent + 2)):
+        aligned = head.left - 1.5 * size <= cand.left <= max(head.left + 3 * size, indent + 2)
+        centred = abs((cand.left + cand.right) - (head.left + head.right)) <= 4 * size and \
+            cand.width <= head.width + 2 * size
+        if not (aligned or centred):
             continue
         best = j
         break
     if best is None:
         return None
     cand = lines[best]
-    if abs(cand.size - size) > 0.25 * size or CAPTION_RE.match(cand.text):
+    if abs(cand.size - size) > 0.15 * size or CAPTION_RE.match(cand.text):
         return None
     if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
         return None
