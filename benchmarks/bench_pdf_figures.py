@@ -10,9 +10,11 @@ Truth (JSON, the format of ``pdf_field/truth.json``)::
 
 For every truth figure (label matched on its kind and number: "Fig. 1" = "FIGURE 1"):
 
-* **found whole**: exactly one node carries its label, on the truth page, and, when the truth
-  gives a ``bbox``, that node's box covers ≥ 90 % of it while ≥ 70 % of the node's box is the
-  figure (IoU-like, tolerant of a few points of margin).
+* **found whole**: exactly one node carries its label, on the truth page, its box overlaps no
+  other node's box (two figures merged, or one cut in two), and, when the truth gives a
+  ``bbox``, that node's box covers ≥ 90 % of it while ≥ 70 % of the node's box is the figure
+  (IoU-like, tolerant of a few points of margin). Without boxes, look at the nodes
+  (``--nodes``): the score cannot see a figure cut short on its own.
 * **caption right and readable**: the node's caption begins with ``caption_start`` (compared
   after Unicode, case, dash and space normalisation with a similarity ≥ 0.9, so a symbol the
   text layer spells otherwise, "Ca21" for "Ca2+", does not fail a whole caption; a ``…`` in the
@@ -138,6 +140,10 @@ def score_pdf(entry: dict, info, figures) -> dict:
         nodes = by_key.get(key, [])
         on_page = [n for n in nodes if n.page == t["page"]]
         ok = len(nodes) == 1 and len(on_page) == 1
+        if ok:  # a node that overlaps another node took (part of) another figure
+            mine = list(on_page[0].bbox)
+            ok = not any(o is not on_page[0] and o.page == on_page[0].page and
+                         min(_cover(list(o.bbox), mine)) > 0.02 for o in figures)
         if ok and t.get("bbox"):
             cov_t, cov_n = _cover(list(on_page[0].bbox), t["bbox"])
             ok = cov_t >= 0.9 and cov_n >= 0.7

@@ -170,7 +170,7 @@ def page_words(textpage) -> list[tuple[Word, bool]]:
             else:
                 width = max(box[2] - box[0], right - left, 1.0)
                 overlap = min(box[2], right) - max(box[0], left)
-                gap = bottom - prev[3] if a == 1 else prev[1] - top
+                gap = max(bottom - prev[3], prev[1] - top)  # up or down the page
                 ligature = abs(bottom - prev[1]) < 0.5 and abs(top - prev[3]) < 0.5
                 if overlap < 0.4 * min(box[2] - box[0], right - left) or \
                         not (ligature or -0.25 * width < gap < 0.12 * width):

@@ -34,7 +34,8 @@ __all__: list[str] = []
 CAPTION_RE = re.compile(
     r"^\s*(?P<label>(?P<kind>Supplementary\s+Figure|Supplemental\s+Figure|Extended\s+Data\s+"
     r"Fig(?:ure|\.)?|Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)"
-    r"\s*(?P<num>S?\d+)(?P<panel>[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)(?![\d])"
+    r"\s*(?P<num>S?\d+|[IVX]{1,6}\b)(?P<panel>(?<=\d)[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)"
+    r"(?![\d])"
     r"(?P<sep>\s*[.:|—–-])?")
 
 IMAGE, PATH, SHADING = 3, 2, 4
@@ -223,28 +224,28 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
     out = _merge_overlapping(out)
     # text that is not prose or caption joins the cluster it touches (repeat: chains of labels)
     # reach: a horizontal label touches its graphic; a rotated axis title sits further out
-    items: list[tuple[Box, float]] = [
-        (ln.box, 0.9 * ln.size) for i, ln in enumerate(text.lines)
+    # side: where the graphic of a rotated axis title lies (text read upwards sits left of
+    # its axis, text read downwards right of it)
+    items: list[tuple[Box, float, int]] = [
+        (ln.box, 0.9 * ln.size, 0) for i, ln in enumerate(text.lines)
         if not ln.prose and i not in skip_lines]
-    items += [((wd.left, wd.bottom, wd.right, wd.top), 1.6 * wd.size) for wd in text.rotated
-              if _inside_text_area(wd, text)]
+    items += [((wd.left, wd.bottom, wd.right, wd.top), 2.0 * wd.size, 1 if wd.angle == 3 else -1)
+              for wd in text.rotated if _inside_text_area(wd, text)]
     pending = list(items)
     for _ in range(4):
         left_over = []
         changed = False
-        for box, size in pending:
+        for box, size, side in pending:
             reach = max(2.0, size)
             hits = [c for c in out if not c.rule and gap_between(c.box, box) <= reach]
             if not hits:
-                left_over.append((box, size))
+                left_over.append((box, size, side))
                 continue
-            first = hits[0]
-            for other in hits[1:]:
-                first.box = union(first.box, other.box)
-                first.images += other.images
-                first.n_paths += other.n_paths
-                first.n_text += other.n_text
-                out.remove(other)
+            # the nearest graphic takes the label; labels never join two graphics (that is
+            # for the caption's region to decide, which stops at body text and captions)
+            facing = [c for c in hits if (side > 0 and c.box[0] >= box[2] - 1) or
+                      (side < 0 and c.box[2] <= box[0] + 1)]
+            first = min(facing or hits, key=lambda c: gap_between(c.box, box))
             first.box = union(first.box, box)
             first.n_text += 1
             changed = True
@@ -285,8 +286,12 @@ def _touching_groups(boxes: np.ndarray, gap: float) -> np.ndarray:
 
 
 def _inside_text_area(word: Word, text: PageText) -> bool:
-    """A rotated word inside the text area (axis title), not in a margin (stamp)."""
-    if not text.lines:
+    """A word turned a quarter inside the text area (an axis title), not in a margin (a
+    stamp), not skewed or huge (a watermark across the page)."""
+    if not text.lines or word.angle not in (1, 3):
+        return False
+    sizes = sorted(ln.size for ln in text.lines)
+    if word.size > 2.5 * sizes[len(sizes) // 2]:
         return False
     left = min(ln.left for ln in text.lines if ln.prose) if any(
         ln.prose for ln in text.lines) else 0.1 * text.width
@@ -516,20 +521,34 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
         cl.owner = k
         regions[k] = new
         direction[k] = rel
-    changed = True
-    while changed:
-        changed = False
-        for k in sorted(regions, key=lambda k: area(regions[k])):
-            for cl in clusters:
-                if cl.owner is not None or cl.thin or \
-                        gap_between(regions[k], cl.box) > grow_gap:
+    # grow, nearest first over all captions, through graphics on each caption's side; a
+    # graphic under (or over) another caption's column belongs to that caption
+    def x_overlap(k: int, box: Box) -> float:
+        return min(cap_boxes[k][2], box[2]) - max(cap_boxes[k][0], box[0])
+
+    while True:
+        best: tuple[float, int, int] | None = None
+        for c, cl in enumerate(clusters):
+            if cl.owner is not None or cl.thin:
+                continue
+            for k in regions:
+                gap = gap_between(regions[k], cl.box)
+                if gap > grow_gap or (best is not None and gap >= best[0]):
                     continue
                 if not _on_side(direction[k], cap_boxes[k], cl.box):
                     continue
-                new = union(regions[k], cl.box)
-                if blocked(new, k):
+                if direction[k] in ("above", "below") and any(
+                        j != k and captions[j].kind == "figure" and
+                        x_overlap(j, cl.box) > max(0.0, x_overlap(k, cl.box)) and
+                        _on_side(direction.get(j, direction[k]), cap_boxes[j], cl.box)
+                        for j in range(len(captions))):
                     continue
-                cl.owner = k
-                regions[k] = new
-                changed = True
+                if blocked(union(regions[k], cl.box), k):
+                    continue
+                best = (gap, k, c)
+        if best is None:
+            break
+        _, k, c = best
+        clusters[c].owner = k
+        regions[k] = union(regions[k], clusters[c].box)
     return regions
