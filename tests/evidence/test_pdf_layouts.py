@@ -273,3 +273,50 @@ def test_dense_scatter_and_centred_caption(tmp_path: Path):
     assert figs[0].caption == ("Figure 1: SYNTHETIC scatter of five thousand points drawn as "
                                "vector paths, with a caption set centred over two lines.")
     assert figs[0].bbox[3] - figs[0].bbox[1] > 100  # the whole cloud, not a patch of it
+
+
+def test_manuscript_legends_page_then_figure_pages(tmp_path: Path):
+    """An author manuscript: the legends together on one page, then one uncaptioned figure
+    per page; the figures take their legends in order."""
+    from PIL import Image
+
+    pdf, page = _paper(logo=False, stamp=False)
+    page()
+    _column(pdf, 20, 20, 170, BODY * 2)
+    page()
+    pdf.set_font("Times", "B", 11)
+    pdf.text(20, 20, "Figure legends")
+    pdf.set_font("Times", "", 10)
+    pdf.set_xy(20, 26)
+    pdf.multi_cell(170, 5, "Figure 1. SYNTHETIC first legend, printed apart from its figure.")
+    pdf.set_xy(20, 40)
+    pdf.multi_cell(170, 5, "Figure 2. SYNTHETIC second legend, also printed apart.")
+    rng = np.random.default_rng(5)
+    for _ in range(2):
+        page()
+        pdf.image(Image.fromarray(rng.integers(0, 255, (300, 400, 3), dtype=np.uint8)),
+                  x=30, y=40, w=150)
+    path = tmp_path / "manuscript.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [(f.figure_label, f.page, f.caption_page) for f in figs] == \
+        [("Figure 1", 3, 2), ("Figure 2", 4, 2)]
+    assert figs[1].caption == "Figure 2. SYNTHETIC second legend, also printed apart."
+
+
+def test_frame_around_figure_and_caption(tmp_path: Path):
+    """A box drawn around a figure and its caption does not swallow the caption."""
+    pdf, page = _paper(logo=False, stamp=False)
+    page()
+    _column(pdf, 20, 20, 170)
+    pdf.set_draw_color(0, 0, 0)
+    pdf.rect(25, 60, 160, 110)
+    _vector_plot(pdf, 50, 70, 110, 70)
+    pdf.set_font("Times", "", 9)
+    pdf.text(30, 165, "Figure 1. SYNTHETIC boxed figure with its caption inside the box.")
+    _column(pdf, 20, 180, 170)
+    path = tmp_path / "boxed.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    assert figs[0].bbox[1] > _pt(0, 162)[1]  # the graphic, above the caption

@@ -287,6 +287,11 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set) -> None:
             continue  # page background or frame
         elements.append(el)
     pg.captions = find_captions(pg.text, graphics=elements)
+    # a frame or background drawn around a caption is not a graphic
+    heads = [c.lines[0].box for c in pg.captions]
+    elements = [el for el in elements if el.kind == IMAGE or not any(
+        el.box[0] <= h[0] + 1 and el.box[1] <= h[1] + 1 and el.box[2] >= h[2] - 1 and
+        el.box[3] >= h[3] - 1 for h in heads)]
     skip = {i for i, ln in enumerate(pg.text.lines)
             if _line_key(ln.text, ln.box) in repeated_lines}
     cap_ids = {id(ln) for c in pg.captions for ln in c.lines}
@@ -314,8 +319,10 @@ def _big(cl: Cluster, page_box: Box) -> bool:
 
 
 def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
-    """Figure captions with their regions; a caption without graphics on its page takes the
-    figure on the facing page (a label-only caption there, or big uncaptioned graphics)."""
+    """Figure captions with their regions; a caption without graphics on its page takes its
+    figure elsewhere: the graphic over a label-only caption of the same label ("Fig. 1."),
+    else, for legends printed together (a manuscript's legend page), the uncaptioned figure
+    pages in order, else big uncaptioned graphics on the facing page."""
     found: list[_Found] = []
     orphans: list[tuple[int, Caption]] = []
     for pg in pages:
@@ -328,17 +335,41 @@ def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
             elif not cap.label_only:
                 orphans.append((pg.index, cap))
     labels = Counter(_label_key(f.caption) for f in found if f.caption)
+    remaining: list[tuple[int, Caption]] = []
     for page_index, cap in orphans:
         key = _label_key(cap)
-        # a label-only caption ("Fig. 1.") under the graphic on the facing page
-        twin = next((f for f in found if f.caption and _label_key(f.caption) == key and
-                     f.caption.label_only and abs(f.page - 1 - page_index) == 1), None)
-        if twin is not None:
+        twins = [f for f in found if f.caption and _label_key(f.caption) == key and
+                 f.caption.label_only]
+        if twins:
+            twin = min(twins, key=lambda f: abs(f.page - 1 - page_index))
             twin.caption = cap
             twin.caption_page = page_index + 1
             continue
         if labels[key]:
             continue  # the label is a figure found elsewhere: this was a mention in the text
+        remaining.append((page_index, cap))
+
+    def free_big(pg: _Page) -> list[Cluster]:
+        return [cl for cl in pg.clusters if cl.owner is None and _big(cl, pg.page_box)]
+
+    def take(pg: _Page, cap: Caption, cap_page: int) -> None:
+        big = free_big(pg)
+        box = big[0].box
+        for cl in big:
+            cl.owner = -1
+            box = union(box, cl.box)
+        found.append(_Found(pg.index + 1, box, big, cap, cap_page + 1))
+        labels[_label_key(cap)] += 1
+
+    figure_pages = [pg for pg in pages if free_big(pg) and
+                    not any(c.kind == "figure" for c in pg.captions)]
+    if len(remaining) >= 2 and len(figure_pages) == len(remaining) and \
+            min(pg.index for pg in figure_pages) > max(i for i, _ in remaining):
+        in_order = sorted(remaining, key=lambda r: _number(r[1]))
+        for pg, (page_index, cap) in zip(figure_pages, in_order, strict=True):
+            take(pg, cap, page_index)
+        return found
+    for page_index, cap in remaining:
         for other in (page_index + 1, page_index - 1):
             if not 0 <= other < len(pages):
                 continue
@@ -346,17 +377,15 @@ def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
             if any(c.kind == "figure" and not c.label_only for c in opg.captions
                    if opg.regions.get(opg.captions.index(c)) is None) and other < page_index:
                 continue
-            big = [cl for cl in opg.clusters if cl.owner is None and _big(cl, opg.page_box)]
-            if not big:
-                continue
-            box = big[0].box
-            for cl in big:
-                cl.owner = -1
-                box = union(box, cl.box)
-            found.append(_Found(other + 1, box, big, cap, page_index + 1))
-            labels[key] += 1
-            break
+            if free_big(opg):
+                take(opg, cap, page_index)
+                break
     return found
+
+
+def _number(cap: Caption) -> tuple[int, int]:
+    digits = re.sub(r"\D", "", cap.number)
+    return (cap.number.startswith("S"), int(digits) if digits else 0)
 
 
 def _label_key(cap: Caption) -> tuple[str, str]:
