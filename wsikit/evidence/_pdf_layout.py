@@ -49,8 +49,10 @@ class Line:
     right: float = -math.inf
     top: float = -math.inf
     prose: bool = False
+    _size: float | None = None
 
     def add(self, word: Word) -> None:
+        self._size = None
         self.words.append(word)
         self.left, self.bottom = min(self.left, word.left), min(self.bottom, word.bottom)
         self.right, self.top = max(self.right, word.right), max(self.top, word.top)
@@ -61,8 +63,11 @@ class Line:
 
     @property
     def size(self) -> float:
-        sizes = sorted(w.size for w in self.words)
-        return sizes[len(sizes) // 2] if sizes else 0.0
+        """Median word height (robust to sub- and superscripts)."""
+        if self._size is None:
+            sizes = sorted(w.size for w in self.words)
+            self._size = sizes[len(sizes) // 2] if sizes else 0.0
+        return self._size
 
     @property
     def width(self) -> float:
