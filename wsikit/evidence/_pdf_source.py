@@ -124,8 +124,8 @@ def title_from_metadata(meta: dict[str, str]) -> str | None:
 
 
 def year_from_text(first_page: str, meta: dict[str, str]) -> int | None:
-    """Publication year printed on the first page ("Published: …", "©", the most frequent
-    year), else the PDF's creation year."""
+    """Publication year printed on the first page ("Published: …", "©", a citation line,
+    else the most frequent year); never later than the PDF's creation year + 1."""
     created = re.match(r"D?:?(\d{4})", meta.get("CreationDate", "") or "")
     latest = int(created.group(1)) + 1 if created else 2100
     for pattern in (rf"(?:Published|Publication date|Available online)[^\n]{{0,40}}?"
@@ -139,7 +139,7 @@ def year_from_text(first_page: str, meta: dict[str, str]) -> int | None:
              if 1900 <= int(y) <= latest]
     if years:
         return Counter(years).most_common(1)[0][0]
-    return int(created.group(1)) if created else None
+    return None  # not printed: the file's creation date is not the paper's year
 
 
 def journal_from(first_page: str, meta: dict[str, str]) -> str | None:
