@@ -320,3 +320,26 @@ def test_frame_around_figure_and_caption(tmp_path: Path):
     _, figs = read_pdf_figures(path)
     assert [f.figure_label for f in figs] == ["Figure 1"]
     assert figs[0].bbox[1] > _pt(0, 162)[1]  # the graphic, above the caption
+
+
+def test_landscape_figure_on_a_portrait_page(tmp_path: Path):
+    """A wide figure printed a quarter turn round with its caption (read upwards): found,
+    caption read in its own direction."""
+    pdf, page = _paper(logo=False, stamp=False)
+    page()
+    _column(pdf, 20, 20, 170)
+    with pdf.rotation(90, x=105, y=160):
+        _vector_plot(pdf, 55, 110, 100, 50)
+        pdf.set_font("Times", "", 9)
+        pdf.text(40, 175, "Figure 1. SYNTHETIC landscape plot printed sideways on a portrait")
+        pdf.text(40, 179, "page, its caption turned with it.")
+    path = tmp_path / "landscape.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    assert figs[0].caption == ("Figure 1. SYNTHETIC landscape plot printed sideways on a "
+                               "portrait page, its caption turned with it.")
+    box = figs[0].bbox
+    assert box[3] - box[1] > 100 and box[2] - box[0] > 40  # the plot, tall on the page
+    h, w = figs[0].image.shape[:2]
+    assert w > h  # turned upright: wide, as the caption reads

@@ -87,6 +87,7 @@ class PageText:
     rotated: list[Word]
     width: float
     height: float
+    rotated_breaks: list[bool] = field(default_factory=list)  # a line ends after the word
 
     def plain(self) -> str:
         """Lines in reading order: each paragraph followed down its column before the next
@@ -275,10 +276,12 @@ def mark_prose(lines: list[Line]) -> None:
 
 def read_page_text(page, textpage) -> PageText:
     """Lay out one page's text."""
-    lines, rotated = build_lines(page_words(textpage))
+    words = page_words(textpage)
+    lines, rotated = build_lines(words)
     mark_prose(lines)
     width, height = page.get_size()
-    return PageText(lines, rotated, float(width), float(height))
+    breaks = [brk for word, brk in words if word.angle != 0]
+    return PageText(lines, rotated, float(width), float(height), breaks)
 
 
 # ------------------------------------------------------------------ joining lines into text

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._pdf_layout import Box, Line, PageText, Word, join_lines
+from ._pdf_layout import Box, Line, PageText, Word, build_lines, join_lines, mark_prose
 
 __all__: list[str] = []
 
@@ -67,6 +67,7 @@ class Caption:
     lines: list[Line]
     text: str
     label_only: bool
+    turn: int = 0      # quarter turns of the caption's text (1 read downwards, 3 upwards)
 
     @property
     def box(self) -> Box:
@@ -189,7 +190,8 @@ def page_graphics(page, page_box: Box) -> list[Element]:
 
 
 def cluster_graphics(elements: list[Element], text: PageText, *,
-                     skip_lines: set[int], gap: float = 3.0) -> list[Cluster]:
+                     skip_lines: set[int], skip_words: frozenset[int] = frozenset(),
+                     gap: float = 3.0) -> list[Cluster]:
     """Group graphic elements that touch (within ``gap`` points) and attach the non-prose
     text lines and rotated words that touch a group."""
     if not elements:
@@ -229,8 +231,9 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
     items: list[tuple[Box, float, int]] = [
         (ln.box, 0.9 * ln.size, 0) for i, ln in enumerate(text.lines)
         if not ln.prose and i not in skip_lines]
-    items += [((wd.left, wd.bottom, wd.right, wd.top), 2.0 * wd.size, 1 if wd.angle == 3 else -1)
-              for wd in text.rotated if _inside_text_area(wd, text)]
+    items += [((wd.left, wd.bottom, wd.right, wd.top), 2.0 * wd.size,
+               {3: 1, 1: -1}.get(wd.angle, 0))
+              for wd in text.rotated if _inside_text_area(wd, text) and id(wd) not in skip_words]
     pending = list(items)
     for _ in range(4):
         left_over = []
@@ -286,9 +289,9 @@ def _touching_groups(boxes: np.ndarray, gap: float) -> np.ndarray:
 
 
 def _inside_text_area(word: Word, text: PageText) -> bool:
-    """A word turned a quarter inside the text area (an axis title), not in a margin (a
+    """A word turned by quarters inside the text area (an axis title), not in a margin (a
     stamp), not skewed or huge (a watermark across the page)."""
-    if not text.lines or word.angle not in (1, 3):
+    if not text.lines or word.angle not in (1, 2, 3):
         return False
     sizes = sorted(ln.size for ln in text.lines)
     if word.size > 2.5 * sizes[len(sizes) // 2]:
@@ -355,6 +358,43 @@ def find_captions(text: PageText, *, graphics: list[Element]) -> list[Caption]:
                                 match.group("num").upper(), block_lines, text_,
                                 label_only=len(rest) < 3))
     return captions
+
+
+def rotated_captions(text: PageText) -> list[Caption]:
+    """Captions printed a quarter turn round (a landscape figure on a portrait page): the
+    words of each turn are laid out in their own frame, read there, and returned with their
+    boxes on the page."""
+    out: list[Caption] = []
+    for turn in (1, 3):
+        back: dict[int, Word] = {}
+        turned: list[tuple[Word, bool]] = []
+        for word, brk in zip(text.rotated, text.rotated_breaks, strict=True):
+            if word.angle != turn:
+                continue
+            if turn == 3:  # read upwards: turn the page clockwise
+                box = (word.bottom, -word.right, word.top, -word.left)
+            else:          # read downwards: turn it anticlockwise
+                box = (-word.top, word.left, -word.bottom, word.right)
+            tw = Word(word.text, *box, 0)
+            back[id(tw)] = word
+            turned.append((tw, brk))
+        if not turned:
+            continue
+        lines, _ = build_lines(turned)
+        if not any(CAPTION_RE.match(ln.text) for ln in lines):
+            continue
+        mark_prose(lines)
+        frame = PageText(lines, [], text.height, text.width)
+        for cap in find_captions(frame, graphics=[]):
+            page_lines = []
+            for ln in cap.lines:
+                page_line = Line()
+                for tw in ln.words:
+                    page_line.add(back[id(tw)])
+                page_lines.append(page_line)
+            out.append(Caption(cap.kind, cap.label, cap.number, page_lines, cap.text,
+                               cap.label_only, turn))
+    return out
 
 
 def _join_label_lines(text: PageText) -> None:

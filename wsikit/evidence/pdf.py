@@ -43,6 +43,7 @@ from ._pdf_regions import (
     find_captions,
     inter,
     page_graphics,
+    rotated_captions,
     transform_box,
     union,
 )
@@ -286,7 +287,7 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set) -> None:
         if el.kind != IMAGE and area(el.box) > 0.5 * page_area:
             continue  # page background or frame
         elements.append(el)
-    pg.captions = find_captions(pg.text, graphics=elements)
+    pg.captions = find_captions(pg.text, graphics=elements) + rotated_captions(pg.text)
     # a frame or background drawn around a caption is not a graphic
     heads = [c.lines[0].box for c in pg.captions]
     elements = [el for el in elements if el.kind == IMAGE or not any(
@@ -296,7 +297,8 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set) -> None:
             if _line_key(ln.text, ln.box) in repeated_lines}
     cap_ids = {id(ln) for c in pg.captions for ln in c.lines}
     skip |= {i for i, ln in enumerate(pg.text.lines) if id(ln) in cap_ids}
-    clusters = cluster_graphics(elements, pg.text, skip_lines=skip)
+    turned = frozenset(id(w) for c in pg.captions for ln in c.lines for w in ln.words)
+    clusters = cluster_graphics(elements, pg.text, skip_lines=skip, skip_words=turned)
     prose = [ln.box for ln in pg.text.lines if ln.prose]
     kept = []
     for cl in clusters:
@@ -498,6 +500,10 @@ def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
                 pad = 2.0
                 box = (box[0] - pad, box[1] - pad, box[2] + pad, box[3] + pad)
                 image = _render_region(page, box, used_dpi / 72.0)
+                if f.caption is not None and f.caption.turn and page.get_rotation() == 0:
+                    # a landscape figure printed sideways: upright, as its caption reads
+                    image = np.ascontiguousarray(np.rot90(image, k=-1 if f.caption.turn == 3
+                                                          else 1))
         finally:
             page.close()
         cap = f.caption
