@@ -343,3 +343,24 @@ def test_landscape_figure_on_a_portrait_page(tmp_path: Path):
     assert box[3] - box[1] > 100 and box[2] - box[0] > 40  # the plot, tall on the page
     h, w = figs[0].image.shape[:2]
     assert w > h  # turned upright: wide, as the caption reads
+
+
+def test_stacked_figures_each_take_their_own(tmp_path: Path):
+    """Two figures stacked in a column, the second starting just under the first one's
+    caption: each caption keeps the graphic above it (the document's usual side)."""
+    pdf, page = _paper(logo=False, stamp=False)
+    page()
+    _column(pdf, 20, 15, 170)
+    pdf.set_font("Times", "", 9)
+    for i, top in enumerate((45, 121)):  # caption 6 mm under its plot, 3 mm over the next
+        _vector_plot(pdf, 40, top, 120, 55)
+        pdf.text(30, top + 72, f"Figure {i + 1}. SYNTHETIC stacked plot number {i + 1}.")
+    _column(pdf, 20, 240, 170)
+    path = tmp_path / "stacked.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [f.figure_label for f in figs] == ["Figure 1", "Figure 2"]
+    for fig, top in zip(figs, (45, 121), strict=True):
+        # the plot from its top to its tick labels, not the other figure
+        assert fig.bbox[3] == pytest.approx(_pt(0, top)[1], abs=4)
+        assert fig.bbox[1] > _pt(0, top + 66)[1]

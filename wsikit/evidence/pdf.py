@@ -23,7 +23,7 @@ import logging
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +143,7 @@ class _Page:
     captions: list[Caption]
     clusters: list[Cluster]
     regions: dict[int, Box]
+    sides: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -270,6 +271,14 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
 
     for pg in pages:
         _layout_page(pg, repeated, repeated_lines)
+    # where this document puts figures from their captions (above them, or below): pair again
+    # with that side preferred when it is not the usual one
+    sides = Counter(side for pg in pages for k, side in pg.sides.items()
+                    if pg.captions[k].kind == "figure" and side in ("above", "below"))
+    if sides["below"] > sides["above"]:
+        for pg in pages:
+            pg.regions, pg.sides = assign_regions(pg.captions, pg.clusters, pg.text,
+                                                  prefer="below")
     found = _pair_across_pages(pages)
     if uncaptioned:
         found += _uncaptioned(pages)
@@ -311,7 +320,7 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set) -> None:
         inter(cl.box, c.box) > 0.5 * area(c.lines[0].box) and
         (cl.box[3] - cl.box[1]) < 3 * (c.box[3] - c.box[1]) + 6 for c in pg.captions)]
     pg.clusters = kept
-    pg.regions = assign_regions(pg.captions, kept, pg.text)
+    pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text)
 
 
 def _big(cl: Cluster, page_box: Box) -> bool:
