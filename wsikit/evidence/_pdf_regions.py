@@ -32,9 +32,9 @@ __all__: list[str] = []
 
 #: A caption's start: label word, number, optional panel letter(s), optional separator.
 CAPTION_RE = re.compile(
-    r"^\s*(?P<label>(?P<kind>Supplementary\s+Figure|Supplemental\s+Figure|Extended\s+Data\s+"
-    r"Fig(?:ure|\.)?|Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)"
-    r"\s*(?P<num>S?\d+|[IVX]{1,6}\b)(?P<panel>(?<=\d)[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)"
+    r"^\s*(?P<label>(?P<kind>(?:Supplementary|Supplemental|Extended\s+Data)\s+"
+    r"(?:Figure|Fig\.?)|Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)"
+    r"\s*(?P<num>S?\d+(?:\.\d+)?|[IVX]{1,6}\b)(?P<panel>(?<=\d)[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)"
     r"(?![\d])"
     r"(?P<sep>\s*[.:|—–-])?")
 
@@ -525,7 +525,7 @@ def _on_side(direction: str, cap: Box, box: Box) -> bool:
 
 
 def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageText, *,
-                   prefer: str = "above", max_gap: float = 60.0, grow_gap: float = 24.0
+                   prefer: str = "above", max_gap: float = 60.0, grow_gap: float = 36.0
                    ) -> tuple[dict[int, Box], dict[int, str]]:
     """Each caption's graphic region (``{caption index: box}``) and where it lies from the
     caption (``{caption index: "above" | "below" | "left" | "right"}``); sets
