@@ -502,7 +502,7 @@ def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
                     source = "embedded"
                     used_dpi = 72.0 * el.px[0] / max(el.box[2] - el.box[0], 1e-6)
                 else:
-                    used_dpi = min(600.0, max(dpi, 72.0 * el.px[0] /
+                    used_dpi = min(400.0, max(dpi, 72.0 * el.px[0] /
                                               max(el.box[2] - el.box[0], 1e-6)))
             box = f.box
             if image is None:
