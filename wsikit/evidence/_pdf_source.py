@@ -148,14 +148,14 @@ def journal_from(first_page: str, meta: dict[str, str]) -> str | None:
     "PLOS ONE | DOI:…"."""
     subject = " ".join((meta.get("Subject") or "").split())
     if subject and not subject.lower().startswith(("doi", "10.", "http")):
-        name = re.split(r"\s*(?:[,;(]|\d|https?:)", subject, maxsplit=1)[0].strip(" .,")
+        name = re.split(r"\s*(?:[,;(]|\d|https?:)", subject, maxsplit=1)[0].strip(" .,-")
         if 3 <= len(name) <= 80:
             return name
     for line in first_page.splitlines()[:60]:
         line = line.strip()
         m = re.match(r"^([A-Z][A-Za-z&.\- ]{2,60}?)\s*(?:\(\s*(?:19|20)\d\d\s*\)|\|\s*DOI|"
                      r"(?:19|20)\d\d\s*[;,]\s*\d+)", line)
-        name = m.group(1).strip() if m else ""
-        if name and (2 <= len(name.split()) <= 8 or (len(name) >= 5 and name.isupper())):
+        name = m.group(1).strip(" -.") if m else ""
+        if name and (2 <= len(name.split()) <= 8 or (len(name) >= 4 and name.isupper())):
             return name
     return None
