@@ -551,8 +551,9 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
     pairs = []
     for k, cap in enumerate(captions):
         for c, cl in enumerate(clusters):
-            if cl.thin:
-                continue
+            w, h = cl.box[2] - cl.box[0], cl.box[3] - cl.box[1]
+            if cl.thin or min(w, h) < 20 or w * h < 1500:
+                continue  # an icon or a symbol does not make a figure on its own
             found = _relation(cap.box, cl.box)
             if found is None or found[1] > max_gap:
                 continue
