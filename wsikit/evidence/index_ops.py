@@ -115,6 +115,9 @@ def figures_extract(pdfs: Sequence[PathLike], out: PathLike, *,
         nodes += found
         review.update({n.node_id: f.review_fields() for n, f in zip(found, figures,
                                                                      strict=True)})
+    if len(failed) == len(pdfs):  # nothing readable: no manifest that looks like a result
+        raise EvidenceError("; ".join(failed) if len(failed) == 1 else
+                            f"none of the {len(pdfs)} PDFs could be read: " + "; ".join(failed))
     merged = merge_figure_manifest(nodes, Path(out) / "manifest.jsonl", review=review)
     if merged.kept:
         log.warning("%s: kept its %d reviewed row(s), appended %d new figure(s)", merged.path,
