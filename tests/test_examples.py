@@ -58,7 +58,7 @@ def test_batch_cohort(tmp_path) -> None:
 def test_build_figure_index(tmp_path) -> None:
     proc = run("build_figure_index.py", "--out", str(tmp_path / "idx"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "atlas.pdf: 5 figures" in proc.stdout
+    assert "atlas.pdf: 4 figures" in proc.stdout  # captioned ones (not the uncaptioned 5th)
     hits = [line for line in proc.stdout.splitlines() if line.startswith("  ")]
     assert len(hits) == 3 and "Figure 1 p.1" in hits[0]  # the query is figure 1, cropped
     assert (tmp_path / "idx" / "index" / "manifest.json").exists()

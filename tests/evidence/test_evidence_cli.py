@@ -13,7 +13,7 @@ from wsikit.cli import main
 def test_extract_build_info_query(demo_pdf: Path, tmp_path: Path, capsys):
     figs = tmp_path / "figs"
     assert main(["figures", "extract", str(demo_pdf), "--out", str(figs),
-                 "--evidence-level", "textbook"]) == 0
+                 "--evidence-level", "textbook", "--uncaptioned"]) == 0
     out = capsys.readouterr().out
     assert "5 figure(s) (1 without caption)" in out
     rows = [json.loads(x) for x in (figs / "manifest.jsonl").read_text().splitlines()]
@@ -52,7 +52,8 @@ def test_extract_build_info_query(demo_pdf: Path, tmp_path: Path, capsys):
     assert "recall@10" in capsys.readouterr().out
     assert main(["index", "add", str(idx2), str(demo_pdf)]) == 0
     assert "added 0 new figure(s)" in capsys.readouterr().out
-    assert json.loads((idx2 / "manifest.json").read_text())["count"] == 5
+    # straight from the PDF: captioned figures only (no --uncaptioned there)
+    assert json.loads((idx2 / "manifest.json").read_text())["count"] == 4
 
 
 def test_cli_errors_exit_2(demo_pdf: Path, tmp_path: Path, capsys):

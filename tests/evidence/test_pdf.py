@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -23,18 +24,27 @@ from wsikit.evidence import (
 
 def test_captions_pages_title_doi(demo_pdf: Path):
     info, figs = read_pdf_figures(demo_pdf)
-    expected = synthetic_figures()
+    expected = [f for f in synthetic_figures() if f.caption]
     assert info.pages == 3
-    assert info.title == "SYNTHETIC atlas of H&E-like tissue (wsikit demo)"  # metadata
+    assert info.title == "SYNTHETIC atlas of H&E-like tissue (wsikit demo)"  # largest print
+    assert info.title_source == "text"
     assert info.doi == "10.5555/wsikit.synthetic.0001"                      # first-page text
-    assert [f.page for f in figs] == [1, 1, 3, 3, 3]                         # page 2: none
-    assert [f.figure_label for f in figs] == ["Figure 1", "Figure 2B", "Fig. 3", None,
-                                              "FIGURE 4"]
+    assert [f.page for f in figs] == [1, 1, 3, 3]                            # page 2: none
+    assert [f.figure_label for f in figs] == ["Figure 1", "Figure 2B", "Fig. 3", "FIGURE 4"]
     # captions below (1, 3) and above (2B, 4); the 2B caption wraps over lines and is merged
     for fig, spec in zip(figs, expected, strict=True):
-        assert fig.caption == (spec.caption or "")
+        assert fig.caption == spec.caption
+        assert fig.source == "embedded" and fig.caption_page == fig.page
         assert np.array_equal(fig.image, spec.image)  # lossless bitmap extraction
-    assert figs[3].caption == ""  # kept, flagged by an empty caption
+
+
+def test_uncaptioned_only_when_asked(demo_pdf: Path):
+    _, figs = read_pdf_figures(demo_pdf, uncaptioned=True)
+    assert [f.figure_label for f in figs] == ["Figure 1", "Figure 2B", "Fig. 3", None,
+                                              "FIGURE 4"]
+    lone = figs[3]
+    assert lone.caption == "" and not lone.captioned and lone.review_fields()["uncaptioned"]
+    assert np.array_equal(lone.image, synthetic_figures()[3].image)
 
 
 def test_multiline_caption_really_wrapped(demo_pdf: Path):
@@ -53,7 +63,7 @@ def test_title_and_doi_from_text_or_metadata(tmp_path: Path):
     a = write_synthetic_pdf(tmp_path / "a.pdf", figs, title="SYNTHETIC Title From Text",
                             title_in_metadata=False, doi="10.1000/xyz.42")
     info, found = read_pdf_figures(a)
-    assert info.title == "SYNTHETIC Title From Text"
+    assert info.title == "SYNTHETIC Title From Text" and info.title_source == "text"
     assert info.doi == "10.1000/xyz.42"
     assert found[0].figure_label == "Figure 1" and found[0].caption.startswith("Figure 1:")
     b = write_synthetic_pdf(tmp_path / "b.pdf", figs, doi="10.2000/meta.7", doi_in_text=False,
@@ -76,7 +86,8 @@ def test_min_size_filters_small_images(tmp_path: Path):
 
 
 def test_extract_writes_reviewable_manifest(demo_pdf: Path, tmp_path: Path):
-    nodes = extract_pdf_figures(demo_pdf, tmp_path, evidence_level="textbook", year=2024)
+    nodes = extract_pdf_figures(demo_pdf, tmp_path, evidence_level="textbook", year=2024,
+                                uncaptioned=True)
     assert len(nodes) == 5
     assert all(n.image.is_file() and n.image.parent == tmp_path / "images" for n in nodes)
     assert {n.evidence_level for n in nodes} == {7} and nodes[0].year == 2024
@@ -85,6 +96,9 @@ def test_extract_writes_reviewable_manifest(demo_pdf: Path, tmp_path: Path):
     rows = [json.loads(line) for line in manifest.read_text().splitlines()]
     assert rows[1]["figure_label"] == "Figure 2B" and rows[1]["page"] == 1
     assert rows[3]["caption"] == ""
+    # paths relative to the manifest: the folder can be moved as a whole
+    assert rows[0]["image"] == "images/paper_p1_1.png"
+    assert rows[0]["source_path"] == os.path.relpath(demo_pdf.resolve(), tmp_path.resolve())
     # a person edits the manifest (adds the missing caption), then reads it back
     rows[3]["caption"] = "Figure X. caption added by a reviewer"
     manifest.write_text("\n".join(json.dumps(r) for r in rows) + "\n")

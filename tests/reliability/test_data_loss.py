@@ -18,7 +18,8 @@ def _rows(path: Path) -> list[dict]:
 
 def test_extract_again_keeps_reviewed_manifest(paper_pdf: Path, tmp_path: Path, capsys):
     out = tmp_path / "figs"
-    assert main(["figures", "extract", str(paper_pdf), "--out", str(out)]) == 0
+    args = ["figures", "extract", str(paper_pdf), "--out", str(out), "--uncaptioned"]
+    assert main(args) == 0
     manifest = out / "manifest.jsonl"
     rows = _rows(manifest)
     assert len(rows) == 5
@@ -29,7 +30,7 @@ def test_extract_again_keeps_reviewed_manifest(paper_pdf: Path, tmp_path: Path, 
     reviewed = "".join(json.dumps(r) + "\n" for r in rows)
     manifest.write_text(reviewed, encoding="utf-8")
 
-    assert main(["figures", "extract", str(paper_pdf), "--out", str(out)]) == 0
+    assert main(args) == 0
     after = manifest.read_text(encoding="utf-8")
     assert after.startswith(reviewed)  # every reviewed row byte for byte, first
     ids = [r["node_id"] for r in _rows(manifest)]

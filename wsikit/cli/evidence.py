@@ -45,7 +45,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     from ..evidence import figures_extract
 
     manifest = figures_extract(args.pdfs, args.out, evidence_level=args.evidence_level,
-                               min_size=args.min_size)
+                               min_size=args.min_size, uncaptioned=args.uncaptioned)
     rows = manifest.read_text(encoding="utf-8").splitlines()
     uncaptioned = sum(1 for r in rows if json.loads(r)["caption"] == "")
     print(f"{len(rows)} figure(s) ({uncaptioned} without caption) -> {manifest}")
@@ -230,7 +230,8 @@ def _source_options(p: argparse.ArgumentParser) -> None:
     """``--evidence-level`` and ``--min-size``: how PDFs and manifests become figure nodes."""
     p.add_argument("--evidence-level", type=_level, default=None, help=_LEVEL_HELP)
     p.add_argument("--min-size", type=positive_int, default=100,
-                   help="minimum short side (px) of an embedded PDF image (default 100)")
+                   help="an embedded PDF image smaller than this on both sides (px) is an "
+                        "icon, not a graphic (default 100)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -240,11 +241,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fsub = fig.add_subparsers(dest="figures_command", metavar="SUBCOMMAND")
     ext = fsub.add_parser(
         "extract", help="PDF figures + captions -> images and an editable manifest.jsonl",
-        description="Extract embedded figures (>= --min-size px) from PDFs with the nearest "
-                    "'Figure N'/'Fig. N' caption, page, title and DOI, into OUT/images and "
-                    "OUT/manifest.jsonl. Figures without a caption are kept with caption '' "
-                    "for review.")
+        description="Extract captioned figures ('Figure N', 'Fig. N', 'FIGURE N', 'Figure S1') "
+                    "from PDFs: each caption's graphics (images, vector drawings and their "
+                    "labels) as one image, with the whole caption, page, box, title and DOI, "
+                    "into OUT/images and OUT/manifest.jsonl for review.")
     ext.add_argument("pdfs", nargs="+", metavar="PDF")
+    ext.add_argument("--uncaptioned", action="store_true",
+                     help="also keep graphics without a caption (caption '', for review)")
     ext.add_argument("--out", required=True, type=output_dir, help="output folder")
     _source_options(ext)
     ext.set_defaults(func=_cmd_extract)

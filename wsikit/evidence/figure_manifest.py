@@ -26,12 +26,14 @@ from .._hints import keyword
 from ..errors import EvidenceError, ManifestError
 from .nodes import FigureNode, load_image, parse_evidence_level
 
-__all__ = ["FIGURE_MANIFEST_FIELDS", "FigureManifestMerge", "merge_figure_manifest",
-           "read_figure_manifest", "write_figure_manifest"]
+__all__ = ["FIGURE_MANIFEST_FIELDS", "FigureManifestMerge", "REVIEW_FIELDS",
+           "merge_figure_manifest", "read_figure_manifest", "write_figure_manifest"]
 
 #: Keys a manifest row may have (``image`` is required).
 FIGURE_MANIFEST_FIELDS = ("image", "caption", "figure_label", "source_title", "doi", "source_path",
                    "page", "year", "license", "evidence_level")
+#: Keys ``wsikit figures extract`` adds for the reviewer (read back, not part of a node).
+REVIEW_FIELDS = ("bbox", "caption_page", "render", "dpi", "uncaptioned")
 _TEXT = ("caption", "figure_label", "source_title", "doi", "source_path", "license")
 _INT = ("page", "year")
 #: Plausible values of the integer fields (a year of 10**30 is a typo, not a date).
@@ -94,7 +96,7 @@ def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
                default_level: int | None, load: bool, allow_outside: bool = False
                ) -> FigureNode:
     unknown = (set(row) - set(FIGURE_MANIFEST_FIELDS)
-               - {"node_id", "content_hash", "evidence_level_name"})
+               - {"node_id", "content_hash", "evidence_level_name"} - set(REVIEW_FIELDS))
     if unknown:
         raise ManifestError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: "
                             f"{', '.join(FIGURE_MANIFEST_FIELDS)}")
@@ -193,13 +195,15 @@ def read_figure_manifest(path: str | os.PathLike[str], *, evidence_level: int | 
     return nodes
 
 
-def write_figure_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]) -> Path:
-    """Write nodes as a JSONL manifest (atomically); image paths relative to its folder."""
+def write_figure_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str], *,
+                          review: Mapping[str, Mapping[str, Any]] | None = None) -> Path:
+    """Write nodes as a JSONL manifest (atomically); image and source paths relative to its
+    folder. ``review`` adds :data:`REVIEW_FIELDS` to the rows of the node ids it names."""
     path = Path(path)
     base = path.resolve().parent
     lines = []
     for node in nodes:
-        lines.append(json.dumps(_node_row(node, base), ensure_ascii=False))
+        lines.append(json.dumps(_node_row(node, base, review), ensure_ascii=False))
     with atomic_path(path) as tmp:
         tmp.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
     return path
@@ -214,16 +218,26 @@ class FigureManifestMerge:
     added: int
 
 
-def _node_row(node: FigureNode, base: Path) -> dict[str, Any]:
-    row = node.to_dict()
+def _relative(path: str | os.PathLike[str], base: Path) -> str:
     try:
-        row["image"] = os.path.relpath(Path(node.image).resolve(), base)
+        return os.path.relpath(Path(path).resolve(), base)
     except ValueError:  # other drive on Windows
-        row["image"] = str(Path(node.image).resolve())
+        return str(Path(path).resolve())
+
+
+def _node_row(node: FigureNode, base: Path,
+              review: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    row = node.to_dict()
+    row["image"] = _relative(node.image, base)
+    if row.get("source_path") and Path(row["source_path"]).is_absolute():
+        row["source_path"] = _relative(row["source_path"], base)  # the folder moves as one
+    if review and node.node_id in review:
+        row.update({k: v for k, v in review[node.node_id].items() if k in REVIEW_FIELDS})
     return row
 
 
-def merge_figure_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str]
+def merge_figure_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[str], *,
+                          review: Mapping[str, Mapping[str, Any]] | None = None
                           ) -> FigureManifestMerge:
     """Add ``nodes`` to the JSONL manifest ``path`` without touching the rows already there.
 
@@ -231,7 +245,8 @@ def merge_figure_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[s
     again into the same folder must never replace that work. Rows already in the file are
     kept byte for byte (edited captions, levels, deleted rows stay as the reviewer left them);
     a node whose ``node_id`` the file already lists is not added again; new figures are
-    appended. A file that cannot be read as a manifest is refused, never overwritten.
+    appended (with ``review`` fields as in :func:`write_figure_manifest`). A file that cannot
+    be read as a manifest is refused, never overwritten.
 
     Raises
     ------
@@ -265,7 +280,7 @@ def merge_figure_manifest(nodes: Iterable[FigureNode], path: str | os.PathLike[s
         if node.node_id in known:
             continue
         known.add(node.node_id)
-        new_lines.append(json.dumps(_node_row(node, base), ensure_ascii=False))
+        new_lines.append(json.dumps(_node_row(node, base, review), ensure_ascii=False))
     lines = old_lines + new_lines
     if new_lines or not path.exists():
         with atomic_path(path) as tmp:

@@ -24,7 +24,7 @@ from ..errors import EvidenceError, WeightsError
 from .figure_manifest import merge_figure_manifest, read_figure_manifest
 from .index import FigureIndex, Match
 from .nodes import FigureNode, load_image
-from .pdf import extract_pdf_figures
+from .pdf import extract_pdf_figures, pdf_figure_nodes, read_pdf_figures
 
 if TYPE_CHECKING:
     from .calibration import Background
@@ -79,12 +79,22 @@ def load_sources(sources: Sequence[PathLike], work_dir: PathLike, *,
 
 
 def figures_extract(pdfs: Sequence[PathLike], out: PathLike, *,
-                    evidence_level: int | str | None = None, min_size: int = 100) -> Path:
+                    evidence_level: int | str | None = None, min_size: int = 100,
+                    uncaptioned: bool = False) -> Path:
     """Extract figures + captions from PDFs into ``out/images`` and write
     ``out/manifest.jsonl`` (for review/editing, then ``wsikit index build``); returns it.
 
     An existing ``out/manifest.jsonl`` is never replaced: its rows are kept as reviewed and
     only figures it does not list yet are appended (:func:`wsikit.evidence.merge_figure_manifest`).
+    Each row also carries the figure's box, caption page and how its pixels were made, for
+    review. ``uncaptioned`` keeps graphics without a caption (caption ``""``).
+
+    Raises
+    ------
+    EvidenceError
+        A PDF is missing (checked before anything is written), or some PDFs could not be read
+        (encrypted, damaged, image-only): the others are extracted and listed in the manifest,
+        and the error names each skipped PDF with its reason.
     """
     if not pdfs:
         raise EvidenceError("no PDFs given")
@@ -92,12 +102,29 @@ def figures_extract(pdfs: Sequence[PathLike], out: PathLike, *,
         if not Path(pdf).is_file():
             raise EvidenceError(f"PDF {pdf} does not exist or is not a file; check the path")
     nodes: list[FigureNode] = []
+    review: dict[str, dict[str, object]] = {}
+    failed: list[str] = []
     for pdf in pdfs:
-        nodes += extract_pdf_figures(pdf, out, min_size=min_size, evidence_level=evidence_level)
-    merged = merge_figure_manifest(nodes, Path(out) / "manifest.jsonl")
+        try:
+            info, figures = read_pdf_figures(pdf, min_size=min_size, uncaptioned=uncaptioned)
+        except EvidenceError as exc:
+            log.warning("skipped: %s", exc)
+            failed.append(str(exc))
+            continue
+        found = pdf_figure_nodes(info, figures, out, evidence_level=evidence_level)
+        nodes += found
+        review.update({n.node_id: f.review_fields() for n, f in zip(found, figures,
+                                                                     strict=True)})
+    if len(failed) == len(pdfs):  # nothing readable: no manifest that looks like a result
+        raise EvidenceError("; ".join(failed) if len(failed) == 1 else
+                            f"none of the {len(pdfs)} PDFs could be read: " + "; ".join(failed))
+    merged = merge_figure_manifest(nodes, Path(out) / "manifest.jsonl", review=review)
     if merged.kept:
         log.warning("%s: kept its %d reviewed row(s), appended %d new figure(s)", merged.path,
                     merged.kept, merged.added)
+    if failed:
+        raise EvidenceError(f"{len(failed)} of {len(pdfs)} PDF(s) skipped, the others are in "
+                            f"{merged.path}: " + "; ".join(failed))
     return merged.path
 
 

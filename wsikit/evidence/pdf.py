@@ -1,15 +1,20 @@
 """Figures and their captions from PDF papers, with pypdfium2 (Apache-2.0/BSD, not PyMuPDF).
 
-For each page, embedded image objects at least ``min_size`` pixels on their short side are
-taken as figures (their bitmap is extracted at its native resolution). Text lines come from
-PDFium's text rectangles; lines are merged into blocks (paragraphs) by vertical gaps, and a
-block whose first line starts with "Figure N", "Fig. N" or "FIGURE N" (panel letters such as
-"2B" kept) is a caption. Each caption goes to the nearest figure above or below it that
-overlaps it horizontally, closest pairs first, each used once; a figure left without one keeps
-caption ``""`` and is logged for review.
+Caption first, as PDFFigures 2.0 (Clark & Divvala, JCDL 2016) does it: the page's text is laid
+out by column and line with rotated text apart (:mod:`._pdf_layout`); caption blocks
+("Figure N", "Fig. N", "FIGURE N", "Figure S1", tables and schemes too) are found and each
+takes the graphics beside it, above, below, left or right, on its page, or on the facing page
+when its own page has none (:mod:`._pdf_regions`). A figure is the region of its graphics
+(raster images, vector paths and the text inside them), rendered with PDFium at ``dpi`` so a
+vector or multi-image figure is one image; a figure that is exactly one embedded bitmap keeps
+that bitmap at its native resolution (checked against the rendered page, so masks, Decode
+arrays, CMYK and rotated placements come out as printed). Images repeated across pages (logos),
+table contents, small badges and page decorations are not figures; graphics without a caption
+are kept only when asked (``uncaptioned=True``), labelled ``None`` with caption ``""``.
 
-Document title: PDF metadata (unless it looks like a file name), else the largest-font line at
-the top of page 1. DOI: metadata, else the first two pages' text (``10.NNNN/...``).
+Document facts come from the printed text first (:mod:`._pdf_source`): title (largest print on
+page 1; metadata as fallback), DOI (across line breaks, checked against its pattern), year and
+journal.
 """
 
 from __future__ import annotations
@@ -17,32 +22,56 @@ from __future__ import annotations
 import logging
 import os
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .._hints import keyword
 from ..errors import EvidenceError
+from ._pdf_layout import PageText, read_page_text
+from ._pdf_regions import (
+    CAPTION_RE,
+    IMAGE,
+    Caption,
+    Cluster,
+    Element,
+    area,
+    assign_regions,
+    cluster_graphics,
+    find_captions,
+    inter,
+    page_graphics,
+    rotated_captions,
+    transform_box,
+    union,
+)
+from ._pdf_source import (
+    find_doi,
+    journal_from,
+    title_from_metadata,
+    title_from_text,
+    year_from_text,
+)
 from .nodes import FigureNode, parse_evidence_level
 
 __all__ = [
     "CAPTION_RE",
+    "DEFAULT_DPI",
     "PdfFigure",
     "PdfInfo",
     "extract_pdf_figures",
     "find_doi",
+    "pdf_figure_nodes",
     "read_pdf_figures",
 ]
 
 log = logging.getLogger(__name__)
 
-#: A caption's start: label word, number, optional panel letter(s), optional separator.
-CAPTION_RE = re.compile(
-    r"^\s*(?P<label>(?:Figure|FIGURE|Fig\.?|FIG\.?|Supplementary Figure|Extended Data Fig\.?)"
-    r"\s*(?P<num>S?\d+)(?P<panel>[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)(?P<sep>\s*[.:|—–-])?")
-_DOI_RE = re.compile(r"\b(10\.\d{4,9}/[^\s\"<>]+)", re.IGNORECASE)
-_BAD_TITLE = re.compile(r"(\.(docx?|pdf|tex|indd)$)|^(microsoft word|untitled)", re.IGNORECASE)
+#: Resolution (dots per inch) at which figure regions are rendered.
+DEFAULT_DPI = 150.0
+Box = tuple[float, float, float, float]
 
 
 @dataclass(frozen=True)
@@ -52,15 +81,23 @@ class PdfFigure:
     Attributes
     ----------
     image : ndarray
-        ``(H, W, 3) uint8`` RGB bitmap at the embedded resolution.
+        ``(H, W, 3) uint8`` RGB pixels.
     caption : str
-        Merged caption text, ``""`` when none was found.
+        The whole caption in reading order, ``""`` for an uncaptioned figure.
     figure_label : str or None
-        "Figure 2B", "Fig. 3" …
+        "Figure 2B", "Fig. 3" …; ``None`` for an uncaptioned figure.
     page : int
-        1-based page number.
+        1-based page of the graphic.
     bbox : tuple of float
-        ``(left, bottom, right, top)`` on the page in PDF points (origin bottom-left).
+        ``(left, bottom, right, top)`` of the graphic on its page in PDF points (origin
+        bottom-left).
+    caption_page : int
+        1-based page of the caption (another page for a caption on the facing page).
+    source : {"embedded", "rendered"}
+        ``embedded``: the figure is exactly one embedded bitmap, kept at its native pixels;
+        ``rendered``: the region rendered with PDFium at ``dpi``.
+    dpi : float
+        Pixels per inch of ``image`` on the page (the bitmap's own for ``embedded``).
     """
 
     image: np.ndarray
@@ -68,121 +105,96 @@ class PdfFigure:
     figure_label: str | None
     page: int
     bbox: tuple[float, float, float, float]
+    caption_page: int = 0
+    source: str = "rendered"
+    dpi: float = DEFAULT_DPI
+
+    @property
+    def captioned(self) -> bool:
+        return self.figure_label is not None
+
+    def review_fields(self) -> dict[str, object]:
+        """What a reviewer needs beside the node: box, caption page and how it was made."""
+        return {"bbox": [round(v, 2) for v in self.bbox], "caption_page": self.caption_page,
+                "render": self.source, "dpi": round(self.dpi, 1),
+                "uncaptioned": not self.captioned}
 
 
 @dataclass(frozen=True)
 class PdfInfo:
-    """Document-level facts: ``path``, ``title``, ``doi`` (or None), ``pages``."""
+    """Document facts: ``path``, ``title``, ``doi`` (or None), ``pages``, ``year``,
+    ``journal`` and where the title came from (``title_source``: text | metadata | None)."""
 
     path: Path
     title: str | None
     doi: str | None
     pages: int
+    year: int | None = None
+    journal: str | None = None
+    title_source: str | None = None
 
 
 @dataclass
-class _Line:
-    text: str
-    left: float
-    bottom: float
-    right: float
-    top: float
-
-    @property
-    def height(self) -> float:
-        return self.top - self.bottom
-
-
-def find_doi(text: str) -> str | None:
-    """First DOI (``10.NNNN/suffix``) in ``text``, trailing punctuation removed."""
-    match = _DOI_RE.search(text or "")
-    if not match:
-        return None
-    return match.group(1).rstrip(".,;:)]}'")
+class _Page:
+    index: int
+    text: PageText
+    elements: list[Element]
+    page_box: Box
+    captions: list[Caption]
+    clusters: list[Cluster]
+    regions: dict[int, Box]
+    sides: dict[int, str] = field(default_factory=dict)
 
 
-def _page_lines(textpage) -> list[_Line]:
-    """Text rectangles merged into lines (top to bottom, left to right)."""
-    rects = []
-    for i in range(textpage.count_rects()):
-        left, bottom, right, top = textpage.get_rect(i)
-        text = textpage.get_text_bounded(left, bottom, right, top).replace("\r", " ")
-        text = " ".join(text.split())
-        if text:
-            rects.append(_Line(text, left, bottom, right, top))
-    rects.sort(key=lambda r: (-r.top, r.left))
-    lines: list[_Line] = []
-    for rect in rects:
-        if lines:
-            last = lines[-1]
-            overlap = min(last.top, rect.top) - max(last.bottom, rect.bottom)
-            if overlap > 0.5 * min(last.height, rect.height):
-                last.text = f"{last.text} {rect.text}" if rect.left >= last.left else \
-                    f"{rect.text} {last.text}"
-                last.left, last.right = min(last.left, rect.left), max(last.right, rect.right)
-                last.bottom, last.top = min(last.bottom, rect.bottom), max(last.top, rect.top)
-                continue
-        lines.append(_Line(rect.text, rect.left, rect.bottom, rect.right, rect.top))
-    return lines
+@dataclass
+class _Found:
+    page: int
+    box: Box
+    clusters: list[Cluster]
+    caption: Caption | None
+    caption_page: int
 
 
-def _blocks(lines: list[_Line], images: list[tuple[float, float, float, float]]
-            ) -> list[list[_Line]]:
-    """Group lines into paragraphs: split at gaps > 0.8 line height, at an image lying between
-    two lines, and before a line that starts a caption with a separator ("Figure 3.")."""
-    blocks: list[list[_Line]] = []
-    for line in lines:
-        if blocks:
-            prev = blocks[-1][-1]
-            gap = prev.bottom - line.top
-            between = any(bot < prev.bottom and top > line.top and left < line.right
-                          and right > line.left for (left, bot, right, top) in images)
-            match = CAPTION_RE.match(line.text)
-            starts_caption = bool(match and match.group("sep"))
-            if gap <= 0.8 * max(prev.height, line.height) and not between and not starts_caption:
-                blocks[-1].append(line)
-                continue
-        blocks.append([line])
-    return blocks
+# ---------------------------------------------------------------------- opening
+def _open(path: Path):
+    import pypdfium2 as pdfium
 
-
-def _to_rgb(image_obj) -> np.ndarray:
+    if not path.is_file():
+        raise EvidenceError(f"PDF {path} does not exist")
     try:
-        bitmap = image_obj.get_bitmap(render=False)
-        pil = bitmap.to_pil()
-    except Exception:
-        bitmap = image_obj.get_bitmap(render=True)
-        pil = bitmap.to_pil()
-    if pil.mode in ("RGBA", "LA", "P"):
-        from PIL import Image
-
-        pil = pil.convert("RGBA")
-        pil = Image.alpha_composite(Image.new("RGBA", pil.size, (255, 255, 255, 255)), pil)
-    return np.asarray(pil.convert("RGB"), dtype=np.uint8).copy()
-
-
-def _title(doc, first_page_lines: list[_Line], textpage) -> str | None:
-    meta = doc.get_metadata_dict(skip_empty=True)
-    title = (meta.get("Title") or "").strip()
-    if title and not _BAD_TITLE.search(title):
-        return title
-    if not first_page_lines:
-        return None
-    from pypdfium2 import raw
-
-    def font_size(line: _Line) -> float:
-        index = textpage.get_index(line.left + 1.0, (line.bottom + line.top) / 2, 2.0, 2.0)
-        if index is None or index < 0:
-            return line.height
-        return float(raw.FPDFText_GetFontSize(textpage.raw, index))
-
-    top = [ln for ln in first_page_lines[:8] if len(ln.text) > 3 and not find_doi(ln.text)]
-    if not top:
-        return None
-    return max(top, key=font_size).text
+        return pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as exc:
+        text = str(exc).lower()
+        if "password" in text:
+            reason = "it is encrypted (a password is needed); save an unprotected copy"
+        elif "format" in text or "file" in text:
+            reason = "it is damaged or not a PDF; download it again"
+        else:
+            reason = f"PDFium cannot read it ({exc}); check that it is a valid PDF"
+        raise EvidenceError(f"PDF {path}: {reason}") from exc
 
 
-def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100
+def _repeated(keys_by_page: list[set], n_pages: int) -> set:
+    """Keys found on several pages: on 3+ pages (and a quarter of them), or a small bitmap
+    (under 8 % of the page) on 2+ pages: logos, badges, rules and running heads."""
+    count: Counter = Counter()
+    for keys in keys_by_page:
+        count.update(keys)
+    out = set()
+    for key, n in count.items():
+        if (n >= 3 and n >= 0.25 * n_pages) or (n >= 2 and key[0] == IMAGE and key[-1]):
+            out.add(key)
+    return out
+
+
+def _line_key(text: str, box: Box) -> tuple:
+    return ("text", re.sub(r"\d+", "#", text.strip().lower()), round(box[0] / 4),
+            round(box[3] / 4))
+
+
+# ---------------------------------------------------------------------- reading
+def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100,
+                     dpi: float = DEFAULT_DPI, uncaptioned: bool = False
                      ) -> tuple[PdfInfo, list[PdfFigure]]:
     """Find the figures of a PDF with their captions (no files written).
 
@@ -191,8 +203,12 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100
     pdf
         Path of the PDF.
     min_size
-        Minimum short side in pixels of an embedded image to count as a figure (logos and
-        icons are smaller).
+        An embedded image smaller than this many pixels on both sides is an icon or badge,
+        not a graphic of its own (it still appears inside a rendered figure region).
+    dpi
+        Resolution at which figure regions are rendered.
+    uncaptioned
+        Also return graphics without any caption (labelled ``None``, caption ``""``).
 
     Returns
     -------
@@ -203,100 +219,333 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100
     Raises
     ------
     EvidenceError
-        If the file is missing or not a readable PDF.
+        If the file is missing, encrypted, damaged or image-only (no text layer).
     """
-    import pypdfium2 as pdfium
-    from pypdfium2 import raw
-
     path = Path(pdf)
-    if not path.is_file():
-        raise EvidenceError(f"PDF {path} does not exist")
+    if not dpi > 0:
+        raise EvidenceError(f"{keyword('dpi')} must be positive, got {dpi}")
+    import pypdfium2 as pdfium
+
+    doc = _open(path)
     try:
-        doc = pdfium.PdfDocument(str(path))
-    except pdfium.PdfiumError as exc:
-        raise EvidenceError(f"cannot read PDF {path} ({exc}); is it a valid, unencrypted PDF?"
-                            ) from exc
-    try:
-        figures: list[PdfFigure] = []
-        title = doi = None
-        meta = doc.get_metadata_dict(skip_empty=True)
-        for key in ("Subject", "Keywords", "Title"):
-            doi = doi or find_doi(meta.get(key, ""))
-        for page_no in range(len(doc)):
-            page = doc[page_no]
-            textpage = page.get_textpage()
-            lines = _page_lines(textpage)
-            if page_no == 0:
-                title = _title(doc, lines, textpage)
-            if page_no < 2 and doi is None:
-                doi = find_doi(textpage.get_text_range())
-            found = []
-            for obj in page.get_objects(filter=[raw.FPDF_PAGEOBJ_IMAGE]):
-                px_w, px_h = obj.get_px_size()
-                if min(px_w, px_h) < min_size:
-                    continue
-                x0, y0, x1, y1 = obj.get_bounds()
-                found.append(((float(x0), float(y0), float(x1), float(y1)), _to_rgb(obj)))
-            found.sort(key=lambda f: (-f[0][3], f[0][0]))
-            boxes = [f[0] for f in found]
-            captions = []
-            for block in _blocks(lines, boxes):
-                match = CAPTION_RE.match(block[0].text)
-                if match:
-                    captions.append(block)
-            assignment = _assign(boxes, captions, page_height=page.get_height())
-            for i, (bbox, image) in enumerate(found):
-                assigned = assignment.get(i)
-                if assigned is None:
-                    caption, label = "", None
-                    log.warning("%s page %d: figure %d has no caption; kept with caption '' "
-                                "(review the manifest)", path.name, page_no + 1, i + 1)
-                else:
-                    caption = " ".join(ln.text for ln in assigned)
-                    caption = re.sub(r"(\w)- (\w)", r"\1\2", caption)  # de-hyphenate wraps
-                    head = CAPTION_RE.match(assigned[0].text)
-                    assert head is not None  # blocks became captions only where it matched
-                    label = " ".join(head.group("label").split())
-                figures.append(PdfFigure(image, caption, label, page_no + 1, bbox))
-            textpage.close()
-            page.close()
-        return PdfInfo(path, title, doi, len(doc)), figures
+        try:
+            return _read(doc, path, min_size=min_size, dpi=float(dpi),
+                         uncaptioned=uncaptioned)
+        except (pdfium.PdfiumError, OSError) as exc:  # a broken page: name the file
+            raise EvidenceError(f"PDF {path}: cannot read its content ({type(exc).__name__}: "
+                                f"{exc}); it is probably damaged; download it again") from exc
     finally:
         doc.close()
 
 
-def _assign(boxes: list[tuple[float, float, float, float]], captions: list[list[_Line]], *,
-            page_height: float) -> dict[int, list[_Line]]:
-    """Pair figures with caption blocks: nearest above/below first, each used at most once."""
-    max_gap = 0.15 * page_height
-    pairs = []
-    for i, (left, bottom, right, top) in enumerate(boxes):
-        for j, block in enumerate(captions):
-            b_top, b_bottom = block[0].top, block[-1].bottom
-            b_left = min(ln.left for ln in block)
-            b_right = max(ln.right for ln in block)
-            if min(right, b_right) - max(left, b_left) <= 0:
-                continue  # no horizontal overlap
-            if b_top <= bottom + 2:        # caption below the figure
-                gap = bottom - b_top
-            elif b_bottom >= top - 2:      # caption above the figure
-                gap = b_bottom - top
-            else:
-                continue                   # text beside/over the image
-            gap = max(gap, 0.0)
-            if gap <= max_gap:
-                pairs.append((gap, i, j))
-    pairs.sort()
-    out: dict[int, list[_Line]] = {}
-    used: set[int] = set()
-    for _, i, j in pairs:
-        if i in out or j in used:
+def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
+          ) -> tuple[PdfInfo, list[PdfFigure]]:
+    pages: list[_Page] = []
+    n_pages = len(doc)
+    if n_pages == 0:
+        raise EvidenceError(f"PDF {path}: it has no pages")
+    elem_keys: list[set] = []
+    line_keys: list[set] = []
+    for i in range(n_pages):
+        page = doc[i]
+        textpage = page.get_textpage()
+        try:
+            text = read_page_text(page, textpage)
+        finally:
+            textpage.close()
+        l_, b_, r_, t_ = page.get_bbox()
+        page_box = (float(l_), float(b_), float(r_), float(t_))
+        elements = [el for el in page_graphics(page, page_box)
+                    if not (el.kind == IMAGE and max(el.px) < min_size)]
+        page.close()
+        pages.append(_Page(i, text, elements, page_box, [], [], {}))
+        elem_keys.append({el.key for el in elements})
+        line_keys.append({_line_key(ln.text, ln.box) for ln in text.lines})
+    if not any(p.text.lines for p in pages):
+        kind = "image-only (scanned, no text layer)" if any(p.elements for p in pages) else \
+            "empty (no text and no graphics)"
+        raise EvidenceError(f"PDF {path}: it is {kind}, so captions cannot be read; run OCR "
+                            "on it first (e.g. ocrmypdf) and extract from the OCR'd copy")
+    repeated = _repeated(elem_keys, n_pages)
+    repeated_lines = _repeated(line_keys, n_pages)
+
+    for pg in pages:
+        _layout_page(pg, repeated, repeated_lines)
+    # where this document puts figures from their captions (above them, or below): pair again
+    # with that side preferred when it is not the usual one
+    sides = Counter(side for pg in pages for k, side in pg.sides.items()
+                    if pg.captions[k].kind == "figure" and side in ("above", "below"))
+    if sides["below"] > sides["above"]:
+        for pg in pages:
+            pg.regions, pg.sides = assign_regions(pg.captions, pg.clusters, pg.text,
+                                                  prefer="below")
+    found = _pair_across_pages(pages)
+    if uncaptioned:
+        found += _uncaptioned(pages)
+    found.sort(key=lambda f: (f.page, -f.box[3], f.box[0]))
+    figures = _render_all(doc, found, dpi=dpi)
+    return _info(doc, path, pages, repeated_lines), figures
+
+
+def _layout_page(pg: _Page, repeated: set, repeated_lines: set) -> None:
+    page_area = area(pg.page_box)
+    elements = []
+    for el in pg.elements:
+        if el.key in repeated:
             continue
-        out[i] = captions[j]
-        used.add(j)
+        if el.kind != IMAGE and area(el.box) > 0.5 * page_area:
+            continue  # page background or frame
+        elements.append(el)
+    pg.captions = find_captions(pg.text, graphics=elements) + rotated_captions(pg.text)
+    # a frame or background drawn around a caption is not a graphic
+    heads = [c.lines[0].box for c in pg.captions]
+    elements = [el for el in elements if el.kind == IMAGE or not any(
+        el.box[0] <= h[0] + 1 and el.box[1] <= h[1] + 1 and el.box[2] >= h[2] - 1 and
+        el.box[3] >= h[3] - 1 for h in heads)]
+    skip = {i for i, ln in enumerate(pg.text.lines)
+            if _line_key(ln.text, ln.box) in repeated_lines}
+    cap_ids = {id(ln) for c in pg.captions for ln in c.lines}
+    skip |= {i for i, ln in enumerate(pg.text.lines) if id(ln) in cap_ids}
+    turned = frozenset(id(w) for c in pg.captions for ln in c.lines for w in ln.words)
+    clusters = cluster_graphics(elements, pg.text, skip_lines=skip, skip_words=turned)
+    prose = [ln.box for ln in pg.text.lines if ln.prose]
+    kept = []
+    for cl in clusters:
+        inside = sum(1 for b in prose if inter(cl.box, b) > 0.5 * area(b))
+        if inside >= 2:
+            continue  # a frame around text (boxed abstract, table border), not a graphic
+        kept.append(cl)
+    # a caption's own background or frame is not a graphic
+    kept = [cl for cl in kept if not any(
+        inter(cl.box, c.box) > 0.5 * area(c.lines[0].box) and
+        (cl.box[3] - cl.box[1]) < 3 * (c.box[3] - c.box[1]) + 6 for c in pg.captions)]
+    pg.clusters = kept
+    pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text)
+
+
+def _big(cl: Cluster, page_box: Box) -> bool:
+    w, h = cl.box[2] - cl.box[0], cl.box[3] - cl.box[1]
+    return min(w, h) >= 60 and w * h >= 0.04 * area(page_box) and \
+        (bool(cl.images) or cl.n_paths > 3)
+
+
+def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
+    """Figure captions with their regions; a caption without graphics on its page takes its
+    figure elsewhere: the graphic over a label-only caption of the same label ("Fig. 1."),
+    else, for legends printed together (a manuscript's legend page), the uncaptioned figure
+    pages in order, else big uncaptioned graphics on the facing page."""
+    found: list[_Found] = []
+    orphans: list[tuple[int, Caption]] = []
+    for pg in pages:
+        for k, cap in enumerate(pg.captions):
+            if cap.kind != "figure":
+                continue
+            if k in pg.regions:
+                clusters = [cl for cl in pg.clusters if cl.owner == k]
+                found.append(_Found(pg.index + 1, pg.regions[k], clusters, cap, pg.index + 1))
+            elif not cap.label_only:
+                orphans.append((pg.index, cap))
+    labels = Counter(_label_key(f.caption) for f in found if f.caption)
+    remaining: list[tuple[int, Caption]] = []
+    for page_index, cap in orphans:
+        key = _label_key(cap)
+        twins = [f for f in found if f.caption and _label_key(f.caption) == key and
+                 f.caption.label_only]
+        if twins:
+            twin = min(twins, key=lambda f: abs(f.page - 1 - page_index))
+            twin.caption = cap
+            twin.caption_page = page_index + 1
+            continue
+        if labels[key]:
+            continue  # the label is a figure found elsewhere: this was a mention in the text
+        remaining.append((page_index, cap))
+
+    def free_big(pg: _Page) -> list[Cluster]:
+        return [cl for cl in pg.clusters if cl.owner is None and _big(cl, pg.page_box)]
+
+    def take(pg: _Page, cap: Caption, cap_page: int) -> None:
+        big = free_big(pg)
+        box = big[0].box
+        for cl in big:
+            cl.owner = -1
+            box = union(box, cl.box)
+        found.append(_Found(pg.index + 1, box, big, cap, cap_page + 1))
+        labels[_label_key(cap)] += 1
+
+    figure_pages = [pg for pg in pages if free_big(pg) and
+                    not any(c.kind == "figure" for c in pg.captions)]
+    if len(remaining) >= 2 and len(figure_pages) == len(remaining) and \
+            min(pg.index for pg in figure_pages) > max(i for i, _ in remaining):
+        in_order = sorted(remaining, key=lambda r: _number(r[1]))
+        for pg, (page_index, cap) in zip(figure_pages, in_order, strict=True):
+            take(pg, cap, page_index)
+        return found
+    for page_index, cap in remaining:
+        for other in (page_index + 1, page_index - 1):
+            if not 0 <= other < len(pages):
+                continue
+            opg = pages[other]
+            if any(c.kind == "figure" and not c.label_only for c in opg.captions
+                   if opg.regions.get(opg.captions.index(c)) is None) and other < page_index:
+                continue
+            if free_big(opg):
+                take(opg, cap, page_index)
+                break
+    return found
+
+
+def _number(cap: Caption) -> tuple[int, int]:
+    digits = re.sub(r"\D", "", cap.number)
+    return (cap.number.startswith("S"), int(digits) if digits else 0)
+
+
+def _label_key(cap: Caption) -> tuple[str, str]:
+    return (cap.kind, cap.number)
+
+
+def _uncaptioned(pages: list[_Page]) -> list[_Found]:
+    out = []
+    for pg in pages:
+        for cl in pg.clusters:
+            if cl.owner is None and _big(cl, pg.page_box):
+                cl.owner = -2
+                out.append(_Found(pg.index + 1, cl.box, [cl], None, 0))
     return out
 
 
+# ---------------------------------------------------------------------- pixels
+def _render_region(page, box: Box, scale: float) -> np.ndarray:
+    """Render ``box`` (PDF points, page space) of ``page`` at ``scale`` pixels per point, in
+    the page's displayed orientation (its /Rotate applied)."""
+    import ctypes
+
+    from pypdfium2 import raw
+
+    width, height = page.get_size()  # displayed size
+    res = 64  # device units per point for the mapping (sub-point precision)
+    dev_w, dev_h = int(round(width * res)), int(round(height * res))
+    xs, ys = [], []
+    dx, dy = ctypes.c_int(), ctypes.c_int()
+    for x, y in ((box[0], box[1]), (box[0], box[3]), (box[2], box[1]), (box[2], box[3])):
+        raw.FPDF_PageToDevice(page.raw, 0, 0, dev_w, dev_h, 0, x, y, dx, dy)
+        xs.append(dx.value / res)
+        ys.append(dy.value / res)
+    left, right = max(0.0, min(xs)), min(width, max(xs))
+    top, bottom = max(0.0, min(ys)), min(height, max(ys))
+    crop = (left, height - bottom, width - right, top)
+    bitmap = page.render(scale=scale, crop=crop, fill_color=(255, 255, 255, 255))
+    return np.asarray(bitmap.to_pil().convert("RGB"), dtype=np.uint8).copy()
+
+
+def _embedded(page, element: Element) -> np.ndarray | None:
+    """The one image of a figure at its native pixels, or None when its raw bitmap does not
+    look like the page (masks, Decode arrays, colour spaces PDFium leaves undecoded,
+    rotated or flipped placement)."""
+    from pypdfium2 import raw
+
+    target = None
+    for obj in page.get_objects(filter=[raw.FPDF_PAGEOBJ_IMAGE]):
+        if tuple(int(v) for v in obj.get_px_size()) != element.px:
+            continue
+        box = tuple(float(v) for v in obj.get_bounds())
+        m = obj.get_matrix()
+        upright = m.b == 0 and m.c == 0 and m.a > 0 and m.d > 0
+        form = obj.container
+        while form is not None:  # an image inside Form XObjects: into page space
+            fm = form.get_matrix()
+            box = transform_box((fm.a, fm.b, fm.c, fm.d, fm.e, fm.f), box)  # type: ignore[arg-type]
+            upright = upright and fm.b == 0 and fm.c == 0 and fm.a > 0 and fm.d > 0
+            form = form.container
+        if all(abs(a - b) < 1.0 for a, b in zip(box, element.box, strict=True)):
+            if upright:
+                target = obj
+            break
+    if target is None:
+        return None
+    try:
+        pil = target.get_bitmap(render=False).to_pil()
+    except Exception:  # PDFium declines some encodings: render instead
+        return None
+    if pil.mode not in ("RGB", "L", "RGBA", "RGBX", "BGRA"):
+        return None
+    if pil.mode in ("RGBA", "BGRA"):
+        return None  # transparency: the page shows it composited; render
+    image = np.asarray(pil.convert("RGB"), dtype=np.uint8)
+    # check against what the page shows
+    small_scale = min(1.0, 96.0 / max(element.box[2] - element.box[0],
+                                      element.box[3] - element.box[1]))
+    shown = _render_region(page, element.box, small_scale * 1.0)
+    from PIL import Image
+
+    small = Image.fromarray(image).resize((shown.shape[1], shown.shape[0]),
+                                          Image.Resampling.BILINEAR)
+    raw_small = np.asarray(small, dtype=np.float32)
+    if np.abs(raw_small - shown.astype(np.float32)).mean() > 24:
+        return None
+    return image
+
+
+def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
+    figures: list[PdfFigure] = []
+    for f in found:
+        page = doc[f.page - 1]
+        try:
+            images = [el for cl in f.clusters for el in cl.images]
+            paths = sum(cl.n_paths for cl in f.clusters)
+            texts = sum(cl.n_text for cl in f.clusters)
+            image = None
+            source, used_dpi = "rendered", dpi
+            if len(images) == 1 and paths == 0 and texts == 0:
+                image = _embedded(page, images[0])
+                el = images[0]
+                if image is not None:
+                    source = "embedded"
+                    used_dpi = 72.0 * el.px[0] / max(el.box[2] - el.box[0], 1e-6)
+                else:
+                    used_dpi = min(400.0, max(dpi, 72.0 * el.px[0] /
+                                              max(el.box[2] - el.box[0], 1e-6)))
+            box = f.box
+            if image is None:
+                pad = 2.0
+                box = (box[0] - pad, box[1] - pad, box[2] + pad, box[3] + pad)
+                image = _render_region(page, box, used_dpi / 72.0)
+                if f.caption is not None and f.caption.turn and page.get_rotation() == 0:
+                    # a landscape figure printed sideways: upright, as its caption reads
+                    image = np.ascontiguousarray(np.rot90(image, k=-1 if f.caption.turn == 3
+                                                          else 1))
+        finally:
+            page.close()
+        cap = f.caption
+        label = " ".join(cap.label.split()) if cap else None
+        figures.append(PdfFigure(image, cap.text if cap else "", label, f.page,
+                                 tuple(float(v) for v in f.box),  # type: ignore[arg-type]
+                                 f.caption_page, source, float(used_dpi)))
+    return figures
+
+
+# ---------------------------------------------------------------------- document facts
+def _info(doc, path: Path, pages: list[_Page], repeated_lines: set) -> PdfInfo:
+    meta = {k: str(v) for k, v in doc.get_metadata_dict(skip_empty=True).items()}
+    first = pages[0].text.plain()
+    sizes = sorted(ln.size for pg in pages for ln in pg.text.lines if ln.prose)
+    body = sizes[len(sizes) // 2] if sizes else 10.0
+    skip = frozenset(id(ln) for ln in pages[0].text.lines
+                     if _line_key(ln.text, ln.box) in repeated_lines)
+    title = title_from_text(pages[0].text, body_size=body, skip=skip)
+    source = "text" if title else None
+    if title is None:
+        title = title_from_metadata(meta)
+        source = "metadata" if title else None
+    doi = find_doi(first)
+    for key in ("Subject", "Keywords", "Title", "doi", "DOI"):
+        doi = doi or find_doi(meta.get(key, ""))
+    if doi is None and len(pages) > 1:
+        doi = find_doi(pages[1].text.plain())
+    return PdfInfo(path, title, doi, len(pages), year_from_text(first, meta),
+                   journal_from(first, meta), source)
+
+
+# ---------------------------------------------------------------------- files
 def _free_image_path(path: Path, image: np.ndarray) -> Path:
     """``path`` if it is free or already holds these pixels; else a content-named sibling.
 
@@ -317,22 +566,20 @@ def _free_image_path(path: Path, image: np.ndarray) -> Path:
     return path.with_name(f"{path.stem}-{image_content_hash(image)[:12]}{path.suffix}")
 
 
-def extract_pdf_figures(pdf: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
-                        min_size: int = 100, evidence_level: int | str | None = None,
-                        year: int | None = None, license: str | None = None
-                        ) -> list[FigureNode]:
-    """Extract a PDF's figures as PNG files under ``out_dir/images`` and return their nodes.
-
-    Image files are named ``<pdf stem>_p<page>_<n>.png``. Use
-    :func:`wsikit.evidence.write_figure_manifest` to save the nodes as a reviewable manifest.
-    """
+def pdf_figure_nodes(info: PdfInfo, figures: list[PdfFigure], out_dir: str | os.PathLike[str],
+                     *, evidence_level: int | str | None = None, year: int | None = None,
+                     license: str | None = None) -> list[FigureNode]:
+    """Write figures found by :func:`read_pdf_figures` as PNG files under ``out_dir/images``
+    (``<pdf stem>_p<page>_<n>.png``, each written atomically) and return their nodes; ``year``
+    defaults to the year printed in the paper."""
     from PIL import Image
+
+    from .._atomic import atomic_path
 
     try:
         level = parse_evidence_level(evidence_level)
     except ValueError as exc:
-        raise EvidenceError(f"{keyword('evidence_level')} for {pdf}: {exc}") from exc
-    info, figures = read_pdf_figures(pdf, min_size=min_size)
+        raise EvidenceError(f"{keyword('evidence_level')} for {info.path}: {exc}") from exc
     images_dir = Path(out_dir) / "images"
     images_dir.mkdir(parents=True, exist_ok=True)
     nodes = []
@@ -343,12 +590,31 @@ def extract_pdf_figures(pdf: str | os.PathLike[str], out_dir: str | os.PathLike[
         image_path = _free_image_path(images_dir / f"{stem}_p{fig.page}_{counts[fig.page]}.png",
                                       fig.image)
         if not image_path.exists():
-            from .._atomic import atomic_path
-
             with atomic_path(image_path) as tmp:
                 Image.fromarray(fig.image).save(tmp, format="PNG")
         nodes.append(FigureNode.from_image(
             image_path, image=fig.image, caption=fig.caption, figure_label=fig.figure_label,
             source_title=info.title, doi=info.doi, source_path=str(info.path.resolve()),
-            page=fig.page, year=year, license=license, evidence_level=level))
+            page=fig.page, year=year if year is not None else info.year, license=license,
+            evidence_level=level))
     return nodes
+
+
+def extract_pdf_figures(pdf: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+                        min_size: int = 100, evidence_level: int | str | None = None,
+                        year: int | None = None, license: str | None = None,
+                        uncaptioned: bool = False, dpi: float = DEFAULT_DPI
+                        ) -> list[FigureNode]:
+    """Extract a PDF's figures as PNG files under ``out_dir/images`` and return their nodes
+    (:func:`read_pdf_figures`, then :func:`pdf_figure_nodes`).
+
+    Use :func:`wsikit.evidence.write_figure_manifest` to save the nodes as a reviewable
+    manifest.
+    """
+    try:
+        parse_evidence_level(evidence_level)
+    except ValueError as exc:
+        raise EvidenceError(f"{keyword('evidence_level')} for {pdf}: {exc}") from exc
+    info, figures = read_pdf_figures(pdf, min_size=min_size, dpi=dpi, uncaptioned=uncaptioned)
+    return pdf_figure_nodes(info, figures, out_dir, evidence_level=evidence_level, year=year,
+                            license=license)

@@ -1,0 +1,306 @@
+"""Page text laid out as words, lines and paragraphs (the text half of PDF figure finding).
+
+PDFium gives characters with boxes in content order. Characters become words (a space, a line
+break PDFium generates, a jump or a change of direction ends a word); horizontal words become
+lines in content order, and fragments on one baseline that sit side by side are joined (never
+across a column gutter: the horizontal gap must stay under about one character height). Words
+written at an angle (margin stamps such as "Downloaded from …", rotated axis titles) are kept
+apart in :attr:`PageText.rotated` and never joined to horizontal lines.
+
+A line is *prose* when it belongs to a run of at least three left-aligned lines of one size
+with regular spacing, each wide enough to be running text: that is what body text looks like
+and what text inside a graphic (axis labels, legends, panel letters) does not.
+
+Coordinates are PDF points with the origin at the page's bottom-left (``top > bottom``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+__all__: list[str] = []
+
+Box = tuple[float, float, float, float]  # left, bottom, right, top
+
+_SOFT_HYPHENS = {"\x02", "\u00ad"}
+
+
+@dataclass
+class Word:
+    text: str
+    left: float
+    bottom: float
+    right: float
+    top: float
+    angle: int  # 0 horizontal, 1/2/3 quarter turns, -1 skewed
+
+    @property
+    def size(self) -> float:
+        return self.top - self.bottom if self.angle in (0, 2) else self.right - self.left
+
+
+@dataclass
+class Line:
+    words: list[Word] = field(default_factory=list)
+    left: float = math.inf
+    bottom: float = math.inf
+    right: float = -math.inf
+    top: float = -math.inf
+    prose: bool = False
+    _size: float | None = None
+
+    def add(self, word: Word) -> None:
+        self._size = None
+        self.words.append(word)
+        self.left, self.bottom = min(self.left, word.left), min(self.bottom, word.bottom)
+        self.right, self.top = max(self.right, word.right), max(self.top, word.top)
+
+    @property
+    def box(self) -> Box:
+        return (self.left, self.bottom, self.right, self.top)
+
+    @property
+    def size(self) -> float:
+        """Median word height (robust to sub- and superscripts)."""
+        if self._size is None:
+            sizes = sorted(w.size for w in self.words)
+            self._size = sizes[len(sizes) // 2] if sizes else 0.0
+        return self._size
+
+    @property
+    def width(self) -> float:
+        return self.right - self.left
+
+    @property
+    def text(self) -> str:
+        """Words left to right, one space between."""
+        return " ".join(w.text for w in sorted(self.words, key=lambda w: w.left))
+
+
+@dataclass
+class PageText:
+    """A page's text: horizontal ``lines`` (top to bottom), ``rotated`` words apart."""
+
+    lines: list[Line]
+    rotated: list[Word]
+    width: float
+    height: float
+    rotated_breaks: list[bool] = field(default_factory=list)  # a line ends after the word
+
+    def plain(self) -> str:
+        """Lines in reading order: each paragraph followed down its column before the next
+        starts (so a line's continuation is the next line of the text)."""
+        n = len(self.lines)
+        seen = [False] * n
+        out: list[str] = []
+        for i in range(n):
+            j: int | None = i
+            while j is not None and not seen[j]:
+                seen[j] = True
+                out.append(self.lines[j].text)
+                j = self._below(j, seen)
+        return "\n".join(out)
+
+    def _below(self, i: int, seen: list[bool]) -> int | None:
+        a = self.lines[i]
+        for j in range(i + 1, min(len(self.lines), i + 40)):
+            b = self.lines[j]
+            if b.top > a.bottom + 0.3 * a.size:
+                continue
+            if a.bottom - b.top > 1.5 * max(a.size, 1.0):
+                return None
+            if not seen[j] and min(a.right, b.right) - max(a.left, b.left) > 0 and \
+                    abs(b.left - a.left) <= 2.0 * max(a.size, 1.0):
+                return j
+        return None
+
+
+def _angle_class(radians: float) -> int:
+    quarter = radians / (math.pi / 2)
+    k = round(quarter)
+    if abs(quarter - k) > 0.06:
+        return -1
+    return int(k) % 4
+
+
+def page_words(textpage) -> list[tuple[Word, bool]]:
+    """Words of a text page in content order, each with whether a line break follows it."""
+    from pypdfium2 import raw
+
+    tp = textpage.raw
+    n = raw.FPDFText_CountChars(tp)
+    rect = raw.FS_RECTF()
+    words: list[tuple[Word, bool]] = []
+    chars: list[str] = []
+    box = [0.0, 0.0, 0.0, 0.0]
+    prev = (0.0, 0.0, 0.0, 0.0)
+    angle = 0
+
+    def flush(brk: bool) -> None:
+        if chars:
+            text = "".join(chars)
+            words.append((Word(text, box[0], box[1], box[2], box[3], angle), brk))
+            chars.clear()
+        elif brk and words:
+            words[-1] = (words[-1][0], True)
+
+    for i in range(n):
+        code = raw.FPDFText_GetUnicode(tp, i)
+        ch = chr(code) if 0 <= code < 0x110000 else ""
+        if ch in ("\r", "\n"):
+            flush(True)
+            continue
+        if ch.isspace() or not ch or code == 0xFFFE:
+            flush(False)
+            continue
+        if ch in _SOFT_HYPHENS:
+            ch = "-"
+        raw.FPDFText_GetLooseCharBox(tp, i, rect)
+        left, bottom, right, top = rect.left, rect.bottom, rect.right, rect.top
+        if right - left <= 0 and top - bottom <= 0:
+            continue
+        a = _angle_class(raw.FPDFText_GetCharAngle(tp, i))
+        if chars:
+            if a != angle:
+                flush(False)
+            elif a in (0, 2):
+                height = max(box[3] - box[1], top - bottom, 1.0)
+                overlap = min(box[3], top) - max(box[1], bottom)
+                gap = left - prev[2] if a == 0 else prev[0] - right
+                ligature = abs(left - prev[0]) < 0.5 and abs(right - prev[2]) < 0.5
+                if overlap < 0.4 * min(box[3] - box[1], top - bottom) or \
+                        not (ligature or -0.25 * height < gap < 0.12 * height):
+                    flush(False)
+            else:
+                width = max(box[2] - box[0], right - left, 1.0)
+                overlap = min(box[2], right) - max(box[0], left)
+                gap = max(bottom - prev[3], prev[1] - top)  # up or down the page
+                ligature = abs(bottom - prev[1]) < 0.5 and abs(top - prev[3]) < 0.5
+                if overlap < 0.4 * min(box[2] - box[0], right - left) or \
+                        not (ligature or -0.25 * width < gap < 0.12 * width):
+                    flush(False)
+        if not chars:
+            box = [left, bottom, right, top]
+            angle = a
+        else:
+            box = [min(box[0], left), min(box[1], bottom), max(box[2], right), max(box[3], top)]
+        prev = (left, bottom, right, top)
+        chars.append(ch)
+    flush(True)
+    return words
+
+
+def _same_row(a: Line | Word, b: Line | Word) -> bool:
+    overlap = min(a.top, b.top) - max(a.bottom, b.bottom)
+    return overlap >= 0.5 * min(a.top - a.bottom, b.top - b.bottom)
+
+
+def build_lines(words: list[tuple[Word, bool]]) -> tuple[list[Line], list[Word]]:
+    """Horizontal words → lines (top to bottom); other words returned apart."""
+    fragments: list[Line] = []
+    rotated: list[Word] = []
+    current: Line | None = None
+    for word, brk in words:
+        if word.angle != 0:
+            rotated.append(word)
+            continue
+        if current is not None and current.words:
+            last = current.words[-1]
+            size = max(last.size, word.size, 1.0)
+            gap = word.left - last.right
+            if not (_same_row(last, word) and -0.5 * size < gap < 1.0 * size):
+                fragments.append(current)
+                current = None
+        if current is None:
+            current = Line()
+        current.add(word)
+        if brk:
+            fragments.append(current)
+            current = None
+    if current is not None and current.words:
+        fragments.append(current)
+    # join fragments of one row that sit side by side (bold words, superscripts, out-of-order
+    # runs): vertical overlap and a horizontal gap under one character height
+    fragments.sort(key=lambda ln: (-ln.top, ln.left))
+    lines: list[Line] = []
+    for frag in fragments:
+        for line in reversed(lines[-12:]):
+            size = max(min(line.size, frag.size), 1.0)
+            gap = max(frag.left - line.right, line.left - frag.right)
+            overlap = min(line.top, frag.top) - max(line.bottom, frag.bottom)
+            small = min(line.top - line.bottom, frag.top - frag.bottom)
+            if overlap >= 0.45 * small and gap < 0.9 * size:
+                for word in frag.words:
+                    line.add(word)
+                break
+        else:
+            lines.append(frag)
+    lines.sort(key=lambda ln: (-ln.top, ln.left))
+    return lines, rotated
+
+
+def mark_prose(lines: list[Line]) -> None:
+    """Set :attr:`Line.prose` on lines of body-text paragraphs (see the module docstring)."""
+    def wide(line: Line) -> bool:
+        return line.width >= 9.0 * line.size and len(line.words) >= 4
+
+    n = len(lines)
+    # below[i]: index of the next line of the same column directly below line i
+    below: list[int | None] = [None] * n
+    for i, a in enumerate(lines):
+        for j in range(i + 1, min(n, i + 40)):
+            b = lines[j]
+            if abs(b.left - a.left) <= max(2.5, 0.3 * a.size) and \
+                    abs(b.size - a.size) <= 0.2 * a.size:
+                gap = a.bottom - b.top
+                if -0.3 * a.size <= gap <= 1.3 * a.size:
+                    below[i] = j
+                break
+    for i in range(n):
+        run = [i]
+        nxt = below[i]
+        while nxt is not None and len(run) < 3:
+            run.append(nxt)
+            nxt = below[nxt]
+        if len(run) >= 3 and all(wide(lines[k]) for k in run[:2]):
+            for k in run:
+                lines[k].prose = True
+    # a wide line continuing a prose line above or below is prose too (paragraph ends)
+    for i in range(n):
+        nxt = below[i]
+        if nxt is not None and lines[i].prose and not lines[nxt].prose:
+            lines[nxt].prose = True
+
+
+def read_page_text(page, textpage) -> PageText:
+    """Lay out one page's text."""
+    words = page_words(textpage)
+    lines, rotated = build_lines(words)
+    mark_prose(lines)
+    width, height = page.get_size()
+    breaks = [brk for word, brk in words if word.angle != 0]
+    return PageText(lines, rotated, float(width), float(height), breaks)
+
+
+# ------------------------------------------------------------------ joining lines into text
+_HYPHEN_END = re.compile(r"[A-Za-z]{2,}[-\u2010]$")
+
+
+def join_lines(texts: list[str]) -> str:
+    """Lines → one string: a word hyphenated at a line end rejoined ("immuno-" + "histo…"),
+    kept hyphenated when the next line starts with a capital or digit (``HER2-`` + ``Positive``
+    is rare; ``Ki-`` + ``67`` is a compound)."""
+    out = ""
+    for text in texts:
+        text = text.strip()
+        if not text:
+            continue
+        if not out:
+            out = text
+        elif _HYPHEN_END.search(out) and text[:1].islower():
+            out = out[:-1] + text
+        else:
+            out = f"{out} {text}"
+    return " ".join(out.split())

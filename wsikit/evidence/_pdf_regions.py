@@ -1,0 +1,605 @@
+"""Caption blocks and the graphic regions beside them (the figure half of PDF figure finding).
+
+The method of PDFFigures 2.0 (Clark & Divvala, JCDL 2016), written here from its description:
+
+1. *Captions*: a line that starts with a figure, table or scheme label ("Figure 3.",
+   "Fig. 2B:", "FIGURE 4", "Figure S1", "Table 2", "Scheme 1") and reads as a caption (a
+   separator or a capitalised word after the number, and not the continuation of a sentence of
+   the paragraph above) opens a caption block; the block runs on through the lines below it in
+   its column while size, alignment and line spacing stay those of a caption.
+2. *Graphics*: image, path and shading objects (Form XObjects unfolded into page space), less
+   what is repeated on many pages (logos, rules of running heads), invisible paths and page
+   backgrounds, are clustered by proximity; text lines that are not prose and not captions
+   (axis labels, legends, panel letters, rotated axis titles inside the text area) join the
+   cluster they touch.
+3. *Regions*: each caption takes the nearest cluster it can see (above, below, left or right,
+   with no prose or other caption between) and grows on that side through the clusters
+   adjacent to its region, never over prose, another caption or another caption's region.
+   Tables and schemes claim graphics the same way (so images inside table cells and rules of
+   tables never become figures), and are dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._pdf_layout import Box, Line, PageText, Word, build_lines, join_lines, mark_prose
+
+__all__: list[str] = []
+
+#: A caption's start: label word, number, optional panel letter(s), optional separator.
+CAPTION_RE = re.compile(
+    r"^\s*(?P<label>(?P<kind>(?:Supplementary|Supplemental|Extended\s+Data)\s+"
+    r"(?:Figure|Fig\.?)|Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)"
+    r"\s*(?P<num>S?\d+(?:\.\d+)?|[IVX]{1,6}\b)(?P<panel>(?<=\d)[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)"
+    r"(?![\d])"
+    r"(?P<sep>\s*[.:|—–-])?")
+
+IMAGE, PATH, SHADING = 3, 2, 4
+
+
+def caption_kind(kind: str) -> str:
+    """'figure', 'table' or 'scheme' for the label word of :data:`CAPTION_RE`."""
+    low = kind.lower()
+    if low.startswith("table"):
+        return "table"
+    if low.startswith("scheme"):
+        return "scheme"
+    return "figure"
+
+
+@dataclass
+class Element:
+    kind: int          # IMAGE, PATH, SHADING
+    box: Box
+    px: tuple[int, int] = (0, 0)  # pixel size of an image
+    key: tuple = ()    # signature for repeated-element detection
+
+
+@dataclass
+class Caption:
+    kind: str          # figure | table | scheme
+    label: str
+    number: str
+    lines: list[Line]
+    text: str
+    label_only: bool
+    turn: int = 0      # quarter turns of the caption's text (1 read downwards, 3 upwards)
+
+    @property
+    def box(self) -> Box:
+        return (min(ln.left for ln in self.lines), min(ln.bottom for ln in self.lines),
+                max(ln.right for ln in self.lines), max(ln.top for ln in self.lines))
+
+
+@dataclass
+class Cluster:
+    box: Box
+    images: list[Element] = field(default_factory=list)
+    n_paths: int = 0
+    n_text: int = 0
+    owner: int | None = None   # index of the caption that took it
+
+    @property
+    def rule(self) -> bool:
+        """A line or a lone path (rules, underlines, separators)."""
+        short = min(self.box[2] - self.box[0], self.box[3] - self.box[1])
+        return not self.images and (short < 6.0 or self.n_paths < 2)
+
+    @property
+    def thin(self) -> bool:
+        """A rule or a line of text, not a graphic: never a region of its own."""
+        short = min(self.box[2] - self.box[0], self.box[3] - self.box[1])
+        return short < 6.0 or (not self.images and self.n_paths < 2) or \
+            (short < 16.0 and not self.images) or \
+            (not self.images and self.n_paths <= 3 and self.n_text >= 1)  # a text box
+
+
+def union(a: Box, b: Box) -> Box:
+    return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
+
+
+def area(b: Box) -> float:
+    return max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1])
+
+
+def inter(a: Box, b: Box) -> float:
+    return area((max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])))
+
+
+def gap_between(a: Box, b: Box) -> float:
+    dx = max(0.0, max(a[0], b[0]) - min(a[2], b[2]))
+    dy = max(0.0, max(a[1], b[1]) - min(a[3], b[3]))
+    return max(dx, dy)
+
+
+# ---------------------------------------------------------------------- graphics
+def transform_box(m: tuple[float, ...], box: Box) -> Box:
+    a, b, c, d, e, f = m
+    xs, ys = [], []
+    for x, y in ((box[0], box[1]), (box[0], box[3]), (box[2], box[1]), (box[2], box[3])):
+        xs.append(a * x + c * y + e)
+        ys.append(b * x + d * y + f)
+    return (min(xs), min(ys), max(xs), max(ys))
+
+
+def _compose(inner: tuple[float, ...], outer: tuple[float, ...]) -> tuple[float, ...]:
+    a1, b1, c1, d1, e1, f1 = inner
+    a2, b2, c2, d2, e2, f2 = outer
+    return (a1 * a2 + b1 * c2, a1 * b2 + b1 * d2, c1 * a2 + d1 * c2, c1 * b2 + d1 * d2,
+            e1 * a2 + f1 * c2 + e2, e1 * b2 + f1 * d2 + f2)
+
+
+def page_graphics(page, page_box: Box) -> list[Element]:
+    """Image, path and shading objects of a page in page coordinates (Form XObjects
+    unfolded), clipped to the page; invisible paths left out."""
+    import ctypes
+    import hashlib
+
+    from pypdfium2 import raw
+
+    out: list[Element] = []
+    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    fill_mode, stroke = ctypes.c_int(), ctypes.c_int()
+    mat = raw.FS_MATRIX()
+    identity = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+
+    def walk(count, get, parent, m, depth):
+        for i in range(count(parent)):
+            obj = get(parent, i)
+            kind = raw.FPDFPageObj_GetType(obj)
+            if kind == raw.FPDF_PAGEOBJ_FORM:
+                if depth < 12 and raw.FPDFPageObj_GetMatrix(obj, mat):
+                    inner = (mat.a, mat.b, mat.c, mat.d, mat.e, mat.f)
+                    walk(raw.FPDFFormObj_CountObjects, raw.FPDFFormObj_GetObject, obj,
+                         _compose(inner, m) if depth else inner, depth + 1)
+                continue
+            if kind not in (IMAGE, PATH, SHADING):
+                continue
+            if kind == PATH and raw.FPDFPath_GetDrawMode(obj, fill_mode, stroke) and \
+                    fill_mode.value == 0 and not stroke.value:
+                continue
+            if not raw.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
+                continue
+            box: Box = (left.value, bottom.value, right.value, top.value)
+            if depth:
+                box = transform_box(m, box)
+            box = (max(box[0], page_box[0]), max(box[1], page_box[1]),
+                   min(box[2], page_box[2]), min(box[3], page_box[3]))
+            if box[2] < box[0] or box[3] < box[1]:
+                continue
+            px = (0, 0)
+            key: tuple = (kind, tuple(round(v / 3) for v in box))
+            if kind == IMAGE:
+                w, h = ctypes.c_uint(), ctypes.c_uint()
+                if raw.FPDFImageObj_GetImagePixelSize(obj, w, h):
+                    px = (int(w.value), int(h.value))
+                # the same bitmap on several pages is a logo, wherever it is placed
+                size = raw.FPDFImageObj_GetImageDataRaw(obj, None, 0)
+                buf = ctypes.create_string_buffer(max(1, size))
+                raw.FPDFImageObj_GetImageDataRaw(obj, buf, size)
+                small = area(box) < 0.08 * area(page_box)
+                key = (kind, px, hashlib.sha1(buf.raw[:size]).hexdigest(), small)
+            out.append(Element(kind, box, px, key))
+
+    walk(raw.FPDFPage_CountObjects, raw.FPDFPage_GetObject, page, identity, 0)
+    return out
+
+
+def cluster_graphics(elements: list[Element], text: PageText, *,
+                     skip_lines: set[int], skip_words: frozenset[int] = frozenset(),
+                     gap: float = 3.0) -> list[Cluster]:
+    """Group graphic elements that touch (within ``gap`` points) and attach the non-prose
+    text lines and rotated words that touch a group."""
+    if not elements:
+        return []
+    boxes = np.array([el.box for el in elements], dtype=np.float64)
+    if len(boxes) > 3000:
+        # thousands of paths (scatter plots, maps): pool them by 12-point cell first
+        cells: dict[tuple[int, int], int] = {}
+        cell_of = np.array([cells.setdefault((int((b[0] + b[2]) // 24), int((b[1] + b[3]) // 24)),
+                                             len(cells)) for b in boxes])
+        pooled = np.zeros((len(cells), 4))
+        pooled[:, :2], pooled[:, 2:] = np.inf, -np.inf
+        np.minimum.at(pooled[:, 0], cell_of, boxes[:, 0])
+        np.minimum.at(pooled[:, 1], cell_of, boxes[:, 1])
+        np.maximum.at(pooled[:, 2], cell_of, boxes[:, 2])
+        np.maximum.at(pooled[:, 3], cell_of, boxes[:, 3])
+        labels = _touching_groups(pooled, gap)[cell_of]
+    else:
+        labels = _touching_groups(boxes, gap)
+    clusters: dict[int, Cluster] = {}
+    for el, lab in zip(elements, labels, strict=True):
+        cl = clusters.get(int(lab))
+        if cl is None:
+            cl = clusters[int(lab)] = Cluster(el.box)
+        else:
+            cl.box = union(cl.box, el.box)
+        if el.kind == IMAGE:
+            cl.images.append(el)
+        else:
+            cl.n_paths += 1
+    out = list(clusters.values())
+    out = _merge_overlapping(out)
+    # text that is not prose or caption joins the cluster it touches (repeat: chains of labels)
+    # reach: a horizontal label touches its graphic; a rotated axis title sits further out
+    # side: where the graphic of a rotated axis title lies (text read upwards sits left of
+    # its axis, text read downwards right of it)
+    items: list[tuple[Box, float, int]] = [
+        (ln.box, 0.9 * ln.size, 0) for i, ln in enumerate(text.lines)
+        if not ln.prose and i not in skip_lines]
+    items += [((wd.left, wd.bottom, wd.right, wd.top), 2.0 * wd.size,
+               {3: 1, 1: -1}.get(wd.angle, 0))
+              for wd in text.rotated if _inside_text_area(wd, text) and id(wd) not in skip_words]
+    pending = list(items)
+    for _ in range(4):
+        left_over = []
+        changed = False
+        for box, size, side in pending:
+            reach = max(2.0, size)
+            hits = [c for c in out if not c.rule and gap_between(c.box, box) <= reach]
+            if not hits:
+                left_over.append((box, size, side))
+                continue
+            # the nearest graphic takes the label; labels never join two graphics (that is
+            # for the caption's region to decide, which stops at body text and captions)
+            facing = [c for c in hits if (side > 0 and c.box[0] >= box[2] - 1) or
+                      (side < 0 and c.box[2] <= box[0] + 1)]
+            first = min(facing or hits, key=lambda c: gap_between(c.box, box))
+            first.box = union(first.box, box)
+            first.n_text += 1
+            changed = True
+        pending = left_over
+        out = _merge_overlapping(out)
+        if not changed:
+            break
+    return out
+
+
+def _touching_groups(boxes: np.ndarray, gap: float) -> np.ndarray:
+    """Group label of each box: boxes closer than ``gap`` (directly or through others) share
+    one (union-find over the pairs found block by block, vectorised)."""
+    n = len(boxes)
+    parent = np.arange(n)
+
+    def find(i: int) -> int:
+        root = i
+        while parent[root] != root:
+            root = parent[root]
+        while parent[i] != root:
+            parent[i], i = root, parent[i]
+        return root
+
+    grown = boxes + np.array([-gap / 2, -gap / 2, gap / 2, gap / 2])
+    step = 512
+    for s0 in range(0, n, step):
+        blk = grown[s0:s0 + step]
+        touch = ((blk[:, None, 0] <= grown[None, :, 2]) & (blk[:, None, 2] >= grown[None, :, 0])
+                 & (blk[:, None, 1] <= grown[None, :, 3]) & (blk[:, None, 3] >= grown[None, :, 1]))
+        rows, cols = np.nonzero(touch)
+        for a, b in zip(rows + s0, cols, strict=True):
+            if a < b:
+                ra, rb = find(int(a)), find(int(b))
+                if ra != rb:
+                    parent[max(ra, rb)] = min(ra, rb)
+    return np.array([find(i) for i in range(n)])
+
+
+def _inside_text_area(word: Word, text: PageText) -> bool:
+    """A word turned by quarters inside the text area (an axis title), not in a margin (a
+    stamp), not skewed or huge (a watermark across the page)."""
+    if not text.lines or word.angle not in (1, 2, 3):
+        return False
+    sizes = sorted(ln.size for ln in text.lines)
+    if word.size > 2.5 * sizes[len(sizes) // 2]:
+        return False
+    left = min(ln.left for ln in text.lines if ln.prose) if any(
+        ln.prose for ln in text.lines) else 0.1 * text.width
+    right = max(ln.right for ln in text.lines if ln.prose) if any(
+        ln.prose for ln in text.lines) else 0.9 * text.width
+    return word.left >= left - 6 and word.right <= right + 6 and \
+        (word.top - word.bottom) < 0.4 * text.height
+
+
+def _merge_overlapping(clusters: list[Cluster]) -> list[Cluster]:
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(clusters)):
+            for j in range(i + 1, len(clusters)):
+                a, b = clusters[i], clusters[j]
+                if inter(a.box, b.box) > 0:
+                    a.box = union(a.box, b.box)
+                    a.images += b.images
+                    a.n_paths += b.n_paths
+                    a.n_text += b.n_text
+                    del clusters[j]
+                    changed = True
+                    break
+            if changed:
+                break
+    return clusters
+
+
+# ---------------------------------------------------------------------- captions
+def find_captions(text: PageText, *, graphics: list[Element]) -> list[Caption]:
+    """Caption blocks of a page (figures, tables and schemes)."""
+    _join_label_lines(text)
+    lines = text.lines
+    captions: list[Caption] = []
+    used: set[int] = set()
+    image_boxes = [el.box for el in graphics if el.kind == IMAGE]
+    for i, line in enumerate(lines):
+        if i in used:
+            continue
+        match = CAPTION_RE.match(line.text)
+        if not match or not _reads_as_caption(lines, i, match):
+            continue
+        block = [i]
+        gaps: list[float] = []
+        cur = line
+        size = line.size
+        while True:
+            nxt = _next_caption_line(lines, block[-1], block[0], size, gaps, image_boxes)
+            if nxt is None:
+                break
+            gaps.append(cur.bottom - lines[nxt].top)
+            block.append(nxt)
+            cur = lines[nxt]
+        used.update(block)
+        block_lines = [lines[k] for k in block]
+        text_ = join_lines([ln.text for ln in block_lines])
+        label = " ".join(match.group("label").split())
+        rest = text_[match.end():].strip(" .:|—–-")
+        captions.append(Caption(caption_kind(match.group("kind")), label,
+                                match.group("num").upper(), block_lines, text_,
+                                label_only=len(rest) < 3))
+    return captions
+
+
+def rotated_captions(text: PageText) -> list[Caption]:
+    """Captions printed a quarter turn round (a landscape figure on a portrait page): the
+    words of each turn are laid out in their own frame, read there, and returned with their
+    boxes on the page."""
+    out: list[Caption] = []
+    for turn in (1, 3):
+        back: dict[int, Word] = {}
+        turned: list[tuple[Word, bool]] = []
+        for word, brk in zip(text.rotated, text.rotated_breaks, strict=True):
+            if word.angle != turn:
+                continue
+            if turn == 3:  # read upwards: turn the page clockwise
+                box = (word.bottom, -word.right, word.top, -word.left)
+            else:          # read downwards: turn it anticlockwise
+                box = (-word.top, word.left, -word.bottom, word.right)
+            tw = Word(word.text, *box, 0)
+            back[id(tw)] = word
+            turned.append((tw, brk))
+        if not turned:
+            continue
+        lines, _ = build_lines(turned)
+        if not any(CAPTION_RE.match(ln.text) for ln in lines):
+            continue
+        mark_prose(lines)
+        frame = PageText(lines, [], text.height, text.width)
+        for cap in find_captions(frame, graphics=[]):
+            page_lines = []
+            for ln in cap.lines:
+                page_line = Line()
+                for tw in ln.words:
+                    page_line.add(back[id(tw)])
+                page_lines.append(page_line)
+            out.append(Caption(cap.kind, cap.label, cap.number, page_lines, cap.text,
+                               cap.label_only, turn))
+    return out
+
+
+def _join_label_lines(text: PageText) -> None:
+    """A label printed apart from its caption text on the same row ("Figure 2" then, after
+    a wide gap, "Fragment suggested …") becomes one line with it."""
+    lines = text.lines
+    drop: set[int] = set()
+    for i, line in enumerate(lines):
+        match = CAPTION_RE.match(line.text)
+        if not match or len(line.text[match.end():].strip(" .:|—–-")) >= 3:
+            continue
+        best, best_gap = None, 8.0 * max(line.size, 1.0)
+        for j, other in enumerate(lines):
+            if j == i or j in drop or other.left < line.right - 1:
+                continue
+            overlap = min(line.top, other.top) - max(line.bottom, other.bottom)
+            if overlap < 0.5 * min(line.top - line.bottom, other.top - other.bottom):
+                continue
+            gap = other.left - line.right
+            if gap < best_gap:
+                best, best_gap = j, gap
+        if best is not None:
+            for word in lines[best].words:
+                line.add(word)
+            line.prose = False
+            drop.add(best)
+    if drop:
+        text.lines = [ln for k, ln in enumerate(lines) if k not in drop]
+
+
+def _reads_as_caption(lines: list[Line], i: int, match: re.Match[str]) -> bool:
+    line = lines[i]
+    after = line.text[match.end():].lstrip()
+    sep = bool(match.group("sep"))
+    starts_upper = not after or after[0].isupper() or after[0] in "(['\"“" or after[0].isdigit()
+    if not (sep or starts_upper):
+        return False
+    # the continuation of a sentence of the paragraph just above ("… shown in / Figure 2.")
+    for j in range(i - 1, max(-1, i - 12), -1):
+        above = lines[j]
+        if min(above.right, line.right) - max(above.left, line.left) <= 0:
+            continue
+        gap = above.bottom - line.top
+        if gap > 0.8 * line.size:
+            break
+        if abs(above.left - line.left) <= 3 and abs(above.size - line.size) <= 0.2 * line.size \
+                and above.prose and not re.search(r"[.:!?)\]]\s*$", above.text):
+            return False
+        break
+    return True
+
+
+def _next_caption_line(lines: list[Line], last: int, first: int, size: float,
+                       gaps: list[float], image_boxes: list[Box]) -> int | None:
+    cur, head = lines[last], lines[first]
+    words = sorted(head.words, key=lambda w: w.left)
+    match = CAPTION_RE.match(head.text)
+    indent = head.left
+    if match:  # a hanging indent aligns the next lines with the text after the label
+        n_label = len(match.group(0).split())
+        if len(words) > n_label:
+            indent = words[n_label].left
+    limit = 1.35 * size if not gaps else min(1.35 * size, 1.3 * float(np.median(gaps))
+                                             + 0.2 * size)
+    best = None
+    for j in range(last + 1, min(len(lines), last + 40)):
+        cand = lines[j]
+        if cand.top > cur.bottom + 0.3 * size:
+            continue  # same row (another column)
+        gap = cur.bottom - cand.top
+        if gap > limit:
+            break
+        if min(cand.right, head.right + 2 * size) - max(cand.left, head.left) <= 0:
+            continue  # another column
+        # continuation lines start where the caption starts (or under the text after its
+        # label: a hanging indent), or are centred under it
+        aligned = head.left - 1.5 * size <= cand.left <= head.left + 0.6 * size or \
+            abs(cand.left - indent) <= 2
+        centred = abs((cand.left + cand.right) - (head.left + head.right)) <= 4 * size and \
+            cand.width <= head.width + 2 * size
+        if not (aligned or centred):
+            continue
+        best = j
+        break
+    if best is None:
+        return None
+    cand = lines[best]
+    if abs(cand.size - size) > 0.15 * size or CAPTION_RE.match(cand.text):
+        return None
+    if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
+        return None
+    return best
+
+
+# ---------------------------------------------------------------------- regions
+_DIRS = ("above", "below", "left", "right")  # where the graphic lies relative to the caption
+
+
+def _relation(cap: Box, box: Box) -> tuple[str, float, Box] | None:
+    """Direction, gap and the gap rectangle between a caption and a graphic box."""
+    h_overlap = min(cap[2], box[2]) - max(cap[0], box[0])
+    v_overlap = min(cap[3], box[3]) - max(cap[1], box[1])
+    tol = 3.0
+    if h_overlap > 0.2 * min(cap[2] - cap[0], box[2] - box[0]):
+        xs = (max(cap[0], box[0]), min(cap[2], box[2]))
+        if box[1] >= cap[3] - tol:
+            return "above", max(0.0, box[1] - cap[3]), (xs[0], cap[3], xs[1], box[1])
+        if box[3] <= cap[1] + tol:
+            return "below", max(0.0, cap[1] - box[3]), (xs[0], box[3], xs[1], cap[1])
+    if v_overlap > 0.3 * min(cap[3] - cap[1], box[3] - box[1]):
+        ys = (max(cap[1], box[1]), min(cap[3], box[3]))
+        if box[0] >= cap[2] - tol:
+            return "right", max(0.0, box[0] - cap[2]), (cap[2], ys[0], box[0], ys[1])
+        if box[2] <= cap[0] + tol:
+            return "left", max(0.0, cap[0] - box[2]), (box[2], ys[0], cap[0], ys[1])
+    return None
+
+
+def _on_side(direction: str, cap: Box, box: Box) -> bool:
+    tol = 3.0
+    if direction == "above":
+        return box[1] >= cap[3] - tol
+    if direction == "below":
+        return box[3] <= cap[1] + tol
+    if direction == "right":
+        return box[0] >= cap[2] - tol
+    return box[2] <= cap[0] + tol
+
+
+def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageText, *,
+                   prefer: str = "above", max_gap: float = 60.0, grow_gap: float = 36.0
+                   ) -> tuple[dict[int, Box], dict[int, str]]:
+    """Each caption's graphic region (``{caption index: box}``) and where it lies from the
+    caption (``{caption index: "above" | "below" | "left" | "right"}``); sets
+    :attr:`Cluster.owner`. ``prefer``: where figures lie from their captions in this
+    document (the other side pays 12 points in the nearest-first pairing, a side 6)."""
+    for cl in clusters:
+        cl.owner = None
+    cap_boxes = [c.box for c in captions]
+    cap_line_ids = {id(ln) for c in captions for ln in c.lines}
+    blockers = [ln.box for ln in text.lines if ln.prose and id(ln) not in cap_line_ids]
+
+    def blocked(rect: Box, own: int) -> bool:
+        for b in blockers:
+            if inter(rect, b) > 0.3 * area(b):
+                return True
+        for k, cb in enumerate(cap_boxes):
+            if k != own and inter(rect, cb) > 0.2 * area(cb):
+                return True
+        return any(k != own and inter(rect, reg) > 1.0 for k, reg in regions.items())
+
+    regions: dict[int, Box] = {}
+    direction: dict[int, str] = {}
+    pairs = []
+    for k, cap in enumerate(captions):
+        for c, cl in enumerate(clusters):
+            w, h = cl.box[2] - cl.box[0], cl.box[3] - cl.box[1]
+            if cl.thin or min(w, h) < 20 or w * h < 1500:
+                continue  # an icon or a symbol does not make a figure on its own
+            found = _relation(cap.box, cl.box)
+            if found is None or found[1] > max_gap:
+                continue
+            # the document's usual side wins near-ties
+            penalty = 0.0 if found[0] == prefer else 12.0 if found[0] in ("above", "below") \
+                else 6.0
+            pairs.append((found[1] + penalty, k, c, found[0], found[2]))
+    pairs.sort(key=lambda p: (p[0], p[1], p[2]))
+    for _gap, k, c, rel, gap_rect in pairs:
+        cl = clusters[c]
+        if cl.owner is not None or (k in direction and direction[k] != rel):
+            continue
+        new = union(regions[k], cl.box) if k in regions else cl.box
+        if blocked(gap_rect, k) or blocked(new, k):
+            continue
+        cl.owner = k
+        regions[k] = new
+        direction[k] = rel
+    # grow, nearest first over all captions, through graphics on each caption's side; a
+    # graphic under (or over) another caption's column belongs to that caption
+    def x_overlap(k: int, box: Box) -> float:
+        return min(cap_boxes[k][2], box[2]) - max(cap_boxes[k][0], box[0])
+
+    while True:
+        best: tuple[float, int, int] | None = None
+        for c, cl in enumerate(clusters):
+            if cl.owner is not None or cl.thin:
+                continue
+            for k in regions:
+                gap = gap_between(regions[k], cl.box)
+                if gap > grow_gap or (best is not None and gap >= best[0]):
+                    continue
+                if not _on_side(direction[k], cap_boxes[k], cl.box):
+                    continue
+                if direction[k] in ("above", "below") and any(
+                        j != k and captions[j].kind == "figure" and
+                        x_overlap(j, cl.box) > max(0.0, x_overlap(k, cl.box)) and
+                        _on_side(direction.get(j, direction[k]), cap_boxes[j], cl.box)
+                        for j in range(len(captions))):
+                    continue
+                if blocked(union(regions[k], cl.box), k):
+                    continue
+                best = (gap, k, c)
+        if best is None:
+            break
+        _, k, c = best
+        clusters[c].owner = k
+        regions[k] = union(regions[k], clusters[c].box)
+    return regions, direction
