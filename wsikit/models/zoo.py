@@ -133,7 +133,7 @@ class _HFDinov2ViT(VisionTransformer):
     def _pos_embed(self, x: torch.Tensor) -> torch.Tensor:
         b, gh, gw, c = x.shape  # dynamic_img_size: (B, H, W, C)
         x = x.reshape(b, gh * gw, c)
-        pe = self.pos_embed
+        pe: torch.Tensor | None = self.pos_embed
         assert pe is not None and self.cls_token is not None
         n = pe.shape[1] - 1
         if n != gh * gw:
@@ -287,6 +287,9 @@ class ZooEncoder(Encoder):
     mapped to it by :func:`map_published` before the strict load.
     """
 
+    model: Any  # the timm network (VisionTransformer or ResNet features), typed loosely
+    proj: nn.Linear | None
+
     def __init__(self, config: EncoderConfig, hf_config: dict[str, Any] | None = None,
                  overrides: dict[str, Any] | None = None) -> None:
         super().__init__(config)
@@ -332,7 +335,8 @@ class ZooEncoder(Encoder):
                 raise ModelError(f"{self.config.name}: no Dinov2 defaults for {name}")
             kw = timm_kwargs({**base, **self._arch_kwargs()})
             kw.pop("projection_dim", None)
-            self.model = _HFDinov2ViT(**{"num_classes": 0, "global_pool": "token", **kw})
+            self.model = _HFDinov2ViT(
+                **{"num_classes": 0, "global_pool": "token", **kw})
             self.proj = None
         else:
             kw = timm_kwargs(self._arch_kwargs())
@@ -350,8 +354,8 @@ class ZooEncoder(Encoder):
         if self.proj is not None:
             return int(self.proj.out_features)
         if self.config.pooling == "avgpool":
-            return int(self.model.feature_info.channels()[-1])
-        width = int(getattr(self.model, "embed_dim"))
+            return int(cast(Any, self.model).feature_info.channels()[-1])
+        width = int(cast(Any, self.model).embed_dim)
         return 2 * width if self.config.pooling == "cls+mean" else width
 
     def prepare_for_weights(self, path: str | Path) -> None:
