@@ -183,3 +183,29 @@ def test_random_weights_work_for_every_entry() -> None:
         with torch.device("meta"):
             model = ZooEncoder(config)
         assert model.dim == config.dim
+
+
+def test_outputs_record_weight_sha256_and_preprocessing(tmp_path: Path) -> None:
+    """A local weight file's SHA-256 is in the label (recorded with features and evidence,
+    and part of the features' reuse check) and the preprocessing is stated."""
+    import hashlib
+
+    path = _published_file("lunit_vits16", tmp_path)
+    enc = create_encoder("lunit_vits16", weights=str(path))
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert enc.weights_sha256 == digest and f"sha256 {digest}" in enc.label
+    assert enc.weights_source == f"explicit: {path}"
+    assert "bicubic" in enc.preprocessing and "centre crop 224" in enc.preprocessing
+    assert str(list(get_config("lunit_vits16").mean)) in enc.preprocessing
+
+
+def test_hf_cache_blob_name_is_taken_as_the_sha256(tmp_path: Path) -> None:
+    from wsikit.models.hub import weights_sha256
+
+    blob = tmp_path / "blobs" / ("ab" * 32)
+    blob.parent.mkdir()
+    blob.write_bytes(b"x")
+    link = tmp_path / "snapshots" / "rev" / "model.safetensors"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(blob)
+    assert weights_sha256(link) == "ab" * 32  # not recomputed (it would be sha256(b"x"))
