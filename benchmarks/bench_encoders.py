@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import platform
 import time
 from pathlib import Path
@@ -68,11 +69,13 @@ def main() -> None:
               f"{r['patches_per_s']:8.2f} patches/s  (build {r['build_s']:.1f} s)", flush=True)
     if args.out:
         lines = [f"# Encoder throughput, {args.device} {args.precision}", "",
-                 f"`{' '.join(['python benchmarks/bench_encoders.py'] + [])}` with batch "
+                 "`python benchmarks/bench_encoders.py` with batch "
                  f"{args.batch}, {args.repeat} timed batches, {args.threads} threads; "
                  f"{platform.processor() or platform.machine()}, torch {torch.__version__}. "
                  "Random weights (speed does not depend on them); the encoder's own resize "
-                 "from its patch size is included. A shared machine: numbers are indicative.",
+                 "from its patch size is included. Load average at the end "
+                 f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared machine: "
+                 "numbers are indicative).",
                  "", "| encoder | params (M) | input px | patches/s |", "|---|---:|---|---:|"]
         lines += [f"| {r['name']} | {r['params_m']:.1f} | {r['input']} | "
                   f"{r['patches_per_s']:.2f} |" for r in rows]

@@ -60,40 +60,18 @@ TILE_SRC = Path(__file__).resolve().parents[1] / "data" / "real_tiles" / \
 REDUCED = {"h_optimus_0", "h_optimus_1", "uni", "uni2_h", "virchow", "prov_gigapath",
            "kaiko_vitl14", "gpfm", "phikon_v2", "midnight_12k", "hibou_l"}
 
-#: The published transformers configs (the fields that shape the network).
-HF_CONFIGS: dict[str, dict[str, Any]] = {
-    "phikon": {"model_type": "vit", "hidden_size": 768, "num_hidden_layers": 12,
-               "num_attention_heads": 12, "intermediate_size": 3072, "patch_size": 16,
-               "image_size": 224, "layer_norm_eps": 1e-12, "qkv_bias": True,
-               "hidden_act": "gelu"},
-    "phikon_v2": {"model_type": "dinov2", "hidden_size": 1024, "num_hidden_layers": 24,
-                  "num_attention_heads": 16, "mlp_ratio": 4, "patch_size": 16,
-                  "image_size": 224, "layer_norm_eps": 1e-6, "layerscale_value": 1.0,
-                  "use_swiglu_ffn": False, "qkv_bias": True, "hidden_act": "gelu"},
-    "midnight_12k": {"model_type": "dinov2", "hidden_size": 1536, "num_hidden_layers": 40,
-                     "num_attention_heads": 24, "mlp_ratio": 4, "patch_size": 14,
-                     "image_size": 392, "layer_norm_eps": 1e-6, "layerscale_value": 1.0,
-                     "use_swiglu_ffn": True, "qkv_bias": True, "hidden_act": "gelu"},
-    "hibou_b": {"model_type": "dinov2_with_registers", "hidden_size": 768,
-                "num_hidden_layers": 12, "num_attention_heads": 12, "mlp_ratio": 4,
-                "patch_size": 14, "image_size": 224, "layer_norm_eps": 1e-6,
-                "layerscale_value": 1.0, "use_swiglu_ffn": True, "num_register_tokens": 4,
-                "qkv_bias": True, "hidden_act": "gelu"},
-    "hibou_l": {"model_type": "dinov2_with_registers", "hidden_size": 1024,
-                "num_hidden_layers": 24, "num_attention_heads": 16, "mlp_ratio": 4,
-                "patch_size": 14, "image_size": 224, "layer_norm_eps": 1e-6,
-                "layerscale_value": 1.0, "use_swiglu_ffn": True, "num_register_tokens": 4,
-                "qkv_bias": True, "hidden_act": "gelu"},
-    "plip": {"model_type": "clip", "projection_dim": 512,
-             "vision_config": {"hidden_size": 768, "num_hidden_layers": 12,
-                               "num_attention_heads": 12, "intermediate_size": 3072,
-                               "patch_size": 32, "image_size": 224, "hidden_act": "quick_gelu",
-                               "layer_norm_eps": 1e-5, "projection_dim": 512},
-             "text_config": {"hidden_size": 512, "num_hidden_layers": 12,
-                             "num_attention_heads": 8, "intermediate_size": 2048,
-                             "projection_dim": 512, "hidden_act": "quick_gelu"}},
-}
-HF_CONFIGS["clip_vit_b32"] = HF_CONFIGS["plip"]
+#: The text tower of the CLIP checkpoints (in the published file, not used by wsikit).
+CLIP_TEXT = {"hidden_size": 512, "num_hidden_layers": 12, "num_attention_heads": 8,
+             "intermediate_size": 2048, "projection_dim": 512, "hidden_act": "quick_gelu"}
+
+
+def hf_config(cfg: EncoderConfig) -> dict[str, Any]:
+    """The published config.json fields of a transformers-layout entry (the entry's table,
+    one definition) plus the transformers defaults the published files state."""
+    fields = dict(cfg.arch_kwargs)
+    if fields["model_type"] == "clip":
+        return {**fields, "text_config": CLIP_TEXT}
+    return {**fields, "qkv_bias": True, "hidden_act": "gelu"}
 
 
 def tile() -> np.ndarray:
@@ -241,7 +219,7 @@ def reference(cfg: EncoderConfig, reduced: bool) -> tuple[torch.nn.Module, dict 
 
         mc = {**open_clip.get_model_config(cfg.arch.split(":", 1)[1]), "quick_gelu": True}
         return OpenClipReference(cfg, mc), {"model_cfg": mc}, {}, "open_clip_config.json"
-    hf = dict(HF_CONFIGS[cfg.name])
+    hf = hf_config(cfg)
     if reduced:
         hf["num_hidden_layers"] = 2
     return HFReference(cfg, hf), hf, {}, "config.json"

@@ -209,3 +209,14 @@ def test_hf_cache_blob_name_is_taken_as_the_sha256(tmp_path: Path) -> None:
     link.parent.mkdir(parents=True)
     link.symlink_to(blob)
     assert weights_sha256(link) == "ab" * 32  # not recomputed (it would be sha256(b"x"))
+
+
+def test_without_config_json_the_entry_defaults_are_the_published_geometry(
+        tmp_path: Path) -> None:
+    """Weights copied without their config.json (Hibou-B): the entry's defaults build the
+    same network, so the features still equal the reference's."""
+    path = _published_file("hibou_b", tmp_path)
+    (path.parent / "config.json").unlink()
+    enc = create_encoder("hibou_b", weights=str(path))
+    got = enc.encode(zoo_tile()[None])
+    assert rel_err(got, zoo_golden("hibou_b")["embedding"]) < FP32_TOL

@@ -92,8 +92,10 @@ class EncoderConfig:
         The network, ``"timm:<model name>"`` (built by :mod:`wsikit.models.zoo` with
         :attr:`arch_kwargs`), ``"open_clip:<model name>"``, or ``""`` for a module of its own.
     arch_kwargs : tuple of (str, value) pairs
-        Keyword arguments of the architecture, as published (``mlp_layer="swiglu_packed"`` and
-        ``act_layer="silu"`` name timm's ``SwiGLUPacked`` and ``torch.nn.SiLU``).
+        Keyword arguments of the architecture, as published: timm's for the ``timm`` layouts
+        (``mlp_layer="swiglu_packed"`` and ``act_layer="silu"`` name timm's ``SwiGLUPacked``
+        and ``torch.nn.SiLU``); for the transformers layouts the fields of the published
+        ``config.json`` (``hidden_size``, ``num_hidden_layers``, ...), mapped to timm's.
     layout : str
         Key layout of the published weight file, mapped to the network's on load:
         ``timm``, ``hf_vit`` (transformers ``ViTModel``), ``hf_dinov2`` (``Dinov2Model``),
@@ -262,6 +264,16 @@ def _zoo(name: str, arch: str, kwargs: tuple[tuple[str, Any], ...], *, repo: str
         commercial_use=commercial, reference=reference)
 
 
+def _hf(**fields: Any) -> tuple[tuple[str, Any], ...]:
+    """The published transformers ``config.json`` fields that shape the network (the
+    entry's defaults; a config.json beside the weights overrides them)."""
+    return tuple(fields.items())
+
+
+_CLIP_B32 = _hf(model_type="clip", projection_dim=512, vision_config={
+        "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+        "intermediate_size": 3072, "patch_size": 32, "image_size": 224,
+        "hidden_act": "quick_gelu", "layer_norm_eps": 1e-5, "projection_dim": 512})
 _ST_BIN = ("model.safetensors", "pytorch_model.bin")
 _BIN_ST = ("pytorch_model.bin", "model.safetensors")
 _HF_VIT_REF = "transformers ViTModel(config, add_pooling_layer=False): last_hidden_state[:, 0]"
@@ -356,23 +368,35 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
                    "(CLAM's truncated ResNet-50, as TRIDENT runs it)",
          description="ImageNet ResNet-50 truncated after layer3 + average pooling (the "
                      "classic CLAM baseline, 1024-d; not pathology-trained)"),
-    _zoo("phikon", "timm:vit_base_patch16_224", (("img_size", 224),),
+    _zoo("phikon", "timm:vit_base_patch16_224", _hf(
+        model_type="vit", hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+        intermediate_size=3072, patch_size=16, image_size=224, layer_norm_eps=1e-12),
          repo="owkin/phikon", files=_ST_BIN, dim=768,
          license="other (Owkin, non-commercial)", gated=False, commercial=False,
          layout="hf_vit", hf_config="config.json", reference=_HF_VIT_REF,
          description="Phikon ViT-B/16 (Owkin iBOT on TCGA; class token, 768-d)"),
-    _zoo("phikon_v2", "timm:vit_large_patch16_224", (("img_size", 224),),
+    _zoo("phikon_v2", "timm:vit_large_patch16_224", _hf(
+        model_type="dinov2", hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+        mlp_ratio=4, patch_size=16, image_size=224, layer_norm_eps=1e-6,
+        layerscale_value=1.0, use_swiglu_ffn=False),
          repo="owkin/phikon-v2", files=_ST_BIN, dim=1024,
          license="other (Owkin, non-commercial)", gated=False, commercial=False,
          layout="hf_dinov2", hf_config="config.json", reference=_HF_DINO_REF + "[:, 0]",
          description="Phikon-v2 ViT-L/16 (Owkin DINOv2 on PANCAN-XL; class token, 1024-d)"),
-    _zoo("midnight_12k", "timm:vit_giant_patch14_dinov2", (("img_size", 224),),
+    _zoo("midnight_12k", "timm:vit_giant_patch14_dinov2", _hf(
+        model_type="dinov2", hidden_size=1536, num_hidden_layers=40, num_attention_heads=24,
+        mlp_ratio=4, patch_size=14, image_size=392, layer_norm_eps=1e-6,
+        layerscale_value=1.0, use_swiglu_ffn=True),
          repo="kaiko-ai/midnight", files=_ST_BIN, dim=3072, license="MIT", gated=False,
          commercial=True, mean=HALF, std=HALF, layout="hf_dinov2", pooling="cls+mean",
          hf_config="config.json", reference=_HF_DINO_REF + ": cat(cls, mean(patches))",
          description="Midnight-12k ViT-g/14 (kaiko.ai; class token ⊕ mean patch token, "
                      "3072-d, as its card embeds for classification)"),
-    *(_zoo(f"hibou_{tag}", f"timm:{arch}", (("img_size", 224),),
+    *(_zoo(f"hibou_{tag}", f"timm:{arch}", _hf(
+        model_type="dinov2_with_registers", hidden_size=dim, num_hidden_layers=depth,
+        num_attention_heads=heads, mlp_ratio=4, patch_size=14, image_size=224,
+        layer_norm_eps=1e-6, layerscale_value=1.0, use_swiglu_ffn=True,
+        num_register_tokens=4),
            repo=f"histai/hibou-{tag.upper() if tag == 'l' else tag}", files=_ST_BIN, dim=dim,
            license="Apache-2.0", gated=gated, commercial=True, mean=HIBOU_MEAN, std=HIBOU_STD,
            interpolation="bicubic", crop=False, layout="hf_dinov2_reg",
@@ -380,17 +404,17 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
            description=f"Hibou-{tag.upper()} ViT-{size}/14 + 4 registers, SwiGLU (HistAI "
                        f"DINOv2; class token, {dim}-d)"
                        + ("; the hub asks to accept its terms" if gated else ""))
-      for tag, arch, dim, size, gated in (
-          ("b", "vit_base_patch14_reg4_dinov2", 768, "B", False),
-          ("l", "vit_large_patch14_reg4_dinov2", 1024, "L", True))),
-    _zoo("plip", "timm:vit_base_patch32_clip_quickgelu_224", (("img_size", 224),),
+      for tag, arch, dim, depth, heads, size, gated in (
+          ("b", "vit_base_patch14_reg4_dinov2", 768, 12, 12, "B", False),
+          ("l", "vit_large_patch14_reg4_dinov2", 1024, 24, 16, "L", True))),
+    _zoo("plip", "timm:vit_base_patch32_clip_quickgelu_224", _CLIP_B32,
          repo="vinid/plip", files=("pytorch_model.bin", "model.safetensors"), dim=512,
          license="see the hub page (PLIP)", gated=False, commercial=None, mean=CLIP_MEAN,
          std=CLIP_STD, interpolation="bicubic", layout="hf_clip", role="any",
          hf_config="config.json", reference=_HF_CLIP_REF,
          description="PLIP image tower, CLIP ViT-B/32 fine-tuned on OpenPath (512-d, the "
                      "projected image embedding)"),
-    _zoo("clip_vit_b32", "timm:vit_base_patch32_clip_quickgelu_224", (("img_size", 224),),
+    _zoo("clip_vit_b32", "timm:vit_base_patch32_clip_quickgelu_224", _CLIP_B32,
          repo="openai/clip-vit-base-patch32", files=("pytorch_model.bin", "model.safetensors"),
          dim=512, license="MIT", gated=False, commercial=True, mean=CLIP_MEAN, std=CLIP_STD,
          interpolation="bicubic", layout="hf_clip", role="any", hf_config="config.json",

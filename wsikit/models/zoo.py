@@ -300,50 +300,26 @@ class ZooEncoder(Encoder):
         self._build()
 
     def _arch_kwargs(self) -> dict[str, Any]:
-        kw = self.config.kwargs
-        if self.config.layout == "hf_vit":
-            kw.setdefault("norm_eps", 1e-12)
-        if self.config.layout in HF_LAYOUTS and self.config.layout != "hf_vit":
-            kw.update(hf_timm_kwargs(self.config.layout, self.hf_config or {})
-                      if self.hf_config is not None else self._default_hf_kwargs())
-        if self.hf_config is not None and self.config.layout == "hf_vit":
-            kw.update(hf_timm_kwargs("hf_vit", self.hf_config))
+        """timm arguments: the entry's (timm layouts) or those of its published config
+        fields, updated by the config.json beside the weights (transformers layouts)."""
+        if self.config.layout in HF_LAYOUTS:
+            fields = {**self.config.kwargs, **(self.hf_config or {})}
+            kw = hf_timm_kwargs(self.config.layout, fields)
+        else:
+            kw = self.config.kwargs
         kw.update(self._overrides)
-        return kw
-
-    def _default_hf_kwargs(self) -> dict[str, Any]:
-        """The transformers defaults of this layout, on top of the entry's timm model (used
-        when no config.json lies beside the weights)."""
-        layout = self.config.layout
-        kw: dict[str, Any] = {}
-        if layout == "hf_clip":
-            kw.update(pre_norm=True, norm_eps=1e-5, projection_dim=self.config.dim)
-        elif layout in ("hf_dinov2", "hf_dinov2_reg"):
-            kw.update(dynamic_img_size=True, norm_eps=1e-6)
-            kw.setdefault("init_values", 1.0)
-            if layout == "hf_dinov2_reg":
-                kw.update(no_embed_class=True, reg_tokens=4)
         return kw
 
     def _build(self) -> None:
         name = self.config.arch.split(":", 1)[1]
-        if self.config.layout == "hf_dinov2":
-            # timm's registered function is replaced by its arguments, so that the class can
-            # be the one with transformers Dinov2's position handling
-            base = _VIT_DEFAULTS.get(name)
-            if base is None:
-                raise ModelError(f"{self.config.name}: no Dinov2 defaults for {name}")
-            kw = timm_kwargs({**base, **self._arch_kwargs()})
-            kw.pop("projection_dim", None)
-            self.model = _HFDinov2ViT(
-                **{"num_classes": 0, "global_pool": "token", **kw})
-            self.proj = None
+        kw = timm_kwargs(self._arch_kwargs())
+        proj_dim = kw.pop("projection_dim", None)
+        if self.config.layout == "hf_dinov2":  # transformers Dinov2's position handling
+            self.model = _HFDinov2ViT(**{"num_classes": 0, "global_pool": "token", **kw})
         else:
-            kw = timm_kwargs(self._arch_kwargs())
-            proj_dim = kw.pop("projection_dim", None)
             self.model = timm.create_model(name, pretrained=False, **({"num_classes": 0} | kw))
-            self.proj = (nn.Linear(int(kw.get("embed_dim", 768)), int(proj_dim), bias=False)
-                         if self.config.layout == "hf_clip" else None)
+        self.proj = (nn.Linear(int(kw.get("embed_dim", 768)), int(proj_dim), bias=False)
+                     if self.config.layout == "hf_clip" else None)
         dim = self._out_dim()
         if dim != self.config.dim:
             raise ModelError(f"{self.config.name}: the architecture gives {dim}-d embeddings, "
@@ -423,17 +399,6 @@ class ZooEncoder(Encoder):
         else:
             raise ModelError(f"{self.config.name}: unknown pooling {pooling!r}")
         return self.proj(out) if self.proj is not None else out
-
-
-#: Plain ViT arguments of the timm names the Dinov2-layout entries use (the registered
-#: functions of timm set these; the Dinov2 position handling needs the class directly).
-_VIT_DEFAULTS: dict[str, dict[str, Any]] = {
-    "vit_large_patch16_224": {"patch_size": 16, "embed_dim": 1024, "depth": 24,
-                              "num_heads": 16},
-    "vit_giant_patch14_dinov2": {"patch_size": 14, "embed_dim": 1536, "depth": 40,
-                                 "num_heads": 24, "mlp_ratio": 2.66667 * 2,
-                                 "mlp_layer": "swiglu_packed", "act_layer": "silu"},
-}
 
 
 def build_zoo(config: EncoderConfig) -> ZooEncoder:
