@@ -90,8 +90,8 @@ def main() -> None:
                      f"{', '.join(f'{w:.2f}' for w in walls)} | {statistics.median(cpus):.2f} |")
     lines += ["", f"This version takes {new / old:.0%} of the previous one's wall time "
                   f"({old / new:.1f}× faster); target under 3 s: "
-                  f"{'met' if new < 3 else 'NOT met'} ({new:.2f} s). `doctor` imports neither torch "
-                  "nor timm nor faiss: component versions come from package metadata, GPUs "
+                  f"{'met' if new < 3 else 'NOT met'} ({new:.2f} s). `doctor` imports neither "
+                  "torch nor timm nor faiss: component versions come from package metadata, GPUs "
                   "from the NVIDIA driver, the weights lookup from the torch-free "
                   "`wsikit.models.configs`."]
     out = REPO / "benchmarks" / "results" / "bench_doctor.md"

@@ -36,11 +36,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from PIL import Image  # noqa: E402
+from PIL import Image
 
-from wsikit.evidence import FigureIndex, read_figure_manifest  # noqa: E402
-from wsikit.evidence.evaluation import Query, Target, evaluate_retrieval  # noqa: E402
-from wsikit.models import create_encoder  # noqa: E402
+from wsikit.evidence import FigureIndex, read_figure_manifest
+from wsikit.evidence.evaluation import Query, Target, evaluate_retrieval
+from wsikit.models import create_encoder
 
 PX = 256
 PER_CLASS = 16
@@ -116,7 +116,7 @@ def render(cls: str, rng: np.random.Generator, *, stain: np.ndarray, px: int = P
     cy, cx = rng.uniform(0, px, n), rng.uniform(0, px, n)
     rad = radius * zoom * rng.lognormal(0, pleo, n)
     shade = rng.uniform(0.8, 1.2, n)
-    for y, x, r, s in zip(cy, cx, rad, shade):
+    for y, x, r, s in zip(cy, cx, rad, shade, strict=True):
         y0, y1 = int(max(0, y - r - 1)), int(min(px, y + r + 2))
         x0, x1 = int(max(0, x - r - 1)), int(min(px, x + r + 2))
         sub = (yy[y0:y1, x0:x1] - y) ** 2 + (xx[y0:y1, x0:x1] - x) ** 2 <= r * r
@@ -247,7 +247,7 @@ def main() -> int:
                                   for c in cols) + " | s |",
         "|---" * (len(cols) + 2) + "|",
     ]
-    for (name, ev), sec in zip(rows, times):
+    for (name, ev), sec in zip(rows, times, strict=True):
         lines.append(f"| {name} | " + " | ".join(f"{ev.macro[c]:.3f}" for c in cols)
                      + f" | {sec:.1f} |")
     per_class = {}

@@ -137,8 +137,9 @@ def run_real(tmp: Path) -> list[dict]:
     """The rank-1 and finest windows of the real slides, and the tile slide's AUC."""
     import shutil
 
-    import wsikit
     from PIL import Image
+
+    import wsikit
     from wsikit.synthetic import tile_mosaic, write_image_slide
 
     tile_img = tile_mosaic([[np.asarray(Image.open(REAL_TILES / f"{n}.png").convert("RGB"))
@@ -160,7 +161,8 @@ def run_real(tmp: Path) -> list[dict]:
         grid = make_grid(s, None, target_mpp=1.0, patch_px=256, whole_slide=True)
     imp = nuclear_importance(tiles, grid)
     names = [TILE_LAYOUT[y // 512][x // 512] for x, y in grid.coords]
-    pos = np.array([n in DENSE and k < 0.01 for n, k in zip(names, imp.features[:, 5])])
+    pos = np.array([n in DENSE and k < 0.01
+                    for n, k in zip(names, imp.features[:, 5], strict=True)])
     neg = np.array([n in OTHER for n in names])
     diff = imp.scores[pos][:, None] - imp.scores[neg][None, :]
     rows.append({"slide": "tcga_tiles", "role": "auc", "auc": float((diff > 0).mean()
@@ -214,12 +216,17 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "| measure | result | target |",
         "|---|---|---|",
-        f"| finest window inside the planted region, 2–6 patches across | {_pct([r['finest'] for r in big])} | ≥ 95 % |",
-        f"| rank-1 region inside the planted region, 2–6 patches across | {_pct([r['rank1'] for r in big])} | |",
-        f"| finest window inside, 1-patch regions (reported separately) | {_pct([r['finest'] for r in one])} | |",
+        "| finest window inside the planted region, 2–6 patches across | "
+        f"{_pct([r['finest'] for r in big])} | ≥ 95 % |",
+        "| rank-1 region inside the planted region, 2–6 patches across | "
+        f"{_pct([r['rank1'] for r in big])} | |",
+        "| finest window inside, 1-patch regions (reported separately) | "
+        f"{_pct([r['finest'] for r in one])} | |",
         f"| rank-1 region inside, 1-patch regions | {_pct([r['rank1'] for r in one])} | |",
-        f"| slides with any region below the slide median | {_pct([r['below'] for r in rows])} | 0 % |",
-        f"| slides with a window past the slide edge | {_pct([r['outside_slide'] for r in rows])} | 0 % |",
+        "| slides with any region below the slide median | "
+        f"{_pct([r['below'] for r in rows])} | 0 % |",
+        "| slides with a window past the slide edge | "
+        f"{_pct([r['outside_slide'] for r in rows])} | 0 % |",
         f"| importance compute, s per 1000 patches | {1000 * comp / n_patches:.2f} | ≤ read |",
         f"| reading the same patches, s per 1000 patches | {1000 * read / n_patches:.2f} | |",
         f"| importance / read | {comp / read:.2f} | ≤ 1 |",

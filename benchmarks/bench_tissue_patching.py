@@ -22,8 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from wsikit.io import open_slide
 from wsikit.patching import make_grid
 from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
@@ -57,7 +55,7 @@ def decode_level(path: Path, size: tuple[int, int]) -> int:
                     if p.is_tiled and (p.imagewidth, p.imagelength) == tuple(size))
         tables = page.jpegtables
         fh = tif.filehandle
-        for offset, count in zip(page.dataoffsets, page.databytecounts):
+        for offset, count in zip(page.dataoffsets, page.databytecounts, strict=True):
             fh.seek(offset)
             tile = imagecodecs.jpeg_decode(fh.read(count), tables=tables)
             n += tile.shape[0] * tile.shape[1]
@@ -102,12 +100,11 @@ def main() -> None:
 
     ratio = t_all / t_floor
     rows = [
-        ("floor: decode every tile of level %d (%dx%d, /%g)" % (level, lw, lh,
-                                                                slide.level_downsamples[level]),
-         t_floor, 1.0),
-        ("segment_tissue (read + resize to %.0f µm/px + mask %dx%d)" % (
-            tm.mpp, tm.mask.shape[1], tm.mask.shape[0]), t_seg, t_seg / t_floor),
-        ("make_grid (512 px @ 0.5 µm/px, %d patches)" % len(grid), t_grid, t_grid / t_floor),
+        (f"floor: decode every tile of level {level} ({lw}x{lh}, "
+         f"/{slide.level_downsamples[level]:g})", t_floor, 1.0),
+        (f"segment_tissue (read + resize to {tm.mpp:.0f} µm/px + mask "
+         f"{tm.mask.shape[1]}x{tm.mask.shape[0]})", t_seg, t_seg / t_floor),
+        (f"make_grid (512 px @ 0.5 µm/px, {len(grid)} patches)", t_grid, t_grid / t_floor),
         ("segment_tissue + make_grid", t_all, ratio),
     ]
     lines = [

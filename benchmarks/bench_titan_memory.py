@@ -130,7 +130,8 @@ def write_table(rows: list[dict], env: dict[str, str]) -> None:
         lines.append(f"| {r['n']} | {r['mode']} | {r['blocks']} | {r['seconds']:.2f} | {est} | "
                      f"{r['extra_mb']:.0f} | {r['extra_mb'] * 1024 / r['n']:.1f} |")
     by = {(r["n"], r["mode"]): r for r in rows if "skipped" not in r}
-    ratios = [f"N={n}: dense/blocked extra memory {by[(n, 'dense')]['extra_mb'] / max(by[(n, 'blocked')]['extra_mb'], 1):.1f}×, "
+    ratios = [f"N={n}: dense/blocked extra memory "
+              f"{by[(n, 'dense')]['extra_mb'] / max(by[(n, 'blocked')]['extra_mb'], 1):.1f}×, "
               f"time {by[(n, 'dense')]['seconds'] / by[(n, 'blocked')]['seconds']:.2f}×"
               for n in sorted({k[0] for k in by}) if (n, "dense") in by and (n, "blocked") in by]
     if ratios:

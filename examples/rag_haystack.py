@@ -17,7 +17,8 @@ from wsikit.integrations.examples import example_inputs, example_parser
 TEMPLATE = """Figures retrieved for the query image (cite them as [n]; similarity is not a
 diagnosis):
 {% for doc in documents %}
-[{{ loop.index }}] region {{ doc.meta.region_id }} ({{ doc.meta.region_scale }}x): {{ doc.meta.figure_label or "Figure" }} - {{ doc.content }}
+[{{ loop.index }}] region {{ doc.meta.region_id }} ({{ doc.meta.region_scale }}x):
+    {{- " " ~ (doc.meta.figure_label or "Figure") }} - {{ doc.content }}
     source: {{ doc.meta.source_title }} (doi {{ doc.meta.doi }});
     evidence: {{ doc.meta.evidence_level_name }};
     similarity {{ "%.3f"|format(doc.meta.wsikit_similarity) }}, higher than

@@ -21,7 +21,8 @@ FIXTURES = REPO / "tests" / "data"
 def _fixture(name: str) -> Path:
     path = FIXTURES / name
     if not path.exists():  # the files are committed: a missing one is a broken checkout
-        raise FileNotFoundError(f"test data {path} is missing: restore it with 'git checkout -- tests/data'")
+        raise FileNotFoundError(
+            f"test data {path} is missing: restore it with 'git checkout -- tests/data'")
     return path
 
 

@@ -80,7 +80,7 @@ def test_stroma_crops_match_stroma_figures(run) -> None:
             crop = s.read_at_mpp((x, y, w, h), target_mpp=mpp)
             assert (crop.mean(-1) < 0.85 * 255).mean() > 0.8  # mostly tissue, not background
             crops.append(crop)
-    for box, row in zip(boxes, index.query_images(crops, enc, k=4)):
+    for box, row in zip(boxes, index.query_images(crops, enc, k=4), strict=True):
         labels = [m.node.figure_label for m in row]
         assert set(labels[:2]) == STROMA_LABELS, (box, labels)
 

@@ -14,7 +14,7 @@ import pytest
 import wsikit
 
 REPO = Path(__file__).resolve().parents[1]
-LAZY = sorted(wsikit._LAZY)  # noqa: SLF001 - the table of the package's own lazy exports
+LAZY = sorted(wsikit._LAZY)
 
 
 @pytest.mark.parametrize("name", LAZY)
@@ -34,7 +34,7 @@ def test_checker_sees_types_not_any(tmp_path: Path) -> None:
     assert len(revealed) == len(LAZY), proc.stdout + proc.stderr
     untyped = [LAZY[int(line) - 2] for line, kind in revealed if kind == "Any"]
     assert not untyped, f"typed as Any through 'import wsikit': {untyped}"
-    select_type = dict((LAZY[int(line) - 2], kind) for line, kind in revealed)["select"]
+    select_type = {LAZY[int(line) - 2]: kind for line, kind in revealed}["select"]
     assert select_type.endswith("-> wsikit.evidence.result.EvidenceResult"), select_type
 
 

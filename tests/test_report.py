@@ -286,7 +286,7 @@ def test_window_labels_never_overlap() -> None:
     boxes = [(10, 40, 90, 120), (50, 40, 90, 80), (0, 0, 30, 30), (5, 0, 25, 20)]
     sizes = [(40, 10), (40, 10), (25, 8), (25, 8)]
     spots = place_labels(boxes, sizes, bounds=(200, 200), pad=1)
-    rects = [(x, y, x + w, y + h) for (x, y), (w, h) in zip(spots, sizes)]
+    rects = [(x, y, x + w, y + h) for (x, y), (w, h) in zip(spots, sizes, strict=True)]
     for i, a in enumerate(rects):
         assert a[0] >= 0 and a[1] >= 0 and a[2] <= 200 and a[3] <= 200
         for b in rects[i + 1:]:
@@ -314,7 +314,7 @@ def test_a_coarse_label_never_covers_the_finer_window_nested_at_its_corner(corne
     covered = (max(0, min(lx + lw, fine[2]) - max(lx, fine[0]))
                * max(0, min(ly + lh, fine[3]) - max(ly, fine[1])))
     assert covered == 0, (corner, spots)
-    rects = [(x, y, x + w, y + h) for (x, y), (w, h) in zip(spots, sizes)]
+    rects = [(x, y, x + w, y + h) for (x, y), (w, h) in zip(spots, sizes, strict=True)]
     a, b = rects
     assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
 

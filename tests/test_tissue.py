@@ -9,8 +9,8 @@ import pytest
 
 from wsikit.errors import TissueError
 from wsikit.io import open_slide
-from wsikit.synthetic import SyntheticSpec, synthetic_tissue_image
 from wsikit.models.stain import ink_mask
+from wsikit.synthetic import SyntheticSpec, synthetic_tissue_image
 from wsikit.tissue import TissueMask, segment_tissue, tissue_mask
 
 MPP = 8.0  # thumbnails below are 8192x6144 @0.25 µm/px seen at downsample 32

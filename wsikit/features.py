@@ -52,6 +52,7 @@ from ._version import __version__
 from .cache_record import cache_intact, checksum_path, record_checksum
 from .errors import FeatureError, WsikitError
 from .importance import NuclearMeasures, PatchMeasurer
+from .io.device_decode import DevicePatchStream
 from .io.patch_stream import PatchStream, stream_batches
 from .layout import OutputLayout
 from .patching import PATCH_READ
@@ -207,7 +208,8 @@ def _resolve_encoder(encoder: Encoder | str, device: str, weights: str | None) -
     return encoder
 
 
-def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int, prec: str) -> bool:
+def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int, prec: str,
+                    decode: str = "reader") -> bool:
     """Whether ``path`` is a complete feature file for this grid and encoder, made by this
     patch reading (:data:`PATCH_READ`)."""
     import h5py
@@ -222,6 +224,7 @@ def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int, prec: str)
                 and h5_value(a.get("grid_hash")) == ghash
                 and h5_value(a.get("precision", "fp32")) == prec
                 and h5_value(a.get("patch_read")) == PATCH_READ
+                and h5_value(a.get("decode", "reader")) == decode
                 and ds.shape == (n, encoder.config.dim)
                 and f["coords"].shape == (n, 2))
     except (OSError, KeyError, ValueError):
@@ -229,11 +232,11 @@ def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int, prec: str)
 
 
 def _reusable(path: Path, ghash: str, encoder: Encoder, n: int, prec: str, *,
-              warn: bool = True) -> bool:
+              warn: bool = True, decode: str = "reader") -> bool:
     """Whether the existing ``path`` can be reused: complete, for this grid and encoder
     (:func:`_valid_existing`), and unchanged since wsikit wrote it (its recorded checksum,
     :mod:`wsikit.cache_record`; a file without one is taken as it is and noted now)."""
-    if not (path.exists() and _valid_existing(path, ghash, encoder, n, prec)):
+    if not (path.exists() and _valid_existing(path, ghash, encoder, n, prec, decode)):
         return False
     intact = cache_intact(path)
     if intact is None:
@@ -286,6 +289,7 @@ def extract_features(
     overwrite: bool = False,
     threads: int | None = None,
     importance: bool | None = None,
+    decode: str = "reader",
 ) -> Embeddings:
     """Embed every patch of ``grid`` with ``encoder``, streaming to ``out`` if given.
 
@@ -334,6 +338,13 @@ def extract_features(
         in the file, so the importance reads nothing again; default: with a weight-free
         encoder (the heuristic, whose attention is the importance). Only where the encoder
         gets the patches as uint8 at the grid's size (else the importance reads them).
+    decode : {"reader", "device"}
+        Where JPEG tiles are decoded and patches resized: ``"reader"``, by the reader worker
+        processes on the CPU (any slide format); ``"device"``, on ``device`` itself
+        (nvJPEG on CUDA through :class:`wsikit.io.device_decode.DevicePatchStream`; the
+        workers then only read tile bytes), for tiled JPEG TIFFs, when a few CPU cores cannot
+        keep a GPU fed. Pixels agree with the reader's within a few uint8 levels (recorded
+        in the ``decode`` attribute of ``features``).
 
     Returns
     -------
@@ -351,6 +362,9 @@ def extract_features(
         raise FeatureError(f"workers={workers} must be >= 0")
     if precision not in (None, "bf16", "fp16", "fp32"):
         raise FeatureError(f"precision={precision!r} must be 'bf16', 'fp16' or 'fp32'")
+    if decode not in ("reader", "device"):
+        raise FeatureError(f"decode={decode!r} must be 'reader' (CPU reader workers) or "
+                           "'device' (JPEG tiles decoded on the compute device)")
     from ._hints import expect
     from .io import Slide as _Slide
     from .stage_inputs import grid_of
@@ -390,7 +404,7 @@ def extract_features(
         "input_px": int(cfg.input_px), "target_mpp": float(patch_grid.target_mpp),
         "preprocessing": str(getattr(enc, "preprocessing", "")),
         "weights_sha256": str(getattr(enc, "weights_sha256", None) or ""),
-        "patch_read": PATCH_READ, **plan.as_attrs(),
+        "patch_read": PATCH_READ, "decode": decode, **plan.as_attrs(),
     }
     coord_attrs = patch_grid.h5_attrs(str(out) if out is not None else "")
 
@@ -398,7 +412,7 @@ def extract_features(
     if out is not None:
         target = OutputLayout(out).features(cfg.name, patch_grid.slide_name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if not overwrite and _reusable(target, ghash, enc, n, prec):
+        if not overwrite and _reusable(target, ghash, enc, n, prec, decode=decode):
             log.info("%s: complete features found, skipping", target)
             return Embeddings.from_h5(target)
 
@@ -425,15 +439,23 @@ def extract_features(
                  if dev.type == "cpu" and std_transform and out_px == cfg.input_px
                  and not resize_first else None)
     level0 = patch_grid.level0_size
-    stream = PatchStream(path, patch_grid.boxes, out_px, batch_size=batch_size, mpp=slide_mpp,
-                         reader=reader, level0_size=(int(level0[0]), int(level0[1]))
-                         if all(level0) else None, patch_px=int(patch_grid.patch_px),
-                         threads=plan.worker_threads or None)
+    l0_size = (int(level0[0]), int(level0[1])) if all(level0) else None
+    stream: PatchStream | DevicePatchStream
+    if decode == "device":
+        normalize = None
+        stream = DevicePatchStream(path, patch_grid.boxes, out_px, batch_size=batch_size,
+                                   device=dev, workers=plan.workers, level0_size=l0_size,
+                                   patch_px=int(patch_grid.patch_px))
+    else:
+        stream = PatchStream(path, patch_grid.boxes, out_px, batch_size=batch_size,
+                             mpp=slide_mpp, reader=reader, level0_size=l0_size,
+                             patch_px=int(patch_grid.patch_px),
+                             threads=plan.worker_threads or None)
 
     wants = cfg.heuristic if importance is None else importance
     measurer = (PatchMeasurer(path, patch_grid, mpp=slide_mpp, batch_size=batch_size,
                               background=True)
-                if wants and normalize is None else None)
+                if wants and normalize is None and decode == "reader" else None)
     if measurer is not None and measurer.read_px != out_px:
         measurer = None  # the encoder gets other pixels: the importance reads its own
 
@@ -459,7 +481,8 @@ def extract_features(
 
     with _slide_lock(target):
         _clean_stale(target)
-        if not overwrite and _reusable(target, ghash, enc, n, prec, warn=False):
+        if not overwrite and _reusable(target, ghash, enc, n, prec, warn=False,
+                                       decode=decode):
             return Embeddings.from_h5(target)
         with atomic_path(target) as tmp, h5_create(
                 tmp, reserve=n * (4 * cfg.dim + 24), final=target,
@@ -530,24 +553,37 @@ class _RowWriter:
                                "the reader stopped early")
 
 
-def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
-                plan: ThreadPlan, writer: _RowWriter, n: int, progress: bool | None, *,
-                desc: str,
+def _run_stream(stream: PatchStream | DevicePatchStream, enc: Encoder, dev: torch.device,
+                prec: str, plan: ThreadPlan, writer: _RowWriter, n: int,
+                progress: bool | None, *, desc: str,
                 normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
                 measurer: PatchMeasurer | None = None) -> str:
     from .models.registry import Encoder as _Base
     from .models.registry import autocast_for
 
-    kind = stream.reader_kind()
+    if isinstance(stream, DevicePatchStream):
+        kind = "device"
+        batches: Iterator[tuple[int, torch.Tensor]] = iter(stream)
+    else:
+        kind = stream.reader_kind()
+        batches = stream_batches(stream, workers=plan.workers, device=dev, normalize=normalize)
     own_uint8 = type(enc).forward_uint8 is not _Base.forward_uint8
     bar = _progress_bar(total=n, enabled=progress, desc=desc, unit="patch")
     t0 = time.perf_counter()
+    # On an accelerator a batch's rows are fetched only after the next batch is queued, so
+    # the device never waits for the host to read the result back.
+    pending: tuple[int, torch.Tensor] | None = None
+    defer = dev.type != "cpu" and measurer is None
+
+    def hand_over(item: tuple[int, torch.Tensor]) -> None:
+        writer.add(item[0], item[1].float().cpu().numpy())
+        bar.update(len(item[1]))
+
     try:
         split = (enc.split_threads(plan.encoder_threads) if isinstance(enc, SplitsWork)
                  else contextlib.nullcontext(plan.main_threads))
         with torch.inference_mode(), torch_threads(plan.main_threads), split:
-            for start, x in stream_batches(stream, workers=plan.workers, device=dev,
-                                           normalize=normalize):
+            for start, x in batches:
                 if normalize is None and own_uint8:
                     feats = enc.forward_uint8(x)
                 else:  # float32 preprocessing, the network under autocast in ``prec``
@@ -555,10 +591,16 @@ def _run_stream(stream: PatchStream, enc: Encoder, dev: torch.device, prec: str,
                         x = enc.preprocess(x)
                     with autocast_for(dev, prec):
                         feats = enc(x)
-                writer.add(int(start), feats.float().cpu().numpy())
+                if not defer:
+                    hand_over((int(start), feats))
+                else:
+                    if pending is not None:
+                        hand_over(pending)
+                    pending = (int(start), feats)
                 if measurer is not None:  # the importance's inputs, from the same pixels
                     measurer.add(int(start), x.permute(0, 2, 3, 1).cpu().numpy())
-                bar.update(int(x.shape[0]))
+            if pending is not None:
+                hand_over(pending)
         writer.finish()
     except WsikitError:
         raise

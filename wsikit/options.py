@@ -5,15 +5,15 @@
 live here and nowhere else (the command line reads them from these classes). They are grouped
 by stage:
 
-=================  =========================================================================
-group              fields
-=================  =========================================================================
+=========================  =========================================================================
+group                      fields
+=========================  =========================================================================
 :class:`GridOptions`       tissue mask resolution and the patch grid
 :class:`ModelOptions`      patch encoder, attention source, weight files, precision
 :class:`SelectionOptions`  multi-scale window selection (ARCHITECTURE.md)
 :class:`MatchOptions`      figure matching: index, figures per region, floor, question fusion
 :class:`OutputOptions`     crops, report, synthetic marker
-=================  =========================================================================
+=========================  =========================================================================
 
 :class:`PipelineOptions` composes the groups. Every field changes a result; run settings that
 do not (device, batch size, reader processes, progress) are arguments of the runs themselves.

@@ -6,8 +6,13 @@ empty). Pen ink (blue, green, black) and dark scanner borders are masked out fir
 specks and small holes are removed by physical area (µm²), so results do not depend on the
 thumbnail scale. Holes that remain are kept as polygon interiors in the GeoJSON.
 
+>>> import numpy as np
+>>> thumb = np.full((64, 64, 3), 240, np.uint8)           # white glass ...
+>>> thumb[16:48, 16:48] = (180, 90, 160)                  # ... with a stained square
 >>> mask = tissue_mask(thumb, mpp=8.0)                   # pure: array in, array out
->>> tm = segment_tissue(slide)                            # reads the thumbnail itself
+>>> bool(mask[32, 32]), bool(mask[0, 0])
+(True, False)
+>>> tm = segment_tissue(slide)    # reads the thumbnail itself  # doctest: +SKIP
 >>> tm.write_geojson("out/contours_geojson/slide.geojson")  # doctest: +SKIP
 """
 

@@ -2,16 +2,20 @@
 
 A local HTTP server on 127.0.0.1 (never another interface) serves:
 
-``/``                         the viewer page (``wsikit/data/viewer.html``: wsikit's own small
-                              canvas viewer, no external script, works offline)
-``/info.json``                slide size, tile size, zoom levels, mpp; the regions of
-                              evidence.json (box, scale, score, matches) when given a result
+==============================  ================================================================
+path                            served
+==============================  ================================================================
+``/``                           the viewer page (``wsikit/data/viewer.html``: wsikit's own small
+                                canvas viewer, no external script, works offline)
+``/info.json``                  slide size, tile size, zoom levels, mpp; the regions of
+                                evidence.json (box, scale, score, matches) when given a result
 ``/tiles/<z>/<col>_<row>.jpg``  a 256-px tile of zoom level ``z`` read on demand from the slide
-                              (``z = max_level`` is level 0, each level below halves the size)
-``/overlay/tissue.json``      the tissue outlines (``contours_geojson``), level-0 px
-``/overlay/artefacts.json``   ink, folds, debris, scanner fill (``artefacts/``), level-0 px
-``/overlay/heatmap.png``      the attention map, one pixel per patch cell, and its level-0 box
-``/crop/<region>.png``        a region's crop; ``/figure/<region>/<n>.<ext>`` its n-th match
+                                (``z = max_level`` is level 0, each level below halves the size)
+``/overlay/tissue.json``        the tissue outlines (``contours_geojson``), level-0 px
+``/overlay/artefacts.json``     ink, folds, debris, scanner fill (``artefacts/``), level-0 px
+``/overlay/heatmap.png``        the attention map, one pixel per patch cell, and its level-0 box
+``/crop/<region>.png``          a region's crop; ``/figure/<region>/<n>.<ext>`` its n-th match
+==============================  ================================================================
 
 Tiles are read with :meth:`wsikit.io.Slide.read_at_mpp` from the pyramid level that serves
 them. Only files named by the result are served (no path from a request reaches the disk).

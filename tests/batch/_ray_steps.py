@@ -1,9 +1,10 @@
 """Test-only step ``hold`` for the multi-node Ray test (imported by workers as a plugin).
 
 It records where it runs (``JOBDIR/started/<slide>.<node id>.<pid>``) before sleeping
-``WSIKIT_TEST_SLEEP`` seconds (``WSIKIT_TEST_SLEEP_<slide>`` for one slide), and appends ``<slide> <node id>`` to ``JOBDIR/completed.log`` only
-after finishing, so a test can kill a node while a slide is held there and then count how often
-each slide completed. Its output is the SHA-256 of the slide's feature file (deterministic).
+``WSIKIT_TEST_SLEEP`` seconds (``WSIKIT_TEST_SLEEP_<slide>`` for one slide), and appends
+``<slide> <node id>`` to ``JOBDIR/completed.log`` only after finishing, so a test can kill a
+node while a slide is held there and then count how often each slide completed. Its output is
+the SHA-256 of the slide's feature file (deterministic).
 """
 
 from __future__ import annotations

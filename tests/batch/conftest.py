@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _batch_options import OPTIONS  # noqa: F401  (shared with the test modules)
 
 from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
-
-from _batch_options import OPTIONS  # noqa: F401  (shared with the test modules)
 
 
 @pytest.fixture(scope="session")

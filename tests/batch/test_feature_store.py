@@ -14,11 +14,17 @@ import h5py
 import numpy as np
 import pytest
 import zarr
-
 from _batch_options import OPTIONS
+
 from wsikit.errors import FeatureError
-from wsikit.feature_store import (h5_to_zarr, list_slides, open_store, read_slide, write_slide,
-                                  zarr_to_h5)
+from wsikit.feature_store import (
+    h5_to_zarr,
+    list_slides,
+    open_store,
+    read_slide,
+    write_slide,
+    zarr_to_h5,
+)
 from wsikit.features import Embeddings, extract_features
 from wsikit.io import open_slide
 from wsikit.models import create_encoder
@@ -41,7 +47,7 @@ def h5_file(synthetic_small_slide, tmp_path_factory) -> Path:
 
 def _h5_dump(path: Path) -> dict:
     with h5py.File(path, "r") as f:
-        return {name: (f[name][()], {k: v for k, v in f[name].attrs.items()})
+        return {name: (f[name][()], dict(f[name].attrs.items()))
                 for name in ("features", "coords")}
 
 

@@ -103,8 +103,9 @@ def test_lock_exclusive_and_stale_recovery(tmp_path):
     # Lock of a dead process on this host: broken and re-taken.
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    job.layout.runner_lock("s2").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(),
-                                               "time": time.time()}))
+    job.layout.runner_lock("s2").write_text(json.dumps({"pid": dead.pid,
+                                                        "host": socket.gethostname(),
+                                                        "time": time.time()}))
     lock = job.lock("s2")
     assert lock.acquire()
     assert json.loads(job.layout.runner_lock("s2").read_text())["pid"] == os.getpid()
@@ -132,7 +133,8 @@ def test_stale_locks_are_swept_at_start_and_live_ones_kept(tmp_path):
     job.layout.runner_lock("other_host").write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
     assert job.clean_stale_locks() == 1
     assert not job.layout.runner_lock("done_slide").exists()
-    assert job.layout.runner_lock("busy_slide").exists() and job.layout.runner_lock("other_host").exists()
+    assert job.layout.runner_lock("busy_slide").exists()
+    assert job.layout.runner_lock("other_host").exists()
     live.release()
 
 

@@ -96,9 +96,11 @@ def test_live_lock_on_this_host_is_never_stale_by_age(tmp_path):
     job = JobFolder(tmp_path / "job", stale_after=0.1)
     live = _sleeper()
     try:
-        job.layout.runner_lock("s").write_text(json.dumps({"pid": live.pid, "host": socket.gethostname()}))
+        job.layout.runner_lock("s").write_text(
+            json.dumps({"pid": live.pid, "host": socket.gethostname()}))
         old = time.time() - 3600
-        os.utime(job.layout.runner_lock("s"), (old, old))  # an hour without heartbeat: age says stale
+        # an hour without heartbeat: age says stale
+        os.utime(job.layout.runner_lock("s"), (old, old))
         assert not job.lock("s").acquire()       # but the pid is alive: never broken
         future = time.time() + 3600
         os.utime(job.layout.runner_lock("s"), (future, future))

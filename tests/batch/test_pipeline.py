@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
-from _reference import assert_job_matches, reference
 from _batch_options import OPTIONS
+from _reference import assert_job_matches, reference
+
 from wsikit.cli import main
 
 GOOD = ["nompp", "slide0", "slide1", "slide2", "slide3"]

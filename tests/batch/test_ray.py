@@ -7,9 +7,9 @@ import os
 
 import numpy as np
 import pytest
-
-from _reference import read_outputs
 from _batch_options import OPTIONS
+from _reference import read_outputs
+
 from wsikit.batch import run_batch
 
 try:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from _reference import read_outputs
 from _batch_options import OPTIONS
+from _reference import read_outputs
+
 from wsikit.batch import read_manifest, run_batch
 
 ray = pytest.importorskip("ray")

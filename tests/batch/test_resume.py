@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,9 +14,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from _reference import assert_job_matches, reference
 from _batch_options import OPTIONS
+from _reference import assert_job_matches, reference
 
 HERE = Path(__file__).resolve().parent
 GOOD = ["nompp", "slide0", "slide1", "slide2", "slide3"]
@@ -38,10 +38,8 @@ def env(sleep: float) -> dict[str, str]:
 def states(job: Path) -> dict[str, dict]:
     out = {}
     for p in (job / "state").glob("[!.]*.json"):  # not temporaries of interrupted writes
-        try:
+        with contextlib.suppress(ValueError):
             out[p.stem] = json.loads(p.read_text())
-        except ValueError:
-            pass
     return out
 
 
@@ -86,7 +84,8 @@ def test_sigkill_then_rerun_completes_without_redoing(cohort_csv, tmp_path):
     n_exec2 = Counter(s for s, _ in executions(job))
     for slide_id in before:
         if slide_id != "corrupt":
-            assert n_exec2[slide_id] == n_exec[slide_id] == 1, (slide_id, n_exec, n_exec2, before.keys())
+            assert n_exec2[slide_id] == n_exec[slide_id] == 1, (slide_id, n_exec, n_exec2,
+                                                                before.keys())
     # The rerun's outputs equal an uninterrupted per-slide computation.
     for slide_id in GOOD:
         ref = reference(cohort_csv.parent / f"{slide_id}.svs",
@@ -125,4 +124,4 @@ def test_two_concurrent_runners_split_without_duplicates(tmp_path):
     done = [int(re.search(r"^done\s+(\d+)", out, re.M).group(1)) for out, _ in outs]
     skipped = [int(re.search(r"^skipped\s+(\d+)", out, re.M).group(1))
                + int(re.search(r"^done before\s+(\d+)", out, re.M).group(1)) for out, _ in outs]
-    assert sum(done) == 10 and [d + s for d, s in zip(done, skipped)] == [10, 10]
+    assert sum(done) == 10 and [d + s for d, s in zip(done, skipped, strict=True)] == [10, 10]

@@ -10,16 +10,21 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import _dummy_steps  # noqa: F401  (registers the test steps)
 import h5py
 import numpy as np
 import pytest
-
-import _dummy_steps  # noqa: F401  (registers the test steps)
 from test_resume import env, executions
 
 from wsikit.batch import read_cohort, run_batch
-from wsikit.batch.shard import (assign_shards, job_status, parse_shard, select_shard,
-                                shard_plan, slide_sizes)
+from wsikit.batch.shard import (
+    assign_shards,
+    job_status,
+    parse_shard,
+    select_shard,
+    shard_plan,
+    slide_sizes,
+)
 from wsikit.errors import BatchError
 
 PLUGIN = ["_dummy_steps"]
@@ -59,7 +64,7 @@ def _optimum(sizes: list[float], n: int) -> float:
     best = float("inf")
     for assignment in itertools.product(range(n), repeat=len(sizes)):
         loads = [0.0] * n
-        for size, k in zip(sizes, assignment):
+        for size, k in zip(sizes, assignment, strict=True):
             loads[k] += size
         best = min(best, max(loads))
     return best

@@ -110,10 +110,10 @@ def test_features_lock_still_excludes(synthetic_small_slide, tmp_path) -> None:
 
     folder = tmp_path / "features_heuristic"
     folder.mkdir()
-    with ExclusiveLock(folder / f".{synthetic_small_slide.stem}.h5.lock"):
-        with pytest.raises(FeatureError, match="another process"):
-            extract_features(synthetic_small_slide, make_grid_for(synthetic_small_slide),
-                             "heuristic", workers=0, out=tmp_path, progress=False)
+    with (ExclusiveLock(folder / f".{synthetic_small_slide.stem}.h5.lock"),
+          pytest.raises(FeatureError, match="another process")):
+        extract_features(synthetic_small_slide, make_grid_for(synthetic_small_slide),
+                         "heuristic", workers=0, out=tmp_path, progress=False)
     assert not list(folder.iterdir())
 
 
@@ -292,7 +292,8 @@ def test_upsampling_warning_reaches_evidence_json(tmp_path) -> None:
     with pytest.warns(UserWarning, match="upsampled"):
         res = select(path, out=tmp_path / "o", encoder="heuristic", patch_px=128, scales=(2, 1),
                      report=False, progress=False)
-    on_disk = json.loads((OutputLayout(tmp_path / "o").select_dir("coarse") / "evidence.json").read_text())
+    on_disk = json.loads(
+        (OutputLayout(tmp_path / "o").select_dir("coarse") / "evidence.json").read_text())
     for doc in (res.to_dict(), on_disk):
         (note,) = doc["selection"]["warnings"]
         assert "1 µm/px, 2x coarser than the target 0.5 µm/px" in note

@@ -15,8 +15,13 @@ import pytest
 from wsikit.cli import main
 from wsikit.errors import EvidenceError
 from wsikit.evidence import FigureIndex, FigureNode
-from wsikit.evidence.evaluation import Query, Target, evaluate_ranking, evaluate_retrieval, \
-    read_qrels
+from wsikit.evidence.evaluation import (
+    Query,
+    Target,
+    evaluate_ranking,
+    evaluate_retrieval,
+    read_qrels,
+)
 
 L2, L3, L4 = math.log2(2), math.log2(3), math.log2(4)
 
@@ -159,7 +164,7 @@ def index(tmp_path: Path, make_images, encoder) -> FigureIndex:
              ("Benign lobule", "Figure 3", 3), ("Lymph node", "Figure 4", 4),
              ("Adipose", "Figure 5", 5)]
     nodes = [FigureNode.from_image(p, caption=c, figure_label=lab, doi="10.5555/atlas", page=pg)
-             for p, (c, lab, pg) in zip(paths, specs)]
+             for p, (c, lab, pg) in zip(paths, specs, strict=True)]
     # the HER2+ figure ingested a second time (another page number: another node id)
     nodes.append(FigureNode.from_image(paths[0], caption="HER2+ invasive carcinoma",
                                        figure_label="Fig. 1", doi="10.5555/atlas", page=None))

@@ -23,7 +23,7 @@ def test_rrf_known_ranks():
     assert scores["c"] == pytest.approx(1 / 53 + 1 / 51, rel=1e-15)
     assert scores["b"] == pytest.approx(1 / 52, rel=1e-15)
     assert [key for key, *_ in fused] == ["a", "c", "b"]
-    assert dict((key, r) for key, _, r in fused)["b"] == {"image": 2, "text": None}
+    assert {key: r for key, _, r in fused}["b"] == {"image": 2, "text": None}
     assert fused[1][2] == {"image": 3, "text": 1}
 
 
@@ -63,7 +63,7 @@ def index(tmp_path: Path, make_images, encoder) -> FigureIndex:
     paths = make_images(tmp_path / "imgs", len(CAPTIONS), seed=3)
     nodes = [FigureNode.from_image(p, caption=c, figure_label=f"Figure {i + 1}",
                                    source_title="Atlas", doi="10.5555/atlas")
-             for i, (p, c) in enumerate(zip(paths, CAPTIONS))]
+             for i, (p, c) in enumerate(zip(paths, CAPTIONS, strict=True))]
     return FigureIndex.build(nodes, encoder, tmp_path / "idx")
 
 

@@ -31,7 +31,7 @@ def test_captions_pages_title_doi(demo_pdf: Path):
     assert [f.figure_label for f in figs] == ["Figure 1", "Figure 2B", "Fig. 3", None,
                                               "FIGURE 4"]
     # captions below (1, 3) and above (2B, 4); the 2B caption wraps over lines and is merged
-    for fig, spec in zip(figs, expected):
+    for fig, spec in zip(figs, expected, strict=True):
         assert fig.caption == (spec.caption or "")
         assert np.array_equal(fig.image, spec.image)  # lossless bitmap extraction
     assert figs[3].caption == ""  # kept, flagged by an empty caption

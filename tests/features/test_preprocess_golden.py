@@ -58,8 +58,8 @@ def test_fast_path_matches_reference_transform(cmu_small: Path) -> None:
     want = np.load(GOLDEN / "preprocess_conch_v1_5.npz")["input_levels"].astype(np.float64)
     stream = PatchStream(cmu_small, np.array([BOX], np.float64), cfg.input_px, batch_size=1,
                          reader="tiles")
-    batches = list((s, b.clone()) for s, b in stream_batches(
-        stream, workers=0, normalize=(cfg.mean, cfg.std)))
+    batches = [(s, b.clone()) for s, b in stream_batches(
+        stream, workers=0, normalize=(cfg.mean, cfg.std))]
     assert len(batches) == 1 and batches[0][1].shape == (1, 3, 448, 448)
     diff = np.abs(_levels(batches[0][1][0], cfg) - want)
     assert diff.max() <= 1 + 1e-3, diff.max()

@@ -58,7 +58,7 @@ def test_missing_anndata_names_the_extra(features_h5: Path, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     real_import = builtins.__import__
 
-    def no_anndata(name, *args, **kwargs):  # noqa: ANN001, ANN202
+    def no_anndata(name, *args, **kwargs):
         if name == "anndata":
             raise ImportError("No module named 'anndata'")
         return real_import(name, *args, **kwargs)

@@ -3,7 +3,7 @@
 Every hostile case a test tries is recorded under a category and an outcome: ``clear-error``
 (one line naming the file/value and the fix, exit 2) or ``correct`` (accepted and handled
 correctly, e.g. a UTF-8 BOM manifest). ``WSIKIT_CASES_FILE=path`` also appends them as JSON
-lines (used to fill the README table).
+lines (used to fill the table of docs/guide/reliability.md).
 """
 
 from __future__ import annotations

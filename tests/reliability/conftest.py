@@ -1,7 +1,7 @@
 """Fixtures of the reliability suite: a synthetic paper, a built index, hostile-case counter.
 
 Every hostile case a test tries is recorded with ``_cases.record_case``; the session prints
-the totals (the README table).
+the totals (the table of docs/guide/reliability.md).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ def test_two_index_adds_at_once_lose_nothing(built_index: Path, tmp_path: Path):
     b = _manifest(tmp_path / "b", 7, 2)
     procs = [_wsikit("index", "add", str(idx), str(a)), _wsikit("index", "add", str(idx), str(b))]
     results = [p.communicate(timeout=300) for p in procs]
-    for proc, (_, err) in zip(procs, results):
+    for proc, (_, err) in zip(procs, results, strict=True):
         assert proc.returncode == 0, err
         assert "a bug in wsikit" not in err
     index = FigureIndex.open(idx)  # checksums verified
@@ -77,17 +77,17 @@ def _select_all_waiting(slides: list[Path], out: Path, *extra: list[str]) -> lis
     locks = [ExclusiveLock(OutputLayout(out).write_lock(name)) for name in names]
     procs, seen = [], []
     try:
-        for slide, more in zip(slides, extra or [[]] * len(slides)):
+        for slide, more in zip(slides, extra or [[]] * len(slides), strict=True):
             procs.append(_wsikit("select", str(slide), "--out", str(out), "--encoder",
                                  "heuristic", *more))
             seen.append([])
-        for proc, lines in zip(procs, seen):
+        for proc, lines in zip(procs, seen, strict=True):
             _stderr_until(proc, "waiting for it to finish", lines)
     finally:
         for lock in locks:
             lock.release()
     results = []
-    for proc, lines in zip(procs, seen):
+    for proc, lines in zip(procs, seen, strict=True):
         _, err = proc.communicate(timeout=300)
         results.append((proc.returncode, "".join(lines) + err))
     return results

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import ndimage
-from select_reference import gap, inside, intersection, iou, key12, median, reference_select
+from select_reference import gap, inside, intersection, iou, reference_select
 
 from wsikit.errors import SelectionError
 from wsikit.selectors import (

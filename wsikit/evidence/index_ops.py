@@ -1,8 +1,9 @@
 """The figure-index commands as Python functions: what ``wsikit figures extract`` and
 ``wsikit index build|add|calibrate|info|query|tower`` run, with the same names and options.
 
->>> from wsikit.evidence import index_build, index_query              # doctest: +SKIP
->>> index = index_build(["papers/a.pdf", "figs.jsonl"], "idx", encoder="heuristic")
+>>> from wsikit.evidence import index_build, index_query
+>>> index = index_build(["papers/a.pdf", "figs.jsonl"], "idx",      # doctest: +SKIP
+...                     encoder="heuristic")
 >>> index_query("idx", "crop.png", k=5)                               # doctest: +SKIP
 
 Each takes paths and encoder names (the objects behind them are :class:`FigureIndex`,

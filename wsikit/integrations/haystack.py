@@ -1,9 +1,10 @@
-"""Haystack retriever component: an image or slide path in, ``Document``s out.
+"""Haystack retriever component: an image or slide path in, ``Document`` objects out.
 
 >>> from haystack import Pipeline                                        # doctest: +SKIP
->>> from wsikit.integrations.haystack import WsikitRetriever
->>> pipe = Pipeline(); pipe.add_component("figures", WsikitRetriever(index="lit_index"))
->>> pipe.run({"figures": {"query": "crop.png"}})["figures"]["documents"]
+>>> from wsikit.integrations.haystack import WsikitRetriever             # doctest: +SKIP
+>>> pipe = Pipeline()                                                    # doctest: +SKIP
+>>> pipe.add_component("figures", WsikitRetriever(index="lit_index"))    # doctest: +SKIP
+>>> pipe.run({"figures": {"query": "crop.png"}})["figures"]["documents"]  # doctest: +SKIP
 
 Needs ``haystack-ai`` 2.x or later (``pip install wsikit[haystack]``). ``meta["file_path"]`` is
 the figure image; the cosine similarity is in ``score`` and also in
@@ -23,7 +24,7 @@ __all__ = ["WsikitRetriever", "to_documents"]
 
 
 def to_documents(result: Any) -> list[Document]:
-    """Haystack ``Document``s of an :class:`~wsikit.evidence.EvidenceResult` (or an
+    """Haystack ``Document`` objects of an :class:`~wsikit.evidence.EvidenceResult` (or an
     evidence.json path)."""
     return [Document(**d) for d in as_result(result).to_haystack_documents()]
 

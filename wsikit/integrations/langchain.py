@@ -1,9 +1,9 @@
-"""LangChain retriever: a crop, an image file or a slide in, ``Document``s out.
+"""LangChain retriever: a crop, an image file or a slide in, ``Document`` objects out.
 
 >>> from wsikit.integrations.langchain import WsikitRetriever        # doctest: +SKIP
->>> retriever = WsikitRetriever(index="lit_index")
->>> docs = retriever.invoke("crop.png")          # or a slide path: runs wsikit select
->>> docs[0].metadata["image_path"], docs[0].metadata["similarity_percentile"]
+>>> retriever = WsikitRetriever(index="lit_index")                  # doctest: +SKIP
+>>> docs = retriever.invoke("crop.png")  # or a slide: runs select  # doctest: +SKIP
+>>> docs[0].metadata["image_path"]                                  # doctest: +SKIP
 
 Needs ``langchain-core`` (``pip install wsikit[langchain]``). Each ``Document`` is one
 (region, matched figure): ``id`` unique across slides, caption as ``page_content``, metadata
@@ -27,7 +27,7 @@ __all__ = ["WsikitRetriever", "to_documents"]
 
 
 def to_documents(result: Any) -> list[Document]:
-    """LangChain ``Document``s of an :class:`~wsikit.evidence.EvidenceResult` (or of an
+    """LangChain ``Document`` objects of an :class:`~wsikit.evidence.EvidenceResult` (or of an
     evidence.json path)."""
     return [Document(**d) for d in as_result(result).to_langchain_documents()]
 

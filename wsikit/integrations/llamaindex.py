@@ -1,9 +1,9 @@
 """LlamaIndex multi-modal retriever: ``NodeWithScore`` of ``ImageNode``.
 
 >>> from wsikit.integrations.llamaindex import WsikitMultiModalRetriever   # doctest: +SKIP
->>> retriever = WsikitMultiModalRetriever("lit_index")
->>> hits = retriever.image_to_image_retrieve("crop.png")     # or a slide path
->>> hits[0].node.image_path, hits[0].score
+>>> retriever = WsikitMultiModalRetriever("lit_index")                    # doctest: +SKIP
+>>> hits = retriever.image_to_image_retrieve("crop.png")  # or a slide     # doctest: +SKIP
+>>> hits[0].node.image_path, hits[0].score                                # doctest: +SKIP
 
 Needs ``llama-index-core`` (``pip install wsikit[llamaindex]``). Every node is an ``ImageNode``
 with ``image_path`` (the figure image), the caption as ``text`` and the citation, calibrated

@@ -1,8 +1,10 @@
 """Encoders: registry, clean-room CONCH v1.5 / Virchow2 / TITAN, weight-free heuristics, hub.
 
+>>> import numpy as np
 >>> from wsikit.models import create_encoder, list_encoders
 >>> enc = create_encoder("heuristic")
->>> enc.encode(images).shape        # (B, 64)
+>>> enc.encode(np.zeros((2, 224, 224, 3), np.uint8)).shape        # (B, 64)
+(2, 64)
 >>> from wsikit.models import doctor  # what is installed, GPUs, weights found (no torch import)
 
 The names below load lazily, so that importing a torch-free part of this package

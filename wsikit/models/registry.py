@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,13 +73,29 @@ def resolve_precision(precision: str | torch.dtype | None, device: str | torch.d
 
 
 def autocast_for(device: str | torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """``torch.autocast`` in ``precision`` on ``device`` (a no-op context for ``"fp32"``).
+    """``torch.autocast`` in ``precision`` on ``device``; for ``"fp32"``, float32 arithmetic.
 
     The precision policy: weights always stay float32; reduced precision is autocast only.
+    ``"fp32"`` on CUDA also turns TF32 off for the run's matrix products and convolutions
+    (cuDNN allows TF32 convolutions by default, about 1e-3 relative off float32), so a float32
+    run on a GPU gives float32 results; on a CPU it is a no-op context.
     """
+    dev = torch.device(device)
     if precision == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=torch.device(device).type, dtype=_PRECISIONS[precision])
+        return _no_tf32() if dev.type == "cuda" else contextlib.nullcontext()
+    return torch.autocast(device_type=dev.type, dtype=_PRECISIONS[precision])
+
+
+@contextlib.contextmanager
+def _no_tf32() -> Iterator[None]:
+    matmul, conv = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul
+        torch.backends.cudnn.allow_tf32 = conv
 
 
 class Encoder(torch.nn.Module):

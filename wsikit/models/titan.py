@@ -59,6 +59,7 @@ __all__ = [
     "TitanGrid",
     "alibi_attention_cpu",
     "alibi_slopes",
+    "block_budget",
     "coords_to_grid",
     "dense_alibi_bias",
     "create_titan",
@@ -69,11 +70,25 @@ DIM = 768
 HEADS = 12
 DEPTH = 6
 POOL_HEADS = 8
-#: bytes of bias/score block per attention call (the query block is sized to fit it)
+#: bytes of bias/score block per attention call on a CPU (the query block is sized to fit it)
 BLOCK_BUDGET_BYTES = 16 * 2**20
+#: the same on an accelerator: large enough that a 50k-patch slide takes tens of query blocks
+#: per layer, not thousands of kernel launches (16 MiB gave 5-row blocks: 54 s on an H200,
+#: slower than 16 CPU cores), and never more than a quarter of the free device memory
+DEVICE_BLOCK_BUDGET_BYTES = 2 * 2**30
 #: float32 on a CPU: :func:`alibi_attention_cpu` (1.5-2.2x the query-block SDPA path, within
 #: 2x of the matmul rate; benchmarks/results/bench_titan_speed.md); False: the SDPA path
 CPU_KERNEL = True
+
+
+def block_budget(device: torch.device) -> int:
+    """Bytes of attention bias and scores per query block on ``device``:
+    :data:`BLOCK_BUDGET_BYTES` on a CPU (cache-sized), on CUDA
+    :data:`DEVICE_BLOCK_BUDGET_BYTES` capped at a quarter of the free memory."""
+    if device.type != "cuda":
+        return BLOCK_BUDGET_BYTES
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(max(BLOCK_BUDGET_BYTES, min(DEVICE_BLOCK_BUDGET_BYTES, free // 4)))
 
 
 def alibi_slopes(num_heads: int = HEADS) -> torch.Tensor:
@@ -508,7 +523,7 @@ class Titan(nn.Module):
                      coords: np.ndarray | torch.Tensor, patch_size_lv0: int, *,
                      precision: str | None = None,
                      mode: Literal["blocked", "dense"] = "blocked",
-                     budget: int = BLOCK_BUDGET_BYTES,
+                     budget: int | None = None,
                      threads: int | None = None) -> TitanOutput:
         """Slide embedding and per-patch attention of one slide (see :func:`titan`).
 
@@ -516,7 +531,10 @@ class Titan(nn.Module):
         float32 and the ALiBi distances and bias are float32 in every precision. On a CPU the
         kernel runs with all the cores given (``threads``, else ``WSIKIT_THREADS``, else
         ``OMP_NUM_THREADS``, else the process's CPUs: :func:`wsikit.threads.kernel_threads`),
-        as nothing else runs in the process meanwhile.
+        as nothing else runs in the process meanwhile. ``budget``: bytes of attention bias
+        and scores per query block (default :data:`BLOCK_BUDGET_BYTES` on a CPU,
+        :data:`DEVICE_BLOCK_BUDGET_BYTES` capped at a quarter of the free memory on CUDA:
+        :func:`block_budget`); the result does not depend on it.
         """
         from ..threads import kernel_threads, torch_threads
         from .registry import autocast_for, resolve_precision
@@ -546,6 +564,8 @@ class Titan(nn.Module):
         cells = torch.from_numpy(grid.cells).to(self.device)
         n_threads = kernel_threads(threads) if self.device.type == "cpu" else \
             torch.get_num_threads()
+        if budget is None:
+            budget = block_budget(self.device)
         with torch_threads(n_threads), autocast_for(self.device, prec):
             tokens = self.forward_tokens(x, cells, mode=mode, budget=budget)
             pooled, attn = self.attn_pool_contrastive(tokens)
