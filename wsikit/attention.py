@@ -166,7 +166,11 @@ def resolve_source(source: str, embeddings: Embeddings | None, weights: str | No
         use_titan = (embeddings is not None and embeddings.encoder == "conch_v1_5"
                      and titan_available(weights))
         source = "titan" if use_titan else "heuristic"
-        log.info("attention: using %s", source)
+        if use_titan or embeddings is None or embeddings.encoder == "conch_v1_5":
+            log.info("attention: using %s", source)
+        else:  # TITAN reads CONCH v1.5 features only: say why it is not used
+            log.info("attention: using the weight-free heuristic importance (TITAN reads "
+                     "CONCH v1.5 features; these are %s)", embeddings.encoder)
     return source
 
 

@@ -402,6 +402,8 @@ def extract_features(
         "grid_hash": ghash, "wsikit_version": __version__, "slide": patch_grid.slide_name,
         "slide_path": str(path), "precision": prec, "patch_px": int(patch_grid.patch_px),
         "input_px": int(cfg.input_px), "target_mpp": float(patch_grid.target_mpp),
+        "preprocessing": str(getattr(enc, "preprocessing", "")),
+        "weights_sha256": str(getattr(enc, "weights_sha256", None) or ""),
         "patch_read": PATCH_READ, "decode": decode, **plan.as_attrs(),
     }
     coord_attrs = patch_grid.h5_attrs(str(out) if out is not None else "")
@@ -423,7 +425,8 @@ def extract_features(
     # within one level); an encoder with another filter (Virchow2: bicubic) gets the patches at
     # their own size and resizes them itself.
     out_px = (int(cfg.input_px) if 0 < cfg.input_px < patch_grid.patch_px
-              and cfg.interpolation == "bilinear" else int(patch_grid.patch_px))
+              and cfg.interpolation == "bilinear" and cfg.resize_px in (None, cfg.input_px)
+              else int(patch_grid.patch_px))
     # On a CPU device the batches are normalised as they arrive (one fused pass per plane into
     # a reused buffer) when the encoder uses the standard transform (resize + centre crop +
     # mean/std) and no resize is left to do; otherwise the encoder's forward_uint8 does it.
@@ -431,8 +434,10 @@ def extract_features(
 
     std_transform = (type(enc).preprocess is _Base.preprocess
                      and type(enc).forward_uint8 is _Base.forward_uint8)
+    resize_first = bool(cfg.resize_px) and cfg.resize_px != cfg.input_px  # e.g. 256 -> 224
     normalize = ((tuple(cfg.mean), tuple(cfg.std))
-                 if dev.type == "cpu" and std_transform and out_px == cfg.input_px else None)
+                 if dev.type == "cpu" and std_transform and out_px == cfg.input_px
+                 and not resize_first else None)
     level0 = patch_grid.level0_size
     l0_size = (int(level0[0]), int(level0[1])) if all(level0) else None
     stream: PatchStream | DevicePatchStream

@@ -23,11 +23,25 @@ def golden_keys(model: str) -> dict[str, list[int]]:
     return json.loads((GOLDEN / f"keys_{model}.json").read_text())["keys"]
 
 
-def _offset_std(key: str, shape: list[int]) -> tuple[float, float]:
+def _offset_std(key: str, shape: list[int], *, extended: bool = False,
+                norm_modules: frozenset[str] = frozenset()) -> tuple[float, float]:
+    """(offset, std) of ``key``: the golden README's rule, or with ``extended`` the zoo's
+    (more norm, layerscale, position and token names, BatchNorm statistics, 1-d leftovers)."""
     parts = key.split(".")
     last = parts[-1]
     module = parts[-2] if len(parts) > 1 else ""
     is_norm = module.startswith("norm") or module.startswith("ln_")
+    if extended:
+        is_norm = (is_norm or ".".join(parts[:-1]) in norm_modules or "norm" in module
+                   or "layrnorm" in module or module.startswith("bn"))
+        if last in ("lambda1", "running_mean"):
+            return 0.0, 0.1
+        if last == "running_var":
+            return 1.0, 0.1
+        if last == "position_embeddings":
+            return 0.0, 0.1
+        if last in ("register_tokens", "mask_token", "class_embedding"):
+            return 0.0, 0.02
     if last == "gamma":
         return 0.0, 0.1
     if is_norm and last == "weight":
@@ -44,6 +58,8 @@ def _offset_std(key: str, shape: list[int]) -> tuple[float, float]:
         return 0.0, 0.02
     if len(shape) >= 2:
         return 0.0, 1.0 / float(np.sqrt(np.prod(shape[1:])))
+    if extended:
+        return 0.0, 0.02
     raise ValueError(f"weight rule has no case for {key} {shape}")
 
 
@@ -98,3 +114,87 @@ def titan_slide(n_cols: int = 15, n_rows: int = 11, keep: float = 0.6, seed: int
     coords = (cells * patch + np.array(origin)).astype(np.int64)
     feats = rng.standard_normal((len(coords), 768)).astype(np.float32)
     return feats, coords
+
+
+# --- the model zoo (tests/data/golden/zoo/) ---------------------------------------------
+#
+# The same rule, extended to the key names of the transformers / open_clip / torchvision
+# layouts (README of tests/data/golden/zoo): layerscale also ``lambda1``; a norm is also a
+# module whose name contains ``norm`` or ``layrnorm`` (``layernorm_before``, ``layer_norm1``,
+# ``pre_layrnorm``), starts with ``bn`` or holds a ``running_var``; ``running_mean`` (0, 0.1),
+# ``running_var`` (1, 0.1), ``num_batches_tracked`` zeros (no draw); position tables also
+# ``position_embeddings``; tokens also ``register_tokens``, ``mask_token``,
+# ``class_embedding``; a scalar or other 1-d tensor (0, 0.02). The seed is
+# ``zlib.crc32(name)``.
+
+ZOO = GOLDEN / "zoo"
+
+
+def zoo_seed(name: str) -> int:
+    import zlib
+
+    return zlib.crc32(name.encode())
+
+
+def zoo_rule_weights(name: str, keys: dict[str, list[int]]) -> dict[str, torch.Tensor]:
+    """Weights of zoo entry ``name`` by the extended rule, keyed as in the published file."""
+    norm_modules = frozenset(k.rsplit(".", 1)[0] for k in keys if k.endswith(".running_var"))
+    rng = np.random.default_rng(zoo_seed(name))
+    out: dict[str, torch.Tensor] = {}
+    for key in sorted(keys):
+        shape = keys[key]
+        if key.endswith("num_batches_tracked"):
+            out[key] = torch.zeros(shape, dtype=torch.int64)
+            continue
+        off, std = _offset_std(key, shape, extended=True, norm_modules=norm_modules)
+        z = rng.standard_normal(shape).astype(np.float32)
+        out[key] = torch.from_numpy(np.asarray(np.float32(off) + z * np.float32(std)))
+    return out
+
+
+def zoo_record(name: str) -> dict:
+    """``keys_<name>.json`` of the zoo: ``keys`` (published key -> shape, the real geometry),
+    ``golden_keys`` (the golden's, fewer blocks for the giants), ``hf_config``, ``overrides``."""
+    return json.loads((ZOO / f"keys_{name}.json").read_text())
+
+
+def save_zoo_published(name: str, sd: dict[str, torch.Tensor], folder: Path, *,
+                       filename: str, hf_config: dict | None = None,
+                       config_name: str = "config.json") -> Path:
+    """Write ``sd`` as the published file ``filename`` (safetensors or ``torch.save``), with
+    the model config beside it when the layout publishes one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / filename
+    if filename.endswith(".safetensors"):
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous() for k, v in sd.items()}, str(path))
+    else:
+        torch.save(sd, path)
+    if hf_config is not None:
+        (folder / config_name).write_text(json.dumps(hf_config))
+    return path
+
+
+def zoo_tile() -> np.ndarray:
+    """The real H&E tile every zoo golden embeds: (256, 256, 3) uint8."""
+    with np.load(ZOO / "tile.npz") as z:
+        return z["tile"]
+
+
+def zoo_golden(name: str) -> dict[str, np.ndarray]:
+    with np.load(ZOO / f"{name}.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+def transform_group(cfg) -> str:
+    """Name of the geometric part of ``cfg``'s transform (resize, filter, crop): the entries
+    sharing it share one preprocessing golden (``preprocess_<group>.npz``)."""
+    crop = "crop" if cfg.crop else "nocrop"
+    return f"{cfg.resize_px or cfg.input_px}_{cfg.interpolation}_{crop}{cfg.input_px}"
+
+
+def zoo_pixels(cfg) -> np.ndarray:
+    """The reference transform's resized (and cropped) tile for ``cfg``: (px, px, 3) uint8."""
+    with np.load(ZOO / f"preprocess_{transform_group(cfg)}.npz") as z:
+        return z["pixels"]

@@ -40,7 +40,10 @@ def test_weights_lookup_does_not_import_torch(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["heavy"] == []
-    assert out["rows"] == ["conch_v1_5", "quiltnet_b32", "titan", "virchow2"]
+    from wsikit.models.configs import BUILTIN_CONFIGS
+
+    assert out["rows"] == sorted(n for n, c in BUILTIN_CONFIGS.items() if not c.heuristic)
+    assert {"conch_v1_5", "quiltnet_b32", "titan", "virchow2", "h_optimus_0"} <= set(out["rows"])
     assert out["titan"] == "env:WSIKIT_WEIGHTS_TITAN" and out["found"] == str(weights)
     assert out["repo"] == "wisdomik/QuiltNet-B-32"
 

@@ -160,7 +160,10 @@ def test_parse_weights_args() -> None:
 
 def test_weights_status_lists_missing(clean_env: Path) -> None:
     rows = {r["name"]: r for r in hub.weights_status()}
-    assert set(rows) == {"conch_v1_5", "virchow2", "titan", "quiltnet_b32"}
+    assert {"conch_v1_5", "virchow2", "titan", "quiltnet_b32", "h_optimus_0"} <= set(rows)
+    assert "heuristic" not in rows and all(not r["found"] for r in rows.values())
+    assert rows["h_optimus_0"]["fetch"] == "hf download bioptimus/H-optimus-0 model.safetensors"
+    assert rows["phikon"]["fetch"].endswith("config.json")  # the architecture's config too
     assert "not gated" in rows["quiltnet_b32"]["how_to_get"]
     assert not rows["virchow2"]["found"] and "paige-ai/Virchow2" in rows["virchow2"]["how_to_get"]
 

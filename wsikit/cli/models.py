@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["format_doctor", "register"]
+__all__ = ["format_doctor", "model_rows", "register"]
 
 
 def _table(rows: list[tuple[str, ...]], width: int) -> list[str]:
@@ -65,13 +65,25 @@ def format_doctor(report: dict[str, Any], *, width: int = 100) -> str:
              f"({platform.system()} {platform.machine()})", ""]
     lines += _table(rows, width)
     if "weights" in report:
-        rows = [("model", "weights", "where / how to get them")]
+        rows = [("model", "weights", "access", "where / how to get them")]
         for row in report["weights"]:
+            access = "gated" if row["gated"] else "open"
             if row["found"]:
-                rows.append((row["name"], "found", f"{row['path']} ({row['source']})"))
+                rows.append((row["name"], "found", access, f"{row['path']} ({row['source']})"))
+            elif row["gated"]:
+                rows.append((row["name"], "MISSING", access,
+                             f"request access at https://huggingface.co/{row['repo']}, then "
+                             f"'hf auth login' and: {row.get('fetch', '')}"))
             else:
-                rows.append((row["name"], "MISSING", row["how_to_get"] or row["error"] or ""))
-        lines += ["", *_table(rows, width), "",
+                rows.append((row["name"], "MISSING", access, row.get("fetch") or ""))
+        fetchable = [r["name"] for r in report["weights"] if not r["gated"] and not r["found"]]
+        lines += ["", *_table(rows, width), ""]
+        if fetchable:
+            lines += [f"Open models fetchable now without approval ({len(fetchable)}): "
+                      f"{', '.join(fetchable)}; run the 'hf download' line shown (needs the "
+                      "network once), or copy the file here and pass --weights NAME=PATH; "
+                      "some hubs ask to accept their terms while logged in (automatic).", ""]
+        lines += [
                   f"Hugging Face cache: {report['hf_cache']}",
                   f"Weights config:     {report['weights_config']}",
                   *(f"  PROBLEM: {problem}" for problem in report["weights_config_problems"]),
@@ -93,17 +105,45 @@ def _doctor_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def _models_cmd(args: argparse.Namespace) -> int:
-    from ..models import get_config, list_encoders
+def model_rows() -> list[dict[str, Any]]:
+    """Every registered encoder's config (as JSON) with ``weights_found`` and
+    ``weights_source`` (local lookup only: environment, weights config, Hugging Face cache)."""
+    from ..errors import WeightsError
+    from ..models.configs import list_configs
+    from ..models.hub import resolve_weights
 
-    rows = [get_config(n).to_dict() for n in list_encoders()]
+    rows = []
+    for config in list_configs():
+        row = config.to_dict()
+        found = None
+        if not config.heuristic:
+            try:
+                found = resolve_weights(config.name, local_only=True)
+            except WeightsError:
+                found = None
+        row["weights_found"] = True if config.heuristic else found is not None
+        row["weights_source"] = ("none needed" if config.heuristic else
+                                 f"{found.source}: {found.path}" if found else None)
+        rows.append(row)
+    return rows
+
+
+def _models_cmd(args: argparse.Namespace) -> int:
+    rows = model_rows()
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    table: list[tuple[str, ...]] = [("name", "role", "dim", "input", "licence", "access",
+                                     "weights", "what it is")]
     for r in rows:
-        print(f"{r['name']:12s} role={r['role']:5s} dim={r['dim']:<5d} input={r['input_px']}px "
-              f"@{r['target_mpp']}µm/px  {r['license']}{' gated' if r['gated'] else ''}  "
-              f"{r['description']}", file=sys.stdout)
+        table.append((r["name"], r["role"], str(r["dim"]),
+                      f"{r['input_px']}px@{r['target_mpp']:g}µm/px",
+                      str(r["license"]).split(" (")[0], "gated" if r["gated"] else "open",
+                      "found" if r["weights_found"] else "-", r["description"]))
+    import shutil
+
+    width = min(160, shutil.get_terminal_size((140, 24)).columns)
+    print("\n".join(_table(table, width)), file=sys.stdout)
     return 0
 
 
@@ -117,7 +157,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_doctor_cmd)
     p = subparsers.add_parser("models", help="list registered encoders and their configs",
-                              description="List encoders (name, role, output dim, input size, "
-                              "resolution, licence) usable with --encoder.")
+                              description="List encoders usable with --encoder: name, role, output "
+                              "dim, input size and resolution, licence, gated or open, whether "
+                              "their weights are found locally, and what each is for.")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_models_cmd)

@@ -51,12 +51,14 @@ def _open_clip() -> Any:
     return open_clip
 
 
-def _default_model_cfg() -> dict[str, Any]:
-    """open_clip's packaged ``ViT-B-32`` configuration, with QuickGELU."""
+def _default_model_cfg(arch: str = "open_clip:ViT-B-32") -> dict[str, Any]:
+    """open_clip's packaged configuration of ``arch`` (``open_clip:<name>``), with QuickGELU
+    (the activation of the OpenAI CLIP weights QuiltNet started from)."""
     open_clip = _open_clip()
-    cfg = open_clip.get_model_config("ViT-B-32")
+    name = arch.split(":", 1)[-1] or "ViT-B-32"
+    cfg = open_clip.get_model_config(name)
     if cfg is None:  # pragma: no cover - shipped with every open_clip release
-        raise ModelError("open_clip has no ViT-B-32 configuration; reinstall open_clip_torch")
+        raise ModelError(f"open_clip has no {name} configuration; reinstall open_clip_torch")
     return {**cfg, "quick_gelu": True}
 
 
@@ -181,7 +183,7 @@ class QuiltNet(Encoder):
 
     def __init__(self, config: EncoderConfig, model_cfg: dict[str, Any] | None = None) -> None:
         super().__init__(config)
-        self._build(model_cfg or _default_model_cfg())
+        self._build(model_cfg or _default_model_cfg(config.arch or "open_clip:ViT-B-32"))
 
     def _build(self, model_cfg: dict[str, Any]) -> None:
         from open_clip.model import CLIP
@@ -203,8 +205,8 @@ class QuiltNet(Encoder):
         if cfg is None and _in_hf_cache(path):
             cfg = _hub_model_cfg(self.config)
         if cfg is None:
-            log.warning("%s: no %s beside %s; using open_clip's ViT-B-32 with QuickGELU",
-                        self.config.name, VLM_CONFIG_FILE, path)
+            log.warning("%s: no %s beside %s; using open_clip's %s with QuickGELU",
+                        self.config.name, VLM_CONFIG_FILE, path, self.config.arch)
         elif cfg != self.model_cfg:
             log.info("%s: architecture from %s", self.config.name, Path(path).parent /
                      VLM_CONFIG_FILE)

@@ -32,8 +32,10 @@ __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "QUILTNET_B32_CONFIG",
+    "QUILTNET_B16_CONFIG",
     "TITAN_CONFIG",
     "VIRCHOW2_CONFIG",
+    "ZOO_CONFIGS",
     "get_config",
     "list_configs",
 ]
@@ -86,6 +88,37 @@ class EncoderConfig:
         Prefix of this model's keys in the published checkpoint (stripped on load).
     description : str
         One line for ``wsikit models``.
+    arch : str
+        The network, ``"timm:<model name>"`` (built by :mod:`wsikit.models.zoo` with
+        :attr:`arch_kwargs`), ``"open_clip:<model name>"``, or ``""`` for a module of its own.
+    arch_kwargs : tuple of (str, value) pairs
+        Keyword arguments of the architecture, as published: timm's for the ``timm`` layouts
+        (``mlp_layer="swiglu_packed"`` and ``act_layer="silu"`` name timm's ``SwiGLUPacked``
+        and ``torch.nn.SiLU``); for the transformers layouts the fields of the published
+        ``config.json`` (``hidden_size``, ``num_hidden_layers``, ...), mapped to timm's.
+    layout : str
+        Key layout of the published weight file, mapped to the network's on load:
+        ``timm``, ``hf_vit`` (transformers ``ViTModel``), ``hf_dinov2`` (``Dinov2Model``),
+        ``hf_dinov2_reg`` (``Dinov2WithRegistersModel``), ``hf_clip`` (``CLIPModel``: vision
+        tower and ``visual_projection``), ``open_clip``, ``timm_resnet``, ``own``.
+    pooling : str
+        Output: ``cls`` (class token after the final norm), ``cls+mean`` (class token ⊕ mean of
+        the patch tokens, registers skipped), ``mean``, ``avgpool`` (CNN), ``own``.
+    resize_px : int or None
+        Shorter side the image is resized to before the centre crop of ``input_px`` (None:
+        ``input_px``, i.e. a plain resize for square patches).
+    crop : bool
+        Whether the reference transform centre-crops (False: resize only; identical for the
+        square patches wsikit feeds, and wsikit centre-crops non-square images).
+    hub_url, sha256 : str or None
+        A direct download URL and its SHA-256, for weights published outside the hub.
+    hf_config : str or None
+        A model config file published beside the weights (``config.json``), read when present
+        so that the architecture follows the file (see :mod:`wsikit.models.zoo`).
+    commercial_use : bool or None
+        Whether the weights' licence allows commercial use (None: not stated; read it).
+    reference : str
+        The reference loader its golden test compares against.
     """
 
     name: str
@@ -105,10 +138,32 @@ class EncoderConfig:
     heuristic: bool = False
     state_prefix: str = ""
     description: str = ""
+    arch: str = ""
+    arch_kwargs: tuple[tuple[str, Any], ...] = ()
+    layout: str = "own"
+    pooling: str = "own"
+    resize_px: int | None = None
+    crop: bool = True
+    hub_url: str | None = None
+    sha256: str | None = None
+    hf_config: str | None = None
+    commercial_use: bool | None = None
+    reference: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON view of the config."""
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        out: dict[str, Any] = {}
+        for k, v in self.__dict__.items():
+            if k == "arch_kwargs":
+                v = dict(v)
+            out[k] = list(v) if isinstance(v, tuple) else v
+        out["open"] = not self.gated
+        return out
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """:attr:`arch_kwargs` as a dict."""
+        return dict(self.arch_kwargs)
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -136,21 +191,25 @@ CONCH_V1_5_CONFIG = EncoderConfig(
     hub_files=("pytorch_model_vision.bin",), input_px=448, interpolation="bilinear",
     mean=IMAGENET_MEAN, std=IMAGENET_STD, target_mpp=0.5, patch_px=512, dim=768,
     precision="fp16", license=_NC_ND, gated=True,
-    description="CONCH v1.5 ViT-L/16 + attentional pooler (patch features for TITAN)")
+    description="CONCH v1.5 ViT-L/16 + attentional pooler (patch features for TITAN)",
+    commercial_use=False, reference="TRIDENT's CONCH v1.5 tower (tests/data/golden)")
 
 VIRCHOW2_CONFIG = EncoderConfig(
     name="virchow2", role="crop", hub_repo="paige-ai/Virchow2",
     hub_files=("model.safetensors", "pytorch_model.bin"), input_px=224,
     interpolation="bicubic", mean=IMAGENET_MEAN, std=IMAGENET_STD, target_mpp=0.5,
     patch_px=224, dim=2560, precision="fp16", license=_NC_ND, gated=True,
-    description="Virchow2 ViT-H/14 + 4 registers (class token ⊕ mean patch token, 2560-d)")
+    description="Virchow2 ViT-H/14 + 4 registers (class token ⊕ mean patch token, 2560-d)",
+    arch="timm:vit_huge_patch14_224", layout="timm", pooling="cls+mean", commercial_use=False,
+    reference="timm vit_huge_patch14_224 with the card's arguments (tests/data/golden)")
 
 TITAN_CONFIG = EncoderConfig(
     name="titan", role="slide", hub_repo="MahmoodLab/TITAN", hub_files=("model.safetensors",),
     input_px=448, interpolation="bilinear", mean=IMAGENET_MEAN, std=IMAGENET_STD,
     target_mpp=0.5, patch_px=512, dim=768, precision="fp16", license=_NC_ND, gated=True,
     state_prefix="vision_encoder.",
-    description="TITAN slide encoder over CONCH v1.5 features (slide embedding + attention)")
+    description="TITAN slide encoder over CONCH v1.5 features (slide embedding + attention)",
+    commercial_use=False, reference="TITAN's published modeling code (tests/data/golden)")
 
 #: The vision-language tower of :mod:`wsikit.models.clip_vl` (extra ``[vlm]``).
 QUILTNET_B32_CONFIG = EncoderConfig(
@@ -159,11 +218,214 @@ QUILTNET_B32_CONFIG = EncoderConfig(
     interpolation="bicubic", mean=CLIP_MEAN, std=CLIP_STD, target_mpp=0.5, patch_px=224,
     dim=512, precision="fp16", license="MIT", gated=False,
     description="QuiltNet-B-32 (open_clip ViT-B/32 CLIP on Quilt-1M, MIT): image and text "
-                "towers in one 512-d space")
+                "towers in one 512-d space", arch="open_clip:ViT-B-32", layout="open_clip",
+    pooling="own", hf_config="open_clip_config.json", commercial_use=True,
+    reference="open_clip CLIP(**model_cfg).encode_image")
+
+#: QuiltNet-B-16, the same tower at patch 16 (open_clip ``ViT-B-16``).
+QUILTNET_B16_CONFIG = EncoderConfig(
+    name="quiltnet_b16", role="any", hub_repo="wisdomik/QuiltNet-B-16",
+    hub_files=("open_clip_pytorch_model.bin", "open_clip_model.safetensors"), input_px=224,
+    interpolation="bicubic", mean=CLIP_MEAN, std=CLIP_STD, target_mpp=0.5, patch_px=224,
+    dim=512, precision="fp16", license="MIT", gated=False,
+    description="QuiltNet-B-16 (open_clip ViT-B/16 CLIP on Quilt-1M, MIT): image and text "
+                "towers in one 512-d space", arch="open_clip:ViT-B-16", layout="open_clip",
+    pooling="own", hf_config="open_clip_config.json", commercial_use=True,
+    reference="open_clip CLIP(**model_cfg).encode_image")
+
+HOPT_MEAN = (0.707223, 0.578729, 0.703617)
+HOPT_STD = (0.211883, 0.230117, 0.177517)
+HIBOU_MEAN = (0.7068, 0.5755, 0.722)
+HIBOU_STD = (0.195, 0.2316, 0.1816)
+HALF = (0.5, 0.5, 0.5)
+LUNIT_MEAN = (0.70322989, 0.53606487, 0.66096631)
+LUNIT_STD = (0.21716536, 0.26081574, 0.20723464)
+
+_SWIGLU = (("mlp_layer", "swiglu_packed"), ("act_layer", "silu"))
+_TIMM_REF = "timm.create_model(arch, pretrained=False, **arch_kwargs) + the card's pooling"
+
+
+def _zoo(name: str, arch: str, kwargs: tuple[tuple[str, Any], ...], *, repo: str,
+         files: tuple[str, ...], dim: int, license: str, gated: bool,
+         commercial: bool | None, description: str, mean: tuple[float, float, float] = (
+             IMAGENET_MEAN), std: tuple[float, float, float] = IMAGENET_STD,
+         input_px: int = 224, interpolation: str = "bilinear", pooling: str = "cls",
+         layout: str = "timm", role: Role = "patch", patch_px: int = 224,
+         target_mpp: float = 0.5, resize_px: int | None = None, crop: bool = True,
+         hf_config: str | None = None, reference: str = _TIMM_REF,
+         precision: str = "fp16") -> EncoderConfig:
+    """One zoo entry (a network :mod:`wsikit.models.zoo` builds from ``arch``)."""
+    return EncoderConfig(
+        name=name, role=role, hub_repo=repo, hub_files=files, input_px=input_px,
+        interpolation=interpolation, mean=mean, std=std, target_mpp=target_mpp,
+        patch_px=patch_px, dim=dim, precision=precision, license=license, gated=gated,
+        description=description, arch=arch, arch_kwargs=kwargs, layout=layout,
+        pooling=pooling, resize_px=resize_px, crop=crop, hf_config=hf_config,
+        commercial_use=commercial, reference=reference)
+
+
+def _hf(**fields: Any) -> tuple[tuple[str, Any], ...]:
+    """The published transformers ``config.json`` fields that shape the network (the
+    entry's defaults; a config.json beside the weights overrides them)."""
+    return tuple(fields.items())
+
+
+_CLIP_B32 = _hf(model_type="clip", projection_dim=512, vision_config={
+        "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+        "intermediate_size": 3072, "patch_size": 32, "image_size": 224,
+        "hidden_act": "quick_gelu", "layer_norm_eps": 1e-5, "projection_dim": 512})
+_ST_BIN = ("model.safetensors", "pytorch_model.bin")
+_BIN_ST = ("pytorch_model.bin", "model.safetensors")
+_HF_VIT_REF = "transformers ViTModel(config, add_pooling_layer=False): last_hidden_state[:, 0]"
+_HF_DINO_REF = "transformers Dinov2Model(config): last_hidden_state"
+_HF_REG_REF = "transformers Dinov2WithRegistersModel(config): pooler_output"
+_HF_CLIP_REF = "transformers CLIPModel(config).get_image_features"
+_KAIKO_LICENSE = "see the hub page (kaiko.ai weights, timm port by 1aurent)"
+
+#: The model zoo: published pathology (and baseline) encoders built by :mod:`wsikit.models.zoo`.
+ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
+    _zoo("h_optimus_0", "timm:vit_giant_patch14_reg4_dinov2",
+         (("img_size", 224), ("init_values", 1e-5), ("dynamic_img_size", True)),
+         repo="bioptimus/H-optimus-0", files=_ST_BIN, dim=1536, license="Apache-2.0",
+         gated=False, commercial=True, mean=HOPT_MEAN, std=HOPT_STD,
+         description="H-optimus-0 ViT-g/14 + 4 registers (Bioptimus; class token, 1536-d); "
+                     "the hub asks to accept its terms (automatic)"),
+    _zoo("h_optimus_1", "timm:vit_giant_patch14_reg4_dinov2",
+         (("img_size", 224), ("init_values", 1e-5), ("dynamic_img_size", True)),
+         repo="bioptimus/H-optimus-1", files=_ST_BIN, dim=1536,
+         license="other (Bioptimus, non-commercial)", gated=True, commercial=False,
+         mean=HOPT_MEAN, std=HOPT_STD,
+         description="H-optimus-1 ViT-g/14 + 4 registers (Bioptimus; class token, 1536-d)"),
+    _zoo("h0_mini", "timm:vit_base_patch14_reg4_dinov2",
+         (("img_size", 224), *_SWIGLU, ("dynamic_img_size", True)),
+         repo="bioptimus/H0-mini", files=_ST_BIN, dim=768, license=_NC_ND, gated=True,
+         commercial=False, mean=HOPT_MEAN, std=HOPT_STD, interpolation="bicubic",
+         description="H0-mini ViT-B/14 + 4 registers, SwiGLU (distilled from H-optimus-1; "
+                     "class token, 768-d)"),
+    _zoo("uni", "timm:vit_large_patch16_224",
+         (("img_size", 224), ("patch_size", 16), ("init_values", 1e-5),
+          ("dynamic_img_size", True)),
+         repo="MahmoodLab/UNI", files=("pytorch_model.bin",), dim=1024, license=_NC_ND,
+         gated=True, commercial=False,
+         description="UNI ViT-L/16 (Mahmood Lab; class token, 1024-d)"),
+    _zoo("uni2_h", "timm:vit_giant_patch14_224",
+         (("img_size", 224), ("patch_size", 14), ("depth", 24), ("num_heads", 24),
+          ("init_values", 1e-5), ("embed_dim", 1536), ("mlp_ratio", 2.66667 * 2),
+          ("no_embed_class", True), *_SWIGLU, ("reg_tokens", 8), ("dynamic_img_size", True)),
+         repo="MahmoodLab/UNI2-h", files=("pytorch_model.bin",), dim=1536, license=_NC_ND,
+         gated=True, commercial=False,
+         description="UNI2-h ViT-H/14 + 8 registers, SwiGLU (Mahmood Lab; class token, "
+                     "1536-d)"),
+    _zoo("virchow", "timm:vit_huge_patch14_224",
+         (("img_size", 224), ("init_values", 1e-5), ("mlp_ratio", 5.3375), *_SWIGLU,
+          ("dynamic_img_size", True)),
+         repo="paige-ai/Virchow", files=_ST_BIN, dim=2560, license="Apache-2.0", gated=True,
+         commercial=True, interpolation="bicubic", pooling="cls+mean",
+         description="Virchow ViT-H/14, SwiGLU (Paige; class token ⊕ mean patch token, "
+                     "2560-d)"),
+    _zoo("prov_gigapath", "timm:vit_giant_patch14_dinov2",
+         (("img_size", 224), ("in_chans", 3), ("patch_size", 16), ("embed_dim", 1536),
+          ("depth", 40), ("num_heads", 24), ("mlp_ratio", 5.33334),
+          ("dynamic_img_size", True)),
+         repo="prov-gigapath/prov-gigapath", files=("pytorch_model.bin",), dim=1536,
+         license="Apache-2.0", gated=True, commercial=True, interpolation="bicubic",
+         resize_px=256, patch_px=256,
+         description="Prov-GigaPath tile encoder ViT-g/16 (Providence/Microsoft; class "
+                     "token, 1536-d; resize 256 + centre crop 224)"),
+    *(_zoo(f"kaiko_{tag}", f"timm:{arch}",
+           (("img_size", img), ("dynamic_img_size", True)),
+           repo=f"1aurent/{arch}.kaiko_ai_towards_large_pathology_fms",
+           files=("model.safetensors",), dim=dim, license=_KAIKO_LICENSE, gated=False,
+           commercial=None, mean=HALF, std=HALF,
+           description=f"kaiko.ai {label} (DINO{'v2' if tag == 'vitl14' else ''} on "
+                       f"TCGA; class token, {dim}-d)")
+      for tag, arch, img, dim, label in (
+          ("vits16", "vit_small_patch16_224", 224, 384, "ViT-S/16"),
+          ("vits8", "vit_small_patch8_224", 224, 384, "ViT-S/8"),
+          ("vitb16", "vit_base_patch16_224", 224, 768, "ViT-B/16"),
+          ("vitb8", "vit_base_patch8_224", 224, 768, "ViT-B/8"),
+          ("vitl14", "vit_large_patch14_reg4_dinov2", 518, 1024, "ViT-L/14 + 4 registers"))),
+    *(_zoo(f"lunit_{tag}", f"timm:{arch}", (("img_size", 224), ("dynamic_img_size", True)),
+           repo=f"1aurent/{arch}.lunit_dino", files=("model.safetensors",), dim=384,
+           license="other (Lunit, non-commercial)", gated=False, commercial=False,
+           mean=LUNIT_MEAN, std=LUNIT_STD, interpolation="bicubic",
+           description=f"Lunit DINO {label} (Lunit benchmark SSL; class token, 384-d)")
+      for tag, arch, label in (("vits8", "vit_small_patch8_224", "ViT-S/8"),
+                               ("vits16", "vit_small_patch16_224", "ViT-S/16"))),
+    _zoo("gpfm", "timm:vit_large_patch14_dinov2",
+         (("img_size", 224), ("init_values", 1e-5), ("dynamic_img_size", True)),
+         repo="majiabo/GPFM", files=("GPFM.pth",), dim=1024,
+         license="see the hub page (GPFM)", gated=False, commercial=None,
+         interpolation="bicubic", crop=False,
+         description="GPFM ViT-L/14 (generalizable pathology FM, distilled; class token, "
+                     "1024-d)"),
+    _zoo("resnet50_imagenet", "timm:resnet50",
+         (("features_only", True), ("out_indices", (3,))),
+         repo="timm/resnet50.tv_in1k", files=("model.safetensors", "pytorch_model.bin"),
+         dim=1024, license="BSD-3-Clause", gated=False, commercial=True, layout="timm_resnet",
+         pooling="avgpool", precision="fp32",
+         reference="timm resnet50 features_only out_indices=[3] + AdaptiveAvgPool2d(1) "
+                   "(CLAM's truncated ResNet-50, as TRIDENT runs it)",
+         description="ImageNet ResNet-50 truncated after layer3 + average pooling (the "
+                     "classic CLAM baseline, 1024-d; not pathology-trained)"),
+    _zoo("phikon", "timm:vit_base_patch16_224", _hf(
+        model_type="vit", hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+        intermediate_size=3072, patch_size=16, image_size=224, layer_norm_eps=1e-12),
+         repo="owkin/phikon", files=_ST_BIN, dim=768,
+         license="other (Owkin, non-commercial)", gated=False, commercial=False,
+         layout="hf_vit", hf_config="config.json", reference=_HF_VIT_REF,
+         description="Phikon ViT-B/16 (Owkin iBOT on TCGA; class token, 768-d)"),
+    _zoo("phikon_v2", "timm:vit_large_patch16_224", _hf(
+        model_type="dinov2", hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+        mlp_ratio=4, patch_size=16, image_size=224, layer_norm_eps=1e-6,
+        layerscale_value=1.0, use_swiglu_ffn=False),
+         repo="owkin/phikon-v2", files=_ST_BIN, dim=1024,
+         license="other (Owkin, non-commercial)", gated=False, commercial=False,
+         layout="hf_dinov2", hf_config="config.json", reference=_HF_DINO_REF + "[:, 0]",
+         description="Phikon-v2 ViT-L/16 (Owkin DINOv2 on PANCAN-XL; class token, 1024-d)"),
+    _zoo("midnight_12k", "timm:vit_giant_patch14_dinov2", _hf(
+        model_type="dinov2", hidden_size=1536, num_hidden_layers=40, num_attention_heads=24,
+        mlp_ratio=4, patch_size=14, image_size=392, layer_norm_eps=1e-6,
+        layerscale_value=1.0, use_swiglu_ffn=True),
+         repo="kaiko-ai/midnight", files=_ST_BIN, dim=3072, license="MIT", gated=False,
+         commercial=True, mean=HALF, std=HALF, layout="hf_dinov2", pooling="cls+mean",
+         hf_config="config.json", reference=_HF_DINO_REF + ": cat(cls, mean(patches))",
+         description="Midnight-12k ViT-g/14 (kaiko.ai; class token ⊕ mean patch token, "
+                     "3072-d, as its card embeds for classification)"),
+    *(_zoo(f"hibou_{tag}", f"timm:{arch}", _hf(
+        model_type="dinov2_with_registers", hidden_size=dim, num_hidden_layers=depth,
+        num_attention_heads=heads, mlp_ratio=4, patch_size=14, image_size=224,
+        layer_norm_eps=1e-6, layerscale_value=1.0, use_swiglu_ffn=True,
+        num_register_tokens=4),
+           repo=f"histai/hibou-{tag.upper() if tag == 'l' else tag}", files=_ST_BIN, dim=dim,
+           license="Apache-2.0", gated=gated, commercial=True, mean=HIBOU_MEAN, std=HIBOU_STD,
+           interpolation="bicubic", crop=False, layout="hf_dinov2_reg",
+           hf_config="config.json", reference=_HF_REG_REF,
+           description=f"Hibou-{tag.upper()} ViT-{size}/14 + 4 registers, SwiGLU (HistAI "
+                       f"DINOv2; class token, {dim}-d)"
+                       + ("; the hub asks to accept its terms" if gated else ""))
+      for tag, arch, dim, depth, heads, size, gated in (
+          ("b", "vit_base_patch14_reg4_dinov2", 768, 12, 12, "B", False),
+          ("l", "vit_large_patch14_reg4_dinov2", 1024, 24, 16, "L", True))),
+    _zoo("plip", "timm:vit_base_patch32_clip_quickgelu_224", _CLIP_B32,
+         repo="vinid/plip", files=("pytorch_model.bin", "model.safetensors"), dim=512,
+         license="see the hub page (PLIP)", gated=False, commercial=None, mean=CLIP_MEAN,
+         std=CLIP_STD, interpolation="bicubic", layout="hf_clip", role="any",
+         hf_config="config.json", reference=_HF_CLIP_REF,
+         description="PLIP image tower, CLIP ViT-B/32 fine-tuned on OpenPath (512-d, the "
+                     "projected image embedding)"),
+    _zoo("clip_vit_b32", "timm:vit_base_patch32_clip_quickgelu_224", _CLIP_B32,
+         repo="openai/clip-vit-base-patch32", files=("pytorch_model.bin", "model.safetensors"),
+         dim=512, license="MIT", gated=False, commercial=True, mean=CLIP_MEAN, std=CLIP_STD,
+         interpolation="bicubic", layout="hf_clip", role="any", hf_config="config.json",
+         reference=_HF_CLIP_REF,
+         description="OpenAI CLIP ViT-B/32 image tower (natural images; a baseline, 512-d)"),
+)
 
 #: name -> config of every encoder wsikit ships (the registry registers each with a builder).
 BUILTIN_CONFIGS: dict[str, EncoderConfig] = {c.name: c for c in (
-    HEURISTIC_CONFIG, CONCH_V1_5_CONFIG, VIRCHOW2_CONFIG, TITAN_CONFIG, QUILTNET_B32_CONFIG)}
+    HEURISTIC_CONFIG, CONCH_V1_5_CONFIG, VIRCHOW2_CONFIG, TITAN_CONFIG, QUILTNET_B32_CONFIG,
+    QUILTNET_B16_CONFIG, *ZOO_CONFIGS)}
 
 
 def _loaded_registry() -> Any:

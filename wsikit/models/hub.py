@@ -42,6 +42,8 @@ __all__ = [
     "weights_status",
     "weights_file_problem",
     "env_var",
+    "fetch_command",
+    "weights_sha256",
     "config_path",
     "hf_cache_dir",
 ]
@@ -416,6 +418,43 @@ def parse_weights_args(items: Iterable[str] | None) -> dict[str, str]:
     return out
 
 
+_SHA_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def weights_sha256(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a weight file, recorded with every output made with it.
+
+    A file of the Hugging Face cache is a link to ``blobs/<sha256>`` (large files), whose name
+    is the hash: read, not recomputed. Other files are hashed once per process (cached by
+    path, size and modification time).
+    """
+    import hashlib
+    import re
+
+    p = Path(path)
+    real = p.resolve()
+    if real.parent.name == "blobs" and re.fullmatch(r"[0-9a-f]{64}", real.name):
+        return real.name
+    st = real.stat()
+    key = (str(real), st.st_size, st.st_mtime_ns)
+    if key not in _SHA_CACHE:
+        digest = hashlib.sha256()
+        with open(real, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                digest.update(block)
+        _SHA_CACHE[key] = digest.hexdigest()
+    return _SHA_CACHE[key]
+
+
+def fetch_command(config: EncoderConfig) -> str:
+    """The shell command that downloads ``config``'s weights (and the model config published
+    beside them) into the Hugging Face cache, where wsikit finds them offline afterwards."""
+    files = [config.hub_files[0]] if config.hub_files else []
+    if config.hf_config:
+        files.append(config.hf_config)
+    return f"hf download {config.hub_repo} {' '.join(files)}".strip()
+
+
 def weights_status() -> list[dict[str, Any]]:
     """For every weighted encoder: found (path, source) or missing (with how to get it)."""
     rows = []
@@ -431,6 +470,7 @@ def weights_status() -> list[dict[str, Any]]:
         rows.append({
             "name": name, "repo": config.hub_repo, "files": list(config.hub_files),
             "license": config.license, "gated": config.gated,
+            "commercial_use": config.commercial_use, "fetch": fetch_command(config),
             "found": found is not None,
             "path": str(found.path) if found else None,
             "source": found.source if found else None,

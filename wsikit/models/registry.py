@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from .._hints import option
 from ..errors import ModelError, WeightsError
-from .configs import BUILTIN_CONFIGS, EncoderConfig
+from .configs import BUILTIN_CONFIGS, ZOO_CONFIGS, EncoderConfig
 from .resample import pil_resize, resize_crop_geometry
 
 __all__ = [
@@ -115,6 +115,8 @@ class Encoder(torch.nn.Module):
         self.config = config
         self.label = config.name
         self.weights_source: str | None = None
+        #: SHA-256 of the weight file loaded (None: random or weight-free)
+        self.weights_sha256: str | None = None
         #: autocast precision of :meth:`encode` / :meth:`forward_uint8` (weights stay float32)
         self.precision = "fp32"
         self.register_buffer("_mean", torch.empty(1, 3, 1, 1), persistent=False)
@@ -135,6 +137,14 @@ class Encoder(torch.nn.Module):
         return self._mean.device
 
     @property
+    def preprocessing(self) -> str:
+        """The input transform in one line (recorded with the features it makes)."""
+        c = self.config
+        resize = c.resize_px or c.input_px
+        return (f"resize shorter side to {resize} ({c.interpolation}, PIL), centre crop "
+                f"{c.input_px}, /255, mean {list(c.mean)}, std {list(c.std)}")
+
+    @property
     def dim(self) -> int:
         """Output dimension."""
         return self.config.dim
@@ -142,7 +152,7 @@ class Encoder(torch.nn.Module):
     def preprocess(self, x: torch.Tensor) -> torch.Tensor:
         """Resize (shorter side to ``input_px``), centre crop and normalise a uint8 batch.
 
-        torchvision's ``Resize(input_px)`` + ``CenterCrop(input_px)`` + ``ToTensor`` +
+        torchvision's ``Resize(resize_px or input_px)`` + ``CenterCrop(input_px)`` + ``ToTensor`` +
         ``Normalize`` on PIL images, exactly: the geometry of
         :func:`~wsikit.models.resample.resize_crop_geometry` and PIL's uint8 resampling
         (:func:`~wsikit.models.resample.pil_resize`, integer-exact, on any device).
@@ -166,7 +176,8 @@ class Encoder(torch.nn.Module):
                              "pass raw 0-255 RGB, normalisation happens inside")
         px = self.config.input_px
         h, w = (int(v) for v in x.shape[-2:])
-        new_h, new_w, top, left = resize_crop_geometry(h, w, px)
+        new_h, new_w, _, _ = resize_crop_geometry(h, w, self.config.resize_px or px)
+        top, left = int(round((new_h - px) / 2.0)), int(round((new_w - px) / 2.0))
         if (new_h, new_w) != (h, w):
             mode = self.config.interpolation
             if mode == "area":
@@ -225,11 +236,21 @@ class _Entry:
 
 _REGISTRY: dict[str, _Entry] = {}
 
-#: Which real model ``create_encoder("auto", role=...)`` tries before the heuristic.
+#: Open patch encoders, best first (H-optimus-0 first, as the issue of the zoo asks).
+_OPEN_PATCH = ("h_optimus_0", "midnight_12k", "hibou_b", "phikon_v2", "kaiko_vitl14",
+               "gpfm", "phikon", "kaiko_vitb8", "kaiko_vitb16", "lunit_vits8", "kaiko_vits8",
+               "kaiko_vits16", "lunit_vits16")
+#: Gated patch encoders (used first when their weights are found).
+_GATED_PATCH = ("conch_v1_5", "uni2_h", "virchow2", "h_optimus_1", "prov_gigapath", "uni",
+                "virchow", "hibou_l", "h0_mini")
+
+#: Which real models ``create_encoder("auto", role=...)`` tries, in order, before the
+#: heuristic: the first whose weights are found locally wins (the gated ones where the user
+#: has them, then the open ones). ``patch`` keeps CONCH v1.5 first: TITAN needs its features.
 AUTO_PREFERENCE: dict[str, tuple[str, ...]] = {
-    "patch": ("conch_v1_5",),
-    "crop": ("virchow2",),
-    "any": ("virchow2",),
+    "patch": _GATED_PATCH + _OPEN_PATCH + ("resnet50_imagenet",),
+    "crop": ("virchow2", "uni2_h", "h_optimus_1", "virchow", "uni") + _OPEN_PATCH,
+    "any": ("virchow2", "quiltnet_b32", "quiltnet_b16", "plip"),
     "slide": ("titan",),
 }
 
@@ -244,6 +265,8 @@ BUILTIN_BUILDERS: dict[str, str] = {
     "virchow2": "virchow:Virchow2",
     "titan": "titan:Titan",
     "quiltnet_b32": "clip_vl:build_quiltnet",  # vision-language tower, extra [vlm]
+    "quiltnet_b16": "clip_vl:build_quiltnet",
+    **{c.name: "zoo:build_zoo" for c in ZOO_CONFIGS},  # the timm-based model zoo
 }
 
 
@@ -376,7 +399,7 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
         model.weights_source = "random"
         log.warning("%s built with random weights: outputs are meaningless (tests only)", name)
     else:
-        from .hub import load_into, resolve_weights
+        from .hub import load_into, resolve_weights, weights_sha256
 
         resolved = resolve_weights(name, weights)
         model = _build_for_loading(builder, config)
@@ -384,7 +407,9 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
         if callable(prepare):
             prepare(resolved.path)
         load_into(model, resolved.path, config)
-        model.label = f"{name} ({config.hub_repo}, weights: {resolved.source})"
+        model.weights_sha256 = weights_sha256(resolved.path)
+        model.label = (f"{name} ({config.hub_repo}, weights: {resolved.source}, "
+                       f"sha256 {model.weights_sha256})")
         model.weights_source = f"{resolved.source}: {resolved.path}"
     model = model.to(device=dev)
     model.precision = "fp32" if config.heuristic else prec
@@ -427,8 +452,11 @@ def _create_auto(role: str, *, device: str | torch.device, precision: str | None
         raise WeightsError("no slide encoder weights found (TITAN: MahmoodLab/TITAN); for a "
                            "weight-free patch importance use "
                            "wsikit.compute_attention(slide, grid, source='heuristic')")
+    tried = AUTO_PREFERENCE[role]
     log.info("auto encoder for role %r: no weights found for %s, using the weight-free "
-             "'heuristic' encoder", role, "/".join(AUTO_PREFERENCE[role]))
+             "'heuristic' encoder ('wsikit doctor' says how to get them)", role,
+             "/".join(tried))
     enc = create_encoder("heuristic", device=device)
-    enc.label += f" [auto: no {'/'.join(AUTO_PREFERENCE[role])} weights found]"
+    others = f" nor for {len(tried) - 1} other {role} encoders" if len(tried) > 1 else ""
+    enc.label += f" [auto: no {tried[0]} weights found{others}]"
     return enc
