@@ -5,6 +5,7 @@ a command that exists."""
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -137,3 +138,15 @@ def test_select_takes_min_tissue_um2(cmu_small: Path, tmp_path: Path):
     default = segment_tissue(cmu_small).mask
     assert small.sum() != default.sum()            # the option changes this slide's mask
     assert np.array_equal(mask, small)
+
+
+def test_one_command_line_leaves_the_next_its_own_defaults(tmp_path: Path, monkeypatch):
+    """--on-bad-tile/--threads hold for one main() call: a second call in the same process (a
+    notebook, a test session) is not run with the first one's settings."""
+    monkeypatch.delenv("WSIKIT_ON_BAD_TILE", raising=False)
+    monkeypatch.setenv("WSIKIT_THREADS", "1")
+    bad = tmp_path / "unreadable.svs"
+    bad.write_bytes(b"II*\0" + bytes(range(256)) * 8)
+    assert main(["--on-bad-tile", "skip", "--threads", "2", "info", str(bad)]) == 2
+    assert "WSIKIT_ON_BAD_TILE" not in os.environ
+    assert os.environ["WSIKIT_THREADS"] == "1"

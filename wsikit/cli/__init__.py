@@ -135,6 +135,23 @@ def _is_terminal(stream: object) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for one command (worker processes it starts inherit them) and
+    put back what was there before: ``main()`` called twice in one process, as from a notebook
+    or a test, must not carry one call's ``--on-bad-tile skip`` into the next."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code.
 
@@ -149,16 +166,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    env: dict[str, str] = {}
     if args.on_bad_tile is not None:  # read by every open_slide, also in batch workers
-        os.environ["WSIKIT_ON_BAD_TILE"] = args.on_bad_tile
+        env["WSIKIT_ON_BAD_TILE"] = args.on_bad_tile
     if args.threads is not None:  # read by the thread policy (wsikit.threads), also in batch
         if args.threads < 1:
             parser.error(f"--threads {args.threads}: give at least 1 core")
-        os.environ["WSIKIT_THREADS"] = str(args.threads)
+        env["WSIKIT_THREADS"] = str(args.threads)
     command = " ".join(filter(None, (args.command, getattr(args, "index_command", None),
                                      getattr(args, "figures_command", None),
                                      getattr(args, "export_command", None))))
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_environ(env))
         if not args.verbose:
             stack.enter_context(_quiet_output(command))
         return _run(args, command)

@@ -290,8 +290,11 @@ class SlotRing:
 
     def __init__(self, nslots: int, batch_size: int, px: int, *, timeout: float = 600.0) -> None:
         self.nslots = int(nslots)
-        self.slots = _shared_empty((self.nslots, batch_size, px, px, 3), torch.uint8)
-        self.released = torch.full((1,), -1, dtype=torch.int64).share_memory_()
+        # Normal tensors even when made under torch.inference_mode() (the consumer usually is):
+        # the generator's cleanup may run outside it, where an inference tensor can't be written.
+        with torch.inference_mode(False):
+            self.slots = _shared_empty((self.nslots, batch_size, px, px, 3), torch.uint8)
+            self.released = torch.full((1,), -1, dtype=torch.int64).share_memory_()
         self.timeout = timeout
 
     def claim(self, chunk: int) -> int:
