@@ -279,7 +279,8 @@ _BIN_ST = ("pytorch_model.bin", "model.safetensors")
 _HF_VIT_REF = "transformers ViTModel(config, add_pooling_layer=False): last_hidden_state[:, 0]"
 _HF_DINO_REF = "transformers Dinov2Model(config): last_hidden_state"
 _HF_REG_REF = "transformers Dinov2WithRegistersModel(config): pooler_output"
-_HF_CLIP_REF = "transformers CLIPModel(config).get_image_features"
+_HF_CLIP_REF = ("transformers CLIPModel(config).get_image_features (texts: get_text_features "
+                "of CLIPTokenizer ids)")
 _KAIKO_LICENSE = "see the hub page (kaiko.ai weights, timm port by 1aurent)"
 
 #: The model zoo: published pathology (and baseline) encoders built by :mod:`wsikit.models.zoo`.
@@ -412,14 +413,15 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
          license="see the hub page (PLIP)", gated=False, commercial=None, mean=CLIP_MEAN,
          std=CLIP_STD, interpolation="bicubic", layout="hf_clip", role="any",
          hf_config="config.json", reference=_HF_CLIP_REF,
-         description="PLIP image tower, CLIP ViT-B/32 fine-tuned on OpenPath (512-d, the "
-                     "projected image embedding)"),
+         description="PLIP, CLIP ViT-B/32 fine-tuned on OpenPath: image and text towers in "
+                     "one 512-d space (the projected embeddings)"),
     _zoo("clip_vit_b32", "timm:vit_base_patch32_clip_quickgelu_224", _CLIP_B32,
          repo="openai/clip-vit-base-patch32", files=("pytorch_model.bin", "model.safetensors"),
          dim=512, license="MIT", gated=False, commercial=True, mean=CLIP_MEAN, std=CLIP_STD,
          interpolation="bicubic", layout="hf_clip", role="any", hf_config="config.json",
          reference=_HF_CLIP_REF,
-         description="OpenAI CLIP ViT-B/32 image tower (natural images; a baseline, 512-d)"),
+         description="OpenAI CLIP ViT-B/32: image and text towers in one 512-d space "
+                     "(natural images; a baseline)"),
 )
 
 #: name -> config of every encoder wsikit ships (the registry registers each with a builder).
