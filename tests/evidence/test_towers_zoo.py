@@ -133,3 +133,22 @@ def test_cli_build_with_tower_and_query_with_another(manifest_dir: Path, files, 
                  "clip_vit_b32"]) == 2
     err = capsys.readouterr().err
     assert "no clip_vit_b32 tower" in err and "it has: plip" in err
+
+
+def test_a_zoo_model_as_the_index_encoder_refuses_another_at_query(
+        manifest_dir: Path, files, tmp_path: Path, monkeypatch) -> None:
+    from wsikit.evidence import index_query
+
+    monkeypatch.setenv("WSIKIT_WEIGHTS_PLIP", str(files["plip"]))
+    index = index_build([manifest_dir / "manifest.jsonl"], tmp_path / "idx", encoder="plip")
+    rec = index.manifest["encoder"]
+    assert rec["name"] == "plip" and rec["weights_sha256"] and rec["preprocessing"]
+    image = load_image(index.nodes([4])[0].image)
+    from PIL import Image
+
+    Image.fromarray(image).save(tmp_path / "q.png")
+    assert index_query(index.path, tmp_path / "q.png", k=1)[0].node.node_id == \
+        index.nodes([4])[0].node_id
+    # no clip weights exist in this test: refused before any load
+    with pytest.raises(EncoderMismatchError, match="built with encoder 'plip'"):
+        index_query(index.path, tmp_path / "q.png", encoder="clip_vit_b32")
