@@ -152,3 +152,16 @@ def test_a_zoo_model_as_the_index_encoder_refuses_another_at_query(
     # no clip weights exist in this test: refused before any load
     with pytest.raises(EncoderMismatchError, match="built with encoder 'plip'"):
         index_query(index.path, tmp_path / "q.png", encoder="clip_vit_b32")
+
+
+def test_a_tower_without_weights_fails_before_anything_is_written(
+        manifest_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    from wsikit.errors import WeightsError
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("WSIKIT_WEIGHTS_PLIP", raising=False)
+    monkeypatch.setenv("WSIKIT_CONFIG", str(tmp_path / "none.toml"))
+    with pytest.raises(WeightsError):
+        index_build([manifest_dir / "manifest.jsonl"], tmp_path / "idx", towers=["plip"])
+    assert not (tmp_path / "idx").exists()
