@@ -159,3 +159,9 @@ def test_titan_through_the_same_path_equals_its_golden(golden_weights_file) -> N
     assert out.method == "titan" and out.slide_encoder == "titan"
     assert out.label.startswith("TITAN slide embedding of conch_v1_5")
     assert rel_err(out.embedding, g["slide_embedding"]) < 1e-4
+
+
+def test_cli_names_a_missing_feature_file(tmp_path: Path, capsys) -> None:
+    assert main(["slide-embedding", str(tmp_path / "missing.h5")]) == 2
+    err = capsys.readouterr().err
+    assert "missing.h5 does not exist" in err and "features_<encoder>" in err

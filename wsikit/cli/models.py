@@ -178,6 +178,10 @@ def _slide_embedding_cmd(args: argparse.Namespace) -> int:
     rows, failed = [], []
     for features in args.features:
         try:
+            if not Path(features).is_file():
+                raise FeatureError(f"{features} does not exist; give the feature files that "
+                                   "'wsikit features' or 'wsikit batch' wrote "
+                                   "(OUT/features_<encoder>/<slide>.h5)")
             emb = Embeddings.from_h5(features)
             target = slide_embedding_target(features, slide_encoder_name(args.method,
                                                                          emb.encoder),
