@@ -165,3 +165,23 @@ def test_cli_names_a_missing_feature_file(tmp_path: Path, capsys) -> None:
     assert main(["slide-embedding", str(tmp_path / "missing.h5")]) == 2
     err = capsys.readouterr().err
     assert "missing.h5 does not exist" in err and "features_<encoder>" in err
+
+
+def test_mean_max_pool_concatenates_the_mean_and_the_max_of_the_counted_patches() -> None:
+    from wsikit.models.slide_pool import mean_max_pool
+
+    f = _features()
+    out = mean_max_pool(f)
+    assert out.shape == (128,) and out.dtype == np.float32
+    np.testing.assert_allclose(out[:64], f.astype(np.float64).mean(0), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(out[64:], f.max(0))
+    w = np.ones(len(f))
+    top = int(np.argmax(f[:, 0]))
+    w[top] = 0  # a patch of weight 0 counts neither in the mean nor in the max
+    out_w = mean_max_pool(f, weights=w)
+    np.testing.assert_array_equal(out_w[64:], np.delete(f, top, axis=0).max(0))
+    with pytest.raises(FeatureError, match="0 patches"):
+        mean_max_pool(np.zeros((0, 4), np.float32))
+    se = embed_slide(_embeddings(), method="meanmax")
+    assert se.slide_encoder == "meanmax-heuristic" and se.embedding.shape == (128,)
+    assert se.label.startswith("mean-pool ⊕ max-pool of heuristic patch features")

@@ -229,18 +229,20 @@ def register(subparsers: Any) -> None:
         description="Embed each slide from its patch feature file. --method mean (default) "
         "works with every encoder, the weight-free heuristic and the open zoo models included: "
         "the mean of the tissue patches' features (optionally weighted by each patch's usable "
-        "tissue), labelled 'mean-pool of <encoder> patch features' in the file. --method titan "
-        "runs TITAN's slide encoder (CONCH v1.5 features, gated weights). Writes "
-        "slide_features_<mean-ENCODER|titan>/<slide>.h5 (dataset 'features', (D,) float32; "
-        "its attributes say how it was made) beside the feature folder, or under --out.")
+        "tissue), labelled 'mean-pool of <encoder> patch features' in the file; --method "
+        "meanmax adds the per-dimension maximum (2 x dim). --method titan runs TITAN's slide "
+        "encoder (CONCH v1.5 features, gated weights). Writes slide_features_<METHOD-ENCODER "
+        "or titan>/<slide>.h5 (dataset 'features', float32; its attributes say how it was "
+        "made) beside the feature folder, or under --out.")
     p.add_argument("features", nargs="+", metavar="FEATURES.h5",
                    help="patch feature files (wsikit or TRIDENT), one per slide")
     p.add_argument("--out", default=None, metavar="DIR|FILE.h5",
                    help="output folder (slide_features_<...>/<slide>.h5 under it), or one .h5 "
                    "file for one input (default: beside the feature folder)")
-    p.add_argument("--method", choices=("mean", "titan"), default="mean",
-                   help="mean: mean pool of the patch features, any encoder (default); titan: "
-                   "TITAN over CONCH v1.5 features")
+    p.add_argument("--method", choices=("mean", "meanmax", "titan"), default="mean",
+                   help="mean: mean pool of the patch features, any encoder (default); "
+                   "meanmax: that mean concatenated with the per-dimension maximum (2 x dim); "
+                   "titan: TITAN over CONCH v1.5 features")
     p.add_argument("--weighting", choices=("uniform", "tissue"), default="uniform",
                    help="mean pool: equal patch weights (default) or each patch's usable-tissue "
                    "fraction (recorded by 'wsikit features')")

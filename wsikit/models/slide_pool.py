@@ -3,17 +3,18 @@
 TITAN embeds a slide from CONCH v1.5 features only, with gated weights. Every other encoder —
 the open zoo models and the weight-free ``heuristic`` included — gets a slide embedding here by
 mean pooling its tissue patches' features: :func:`mean_pool` is the computation (array in,
-``(D,)`` float32 out); :func:`embed_slide` applies it (or TITAN) to a feature file's
-:class:`~wsikit.features.Embeddings`, and :class:`SlideEmbedding` is the result, written with
-its method in its label (``"mean-pool of <encoder> patch features"``) so a pooled vector is
-never mistaken for a learned slide encoder's::
+``(D,)`` float32 out), :func:`mean_max_pool` its attention-free variant that also keeps the
+per-dimension maximum (``(2 D,)``). :func:`embed_slide` applies one (or TITAN) to a feature
+file's :class:`~wsikit.features.Embeddings`, and :class:`SlideEmbedding` is the result,
+written with its method in its label (``"mean-pool of <encoder> patch features"``) so a pooled
+vector is never mistaken for a learned slide encoder's::
 
     OUT/slide_features_<slide encoder>/<slide>.h5     dataset ``features`` (D,) float32
 
 where ``<slide encoder>`` is ``mean-<patch encoder>`` (TRIDENT's spelling of its mean-pooling
-slide encoders) or ``titan``; the dataset's attributes hold ``format``, ``method``,
-``slide_encoder``, ``patch_encoder``, ``label``, ``n_patches``, ``weighting`` and the source
-feature file.
+slide encoders), ``meanmax-<patch encoder>`` or ``titan``; the dataset's attributes hold
+``format``, ``method``, ``slide_encoder``, ``patch_encoder``, ``label``, ``n_patches``,
+``weighting`` and the source feature file.
 
 >>> import numpy as np
 >>> from wsikit.models.slide_pool import mean_pool
@@ -38,12 +39,14 @@ if TYPE_CHECKING:
     from ..features import Embeddings
 
 __all__ = ["SLIDE_EMBEDDING_FORMAT", "SLIDE_METHODS", "WEIGHTINGS", "SlideEmbedding",
-           "embed_slide", "mean_pool", "slide_embedding_path", "slide_encoder_name"]
+           "embed_slide", "mean_max_pool", "mean_pool", "slide_embedding_path",
+           "slide_encoder_name"]
 
 #: ``format`` attribute of a slide-embedding file (bumped when its meaning changes).
 SLIDE_EMBEDDING_FORMAT = "wsikit.slide_embedding/v1"
-#: How a slide embedding is made: mean pooling (any encoder) or TITAN (CONCH v1.5 only).
-SLIDE_METHODS = ("mean", "titan")
+#: How a slide embedding is made: mean pooling or the mean ⊕ max concatenation (any encoder),
+#: or TITAN (CONCH v1.5 only).
+SLIDE_METHODS = ("mean", "meanmax", "titan")
 #: Patch weights of the mean: equal, or each patch's usable-tissue fraction.
 WEIGHTINGS = ("uniform", "tissue")
 #: Column of the usable-tissue fraction in the feature file's ``nuclear_measures``
@@ -106,13 +109,27 @@ def mean_pool(features: np.ndarray, *, weights: np.ndarray | None = None) -> np.
     return ((w64 @ f64) / total).astype(np.float32)
 
 
+def mean_max_pool(features: np.ndarray, *, weights: np.ndarray | None = None) -> np.ndarray:
+    """The (weighted) mean of a slide's patch features concatenated with their element-wise
+    maximum over the patches that count (weight > 0): ``(N, D)`` → ``(2 D,)`` float32.
+
+    A parameter-free slide embedding that keeps a strong local signal (a small focus) that
+    the mean dilutes. Refusals as :func:`mean_pool`.
+    """
+    mean = mean_pool(features, weights=weights)  # validates features and weights
+    f = np.asarray(features)
+    keep = np.ones(f.shape[0], bool) if weights is None else np.asarray(weights) > 0
+    peak = f[keep].astype(np.float64).max(axis=0).astype(np.float32)
+    return np.concatenate([mean, peak])
+
+
 def slide_encoder_name(method: str, patch_encoder: str) -> str:
-    """The slide encoder's name, as output folders spell it: ``mean-<patch encoder>`` or
-    ``titan``."""
+    """The slide encoder's name, as output folders spell it: ``mean-<patch encoder>``,
+    ``meanmax-<patch encoder>`` or ``titan``."""
     if method not in SLIDE_METHODS:
         raise FeatureError(f"unknown slide-embedding method {method!r}; choose one of "
                            f"{', '.join(SLIDE_METHODS)}")
-    return "titan" if method == "titan" else f"mean-{patch_encoder}"
+    return "titan" if method == "titan" else f"{method}-{patch_encoder}"
 
 
 def slide_embedding_path(features_path: str | os.PathLike[str], slide_encoder: str) -> Path:
@@ -131,8 +148,9 @@ class SlideEmbedding:
     ----------
     embedding : ndarray, shape (D,), float32
         The slide vector.
-    method : {"mean", "titan"}
-        Mean pooling of the patch features, or TITAN's slide encoder.
+    method : {"mean", "meanmax", "titan"}
+        Mean pooling of the patch features, their mean ⊕ max (``2 D``), or TITAN's slide
+        encoder.
     patch_encoder : str
         The encoder of the patch features it was made from.
     label : str
@@ -232,7 +250,8 @@ def _patch_weights(emb: Embeddings, weighting: str, source: str) -> np.ndarray |
     return np.asarray(emb.nuclear.features[:, _TISSUE_COLUMN], np.float64)
 
 
-def embed_slide(embeddings: Embeddings, *, method: Literal["mean", "titan"] = "mean",
+def embed_slide(embeddings: Embeddings, *,
+                method: Literal["mean", "meanmax", "titan"] = "mean",
                 weighting: Literal["uniform", "tissue"] = "uniform",
                 weights: np.ndarray | None = None, source: str = "",
                 titan_weights: str | None = None, device: str = "cpu",
@@ -243,15 +262,18 @@ def embed_slide(embeddings: Embeddings, *, method: Literal["mean", "titan"] = "m
     ----------
     embeddings : Embeddings
         The slide's patch features (:meth:`wsikit.features.Embeddings.from_h5`).
-    method : {"mean", "titan"}
+    method : {"mean", "meanmax", "titan"}
         ``"mean"`` (any encoder): the (weighted) mean of the patch features
-        (:func:`mean_pool`). ``"titan"``: TITAN's slide encoder, which needs CONCH v1.5
-        features, their coordinates and TITAN's gated weights.
+        (:func:`mean_pool`); ``"meanmax"`` (any encoder): that mean concatenated with the
+        element-wise maximum over the patches (:func:`mean_max_pool`, ``2 D``).
+        ``"titan"``: TITAN's slide encoder, which needs CONCH v1.5 features, their
+        coordinates and TITAN's gated weights.
     weighting : {"uniform", "tissue"}
-        Mean pooling only: weigh each patch equally or by its usable-tissue fraction (the
+        Pooling only: weigh each patch equally or by its usable-tissue fraction (the
         feature file's ``nuclear_measures``).
     weights : ndarray, shape (N,), optional
-        Mean pooling only: explicit patch weights (override ``weighting``).
+        Pooling only: explicit patch weights (override ``weighting``; for ``meanmax``
+        patches of weight 0 are also left out of the maximum).
     source : str
         The feature file's path, recorded in the result.
     titan_weights, device, precision
@@ -285,7 +307,7 @@ def embed_slide(embeddings: Embeddings, *, method: Literal["mean", "titan"] = "m
         return SlideEmbedding(np.asarray(out.slide_embedding, np.float32), "titan", name,
                               f"TITAN slide embedding of {name} patch features ({out.label})",
                               n, "uniform", source)
-    if method != "mean":
+    if method not in ("mean", "meanmax"):
         raise FeatureError(f"unknown slide-embedding method {method!r}; choose one of "
                            f"{', '.join(SLIDE_METHODS)}")
     if n == 0:
@@ -293,14 +315,16 @@ def embed_slide(embeddings: Embeddings, *, method: Literal["mean", "titan"] = "m
                            "patches; check its tissue mask and patch grid before pooling")
     w = np.asarray(weights, np.float64) if weights is not None else \
         _patch_weights(embeddings, weighting, source)
+    pool = mean_max_pool if method == "meanmax" else mean_pool
     try:
-        vec = mean_pool(embeddings.features, weights=w)
+        vec = pool(embeddings.features, weights=w)
     except FeatureError as exc:
         raise FeatureError(f"{where}: {exc}") from exc
     how = ("custom" if weights is not None else weighting)
     used = n if w is None else int((w > 0).sum())
     weighed = {"uniform": "equal weights", "tissue": "weighted by usable-tissue fraction",
                "custom": "weighted by the given patch weights"}[how]
-    label = (f"mean-pool of {name} patch features ({used} patches, {weighed}; not a learned "
+    what = "mean-pool" if method == "mean" else "mean-pool ⊕ max-pool"
+    label = (f"{what} of {name} patch features ({used} patches, {weighed}; not a learned "
              f"slide encoder) [{embeddings.label}]")
-    return SlideEmbedding(vec, "mean", name, label, used, how, source)
+    return SlideEmbedding(vec, method, name, label, used, how, source)
