@@ -25,7 +25,9 @@ the PIL image) to a real H&E tile and writes, under ``tests/data/golden/zoo/``:
   crop) shared by the entries that use it (``ToTensor`` then divides by 255 exactly and
   ``Normalize`` applies the entry's mean/std).
 
-``--preprocess-only`` rewrites only the preprocessing goldens.
+``--preprocess-only`` rewrites only the preprocessing goldens; ``--text [NAME ...]`` writes only
+the CLIP text-tower goldens ``text_<name>.npz`` (:func:`make_text`: transformers'
+``CLIPTokenizer`` and ``CLIPModel.get_text_features`` on the golden weights of the entry).
 
 Networks above ~350 M parameters (ViT-L, -H, -g) are made with 2 blocks (everything else as
 published: width, heads, MLP, registers, LayerScale, patch, table size), so the golden test
@@ -331,6 +333,73 @@ def make(name: str, tile_img: np.ndarray, scratch: Path) -> None:
           flush=True)
 
 
+#: Texts of the CLIP text-tower goldens: pathology phrases, punctuation and case, a natural
+#: image caption, and one longer than the 77-token context (truncated, end-of-text kept).
+GOLDEN_TEXTS = (
+    "an H&E image of invasive ductal carcinoma",
+    "Lymphocytes, plasma cells & NECROSIS (x40).",
+    "a photo of a cat",
+    " ".join(["tumour stroma with desmoplastic reaction and tumour-infiltrating lymphocytes"]
+             * 12),
+)
+
+
+def reference_clip_tokenizer(folder: Path) -> Any:
+    """transformers ``CLIPTokenizer`` on the published ``vocab.json`` / ``merges.txt``, written
+    from the CLIP BPE vocabulary (the byte-pair merges of OpenAI's ``bpe_simple_vocab_16e6``,
+    which open_clip ships; the published hub files hold the same vocabulary)."""
+    import transformers as tf
+    from open_clip.tokenizer import SimpleTokenizer
+
+    simple = SimpleTokenizer()
+    # open_clip names the two special tokens <start_of_text>/<end_of_text>; the published
+    # vocab.json spells them <|startoftext|>/<|endoftext|> (same ids, 49406/49407)
+    special = {"<start_of_text>": "<|startoftext|>", "<end_of_text>": "<|endoftext|>"}
+    vocab = {special.get(k, k): v for k, v in simple.encoder.items()}
+    (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    merges = sorted(simple.bpe_ranks, key=simple.bpe_ranks.__getitem__)
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(
+        f"{a} {b}\n" for a, b in merges), encoding="utf-8")
+    return tf.CLIPTokenizer.from_pretrained(str(folder))  # as it loads the hub folder
+
+
+def make_text(name: str, scratch: Path) -> None:
+    """``text_<name>.npz`` of a CLIP (``hf_clip``) entry: ``texts``, ``input_ids`` (N, 77)
+    from transformers' ``CLIPTokenizer`` (``padding="max_length"``, ``truncation=True``) and
+    ``embedding`` (N, dim) = ``CLIPModel.from_pretrained(folder).get_text_features`` with the
+    golden weights (rule, seed of the entry) of ``keys_<name>.json``."""
+    import tempfile
+
+    import transformers as tf
+
+    cfg = BUILTIN_CONFIGS[name]
+    record = json.loads((ZOO / f"keys_{name}.json").read_text())
+    sd = zoo_rule_weights(name, record["golden_keys"])
+    texts = list(GOLDEN_TEXTS)
+    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+        path = save_zoo_published(name, sd, Path(tmp), filename=cfg.hub_files[0],
+                                  hf_config=record["hf_config"], config_name="config.json")
+        net, info = tf.CLIPModel.from_pretrained(str(path.parent), output_loading_info=True,
+                                                 use_kernels=False)  # plain torch
+        if any(v for k, v in info.items() if k != "error_msgs") or info.get("error_msgs"):
+            raise SystemExit(f"{name}: from_pretrained {info}")
+        tok = reference_clip_tokenizer(Path(tmp))
+        ids = tok(texts, padding="max_length", truncation=True, max_length=77,
+                  return_tensors="pt")
+        net = net.float().eval()
+        with torch.no_grad():
+            out = net.get_text_features(input_ids=ids["input_ids"],
+                                        attention_mask=ids["attention_mask"])
+        emb = (out if isinstance(out, torch.Tensor) else out.pooler_output).float().numpy()
+    if emb.shape != (len(texts), cfg.dim):
+        raise SystemExit(f"{name}: text reference gives {emb.shape}")
+    np.savez_compressed(ZOO / f"text_{name}.npz", texts=np.asarray(texts),
+                        input_ids=ids["input_ids"].numpy().astype(np.int64),
+                        attention_mask=ids["attention_mask"].numpy().astype(np.int64),
+                        embedding=emb.astype(np.float32))
+    print(f"text_{name}: {emb.shape}, |emb| {np.abs(emb).max():.3g}", flush=True)
+
+
 def main(names: list[str]) -> None:
     from wsikit.models.configs import ZOO_CONFIGS
 
@@ -340,6 +409,10 @@ def main(names: list[str]) -> None:
     np.savez_compressed(ZOO / "tile.npz", tile=img)
     scratch = Path("/tmp")
     everything = [c.name for c in ZOO_CONFIGS] + ["quiltnet_b16", "quiltnet_b32"]
+    if names and names[0] == "--text":  # the CLIP text-tower goldens only
+        for name in names[1:] or [c.name for c in ZOO_CONFIGS if c.layout == "hf_clip"]:
+            make_text(name, scratch)
+        return
     only_preprocess = names == ["--preprocess-only"]
     todo = everything if only_preprocess or not names else names
     write_preprocess_goldens(img, todo)

@@ -59,11 +59,12 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     index = index_build(args.sources, args.out, encoder=args.encoder, kind=args.kind,
                         evidence_level=args.evidence_level, min_size=args.min_size,
-                        overwrite=args.overwrite)
+                        overwrite=args.overwrite, towers=args.tower)
     m = index.manifest
     recall = "" if index.kind == "flat" else f", recall@10 {m['recall_at_10']} ({m['params']})"
+    towers = f", tower(s) {', '.join(args.tower)}" if args.tower else ""
     print(f"built {index.path}: {index.count} figure(s), encoder {index.encoder_name} "
-          f"(dim {index.dim}), {index.kind}{recall}")
+          f"(dim {index.dim}), {index.kind}{recall}{towers}")
     return 0
 
 
@@ -268,6 +269,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "weight-free)")
     build.add_argument("--kind", choices=("flat", "ivf", "hnsw"), default="flat",
                        help="flat = exact (default); ivf/hnsw = approximate, recall measured")
+    build.add_argument("--tower", action="append", default=[], metavar="NAME",
+                       help="also store this image-text model's vectors of every figure "
+                            "(quiltnet_b32, quiltnet_b16, plip, clip_vit_b32; as 'wsikit "
+                            "index tower'); repeatable")
     _source_options(build)
     build.add_argument("--overwrite", action="store_true", help="replace an existing index")
     build.set_defaults(func=_cmd_build)

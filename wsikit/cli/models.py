@@ -1,5 +1,6 @@
-"""``wsikit doctor`` (installed components, GPUs, model weights) and ``wsikit models``:
-argument parsing and printing around :func:`wsikit.models.doctor` and the encoder registry.
+"""``wsikit doctor`` (installed components, GPUs, model weights), ``wsikit models`` and
+``wsikit slide-embedding``: argument parsing and printing around :func:`wsikit.models.doctor`,
+the encoder registry and :func:`wsikit.models.slide_pool.embed_slide`.
 
 ``doctor`` stays fast: :mod:`wsikit.models.environment` imports neither torch, timm nor faiss,
 and neither does this module.
@@ -10,9 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
-__all__ = ["format_doctor", "model_rows", "register"]
+__all__ = ["format_doctor", "model_rows", "register", "slide_embedding_target"]
 
 
 def _table(rows: list[tuple[str, ...]], width: int) -> list[str]:
@@ -147,8 +149,67 @@ def _models_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def slide_embedding_target(features: str, slide_encoder: str, out: str | None,
+                           n_inputs: int) -> Path:
+    """Where ``wsikit slide-embedding`` writes the embedding of ``features``: ``--out`` itself
+    when it names one ``.h5`` file for one input, ``OUT/slide_features_<slide encoder>/
+    <slide>.h5`` under an ``--out`` folder, else beside the feature folder."""
+    from ..errors import FeatureError
+    from ..models.slide_pool import slide_embedding_path
+
+    if out is None:
+        return slide_embedding_path(features, slide_encoder)
+    target = Path(out)
+    if target.suffix.lower() in (".h5", ".hdf5"):
+        if n_inputs != 1:
+            raise FeatureError(f"--out {out} names one file but {n_inputs} feature files were "
+                               "given; give a folder as --out")
+        return target
+    return target / f"slide_features_{slide_encoder}" / f"{Path(features).stem}.h5"
+
+
+def _slide_embedding_cmd(args: argparse.Namespace) -> int:
+    from ..errors import FeatureError, WsikitError
+    from ..features import Embeddings
+    from ..models.hub import parse_weights_args
+    from ..models.slide_pool import embed_slide, slide_encoder_name
+
+    titan_weights = parse_weights_args(args.weights or []).get("titan")
+    rows, failed = [], []
+    for features in args.features:
+        try:
+            if not Path(features).is_file():
+                raise FeatureError(f"{features} does not exist; give the feature files that "
+                                   "'wsikit features' or 'wsikit batch' wrote "
+                                   "(OUT/features_<encoder>/<slide>.h5)")
+            emb = Embeddings.from_h5(features)
+            target = slide_embedding_target(features, slide_encoder_name(args.method,
+                                                                         emb.encoder),
+                                            args.out, len(args.features))
+            if target.exists() and not args.overwrite:
+                raise FeatureError(f"{target} exists; pass --overwrite to replace it")
+            result = embed_slide(emb, method=args.method, weighting=args.weighting,
+                                 source=str(features), titan_weights=titan_weights,
+                                 device=args.device)
+            result.to_h5(target, overwrite=args.overwrite)
+        except WsikitError as exc:
+            if len(args.features) == 1:
+                raise
+            failed.append(f"{features}: {exc}")
+            print(f"wsikit slide-embedding: {features}: error: {exc}", file=sys.stderr)
+            continue
+        rows.append({"features": str(features), "out": str(target), "label": result.label,
+                     "method": result.method, "slide_encoder": result.slide_encoder,
+                     "dim": int(result.embedding.shape[0]), "n_patches": result.n_patches})
+        if not args.json:
+            print(f"{target}: {result.label}")
+    if args.json:
+        print(json.dumps({"written": rows, "failed": failed}, indent=2))
+    return 1 if failed else 0
+
+
 def register(subparsers: Any) -> None:
-    """Add ``doctor`` and ``models`` to the ``wsikit`` command line."""
+    """Add ``doctor``, ``models`` and ``slide-embedding`` to the ``wsikit`` command line."""
     p = subparsers.add_parser("doctor", help="check backends and which model weights are found",
                               description="Report, as a table, the installed slide backends "
                               "(OpenSlide, tiffslide, wsidicom), faiss (CPU/GPU build), torch, "
@@ -162,3 +223,32 @@ def register(subparsers: Any) -> None:
                               "their weights are found locally, and what each is for.")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_models_cmd)
+    p = subparsers.add_parser(
+        "slide-embedding", help="one vector per slide from its patch features: mean pool "
+        "(any encoder) or TITAN",
+        description="Embed each slide from its patch feature file. --method mean (default) "
+        "works with every encoder, the weight-free heuristic and the open zoo models included: "
+        "the mean of the tissue patches' features (optionally weighted by each patch's usable "
+        "tissue), labelled 'mean-pool of <encoder> patch features' in the file; --method "
+        "meanmax adds the per-dimension maximum (2 x dim). --method titan runs TITAN's slide "
+        "encoder (CONCH v1.5 features, gated weights). Writes slide_features_<METHOD-ENCODER "
+        "or titan>/<slide>.h5 (dataset 'features', float32; its attributes say how it was "
+        "made) beside the feature folder, or under --out.")
+    p.add_argument("features", nargs="+", metavar="FEATURES.h5",
+                   help="patch feature files (wsikit or TRIDENT), one per slide")
+    p.add_argument("--out", default=None, metavar="DIR|FILE.h5",
+                   help="output folder (slide_features_<...>/<slide>.h5 under it), or one .h5 "
+                   "file for one input (default: beside the feature folder)")
+    p.add_argument("--method", choices=("mean", "meanmax", "titan"), default="mean",
+                   help="mean: mean pool of the patch features, any encoder (default); "
+                   "meanmax: that mean concatenated with the per-dimension maximum (2 x dim); "
+                   "titan: TITAN over CONCH v1.5 features")
+    p.add_argument("--weighting", choices=("uniform", "tissue"), default="uniform",
+                   help="mean pool: equal patch weights (default) or each patch's usable-tissue "
+                   "fraction (recorded by 'wsikit features')")
+    p.add_argument("--weights", action="append", metavar="NAME=PATH", default=[],
+                   help="TITAN's weight file (titan=PATH), as elsewhere")
+    p.add_argument("--device", default="cpu", help="TITAN: cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_slide_embedding_cmd)

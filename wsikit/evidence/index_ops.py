@@ -16,7 +16,7 @@ import logging
 import os
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -140,15 +140,35 @@ def check_image_encoder(name: str) -> None:
 
 def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "heuristic",
                 kind: str = "flat", evidence_level: int | str | None = None,
-                min_size: int = 100, overwrite: bool = False) -> FigureIndex:
-    """Build an index folder from PDFs and/or manifests with ``encoder``; returns it."""
+                min_size: int = 100, overwrite: bool = False, towers: Sequence[str] = (),
+                weights: Mapping[str, str] | None = None) -> FigureIndex:
+    """Build an index folder from PDFs and/or manifests with ``encoder``; returns it.
+
+    ``towers`` (e.g. ``["plip"]``): image-text models whose vectors of every figure are stored
+    with the index (:func:`index_tower`), so questions also rank the figures themselves; each
+    is checked, and its weights loaded, before anything is written. ``weights``
+    (``{name: file}``) overrides weight discovery for the encoder and the towers.
+    """
     from ..models import create_encoder
+    from .towers import check_tower_encoder, tower_encoders, update_tower
 
     check_image_encoder(encoder)
-    enc = create_encoder(encoder)
+    names = list(dict.fromkeys(towers))
+    for name in names:
+        check_tower_encoder(name)
+    weights = weights or {}
+    enc = create_encoder(encoder, weights=weights.get(encoder))
+    tower_encs = [create_encoder(n, weights=weights.get(n)) for n in names]
+    for name, tower in zip(names, tower_encs, strict=True):
+        if not hasattr(tower, "encode_text"):  # an encoder registered at run time
+            raise EvidenceError(f"tower {name} has no text tower; use a vision-language model: "
+                                f"{', '.join(tower_encoders())}")
     with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
         nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
-        return FigureIndex.build(nodes, enc, out, kind=kind, overwrite=overwrite)
+        index = FigureIndex.build(nodes, enc, out, kind=kind, overwrite=overwrite)
+    for tower in tower_encs:
+        update_tower(index, tower, rebuild=True)
+    return index
 
 
 def index_add(index_dir: PathLike, sources: Sequence[PathLike], *, encoder: str | None = None,
@@ -219,16 +239,15 @@ def index_tower(index_dir: PathLike, *, encoder: str = "quiltnet_b32",
                 weights: str | None = None, rebuild: bool = False) -> int:
     """Store (or bring up to date) a vision-language tower's vectors for every figure of an
     index; returns the number of figures embedded."""
-    from ..models import create_encoder, get_config
-    from .towers import update_tower
+    from ..models import create_encoder
+    from .towers import check_tower_encoder, tower_encoders, update_tower
 
     index = FigureIndex.open(index_dir)
-    if get_config(encoder).role == "slide":
-        raise EvidenceError(f"--encoder {encoder} is a slide encoder, not an image-text tower")
+    check_tower_encoder(encoder)  # before any weights load
     enc = create_encoder(encoder, weights=weights)
-    if not hasattr(enc, "encode_text"):
+    if not hasattr(enc, "encode_text"):  # e.g. an encoder registered at run time
         raise EvidenceError(f"--encoder {encoder} has no text tower; use a vision-language "
-                            "model such as quiltnet_b32")
+                            f"model: {', '.join(tower_encoders())}")
     return update_tower(index, enc, rebuild=rebuild)
 
 

@@ -78,11 +78,15 @@ def encoder_version(encoder: Any) -> str | None:
 
 def encoder_info(encoder: Any) -> dict[str, Any]:
     """The ``encoder`` entry of an index (or tower) manifest: name, label, dim, heuristic,
-    version."""
+    version, and the SHA-256 of the weight file and the preprocessing where the encoder
+    states them (``None`` otherwise)."""
     cfg = encoder.config
+    pre = getattr(encoder, "preprocessing", None)
     return {"name": cfg.name, "label": getattr(encoder, "label", cfg.name), "dim": int(cfg.dim),
             "heuristic": bool(getattr(cfg, "heuristic", False)),
-            "version": encoder_version(encoder)}
+            "version": encoder_version(encoder),
+            "weights_sha256": getattr(encoder, "weights_sha256", None),
+            "preprocessing": str(pre) if pre else None}
 
 
 def recall_set(vectors: np.ndarray, *, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

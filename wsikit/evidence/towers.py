@@ -1,7 +1,11 @@
-"""Second vectors per figure from a vision-language tower (e.g. ``quiltnet_b32``).
+"""Second vectors per figure from a vision-language tower (e.g. ``quiltnet_b32``, ``plip``).
 
 A tower embeds figures *and text* into one space, so a question can be compared with the
-figures themselves, not only with their captions. Its vectors live beside the main index::
+figures themselves, not only with their captions. Every image-text model of the registry can
+be one (:func:`tower_encoders`: QuiltNet-B/32 and -B/16, PLIP, OpenAI CLIP ViT-B/32); the
+tower's manifest records the model, its weight file's SHA-256 and its preprocessing, and a
+query with another model or another weight file is refused. Its vectors live beside the main
+index::
 
     DIR/towers/<encoder>/manifest.json       encoder, count, fingerprint of the node ids, file
     DIR/towers/<encoder>/vectors-00000N.faiss  exact inner-product index, row i = node row i
@@ -35,12 +39,47 @@ from .index import FigureIndex
 from .index_writer import embed_images, encoder_info
 from .nodes import FigureNode, load_image
 
-__all__ = ["TOWER_FORMAT", "Tower", "create_tower_encoders", "list_towers", "open_tower",
+__all__ = ["TOWER_FORMAT", "TOWER_LAYOUTS", "Tower", "check_tower_encoder",
+           "create_tower_encoders", "list_towers", "open_tower", "tower_encoders",
            "update_tower"]
 
 
 TOWER_FORMAT = "wsikit.tower/v1"
 _VECTORS = re.compile(r"^vectors-\d+\.faiss$")
+#: Weight layouts of the registry's image-text models (both towers in one space): open_clip
+#: (QuiltNet-B/32, -B/16) and transformers CLIP (PLIP, OpenAI CLIP).
+TOWER_LAYOUTS = ("open_clip", "hf_clip")
+
+
+def tower_encoders() -> list[str]:
+    """Registered encoders that can be a tower: image and text towers in one space."""
+    from ..models import get_config, list_encoders
+
+    return [n for n in list_encoders() if get_config(n).layout in TOWER_LAYOUTS]
+
+
+def check_tower_encoder(name: str) -> None:
+    """Refuse, before any weights load, an encoder that cannot be a tower (no text tower).
+
+    wsikit's own encoders are judged by their weight layout; an encoder registered at run
+    time is judged when built (it needs ``encode_text``), unless it is a slide encoder.
+
+    Raises
+    ------
+    EvidenceError
+        ``name`` is not an image-text model (names the ones that are).
+    """
+    from ..models import get_config
+    from ..models.configs import BUILTIN_CONFIGS
+
+    config = get_config(name)  # an unknown name: ModelError listing the encoders
+    if config.role != "slide" and name not in BUILTIN_CONFIGS:
+        return
+    if config.layout not in TOWER_LAYOUTS:
+        what = "a slide encoder" if config.role == "slide" else "an image-only encoder"
+        raise EvidenceError(f"{name} is {what} (it has no text tower); a tower embeds figures "
+                            f"and text into one space: use one of "
+                            f"{', '.join(tower_encoders())}")
 
 
 def _fingerprint(node_ids: Sequence[str]) -> str:
@@ -75,12 +114,24 @@ class Tower:
         return int(self.manifest["count"])
 
     def check_encoder(self, encoder: Any) -> None:
-        """Refuse an encoder other than the one the tower was built with."""
+        """Refuse an encoder other than the one the tower was built with: another model, or
+        the same model with another weight file (when both SHA-256 are known)."""
         built = self.manifest["encoder"]
         if encoder.config.name != built["name"] or int(encoder.config.dim) != built["dim"]:
             raise EncoderMismatchError(f"tower {self.name} of {self.index.path} was built with "
                                        f"{built['name']} (dim {built['dim']}), not "
-                                       f"{encoder.config.name}")
+                                       f"{encoder.config.name}; query it with "
+                                       f"--tower {built['name']}, or build a tower of "
+                                       f"{encoder.config.name}: wsikit index tower "
+                                       f"{self.index.path} --encoder {encoder.config.name}")
+        want, got = built.get("weights_sha256"), getattr(encoder, "weights_sha256", None)
+        if want and got and want != got:
+            raise EncoderMismatchError(f"tower {self.name} of {self.index.path} was built with "
+                                       f"the {built['name']} weights of SHA-256 {want}; these "
+                                       f"weights are {got}, whose vectors are not comparable. "
+                                       "Use the weight file the tower was built with, or "
+                                       f"rebuild it: wsikit index tower {self.index.path} "
+                                       f"--encoder {built['name']} --rebuild")
 
     def rank(self, vectors: np.ndarray, depth: int) -> list[list[FigureNode]]:
         """Figures by descending cosine to each query vector (text or image, ``(B, dim)``)."""
@@ -163,9 +214,10 @@ def create_tower_encoders(index: FigureIndex, names: Sequence[str], *, device: s
     from ..models import create_encoder
 
     out: dict[str, Any] = {}
-    for name in dict.fromkeys(names):
-        open_tower(index, name)
+    opened = {name: open_tower(index, name) for name in dict.fromkeys(names)}
+    for name, tower in opened.items():
         out[name] = create_encoder(name, weights=(weights or {}).get(name), device=device)
+        tower.check_encoder(out[name])  # same model and weight file as the tower's vectors
     return out
 
 

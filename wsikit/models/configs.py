@@ -279,8 +279,13 @@ _BIN_ST = ("pytorch_model.bin", "model.safetensors")
 _HF_VIT_REF = "transformers ViTModel(config, add_pooling_layer=False): last_hidden_state[:, 0]"
 _HF_DINO_REF = "transformers Dinov2Model(config): last_hidden_state"
 _HF_REG_REF = "transformers Dinov2WithRegistersModel(config): pooler_output"
-_HF_CLIP_REF = "transformers CLIPModel(config).get_image_features"
-_KAIKO_LICENSE = "see the hub page (kaiko.ai weights, timm port by 1aurent)"
+_HF_CLIP_REF = ("transformers CLIPModel(config).get_image_features (texts: get_text_features "
+                "of CLIPTokenizer ids)")
+#: The licence file of kaiko-ai/towards_large_pathology_fms, where kaiko.ai publishes these
+#: weights (torch.hub); the 1aurent timm port's hub page itself was not read.
+_KAIKO_LICENSE = ("other (Kaiko Non-Commercial Public License v1, May 2024: the LICENSE of "
+                  "github.com/kaiko-ai/towards_large_pathology_fms; the 1aurent timm port's hub "
+                  "page unverified)")
 
 #: The model zoo: published pathology (and baseline) encoders built by :mod:`wsikit.models.zoo`.
 ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
@@ -293,8 +298,8 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
     _zoo("h_optimus_1", "timm:vit_giant_patch14_reg4_dinov2",
          (("img_size", 224), ("init_values", 1e-5), ("dynamic_img_size", True)),
          repo="bioptimus/H-optimus-1", files=_ST_BIN, dim=1536,
-         license="other (Bioptimus, non-commercial)", gated=True, commercial=False,
-         mean=HOPT_MEAN, std=HOPT_STD,
+         license="other (Bioptimus, non-commercial; unverified: read the hub page)",
+         gated=True, commercial=False, mean=HOPT_MEAN, std=HOPT_STD,
          description="H-optimus-1 ViT-g/14 + 4 registers (Bioptimus; class token, 1536-d)"),
     _zoo("h0_mini", "timm:vit_base_patch14_reg4_dinov2",
          (("img_size", 224), *_SWIGLU, ("dynamic_img_size", True)),
@@ -336,7 +341,7 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
            (("img_size", img), ("dynamic_img_size", True)),
            repo=f"1aurent/{arch}.kaiko_ai_towards_large_pathology_fms",
            files=("model.safetensors",), dim=dim, license=_KAIKO_LICENSE, gated=False,
-           commercial=None, mean=HALF, std=HALF,
+           commercial=False, mean=HALF, std=HALF,
            description=f"kaiko.ai {label} (DINO{'v2' if tag == 'vitl14' else ''} on "
                        f"TCGA; class token, {dim}-d)")
       for tag, arch, img, dim, label in (
@@ -355,7 +360,9 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
     _zoo("gpfm", "timm:vit_large_patch14_dinov2",
          (("img_size", 224), ("init_values", 1e-5), ("dynamic_img_size", True)),
          repo="majiabo/GPFM", files=("GPFM.pth",), dim=1024,
-         license="see the hub page (GPFM)", gated=False, commercial=None,
+         license="CC-BY-NC-ND-4.0 (the LICENSE of github.com/birkhoffkiki/GPFM, which "
+                 "releases GPFM.pth; the majiabo/GPFM hub page unverified)",
+         gated=False, commercial=False,
          interpolation="bicubic", crop=False,
          description="GPFM ViT-L/14 (generalizable pathology FM, distilled; class token, "
                      "1024-d)"),
@@ -409,17 +416,18 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
           ("l", "vit_large_patch14_reg4_dinov2", 1024, 24, 16, "L", True))),
     _zoo("plip", "timm:vit_base_patch32_clip_quickgelu_224", _CLIP_B32,
          repo="vinid/plip", files=("pytorch_model.bin", "model.safetensors"), dim=512,
-         license="see the hub page (PLIP)", gated=False, commercial=None, mean=CLIP_MEAN,
-         std=CLIP_STD, interpolation="bicubic", layout="hf_clip", role="any",
+         license="see the hub page (PLIP; unverified)", gated=False, commercial=None,
+         mean=CLIP_MEAN, std=CLIP_STD, interpolation="bicubic", layout="hf_clip", role="any",
          hf_config="config.json", reference=_HF_CLIP_REF,
-         description="PLIP image tower, CLIP ViT-B/32 fine-tuned on OpenPath (512-d, the "
-                     "projected image embedding)"),
+         description="PLIP, CLIP ViT-B/32 fine-tuned on OpenPath: image and text towers in "
+                     "one 512-d space (the projected embeddings)"),
     _zoo("clip_vit_b32", "timm:vit_base_patch32_clip_quickgelu_224", _CLIP_B32,
          repo="openai/clip-vit-base-patch32", files=("pytorch_model.bin", "model.safetensors"),
          dim=512, license="MIT", gated=False, commercial=True, mean=CLIP_MEAN, std=CLIP_STD,
          interpolation="bicubic", layout="hf_clip", role="any", hf_config="config.json",
          reference=_HF_CLIP_REF,
-         description="OpenAI CLIP ViT-B/32 image tower (natural images; a baseline, 512-d)"),
+         description="OpenAI CLIP ViT-B/32: image and text towers in one 512-d space "
+                     "(natural images; a baseline)"),
 )
 
 #: name -> config of every encoder wsikit ships (the registry registers each with a builder).

@@ -23,7 +23,12 @@ Layouts mapped here (every other key of the file is an error, so a wrong file ne
   the class token's position embedding is folded into the class token (timm's
   ``no_embed_class`` layout, exactly equivalent);
 * ``hf_clip``: transformers ``CLIPModel`` (PLIP, OpenAI CLIP): the vision tower and
-  ``visual_projection``; the text tower's keys are dropped (this entry embeds images only).
+  ``visual_projection`` onto timm's CLIP ViT, and the text tower (``text_model.*``,
+  ``text_projection``) onto :class:`ClipTextTower`, pre-norm ``torch.nn.TransformerEncoderLayer``
+  blocks with a causal mask read at the end-of-text token, as transformers reads it; separate
+  query/key/value are concatenated into the layers' ``in_proj``. ``logit_scale`` (training
+  only) is dropped. These entries are :class:`ZooClipEncoder`: images and texts embed into one
+  space, so they can serve as a figure index's vision-language tower.
 
 When a ``config.json`` lies beside the weights (a Hugging Face snapshot always has one), the
 architecture follows it (width, depth, heads, patch, table size, norm epsilon, activation,
@@ -35,10 +40,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import timm
 import torch
 import torch.nn.functional as F
@@ -49,8 +56,8 @@ from ..errors import ModelError, WeightsError
 from .configs import EncoderConfig
 from .registry import Encoder
 
-__all__ = ["HF_LAYOUTS", "ZooEncoder", "build_zoo", "hf_timm_kwargs", "map_published",
-           "timm_kwargs"]
+__all__ = ["CLIP_TEXT_DEFAULTS", "HF_LAYOUTS", "ClipTextTower", "ZooClipEncoder", "ZooEncoder",
+           "build_zoo", "clip_text_kwargs", "hf_timm_kwargs", "map_published", "timm_kwargs"]
 
 #: Layouts whose architecture can be read from a transformers ``config.json``.
 HF_LAYOUTS = ("hf_vit", "hf_dinov2", "hf_dinov2_reg", "hf_clip")
@@ -122,6 +129,90 @@ def hf_timm_kwargs(layout: str, cfg: dict[str, Any]) -> dict[str, Any]:
         kw["pre_norm"] = True
         kw["projection_dim"] = int(cfg["projection_dim"])
     return kw
+
+
+#: transformers ``CLIPTextConfig`` defaults: the OpenAI CLIP text tower (PLIP keeps it).
+CLIP_TEXT_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 49408, "hidden_size": 512, "intermediate_size": 2048,
+    "num_hidden_layers": 12, "num_attention_heads": 8, "max_position_embeddings": 77,
+    "hidden_act": "quick_gelu", "layer_norm_eps": 1e-5, "eos_token_id": 49407}
+
+
+def clip_text_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
+    """:class:`ClipTextTower` arguments from a transformers CLIP config dict (its
+    ``text_config`` over :data:`CLIP_TEXT_DEFAULTS`; ``projection_dim`` of the whole model).
+
+    Raises
+    ------
+    ModelError
+        An activation other than QuickGELU or GELU.
+    """
+    text = {**CLIP_TEXT_DEFAULTS, **(cfg.get("text_config") or {})}
+    act = str(text["hidden_act"])
+    if act not in ("quick_gelu", "gelu"):
+        raise ModelError(f"hf_clip text config with hidden_act={act!r} is not supported")
+    eos = text.get("eos_token_id", 49407)
+    return {"vocab_size": int(text["vocab_size"]), "width": int(text["hidden_size"]),
+            "layers": int(text["num_hidden_layers"]), "heads": int(text["num_attention_heads"]),
+            "mlp": int(text["intermediate_size"]), "context": int(text["max_position_embeddings"]),
+            "eps": float(text["layer_norm_eps"]), "act": act,
+            "eos_token_id": int(eos[0] if isinstance(eos, list) else eos),
+            "projection_dim": int(cfg.get("projection_dim", 512))}
+
+
+def _quick_gelu(x: torch.Tensor) -> torch.Tensor:
+    """OpenAI CLIP's activation, ``x * sigmoid(1.702 x)``."""
+    return x * torch.sigmoid(1.702 * x)
+
+
+def _gelu(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x)  # a function of its own: keeps torch's fused fast path (other maths) off
+
+
+class ClipTextTower(nn.Module):
+    """CLIP's text transformer: token + position embedding, pre-norm blocks under a causal
+    mask, final norm, the hidden state of the end-of-text token, linear projection.
+
+    ``forward(ids)``: ``(N, L)`` int64 token ids (``L <= context``) → ``(N, projection_dim)``.
+    The pooled token is the first ``eos_token_id`` of each row, or, for configs that give the
+    pre-2023 ``eos_token_id`` 2, the row's largest id (transformers' two rules; both pick the
+    end-of-text token of CLIP's tokenizer).
+    """
+
+    def __init__(self, *, vocab_size: int, width: int, layers: int, heads: int, mlp: int,
+                 context: int, eps: float, act: str, eos_token_id: int,
+                 projection_dim: int) -> None:
+        super().__init__()
+        self.context, self.eos_token_id = context, eos_token_id
+        self.token_embedding = nn.Embedding(vocab_size, width)
+        self.position_embedding = nn.Embedding(context, width)
+        activation = _quick_gelu if act == "quick_gelu" else _gelu
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(width, heads, mlp, dropout=0.0, activation=activation,
+                                       layer_norm_eps=eps, batch_first=True, norm_first=True)
+            for _ in range(layers))
+        self.final_layer_norm = nn.LayerNorm(width, eps=eps)
+        self.projection = nn.Linear(width, projection_dim, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        n, length = ids.shape
+        if length > self.context:
+            raise ModelError(f"text of {length} tokens; the tower reads at most {self.context}")
+        x = self.token_embedding(ids) + self.position_embedding.weight[:length]
+        mask = torch.full((length, length), float("-inf"), device=x.device).triu(1)
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, is_causal=True)
+        x = self.final_layer_norm(x)
+        if self.eos_token_id == 2:
+            at = ids.argmax(dim=-1)
+        else:
+            hit = ids == self.eos_token_id
+            if not bool(hit.any(dim=-1).all()):
+                raise ModelError("a text without the end-of-text token; tokenise with the "
+                                 "model's tokenizer")
+            at = hit.int().argmax(dim=-1)
+        out: torch.Tensor = self.projection(x[torch.arange(n, device=x.device), at])
+        return out
 
 
 class _HFDinov2ViT(VisionTransformer):
@@ -220,12 +311,37 @@ def _map_hf_vit_like(sd: dict[str, torch.Tensor], layout: str) -> dict[str, torc
     return out
 
 
+def _map_hf_clip_text(sd: dict[str, torch.Tensor], out: dict[str, torch.Tensor]) -> None:
+    """transformers ``CLIPTextModel`` keys (+ ``text_projection``) -> ``text.*``."""
+    t = "text_model"
+    sd.pop(f"{t}.embeddings.position_ids", None)  # a buffer of older files
+    inner: dict[str, torch.Tensor] = {}
+    for src, dst in ((f"{t}.embeddings.token_embedding.weight", "token_embedding.weight"),
+                     (f"{t}.embeddings.position_embedding.weight", "position_embedding.weight"),
+                     ("text_projection.weight", "projection.weight")):
+        if src in sd:
+            inner[dst] = sd.pop(src)
+    _rename(sd, [(f"{t}.final_layer_norm", "final_layer_norm")], inner)
+    depth = 1 + max((int(k.split(".")[3]) for k in sd if k.startswith(f"{t}.encoder.layers.")),
+                    default=-1)
+    for i in range(depth):
+        s, d = f"{t}.encoder.layers.{i}", f"layers.{i}"
+        for part, name in (("weight", "in_proj_weight"), ("bias", "in_proj_bias")):
+            keys = [f"{s}.self_attn.{n}.{part}" for n in ("q_proj", "k_proj", "v_proj")]
+            if all(k in sd for k in keys):
+                inner[f"{d}.self_attn.{name}"] = torch.cat([sd.pop(k) for k in keys], dim=0)
+        _rename(sd, [(f"{s}.self_attn.out_proj", f"{d}.self_attn.out_proj"),
+                     (f"{s}.layer_norm1", f"{d}.norm1"), (f"{s}.layer_norm2", f"{d}.norm2"),
+                     (f"{s}.mlp.fc1", f"{d}.linear1"), (f"{s}.mlp.fc2", f"{d}.linear2")], inner)
+    out.update({f"text.{k}": v for k, v in inner.items()})
+
+
 def _map_hf_clip(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     sd = _strip(sd, ("model.",))
     out: dict[str, torch.Tensor] = {}
-    for key in [k for k in sd if k.startswith("text_model.") or k in (
-            "text_projection.weight", "logit_scale", "vision_model.embeddings.position_ids")]:
-        sd.pop(key)  # the text tower (and position-id buffers of older files): not used here
+    for key in [k for k in sd if k in ("logit_scale", "vision_model.embeddings.position_ids")]:
+        sd.pop(key)  # the training temperature and position-id buffers of older files
+    _map_hf_clip_text(sd, out)
     v = "vision_model"
     if f"{v}.embeddings.class_embedding" in sd:
         out["model.cls_token"] = sd.pop(f"{v}.embeddings.class_embedding").reshape(1, 1, -1)
@@ -251,7 +367,7 @@ def _map_hf_clip(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def map_published(layout: str, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Map a published state dict of ``layout`` to :class:`ZooEncoder`'s own keys
-    (``model.<timm key>``, plus ``proj.weight`` for CLIP)."""
+    (``model.<timm key>``, plus ``proj.weight`` and the text tower's ``text.*`` for CLIP)."""
     sd = dict(sd)
     if layout == "timm":
         return {f"model.{k}": v for k, v in sd.items()}
@@ -289,6 +405,7 @@ class ZooEncoder(Encoder):
 
     model: Any  # the timm network (VisionTransformer or ResNet features), typed loosely
     proj: nn.Linear | None
+    text: ClipTextTower | None
 
     def __init__(self, config: EncoderConfig, hf_config: dict[str, Any] | None = None,
                  overrides: dict[str, Any] | None = None) -> None:
@@ -320,6 +437,14 @@ class ZooEncoder(Encoder):
             self.model = timm.create_model(name, pretrained=False, **({"num_classes": 0} | kw))
         self.proj = (nn.Linear(int(kw.get("embed_dim", 768)), int(proj_dim), bias=False)
                      if self.config.layout == "hf_clip" else None)
+        self.text = None
+        if self.config.layout == "hf_clip":  # the published file holds both towers
+            fields = {**self.config.kwargs, **(self.hf_config or {})}
+            self.text = ClipTextTower(**clip_text_kwargs(fields))
+            if self.text.projection.out_features != self.config.dim:
+                raise ModelError(f"{self.config.name}: the text tower embeds "
+                                 f"{self.text.projection.out_features}-d vectors, the entry "
+                                 f"says {self.config.dim}")
         dim = self._out_dim()
         if dim != self.config.dim:
             raise ModelError(f"{self.config.name}: the architecture gives {dim}-d embeddings, "
@@ -362,6 +487,8 @@ class ZooEncoder(Encoder):
         self.model = self.model.to_empty(device=self._mean.device)
         if self.proj is not None:
             self.proj = self.proj.to_empty(device=self._mean.device)
+        if self.text is not None:
+            self.text = self.text.to_empty(device=self._mean.device)
 
     def _table_size_from(self, path: Path) -> dict[str, Any]:
         """``img_size`` matching the position table stored in ``path`` when it differs from
@@ -401,6 +528,45 @@ class ZooEncoder(Encoder):
         return self.proj(out) if self.proj is not None else out
 
 
+class ZooClipEncoder(ZooEncoder):
+    """A CLIP zoo entry (``hf_clip``: PLIP, OpenAI CLIP): :meth:`forward` embeds images,
+    :meth:`encode_text` strings, into one space (both the towers' projections, not
+    normalised), so the entry can be a figure index's vision-language tower
+    (``wsikit index tower DIR --encoder plip``)."""
+
+    text: ClipTextTower
+
+    def tokenize(self, texts: Sequence[str]) -> torch.Tensor:
+        """``(N, context)`` int64 CLIP BPE token ids (open_clip's tokenizer, the vocabulary of
+        the published ``vocab.json``/``merges.txt``; needs ``pip install 'wsikit[vlm]'``)."""
+        from .clip_vl import tokenize
+
+        return tokenize(list(texts), context_length=self.text.context)
+
+    @torch.inference_mode()
+    def encode_text(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """Embed strings with the text tower: ``N`` texts → ``(N, dim)`` float32 (float32
+        arithmetic; long texts are truncated to the tower's context, end-of-text kept).
+
+        Raises
+        ------
+        ModelError
+            An empty text, or open_clip (the tokenizer) not installed.
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        if any(not str(t).strip() for t in texts):
+            raise ModelError(f"{self.config.name}.encode_text: empty text")
+        out = [self.text(self.tokenize(texts[i:i + batch_size]).to(self.device)).float().cpu()
+               for i in range(0, len(texts), batch_size)]
+        if not out:
+            return np.zeros((0, self.config.dim), np.float32)
+        return torch.cat(out).numpy().astype(np.float32, copy=False)
+
+
 def build_zoo(config: EncoderConfig) -> ZooEncoder:
-    """Registry builder of every timm-based zoo entry."""
+    """Registry builder of every timm-based zoo entry (:class:`ZooClipEncoder` for the CLIP
+    layout, whose entries also embed text)."""
+    if config.layout == "hf_clip":
+        return ZooClipEncoder(config)
     return ZooEncoder(config)
