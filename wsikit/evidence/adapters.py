@@ -100,6 +100,12 @@ def _image(result: Any, rel: str | None, absolute: str | None) -> str | None:
     return str(found) if found is not None else (absolute or rel)
 
 
+def _slide_path(result: Any) -> str | None:
+    """The slide as an existing absolute path (``slide.relpath`` first), else as recorded."""
+    found = result.slide_file()
+    return str(found) if found is not None else result.slide.get("path")
+
+
 def document_metadata(result: Any, region: Any, match: Mapping[str, Any],
                       prov: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The flat metadata shared by every adapter for one (region, match)."""
@@ -113,7 +119,7 @@ def document_metadata(result: Any, region: Any, match: Mapping[str, Any],
         "wsikit_version": result.wsikit_version, "schema": result.schema,
         "synthetic": bool(result.synthetic),
         "slide_id": result.slide_id, "slide_name": result.slide.get("name"),
-        "slide_path": result.slide.get("path"),
+        "slide_path": _slide_path(result),
         "region_id": region.id, "region_uid": uid, "region_scale": int(region.scale),
         "region_score": float(region.score), "region_score_type": prov["region_score_type"],
         "region_x": int(box["x"]), "region_y": int(box["y"]),
