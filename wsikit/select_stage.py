@@ -184,15 +184,14 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         models=models, selection=selection, regions=tuple(regions), index=index_entry,
         empty_scales={str(k): v for k, v in windows.empty.items()},
         synthetic=bool(out_opts.synthetic), base_dir=final)
-    doc = result.to_dict()
-    write_json_atomic(sdir / "evidence.json", doc)
+    write_json_atomic(sdir / "evidence.json", result.to_dict())  # the file boundary
     from .evidence.regions_geojson import REGIONS_GEOJSON, write_regions_geojson
 
-    write_regions_geojson(sdir / REGIONS_GEOJSON, doc["regions"])  # QuPath annotations
+    write_regions_geojson(sdir / REGIONS_GEOJSON, result)  # QuPath annotations
 
     if out_opts.report:
         t = time.perf_counter()
-        _write_report(slide, sdir, doc, mask, att, grid)
+        _write_report(slide, sdir, result, mask, att, grid)
         step("report", t)
     write_json_atomic(sdir / "timings.json", timings)
     return result
@@ -214,7 +213,7 @@ def _jsonable(d: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _write_report(slide: Slide, sdir: Path, doc: Mapping[str, Any], mask: TissueMask,
+def _write_report(slide: Slide, sdir: Path, result: EvidenceResult, mask: TissueMask,
                   att: Attention, grid: TileGrid) -> None:
     from .report import render_overview_png, write_report
 
@@ -223,8 +222,8 @@ def _write_report(slide: Slide, sdir: Path, doc: Mapping[str, Any], mask: Tissue
     geo = mask.to_geojson()
     arts = mask.artefacts_geojson()
     attention = (att.scores, att.coords, grid.stride_l0)
-    write_report(sdir / "report.html", doc, thumbnail=thumb, thumbnail_downsample=ds,
+    write_report(sdir / "report.html", result, thumbnail=thumb, thumbnail_downsample=ds,
                  tissue_geojson=geo, attention=attention, base_dir=sdir,
                  artefacts_geojson=arts)
-    render_overview_png(sdir / "overview.png", doc, thumbnail=thumb, thumbnail_downsample=ds,
+    render_overview_png(sdir / "overview.png", result, thumbnail=thumb, thumbnail_downsample=ds,
                         tissue_geojson=geo, attention=attention, artefacts_geojson=arts)
