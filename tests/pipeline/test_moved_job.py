@@ -89,6 +89,16 @@ def test_every_path_in_the_result_resolves_at_the_new_place(moved) -> None:
         assert (sidecar.parent / rec["slide_relpath"]).resolve() == (m2 / f"{NAME}.svs").resolve()
 
 
+def test_the_tissue_records_its_slide_relative_to_itself(moved) -> None:
+    from wsikit.io.fingerprint import recorded_slide
+
+    _, m2, _ = moved
+    geojson = OutputLayout(m2 / "out").tissue_geojson(NAME)
+    rec = json.loads(geojson.with_name(geojson.name + ".source.json").read_text())
+    assert (geojson.parent / rec["slide_relpath"]).resolve() == (m2 / f"{NAME}.svs").resolve()
+    assert Path(recorded_slide(geojson)).resolve() == (m2 / f"{NAME}.svs").resolve()
+
+
 def test_readers_find_the_moved_files(moved) -> None:
     _, m2, _ = moved
     res = EvidenceResult.read(OutputLayout(m2 / "out").select_dir(NAME) / "evidence.json")
