@@ -17,14 +17,27 @@ from pathlib import Path
 __all__ = ["portable_path", "relative_path", "resolve_image", "resolve_path"]
 
 
+def _physical(path: str | os.PathLike[str]) -> Path:
+    """``path`` absolute with the symbolic links of its folders resolved (not of the file
+    itself: a linked slide stays the link)."""
+    p = Path(path)  # not normalised: ``link/..`` is where the link's target's parent is
+    if not p.is_absolute():
+        p = Path.cwd() / p
+    return Path(os.path.realpath(p.parent)) / p.name
+
+
 def relative_path(path: str | os.PathLike[str], base_dir: str | os.PathLike[str]) -> str:
-    """``path`` relative to the folder ``base_dir`` as a POSIX-style string (both made
-    absolute first); the absolute path when no relative one exists (another drive)."""
-    absolute = Path(os.path.abspath(path))
+    """``path`` relative to the folder ``base_dir`` as a POSIX-style string; the absolute
+    path when no relative one exists (another drive).
+
+    Computed between the folders' real locations: the system follows ``..`` from where a
+    linked folder really is, so an output folder that is a link (e.g. to scratch space)
+    still resolves ``base_dir / relative`` to ``path``.
+    """
     try:
-        return Path(os.path.relpath(absolute, os.path.abspath(base_dir))).as_posix()
+        return Path(os.path.relpath(_physical(path), os.path.realpath(base_dir))).as_posix()
     except ValueError:  # another drive (Windows)
-        return absolute.as_posix()
+        return Path(os.path.abspath(path)).as_posix()
 
 
 def portable_path(path: str | os.PathLike[str], base_dir: str | os.PathLike[str] | None
@@ -43,8 +56,8 @@ def resolve_path(rel: str | None, absolute: str | None,
                  base_dir: str | os.PathLike[str] | None, *, files_only: bool = False
                  ) -> Path | None:
     """The first existing one of ``base_dir / rel``, ``rel`` (if absolute) and ``absolute``,
-    as a normalised absolute path (``files_only``: regular files only, else folders too, as
-    a DICOM or OME-Zarr slide is); ``None`` when none exists."""
+    absolute with its folders' links resolved (``files_only``: regular files only, else
+    folders too, as a DICOM or OME-Zarr slide is); ``None`` when none exists."""
     candidates = []
     if isinstance(rel, str) and rel:
         p = Path(rel)
@@ -53,7 +66,7 @@ def resolve_path(rel: str | None, absolute: str | None,
         candidates.append(Path(absolute))
     for c in candidates:
         if c.is_file() if files_only else c.exists():
-            return Path(os.path.abspath(c))
+            return _physical(c)  # as the system found it (``..`` after a linked folder)
     return None
 
 
