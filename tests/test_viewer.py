@@ -533,6 +533,18 @@ def test_a_slide_selected_by_a_relative_path_opens_from_another_folder(
         assert source.info()["has_tissue"]
     finally:
         source.close()
+    # a document of an earlier version: slide.path as given on the command line, no relpath
+    # or output name; found above the result, the overlays under the folder's name
+    for key in ("relpath", "output_name"):
+        doc["slide"].pop(key)
+    doc["slide"]["path"] = "slides/s1.svs"
+    (work / "out" / "select" / "s1" / "evidence.json").write_text(json.dumps(doc))
+    source = ViewerSource.open(work / "out" / "select" / "s1")
+    try:
+        assert Path(source.slide.path).resolve() == (work / "slides" / "s1.svs").resolve()
+        assert source.output_name == "s1" and source.info()["has_tissue"]
+    finally:
+        source.close()
 
 
 def _layout_copy(source: ViewerSource, tmp_path: Path) -> Path:
