@@ -69,7 +69,7 @@ def test_info_lists_the_regions(served) -> None:
     status, body = _get(url + "/info.json")
     info = json.loads(body)
     assert status == 200 and info["width"] == 2220 and info["max_level"] == 4
-    evidence = source.evidence["regions"]
+    evidence = source.result.to_dict()["regions"]
     assert [r["id"] for r in info["regions"]] == [r["id"] for r in evidence] != []
     assert info["regions"][0]["box"] == evidence[0]["box"]
     assert info["has_tissue"] and info["has_heatmap"] and info["has_artefacts"]
@@ -162,11 +162,11 @@ def test_page_script_flies_to_a_region_and_loads_level0_tiles(served) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
-    assert out["cards"] == [r["id"] for r in source.evidence["regions"]]
+    assert out["cards"] == [r["id"] for r in source.result.to_dict()["regions"]]
     assert out["data"]["ready"] == "1" and out["data"]["view"] == "r1 level 4"
     top = [t for t in out["tiles"] if t.startswith("/tiles/4/")]
     assert top and all(p in source.requested for p in top)
-    r1 = source.evidence["regions"][0]["box"]   # the level-0 tiles cover r1
+    r1 = source.result.to_dict()["regions"][0]["box"]   # the level-0 tiles cover r1
     cols = {int(t.split("/")[3].split("_")[0]) for t in top}
     assert r1["x"] // 256 in cols and (r1["x"] + r1["width"] - 1) // 256 in cols
 
@@ -313,7 +313,7 @@ def test_a_hand_edited_result_cannot_serve_other_files_as_crops(served, tmp_path
     hostile = ViewerSource.open(_hostile_copy(source, tmp_path, edit))
     url, server = _start(hostile)
     try:
-        rid = hostile.evidence["regions"][0]["id"]
+        rid = hostile.result.regions[0].id
         status, body = _get(url + f"/crop/{rid}.png")
         assert status == 404 and b"<html" not in body and b"regions" not in body
         assert _get(url + "/crop/r2.png")[0] == 200      # the untouched crops still show
@@ -341,7 +341,7 @@ def test_a_hand_edited_result_cannot_serve_any_image_as_a_figure(served, tmp_pat
 
     hostile = ViewerSource.open(_hostile_copy(source, tmp_path, edit))
     try:
-        assert hostile.figure(hostile.evidence["regions"][0]["id"], 0) is None
+        assert hostile.figure(hostile.result.regions[0].id, 0) is None
     finally:
         hostile.close()
 
@@ -482,3 +482,140 @@ def test_a_hand_edited_patch_stride_drops_the_heatmap_not_the_page(served, tmp_p
         assert info["regions"] and info["has_heatmap"] is False and hostile.heatmap() is None
     finally:
         hostile.close()
+
+
+# -- paths through the output layout and the names evidence.json records (issues 31, 33) -----
+def test_a_slide_renamed_by_the_cohort_keeps_its_overlays(cmu_small: Path, tmp_path: Path
+                                                          ) -> None:
+    """A batch cohort names the slide ``caseA`` (not its file stem): the viewer finds the
+    tissue, artefacts and attention under that name (they vanished before)."""
+    import os
+    import sys
+
+    (tmp_path / "slides").mkdir()
+    shutil.copyfile(cmu_small, tmp_path / "slides" / "scan 1.svs")
+    (tmp_path / "cohort.csv").write_text("path,slide_id\nslides/scan 1.svs,caseA\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]),
+               WSIKIT_NO_PROGRESS="1")
+    proc = subprocess.run([sys.executable, "-m", "wsikit", "batch", "cohort.csv", "--out", "job",
+                           "--steps", "select", "--encoder", "heuristic", "--scales", "2,1",
+                           "--patch-px", "256", "--no-report"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    source = ViewerSource.open(tmp_path / "job" / "select" / "caseA")
+    try:
+        info = source.info()
+        assert source.output_name == "caseA" and source.slide.name == "scan 1"
+        assert info["has_tissue"] and info["has_artefacts"] and info["has_heatmap"]
+        assert info["regions"] and source.crop("r1") is not None
+    finally:
+        source.close()
+
+
+def test_a_slide_selected_by_a_relative_path_opens_from_another_folder(
+        cmu_small: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from wsikit.pipeline import select
+
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    (work / "slides").mkdir(parents=True)
+    elsewhere.mkdir()
+    shutil.copyfile(cmu_small, work / "slides" / "s1.svs")
+    monkeypatch.chdir(work)
+    select(Path("slides/s1.svs"), out="out", encoder="heuristic", scales=(2, 1), patch_px=256,
+           report=False, progress=False)
+    doc = json.loads((work / "out" / "select" / "s1" / "evidence.json").read_text())
+    assert Path(doc["slide"]["path"]).is_absolute()
+    assert doc["slide"]["relpath"] == "../../../slides/s1.svs"
+    monkeypatch.chdir(elsewhere)
+    source = ViewerSource.open(Path("..") / "work" / "out" / "select" / "s1")
+    try:
+        assert Path(source.slide.path).resolve() == (work / "slides" / "s1.svs").resolve()
+        assert source.info()["has_tissue"]
+    finally:
+        source.close()
+    # a document of an earlier version: slide.path as given on the command line, no relpath
+    # or output name; found above the result, the overlays under the folder's name
+    for key in ("relpath", "output_name"):
+        doc["slide"].pop(key)
+    doc["slide"]["path"] = "slides/s1.svs"
+    (work / "out" / "select" / "s1" / "evidence.json").write_text(json.dumps(doc))
+    source = ViewerSource.open(work / "out" / "select" / "s1")
+    try:
+        assert Path(source.slide.path).resolve() == (work / "slides" / "s1.svs").resolve()
+        assert source.output_name == "s1" and source.info()["has_tissue"]
+    finally:
+        source.close()
+
+
+def _layout_copy(source: ViewerSource, tmp_path: Path) -> Path:
+    """A copy of the whole output folder of ``source``; returns the copied result folder."""
+    root = source.select_dir.parent.parent
+    shutil.copytree(root, tmp_path / "out", ignore=shutil.ignore_patterns("features_*"))
+    return tmp_path / "out" / "select" / source.select_dir.name
+
+
+@pytest.mark.parametrize("broken", [
+    "{not json", '{"type": "FeatureCollection", "features": [{"type": "Feature", '
+    '"properties": {}, "geometry": {"type": "Polygon", "coordinates": [[[0, 0], [NaN, 1], '
+    '[1, 1], [0, 0]]]}}]}', '{"type": "FeatureCollection", "features": ["tissue"]}',
+    '[' * 100_000 + ']' * 100_000])
+def test_a_broken_tissue_geojson_is_a_clear_warning_not_a_broken_page(
+        served, tmp_path: Path, broken: str) -> None:
+    source, _ = served
+    sdir = _layout_copy(source, tmp_path)
+    geo = tmp_path / "out" / "contours_geojson" / f"{source.select_dir.name}.geojson"
+    geo.write_text(broken)
+    with pytest.warns(UserWarning, match=re.escape(str(geo))) as caught:
+        hostile = ViewerSource.open(sdir)
+    url, server = _start(hostile)
+    try:
+        message = str(caught[0].message)
+        assert "QuPath" in message and "not shown" in message
+        info = json.loads(_get(url + "/info.json")[1])
+        assert not info["has_tissue"] and info["problems"] == [message]
+        assert info["has_artefacts"] and info["regions"]       # the rest of the page stays
+        assert _get(url + "/overlay/tissue.json") == (200, b"null")
+    finally:
+        _stop(server, hostile)
+
+
+def test_a_hand_edited_tissue_geojson_is_served_as_validated(served, tmp_path: Path) -> None:
+    source, _ = served
+    sdir = _layout_copy(source, tmp_path)
+    geo = tmp_path / "out" / "contours_geojson" / f"{source.select_dir.name}.geojson"
+    geo.write_text(json.dumps({"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": {"name": "edited"}, "geometry": {
+            "type": "Polygon", "coordinates": [[[10, 10], [500, 10], [500, 400], [10, 10]]]}},
+        {"type": "Feature", "properties": {}, "geometry": {"type": "Point",
+                                                           "coordinates": [5, 5]}}]}))
+    hostile = ViewerSource.open(sdir)
+    try:
+        served_doc = json.loads(hostile.tissue())
+        assert [f["properties"] for f in served_doc["features"]] == [{"name": "edited"}]
+        assert served_doc["features"][0]["geometry"] == {
+            "type": "MultiPolygon", "coordinates": [[[[10.0, 10.0], [500.0, 10.0],
+                                                      [500.0, 400.0], [10.0, 10.0]]]]}
+    finally:
+        hostile.close()
+
+
+def test_the_job_folder_lists_its_slides_and_the_folder_to_pass(served) -> None:
+    from wsikit.errors import WsikitError
+
+    source, _ = served
+    root = source.select_dir.parent.parent
+    with pytest.raises(WsikitError) as err:
+        ViewerSource.open(root)
+    text = str(err.value)
+    assert "results of 1 slide(s): CMU-1-Small-Region" in text
+    assert f"wsikit view {source.select_dir}" in text
+
+
+def test_a_moved_slide_is_a_clear_error(served, tmp_path: Path) -> None:
+    from wsikit.errors import WsikitError
+
+    source, _ = served
+    sdir = _hostile_copy(source, tmp_path, lambda doc, _: doc["slide"].update(
+        path=str(tmp_path / "gone.svs"), relpath="../../gone.svs"))
+    with pytest.raises(WsikitError, match=r"its slide is not at .*gone\.svs.*put the slide back"):
+        ViewerSource.open(sdir)

@@ -33,7 +33,7 @@ class Crop:
     Attributes
     ----------
     path : str
-        PNG path (relative to the output folder when written by :func:`save_crop`).
+        PNG path (relative to ``save_crop``'s ``relative_to``, the folder of evidence.json).
     x, y, size : int
         The window's level-0 box (top-left and edge, level-0 px).
     scale : int
@@ -106,6 +106,9 @@ def save_crop(slide: Slide, window: Window, out_dir: str | os.PathLike[str], *, 
     """Read ``window`` from ``slide``, write ``<out_dir>/<name>.png`` and a ``.json`` sidecar.
 
     Both files are written atomically. ``Crop.path`` is relative to ``relative_to`` when given.
+    The sidecar holds the crop's record with its paths relative to the sidecar's own folder
+    (``path``: the PNG's name; ``slide_relpath``: the slide), so a moved output folder keeps
+    it valid, and the slide's absolute path (``slide``) for a sidecar copied on its own.
     Returns the crop's record and its pixels ``(H, W, 3) uint8`` (the PNG's, losslessly), so
     a caller embeds them without reading the file back.
     """
@@ -117,5 +120,9 @@ def save_crop(slide: Slide, window: Window, out_dir: str | os.PathLike[str], *, 
     crop = Crop(path=shown, x=int(window.x), y=int(window.y), size=int(window.size),
                 scale=int(window.scale), score=float(window.score), width=int(image.shape[1]),
                 height=int(image.shape[0]), mpp=mpp)
-    write_json_atomic(png.with_suffix(".json"), {**crop.to_dict(), "slide": str(slide.path)})
+    from .evidence.paths import portable_path
+
+    slide_rel, slide_abs = portable_path(slide.path, out_dir)
+    write_json_atomic(png.with_suffix(".json"), {**crop.to_dict(), "path": png.name,
+                                                 "slide": slide_abs, "slide_relpath": slide_rel})
     return crop, image

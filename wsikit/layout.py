@@ -104,6 +104,23 @@ class OutputLayout:
         """``select/<name>/``: evidence.json, regions.geojson, crops/, report.html."""
         return self.root / "select" / name
 
+    @classmethod
+    def of_result(cls, select_dir: str | os.PathLike[str]) -> OutputLayout | None:
+        """The layout whose :meth:`select_dir` ``select_dir`` is (``<root>/select/<name>/``),
+        or None for a result folder outside a layout (copied on its own)."""
+        folder = Path(os.path.abspath(select_dir))
+        if folder.parent.name != "select":
+            return None
+        return cls(folder.parent.parent)
+
+    def results(self) -> list[Path]:
+        """The ``select/<name>/`` folders under :attr:`root` that hold an evidence.json,
+        sorted by name."""
+        base = self.root / "select"
+        if not base.is_dir():
+            return []
+        return sorted(p for p in base.iterdir() if (p / "evidence.json").is_file())
+
     # ---------------------------------------------------------------- bookkeeping
     def state(self, name: str) -> Path:
         """``state/<name>.json``: the slide's status and step records."""

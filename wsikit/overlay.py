@@ -6,13 +6,16 @@ Pure functions over arrays (no file I/O). Thumbnail pixel = level-0 pixel / ``do
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from .errors import WsikitError
 from .selectors.grid import AttentionMap, attention_map
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .evidence.result import EvidenceRegion
 
 __all__ = [
     "SCALE_COLOURS",
@@ -200,12 +203,19 @@ def as_rgb_thumbnail(thumbnail: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(arr[..., :3])
 
 
-def _regions(regions: Iterable[Mapping[str, Any]]) -> list[tuple[str, int, float, tuple]]:
+def _regions(regions: Iterable[EvidenceRegion | Mapping[str, Any]]
+             ) -> list[tuple[str, int, float, tuple]]:
+    from .evidence.result import EvidenceRegion
+
     out = []
     for i, r in enumerate(regions):
         try:
-            box = r["box"]
-            out.append((str(r.get("id", f"r{i + 1}")), int(r["scale"]), float(r["score"]),
+            if isinstance(r, EvidenceRegion):
+                rid, scale, score, box = r.id, r.scale, r.score, r.box
+            else:
+                rid, scale, score, box = r.get("id", f"r{i + 1}"), r["scale"], r["score"], \
+                    r["box"]
+            out.append((str(rid), int(scale), float(score),
                         (float(box["x"]), float(box["y"]), float(box["width"]),
                          float(box["height"]))))
         except (KeyError, TypeError, ValueError) as exc:
@@ -290,7 +300,7 @@ def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float,
 
 
 def overview_image(thumbnail: np.ndarray, downsample: float, *,
-                   regions: Sequence[Mapping[str, Any]] = (),
+                   regions: Sequence[EvidenceRegion | Mapping[str, Any]] = (),
                    attention: AttentionMap | tuple[Any, Any, int] | None = None,
                    tissue_geojson: Mapping[str, Any] | None = None,
                    heat_alpha: float = 0.45,
@@ -302,8 +312,9 @@ def overview_image(thumbnail: np.ndarray, downsample: float, *,
     thumbnail : ndarray, shape (h, w, 3), uint8
     downsample : float
         Level-0 pixels per thumbnail pixel.
-    regions : sequence of dict
-        Evidence regions (``id``, ``scale``, ``score``, ``box`` in level-0 px).
+    regions : sequence of EvidenceRegion or dict
+        Evidence regions (``id``, ``scale``, ``score``, ``box`` in level-0 px): the result's
+        region objects, or evidence.json region dicts.
     attention : AttentionMap or (scores, coords, patch_size_l0), optional
     tissue_geojson : dict, optional
         Tissue polygons in level-0 pixels.

@@ -25,6 +25,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ._atomic import atomic_path, write_bytes_atomic
 from ._version import __version__
+from .evidence.result import EvidenceResult
 from .evidence.sanitise import valid_doi
 from .overlay import (
     OverlayError,
@@ -520,17 +521,33 @@ def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
            f'{"".join(cards)}</div>'
 
 
-def render_report(evidence: Mapping[str, Any], *, thumbnail: np.ndarray,
+def _document(evidence: EvidenceResult | Mapping[str, Any],
+              base_dir: str | os.PathLike[str] | None) -> tuple[Mapping[str, Any], Path]:
+    """The document a page shows and the folder its images resolve against: from the result
+    object (its :attr:`~EvidenceResult.base_dir` unless ``base_dir`` is given), or from an
+    evidence.json document as read (the working folder unless ``base_dir`` is given)."""
+    if isinstance(evidence, EvidenceResult):
+        base = base_dir if base_dir is not None else evidence.base_dir or "."
+        return evidence.to_dict(), Path(base)
+    if not isinstance(evidence, Mapping):
+        raise ReportError("evidence must be an EvidenceResult or an evidence.json document "
+                          f"(a dict), got {type(evidence).__name__}")
+    return evidence, Path(base_dir if base_dir is not None else ".")
+
+
+def render_report(evidence: EvidenceResult | Mapping[str, Any], *, thumbnail: np.ndarray,
                   thumbnail_downsample: float, tissue_geojson: Mapping[str, Any] | None = None,
                   attention: AttentionMap | tuple[Any, Any, int] | None = None,
-                  base_dir: str | os.PathLike[str] = ".",
+                  base_dir: str | os.PathLike[str] | None = None,
                   artefacts_geojson: Mapping[str, Any] | None = None) -> str:
-    """Render an evidence document as one self-contained HTML page.
+    """Render an evidence result as one self-contained HTML page.
 
     Parameters
     ----------
-    evidence : dict
-        ``wsikit.evidence/v1`` document (slide, models, selection, empty_scales, regions).
+    evidence : EvidenceResult or dict
+        The result (what :func:`wsikit.pipeline.select` returns, or
+        :meth:`EvidenceResult.read` of an evidence.json), or a ``wsikit.evidence/v1``
+        document as a dict (slide, models, selection, empty_scales, regions).
     thumbnail : ndarray, shape (h, w, 3), uint8
         Slide thumbnail.
     thumbnail_downsample : float
@@ -539,9 +556,10 @@ def render_report(evidence: Mapping[str, Any], *, thumbnail: np.ndarray,
         Tissue polygons in level-0 pixels (drawn as an outline).
     attention : AttentionMap or (scores (N,), coords (N, 2), patch_size_l0), optional
         Per-patch attention, drawn as a heatmap (one colour per grid cell).
-    base_dir : path
+    base_dir : path, optional
         Folder that relative crop and figure image paths are resolved against (the folder of
-        ``evidence.json``).
+        ``evidence.json``); default: the result's :attr:`~EvidenceResult.base_dir`, or the
+        working folder for a dict.
     artefacts_geojson : dict, optional
         Artefacts removed from the tissue (:meth:`wsikit.tissue.TissueMask.artefacts_geojson`:
         ink, folds, debris, scanner fill), drawn filled, one colour per kind.
@@ -556,15 +574,13 @@ def render_report(evidence: Mapping[str, Any], *, thumbnail: np.ndarray,
     ReportError
         Malformed thumbnail, attention, tissue GeoJSON or evidence regions.
     """
-    if not isinstance(evidence, Mapping):
-        raise ReportError(f"evidence must be a dict (evidence.json), got {type(evidence)}")
+    evidence, base = _document(evidence, base_dir)
     thumb = as_rgb_thumbnail(thumbnail)
     if not (isinstance(thumbnail_downsample, (int, float, np.number))
             and not isinstance(thumbnail_downsample, bool) and thumbnail_downsample > 0):
         raise ReportError(f"thumbnail_downsample must be > 0, got {thumbnail_downsample!r}")
     ds = float(thumbnail_downsample)
     amap = as_attention_map(attention)
-    base = Path(base_dir)
     slide = evidence.get("slide") or {}
     name = slide.get("name") or "slide"
     models_html, any_heur = _models_section(evidence)
@@ -594,7 +610,8 @@ def render_report(evidence: Mapping[str, Any], *, thumbnail: np.ndarray,
             "candidates for review, not a diagnosis.</footer></body></html>\n")
 
 
-def write_report(path: str | os.PathLike[str], evidence: Mapping[str, Any], *,
+def write_report(path: str | os.PathLike[str],
+                 evidence: EvidenceResult | Mapping[str, Any], *,
                  thumbnail: np.ndarray, thumbnail_downsample: float,
                  tissue_geojson: Mapping[str, Any] | None = None,
                  attention: AttentionMap | tuple[Any, Any, int] | None = None,
@@ -610,7 +627,8 @@ def write_report(path: str | os.PathLike[str], evidence: Mapping[str, Any], *,
     return write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def render_overview_png(path: str | os.PathLike[str], evidence: Mapping[str, Any], *,
+def render_overview_png(path: str | os.PathLike[str],
+                        evidence: EvidenceResult | Mapping[str, Any], *,
                         thumbnail: np.ndarray, thumbnail_downsample: float,
                         tissue_geojson: Mapping[str, Any] | None = None,
                         attention: AttentionMap | tuple[Any, Any, int] | None = None,
@@ -620,8 +638,9 @@ def render_overview_png(path: str | os.PathLike[str], evidence: Mapping[str, Any
 
     See :func:`wsikit.overlay.overview_image` for the drawing; returns the path.
     """
-    img = overview_image(thumbnail, thumbnail_downsample,
-                         regions=list(evidence.get("regions") or []),
+    regions = (list(evidence.regions) if isinstance(evidence, EvidenceResult)
+               else list(evidence.get("regions") or []))
+    img = overview_image(thumbnail, thumbnail_downsample, regions=regions,
                          attention=attention, tissue_geojson=tissue_geojson,
                          artefacts_geojson=artefacts_geojson)
     with atomic_path(path) as tmp:

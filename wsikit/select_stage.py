@@ -98,7 +98,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
     from .crops import save_crop
     from .evidence import EvidenceRegion, EvidenceResult
     from .evidence.ids import region_uid, slide_id
-    from .evidence.paths import portable_path
+    from .evidence.paths import portable_path, relative_path
     from .selectors import create_selector
 
     sel_opts, match, out_opts = options.selection, options.matching, options.output
@@ -137,6 +137,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
                             question=match.question, rrf_k=match.rrf_k, towers=towers)
         matches, below_floor, floor_entry = found.matches, found.below_floor, found.floor
         index_entry = found.index.to_evidence_dict()
+        index_entry["relpath"] = relative_path(index_entry["path"], final)
         models["crop_encoder"] = encoder_entry(found.encoder)
         step("matching", t)
 
@@ -152,8 +153,8 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         regions.append(EvidenceRegion.from_dict({
             "id": w.id, "uid": region_uid(sid, w.id, wd["box"]), **wd,
             "usable_tissue": _usable_tissue(grid, wd["box"]),
-            "crop": {"path": crop.path, "abspath": portable_path(final / crop.path, final)[1],
-                     "width": crop.width, "height": crop.height, "mpp": crop.mpp},
+            "crop": {"path": crop.path, "width": crop.width, "height": crop.height,
+                     "mpp": crop.mpp},
             "matches": found_matches, "below_floor": dropped}))
     selection: dict[str, Any] = {
         "selector": sel_opts.selector, **_jsonable(sel_opts.selector_options()),
@@ -173,7 +174,9 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
                            for kind in ("vl_text", "vl_image"))]})
     W, H = slide.dimensions
     result = EvidenceResult(
-        slide={"id": sid, "path": str(slide.path), "name": slide.name, "width": W, "height": H,
+        slide={"id": sid, "path": portable_path(slide.path, final)[1],
+               "relpath": relative_path(slide.path, final), "output_name": final.name,
+               "name": slide.name, "width": W, "height": H,
                "mpp": slide.mpp, "mpp_source": slide.mpp_source, "backend": slide.backend,
                "vendor": slide.vendor,
                **({"bad_tiles": list(slide.bad_tiles)} if getattr(slide, "bad_tiles", None)
@@ -181,15 +184,14 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         models=models, selection=selection, regions=tuple(regions), index=index_entry,
         empty_scales={str(k): v for k, v in windows.empty.items()},
         synthetic=bool(out_opts.synthetic), base_dir=final)
-    doc = result.to_dict()
-    write_json_atomic(sdir / "evidence.json", doc)
+    write_json_atomic(sdir / "evidence.json", result.to_dict())  # the file boundary
     from .evidence.regions_geojson import REGIONS_GEOJSON, write_regions_geojson
 
-    write_regions_geojson(sdir / REGIONS_GEOJSON, doc["regions"])  # QuPath annotations
+    write_regions_geojson(sdir / REGIONS_GEOJSON, result)  # QuPath annotations
 
     if out_opts.report:
         t = time.perf_counter()
-        _write_report(slide, sdir, doc, mask, att, grid)
+        _write_report(slide, sdir, result, mask, att, grid)
         step("report", t)
     write_json_atomic(sdir / "timings.json", timings)
     return result
@@ -211,7 +213,7 @@ def _jsonable(d: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _write_report(slide: Slide, sdir: Path, doc: Mapping[str, Any], mask: TissueMask,
+def _write_report(slide: Slide, sdir: Path, result: EvidenceResult, mask: TissueMask,
                   att: Attention, grid: TileGrid) -> None:
     from .report import render_overview_png, write_report
 
@@ -220,8 +222,8 @@ def _write_report(slide: Slide, sdir: Path, doc: Mapping[str, Any], mask: Tissue
     geo = mask.to_geojson()
     arts = mask.artefacts_geojson()
     attention = (att.scores, att.coords, grid.stride_l0)
-    write_report(sdir / "report.html", doc, thumbnail=thumb, thumbnail_downsample=ds,
+    write_report(sdir / "report.html", result, thumbnail=thumb, thumbnail_downsample=ds,
                  tissue_geojson=geo, attention=attention, base_dir=sdir,
                  artefacts_geojson=arts)
-    render_overview_png(sdir / "overview.png", doc, thumbnail=thumb, thumbnail_downsample=ds,
+    render_overview_png(sdir / "overview.png", result, thumbnail=thumb, thumbnail_downsample=ds,
                         tissue_geojson=geo, attention=attention, artefacts_geojson=arts)

@@ -11,11 +11,17 @@ path                            served
                                 evidence.json (box, scale, score, matches) when given a result
 ``/tiles/<z>/<col>_<row>.jpg``  a 256-px tile of zoom level ``z`` read on demand from the slide
                                 (``z = max_level`` is level 0, each level below halves the size)
-``/overlay/tissue.json``        the tissue outlines (``contours_geojson``), level-0 px
+``/overlay/tissue.json``        the tissue outlines (``contours_geojson``), level-0 px, read
+                                through the validating GeoJSON reader (a broken file: a
+                                warning naming it, no outline)
 ``/overlay/artefacts.json``     ink, folds, debris, scanner fill (``artefacts/``), level-0 px
 ``/overlay/heatmap.png``        the attention map, one pixel per patch cell, and its level-0 box
 ``/crop/<region>.png``          a region's crop; ``/figure/<region>/<n>`` its n-th match
 ==============================  ================================================================
+
+The result's files are found through its output layout (:class:`wsikit.layout.OutputLayout`)
+and the names evidence.json records (the slide's output name, its path relative to the
+result), so a cohort's renamed slides keep their overlays and a moved job still opens.
 
 Tiles are read with :meth:`wsikit.io.Slide.read_at_mpp` from the pyramid level that serves
 them; a tile whose read would decode more than :data:`MAX_READ_PX` pixels (a flat,
@@ -45,15 +51,18 @@ import secrets
 import sys
 import threading
 import urllib.parse
+import warnings
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import EvidenceError, WsikitError
 from .layout import OutputLayout
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .evidence.result import EvidenceRegion, EvidenceResult
 
 __all__ = ["MAX_READ_PX", "TILE_PX", "ViewerServer", "ViewerSource", "make_server", "tile_box",
            "zoom_levels"]
@@ -138,11 +147,20 @@ def _owned_file(path: Path, folder: Path, suffixes: tuple[str, ...]) -> Path | N
 
 @dataclass
 class ViewerSource:
-    """What the viewer shows: a slide and, optionally, a ``select`` result folder."""
+    """What the viewer shows: a slide and, optionally, a ``select`` result folder.
+
+    Every file of the result is found through the output layout (:class:`OutputLayout` of the
+    folder above ``select/<name>/``) and the names evidence.json records: the slide's output
+    name (``slide.output_name``, a cohort's ``slide_id`` when it renamed the slide) and its
+    path relative to the result (``slide.relpath``, then the absolute ``slide.path``).
+    """
 
     slide: Any
     select_dir: Path | None = None
-    evidence: Mapping[str, Any] | None = None
+    result: EvidenceResult | None = None
+    #: Problems with the result's overlays (a hand-edited GeoJSON that is not valid): shown
+    #: as warnings, the overlay left out.
+    problems: list[str] = field(default_factory=list)
     #: The latest tile paths served (tests, logs; bounded for long sessions).
     requested: deque[str] = field(default_factory=lambda: deque(maxlen=10_000))
     #: Most source pixels one tile reads (:data:`MAX_READ_PX`).
@@ -152,34 +170,86 @@ class ViewerSource:
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _composed: dict[tuple[int, int, int], Any] = field(default_factory=dict)
     _reader: Any = None
+    _overlays: dict[str, bytes | None] = field(default_factory=dict)
 
     @classmethod
     def open(cls, target: str | os.PathLike[str], *, mpp: float | None = None) -> ViewerSource:
         """A ``select`` result folder (with evidence.json) or a slide file.
 
+        The slide of a result is ``slide.relpath`` against the result folder (a job moved
+        with its slides), else ``slide.path``. The tissue and artefact GeoJSON are read
+        through the validating GeoJSON reader: a broken one is left out with a warning naming
+        the file and the problem (:attr:`problems`).
+
         Raises
         ------
         WsikitError
             evidence.json is unreadable or does not follow its schema (names the file and the
-            first problem), or ``target`` is a folder without one (names the result folders
-            inside it, e.g. ``results/select/<slide>/``).
+            first problem), its slide is at neither recorded path, or ``target`` is a folder
+            without one (a job folder: names the slides whose results it holds and the
+            folder to pass, e.g. ``results/select/<slide>/``).
         """
         from .io import open_slide
 
         path = Path(target)
-        evidence = None
-        sdir = None
         if path.is_dir() and (path / "evidence.json").is_file():
-            sdir = path
-            evidence = _read_evidence(path / "evidence.json")
+            result = _read_evidence(path / "evidence.json")
             if mpp is None:
-                mpp = evidence["slide"].get("mpp")
-            slide = open_slide(evidence["slide"]["path"], mpp=mpp, require_mpp=False)
-        elif path.is_dir():
+                mpp = result.slide.get("mpp")
+            slide_path = result.slide_file()
+            if slide_path is None:
+                where = " or ".join(dict.fromkeys(
+                    str(v) for v in (_joined(result.base_dir, result.slide.get("relpath")),
+                                     result.slide.get("path")) if v))
+                raise WsikitError(f"{path / 'evidence.json'}: its slide is not at {where}; "
+                                  "put the slide back there (or beside the moved result as "
+                                  "it was), or view the slide file itself")
+            slide = open_slide(slide_path, mpp=mpp, require_mpp=False)
+            source = cls(slide=slide, select_dir=path, result=result)
+            try:
+                source._load_overlays()
+            except BaseException:
+                source.close()
+                raise
+            for problem in source.problems:
+                warnings.warn(problem, stacklevel=2)
+            return source
+        if path.is_dir():
             raise WsikitError(_folder_hint(path))
-        else:
-            slide = open_slide(path, mpp=mpp, require_mpp=False)
-        return cls(slide=slide, select_dir=sdir, evidence=evidence)
+        slide = open_slide(path, mpp=mpp, require_mpp=False)
+        return cls(slide=slide)
+
+    @property
+    def output_name(self) -> str | None:
+        """The name the output layout files the result's slide under (None without one)."""
+        return None if self.result is None else self.result.output_name
+
+    @property
+    def layout(self) -> OutputLayout | None:
+        """The output layout the result folder belongs to (None for a slide, or a result
+        folder copied out of its layout)."""
+        if self.select_dir is None or self.output_name is None:
+            return None
+        layout = OutputLayout.of_result(self.select_dir)
+        if layout is None or layout.select_dir(self.output_name) != \
+                Path(os.path.abspath(self.select_dir)):
+            return None
+        return layout
+
+    def _load_overlays(self) -> None:
+        """Read and validate the tissue and artefact GeoJSON of the layout once."""
+        layout, name = self.layout, self.output_name
+        if layout is None or name is None:
+            return
+        for key, path in (("tissue", layout.tissue_geojson(name)),
+                          ("artefacts", layout.artefacts(name)["geojson"])):
+            body = None
+            if path.is_file():
+                try:
+                    body = _validated_geojson(path)
+                except WsikitError as exc:
+                    self.problems.append(f"{exc} (its overlay is not shown)")
+            self._overlays[key] = body
 
     # -- content ------------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
@@ -188,24 +258,24 @@ class ViewerSource:
 
         W, H = self.slide.dimensions
         regions = []
-        for r in (self.evidence or {}).get("regions", []):
+        for r in (self.result.regions if self.result is not None else ()):
             regions.append({
-                "id": r["id"], "rank": r.get("rank"), "scale": r["scale"],
-                "score": r["score"], "inside": r.get("inside"), "box": r["box"],
-                "colour": scale_colour(int(r["scale"])),
-                "crop": f"/crop/{r['id']}.png" if (r.get("crop") or {}).get("path") else None,
+                "id": r.id, "rank": r.rank, "scale": r.scale, "score": r.score,
+                "inside": r.inside, "box": dict(r.box), "colour": scale_colour(int(r.scale)),
+                "crop": f"/crop/{r.id}.png" if (r.crop or {}).get("path") else None,
                 "matches": [{k: m.get(k) for k in (
                     "caption", "figure_label", "similarity", "similarity_percentile",
                     "source_title", "doi", "evidence_level", "evidence_level_name", "year")}
-                    | {"image": f"/figure/{r['id']}/{n}"}
-                    for n, m in enumerate(r.get("matches") or [])]})
+                    | {"image": f"/figure/{r.id}/{n}"}
+                    for n, m in enumerate(r.matches)]})
         mpp = self.slide.mpp
         return {"name": self.slide.name, "width": W, "height": H, "tile": TILE_PX,
                 "max_level": zoom_levels((W, H)), "mpp": mpp if math.isfinite(mpp) else None,
                 "regions": regions, "has_heatmap": self._attention() is not None,
-                "has_tissue": self._tissue_path() is not None,
-                "has_artefacts": self._artefacts_path() is not None,
-                "synthetic": bool((self.evidence or {}).get("synthetic"))}
+                "has_tissue": self.tissue() is not None,
+                "has_artefacts": self.artefacts() is not None,
+                "problems": list(self.problems),
+                "synthetic": bool(self.result is not None and self.result.synthetic)}
 
     def tile(self, z: int, col: int, row: int) -> bytes | None:
         """JPEG bytes of tile ``(z, col, row)``, or None when it lies outside the slide."""
@@ -301,32 +371,20 @@ class ViewerSource:
         self._reader = None
         self.slide.close()
 
-    def _out_root(self) -> Path | None:
-        return self.select_dir.parent.parent if self.select_dir is not None else None
-
-    def _tissue_path(self) -> Path | None:
-        root = self._out_root()
-        path = None if root is None else OutputLayout(root).tissue_geojson(self.slide.name)
-        return path if path is not None and path.is_file() else None
-
     def tissue(self) -> bytes | None:
-        """The tissue GeoJSON of the result's output folder (bytes), if there is one."""
-        path = self._tissue_path()
-        return None if path is None else path.read_bytes()
-
-    def _artefacts_path(self) -> Path | None:
-        root = self._out_root()
-        path = None if root is None else OutputLayout(root).artefacts(self.slide.name)["geojson"]
-        return path if path is not None and path.is_file() else None
+        """The tissue polygons of the result's layout (``contours_geojson/<name>.geojson``),
+        validated and written anew as GeoJSON (bytes); None without one or when broken
+        (:attr:`problems` says why)."""
+        return self._overlays.get("tissue")
 
     def artefacts(self) -> bytes | None:
-        """The artefact GeoJSON of the result's output folder (bytes), if there is one."""
-        path = self._artefacts_path()
-        return None if path is None else path.read_bytes()
+        """The artefacts of the result's layout (``artefacts/<name>.geojson``), validated
+        (bytes); None without them or when broken (:attr:`problems` says why)."""
+        return self._overlays.get("artefacts")
 
     def _attention(self) -> Any:
-        root = self._out_root()
-        path = None if root is None else root / "attention" / f"{self.slide.name}.h5"
+        layout, name = self.layout, self.output_name
+        path = None if layout is None or name is None else layout.attention(name)
         if path is None or not path.is_file():
             return None
         from .attention import Attention
@@ -335,7 +393,8 @@ class ViewerSource:
             att = Attention.from_h5(path)
         except WsikitError:
             return None
-        stride = ((self.evidence or {}).get("selection") or {}).get("patch_size_l0")
+        stride = (self.result.selection if self.result is not None else {}
+                  ).get("patch_size_l0")
         if not isinstance(stride, int) or isinstance(stride, bool) or stride <= 0:
             return None
         import numpy as np
@@ -364,16 +423,17 @@ class ViewerSource:
         Image.fromarray(heatmap_rgba(amap, alpha=0.55)).save(buf, "PNG")
         return buf.getvalue(), tuple(float(v) for v in amap.l0_box())
 
-    def _region(self, rid: str) -> Mapping[str, Any] | None:
-        for r in (self.evidence or {}).get("regions", []):
-            if r.get("id") == rid:
+    def _region(self, rid: str) -> EvidenceRegion | None:
+        for r in (self.result.regions if self.result is not None else ()):
+            if r.id == rid:
                 return r
         return None
 
     def crop(self, rid: str) -> tuple[Path, str] | None:
         """Region ``rid``'s crop and its content type: only a PNG file directly inside the
         result's ``crops/`` folder (a hand-edited evidence.json cannot name another file)."""
-        crop = (self._region(rid) or {}).get("crop") or {}
+        region = self._region(rid)
+        crop = (region.crop if region is not None else None) or {}
         if self.select_dir is None or not isinstance(crop.get("path"), str):
             return None
         path = _owned_file(self.select_dir / crop["path"], self.select_dir / "crops", (".png",))
@@ -385,13 +445,14 @@ class ViewerSource:
         """The n-th matched figure's image and its content type: only an image file directly
         inside ``images/`` of the evidence index the result names (a folder with the index's
         ``manifest.json``) whose bytes are an image; the relative path evidence.json gives
-        (from its folder) is tried first, then the absolute one."""
-        matches = (self._region(rid) or {}).get("matches") or []
-        index = ((self.evidence or {}).get("index") or {}).get("path")
-        if self.select_dir is None or not 0 <= n < len(matches) or not isinstance(index, str):
+        (from its folder) is tried first, then the absolute one; the index likewise
+        (``index.relpath``, then ``index.path``)."""
+        region = self._region(rid)
+        matches = region.matches if region is not None else ()
+        if self.select_dir is None or self.result is None or not 0 <= n < len(matches):
             return None
-        root = self.select_dir / index
-        if not (root / "manifest.json").is_file():
+        root = self.result.index_dir()
+        if root is None or not (root / "manifest.json").is_file():
             return None
         for name in (matches[n].get("image_path"), matches[n].get("image_abspath")):
             if not isinstance(name, str) or not name:
@@ -403,7 +464,42 @@ class ViewerSource:
         return None
 
 
-def _read_evidence(path: Path) -> dict[str, Any]:
+def _joined(base: Path | None, rel: Any) -> Path | None:
+    return base / rel if base is not None and isinstance(rel, str) and rel else None
+
+
+def _validated_geojson(path: Path) -> bytes:
+    """A tissue or artefact GeoJSON read through the validating reader
+    (:mod:`wsikit._geojson`) and written anew: its area features as MultiPolygons with their
+    properties (finite coordinates only), as the page draws them.
+
+    Raises
+    ------
+    WsikitError
+        Not JSON, not GeoJSON, or a feature that is not valid: names the file, the feature
+        and the fix.
+    """
+    from ._geojson import read_features, read_json
+
+    fix = ("fix the feature (e.g. in QuPath) or delete the file and run wsikit segment "
+           "again")
+    data = read_json(path, error=WsikitError, fix=fix)
+    features = []
+    for feat in read_features(data, where=str(path), error=WsikitError, fix=fix):
+        if not feat.polygons:
+            continue
+        features.append({"type": "Feature", "properties": dict(feat.properties),
+                         "geometry": {"type": "MultiPolygon", "coordinates": [
+                             [ring.tolist() for ring in rings] for rings in feat.polygons]}})
+    try:
+        return json.dumps({"type": "FeatureCollection", "features": features},
+                          allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:  # properties JSON cannot hold
+        raise WsikitError(f"{path}: a feature's properties cannot be shown ({exc}); {fix}"
+                          ) from exc
+
+
+def _read_evidence(path: Path) -> EvidenceResult:
     """evidence.json checked against its schema (finite scores too), or a clear error."""
     from .evidence.result import EvidenceResult
 
@@ -429,13 +525,21 @@ def _read_evidence(path: Path) -> dict[str, Any]:
         if not math.isfinite(r["score"]):
             raise WsikitError(f"{path}: region {r['id']!r} has score {r['score']!r}, not a "
                               "finite number; rerun wsikit select")
-    return data
+    return EvidenceResult.from_dict(data, validate=False, base_dir=path.parent)
 
 
 def _folder_hint(path: Path) -> str:
-    """The message for a folder that is not a select result: name result folders inside it."""
-    found = sorted({p.parent for pattern in ("*/evidence.json", "select/*/evidence.json")
-                    for p in path.glob(pattern)})
+    """The message for a folder that is not a select result: a job (output) folder names the
+    slides whose results it holds and the folder to pass; another names result folders
+    inside it."""
+    in_layout = OutputLayout(path).results()
+    if in_layout:
+        names = ", ".join(p.name for p in in_layout[:20])
+        more = f" (and {len(in_layout) - 20} more)" if len(in_layout) > 20 else ""
+        return (f"{path} is a wsikit output folder with the results of {len(in_layout)} "
+                f"slide(s): {names}{more}; pass one result folder: wsikit view "
+                f"{in_layout[0]}{os.sep}")
+    found = sorted({p.parent for p in path.glob("*/evidence.json")})
     if found:
         names = ", ".join(str(p) + os.sep for p in found[:3])
         more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""

@@ -45,7 +45,7 @@ def test_every_option_is_taken_by_select_and_batch(name: str) -> None:
 def _regions(evidence: Path) -> dict:
     doc = json.loads(evidence.read_text())
     for r in doc["regions"]:
-        r["crop"].pop("abspath")
+        r["crop"].pop("abspath", None)
         for m in r["matches"]:
             m.pop("image_abspath", None)
     return {k: doc[k] for k in ("regions", "empty_scales", "models")} | {

@@ -173,11 +173,15 @@ def test_evidence_json_paths_relative_to_its_folder_and_absolute(two_results):
     for res in two_results:
         doc = json.loads((res.base_dir / "evidence.json").read_text())
         assert doc["slide"]["id"] == res.slide_id
+        # the slide lives outside the result: relative to it and absolute, both the same file
+        assert not Path(doc["slide"]["relpath"]).is_absolute()
+        assert (res.base_dir / doc["slide"]["relpath"]).resolve() == \
+            Path(doc["slide"]["path"]).resolve() == res.slide_file()
         for r in doc["regions"]:
             crop = r["crop"]
-            assert not Path(crop["path"]).is_absolute()
-            assert (res.base_dir / crop["path"]).resolve() == Path(crop["abspath"])
-            assert Path(crop["abspath"]).is_file()
+            # a crop lives inside the result: relative only (a moved job keeps it valid)
+            assert not Path(crop["path"]).is_absolute() and "abspath" not in crop
+            assert (res.base_dir / crop["path"]).is_file()
             assert r["uid"].startswith(res.slide_id + ":" + r["id"] + ":")
             for m in r["matches"]:
                 assert not Path(m["image_path"]).is_absolute()

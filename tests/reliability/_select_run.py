@@ -51,8 +51,9 @@ def run_select(slide: Path, out: Path, *extra: str, kill_at: str = "", nth: int 
 
 
 def _evidence(path: Path, out: Path) -> dict:
-    # absolute paths (crop ``abspath``) name this run's --out: compare them relative to it, so
-    # a run into another folder digests the same while a path into a staging folder does not
+    # absolute paths (``slide.path``, ``image_abspath``) may name this run's --out: compare them
+    # relative to it, so a run into another folder digests the same while a path into a
+    # staging folder does not
     text = path.read_text(encoding="utf-8").replace(str(out.resolve()), "<OUT>")
     doc = json.loads(text)
     doc.pop("created", None)

@@ -43,8 +43,10 @@ GRID_KEYS = ("tissue_mpp", "target_mpp", "patch_px", "overlap_px", "min_tissue",
              "min_tissue_um2")
 FEATURE_KEYS = (*GRID_KEYS, "encoder", "weights", "precision")
 ATTENTION_KEYS = (*FEATURE_KEYS, "attention")
+#: The figure index counts by its content (:func:`index_digest`), not its path: a job folder
+#: moved with its index redoes nothing (evidence.json finds it again by ``index.relpath``).
 SELECT_KEYS = (*ATTENTION_KEYS, "selector", "scales", "per_scale", "min_coverage", "max_iou",
-               "margin", "layout", "min_score", "index", "k", "min_similarity", "question",
+               "margin", "layout", "min_score", "k", "min_similarity", "question",
                "rrf_k", "towers", "max_crop_px", "report", "synthetic")
 
 

@@ -24,12 +24,15 @@ Metadata values are flat scalars (vector stores reject nested values).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from .ids import document_id
 from .matching import similarity_provenance
 from .sanitise import CAPTION_CHARS, clean_text, quoted, valid_doi
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .result import EvidenceRegion, EvidenceResult
 
 __all__ = [
     "EMBED_METADATA_KEYS",
@@ -72,7 +75,7 @@ def _model(models: Mapping[str, Any], role: str) -> Mapping[str, Any]:
     return m if isinstance(m, Mapping) else {}
 
 
-def provenance(result: Any) -> dict[str, Any]:
+def provenance(result: EvidenceResult) -> dict[str, Any]:
     """Flat provenance of a result: encoder (crop/figure), attention, patch encoder, their
     labels, whether each is a weight-free heuristic, and what the two scores are."""
     models = result.models
@@ -95,12 +98,18 @@ def provenance(result: Any) -> dict[str, Any]:
     }
 
 
-def _image(result: Any, rel: str | None, absolute: str | None) -> str | None:
+def _image(result: EvidenceResult, rel: str | None, absolute: str | None) -> str | None:
     found = result.resolve(rel, absolute)
     return str(found) if found is not None else (absolute or rel)
 
 
-def document_metadata(result: Any, region: Any, match: Mapping[str, Any],
+def _slide_path(result: EvidenceResult) -> str | None:
+    """The slide as an existing absolute path (``slide.relpath`` first), else as recorded."""
+    found = result.slide_file()
+    return str(found) if found is not None else result.slide.get("path")
+
+
+def document_metadata(result: EvidenceResult, region: EvidenceRegion, match: Mapping[str, Any],
                       prov: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The flat metadata shared by every adapter for one (region, match)."""
     prov = provenance(result) if prov is None else prov
@@ -113,7 +122,7 @@ def document_metadata(result: Any, region: Any, match: Mapping[str, Any],
         "wsikit_version": result.wsikit_version, "schema": result.schema,
         "synthetic": bool(result.synthetic),
         "slide_id": result.slide_id, "slide_name": result.slide.get("name"),
-        "slide_path": result.slide.get("path"),
+        "slide_path": _slide_path(result),
         "region_id": region.id, "region_uid": uid, "region_scale": int(region.scale),
         "region_score": float(region.score), "region_score_type": prov["region_score_type"],
         "region_x": int(box["x"]), "region_y": int(box["y"]),
@@ -144,13 +153,13 @@ def _content(match: Mapping[str, Any]) -> str:
     return f"{label} (no caption) from {source}"
 
 
-def _items(result: Any) -> list[tuple[Any, Mapping[str, Any], dict[str, Any]]]:
+def _items(result: EvidenceResult) -> list[tuple[Any, Mapping[str, Any], dict[str, Any]]]:
     prov = provenance(result)
     return [(r, m, document_metadata(result, r, m, prov))
             for r in result.regions for m in r.matches]
 
 
-def langchain_documents(result: Any) -> list[dict[str, Any]]:
+def langchain_documents(result: EvidenceResult) -> list[dict[str, Any]]:
     """Dicts for ``langchain_core.documents.Document(**d)`` (drop ``type`` first or not: it
     is the class's own field). ``metadata["source"]`` is the DOI URL, else the source file."""
     out = []
@@ -166,7 +175,7 @@ def excluded_keys(meta: Mapping[str, Any], shown: tuple[str, ...]) -> list[str]:
     return [k for k, v in meta.items() if k not in shown or v is None]
 
 
-def llamaindex_nodes(result: Any) -> list[dict[str, Any]]:
+def llamaindex_nodes(result: EvidenceResult) -> list[dict[str, Any]]:
     """Dicts for ``llama_index.core.schema.ImageNode(**d)`` (minus ``class_name``):
     ``image_path`` set, layout/id/path fields excluded from the embedded and the LLM text."""
     out = []
@@ -184,7 +193,7 @@ def llamaindex_nodes(result: Any) -> list[dict[str, Any]]:
     return out
 
 
-def haystack_documents(result: Any) -> list[dict[str, Any]]:
+def haystack_documents(result: EvidenceResult) -> list[dict[str, Any]]:
     """Dicts for ``haystack.Document(**d)`` (2.x/3.x): ``meta["file_path"]`` is the figure
     image; the similarity is also kept in ``meta["wsikit_similarity"]`` because Haystack
     rankers and BM25 retrievers overwrite ``score``."""
@@ -199,7 +208,7 @@ def haystack_documents(result: Any) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------- prompt context
-def _floor_text(result: Any) -> str | None:
+def _floor_text(result: EvidenceResult) -> str | None:
     floor = (result.selection or {}).get("min_similarity")
     if not isinstance(floor, Mapping):
         return None
@@ -228,7 +237,7 @@ def _pct(p: Any) -> str:
     return f"higher than {float(p):.1f}% of unrelated-figure pairs"
 
 
-def prompt_context(result: Any, *, max_items: int | None = None) -> str:
+def prompt_context(result: EvidenceResult, *, max_items: int | None = None) -> str:
     """A text block for an LLM prompt.
 
     Unique figures that passed the similarity floor, ordered by evidence level (1 guideline

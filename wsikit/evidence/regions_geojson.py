@@ -24,6 +24,7 @@ from typing import Any
 
 from .._atomic import write_json_atomic
 from ..errors import EvidenceError
+from .result import EvidenceRegion, EvidenceResult
 
 __all__ = [
     "REGIONS_GEOJSON",
@@ -56,14 +57,27 @@ def _tissue_fraction(region: Mapping[str, Any]) -> float | None:
     return None
 
 
-def regions_to_geojson(regions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The QuPath ``FeatureCollection`` of ``regions`` (evidence.json region dicts).
+Regions = EvidenceResult | Iterable[EvidenceRegion | Mapping[str, Any]]
+
+
+def _fields(region: EvidenceRegion | Mapping[str, Any]) -> Mapping[str, Any]:
+    """What a feature is made of, from a region object (its attributes) or an evidence.json
+    region dict (a document read from a file)."""
+    if isinstance(region, EvidenceRegion):
+        return {**region.extra, "id": region.id, "uid": region.uid, "scale": region.scale,
+                "score": region.score, "rank": region.rank, "box": region.box}
+    return region
+
+
+def regions_to_geojson(regions: Regions) -> dict[str, Any]:
+    """The QuPath ``FeatureCollection`` of the regions of a result.
 
     Parameters
     ----------
-    regions : iterable of mapping
-        Each with ``id``, ``rank``, ``scale``, ``score`` and ``box`` (``x, y, width,
-        height`` in level-0 pixels); an optional ``usable_tissue`` becomes a measurement.
+    regions : EvidenceResult, or iterable of EvidenceRegion or mapping
+        The result (its regions), or regions as objects or evidence.json region dicts, each
+        with ``id``, ``rank``, ``scale``, ``score`` and ``box`` (``x, y, width, height`` in
+        level-0 pixels); an optional ``usable_tissue`` becomes a measurement.
 
     Returns
     -------
@@ -76,7 +90,8 @@ def regions_to_geojson(regions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         A region lacks one of the keys above.
     """
     features = []
-    for region in regions:
+    items = regions.regions if isinstance(regions, EvidenceResult) else regions
+    for region in map(_fields, items):
         try:
             rid, scale = str(region["id"]), int(region["scale"])
             box = region["box"]
@@ -108,8 +123,7 @@ def regions_to_geojson(regions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return {"type": "FeatureCollection", "features": features}
 
 
-def write_regions_geojson(path: str | os.PathLike[str],
-                          regions: Iterable[Mapping[str, Any]]) -> None:
+def write_regions_geojson(path: str | os.PathLike[str], regions: Regions) -> None:
     """Write :func:`regions_to_geojson` of ``regions`` to ``path`` (atomically)."""
     write_json_atomic(path, regions_to_geojson(regions))
 

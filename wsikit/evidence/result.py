@@ -6,6 +6,12 @@ plain dicts shaped like LangChain ``Document``, LlamaIndex ``ImageNode`` and Hay
 ``Document`` objects (none of those libraries is imported; :mod:`wsikit.integrations` has the
 real retrievers), and a text block for an LLM prompt.
 The JSON Schema is ``wsikit/schemas/evidence_v1.json``.
+
+Paths in the document are relative to its folder (crops, ``image_path``, ``slide.relpath``,
+``index.relpath``); files outside the result (slide, index, figure images) are also recorded
+absolute (``slide.path``, ``index.path``, ``image_abspath``). :meth:`EvidenceResult.slide_file`,
+:meth:`~EvidenceResult.index_dir` and :meth:`~EvidenceResult.resolve` try the relative path
+first, so a job folder moved with its slides keeps working (:mod:`wsikit.evidence.paths`).
 """
 
 from __future__ import annotations
@@ -205,6 +211,43 @@ class EvidenceResult:
         from .ids import region_uid
 
         return region.uid or region_uid(self.slide_id, region.id, region.box)
+
+    @property
+    def output_name(self) -> str:
+        """The name the output layout files this slide under (``select/<name>/``,
+        ``contours_geojson/<name>.geojson``, ...): ``slide.output_name`` (a cohort's
+        ``slide_id`` when it renamed the slide), else the result folder's name, else the
+        slide's name."""
+        name = self.slide.get("output_name")
+        if isinstance(name, str) and name:
+            return name
+        return self.base_dir.name if self.base_dir is not None else str(self.slide.get("name"))
+
+    def slide_file(self) -> Path | None:
+        """The slide as an existing path: ``slide.relpath`` against the folder of
+        evidence.json (a job moved with its slides), else ``slide.path``; ``None`` if neither
+        exists. A relative ``slide.path`` (documents of earlier versions: relative to the
+        working folder of that run) is also tried against the folders above the result."""
+        from .paths import resolve_path
+
+        rel, path = self.slide.get("relpath"), self.slide.get("path")
+        found = resolve_path(rel, path, self.base_dir)
+        if found is None and isinstance(path, str) and path and not Path(path).is_absolute() \
+                and self.base_dir is not None:
+            for parent in self.base_dir.parents[:4]:
+                if (parent / path).exists():
+                    return parent / path
+        return found
+
+    def index_dir(self) -> Path | None:
+        """The figure index folder as an existing path (``index.relpath``, then
+        ``index.path``); ``None`` without an index or when neither exists."""
+        from .paths import resolve_path
+
+        if self.index is None:
+            return None
+        found = resolve_path(self.index.get("relpath"), self.index.get("path"), self.base_dir)
+        return found if found is not None and found.is_dir() else None
 
     def resolve(self, rel: str | None, absolute: str | None = None) -> Path | None:
         """An image of this document as an existing file: ``rel`` against the folder of

@@ -17,11 +17,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import EvidenceError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..evidence import EvidenceResult
 
 __all__ = ["IMAGE_SUFFIXES", "EvidenceSource", "as_result", "query_kind"]
 
@@ -29,7 +32,7 @@ __all__ = ["IMAGE_SUFFIXES", "EvidenceSource", "as_result", "query_kind"]
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".gif")
 
 
-def as_result(result: Any) -> Any:
+def as_result(result: EvidenceResult | str | os.PathLike[str]) -> EvidenceResult:
     """An :class:`~wsikit.evidence.EvidenceResult` as it is, or read from an evidence.json
     path."""
     from ..evidence import EvidenceResult
@@ -124,7 +127,7 @@ class EvidenceSource:
         return self._encoder
 
     # ------------------------------------------------------------------ queries
-    def retrieve(self, query: Any, *, k: int | None = None) -> Any:
+    def retrieve(self, query: Any, *, k: int | None = None) -> EvidenceResult:
         """The :class:`~wsikit.evidence.EvidenceResult` for ``query`` (see module doc)."""
         from ..evidence import EvidenceResult
 
@@ -146,7 +149,8 @@ class EvidenceSource:
             return self._image_result(load_image(query), Path(query), k=k or self.k)
         return self._image_result(np.asarray(query), None, k=k or self.k)
 
-    def _image_result(self, image: np.ndarray, path: Path | None, *, k: int) -> Any:
+    def _image_result(self, image: np.ndarray, path: Path | None, *, k: int
+                      ) -> EvidenceResult:
         from ..evidence import EvidenceRegion, EvidenceResult
         from ..evidence.ids import region_uid
         from ..evidence.nodes import image_content_hash

@@ -99,11 +99,18 @@ def write_source(output: str | os.PathLike[str], slide_path: str | os.PathLike[s
     """
     from .._atomic import write_json_atomic
 
-    record: dict[str, Any] = {"fingerprint": fingerprint,
-                              "slide": str(Path(slide_path).resolve())}
+    sidecar = _sidecar(Path(output))
+    slide = Path(slide_path).resolve()
+    # the slide absolute and relative to the sidecar: a job moved with its slides keeps both
+    try:
+        rel = Path(os.path.relpath(slide, sidecar.parent.resolve())).as_posix()
+    except ValueError:  # another drive (Windows)
+        rel = slide.as_posix()
+    record: dict[str, Any] = {"fingerprint": fingerprint, "slide": str(slide),
+                              "slide_relpath": rel}
     if written_sha256 is not _UNSET:
         record["written_sha256"] = written_sha256
-    return write_json_atomic(_sidecar(Path(output)), record)
+    return write_json_atomic(sidecar, record)
 
 
 def written_sha256(output: str | os.PathLike[str]) -> tuple[bool, str | None]:
@@ -136,8 +143,15 @@ def check_source(output: str | os.PathLike[str], fingerprint: str) -> str:
 
 
 def recorded_slide(output: str | os.PathLike[str]) -> str | None:
-    """Path of the slide recorded for ``output`` (None without a sidecar)."""
+    """Path of the slide recorded for ``output`` (None without a sidecar): the one relative
+    to the sidecar when it exists (a moved job), else the absolute one recorded."""
+    sidecar = _sidecar(Path(output))
     try:
-        return str(json.loads(_sidecar(Path(output)).read_text(encoding="utf-8"))["slide"])
+        data = json.loads(sidecar.read_text(encoding="utf-8"))
+        recorded = str(data["slide"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    rel = data.get("slide_relpath")
+    if isinstance(rel, str) and rel and (sidecar.parent / rel).exists():
+        return os.path.normpath(sidecar.parent / rel)
+    return recorded
