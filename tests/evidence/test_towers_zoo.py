@@ -152,6 +152,13 @@ def test_a_zoo_model_as_the_index_encoder_refuses_another_at_query(
     # no clip weights exist in this test: refused before any load
     with pytest.raises(EncoderMismatchError, match="built with encoder 'plip'"):
         index_query(index.path, tmp_path / "q.png", encoder="clip_vit_b32")
+    # the same model with another weight file: its vectors are not comparable
+    monkeypatch.setenv("WSIKIT_WEIGHTS_PLIP", str(files["plip_other"]))
+    with pytest.raises(EncoderMismatchError, match="weights of SHA-256"):
+        index_query(index.path, tmp_path / "q.png", k=1)
+    other = create_encoder("plip", weights=str(files["plip_other"]))
+    with pytest.raises(EncoderMismatchError, match="weights of SHA-256"):
+        index.query(np.ones((1, index.dim), np.float32), k=1, encoder=other)
 
 
 def test_a_tower_without_weights_fails_before_anything_is_written(

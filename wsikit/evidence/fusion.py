@@ -227,7 +227,8 @@ def query_fused(index: FigureIndex, images: Sequence[np.ndarray] | np.ndarray, e
     if isinstance(images, np.ndarray) and images.ndim == 3:
         images = images[None]
     depth = _depth(index, k, depth)
-    index._check_encoder(encoder.config.name, int(encoder.config.dim), encoder_version(encoder))
+    index._check_encoder(encoder.config.name, int(encoder.config.dim), encoder_version(encoder),
+                         getattr(encoder, "weights_sha256", None))
     hits = caption_search(index, text, depth, k1=k1, b=b)
     vectors = embed_images(list(images), encoder)
     image_hits = index.query(vectors, depth, encoder=encoder)

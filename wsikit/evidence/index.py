@@ -253,7 +253,8 @@ class FigureIndex:
             raise EvidenceError(f"on_existing={on_existing!r}; use one of "
                                 f"{', '.join(ON_EXISTING)}")
         self._check_encoder(encoder.config.name, int(encoder.config.dim),
-                            encoder_version(encoder))
+                            encoder_version(encoder),
+                            getattr(encoder, "weights_sha256", None))
         try:
             lock = FileLock(str(self.path / ".lock"), timeout=ADD_LOCK_TIMEOUT)
             lock.acquire()
@@ -312,7 +313,8 @@ class FigureIndex:
         return background
 
     # ------------------------------------------------------------------ reading
-    def _check_encoder(self, name: str | None, dim: int, version: str | None = None) -> None:
+    def _check_encoder(self, name: str | None, dim: int, version: str | None = None,
+                       weights_sha256: str | None = None) -> None:
         if (name is not None and name != self.encoder_name) or dim != self.dim:
             raise EncoderMismatchError(
                 f"index {self.path} was built with encoder {self.encoder_name!r} (dim "
@@ -324,6 +326,13 @@ class FigureIndex:
             raise EncoderMismatchError(
                 f"index {self.path} was built with {self.encoder_name} {built}; this wsikit "
                 f"embeds with {version}, whose vectors are not comparable. Rebuild it: "
+                f"wsikit index build SOURCES --out {self.path} --encoder {self.encoder_name}")
+        built_sha = self.manifest.get("encoder", {}).get("weights_sha256")
+        if weights_sha256 and built_sha and weights_sha256 != built_sha:
+            raise EncoderMismatchError(
+                f"index {self.path} was built with the {self.encoder_name} weights of SHA-256 "
+                f"{built_sha}; these weights are {weights_sha256}, whose vectors are not "
+                "comparable. Use the weight file the index was built with, or rebuild it: "
                 f"wsikit index build SOURCES --out {self.path} --encoder {self.encoder_name}")
 
     def nodes(self, rows: Iterable[int] | None = None) -> list[FigureNode]:
@@ -346,13 +355,15 @@ class FigureIndex:
         Raises
         ------
         EncoderMismatchError
-            Another encoder name, or vectors of another dimension.
+            Another encoder name, vectors of another dimension, or (an encoder object) the
+            same model with another weight file than the index was built with.
         """
         v = np.asarray(vectors, dtype=np.float32)
         if v.ndim == 1:
             v = v[None]
         name = encoder if isinstance(encoder, str) or encoder is None else encoder.config.name
-        self._check_encoder(name, int(v.shape[1]) if v.ndim == 2 else -1)
+        self._check_encoder(name, int(v.shape[1]) if v.ndim == 2 else -1,
+                            weights_sha256=getattr(encoder, "weights_sha256", None))
         if k < 1:
             raise EvidenceError(f"k={k} must be >= 1")
         k = min(k, self.count)
@@ -377,7 +388,8 @@ class FigureIndex:
             ``encoder`` is not the index's encoder (checked before embedding).
         """
         self._check_encoder(encoder.config.name, int(encoder.config.dim),
-                            encoder_version(encoder))
+                            encoder_version(encoder),
+                            getattr(encoder, "weights_sha256", None))
         if isinstance(images, np.ndarray) and images.ndim == 3:
             images = images[None]
         return self.query(embed_images(list(images), encoder), k, encoder=encoder)
