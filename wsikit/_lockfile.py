@@ -340,7 +340,17 @@ class OwnedLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     def _try_create(self) -> bool:
-        """Create the lock file if there is none; True when this process now holds it."""
+        """Create the lock file if there is none; True when this process now holds it.
+
+        An OS error (a full disk, a read-only folder) names the lock file."""
+        try:
+            return self._create()
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
+
+    def _create(self) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         token = uuid.uuid4().hex
         tmp = self.path.with_name(f".{self.path.name}.{token}.tmp")
