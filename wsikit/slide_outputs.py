@@ -29,6 +29,7 @@ A second writer of a busy slide:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -88,6 +89,8 @@ def check_output_name(name: str, source: str | os.PathLike[str]) -> str:
     return name
 
 
+log = logging.getLogger(__name__)
+
 #: Seconds without a heartbeat after which another host's slide lock is taken for stale
 #: (``wsikit batch --stale-after`` sets it for a batch run).
 DEFAULT_STALE_AFTER = 600.0
@@ -106,13 +109,13 @@ def slide_lock_path(out: str | os.PathLike[str], name: str) -> Path:
 
 
 def busy_message(out: str | os.PathLike[str], name: str, owner: Mapping[str, Any] | None, *,
-                 hint: str = "") -> str:
+                 hint: str = "", stale_after: float = DEFAULT_STALE_AFTER) -> str:
     """The one-line message of a run refused because slide ``name`` is held by ``owner``."""
     lock = slide_lock_path(out, name)
     return (f"the outputs of slide {name!r} in {out} are being written by {describe_owner(owner)}"
             f" (lock {lock}); wait for it to finish{hint}. A lock left by a process that "
             f"died is taken over by the next run (at once on its host, after "
-            f"{DEFAULT_STALE_AFTER:g} s without heartbeat from another host)")
+            f"{stale_after:g} s without heartbeat from another host)")
 
 
 def heartbeat_every(stale_after: float) -> float:
@@ -174,7 +177,8 @@ def hold_slide_outputs(out: str | os.PathLike[str], name: str, *, wait: bool = T
     told = False
     while not lock.acquire():
         if not wait:
-            raise SlideBusyError(busy_message(out, name, lock.owner, hint=hint))
+            raise SlideBusyError(busy_message(out, name, lock.owner, hint=hint,
+                                              stale_after=stale_after))
         if not told:
             warnings.warn(f"waiting: the outputs of slide {name!r} in {out} are being written "
                           f"by {describe_owner(lock.owner)} (lock {path})", UserWarning,
@@ -185,7 +189,11 @@ def hold_slide_outputs(out: str | os.PathLike[str], name: str, *, wait: bool = T
 
     def beat() -> None:
         while not stop.wait(heartbeat_every(stale_after)):
-            lock.heartbeat()
+            if not lock.heartbeat():  # broken by another job after a stall past stale_after
+                log.warning("the lock %s of slide %r is no longer this run's (another job took "
+                            "it over after %g s without heartbeat); its outputs may mix",
+                            path, name, stale_after)
+                return
 
     thread = threading.Thread(target=beat, name=f"wsikit-lock-{name}", daemon=True)
     thread.start()
