@@ -237,6 +237,22 @@ def test_segment_keeps_a_qupath_edit_and_resegment_backs_it_up(slide: Path, tmp_
     record_case("data-loss", "correct")
 
 
+def test_patch_resegment_backs_up_the_edit(slide: Path, tmp_path: Path):
+    """``wsikit patch --resegment`` replaces an edited GeoJSON too: the edit is copied first."""
+    from wsikit.slide_ops import patch
+
+    out = tmp_path / "out"
+    patch(slide, out=out)
+    gj = out / "contours_geojson" / "c.geojson"
+    edited = _edit_geojson(gj)
+    patch(slide, out=out)  # without --resegment: the edit is the tissue, file untouched
+    assert gj.read_bytes() == edited and not list(gj.parent.glob("*.bak"))
+    with pytest.warns(UserWarning, match="the edit is kept as .*c.geojson.bak"):
+        patch(slide, out=out, resegment=True)
+    assert gj.with_name("c.geojson.bak").read_bytes() == edited
+    assert gj.read_bytes() != edited
+
+
 def test_segment_cli_keeps_the_edit(slide: Path, tmp_path: Path):
     out = tmp_path / "out"
     for extra in ([], ["--tissue-mpp", "16"]):
