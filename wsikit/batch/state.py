@@ -161,6 +161,11 @@ class JobFolder:
         folder = self.root / "locks"
         if not folder.is_dir():
             return 0
+        cutoff = time.time() - 60.0
+        for tmp in folder.glob(".*.lock.*.tmp"):  # a lock being made when its maker died
+            with contextlib.suppress(OSError):
+                if tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
         for path in sorted(folder.glob("*.lock")):
             if path.name.startswith("."):
                 continue  # the break mutex
