@@ -9,6 +9,12 @@ the process dies; the file then stays until the next successful run removes it.
 
 Where ``fcntl`` is missing (Windows) it falls back to ``filelock`` (file kept).
 
+:class:`OwnedLock` is the lock of one slide's outputs (``<out>/locks/<slide>.lock``, see
+:mod:`wsikit.slide_outputs`): a file that says who holds it (command, pid, host, start time),
+whose modification time the holder refreshes (heartbeat), and which the holder also keeps
+``flock``-ed, so that on the holder's own host a dead holder is recognised at once and on a
+shared file system another host's dead holder after ``stale_after`` seconds without a beat.
+
 :func:`hold_lock` waits for such a lock and is re-entrant within one thread, so a function
 that holds the lock of a result folder (``wsikit select``) can call one that takes it again
 (publishing that folder) without locking itself out.
@@ -18,16 +24,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
+import socket
+import sys
 import threading
 import time
+import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["ExclusiveLock", "LockBusy", "hold_lock", "wait_for_lock"]
+__all__ = ["ExclusiveLock", "LockBusy", "OwnedLock", "hold_lock", "wait_for_lock"]
 
 #: Seconds between two attempts of :func:`hold_lock` to take a busy lock.
 POLL_S = 0.2
@@ -183,3 +193,299 @@ def wait_for_lock(path: str | os.PathLike[str], *, timeout: float = 60.0,
             if time.monotonic() > deadline:
                 raise
             time.sleep(poll)
+
+
+# --------------------------------------------------------------------------- the owned lock
+_HOST = socket.gethostname()
+
+
+def _now_iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+def current_command() -> str:
+    """This process's command line as a user typed it (``wsikit patch …``), at most 300
+    characters: what a lock file records so that a refused run can name the running one."""
+    argv = list(sys.argv) or ["python"]
+    head = os.path.basename(argv[0])
+    if head in ("wsikit", "__main__.py", "-m"):
+        head = "wsikit"
+    text = " ".join([head, *argv[1:]])
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _proc_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, Linux), telling a live
+    process from a later one that reuses its pid; None where /proc is missing."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def pid_alive(pid: int, start: str | None = None) -> bool:
+    """Whether process ``pid`` of this host lives (a zombie counts as dead; with ``start``,
+    a process that reused the pid too)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError as exc:
+        return exc.errno != errno.ESRCH
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[-1].split()
+    except OSError:
+        return True
+    if fields and fields[0] == "Z":
+        return False
+    return start is None or len(fields) < 20 or fields[19] == start
+
+
+def _flock_held(path: Path) -> bool | None:
+    """Whether some process holds an ``flock`` on ``path`` (None: cannot tell)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return True if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) else None
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+class OwnedLock:
+    """An exclusive lock file that names its holder, with a heartbeat; stale when its holder
+    died.
+
+    The file holds JSON ``{"pid", "host", "started", "time", "command", "token"}``. It appears
+    complete and ``flock``-ed at once (written and locked under a temporary name, then
+    hard-linked into place, which fails when the lock exists: atomic on local and network
+    file systems). The holder refreshes its modification time (:meth:`heartbeat`).
+
+    A held lock is stale (taken over by the next :meth:`acquire`):
+
+    * on the holder's host: when nobody holds its ``flock`` and the holder's pid is dead (or
+      reused by a later process); a live holder is never taken over, whatever its age;
+    * on another host: when its heartbeat is older than ``stale_after`` seconds (a
+      modification time in the future counts as age too), unless the file system shows the
+      holder's ``flock``;
+    * unreadable (a crash between create and write of a file made without a link): after
+      ``min(stale_after, 10)`` seconds.
+
+    Stale locks are broken under a short mutex (``.break.lock`` in the same folder) so two
+    processes never break and re-take one lock at once.
+
+    Parameters
+    ----------
+    path : path-like
+        The lock file.
+    stale_after : float
+        Seconds without a heartbeat after which another host's lock is stale.
+    command : str, optional
+        What the holder runs, recorded for others' messages (default: this process's command
+        line, :func:`current_command`).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, stale_after: float = 600.0,
+                 command: str | None = None) -> None:
+        self.path = Path(path)
+        self.stale_after = float(stale_after)
+        self.command = command
+        self.held = False
+        #: The holder found by the last :meth:`acquire` that failed (``{}``: unreadable).
+        self.owner: dict[str, Any] | None = None
+        self._fd: int | None = None
+
+    # ------------------------------------------------------------------ content
+    def _payload(self, token: str) -> bytes:
+        t = time.time()
+        return json.dumps({"pid": os.getpid(), "host": _HOST, "started": _now_iso(t),
+                           "time": t, "command": self.command or current_command(),
+                           "proc_start": _proc_start(os.getpid()), "token": token}).encode()
+
+    def read_owner(self) -> dict[str, Any] | None:
+        """The lock's content, ``{}`` if unreadable, ``None`` if there is no lock."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return {}
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    # ------------------------------------------------------------------ taking it
+    def _lock_fd(self, fd: int) -> None:
+        with contextlib.suppress(ImportError, OSError):
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def _try_create(self) -> bool:
+        """Create the lock file if there is none; True when this process now holds it.
+
+        An OS error (a full disk, a read-only folder) names the lock file."""
+        try:
+            return self._create()
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
+
+    def _create(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        token = uuid.uuid4().hex
+        tmp = self.path.with_name(f".{self.path.name}.{token}.tmp")
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+        try:
+            self._lock_fd(fd)
+            os.write(fd, self._payload(token))
+            os.fsync(fd)
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                os.close(fd)
+                return False
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP,
+                                     errno.EXDEV, errno.EMLINK):
+                    raise
+                os.close(fd)  # no hard links here (some FUSE/SMB mounts): exclusive create
+                return self._try_create_plain(token)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        self._fd, self.held, self.owner = fd, True, None
+        return True
+
+    def _try_create_plain(self, token: str) -> bool:
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            self._lock_fd(fd)
+            os.write(fd, self._payload(token))
+            os.fsync(fd)
+        except OSError as exc:  # e.g. a full disk: no half-written lock left
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
+        self._fd, self.held, self.owner = fd, True, None
+        return True
+
+    def is_stale(self, owner: Mapping[str, Any] | None = None) -> bool:
+        """Whether the current lock file belongs to a dead holder (see the class notes)."""
+        owner = self.read_owner() if owner is None else owner
+        if owner is None:
+            return False
+        flocked = _flock_held(self.path)
+        if flocked:
+            return False  # its holder lives (on a shared file system: on any host)
+        if owner.get("host") == _HOST and isinstance(owner.get("pid"), int):
+            start = owner.get("proc_start")
+            return not pid_alive(owner["pid"], start if isinstance(start, str) else None)
+        try:
+            age = abs(time.time() - self.path.stat().st_mtime)
+        except FileNotFoundError:
+            return False
+        if age > self.stale_after:
+            return True
+        return not owner and age > min(self.stale_after, 10.0)
+
+    def acquire(self) -> bool:
+        """Take the lock if it is free or stale; False while a live holder has it (then
+        :attr:`owner` says who)."""
+        if self.held:
+            return True
+        if self._try_create():
+            return True
+        try:
+            mutex = wait_for_lock(self.path.parent / ".break.lock", timeout=30.0)
+        except LockBusy:
+            self.owner = self.read_owner() or {}
+            return False
+        with mutex:
+            owner = self.read_owner()
+            if owner is None:
+                return self._try_create()
+            if not self.is_stale(owner):
+                self.owner = owner
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+            return self._try_create()
+
+    # ------------------------------------------------------------------ holding it
+    def _still_mine(self) -> bool:
+        if self._fd is None:
+            return False
+        try:
+            held, now = os.fstat(self._fd), os.stat(self.path)
+        except OSError:
+            return False
+        return (held.st_ino, held.st_dev) == (now.st_ino, now.st_dev)
+
+    def heartbeat(self) -> bool:
+        """Refresh the lock's modification time; False when the lock is no longer this
+        process's (broken by another one after a long stall)."""
+        if not self.held or not self._still_mine():
+            return False
+        with contextlib.suppress(OSError):
+            os.utime(self.path)
+        return True
+
+    def release(self) -> None:
+        """Remove the lock file if it is still this process's, and unlock (idempotent)."""
+        if not self.held:
+            return
+        if self._still_mine():
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        self.held = False
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[bool]:
+        """``with lock.hold() as got: ...``: released on exit when taken."""
+        got = self.acquire()
+        try:
+            yield got
+        finally:
+            if got:
+                self.release()
+
+
+def describe_owner(owner: Mapping[str, Any] | None) -> str:
+    """``'wsikit batch … (pid 12, host h, since 2026-…)'`` for a lock's holder."""
+    if not owner:
+        return "another process (its lock file is being written or is damaged)"
+    command = owner.get("command") or "a wsikit run"
+    return (f"'{command}' (pid {owner.get('pid', '?')} on {owner.get('host', '?')}, since "
+            f"{owner.get('started', '?')})")

@@ -18,7 +18,8 @@ Catch :class:`WsikitError` to handle every error that wsikit raises on purpose.
     │   ├── ManifestError     malformed manifest (names file and line)
     │   └── EncoderMismatchError  query encoder differs from the index encoder
     ├── BatchError            cohort runner problems (malformed cohort, job folder)
-    └── CacheError            cached outputs under --out belong to another slide of that name
+    ├── CacheError            cached outputs under --out belong to another slide of that name
+    └── SlideBusyError        another job is writing this slide's outputs (names the job)
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "EncoderMismatchError",
     "BatchError",
     "CacheError",
+    "SlideBusyError",
 ]
 
 
@@ -95,3 +97,7 @@ class BatchError(WsikitError):
 
 class CacheError(WsikitError):
     """Cached outputs under an output folder were made from another slide of the same name."""
+
+
+class SlideBusyError(WsikitError):
+    """Another live job holds the lock of a slide's outputs; the message names it."""

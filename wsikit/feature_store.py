@@ -231,7 +231,7 @@ class FeatureStore:
         tmp = self.local / f".{slide_id}{TMP_MARK}{uuid.uuid4().hex}"
         try:
             self._fill(zarr.open_group(str(tmp), mode="w"), slide_id, embeddings, fingerprint)
-            with self._slide_lock(slide_id):  # the check and the rename are one step
+            with self._group_lock(slide_id):  # the check and the rename are one step
                 final = self.local / slide_id
                 old = None
                 if final.exists():
@@ -246,8 +246,11 @@ class FeatureStore:
                 shutil.rmtree(tmp, ignore_errors=True)
 
     @contextlib.contextmanager
-    def _slide_lock(self, slide_id: str) -> Any:
-        """An exclusive per-slide lock file in the store folder (waits up to a minute)."""
+    def _group_lock(self, slide_id: str) -> Any:
+        """The store's own lock on the group of ``slide_id`` (waits up to a minute), held for
+        the check and the rename only. Not a slide lock: one store may be shared by jobs
+        writing other output folders, whose slide locks (:mod:`wsikit.slide_outputs`) do not
+        exclude each other; a job takes it inside its slide's lock, never the reverse."""
         assert self.local is not None
         try:
             lock = wait_for_lock(self.local / f".{slide_id}.write.lock")
@@ -375,11 +378,15 @@ def h5_to_zarr(src: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
 
 
 def zarr_to_h5(store: FeatureStore | str | os.PathLike[str], out: str | os.PathLike[str], *,
-               slides: Iterable[str] | None = None, overwrite: bool = False) -> list[Path]:
+               slides: Iterable[str] | None = None, overwrite: bool = False,
+               wait: bool = False) -> list[Path]:
     """Write a store's slides as ``OUT/features_<encoder>/<slide>.h5`` (TRIDENT layout).
 
     Existing h5 files are refused (``FeatureError`` naming them, before anything is written)
-    unless ``overwrite``. Returns the files written.
+    unless ``overwrite``. Each file is written under its slide's one lock
+    (:func:`wsikit.slide_outputs.hold_slide_outputs`): while another job writes that slide's
+    outputs the export raises :class:`~wsikit.errors.SlideBusyError` naming it, or waits for
+    it with ``wait``. Returns the files written.
     """
     from .layout import OutputLayout
 
@@ -392,8 +399,15 @@ def zarr_to_h5(store: FeatureStore | str | os.PathLike[str], out: str | os.PathL
         raise FeatureError(f"{len(existing)} h5 feature file(s) exist already "
                            f"({', '.join(existing[:3])}); pass --overwrite "
                            "(overwrite=True) to replace them, or convert into another folder")
+    from ._hints import option
+    from .slide_outputs import hold_slide_outputs
+
     written = []
     for sid in ids:
         emb = st.read(sid)
-        written.append(emb.to_h5(OutputLayout(out).features(emb.encoder, sid)))
+        # an export into the slide's layout: under the slide's one lock (refused, naming the
+        # job, while another job writes that slide's outputs)
+        with hold_slide_outputs(out, sid, wait=wait,
+                                hint=f", or pass {option('wait')} to wait for it"):
+            written.append(emb.to_h5(OutputLayout(out).features(emb.encoder, sid)))
     return written

@@ -56,6 +56,7 @@ from .io.device_decode import DevicePatchStream
 from .io.patch_stream import PatchStream, stream_batches
 from .layout import OutputLayout
 from .patching import PATCH_READ
+from .slide_outputs import hold_slide_outputs, holds_slide_outputs
 from .threads import SplitsWork, ThreadPlan, cores_given, plan_threads, torch_threads
 
 if TYPE_CHECKING:
@@ -257,21 +258,6 @@ def _clean_stale(path: Path) -> None:
             log.info("removed stale temporary file %s", stale)
 
 
-@contextlib.contextmanager
-def _slide_lock(path: Path) -> Iterator[None]:
-    """Exclusive per-output lock (released by the OS if the process dies; the lock file is
-    removed on release, so finished outputs leave none behind)."""
-    from ._lockfile import ExclusiveLock, LockBusy
-
-    try:
-        lock = ExclusiveLock(path.parent / f".{path.name}.lock")
-    except LockBusy as exc:
-        raise FeatureError(f"{path}: another process is extracting these features now; "
-                           f"wait for it or use another folder ({keyword('out')})") from exc
-    with lock:
-        yield
-
-
 def extract_features(
     slide_or_path: Slide | str | os.PathLike[str],
     grid: TileGrid | str | os.PathLike[str],
@@ -290,6 +276,8 @@ def extract_features(
     threads: int | None = None,
     importance: bool | None = None,
     decode: str = "reader",
+    lock: bool = True,
+    wait: bool = False,
 ) -> Embeddings:
     """Embed every patch of ``grid`` with ``encoder``, streaming to ``out`` if given.
 
@@ -345,6 +333,14 @@ def extract_features(
         workers then only read tile bytes), for tiled JPEG TIFFs, when a few CPU cores cannot
         keep a GPU fed. Pixels agree with the reader's within a few uint8 levels (recorded
         in the ``decode`` attribute of ``features``).
+    lock : bool
+        With ``out``: hold the slide's one lock (:func:`wsikit.slide_outputs.
+        hold_slide_outputs`) while checking and writing. ``False`` only where the caller's
+        job holds it for this process already (the batch features step: its runner holds
+        it while the step runs).
+    wait : bool
+        While another job holds the slide's lock: wait for it instead of raising
+        :class:`~wsikit.errors.SlideBusyError` naming it.
 
     Returns
     -------
@@ -354,7 +350,9 @@ def extract_features(
     Raises
     ------
     FeatureError
-        Bad options, unreadable slide, another process writing the same file.
+        Bad options, unreadable slide.
+    SlideBusyError
+        Another job is writing the slide's outputs under ``out`` (and not ``wait``).
     """
     if batch_size < 1:
         raise FeatureError(f"batch_size={batch_size} must be >= 1")
@@ -380,6 +378,14 @@ def extract_features(
             slide_mpp = mpp
     if not path.exists():
         raise FeatureError(f"slide {path} does not exist; check the path")
+    if out is not None and lock and not holds_slide_outputs(out, patch_grid.slide_name):
+        with hold_slide_outputs(out, patch_grid.slide_name, wait=wait,
+                                hint=f", or pass {option('wait')} to wait for it"):
+            return extract_features(
+                slide_or_path, patch_grid, encoder, device=device, batch_size=batch_size,
+                workers=workers, precision=precision, out=out, progress=progress,
+                weights=weights, reader=reader, mpp=mpp, overwrite=overwrite,
+                threads=threads, importance=importance, decode=decode)
     cores, source = cores_given(threads)
     enc = _resolve_encoder(encoder, device, weights)
     plan = plan_threads(cores, workers=workers, source=source,
@@ -478,31 +484,30 @@ def extract_features(
         return Embeddings(writer.memory, patch_grid.coords.copy(), cfg.name, enc.label, attrs,
                           nuclear)
 
-
-    with _slide_lock(target):
-        _clean_stale(target)
-        if not overwrite and _reusable(target, ghash, enc, n, prec, warn=False,
-                                       decode=decode):
-            return Embeddings.from_h5(target)
-        with atomic_path(target) as tmp, h5_create(
-                tmp, reserve=n * (4 * cfg.dim + 24), final=target,
-                rdcc_nbytes=2 * _CHUNK_BYTES) as f:
-                ds = _create_features(f, n, cfg.dim)
-                _write_attrs(ds, {**base_attrs, "encoder": cfg.name, "label": enc.label,
-                                  "dim": cfg.dim})
-                ds.attrs["complete"] = False
-                c = f.create_dataset("coords", data=patch_grid.coords.astype(np.int64))
-                _write_attrs(c, coord_attrs)
-                if np.isfinite(patch_grid.tissue).any():
-                    f.create_dataset("tissue", data=patch_grid.tissue.astype(np.float32))
-                f.flush()  # a killed run leaves a readable file saying complete=False
-                writer = _RowWriter(ds, n, cfg.dim)
-                kind, nuclear = run(writer)
-                if nuclear is not None:
-                    nuclear.to_h5(f)
-                ds.attrs["reader"] = kind
-                ds.attrs["complete"] = True
-        record_checksum(target)  # a later in-place edit is seen before reuse (_reusable)
+    # under the slide's one lock (taken above, or held by the batch runner for this step)
+    _clean_stale(target)
+    if not overwrite and _reusable(target, ghash, enc, n, prec, warn=False,
+                                   decode=decode):
+        return Embeddings.from_h5(target)
+    with atomic_path(target) as tmp, h5_create(
+            tmp, reserve=n * (4 * cfg.dim + 24), final=target,
+            rdcc_nbytes=2 * _CHUNK_BYTES) as f:
+        ds = _create_features(f, n, cfg.dim)
+        _write_attrs(ds, {**base_attrs, "encoder": cfg.name, "label": enc.label,
+                          "dim": cfg.dim})
+        ds.attrs["complete"] = False
+        c = f.create_dataset("coords", data=patch_grid.coords.astype(np.int64))
+        _write_attrs(c, coord_attrs)
+        if np.isfinite(patch_grid.tissue).any():
+            f.create_dataset("tissue", data=patch_grid.tissue.astype(np.float32))
+        f.flush()  # a killed run leaves a readable file saying complete=False
+        writer = _RowWriter(ds, n, cfg.dim)
+        kind, nuclear = run(writer)
+        if nuclear is not None:
+            nuclear.to_h5(f)
+        ds.attrs["reader"] = kind
+        ds.attrs["complete"] = True
+    record_checksum(target)  # a later in-place edit is seen before reuse (_reusable)
     return Embeddings.from_h5(target)
 
 
@@ -662,19 +667,30 @@ def extract_slide_features(
     overwrite: bool = False,
     progress: bool | None = None,
     threads: int | None = None,
+    wait: bool = False,
 ) -> Embeddings:
     """Tissue → grid → features for one slide, as ``wsikit features`` does.
 
     The grid comes from ``coords`` if given, else from ``<out>/patches/<slide>_patches.h5``
     when it exists and matches the requested ``target_mpp``/``patch_px``, else it is made
-    (tissue mask + :func:`wsikit.patching.make_grid`) and saved there. ``target_mpp`` and
-    ``patch_px`` default to the encoder's (CONCH v1.5: 512 px at 0.5 µm/px). A slide without
-    resolution metadata reuses the level-0 mpp that ``wsikit patch --mpp`` recorded in that
-    coordinate file, unless ``mpp`` is given.
+    (the slide's tissue mask, :func:`wsikit.slide_ops.load_tissue`, + :func:`wsikit.patching.
+    make_grid`) and saved there. ``target_mpp`` and ``patch_px`` default to the encoder's
+    (CONCH v1.5: 512 px at 0.5 µm/px). A slide without resolution metadata reuses the level-0
+    mpp that ``wsikit patch --mpp`` recorded in that coordinate file, unless ``mpp`` is given.
+
+    Like the other stages it checks its inputs first, under the slide's one lock (``wait``:
+    wait for another job holding it instead of raising :class:`~wsikit.errors.
+    SlideBusyError`): outputs under ``out`` made from another slide of the same name are
+    refused (:class:`~wsikit.errors.CacheError`), and so is a grid in ``out`` that is not
+    the slide's current one (made from another slide, changed since, or from an earlier
+    tissue mask or GeoJSON: :class:`~wsikit.errors.GridError`, :func:`wsikit.slide_ops.
+    grid_not_current`), so features are never computed on a stale grid.
     """
+    from .errors import GridError
     from .io import open_slide
     from .patching import TileGrid, make_grid
-    from .tissue import segment_tissue
+    from .slide_ops import check_tissue_owner, grid_not_current, load_tissue, record_grid
+    from .slide_outputs import check_output_name
 
     if mpp is None:
         mpp = _recorded_mpp(slide, out, coords)
@@ -682,7 +698,9 @@ def extract_slide_features(
     cfg = enc.config
     t_mpp = float(target_mpp if target_mpp is not None else cfg.target_mpp)
     p_px = int(patch_px if patch_px is not None else cfg.patch_px)
-    with open_slide(slide, mpp=mpp) as s:
+    with open_slide(slide, mpp=mpp) as s, \
+            hold_slide_outputs(out, check_output_name(s.name, s.path), wait=wait,
+                               hint=f", or pass {option('wait')} to wait for it"):
         grid = None
         if coords is not None:
             from .slide_ops import check_grid_matches
@@ -699,10 +717,19 @@ def extract_slide_features(
                 else:
                     if cand.patch_px == p_px and abs(cand.target_mpp - t_mpp) < 1e-6:
                         grid = cand
+            check_tissue_owner(s, out)
+            if grid is not None:
+                why = grid_not_current(s, out, cpath)
+                if why:
+                    raise GridError(
+                        f"{cpath} is not the current patch grid of {s.path}: {why}; make it "
+                        f"again (wsikit patch {s.path} --out {out} with its options), or "
+                        f"pass {keyword('coords')} {cpath} to use it as it is")
             if grid is None:
-                mask = segment_tissue(s)
+                mask = load_tissue(s, out)  # the one mask path: the grid patch/batch make
                 grid = make_grid(s, mask, target_mpp=t_mpp, patch_px=p_px)
                 grid.to_h5(cpath)
+                record_grid(cpath, s, out)
         return extract_features(s, grid, enc, device=device, batch_size=batch_size,
                                 workers=workers, precision=precision, out=out,
                                 progress=progress, reader=reader, mpp=mpp, overwrite=overwrite,

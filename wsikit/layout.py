@@ -17,8 +17,8 @@ one-slide ``batch`` run of the same steps, so a folder written by one is reused 
       attention/<slide>.h5                     per-patch attention
       select/<slide>/                          evidence.json, regions.geojson, crops/, report
       state/<slide>.json                       the slide's step records (what made each file)
-      locks/<slide>.lock                       held while a runner processes the slide
-      .<slide>.wsikit-lock                     held while one process writes the slide's files
+      locks/<slide>.lock                       the slide's one lock: held by the job writing
+                                               its files (command, pid, host, heartbeat)
       run.json, summary.json                   the latest batch run's options and outcome
 
 ``<slide>`` is the slide's output name (its file stem, or a cohort's ``slide_id``), checked
@@ -33,7 +33,8 @@ from pathlib import Path
 
 __all__ = ["OutputLayout", "LOCK_SUFFIX"]
 
-#: Suffix of the per-slide write lock ``.<slide>.wsikit-lock`` (never a slide's own name).
+#: Suffix of a result folder's publishing lock ``.<folder>.wsikit-lock``
+#: (:mod:`wsikit.publish`; never a slide's own name).
 LOCK_SUFFIX = ".wsikit-lock"
 
 
@@ -126,13 +127,14 @@ class OutputLayout:
         """``state/<name>.json``: the slide's status and step records."""
         return self.root / "state" / f"{name}.json"
 
-    def runner_lock(self, name: str) -> Path:
-        """``locks/<name>.lock``: held while a runner processes the slide."""
+    def slide_lock(self, name: str) -> Path:
+        """``locks/<name>.lock``: the slide's one lock, held by the job writing its files
+        (:func:`wsikit.slide_outputs.hold_slide_outputs`)."""
         return self.root / "locks" / f"{name}.lock"
 
-    def write_lock(self, name: str) -> Path:
-        """``.<name>.wsikit-lock``: held while one process writes the slide's files."""
-        return self.root / f".{name}{LOCK_SUFFIX}"
+    def runner_lock(self, name: str) -> Path:
+        """The former name of :meth:`slide_lock` (the batch runner holds that one lock)."""
+        return self.slide_lock(name)
 
     @property
     def run_record(self) -> Path:

@@ -1,7 +1,7 @@
 """``wsikit select``: a slide in, a few salient multi-scale regions and their evidence out.
 
 :func:`select` is a one-slide run of the batch steps (:mod:`wsikit.batch.builtin_steps`), in
-this process, under the slide's locks: segment → patch → features → attention → select, each
+this process, under the slide's one lock: segment → patch → features → attention → select, each
 reused from an earlier run (``select`` or ``batch`` into the same folder) when its record says
 it was made with the same options from the same inputs. Outputs follow
 :class:`wsikit.layout.OutputLayout`; the result is ``<out>/select/<slide>/evidence.json``
@@ -191,14 +191,15 @@ def run_select(slide: str | os.PathLike[str], options: PipelineOptions, *,
     """:func:`select` with its options as one :class:`~wsikit.options.PipelineOptions`.
 
     Runs the steps up to ``select`` on the one slide in this process (the batch runner's
-    :func:`~wsikit.batch.steps.run_steps`), holding the slide's write lock and its runner
-    lock, records them in ``<out>/state/<slide>.json`` as a batch run does, and raises what
+    :func:`~wsikit.batch.steps.run_steps`), holding the slide's one lock (waiting while
+    another job holds it: :func:`~wsikit.slide_outputs.hold_slide_outputs`), records them
+    in ``<out>/state/<slide>.json`` as a batch run does, and raises what
     a step raises (a slide without tissue: :class:`~wsikit.errors.SelectionError`).
     """
     from ._progress import progress_enabled
     from .batch.builtin_steps import index_and_towers
     from .batch.cohort import CohortSlide
-    from .batch.runner import hold_runner_lock, record_slide, reusable_records
+    from .batch.runner import record_slide, reusable_records
     from .batch.state import JobFolder
     from .batch.steps import BatchConfig, SlideContext, resolve_steps, run_steps
     from .io import open_slide
@@ -221,8 +222,8 @@ def run_select(slide: str | os.PathLike[str], options: PipelineOptions, *,
         cohort_slide = CohortSlide(slide_id=name, path=Path(s.path), mpp=mpp)
         ctx = SlideContext(cohort_slide, job, config, device=device, handle=s, force=force)
         index_and_towers(ctx)  # a damaged index or missing tower fails before any output
-        with hold_slide_outputs(out, name), hold_runner_lock(job, name):
-            # Under the locks from here to the recorded result: the check that earlier
+        with hold_slide_outputs(out, name, stale_after=job.stale_after):
+            # Under the lock from here to the recorded result: the check that earlier
             # outputs belong to this slide (content fingerprint) and every write after it
             # happen in one run at a time, so two slides of one name can never mix.
             fingerprint = slide_fingerprint(s.path)

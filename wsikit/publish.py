@@ -25,7 +25,10 @@ Two rules make this safe when runs overlap and people use the folder:
 * **One publisher at a time.** :func:`staged_folder` holds the lock ``.<name>.wsikit-lock``
   next to the folder from before :func:`recover` until the swap is done; a second run on the
   same folder waits for it (:func:`wsikit._lockfile.hold_lock`). :func:`recover` only cleans
-  up while it can take that lock, so it never deletes the staging folder of a live run.
+  up while it can take that lock, so it never deletes the staging folder of a live run. It is
+  the folder's own lock, for any result folder; a ``select/<slide>/`` folder of an output
+  layout is published inside the slide's one lock (:mod:`wsikit.slide_outputs`, held by
+  ``wsikit select`` or the batch runner), never the reverse, so the two never deadlock.
 * **The folder's other files are the user's.** Only the files listed in the old folder's
   completion marker are replaced; anything else found there (review notes, an annotated copy
   of report.html) is carried into the new folder unchanged. A user's file in the way of a

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
+import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +50,37 @@ from .tissue import (
 )
 
 __all__ = ["info", "segment", "patch", "check_grid_matches", "greyscale_hint", "draw_tissue",
-           "draw_grid", "check_tissue_owner", "geojson_edited", "load_tissue"]
+           "draw_grid", "check_tissue_owner", "geojson_edited", "load_tissue", "backup_geojson",
+           "record_grid", "grid_not_current"]
 
 _PathLike = str | os.PathLike[str]
+
+
+def _wait_hint() -> str:
+    """The end of a refusal by a busy slide lock: how to wait instead."""
+    return f", or pass {option('wait')} to wait for it"
+
+
+def backup_geojson(path: _PathLike) -> Path:
+    """Copy an edited tissue GeoJSON to ``<name>.geojson.bak`` (a timestamped
+    ``<name>.geojson.<UTC time>.bak`` when that exists) before it is replaced; returns the
+    copy (never overwritten: every edit replaced keeps its own copy)."""
+    path = Path(path)
+    bak = path.with_name(path.name + ".bak")
+    if bak.exists():
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        bak = path.with_name(f"{path.name}.{stamp}.bak")
+        n = 1
+        while bak.exists():
+            bak = path.with_name(f"{path.name}.{stamp}-{n}.bak")
+            n += 1
+    try:
+        shutil.copy2(path, bak)
+    except OSError as exc:
+        raise CacheError(f"{path} was edited and would be replaced, but cannot be kept as "
+                         f"{bak} ({exc.strerror or exc}); free space or fix the folder's "
+                         "permissions, or move the file away yourself") from exc
+    return bak
 
 
 
@@ -172,6 +203,94 @@ def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
                          thumb_size=thumb_size)
 
 
+def _grid_sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".source.json")
+
+
+def record_grid(path: _PathLike, slide: Slide, out: _PathLike, name: str | None = None) -> Path:
+    """Record beside the coordinate file ``path`` what it was made from: the slide (content
+    fingerprint), the file's SHA-256 as written and the tissue mask's SHA-256
+    (``<coords>.source.json``), so that ``wsikit features`` can tell the slide's current
+    grid from an earlier one (:func:`grid_not_current`)."""
+    from ._atomic import write_json_atomic
+
+    path = Path(path)
+    name = slide.name if name is None else name
+    mask = OutputLayout(out).mask(name)
+    return write_json_atomic(_grid_sidecar(path), {
+        "fingerprint": slide_fingerprint(slide.path), "slide": str(Path(slide.path).resolve()),
+        "written_sha256": _sha256(path),
+        "mask_sha256": _sha256(mask) if mask.is_file() else None})
+
+
+def _grid_record(path: Path, fingerprint: str, out: Path, name: str
+                 ) -> tuple[str, str | None, str | None] | None:
+    """``(who, fingerprint, mask_sha256)`` recorded for the coordinate file ``path``: by
+    :func:`record_grid` (``who="wsikit patch"``) or in the batch state of the slide
+    (``who="a batch/select run"``); None when nothing records it."""
+    import json
+
+    try:
+        data = json.loads(_grid_sidecar(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict) and data.get("written_sha256") == _sha256(path):
+        mask = data.get("mask_sha256")
+        return "wsikit patch", data.get("fingerprint"), mask if isinstance(mask, str) else None
+    layout = OutputLayout(out)
+    try:
+        state = json.loads(layout.state(name).read_text(encoding="utf-8"))
+        steps = state["steps"]
+        coords = steps["patch"]["outputs"]["coords"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(coords, dict) or coords.get("sha256") != _sha256(path):
+        return None
+    try:
+        mask = steps["segment"]["outputs"]["mask"]["sha256"]
+    except (KeyError, TypeError):
+        mask = None
+    return ("a batch/select run", state.get("fingerprint") or fingerprint,
+            mask if isinstance(mask, str) else None)
+
+
+def grid_not_current(slide: Slide, out: _PathLike, path: _PathLike,
+                     name: str | None = None) -> str | None:
+    """Why the coordinate file ``path`` under ``out`` is not the current grid of ``slide``
+    (None when it is, or when nothing records what it was made from: a file placed by hand).
+
+    Current means: made from this slide's content, unchanged since it was written, and made
+    from the tissue mask now in ``out``, whose GeoJSON was not edited since.
+    """
+    import json
+
+    out, path = Path(out), Path(path)
+    name = slide.name if name is None else name
+    fp = slide_fingerprint(slide.path)
+    record = _grid_record(path, fp, out, name)
+    if record is None:
+        if _grid_sidecar(path).is_file():
+            return "it changed since wsikit wrote it"
+        return None
+    who, made_from, mask_sha = record
+    if made_from not in (None, fp):
+        return f"{who} made it from another slide's content than {slide.path}"
+    layout = OutputLayout(out)
+    mask = layout.mask(name)
+    if mask_sha is not None and mask.is_file() and _sha256(mask) != mask_sha:
+        return (f"{who} made it from an earlier tissue mask ({mask} changed since: segmented "
+                "again)")
+    gj = layout.tissue_geojson(name)
+    try:
+        note = json.loads(layout.mask_note(name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        note = None
+    if (gj.is_file() and isinstance(note, dict) and note.get("geojson_sha256") is not None
+            and note["geojson_sha256"] != _sha256(gj)):
+        return f"the tissue GeoJSON {gj} was edited since (e.g. in QuPath)"
+    return None
+
+
 def info(path: _PathLike, *, mpp: float | None = None, backend: str | None = None
          ) -> dict[str, Any]:
     """Describe a slide: size, levels, vendor, resolution and its source, associated images.
@@ -263,12 +382,14 @@ def _segment_open(slide: Slide, out: Path, *, name: str | None = None, tissue_mp
         raise SlideError(_segment_size_message(slide, tissue_mpp, "not enough memory")) from exc
     hint = greyscale_hint(slide) if not np.any(tm.mask) else ""
     if hint:
-        import warnings
-
         warnings.warn(f"{slide.path}: no tissue found; {hint}", UserWarning, stacklevel=3)
     name = slide.name if name is None else name
     layout = OutputLayout(out)
     gj = layout.tissue_geojson(name)
+    if geojson_edited(slide, out, name):  # the user's polygons: never lost to a new segmentation
+        kept = backup_geojson(gj)
+        warnings.warn(f"{gj}: the edited tissue GeoJSON is replaced by a new segmentation; "
+                      f"the edit is kept as {kept}", UserWarning, stacklevel=3)
     arts = layout.artefacts(name)
     tm.write_artefacts(arts["png"], arts["geojson"])
     # One grid path: the mask PNG written here is what every later run reads back pixel for
@@ -358,8 +479,15 @@ def greyscale_hint(slide: Slide) -> str:
 def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
             tissue_mpp: float = DEFAULT_MASK_MPP, min_tissue_um2: float = MIN_TISSUE_UM2,
             min_hole_um2: float = MIN_HOLE_UM2, thumb_size: int = 1024,
-            backend: str | None = None) -> TissueMask:
+            backend: str | None = None, resegment: bool = False,
+            wait: bool = False) -> TissueMask:
     """Segment tissue and write GeoJSON, mask PNG and an outlined thumbnail under ``out``.
+
+    A tissue GeoJSON edited since wsikit wrote it (e.g. in QuPath) or placed by hand is the
+    slide's tissue: it is kept and rasterised (with a warning saying how to segment again),
+    never replaced silently, as in ``wsikit batch``. With ``resegment`` the slide is segmented
+    again and the edited file is first copied to ``<slide>.geojson.bak`` (or a timestamped
+    name when that exists), named in a warning.
 
     Parameters
     ----------
@@ -375,10 +503,27 @@ def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
         Smallest tissue piece kept / hole kept, in µm².
     thumb_size : int
         Longest side of the outlined thumbnail PNG.
+    resegment : bool
+        Segment again even when the GeoJSON was edited (a backup of the edit is kept).
+    wait : bool
+        While another job writes this slide's outputs (``wsikit batch``, ``select``, …):
+        wait for it instead of raising :class:`~wsikit.errors.SlideBusyError` naming it.
     """
+    import warnings
+
     out = Path(out)
     with open_slide(path, mpp=mpp, backend=backend) as slide, \
-            hold_slide_outputs(out, check_output_name(slide.name, slide.path)):
+            hold_slide_outputs(out, check_output_name(slide.name, slide.path), wait=wait,
+                               hint=_wait_hint()):
+        if not resegment and geojson_edited(slide, out):
+            gj = OutputLayout(out).tissue_geojson(slide.name)
+            warnings.warn(f"{gj} was edited since wsikit wrote it (e.g. in QuPath) or placed "
+                          "by hand: kept as the slide's tissue, not segmented again; pass "
+                          f"{option('resegment')} to segment again (the edited file is then "
+                          f"kept as {gj.name}.bak)", UserWarning, stacklevel=2)
+            return load_tissue(slide, out, tissue_mpp=tissue_mpp,
+                               min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
+                               thumb_size=thumb_size)
         return _segment_open(slide, out, tissue_mpp=tissue_mpp, min_tissue_um2=min_tissue_um2,
                              min_hole_um2=min_hole_um2, thumb_size=thumb_size)
 
@@ -389,7 +534,7 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
           min_tissue: float = GridOptions.min_tissue, tissue_mpp: float = DEFAULT_MASK_MPP,
           min_tissue_um2: float = MIN_TISSUE_UM2, min_hole_um2: float = MIN_HOLE_UM2,
           resegment: bool = False, thumb_size: int = 1024, backend: str | None = None,
-          progress: bool | None = None) -> TileGrid:
+          progress: bool | None = None, wait: bool = False) -> TileGrid:
     """Build the patch grid of a slide and write ``out/patches/<slide>_patches.h5``.
 
     Reuses the cached tissue mask (and a GeoJSON edited in QuPath) through
@@ -410,9 +555,13 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
     tissue_mpp, min_tissue_um2, min_hole_um2 : float
         Segmentation options as in :func:`segment` (used only when segmenting).
     resegment : bool
-        Segment again even if a GeoJSON exists.
+        Segment again even if a GeoJSON exists (one edited in QuPath is first copied to
+        ``<slide>.geojson.bak``).
     progress : bool, optional
         Progress bar over the steps (default: on unless ``WSIKIT_NO_PROGRESS=1``).
+    wait : bool
+        As in :func:`segment`: wait for another job writing this slide's outputs instead of
+        raising :class:`~wsikit.errors.SlideBusyError` naming it.
     """
     from PIL import Image
 
@@ -420,7 +569,8 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
     bar = progress_bar(total=4, enabled=progress, desc="patch", unit="step")
     try:
         with open_slide(path, mpp=mpp, backend=backend) as slide, \
-                hold_slide_outputs(out, check_output_name(slide.name, slide.path)):
+                hold_slide_outputs(out, check_output_name(slide.name, slide.path), wait=wait,
+                                   hint=_wait_hint()):
             bar.update(1)
             tm = load_tissue(slide, out, resegment=resegment, tissue_mpp=tissue_mpp,
                              min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
@@ -431,6 +581,7 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
             bar.update(1)
             layout = OutputLayout(out)
             grid.to_h5(layout.coords(slide.name))
+            record_grid(layout.coords(slide.name), slide, out)
             thumb = slide.thumbnail(max_size=thumb_size)
             write_bytes_atomic(layout.grid_thumbnail(slide.name),
                                _png_bytes(Image.fromarray(draw_grid(thumb, grid))))

@@ -15,7 +15,6 @@ import pytest
 
 from wsikit._lockfile import ExclusiveLock, LockBusy
 from wsikit.cli import main
-from wsikit.errors import FeatureError
 from wsikit.io import open_slide
 from wsikit.patching import make_grid
 
@@ -103,18 +102,30 @@ def test_features_leave_no_lock_files(synthetic_small_slide, tmp_path) -> None:
     # the file and its hidden checksum note (wsikit.cache_record), no lock
     assert sorted(p.name for p in folder.iterdir()) == [
         f".{synthetic_small_slide.stem}.h5.wsikit-sum.json", f"{synthetic_small_slide.stem}.h5"]
+    assert not list((tmp_path / "locks").iterdir())  # the slide's lock is released
 
 
 def test_features_lock_still_excludes(synthetic_small_slide, tmp_path) -> None:
+    """extract_features(out=...) takes the slide's one lock: refused while another job
+    holds it, naming that job (issue 31: one lock, not a features file lock of its own)."""
+    from wsikit._lockfile import OwnedLock
+    from wsikit.errors import SlideBusyError
     from wsikit.features import extract_features
+    from wsikit.slide_outputs import slide_lock_path
 
     folder = tmp_path / "features_heuristic"
     folder.mkdir()
-    with (ExclusiveLock(folder / f".{synthetic_small_slide.stem}.h5.lock"),
-          pytest.raises(FeatureError, match="another process")):
-        extract_features(synthetic_small_slide, make_grid_for(synthetic_small_slide),
-                         "heuristic", workers=0, out=tmp_path, progress=False)
+    holder = OwnedLock(slide_lock_path(tmp_path, synthetic_small_slide.stem),
+                       command="wsikit batch cohort")
+    assert holder.acquire()
+    try:
+        with pytest.raises(SlideBusyError, match="'wsikit batch cohort'"):
+            extract_features(synthetic_small_slide, make_grid_for(synthetic_small_slide),
+                             "heuristic", workers=0, out=tmp_path, progress=False)
+    finally:
+        holder.release()
     assert not list(folder.iterdir())
+    assert not list((tmp_path / "locks").iterdir())
 
 
 def make_grid_for(path):

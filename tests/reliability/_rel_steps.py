@@ -20,3 +20,15 @@ def relsleep_step(ctx):
     with ctx.output("text", "relsleep", f"{ctx.slide_id}.txt") as tmp:
         tmp.write_text(hashlib.sha256(data).hexdigest() + "\n")
     return {"n_patches": 1}
+
+
+@register_step("relgate", requires=("features",))
+def relgate_step(ctx):
+    """Waits (at most 120 s) until ``<job>/gate.open`` exists: the batch run holds the slide's
+    lock, with its grid and features written, until the test opens the gate."""
+    gate = ctx.job.root / "gate.open"
+    (ctx.job.root / "gate.reached").write_text("1")
+    deadline = time.monotonic() + 120
+    while not gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {}

@@ -69,12 +69,13 @@ def _select_all_waiting(slides: list[Path], out: Path, *extra: list[str]) -> lis
     lock, wait until every one says it is waiting for it, then release: the runs start
     together on the lock (a barrier), whatever the machine's load. Returns
     ``(returncode, stderr)`` per run."""
-    from wsikit._lockfile import ExclusiveLock
-    from wsikit.layout import OutputLayout
+    from wsikit._lockfile import OwnedLock
+    from wsikit.slide_outputs import slide_lock_path
 
     out.mkdir(parents=True, exist_ok=True)
     names = {s.stem for s in slides}
-    locks = [ExclusiveLock(OutputLayout(out).write_lock(name)) for name in names]
+    locks = [OwnedLock(slide_lock_path(out, name), command="the test") for name in names]
+    assert all(lock.acquire() for lock in locks)
     procs, seen = [], []
     try:
         for slide, more in zip(slides, extra or [[]] * len(slides), strict=True):
@@ -82,7 +83,7 @@ def _select_all_waiting(slides: list[Path], out: Path, *extra: list[str]) -> lis
                                  "heuristic", *more))
             seen.append([])
         for proc, lines in zip(procs, seen, strict=True):
-            _stderr_until(proc, "waiting for it to finish", lines)
+            _stderr_until(proc, "are being written by 'the test'", lines)
     finally:
         for lock in locks:
             lock.release()
@@ -111,6 +112,7 @@ def test_two_selects_into_one_out_publish_complete_results(tmp_path: Path):
     assert crops == {Path(r["crop"]["path"]).name for r in doc["regions"]}  # one run's files
     assert sorted(p.name for p in (out / "select").iterdir()) == ["c"]  # no staging, no lock
     assert not [p for p in out.iterdir() if p.name.endswith(".wsikit-lock")]
+    assert not list((out / "locks").iterdir())  # the slide's one lock is gone again
     record_case("concurrent", "correct")
 
 

@@ -180,12 +180,13 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
     ts = time.perf_counter()
     if grid.slide_name != ctx.slide_id:  # a cohort's slide_id names the features file
         grid = dataclasses.replace(grid, slide_name=ctx.slide_id)
-    # written by extract_features into the layout (atomically, under its file lock); the
-    # step records decide reuse, so an existing file is always recomputed here
+    # written by extract_features into the layout (atomically, under the slide's one lock,
+    # which the runner holds for this step: lock=False); the step records decide reuse, so
+    # an existing file is always recomputed here
     emb = extract_features(ctx.open(), grid, encoder, device=ctx.device,
                            batch_size=cfg.batch_size, workers=workers,
                            precision=ctx.options.models.precision, progress=cfg.progress,
-                           out=ctx.job.root, overwrite=True)
+                           out=ctx.job.root, overwrite=True, lock=False)
     seconds = time.perf_counter() - ts
     name = encoder.config.name
     ctx.add_output("features", ctx.layout.features(name, ctx.slide_id))

@@ -6,8 +6,11 @@ concurrent runners lives here, in one process per runner:
 
 * a slide is *done* when its state says so for the requested steps with the same options and
   every recorded output still exists with its recorded size (SHA-256 with ``verify=True``);
-* a slide is taken only under its lock file; slides locked by a live runner are revisited
-  until that runner finishes them (or dies, and the stale lock is broken);
+* a slide is taken only under its one lock (``locks/<slide>.lock``, the lock every writer of
+  the slide's files takes: :func:`wsikit.slide_outputs.hold_slide_outputs`), which this
+  coordinator holds for the worker processing the slide and keeps alive with heartbeats;
+  slides locked by another live job (a runner, ``wsikit select``, ``patch``, …) are
+  revisited until it finishes them (or dies, and the stale lock is broken);
 * state is written before work starts (``running``, with an attempt counter) and after it ends.
 """
 
@@ -21,13 +24,14 @@ import platform
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._atomic import write_json_atomic
 from .._hints import option
+from .._lockfile import OwnedLock
 from .._progress import progress as progress_bar
 from .._version import __version__
 from ..errors import BatchError
@@ -44,7 +48,7 @@ from .cohort import CohortSlide, read_cohort
 from .launch import check_launch
 from .manifest import RunManifest, read_manifest
 from .shard import parse_shard, run_files, select_shard
-from .state import JobFolder, SlideLock, now_iso
+from .state import JobFolder, now_iso
 from .steps import BatchConfig, get_step, load_plugins, resolve_steps
 from .store_step import parse_store
 
@@ -446,7 +450,7 @@ class _Coordinator:
         self.manifest = manifest  # per-slide run manifest (wsikit.batch.manifest)
         self.manifest_rows = {r["slide_id"]: r for r in read_manifest(job.root, strict=False)}
         self.outcomes: dict[str, SlideOutcome] = {}
-        self.locks: dict[str, SlideLock] = {}
+        self.locks: dict[str, OwnedLock] = {}
         self.models_used: dict[str, Any] = {}
         self.patches_done = 0
         self.bar: Any = None
@@ -661,36 +665,3 @@ def record_slide(job: JobFolder, slide: CohortSlide, fingerprint: str | None,
         state["reason"] = result.get("reason") or ""
     job.write_state(slide.slide_id, state)
     return state
-
-
-@contextlib.contextmanager
-def hold_runner_lock(job: JobFolder, slide_id: str, *, poll: float = 0.5) -> Iterator[None]:
-    """Hold the runner lock of ``slide_id`` (``locks/<slide>.lock``), waiting while another
-    live runner (a ``batch`` worker, another ``select``) holds it, with a heartbeat thread
-    so runners on other hosts never take it for stale while this one works."""
-    import threading
-
-    lock = job.lock(slide_id)
-    warned = False
-    while not lock.acquire():
-        if not warned:
-            owner = lock.owner or {}
-            log.warning("waiting for %s: slide %r is being processed by pid %s on %s",
-                        job.layout.runner_lock(slide_id), slide_id, owner.get("pid"),
-                        owner.get("host"))
-            warned = True
-        time.sleep(poll)
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(job.heartbeat_every):
-            lock.heartbeat()
-
-    thread = threading.Thread(target=beat, name=f"wsikit-heartbeat-{slide_id}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        lock.release()

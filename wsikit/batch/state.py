@@ -9,30 +9,28 @@ Every JSON file is written atomically. A slide counts as done only when its stat
 every output it lists still exists with the recorded size (and, with ``verify=True``, the
 recorded SHA-256), so a file left by a crash is never trusted.
 
-Locks are files created with ``O_CREAT | O_EXCL`` holding the owner's pid, host name and start
-time; a runner refreshes the file's modification time while it works (heartbeat). On the same
-host a lock is stale exactly when its pid is dead (its age never matters); another host's lock
-is stale when its heartbeat is older than ``stale_after`` seconds, a modification time in the
-future (clock skew) counting as age too; stale locks are broken under a short ``filelock``
-mutex so two runners never break and re-take the same lock at once.
+Locks are :class:`wsikit._lockfile.OwnedLock` files holding the holder's command, pid, host
+name and start time; a runner refreshes the file's modification time while it works
+(heartbeat). On the same host a lock is stale exactly when its holder is dead (its ``flock``
+is free and its pid dead; its age never matters); another host's lock is stale when its
+heartbeat is older than ``stale_after`` seconds, a modification time in the future (clock
+skew) counting as age too; stale locks are broken under a short mutex so two runners never
+break and re-take the same lock at once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
-import socket
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from .._atomic import TMP_MARK, write_json_atomic
 from .._hints import keyword
+from .._lockfile import LockBusy, OwnedLock, wait_for_lock
 from ..cache_record import sha256_file
 from ..errors import BatchError
 from ..layout import OutputLayout
@@ -41,8 +39,6 @@ __all__ = ["JobFolder", "SlideLock", "now_iso", "STATUSES"]
 
 #: Per-slide statuses written to ``state/<slide>.json`` (``running`` while a runner works).
 STATUSES = ("done", "failed", "skipped", "running")
-
-_HOST = socket.gethostname()
 
 
 def now_iso() -> str:
@@ -165,9 +161,20 @@ class JobFolder:
         folder = self.root / "locks"
         if not folder.is_dir():
             return 0
+        cutoff = time.time() - 60.0
+        for tmp in folder.glob(".*.lock.*.tmp"):  # a lock being made when its maker died
+            with contextlib.suppress(OSError):
+                if tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
         for path in sorted(folder.glob("*.lock")):
+            if path.name.startswith("."):
+                continue  # the break mutex
             lock = self.lock(path.name[:-len(".lock")])
-            with lock._mutex:
+            try:
+                mutex = wait_for_lock(folder / ".break.lock", timeout=30.0)
+            except LockBusy:
+                return removed  # another runner is breaking locks right now
+            with mutex:
                 owner = lock.read_owner()
                 if owner is not None and lock.is_stale(owner):
                     with contextlib.suppress(FileNotFoundError):
@@ -176,146 +183,11 @@ class JobFolder:
         return removed
 
     # ------------------------------------------------------------------ locks
-    def lock(self, slide_id: str) -> SlideLock:
-        """A (not yet acquired) lock for ``slide_id``."""
-        return SlideLock(self.layout.runner_lock(slide_id), stale_after=self.stale_after,
-                         mutex=self.root / "locks" / ".break.mutex")
+    def lock(self, slide_id: str, *, command: str | None = None) -> OwnedLock:
+        """The (not yet acquired) one lock of ``slide_id``'s outputs."""
+        return OwnedLock(self.layout.slide_lock(slide_id), stale_after=self.stale_after,
+                         command=command)
 
 
-class SlideLock:
-    """An exclusive, stale-recoverable lock file for one slide.
-
-    Use :meth:`acquire` (non-blocking, returns ``False`` when another live runner holds it),
-    :meth:`heartbeat` while working and :meth:`release` when done.
-    """
-
-    def __init__(self, path: Path, *, stale_after: float, mutex: Path) -> None:
-        self.path = path
-        self.stale_after = stale_after
-        self._mutex = FileLock(str(mutex), timeout=30)
-        self.held = False
-        self.owner: dict[str, Any] | None = None
-
-    def _payload(self) -> bytes:
-        return json.dumps({"pid": os.getpid(), "host": _HOST, "created": now_iso(),
-                           "time": time.time()}).encode()
-
-    def _try_create(self) -> bool:
-        try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        except OSError as exc:
-            raise BatchError(f"cannot create lock {self.path}: {exc}") from exc
-        try:
-            os.write(fd, self._payload())
-            os.fsync(fd)
-        except OSError as exc:  # e.g. a full disk: no half-written lock left, the file named
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                self.path.unlink()
-            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
-        os.close(fd)
-        self.held = True
-        return True
-
-    def read_owner(self) -> dict[str, Any] | None:
-        """The lock's content (``pid``, ``host``, ``created``), or ``None`` if absent."""
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except OSError:
-            return {}
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return {}  # being written right now, or truncated by a crash
-        return data if isinstance(data, dict) else {}
-
-    def is_stale(self, owner: Mapping[str, Any] | None = None) -> bool:
-        """Whether the current lock file belongs to a dead owner.
-
-        On this host the owner's pid decides, whatever the lock's age (a live runner is never
-        broken because ``stale_after`` is short or the clock jumped; a dead one is stale at
-        once). A lock of another host is stale once its heartbeat has stopped for
-        ``stale_after`` seconds, the age being ``|now - mtime|``: a modification time in the
-        future (that node's clock is ahead) ages like a past one instead of looking fresh
-        forever.
-        """
-        owner = self.read_owner() if owner is None else owner
-        if owner is None:
-            return False
-        if owner.get("host") == _HOST and isinstance(owner.get("pid"), int):
-            return not _pid_alive(owner["pid"])
-        try:
-            age = abs(time.time() - self.path.stat().st_mtime)
-        except FileNotFoundError:
-            return False
-        if age > self.stale_after:
-            return True
-        # Unreadable content: wait until the heartbeat timeout (or a few seconds for a crash
-        # between create and write) decides.
-        return not owner and age > min(self.stale_after, 10.0)
-
-    def acquire(self) -> bool:
-        """Take the lock if free or stale; ``False`` when a live runner holds it."""
-        if self.held:
-            return True
-        if self._try_create():
-            return True
-        with self._mutex:
-            owner = self.read_owner()
-            if owner is None:
-                return self._try_create()
-            if not self.is_stale(owner):
-                self.owner = owner
-                return False
-            with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()
-            return self._try_create()
-
-    def heartbeat(self) -> None:
-        """Refresh the lock's modification time so other hosts see this runner is alive."""
-        if self.held:
-            with contextlib.suppress(OSError):
-                os.utime(self.path)
-
-    def release(self) -> None:
-        """Remove the lock file if this process holds it."""
-        if not self.held:
-            return
-        owner = self.read_owner()
-        if owner and owner.get("pid") == os.getpid() and owner.get("host") == _HOST:
-            with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()
-        self.held = False
-
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[bool]:
-        """Context manager: ``with lock.hold() as got: ...`` releases on exit."""
-        got = self.acquire()
-        try:
-            yield got
-        finally:
-            if got:
-                self.release()
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError as exc:
-        return exc.errno != errno.ESRCH
-    # A zombie (killed child not yet reaped) still answers kill(0); treat it as dead.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return True
+#: The one per-slide lock (:class:`wsikit._lockfile.OwnedLock`), under its batch name.
+SlideLock = OwnedLock

@@ -39,7 +39,7 @@ def _run(args: argparse.Namespace) -> int:
             batch_size=args.batch_size, workers=args.workers, weights=weights,
             target_mpp=args.target_mpp, patch_px=args.patch_px, mpp=args.mpp,
             precision=args.precision, coords=args.coords, reader=args.reader,
-            overwrite=args.overwrite)
+            overwrite=args.overwrite, wait=args.wait)
         name = str(emb.attrs.get("slide") or Path(slide).stem)
         print(f"{slide}: {len(emb)} x {emb.features.shape[1]} features "
               f"({emb.label}) -> {OutputLayout(args.out).features(emb.encoder, name)}",
@@ -57,10 +57,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "OUT/features_<encoder>/<slide>.h5 ('features' (N, D) float32 and 'coords' "
             "(N, 2) level-0 px). The patch grid is read from --coords or "
             "OUT/patches/<slide>_patches.h5, else made from a tissue mask and saved there. "
-            "A complete feature file for the same grid and encoder is reused; an interrupted "
-            "run never leaves a file that looks complete. Tiled TIFFs (SVS, generic) are read "
-            "tile by tile with DCT-scaled JPEG decoding; other formats through the slide "
-            "reader."),
+            "A grid in OUT that is not the slide's current one (another slide's, changed, or "
+            "made from an earlier tissue mask or GeoJSON) is refused. A complete feature file "
+            "for the same grid and encoder is reused; an interrupted run never leaves a file "
+            "that looks complete. While another job (wsikit batch, select, patch, …) writes the "
+            "slide's outputs in OUT the run is refused, naming it (--wait waits). Tiled TIFFs "
+            "(SVS, generic) are read tile by tile with DCT-scaled JPEG decoding; other formats "
+            "through the slide reader."),
     )
     p.add_argument("slides", nargs="+", metavar="SLIDE", help="slide file(s)")
     p.add_argument("--encoder", default="auto",
@@ -90,4 +93,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="patch reader: direct TIFF tiles, the slide reader, or auto")
     p.add_argument("--overwrite", action="store_true",
                    help="recompute even when a complete feature file exists")
+    p.add_argument("--wait", action="store_true",
+                   help="when another job is writing this slide's outputs in OUT: wait for it "
+                        "to finish (default: refuse, naming it)")
     p.set_defaults(func=_run)

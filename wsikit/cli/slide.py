@@ -51,7 +51,7 @@ def _segment(args: argparse.Namespace) -> int:
 
     tm = segment(args.slide, out=args.out, mpp=args.mpp, tissue_mpp=args.tissue_mpp,
                  min_tissue_um2=args.min_tissue_um2, min_hole_um2=args.min_hole_um2,
-                 backend=args.backend)
+                 backend=args.backend, resegment=args.resegment, wait=args.wait)
     pieces = len(tm.polygons())
     print(f"{tm.slide_name}: {pieces} tissue piece(s), {tm.tissue_fraction:.1%} of the slide, "
           f"{tm.tissue_area_um2 / 1e6:.2f} mm²  -> "
@@ -67,7 +67,8 @@ def _patch(args: argparse.Namespace) -> int:
                  patch_px=args.patch_px, overlap_px=args.overlap_px,
                  min_tissue=args.min_tissue, tissue_mpp=args.tissue_mpp,
                  min_tissue_um2=args.min_tissue_um2, min_hole_um2=args.min_hole_um2,
-                 resegment=args.resegment, backend=args.backend)  # warnings go to stderr
+                 resegment=args.resegment, backend=args.backend,
+                 wait=args.wait)  # warnings go to stderr
     print(f"{grid.slide_name}: {len(grid)} patches of {grid.patch_px} px at "
           f"{grid.target_mpp:g} µm/px ({grid.patch_size_l0} level-0 px, slide "
           f"{grid.slide_mpp:g} µm/px from {grid.mpp_source})  -> "
@@ -80,6 +81,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mpp", type=mpp_type("--mpp"), default=None, help=_MPP_HELP)
     p.add_argument("--backend", choices=("openslide", "tiffslide", "image"), default=None,
                    help="force a reader (default: OpenSlide, then tiffslide, then plain image)")
+
+
+def _wait_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wait", action="store_true",
+                   help="when another job (wsikit batch, select, …) is writing this slide's "
+                        "outputs in OUT: wait for it to finish (default: refuse, naming it)")
 
 
 def _segmentation_options(p: argparse.ArgumentParser, note: str = "") -> None:
@@ -108,10 +115,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Segment tissue on a ~8 µm/px thumbnail (robust to grey backgrounds, "
                     "pen ink and dark borders). Writes OUT/contours_geojson/<slide>.geojson "
                     "(level-0 px, holes as interiors; opens in QuPath), OUT/masks/<slide>.png "
-                    "and OUT/thumbnails/<slide>_tissue.png.")
+                    "and OUT/thumbnails/<slide>_tissue.png. A GeoJSON edited since (e.g. in "
+                    "QuPath) is kept as the slide's tissue unless --resegment is given.")
     _common(p)
     p.add_argument("--out", required=True, type=output_dir, help="output folder")
     _segmentation_options(p)
+    p.add_argument("--resegment", action="store_true",
+                   help="segment again even when OUT's GeoJSON was edited (e.g. in QuPath); "
+                        "the edited file is kept as <slide>.geojson.bak")
+    _wait_option(p)
     p.set_defaults(func=_segment)
 
     p = subparsers.add_parser(
@@ -132,5 +144,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="minimum tissue fraction of a kept patch, 0-1 (default 0.1)")
     _segmentation_options(p, note=" (when segmenting)")
     p.add_argument("--resegment", action="store_true",
-                   help="segment again even if a GeoJSON already exists in OUT")
+                   help="segment again even if a GeoJSON already exists in OUT (an edited "
+                        "one is kept as <slide>.geojson.bak)")
+    _wait_option(p)
     p.set_defaults(func=_patch)
