@@ -191,8 +191,10 @@ def _mpp_changed(state: Mapping[str, Any] | None, slide: CohortSlide) -> bool:
         return False
     if "cohort_mpp" in state:
         recorded = state["cohort_mpp"]
+        if recorded is None and slide.mpp is None:
+            return _fill_in_changed(state, slide.fallback_mpp)
         if recorded is None or slide.mpp is None:
-            return recorded is not slide.mpp
+            return True
         return abs(float(recorded) - slide.mpp) > 1e-9 * max(1.0, slide.mpp)
     used = state.get("mpp")  # states from before cohort_mpp was recorded
     return (slide.mpp is not None and isinstance(used, (int, float))
@@ -601,6 +603,18 @@ def _patches(state: Mapping[str, Any] | None) -> int:
 
 
 # --------------------------------------------------------------------------- one slide's state
+def _fill_in_changed(state: Mapping[str, Any], fallback: float | None) -> bool:
+    """Whether a slide without a resolution of its own was made with another ``--mpp``
+    fill-in than ``fallback`` (or failed for want of one that is given now); a slide with its
+    own resolution never is (``--mpp`` does not apply to it)."""
+    if state.get("mpp_source") == "user":  # the fill-in was used
+        used = state.get("mpp")
+        return not (fallback is not None and isinstance(used, (int, float))
+                    and abs(float(used) - fallback) <= 1e-9 * max(1.0, fallback))
+    return (fallback is not None and state.get("status") == "failed"
+            and (state.get("error") or {}).get("type") == "MppError")
+
+
 def reusable_records(state: Mapping[str, Any] | None, slide: CohortSlide,
                      fingerprint: str | None, *, stale: Sequence[str] = ()) -> dict[str, Any]:
     """The step records of ``state`` that a new run of ``slide`` may reuse.

@@ -335,9 +335,9 @@ class SlideContext:
         """The open :class:`wsikit.io.Slide` (opened once per slide, closed by
         :func:`run_slide`; a handle given to the context stays open)."""
         if self._handle is None:
-            from ..io import open_slide
+            from .cohort import open_cohort_slide
 
-            self._handle = open_slide(self.slide.path, mpp=self.slide.mpp)
+            self._handle = open_cohort_slide(self.slide)  # --mpp only where none is known
         return self._handle
 
     def close(self) -> None:
