@@ -43,6 +43,7 @@ __all__ = [
     "OutputOptions",
     "PipelineOptions",
     "SelectionOptions",
+    "check_options",
     "parse_scales",
     "resolve_scales",
 ]
@@ -340,6 +341,28 @@ class PipelineOptions:
                           scales=known.pop("scales", None), per_scale=known.pop("per_scale",
                                                                                  None),
                           **known)
+
+
+def check_options(options: PipelineOptions) -> None:
+    """The one check ``select`` and ``batch`` (and their Python functions) make before any work.
+
+    :meth:`PipelineOptions.check`, the selector's own options
+    (:func:`wsikit.selectors.check_selection`) and a question's needs (an index, a searchable
+    term: :func:`wsikit.evidence.captions.check_question`).
+
+    Raises
+    ------
+    SelectionError, EvidenceError
+        Values no stage can honour, named with the fix.
+    """
+    options.check()
+    from .selectors import check_selection
+
+    check_selection(options.selection)
+    if options.matching.question is not None:  # a question steers matching: it needs an index
+        from .evidence.captions import check_question
+
+        check_question(options.matching.question, index=options.matching.index)
 
 
 def _encoder_names() -> set[str]:

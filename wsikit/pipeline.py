@@ -203,15 +203,11 @@ def run_select(slide: str | os.PathLike[str], options: PipelineOptions, *,
     from .batch.steps import BatchConfig, SlideContext, resolve_steps, run_steps
     from .io import open_slide
     from .io.fingerprint import slide_fingerprint
-    from .selectors import check_selection
+    from .options import check_options
     from .slide_ops import check_tissue_owner
     from .slide_outputs import check_output_name, hold_slide_outputs
 
-    check_selection(options.selection)  # the selector's own options, before any work
-    if options.matching.question is not None:  # a question steers matching: it needs an index
-        from .evidence.captions import check_question
-
-        check_question(options.matching.question, index=options.matching.index)
+    check_options(options)  # the checks batch makes, before any work
     config = BatchConfig(steps=resolve_steps(["select"]), options=options,
                          batch_size=batch_size, loader_workers=loader_workers,
                          progress=progress_enabled(progress))

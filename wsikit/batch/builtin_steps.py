@@ -157,6 +157,16 @@ def _encoder(ctx: SlideContext) -> Any:
     return enc
 
 
+def _weight_file(encoder: Any) -> str | None:
+    """The weight file an encoder was built from (``Encoder.weights_source`` is
+    ``"<how found>: <path>"``), when it is one file."""
+    source = str(getattr(encoder, "weights_source", None) or "")
+    if ": " not in source:
+        return None
+    path = source.split(": ", 1)[1].strip()
+    return path if Path(path).is_file() else None
+
+
 @register_step("features", requires=("patch",), device=True, config_keys=FEATURE_KEYS,
                description="patch features → features_<encoder>/<slide>.h5",
                available=_missing_module("wsikit.features", "feature extraction"),
@@ -171,6 +181,8 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
     if grid is None:
         grid = TileGrid.from_h5(ctx.output_path("patch", "coords"))
     encoder = _encoder(ctx)
+    if (weights := _weight_file(encoder)) is not None:
+        ctx.add_input_file(weights)  # a changed weight file redoes the features (and on)
     cfg = ctx.config
     workers = cfg.loader_workers
     if workers is None:

@@ -367,9 +367,9 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         min_similarity=min_similarity, question=question, rrf_k=float(rrf_k),
         towers=tuple(towers), max_crop_px=int(max_crop_px), report=bool(report),
         synthetic=bool(synthetic))
-    from ..selectors import check_selection
+    from ..options import check_options
 
-    check_selection(options.selection)  # the selector's own options, before any slide
+    check_options(options)  # the checks select makes, before any slide
     config = BatchConfig(steps=step_names, options=options, batch_size=int(batch_size),
                          loader_workers=loader_workers, plugins=tuple(plugins),
                          store=parse_store(store))
