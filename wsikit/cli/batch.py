@@ -87,7 +87,7 @@ def register(subparsers: Any) -> None:
                         "as in pytest-split or Playwright), balanced by tile count (grids "
                         "in JOBDIR) or file size; every shard of a job array shares one plan "
                         "stored in JOBDIR/shards/ by the first task; a task whose cohort "
-                        "differs from the plan's is refused")
+                        "or N differs from the plan's, or a plan edited by hand, is refused")
     p.add_argument("--replan", action="store_true",
                    help="with --shard: accept a changed cohort, keeping the plan's assignments "
                         "and giving added slides to this shard (every slide accounted for)")
