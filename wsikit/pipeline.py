@@ -95,7 +95,7 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
     >>> result = select("slide.svs", opts, RunSettings(device="cuda"))  # doctest: +SKIP
     """
     from ._progress import progress_enabled
-    from .batch.builtin_steps import index_and_towers
+    from .batch.builtin_steps import open_index_once
     from .batch.cohort import CohortSlide
     from .batch.runner import hold_runner_lock, record_slide, reusable_records
     from .batch.state import JobFolder
@@ -106,18 +106,21 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
     from .slide_outputs import check_output_name, hold_slide_outputs
 
     options, settings, _ = resolve_run(overrides, options, settings)
-    check_options(options)  # the checks batch makes, before any work
+    selector = check_options(options)  # the checks batch makes, before any work
     force = settings.force
     config = BatchConfig(steps=resolve_steps(["select"]), options=options,
                          batch_size=settings.batch_size, loader_workers=settings.loader_workers,
                          progress=progress_enabled(settings.progress))
+    # built once for the run: the selector of the check; the index (verified) and the
+    # question's towers, opened before the slide is read, so a damaged one fails first
+    cache: dict[Any, Any] = {("selector", options.selection): selector}
+    open_index_once(config, settings.device, cache)
     with settings.cores(), open_slide(slide, mpp=mpp) as s:
         name = check_output_name(s.name, s.path)
         job = JobFolder(out)
         cohort_slide = CohortSlide(slide_id=name, path=Path(s.path), mpp=mpp)
         ctx = SlideContext(cohort_slide, job, config, device=settings.device, handle=s,
-                           force=force)
-        index_and_towers(ctx)  # a damaged index or missing tower fails before any output
+                           force=force, cache=cache)
         with hold_slide_outputs(out, name), hold_runner_lock(job, name):
             # Under the locks from here to the recorded result: the check that earlier
             # outputs belong to this slide (content fingerprint) and every write after it

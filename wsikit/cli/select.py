@@ -110,10 +110,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..layout import OutputLayout
     from ..pipeline import select
 
-    if args.index is not None:  # a wrong --index fails now, not after features and attention
-        from ..evidence import FigureIndex
-
-        FigureIndex.open(args.index, verify=False)
+    # a wrong --index fails before the slide is read: select() opens it (once) first
     result = select(args.slide, pipeline_options(args), run_settings(args), out=args.out,
                     mpp=args.mpp)
     print_result(result, OutputLayout(args.out).select_dir(result.slide["name"]), args.format)
