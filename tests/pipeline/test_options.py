@@ -127,3 +127,27 @@ def test_select_refuses_an_unknown_keyword_before_any_work(tmp_path):
     with pytest.raises(SelectionError, match="unknown keyword"):
         select(tmp_path / "missing.svs", out=tmp_path / "o", scale=4)  # type: ignore[call-arg]
     assert not (tmp_path / "o").exists()
+
+
+def test_threads_setting_holds_for_the_run_only(monkeypatch):
+    import os
+
+    monkeypatch.delenv("WSIKIT_THREADS", raising=False)
+    with RunSettings(threads=3).cores():
+        assert os.environ["WSIKIT_THREADS"] == "3"
+        from wsikit.batch.local import parse_devices
+
+        assert [s.threads for s in parse_devices("cpu", 3)] == [1, 1, 1]  # workers share 3
+    assert "WSIKIT_THREADS" not in os.environ
+    with pytest.raises(SelectionError, match="threads"), RunSettings(threads=0).cores():
+        pass
+
+
+def test_run_batch_refuses_select_only_settings_and_unknown_keywords(tmp_path):
+    from wsikit.errors import BatchError
+
+    with pytest.raises(BatchError, match="force"):
+        run_batch(tmp_path, tmp_path / "job", force=True)
+    with pytest.raises(SelectionError, match="unknown keyword.*'device_count'"):
+        run_batch(tmp_path, tmp_path / "job", device_count=2)  # type: ignore[call-arg]
+    assert not (tmp_path / "job").exists()

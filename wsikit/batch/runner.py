@@ -55,7 +55,6 @@ __all__ = ["DEFAULT_SLIDE_TIMEOUT", "run_batch", "BatchSummary", "SlideOutcome",
 SCHEMA = "wsikit.batch/v1"
 
 
-
 @dataclass(frozen=True)
 class SlideOutcome:
     """What happened to one slide in this run."""
