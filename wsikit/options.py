@@ -47,7 +47,6 @@ from .errors import SelectionError
 
 if TYPE_CHECKING:
     from .evidence import FigureIndex
-    from .selectors import Selector
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -65,8 +64,6 @@ __all__ = [
     "RunKeywords",
     "RunSettings",
     "SelectionOptions",
-    "build_selector",
-    "check_options",
     "opt",
     "option_classes",
     "parse_scales",
@@ -687,46 +684,6 @@ def resolve_run(overrides: Mapping[str, Any], options: PipelineOptions | None = 
     batch = replace(batch or BatchSettings(),
                     **{k: v for k, v in overrides.items() if k in batch_names})
     return options, settings, batch
-
-
-def check_options(options: PipelineOptions) -> Selector:
-    """The one check ``select`` and ``batch`` (and their Python functions) make before any work.
-
-    :meth:`PipelineOptions.check`, the selector's own options (:func:`build_selector`) and a
-    question's needs (an index, a searchable term:
-    :func:`wsikit.evidence.captions.check_question`).
-
-    Returns
-    -------
-    Selector
-        The selector the options ask for, built (``select`` uses this one).
-
-    Raises
-    ------
-    SelectionError, EvidenceError
-        Values no stage can honour, named with the fix.
-    """
-    options.check()
-    selector = build_selector(options.selection)
-    if options.matching.question is not None:  # a question steers matching: it needs an index
-        from .evidence.captions import check_question
-
-        check_question(options.matching.question, index=options.matching.index)
-    return selector
-
-
-def build_selector(selection: SelectionOptions) -> Selector:
-    """The selector of ``selection`` (:func:`wsikit.selectors.create_selector`), refusing
-    options it cannot honour with :class:`SelectionError` naming the selector."""
-    from .errors import WsikitError
-    from .selectors import create_selector
-
-    try:
-        return create_selector(selection.selector, **selection.selector_options())
-    except WsikitError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise SelectionError(f"{option('selector', selection.selector)}: {exc}") from exc
 
 
 def _encoder_names() -> set[str]:

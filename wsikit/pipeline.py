@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from .errors import EvidenceError, SelectionError
-from .options import PipelineOptions, RunKeywords, RunSettings, check_options, resolve_run
+from .options import PipelineOptions, RunKeywords, RunSettings, resolve_run
 
 if TYPE_CHECKING:
     from .evidence import EvidenceResult
@@ -73,7 +73,7 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
         No tissue was found, invalid selection options, or an unknown keyword.
     EvidenceError
         A question without an index (the same check as ``wsikit batch``:
-        :func:`wsikit.options.check_options`).
+        :func:`wsikit.run_checks.check_options`).
     CacheError
         ``out`` holds the outputs of another slide of the same name, or a file wsikit did not
         write is in the way of one this run writes in the result folder.
@@ -102,6 +102,7 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
     from .batch.steps import BatchConfig, SlideContext, resolve_steps, run_steps
     from .io import open_slide
     from .io.fingerprint import slide_fingerprint
+    from .run_checks import check_options
     from .slide_ops import check_tissue_owner
     from .slide_outputs import check_output_name, hold_slide_outputs
 

@@ -83,7 +83,7 @@ def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attentio
         Seconds of the stages before this one, recorded in ``timings.json``.
     selector : Selector, optional
         The selector of ``options.selection`` when already built
-        (:func:`wsikit.options.check_options`); built here otherwise.
+        (:func:`wsikit.run_checks.check_options`); built here otherwise.
     """
     from .publish import staged_folder
 
@@ -104,7 +104,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
     from .evidence import EvidenceRegion, EvidenceResult
     from .evidence.ids import region_uid, slide_id
     from .evidence.paths import portable_path
-    from .options import build_selector
+    from .run_checks import build_selector
 
     sel_opts, match, out_opts = options.selection, options.matching, options.output
 

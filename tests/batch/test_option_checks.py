@@ -17,8 +17,9 @@ from _batch_options import OPTIONS
 
 from wsikit.batch import run_batch
 from wsikit.errors import EvidenceError
-from wsikit.options import PipelineOptions, check_options
+from wsikit.options import PipelineOptions
 from wsikit.pipeline import select
+from wsikit.run_checks import check_options
 from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
 
 

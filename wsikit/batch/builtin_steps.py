@@ -275,7 +275,7 @@ def open_index_once(config: BatchConfig, device: str, cache: dict[Any, Any]
 def selector_once(ctx: SlideContext) -> Any:
     """The options' selector, built once per worker (``select`` passes the one its option
     check built)."""
-    from ..options import build_selector
+    from ..run_checks import build_selector
 
     key = ("selector", ctx.options.selection)
     found = ctx.cache.get(key)

@@ -317,7 +317,7 @@ def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         check_launch(step_names)  # plain scripts/notebooks: one clear error before any slide
     if options.matching.index is not None:  # workers may run elsewhere: an absolute path
         options = options.replace(index=str(Path(options.matching.index).resolve()))
-    from ..options import check_options
+    from ..run_checks import check_options
 
     check_options(options)  # the checks select makes, before any slide
     config = BatchConfig(steps=step_names, options=options,
