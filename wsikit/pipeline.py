@@ -115,7 +115,10 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
     # built once for the run: the selector of the check; the index (verified) and the
     # question's towers, opened before the slide is read, so a damaged one fails first
     cache: dict[Any, Any] = {("selector", options.selection): selector}
-    open_index_once(config, settings.device, cache)
+    given = overrides.get("index")
+    open_index_once(config, settings.device, cache,
+                    opened=None if given is None or isinstance(given, (str, os.PathLike))
+                    else given)  # an open FigureIndex is used as it is
     with settings.cores(), open_slide(slide, mpp=mpp) as s:
         name = check_output_name(s.name, s.path)
         job = JobFolder(out)

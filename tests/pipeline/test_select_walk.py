@@ -40,3 +40,23 @@ def test_select_opens_the_index_once_and_builds_the_selector_once(cmu_small: Pat
                  str(index), "--encoder", "heuristic", "--no-report", "--format", "json"])
     assert code == 0 and (tmp_path / "out" / "select" / cmu_small.stem / "evidence.json").is_file()
     assert len(opened) == 1 and len(built) == 1
+
+
+@pytest.mark.slow
+def test_an_open_index_given_to_select_is_not_opened_again(cmu_small: Path, tmp_path: Path,
+                                                          monkeypatch) -> None:
+    from wsikit.evidence import FigureIndex
+    from wsikit.pipeline import select
+
+    index = FigureIndex.open(demo_index(tmp_path / "demo", progress=False))
+    opened = []
+    real_open = FigureIndex.open.__func__
+
+    def counting_open(cls, *a, **kw):
+        opened.append(a)
+        return real_open(cls, *a, **kw)
+
+    monkeypatch.setattr(FigureIndex, "open", classmethod(counting_open))
+    result = select(cmu_small, out=tmp_path / "out", index=index, encoder="heuristic",
+                    report=False, progress=False)
+    assert result.index is not None and opened == []

@@ -249,10 +249,11 @@ def index_and_towers(ctx: SlideContext) -> tuple[Any, dict[str, Any]]:
     return open_index_once(ctx.config, ctx.device, ctx.cache)
 
 
-def open_index_once(config: BatchConfig, device: str, cache: dict[Any, Any]
-                    ) -> tuple[Any, dict[str, Any]]:
+def open_index_once(config: BatchConfig, device: str, cache: dict[Any, Any], *,
+                    opened: Any = None) -> tuple[Any, dict[str, Any]]:
     """:func:`index_and_towers` before a slide's context exists (``select`` opens the index
-    first, so a damaged one fails before the slide is read): kept in ``cache``."""
+    first, so a damaged one fails before the slide is read): kept in ``cache``. ``opened``:
+    the index already open (a :class:`~wsikit.evidence.FigureIndex` given to ``select``)."""
     from ..select_stage import open_index
 
     m = config.options.matching
@@ -261,7 +262,7 @@ def open_index_once(config: BatchConfig, device: str, cache: dict[Any, Any]
     key = ("index", m.index, index_digest(config), m.towers, device)
     found = cache.get(key)
     if found is None:
-        index = open_index(m.index)
+        index = open_index(m.index if opened is None else opened)
         towers: dict[str, Any] = {}
         if m.towers:
             from ..evidence.towers import create_tower_encoders
