@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # the lazy names below, typed for checkers and IDEs
         SelectionOptions,
     )
     from .patching import TileGrid, make_grid
-    from .pipeline import load_result, run_select, select
+    from .pipeline import load_result, select
     from .report import render_report, write_report
     from .scverse import export_anndata
     from .selectors import (
@@ -119,7 +119,6 @@ _LAZY: dict[str, str] = {
     "MatchOptions": "wsikit.options",
     "OutputOptions": "wsikit.options",
     "OutputLayout": "wsikit.layout",
-    "run_select": "wsikit.pipeline",
     "load_result": "wsikit.pipeline",
     "EvidenceRegion": "wsikit.evidence",
     "run_batch": "wsikit.batch",
@@ -184,7 +183,6 @@ __all__ = [
     "MatchOptions",
     "OutputOptions",
     "OutputLayout",
-    "run_select",
     "load_result",
     "EvidenceRegion",
     "run_batch",

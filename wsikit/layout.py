@@ -132,10 +132,6 @@ class OutputLayout:
         (:func:`wsikit.slide_outputs.hold_slide_outputs`)."""
         return self.root / "locks" / f"{name}.lock"
 
-    def runner_lock(self, name: str) -> Path:
-        """The former name of :meth:`slide_lock` (the batch runner holds that one lock)."""
-        return self.slide_lock(name)
-
     @property
     def run_record(self) -> Path:
         """``run.json``: the latest batch run's options, versions and models."""

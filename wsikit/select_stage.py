@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .evidence import EvidenceResult, FigureIndex
     from .io import Slide
     from .patching import TileGrid
+    from .selectors import Selector
     from .tissue import TissueMask
 
 __all__ = ["encoder_entry", "open_index", "write_evidence"]
@@ -57,7 +58,8 @@ def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attentio
                    sdir: str | os.PathLike[str], options: PipelineOptions, *,
                    encoder: Mapping[str, Any], index: FigureIndex | None = None,
                    device: str = "cpu", towers: Mapping[str, Any] | None = None,
-                   timings: Mapping[str, float] | None = None) -> EvidenceResult:
+                   timings: Mapping[str, float] | None = None,
+                   selector: Selector | None = None) -> EvidenceResult:
     """Selection → crops → matching → evidence.json (+ report) from computed attention.
 
     Parameters
@@ -79,19 +81,22 @@ def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attentio
         ``{name: encoder}`` of vision-language towers joining a question's fusion.
     timings : mapping, optional
         Seconds of the stages before this one, recorded in ``timings.json``.
+    selector : Selector, optional
+        The selector of ``options.selection`` when already built
+        (:func:`wsikit.run_checks.check_options`); built here otherwise.
     """
     from .publish import staged_folder
 
     with staged_folder(sdir) as work:  # published as one unit: all files of this run or none
         return _write_into(slide, grid, mask, att, Path(work), options, final=Path(sdir),
                            encoder=encoder, index=index, device=device, towers=towers,
-                           timings=dict(timings or {}))
+                           timings=dict(timings or {}), selector=selector)
 
 
 def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, sdir: Path,
                 options: PipelineOptions, *, final: Path, encoder: Mapping[str, Any],
                 index: FigureIndex | None, device: str, towers: Mapping[str, Any] | None,
-                timings: dict[str, float]) -> EvidenceResult:
+                timings: dict[str, float], selector: Selector | None) -> EvidenceResult:
     """Write every file of the result into the staging folder ``sdir``; paths recorded in
     them are relative to it, absolute ones (and the result's ``base_dir``) are computed from
     ``final``, the folder ``sdir`` becomes when published."""
@@ -99,7 +104,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
     from .evidence import EvidenceRegion, EvidenceResult
     from .evidence.ids import region_uid, slide_id
     from .evidence.paths import portable_path, relative_path
-    from .selectors import create_selector
+    from .run_checks import build_selector
 
     sel_opts, match, out_opts = options.selection, options.matching, options.output
 
@@ -107,7 +112,8 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         timings[name] = round(time.perf_counter() - t0, 3)
 
     t = time.perf_counter()
-    selector = create_selector(sel_opts.selector, **sel_opts.selector_options())
+    if selector is None:
+        selector = build_selector(sel_opts)
     # windows never run past the slide edge, so no crop is ever padded
     windows = selector(att.scores, att.coords, grid.stride_l0,
                        slide_size=(int(slide.dimensions[0]), int(slide.dimensions[1])))

@@ -46,7 +46,9 @@ def test_csv_with_mpp_and_ids(tmp_path):
                    "x/one.svs,,first,A\n"
                    f"{tmp_path / 'two.tif'},0.25,,B\n\n")
     slides = read_cohort(csv, mpp=0.5)
-    assert [(s.slide_id, s.mpp) for s in slides] == [("first", 0.5), ("two", 0.25)]
+    # a row's mpp overrides that slide's metadata; --mpp only fills in where none is known
+    assert [(s.slide_id, s.mpp, s.fallback_mpp) for s in slides] == [
+        ("first", None, 0.5), ("two", 0.25, 0.5)]
     assert slides[0].path == tmp_path / "x" / "one.svs"
     assert slides[0].extra == {"site": "A"}
 

@@ -101,8 +101,8 @@ def test_cli_batch_min_score_reaches_run_batch(monkeypatch: pytest.MonkeyPatch,
     class Done:
         exit_code = 0
 
-    def fake_run_batch(*args, **kwargs):
-        seen.update(kwargs)
+    def fake_run_batch(cohort, out, options, *args, **kwargs):
+        seen["min_score"] = options.selection.min_score  # the options object travels
         return Done()
 
     monkeypatch.setattr(wsikit.batch, "run_batch", fake_run_batch)

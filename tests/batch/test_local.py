@@ -98,24 +98,24 @@ def test_lock_exclusive_and_stale_recovery(tmp_path):
     assert first.acquire()
     assert not job.lock("s1").acquire()  # live owner (this pid)
     first.release()
-    assert not job.layout.runner_lock("s1").exists()
+    assert not job.layout.slide_lock("s1").exists()
 
     # Lock of a dead process on this host: broken and re-taken.
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    job.layout.runner_lock("s2").write_text(json.dumps({"pid": dead.pid,
+    job.layout.slide_lock("s2").write_text(json.dumps({"pid": dead.pid,
                                                         "host": socket.gethostname(),
                                                         "time": time.time()}))
     lock = job.lock("s2")
     assert lock.acquire()
-    assert json.loads(job.layout.runner_lock("s2").read_text())["pid"] == os.getpid()
+    assert json.loads(job.layout.slide_lock("s2").read_text())["pid"] == os.getpid()
     lock.release()
 
     # Live process on another host: stale only after the heartbeat timeout.
-    job.layout.runner_lock("s3").write_text(json.dumps({"pid": 1, "host": "elsewhere", "time": 0}))
+    job.layout.slide_lock("s3").write_text(json.dumps({"pid": 1, "host": "elsewhere", "time": 0}))
     assert not job.lock("s3").acquire()
     old = time.time() - 120
-    os.utime(job.layout.runner_lock("s3"), (old, old))
+    os.utime(job.layout.slide_lock("s3"), (old, old))
     assert job.lock("s3").acquire()
 
 
@@ -126,15 +126,15 @@ def test_stale_locks_are_swept_at_start_and_live_ones_kept(tmp_path):
     (job.root / "locks").mkdir(parents=True, exist_ok=True)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    job.layout.runner_lock("done_slide").write_text(json.dumps(
+    job.layout.slide_lock("done_slide").write_text(json.dumps(
         {"pid": dead.pid, "host": socket.gethostname(), "time": time.time()}))
     live = job.lock("busy_slide")
     assert live.acquire()
-    job.layout.runner_lock("other_host").write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
+    job.layout.slide_lock("other_host").write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
     assert job.clean_stale_locks() == 1
-    assert not job.layout.runner_lock("done_slide").exists()
-    assert job.layout.runner_lock("busy_slide").exists()
-    assert job.layout.runner_lock("other_host").exists()
+    assert not job.layout.slide_lock("done_slide").exists()
+    assert job.layout.slide_lock("busy_slide").exists()
+    assert job.layout.slide_lock("other_host").exists()
     live.release()
 
 

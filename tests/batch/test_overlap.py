@@ -96,14 +96,14 @@ def test_live_lock_on_this_host_is_never_stale_by_age(tmp_path):
     job = JobFolder(tmp_path / "job", stale_after=0.1)
     live = _sleeper()
     try:
-        job.layout.runner_lock("s").write_text(
+        job.layout.slide_lock("s").write_text(
             json.dumps({"pid": live.pid, "host": socket.gethostname()}))
         old = time.time() - 3600
         # an hour without heartbeat: age says stale
-        os.utime(job.layout.runner_lock("s"), (old, old))
+        os.utime(job.layout.slide_lock("s"), (old, old))
         assert not job.lock("s").acquire()       # but the pid is alive: never broken
         future = time.time() + 3600
-        os.utime(job.layout.runner_lock("s"), (future, future))
+        os.utime(job.layout.slide_lock("s"), (future, future))
         assert not job.lock("s").acquire()
     finally:
         live.kill()
@@ -115,7 +115,7 @@ def test_live_lock_on_this_host_is_never_stale_by_age(tmp_path):
 
 def test_foreign_lock_with_a_future_mtime_ages(tmp_path):
     job = JobFolder(tmp_path / "job", stale_after=60)
-    path = job.layout.runner_lock("s")
+    path = job.layout.slide_lock("s")
     path.write_text(json.dumps({"pid": 1, "host": "node-with-a-fast-clock"}))
     soon = time.time() + 30  # clock 30 s ahead, heartbeat just written: alive
     os.utime(path, (soon, soon))

@@ -19,7 +19,7 @@ from wsikit.batch import run_batch
 from wsikit.cli import build_parser
 from wsikit.demos import demo_index
 from wsikit.layout import OutputLayout
-from wsikit.options import PipelineOptions
+from wsikit.options import BatchKeywords, OptionKeywords, PipelineOptions, RunKeywords
 from wsikit.pipeline import select
 
 #: option name -> its flag where the name does not simply become one
@@ -35,8 +35,11 @@ def _flags(command: str) -> set[str]:
 
 @pytest.mark.parametrize("name", PipelineOptions.names())
 def test_every_option_is_taken_by_select_and_batch(name: str) -> None:
-    for func in (select, run_batch):
-        assert name in inspect.signature(func).parameters, (func.__name__, name)
+    for func in (select, run_batch):  # a typed keyword override of both (Unpack[TypedDict])
+        kwargs = inspect.signature(func).parameters["overrides"].annotation
+        assert "Keywords" in str(kwargs), func.__name__
+    assert name in RunKeywords.__annotations__ or name in OptionKeywords.__annotations__
+    assert name in BatchKeywords.__optional_keys__ and name in RunKeywords.__optional_keys__
     flag = FLAGS.get(name, "--" + name.replace("_", "-"))
     for command in ("select", "batch"):
         assert (flag in _flags(command)) == (name not in NO_FLAG), (command, flag)

@@ -190,3 +190,49 @@ def test_concurrent_shard_processes_and_status_cli(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "wsikit", "batch", "status", str(tmp_path)],
                          env=env(0), capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "not a wsikit batch job folder" in bad.stderr
+
+
+def test_a_job_array_resubmitted_with_another_count_is_refused(tmp_path):
+    cohort = make_cohort(tmp_path / "c", {f"s{i}": 100 * (i + 1) for i in range(5)})
+    job = tmp_path / "job"
+    first = run_batch(cohort, job, steps="dummy", plugins=PLUGIN, shard="0/2", echo=quiet,
+                      progress=False)
+    assert first.exit_code == 0
+    with pytest.raises(BatchError) as err:
+        run_batch(cohort, job, steps="dummy", plugins=PLUGIN, shard="1/3", echo=quiet,
+                  progress=False)
+    msg = str(err.value)
+    assert "plan-2.json" in msg and "--shard I/2" in msg and "delete" in msg
+    assert not (job / "shards" / "plan-3.json").exists()
+    # the array resubmitted with the plan's count finishes every slide exactly once
+    run_batch(cohort, job, steps="dummy", plugins=PLUGIN, shard="1/2", echo=quiet,
+              progress=False)
+    assert runs_per_slide(job) == Counter({f"s{i}": 1 for i in range(5)})
+    # after deleting the old plan (none of its tasks running) the job can be split anew
+    (job / "shards" / "plan-2.json").unlink()
+    assert len(select_shard(read_cohort(cohort), (1, 3), job)) >= 1
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda plan: plan["assignment"].update(s0=5), "changed since wsikit wrote it"),
+    (lambda plan: (plan["assignment"].pop("s1"), plan["sizes"].pop("s1")),
+     "changed since wsikit wrote it"),
+    # a plan without a checksum (as older wsikit wrote them) is still checked for sense
+    (lambda plan: (plan.pop("checksum"), plan["assignment"].update(s0=5)),
+     r"assigned outside shards 0 … 1"),
+    (lambda plan: (plan.pop("checksum"), plan["assignment"].pop("s1"),
+                   plan["sizes"].pop("s1")), "gives no shard to s1"),
+])
+def test_a_plan_edited_by_hand_is_refused_naming_the_file_and_the_fix(tmp_path, edit, match):
+    cohort = make_cohort(tmp_path / "c", {f"s{i}": 100 * (i + 1) for i in range(4)})
+    slides = read_cohort(cohort)
+    job = tmp_path / "job"
+    plan_file = shard_plan(slides, 2, job).path
+    data = json.loads(plan_file.read_text())
+    assert len(data["checksum"]) == 64
+    edit(data)
+    plan_file.write_text(json.dumps(data))
+    with pytest.raises(BatchError, match=match) as err:
+        select_shard(slides, (0, 2), job)
+    assert str(plan_file) in str(err.value) and "delete it only when no shard" in str(
+        err.value)

@@ -36,7 +36,7 @@ from .steps import BatchConfig, SkipSlide, SlideContext, register_step
 
 __all__ = ["segment_step", "patch_step", "features_step", "attention_step", "select_step",
            "GRID_KEYS", "FEATURE_KEYS", "ATTENTION_KEYS", "SELECT_KEYS", "index_and_towers",
-           "index_digest"]
+           "index_digest", "open_index_once", "selector_once"]
 
 #: Options each step's output depends on (a change redoes the step and those after it).
 GRID_KEYS = ("tissue_mpp", "target_mpp", "patch_px", "overlap_px", "min_tissue",
@@ -159,6 +159,16 @@ def _encoder(ctx: SlideContext) -> Any:
     return enc
 
 
+def _weight_file(encoder: Any) -> str | None:
+    """The weight file an encoder was built from (``Encoder.weights_source`` is
+    ``"<how found>: <path>"``), when it is one file."""
+    source = str(getattr(encoder, "weights_source", None) or "")
+    if ": " not in source:
+        return None
+    path = source.split(": ", 1)[1].strip()
+    return path if Path(path).is_file() else None
+
+
 @register_step("features", requires=("patch",), device=True, config_keys=FEATURE_KEYS,
                description="patch features → features_<encoder>/<slide>.h5",
                available=_missing_module("wsikit.features", "feature extraction"),
@@ -173,6 +183,8 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
     if grid is None:
         grid = TileGrid.from_h5(ctx.output_path("patch", "coords"))
     encoder = _encoder(ctx)
+    if (weights := _weight_file(encoder)) is not None:
+        ctx.add_input_file(weights)  # a changed weight file redoes the features (and on)
     cfg = ctx.config
     workers = cfg.loader_workers
     if workers is None:
@@ -237,22 +249,42 @@ def index_digest(config: BatchConfig) -> str | None:
 
 def index_and_towers(ctx: SlideContext) -> tuple[Any, dict[str, Any]]:
     """The open, verified figure index and the question's tower encoders (once per worker)."""
+    return open_index_once(ctx.config, ctx.device, ctx.cache)
+
+
+def open_index_once(config: BatchConfig, device: str, cache: dict[Any, Any], *,
+                    opened: Any = None) -> tuple[Any, dict[str, Any]]:
+    """:func:`index_and_towers` before a slide's context exists (``select`` opens the index
+    first, so a damaged one fails before the slide is read): kept in ``cache``. ``opened``:
+    the index already open (a :class:`~wsikit.evidence.FigureIndex` given to ``select``)."""
     from ..select_stage import open_index
 
-    m = ctx.options.matching
+    m = config.options.matching
     if m.index is None:
         return None, {}
-    key = ("index", m.index, index_digest(ctx.config), m.towers, ctx.device)
-    found = ctx.cache.get(key)
+    key = ("index", m.index, index_digest(config), m.towers, device)
+    found = cache.get(key)
     if found is None:
-        index = open_index(m.index)
+        index = open_index(m.index if opened is None else opened)
         towers: dict[str, Any] = {}
         if m.towers:
             from ..evidence.towers import create_tower_encoders
 
-            towers = create_tower_encoders(index, m.towers, device=ctx.device,
-                                           weights=ctx.options.models.weight_files())
-        found = ctx.cache[key] = (index, towers)
+            towers = create_tower_encoders(index, m.towers, device=device,
+                                           weights=config.options.models.weight_files())
+        found = cache[key] = (index, towers)
+    return found
+
+
+def selector_once(ctx: SlideContext) -> Any:
+    """The options' selector, built once per worker (``select`` passes the one its option
+    check built)."""
+    from ..run_checks import build_selector
+
+    key = ("selector", ctx.options.selection)
+    found = ctx.cache.get(key)
+    if found is None:
+        found = ctx.cache[key] = build_selector(ctx.options.selection)
     return found
 
 
@@ -283,7 +315,8 @@ def select_step(ctx: SlideContext) -> dict[str, Any]:
                if isinstance(rec, dict) and "seconds" in rec}
     sdir = ctx.prepare(ctx.layout.select_dir(ctx.slide_id))  # select/ made; <slide>/ published
     result = write_evidence(slide, grid, mask, att, sdir, ctx.options, encoder=entry,
-                            index=index, device=ctx.device, towers=towers, timings=timings)
+                            index=index, device=ctx.device, towers=towers, timings=timings,
+                            selector=selector_once(ctx))
     ctx.artifacts["result"] = result
     ctx.add_output("evidence", sdir / "evidence.json")
     return {"regions": len(result.regions), "empty_scales": dict(result.empty_scales),

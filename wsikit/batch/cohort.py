@@ -4,23 +4,30 @@ A cohort is a list of :class:`CohortSlide` with unique, file-system-safe ``slide
 every per-slide output in the job folder is named after the ``slide_id``.
 
 CSV cohorts have a ``path`` column (absolute, or relative to the CSV's folder) and optional
-``mpp`` (level-0 µm/px, used when the slide's metadata has none, or to override it) and
-``slide_id`` columns. Any other column is kept in :attr:`CohortSlide.extra`.
+``mpp`` (level-0 µm/px overriding the slide's metadata for that slide) and ``slide_id``
+columns. Any other column is kept in :attr:`CohortSlide.extra`. The cohort-wide ``mpp`` of
+:func:`read_cohort` (``wsikit batch --mpp``) only fills in a resolution for slides whose
+metadata has none (:attr:`CohortSlide.fallback_mpp`, applied by :func:`open_cohort_slide`).
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import os
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import BatchError
 
-__all__ = ["CohortSlide", "read_cohort", "SLIDE_EXTENSIONS"]
+if TYPE_CHECKING:
+    from ..io import Slide
+
+__all__ = ["CohortSlide", "open_cohort_slide", "read_cohort", "SLIDE_EXTENSIONS"]
 
 #: File name endings recognised as slides when a cohort is a folder (lower case).
 SLIDE_EXTENSIONS: tuple[str, ...] = (
@@ -43,28 +50,59 @@ class CohortSlide:
     path : Path
         Absolute path of the slide file.
     mpp : float or None
-        Level-0 µm/px given by the cohort (``None``: read it from the slide).
+        Level-0 µm/px given for this slide (a CSV row's ``mpp``): overrides the slide's
+        metadata. ``None``: read it from the slide.
     extra : mapping
         Other CSV columns, kept verbatim.
+    fallback_mpp : float or None
+        Level-0 µm/px for the slide only if its metadata has none (``wsikit batch --mpp``);
+        a slide with its own resolution keeps it.
     """
 
     slide_id: str
     path: Path
     mpp: float | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
+    fallback_mpp: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready representation."""
         return {"slide_id": self.slide_id, "path": str(self.path), "mpp": self.mpp,
-                "extra": dict(self.extra)}
+                "fallback_mpp": self.fallback_mpp, "extra": dict(self.extra)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> CohortSlide:
         """Inverse of :meth:`to_dict`."""
-        mpp = data.get("mpp")
+        mpp, fallback = data.get("mpp"), data.get("fallback_mpp")
         return cls(slide_id=str(data["slide_id"]), path=Path(str(data["path"])),
                    mpp=float(mpp) if mpp is not None else None,  # type: ignore[arg-type]
-                   extra=dict(data.get("extra") or {}))  # type: ignore[call-overload]
+                   extra=dict(data.get("extra") or {}),  # type: ignore[call-overload]
+                   fallback_mpp=(float(fallback)  # type: ignore[arg-type]
+                                 if fallback is not None else None))
+
+
+def open_cohort_slide(slide: CohortSlide) -> Slide:
+    """Open ``slide`` with its resolution: the cohort row's ``mpp`` when given (an override),
+    else the slide's metadata, else :attr:`~CohortSlide.fallback_mpp` (``--mpp``).
+
+    Raises
+    ------
+    SlideError, MppError
+        The slide cannot be read, or it has no resolution and none was given (the message
+        names ``--mpp``).
+    """
+    from ..io import check_mpp, open_slide
+
+    if slide.mpp is not None or slide.fallback_mpp is None:
+        return open_slide(slide.path, mpp=slide.mpp)
+    opened = open_slide(slide.path, require_mpp=False)
+    if not math.isfinite(opened.mpp):  # no resolution of its own: the fill-in applies
+        try:
+            opened.mpp, opened.mpp_source = check_mpp(slide.fallback_mpp), "user"
+        except BaseException:
+            opened.close()
+            raise
+    return opened
 
 
 def read_cohort(source: str | os.PathLike[str], *, mpp: float | None = None,
@@ -78,7 +116,9 @@ def read_cohort(source: str | os.PathLike[str], *, mpp: float | None = None,
         A folder searched recursively for files ending in ``extensions``, or a ``.csv`` file
         with a ``path`` column and optional ``mpp`` and ``slide_id`` columns.
     mpp : float, optional
-        Default level-0 µm/px for slides whose cohort entry gives none (the ``--mpp`` option).
+        Level-0 µm/px for slides whose metadata has no resolution (the ``--mpp`` option;
+        :attr:`CohortSlide.fallback_mpp`). A slide's own resolution, or a CSV row's ``mpp``
+        (an override for that slide), wins.
     extensions : sequence of str
         Recognised slide file endings (folder cohorts only).
     exclude : sequence of path
@@ -242,7 +282,7 @@ def _read_csv(csv_path: Path, mpp: float | None) -> list[CohortSlide]:
             raise BatchError(f"cohort CSV {csv_path} line {line}: slide {path} is already "
                              f"listed on line {rows[path]}; list each slide once")
         rows[path] = line
-        slide_mpp = mpp
+        slide_mpp: float | None = None
         raw_mpp = record.pop("mpp", "")
         if raw_mpp:
             try:
@@ -266,7 +306,7 @@ def _read_csv(csv_path: Path, mpp: float | None) -> list[CohortSlide]:
             explicit[slide_id] = line
         extras[path] = {k: v for k, v in record.items() if k}
         entries.append((path, slide_id, slide_mpp))
-    return _make_unique(entries, base, mpp=None, explicit_ids=True, rows=rows, extras=extras,
+    return _make_unique(entries, base, mpp, explicit_ids=True, rows=rows, extras=extras,
                         csv_path=csv_path)
 
 
@@ -276,6 +316,8 @@ def _make_unique(entries: list[tuple[Path, str | None, float | None]], base: Pat
                  csv_path: Path | None = None, by_file: set[Path] | None = None
                  ) -> list[CohortSlide]:
     """Give every entry a unique id; colliding default ids get parent folder names prefixed.
+
+    An entry's own mpp is the slide's override; ``mpp`` is every slide's fill-in.
 
     ``by_file``: DICOM files named after their file, not their folder (several series in
     one folder)."""
@@ -306,9 +348,8 @@ def _make_unique(entries: list[tuple[Path, str | None, float | None]], base: Pat
             ids[p] = name
     out = []
     for path, _, slide_mpp in entries:
-        out.append(CohortSlide(slide_id=ids[path], path=path,
-                               mpp=slide_mpp if slide_mpp is not None else mpp,
-                               extra=(extras or {}).get(path, {})))
+        out.append(CohortSlide(slide_id=ids[path], path=path, mpp=slide_mpp,
+                               extra=(extras or {}).get(path, {}), fallback_mpp=mpp))
     return out
 
 

@@ -91,7 +91,10 @@ def parse_devices(devices: str | Sequence[str], workers: int = 1) -> list[Device
                 slots.append(DeviceSlot("cuda:0", visible=_physical(index), threads=2,
                                         label=f"cuda:{index}"))
     if cpu_slots:
-        threads = max(1, (os.cpu_count() or 1) // cpu_slots)
+        # the cores given to the run (RunSettings.threads, wsikit --threads) when set
+        given = os.environ.get("WSIKIT_THREADS", "").strip()
+        cores = int(given) if given.isdigit() and int(given) > 0 else (os.cpu_count() or 1)
+        threads = max(1, cores // cpu_slots)
         slots.extend(DeviceSlot("cpu", None, threads, "cpu") for _ in range(cpu_slots))
     return slots
 

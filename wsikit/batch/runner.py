@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from .._atomic import write_json_atomic
 from .._hints import option
@@ -36,13 +36,12 @@ from .._progress import progress as progress_bar
 from .._version import __version__
 from ..errors import BatchError
 from ..options import (
-    DEFAULT_BATCH_SIZE,
-    GridOptions,
-    MatchOptions,
-    ModelOptions,
-    OutputOptions,
+    DEFAULT_SLIDE_TIMEOUT,
+    BatchKeywords,
+    BatchSettings,
     PipelineOptions,
-    SelectionOptions,
+    RunSettings,
+    resolve_run,
 )
 from .cohort import CohortSlide, read_cohort
 from .launch import check_launch
@@ -58,9 +57,6 @@ __all__ = ["DEFAULT_SLIDE_TIMEOUT", "run_batch", "BatchSummary", "SlideOutcome",
            "safe_path"]
 
 SCHEMA = "wsikit.batch/v1"
-
-#: Default per-slide time limit in seconds (generous: a large slide on a CPU takes hours).
-DEFAULT_SLIDE_TIMEOUT = 4 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -195,8 +191,10 @@ def _mpp_changed(state: Mapping[str, Any] | None, slide: CohortSlide) -> bool:
         return False
     if "cohort_mpp" in state:
         recorded = state["cohort_mpp"]
+        if recorded is None and slide.mpp is None:
+            return _fill_in_changed(state, slide.fallback_mpp)
         if recorded is None or slide.mpp is None:
-            return recorded is not slide.mpp
+            return True
         return abs(float(recorded) - slide.mpp) > 1e-9 * max(1.0, slide.mpp)
     used = state.get("mpp")  # states from before cohort_mpp was recorded
     return (slide.mpp is not None and isinstance(used, (int, float))
@@ -236,40 +234,11 @@ def _model_configs(config: BatchConfig) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- main entry
 def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
-              out: str | os.PathLike[str], *,
+              out: str | os.PathLike[str], options: PipelineOptions | None = None,
+              settings: RunSettings | None = None, batch: BatchSettings | None = None, *,
               steps: Sequence[str] | str = ("segment", "patch", "features"),
-              encoder: str = ModelOptions.encoder,
-              weights: str | Mapping[str, str] | None = None,
-              precision: str | None = ModelOptions.precision,
-              attention: str = ModelOptions.attention,
-              tissue_mpp: float = GridOptions.tissue_mpp,
-              target_mpp: float = GridOptions.target_mpp, patch_px: int = GridOptions.patch_px,
-              overlap_px: int = GridOptions.overlap_px,
-              min_tissue: float = GridOptions.min_tissue,
-              min_tissue_um2: float = GridOptions.min_tissue_um2,
-              selector: str = SelectionOptions.selector,
-              scales: str | Sequence[int] | None = None, per_scale: int | None = None,
-              min_coverage: float = SelectionOptions.min_coverage,
-              max_iou: float = SelectionOptions.max_iou,
-              margin: float = SelectionOptions.margin, layout: str = SelectionOptions.layout,
-              min_score: float | str = SelectionOptions.min_score,
-              index: str | os.PathLike[str] | None = None, k: int = MatchOptions.k,
-              min_similarity: str | float | None = MatchOptions.min_similarity,
-              question: str | None = MatchOptions.question, rrf_k: float = MatchOptions.rrf_k,
-              towers: Sequence[str] = MatchOptions.towers,
-              max_crop_px: int = OutputOptions.max_crop_px,
-              report: bool = OutputOptions.report, synthetic: bool = OutputOptions.synthetic,
-              workers: int = 1, devices: str | Sequence[str] = "cpu",
-              engine: str = "local", ray_address: str | None = None,
-              retry_failed: bool = False, mpp: float | None = None,
-              batch_size: int = DEFAULT_BATCH_SIZE, loader_workers: int | None = None,
-              verify: bool = False, stale_after: float = 600.0,
-              plugins: Sequence[str] = (),
-              shard: tuple[int, int] | str | None = None,
-              replan: bool = False,
-              store: str | None = None, slide_timeout: float | None = DEFAULT_SLIDE_TIMEOUT,
-              progress: bool | None = None,
-              echo: Callable[[str], None] | None = None) -> BatchSummary:
+              mpp: float | None = None, echo: Callable[[str], None] | None = None,
+              **overrides: Unpack[BatchKeywords]) -> BatchSummary:
     """Process a cohort of slides into a resumable job folder.
 
     Parameters
@@ -279,59 +248,26 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     out : path
         Job folder; rerunning on it redoes only unfinished (or, with ``retry_failed``, failed)
         slides.
+    options : PipelineOptions, optional
+        Every result-changing option (:mod:`wsikit.options`), the same as ``wsikit select``.
+    settings : RunSettings, optional
+        Batch size, reader processes, threads and progress (``device`` and ``force`` are
+        ``select``'s: workers are placed by ``batch.devices``).
+    batch : BatchSettings, optional
+        Engine, workers, devices, resumption (``retry_failed``, ``verify``), locks, time
+        limit, plugins, shard and store (:class:`wsikit.options.BatchSettings`).
     steps : str or sequence of str
         Steps (``"segment,patch,features"``); required steps are added.
-    encoder, weights, precision, attention
-        Models (:class:`wsikit.options.ModelOptions`): the patch encoder for ``features``
-        (``"auto"``, ``"heuristic"``, ``"conch_v1_5"``, …); ``weights`` a
-        ``{model: file}`` mapping, or one file for ``encoder``.
-    tissue_mpp, target_mpp, patch_px, overlap_px, min_tissue, min_tissue_um2
-        Tissue mask and patch grid (:class:`wsikit.options.GridOptions`).
-    selector, scales, per_scale, min_coverage, max_iou, margin, layout, min_score
-        Window selection of the ``select`` step (:class:`wsikit.options.SelectionOptions`).
-    index, k, min_similarity, question, rrf_k, towers
-        Figure matching of the ``select`` step (:class:`wsikit.options.MatchOptions`).
-    max_crop_px, report, synthetic
-        What the ``select`` step writes (:class:`wsikit.options.OutputOptions`).
-    workers : int
-        Worker processes per device (``devices="cpu"``: CPU processes; CUDA: per GPU).
-        With the Ray engine on CPU: number of CPU feature actors.
-    devices : str
-        ``"cpu"``, ``"cuda"`` (all GPUs) or ``"cuda:0,cuda:1"``.
-    engine : {"local", "ray"}
-    ray_address : str, optional
-        Ray cluster address (``"auto"`` inside a cluster started with ``ray start --head``).
-    retry_failed : bool
-        Also redo slides that failed in an earlier run.
     mpp : float, optional
-        Level-0 µm/px for slides with none in their metadata or cohort row.
-    batch_size, loader_workers
-        Feature extraction settings (``loader_workers=None``: 0 on CPU, 4 on CUDA).
-    verify : bool
-        Re-hash recorded outputs (SHA-256) before trusting them, instead of checking sizes.
-    stale_after : float
-        Seconds after which a lock without heartbeat (other host) is stale.
-    plugins : sequence of str
-        Modules that register extra steps with :func:`~wsikit.batch.register_step`; imported
-        here and in every worker.
-    shard : (int, int) or "I/N", optional
-        Process only shard ``I`` (0-based) of ``N`` size-balanced shards
-        (:mod:`wsikit.batch.shard`); the shard's run.json/summary.json go to
-        ``JOBDIR/shards/I-of-N/``. The plan is fixed by the first task; a later task whose
-        cohort differs is refused with the difference.
-    replan : bool
-        Instead of refusing a changed cohort, update the shard plan: kept slides keep their
-        shard, added ones go to this shard, removed ones are recorded in the plan.
-    store : {"h5", "zarr", "zarr:URL"}, optional
-        Also write each slide's features into a zarr feature store (:mod:`wsikit.feature_store`).
-    slide_timeout : float, optional
-        Seconds one slide may take before its worker is stopped and the slide marked failed
-        (default :data:`DEFAULT_SLIDE_TIMEOUT`, 4 h; ``None`` or 0: no limit). Both engines: the
-        local one kills the worker process; Ray cancels the CPU task or restarts the actor.
-    progress : bool, optional
-        Show the overall bar (default: unless ``WSIKIT_NO_PROGRESS=1``).
+        Level-0 µm/px for slides whose metadata has none (a slide's own resolution is kept;
+        a cohort CSV's ``mpp`` column overrides it for that slide).
     echo : callable, optional
         Receives one line per finished slide and the summary (default: print to stdout).
+    **overrides
+        Any field of the option classes, :class:`~wsikit.options.RunSettings` or
+        :class:`~wsikit.options.BatchSettings` by name (:class:`~wsikit.options.BatchKeywords`):
+        ``encoder="heuristic"``, ``workers=2``, ``shard="0/4"``, … (``weights`` may also be
+        one file: the encoder's). Meanings and defaults are documented once, on those classes.
 
     Returns
     -------
@@ -342,7 +278,34 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     ------
     BatchError
         Malformed cohort, unusable job folder, unknown step/engine/device, Ray not installed.
+    SelectionError, EvidenceError
+        Options no step can honour, or an unknown keyword (before any slide).
+
+    Examples
+    --------
+    >>> from wsikit.batch import run_batch
+    >>> summary = run_batch("slides/", "job/", steps="segment,patch,features",
+    ...                     encoder="heuristic", workers=2)          # doctest: +SKIP
     """
+    options, settings, batch = resolve_run(overrides, options, settings, batch,
+                                           where="run_batch")
+    if settings.force:
+        raise BatchError(f"{option('force')} is select's; batch redoes what changed (pass "
+                         f"{option('retry_failed')} to redo failed slides)")
+    with settings.cores():
+        return _run_batch(cohort, out, options, settings, batch, steps=steps, mpp=mpp,
+                          echo=echo)
+
+
+def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
+               out: str | os.PathLike[str], options: PipelineOptions, settings: RunSettings,
+               batch: BatchSettings, *, steps: Sequence[str] | str, mpp: float | None,
+               echo: Callable[[str], None] | None) -> BatchSummary:
+    workers, devices, engine, ray_address = (batch.workers, batch.devices, batch.engine,
+                                             batch.ray_address)
+    retry_failed, verify, stale_after = batch.retry_failed, batch.verify, batch.stale_after
+    plugins, shard, replan, store = batch.plugins, batch.shard, batch.replan, batch.store
+    slide_timeout, progress = batch.slide_timeout, settings.progress
     t_start = time.perf_counter()
     if echo is None:
         def echo(line: str) -> None:
@@ -356,24 +319,14 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         step_names = resolve_steps((*step_names, "store"))
     if engine == "local":
         check_launch(step_names)  # plain scripts/notebooks: one clear error before any slide
-    if isinstance(weights, (str, os.PathLike)):  # one file: the encoder's
-        weights = {encoder: str(weights)}
-    options = PipelineOptions.create(  # every option checked here, before any slide
-        encoder=encoder, weights=weights, precision=precision, attention=attention,
-        tissue_mpp=float(tissue_mpp), target_mpp=float(target_mpp), patch_px=int(patch_px),
-        overlap_px=int(overlap_px), min_tissue=float(min_tissue),
-        min_tissue_um2=float(min_tissue_um2), selector=selector,
-        scales=scales, per_scale=per_scale, min_coverage=float(min_coverage),
-        max_iou=float(max_iou), margin=float(margin), layout=layout, min_score=min_score,
-        index=None if index is None else str(Path(index).resolve()), k=int(k),
-        min_similarity=min_similarity, question=question, rrf_k=float(rrf_k),
-        towers=tuple(towers), max_crop_px=int(max_crop_px), report=bool(report),
-        synthetic=bool(synthetic))
-    from ..selectors import check_selection
+    if options.matching.index is not None:  # workers may run elsewhere: an absolute path
+        options = options.replace(index=str(Path(options.matching.index).resolve()))
+    from ..run_checks import check_options
 
-    check_selection(options.selection)  # the selector's own options, before any slide
-    config = BatchConfig(steps=step_names, options=options, batch_size=int(batch_size),
-                         loader_workers=loader_workers, plugins=tuple(plugins),
+    check_options(options)  # the checks select makes, before any slide
+    config = BatchConfig(steps=step_names, options=options,
+                         batch_size=int(settings.batch_size),
+                         loader_workers=settings.loader_workers, plugins=tuple(plugins),
                          store=parse_store(store))
     if isinstance(cohort, (str, os.PathLike)):
         slides = read_cohort(cohort, mpp=mpp, exclude=(out,))
@@ -605,6 +558,18 @@ def _patches(state: Mapping[str, Any] | None) -> int:
 
 
 # --------------------------------------------------------------------------- one slide's state
+def _fill_in_changed(state: Mapping[str, Any], fallback: float | None) -> bool:
+    """Whether a slide without a resolution of its own was made with another ``--mpp``
+    fill-in than ``fallback`` (or failed for want of one that is given now); a slide with its
+    own resolution never is (``--mpp`` does not apply to it)."""
+    if state.get("mpp_source") == "user":  # the fill-in was used
+        used = state.get("mpp")
+        return not (fallback is not None and isinstance(used, (int, float))
+                    and abs(float(used) - fallback) <= 1e-9 * max(1.0, fallback))
+    return (fallback is not None and state.get("status") == "failed"
+            and (state.get("error") or {}).get("type") == "MppError")
+
+
 def reusable_records(state: Mapping[str, Any] | None, slide: CohortSlide,
                      fingerprint: str | None, *, stale: Sequence[str] = ()) -> dict[str, Any]:
     """The step records of ``state`` that a new run of ``slide`` may reuse.

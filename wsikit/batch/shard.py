@@ -20,7 +20,14 @@ Every shard of one job uses the same assignment, computed once and stored in the
   With ``replan=True`` (``--replan``) the plan is updated under a lock, every slide of both
   cohorts accounted for: kept slides keep their shard (tasks that already ran keep theirs),
   added slides go to the shard that asked (it processes them now), removed ones are listed
-  in the plan's ``history``.
+  in the plan's ``history``;
+* **one N per job**: a task asking for another number of shards than a stored plan of the
+  same job folder (``--shard 1/3`` resubmitted after a ``/2`` plan) is refused: two plans of
+  one cohort would leave some slides to no task. Delete the old plan file only when none of
+  its tasks runs any more, then start every shard of the new N;
+* **a plan edited by hand** (another shard number, a slide removed, …) is refused: the plan
+  records the SHA-256 of its content, checked on every read, and an index outside
+  ``0 … N-1`` or a plan whose N differs from its file name is refused even without one.
 
 Shards never share a slide, and even where two runs were started with different plans the
 per-slide locks and states of :mod:`wsikit.batch.state` keep one slide from being processed
@@ -247,6 +254,7 @@ class ShardPlan:
         return sorted(s for s, k in self.assignment.items() if k == index)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready content (the file adds its ``checksum``)."""
         return {"schema": "wsikit.shard-plan/v1", "n_shards": self.n_shards,
                 "cohort_hash": self.cohort_hash, "unit": self.unit,
                 "loads": [round(v, 3) for v in self.loads],
@@ -301,6 +309,7 @@ def shard_plan(slides: Sequence[CohortSlide], n_shards: int,
     path = folder / f"plan-{n_shards}.json"
     existing = _read_plan(path) or _read_plan(folder / f"plan-{n_shards}-{chash}.json")
     if existing is None:
+        _refuse_another_count(folder, n_shards, index)
         sizes, unit = slide_sizes(slides, job_root)
         plan = ShardPlan(n_shards, chash, unit, sizes, assign_shards(sizes, n_shards), path,
                          _paths(slides))
@@ -310,6 +319,11 @@ def shard_plan(slides: Sequence[CohortSlide], n_shards: int,
             raise BatchError(f"cannot read the shard plan {path} just written; check the job "
                              "folder's file system")
     if existing.cohort_hash == chash:
+        missing = sorted({s.slide_id for s in slides} - set(existing.assignment))
+        if missing:  # made from this cohort, yet a slide has no shard: edited by hand
+            raise BatchError(f"shard plan {existing.path} gives no shard to "
+                             f"{', '.join(missing[:5])} of the cohort it was made from; "
+                             f"{_FIX}")
         return existing
     if not replan:
         raise BatchError(f"the cohort changed since the first task of this job made its shard "
@@ -320,12 +334,38 @@ def shard_plan(slides: Sequence[CohortSlide], n_shards: int,
     return _replan(existing.path or path, slides, n_shards, index or 0, job_root)
 
 
+def _refuse_another_count(folder: Path, n_shards: int, index: int | None) -> None:
+    """Refuse a new plan of ``n_shards`` where the job already has a plan of another N (a job
+    array resubmitted with another count would leave slides to no task)."""
+    for other in sorted(folder.glob("plan-*.json")):
+        plan = _read_plan(other)
+        if plan is None or plan.n_shards == n_shards:
+            continue
+        asked = f"--shard {index if index is not None else 'I'}/{n_shards}"
+        raise BatchError(
+            f"this job folder was split into {plan.n_shards} shards by its plan {other}, but "
+            f"this task asks for {asked}: tasks of one job with different shard counts would "
+            f"leave some slides to no task. Resubmit the array with --shard I/{plan.n_shards} "
+            f"(I = 0 … {plan.n_shards - 1}); to split the job into {n_shards} instead, delete "
+            f"{other} once none of its tasks is running, then start all {n_shards} shards "
+            "(finished slides are not redone)")
+
+
 def _paths(slides: Sequence[CohortSlide]) -> dict[str, str]:
     return {s.slide_id: str(s.path) for s in slides}
 
 
+def _checksum(data: Mapping[str, Any]) -> str:
+    """SHA-256 of a plan's content (every key but ``checksum``), in canonical JSON."""
+    body = {k: v for k, v in data.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"))
+                          .encode()).hexdigest()
+
+
 def _encode(plan: ShardPlan) -> bytes:
-    return json.dumps(plan.to_dict(), indent=1, sort_keys=True).encode()
+    data = plan.to_dict()
+    data["checksum"] = _checksum(data)
+    return json.dumps(data, indent=1, sort_keys=True).encode()
 
 
 def _changes(plan: ShardPlan, slides: Sequence[CohortSlide]
@@ -377,15 +417,48 @@ def _replan(path: Path, slides: Sequence[CohortSlide], n_shards: int, index: int
         return plan
 
 
+_FIX = ("restore the file wsikit wrote, or delete it only when no shard of this job is "
+        "running and start every shard again (finished slides are not redone)")
+
+
 def _read_plan(path: Path) -> ShardPlan | None:
+    """The plan stored in ``path`` (``None`` if absent), refused when damaged or edited."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise BatchError(f"shard plan {path} is unreadable ({exc}); delete it only when no "
-                         "shard of this job is running, then start the shards again") from exc
-    return ShardPlan.from_dict(data, path)
+        raise BatchError(f"shard plan {path} is unreadable ({exc}); {_FIX}") from exc
+    if not isinstance(data, dict):
+        raise BatchError(f"shard plan {path} is not a wsikit shard plan; {_FIX}")
+    if "checksum" in data and data["checksum"] != _checksum(data):
+        raise BatchError(f"shard plan {path} was changed since wsikit wrote it (its checksum "
+                         "differs): an edited plan can leave slides to no shard; " + _FIX)
+    try:
+        plan = ShardPlan.from_dict(data, path)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BatchError(f"shard plan {path} is damaged ({type(exc).__name__}: {exc}); "
+                         f"{_FIX}") from exc
+    problem = _inconsistency(plan, path)
+    if problem is not None:
+        raise BatchError(f"shard plan {path} is inconsistent ({problem}); {_FIX}")
+    return plan
+
+
+def _inconsistency(plan: ShardPlan, path: Path) -> str | None:
+    """What makes ``plan`` unusable (also for plans written before checksums), or None."""
+    if plan.n_shards < 1:
+        return f"{plan.n_shards} shards"
+    named = re.fullmatch(r"plan-(\d+)(-[0-9a-f]+)?\.json", path.name)
+    if named and int(named.group(1)) != plan.n_shards:
+        return f"{plan.n_shards} shards in the file of {named.group(1)}"
+    wrong = sorted(sid for sid, k in plan.assignment.items() if not 0 <= k < plan.n_shards)
+    if wrong:
+        return (f"slide(s) {', '.join(wrong[:5])} assigned outside shards 0 … "
+                f"{plan.n_shards - 1}")
+    if set(plan.sizes) != set(plan.assignment):
+        return "its sizes and its assignment list different slides"
+    return None
 
 
 def _create_once(path: Path, data: bytes) -> None:

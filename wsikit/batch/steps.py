@@ -324,6 +324,7 @@ class SlideContext:
         self.previous: dict[str, Any] | None = None
         self.current: str | None = None
         self._outputs: dict[str, Path] = {}
+        self._files: dict[str, str] = {}
         self._handle: Any = handle
         self._owns_handle = handle is None
 
@@ -335,9 +336,9 @@ class SlideContext:
         """The open :class:`wsikit.io.Slide` (opened once per slide, closed by
         :func:`run_slide`; a handle given to the context stays open)."""
         if self._handle is None:
-            from ..io import open_slide
+            from .cohort import open_cohort_slide
 
-            self._handle = open_slide(self.slide.path, mpp=self.slide.mpp)
+            self._handle = open_cohort_slide(self.slide)  # --mpp only where none is known
         return self._handle
 
     def close(self) -> None:
@@ -368,6 +369,13 @@ class SlideContext:
         """Declare an output the step wrote itself (it must already be complete)."""
         self._outputs[key] = Path(path)
 
+    def add_input_file(self, path: str | Path) -> None:
+        """Declare a file from outside the job folder the step's output depends on (a model's
+        weight file): its SHA-256 goes into the step's record, and a later run reuses the
+        step only while the file still has it (``select`` and ``batch`` alike)."""
+        resolved = str(Path(path).resolve())
+        self._files[resolved] = file_sha256(resolved)
+
     def output_path(self, step: str, key: str) -> Path:
         """Path of an output of an earlier step (this run's or a reused record)."""
         record = self.records.get(step)
@@ -396,6 +404,31 @@ def _input_digests(spec: StepSpec, records: Mapping[str, Any]) -> dict[str, str]
                 (rec.get("outputs") or {}).items())}, sort_keys=True)
             out[req] = hashlib.sha256(blob.encode()).hexdigest()[:16]
     return out
+
+
+def file_sha256(path: str) -> str:
+    """SHA-256 of a weight file (:func:`wsikit.models.hub.weights_sha256`: hashed once per
+    process for each path, size and mtime; a Hugging Face blob's name is its hash)."""
+    from ..models.hub import weights_sha256
+
+    return weights_sha256(path)
+
+
+def files_unchanged(record: Mapping[str, Any], step: str = "") -> bool:
+    """Whether every outside file a step record depends on (``record["files"]``: a weight
+    file and its SHA-256) still has the recorded checksum; warns naming the first that does
+    not (the step then runs again)."""
+    for path, digest in (record.get("files") or {}).items():
+        try:
+            now = file_sha256(path)
+        except OSError:
+            now = None
+        if now != digest:
+            what = "is gone" if now is None else "changed (checksum differs)"
+            warnings.warn(f"{path} {what} since step {step!r} used it; the step runs again",
+                          UserWarning, stacklevel=3)
+            return False
+    return True
 
 
 def _warn_changed(job: JobFolder, step: str, outputs: Mapping[str, Any]) -> None:
@@ -438,7 +471,8 @@ def run_steps(ctx: SlideContext, names: Sequence[str], *, verify: bool = False) 
         chash = spec.config_hash(ctx.config)
         old: dict[str, Any] = records.get(name) or {}
         inputs = _input_digests(spec, records)
-        same = bool(old) and old.get("config") == chash and old.get("inputs", inputs) == inputs
+        same = (bool(old) and old.get("config") == chash and old.get("inputs", inputs) == inputs
+                and files_unchanged(old, name))
         if same and ctx.job.outputs_intact(old.get("outputs", {}), verify=verify):
             run.reused.append(name)
             if old.get("skipped"):
@@ -449,7 +483,7 @@ def run_steps(ctx: SlideContext, names: Sequence[str], *, verify: bool = False) 
             _warn_changed(ctx.job, name, old.get("outputs") or {})
         records.pop(name, None)
         ctx.previous = old if old.get("config") == chash else None
-        ctx._outputs = {}
+        ctx._outputs, ctx._files = {}, {}
         ts = time.perf_counter()
         skip: SkipSlide | None = None
         try:
@@ -459,7 +493,8 @@ def run_steps(ctx: SlideContext, names: Sequence[str], *, verify: bool = False) 
         outputs = ctx.job.record_outputs(ctx._outputs)
         records[name] = {"config": chash, "inputs": inputs, "outputs": outputs, "info": info,
                          "seconds": round(time.perf_counter() - ts, 4),
-                         "device": ctx.device if spec.device else "cpu"}
+                         "device": ctx.device if spec.device else "cpu",
+                         **({"files": dict(ctx._files)} if ctx._files else {})}
         if skip is not None:
             # The slide ends here on purpose; later steps of it are not run.
             records[name]["skipped"] = str(skip)

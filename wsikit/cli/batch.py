@@ -5,18 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..options import DEFAULT_BATCH_SIZE
-from ._common import (
-    CommandParser,
-    RawDefaultsHelpFormatter,
-    mpp_type,
-    non_negative_float,
-    non_negative_int,
-    output_dir,
-    positive_float,
-    positive_int,
+from ..options import BatchSettings, RunSettings
+from ._common import CommandParser, RawDefaultsHelpFormatter, mpp_type, output_dir
+from .pipeline_options import (
+    add_option_flags,
+    add_pipeline_options,
+    batch_settings,
+    pipeline_options,
+    run_settings,
 )
-from .pipeline_options import add_pipeline_options, pipeline_options
 
 __all__ = ["register", "batch_command"]
 
@@ -56,48 +53,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--steps", default="segment,patch,features",
                    help="comma-separated steps (default %(default)s; available: segment, "
                         "patch, features, attention, select; required steps are added)")
-    p.add_argument("--workers", type=positive_int, default=1,
-                   help="worker processes per device (cpu: number of CPU processes; "
-                        "default %(default)s)")
-    p.add_argument("--devices", default="cpu",
-                   help="'cpu', 'cuda' (every GPU) or 'cuda:0,cuda:1' (default %(default)s)")
-    p.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help="local processes, or Ray tasks/actors (needs the [ray] extra)")
-    p.add_argument("--ray-address", default=None,
-                   help="Ray cluster address ('auto' on a node of a running cluster); "
-                        "default: start a local Ray instance")
-    p.add_argument("--retry-failed", action="store_true",
-                   help="also redo slides that failed in an earlier run")
     p.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
-                   help="level-0 µm/px for slides whose metadata and CSV row give none")
-    p.add_argument("--loader-workers", type=non_negative_int, default=None,
-                   help="data-loader processes per worker (default 0 on CPU, 4 on CUDA)")
-    p.add_argument("--verify", action="store_true",
-                   help="re-hash (SHA-256) outputs of finished slides before trusting them")
-    p.add_argument("--stale-after", type=positive_float, default=600.0,
-                   help="seconds without heartbeat after which another host's lock is stale")
-    p.add_argument("--slide-timeout", type=non_negative_float, default=4 * 3600.0,
-                   metavar="SECONDS",
-                   help="stop a slide that takes longer and mark it failed (default 14400 = "
-                        "4 h; 0 = no limit)")
-    p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                   help="import MODULE (registers extra steps) here and in every worker")
-    p.add_argument("--shard", default=None, metavar="I/N",
-                   help="process only shard I of N, I counted from 0 (0/4 … 3/4; not 1/4 … 4/4 "
-                        "as in pytest-split or Playwright), balanced by tile count (grids "
-                        "in JOBDIR) or file size; every shard of a job array shares one plan "
-                        "stored in JOBDIR/shards/ by the first task; a task whose cohort "
-                        "differs from the plan's is refused")
-    p.add_argument("--replan", action="store_true",
-                   help="with --shard: accept a changed cohort, keeping the plan's assignments "
-                        "and giving added slides to this shard (every slide accounted for)")
-    p.add_argument("--store", default="h5", metavar="h5|zarr|zarr:URL",
-                   help="also write features into a zarr cohort store: 'zarr' for "
-                        "JOBDIR/features_<encoder>.zarr, 'zarr:URL' for a folder or fsspec URL "
-                        "(one group per slide, written atomically; default %(default)s only)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE,
-                   help="feature batch size (default %(default)s)")
+                   help="level-0 µm/px for slides whose metadata has none (a slide's own "
+                        "resolution is kept; a CSV row's mpp overrides it for that slide)")
+    add_option_flags(p.add_argument_group("engine"), BatchSettings)
+    add_option_flags(p.add_argument_group("run"), RunSettings, skip=("device", "force"))
     add_pipeline_options(p)  # the options of 'wsikit select', under the same names
     p.set_defaults(func=batch_command)
     p.__class__ = _BatchParser  # `wsikit batch status JOBDIR` is parsed by its own parser
@@ -155,13 +115,6 @@ def batch_command(args: argparse.Namespace) -> int:
     """Run :func:`wsikit.batch.run_batch` from parsed arguments; returns the exit code."""
     from ..batch import run_batch
 
-    options = pipeline_options(args)
-    summary = run_batch(
-        args.cohort, args.out, steps=args.steps, workers=args.workers, devices=args.devices,
-        engine=args.engine, ray_address=args.ray_address, retry_failed=args.retry_failed,
-        mpp=args.mpp, batch_size=args.batch_size, loader_workers=args.loader_workers,
-        verify=args.verify, stale_after=args.stale_after, plugins=args.plugin,
-        shard=args.shard, replan=args.replan, store=args.store,
-        slide_timeout=args.slide_timeout, progress=False if args.no_progress else None,
-        **options.to_dict())
+    summary = run_batch(args.cohort, args.out, pipeline_options(args), run_settings(args),
+                        batch_settings(args), steps=args.steps, mpp=args.mpp)
     return summary.exit_code

@@ -6,15 +6,9 @@ import argparse
 import json
 import sys
 
-from ..options import DEFAULT_BATCH_SIZE
-from ._common import (
-    DefaultsHelpFormatter,
-    mpp_type,
-    non_negative_int,
-    output_dir,
-    positive_int,
-)
-from .pipeline_options import add_pipeline_options, pipeline_options
+from ..options import RunSettings
+from ._common import DefaultsHelpFormatter, mpp_type, output_dir
+from .pipeline_options import add_option_flags, add_pipeline_options, pipeline_options, run_settings
 
 __all__ = ["add_format_option", "add_run_options", "print_result", "register"]
 
@@ -24,13 +18,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run")
     g.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
                    help="level-0 µm/px overriding the slide's metadata (needed if it has none)")
-    g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
-    g.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE,
-                   help=f"patches per forward pass (default {DEFAULT_BATCH_SIZE})")
-    g.add_argument("--loader-workers", type=non_negative_int, default=None,
-                   help="patch reader processes (default 0 on CPU, 4 on CUDA)")
-    g.add_argument("--force", action="store_true",
-                   help="recompute every stage instead of reusing earlier outputs")
+    add_option_flags(g, RunSettings)  # --device, --batch-size, ... (wsikit.options)
     add_format_option(p)
 
 
@@ -120,15 +108,11 @@ def _zoom_chains(regions: list[dict]) -> list[str]:
 
 def _run(args: argparse.Namespace) -> int:
     from ..layout import OutputLayout
-    from ..pipeline import run_select
+    from ..pipeline import select
 
-    if args.index is not None:  # a wrong --index fails now, not after features and attention
-        from ..evidence import FigureIndex
-
-        FigureIndex.open(args.index, verify=False)
-    result = run_select(args.slide, pipeline_options(args), out=args.out, mpp=args.mpp,
-                        device=args.device, batch_size=args.batch_size,
-                        loader_workers=args.loader_workers, force=args.force)
+    # a wrong --index fails before the slide is read: select() opens it (once) first
+    result = select(args.slide, pipeline_options(args), run_settings(args), out=args.out,
+                    mpp=args.mpp)
     print_result(result, OutputLayout(args.out).select_dir(result.slide["name"]), args.format)
     return 0
 
