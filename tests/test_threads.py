@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -87,12 +89,16 @@ def test_torch_threads_restores_the_count() -> None:
 
 def test_cli_threads_sets_the_cores_of_the_run(monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
+    import wsikit.cli as cli
     from wsikit.cli import main
 
     monkeypatch.delenv("WSIKIT_THREADS", raising=False)
+    seen = []
+    run = cli._run
+    monkeypatch.setattr(cli, "_run", lambda *a: seen.append(cores_given(environ=None)) or run(*a))
     assert main(["--threads", "3", "models", "--json"]) == 0
-    assert cores_given(environ=None) == (3, "WSIKIT_THREADS")
-    monkeypatch.delenv("WSIKIT_THREADS")
+    assert seen == [(3, "WSIKIT_THREADS")]  # during the command (its workers inherit it)
+    assert "WSIKIT_THREADS" not in os.environ  # and for that command only
     with pytest.raises(SystemExit) as exc:
         main(["--threads", "0", "models"])
     assert exc.value.code == 2 and "--threads 0" in capsys.readouterr().err
