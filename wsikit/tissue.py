@@ -32,13 +32,13 @@ from scipy import ndimage as ndi
 from ._atomic import atomic_path, write_json_atomic
 from ._hints import keyword, option
 from .errors import TissueError
-from .models.stain import ink_mask, red_ink_extent
+from .models.stain import ink_mask, red_ink_extent, stain_amounts
 from .options import GridOptions
 
 if TYPE_CHECKING:
     from .io import Slide
 
-__all__ = ["tissue_mask", "ink_regions", "artefact_masks", "segment_tissue",
+__all__ = ["tissue_mask", "ink_regions", "artefact_masks", "fold_mask", "segment_tissue",
            "tissue_from_thumbnail", "TissueMask",
            "mask_polygons", "mask_shape", "ARTEFACT_KINDS", "DEFAULT_MASK_MPP",
            "MIN_TISSUE_UM2", "MIN_HOLE_UM2", "MASK_MAX_PIXELS"]
@@ -242,32 +242,110 @@ def tissue_mask(thumb: np.ndarray, *, mpp: float, min_tissue_um2: float = MIN_TI
     return _clean(stained, mpp=mpp, min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2)
 
 
-def _stain_planes(thumb: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Haematoxylin and eosin concentrations (``rgb2hed`` units), box-smoothed."""
-    from skimage.color.colorconv import hed_from_rgb
+def fold_mask(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
+              fold_eosin: float = 1.35, fold_haematoxylin: float = 1.35,
+              fold_balance: float = 0.8, fold_um: float = 56.0, reference_um: float = 400.0,
+              close_um: float = 40.0, min_fold_um2: float = 5e3) -> np.ndarray:
+    """Tissue folds: a double layer of tissue, found by its stain amounts.
 
-    ln = np.log(np.maximum(np.arange(256, dtype=np.float64) / 255.0, 1e-6)).astype(np.float32)
-    cols = (np.asarray(hed_from_rgb, np.float64)[:, :2] / np.log(1e-6)).astype(np.float32)
-    he = ln[thumb] @ cols
-    np.maximum(he, 0.0, out=he)
-    h, e = he[..., 0], he[..., 1]
+    Stains add in optical density, so where tissue lies on itself both its haematoxylin and
+    its eosin roughly double and their ratio stays that of the tissue around it. That is what
+    sets a fold apart from tissue darker in one stain: a dark eosinophilic rim or haemorrhage
+    raises eosin far more than haematoxylin (its H:E ratio drops to 0.1-0.6 of the tissue's),
+    dense nuclei raise haematoxylin alone. With the stain amounts of
+    :func:`wsikit.models.stain.stain_amounts`, box-smoothed over ``fold_um``, a pixel is a
+    fold where
+
+    * haematoxylin is at least ``fold_haematoxylin`` and eosin at least ``fold_eosin`` times
+      the tissue's medians (both stains raised), and
+    * its H:E ratio is within ``fold_balance`` of that of the tissue around it (its ratio over
+      the surrounding tissue's between ``fold_balance`` and ``1 / fold_balance``; the tissue
+      within ``reference_um``, the candidates themselves left out, or the slide's tissue where
+      none is near), and
+    * its H:E ratio is at least ``fold_balance`` times the slide tissue's: an eosin-dominated
+      region is never a fold, however dark (haemorrhage is 2.4-3 times the tissue's median
+      OD, so darkness alone would not tell it from a fold of eosinophilic tissue).
+
+    The pixels found are closed over ``close_um`` within the tissue (a fold is one band), and
+    pieces under ``min_fold_um2`` are dropped. Every threshold is relative to the slide's own
+    tissue, so the rule holds for pale and dark stainings alike.
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+        RGB thumbnail.
+    tissue : ndarray, shape (h, w), bool
+        Its tissue mask (:func:`tissue_mask`): the statistics are taken over it, and folds
+        are found inside it only.
+    mpp : float
+        µm/px of ``thumb``.
+    fold_eosin, fold_haematoxylin : float
+        Least rise of each stain over the tissue median.
+    fold_balance : float
+        How far (as a factor) a fold's H:E ratio may be from the reference tissue's.
+    fold_um, reference_um, close_um : float
+        Smoothing width, the width of the surrounding tissue compared with, and the closing
+        radius, in µm.
+    min_fold_um2 : float
+        Smallest fold (µm²).
+
+    Returns
+    -------
+    ndarray, shape (h, w), bool
+    """
+    thumb = _check_thumb(thumb, mpp)
+    tissue = np.asarray(tissue, bool)
+    if tissue.shape != thumb.shape[:2]:
+        raise TissueError(f"tissue mask {tissue.shape} does not match the thumbnail "
+                          f"{thumb.shape[:2]}")
+    if not 0 < fold_balance <= 1:
+        raise TissueError(f"fold_balance={fold_balance!r} must be in (0, 1], e.g. 0.7")
+    if not tissue.any():
+        return np.zeros(tissue.shape, bool)
+    size = max(1, int(round(fold_um / mpp)))
+    h, e = stain_amounts(thumb)
     if size > 1:
         h, e = _box_mean(h, size), _box_mean(e, size)
-    return h, e
+    h_med, e_med = float(np.median(h[tissue])), float(np.median(e[tissue]))
+    if h_med <= 0 or e_med <= 0:   # one stain only: no H:E ratio to tell a fold by
+        return np.zeros(tissue.shape, bool)
+    fold = tissue & (h >= fold_haematoxylin * h_med) & (e >= fold_eosin * e_med)
+    if not fold.any():
+        return fold
+    ratio_med = h_med / e_med
+    ratio = h / np.maximum(e, 1e-12)
+    # the H:E ratio of the tissue around, as a ratio of sums, leaving the candidates out (a
+    # wide fold or rim would be its own reference); the slide's where no such tissue is near
+    ref = (tissue & ~fold).astype(np.float32)
+    ref_size = max(3, int(round(reference_um / mpp)) | 1)
+    near = ndi.uniform_filter(ref, ref_size, mode="nearest")
+    near_h = ndi.uniform_filter(h * ref, ref_size, mode="nearest")
+    near_e = ndi.uniform_filter(e * ref, ref_size, mode="nearest")
+    ratio_ref = np.where((near > 0.05) & (near_h > 0) & (near_e > 0),
+                         near_h / np.maximum(near_e, 1e-12), ratio_med)
+    fold &= (ratio >= fold_balance * ratio_ref) & (fold_balance * ratio <= ratio_ref)
+    fold &= ratio >= fold_balance * ratio_med
+    close = int(round(close_um / mpp))
+    if close >= 1 and fold.any():
+        pad = close + 1
+        fold = ndi.binary_closing(np.pad(fold, pad), structure=_disk(close))[pad:-pad, pad:-pad]
+        fold = ndi.binary_fill_holes(fold) & tissue
+    return _remove_small(fold, min_fold_um2 / (mpp * mpp))
 
 
 def artefact_masks(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
-                   fold_eosin: float = 1.6, fold_haematoxylin: float = 1.3,
-                   min_fold_um2: float = 5e3, fold_um: float = 24.0,
+                   fold_eosin: float = 1.35, fold_haematoxylin: float = 1.35,
+                   min_fold_um2: float = 5e3, fold_um: float = 56.0,
                    min_tissue_um2: float = MIN_TISSUE_UM2, min_saturation: float = 0.07,
                    smooth_um: float = 16.0) -> dict[str, np.ndarray]:
     """Artefacts of a thumbnail, by kind (:data:`ARTEFACT_KINDS`), weight-free.
 
     * ``ink``: pen and marker ink of every colour, dye and dark borders (:func:`ink_regions`);
-    * ``fold``: tissue folds, where a double layer of tissue holds both much more eosin and
-      more haematoxylin than the slide's tissue (smoothed over ``fold_um``: ``fold_eosin``
-      and ``fold_haematoxylin`` times the tissue medians; dense nuclei raise haematoxylin
-      alone, so they are not folds); pieces under ``min_fold_um2`` are ignored;
+    * ``fold``: tissue folds (:func:`fold_mask`): a double layer of tissue holds more of both
+      stains than the slide's tissue (``fold_eosin`` and ``fold_haematoxylin`` times the
+      tissue medians, smoothed over ``fold_um``) with the H:E ratio of the tissue around it;
+      dark eosinophilic rims and haemorrhage (eosin-dominated) and dense nuclei
+      (haematoxylin alone) are not folds; pieces under ``min_fold_um2`` are ignored;
     * ``debris``: stained fragments too small to be tissue (under ``min_tissue_um2``);
     * ``fill``: scanner fill, areas of exactly constant colour (no glass or tissue has that).
 
@@ -299,17 +377,14 @@ def artefact_masks(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
 
 
 def _artefacts(thumb: np.ndarray, tissue: np.ndarray, stained: np.ndarray, ink: np.ndarray, *,
-               mpp: float, fold_eosin: float = 1.6, fold_haematoxylin: float = 1.3,
-               min_fold_um2: float = 5e3, fold_um: float = 24.0,
+               mpp: float, fold_eosin: float = 1.35, fold_haematoxylin: float = 1.35,
+               min_fold_um2: float = 5e3, fold_um: float = 56.0,
                min_tissue_um2: float = MIN_TISSUE_UM2) -> dict[str, np.ndarray]:
     """:func:`artefact_masks` from the stained pixels and ink regions already found."""
     px_area = mpp * mpp
-    fold = np.zeros(tissue.shape, bool)
-    if tissue.any():
-        h, e = _stain_planes(thumb, max(1, int(round(fold_um / mpp))))
-        fold = (tissue & (e > fold_eosin * float(np.median(e[tissue])))
-                & (h > fold_haematoxylin * float(np.median(h[tissue]))))
-        fold = _remove_small(fold, min_fold_um2 / px_area)
+    fold = fold_mask(thumb, tissue, mpp=mpp, fold_eosin=fold_eosin,
+                     fold_haematoxylin=fold_haematoxylin, fold_um=fold_um,
+                     min_fold_um2=min_fold_um2)
     debris = stained & ~tissue & ~_remove_small(stained, min_tissue_um2 / px_area)
     flat = np.ones(tissue.shape, bool)
     for c in range(3):

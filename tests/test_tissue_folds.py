@@ -1,0 +1,209 @@
+"""Tissue folds against dark eosinophilic rims, haemorrhage and ink, on real H&E pixels.
+
+Issue 33: a real TCGA slide's darker, eosin-rich rim (about (182, 88, 132)) was cut from the
+tissue mask, first as "ink or dye", then (about 92 % of a generated rim) as a fold. A fold is
+two layers of tissue: in optical density (OD) stains add, so both haematoxylin and eosin
+roughly double and their ratio stays the tissue's; a rim or haemorrhage raises eosin far more
+than haematoxylin. The scenes are built here from the real TCGA tiles of tests/data/real_tiles
+(4 µm/px), in OD space:
+
+* a rim: the outer band of the specimen turned towards the rim's colour, keeping the tissue's
+  own texture (``_with_rim``);
+* haemorrhage: the OD of the tiles' own blood (vessel lumens, about (125, 48, 94)) spread over
+  tissue (``_with_haemorrhage``);
+* a fold: the OD sum of the tissue and the mirror image of the tissue above a fold line, which
+  is what folding a section over onto itself makes (``_with_fold``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from scipy import ndimage as ndi
+
+from wsikit.errors import TissueError
+from wsikit.models.stain import stain_amounts
+from wsikit.tissue import fold_mask, tissue_from_thumbnail, tissue_mask
+
+TILES = Path(__file__).parent / "data" / "real_tiles"
+OD = -np.log10(np.maximum(np.arange(256), 1) / 255.0)
+RIM = (182, 88, 132)          # the real slide's rim (issue 33)
+BLOOD = (125, 48, 94)         # median of the darkest red pixels in the tiles' vessels
+PX_UM, DS = 4.0, 2            # the level-2 tiles' µm/px; thumbnails at 8 µm/px
+#: Level-2 tiles of real TCGA H&E: mixed tumour and stroma, dense tumour.
+BASES = ["medium-nuclei-score-level2", "high-nuclei-score-level2"]
+
+
+def _base(name: str) -> np.ndarray:
+    """A real tile on glass (the tiles' own glass colour, 243) as a small slide."""
+    img = np.asarray(Image.open(TILES / f"{name}.png").convert("RGB"))
+    out = np.full((img.shape[0] + 128, img.shape[1] + 128, 3), 243, np.uint8)
+    out[64:-64, 64:-64] = img
+    return out
+
+
+def _rgb(od: np.ndarray) -> np.ndarray:
+    return np.clip(np.round(255.0 * 10.0 ** -od), 0, 255).astype(np.uint8)
+
+
+def _tissue(img: np.ndarray) -> np.ndarray:
+    m = ndi.uniform_filter(OD[img].sum(-1), 5) > 0.2
+    return ndi.binary_fill_holes(ndi.binary_opening(m, iterations=2))
+
+
+def _thumb(img: np.ndarray) -> np.ndarray:
+    return np.asarray(Image.fromarray(img).reduce(DS))
+
+
+def _down(mask: np.ndarray) -> np.ndarray:
+    h, w = mask.shape[0] // DS, mask.shape[1] // DS
+    return mask[:h * DS, :w * DS].reshape(h, DS, w, DS).mean((1, 3)) > 0.5
+
+
+def _with_rim(img: np.ndarray, *, darken: float, width_um: float = 160.0,
+              keep: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
+    """The specimen's outer band as a dark eosinophilic rim: its OD becomes ``darken`` times
+    ``keep`` of the tissue's own OD (scaled to the rim's total) plus ``1 - keep`` of the rim
+    colour's OD modulated by the tissue's texture."""
+    od = OD[img]
+    tissue = _tissue(img)
+    band = tissue & (ndi.distance_transform_edt(tissue) * PX_UM <= width_um)
+    rim = OD[np.array(RIM)]
+    total = od.sum(-1)
+    t_band = float(np.median(total[band]))
+    texture = np.clip(total / t_band, 0.3, 3.0)[band, None]
+    out = od.copy()
+    out[band] = darken * (keep * od[band] * (rim.sum() / t_band)
+                          + (1 - keep) * texture * rim[None, :])
+    return _rgb(out), band
+
+
+def _with_haemorrhage(img: np.ndarray, *, radius_um: float = 250.0
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Blood spread over tissue, a disc around the point deepest in the tissue."""
+    od = OD[img]
+    tissue = _tissue(img)
+    depth = ndi.distance_transform_edt(tissue)
+    cy, cx = np.unravel_index(int(np.argmax(depth)), depth.shape)
+    yy, xx = np.mgrid[0:img.shape[0], 0:img.shape[1]]
+    disc = (yy - cy) ** 2 + (xx - cx) ** 2 < (radius_um / PX_UM) ** 2
+    amount = 0.7 + 0.3 * np.random.default_rng(1).random(disc.shape)
+    out = od.copy()
+    out[disc] = 0.3 * od[disc] + amount[disc, None] * OD[np.array(BLOOD)][None, :]
+    return _rgb(out), disc & tissue
+
+
+def _with_fold(img: np.ndarray, *, width_um: float = 240.0) -> tuple[np.ndarray, np.ndarray]:
+    """The tissue above a fold line (the middle row of the tissue) folded down over the
+    tissue below it: OD of both layers added (the second one without its glass)."""
+    od = OD[img]
+    tissue = _tissue(img)
+    glass = np.median(od[~tissue], axis=0)
+    rows = np.nonzero(tissue.any(1))[0]
+    row0 = int(np.median(rows))
+    w = int(round(width_um / PX_UM))
+    below = np.arange(row0, row0 + w)
+    above = 2 * row0 - 1 - below                        # the mirror image of the rows below
+    cols = slice(img.shape[1] // 4, 3 * img.shape[1] // 4)
+    out = od.copy()
+    out[below, cols] += np.clip(od[above, cols] - glass, 0, None)
+    fold = np.zeros(tissue.shape, bool)
+    fold[below, cols] = tissue[below, cols] & tissue[above, cols]   # two layers there
+    return _rgb(out), fold
+
+
+def _segment(img: np.ndarray):
+    thumb = _thumb(img)
+    h, w = thumb.shape[:2]
+    mpp = PX_UM * DS
+    return thumb, tissue_from_thumbnail(thumb, mpp=mpp, level0_size=(w, h), slide_mpp=mpp)
+
+
+@pytest.mark.parametrize("name", BASES)
+@pytest.mark.parametrize("darken", [1.0, 1.5, 2.0])
+def test_dark_eosinophilic_rim_stays_tissue(name: str, darken: float) -> None:
+    img, band = _with_rim(_base(name), darken=darken)
+    rim_colour = np.median(img[band], axis=0)
+    if darken == 1.0:    # the scene is the issue's rim: its colour within about 10 levels
+        assert np.abs(rim_colour - RIM).max() <= 12, rim_colour
+    _, tm = _segment(img)
+    rim = ndi.binary_erosion(_down(band))           # the rim, off its outer edge pixel
+    assert rim.sum() > 300
+    assert tm.mask[rim].mean() >= 0.95, (name, darken, tm.artefacts["fold"][rim].mean())
+    assert not tm.artefacts["ink"][rim].any()
+
+
+@pytest.mark.parametrize("name", BASES)
+def test_haemorrhage_stays_tissue(name: str) -> None:
+    img, disc = _with_haemorrhage(_base(name))
+    _, tm = _segment(img)
+    blood = _down(disc)
+    assert blood.sum() > 300
+    assert tm.mask[blood].mean() >= 0.95
+    assert not tm.artefacts["fold"][blood].any()
+
+
+def test_two_layer_fold_is_flagged() -> None:
+    # measured 0.61 of the two-layer area (0.24 on the dense tumour tile, where single
+    # layers are already as dark as a fold of stroma: not asserted); the old rule took 0.75
+    # here but also 92 % of a rim
+    base = _base(BASES[0])
+    img, two = _with_fold(base)
+    _, tm = _segment(img)
+    fold = _down(two)
+    assert fold.sum() > 300
+    assert tm.artefacts["fold"][fold].mean() >= 0.55
+    assert not (tm.mask & tm.artefacts["fold"]).any()
+    # and nowhere else: the same slide without the fold has (almost) none
+    _, plain = _segment(base)
+    assert plain.artefacts["fold"].mean() < 0.005
+
+
+def test_fold_keeps_the_tissue_ratio_a_rim_does_not() -> None:
+    # the physics the rule rests on, on real pixels: a second layer doubles both stains
+    # and keeps their ratio; the rim and blood lower haematoxylin's share
+    base = _base(BASES[0])
+    tissue = _tissue(base)
+    h, e = stain_amounts(base)
+    ratio = float(h[tissue].sum() / e[tissue].sum())
+    fold_img, two = _with_fold(base)
+    hf, ef = stain_amounts(fold_img)
+    assert 0.8 <= (hf[two].sum() / ef[two].sum()) / ratio <= 1.25
+    assert hf[two].sum() / h[two].sum() > 1.6 and ef[two].sum() / e[two].sum() > 1.6
+    for img, where in (_with_rim(base, darken=1.0), _with_haemorrhage(base)):
+        hr, er = stain_amounts(img)
+        assert (hr[where].sum() / er[where].sum()) / ratio < 0.7
+
+
+def test_fold_mask_is_pure_and_checks_its_input() -> None:
+    thumb, _ = _segment(_base(BASES[0]))
+    tissue = tissue_mask(thumb, mpp=8.0)
+    a = fold_mask(thumb, tissue, mpp=8.0)
+    assert a.dtype == bool and a.shape == tissue.shape
+    assert np.array_equal(a, fold_mask(thumb.copy(), tissue.copy(), mpp=8.0))
+    assert not fold_mask(thumb, np.zeros_like(tissue), mpp=8.0).any()
+    with pytest.raises(TissueError, match="does not match"):
+        fold_mask(thumb, tissue[1:], mpp=8.0)
+    with pytest.raises(TissueError, match="fold_balance"):
+        fold_mask(thumb, tissue, mpp=8.0, fold_balance=1.5)
+
+
+def test_pen_ink_beside_a_rim_is_still_ink() -> None:
+    # green marker of a real tile across the rim scene: ink, never tissue or fold
+    img, band = _with_rim(_base(BASES[0]), darken=1.0)
+    pen = np.asarray(Image.open(TILES / "no-tissue-green-pen.png").convert("RGB"))
+    stroke = OD[pen].sum(-1) > 0.3
+    y, x = 64, 64
+    patch = img[y:y + pen.shape[0], x:x + pen.shape[1]]
+    patch[stroke] = _rgb(OD[patch[stroke]] + OD[pen[stroke]])
+    truth = np.zeros(img.shape[:2], bool)
+    truth[y:y + pen.shape[0], x:x + pen.shape[1]] = stroke
+    _, tm = _segment(img)
+    ink = _down(truth)
+    assert ink.sum() > 100
+    assert tm.artefacts["ink"][ink].mean() > 0.95
+    assert tm.mask[ink].mean() < 0.05
+    assert not tm.artefacts["fold"][ink].any()
