@@ -33,8 +33,10 @@ OD = -np.log10(np.maximum(np.arange(256), 1) / 255.0)
 RIM = (182, 88, 132)          # the real slide's rim (issue 33)
 BLOOD = (125, 48, 94)         # median of the darkest red pixels in the tiles' vessels
 PX_UM, DS = 4.0, 2            # the level-2 tiles' µm/px; thumbnails at 8 µm/px
-#: Level-2 tiles of real TCGA H&E: mixed tumour and stroma, dense tumour.
-BASES = ["medium-nuclei-score-level2", "high-nuclei-score-level2"]
+#: Level-2 tiles of real TCGA H&E: mixed tumour and stroma, tumour at a specimen edge, and
+#: two larger areas of loose stroma with vessels (pale tissue: a rim is darkest against it).
+BASES = ["medium-nuclei-score-level2", "high-nuclei-score-level2",
+         "tissue-level2-1784-6289-5880-10386", "tissue-level2-4640-4649-8736-8746"]
 
 
 def _base(name: str) -> np.ndarray:
@@ -74,7 +76,7 @@ def _with_rim(img: np.ndarray, *, darken: float, width_um: float = 160.0,
     rim = OD[np.array(RIM)]
     total = od.sum(-1)
     t_band = float(np.median(total[band]))
-    texture = np.clip(total / t_band, 0.3, 3.0)[band, None]
+    texture = np.clip(total / t_band, 0.5, 2.0)[band, None]
     out = od.copy()
     out[band] = darken * (keep * od[band] * (rim.sum() / t_band)
                           + (1 - keep) * texture * rim[None, :])
@@ -146,20 +148,21 @@ def test_haemorrhage_stays_tissue(name: str) -> None:
     assert not tm.artefacts["fold"][blood].any()
 
 
-def test_two_layer_fold_is_flagged() -> None:
-    # measured 0.61 of the two-layer area (0.24 on the dense tumour tile, where single
-    # layers are already as dark as a fold of stroma: not asserted); the old rule took 0.75
-    # here but also 92 % of a rim
-    base = _base(BASES[0])
+@pytest.mark.parametrize("name, least", [(BASES[0], 0.70), (BASES[1], 0.3), (BASES[2], 0.3),
+                                         (BASES[3], 0.3)])
+def test_two_layer_fold_is_flagged(name: str, least: float) -> None:
+    # measured: 0.80 of the two-layer area of mixed tumour and stroma; 0.35-0.52 on dense
+    # tumour and loose stroma, whose single layers vary as much as a fold does
+    base = _base(name)
     img, two = _with_fold(base)
     _, tm = _segment(img)
     fold = _down(two)
     assert fold.sum() > 300
-    assert tm.artefacts["fold"][fold].mean() >= 0.55
+    assert tm.artefacts["fold"][fold].mean() >= least
     assert not (tm.mask & tm.artefacts["fold"]).any()
-    # and nowhere else: the same slide without the fold has (almost) none
+    # and hardly anywhere else: the same slide without the fold
     _, plain = _segment(base)
-    assert plain.artefacts["fold"].mean() < 0.005
+    assert plain.artefacts["fold"].mean() < 0.015
 
 
 def test_fold_keeps_the_tissue_ratio_a_rim_does_not() -> None:
@@ -195,7 +198,7 @@ def test_pen_ink_beside_a_rim_is_still_ink() -> None:
     # green marker of a real tile across the rim scene: ink, never tissue or fold
     img, band = _with_rim(_base(BASES[0]), darken=1.0)
     pen = np.asarray(Image.open(TILES / "no-tissue-green-pen.png").convert("RGB"))
-    stroke = OD[pen].sum(-1) > 0.3
+    stroke = OD[pen].sum(-1) > 0.6                  # the solid stroke, not its faint rim
     y, x = 64, 64
     patch = img[y:y + pen.shape[0], x:x + pen.shape[1]]
     patch[stroke] = _rgb(OD[patch[stroke]] + OD[pen[stroke]])
@@ -205,5 +208,5 @@ def test_pen_ink_beside_a_rim_is_still_ink() -> None:
     ink = _down(truth)
     assert ink.sum() > 100
     assert tm.artefacts["ink"][ink].mean() > 0.95
-    assert tm.mask[ink].mean() < 0.05
+    assert tm.mask[ink].mean() < 0.02
     assert not tm.artefacts["fold"][ink].any()
