@@ -38,8 +38,8 @@ from .options import GridOptions
 if TYPE_CHECKING:
     from .io import Slide
 
-__all__ = ["tissue_mask", "ink_regions", "artefact_masks", "fold_mask", "segment_tissue",
-           "tissue_from_thumbnail", "TissueMask",
+__all__ = ["tissue_mask", "ink_regions", "artefact_masks", "fold_mask", "pale_holes",
+           "segment_tissue", "tissue_from_thumbnail", "TissueMask",
            "mask_polygons", "mask_shape", "ARTEFACT_KINDS", "DEFAULT_MASK_MPP",
            "MIN_TISSUE_UM2", "MIN_HOLE_UM2", "MASK_MAX_PIXELS"]
 
@@ -196,14 +196,62 @@ def _check_thumb(thumb: np.ndarray, mpp: float) -> np.ndarray:
     return thumb
 
 
+#: -log10(v / 255), the optical density of each uint8 value (0 counts as 1).
+_OD = (-np.log10(np.maximum(np.arange(256, dtype=np.float64), 1.0) / 255.0)).astype(np.float32)
+
+
+def pale_holes(thumb: np.ndarray, tissue: np.ndarray, *, excluded: np.ndarray | None = None,
+               min_od: float = 0.12) -> np.ndarray:
+    """Holes of a tissue mask that hold faintly stained matter, not glass: mucin, oedema.
+
+    Mucin is pale blue-grey, about as unsaturated as glass, so the saturation threshold of
+    :func:`tissue_mask` leaves a pool of it as a hole in the tissue. A hole (a region enclosed
+    by tissue) whose median optical density is at least ``min_od`` above the glass's (the
+    median OD of the slide's background) is stained matter: mucin at (200, 205, 220) is 0.26,
+    glass about 0.06, the white of a lumen or of fat vacuoles within 0.05 of glass.
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+        RGB thumbnail.
+    tissue : ndarray, shape (h, w), bool
+        Its tissue mask.
+    excluded : ndarray, shape (h, w), bool, optional
+        Pixels that are never tissue (ink regions): not part of any hole.
+    min_od : float
+        Least summed OD above the glass's.
+
+    Returns
+    -------
+    ndarray, shape (h, w), bool
+        The pixels of those holes.
+    """
+    tissue = np.asarray(tissue, bool)
+    never = np.zeros(tissue.shape, bool) if excluded is None else np.asarray(excluded, bool)
+    enclosed = ndi.binary_fill_holes(tissue | never)
+    holes = enclosed & ~tissue & ~never
+    background = ~enclosed
+    if not holes.any() or not background.any():
+        return np.zeros(tissue.shape, bool)
+    od = _OD[np.asarray(thumb)].sum(axis=-1)
+    glass = float(np.median(od[background]))
+    labels, n = ndi.label(holes, structure=np.ones((3, 3), bool))
+    medians = np.asarray(ndi.median(od, labels, index=np.arange(1, n + 1)), np.float64)
+    keep = np.concatenate([[False], medians >= glass + min_od])
+    return keep[labels]
+
+
 def _clean(stained: np.ndarray, *, mpp: float, min_tissue_um2: float,
-           min_hole_um2: float) -> np.ndarray:
+           min_hole_um2: float, thumb: np.ndarray | None = None,
+           excluded: np.ndarray | None = None) -> np.ndarray:
     px_area = mpp * mpp
     mask = _remove_small(stained, min_tissue_um2 / px_area)
     if mask.any():
         holes = ~mask
         holes_small = holes & ~_remove_small(holes, min_hole_um2 / px_area)
         mask = mask | holes_small
+        if thumb is not None:   # pools of mucin: stained, but unsaturated
+            mask |= pale_holes(thumb, mask, excluded=excluded)
     return mask
 
 
@@ -221,7 +269,8 @@ def tissue_mask(thumb: np.ndarray, *, mpp: float, min_tissue_um2: float = MIN_TI
     min_tissue_um2 : float
         Tissue pieces smaller than this area (µm²) are removed.
     min_hole_um2 : float
-        Holes smaller than this area (µm²) are filled; larger ones are kept.
+        Holes smaller than this area (µm²) are filled; larger ones are kept, unless they
+        hold faintly stained matter such as mucin (:func:`pale_holes`).
     min_saturation : float
         Floor for the Otsu threshold on saturation (keeps empty slides empty).
     remove_ink : bool
@@ -237,9 +286,10 @@ def tissue_mask(thumb: np.ndarray, *, mpp: float, min_tissue_um2: float = MIN_TI
         them and :func:`segment_tissue` removes them.
     """
     thumb = _check_thumb(thumb, mpp)
-    stained, _ = _stained(thumb, mpp=mpp, min_saturation=min_saturation,
-                          remove_ink=remove_ink, smooth_um=smooth_um)
-    return _clean(stained, mpp=mpp, min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2)
+    stained, ink = _stained(thumb, mpp=mpp, min_saturation=min_saturation,
+                            remove_ink=remove_ink, smooth_um=smooth_um)
+    return _clean(stained, mpp=mpp, min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
+                  thumb=thumb, excluded=ink)
 
 
 def fold_mask(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
@@ -270,13 +320,16 @@ def fold_mask(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
       so darkness would not tell either from a fold. A fold of purely eosinophilic tissue
       (muscle, collagen without nuclei) is therefore not flagged: the mask keeps it.
 
-    The pixels found are closed over ``close_um`` within the tissue (a fold is one band; holes
-    under ``min_fold_um2`` filled), and pieces under ``min_fold_um2`` are dropped. The
-    thresholds other than ``eosin_dominated`` are relative to the slide's own tissue, so the
-    rule holds for pale and dark stainings.
-    Measured on real tissue (``tests/test_tissue_folds.py``): dark rims and haemorrhage kept
-    (0 % flagged), a two-layer fold of mixed tumour and stroma 80 % flagged (35-52 % on
-    loose stroma and dense tumour, where single layers vary as much as a fold).
+    Within ``fold_um / 2`` of dark eosin-dominated pixels (eosin at least 3 times the tissue
+    median, H:E ratio as above, at a third of the smoothing width) no pixel is a fold: there
+    the smoothing mixes blood or a dark rim with the tissue beside it. The pixels found are
+    closed over ``close_um`` within the tissue (a fold is one band; holes under
+    ``min_fold_um2`` filled), and pieces under ``min_fold_um2`` are dropped. The thresholds
+    other than ``eosin_dominated`` are relative to the slide's own tissue, so the rule holds
+    for pale and dark stainings. Measured on real tissue (``tests/test_tissue_folds.py``):
+    dark rims and haemorrhage kept (0 % flagged), a two-layer fold of mixed tumour and stroma
+    79 % flagged (35-65 % on loose stroma and dense tumour, where single layers vary as much
+    as a fold).
 
     Parameters
     ----------
@@ -314,9 +367,8 @@ def fold_mask(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
     if not tissue.any():
         return np.zeros(tissue.shape, bool)
     size = max(1, int(round(fold_um / mpp)))
-    h, e = stain_amounts(thumb)
-    if size > 1:
-        h, e = _box_mean(h, size), _box_mean(e, size)
+    h0, e0 = stain_amounts(thumb)
+    h, e = (_box_mean(h0, size), _box_mean(e0, size)) if size > 1 else (h0, e0)
     h_med, e_med = float(np.median(h[tissue])), float(np.median(e[tissue]))
     if h_med <= 0 or e_med <= 0:   # one stain only: no H:E ratio to tell a fold by
         return np.zeros(tissue.shape, bool)
@@ -325,6 +377,15 @@ def fold_mask(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
         return fold
     ratio_med = h_med / e_med
     ratio = h / np.maximum(e, 1e-12)
+    # dark eosin-dominated matter (blood, a dark rim: eosin 3 times the tissue's or more) at
+    # a third of the smoothing width, and half that width around it: there the smoothed
+    # amounts mix it with the tissue beside it (a fold holds about twice the eosin)
+    fine = max(1, int(round(fold_um / (3 * mpp))))
+    hf, ef = (_box_mean(h0, fine), _box_mean(e0, fine)) if fine > 1 else (h0, e0)
+    dark_eosin = (ef >= 3.0 * e_med) & (
+        (hf < fold_balance * ratio_med * ef) | (hf < eosin_dominated * ef))
+    if dark_eosin.any():
+        fold &= ~ndi.binary_dilation(dark_eosin, structure=_disk(size / 2))
     # the H:E ratio of the tissue around, as a ratio of sums, leaving the candidates out (a
     # wide fold or rim would be its own reference); the slide's where no such tissue is near
     ref = (tissue & ~fold).astype(np.float32)
@@ -854,7 +915,7 @@ def tissue_from_thumbnail(thumb: np.ndarray, *, mpp: float, level0_size: tuple[i
     stained, ink = _stained(thumb, mpp=mpp, min_saturation=opts["min_saturation"],
                             remove_ink=opts["remove_ink"], smooth_um=opts["smooth_um"])
     mask = _clean(stained, mpp=mpp, min_tissue_um2=opts["min_tissue_um2"],
-                  min_hole_um2=opts["min_hole_um2"])
+                  min_hole_um2=opts["min_hole_um2"], thumb=thumb, excluded=ink)
     arts = _artefacts(thumb, mask, stained, ink, mpp=mpp,
                       min_tissue_um2=opts["min_tissue_um2"])
     mask = mask & ~arts["fold"] & ~arts["ink"]   # small ink holes were filled: never tissue
