@@ -183,11 +183,12 @@ def test_mucin_pool_stays_tissue_and_lumens_stay_holes(name: str, colour) -> Non
     assert plain.mask[hole].mean() <= 0.02
 
 
-@pytest.mark.parametrize("name, least", [(BASES[0], 0.70), (BASES[1], 0.3), (BASES[2], 0.3),
-                                         (BASES[3], 0.3)])
+@pytest.mark.parametrize("name, least", [(BASES[0], 0.70), (BASES[1], 0.15), (BASES[2], 0.15),
+                                         (BASES[3], 0.15)])
 def test_two_layer_fold_is_flagged(name: str, least: float) -> None:
-    # measured: 0.79 of the two-layer area of mixed tumour and stroma; 0.35-0.65 on dense
-    # tumour and loose stroma, whose single layers vary as much as a fold does
+    # measured: 0.72 of the two-layer area of mixed tumour and stroma; 0.43, 0.26 and 0.20
+    # on tumour at an edge and loose stroma, whose single layers vary almost as much as a
+    # fold does (the old rule: 0.49, 0.67, 0.46, 0.50, but 92 % of a rim and all blood)
     base = _base(name)
     img, two = _with_fold(base)
     _, tm = _segment(img)
@@ -199,6 +200,24 @@ def test_two_layer_fold_is_flagged(name: str, least: float) -> None:
     # stroma tile, on its darkest areas and a vessel's clot)
     _, plain = _segment(base)
     assert plain.artefacts["fold"].mean() < 0.02
+
+
+def test_tumour_among_pale_stroma_is_not_a_fold() -> None:
+    # a dense tile beside loose stroma is darker in both stains than the slide's median
+    # tissue, as a fold is; but it is its own surroundings (measured 0.10 flagged, the old
+    # rule 0.11; without the local baseline 0.61)
+    tumour, s1, s2 = (np.asarray(Image.open(TILES / f"{n}.png").convert("RGB"))
+                      for n in (BASES[0], BASES[2], BASES[3]))
+    img = np.concatenate([np.concatenate([s1, tumour, s2], 1),
+                          np.concatenate([s2, s1, tumour], 1)], 0)
+    img = np.pad(img, ((64, 64), (64, 64), (0, 0)), constant_values=243)
+    h, w = img.shape[:2]
+    tm = tissue_from_thumbnail(img, mpp=8.0, level0_size=(w, h), slide_mpp=8.0)
+    dense = np.zeros((h, w), bool)
+    dense[64:576, 576:1088] = dense[576:1088, 1088:1600] = True
+    tissue = tm.mask | tm.artefacts["fold"]
+    assert tissue[dense].mean() > 0.6
+    assert tm.artefacts["fold"][dense & tissue].mean() <= 0.12
 
 
 def test_fold_keeps_the_tissue_ratio_a_rim_does_not() -> None:
