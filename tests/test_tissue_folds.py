@@ -265,3 +265,29 @@ def test_pen_ink_beside_a_rim_is_still_ink() -> None:
     assert tm.artefacts["ink"][ink].mean() > 0.95
     assert tm.mask[ink].mean() < 0.02
     assert not tm.artefacts["fold"][ink].any()
+
+
+def test_pale_holes_takes_stained_holes_only() -> None:
+    # four holes in a tissue square: two of pale stained matter, two of glass
+    from wsikit.tissue import pale_holes
+
+    yy, xx = np.mgrid[0:200, 0:200]
+    tissue = np.zeros((200, 200), bool)
+    tissue[20:180, 20:180] = True
+    thumb = np.full((200, 200, 3), 243, np.uint8)
+    for (y, x, r), colour in zip([(60, 60, 15), (120, 120, 25), (60, 140, 10), (140, 50, 12)],
+                                 [None, (200, 205, 220), (205, 200, 225), None], strict=True):
+        disc = (yy - y) ** 2 + (xx - x) ** 2 < r * r
+        tissue &= ~disc
+        if colour is not None:
+            thumb[disc] = colour
+    thumb[tissue] = (180, 120, 170)
+    noise = np.random.default_rng(0).integers(-3, 4, thumb.shape)
+    thumb = np.clip(thumb.astype(int) + noise, 0, 255).astype(np.uint8)
+    holes = pale_holes(thumb, tissue)
+    assert holes[120, 120] and holes[60, 140]
+    assert not holes[60, 60] and not holes[140, 50] and not holes[0, 0]
+    assert not (holes & tissue).any()
+    ink = np.zeros_like(tissue)
+    ink[110:130, 110:130] = True                   # excluded pixels are never a hole's
+    assert not pale_holes(thumb, tissue, excluded=ink)[ink].any()

@@ -273,7 +273,11 @@ def pale_holes(thumb: np.ndarray, tissue: np.ndarray, *, excluded: np.ndarray | 
     od = _OD[np.asarray(thumb)].sum(axis=-1)
     glass = float(np.median(od[background]))
     labels, n = ndi.label(holes, structure=np.ones((3, 3), bool))
-    medians = np.asarray(ndi.median(od, labels, index=np.arange(1, n + 1)), np.float64)
+    lab, val = labels[holes], od[holes]
+    order = np.lexsort((val, lab))              # by hole, then by OD: each hole's median
+    counts = np.bincount(lab, minlength=n + 1)[1:]
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    medians = 0.5 * (val[order][starts + (counts - 1) // 2] + val[order][starts + counts // 2])
     keep = np.concatenate([[False], medians >= glass + min_od])
     return keep[labels]
 
