@@ -1,4 +1,4 @@
-"""Colours that are not H&E stain: pen and marker ink, dyes, and grey or black matter.
+"""Stain amounts, and colours that are not H&E stain: pen and marker ink, dyes, grey or black.
 
 The rules work in optical-density (OD) space, where stains add: a pixel's OD is
 ``-log10(I / 255)`` per channel, and its *chromaticity* ``(fR, fG, fB)`` is that OD divided
@@ -18,6 +18,10 @@ about ``fG``, and a red share that grows with its haematoxylin. Ink is what no m
 * **grey and black** (black ink, dust, coverslip and slide edges, dark scanner borders): a dark
   pixel without colour (its channels within ``grey_spread``), or a near-black pixel (darker than
   ``dark`` with little colour: very dark purple is keratin or a fold, not ink).
+
+:func:`stain_amounts` unmixes the OD into haematoxylin and eosin amounts (two-stain colour
+deconvolution on the reference vectors of Macenko et al.): the tissue-fold rule
+(:func:`wsikit.tissue.fold_mask`) compares both amounts and their ratio with the slide's tissue.
 
 These rules are per pixel, so they serve the tissue thumbnail (:mod:`wsikit.tissue`) and
 the patches of the weight-free importance (:mod:`wsikit.models.nuclear`) alike; scattered
