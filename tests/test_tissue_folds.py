@@ -291,3 +291,21 @@ def test_pale_holes_takes_stained_holes_only() -> None:
     ink = np.zeros_like(tissue)
     ink[110:130, 110:130] = True                   # excluded pixels are never a hole's
     assert not pale_holes(thumb, tissue, excluded=ink)[ink].any()
+
+
+@pytest.mark.parametrize("name", BASES[2:])
+def test_rim_on_a_slide_file_stays_tissue(name: str, tmp_path: Path) -> None:
+    # the whole path a user runs: a slide file (2 µm/px), its thumbnail read at 8 µm/px
+    # (the old rule cut 8-25 % of these rims as folds)
+    from wsikit.io import open_slide
+    from wsikit.synthetic import write_image_slide
+    from wsikit.tissue import segment_tissue
+
+    big = np.asarray(Image.fromarray(_base(name)).resize((1280, 1280), Image.LANCZOS))
+    img, band = _with_rim(big, darken=1.5)
+    with open_slide(write_image_slide(tmp_path / "rim.svs", img, mpp=2.0)) as slide:
+        tm = segment_tissue(slide)
+    h, w = tm.mask.shape
+    rim = ndi.binary_erosion(np.asarray(Image.fromarray(band).resize((w, h), Image.NEAREST)))
+    assert rim.sum() > 300
+    assert tm.mask[rim].mean() >= 0.95
