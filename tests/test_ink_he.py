@@ -91,9 +91,14 @@ def test_dark_eosinophilic_rim_and_haemorrhage_are_tissue_not_ink() -> None:
     h, w = thumb.shape[:2]
     tm = tissue_from_thumbnail(thumb, mpp=8.0, level0_size=(w * 32, h * 32), slide_mpp=0.25)
     assert not tm.artefacts["ink"].any()
-    # the rim stays tissue as far as ink goes (the fold rule, a separate question, may still
-    # take a rim this dark: it is not ink)
     assert tissue_mask(thumb, mpp=8.0)[rim].mean() > 0.95
+    # nor a fold: against this pale tissue the rim has both stains 2-2.5 times and the
+    # tissue's H:E ratio, but it is eosin-dominated (the old fold rule took 92 % of it, and
+    # all of the haemorrhage; tests/test_tissue_folds.py has real-tissue rims and folds)
+    assert tm.mask[rim].mean() > 0.95
+    yy, xx = np.mgrid[0:h, 0:w]
+    blood = (xx - w / 2) ** 2 + (yy - h * 0.6) ** 2 < (0.1 * w) ** 2
+    assert tm.mask[blood].mean() > 0.95
 
 
 def test_red_pen_on_glass_is_still_ink() -> None:

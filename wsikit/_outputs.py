@@ -12,6 +12,10 @@ work is done, and refuses
 - an existing file of another kind (the slide itself, by tab completion, or a file without the
   output's suffix), or one that ``owner`` says wsikit did not write or wrote from another
   source: unless ``force``.
+
+Output *folders* (a zarr store, a folder of h5 files: ``store convert``) have the same rule in
+:func:`check_output_folder`: never an input or inside one, never an existing file, and never
+an existing folder that ``owner`` says wsikit did not write, unless ``force``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 from ._hints import option
 from .errors import WsikitError
 
-__all__ = ["check_output_file"]
+__all__ = ["check_output_file", "check_output_folder"]
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -87,4 +91,61 @@ def check_output_file(out: str | os.PathLike[str], *, inputs: Iterable[str | os.
     if reason is not None and not force:
         raise error(f"{path}: {reason}; wsikit does not overwrite it. Choose another output "
                     f"file, or pass {option('force')} to replace it")
+    return path
+
+
+def check_output_folder(out: str | os.PathLike[str], *,
+                        inputs: Iterable[str | os.PathLike[str]], what: str,
+                        force: bool = False, owner: Callable[[Path], str | None] | None = None,
+                        may_hold_inputs: bool = True,
+                        error: type[WsikitError] = WsikitError) -> Path:
+    """``out`` as a Path, when it is safe to write into it as an output folder; else ``error``.
+
+    Parameters
+    ----------
+    out : path-like
+        The output folder the user named (a local path: check URLs where they are opened).
+    inputs : iterable of path-like
+        Files and folders the command reads: the output may not be one of them, nor lie
+        inside one of the folders (even with ``force``).
+    what : str
+        The output's kind in messages, e.g. ``"zarr feature store"``.
+    force : bool
+        Write into an existing folder that ``owner`` says wsikit did not write.
+    owner : callable, optional
+        ``owner(existing_folder)`` returns None when the folder is wsikit's output of this
+        kind (or empty), else the reason it is not (e.g. "holds files wsikit did not write").
+    may_hold_inputs : bool
+        False: an output folder that holds one of the inputs is refused too (a store is one
+        whole; its inputs would become part of it).
+    error : WsikitError subclass
+        The exception raised.
+
+    Raises
+    ------
+    WsikitError
+        (``error``) naming the folder, the reason and the fix.
+    """
+    path = Path(out)
+    for item in inputs:
+        src = Path(item)
+        if _same_file(path, src) or path.absolute() == src.absolute():
+            raise error(f"{path}: is the input {src} this command reads; choose another "
+                        f"output folder for the {what}")
+        if src.is_dir() and path.resolve().is_relative_to(src.resolve()):
+            raise error(f"{path}: lies inside the input folder {src}; choose an output "
+                        f"folder for the {what} outside it")
+        if (not may_hold_inputs and src.exists()
+                and src.resolve().is_relative_to(path.resolve())):
+            raise error(f"{path}: holds the input {src}; choose an output folder for the "
+                        f"{what} that does not contain what it is made from")
+    if not path.exists() and not path.is_symlink():
+        return path
+    if not path.is_dir():
+        raise error(f"{path}: exists and is not a folder; choose another output folder for "
+                    f"the {what}")
+    reason = owner(path) if owner is not None else None
+    if reason is not None and not force:
+        raise error(f"{path}: {reason}; wsikit does not write into it. Choose another output "
+                    f"folder, or pass {option('force')} to write the {what} into it")
     return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,53 @@ def _is_store(src: str) -> bool:
     return "://" in src or (Path(src) / "zarr.json").is_file()
 
 
+#: Top-level entries of wsikit's output layout (:class:`wsikit.layout.OutputLayout`).
+_LAYOUT_ENTRIES = {"contours_geojson", "masks", "artefacts", "thumbnails", "patches",
+                   "attention", "select", "state", "locks", "run.json", "summary.json"}
+
+
+def _store_owner(folder: Path) -> str | None:
+    """None when ``folder`` is empty or a zarr feature store wsikit wrote, else why not."""
+    from ..feature_store import STORE_SCHEMA
+
+    meta = folder / "zarr.json"
+    if meta.is_file():
+        try:
+            attrs = json.loads(meta.read_text(encoding="utf-8")).get("attributes") or {}
+        except (OSError, ValueError, AttributeError):
+            return "holds a zarr.json that is not a zarr group's"
+        if isinstance(attrs, dict) and attrs.get("wsikit") == STORE_SCHEMA:
+            return None
+        return "is a zarr store that wsikit did not write"
+    if any(folder.iterdir()):
+        return "exists, holds other files and is not a wsikit feature store (no zarr.json)"
+    return None
+
+
+def _results_owner(folder: Path) -> str | None:
+    """None when ``folder`` is empty or a wsikit output folder (it holds entries of the
+    output layout: ``features_<encoder>/``, ``patches/``, ``run.json``, ...), else why not."""
+    names = {p.name for p in folder.iterdir()}
+    if not names or any(n in _LAYOUT_ENTRIES or n.startswith("features_") for n in names):
+        return None
+    return ("holds files and no wsikit output (no features_<encoder>/, patches/, "
+            "run.json, ...)")
+
+
 def _convert(args: argparse.Namespace) -> int:
+    from .._outputs import check_output_folder
+    from ..errors import FeatureError
     from ..feature_store import h5_to_zarr, zarr_to_h5
 
-    if _is_store(args.src):
+    src_is_store = _is_store(args.src)
+    inputs = [] if "://" in args.src else [args.src]
+    if "://" not in args.dst:   # a remote store is checked where it is opened
+        check_output_folder(
+            args.dst, inputs=inputs, force=args.force, error=FeatureError,
+            what="h5 feature files" if src_is_store else "zarr feature store",
+            owner=_results_owner if src_is_store else _store_owner,
+            may_hold_inputs=src_is_store)
+    if src_is_store:
         files = zarr_to_h5(args.src, args.dst, overwrite=args.overwrite)
         print(f"{args.src}: {len(files)} slide(s) -> {args.dst}/features_<encoder>/",
               file=sys.stdout)
@@ -60,6 +104,9 @@ def register(subparsers: Any) -> None:
     c.add_argument("dst", help="zarr store (folder or URL), or the output folder for h5 files")
     c.add_argument("--overwrite", action="store_true",
                    help="replace existing h5 files or store groups (default: refuse)")
+    c.add_argument("--force", action="store_true",
+                   help="write into an existing folder that wsikit did not write (never into "
+                        "SRC or a folder holding it)")
     c.set_defaults(func=_convert)
     ls = sub.add_parser("ls", help="list the complete slides of a store")
     ls.add_argument("store", help="zarr store folder or URL")
