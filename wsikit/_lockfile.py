@@ -105,9 +105,49 @@ class ExclusiveLock:
         self.release()
 
 
-# (path, thread id) -> [lock, depth]: the locks this process holds, for re-entry
-_HELD: dict[tuple[str, int], list[Any]] = {}
-_HELD_GUARD = threading.Lock()
+class HeldLocks:
+    """The locks this process holds, by (lock path, thread), with their nesting depth: what
+    makes :func:`hold_lock` and the slide lock re-entrant within one thread."""
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[str, int], list[Any]] = {}
+        self._guard = threading.Lock()
+
+    @staticmethod
+    def key(path: str | os.PathLike[str]) -> tuple[str, int]:
+        return os.path.abspath(path), threading.get_ident()
+
+    @contextlib.contextmanager
+    def reenter(self, key: tuple[str, int]) -> Iterator[bool]:
+        """True for the block (counted as one more level) when this thread holds ``key``."""
+        with self._guard:
+            held = self._held.get(key)
+            if held is not None:
+                held[1] += 1
+        try:
+            yield held is not None
+        finally:
+            if held is not None:
+                with self._guard:
+                    held[1] -= 1
+
+    @contextlib.contextmanager
+    def holding(self, key: tuple[str, int], lock: object) -> Iterator[None]:
+        """Record ``lock`` as held by this thread for the block."""
+        with self._guard:
+            self._held[key] = [lock, 1]
+        try:
+            yield
+        finally:
+            with self._guard:
+                del self._held[key]
+
+    def holds(self, key: tuple[str, int]) -> bool:
+        with self._guard:
+            return key in self._held
+
+
+_HELD = HeldLocks()
 
 
 @contextlib.contextmanager
@@ -133,29 +173,19 @@ def hold_lock(path: str | os.PathLike[str], *, what: str, wait: bool = True
     holds it yields ``True`` at once. Another thread of the same process waits like another
     process does.
     """
-    key = (os.path.abspath(path), threading.get_ident())
-    with _HELD_GUARD:
-        held = _HELD.get(key)
-        if held is not None:
-            held[1] += 1
-    if held is not None:
-        try:
+    key = _HELD.key(path)
+    with _HELD.reenter(key) as nested:
+        if nested:
             yield True
-        finally:
-            with _HELD_GUARD:
-                held[1] -= 1
-        return
+            return
     lock = _acquire(Path(path), what=what, wait=wait)
     if lock is None:
         yield False
         return
-    with _HELD_GUARD:
-        _HELD[key] = [lock, 1]
     try:
-        yield True
+        with _HELD.holding(key, lock):
+            yield True
     finally:
-        with _HELD_GUARD:
-            del _HELD[key]
         lock.release()
 
 

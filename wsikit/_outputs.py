@@ -37,6 +37,20 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _refuse_inputs(path: Path, inputs: Iterable[str | os.PathLike[str]], choose: str, *,
+                   error: type[WsikitError]) -> None:
+    """``error`` when ``path`` is one of ``inputs`` or lies inside an input folder; ``choose``
+    names what to pick instead ("output file (a *.h5ad name)")."""
+    for item in inputs:
+        src = Path(item)
+        if _same_file(path, src) or path.absolute() == src.absolute():
+            raise error(f"{path}: is the input {src} this command reads; choose another "
+                        f"{choose}")
+        if src.is_dir() and path.resolve().is_relative_to(src.resolve()):
+            raise error(f"{path}: lies inside the input folder {src}; choose another {choose} "
+                        "outside it")
+
+
 def check_output_file(out: str | os.PathLike[str], *, inputs: Iterable[str | os.PathLike[str]],
                       suffixes: tuple[str, ...], what: str, force: bool = False,
                       owner: Callable[[Path], str | None] | None = None,
@@ -68,14 +82,7 @@ def check_output_file(out: str | os.PathLike[str], *, inputs: Iterable[str | os.
         (``error``) naming the output, the reason and the fix.
     """
     path = Path(out)
-    for item in inputs:
-        src = Path(item)
-        if _same_file(path, src) or path.absolute() == src.absolute():
-            raise error(f"{path}: is the input {src} this command reads; choose another "
-                        f"output file (a *{suffixes[0]} name)")
-        if src.is_dir() and path.resolve().is_relative_to(src.resolve()):
-            raise error(f"{path}: lies inside the input folder {src}; choose an output "
-                        "outside it")
+    _refuse_inputs(path, inputs, f"output file (a *{suffixes[0]} name)", error=error)
     if not path.exists() and not path.is_symlink():
         if path.suffix.lower() not in suffixes:
             raise error(f"{path}: a {what} is named *{suffixes[0]}; pass e.g. "
@@ -126,15 +133,10 @@ def check_output_folder(out: str | os.PathLike[str], *,
     WsikitError
         (``error``) naming the folder, the reason and the fix.
     """
-    path = Path(out)
+    path, inputs = Path(out), list(inputs)
+    _refuse_inputs(path, inputs, f"output folder for the {what}", error=error)
     for item in inputs:
         src = Path(item)
-        if _same_file(path, src) or path.absolute() == src.absolute():
-            raise error(f"{path}: is the input {src} this command reads; choose another "
-                        f"output folder for the {what}")
-        if src.is_dir() and path.resolve().is_relative_to(src.resolve()):
-            raise error(f"{path}: lies inside the input folder {src}; choose an output "
-                        f"folder for the {what} outside it")
         if (not may_hold_inputs and src.exists()
                 and src.resolve().is_relative_to(path.resolve())):
             raise error(f"{path}: holds the input {src}; choose an output folder for the "

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ._atomic import TMP_MARK
-from ._lockfile import OwnedLock, describe_owner
+from ._lockfile import HeldLocks, OwnedLock, describe_owner
 from .errors import SlideBusyError, SlideError
 from .layout import LOCK_SUFFIX, OutputLayout
 
@@ -98,9 +98,8 @@ DEFAULT_STALE_AFTER = 600.0
 #: Seconds between two looks at a busy slide lock while waiting for it.
 POLL_S = 0.5
 
-# (lock path, thread id) -> [OwnedLock, depth]: the slide locks this process holds, for re-entry
-_HELD: dict[tuple[str, int], list[Any]] = {}
-_HELD_GUARD = threading.Lock()
+# the slide locks this process holds, for re-entry
+_HELD = HeldLocks()
 
 
 def slide_lock_path(out: str | os.PathLike[str], name: str) -> Path:
@@ -161,18 +160,11 @@ def hold_slide_outputs(out: str | os.PathLike[str], name: str, *, wait: bool = T
     """
     check_output_name(name, name)
     path = slide_lock_path(out, name)
-    key = (os.path.abspath(path), threading.get_ident())
-    with _HELD_GUARD:
-        held = _HELD.get(key)
-        if held is not None:
-            held[1] += 1
-    if held is not None:
-        try:
+    key = _HELD.key(path)
+    with _HELD.reenter(key) as nested:
+        if nested:
             yield
-        finally:
-            with _HELD_GUARD:
-                held[1] -= 1
-        return
+            return
     lock = OwnedLock(path, stale_after=stale_after, command=command)
     told = False
     while not lock.acquire():
@@ -197,13 +189,10 @@ def hold_slide_outputs(out: str | os.PathLike[str], name: str, *, wait: bool = T
 
     thread = threading.Thread(target=beat, name=f"wsikit-lock-{name}", daemon=True)
     thread.start()
-    with _HELD_GUARD:
-        _HELD[key] = [lock, 1]
     try:
-        yield
+        with _HELD.holding(key, lock):
+            yield
     finally:
-        with _HELD_GUARD:
-            del _HELD[key]
         stop.set()
         thread.join()
         lock.release()
@@ -211,6 +200,4 @@ def hold_slide_outputs(out: str | os.PathLike[str], name: str, *, wait: bool = T
 
 def holds_slide_outputs(out: str | os.PathLike[str], name: str) -> bool:
     """Whether this thread holds the lock of slide ``name`` under ``out``."""
-    key = (os.path.abspath(slide_lock_path(out, name)), threading.get_ident())
-    with _HELD_GUARD:
-        return key in _HELD
+    return _HELD.holds(_HELD.key(slide_lock_path(out, name)))
