@@ -3,6 +3,8 @@ the CSV) and one corrupt file."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,3 +32,16 @@ def cohort_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     csv = root / "cohort.csv"
     csv.write_text("\n".join(rows) + "\n")
     return csv
+
+
+@pytest.fixture
+def tiny_encoder():
+    """The test-only encoder with a real weight file (tests/batch/_tiny_encoder.py), registered
+    for one test only: the registry is global."""
+    from wsikit.models import registry
+
+    module = importlib.import_module("_tiny_encoder")
+    yield module
+    if "tiny_test" in registry.list_encoders():
+        registry.unregister_encoder("tiny_test")
+    sys.modules.pop("_tiny_encoder", None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import sqlite3
 import subprocess
@@ -87,17 +86,6 @@ def test_status_json_prints_the_manifest(heuristic_job):
     assert data["counts"] == {"done": 5, "failed": 1}
     assert data["manifest"] == json.loads(json.dumps(read_manifest(out)))
 
-
-@pytest.fixture
-def tiny_encoder():
-    """The test-only encoder, registered for this test only (the registry is global)."""
-    from wsikit.models import registry
-
-    module = importlib.import_module("_tiny_encoder")
-    yield module
-    if "tiny_test" in registry.list_encoders():
-        registry.unregister_encoder("tiny_test")
-    sys.modules.pop("_tiny_encoder", None)
 
 
 def test_resume_redoes_features_when_the_weight_file_changed(cohort_csv, tmp_path,

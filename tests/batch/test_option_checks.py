@@ -7,9 +7,7 @@ the step record holds the weight file's SHA-256.
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -35,17 +33,6 @@ def test_question_without_index_is_refused_by_select_and_batch(tmp_path: Path) -
                   echo=lambda _: None, progress=False)
     assert not (tmp_path / "job").exists() and not (tmp_path / "sel").exists()
 
-
-@pytest.fixture
-def tiny_encoder():
-    """The test-only encoder with a real weight file, registered for this test only."""
-    from wsikit.models import registry
-
-    module = importlib.import_module("_tiny_encoder")
-    yield module
-    if "tiny_test" in registry.list_encoders():
-        registry.unregister_encoder("tiny_test")
-    sys.modules.pop("_tiny_encoder", None)
 
 
 def test_select_redoes_features_when_the_weight_file_changed(tmp_path: Path,
