@@ -10,7 +10,7 @@ from ..options import RunSettings
 from ._common import DefaultsHelpFormatter, mpp_type, output_dir
 from .pipeline_options import add_option_flags, add_pipeline_options, pipeline_options, run_settings
 
-__all__ = ["add_format_option", "add_run_options", "print_result", "register"]
+__all__ = ["add_format_option", "print_result", "register"]
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:

@@ -23,21 +23,9 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "BUILTIN_CONFIGS",
-    "CLIP_MEAN",
-    "CLIP_STD",
-    "CONCH_V1_5_CONFIG",
-    "EncoderConfig",
-    "HEURISTIC_CONFIG",
-    "IMAGENET_MEAN",
-    "IMAGENET_STD",
-    "QUILTNET_B32_CONFIG",
-    "QUILTNET_B16_CONFIG",
-    "TITAN_CONFIG",
-    "VIRCHOW2_CONFIG",
-    "ZOO_CONFIGS",
-    "get_config",
-    "list_configs",
+    "BUILTIN_CONFIGS", "CONCH_V1_5_CONFIG", "EncoderConfig", "HEURISTIC_CONFIG",
+    "QUILTNET_B32_CONFIG", "QUILTNET_B16_CONFIG", "TITAN_CONFIG", "VIRCHOW2_CONFIG", "ZOO_CONFIGS",
+    "get_config", "list_configs"
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
