@@ -118,6 +118,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``select`` sub-command."""
     p = sub.add_parser(
         "select", help="find salient multi-scale regions of a slide (and matching figures)",
         description=(

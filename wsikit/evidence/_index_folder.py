@@ -50,6 +50,7 @@ __all__ = [
     "write_data_files"
 ]
 
+#: The format an index folder's ``manifest.json`` records; a folder with another is refused.
 INDEX_FORMAT = "wsikit.index/v1"
 METRIC = "cosine (inner product on L2-normalised float32 vectors)"
 #: Columns of the ``nodes`` table after ``row`` (the faiss id), in table order.

@@ -33,6 +33,7 @@ from .nodes import evidence_level_name
 __all__ = ["SCHEMA_PATH", "EvidenceRegion", "EvidenceResult", "load_schema"]
 
 EVIDENCE_SCHEMA_ID = "wsikit.evidence/v1"
+#: The JSON Schema of ``evidence.json`` shipped with wsikit (:func:`load_schema` reads it).
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "evidence_v1.json"
 
 @functools.lru_cache(maxsize=1)
