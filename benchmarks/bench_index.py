@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wsikit.evidence import faiss_utils as fu
+from wsikit.evidence import _faiss as fu
 
 CHUNK = 25_000
 K = 10

@@ -119,7 +119,7 @@ def _no_dct(args: tuple[str, np.ndarray]) -> int:
 
 
 def _decode_tiles_dct(args: tuple[str, list[tuple[int, int]]]) -> int:
-    from wsikit.io.tile_jpeg import decode_jpeg
+    from wsikit.io._tile_jpeg import decode_jpeg
     from wsikit.io.tiles import TileReader
 
     path, tiles = args
@@ -217,9 +217,9 @@ def _breakdown(path: Path, boxes: np.ndarray, repeats: int = 3) -> dict[str, flo
     """Single-process CPU ms/patch of each stage of (c) (least of ``repeats``)."""
     import torch
 
+    from wsikit.io._tile_jpeg import decode_jpeg
     from wsikit.io.patch_stream import PatchStream, normalize_uint8
     from wsikit.io.region_resize import resize_antialiased
-    from wsikit.io.tile_jpeg import decode_jpeg
     from wsikit.io.tiles import TileReader
 
     torch.set_num_threads(1)
@@ -348,7 +348,7 @@ def main() -> None:
     import torch
 
     from wsikit.io import open_slide
-    from wsikit.io.tile_jpeg import DECODER
+    from wsikit.io._tile_jpeg import DECODER
     from wsikit.io.tiles import TileReader
     from wsikit.patching import make_grid
     from wsikit.tissue import segment_tissue

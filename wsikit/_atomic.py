@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_path", "make_temp_dir", "write_json_atomic", "write_bytes_atomic",
-           "TMP_MARK"]
+__all__ = ["atomic_path", "make_temp_dir", "write_json_atomic", "write_bytes_atomic"]
 
 #: Marker in the names of temporary files, so stale ones can be recognised and removed.
 TMP_MARK = ".wsikit-tmp-"

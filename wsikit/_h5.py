@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["H5_MARGIN", "h5_create", "h5_value", "reserve_space"]
+__all__ = ["h5_create", "h5_value"]
 
 #: Bytes reserved on top of the data size for HDF5 metadata, attributes and chunk slack.
 H5_MARGIN = 256 << 10

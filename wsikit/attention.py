@@ -50,6 +50,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: Where slide attention comes from: ``auto`` (TITAN when its weights are found, else the
+#: heuristic), ``titan`` or ``heuristic``.
 ATTENTION_SOURCES = ("auto", "titan", "heuristic")
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .io import Slide
     from .selectors import Window
 
-__all__ = ["Crop", "crop_size", "crop_window", "save_crop"]
+__all__ = ["Crop", "crop_window", "save_crop"]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEMO_DENSE_BOX", "UNRELATED_KINDS", "demo", "demo_crop", "demo_index"]
+__all__ = ["DEMO_DENSE_BOX", "demo", "demo_crop", "demo_index"]
 
 #: Level-0 box (x, y, w, h) of the planted dense-nuclei region of the demo slide.
 DEMO_DENSE_BOX = (3072, 1536, 3072, 3072)

@@ -29,8 +29,10 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from .patching import TileGrid
 
-__all__ = ["IMPORTANCE_LABEL", "NuclearImportance", "NuclearMeasures", "PatchMeasurer",
-           "analysis_px", "importance_from_measures", "nuclear_importance"]
+__all__ = [
+    "NuclearImportance", "NuclearMeasures", "PatchMeasurer", "importance_from_measures",
+    "nuclear_importance"
+]
 
 #: Provenance of the scores (recorded in attention files and evidence.json) and of the
 #: measures kept with the features (measures of another definition are not reused).

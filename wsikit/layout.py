@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["OutputLayout", "LOCK_SUFFIX"]
+__all__ = ["OutputLayout"]
 
 #: Suffix of a result folder's publishing lock ``.<folder>.wsikit-lock``
 #: (:mod:`wsikit.publish`; never a slide's own name).

@@ -52,8 +52,7 @@ from ._lockfile import hold_lock
 from ._version import __version__
 from .errors import CacheError
 
-__all__ = ["COMPLETE_MARKER", "LEGACY_OUTPUTS", "lock_path", "published", "recover",
-           "staged_folder"]
+__all__ = ["COMPLETE_MARKER", "published", "recover", "staged_folder"]
 
 #: Name of the completion marker, the last file written into a published folder.
 COMPLETE_MARKER = ".wsikit-complete"

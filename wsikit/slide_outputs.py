@@ -43,8 +43,10 @@ from ._lockfile import HeldLocks, OwnedLock, describe_owner
 from .errors import SlideBusyError, SlideError
 from .layout import LOCK_SUFFIX, OutputLayout
 
-__all__ = ["DEFAULT_STALE_AFTER", "MAX_NAME_BYTES", "busy_message", "check_output_name",
-           "hold_slide_outputs", "holds_slide_outputs", "slide_lock_path"]
+__all__ = [
+    "MAX_NAME_BYTES", "check_output_name", "hold_slide_outputs", "holds_slide_outputs",
+    "slide_lock_path"
+]
 
 #: Longest output name (UTF-8 bytes): the longest file made from it (a temporary sidecar,
 #: ``.<name>.geojson.source.json.wsikit-tmp-XXXXXXXX.json``) must fit 255 bytes.

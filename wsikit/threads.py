@@ -36,8 +36,9 @@ from typing import Protocol, runtime_checkable
 
 from .errors import WsikitError
 
-__all__ = ["THREADS_ENV", "SplitsWork", "ThreadPlan", "cores_given", "kernel_threads",
-           "plan_threads", "torch_threads"]
+__all__ = [
+    "SplitsWork", "ThreadPlan", "cores_given", "kernel_threads", "plan_threads", "torch_threads"
+]
 
 #: Environment variable giving the cores of a run (``wsikit --threads N`` sets it).
 THREADS_ENV = "WSIKIT_THREADS"

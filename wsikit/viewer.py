@@ -64,8 +64,7 @@ from .layout import OutputLayout
 if TYPE_CHECKING:  # pragma: no cover
     from .evidence.result import EvidenceRegion, EvidenceResult
 
-__all__ = ["MAX_READ_PX", "TILE_PX", "ViewerServer", "ViewerSource", "make_server", "tile_box",
-           "zoom_levels"]
+__all__ = ["TILE_PX", "ViewerServer", "ViewerSource", "make_server", "tile_box", "zoom_levels"]
 
 #: Side of a served tile in pixels.
 TILE_PX = 256

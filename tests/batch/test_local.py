@@ -14,8 +14,9 @@ from pathlib import Path
 import _dummy_steps  # noqa: F401  (registers the test steps here; workers import it as plugin)
 import pytest
 
-from wsikit.batch import JobFolder, run_batch
+from wsikit.batch import run_batch
 from wsikit.batch.local import parse_devices
+from wsikit.batch.state import JobFolder
 from wsikit.errors import BatchError
 
 PLUGIN = ["_dummy_steps"]

@@ -11,8 +11,9 @@ import pytest
 from _batch_options import OPTIONS
 from test_resume import env
 
-from wsikit.batch import run_batch, sha256_file
+from wsikit.batch import run_batch
 from wsikit.batch.manifest import COLUMNS, preprocessing_identity, read_manifest
+from wsikit.cache_record import sha256_file
 from wsikit.errors import BatchError
 from wsikit.models import get_config
 

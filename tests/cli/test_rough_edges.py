@@ -172,7 +172,8 @@ def test_options_named_as_the_caller_spells_them() -> None:
 
 
 def test_batch_errors_in_python_name_keywords(tmp_path) -> None:
-    from wsikit.batch import JobFolder, resolve_steps
+    from wsikit.batch.state import JobFolder
+    from wsikit.batch.steps import resolve_steps
     from wsikit.errors import BatchError
 
     (tmp_path / "job").write_text("a file")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from wsikit.errors import EvidenceError
-from wsikit.evidence import FigureIndex, FigureNode, index_folder, read_figure_manifest
+from wsikit.evidence import FigureIndex, FigureNode, _index_folder, read_figure_manifest
 from wsikit.evidence import captions as cap
 from wsikit.evidence.captions import (
     caption_search,
@@ -160,9 +160,9 @@ def test_interrupted_add_leaves_caption_index_valid(where, nodes, encoder, tmp_p
             con.execute("INSERT INTO caption_docs VALUES (999, 1)")
             crash()
 
-        monkeypatch.setattr(index_folder, "sync_captions", half)
+        monkeypatch.setattr(_index_folder, "sync_captions", half)
     else:
-        monkeypatch.setattr(index_folder, "commit_manifest", crash)
+        monkeypatch.setattr(_index_folder, "commit_manifest", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         index.add(extra, encoder)
     monkeypatch.undo()
@@ -175,7 +175,7 @@ def test_interrupted_add_leaves_caption_index_valid(where, nodes, encoder, tmp_p
 
 
 def test_index_without_caption_tables(nodes, encoder, tmp_path: Path, make_images, monkeypatch):
-    monkeypatch.setattr(index_folder, "sync_captions", lambda con: 0)  # as built by older wsikit
+    monkeypatch.setattr(_index_folder, "sync_captions", lambda con: 0)  # as built by older wsikit
     old = FigureIndex.build(nodes, encoder, tmp_path / "old")
     monkeypatch.undo()
     with pytest.raises(sqlite3.OperationalError):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from wsikit.evidence import slide_id, slide_id_digest
+from wsikit.evidence.ids import slide_id, slide_id_digest
 from wsikit.io.fingerprint import slide_fingerprint
 
 

@@ -16,13 +16,13 @@ from wsikit.errors import EncoderMismatchError, EvidenceError
 from wsikit.evidence import (
     FigureIndex,
     FigureNode,
-    embed_images,
-    index_folder,
-    index_writer,
+    _index_folder,
+    _index_writer,
     load_image,
     read_figure_manifest,
 )
-from wsikit.evidence import faiss_utils as fu
+from wsikit.evidence import _faiss as fu
+from wsikit.evidence._index_writer import embed_images
 
 
 class OtherEncoder:
@@ -141,7 +141,7 @@ def test_add_and_interrupted_add(flat: FigureIndex, encoder, tmp_path: Path, mak
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash before the manifest commit")
 
-    monkeypatch.setattr(index_folder, "commit_manifest", crash)
+    monkeypatch.setattr(_index_folder, "commit_manifest", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         flat.add(extra[:2], encoder)
     monkeypatch.undo()
@@ -165,7 +165,7 @@ def test_killed_add_leaves_previous_index(flat: FigureIndex, tmp_path: Path, mak
     script = textwrap.dedent(f"""
         import os, signal
         from wsikit.evidence import FigureIndex, FigureNode
-        from wsikit.evidence import index_folder as m
+        from wsikit.evidence import _index_folder as m
         from wsikit.models import create_encoder
         def die(*a, **k):
             os.kill(os.getpid(), signal.SIGKILL)
@@ -194,7 +194,7 @@ def test_approximate_kinds_measure_recall(kind, tmp_path: Path, make_images, enc
     assert ("nprobe" in m["params"]) if kind == "ivf" else ("efSearch" in m["params"])
     # the stored recall is reproducible: recompute it against exact numpy search
     db = embed_images([load_image(n.image) for n in nodes], encoder)
-    queries, truth = index_writer.recall_set(db, k=10)
+    queries, truth = _index_writer.recall_set(db, k=10)
     numpy_truth = np.argsort(-(queries @ db.T), axis=1, kind="stable")[:, :10]
     assert fu.recall_at_k(truth, numpy_truth) > 0.99
     found = [[nodes.index(next(n for n in nodes if n.node_id == mt.node.node_id))
@@ -225,7 +225,7 @@ def test_other_heuristic_version_refused(flat: FigureIndex, nodes, encoder):
     import json
 
     from wsikit.errors import EncoderMismatchError
-    from wsikit.evidence.index_writer import encoder_version
+    from wsikit.evidence._index_writer import encoder_version
 
     assert flat.manifest["encoder"]["version"] == encoder_version(encoder) is not None
     manifest = flat.path / "manifest.json"

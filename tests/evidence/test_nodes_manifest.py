@@ -9,14 +9,8 @@ from pathlib import Path
 import pytest
 
 from wsikit.errors import EvidenceError, ManifestError
-from wsikit.evidence import (
-    EVIDENCE_LEVELS,
-    FigureNode,
-    evidence_level_name,
-    parse_evidence_level,
-    read_figure_manifest,
-    write_figure_manifest,
-)
+from wsikit.evidence import FigureNode, read_figure_manifest, write_figure_manifest
+from wsikit.evidence.nodes import EVIDENCE_LEVELS, evidence_level_name, parse_evidence_level
 
 
 def test_levels_and_names():

@@ -11,15 +11,14 @@ import pytest
 
 from wsikit.errors import EvidenceError
 from wsikit.evidence import (
-    SyntheticFigure,
     extract_pdf_figures,
-    find_doi,
     read_figure_manifest,
     read_pdf_figures,
-    synthetic_figures,
     write_figure_manifest,
     write_synthetic_pdf,
 )
+from wsikit.evidence.pdf import find_doi
+from wsikit.evidence.synthetic_pdf import SyntheticFigure, synthetic_figures
 
 
 def test_captions_pages_title_doi(demo_pdf: Path):

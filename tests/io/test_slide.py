@@ -9,8 +9,9 @@ import pytest
 from PIL import Image
 
 from wsikit.errors import SlideError
-from wsikit.io import BACKENDS, open_slide
-from wsikit.io.rgb import rgba_to_rgb
+from wsikit.io import open_slide
+from wsikit.io._rgb import rgba_to_rgb
+from wsikit.io.slide import BACKENDS
 
 
 def test_cmu_small_metadata(cmu_small):

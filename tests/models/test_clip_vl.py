@@ -14,8 +14,9 @@ import torch
 open_clip = pytest.importorskip("open_clip")
 
 from wsikit.errors import WeightsError  # noqa: E402
-from wsikit.models import RANDOM_LABEL, create_encoder, get_config, list_encoders  # noqa: E402
+from wsikit.models import create_encoder, get_config, list_encoders  # noqa: E402
 from wsikit.models.clip_vl import VLM_CONFIG_FILE, QuiltNet, tokenize  # noqa: E402
+from wsikit.models.registry import RANDOM_LABEL  # noqa: E402
 
 
 def _blocks(prefix: str, width: int, layers: int) -> dict[str, tuple[int, ...]]:

@@ -8,14 +8,12 @@ import torch
 from skimage.color import rgb2hed
 
 from wsikit.errors import ModelError
-from wsikit.models import (
-    create_encoder,
-    importance_scores,
-    rgb_to_hed,
-)
+from wsikit.models import create_encoder
 from wsikit.models.heuristic import (
     heuristic_features,
     hist_quantiles,
+    importance_scores,
+    rgb_to_hed,
     texture_image,
 )
 from wsikit.synthetic import SyntheticSpec, synthetic_tissue_image

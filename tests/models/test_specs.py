@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from wsikit.errors import ModelError, WeightsError
-from wsikit.models import RANDOM_LABEL, create_encoder, get_config, list_encoders
+from wsikit.models import create_encoder, get_config, list_encoders
 from wsikit.models.conch import ConchV15
+from wsikit.models.registry import RANDOM_LABEL
 from wsikit.models.titan import Titan
 from wsikit.models.virchow import Virchow2
 

@@ -452,7 +452,7 @@ def test_a_forged_vector_size_in_any_index_kind_is_refused_before_allocating(kin
     import faiss
 
     from wsikit.errors import EvidenceError
-    from wsikit.evidence import faiss_utils as fu
+    from wsikit.evidence import _faiss as fu
 
     vectors = fu.normalise(np.random.default_rng(0).random((400, 16)))
     index = fu.make_index(16, kind, fu.default_params(kind, 400))

@@ -17,14 +17,9 @@ from scipy import ndimage
 from select_reference import gap, inside, intersection, iou, reference_select
 
 from wsikit.errors import SelectionError
-from wsikit.selectors import (
-    Windows,
-    attention_map,
-    compatible,
-    select_windows,
-    summed_area_table,
-    window_sums,
-)
+from wsikit.selectors import Windows, attention_map, select_windows
+from wsikit.selectors.grid import summed_area_table, window_sums
+from wsikit.selectors.multiscale import compatible
 
 REPO = Path(__file__).resolve().parents[2]
 

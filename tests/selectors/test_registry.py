@@ -13,9 +13,9 @@ from wsikit.selectors import (
     create_selector,
     list_selectors,
     register_selector,
-    select_topk,
     select_windows,
 )
+from wsikit.selectors.topk import select_topk
 
 
 def _grid(h: int = 10, w: int = 10, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -14,12 +14,10 @@ the per-slide run manifest.
 
 from __future__ import annotations
 
-from ..cache_record import sha256_file
-from .cohort import SLIDE_EXTENSIONS, CohortSlide, read_cohort
+from .cohort import CohortSlide, read_cohort
 from .manifest import RunManifest, read_manifest
 from .runner import BatchSummary, SlideOutcome, run_batch
-from .shard import ShardPlan, assign_shards, job_status, parse_shard, select_shard, shard_plan
-from .state import JobFolder, SlideLock
+from .shard import ShardPlan, job_status, select_shard, shard_plan
 from .steps import (
     BatchConfig,
     SkipSlide,
@@ -28,8 +26,6 @@ from .steps import (
     get_step,
     list_steps,
     register_step,
-    resolve_steps,
-    run_slide,
 )
 from .store_step import parse_store  # noqa: F401 - importing it registers the 'store' step
 
@@ -37,31 +33,26 @@ from .store_step import parse_store  # noqa: F401 - importing it registers the '
 batch = run_batch
 
 __all__ = [
-    "BatchConfig",
-    "BatchSummary",
-    "CohortSlide",
-    "JobFolder",
-    "SLIDE_EXTENSIONS",
-    "SkipSlide",
-    "SlideContext",
-    "SlideLock",
-    "SlideOutcome",
-    "RunManifest",
-    "ShardPlan",
-    "assign_shards",
-    "job_status",
-    "parse_shard",
-    "read_manifest",
-    "select_shard",
-    "shard_plan",
-    "StepSpec",
+    # the ``wsikit batch`` command as a function, and its result
+    "run_batch",
     "batch",
+    "BatchSummary",
+    "SlideOutcome",
+    "job_status",
+    # cohorts, shards, the run manifest
+    "read_cohort",
+    "CohortSlide",
+    "shard_plan",
+    "select_shard",
+    "ShardPlan",
+    "read_manifest",
+    "RunManifest",
+    # the step registry (custom steps)
+    "register_step",
     "get_step",
     "list_steps",
-    "read_cohort",
-    "register_step",
-    "resolve_steps",
-    "run_batch",
-    "run_slide",
-    "sha256_file",
+    "StepSpec",
+    "BatchConfig",
+    "SlideContext",
+    "SkipSlide",
 ]

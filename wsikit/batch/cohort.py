@@ -27,7 +27,7 @@ from ..errors import BatchError
 if TYPE_CHECKING:
     from ..io import Slide
 
-__all__ = ["CohortSlide", "open_cohort_slide", "read_cohort", "SLIDE_EXTENSIONS"]
+__all__ = ["CohortSlide", "open_cohort_slide", "read_cohort"]
 
 #: File name endings recognised as slides when a cohort is a folder (lower case).
 SLIDE_EXTENSIONS: tuple[str, ...] = (

@@ -11,7 +11,7 @@ every worker, which a script without ``if __name__ == "__main__":`` cannot survi
 would start a batch of its own). Workers need nothing from ``__main__`` unless a step was
 registered there, so they are started without re-running it; when a selected step does live
 in ``__main__``, :func:`check_launch` stops with one error naming the fix before any slide is
-touched (see :mod:`wsikit.batch.launch`).
+touched (see :mod:`wsikit.batch._launch`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from typing import Any
 
 from .._hints import keyword, option
 from ..errors import BatchError
-from .launch import check_launch, main_not_rerun
+from ._launch import check_launch, main_not_rerun
 
-__all__ = ["LocalEngine", "parse_devices", "DeviceSlot", "check_launch"]
+__all__ = ["LocalEngine", "parse_devices"]
 
 
 @dataclass(frozen=True)

@@ -36,15 +36,14 @@ from .._progress import progress as progress_bar
 from .._version import __version__
 from ..errors import BatchError
 from ..options import (
-    DEFAULT_SLIDE_TIMEOUT,
     BatchKeywords,
     BatchSettings,
     PipelineOptions,
     RunSettings,
     resolve_run,
 )
+from ._launch import check_launch
 from .cohort import CohortSlide, read_cohort
-from .launch import check_launch
 from .manifest import RunManifest, read_manifest
 from .shard import parse_shard, run_files, select_shard
 from .state import JobFolder, now_iso
@@ -53,8 +52,7 @@ from .store_step import parse_store
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_SLIDE_TIMEOUT", "run_batch", "BatchSummary", "SlideOutcome", "preflight",
-           "safe_path"]
+__all__ = ["run_batch", "BatchSummary", "SlideOutcome", "preflight"]
 
 SCHEMA = "wsikit.batch/v1"
 

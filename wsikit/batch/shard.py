@@ -58,8 +58,10 @@ from ..errors import BatchError
 from ..layout import OutputLayout
 from .cohort import CohortSlide
 
-__all__ = ["ShardPlan", "parse_shard", "assign_shards", "slide_sizes", "shard_plan",
-           "select_shard", "shard_label", "shard_dir", "run_files", "job_status"]
+__all__ = [
+    "ShardPlan", "parse_shard", "assign_shards", "slide_sizes", "shard_plan", "select_shard",
+    "run_files", "job_status"
+]
 
 _SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 

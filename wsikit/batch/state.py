@@ -35,7 +35,7 @@ from ..cache_record import sha256_file
 from ..errors import BatchError
 from ..layout import OutputLayout
 
-__all__ = ["JobFolder", "SlideLock", "now_iso", "STATUSES"]
+__all__ = ["JobFolder", "now_iso"]
 
 #: Per-slide statuses written to ``state/<slide>.json`` (``running`` while a runner works).
 STATUSES = ("done", "failed", "skipped", "running")

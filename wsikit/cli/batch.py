@@ -15,7 +15,7 @@ from .pipeline_options import (
     run_settings,
 )
 
-__all__ = ["register", "batch_command"]
+__all__ = ["register"]
 
 _EPILOG = """\
 examples:

@@ -23,6 +23,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``demo`` sub-command."""
     p = sub.add_parser(
         "demo", help="run the whole pipeline on generated synthetic data (no weights needed)",
         description=(

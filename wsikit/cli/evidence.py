@@ -23,7 +23,7 @@ from ._common import output_dir, positive_float, positive_int
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
 
-__all__ = ["add_query_options", "floor_arg", "print_matches", "register"]
+__all__ = ["floor_arg", "register"]
 
 _LEVEL_HELP = ("evidence level of these sources when the manifest does not give one: 1 "
                "guideline, 2 systematic review/meta-analysis, 3 RCT, 4 observational/cohort, "
@@ -33,7 +33,7 @@ _LEVEL_HELP = ("evidence level of these sources when the manifest does not give 
 
 # ---------------------------------------------------------------------- argparse glue
 def _level(value: str) -> int | None:
-    from ..evidence import parse_evidence_level
+    from ..evidence.nodes import parse_evidence_level
 
     try:
         return parse_evidence_level(value)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["format_doctor", "model_rows", "register", "slide_embedding_target"]
+__all__ = ["register"]
 
 
 def _table(rows: list[tuple[str, ...]], width: int) -> list[str]:

@@ -26,8 +26,10 @@ from ..options import (
 )
 from . import _common
 
-__all__ = ["add_option_flags", "add_pipeline_options", "batch_settings", "flag_of",
-           "min_score_type", "pipeline_options", "run_settings"]
+__all__ = [
+    "add_option_flags", "add_pipeline_options", "batch_settings", "flag_of", "pipeline_options",
+    "run_settings"
+]
 
 
 def min_score_type(value: str) -> float | str:

@@ -10,7 +10,7 @@ from ..options import RunSettings
 from ._common import DefaultsHelpFormatter, mpp_type, output_dir
 from .pipeline_options import add_option_flags, add_pipeline_options, pipeline_options, run_settings
 
-__all__ = ["add_format_option", "add_run_options", "print_result", "register"]
+__all__ = ["add_format_option", "print_result", "register"]
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -118,6 +118,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``select`` sub-command."""
     p = sub.add_parser(
         "select", help="find salient multi-scale regions of a slide (and matching figures)",
         description=(

@@ -28,14 +28,7 @@ import numpy as np
 from .._hints import option
 from ..errors import EvidenceError
 
-__all__ = [
-    "DEFAULT_FLOOR",
-    "Background",
-    "Floor",
-    "background_from_vectors",
-    "sample_pairs",
-    "parse_floor",
-]
+__all__ = ["Background", "Floor", "background_from_vectors", "sample_pairs", "parse_floor"]
 
 #: The default match floor: the 95th percentile of the index's background.
 DEFAULT_FLOOR = "p95"

@@ -39,8 +39,10 @@ from pathlib import Path
 from .._hints import keyword, on_command_line
 from ..errors import EvidenceError
 
-__all__ = ["TOKENIZER_VERSION", "BM25_K1", "BM25_B", "CaptionHit", "caption_terms",
-           "caption_search", "check_question", "search_db", "sync_captions", "tokenize"]
+__all__ = [
+    "TOKENIZER_VERSION", "CaptionHit", "caption_terms", "caption_search", "check_question",
+    "search_db", "sync_captions", "tokenize"
+]
 
 #: Changing the tokenizer changes the stored terms: indexes with another version are re-tokenised.
 TOKENIZER_VERSION = "biomed-v1"

@@ -38,8 +38,10 @@ from typing import Any
 from ..errors import EvidenceError
 from .nodes import FigureNode
 
-__all__ = ["DEFAULT_KS", "MODES", "Query", "RetrievalEvaluation", "Target", "eval_retrieval",
-           "evaluate_ranking", "evaluate_retrieval", "read_qrels"]
+__all__ = [
+    "MODES", "Query", "RetrievalEvaluation", "Target", "eval_retrieval", "evaluate_ranking",
+    "evaluate_retrieval", "read_qrels"
+]
 
 DEFAULT_KS = (1, 3, 5, 10)
 #: ``auto``: fused when a query has image and text, else the channel it has.
@@ -341,8 +343,8 @@ def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = N
         ``{name: encoder}`` of vision-language towers fused as further channels
         (:func:`wsikit.evidence.fusion.search`).
     """
+    from ._index_writer import encoder_info
     from .fusion import search
-    from .index_writer import encoder_info
     from .nodes import load_image
 
     if mode not in MODES:

@@ -26,8 +26,9 @@ from .._hints import keyword
 from ..errors import EvidenceError, ManifestError
 from .nodes import FigureNode, load_image, parse_evidence_level
 
-__all__ = ["FIGURE_MANIFEST_FIELDS", "FigureManifestMerge", "REVIEW_FIELDS",
-           "merge_figure_manifest", "read_figure_manifest", "write_figure_manifest"]
+__all__ = [
+    "FigureManifestMerge", "merge_figure_manifest", "read_figure_manifest", "write_figure_manifest"
+]
 
 #: Keys a manifest row may have (``image`` is required).
 FIGURE_MANIFEST_FIELDS = ("image", "caption", "figure_label", "source_title", "doi", "source_path",

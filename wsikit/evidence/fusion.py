@@ -21,12 +21,12 @@ import numpy as np
 
 from .._hints import keyword
 from ..errors import EvidenceError
+from ._index_writer import embed_images, encoder_version
 from .captions import BM25_B, BM25_K1, caption_search
 from .index import FigureIndex, Match
-from .index_writer import embed_images, encoder_version
 from .nodes import FigureNode
 
-__all__ = ["RRF_K", "FusedMatch", "query_fused", "query_text", "rrf", "search"]
+__all__ = ["FusedMatch", "query_fused", "query_text", "rrf", "search"]
 
 #: Default RRF constant.
 RRF_K = 50

@@ -5,13 +5,13 @@ A :class:`FigureIndex` is built from figure nodes (:meth:`FigureIndex.build`), o
 (:meth:`FigureIndex.query`, :meth:`FigureIndex.query_images`), one :class:`Match` per hit. The
 work is shared with two modules of one idea each:
 
-* :mod:`wsikit.evidence.index_folder`: the folder format (``manifest.json`` as the commit
+* :mod:`wsikit.evidence._index_folder`: the folder format (``manifest.json`` as the commit
   point, versioned FAISS and SQLite files, ``images/``), reading and verifying a folder;
-* :mod:`wsikit.evidence.index_writer`: embedding figures, making/training/tuning the FAISS
+* :mod:`wsikit.evidence._index_writer`: embedding figures, making/training/tuning the FAISS
   index of each kind and writing the next version.
 
-Re-adding figures and the similarity background are in :mod:`wsikit.evidence.index_rows`;
-FAISS building blocks in :mod:`wsikit.evidence.faiss_utils`. Each helper is imported from the
+Re-adding figures and the similarity background are in :mod:`wsikit.evidence._index_rows`;
+FAISS building blocks in :mod:`wsikit.evidence._faiss`. Each helper is imported from the
 module that defines it; code that replaces a helper for a test (e.g. ``commit_manifest``)
 replaces it there.
 """
@@ -35,17 +35,17 @@ from .._atomic import TMP_MARK, make_temp_dir
 from .._hints import keyword, option
 from .._version import __version__
 from ..errors import EncoderMismatchError, EvidenceError
-from . import faiss_utils as fu
-from . import index_folder as folder
+from . import _faiss as fu
+from . import _index_folder as folder
+from ._index_folder import INDEX_FORMAT, METRIC
+from ._index_rows import ON_EXISTING, AddReport, background_of, reconstruct_all
+from ._index_writer import embed_images, encoder_info, encoder_version, write_version
 from .calibration import Background
-from .index_folder import INDEX_FORMAT, METRIC
-from .index_rows import ON_EXISTING, AddReport, background_of, reconstruct_all
-from .index_writer import embed_images, encoder_info, encoder_version, write_version
 from .nodes import FigureNode, evidence_level_name
 from .paths import portable_path
 from .sanitise import valid_doi
 
-__all__ = ["ADD_LOCK_TIMEOUT", "FigureIndex", "Match"]
+__all__ = ["FigureIndex", "Match"]
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ _UNSET: Any = object()
 
 
 class FigureIndex:
-    """A searchable folder of literature figures (layout: :mod:`~wsikit.evidence.index_folder`).
+    """A searchable folder of literature figures (layout: :mod:`~wsikit.evidence._index_folder`).
 
     Use :meth:`build` to create one, :meth:`open` to load one, :meth:`add` to extend it and
     :meth:`query` / :meth:`query_images` to search.

@@ -27,23 +27,13 @@ from .nodes import FigureNode, load_image
 from .pdf import extract_pdf_figures, pdf_figure_nodes, read_pdf_figures
 
 if TYPE_CHECKING:
+    from ._index_rows import AddReport
     from .calibration import Background
     from .fusion import FusedMatch
-    from .index_rows import AddReport
 
 __all__ = [
-    "check_image_encoder",
-    "figures_extract",
-    "index_add",
-    "index_build",
-    "index_calibrate",
-    "index_info",
-    "index_query",
-    "index_search",
-    "index_tower",
-    "load_sources",
-    "query_encoder",
-    "update_towers",
+    "figures_extract", "index_add", "index_build", "index_calibrate", "index_info", "index_query",
+    "index_search", "index_tower", "query_encoder", "update_towers"
 ]
 
 log = logging.getLogger(__name__)

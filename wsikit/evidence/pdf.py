@@ -32,7 +32,6 @@ from .._hints import keyword
 from ..errors import EvidenceError
 from ._pdf_layout import PageText, read_page_text
 from ._pdf_regions import (
-    CAPTION_RE,
     IMAGE,
     Caption,
     Cluster,
@@ -57,14 +56,8 @@ from ._pdf_source import (
 from .nodes import FigureNode, parse_evidence_level
 
 __all__ = [
-    "CAPTION_RE",
-    "DEFAULT_DPI",
-    "PdfFigure",
-    "PdfInfo",
-    "extract_pdf_figures",
-    "find_doi",
-    "pdf_figure_nodes",
-    "read_pdf_figures",
+    "PdfFigure", "PdfInfo", "extract_pdf_figures", "find_doi", "pdf_figure_nodes",
+    "read_pdf_figures"
 ]
 
 log = logging.getLogger(__name__)

@@ -30,9 +30,10 @@ from .._version import __version__
 from ..errors import EvidenceError
 from .nodes import evidence_level_name
 
-__all__ = ["EVIDENCE_SCHEMA_ID", "SCHEMA_PATH", "EvidenceRegion", "EvidenceResult", "load_schema"]
+__all__ = ["SCHEMA_PATH", "EvidenceRegion", "EvidenceResult", "load_schema"]
 
 EVIDENCE_SCHEMA_ID = "wsikit.evidence/v1"
+#: The JSON Schema of ``evidence.json`` shipped with wsikit (:func:`load_schema` reads it).
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "evidence_v1.json"
 
 @functools.lru_cache(maxsize=1)

@@ -34,14 +34,15 @@ import numpy as np
 from .._atomic import atomic_path, write_json_atomic
 from ..cache_record import sha256_file
 from ..errors import EncoderMismatchError, EvidenceError
-from . import faiss_utils as fu
+from . import _faiss as fu
+from ._index_writer import embed_images, encoder_info
 from .index import FigureIndex
-from .index_writer import embed_images, encoder_info
 from .nodes import FigureNode, load_image
 
-__all__ = ["TOWER_FORMAT", "TOWER_LAYOUTS", "Tower", "check_tower_encoder",
-           "create_tower_encoders", "list_towers", "open_tower", "tower_encoders",
-           "update_tower"]
+__all__ = [
+    "Tower", "check_tower_encoder", "create_tower_encoders", "list_towers", "open_tower",
+    "tower_encoders", "update_tower"
+]
 
 
 TOWER_FORMAT = "wsikit.tower/v1"

@@ -16,6 +16,6 @@ Importing this package imports none of the frameworks.
 
 from __future__ import annotations
 
-from .core import IMAGE_SUFFIXES, EvidenceSource, as_result, query_kind
+from .core import EvidenceSource
 
-__all__ = ["IMAGE_SUFFIXES", "EvidenceSource", "as_result", "query_kind"]
+__all__ = ["EvidenceSource"]

@@ -26,7 +26,7 @@ from ..errors import EvidenceError
 if TYPE_CHECKING:  # pragma: no cover
     from ..evidence import EvidenceResult
 
-__all__ = ["IMAGE_SUFFIXES", "EvidenceSource", "as_result", "query_kind"]
+__all__ = ["EvidenceSource", "as_result", "query_kind"]
 
 #: File suffixes treated as crop images (anything else that exists is opened as a slide).
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".gif")

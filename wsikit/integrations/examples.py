@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["QUESTION", "example_inputs", "example_parser", "example_select_options"]
+__all__ = ["example_inputs", "example_parser", "example_select_options"]
 
 QUESTION = "Which published figures resemble this region, and what do their captions say?"
 

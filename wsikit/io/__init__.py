@@ -8,8 +8,7 @@
 
 from __future__ import annotations
 
-from .mpp import MPP_RANGE, MPP_SOURCES, check_mpp, resolve_mpp
-from .slide import BACKENDS, LEVEL_TOLERANCE, Slide, open_slide
+from .mpp import check_mpp, resolve_mpp
+from .slide import Slide, open_slide
 
-__all__ = ["open_slide", "Slide", "resolve_mpp", "check_mpp", "MPP_RANGE", "MPP_SOURCES",
-           "BACKENDS", "LEVEL_TOLERANCE"]
+__all__ = ["open_slide", "Slide", "resolve_mpp", "check_mpp"]

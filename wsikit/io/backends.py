@@ -11,7 +11,7 @@ listed here too.
 Every backend has the :class:`_Backend` shape: ``name``, ``level_dimensions``,
 ``level_downsamples``, ``properties`` (OpenSlide naming), ``read(level, lx, ly, w, h)`` of
 ``(h, w, 3) uint8`` RGB inside the level (transparent pixels composited onto white by
-:func:`~wsikit.io.rgb.rgba_to_rgb`), ``associated()`` and ``close()``.
+:func:`~wsikit.io._rgb.rgba_to_rgb`), ``associated()`` and ``close()``.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import numpy as np
 from PIL import Image
 
 from ..errors import SlideError
+from ._rgb import rgba_to_rgb
 from .dicom import DicomBackend
 from .ndpi import NdpiBackend
-from .rgb import rgba_to_rgb
 
 
 class _Backend(Protocol):

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SlideError
-from .rgb import rgba_to_rgb
+from ._rgb import rgba_to_rgb
 
 __all__ = ["DicomBackend", "is_dicom", "series_files"]
 

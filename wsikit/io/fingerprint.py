@@ -23,8 +23,9 @@ from typing import Any
 
 from ..errors import SlideError
 
-__all__ = ["FULL_HASH_BYTES", "SAMPLES", "check_source", "recorded_slide", "slide_fingerprint",
-           "write_source"]
+__all__ = [
+    "FULL_HASH_BYTES", "check_source", "recorded_slide", "slide_fingerprint", "write_source"
+]
 
 #: Files up to this size are hashed completely (bytes).
 FULL_HASH_BYTES = 32 << 20

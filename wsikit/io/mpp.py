@@ -19,7 +19,7 @@ from typing import Any
 from .._hints import keyword, on_command_line
 from ..errors import MppError
 
-__all__ = ["resolve_mpp", "check_mpp", "MPP_RANGE", "MPP_SOURCES"]
+__all__ = ["resolve_mpp", "check_mpp"]
 
 #: Plausible level-0 resolutions in µm/px (anything else is a default or a unit mistake).
 MPP_RANGE = (0.05, 20.0)

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import SlideError
 
-__all__ = ["OmeZarrBackend", "UNIT_TO_UM", "is_omezarr"]
+__all__ = ["OmeZarrBackend"]
 
 #: µm per unit for NGFF's space units (UDUNITS-2 names).
 UNIT_TO_UM: dict[str, float] = {

@@ -23,7 +23,7 @@ low-frequency coefficients are inverse-transformed), which is faster than a full
 to ~50 levels at sharp edges (mean ~1.7), so it is never used unless asked for.
 
 JPEG tile decoding (shared tables, the Adobe marker for RGB JPEG, the decoders) is in
-:mod:`wsikit.io.tile_jpeg`.
+:mod:`wsikit.io._tile_jpeg`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,7 @@ import numpy as np
 
 from .._hints import option
 from ..errors import SlideError
-from .region_resize import resample_kind, resize_antialiased, resize_uint8
-from .tile_jpeg import (
+from ._tile_jpeg import (
     _JPEG,
     _PHOTOMETRIC_RGB,
     _PHOTOMETRIC_YCBCR,
@@ -48,8 +47,9 @@ from .tile_jpeg import (
     _jpeg_prefix,
     decode_jpeg,
 )
+from .region_resize import resample_kind, resize_antialiased, resize_uint8
 
-__all__ = ["TiffLevel", "TileReader", "open_tile_reader"]
+__all__ = ["TileReader", "open_tile_reader"]
 
 _REDUCTIONS = (8, 4, 2, 1)
 _EPS = 1e-6

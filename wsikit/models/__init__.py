@@ -20,13 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what a type checker sees of the lazy names below
     from .configs import EncoderConfig
     from .environment import doctor
-    from .heuristic import (
-        HeuristicEncoder,
-        importance_scores,
-        rgb_to_hed,
-    )
     from .registry import (
-        RANDOM_LABEL,
         Encoder,
         create_encoder,
         get_config,
@@ -39,30 +33,22 @@ if TYPE_CHECKING:  # what a type checker sees of the lazy names below
 _LAZY: dict[str, str] = {
     "Encoder": "registry",
     "EncoderConfig": "configs",
-    "HeuristicEncoder": "heuristic",
-    "RANDOM_LABEL": "registry",
     "create_encoder": "registry",
     "doctor": "environment",
     "get_config": "registry",
-    "importance_scores": "heuristic",
     "list_encoders": "registry",
     "register_encoder": "registry",
-    "rgb_to_hed": "heuristic",
     "unregister_encoder": "registry",
 }
 
 __all__ = [
-    "RANDOM_LABEL",
     "Encoder",
     "EncoderConfig",
-    "HeuristicEncoder",
     "create_encoder",
     "doctor",
     "get_config",
-    "importance_scores",
     "list_encoders",
     "register_encoder",
-    "rgb_to_hed",
     "unregister_encoder",
 ]
 

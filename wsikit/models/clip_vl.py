@@ -29,12 +29,13 @@ import numpy as np
 import torch
 
 from ..errors import ModelError
-from .configs import CLIP_MEAN, CLIP_STD, QUILTNET_B32_CONFIG, EncoderConfig
+from .configs import EncoderConfig
 from .registry import Encoder
 
-__all__ = ["CLIP_MEAN", "CLIP_STD", "MAX_TOWER_PARAMS", "QUILTNET_B32_CONFIG", "QuiltNet",
-           "VLM_CONFIG_FILE", "build_quiltnet", "check_model_cfg_size", "read_model_cfg",
-           "tokenize"]
+__all__ = [
+    "QuiltNet", "VLM_CONFIG_FILE", "build_quiltnet", "check_model_cfg_size", "read_model_cfg",
+    "tokenize"
+]
 
 log = logging.getLogger(__name__)
 

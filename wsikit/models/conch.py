@@ -28,7 +28,7 @@ from torch import nn
 from .configs import EncoderConfig
 from .registry import Encoder
 
-__all__ = ["ConchV15", "AttentionalPooler", "ConchTrunk", "interpolate_pos_embed"]
+__all__ = ["ConchV15", "ConchTrunk", "interpolate_pos_embed"]
 
 #: side of the position-embedding grid stored in the checkpoint (224 px / 16 px)
 POS_GRID = 14

@@ -23,21 +23,9 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "BUILTIN_CONFIGS",
-    "CLIP_MEAN",
-    "CLIP_STD",
-    "CONCH_V1_5_CONFIG",
-    "EncoderConfig",
-    "HEURISTIC_CONFIG",
-    "IMAGENET_MEAN",
-    "IMAGENET_STD",
-    "QUILTNET_B32_CONFIG",
-    "QUILTNET_B16_CONFIG",
-    "TITAN_CONFIG",
-    "VIRCHOW2_CONFIG",
-    "ZOO_CONFIGS",
-    "get_config",
-    "list_configs",
+    "BUILTIN_CONFIGS", "CONCH_V1_5_CONFIG", "EncoderConfig", "HEURISTIC_CONFIG",
+    "QUILTNET_B32_CONFIG", "QUILTNET_B16_CONFIG", "TITAN_CONFIG", "VIRCHOW2_CONFIG", "ZOO_CONFIGS",
+    "get_config", "list_configs"
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -179,6 +167,7 @@ class EncoderConfig:
 
 _NC_ND = "CC-BY-NC-ND-4.0"
 
+#: The weight-free heuristic encoder (64-d colour-deconvolution and texture statistics).
 HEURISTIC_CONFIG = EncoderConfig(
     name="heuristic", role="any", hub_repo=None, hub_files=(),
     input_px=128,  # nominal: the embedding analyses 128-256 px itself (heuristic._MIN_PX/_MAX_PX)
@@ -186,6 +175,7 @@ HEURISTIC_CONFIG = EncoderConfig(
     patch_px=512, dim=64, precision="fp32", license="Apache-2.0", gated=False, heuristic=True,
     description="weight-free colour-deconvolution + intensity/texture statistics (64-d)")
 
+#: CONCH v1.5, the vision tower (768-d).
 CONCH_V1_5_CONFIG = EncoderConfig(
     name="conch_v1_5", role="patch", hub_repo="MahmoodLab/conchv1_5",
     hub_files=("pytorch_model_vision.bin",), input_px=448, interpolation="bilinear",
@@ -194,6 +184,7 @@ CONCH_V1_5_CONFIG = EncoderConfig(
     description="CONCH v1.5 ViT-L/16 + attentional pooler (patch features for TITAN)",
     commercial_use=False, reference="TRIDENT's CONCH v1.5 tower (tests/data/golden)")
 
+#: Virchow2 (class token and mean patch token, 2560-d).
 VIRCHOW2_CONFIG = EncoderConfig(
     name="virchow2", role="crop", hub_repo="paige-ai/Virchow2",
     hub_files=("model.safetensors", "pytorch_model.bin"), input_px=224,
@@ -203,6 +194,7 @@ VIRCHOW2_CONFIG = EncoderConfig(
     arch="timm:vit_huge_patch14_224", layout="timm", pooling="cls+mean", commercial_use=False,
     reference="timm vit_huge_patch14_224 with the card's arguments (tests/data/golden)")
 
+#: TITAN, the slide encoder over CONCH v1.5 patch features.
 TITAN_CONFIG = EncoderConfig(
     name="titan", role="slide", hub_repo="MahmoodLab/TITAN", hub_files=("model.safetensors",),
     input_px=448, interpolation="bilinear", mean=IMAGENET_MEAN, std=IMAGENET_STD,

@@ -34,7 +34,6 @@ from .registry import Encoder
 
 __all__ = [
     "FEATURE_NAMES",
-    "HEURISTIC_CONFIG",
     "HEURISTIC_VERSION",
     "NUCLEAR_H_OD",
     "REF_CENTRE",

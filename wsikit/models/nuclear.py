@@ -48,15 +48,8 @@ from ..errors import ModelError
 from .stain import ink_mask
 
 __all__ = [
-    "ANALYSIS_MPP",
-    "NUCLEAR_FEATURES",
-    "PATCH_MEASURES",
-    "NuclearThreshold",
-    "features_from_planes",
-    "haematoxylin_planes",
-    "importance_scores",
-    "nuclear_features",
-    "nuclear_threshold",
+    "features_from_planes", "haematoxylin_planes", "importance_scores", "nuclear_features",
+    "nuclear_threshold"
 ]
 
 #: Resolution (µm/px) at which nuclei are detected.

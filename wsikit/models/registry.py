@@ -48,6 +48,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: What the label of an encoder built with ``weights="random"`` says after its name.
 RANDOM_LABEL = "RANDOM WEIGHTS — not a real model"
 
 _PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}

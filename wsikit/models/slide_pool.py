@@ -38,9 +38,10 @@ from ..errors import FeatureError
 if TYPE_CHECKING:
     from ..features import Embeddings
 
-__all__ = ["SLIDE_EMBEDDING_FORMAT", "SLIDE_METHODS", "WEIGHTINGS", "SlideEmbedding",
-           "embed_slide", "mean_max_pool", "mean_pool", "slide_embedding_path",
-           "slide_encoder_name"]
+__all__ = [
+    "SLIDE_EMBEDDING_FORMAT", "SlideEmbedding", "embed_slide", "mean_max_pool", "mean_pool",
+    "slide_embedding_path", "slide_encoder_name"
+]
 
 #: ``format`` attribute of a slide-embedding file (bumped when its meaning changes).
 SLIDE_EMBEDDING_FORMAT = "wsikit.slide_embedding/v1"

@@ -43,6 +43,7 @@ __all__ = ["ink_mask", "red_ink_extent", "stain_amounts", "HAEMATOXYLIN", "EOSIN
 #: eosin vector within 2 degrees), so eosin-rich tissue does not leak into haematoxylin as it
 #: does with Ruifrok's ``(0.07, 0.99, 0.11)``.
 HAEMATOXYLIN = (0.5626, 0.7201, 0.4062)
+#: The eosin optical-density direction (unit vector) that goes with :data:`HAEMATOXYLIN`.
 EOSIN = (0.2159, 0.8012, 0.5581)
 
 

@@ -56,8 +56,7 @@ from ..errors import ModelError, WeightsError
 from .configs import EncoderConfig
 from .registry import Encoder
 
-__all__ = ["CLIP_TEXT_DEFAULTS", "HF_LAYOUTS", "ClipTextTower", "ZooClipEncoder", "ZooEncoder",
-           "build_zoo", "clip_text_kwargs", "hf_timm_kwargs", "map_published", "timm_kwargs"]
+__all__ = ["ZooClipEncoder", "ZooEncoder", "build_zoo", "map_published"]
 
 #: Layouts whose architecture can be read from a transformers ``config.json``.
 HF_LAYOUTS = ("hf_vit", "hf_dinov2", "hf_dinov2_reg", "hf_clip")

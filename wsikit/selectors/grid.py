@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import SelectionError
 
-__all__ = ["AttentionMap", "attention_map", "summed_area_table", "window_sums", "MAX_CELLS"]
+__all__ = ["AttentionMap", "attention_map", "summed_area_table", "window_sums"]
 
 #: Refuse bounding boxes larger than this many cells (an outlier coordinate or a wrong
 #: ``patch_size_l0`` would otherwise allocate gigabytes).

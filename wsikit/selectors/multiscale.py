@@ -36,8 +36,7 @@ from ..options import DEFAULT_SCALES, parse_scales
 from .grid import AttentionMap, attention_map, summed_area_table, window_sums
 from .windows import Window, Windows
 
-__all__ = ["select_windows", "select_from_map", "compatible", "rank_windows", "LAYOUTS",
-           "MIN_SCORE_CHOICES"]
+__all__ = ["select_windows", "select_from_map", "compatible", "rank_windows"]
 
 LAYOUTS = ("nested", "disjoint")
 #: Named values of ``min_score`` (a number is an absolute floor; 0 disables the floor).

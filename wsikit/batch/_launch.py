@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import BatchError
 
-__all__ = ["check_launch", "main_not_rerun", "unguarded_call_line"]
+__all__ = ["check_launch", "main_not_rerun"]
 
 _LOCK = threading.Lock()
 

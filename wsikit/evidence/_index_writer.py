@@ -2,10 +2,10 @@
 
 :func:`write_version` writes the next version of an index folder: it reads and embeds the new
 figures (identical pixels once, :func:`embed_images`), makes and trains a FAISS index of the
-folder's kind (``flat``, ``ivf``, ``hnsw``; :mod:`wsikit.evidence.faiss_utils`) or extends the
+folder's kind (``flat``, ``ivf``, ``hnsw``; :mod:`wsikit.evidence._faiss`) or extends the
 current one, tunes its search parameter to a recall target measured against exact search
 (:func:`recall_set`), measures the similarity background, and commits the version in the
-folder format of :mod:`wsikit.evidence.index_folder`. :func:`encoder_info` and
+folder format of :mod:`wsikit.evidence._index_folder`. :func:`encoder_info` and
 :func:`encoder_version` say which encoder (and which embedding definition) made the vectors.
 
 Used by :class:`wsikit.evidence.FigureIndex` (``build`` and ``add``) and by
@@ -26,14 +26,15 @@ from .._progress import progress
 from .._version import __version__
 from ..cache_record import sha256_file
 from ..errors import EvidenceError
-from . import faiss_utils as fu
-from . import index_folder as folder
+from . import _faiss as fu
+from . import _index_folder as folder
+from ._index_rows import AddReport, background_of, reconstruct_all, split_existing
 from .calibration import Background
-from .index_rows import AddReport, background_of, reconstruct_all, split_existing
 from .nodes import FigureNode, load_image
 
-__all__ = ["RECALL_QUERIES", "Version", "embed_images", "encoder_info", "encoder_version",
-           "recall_set", "write_version"]
+__all__ = [
+    "Version", "embed_images", "encoder_info", "encoder_version", "recall_set", "write_version"
+]
 
 #: Queries used to measure an approximate index's recall@10 against exact search.
 RECALL_QUERIES = 200

@@ -9,7 +9,7 @@ Cosine similarity = inner product on L2-normalised float32 vectors. Kinds:
 * ``hnsw``: graph search (``IndexHNSWFlat``, ``M`` 32); ``efSearch`` tuned likewise.
 
 A GPU copy is used for searching when faiss reports GPUs (faiss-gpu); everything works with
-faiss-cpu. Used by :mod:`wsikit.evidence.index`, :mod:`wsikit.evidence.index_writer` and
+faiss-cpu. Used by :mod:`wsikit.evidence.index`, :mod:`wsikit.evidence._index_writer` and
 ``benchmarks/bench_index.py``.
 """
 
@@ -28,16 +28,8 @@ import numpy as np
 from ..errors import EvidenceError
 
 __all__ = [
-    "INDEX_KINDS",
-    "default_params",
-    "exact_search",
-    "make_index",
-    "normalise",
-    "read_index",
-    "recall_at_k",
-    "set_search_params",
-    "to_search_device",
-    "tune_index",
+    "default_params", "exact_search", "make_index", "normalise", "read_index", "recall_at_k",
+    "set_search_params", "to_search_device", "tune_index"
 ]
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,8 @@ Layout of ``DIR``::
     nodes-000003.sqlite      node metadata, table ``nodes`` (row = faiss id)
     images/<hash>.png        figure images, named by content hash (identical images stored once)
 
-``manifest.json`` is the commit point: a writer (:func:`wsikit.evidence.index_writer.write_version`)
+``manifest.json`` is the commit point: a writer
+(:func:`wsikit.evidence._index_writer.write_version`)
 stores the next version's FAISS and SQLite files under new names (:func:`write_data_files`),
 then atomically replaces the manifest (:func:`commit_manifest`), then deletes the old files
 (:func:`remove_stale`). A crash at any moment leaves a manifest that names complete,
@@ -38,31 +39,18 @@ from .._atomic import TMP_MARK, atomic_path, write_json_atomic
 from .._hints import keyword, option
 from ..cache_record import sha256_file
 from ..errors import EvidenceError
-from . import faiss_utils as fu
+from . import _faiss as fu
+from ._index_rows import update_rows
 from .captions import sync_captions
-from .index_rows import update_rows
 from .nodes import FigureNode, evidence_level_name
 
 __all__ = [
-    "COLUMNS",
-    "INDEX_FORMAT",
-    "METRIC",
-    "check_db",
-    "check_manifest",
-    "check_replaceable",
-    "commit_manifest",
-    "confined_image",
-    "create_db",
-    "insert_nodes",
-    "node_stats",
-    "read_folder",
-    "read_nodes",
-    "remove_stale",
-    "store_images",
-    "utc_now",
-    "write_data_files",
+    "COLUMNS", "INDEX_FORMAT", "check_replaceable", "commit_manifest", "confined_image",
+    "node_stats", "read_folder", "read_nodes", "remove_stale", "store_images", "utc_now",
+    "write_data_files"
 ]
 
+#: The format an index folder's ``manifest.json`` records; a folder with another is refused.
 INDEX_FORMAT = "wsikit.index/v1"
 METRIC = "cosine (inner product on L2-normalised float32 vectors)"
 #: Columns of the ``nodes`` table after ``row`` (the faiss id), in table order.

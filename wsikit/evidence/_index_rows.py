@@ -1,7 +1,7 @@
 """Rows of an evidence index: re-adding figures, rewriting metadata, stored vectors, background.
 
-Used by :class:`wsikit.evidence.FigureIndex` (through :mod:`wsikit.evidence.index_writer` and
-:mod:`wsikit.evidence.index_folder`): :func:`split_existing` decides what an ``add``
+Used by :class:`wsikit.evidence.FigureIndex` (through :mod:`wsikit.evidence._index_writer` and
+:mod:`wsikit.evidence._index_folder`): :func:`split_existing` decides what an ``add``
 does with figures that are already indexed (leave, refuse, update or skip), :func:`update_rows`
 rewrites their SQLite rows, :func:`reconstruct_all` reads the stored vectors back and
 :func:`background_of` measures the index's similarity background from them.
@@ -24,8 +24,7 @@ from .calibration import Background, background_from_vectors
 from .captions import sync_captions
 from .nodes import FigureNode
 
-__all__ = ["ON_EXISTING", "AddReport", "background_of", "reconstruct_all", "source_identity",
-           "split_existing", "update_rows"]
+__all__ = ["AddReport", "background_of", "reconstruct_all", "split_existing", "update_rows"]
 
 @dataclass(frozen=True)
 class AddReport:
