@@ -12,7 +12,10 @@ figure index, and
   (``sys.setprofile``);
 * **repeated work**: how often the slide's content fingerprint
   (``wsikit.io.fingerprint.slide_fingerprint``) is computed, the figure index opened
-  (``FigureIndex.open``) and a selector built (``wsikit.selectors.create_selector``).
+  (``FigureIndex.open``) and a selector built (``wsikit.selectors.create_selector``):
+  each is expected once per run (``EXPECTED``; the fingerprint is computed once, in the run's
+  ``SlideContext``, and passed to every ``slide_ops`` check); ``as_expected`` says whether
+  the run matched, and the script exits non-zero when it did not.
 
 Usage: ``python benchmarks/select_hops.py [SLIDE] [--index DIR]`` (default: the CMU-1 small
 region of ``tests/data`` and the demo index built into a temporary folder). Prints JSON.
@@ -29,6 +32,9 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: How often each piece of one-time work is expected in one fresh ``select`` run.
+EXPECTED = {"fingerprint": 1, "index_open": 1, "selector_built": 1}
 
 
 def main() -> None:
@@ -82,10 +88,13 @@ def main() -> None:
         ("wsikit._atomic", "write_json_atomic")]
     hops = [f"{a[0]}.{a[1]} -> {b[0]}.{b[1]}" for a, b in zip(path, path[1:], strict=False)
             if a[0] != b[0]]
+    found = {k: counts[k] for k in watched.values()}
     print(json.dumps({"exit_code": code, "hops": len(hops), "path": hops,
-                      "modules_called": len(modules), **{k: counts[k] for k in
-                                                         watched.values()}}, indent=1),
+                      "modules_called": len(modules), **found,
+                      "as_expected": found == EXPECTED}, indent=1),
           file=sys.stderr)
+    if code != 0 or found != EXPECTED:
+        sys.exit(1)
 
 
 def _module(filename: str) -> str:

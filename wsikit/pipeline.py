@@ -102,7 +102,6 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
     from .batch.state import JobFolder
     from .batch.steps import BatchConfig, SlideContext, resolve_steps, run_steps
     from .io import open_slide
-    from .io.fingerprint import slide_fingerprint
     from .run_checks import check_options
     from .slide_ops import check_tissue_owner
     from .slide_outputs import check_output_name, hold_slide_outputs
@@ -125,14 +124,14 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
         job = JobFolder(out)
         cohort_slide = CohortSlide(slide_id=name, path=Path(s.path), mpp=mpp)
         ctx = SlideContext(cohort_slide, job, config, device=settings.device, handle=s,
-                           force=force, cache=cache)
+                           force=force, cache=cache)  # computes the fingerprint once, for all
         with hold_slide_outputs(out, name, stale_after=job.stale_after):
             # Under the lock from here to the recorded result: the check that earlier
             # outputs belong to this slide (content fingerprint) and every write after it
             # happen in one run at a time, so two slides of one name can never mix.
-            fingerprint = slide_fingerprint(s.path)
+            fingerprint = ctx.fingerprint  # the run's one computation, passed to every check
             if not force:
-                check_tissue_owner(s, job.root, name)
+                check_tissue_owner(s, job.root, name, fingerprint=fingerprint)
             state = job.read_state(name)
             ctx.records = {} if force else reusable_records(state, cohort_slide, fingerprint)
             record_slide(job, cohort_slide, fingerprint, state, running=True,

@@ -102,11 +102,19 @@ def _write_mask(tm: TissueMask, out: Path, slide: Slide, name: str, *,
         "level0_size": list(slide.dimensions)})
 
 
-def check_tissue_owner(slide: Slide, out: _PathLike, name: str | None = None) -> None:
+def _fingerprint_of(slide: Slide, fingerprint: str | None) -> str:
+    """``fingerprint`` when the caller computed it already (once per run, in the run's
+    context), else the slide's content fingerprint computed now."""
+    return fingerprint if fingerprint is not None else slide_fingerprint(slide.path)
+
+
+def check_tissue_owner(slide: Slide, out: _PathLike, name: str | None = None, *,
+                       fingerprint: str | None = None) -> None:
     """Refuse to reuse outputs under ``out`` that another slide of the same name made.
 
     Cached outputs belong to a slide by content (its fingerprint, recorded beside the tissue
-    GeoJSON), not by name.
+    GeoJSON), not by name. ``fingerprint``: the slide's content fingerprint when the caller
+    has it already (a run computes it once); computed here otherwise.
 
     Raises
     ------
@@ -115,7 +123,7 @@ def check_tissue_owner(slide: Slide, out: _PathLike, name: str | None = None) ->
     """
     name = slide.name if name is None else name
     gj = OutputLayout(out).tissue_geojson(name)
-    if check_source(gj, slide_fingerprint(slide.path)) == "other":
+    if check_source(gj, _fingerprint_of(slide, fingerprint)) == "other":
         raise CacheError(
             f"{out} already holds outputs for another slide named {name!r} (made "
             f"from {recorded_slide(gj)}, other content than {slide.path}); use another folder "
@@ -123,14 +131,16 @@ def check_tissue_owner(slide: Slide, out: _PathLike, name: str | None = None) ->
             f"{option('force')}) to replace them")
 
 
-def geojson_edited(slide: Slide, out: _PathLike, name: str | None = None) -> bool:
+def geojson_edited(slide: Slide, out: _PathLike, name: str | None = None, *,
+                   fingerprint: str | None = None) -> bool:
     """Whether the tissue GeoJSON of ``name`` under ``out`` is the user's, not a segmentation's.
 
     True when it was placed by hand (no record of the slide it was made from, or adopted as
     such) or changed since wsikit's segmentation wrote it (e.g. edited in QuPath, whichever
     command rasterised it since): :func:`load_tissue` then rasterises it, and a new
     segmentation must not overwrite it. False when there is none, when it is wsikit's own
-    unchanged output, or when it belongs to another slide.
+    unchanged output, or when it belongs to another slide. ``fingerprint``: the slide's content
+    fingerprint when the caller has it already; computed here otherwise.
     """
     import json
 
@@ -139,7 +149,7 @@ def geojson_edited(slide: Slide, out: _PathLike, name: str | None = None) -> boo
     gj = layout.tissue_geojson(name)
     if not gj.is_file():
         return False
-    state = check_source(gj, slide_fingerprint(slide.path))
+    state = check_source(gj, _fingerprint_of(slide, fingerprint))
     if state != "same":
         return state == "unknown"
     known, written = written_sha256(gj)
@@ -155,7 +165,7 @@ def geojson_edited(slide: Slide, out: _PathLike, name: str | None = None) -> boo
 def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
                 resegment: bool = False, tissue_mpp: float = DEFAULT_MASK_MPP,
                 min_tissue_um2: float = MIN_TISSUE_UM2, min_hole_um2: float = MIN_HOLE_UM2,
-                thumb_size: int | None = 1024) -> TissueMask:
+                thumb_size: int | None = 1024, fingerprint: str | None = None) -> TissueMask:
     """The tissue mask of ``slide`` under ``out``: the one path to the mask of a patch grid.
 
     ``wsikit patch`` and ``wsikit select`` both take their grid from this mask, so they give
@@ -165,17 +175,19 @@ def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
     written (e.g. edited in QuPath) is it rasterised, and that mask is stored for next time.
     ``resegment`` (or no cached output) segments again. The batch steps take the same path
     (``name``: the file stem of the outputs, the cohort's ``slide_id``; default the slide's
-    name). ``thumb_size=None`` writes no outlined thumbnail.
+    name). ``thumb_size=None`` writes no outlined thumbnail. ``fingerprint``: the slide's
+    content fingerprint when the caller has it already (a run computes it once, in its
+    context); computed here otherwise, once for the whole call.
     """
     out = Path(out)
     name = slide.name if name is None else name
     layout = OutputLayout(out)
     files = layout.tissue_files(name)
     gj, png, meta_path = files["geojson"], files["mask"], files["mask_meta"]
-    fp = slide_fingerprint(slide.path)
+    fp = _fingerprint_of(slide, fingerprint)
     state = check_source(gj, fp)  # cached outputs belong to a slide by content, not by name
     if not resegment:
-        check_tissue_owner(slide, out, name)
+        check_tissue_owner(slide, out, name, fingerprint=fp)
     if not resegment and gj.exists():
         import json
 
@@ -200,25 +212,28 @@ def load_tissue(slide: Slide, out: _PathLike, *, name: str | None = None,
         return tm
     return _segment_open(slide, out, name=name, tissue_mpp=tissue_mpp,
                          min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
-                         thumb_size=thumb_size)
+                         thumb_size=thumb_size, fingerprint=fp)
 
 
 def _grid_sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".source.json")
 
 
-def record_grid(path: _PathLike, slide: Slide, out: _PathLike, name: str | None = None) -> Path:
+def record_grid(path: _PathLike, slide: Slide, out: _PathLike, name: str | None = None, *,
+                fingerprint: str | None = None) -> Path:
     """Record beside the coordinate file ``path`` what it was made from: the slide (content
     fingerprint), the file's SHA-256 as written and the tissue mask's SHA-256
     (``<coords>.source.json``), so that ``wsikit features`` can tell the slide's current
-    grid from an earlier one (:func:`grid_not_current`)."""
+    grid from an earlier one (:func:`grid_not_current`). ``fingerprint``: the slide's content
+    fingerprint when the caller has it already; computed here otherwise."""
     from ._atomic import write_json_atomic
 
     path = Path(path)
     name = slide.name if name is None else name
     mask = OutputLayout(out).mask(name)
     return write_json_atomic(_grid_sidecar(path), {
-        "fingerprint": slide_fingerprint(slide.path), "slide": str(Path(slide.path).resolve()),
+        "fingerprint": _fingerprint_of(slide, fingerprint),
+        "slide": str(Path(slide.path).resolve()),
         "written_sha256": _sha256(path),
         "mask_sha256": _sha256(mask) if mask.is_file() else None})
 
@@ -255,18 +270,19 @@ def _grid_record(path: Path, fingerprint: str, out: Path, name: str
 
 
 def grid_not_current(slide: Slide, out: _PathLike, path: _PathLike,
-                     name: str | None = None) -> str | None:
+                     name: str | None = None, *, fingerprint: str | None = None) -> str | None:
     """Why the coordinate file ``path`` under ``out`` is not the current grid of ``slide``
     (None when it is, or when nothing records what it was made from: a file placed by hand).
 
     Current means: made from this slide's content, unchanged since it was written, and made
-    from the tissue mask now in ``out``, whose GeoJSON was not edited since.
+    from the tissue mask now in ``out``, whose GeoJSON was not edited since. ``fingerprint``:
+    the slide's content fingerprint when the caller has it already; computed here otherwise.
     """
     import json
 
     out, path = Path(out), Path(path)
     name = slide.name if name is None else name
-    fp = slide_fingerprint(slide.path)
+    fp = _fingerprint_of(slide, fingerprint)
     record = _grid_record(path, fp, out, name)
     if record is None:
         if _grid_sidecar(path).is_file():
@@ -371,7 +387,7 @@ def draw_grid(thumb: np.ndarray, grid: TileGrid) -> np.ndarray:
 
 def _segment_open(slide: Slide, out: Path, *, name: str | None = None, tissue_mpp: float,
                   min_tissue_um2: float, min_hole_um2: float,
-                  thumb_size: int | None) -> TissueMask:
+                  thumb_size: int | None, fingerprint: str | None = None) -> TissueMask:
     from PIL import Image
 
     _check_segment_size(slide, tissue_mpp)
@@ -386,7 +402,9 @@ def _segment_open(slide: Slide, out: Path, *, name: str | None = None, tissue_mp
     name = slide.name if name is None else name
     layout = OutputLayout(out)
     gj = layout.tissue_geojson(name)
-    if geojson_edited(slide, out, name):  # the user's polygons: never lost to a new segmentation
+    fp = _fingerprint_of(slide, fingerprint)
+    # the user's polygons: never lost to a new segmentation
+    if geojson_edited(slide, out, name, fingerprint=fp):
         kept = backup_geojson(gj)
         warnings.warn(f"{gj}: the edited tissue GeoJSON is replaced by a new segmentation; "
                       f"the edit is kept as {kept}", UserWarning, stacklevel=3)
@@ -403,7 +421,7 @@ def _segment_open(slide: Slide, out: Path, *, name: str | None = None, tissue_mp
     gj_bytes = json_bytes(tm.to_geojson(), indent=None)
     _write_mask(tm, out, slide, name, geojson_sha256=hashlib.sha256(gj_bytes).hexdigest())
     write_bytes_atomic(gj, gj_bytes)
-    write_source(gj, slide.path, slide_fingerprint(slide.path),
+    write_source(gj, slide.path, fp,
                  written_sha256=hashlib.sha256(gj_bytes).hexdigest())
     if thumb_size is None:
         return tm
@@ -515,7 +533,8 @@ def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
     with open_slide(path, mpp=mpp, backend=backend) as slide, \
             hold_slide_outputs(out, check_output_name(slide.name, slide.path), wait=wait,
                                hint=_wait_hint()):
-        if not resegment and geojson_edited(slide, out):
+        fp = slide_fingerprint(slide.path)  # once for the command
+        if not resegment and geojson_edited(slide, out, fingerprint=fp):
             gj = OutputLayout(out).tissue_geojson(slide.name)
             warnings.warn(f"{gj} was edited since wsikit wrote it (e.g. in QuPath) or placed "
                           "by hand: kept as the slide's tissue, not segmented again; pass "
@@ -523,9 +542,9 @@ def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
                           f"kept as {gj.name}.bak)", UserWarning, stacklevel=2)
             return load_tissue(slide, out, tissue_mpp=tissue_mpp,
                                min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
-                               thumb_size=thumb_size)
+                               thumb_size=thumb_size, fingerprint=fp)
         return _segment_open(slide, out, tissue_mpp=tissue_mpp, min_tissue_um2=min_tissue_um2,
-                             min_hole_um2=min_hole_um2, thumb_size=thumb_size)
+                             min_hole_um2=min_hole_um2, thumb_size=thumb_size, fingerprint=fp)
 
 
 def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
@@ -572,16 +591,17 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
                 hold_slide_outputs(out, check_output_name(slide.name, slide.path), wait=wait,
                                    hint=_wait_hint()):
             bar.update(1)
+            fp = slide_fingerprint(slide.path)  # once for the command
             tm = load_tissue(slide, out, resegment=resegment, tissue_mpp=tissue_mpp,
                              min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
-                             thumb_size=thumb_size)
+                             thumb_size=thumb_size, fingerprint=fp)
             bar.update(1)
             grid = make_grid(slide, tm, target_mpp=target_mpp, patch_px=patch_px,
                              overlap_px=overlap_px, min_tissue=min_tissue)
             bar.update(1)
             layout = OutputLayout(out)
             grid.to_h5(layout.coords(slide.name))
-            record_grid(layout.coords(slide.name), slide, out)
+            record_grid(layout.coords(slide.name), slide, out, fingerprint=fp)
             thumb = slide.thumbnail(max_size=thumb_size)
             write_bytes_atomic(layout.grid_thumbnail(slide.name),
                                _png_bytes(Image.fromarray(draw_grid(thumb, grid))))

@@ -76,7 +76,8 @@ def _tissue(ctx: SlideContext, *, segmenting: bool = False, resegment: bool = Fa
             ctx.output_path("segment", "geojson")  # a clear error when segment never ran
         mask = load_tissue(ctx.open(), ctx.job.root, name=ctx.slide_id, resegment=resegment,
                            tissue_mpp=ctx.options.grid.tissue_mpp,
-                           min_tissue_um2=ctx.options.grid.min_tissue_um2)
+                           min_tissue_um2=ctx.options.grid.min_tissue_um2,
+                           fingerprint=ctx.fingerprint)
         ctx.artifacts["mask"] = mask
     return mask
 
@@ -95,7 +96,8 @@ def segment_step(ctx: SlideContext) -> dict[str, Any]:
 
     slide = ctx.open()
     files = ctx.layout.tissue_files(ctx.slide_id)
-    edited = not ctx.force and geojson_edited(slide, ctx.job.root, ctx.slide_id)
+    edited = not ctx.force and geojson_edited(slide, ctx.job.root, ctx.slide_id,
+                                              fingerprint=ctx.fingerprint)
     mask = _tissue(ctx, segmenting=True, resegment=not edited)
     for key, path in files.items():
         ctx.add_output(key, path)  # a lost mask PNG redoes the segmentation, not a re-raster

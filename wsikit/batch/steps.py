@@ -305,12 +305,15 @@ class SlideContext:
         reused (e.g. the segment step sees that its GeoJSON was edited since).
     force : bool
         Recompute from scratch (``wsikit select --force``): no earlier output is adopted.
+    fingerprint : str
+        The slide's content fingerprint, computed once per run (given by a driver that has it
+        already, else on first use) and passed to every ``slide_ops`` check of the steps.
     """
 
     def __init__(self, slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
                  device: str = "cpu", cache: dict[Any, Any] | None = None,
                  records: Mapping[str, Any] | None = None, handle: Any = None,
-                 force: bool = False) -> None:
+                 force: bool = False, fingerprint: str | None = None) -> None:
         self.slide = slide
         self.job = job
         self.config = config
@@ -327,10 +330,21 @@ class SlideContext:
         self._files: dict[str, str] = {}
         self._handle: Any = handle
         self._owns_handle = handle is None
+        self._fingerprint = fingerprint
 
     @property
     def slide_id(self) -> str:
         return self.slide.slide_id
+
+    @property
+    def fingerprint(self) -> str:
+        """The slide's content fingerprint (:func:`wsikit.io.fingerprint.slide_fingerprint`),
+        computed at most once per run."""
+        if self._fingerprint is None:
+            from ..io.fingerprint import slide_fingerprint
+
+            self._fingerprint = slide_fingerprint(self.slide.path)
+        return self._fingerprint
 
     def open(self) -> Any:
         """The open :class:`wsikit.io.Slide` (opened once per slide, closed by
@@ -507,7 +521,8 @@ def run_steps(ctx: SlideContext, names: Sequence[str], *, verify: bool = False) 
 def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
               steps: Sequence[str] | None = None, device: str = "cpu",
               cache: dict[Any, Any] | None = None,
-              previous: Mapping[str, Any] | None = None, verify: bool = False) -> dict[str, Any]:
+              previous: Mapping[str, Any] | None = None, verify: bool = False,
+              fingerprint: str | None = None) -> dict[str, Any]:
     """Run ``steps`` on one slide with :func:`run_steps`; never raises for a slide's own failure.
 
     Parameters
@@ -523,6 +538,9 @@ def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
     previous : mapping, optional
         Step records from the slide's earlier state; a step is reused when its config hash
         matches and its outputs are intact.
+    fingerprint : str, optional
+        The slide's content fingerprint when the driver computed it already (else computed
+        once, on first use, by the context).
 
     Returns
     -------
@@ -533,7 +551,8 @@ def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
     """
     names = tuple(steps) if steps is not None else tuple(config.steps)
     load_plugins(config.plugins)
-    ctx = SlideContext(slide, job, config, device=device, cache=cache, records=previous)
+    ctx = SlideContext(slide, job, config, device=device, cache=cache, records=previous,
+                       fingerprint=fingerprint)
     t0 = time.perf_counter()
     result: dict[str, Any] = {"slide_id": slide.slide_id, "status": "done", "device": device}
     reused: list[str] = []
