@@ -688,6 +688,7 @@ def extract_slide_features(
     """
     from .errors import GridError
     from .io import open_slide
+    from .io.fingerprint import slide_fingerprint
     from .patching import TileGrid, make_grid
     from .slide_ops import check_tissue_owner, grid_not_current, load_tissue, record_grid
     from .slide_outputs import check_output_name
@@ -717,19 +718,20 @@ def extract_slide_features(
                 else:
                     if cand.patch_px == p_px and abs(cand.target_mpp - t_mpp) < 1e-6:
                         grid = cand
-            check_tissue_owner(s, out)
+            fp = slide_fingerprint(s.path)  # once for the checks below
+            check_tissue_owner(s, out, fingerprint=fp)
             if grid is not None:
-                why = grid_not_current(s, out, cpath)
+                why = grid_not_current(s, out, cpath, fingerprint=fp)
                 if why:
                     raise GridError(
                         f"{cpath} is not the current patch grid of {s.path}: {why}; make it "
                         f"again (wsikit patch {s.path} --out {out} with its options), or "
                         f"pass {keyword('coords')} {cpath} to use it as it is")
             if grid is None:
-                mask = load_tissue(s, out)  # the one mask path: the grid patch/batch make
+                mask = load_tissue(s, out, fingerprint=fp)  # the mask patch/batch use too
                 grid = make_grid(s, mask, target_mpp=t_mpp, patch_px=p_px)
                 grid.to_h5(cpath)
-                record_grid(cpath, s, out)
+                record_grid(cpath, s, out, fingerprint=fp)
         return extract_features(s, grid, enc, device=device, batch_size=batch_size,
                                 workers=workers, precision=precision, out=out,
                                 progress=progress, reader=reader, mpp=mpp, overwrite=overwrite,

@@ -53,10 +53,8 @@ def store_step(ctx: SlideContext) -> dict[str, Any]:
     store = ctx.cache.get(("zarr-store", url))
     if store is None:
         store = ctx.cache[("zarr-store", url)] = open_store(url)
-    from ..io.fingerprint import slide_fingerprint
-
     # Keyed by the input: another job's result for this slide id is never replaced.
-    store.write(ctx.slide_id, emb, fingerprint=slide_fingerprint(ctx.slide.path))
+    store.write(ctx.slide_id, emb, fingerprint=ctx.fingerprint)
     if store.local is not None:  # the group's metadata exists only once the group is complete
         ctx.add_output("group", store.local / ctx.slide_id / "zarr.json")
     return {"store": url, "group": ctx.slide_id, "n_patches": len(emb)}
