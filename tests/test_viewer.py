@@ -579,6 +579,32 @@ def test_a_broken_tissue_geojson_is_a_clear_warning_not_a_broken_page(
         _stop(server, hostile)
 
 
+@pytest.mark.skipif(NODE is None, reason="node not found (the page script runs in it)")
+def test_the_page_shows_why_an_overlay_is_missing(served, tmp_path: Path) -> None:
+    """A broken tissue GeoJSON: the page itself says so (a banner above the region cards),
+    not only the command line."""
+    from wsikit import viewer
+
+    source, _ = served
+    sdir = _layout_copy(source, tmp_path)
+    geo = tmp_path / "out" / "contours_geojson" / f"{source.select_dir.name}.geojson"
+    geo.write_text("{not json")
+    with pytest.warns(UserWarning, match="not shown"):
+        hostile = ViewerSource.open(sdir)
+    url, server = _start(hostile)
+    try:
+        page = Path(viewer.__file__).with_name("data") / "viewer.html"
+        proc = subprocess.run([NODE, str(Path(__file__).with_name("viewer_harness.js")),
+                               str(page), url + "/?token=" + _TOKENS[url.split("/")[2]], "",
+                               "2000"], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        cards = json.loads(proc.stdout)["cards"]
+        assert any(str(geo) in c and "not shown" in c for c in cards), cards
+        assert [c for c in cards if c.startswith("r")]  # the region cards are still there
+    finally:
+        _stop(server, hostile)
+
+
 def test_a_hand_edited_tissue_geojson_is_served_as_validated(served, tmp_path: Path) -> None:
     source, _ = served
     sdir = _layout_copy(source, tmp_path)
