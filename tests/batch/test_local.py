@@ -61,6 +61,10 @@ def test_failing_slide_recorded_run_continues_and_resume(tmp_path):
     assert summary["counts"] == {"done": 2, "failed": 1, "skipped": 1}
     run = json.loads((job / "run.json").read_text())
     assert run["config"]["steps"] == ["dummy"] and run["versions"]["wsikit"]
+    # slides also relative to the file naming them: a job moved with its cohort finds them
+    assert all((job / r["relpath"]).resolve() == Path(r["path"]).resolve()
+               for r in run["slides"])
+    assert (job / "state" / state_a["relpath"]).resolve() == (cohort / "a.svs").resolve()
     assert not list((job / "locks").glob("*.lock"))
     assert executions(job) == Counter({"a": 1, "b": 1, "c": 1, "d": 1})
 

@@ -99,6 +99,13 @@ def test_the_tissue_records_its_slide_relative_to_itself(moved) -> None:
     assert Path(recorded_slide(geojson)).resolve() == (m2 / f"{NAME}.svs").resolve()
 
 
+def test_the_state_record_names_the_slide_relative_to_itself(moved) -> None:
+    _, m2, _ = moved
+    state = OutputLayout(m2 / "out").state(NAME)
+    rec = json.loads(state.read_text())
+    assert (state.parent / rec["relpath"]).resolve() == (m2 / f"{NAME}.svs").resolve()
+
+
 def test_readers_find_the_moved_files(moved) -> None:
     _, m2, _ = moved
     res = EvidenceResult.read(OutputLayout(m2 / "out").select_dir(NAME) / "evidence.json")

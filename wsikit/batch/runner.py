@@ -319,6 +319,7 @@ def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         check_launch(step_names)  # plain scripts/notebooks: one clear error before any slide
     if options.matching.index is not None:  # workers may run elsewhere: an absolute path
         options = options.replace(index=str(Path(options.matching.index).resolve()))
+    from ..evidence.paths import relative_path
     from ..run_checks import check_options
 
     check_options(options)  # the checks select makes, before any slide
@@ -348,6 +349,7 @@ def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
                 "models": _model_configs(config), "command": list(sys.argv),
                 "host": socket.gethostname(), "pid": os.getpid(), "shard": shard,
                 "slides": [{**s.to_dict(), "path": safe_path(s.path),
+                            "relpath": relative_path(s.path, run_path.parent),
                             "fingerprint": checked[s.slide_id][0]} for s in slides]}
     write_json_atomic(run_path, run_info)
     job.clean_temporaries()
@@ -593,9 +595,13 @@ def record_slide(job: JobFolder, slide: CohortSlide, fingerprint: str | None,
     run, or the outcome ``result`` of :func:`~wsikit.batch.steps.run_slide` (status, steps,
     error or reason) after. ``old`` is the state before this run (read again when ``None``).
     The one writer of a slide's state, for ``wsikit batch`` and ``wsikit select`` alike."""
+    from ..evidence.paths import relative_path
+
+    # the slide also relative to the state file: a job moved with its cohort still names it
+    relpath = relative_path(slide.path, job.layout.state(slide.slide_id).parent)
     if running:
         state: dict[str, Any] = {
-            "slide_id": slide.slide_id, "path": str(slide.path),
+            "slide_id": slide.slide_id, "path": str(slide.path), "relpath": relpath,
             "fingerprint": fingerprint, "cohort_mpp": slide.mpp, "status": "running",
             "attempts": int((old or {}).get("attempts", 0)) + 1, "started": now_iso(),
             "runner": {"pid": os.getpid(), "host": socket.gethostname()},
@@ -608,8 +614,8 @@ def record_slide(job: JobFolder, slide: CohortSlide, fingerprint: str | None,
     done = result.get("steps") or {}
     segment = (done.get("segment") or {}).get("info", {})
     state = {
-        "slide_id": slide.slide_id, "path": str(slide.path), "fingerprint": fingerprint,
-        "status": status, "cohort_mpp": slide.mpp,
+        "slide_id": slide.slide_id, "path": str(slide.path), "relpath": relpath,
+        "fingerprint": fingerprint, "status": status, "cohort_mpp": slide.mpp,
         "attempts": before.get("attempts", 1), "started": before.get("started"),
         "finished": now_iso(), "seconds": result.get("seconds"),
         "runner": before.get("runner"), "worker": result.get("worker"),
