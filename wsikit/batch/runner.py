@@ -349,7 +349,7 @@ def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
                 "models": _model_configs(config), "command": list(sys.argv),
                 "host": socket.gethostname(), "pid": os.getpid(), "shard": shard,
                 "slides": [{**s.to_dict(), "path": safe_path(s.path),
-                            "relpath": relative_path(s.path, run_path.parent),
+                            "relpath": safe_path(relative_path(s.path, run_path.parent)),
                             "fingerprint": checked[s.slide_id][0]} for s in slides]}
     write_json_atomic(run_path, run_info)
     job.clean_temporaries()
@@ -598,7 +598,7 @@ def record_slide(job: JobFolder, slide: CohortSlide, fingerprint: str | None,
     from ..evidence.paths import relative_path
 
     # the slide also relative to the state file: a job moved with its cohort still names it
-    relpath = relative_path(slide.path, job.layout.state(slide.slide_id).parent)
+    relpath = safe_path(relative_path(slide.path, job.layout.state(slide.slide_id).parent))
     if running:
         state: dict[str, Any] = {
             "slide_id": slide.slide_id, "path": str(slide.path), "relpath": relpath,
