@@ -83,15 +83,21 @@ def _with_rim(img: np.ndarray, *, darken: float, width_um: float = 160.0,
     return _rgb(out), band
 
 
-def _with_haemorrhage(img: np.ndarray, *, radius_um: float = 250.0
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Blood spread over tissue, a disc around the point deepest in the tissue."""
-    od = OD[img]
+def _deepest_disc(img: np.ndarray, radius_um: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``img``'s optical density, its tissue, and a disc of ``radius_um`` around the point
+    deepest in the tissue."""
     tissue = _tissue(img)
     depth = ndi.distance_transform_edt(tissue)
     cy, cx = np.unravel_index(int(np.argmax(depth)), depth.shape)
     yy, xx = np.mgrid[0:img.shape[0], 0:img.shape[1]]
-    disc = (yy - cy) ** 2 + (xx - cx) ** 2 < (radius_um / PX_UM) ** 2
+    return OD[img], tissue, (yy - cy) ** 2 + (xx - cx) ** 2 < (radius_um / PX_UM) ** 2
+
+
+def _with_haemorrhage(img: np.ndarray, *, radius_um: float = 250.0
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Blood spread over tissue, a disc around the point deepest in the tissue."""
+    od, tissue, disc = _deepest_disc(img, radius_um)
     amount = 0.7 + 0.3 * np.random.default_rng(1).random(disc.shape)
     out = od.copy()
     out[disc] = 0.3 * od[disc] + amount[disc, None] * OD[np.array(BLOOD)][None, :]
@@ -101,12 +107,7 @@ def _with_haemorrhage(img: np.ndarray, *, radius_um: float = 250.0
 def _with_mucin(img: np.ndarray, *, colour: tuple[int, int, int] = (200, 205, 220),
                 radius_um: float = 250.0) -> tuple[np.ndarray, np.ndarray]:
     """A pool of pale blue-grey mucin in the tissue (replacing it), with a wispy texture."""
-    od = OD[img]
-    tissue = _tissue(img)
-    depth = ndi.distance_transform_edt(tissue)
-    cy, cx = np.unravel_index(int(np.argmax(depth)), depth.shape)
-    yy, xx = np.mgrid[0:img.shape[0], 0:img.shape[1]]
-    pool = (yy - cy) ** 2 + (xx - cx) ** 2 < (radius_um / PX_UM) ** 2
+    od, tissue, pool = _deepest_disc(img, radius_um)
     amount = 0.6 + 0.8 * np.random.default_rng(2).random(pool.shape)
     out = od.copy()
     out[pool] = amount[pool, None] * OD[np.array(colour)][None, :]
