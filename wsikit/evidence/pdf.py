@@ -56,8 +56,12 @@ from ._pdf_source import (
 from .nodes import FigureNode, parse_evidence_level
 
 __all__ = [
-    "PdfFigure", "PdfInfo", "extract_pdf_figures", "find_doi", "pdf_figure_nodes",
-    "read_pdf_figures"
+    "PdfFigure",
+    "PdfInfo",
+    "extract_pdf_figures",
+    "find_doi",
+    "pdf_figure_nodes",
+    "read_pdf_figures",
 ]
 
 log = logging.getLogger(__name__)
