@@ -244,14 +244,21 @@ def current_command() -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first); None where
+    /proc is missing or the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+
+
 def _proc_start(pid: int) -> str | None:
     """The start time of process ``pid`` (clock ticks since boot, Linux), telling a live
     process from a later one that reuses its pid; None where /proc is missing."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[19]
-    except (OSError, IndexError):
-        return None
+    fields = _proc_stat(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
 
 
 def pid_alive(pid: int, start: str | None = None) -> bool:
@@ -267,10 +274,8 @@ def pid_alive(pid: int, start: str | None = None) -> bool:
         return True
     except OSError as exc:
         return exc.errno != errno.ESRCH
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            fields = fh.read().rsplit(")", 1)[-1].split()
-    except OSError:
+    fields = _proc_stat(pid)
+    if fields is None:
         return True
     if fields and fields[0] == "Z":
         return False

@@ -30,8 +30,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from .patching import TileGrid
 
 __all__ = [
-    "NuclearImportance", "NuclearMeasures", "PatchMeasurer", "importance_from_measures",
-    "nuclear_importance"
+    "NuclearImportance",
+    "NuclearMeasures",
+    "PatchMeasurer",
+    "importance_from_measures",
+    "nuclear_importance",
 ]
 
 #: Provenance of the scores (recorded in attention files and evidence.json) and of the

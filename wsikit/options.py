@@ -49,10 +49,24 @@ if TYPE_CHECKING:
     from .evidence import FigureIndex
 
 __all__ = [
-    "DEFAULT_BATCH_SIZE", "DEFAULT_SLIDE_TIMEOUT", "ATTENTION_SOURCES", "BatchKeywords",
-    "BatchSettings", "GridOptions", "MatchOptions", "ModelOptions", "OutputOptions",
-    "OptionKeywords", "PipelineOptions", "RunKeywords", "RunSettings", "SelectionOptions", "opt",
-    "option_classes", "parse_scales", "resolve_run"
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_SLIDE_TIMEOUT",
+    "ATTENTION_SOURCES",
+    "BatchKeywords",
+    "BatchSettings",
+    "GridOptions",
+    "MatchOptions",
+    "ModelOptions",
+    "OutputOptions",
+    "OptionKeywords",
+    "PipelineOptions",
+    "RunKeywords",
+    "RunSettings",
+    "SelectionOptions",
+    "opt",
+    "option_classes",
+    "parse_scales",
+    "resolve_run",
 ]
 
 #: Window sides of the multi-scale selector, in patches, coarse to fine.

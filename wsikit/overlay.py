@@ -18,8 +18,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from .evidence.result import EvidenceRegion
 
 __all__ = [
-    "artefact_rings", "OverlayError", "as_attention_map", "as_rgb_thumbnail", "colormap",
-    "heatmap_rgba", "overview_image", "place_labels", "scale_colour", "tissue_rings"
+    "artefact_rings",
+    "OverlayError",
+    "as_attention_map",
+    "as_rgb_thumbnail",
+    "colormap",
+    "heatmap_rgba",
+    "overview_image",
+    "place_labels",
+    "scale_colour",
+    "tissue_rings",
 ]
 
 

@@ -44,8 +44,11 @@ from .errors import SlideBusyError, SlideError
 from .layout import LOCK_SUFFIX, OutputLayout
 
 __all__ = [
-    "MAX_NAME_BYTES", "check_output_name", "hold_slide_outputs", "holds_slide_outputs",
-    "slide_lock_path"
+    "MAX_NAME_BYTES",
+    "check_output_name",
+    "hold_slide_outputs",
+    "holds_slide_outputs",
+    "slide_lock_path",
 ]
 
 #: Longest output name (UTF-8 bytes): the longest file made from it (a temporary sidecar,

@@ -37,7 +37,12 @@ from typing import Protocol, runtime_checkable
 from .errors import WsikitError
 
 __all__ = [
-    "SplitsWork", "ThreadPlan", "cores_given", "kernel_threads", "plan_threads", "torch_threads"
+    "SplitsWork",
+    "ThreadPlan",
+    "cores_given",
+    "kernel_threads",
+    "plan_threads",
+    "torch_threads",
 ]
 
 #: Environment variable giving the cores of a run (``wsikit --threads N`` sets it).

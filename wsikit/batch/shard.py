@@ -59,8 +59,14 @@ from ..layout import OutputLayout
 from .cohort import CohortSlide
 
 __all__ = [
-    "ShardPlan", "parse_shard", "assign_shards", "slide_sizes", "shard_plan", "select_shard",
-    "run_files", "job_status"
+    "ShardPlan",
+    "parse_shard",
+    "assign_shards",
+    "slide_sizes",
+    "shard_plan",
+    "select_shard",
+    "run_files",
+    "job_status",
 ]
 
 _SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")

@@ -15,9 +15,17 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "CommandParser", "DefaultsHelpFormatter", "RawDefaultsHelpFormatter", "fraction", "mpp_type",
-    "non_negative_float", "non_negative_int", "output_dir", "positive_float", "positive_int",
-    "scales"
+    "CommandParser",
+    "DefaultsHelpFormatter",
+    "RawDefaultsHelpFormatter",
+    "fraction",
+    "mpp_type",
+    "non_negative_float",
+    "non_negative_int",
+    "output_dir",
+    "positive_float",
+    "positive_int",
+    "scales",
 ]
 
 #: The values of ``--on-bad-tile`` (before or after the sub-command).

@@ -27,8 +27,12 @@ from ..options import (
 from . import _common
 
 __all__ = [
-    "add_option_flags", "add_pipeline_options", "batch_settings", "flag_of", "pipeline_options",
-    "run_settings"
+    "add_option_flags",
+    "add_pipeline_options",
+    "batch_settings",
+    "flag_of",
+    "pipeline_options",
+    "run_settings",
 ]
 
 

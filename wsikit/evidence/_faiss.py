@@ -28,8 +28,15 @@ import numpy as np
 from ..errors import EvidenceError
 
 __all__ = [
-    "default_params", "exact_search", "make_index", "normalise", "read_index", "recall_at_k",
-    "set_search_params", "to_search_device", "tune_index"
+    "default_params",
+    "exact_search",
+    "make_index",
+    "normalise",
+    "read_index",
+    "recall_at_k",
+    "set_search_params",
+    "to_search_device",
+    "tune_index",
 ]
 
 log = logging.getLogger(__name__)

@@ -45,9 +45,18 @@ from .captions import sync_captions
 from .nodes import FigureNode, evidence_level_name
 
 __all__ = [
-    "COLUMNS", "INDEX_FORMAT", "check_replaceable", "commit_manifest", "confined_image",
-    "node_stats", "read_folder", "read_nodes", "remove_stale", "store_images", "utc_now",
-    "write_data_files"
+    "COLUMNS",
+    "INDEX_FORMAT",
+    "check_replaceable",
+    "commit_manifest",
+    "confined_image",
+    "node_stats",
+    "read_folder",
+    "read_nodes",
+    "remove_stale",
+    "store_images",
+    "utc_now",
+    "write_data_files",
 ]
 
 #: The format an index folder's ``manifest.json`` records; a folder with another is refused.

@@ -33,7 +33,12 @@ from .calibration import Background
 from .nodes import FigureNode, load_image
 
 __all__ = [
-    "Version", "embed_images", "encoder_info", "encoder_version", "recall_set", "write_version"
+    "Version",
+    "embed_images",
+    "encoder_info",
+    "encoder_version",
+    "recall_set",
+    "write_version",
 ]
 
 #: Queries used to measure an approximate index's recall@10 against exact search.

@@ -35,8 +35,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from .result import EvidenceRegion, EvidenceResult
 
 __all__ = [
-    "EMBED_METADATA_KEYS", "LLM_METADATA_KEYS", "clean_shown", "excluded_keys",
-    "haystack_documents", "langchain_documents", "llamaindex_nodes", "prompt_context", "provenance"
+    "EMBED_METADATA_KEYS",
+    "LLM_METADATA_KEYS",
+    "clean_shown",
+    "excluded_keys",
+    "haystack_documents",
+    "langchain_documents",
+    "llamaindex_nodes",
+    "prompt_context",
+    "provenance",
 ]
 
 #: Metadata LlamaIndex may embed: what the figure shows and where it is from (no layout).

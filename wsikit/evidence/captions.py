@@ -40,8 +40,14 @@ from .._hints import keyword, on_command_line
 from ..errors import EvidenceError
 
 __all__ = [
-    "TOKENIZER_VERSION", "CaptionHit", "caption_terms", "caption_search", "check_question",
-    "search_db", "sync_captions", "tokenize"
+    "TOKENIZER_VERSION",
+    "CaptionHit",
+    "caption_terms",
+    "caption_search",
+    "check_question",
+    "search_db",
+    "sync_captions",
+    "tokenize",
 ]
 
 #: Changing the tokenizer changes the stored terms: indexes with another version are re-tokenised.

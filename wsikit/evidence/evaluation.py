@@ -39,8 +39,14 @@ from ..errors import EvidenceError
 from .nodes import FigureNode
 
 __all__ = [
-    "MODES", "Query", "RetrievalEvaluation", "Target", "eval_retrieval", "evaluate_ranking",
-    "evaluate_retrieval", "read_qrels"
+    "MODES",
+    "Query",
+    "RetrievalEvaluation",
+    "Target",
+    "eval_retrieval",
+    "evaluate_ranking",
+    "evaluate_retrieval",
+    "read_qrels",
 ]
 
 DEFAULT_KS = (1, 3, 5, 10)

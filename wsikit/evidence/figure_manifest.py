@@ -27,7 +27,10 @@ from ..errors import EvidenceError, ManifestError
 from .nodes import FigureNode, load_image, parse_evidence_level
 
 __all__ = [
-    "FigureManifestMerge", "merge_figure_manifest", "read_figure_manifest", "write_figure_manifest"
+    "FigureManifestMerge",
+    "merge_figure_manifest",
+    "read_figure_manifest",
+    "write_figure_manifest",
 ]
 
 #: Keys a manifest row may have (``image`` is required).

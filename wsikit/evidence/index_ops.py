@@ -32,8 +32,16 @@ if TYPE_CHECKING:
     from .fusion import FusedMatch
 
 __all__ = [
-    "figures_extract", "index_add", "index_build", "index_calibrate", "index_info", "index_query",
-    "index_search", "index_tower", "query_encoder", "update_towers"
+    "figures_extract",
+    "index_add",
+    "index_build",
+    "index_calibrate",
+    "index_info",
+    "index_query",
+    "index_search",
+    "index_tower",
+    "query_encoder",
+    "update_towers",
 ]
 
 log = logging.getLogger(__name__)

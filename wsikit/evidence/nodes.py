@@ -23,8 +23,12 @@ import numpy as np
 from ..errors import EvidenceError
 
 __all__ = [
-    "EVIDENCE_LEVELS", "FigureNode", "evidence_level_name", "image_content_hash", "load_image",
-    "parse_evidence_level"
+    "EVIDENCE_LEVELS",
+    "FigureNode",
+    "evidence_level_name",
+    "image_content_hash",
+    "load_image",
+    "parse_evidence_level",
 ]
 
 #: Evidence levels of the source document, best (1) to weakest (8).

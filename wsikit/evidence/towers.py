@@ -40,8 +40,13 @@ from .index import FigureIndex
 from .nodes import FigureNode, load_image
 
 __all__ = [
-    "Tower", "check_tower_encoder", "create_tower_encoders", "list_towers", "open_tower",
-    "tower_encoders", "update_tower"
+    "Tower",
+    "check_tower_encoder",
+    "create_tower_encoders",
+    "list_towers",
+    "open_tower",
+    "tower_encoders",
+    "update_tower",
 ]
 
 

@@ -24,7 +24,11 @@ from typing import Any
 from ..errors import SlideError
 
 __all__ = [
-    "FULL_HASH_BYTES", "check_source", "recorded_slide", "slide_fingerprint", "write_source"
+    "FULL_HASH_BYTES",
+    "check_source",
+    "recorded_slide",
+    "slide_fingerprint",
+    "write_source",
 ]
 
 #: Files up to this size are hashed completely (bytes).

@@ -33,8 +33,12 @@ from .configs import EncoderConfig
 from .registry import Encoder
 
 __all__ = [
-    "QuiltNet", "VLM_CONFIG_FILE", "build_quiltnet", "check_model_cfg_size", "read_model_cfg",
-    "tokenize"
+    "QuiltNet",
+    "VLM_CONFIG_FILE",
+    "build_quiltnet",
+    "check_model_cfg_size",
+    "read_model_cfg",
+    "tokenize",
 ]
 
 log = logging.getLogger(__name__)

@@ -23,9 +23,17 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "BUILTIN_CONFIGS", "CONCH_V1_5_CONFIG", "EncoderConfig", "HEURISTIC_CONFIG",
-    "QUILTNET_B32_CONFIG", "QUILTNET_B16_CONFIG", "TITAN_CONFIG", "VIRCHOW2_CONFIG", "ZOO_CONFIGS",
-    "get_config", "list_configs"
+    "BUILTIN_CONFIGS",
+    "CONCH_V1_5_CONFIG",
+    "EncoderConfig",
+    "HEURISTIC_CONFIG",
+    "QUILTNET_B32_CONFIG",
+    "QUILTNET_B16_CONFIG",
+    "TITAN_CONFIG",
+    "VIRCHOW2_CONFIG",
+    "ZOO_CONFIGS",
+    "get_config",
+    "list_configs",
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)

@@ -32,9 +32,17 @@ if TYPE_CHECKING:  # torch loads only to read or load weights: the lookup stays 
     import torch
 
 __all__ = [
-    "ResolvedWeights", "resolve_weights", "find_weights", "config_problems", "load_state_dict",
-    "load_into", "parse_weights_args", "weights_status", "weights_sha256", "config_path",
-    "hf_cache_dir"
+    "ResolvedWeights",
+    "resolve_weights",
+    "find_weights",
+    "config_problems",
+    "load_state_dict",
+    "load_into",
+    "parse_weights_args",
+    "weights_status",
+    "weights_sha256",
+    "config_path",
+    "hf_cache_dir",
 ]
 
 #: Extra (repo, file) places a model's weights are published, tried after the config's own.

@@ -48,8 +48,11 @@ from ..errors import ModelError
 from .stain import ink_mask
 
 __all__ = [
-    "features_from_planes", "haematoxylin_planes", "importance_scores", "nuclear_features",
-    "nuclear_threshold"
+    "features_from_planes",
+    "haematoxylin_planes",
+    "importance_scores",
+    "nuclear_features",
+    "nuclear_threshold",
 ]
 
 #: Resolution (µm/px) at which nuclei are detected.

@@ -39,8 +39,13 @@ if TYPE_CHECKING:
     from ..features import Embeddings
 
 __all__ = [
-    "SLIDE_EMBEDDING_FORMAT", "SlideEmbedding", "embed_slide", "mean_max_pool", "mean_pool",
-    "slide_embedding_path", "slide_encoder_name"
+    "SLIDE_EMBEDDING_FORMAT",
+    "SlideEmbedding",
+    "embed_slide",
+    "mean_max_pool",
+    "mean_pool",
+    "slide_embedding_path",
+    "slide_encoder_name",
 ]
 
 #: ``format`` attribute of a slide-embedding file (bumped when its meaning changes).
