@@ -34,7 +34,7 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
 
     Runs the steps up to ``select`` on the one slide in this process (the batch runner's
     :func:`~wsikit.batch.steps.run_steps`, so ``wsikit batch`` into the same folder reuses
-    them and vice versa), holding the slide's write lock and its runner lock, and records them
+    them and vice versa), holding the slide's one lock, and records them
     in ``<out>/state/<slide>.json`` as a batch run does.
 
     Parameters

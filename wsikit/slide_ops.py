@@ -245,11 +245,12 @@ def _grid_record(path: Path, fingerprint: str, out: Path, name: str
     (``who="a batch/select run"``); None when nothing records it."""
     import json
 
+    digest = _sha256(path)  # once: compared with the sidecar, else with the batch state
     try:
         data = json.loads(_grid_sidecar(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         data = None
-    if isinstance(data, dict) and data.get("written_sha256") == _sha256(path):
+    if isinstance(data, dict) and data.get("written_sha256") == digest:
         mask = data.get("mask_sha256")
         return "wsikit patch", data.get("fingerprint"), mask if isinstance(mask, str) else None
     layout = OutputLayout(out)
@@ -259,7 +260,7 @@ def _grid_record(path: Path, fingerprint: str, out: Path, name: str
         coords = steps["patch"]["outputs"]["coords"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not isinstance(coords, dict) or coords.get("sha256") != _sha256(path):
+    if not isinstance(coords, dict) or coords.get("sha256") != digest:
         return None
     try:
         mask = steps["segment"]["outputs"]["mask"]["sha256"]
