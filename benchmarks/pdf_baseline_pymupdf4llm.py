@@ -27,8 +27,10 @@ _LABEL = re.compile(r"(?i)^\s*((?:supplementary\s+|extended\s+data\s+)?"
 NEAR = 100.0
 
 
-def _text(box: dict) -> str:
-    lines = ["".join(s["text"] for s in ln["spans"]).strip() for ln in box.get("textlines") or []]
+def _text(page, box: dict) -> str:
+    """The box's text as PyMuPDF reads it (its own word spacing), line breaks rejoined."""
+    rect = pymupdf.Rect(box["x0"], box["y0"], box["x1"], box["y1"])
+    lines = [ln.strip() for ln in page.get_textbox(rect).splitlines()]
     out = ""
     for ln in lines:
         if not ln:
@@ -57,7 +59,7 @@ def nodes_of(path: str) -> dict:
         page = doc[number - 1]
         to_pdf = ~page.transformation_matrix
         boxes = pg["boxes"]
-        captions = [(b, _text(b)) for b in boxes if b["boxclass"] in ("caption", "text")]
+        captions = [(b, _text(page, b)) for b in boxes if b["boxclass"] in ("caption", "text")]
         captions = [(b, t) for b, t in captions if _LABEL.match(t)]
         captions.sort(key=lambda bt: bt[0]["boxclass"] != "caption")
         for b in boxes:

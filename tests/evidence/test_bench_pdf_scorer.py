@@ -164,3 +164,39 @@ def test_labels_match_on_kind_and_number(bench) -> None:
 ])
 def test_unreadable(bench, caption: str, why: list[str]) -> None:
     assert bench.unreadable(caption) == why
+
+
+def test_fetch_pdf_devset_takes_files_out_of_a_repository_copy(tmp_path: Path) -> None:
+    import hashlib
+    import json
+    import subprocess
+
+    work = tmp_path / "src"
+    work.mkdir()
+    (work / "paper.pdf").write_bytes(b"%PDF-1.4 not really")
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    subprocess.run([*git, "add", "paper.pdf"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    mirrors = tmp_path / "mirrors"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work),
+                    str(mirrors / "owner+name" / "repo")], check=True)
+    digest = hashlib.sha256(b"%PDF-1.4 not really").hexdigest()
+    truth = {"pdfs": [{"file": "a.pdf", "source": f"owner/name@{commit}:paper.pdf",
+                       "sha256": digest},
+                      {"file": "b.pdf", "source": f"owner/name@{commit}:paper.pdf",
+                       "sha256": "0" * 64},
+                      {"file": "c.pdf", "source": f"other/repo@{commit}:x.pdf"}]}
+    (tmp_path / "truth.json").write_text(json.dumps(truth))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fetch_pdf_devset.py"),
+                           str(tmp_path / "truth.json"), "--mirrors", str(mirrors),
+                           "--out", str(out)], capture_output=True, text=True)
+    # the good one is written, the one whose bytes differ and the missing repository are not,
+    # and the run says so with a non-zero exit
+    assert (out / "a.pdf").read_bytes() == b"%PDF-1.4 not really"
+    assert not (out / "b.pdf").exists() and not (out / "c.pdf").exists()
+    assert proc.returncode == 1
+    assert "sha256" in proc.stderr and "fetch github:other/repo" in proc.stderr
