@@ -47,8 +47,12 @@ strict way, side by side.
 Run::
 
     python benchmarks/bench_pdf_figures.py TRUTH.json PDF_OR_DIR [...] [--out results.md]
-        [--nodes DIR] [--uncaptioned] [--jobs 2]
+        [--nodes DIR] [--uncaptioned] [--jobs 2] [--boxes BOXES.json]
         [--baseline pymupdf4llm --baseline-python /work/scratch/pmvenv/bin/python]
+
+``--boxes BOXES.json`` merges truth boxes kept in a file of their own (``{"boxes": {file:
+{figure id: [l, b, r, t]}}}``, e.g. ``benchmarks/data/pdf_devset/shared_boxes.json`` for the
+shared ``pdf_field/truth.json``, which stays unedited) into the truth before scoring.
 
 ``--nodes DIR`` writes every node's PNG (``<pdf>_p<page>_<label>.png``) and a captions.txt,
 for looking at them.
@@ -180,16 +184,21 @@ def caption_class(caption: str, start: str, end: str | None) -> str:
     return "runs on" if inside else "cut short"
 
 
+LINE_CHARS = 200
+
+
 def _line_numbers(caption: str) -> bool:
-    """Three or more consecutive integers spread through the text: leaked line numbers
-    (ordinals, "4 th", and numbers glued to punctuation or units are not line numbers)."""
+    """Three or more consecutive integers spread through the text one line apart: leaked
+    line numbers (ordinals, "4 th", and numbers glued to punctuation or units are not line
+    numbers, nor are "bouton numbered 3 … the 4 boutons … = 5 µm" paragraphs apart: each
+    next number must come 15 to ``LINE_CHARS`` characters after the last, a line's length)."""
     nums = [(int(m.group()), m.start()) for m in
             re.finditer(r"(?<![\w.,/(+-])\d{1,4}(?![\w.,%/)-])(?!\s*(?:st|nd|rd|th)\b)",
                         caption)]
     for i, (n, at) in enumerate(nums):
         run, last = 1, at
         for m, at2 in nums[i + 1:]:
-            if m == n + run and at2 - last >= 15:
+            if m == n + run and 15 <= at2 - last <= LINE_CHARS:
                 run, last = run + 1, at2
         if run >= 3:
             return True
@@ -316,6 +325,41 @@ def score_pdf(entry: dict, nodes: list[Node]) -> dict:
             false += len(group)
     return {"file": entry["file"], "figures": len(truth), "nodes": len(nodes), **counts,
             "fragments": fragments, "false": false, "boxed": boxed, "misses": misses}
+
+
+def merge_boxes(truth: dict, boxes: dict[str, dict[str, list[float]]]) -> dict:
+    """``truth`` with a ``bbox`` overlay put in: ``boxes`` = {file: {figure id: [l, b, r, t]}}.
+
+    For truth that must stay as it is (``pdf_field/truth.json``): its boxes live in a file of
+    their own. A figure id matches on its label (``"Fig. 1"`` = ``"FIGURE 1"``). A file or
+    figure of the overlay that the truth lacks, or a box that is not four numbers with
+    ``l < r`` and ``b < t``, raises ``ValueError`` naming it (a typo must not silently leave a
+    figure scored without its box). The input is not changed.
+    """
+    pdfs = {e["file"]: e for e in truth["pdfs"]}
+    out = {**truth, "pdfs": []}
+    for name in boxes:
+        if name not in pdfs:
+            raise ValueError(f"boxes for {name!r}, which the truth does not list; "
+                             "fix the file name in the boxes file")
+    for entry in truth["pdfs"]:
+        mine = {label_key(k): (k, v) for k, v in boxes.get(entry["file"], {}).items()}
+        figures = []
+        for fig in entry.get("figures", []):
+            key = label_key(fig["id"])
+            if key in mine:
+                label, box = mine.pop(key)
+                if (len(box) != 4 or not all(isinstance(v, (int, float)) for v in box)
+                        or not (box[0] < box[2] and box[1] < box[3])):
+                    raise ValueError(f"{entry['file']} {label}: box {box!r} is not "
+                                     "[l, b, r, t] in PDF points with l < r and b < t")
+                fig = {**fig, "bbox": [float(v) for v in box]}
+            figures.append(fig)
+        if mine:
+            raise ValueError(f"{entry['file']}: boxes for {sorted(k for k, _ in mine.values())}, "
+                             "which its truth does not list; fix the labels in the boxes file")
+        out["pdfs"].append({**entry, "figures": figures})
+    return out
 
 
 # ---------------------------------------------------------------------- extractors
@@ -452,12 +496,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=Path, help="write every node's PNG here, for review")
     ap.add_argument("--uncaptioned", action="store_true", help="keep uncaptioned graphics")
     ap.add_argument("--jobs", type=int, default=1, help="PDFs extracted in parallel")
+    ap.add_argument("--boxes", type=Path,
+                    help="truth boxes kept apart from the truth: JSON {\"boxes\": {file: "
+                         "{figure id: [l, b, r, t]}}} merged in before scoring")
     ap.add_argument("--baseline", choices=["pymupdf4llm"], help="score this tool side by side")
     ap.add_argument("--baseline-python", default=sys.executable,
                     help="the python of the environment the baseline is installed in")
     ap.add_argument("--no-wsikit", action="store_true", help="score the baseline only")
     args = ap.parse_args(argv)
-    truth = {e["file"]: e for e in json.loads(args.truth.read_text())["pdfs"]}
+    truth_doc = json.loads(args.truth.read_text(encoding="utf-8"))
+    if args.boxes:
+        try:
+            truth_doc = merge_boxes(truth_doc,
+                                    json.loads(args.boxes.read_text(encoding="utf-8"))["boxes"])
+        except (KeyError, ValueError) as exc:
+            raise SystemExit(f"{args.boxes}: {exc}") from exc
+    truth = {e["file"]: e for e in truth_doc["pdfs"]}
     pdfs = [p for p in _pdf_paths(args.pdfs) if p.name in truth]
     for p in _pdf_paths(args.pdfs):
         if p.name not in truth:

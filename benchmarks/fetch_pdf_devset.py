@@ -1,6 +1,7 @@
 """Rebuild the PDF figure development set from the repositories its truth names.
 
-Each PDF of ``benchmarks/data/pdf_devset/truth_a.json`` carries ``source`` =
+Each PDF of a development-set truth (``benchmarks/data/pdf_devset/truth_a.json``,
+``truth_c.json``, …) carries ``source`` =
 ``owner/name@commit:path`` (a public GitHub repository where the article is kept as a test input)
 and ``sha256``. Most of these articles are not openly licensed, so the repository holds only
 their truth; this script takes each file out of a local copy of its repository::

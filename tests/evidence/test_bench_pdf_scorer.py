@@ -5,6 +5,7 @@ measured with these rules, so each rule is pinned here)."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -156,6 +157,16 @@ def test_labels_match_on_kind_and_number(bench) -> None:
     ("Figure 1. Tumour cells infiltratethestromaandthefatwithnecrosisinthecentre.",
      ["glued words"]),
     ("Figure 1. Kaplan-Meier curves at 1, 2, 3 and 5 years.", []),
+    # numbers that follow on paragraphs apart are the text's own, not a line-number column
+    ("Fig. 7. (a) Confocal image. The numbers correspond to boutons that are illustrated in "
+     "the EM images (c-f). Note that the bouton numbered 3 is partially obscured by Fluorogold "
+     "in this confocal image. A small part of a dendrite belonging to a different cell is "
+     "visible in the top right corner. (b) A low-magnification EM image of the region "
+     "illustrated in (a), with corresponding structures marked. (c-f) High-magnification EM "
+     "images of the 4 boutons indicated in (a) and (b). In each case, the synaptic "
+     "specialisation is indicated. (g) One of the synapses formed by a labelled bouton onto a "
+     "dendrite of the neuron that was analysed. Again, the synaptic specialisation is between "
+     "the arrowheads. Scale bars: (b) = 5 lm [also applies to (a)].", []),
     ("Figure 2: Two frames (1 st row), their disparity maps (2 nd row), occlusion map (3 rd "
      "row) and discontinuity map (4 th row).", []),
     ("Figure 3. (b) Amplitude and phase of the Ve (magenta), Vi (blue) and Vm deflection for "
@@ -164,6 +175,37 @@ def test_labels_match_on_kind_and_number(bench) -> None:
 ])
 def test_unreadable(bench, caption: str, why: list[str]) -> None:
     assert bench.unreadable(caption) == why
+
+
+def test_boxes_overlay_is_merged_by_label(bench) -> None:
+    shared = {"about": "x", "pdfs": [
+        {"file": "paper.pdf", "figures": [{"id": "Fig. 2", "page": 3, "caption_start": START},
+                                          {"id": "Fig. 3", "page": 4, "caption_start": "Fig. 3"}]},
+        {"file": "other.pdf", "figures": [{"id": "FIG. 1", "page": 1, "caption_start": "FIG. 1"}]}]}
+    merged = bench.merge_boxes(shared, {"paper.pdf": {"Figure 2": BOX}})
+    figs = merged["pdfs"][0]["figures"]
+    assert figs[0]["bbox"] == BOX and "bbox" not in figs[1]
+    assert "bbox" not in shared["pdfs"][0]["figures"][0]     # the truth itself is left as it is
+    assert merged["pdfs"][1] == shared["pdfs"][1] and merged["about"] == "x"
+    # with its box the figure is scored by it: a node on a quarter of the graphic is not whole
+    quarter = bench.Node(3, (100.0, 550.0, 300.0, 700.0), CAPTION, "Figure 2")
+    entry = merged["pdfs"][0] | {"figures": [figs[0] | {"caption_end": END}]}
+    assert bench.score_pdf(entry, [quarter])["whole"] == 0
+    assert bench.score_pdf(shared["pdfs"][0] | {"figures": [shared["pdfs"][0]["figures"][0]
+                                                            | {"caption_end": END}]},
+                           [quarter])["whole"] == 1
+
+
+@pytest.mark.parametrize(("boxes", "message"), [
+    ({"papr.pdf": {"Fig. 2": BOX}}, "'papr.pdf'"),
+    ({"paper.pdf": {"Fig. 9": BOX}}, "Fig. 9"),
+    ({"paper.pdf": {"Fig. 2": [500.0, 400.0, 100.0, 700.0]}}, "l < r"),
+    ({"paper.pdf": {"Fig. 2": [1.0, 2.0, 3.0]}}, "[l, b, r, t]"),
+])
+def test_boxes_overlay_naming_what_the_truth_lacks_is_an_error(bench, boxes, message) -> None:
+    shared = {"pdfs": [{"file": "paper.pdf", "figures": [{"id": "Fig. 2", "page": 3}]}]}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        bench.merge_boxes(shared, boxes)
 
 
 def test_fetch_pdf_devset_takes_files_out_of_a_repository_copy(tmp_path: Path) -> None:
