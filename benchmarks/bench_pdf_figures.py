@@ -66,6 +66,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import unicodedata
 from concurrent.futures import ProcessPoolExecutor
@@ -258,6 +259,29 @@ def _on(node: Node, t: dict, share: float = 0.5) -> bool:
     return cover(node.bbox, t["bbox"])[1] >= share
 
 
+def _continued_parts(t: dict, nodes: list[Node], *, matched: bool = False
+                     ) -> tuple[bool, list[Node]]:
+    """Split ``nodes`` (the figure's label or uncaptioned) for a figure continued on later
+    pages (truth ``continued_on``: page and box of each part, "Figure 3. Cont.").
+
+    Returns whether every part is covered (≥ 90 % of its box by one node on its page, most of
+    that node the part) and the figure's own labelled nodes without those parts; with
+    ``matched``, the nodes that are parts instead.
+    """
+    own = [n for n in nodes if n.label is not None]
+    used: list[Node] = []
+    every = True
+    for part in t.get("continued_on", []):
+        hit = [n for n in nodes if n.page == part["page"]
+               and cover(n.bbox, part["bbox"])[0] >= COVER_TRUTH
+               and cover(n.bbox, part["bbox"])[1] >= COVER_NODE]
+        every = every and bool(hit)
+        used += hit[:1]
+    if matched:
+        return every, used
+    return every, [n for n in own if all(n is not u for u in used)]
+
+
 def score_pdf(entry: dict, nodes: list[Node]) -> dict:
     """Counts for one PDF (see the module docstring)."""
     truth = entry.get("figures", [])
@@ -271,11 +295,11 @@ def score_pdf(entry: dict, nodes: list[Node]) -> dict:
     boxed = all(t.get("bbox") for t in truth)
     for t in truth:
         key = label_key(t["id"])
-        mine = by_key.get(key, [])
+        parts_found, mine = _continued_parts(t, by_key.get(key, []) + by_key.get(None, []))
         on_page = [n for n in mine if n.page == t["page"]]
         if t.get("bbox") and on_page:
             on_page.sort(key=lambda n: -cover(n.bbox, t["bbox"])[0])
-        whole = len(mine) == 1 and len(on_page) == 1
+        whole = len(mine) == 1 and len(on_page) == 1 and parts_found
         node = on_page[0] if on_page else (mine[0] if mine else None)
         if whole and node is not None:
             if t.get("bbox"):
@@ -288,6 +312,11 @@ def score_pdf(entry: dict, nodes: list[Node]) -> dict:
             cls, why = "missing", []
         else:
             cls = caption_class(node.caption, t["caption_start"], t.get("caption_end"))
+            if cls != "complete" and t.get("caption_end_text_layer"):
+                # a symbol font whose text layer spells the last words otherwise ("20uC")
+                alt = caption_class(node.caption, t["caption_start"],
+                                    t["caption_end_text_layer"])
+                cls = alt if alt == "complete" else cls
             others = [o for o in truth if o is not t and o.get("bbox")]
             if any(not _on(n, t, 0.3) and any(_on(n, o) for o in others) for n in mine) and \
                     not any(_on(n, t, 0.3) for n in mine):
@@ -312,11 +341,16 @@ def score_pdf(entry: dict, nodes: list[Node]) -> dict:
             misses.append(f"{t['id']} (p{t['page']}): {where}; caption {cls}"
                           + (f" but {', '.join(why)}" if why else "")
                           + (f": {shown!r}" if cls != "complete" or why else ""))
-    fragments = sum(max(0, len(by_key.get(k, [])) - 1) for k in keys)
+    parts = {id(n) for t in truth for n in _continued_parts(
+        t, by_key.get(label_key(t["id"]), []) + by_key.get(None, []), matched=True)[1]}
+    fragments = sum(max(0, len([n for n in by_key.get(k, []) if id(n) not in parts]) - 1)
+                    for k in keys)
     false = 0
     for key, group in by_key.items():
         if key is None:
             for n in group:
+                if id(n) in parts:
+                    continue
                 if any(_on(n, t, 0.3) for t in truth):
                     fragments += 1
                 else:
@@ -389,12 +423,16 @@ def run_pymupdf4llm(pdfs: list[Path], *, python: str) -> tuple[list[dict], float
     """pymupdf4llm's pictures with their nearest caption, run in its own environment."""
     script = Path(__file__).with_name("pdf_baseline_pymupdf4llm.py")
     t0 = time.perf_counter()
-    proc = subprocess.run([python, str(script), *map(str, pdfs)], capture_output=True,
-                          text=True, check=False)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"pymupdf4llm baseline failed with {python}: {proc.stderr[-2000:]}")
-    out = json.loads(proc.stdout)
+    with tempfile.TemporaryDirectory() as tmp:
+        # the nodes go to a file: MuPDF prints its own messages on stdout
+        result_file = Path(tmp) / "nodes.json"
+        proc = subprocess.run([python, str(script), "--out", str(result_file),
+                               *map(str, pdfs)], capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0 or not result_file.exists():
+            raise SystemExit(f"pymupdf4llm baseline failed with {python}: "
+                             f"{proc.stderr[-2000:]}")
+        out = json.loads(result_file.read_text(encoding="utf-8"))
     results = []
     for p in pdfs:
         res = out[str(p)]

@@ -1,4 +1,4 @@
-"""pymupdf4llm's figures for the strict PDF figure benchmark, as JSON on stdout.
+"""pymupdf4llm's figures for the strict PDF figure benchmark, as a JSON file (``--out``).
 
 Run by ``bench_pdf_figures.py --baseline pymupdf4llm`` with the python of a scratch virtual
 environment holding pymupdf4llm (AGPL; with its layout model, pymupdf-layout): wsikit never
@@ -8,7 +8,8 @@ the page that begins with a figure, table or scheme label, within 100 points of 
 (what a user of ``to_json`` gets with the simplest pairing), else it is uncaptioned. Boxes are
 turned into PDF points (origin bottom-left) with the page's transformation matrix::
 
-    /work/scratch/pmvenv/bin/python benchmarks/pdf_baseline_pymupdf4llm.py A.pdf B.pdf > out.json
+    /work/scratch/pmvenv/bin/python benchmarks/pdf_baseline_pymupdf4llm.py \
+        --out out.json A.pdf B.pdf
 """
 
 from __future__ import annotations
@@ -74,14 +75,20 @@ def nodes_of(path: str) -> dict:
     return {"pages": len(doc), "seconds": seconds, "nodes": nodes}
 
 
-def main(paths: list[str]) -> int:
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or argv[0] != "--out":
+        print("usage: pdf_baseline_pymupdf4llm.py --out FILE.json PDF [PDF ...]", file=sys.stderr)
+        return 2
+    target, paths = argv[1], argv[2:]
     out = {}
     for path in paths:
         try:
             out[path] = nodes_of(path)
         except Exception as exc:  # one bad PDF never stops the others
             out[path] = {"error": f"{type(exc).__name__}: {exc}"}
-    json.dump(out, sys.stdout)
+    # a file, not stdout: MuPDF prints its own error messages on stdout
+    with open(target, "w", encoding="utf-8") as f:
+        json.dump(out, f)
     return 0
 
 

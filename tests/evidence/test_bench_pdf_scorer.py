@@ -117,6 +117,41 @@ def test_two_nodes_with_one_label_are_not_whole_and_count_a_fragment(bench) -> N
     assert row["whole"] == 0 and row["fragments"] == 1
 
 
+PART = [90.0, 100.0, 520.0, 720.0]
+
+
+@pytest.mark.parametrize("part_label", ["Figure 2", None])
+def test_figure_continued_on_the_next_page_is_one_figure_with_its_part(bench, part_label):
+    main = bench.Node(3, tuple(BOX), CAPTION, "Figure 2")
+    part = bench.Node(4, (88.0, 98.0, 522.0, 722.0), "Figure 2. Cont." if part_label else "",
+                      part_label)
+    cont = truth(continued_on=[{"page": 4, "bbox": PART, "marker": "Figure 2. Cont."}])
+    row = bench.score_pdf(cont, [main, part])
+    assert (row["whole"], row["headline"], row["fragments"], row["false"]) == (1, 1, 0, 0)
+    # without its continuation the figure is not whole
+    row = bench.score_pdf(cont, [main])
+    assert (row["whole"], row["headline"]) == (0, 0)
+    # the same two nodes without a continuation in the truth: a fragment (labelled) or a
+    # false node (uncaptioned, on a page without a figure)
+    row = bench.score_pdf(truth(), [main, part])
+    if part_label:
+        assert row["whole"] == 0 and row["fragments"] == 1
+    else:
+        assert row["whole"] == 1 and row["false"] == 1
+
+
+def test_last_words_as_the_text_layer_spells_them_count(bench) -> None:
+    layer = "SMAD4 in the same area; scale bars G 100 M 6 5 lm."  # a symbol font's spelling
+    spelled = CAPTION.replace(END, layer)
+    node = bench.Node(3, tuple(BOX), spelled, "Figure 2")
+    assert bench.score_pdf(truth(), [node])["complete"] == 0
+    alt = truth(caption_end_text_layer=layer)
+    assert bench.score_pdf(alt, [node])["headline"] == 1
+    # a caption cut short stays cut short with either spelling
+    short = bench.Node(3, tuple(BOX), CAPTION[:80], "Figure 2")
+    assert bench.score_pdf(alt, [short])["cut short"] == 1
+
+
 def test_caption_on_the_wrong_figure(bench) -> None:
     t = truth()
     t["figures"].append({"id": "Figure 3", "page": 3, "caption_start": "Figure 3. Other",
