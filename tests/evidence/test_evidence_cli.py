@@ -34,7 +34,7 @@ def test_extract_build_info_query(demo_pdf: Path, tmp_path: Path, capsys):
     matches = json.loads(capsys.readouterr().out)
     assert len(matches) == 2 and matches[0]["figure_label"] == "Figure 2B"
     assert matches[0]["similarity"] > 0.999 and matches[0]["evidence_level_name"] == "textbook"
-    assert matches[0]["doi"] == "10.5555/wsikit.slide.synthetic.0001" and matches[0]["page"] == 1
+    assert matches[0]["doi"] == "10.5555/wsikit.synthetic.0001" and matches[0]["page"] == 1
     assert main(["index", "query", str(idx), str(query_img), "-k", "1"]) == 0
     assert "Figure 2B" in capsys.readouterr().out
 

@@ -27,7 +27,7 @@ def test_captions_pages_title_doi(demo_pdf: Path):
     assert info.pages == 3
     assert info.title == "SYNTHETIC atlas of H&E-like tissue (wsikit demo)"  # largest print
     assert info.title_source == "text"
-    assert info.doi == "10.5555/wsikit.slide.synthetic.0001"                      # first-page text
+    assert info.doi == "10.5555/wsikit.synthetic.0001"                      # first-page text
     assert [f.page for f in figs] == [1, 1, 3, 3]                            # page 2: none
     assert [f.figure_label for f in figs] == ["Figure 1", "Figure 2B", "Fig. 3", "FIGURE 4"]
     # captions below (1, 3) and above (2B, 4); the 2B caption wraps over lines and is merged

@@ -93,7 +93,7 @@ def two_column_pdf(tmp_path_factory) -> Path:
     pdf.set_xy(20, 20)
     pdf.multi_cell(170, 7, "SYNTHETIC layouts for figure finding")
     pdf.set_font("Helvetica", "", 8)
-    pdf.text(20, 36, "doi:10.5555/wsikit.outputs.layout.")
+    pdf.text(20, 36, "doi:10.5555/wsikit.layout.")
     pdf.text(20, 40, "0042 (a DOI broken at its line end)")
     _column(pdf, 20, 46, 82)
     _vector_plot(pdf, 32, 88, 66, 44)
@@ -199,7 +199,7 @@ def test_no_logo_table_image_stamp_or_mention(found, two_column_pdf):
     assert all(f.bbox[0] > 12 * MM for f in figs)  # the stamp's margin is never included
     _, with_uncaptioned = read_pdf_figures(two_column_pdf, uncaptioned=True)
     assert len(with_uncaptioned) == 3  # logo and table thumbnail are still not figures
-    assert info.doi == "10.5555/wsikit.outputs.layout.0042"
+    assert info.doi == "10.5555/wsikit.layout.0042"
     assert info.title == "SYNTHETIC layouts for figure finding"  # metadata says "untitled"
 
 

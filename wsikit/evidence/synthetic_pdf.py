@@ -20,7 +20,7 @@ from ..slide.synthetic import synthetic_tissue_crop
 __all__ = ["SYNTHETIC_DOI", "SyntheticFigure", "synthetic_figures", "write_synthetic_pdf"]
 
 #: DOI-shaped identifier of the synthetic demo paper (10.5555 is a test prefix).
-SYNTHETIC_DOI = "10.5555/wsikit.slide.synthetic.0001"
+SYNTHETIC_DOI = "10.5555/wsikit.synthetic.0001"
 
 
 @dataclass(frozen=True)
