@@ -3,17 +3,17 @@
 ``wsikit select`` runs them in process on one slide and ``wsikit batch`` on every slide of a
 cohort; they are the one orchestration of the stages. In registration (= run) order:
 
-============  =================================================  ==============================
-step          output (:class:`wsikit.outputs.layout.OutputLayout`)       needs
-============  =================================================  ==============================
-segment       ``contours_geojson/<slide>.geojson``,              —
+============  ======================================================  ==============================
+step          output (:class:`wsikit.outputs.layout.OutputLayout`)    needs
+============  ======================================================  ==============================
+segment       ``contours_geojson/<slide>.geojson``,                   —
               ``masks/<slide>.png`` (+ ``.json``),
               ``artefacts/``, ``thumbnails/<slide>_tissue.png``
-patch         ``patches/<slide>_patches.h5``                     segment (recomputed if reused)
-features      ``features_<encoder>/<slide>.h5``                  patch
-attention     ``attention/<slide>.h5``                           features
-select        ``select/<slide>/`` (evidence.json, crops)         attention
-============  =================================================  ==============================
+patch         ``patches/<slide>_patches.h5``                          segment (recomputed if reused)
+features      ``features_<encoder>/<slide>.h5``                       patch
+attention     ``attention/<slide>.h5``                                features
+select        ``select/<slide>/`` (evidence.json, crops)              attention
+============  ======================================================  ==============================
 
 Each step is a function ``(ctx: SlideContext) -> dict`` of JSON-ready info; the heavy modules
 (tissue, features, models, torch) are imported inside the steps, so importing this module
