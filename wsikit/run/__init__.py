@@ -16,39 +16,20 @@ A custom step::
     @register_step("my_step", requires=("features",))
     def my_step(ctx: SlideContext) -> dict:
         ...
-
-The names below load lazily, so that importing one module of this package (the options, read
-when the command line starts) does not import the others.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # what a type checker sees of the lazy names below
-    from .cohort_slide import CohortSlide
-    from .steps import (
-        BatchConfig,
-        SkipSlide,
-        SlideContext,
-        StepSpec,
-        get_step,
-        list_steps,
-        register_step,
-    )
-
-# name -> submodule that defines it
-_LAZY: dict[str, str] = {
-    "BatchConfig": "steps",
-    "CohortSlide": "cohort_slide",
-    "SkipSlide": "steps",
-    "SlideContext": "steps",
-    "StepSpec": "steps",
-    "get_step": "steps",
-    "list_steps": "steps",
-    "register_step": "steps",
-}
+from .cohort_slide import CohortSlide
+from .steps import (
+    BatchConfig,
+    SkipSlide,
+    SlideContext,
+    StepSpec,
+    get_step,
+    list_steps,
+    register_step,
+)
 
 __all__ = [
     "register_step",
@@ -60,16 +41,3 @@ __all__ = [
     "SkipSlide",
     "CohortSlide",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
