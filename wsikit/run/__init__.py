@@ -30,6 +30,7 @@ from .steps import (
     list_steps,
     register_step,
 )
+from .store_step import parse_store  # noqa: F401 - importing it registers the built-in steps
 
 __all__ = [
     "register_step",
