@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         "block mean of the 512-px patch at 0.5 µm/px) instead of resampling a second read to "
         "~1 µm/px; the ranking is nearly unchanged (Spearman and top-10 % overlap above; a "
         "planted dense region holds many near-tied patches) and the quality gates "
-        "(tests/tissue/test_real_tissue.py, tests/models/test_importance.py, bench_saliency.md) hold.", ""]
+        "(tests/tissue/test_real_tissue.py, tests/models/test_importance.py, bench_saliency.md) "
+        "hold.", ""]
     out = HERE / "results" / "bench_one_read.md"
     out.write_text("\n".join(lines))
     print(out.read_text())
