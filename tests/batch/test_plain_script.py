@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 SETUP = """
 from pathlib import Path
-from wsikit.batch import run_batch, register_step
+from wsikit.batch import run_batch
+from wsikit.run import register_step
 from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 Path("slides").mkdir(exist_ok=True)
