@@ -34,6 +34,7 @@ __all__ = [
     "normalise",
     "read_index",
     "recall_at_k",
+    "search_within",
     "set_search_params",
     "to_search_device",
     "tune_index",
@@ -196,6 +197,57 @@ def to_search_device(index, kind: str):
     except (RuntimeError, AttributeError) as exc:  # pragma: no cover - GPU only
         log.warning("faiss GPU search unavailable (%s); searching on CPU", exc)
         return index
+
+
+#: Largest ``k`` a search on a GPU index is given (faiss-gpu's top-k limit is 2048).
+GPU_MAX_K = 1024
+
+
+def search_within(index: Any, queries: np.ndarray, k: int, allowed: np.ndarray, *,
+                  cpu_index: Any = None, kind: str = "flat") -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` of ``index`` among the rows where the boolean mask ``allowed`` is true.
+
+    The search is widened (about ``2 k / fraction allowed`` candidates, then 4× more each
+    round) until every query has ``k`` allowed hits or the whole index was searched, so a
+    filter never leaves fewer than ``k`` results while ``k`` rows pass it. Searches deeper than
+    :data:`GPU_MAX_K` run on ``cpu_index``; the last round of an IVF index probes every cell.
+
+    Returns
+    -------
+    sims, ids : ndarray
+        ``(B, min(k, allowed rows))``, best first; ids ``-1`` (sims ``-1``) where fewer
+        allowed rows were found.
+    """
+    import faiss
+
+    total = int(allowed.size)
+    n_allowed = int(np.count_nonzero(allowed))
+    k = min(k, n_allowed)
+    batch = queries.shape[0]
+    if k == 0 or batch == 0:
+        return np.zeros((batch, k), np.float32), np.full((batch, k), -1, np.int64)
+    depth = min(total, max(2 * k, math.ceil(2 * k * total / n_allowed)))
+    cpu = cpu_index if cpu_index is not None else index
+    while True:
+        target = index if depth <= GPU_MAX_K else cpu
+        if depth >= total and kind == "ivf":  # the last round: every cell
+            nlist = faiss.extract_index_ivf(cpu).nlist
+            params = faiss.SearchParametersIVF()
+            params.nprobe = nlist
+            sims, ids = cpu.search(queries, depth, params=params)
+        else:
+            sims, ids = target.search(queries, depth)
+        keep = (ids >= 0) & allowed[np.clip(ids, 0, total - 1)]
+        if int(keep.sum(axis=1).min()) >= k or depth >= total:
+            break
+        depth = min(total, depth * 4)
+    out_s = np.full((batch, k), -1.0, np.float32)
+    out_i = np.full((batch, k), -1, np.int64)
+    for b in range(batch):
+        cols = np.flatnonzero(keep[b])[:k]
+        out_s[b, :cols.size] = sims[b, cols]
+        out_i[b, :cols.size] = ids[b, cols]
+    return out_s, out_i
 
 
 def exact_search(db: np.ndarray, queries: np.ndarray, k: int,

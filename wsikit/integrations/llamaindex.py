@@ -45,6 +45,7 @@ def _figure_node(node: Any, score: float) -> NodeWithScore:
     meta = clean_shown({"id": node.node_id, "producer": "wsikit", "node_id": node.node_id,
             "figure_label": node.figure_label, "source_title": node.source_title,
             "doi": node.doi, "page": node.page, "year": node.year, "license": node.license,
+            "license_source": node.license_source,
             "evidence_level": node.evidence_level,
             "evidence_level_name": node.evidence_level_name, "image_path": image,
             "file_path": image, "mime_type": "image/png", "score": score,
