@@ -37,6 +37,8 @@ ARTICLES = {
                           "Environmental Health Perspectives"),
     "elife-02833-v2.xml": ("10.7554/eLife.02833", "CC BY", 2014, 7, None, "eLife"),
     "elife04490.xml": ("10.7554/eLife.04490", "CC BY", 2015, 17, None, "eLife"),
+    "journal.pone.0115884.xml": ("10.1371/journal.pone.0115884", "CC BY", 2014, 3, None,
+                                 "PLoS ONE"),
 }
 EXTS = (".jpg", ".png", ".gif", ".tif")
 #: Figures of elife04490 whose caption says "reprinted with permission ... All rights reserved"
@@ -85,6 +87,11 @@ def stand_in(seed: int) -> np.ndarray:
     return (np.random.default_rng(seed).random((40 + seed % 7, 56, 3)) * 255).astype(np.uint8)
 
 
+def _graphic_file(href: str) -> str:
+    """The file name a package gives a graphic (PLOS names it by DOI: info:doi/10.1371/x)."""
+    return href.split("/", 2)[2] if href.startswith("info:doi/") else href
+
+
 def make_package(tmp: Path, name: str, *, skip: tuple[str, ...] = ()) -> Path:
     """A PMC-like package folder: the XML and a stand-in image per figure under its graphic
     name, the extension cycling through JPEG, PNG, GIF and TIFF (so ``fig1.tif`` in the XML
@@ -95,7 +102,8 @@ def make_package(tmp: Path, name: str, *, skip: tuple[str, ...] = ()) -> Path:
     for i, fig in enumerate(independent(DATA / name)):
         if fig["href"] is None or fig["id"] in skip:
             continue
-        Image.fromarray(stand_in(i)).save(folder / f"{_stem(fig['href'])}{EXTS[i % 4]}")
+        name_ = _stem(_graphic_file(fig["href"]))
+        Image.fromarray(stand_in(i)).save(folder / f"{name_}{EXTS[i % 4]}")
     return folder
 
 
@@ -177,7 +185,8 @@ def test_a_package_folder_gives_one_node_per_fig(name: str, tmp_path: Path):
         assert node.license == ("all rights reserved" if node.figure_label in RESTRICTED
                                 else licence)
         assert node.image.is_file() and node.image.suffix == ".png"
-        original = load_image(folder / f"{_stem(truth[i]['href'])}{EXTS[i % 4]}")
+        stem = _stem(_graphic_file(truth[i]["href"]))
+        original = load_image(folder / f"{stem}{EXTS[i % 4]}")
         assert np.array_equal(load_image(node.image), original)  # the package's own pixels
         assert node.source_path == str((folder / name).resolve())
     assert len({n.node_id for n in result.nodes}) == len(result.nodes)
@@ -412,7 +421,8 @@ def test_cli_extracts_a_pmc_package_then_builds_an_index(tmp_path: Path, capsys)
     folder = make_package(tmp_path, "elife-02833-v2.xml")
     bank = tmp_path / "bank"
     assert main(["figures", "extract", str(folder), "--out", str(bank)]) == 0
-    assert "7 figure(s)" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "7 figure(s)" in said and "licences: CC BY 7" in said
     rows = [json.loads(x) for x in (bank / "manifest.jsonl").read_text().splitlines()]
     assert {r["license"] for r in rows} == {"CC BY"} and rows[0]["context"] == "fig-group"
     assert rows[0]["license_source"] == "http://creativecommons.org/licenses/by/4.0/"
@@ -425,3 +435,35 @@ def test_cli_extracts_a_pmc_package_then_builds_an_index(tmp_path: Path, capsys)
     match = json.loads(capsys.readouterr().out)[0]
     assert (match["figure_label"], match["license"], match["journal"]) == \
         ("Figure 2.", "CC BY", "eLife")
+
+
+@pytest.mark.slow
+def test_a_plos_package_of_the_articles_own_figures_agrees_with_its_pdf(tmp_path: Path):
+    """journal.pone.0115884.xml is PLOS's XML of tests/data/pdf/iskandar2014_plosone.pdf (the
+    same repository and commit): a package of that XML and the figures read from the PDF (the
+    article's own pixels, named by DOI as PLOS names them) gives one node per figure with
+    those pixels, and the XML's captions are the PDF's, word for word."""
+    import difflib
+
+    from wsikit.evidence import read_pdf_figures
+
+    info, pdf_figures = read_pdf_figures(DATA.parent / "pdf" / "iskandar2014_plosone.pdf")
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    shutil.copy(DATA / "journal.pone.0115884.xml", folder)
+    for i, fig in enumerate(pdf_figures, start=1):
+        Image.fromarray(fig.image).save(folder / f"journal.pone.0115884.g00{i}.png")
+    result = extract_jats(folder, tmp_path / "bank")
+    assert result.problems == [] and [n.figure_label for n in result.nodes] == \
+        ["Figure 1", "Figure 2", "Figure 3"]
+    for node, fig in zip(result.nodes, pdf_figures, strict=True):
+        assert np.array_equal(load_image(node.image), fig.image)
+        assert (node.doi, node.license) == (info.doi, info.license) == \
+            ("10.1371/journal.pone.0115884", "CC BY")
+        xml_words = re.sub(r"\s+", "", node.caption)
+        pdf_words = re.sub(r"\s+", "", fig.caption).removeprefix(
+            re.sub(r"\s+", "", fig.figure_label) + ".")
+        # Figure 2 says "∼stage 25", which the PDF's text layer gives as ",stage 25"
+        assert difflib.SequenceMatcher(None, xml_words, pdf_words).ratio() > 0.998
+        assert xml_words == pdf_words or node.figure_label == "Figure 2"
+

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from wsikit.cli import main
-from wsikit.errors import EvidenceError
+from wsikit.errors import EvidenceError, SelectionError
 from wsikit.evidence import FigureIndex, FigureNode, read_figure_manifest, write_figure_manifest
 from wsikit.evidence.licence import (
     LICENCE_GROUPS,
@@ -132,9 +132,17 @@ def _licensed_index(tmp_path: Path, make_images, encoder, licences: list[str]) -
                              tmp_path / "idx")
 
 
-@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+@pytest.mark.parametrize(("kind", "direct"), [("flat", True), ("flat", False),
+                                              ("hnsw", False), ("ivf", False)])
 def test_the_filter_keeps_k_results_the_best_allowed_ones(tmp_path: Path, make_images,
-                                                          encoder, kind: str):
+                                                          encoder, kind: str, direct: bool,
+                                                          monkeypatch):
+    """Few admitted rows are compared directly; with that off (as for many admitted rows of
+    a large index) the index search is widened until k admitted figures are found."""
+    from wsikit.evidence import _faiss
+
+    if not direct:
+        monkeypatch.setattr(_faiss, "DIRECT_MAX_ROWS", 0)
     licences = ["all rights reserved"] * 40
     for i in (5, 17, 33):
         licences[i] = "CC BY"
@@ -164,6 +172,7 @@ def test_the_filter_keeps_k_results_the_best_allowed_ones(tmp_path: Path, make_i
     assert len(index.with_licences("all rights reserved").query(vectors[:1], k=50)[0]) == 36
     assert index.with_licences("CC BY-NC").query(vectors[:1], k=5) == [[]]
     assert len(index.query(vectors[:1], k=5)[0]) == 5  # the index itself is unfiltered
+    assert index.info()["licences"] == {"all rights reserved": 36, "CC BY": 3, "CC0": 1}
 
 
 def test_caption_search_and_fused_search_honour_the_filter(tmp_path: Path, make_images,
@@ -221,6 +230,7 @@ def test_an_index_written_before_license_source_opens_filters_and_takes_new_rows
     old = FigureIndex.open(index.path)
     assert [(n.license, n.license_source) for n in old.nodes()][:3] == \
         [("CC BY", "CC-BY-4.0")] * 3
+    assert old.info()["licences"] == {"CC BY": 3, "unknown": 2}
     assert len(old.with_licences("open").query(np.ones((1, old.dim), np.float32), k=5)[0]) == 3
     more = make_images(tmp_path / "more", 2, seed=9)
     (tmp_path / "more.jsonl").write_text("\n".join(json.dumps(
@@ -253,3 +263,51 @@ def test_evidence_json_and_adapters_carry_the_licence(tmp_path: Path):
     assert (doc["license"], doc["license_source"], doc["journal"], doc["pmcid"]) == \
         ("CC BY-SA", "http://creativecommons.org/licenses/by-sa/4.0/", "eLife", "PMC2")
     assert haystack_documents(res)[0]["meta"]["license"] == "CC BY-SA"
+
+
+def test_select_licence_matches_only_admitted_figures(tmp_path: Path, make_images, encoder,
+                                                      synthetic_small_slide: Path, capsys):
+    from wsikit.evidence import EvidenceResult
+    from wsikit.layout import OutputLayout
+    from wsikit.pipeline import select
+
+    licences = ["all rights reserved"] * 6 + ["CC BY", "CC0"]
+    index = _licensed_index(tmp_path, make_images, encoder, licences)
+    out = tmp_path / "out"
+    assert main(["select", str(synthetic_small_slide), "--out", str(out), "--index",
+                 str(index.path), "--encoder", "heuristic", "--patch-px", "256", "--no-report",
+                 "-k", "3", "--min-similarity", "none", "--licence", "adaptable"]) == 0
+    capsys.readouterr()
+    doc = EvidenceResult.read(OutputLayout(out).select_dir("synthetic_small")
+                              / "evidence.json").to_dict()  # valid against the schema
+    assert doc["selection"]["licences"] == sorted(parse_licence_filter("adaptable"))
+    assert doc["regions"]
+    for region in doc["regions"]:
+        assert sorted(m["license"] for m in region["matches"]) == ["CC BY", "CC0"]
+    plain = select(synthetic_small_slide, out=tmp_path / "out2", index=index.path,
+                   encoder="heuristic", patch_px=256, report=False, k=3, progress=False,
+                   min_similarity="none")
+    assert "licences" not in plain.selection
+    assert all(len(r.matches) == 3 for r in plain.regions)
+    with pytest.raises(SelectionError, match="licences=.GPL."):
+        select(synthetic_small_slide, out=tmp_path / "out3", index=index.path, licences="GPL")
+
+
+def test_a_licence_filter_is_part_of_a_batch_select_steps_identity(tmp_path: Path):
+    """Another filter redoes `select` in a job folder; no filter keeps the digest a job
+    folder written before the option existed has."""
+    import hashlib
+
+    from wsikit.batch.builtin_steps import index_digest
+    from wsikit.batch.steps import BatchConfig
+    from wsikit.options import PipelineOptions
+
+    (tmp_path / "manifest.json").write_text('{"format": "x"}')
+
+    def digest(**kw: object) -> str | None:
+        opts = PipelineOptions.create(index=str(tmp_path), check=False, **kw)
+        return index_digest(BatchConfig(steps=("select",), options=opts))
+
+    plain = hashlib.sha256(b'{"format": "x"}').hexdigest()[:16]
+    assert digest() == plain
+    assert len({plain, digest(licences="open"), digest(licences="CC BY")}) == 3

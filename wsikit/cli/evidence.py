@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,12 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
     manifest = figures_extract(args.sources, args.out, evidence_level=args.evidence_level,
                                min_size=args.min_size, uncaptioned=args.uncaptioned)
-    rows = manifest.read_text(encoding="utf-8").splitlines()
-    uncaptioned = sum(1 for r in rows if json.loads(r)["caption"] == "")
+    rows = [json.loads(r) for r in manifest.read_text(encoding="utf-8").splitlines()
+            if r.strip() and not r.lstrip().startswith("#")]
+    uncaptioned = sum(1 for r in rows if r.get("caption") == "")
     print(f"{len(rows)} figure(s) ({uncaptioned} without caption) -> {manifest}")
+    licences = Counter(str(r.get("license") or "unknown") for r in rows)
+    print("licences: " + ", ".join(f"{name} {n}" for name, n in licences.most_common()))
     print("Review/edit it, then: wsikit index build "
           f"{manifest} --out INDEX_DIR")
     return 0
@@ -152,6 +156,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
                                "not stored (older index): run wsikit index calibrate DIR"))
     levels = ", ".join(f"{k}: {v}" for k, v in sorted(info["evidence_levels"].items()))
     print(f"evidence   {levels}")
+    licences = ", ".join(f"{k}: {v}" for k, v in sorted(info["licences"].items()))
+    print(f"licences   {licences}")
     print(f"version    {info['version']} (wsikit {info['wsikit_version']}, updated "
           f"{info['updated']})")
     for problem in info["problems"]:

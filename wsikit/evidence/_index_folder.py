@@ -17,7 +17,8 @@ checksummed files. :func:`read_folder` loads a folder and refuses one whose mani
 vector count or node table do not agree; :func:`check_replaceable` guards ``--overwrite``.
 
 Used by :class:`wsikit.evidence.FigureIndex`; the SQLite schema of the node table lives here
-only (:func:`create_db`, :func:`insert_nodes`, :func:`read_nodes`, :func:`node_stats`).
+only (:func:`create_db`, :func:`insert_nodes`, :func:`read_nodes`, :func:`node_stats`,
+:func:`licence_counts`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ __all__ = [
     "check_replaceable",
     "commit_manifest",
     "confined_image",
+    "licence_counts",
     "node_stats",
     "read_folder",
     "read_nodes",
@@ -178,6 +180,19 @@ def read_nodes(db: Path, base: Path, rows: Iterable[int] | None = None) -> list[
                 f"SELECT {cols} FROM nodes WHERE row IN ({','.join('?' * len(part))})",
                 part), base))
     return [found[r] for r in wanted]
+
+
+def licence_counts(db: Path) -> dict[str, int]:
+    """Figures per normalised licence of the table ``db`` (an older table's licence text
+    normalised as it is read)."""
+    from .licence import normalise_licence
+
+    counts: dict[str, int] = {}
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+        for value, n in con.execute("SELECT license, COUNT(*) FROM nodes GROUP BY license"):
+            name = normalise_licence(value)
+            counts[name] = counts.get(name, 0) + int(n)
+    return counts
 
 
 def node_stats(db: Path) -> tuple[dict[str, int], int]:

@@ -63,7 +63,13 @@ class Package:
         return self._names
 
     def find(self, href: str) -> tuple[Path | None, str | None]:
-        """``(file, None)`` or ``(None, why not)`` for a graphic's ``xlink:href``."""
+        """``(file, None)`` or ``(None, why not)`` for a graphic's ``xlink:href``.
+
+        PLOS's own XML names graphics by DOI (``info:doi/10.1371/journal.pone.0115884.g001``):
+        the file is looked up by the DOI's suffix (``journal.pone.0115884.g001``).
+        """
+        if (doi := re.match(r"^info:doi/10\.\d+/(\S+)$", href.strip())) is not None:
+            href = doi.group(1).replace("/", "_")
         if "\0" in href or re.match(r"^[a-z][a-z0-9+.-]*:", href, re.IGNORECASE) or \
                 href.startswith(("/", "\\")) or ".." in PurePosixPath(href).parts:
             return None, f"its graphic {href!r} is not a file name inside the package"

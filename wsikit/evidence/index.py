@@ -177,7 +177,7 @@ class FigureIndex:
                 for value in keep:
                     rows = con.execute("SELECT row FROM nodes WHERE license IS ?", (value,))
                     allowed[[r for (r,) in rows if 0 <= r < self.count]] = True
-            view._allowed = allowed
+            view._allowed = None if allowed.all() else allowed
         return view
 
     def _search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -449,12 +449,13 @@ class FigureIndex:
         return self.query(embed_images(list(images), encoder), k, encoder=encoder)
 
     def info(self) -> dict[str, Any]:
-        """Manifest facts plus the folder path, the evidence-level histogram and
+        """Manifest facts plus the folder path, the evidence-level and licence histograms and
         ``problems``: what is damaged or outdated (:meth:`problems`; empty when none)."""
         levels, sources = folder.node_stats(self._db)
         n_images = len(list((self.path / "images").glob("*.png")))
         return {"path": str(self.path), **self.manifest, "evidence_levels": levels,
-                "sources": sources, "images_stored": n_images, "problems": self.problems()}
+                "licences": folder.licence_counts(self._db), "sources": sources,
+                "images_stored": n_images, "problems": self.problems()}
 
     def problems(self) -> list[str]:
         """What is wrong with this (opened, checksum-verified) index, one sentence each with

@@ -348,15 +348,18 @@ def _journal(root: ET.Element) -> str | None:
 def _licence_of(permissions: ET.Element | None) -> tuple[str, str | None]:
     """``(normalised licence, URL or sentence)`` of a ``<permissions>`` element.
 
-    Each ``<license>`` is read by its ``ali:license_ref``, its ``xlink:href``, then its
-    licence sentence(s); the first that names a licence wins. ``("unknown", text)`` when none
-    does (the text kept for a person to read).
+    Each ``<license>`` is read by its ``ali:license_ref``, its ``xlink:href``, a link in its
+    sentence, then its licence sentence(s); the first that names a licence wins.
+    ``("unknown", text)`` when none does (the text kept for a person to read).
     """
     fallback: str | None = None
     for lic in _children(permissions, "license"):
         urls = [text_of(ref) for ref in lic.iter() if _local(ref.tag) == "license_ref"]
         urls += [lic.get(XLINK) or "",
                  lic.get("{http://www.w3.org/1999/02/22-rdf-syntax-ns#}resource") or ""]
+        # a link in the licence sentence ("the <ext-link xlink:href=...>Creative Commons
+        # Attribution License</ext-link>")
+        urls += [el.get(XLINK) or "" for el in lic.iter() if _local(el.tag) == "ext-link"]
         for url in filter(None, (u.strip() for u in urls)):
             if (name := normalise_licence(url)) != UNKNOWN:
                 return name, url
