@@ -629,6 +629,7 @@ class OptionKeywords(TypedDict, total=False):
     question: str | None
     rrf_k: float
     towers: Sequence[str]
+    licences: str | None
     max_crop_px: int
     report: bool
     synthetic: bool

@@ -311,3 +311,24 @@ def test_a_licence_filter_is_part_of_a_batch_select_steps_identity(tmp_path: Pat
     plain = hashlib.sha256(b'{"format": "x"}').hexdigest()[:16]
     assert digest() == plain
     assert len({plain, digest(licences="open"), digest(licences="CC BY")}) == 3
+
+
+def test_rag_evidence_source_returns_only_admitted_figures(tmp_path: Path, make_images,
+                                                           encoder):
+    from wsikit.evidence import load_image
+    from wsikit.integrations.core import EvidenceSource
+
+    licences = ["CC BY-NC-ND"] * 5 + ["CC BY", "CC0"]
+    index = _licensed_index(tmp_path, make_images, encoder, licences)
+    crop = load_image(index.nodes()[0].image)  # most like a CC BY-NC-ND figure
+    source = EvidenceSource(index=index.path, k=3, min_similarity="none", licences="adaptable")
+    res = source.retrieve(crop)
+    assert sorted(m["license"] for m in res.regions[0].matches) == ["CC BY", "CC0"]
+    assert res.selection["licences"] == sorted(parse_licence_filter("adaptable"))
+    assert [n.license for n, _ in source.caption_search("tumour figure")] in (
+        ["CC BY", "CC0"], ["CC0", "CC BY"])
+    assert res.to_langchain_documents()[0]["metadata"]["license"] in ("CC BY", "CC0")
+    assert len(EvidenceSource(index=index.path, k=3, min_similarity="none").retrieve(crop)
+               .regions[0].matches) == 3
+    with pytest.raises(EvidenceError, match="licences='libre'"):
+        EvidenceSource(index=index.path, licences="libre")

@@ -65,16 +65,17 @@ class WsikitMultiModalRetriever(MultiModalRetriever):
     ----------
     index : path-like
         Figure index folder.
-    k, min_similarity, out, select_options, device
+    k, min_similarity, out, select_options, device, licences
         As :class:`wsikit.integrations.EvidenceSource`.
     """
 
     def __init__(self, index: str | os.PathLike[str], *, k: int = 5,
                  min_similarity: str | float = "p95", out: str | os.PathLike[str] = "wsikit_out",
                  select_options: dict[str, Any] | None = None, device: str = "cpu",
-                 **kwargs: Any) -> None:
+                 licences: str | None = None, **kwargs: Any) -> None:
         self.source = EvidenceSource(index=index, k=k, min_similarity=min_similarity, out=out,
-                                     select_options=select_options or {}, device=device)
+                                     select_options=select_options or {}, device=device,
+                                     licences=licences)
         super().__init__(**kwargs)
 
     # -- image queries -----------------------------------------------------------------
