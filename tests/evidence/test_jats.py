@@ -467,3 +467,19 @@ def test_a_plos_package_of_the_articles_own_figures_agrees_with_its_pdf(tmp_path
         assert difflib.SequenceMatcher(None, xml_words, pdf_words).ratio() > 0.998
         assert xml_words == pdf_words or node.figure_label == "Figure 2"
 
+
+
+def test_one_bad_article_of_a_folder_never_stops_the_others(tmp_path: Path, secret: Path):
+    folder = make_package(tmp_path / "corpus", "ehp-116-1694.nxml")
+    _hostile_files(folder, secret)  # four hostile articles beside a real one
+    result = extract_jats(folder, tmp_path / "out")
+    assert [n.figure_label for n in result.nodes] == ["Figure 1", "Figure 2", "Figure 3"]
+    refused = [p for p in result.problems if "unsafe XML refused" in p]
+    assert len(refused) == 4 and all("entity" in p for p in refused)
+    assert "wsikit-secret" not in json.dumps([n.to_dict() for n in result.nodes])
+    with pytest.raises(EvidenceError, match="none of its 2 articles could be read"):
+        hostile_only = tmp_path / "hostile"
+        hostile_only.mkdir()
+        shutil.copy(folder / "xxe.nxml", hostile_only)
+        shutil.copy(folder / "laughs.nxml", hostile_only)
+        extract_jats(hostile_only, tmp_path / "out2")

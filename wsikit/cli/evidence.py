@@ -24,7 +24,7 @@ from ._common import output_dir, positive_float, positive_int
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
 
-__all__ = ["LICENCE_HELP", "floor_arg", "licence_arg", "register"]
+__all__ = ["floor_arg", "register"]
 
 _LEVEL_HELP = ("evidence level of these sources when the manifest does not give one: 1 "
                "guideline, 2 systematic review/meta-analysis, 3 RCT, 4 observational/cohort, "

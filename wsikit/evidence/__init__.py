@@ -29,7 +29,7 @@ from .index_ops import (
     index_search,
     index_tower,
 )
-from .jats import JatsArticle, JatsFigure, extract_jats_figures, read_jats
+from .jats import extract_jats_figures, read_jats
 from .matching import CropMatches, match_crops
 from .nodes import FigureNode, load_image
 from .pdf import PdfFigure, PdfInfo, extract_pdf_figures, read_pdf_figures
@@ -52,8 +52,6 @@ __all__ = [
     "read_pdf_figures",
     "extract_jats_figures",
     "read_jats",
-    "JatsArticle",
-    "JatsFigure",
     "read_figure_manifest",
     "write_figure_manifest",
     "merge_figure_manifest",

@@ -51,7 +51,6 @@ __all__ = [
     "check_replaceable",
     "commit_manifest",
     "confined_image",
-    "licence_counts",
     "node_stats",
     "read_folder",
     "read_nodes",

@@ -24,13 +24,7 @@ from pathlib import Path, PurePosixPath
 from ..errors import EvidenceError
 from ._safe_xml import MAX_XML_BYTES
 
-__all__ = [
-    "ARCHIVE_SUFFIXES",
-    "IMAGE_SUFFIXES",
-    "XML_SUFFIXES",
-    "Package",
-    "jats_documents",
-]
+__all__: list[str] = []
 
 #: Graphic file extensions, in the order a ``xlink:href`` without one is looked up.
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".gif")
@@ -110,7 +104,8 @@ def _unpack(archive: Path, dest: Path) -> list[str]:
             for count, member in enumerate(tar, start=1):
                 if count > MAX_MEMBERS:
                     raise EvidenceError(f"{archive}: more than {MAX_MEMBERS} members; a PMC "
-                                        "package has a few dozen: is it one article?")
+                                        "package has a few dozen. A bulk archive of many "
+                                        "articles: unpack it and give its folder")
                 name = member.name
                 rel = PurePosixPath(name.replace("\\", "/"))
                 if member.isdir():
@@ -133,7 +128,8 @@ def _unpack(archive: Path, dest: Path) -> list[str]:
                 total += member.size
                 if total > MAX_ARCHIVE_BYTES:
                     raise EvidenceError(f"{archive}: more than {MAX_ARCHIVE_BYTES // 2**30} "
-                                        "GiB of XML and images; is it one article?")
+                                        "GiB of XML and images; a bulk archive of many "
+                                        "articles: unpack it and give its folder")
                 target = dest.joinpath(*rel.parts)
                 if target.exists():
                     skipped.append(f"{name} (listed twice)")

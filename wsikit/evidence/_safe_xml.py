@@ -37,7 +37,7 @@ from xml.parsers import expat
 
 from ..errors import EvidenceError
 
-__all__ = ["MAX_DEPTH", "MAX_XML_BYTES", "ParsedXml", "parse_xml", "read_xml"]
+__all__: list[str] = []
 
 #: Largest XML file read (bytes); a JATS article is rarely over a few megabytes.
 MAX_XML_BYTES = 64 * 2**20

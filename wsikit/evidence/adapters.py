@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .result import EvidenceRegion, EvidenceResult
 
 __all__ = [
-    "CLEANED_METADATA_KEYS",
     "EMBED_METADATA_KEYS",
     "LLM_METADATA_KEYS",
     "clean_shown",

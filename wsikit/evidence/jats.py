@@ -63,10 +63,8 @@ __all__ = [
     "JatsArticle",
     "JatsExtraction",
     "JatsFigure",
-    "evidence_level_of",
     "extract_jats",
     "extract_jats_figures",
-    "is_jats_source",
     "read_jats",
 ]
 
@@ -139,7 +137,7 @@ def evidence_level_of(article_type: str | None, subjects: tuple[str, ...] = ()
 # ---------------------------------------------------------------------- text
 _BLOCKS = {"title", "p", "list", "list-item", "def-list", "def-item", "term", "def",
            "disp-formula", "disp-quote", "statement", "sec", "label", "caption", "attrib",
-           "table-wrap", "mml:math-block", "break"}
+           "table-wrap", "break"}
 _SKIP = {"object-id", "supplementary-material", "graphic", "media", "inline-graphic",
          "permissions", "fn"}
 _SPACE = re.compile(r"\s+")
@@ -514,7 +512,12 @@ def read_jats(path: str | os.PathLike[str], *, source: str | os.PathLike[str] | 
     EvidenceError
         Unsafe or malformed XML, or not a JATS article (names the file).
     """
-    path = Path(path)
+    return _read(Path(path), Path(source) if source is not None else Path(path), {})
+
+
+def _read(path: Path, source: Path, packages: dict[Path, Package]
+          ) -> tuple[JatsArticle, list[JatsFigure]]:
+    """:func:`read_jats`, with the graphics of each folder listed once (``packages``)."""
     parsed = read_xml(path)
     root = parsed.root
     if _local(root.tag) != "article":
@@ -524,8 +527,8 @@ def read_jats(path: str | os.PathLike[str], *, source: str | os.PathLike[str] | 
     if parsed.skipped:
         warnings.warn(f"{path}: entities declared nowhere were dropped from the text: "
                       f"{', '.join('&' + s + ';' for s in parsed.skipped)}", stacklevel=2)
-    article = _article(root, path, Path(source) if source is not None else path)
-    return article, _figures(root, Package(path.parent))
+    package = packages.setdefault(path.parent, Package(path.parent))
+    return _article(root, path, source), _figures(root, package)
 
 
 def is_jats_source(path: str | os.PathLike[str]) -> bool:
@@ -615,10 +618,14 @@ def extract_jats(source: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     ``evidence_level`` is the level of articles whose type gives none
     (:func:`evidence_level_of`).
 
+    An article of a folder or archive that cannot be read (unsafe or malformed XML, not JATS)
+    is a problem and the others go on.
+
     Raises
     ------
     EvidenceError
-        The source is missing, unsafe or malformed XML, not JATS, or an unreadable archive.
+        The source is missing or an unreadable archive, or none of its articles could be read
+        (unsafe or malformed XML, not JATS).
     """
     try:
         level = parse_evidence_level(evidence_level)
@@ -626,12 +633,23 @@ def extract_jats(source: str | os.PathLike[str], out_dir: str | os.PathLike[str]
         raise EvidenceError(f"{keyword('evidence_level')} for {source}: {exc}") from exc
     result = JatsExtraction()
     src = Path(source)
+    packages: dict[Path, Package] = {}
+    failed: list[EvidenceError] = []
     with jats_documents(src) as (files, skipped):
         result.problems.extend(f"{src}: {s}" for s in skipped)
-        for xml in files:
-            article, figures = read_jats(xml, source=src if not src.is_dir() else xml)
+        for xml in files:  # one bad article of a folder never stops the others
+            try:
+                article, figures = _read(xml, src if not src.is_dir() else xml, packages)
+            except EvidenceError as exc:
+                failed.append(exc)
+                result.problems.append(str(exc))
+                continue
             result.articles.append(article)
             _write_nodes(article, figures, Path(out_dir), level, result)
+    if failed and not result.articles:  # nothing read: the error itself, not a result
+        raise failed[0] if len(failed) == 1 else EvidenceError(
+            f"{src}: none of its {len(failed)} articles could be read: "
+            + "; ".join(str(e) for e in failed))
     return result
 
 

@@ -41,12 +41,9 @@ from collections.abc import Iterable
 __all__ = [
     "LICENCES",
     "LICENCE_GROUPS",
-    "UNKNOWN",
-    "figure_licence_statement",
     "find_licence_statement",
     "normalise_licence",
     "parse_licence_filter",
-    "resolve_licence",
 ]
 
 UNKNOWN = "unknown"
