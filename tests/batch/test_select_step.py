@@ -23,7 +23,7 @@ from wsikit.run.options import BatchKeywords, OptionKeywords, PipelineOptions, R
 from wsikit.run.pipeline import select
 
 #: option name -> its flag where the name does not simply become one
-FLAGS = {"towers": "--tower", "report": "--no-report", "k": "-k"}
+FLAGS = {"towers": "--tower", "report": "--no-report", "k": "-k", "licences": "--licence"}
 #: options without a flag on either command (set by ``wsikit demo`` only)
 NO_FLAG = {"synthetic"}
 

@@ -60,6 +60,10 @@ def _kind(name: str | None) -> Callable[[str], Any] | None:
         from .evidence import floor_arg
 
         return floor_arg
+    if name == "licence":
+        from .evidence import licence_arg
+
+        return licence_arg
     kind: Callable[[str], Any] = getattr(_common, name)
     return kind
 

@@ -17,7 +17,8 @@ checksummed files. :func:`read_folder` loads a folder and refuses one whose mani
 vector count or node table do not agree; :func:`check_replaceable` guards ``--overwrite``.
 
 Used by :class:`wsikit.evidence.FigureIndex`; the SQLite schema of the node table lives here
-only (:func:`create_db`, :func:`insert_nodes`, :func:`read_nodes`, :func:`node_stats`).
+only (:func:`create_db`, :func:`insert_nodes`, :func:`read_nodes`, :func:`node_stats`,
+:func:`licence_counts`).
 """
 
 from __future__ import annotations
@@ -64,7 +65,11 @@ INDEX_FORMAT = "wsikit.index/v1"
 METRIC = "cosine (inner product on L2-normalised float32 vectors)"
 #: Columns of the ``nodes`` table after ``row`` (the faiss id), in table order.
 COLUMNS = ("node_id", "image", "caption", "figure_label", "source_title", "doi", "source_path",
-           "page", "year", "license", "evidence_level", "content_hash")
+           "page", "year", "license", "evidence_level", "content_hash", "license_source",
+           "journal", "pmid", "pmcid")
+#: Columns added after the first index format, with their SQL types: a table written before
+#: them reads them as NULL and gets them (ALTER TABLE) when its next version is written.
+ADDED_COLUMNS = {"license_source": "TEXT", "journal": "TEXT", "pmid": "TEXT", "pmcid": "TEXT"}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _VERSIONED = re.compile(r"^(index-\d+\.faiss|nodes-\d+\.sqlite)$")
 
@@ -81,8 +86,28 @@ def create_db(path: Path) -> None:
         con.execute("CREATE TABLE nodes (row INTEGER PRIMARY KEY, node_id TEXT UNIQUE NOT NULL, "
                     "image TEXT NOT NULL, caption TEXT, figure_label TEXT, source_title TEXT, "
                     "doi TEXT, source_path TEXT, page INTEGER, year INTEGER, license TEXT, "
-                    "evidence_level INTEGER, content_hash TEXT)")
+                    "evidence_level INTEGER, content_hash TEXT, "
+                    + ", ".join(f"{c} {t}" for c, t in ADDED_COLUMNS.items()) + ")")
         con.commit()
+
+
+def table_columns(con: sqlite3.Connection) -> set[str]:
+    """Column names of the ``nodes`` table of ``con``."""
+    return {row[1] for row in con.execute("PRAGMA table_info(nodes)")}
+
+
+def add_missing_columns(con: sqlite3.Connection) -> None:
+    """Give a node table written by an older wsikit the :data:`ADDED_COLUMNS` it lacks."""
+    have = table_columns(con)
+    for column, sql_type in ADDED_COLUMNS.items():
+        if column not in have:
+            con.execute(f"ALTER TABLE nodes ADD COLUMN {column} {sql_type}")
+
+
+def _select_list(con: sqlite3.Connection) -> str:
+    """``row, <COLUMNS>`` with NULL for the columns an older table lacks."""
+    have = table_columns(con)
+    return "row, " + ", ".join(c if c in have else f"NULL AS {c}" for c in COLUMNS)
 
 
 def insert_nodes(path: Path, start_row: int, nodes: Sequence[FigureNode],
@@ -90,11 +115,11 @@ def insert_nodes(path: Path, start_row: int, nodes: Sequence[FigureNode],
     """Append ``nodes`` as rows ``start_row, start_row + 1, ...`` with their image paths
     ``rel_images`` (relative to the index folder), caption terms in the same transaction."""
     with contextlib.closing(sqlite3.connect(path)) as con:
+        add_missing_columns(con)
         con.executemany(
             f"INSERT INTO nodes (row, {', '.join(COLUMNS)}) VALUES "
             f"({', '.join('?' * (len(COLUMNS) + 1))})",
-            [(start_row + i, n.node_id, rel, n.caption, n.figure_label, n.source_title, n.doi,
-              n.source_path, n.page, n.year, n.license, n.evidence_level, n.content_hash)
+            [(start_row + i, *(rel if c == "image" else getattr(n, c) for c in COLUMNS))
              for i, (n, rel) in enumerate(zip(nodes, rel_images, strict=True))])
         sync_captions(con)  # caption search (captions.py): same transaction as the node rows
         con.commit()
@@ -142,7 +167,7 @@ def read_nodes(db: Path, base: Path, rows: Iterable[int] | None = None) -> list[
     """Nodes of the table ``db`` by row (all, in row order, when ``rows`` is None); their
     images resolve against the index folder ``base``."""
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-        cols = "row, " + ", ".join(COLUMNS)
+        cols = _select_list(con)
         if rows is None:
             found = _rows_to_nodes(con.execute(f"SELECT {cols} FROM nodes ORDER BY row"), base)
             return list(found.values())
@@ -154,6 +179,19 @@ def read_nodes(db: Path, base: Path, rows: Iterable[int] | None = None) -> list[
                 f"SELECT {cols} FROM nodes WHERE row IN ({','.join('?' * len(part))})",
                 part), base))
     return [found[r] for r in wanted]
+
+
+def licence_counts(db: Path) -> dict[str, int]:
+    """Figures per normalised licence of the table ``db`` (an older table's licence text
+    normalised as it is read)."""
+    from .licence import normalise_licence
+
+    counts: dict[str, int] = {}
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+        for value, n in con.execute("SELECT license, COUNT(*) FROM nodes GROUP BY license"):
+            name = normalise_licence(value)
+            counts[name] = counts.get(name, 0) + int(n)
+    return counts
 
 
 def node_stats(db: Path) -> tuple[dict[str, int], int]:

@@ -48,7 +48,7 @@ def source_identity(node: FigureNode) -> str:
 ON_EXISTING = ("refuse", "update", "skip")
 #: Node fields compared (and rewritten) when an already indexed figure is added again.
 META_FIELDS = ("caption", "figure_label", "source_title", "doi", "source_path", "page", "year",
-                "license", "evidence_level")
+                "license", "evidence_level", "license_source", "journal", "pmid", "pmcid")
 
 
 def split_existing(nodes: Iterable[FigureNode], existing: dict[str, FigureNode],

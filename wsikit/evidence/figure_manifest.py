@@ -3,7 +3,9 @@
 One figure per line (JSONL) or row (CSV, header required). Columns / keys:
 
 ``image`` (required; path relative to the manifest file), ``caption``, ``figure_label``,
-``source_title``, ``doi``, ``source_path``, ``page``, ``year``, ``license``,
+``source_title``, ``doi``, ``source_path``, ``page``, ``year``, ``license`` (a licence name,
+URL or statement: normalised to one of :data:`wsikit.evidence.licence.LICENCES`, the text given
+kept as ``license_source``), ``license_source``, ``journal``, ``pmid``, ``pmcid``,
 ``evidence_level`` (1–8, a level name such as ``textbook``, or ``unknown``/empty).
 
 ``wsikit figures extract`` writes such a JSONL file next to the extracted images so a person can
@@ -35,10 +37,14 @@ __all__ = [
 
 #: Keys a manifest row may have (``image`` is required).
 FIGURE_MANIFEST_FIELDS = ("image", "caption", "figure_label", "source_title", "doi", "source_path",
-                   "page", "year", "license", "evidence_level")
+                   "page", "year", "license", "evidence_level", "license_source", "journal",
+                   "pmid", "pmcid")
 #: Keys ``wsikit figures extract`` adds for the reviewer (read back, not part of a node).
-REVIEW_FIELDS = ("bbox", "caption_page", "render", "dpi", "uncaptioned")
-_TEXT = ("caption", "figure_label", "source_title", "doi", "source_path", "license")
+REVIEW_FIELDS = ("bbox", "caption_page", "render", "dpi", "uncaptioned", "fig_id", "graphic",
+                 "context", "evidence_basis")
+_TEXT = ("caption", "figure_label", "source_title", "doi", "source_path", "license",
+         "license_source", "journal", "pmid", "pmcid")
+_IDS = ("pmid", "pmcid")  # may be written as JSON numbers
 _INT = ("page", "year")
 #: Plausible values of the integer fields (a year of 10**30 is a typo, not a date).
 _INT_RANGE = {"page": (1, 1_000_000), "year": (1000, 2999)}
@@ -119,6 +125,8 @@ def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
     kwargs: dict[str, Any] = {}
     for key in _TEXT:
         value = row.get(key)
+        if key in _IDS and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
         if value is None or (isinstance(value, str) and not value.strip()):
             kwargs[key] = "" if key == "caption" else None
         elif not isinstance(value, str):

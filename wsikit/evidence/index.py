@@ -19,6 +19,7 @@ replaces it there.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import shutil
@@ -80,6 +81,8 @@ class Match:
                 "evidence_level": n.evidence_level,
                 "evidence_level_name": evidence_level_name(n.evidence_level),
                 "page": n.page, "year": n.year, "license": n.license,
+                "license_source": n.license_source, "journal": n.journal, "pmid": n.pmid,
+                "pmcid": n.pmcid,
                 "image_path": rel, "image_abspath": absolute, "source_path": n.source_path}
 
 
@@ -100,6 +103,8 @@ class FigureIndex:
         self._background: Any = _UNSET
         self._search_index = fu.to_search_device(index, manifest["kind"])
         fu.set_search_params(self._search_index, manifest["kind"], manifest["params"])
+        self._licences: frozenset[str] | None = None
+        self._allowed: np.ndarray | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -132,6 +137,55 @@ class FigureIndex:
     @property
     def _db(self) -> Path:
         return self.path / self.manifest["files"]["sqlite"]
+
+    # ------------------------------------------------------------------ licence filter
+    @property
+    def licences(self) -> frozenset[str] | None:
+        """The licences this view of the index returns (``None``: every figure)."""
+        return self._licences
+
+    def with_licences(self, licences: str | Iterable[str] | None) -> FigureIndex:
+        """A view of this index whose searches return only figures under ``licences``.
+
+        ``licences``: a group (``open``, ``commercial``, ``adaptable``), licence names
+        (``"CC BY,CC0"``, see :mod:`wsikit.evidence.licence`) or a list of them; ``None`` or
+        ``"any"``: every figure. Image, caption and tower searches of the view skip other
+        figures and search deeper, so ``k`` results remain while ``k`` figures pass. The view
+        is for searching; write through the index it came from.
+
+        Raises
+        ------
+        EvidenceError
+            An unknown group or licence name.
+        """
+        from .licence import normalise_licence, parse_licence_filter
+
+        try:
+            wanted = parse_licence_filter(licences)
+        except ValueError as exc:
+            raise EvidenceError(f"{keyword('licences')}: {exc}") from exc
+        view = copy.copy(self)
+        view._licences = wanted
+        view._allowed = None
+        if wanted is not None:
+            allowed = np.zeros(self.count, bool)
+            with contextlib.closing(sqlite3.connect(f"file:{self._db}?mode=ro",
+                                                    uri=True)) as con:
+                values = [v for (v,) in con.execute("SELECT DISTINCT license FROM nodes")]
+                # stored names are normalised; an older index stored the text as given
+                keep = [v for v in values if normalise_licence(v) in wanted]
+                for value in keep:
+                    rows = con.execute("SELECT row FROM nodes WHERE license IS ?", (value,))
+                    allowed[[r for (r,) in rows if 0 <= r < self.count]] = True
+            view._allowed = None if allowed.all() else allowed
+        return view
+
+    def _search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """FAISS search of normalised ``vectors``, within the licence filter if any."""
+        if self._allowed is None:
+            return self._search_index.search(vectors, k)
+        return fu.search_within(self._search_index, vectors, k, self._allowed,
+                                cpu_index=self._cpu_index, kind=self.kind)
 
     # ------------------------------------------------------------------ build / open
     @classmethod
@@ -369,7 +423,7 @@ class FigureIndex:
         k = min(k, self.count)
         if v.shape[0] == 0 or k == 0:
             return [[] for _ in range(v.shape[0])]
-        sims, ids = self._search_index.search(fu.normalise(v), k)
+        sims, ids = self._search(fu.normalise(v), k)
         rows = sorted({int(i) for i in ids.ravel() if i >= 0})
         lookup = dict(zip(rows, self.nodes(rows), strict=True))
         bg = self.background
@@ -395,12 +449,13 @@ class FigureIndex:
         return self.query(embed_images(list(images), encoder), k, encoder=encoder)
 
     def info(self) -> dict[str, Any]:
-        """Manifest facts plus the folder path, the evidence-level histogram and
+        """Manifest facts plus the folder path, the evidence-level and licence histograms and
         ``problems``: what is damaged or outdated (:meth:`problems`; empty when none)."""
         levels, sources = folder.node_stats(self._db)
         n_images = len(list((self.path / "images").glob("*.png")))
         return {"path": str(self.path), **self.manifest, "evidence_levels": levels,
-                "sources": sources, "images_stored": n_images, "problems": self.problems()}
+                "licences": folder.licence_counts(self._db), "sources": sources,
+                "images_stored": n_images, "problems": self.problems()}
 
     def problems(self) -> list[str]:
         """What is wrong with this (opened, checksum-verified) index, one sentence each with

@@ -54,7 +54,8 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
                 base_dir: str | os.PathLike[str] | None = None, device: str = "cpu",
                 weights: Mapping[str, str] | None = None, encoder: Any = None,
                 question: str | None = None, rrf_k: float = 50,
-                towers: Mapping[str, Any] | None = None) -> CropMatches:
+                towers: Mapping[str, Any] | None = None,
+                licences: str | Sequence[str] | None = None) -> CropMatches:
     """Match ``(H, W, 3) uint8`` crops against a figure index and apply the floor.
 
     Parameters
@@ -83,6 +84,10 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
         With ``question``: ``{tower name: encoder}`` (:func:`wsikit.evidence.towers.
         create_tower_encoders`); each tower's question→figure and crop→figure rankings are
         further RRF channels (``vl_text:NAME``, ``vl_image:NAME``). The floor is unchanged.
+    licences : str or sequence of str, optional
+        Match only figures under these licences (``"open"``, ``"CC BY,CC0"``; see
+        :meth:`wsikit.evidence.FigureIndex.with_licences`): the search skips the others and
+        goes deeper, so ``k`` figures are still looked up per crop.
 
     Raises
     ------
@@ -94,6 +99,8 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
 
     floor = parse_floor(min_similarity)
     index = index_dir if isinstance(index_dir, FigureIndex) else FigureIndex.open(index_dir)
+    if licences is not None:
+        index = index.with_licences(licences)
     name = index.encoder_name
     enc = encoder if encoder is not None else \
         create_encoder(name, weights=(weights or {}).get(name), device=device)

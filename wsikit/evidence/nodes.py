@@ -1,8 +1,9 @@
 """Literature figure nodes: one captioned figure with its source and evidence level.
 
 A :class:`FigureNode` is what an evidence index stores and returns: the figure image, its
-caption and label ("Figure 2B"), the document it comes from (title, DOI, page, year, licence)
-and the evidence level of that document (1 guideline … 8 expert opinion; ``None`` = unknown).
+caption and label ("Figure 2B"), the document it comes from (title, DOI, page, year, journal,
+PubMed ids), its licence (normalised, see :mod:`wsikit.evidence.licence`) and the evidence
+level of that document (1 guideline … 8 expert opinion; ``None`` = unknown).
 
 ``node_id`` is a stable hash of the image *content* (decoded RGB pixels, not file bytes) and the
 source identity (DOI or title or file name, page, figure label), so re-ingesting the same PDF or
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EvidenceError
+from .licence import resolve_licence
 
 __all__ = [
     "EVIDENCE_LEVELS",
@@ -161,12 +163,21 @@ class FigureNode:
         1-based page number in the source.
     year : int or None
         Publication year.
-    license : str or None
-        Licence of the figure/source (e.g. "CC-BY-4.0").
+    license : str
+        Normalised licence of the figure: one of :data:`~wsikit.evidence.licence.LICENCES`
+        ("CC BY", "CC BY-NC", "CC0", "public domain", "all rights reserved", "unknown" ...).
+        Any other text given (a URL, "CC-BY-4.0", a licence sentence) is normalised, and kept
+        in ``license_source``.
     evidence_level : int or None
         1–8 (see :data:`EVIDENCE_LEVELS`), ``None`` for unknown.
     content_hash : str
         SHA-256 of the decoded pixels (identical images share it and are stored once).
+    license_source : str or None
+        Where the licence was read: the licence URL, or the source's licence sentence.
+    journal : str or None
+        Journal title.
+    pmid, pmcid : str or None
+        PubMed id ("23029536") and PubMed Central id ("PMC3460867").
     """
 
     node_id: str
@@ -181,9 +192,16 @@ class FigureNode:
     license: str | None = None
     evidence_level: int | None = None
     content_hash: str = ""
+    license_source: str | None = None
+    journal: str | None = None
+    pmid: str | None = None
+    pmcid: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "image", Path(self.image))
+        name, source = resolve_licence(self.license, self.license_source)
+        object.__setattr__(self, "license", name)
+        object.__setattr__(self, "license_source", source)
         if self.evidence_level is not None and self.evidence_level not in EVIDENCE_LEVELS:
             raise EvidenceError(f"FigureNode {self.node_id}: evidence_level "
                                 f"{self.evidence_level!r} is not 1–8 or None")

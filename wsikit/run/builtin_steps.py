@@ -238,7 +238,9 @@ def attention_step(ctx: SlideContext) -> dict[str, Any]:
 
 
 def index_digest(config: BatchConfig) -> str | None:
-    """SHA-256 (16 hex) of the figure index's manifest: a rebuilt index redoes ``select``."""
+    """SHA-256 (16 hex) of the figure index's manifest, and of the licence filter when one is
+    set (the figures a region may match): a rebuilt index or another filter redoes
+    ``select``."""
     index = config.options.matching.index
     if index is None:
         return None
@@ -246,6 +248,8 @@ def index_digest(config: BatchConfig) -> str | None:
         data = (Path(index) / "manifest.json").read_bytes()
     except OSError:
         return "unreadable"  # the step itself then fails with the index's own message
+    if config.options.matching.licences is not None:
+        data += f"\nlicences={config.options.matching.licences}".encode()
     return hashlib.sha256(data).hexdigest()[:16]
 
 

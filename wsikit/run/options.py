@@ -258,6 +258,10 @@ class MatchOptions:
         Reciprocal-rank-fusion constant.
     towers : tuple of str
         Vision-language towers of the index fused in with the question.
+    licences : str or None
+        Match only figures under these licences: a group (``open``, ``commercial``,
+        ``adaptable``) or licence names, comma-separated (:mod:`wsikit.evidence.licence`);
+        ``None``: any.
     """
 
     index: str | None = opt(None, "figure index folder (wsikit index build) to match regions "
@@ -279,6 +283,11 @@ class MatchOptions:
             "and each crop against them, fused by rank; needs the tower's weights (--weights "
             "NAME=PATH); repeatable", flag="--tower", action="append", metavar="NAME",
         cli_default=[])
+    licences: str | None = opt(
+        None, "match only figures under these licences: 'open' (every Creative Commons "
+              "licence, CC0, public domain), 'commercial' (without NC), 'adaptable' (CC BY, "
+              "CC BY-SA, CC0, public domain) or licence names, comma-separated ('CC BY,CC0'); "
+              "default: any", flag="--licence", kind="licence", metavar="LICENCES")
 
 
 @dataclass(frozen=True)
@@ -525,6 +534,13 @@ class PipelineOptions:
                                  f"{option('question', 'TEXT')} too, or drop the towers")
         if not (isinstance(m.rrf_k, (int, float)) and math.isfinite(m.rrf_k) and m.rrf_k > 0):
             raise SelectionError(f"{option('rrf_k', m.rrf_k)} must be a positive number")
+        if m.licences is not None:
+            from ..evidence.licence import parse_licence_filter
+
+            try:
+                parse_licence_filter(m.licences)
+            except ValueError as exc:
+                raise SelectionError(f"{option('licences', m.licences)}: {exc}") from exc
 
     def value(self, name: str) -> Any:
         """The value of option ``name`` (flat name, e.g. ``"target_mpp"``)."""
@@ -612,6 +628,7 @@ class OptionKeywords(TypedDict, total=False):
     question: str | None
     rrf_k: float
     towers: Sequence[str]
+    licences: str | None
     max_crop_px: int
     report: bool
     synthetic: bool

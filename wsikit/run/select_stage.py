@@ -133,6 +133,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
     below_floor: Sequence[int | None] = [None for _ in crops]
     models: dict[str, Any] = {"patch_encoder": dict(encoder)}
     index_entry = floor_entry = None
+    licence_entry: list[str] | None = None
     if index is not None:
         from ..evidence.matching import match_crops
 
@@ -140,8 +141,11 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         found = match_crops(crop_images, index, k=match.k,
                             min_similarity=match.min_similarity, base_dir=final,
                             device=device, weights=options.models.weight_files(),
-                            question=match.question, rrf_k=match.rrf_k, towers=towers)
+                            question=match.question, rrf_k=match.rrf_k, towers=towers,
+                            licences=match.licences)
         matches, below_floor, floor_entry = found.matches, found.below_floor, found.floor
+        if found.index.licences is not None:  # what a match had to carry
+            licence_entry = sorted(found.index.licences)
         index_entry = found.index.to_evidence_dict()
         index_entry["relpath"] = relative_path(index_entry["path"], final)
         models["crop_encoder"] = encoder_entry(found.encoder)
@@ -172,6 +176,8 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
 
     if note := upsampling_note(slide.name, grid.slide_mpp, grid.target_mpp):
         selection["warnings"] = [note]  # shown in the report and the summary, too
+    if licence_entry is not None:
+        selection["licences"] = licence_entry
     if match.question:
         selection.update(question=match.question, fusion={
             "method": "rrf", "k": match.rrf_k,
