@@ -155,17 +155,14 @@ def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     warnings.showwarning = _one_line_warning
 
-    from ..run.cohort_slide import CohortSlide
-    from ..run.state import JobFolder
-    from ..run.steps import BatchConfig, run_slide
+    from ._slide import run_one
 
     if "torch" in sys.modules or config.get("steps") and "features" in config["steps"]:
         import torch
 
         torch.set_num_threads(slot.threads)
-    job = JobFolder(job_root, stale_after=stale_after)
-    cfg = BatchConfig.from_dict(config)
     cache: dict[str, Any] = {}
+    worker = {"pid": os.getpid(), "device": slot.label}
     while True:
         try:
             msg = conn.recv()
@@ -173,11 +170,9 @@ def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after:
             return
         if msg is None:
             return
-        slide = CohortSlide.from_dict(msg["slide"])
-        result = run_slide(slide, job, cfg, steps=msg.get("steps"), device=slot.device,
-                           cache=cache, previous=msg.get("previous"), verify=msg.get("verify",
-                                                                                    False))
-        result["worker"] = {"pid": os.getpid(), "device": slot.label}
+        result = run_one(msg, job_root, stale_after, config, device=slot.device, cache=cache,
+                         worker=worker)
+        result["worker"] = worker
         try:
             conn.send(result)
         except (BrokenPipeError, OSError):
@@ -299,7 +294,7 @@ class LocalEngine:
         task = worker.task or {}
         slide_id = task.get("slide", {}).get("slide_id", "?")
         hint = " (out of memory? a crashing codec?)" if code in (-9, -11, -6) else ""
-        return {"slide_id": slide_id, "status": "failed", "steps": task.get("previous") or {},
+        return {"slide_id": slide_id, "status": "failed", "steps": {}, "recorded": False,
                 "reused": [], "seconds": 0.0, "n_patches": 0,
                 "error": {"type": "Timeout" if timed_out else "WorkerDied",
                           "message": (f"this slide took too long: {how}" if timed_out else
