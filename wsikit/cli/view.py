@@ -17,7 +17,7 @@ __all__ = ["open_browser", "register"]
 def _run(args: argparse.Namespace) -> int:
     from ..look.viewer import ViewerSource, make_server
 
-    source = ViewerSource.open(args.target, mpp=args.mpp)
+    source = ViewerSource.open(args.target, mpp=args.mpp, on_bad_tile=args.on_bad_tile)
     try:
         server = make_server(source, port=args.port)
     except BaseException:

@@ -172,13 +172,15 @@ def check_image_encoder(name: str) -> None:
 def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "heuristic",
                 kind: str = "flat", evidence_level: int | str | None = None,
                 min_size: int = 100, overwrite: bool = False, towers: Sequence[str] = (),
-                weights: Mapping[str, str] | None = None) -> FigureIndex:
+                weights: Mapping[str, str] | None = None,
+                progress: bool | None = None) -> FigureIndex:
     """Build an index folder from PDFs and/or manifests with ``encoder``; returns it.
 
     ``towers`` (e.g. ``["plip"]``): image-text models whose vectors of every figure are stored
     with the index (:func:`index_tower`), so questions also rank the figures themselves; each
     is checked, and its weights loaded, before anything is written. ``weights``
-    (``{name: file}``) overrides weight discovery for the encoder and the towers.
+    (``{name: file}``) overrides weight discovery for the encoder and the towers;
+    ``progress``: a progress bar (default: when stderr is a terminal).
     """
     from ..models import create_encoder
     from .towers import check_tower_encoder, tower_encoders, update_tower
@@ -196,7 +198,8 @@ def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "h
                                 f"{', '.join(tower_encoders())}")
     with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
         nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
-        index = FigureIndex.build(nodes, enc, out, kind=kind, overwrite=overwrite)
+        index = FigureIndex.build(nodes, enc, out, kind=kind, overwrite=overwrite,
+                                  progress_bar=progress)
     for tower in tower_encs:
         update_tower(index, tower, rebuild=True)
     return index
@@ -204,11 +207,12 @@ def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "h
 
 def index_add(index_dir: PathLike, sources: Sequence[PathLike], *, encoder: str | None = None,
               evidence_level: int | str | None = None, min_size: int = 100,
-              on_existing: str = "refuse") -> AddReport:
+              on_existing: str = "refuse", progress: bool | None = None) -> AddReport:
     """Add figures to an index (its own encoder unless ``encoder`` is given), then bring its
     vision-language towers up to date (:func:`update_towers`); returns the
     :class:`~wsikit.evidence.AddReport`. Already indexed figures with other metadata are
-    refused unless ``on_existing`` is ``"update"`` or ``"skip"``."""
+    refused unless ``on_existing`` is ``"update"`` or ``"skip"``; ``progress``: a progress bar
+    (default: when stderr is a terminal)."""
     from ..models import create_encoder
 
     index = FigureIndex.open(index_dir)
@@ -216,7 +220,7 @@ def index_add(index_dir: PathLike, sources: Sequence[PathLike], *, encoder: str 
     enc = create_encoder(encoder or index.encoder_name)
     with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
         nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
-        added = index.add(nodes, enc, on_existing=on_existing)
+        added = index.add(nodes, enc, on_existing=on_existing, progress_bar=progress)
     update_towers(index)
     return added
 

@@ -172,13 +172,15 @@ class ViewerSource:
     _overlays: dict[str, bytes | None] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, target: str | os.PathLike[str], *, mpp: float | None = None) -> ViewerSource:
+    def open(cls, target: str | os.PathLike[str], *, mpp: float | None = None,
+             on_bad_tile: str = "fail") -> ViewerSource:
         """A ``select`` result folder (with evidence.json) or a slide file.
 
         The slide of a result is ``slide.relpath`` against the result folder (a job moved
         with its slides), else ``slide.path``. The tissue and artefact GeoJSON are read
         through the validating GeoJSON reader: a broken one is left out with a warning naming
-        the file and the problem (:attr:`problems`).
+        the file and the problem (:attr:`problems`). ``on_bad_tile``: what a damaged tile
+        does (:func:`wsikit.slide.open_slide`).
 
         Raises
         ------
@@ -203,7 +205,7 @@ class ViewerSource:
                 raise WsikitError(f"{path / 'evidence.json'}: its slide is not at {where}; "
                                   "put the slide back there (or beside the moved result as "
                                   "it was), or view the slide file itself")
-            slide = open_slide(slide_path, mpp=mpp, require_mpp=False)
+            slide = open_slide(slide_path, mpp=mpp, require_mpp=False, on_bad_tile=on_bad_tile)
             source = cls(slide=slide, select_dir=path, result=result)
             try:
                 source._load_overlays()
@@ -215,7 +217,7 @@ class ViewerSource:
             return source
         if path.is_dir():
             raise WsikitError(_folder_hint(path))
-        slide = open_slide(path, mpp=mpp, require_mpp=False)
+        slide = open_slide(path, mpp=mpp, require_mpp=False, on_bad_tile=on_bad_tile)
         return cls(slide=slide)
 
     @property
@@ -296,8 +298,9 @@ class ViewerSource:
             path = Path(getattr(self.slide, "path", ""))
             if path.is_file():
                 try:
-                    reader, _ = open_tile_reader(path, expected_dimensions=tuple(
-                        self.slide.dimensions), cache_mb=0)
+                    reader, _ = open_tile_reader(
+                        path, expected_dimensions=tuple(self.slide.dimensions), cache_mb=0,
+                        on_bad_tile=getattr(self.slide, "on_bad_tile", "fail"))
                 except (WsikitError, OSError, ValueError):
                     reader = None
             self._reader = reader if reader is not None else False
@@ -549,10 +552,12 @@ def _folder_hint(path: Path) -> str:
 
 
 class ViewerServer(ThreadingHTTPServer):
-    """The viewer's HTTP server: ``url`` (with the session token) is what to open."""
+    """The viewer's HTTP server: ``url`` (with the session token) is what to open; it serves
+    ``source``."""
 
     daemon_threads = True
     token: str
+    source: ViewerSource
 
     @property
     def port(self) -> int:
@@ -569,6 +574,107 @@ class ViewerServer(ThreadingHTTPServer):
         return frozenset(f"{h}:{self.port}" for h in ("127.0.0.1", "localhost", "[::1]"))
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """One request to the viewer: checked (:meth:`_allowed`), then routed to the server's
+    :class:`ViewerSource`."""
+
+    server_version = "wsikit-view"
+    sys_version = ""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _send(self, body: bytes, ctype: str, *, status: int = 200) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store" if status != 200 or
+                         ctype.endswith("json") or ctype.startswith("text/") else
+                         "private, max-age=3600")
+        for key, value in _SECURITY_HEADERS:
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _text(self, message: str, status: int) -> None:
+        self._send(message.encode(), "text/plain; charset=utf-8", status=status)
+
+    def _file(self, found: tuple[Path, str] | None) -> None:
+        if found is None:
+            self._text("not found", 404)
+            return
+        self._send(found[0].read_bytes(), found[1])
+
+    def _allowed(self, query: str) -> bool:
+        """Own Host (and Origin when sent), and the session token; else answer 403."""
+        srv: ViewerServer = self.server  # type: ignore[assignment]
+        host = (self.headers.get("Host") or "").strip().lower()
+        origin = self.headers.get("Origin")
+        hosts = srv.allowed_hosts()
+        if host not in hosts or (origin is not None and origin.strip().lower() not in {
+                f"http://{h}" for h in hosts}):
+            self._text("wsikit view answers only http://127.0.0.1:"
+                       f"{srv.port}/ (Host or Origin refused)", 403)
+            return False
+        given = urllib.parse.parse_qs(query).get("token", [""])[-1]
+        if not hmac.compare_digest(given.encode(), srv.token.encode()):
+            self._text("wsikit view needs the session token: open the URL that "
+                       "'wsikit view' printed (…/?token=…)", 403)
+            return False
+        return True
+
+    def do_GET(self) -> None:
+        url, _, query = self.path.partition("?")
+        try:
+            if self._allowed(query):
+                self._route(url)
+        except (BrokenPipeError, ConnectionResetError):
+            return
+        except WsikitError as exc:
+            self._text(str(exc), 500)
+        except Exception as exc:  # one bad request never takes the server down
+            print(f"wsikit view: {url}: unexpected {type(exc).__name__}: {exc} (a bug in "
+                  "wsikit: please report it)", file=sys.stderr)
+            self._text(f"unexpected {type(exc).__name__} (see the wsikit view console)",
+                       500)
+
+    def _route(self, url: str) -> None:
+        source: ViewerSource = self.server.source  # type: ignore[attr-defined]
+        if url in ("/", "/index.html"):
+            self._send(_PAGE.read_bytes(), "text/html; charset=utf-8")
+        elif url == "/info.json":
+            self._send(json.dumps(source.info()).encode(), "application/json")
+        elif m := _TILE_RE.match(url):
+            body = source.tile(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            if body is None:
+                self._text("no such tile", 404)
+                return
+            source.requested.append(url)
+            self._send(body, "image/jpeg")
+        elif url == "/overlay/tissue.json":
+            self._send(source.tissue() or b"null", "application/json")
+        elif url == "/overlay/artefacts.json":
+            self._send(source.artefacts() or b"null", "application/json")
+        elif url == "/overlay/heatmap.png":
+            found = source.heatmap()
+            if found is None:
+                self._text("no attention", 404)
+                return
+            self._send(found[0], "image/png")
+        elif url == "/overlay/heatmap.json":
+            found = source.heatmap()
+            self._send(json.dumps(None if found is None else list(found[1])).encode(),
+                       "application/json")
+        elif m := _CROP_RE.match(url):
+            self._file(source.crop(m.group(1)))
+        elif m := _FIGURE_RE.match(url):
+            self._file(source.figure(m.group(1), int(m.group(2))))
+        elif url.startswith(("/tiles/", "/crop/", "/figure/")):
+            self._text("bad request: not a tile, crop or figure address", 400)
+        else:
+            self._text("not found", 404)
+
+
 def make_server(source: ViewerSource, *, port: int = 0, token: str | None = None
                 ) -> ViewerServer:
     """An HTTP server for ``source`` on 127.0.0.1:``port`` (0: a free port), not started:
@@ -581,104 +687,8 @@ def make_server(source: ViewerSource, *, port: int = 0, token: str | None = None
         The port is in use (or not allowed): names it and says to pass ``--port``.
     """
 
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "wsikit-view"
-        sys_version = ""
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def _send(self, body: bytes, ctype: str, *, status: int = 200) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store" if status != 200 or
-                             ctype.endswith("json") or ctype.startswith("text/") else
-                             "private, max-age=3600")
-            for key, value in _SECURITY_HEADERS:
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _text(self, message: str, status: int) -> None:
-            self._send(message.encode(), "text/plain; charset=utf-8", status=status)
-
-        def _file(self, found: tuple[Path, str] | None) -> None:
-            if found is None:
-                self._text("not found", 404)
-                return
-            self._send(found[0].read_bytes(), found[1])
-
-        def _allowed(self, query: str) -> bool:
-            """Own Host (and Origin when sent), and the session token; else answer 403."""
-            srv: ViewerServer = self.server  # type: ignore[assignment]
-            host = (self.headers.get("Host") or "").strip().lower()
-            origin = self.headers.get("Origin")
-            hosts = srv.allowed_hosts()
-            if host not in hosts or (origin is not None and origin.strip().lower() not in {
-                    f"http://{h}" for h in hosts}):
-                self._text("wsikit view answers only http://127.0.0.1:"
-                           f"{srv.port}/ (Host or Origin refused)", 403)
-                return False
-            given = urllib.parse.parse_qs(query).get("token", [""])[-1]
-            if not hmac.compare_digest(given.encode(), srv.token.encode()):
-                self._text("wsikit view needs the session token: open the URL that "
-                           "'wsikit view' printed (…/?token=…)", 403)
-                return False
-            return True
-
-        def do_GET(self) -> None:
-            url, _, query = self.path.partition("?")
-            try:
-                if self._allowed(query):
-                    self._route(url)
-            except (BrokenPipeError, ConnectionResetError):
-                return
-            except WsikitError as exc:
-                self._text(str(exc), 500)
-            except Exception as exc:  # one bad request never takes the server down
-                print(f"wsikit view: {url}: unexpected {type(exc).__name__}: {exc} (a bug in "
-                      "wsikit: please report it)", file=sys.stderr)
-                self._text(f"unexpected {type(exc).__name__} (see the wsikit view console)",
-                           500)
-
-        def _route(self, url: str) -> None:
-            if url in ("/", "/index.html"):
-                self._send(_PAGE.read_bytes(), "text/html; charset=utf-8")
-            elif url == "/info.json":
-                self._send(json.dumps(source.info()).encode(), "application/json")
-            elif m := _TILE_RE.match(url):
-                body = source.tile(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-                if body is None:
-                    self._text("no such tile", 404)
-                    return
-                source.requested.append(url)
-                self._send(body, "image/jpeg")
-            elif url == "/overlay/tissue.json":
-                self._send(source.tissue() or b"null", "application/json")
-            elif url == "/overlay/artefacts.json":
-                self._send(source.artefacts() or b"null", "application/json")
-            elif url == "/overlay/heatmap.png":
-                found = source.heatmap()
-                if found is None:
-                    self._text("no attention", 404)
-                    return
-                self._send(found[0], "image/png")
-            elif url == "/overlay/heatmap.json":
-                found = source.heatmap()
-                self._send(json.dumps(None if found is None else list(found[1])).encode(),
-                           "application/json")
-            elif m := _CROP_RE.match(url):
-                self._file(source.crop(m.group(1)))
-            elif m := _FIGURE_RE.match(url):
-                self._file(source.figure(m.group(1), int(m.group(2))))
-            elif url.startswith(("/tiles/", "/crop/", "/figure/")):
-                self._text("bad request: not a tile, crop or figure address", 400)
-            else:
-                self._text("not found", 404)
-
     try:
-        server = ViewerServer(("127.0.0.1", int(port)), Handler)
+        server = ViewerServer(("127.0.0.1", int(port)), _Handler)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise WsikitError(f"port {port} on 127.0.0.1 is in use (another wsikit view?); "
@@ -688,4 +698,5 @@ def make_server(source: ViewerSource, *, port: int = 0, token: str | None = None
                               "--port N above 1023, or --port 0 for a free one") from exc
         raise
     server.token = token if token is not None else secrets.token_urlsafe(24)
+    server.source = source
     return server

@@ -79,6 +79,11 @@ class BatchConfig:
         Patch reader of the features step (:attr:`RunSettings.reader`).
     backend : str or None
         Slide reader (:attr:`RunSettings.backend`).
+    threads : int or None
+        Cores of the run (:attr:`RunSettings.threads`); a batch worker's config carries its
+        share.
+    on_bad_tile : {"fail", "skip"}
+        What a damaged tile does (:attr:`RunSettings.on_bad_tile`).
     """
 
     steps: tuple[str, ...] = ("segment", "patch", "features")
@@ -90,6 +95,8 @@ class BatchConfig:
     progress: bool = False
     reader: str = "auto"
     backend: str | None = None
+    threads: int | None = None
+    on_bad_tile: str = "fail"
 
     def value(self, name: str) -> Any:
         """A run setting or an option, by its flat name (e.g. ``"target_mpp"``)."""
@@ -114,7 +121,7 @@ class BatchConfig:
 
 
 _RUN_FIELDS = ("steps", "batch_size", "loader_workers", "plugins", "store", "progress", "reader",
-               "backend")
+               "backend", "threads", "on_bad_tile")
 
 
 class SkipSlide(WsikitError):
@@ -382,7 +389,8 @@ class SlideContext:
         if self._handle is None:
             from .cohort_slide import open_cohort_slide
 
-            self._handle = open_cohort_slide(self.slide, backend=self.config.backend)
+            self._handle = open_cohort_slide(self.slide, backend=self.config.backend,
+                                             on_bad_tile=self.config.on_bad_tile)
         return self._handle
 
     def close(self) -> None:

@@ -42,8 +42,8 @@ BACKENDS = ("openslide", "tiffslide", "image", "omezarr")
 
 #: What to do with a tile that cannot be decoded: ``fail`` (default: one error naming the
 #: level and position of the tile) or ``skip`` (read it as white, record it in
-#: :attr:`Slide.bad_tiles`, warn once per tile). ``open_slide(on_bad_tile=...)``, or the
-#: environment variable ``WSIKIT_ON_BAD_TILE`` (set by ``wsikit --on-bad-tile``).
+#: :attr:`Slide.bad_tiles`, warn once per tile). ``open_slide(on_bad_tile=...)``; a run
+#: passes :attr:`wsikit.run.options.RunSettings.on_bad_tile` (``wsikit --on-bad-tile``).
 BAD_TILE_POLICIES = ("fail", "skip")
 
 #: Relative slack when matching a requested downsample to a pyramid level: Aperio level sizes
@@ -421,24 +421,23 @@ def _open_backend(name: str, path: Path) -> _Backend:
     return _BACKEND_CLASSES[name](path)
 
 
-def bad_tile_policy(value: str | None = None) -> str:
-    """The damaged-tile policy: ``value``, else ``$WSIKIT_ON_BAD_TILE``, else ``"fail"``.
+def bad_tile_policy(value: str = "fail") -> str:
+    """``value`` checked as a damaged-tile policy (:data:`BAD_TILE_POLICIES`).
 
     Raises
     ------
     SlideError
         An unknown policy.
     """
-    chosen = value if value is not None else os.environ.get("WSIKIT_ON_BAD_TILE") or "fail"
-    if chosen not in BAD_TILE_POLICIES:
-        raise SlideError(f"{option('on_bad_tile', chosen)} is not one of "
+    if value not in BAD_TILE_POLICIES:
+        raise SlideError(f"{option('on_bad_tile', value)} is not one of "
                          f"{', '.join(BAD_TILE_POLICIES)}")
-    return chosen
+    return value
 
 
 def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
                mpp: float | None = None, require_mpp: bool = True,
-               on_bad_tile: str | None = None) -> Slide:
+               on_bad_tile: str = "fail") -> Slide:
     """Open a whole-slide image (or a plain image) as a :class:`Slide`.
 
     Parameters
@@ -455,9 +454,9 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
         Level-0 µm/px overriding the file's metadata (0.05–20).
     require_mpp : bool
         If False, a slide without resolution metadata opens with ``mpp = nan``.
-    on_bad_tile : {"fail", "skip"}, optional
-        What a damaged tile does (:data:`BAD_TILE_POLICIES`; default ``$WSIKIT_ON_BAD_TILE``
-        or ``"fail"``).
+    on_bad_tile : {"fail", "skip"}
+        What a damaged tile does (:data:`BAD_TILE_POLICIES`): one error naming it, or read it
+        as white and record it.
 
     Raises
     ------
@@ -483,24 +482,7 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     names = ("dicom",) if dicom else (backend,) if backend is not None else BACKENDS
     if p.is_file():
         _check_tiff_extent(p)
-    reasons: list[str] = []
-    opened: _Backend | None = None
-    for name in names:
-        try:
-            with _quiet():  # a backend's parser warnings about a file it rejects are noise
-                opened = _open_backend(name, p)
-            break
-        except SlideError as exc:
-            reasons.append(f"{name}: {exc}")
-        except Exception as exc:
-            reasons.append(f"{name}: {type(exc).__name__}: {exc}".strip())
-    if opened is None and dicom:
-        raise SlideError(f"{p}: cannot open as a DICOM whole-slide image: "
-                         f"{reasons[0].split(': ', 1)[1]}")
-    if opened is None:
-        raise SlideError(f"{p}: cannot open as a slide or image; "
-                         + "; ".join(reasons)
-                         + ". Check that the file is a complete slide/image file.")
+    opened = _first_backend(p, names, dicom=dicom)
     slide: Slide | None = None
     try:
         W, H = opened.level_dimensions[0]
@@ -528,6 +510,25 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
             opened.close()
         raise
     return slide
+
+
+def _first_backend(p: Path, names: tuple[str, ...], *, dicom: bool) -> _Backend:
+    """The first of the backends ``names`` that opens ``p``; else one :class:`SlideError`
+    naming the file and each backend's reason."""
+    reasons: list[str] = []
+    for name in names:
+        try:
+            with _quiet():  # a backend's parser warnings about a file it rejects are noise
+                return _open_backend(name, p)
+        except SlideError as exc:
+            reasons.append(f"{name}: {exc}")
+        except Exception as exc:
+            reasons.append(f"{name}: {type(exc).__name__}: {exc}".strip())
+    if dicom:
+        raise SlideError(f"{p}: cannot open as a DICOM whole-slide image: "
+                         f"{reasons[0].split(': ', 1)[1]}")
+    raise SlideError(f"{p}: cannot open as a slide or image; " + "; ".join(reasons)
+                     + ". Check that the file is a complete slide/image file.")
 
 
 def _sole_series(path: Path) -> bool:
