@@ -13,9 +13,9 @@ Three kinds, each read or set in one place:
   weights up): ``WSIKIT_WEIGHTS_<NAME>``, ``WSIKIT_CONFIG`` and the Hugging Face conventions
   (``HF_HUB_CACHE``, ``HF_HOME``, ``XDG_CACHE_HOME``, ``HF_HUB_OFFLINE``, ``HF_TOKEN``,
   ``HF_ENDPOINT``) that ``huggingface_hub`` reads too.
-- **What other libraries read when they load** (:func:`set_variables`,
-  :func:`set_default`): a batch worker's ``CUDA_VISIBLE_DEVICES`` and OpenMP thread counts
-  before torch is imported, ``HF_HUB_VERBOSITY`` for the command line. wsikit's own settings
+- **What other libraries read when they load** (:func:`set_variables`): a batch worker's
+  ``CUDA_VISIBLE_DEVICES`` and OpenMP thread counts before torch is imported,
+  ``HF_HUB_VERBOSITY`` for the command line. wsikit's own settings
   never travel this way: a worker gets them in its task config.
 
 ``tests/test_environment.py`` checks that no other module of wsikit names ``os.environ`` or
@@ -35,20 +35,13 @@ from dataclasses import dataclass
 
 from ._threads import positive_count
 
-__all__ = [
-    "BAD_TILE_VARIABLE",
-    "PROGRESS_VARIABLE",
-    "RunEnvironment",
-    "run_environment",
-    "set_default",
-    "set_variables",
-    "THREADS_VARIABLES",
-    "variable",
-]
+__all__ = ["run_environment", "set_variables", "variable"]
 
-#: The run settings' variables, in the order :func:`run_environment` reads them.
+#: The variables of the run's cores, in the order :func:`run_environment` reads them.
 THREADS_VARIABLES = ("WSIKIT_THREADS", "OMP_NUM_THREADS")
+#: The variable of the run's damaged-tile policy.
 BAD_TILE_VARIABLE = "WSIKIT_ON_BAD_TILE"
+#: The variable of the progress bars: ``1`` hides them, ``0`` shows them when redirected.
 PROGRESS_VARIABLE = "WSIKIT_NO_PROGRESS"
 
 
@@ -99,12 +92,12 @@ def run_environment(environ: Mapping[str, str] | None = None) -> RunEnvironment:
                           progress=None if progress is None else progress == "0")
 
 
-def set_variables(values: Mapping[str, str]) -> None:
+def set_variables(values: Mapping[str, str], *, keep: bool = False) -> None:
     """Set environment variables of this process for the libraries that read them when they
-    load (CUDA, OpenMP): a batch worker's, before it imports torch."""
-    os.environ.update({name: str(value) for name, value in values.items()})
-
-
-def set_default(name: str, value: str) -> None:
-    """Set ``name`` unless the user has set it (``HF_HUB_VERBOSITY`` for the command line)."""
-    os.environ.setdefault(name, value)
+    load (CUDA, OpenMP: a batch worker's, before it imports torch; ``huggingface_hub``);
+    ``keep``: leave those the user has set."""
+    for name, value in values.items():
+        if keep:
+            os.environ.setdefault(name, str(value))
+        else:
+            os.environ[name] = str(value)

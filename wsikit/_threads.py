@@ -44,7 +44,6 @@ __all__ = [
     "cores_given",
     "kernel_threads",
     "plan_threads",
-    "positive_count",
     "torch_threads",
 ]
 

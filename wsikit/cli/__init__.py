@@ -18,7 +18,7 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 
-from .._environment import set_default
+from .._environment import set_variables
 from .._hints import command_line
 from .._version import __version__
 from ..errors import WsikitError
@@ -76,7 +76,7 @@ def _quiet_output(command: str) -> Iterator[None]:
     """While a command runs: third-party log records below ERROR (hub retries, TIFF parser
     notes) are dropped, and Python warnings print as ``wsikit CMD: warning: message``.
     Everything is restored afterwards (``main`` may be called in-process, e.g. by tests)."""
-    set_default("HF_HUB_VERBOSITY", "error")  # read when huggingface_hub loads
+    set_variables({"HF_HUB_VERBOSITY": "error"}, keep=True)  # read when huggingface_hub loads
     loggers = {name: logging.getLogger(name) for name in _NOISY_LOGGERS}
     levels = {name: log.level for name, log in loggers.items()}
     noise = _LibraryNoise()

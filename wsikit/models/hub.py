@@ -44,7 +44,6 @@ __all__ = [
     "weights_sha256",
     "config_path",
     "hf_cache_dir",
-    "offline",
 ]
 
 #: Extra (repo, file) places a model's weights are published, tried after the config's own.
