@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["run_one"]
-
 
 def run_one(task: Mapping[str, Any], job_root: str, stale_after: float,
             config: Mapping[str, Any], *, device: str, cache: dict[Any, Any],

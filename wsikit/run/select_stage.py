@@ -42,8 +42,7 @@ if TYPE_CHECKING:
     from ..slide import Slide
     from ..tissue.mask import TissueMask
 
-__all__ = ["SELECT_KEYS", "index_and_towers", "index_digest", "open_index",
-           "open_index_once", "select_step", "selector_once", "write_evidence"]
+__all__ = ["SELECT_KEYS", "open_index", "open_index_once", "select_step", "write_evidence"]
 
 
 def open_index(index: str | os.PathLike[str] | FigureIndex) -> FigureIndex:

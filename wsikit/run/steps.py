@@ -45,8 +45,6 @@ __all__ = [
     "SlideContext",
     "StepSpec",
     "SkipSlide",
-    "canonical_value",
-    "file_sha256",
     "register_step",
     "get_step",
     "list_steps",
@@ -341,7 +339,8 @@ class SlideContext:
     def __init__(self, slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
                  device: str = "cpu", cache: dict[Any, Any] | None = None,
                  records: Mapping[str, Any] | None = None, handle: Slide | None = None,
-                 force: bool = False, fingerprint: str | None = None) -> None:
+                 force: bool = False, fingerprint: str | None = None,
+                 requested: Sequence[str] = ()) -> None:
         self.slide = slide
         self.job = job
         self.config = config
@@ -349,6 +348,8 @@ class SlideContext:
         self.layout = job.layout
         self.device = device
         self.force = force
+        #: The steps the command asked for (the others only run because these need them).
+        self.requested = tuple(requested)
         self.cache = cache if cache is not None else {}
         self.artifacts = Artifacts()
         self.records: dict[str, Any] = dict(records or {})
