@@ -630,7 +630,7 @@ def _recorded_mpp(slide: str | os.PathLike[str], out: str | os.PathLike[str],
     from .patching import TileGrid
 
     try:
-        with open_slide(slide, require_mpp=False) as s:
+        with open_slide(slide, require_mpp=False, estimate_mpp=False) as s:
             if math.isfinite(s.mpp):
                 return None
             path = Path(coords) if coords is not None else OutputLayout(out).coords(s.name)

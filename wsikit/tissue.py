@@ -43,10 +43,10 @@ if TYPE_CHECKING:
     from .io import Slide
 
 __all__ = ["tissue_mask", "ink_regions", "artefact_masks", "fold_mask", "pale_holes",
-           "glass_reference", "GlassReference",
+           "glass_reference",
            "segment_tissue", "tissue_from_thumbnail", "TissueMask",
            "mask_polygons", "mask_shape", "ARTEFACT_KINDS", "DEFAULT_MASK_MPP",
-           "MIN_TISSUE_UM2", "MIN_HOLE_UM2", "MASK_MAX_PIXELS", "WHITE_GLASS"]
+           "MIN_TISSUE_UM2", "MIN_HOLE_UM2", "MASK_MAX_PIXELS"]
 
 #: Default µm/px of the thumbnail the mask is computed on.
 DEFAULT_MASK_MPP = GridOptions.tissue_mpp
@@ -273,6 +273,10 @@ def _glass(od: list[np.ndarray], *, mpp: float, never: np.ndarray, fill: np.ndar
            ) -> GlassReference:
     """:func:`glass_reference` on smoothed OD planes; ``fill``: scanner fill (glass only when
     there is no other: a slide scanned with its glass clipped to white)."""
+    # glass is wide and even: every k-th pixel (at most about a million) finds it as well
+    k = max(1, int(math.ceil(math.sqrt(never.size / 1e6))))
+    if k > 1:
+        od, never, fill, mpp = [p[::k, ::k] for p in od], never[::k, ::k], fill[::k, ::k], mpp * k
     total = od[0] + od[1] + od[2]
     chroma = np.maximum(np.maximum(od[0], od[1]), od[2]) - np.minimum(np.minimum(od[0], od[1]),
                                                                        od[2])
@@ -1102,7 +1106,8 @@ def segment_tissue(slide: Slide | str | os.PathLike[str], *, mpp: float = DEFAUL
         with slide_of(slide, name="segment_tissue(slide)", error=TissueError) as opened:
             return segment_tissue(opened, mpp=mpp, min_side_px=min_side_px, **options)
     if not math.isfinite(slide.mpp):
-        raise TissueError(f"{slide.path}: slide mpp unknown; pass it, e.g. {option('mpp', 0.25)}")
+        raise TissueError(f"{slide.path}: slide mpp unknown; pass the slide's "
+                          f"level-0 µm/px with {keyword('mpp')} (its scanner records it)")
     if isinstance(mpp, bool) or not isinstance(mpp, (int, float)) or not 0 < mpp < math.inf:
         raise TissueError(f"mpp={mpp!r}: the tissue mask resolution must be a positive number "
                           f"of µm/px, e.g. 8 ({keyword('mask_mpp')})")
