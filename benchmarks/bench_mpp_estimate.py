@@ -8,7 +8,8 @@ so the true µm/px doubles and quadruples):
   resolution and estimated the way ``open_slide`` does (``Slide.estimate_mpp``: regions of
   the most nuclear-rich tissue);
 * the real TCGA tiles of ``tests/data/real_tiles`` read at pyramid level 1 (about 1 µm/px,
-  their README), each tile on its own and the tissue tiles pooled as one slide's regions.
+  their README), each tile on its own and the tissue tiles pooled as one slide's regions, and
+  the level-2 tiles (about 4 µm/px) pooled.
 
 For each: the estimate, its interval, whether the truth lies in it, the error of the estimate
 (estimate / truth - 1), the nuclei measured, and whether the nuclei were large enough to be
@@ -100,6 +101,10 @@ def main() -> None:
         rows.append(_row(f"level-1 TCGA tiles pooled ÷{f}", TILE_MPP * f, est, sec))
         if isinstance(est, MppEstimate) and est.resolved:
             errors.append(est.mpp / (TILE_MPP * f) - 1)
+    level2 = [np.asarray(Image.open(path).convert("RGB"))
+              for path in sorted((DATA / "real_tiles").glob("*level2*.png"))]
+    est, sec = _timed(lambda: estimate_mpp_from_nuclei(level2))
+    rows.append(_row(f"level-2 TCGA tiles pooled ({len(level2)})", 4 * TILE_MPP, est, sec))
     for name, tile in tiles.items():
         for f in SCALES:
             est, sec = _timed(lambda t=tile, f=f: estimate_mpp_from_nuclei(_down(t, f)))
