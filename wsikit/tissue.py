@@ -366,7 +366,6 @@ class _Stain:
     ink: np.ndarray       # ink regions (never tissue)
     flat: np.ndarray      # pixels of exactly constant colour around them
     fill: np.ndarray      # colourless scanner fill (never tissue)
-    glass: GlassReference
 
 
 def _stained(thumb: np.ndarray, *, mpp: float, min_od: float, min_chroma: float,
@@ -383,8 +382,7 @@ def _stained(thumb: np.ndarray, *, mpp: float, min_od: float, min_chroma: float,
     above = d[0] + d[1] + d[2]
     spread = np.maximum(np.maximum(d[0], d[1]), d[2]) - np.minimum(np.minimum(d[0], d[1]), d[2])
     stained = (above > min_od) & (spread >= min_chroma) & (spread >= STAIN_CHROMA * above)
-    return _Stain(stained=stained & ~excluded & ~fill, ink=excluded, flat=flat, fill=fill,
-                  glass=glass)
+    return _Stain(stained=stained & ~excluded & ~fill, ink=excluded, flat=flat, fill=fill)
 
 
 def _check_thumb(thumb: np.ndarray, mpp: float) -> np.ndarray:
