@@ -14,7 +14,7 @@ so the true µm/px doubles and quadruples):
 For each: the estimate, its interval, whether the truth lies in it, the error of the estimate
 (estimate / truth - 1), the nuclei measured, and whether the nuclei were large enough to be
 measured (``resolved``; where not, the estimate is a lower bound). Nothing here was fitted:
-the nuclear size prior is from the literature (:mod:`wsikit.io.mpp_estimate`).
+the nuclear size prior is from the literature (:mod:`wsikit.slide.mpp_estimate`).
 
 Run: ``python benchmarks/bench_mpp_estimate.py`` (about a minute). Writes
 ``benchmarks/results/bench_mpp_estimate.md``.
@@ -38,9 +38,9 @@ os.environ.setdefault("WSIKIT_NO_PROGRESS", "1")
 sys.path.insert(0, str(HERE.parent))
 
 from wsikit.errors import MppError  # noqa: E402
-from wsikit.io import open_slide  # noqa: E402
-from wsikit.io.mpp_estimate import MppEstimate, estimate_mpp_from_nuclei  # noqa: E402
-from wsikit.synthetic import write_image_slide  # noqa: E402
+from wsikit.slide import open_slide  # noqa: E402
+from wsikit.slide.mpp_estimate import MppEstimate, estimate_mpp_from_nuclei  # noqa: E402
+from wsikit.slide.synthetic import write_image_slide  # noqa: E402
 
 #: The level-1 TCGA tiles that hold tissue (the pen-only and blank ones have no nuclei).
 LEVEL1_TISSUE = ["high-nuclei-score-red-pen-level1", "low-nuclei-score-level1",

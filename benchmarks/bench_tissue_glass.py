@@ -1,7 +1,7 @@
 """Tissue kept and glass taken, on real pixels: the tissue mask against the slide's own glass.
 
-The scenes of ``tests/test_tissue_glass.py`` (pale loose stroma, dense tumour and pale mucin
-pasted with gaps onto the real glass of CMU-1-Small-Region.svs and of small.svs; a field
+The scenes of ``tests/tissue/test_tissue_glass.py`` (pale loose stroma, dense tumour and pale
+mucin pasted with gaps onto the real glass of CMU-1-Small-Region.svs and of small.svs; a field
 covered by pale stroma and mucin with no glass), plus real TCGA tiles as slides by themselves
 (tissue from edge to edge, or blank glass with a coverslip line) and the real
 CMU-1-Small-Region slide, each written as a slide and segmented the way a user runs it
@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "tissue"))
 os.environ.setdefault("WSIKIT_NO_PROGRESS", "1")
 
 import test_tissue_glass as scenes  # noqa: E402  (the scenes of the test, one definition)
@@ -39,8 +39,8 @@ BLANK = ["no-tissue-line", "almost-white-1"]
 def measure() -> dict[str, float]:
     """Scene -> measured fraction, with the wsikit on ``sys.path``."""
     import wsikit
-    from wsikit.io import open_slide
-    from wsikit.tissue import segment_tissue
+    from wsikit.slide import open_slide
+    from wsikit.tissue.mask import segment_tissue
 
     out: dict[str, float] = {"_wsikit": str(Path(wsikit.__file__).parent)}  # type: ignore[dict-item]
     with tempfile.TemporaryDirectory() as tmp:
@@ -96,8 +96,8 @@ def main() -> None:
     text = ("# Tissue against the slide's own glass (real pixels)\n\n"
             "`python benchmarks/bench_tissue_glass.py"
             + (" --compare <main checkout>" if other else "") + "`: the scenes of "
-            "`tests/test_tissue_glass.py` and real tiles and slides, segmented as a user runs "
-            "it. Fractions of the mask pixels that are tissue (truth: 1 inside each piece of "
+            "`tests/tissue/test_tissue_glass.py` and real tiles and slides, segmented as a user "
+            "runs it. Fractions of the mask pixels that are tissue (truth: 1 inside each piece of "
             "tissue, 0 on glass).\n\n"
             + (f"Compared checkout: `{other.get('_wsikit')}` (the saturation rule); this "
                f"checkout: `{now['_wsikit']}`.\n\n" if other else "")

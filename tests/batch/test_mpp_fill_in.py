@@ -15,8 +15,8 @@ import pytest
 from _batch_options import OPTIONS
 
 from wsikit.batch import read_cohort, run_batch
-from wsikit.batch.cohort import CohortSlide, open_cohort_slide
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.run.cohort_slide import CohortSlide, open_cohort_slide
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

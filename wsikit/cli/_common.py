@@ -116,9 +116,9 @@ def fraction(value: str) -> float:
 
 
 def mpp_type(option: str) -> Callable[[str], float]:
-    """A plausible µm/px value (0.05–20, see :func:`wsikit.io.mpp.check_mpp`) for ``option``."""
+    """A plausible µm/px value (0.05–20, see :func:`wsikit.slide.mpp.check_mpp`) for ``option``."""
     from ..errors import WsikitError
-    from ..io.mpp import check_mpp
+    from ..slide.mpp import check_mpp
 
     def parse(value: str) -> float:
         v = float(_number(value, float))
@@ -134,7 +134,7 @@ def mpp_type(option: str) -> Callable[[str], float]:
 def scales(value: str) -> tuple[int, ...]:
     """Comma-separated positive window sides in patches, e.g. ``8,4,2,1``."""
     from ..errors import SelectionError
-    from ..options import parse_scales
+    from ..selection.selectors.multiscale import parse_scales
 
     try:
         return parse_scales(value)

@@ -37,8 +37,8 @@ import numpy as np
 
 from .._atomic import TMP_MARK, atomic_path, write_json_atomic
 from .._hints import keyword, option
-from ..cache_record import sha256_file
 from ..errors import EvidenceError
+from ..outputs.cache_record import sha256_file
 from . import _faiss as fu
 from ._index_rows import update_rows
 from .captions import sync_captions

@@ -35,6 +35,7 @@ from .._atomic import TMP_MARK, make_temp_dir
 from .._hints import keyword, option
 from .._version import __version__
 from ..errors import EncoderMismatchError, EvidenceError
+from ..outputs.paths import portable_path
 from . import _faiss as fu
 from . import _index_folder as folder
 from ._index_folder import INDEX_FORMAT, METRIC
@@ -42,7 +43,6 @@ from ._index_rows import ON_EXISTING, AddReport, background_of, reconstruct_all
 from ._index_writer import embed_images, encoder_info, encoder_version, write_version
 from .calibration import Background
 from .nodes import FigureNode, evidence_level_name
-from .paths import portable_path
 from .sanitise import valid_doi
 
 __all__ = ["FigureIndex", "Match"]

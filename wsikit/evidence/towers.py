@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from .._atomic import atomic_path, write_json_atomic
-from ..cache_record import sha256_file
 from ..errors import EncoderMismatchError, EvidenceError
+from ..outputs.cache_record import sha256_file
 from . import _faiss as fu
 from ._index_writer import embed_images, encoder_info
 from .index import FigureIndex

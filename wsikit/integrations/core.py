@@ -82,7 +82,7 @@ class EvidenceSource:
     out : path-like
         Output root for slide queries (``<out>/select/<slide>/``).
     select_options : dict
-        Extra keyword arguments of :func:`wsikit.pipeline.select` (``models``, ``scales``...).
+        Extra keyword arguments of :func:`wsikit.run.pipeline.select` (``models``, ``scales``...).
     device : str
         Where the encoder runs.
     """
@@ -137,7 +137,7 @@ class EvidenceSource:
         if kind == "evidence":
             return EvidenceResult.read(query)
         if kind == "slide":
-            from ..pipeline import select
+            from ..run.pipeline import select
 
             opts = {"encoder": "heuristic", **dict(self.select_options)}
             return select(query, out=self.out, index=self.index, k=k or self.k,
@@ -154,7 +154,7 @@ class EvidenceSource:
         from ..evidence import EvidenceRegion, EvidenceResult
         from ..evidence.ids import region_uid
         from ..evidence.nodes import image_content_hash
-        from ..evidence.paths import portable_path
+        from ..outputs.paths import portable_path
 
         if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
             raise EvidenceError(f"query image must be (H, W, 3) uint8 RGB, got {image.shape} "

@@ -50,7 +50,7 @@ class WsikitRetriever(BaseRetriever):
     out : str or Path
         Output root of ``wsikit select`` for slide queries.
     select_options : dict
-        Extra :func:`wsikit.pipeline.select` options for slide queries.
+        Extra :func:`wsikit.run.pipeline.select` options for slide queries.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
