@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import ModelError
 
-__all__ = ["ink_mask", "ink_excess", "red_ink_extent", "stain_amounts", "HAEMATOXYLIN", "EOSIN"]
+__all__ = ["ink_mask", "red_ink_extent", "stain_amounts", "HAEMATOXYLIN", "EOSIN"]
 
 #: Optical density of one unit of haematoxylin and of eosin (R, G, B; unit length): the
 #: reference vectors of Macenko et al. (2009), the ones stain normalisation commonly targets.
@@ -222,16 +222,31 @@ def ink_mask(rgb: np.ndarray, *, dark: int = 60, od_margin: float = 0.08,
     -------
     ndarray, shape (...), bool
     """
+    grey, colour, redish = ink_classes(rgb, dark=dark, od_margin=od_margin,
+                                       red_share=red_share, red_blue=red_blue, red_od=red_od,
+                                       grey_spread=grey_spread, grey_max=grey_max,
+                                       min_od=min_od)
+    ink = grey | colour
+    if red:
+        ink |= redish
+    return ink
+
+
+def ink_classes(rgb: np.ndarray, *, dark: int = 60, od_margin: float = 0.08,
+                red_share: float = 0.1, red_blue: float = 0.75, red_od: float = 0.5,
+                grey_spread: int = 20, grey_max: int = 150, min_od: float = 0.15
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three rules of :func:`ink_mask` apart, in one pass: ``(grey or black, blue green
+    or teal, red)`` boolean masks of shape ``rgb.shape[:-1]`` (parameters as there)."""
     od_r, od_g, od_b = _od(rgb, "ink_mask")
     x = np.asarray(rgb)
     r, g, b = x[..., 0], x[..., 1], x[..., 2]
     mx = np.maximum(np.maximum(r, g), b).astype(np.int16)
     mn = np.minimum(np.minimum(r, g), b).astype(np.int16)
     od = od_r + od_g + od_b
-    ink = (mx < dark) & (5 * (mx - mn) < 2 * mx + 40)   # near black, not dark purple
-    ink |= (mx - mn < grey_spread) & (mx < grey_max)    # grey
+    grey = (mx < dark) & (5 * (mx - mn) < 2 * mx + 40)   # near black, not dark purple
+    grey |= (mx - mn < grey_spread) & (mx < grey_max)    # grey
     # blue, green, teal (od_margin=inf: none; the floor keeps inf * 0 out of the product)
-    ink |= (od > min_od) & (od_r - od_g > od_margin * np.maximum(od, _TINY))
-    if red:
-        ink |= (od_r < red_share * od) & (od_b >= red_blue * od_g) & (od > red_od)
-    return ink
+    colour = (od > min_od) & (od_r - od_g > od_margin * np.maximum(od, _TINY))
+    red = (od_r < red_share * od) & (od_b >= red_blue * od_g) & (od > red_od)
+    return grey, colour, red
