@@ -18,6 +18,7 @@ __all__ = [
     "CommandParser",
     "DefaultsHelpFormatter",
     "RawDefaultsHelpFormatter",
+    "figure_kinds",
     "fraction",
     "mpp_type",
     "non_negative_float",
@@ -140,6 +141,17 @@ def scales(value: str) -> tuple[int, ...]:
         return parse_scales(value)
     except SelectionError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def figure_kinds(value: str) -> tuple[str, ...]:
+    """Comma-separated figure kinds, e.g. ``micrograph,photograph``, or ``all``."""
+    from ..errors import EvidenceError
+    from ..evidence.kinds import parse_kinds
+
+    try:
+        return parse_kinds(value)
+    except EvidenceError as exc:
+        raise argparse.ArgumentTypeError(f"--match-kinds: {exc}") from None
 
 
 def output_dir(value: str) -> str:

@@ -1,7 +1,9 @@
 """Building an evidence index's vectors: embedding figures, making, training and tuning FAISS.
 
-:func:`write_version` writes the next version of an index folder: it reads and embeds the new
-figures (identical pixels once, :func:`embed_images`), makes and trains a FAISS index of the
+:func:`write_version` writes the next version of an index folder: it reads the new figures,
+tags each with its kind and adds a node per panel of a compound figure
+(:func:`wsikit.evidence._node_kinds.tag_figures`), embeds them (identical pixels once,
+:func:`embed_images`), makes and trains a FAISS index of the
 folder's kind (``flat``, ``ivf``, ``hnsw``; :mod:`wsikit.evidence._faiss`) or extends the
 current one, tunes its search parameter to a recall target measured against exact search
 (:func:`recall_set`), measures the similarity background, and commits the version in the
@@ -29,6 +31,7 @@ from ..outputs.cache_record import sha256_file
 from . import _faiss as fu
 from . import _index_folder as folder
 from ._index_rows import AddReport, background_of, reconstruct_all, split_existing
+from ._node_kinds import tag_figures
 from .calibration import Background
 from .nodes import FigureNode, load_image
 
@@ -182,6 +185,8 @@ def write_version(path: Path, manifest: dict[str, Any], cpu_index: Any,
         return Version(AddReport(unchanged=unchanged))
     images = [load_image(n.image)
               for n in progress(new, enabled=progress_bar, desc="read figures")]
+    figures = len(new)
+    new, images = tag_figures(new, images, progress_bar=progress_bar)  # kinds, panel nodes
     vectors = _embed_new(new, images, encoder, batch_size)
     rel_images = folder.store_images(path, new, images)
 
@@ -224,5 +229,6 @@ def write_version(path: Path, manifest: dict[str, Any], cpu_index: Any,
                 "checksums": {"faiss": sha256_file(path / files["faiss"]),
                               "sqlite": sha256_file(path / files["sqlite"])}}
     folder.commit_manifest(path, manifest)
-    return Version(AddReport(added=len(new), updated=len(updates), unchanged=unchanged),
+    return Version(AddReport(added=figures, updated=len(updates), unchanged=unchanged,
+                             panels=len(new) - figures),
                    manifest, cpu, background)

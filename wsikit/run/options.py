@@ -258,6 +258,9 @@ class MatchOptions:
         Reciprocal-rank-fusion constant.
     towers : tuple of str
         Vision-language towers of the index fused in with the question.
+    match_kinds : tuple of str
+        Figure kinds a region is matched against (panels of compound figures and figures
+        without panels; :mod:`wsikit.evidence.kinds`): micrographs by default.
     """
 
     index: str | None = opt(None, "figure index folder (wsikit index build) to match regions "
@@ -279,6 +282,11 @@ class MatchOptions:
             "and each crop against them, fused by rank; needs the tower's weights (--weights "
             "NAME=PATH); repeatable", flag="--tower", action="append", metavar="NAME",
         cli_default=[])
+    match_kinds: tuple[str, ...] = opt(
+        ("micrograph",), "figure kinds regions are matched against: panels of compound "
+        "figures and figures without panels of these kinds (comma-separated: micrograph, "
+        "photograph, chart, diagram, mixed; or 'all'); default micrograph",
+        kind="figure_kinds", metavar="KINDS")
 
 
 @dataclass(frozen=True)
@@ -490,6 +498,8 @@ class PipelineOptions:
         pairs = weights.items() if isinstance(weights, Mapping) else (weights or ())
         values["weights"] = tuple(sorted((str(k), str(v)) for k, v in pairs))
         values["towers"] = tuple(towers)
+        if "match_kinds" in values:
+            values["match_kinds"] = _match_kinds(values["match_kinds"])
         if values.get("index") is not None:  # a path, or an open FigureIndex (its folder)
             values["index"] = os.fspath(getattr(values["index"], "path", values["index"]))
         for name in set(values) & _INTS:
@@ -564,6 +574,7 @@ class PipelineOptions:
         out["weights"] = [list(p) for p in self.models.weights]
         out["scales"] = list(self.selection.scales)
         out["towers"] = list(self.matching.towers)
+        out["match_kinds"] = list(self.matching.match_kinds)
         return out
 
     @classmethod
@@ -612,6 +623,7 @@ class OptionKeywords(TypedDict, total=False):
     question: str | None
     rrf_k: float
     towers: Sequence[str]
+    match_kinds: str | Sequence[str]
     max_crop_px: int
     report: bool
     synthetic: bool
@@ -681,6 +693,20 @@ def resolve_run(overrides: Mapping[str, Any], options: PipelineOptions | None = 
     batch = replace(batch or BatchSettings(),
                     **{k: v for k, v in overrides.items() if k in batch_names})
     return options, settings, batch
+
+
+def _match_kinds(value: Any) -> tuple[str, ...]:
+    """``match_kinds`` as a tuple of figure kinds (``"all"``, ``"a,b"`` or a list)."""
+    items = tuple(value.split(",")) if isinstance(value, str) else tuple(value or ())
+    if items == MatchOptions.match_kinds:
+        return items
+    from .errors import EvidenceError
+    from .evidence.kinds import parse_kinds
+
+    try:
+        return parse_kinds(value)
+    except EvidenceError as exc:
+        raise SelectionError(f"{option('match_kinds', value)}: {exc}") from None
 
 
 def _encoder_names() -> set[str]:

@@ -140,7 +140,8 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         found = match_crops(crop_images, index, k=match.k,
                             min_similarity=match.min_similarity, base_dir=final,
                             device=device, weights=options.models.weight_files(),
-                            question=match.question, rrf_k=match.rrf_k, towers=towers)
+                            question=match.question, rrf_k=match.rrf_k, towers=towers,
+                            kinds=match.match_kinds)
         matches, below_floor, floor_entry = found.matches, found.below_floor, found.floor
         index_entry = found.index.to_evidence_dict()
         index_entry["relpath"] = relative_path(index_entry["path"], final)
@@ -167,7 +168,8 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         "min_score_value": windows.params.get("min_score_value"),
         "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
         "patch_size_l0": grid.stride_l0, "patches": len(grid),
-        "figures_per_region": match.k, "min_similarity": floor_entry}
+        "figures_per_region": match.k, "min_similarity": floor_entry,
+        "match_kinds": list(match.match_kinds) if index is not None else None}
     from ..patches.grid import upsampling_note
 
     if note := upsampling_note(slide.name, grid.slide_mpp, grid.target_mpp):
