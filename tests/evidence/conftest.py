@@ -60,3 +60,4 @@ def make_images():
     """The :func:`write_images` helper as a fixture."""
     return write_images
 
+

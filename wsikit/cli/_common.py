@@ -18,7 +18,6 @@ __all__ = [
     "CommandParser",
     "DefaultsHelpFormatter",
     "RawDefaultsHelpFormatter",
-    "figure_kinds",
     "fraction",
     "mpp_type",
     "non_negative_float",

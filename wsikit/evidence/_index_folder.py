@@ -50,8 +50,6 @@ __all__ = [
     "check_replaceable",
     "commit_manifest",
     "confined_image",
-    "kind_stats",
-    "kind_table",
     "node_stats",
     "read_folder",
     "read_nodes",

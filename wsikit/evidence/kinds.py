@@ -51,17 +51,10 @@ import numpy as np
 from ..errors import EvidenceError
 
 __all__ = [
-    "CAPTION_CUES",
     "FIGURE_KINDS",
-    "KIND_SOURCE",
     "FigureKind",
-    "caption_cues",
     "classify_figure_kind",
-    "figure_kind_of_panels",
-    "channel_max",
-    "channel_min",
     "parse_kinds",
-    "picture_blocks",
 ]
 
 #: The kinds a figure (or a panel) can have.
@@ -69,49 +62,48 @@ FIGURE_KINDS: tuple[str, ...] = ("micrograph", "photograph", "chart", "diagram",
 #: What a node records as the source of a measured kind.
 KIND_SOURCE = "pixels+caption heuristic"
 
-#: Caption words and patterns that count as evidence for a kind (case-insensitive regular
-#: expressions, each counted once per caption).
-CAPTION_CUES: Mapping[str, tuple[str, ...]] = {
-    "micrograph": (
+#: Caption words and patterns that count as evidence for a kind: ``(case-insensitive regular
+#: expression, weight)``, each counted once per caption; weight 3 for words that settle the
+#: kind on their own ("H&E", "Kaplan–Meier", "flowchart"), 1 for hints.
+CAPTION_CUES: Mapping[str, tuple[tuple[str, float], ...]] = {
+    "micrograph": tuple((p, 3.0) for p in (
         r"\bH\s*&\s*E\b", r"\bH\s*-\s*E\b", r"\bHE[- ]stain", r"ha?ematoxylin", r"\beosin",
         r"magnification", r"[×x]\s?\d{2,4}\b(?!\s*\d)", r"\b\d{2,4}\s?[×x]\b", r"scale bars?\b",
         r"\bbars?\s*[=:]\s*\d", r"\d\s*[µμu]m\b", r"immunohisto", r"immunostain",
-        r"immunofluoresc", r"\bIHC\b", r"micrograph", r"microscop", r"histolog", r"confocal",
-        r"stain(?:ed|ing)?\b", r"\bsections?\b", r"\bbiops", r"\bcytolog", r"\bsmears?\b",
-        r"\bnuclei\b", r"\bglands?\b", r"\bcells?\b"),
-    "photograph": (
+        r"immunofluoresc", r"\bIHC\b", r"micrograph", r"microscop", r"confocal")) + tuple(
+        (p, 1.0) for p in (
+        r"histolog", r"stain(?:ed|ing)?\b", r"\bsections?\b", r"\bbiops", r"\bcytolog",
+        r"\bsmears?\b", r"\bnuclei\b", r"\bglands?\b", r"\bcells?\b")),
+    "photograph": tuple((p, 3.0) for p in (
         r"\bgross\b", r"macroscop", r"\bphotograph", r"\bphoto\b", r"endoscop", r"colonoscop",
         r"\bclinical (?:photo|appearance|image)", r"\bresected specimen", r"cut surface",
         r"\bCT\b", r"\bMRI\b", r"radiograph", r"\bX-ray", r"ultrasound", r"sonograph",
-        r"\bwestern blot", r"\bblots?\b", r"\bgels?\b", r"dorsal view", r"ventral view",
-        r"lateral view", r"\bin life\b"),
-    "chart": (
-        r"kaplan", r"\bROC\b", r"receiver operating", r"\bcurves?\b", r"\bplots?\b",
-        r"forest", r"funnel", r"histogram", r"bar (?:chart|graph)", r"box ?plot", r"scatter",
-        r"correlation", r"distribution", r"\bsurvival\b", r"hazard", r"odds ratio", r"\bAUC\b",
-        r"sensitivity", r"\brates?\b", r"proportion", r"percentage", r"\bversus\b", r"\bvs\.?",
-        r"\bmean\b", r"[±]\s*(?:SD|SEM|s\.e\.)", r"error bars", r"\bp\s*[<=>]", r"p-values?",
-        r"regression", r"\bgraphs?\b", r"\bnumber of\b", r"\bcumulative\b", r"\bincidence\b"),
-    "diagram": (
+        r"western blot", r"immunoblot", r"\bblot(?:s|ting)?\b", r"\bgels?\b", r"SDS-PAGE",
+        r"electrophoresis")) + tuple((p, 1.0) for p in (
+        r"dorsal view", r"ventral view", r"lateral view", r"\bin life\b", r"\bspecimens?\b")),
+    "chart": tuple((p, 3.0) for p in (
+        r"kaplan", r"\bROC\b", r"receiver operating", r"forest plot", r"funnel plot",
+        r"histogram", r"bar (?:chart|graph)", r"box ?plot", r"scatter", r"heat ?map",
+        r"correlation")) + tuple((p, 1.0) for p in (
+        r"\bcurves?\b", r"\bplots?\b", r"distribution", r"\bsurvival\b", r"hazard",
+        r"odds ratio", r"\bAUC\b", r"sensitivity", r"\brates?\b", r"proportion", r"percentage",
+        r"\bversus\b", r"\bvs\.?", r"\bmean\b", r"[±]\s*(?:SD|SEM|s\.e\.)", r"error bars",
+        r"\bp\s*[<=>]", r"p-values?", r"regression", r"\bgraphs?\b", r"\bnumber of\b",
+        r"\bcumulative\b", r"\bincidence\b", r"\bflow cytometr", r"\bsuitability\b")),
+    "diagram": tuple((p, 3.0) for p in (
         r"flow ?chart", r"flow diagram", r"schem(?:a|atic)", r"\bdiagram", r"illustrat",
-        r"work ?flow", r"\boverview\b", r"pipeline", r"\bCONSORT\b", r"\bPRISMA\b",
-        r"study design", r"patient selection", r"selection of (?:patients|studies)",
-        r"inclusion", r"exclusion", r"chemical structure", r"\bstructures?\b", r"mechanism",
-        r"pathway", r"cartoon", r"drawing", r"\bmodel of\b", r"\bprocess\b", r"\bsteps?\b",
-        r"crystal structure", r"ribbon", r"\bsurfaces?\b", r"\bsticks\b", r"\bresidues\b",
-        r"docking", r"molecular", r"electron density", r"phylogen", r"\bmaps?\b",
-        r"geometry"),
+        r"work ?flow", r"pipeline", r"\bCONSORT\b", r"\bPRISMA\b", r"study design",
+        r"patient selection", r"selection of (?:patients|studies)", r"chemical structure",
+        r"\bstructures? of\b", r"crystal structure", r"cartoon", r"ribbon", r"\bsticks\b",
+        r"docking", r"electron density", r"phylogen", r"conceptual", r"framework")) + tuple(
+        (p, 1.0) for p in (
+        r"\boverview\b", r"inclusion", r"exclusion", r"\bstructures?\b", r"mechanism",
+        r"pathway", r"drawing", r"\bmodel of\b", r"\bprocess\b", r"\bsteps?\b",
+        r"\bsurfaces?\b", r"\bresidues\b", r"molecular", r"geometry", r"\btree\b")),
 }
-#: Cues that weigh three times as much (unambiguous on their own).
-_STRONG = {
-    "micrograph": {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18},
-    "photograph": {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
-    "chart": {0, 1, 2, 5, 6, 7, 8, 9, 10, 11},
-    "diagram": {0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-                25, 26, 27, 28},
-}
-_CUE_RE = {kind: tuple(re.compile(p, re.IGNORECASE) for p in pats)
-           for kind, pats in CAPTION_CUES.items()}
+_CUE_RE = {kind: tuple((re.compile(p, re.IGNORECASE), w) for p, w in cues)
+           for kind, cues in CAPTION_CUES.items()}
+_BLOT = re.compile(r"blot|\bgels?\b|SDS-PAGE|electrophoresis", re.IGNORECASE)
 #: Largest score the caption can add to a kind.
 CAPTION_WEIGHT = 0.35
 
@@ -203,20 +195,18 @@ def caption_cues(caption: str | None) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     text = caption or ""
     for kind, patterns in _CUE_RE.items():
-        hits = [m.group(0) for p in patterns if (m := p.search(text))]
+        hits = [m.group(0) for p, _ in patterns if (m := p.search(text))]
         if hits:
             found[kind] = hits
     return found
 
 
 def _caption_scores(caption: str | None) -> dict[str, float]:
-    """Caption evidence per kind in [0, :data:`CAPTION_WEIGHT`]."""
+    """Caption evidence per kind in [0, :data:`CAPTION_WEIGHT`): the summed weights of the
+    cues found, saturating (one strong cue gives 63 % of the maximum)."""
     text = caption or ""
-    raw = {}
-    for kind, patterns in _CUE_RE.items():
-        strong = _STRONG.get(kind, set())
-        raw[kind] = sum(3.0 if i in strong else 1.0
-                        for i, p in enumerate(patterns) if p.search(text))
+    raw = {kind: sum(w for p, w in patterns if p.search(text))
+           for kind, patterns in _CUE_RE.items()}
     return {kind: CAPTION_WEIGHT * (1.0 - float(np.exp(-v / 3.0))) for kind, v in raw.items()}
 
 
@@ -370,9 +360,30 @@ def _measure(image: np.ndarray) -> _Pixels:
         "graphic_area": n_gra / picture.size,
         "white_area": float(white.mean()),
     }
+    feats["bands"] = float(_bands(rgb, picture))
     feats.update(_picture_colour(rgb, picture))
     feats.update(_graphic_structure(image, picture))
     return _Pixels(picture, graphic, rgb, feats)
+
+
+def _bands(rgb: np.ndarray, picture: np.ndarray) -> int:
+    """Grey picture strips at least five times wider than tall and at most three blocks tall:
+    the bands of a western blot or a gel lane row."""
+    from scipy import ndimage
+
+    labels, _ = ndimage.label(picture)
+    count = 0
+    for sl in ndimage.find_objects(labels):
+        if sl is None:
+            continue
+        h, w = sl[0].stop - sl[0].start, sl[1].stop - sl[1].start
+        if h > 3 or w < 5 * h or w < 5:
+            continue
+        px = rgb[sl[0].start * _BLOCK:sl[0].stop * _BLOCK, sl[1].start * _BLOCK:sl[1].stop * _BLOCK]
+        mx, mn = channel_max(px), channel_min(px)
+        if ((mx - mn) <= 0.12 * np.maximum(mx, 1.0)).mean() >= 0.8:
+            count += 1
+    return count
 
 
 def _picture_colour(rgb: np.ndarray, picture: np.ndarray) -> dict[str, float]:
@@ -460,7 +471,9 @@ def _ticks(ink: np.ndarray, runs: np.ndarray) -> int:
             if len(centres) >= 3:
                 gaps = np.diff(centres)
                 med = float(np.median(gaps))
-                if med >= 4 and (np.abs(gaps - med) <= 0.15 * med).mean() >= 0.6:
+                regular = med >= 4 and (np.abs(gaps - med) <= 0.15 * med).mean() >= 0.6
+                logarithmic = len(centres) >= 6 and gaps.min() >= 2  # decades and minors
+                if regular or logarithmic:
                     found += 1
                     break
     return found
@@ -563,6 +576,13 @@ def _graphic_split(f: Mapping[str, float]) -> tuple[float, str]:
     return 0.55, "no axis ticks, no boxes"
 
 
+def _colour_field(f: Mapping[str, float]) -> bool:
+    """The picture is a smooth colour field laid on white paper (a map coloured by data, a
+    heat map), not a photograph: half the figure white, smooth, coloured, unstained."""
+    return (f["white_area"] >= 0.4 and f["texture"] < 30 and f["grey"] < 0.5
+            and f["stain"] < 0.35 and f["dark"] < 0.1 and f["picture_share"] >= 0.3)
+
+
 def _decide(f: Mapping[str, float], caption: str | None, allow_mixed: bool
             ) -> tuple[str, dict[str, float], str]:
     share = f["picture_share"]
@@ -570,7 +590,16 @@ def _decide(f: Mapping[str, float], caption: str | None, allow_mixed: bool
         share = 0.0
     micro, why_pic = _picture_split(f)
     chart, why_gra = _graphic_split(f)
+    if _colour_field(f):
+        share, chart = 0.0, 0.8
+        why_gra = "a smooth colour field on white paper (a data map or heat map)"
     cap = _caption_scores(caption)
+    # rows of grey bands in a figure whose caption names a blot or gel: the blot, whatever
+    # labels surround it
+    blot = f["bands"] >= 2 and bool(_BLOT.search(caption or ""))
+    if blot:
+        share, micro = max(share, 0.6), min(micro, 0.15)
+        why_pic = f"{f['bands']:.0f} grey band rows (a blot or gel)"
     scores = {
         "micrograph": share * micro + cap["micrograph"],
         "photograph": share * (1 - micro) + cap["photograph"],
@@ -590,7 +619,7 @@ def _decide(f: Mapping[str, float], caption: str | None, allow_mixed: bool
     cues = caption_cues(caption)
     words = "; ".join(f"{k}: {', '.join(v[:3])}" for k, v in cues.items())
     parts = [f"picture {share:.0%} of content"
-             + (f" ({why_pic})" if share >= 0.05 else "")]
+             + (f" ({why_pic})" if share >= 0.05 or blot else "")]
     if share <= 0.95:
         parts.append(f"graphics: {why_gra}")
     if words:
@@ -662,12 +691,14 @@ def figure_kind_of_panels(panel_kinds: Sequence[FigureKind], *, whole: FigureKin
     pictures = area["micrograph"] + area["photograph"]
     graphics = area["chart"] + area["diagram"]
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in FIGURE_KINDS if k in kinds)
-    if area["mixed"] >= 0.5 or (pictures >= 0.15 and graphics >= 0.15):
+    if area["mixed"] >= 0.5 or (pictures >= 0.1 and graphics >= 0.15):
         kind = "mixed"
     elif pictures > graphics:
         micro = area["micrograph"] / pictures
         kind = "mixed" if 0.1 <= micro <= 0.9 else (
             "micrograph" if micro > 0.5 else "photograph")
+    elif area["chart"] == graphics or area["diagram"] == graphics:
+        kind = "chart" if area["chart"] == graphics else "diagram"  # the panels agree
     elif whole.kind in ("chart", "diagram"):
         kind = whole.kind  # panels of one drawing disagree more often than the whole
     else:

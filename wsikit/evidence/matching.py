@@ -7,8 +7,9 @@ folder of evidence.json and as absolute paths.
 
 A slide region is a piece of tissue, so by default it is matched against micrographs only:
 the panels of compound figures and the figures without panels whose kind
-(:mod:`wsikit.evidence.kinds`) is ``micrograph`` (:data:`DEFAULT_MATCH_KINDS`;
-:meth:`wsikit.evidence.FigureIndex.matchable`). ``kinds`` widens it (``"all"``: every kind).
+(:mod:`wsikit.evidence.kinds`) is ``micrograph`` (the default of the ``match_kinds`` option,
+:class:`wsikit.options.MatchOptions`; :meth:`wsikit.evidence.FigureIndex.matchable`).
+``kinds`` widens it (``"all"``: every kind).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..options import MatchOptions
 from .calibration import Floor, parse_floor
 from .kinds import parse_kinds
 
@@ -27,10 +29,7 @@ if TYPE_CHECKING:
     from .fusion import FusedMatch
     from .index import Match
 
-__all__ = ["DEFAULT_MATCH_KINDS", "CropMatches", "match_crops", "similarity_provenance"]
-
-#: Figure kinds a slide region is matched against unless told otherwise.
-DEFAULT_MATCH_KINDS: tuple[str, ...] = ("micrograph",)
+__all__ = ["CropMatches", "match_crops", "similarity_provenance"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ class CropMatches:
     floor: dict[str, Any]
     index: Any
     encoder: Any
-    kinds: tuple[str, ...] = DEFAULT_MATCH_KINDS
+    kinds: tuple[str, ...] = MatchOptions.match_kinds
 
 
 def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] | Any, *, k: int,
@@ -67,7 +66,7 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
                 weights: Mapping[str, str] | None = None, encoder: Any = None,
                 question: str | None = None, rrf_k: float = 50,
                 towers: Mapping[str, Any] | None = None,
-                kinds: str | Sequence[str] = DEFAULT_MATCH_KINDS) -> CropMatches:
+                kinds: str | Sequence[str] = MatchOptions.match_kinds) -> CropMatches:
     """Match ``(H, W, 3) uint8`` crops against a figure index and apply the floor.
 
     Parameters

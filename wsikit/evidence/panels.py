@@ -37,13 +37,10 @@ from .kinds import (
 )
 
 __all__ = [
-    "CaptionParts",
     "FigureAnalysis",
-    "FigurePanel",
     "Panel",
     "analyse_figure",
     "find_panels",
-    "panel_caption",
     "split_caption",
 ]
 
@@ -126,14 +123,15 @@ def _trim(bg: np.ndarray, box: Box) -> Box | None:
             y0 + int(rows[-1]) + 1)
 
 
-def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 0
-         ) -> list[Box]:
+def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 0,
+         grey: np.ndarray | None = None) -> list[Box]:
     """Recursive XY cut of ``box`` along background gutters.
 
     A gutter is a run of rows (columns) at least ``min_gap`` long that are background over
     :data:`_GUTTER_FRAC` of the box. Inside a piece that is mostly picture, a gutter may be
     crossed by an arrow or a label (background over :data:`_CROSSED_FRAC`), as long as both
-    sides keep a tenth of the piece.
+    sides keep a tenth of the piece; photographs placed edge to edge are cut along their seam
+    (:func:`_seam`).
     """
     trimmed = _trim(bg, box)
     if trimmed is None:
@@ -159,9 +157,44 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
             out: list[Box] = []
             for a, b in zip(edges[::2], edges[1::2], strict=True):
                 part = (x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
-                out += _cut(bg, pic, part, min_gap, depth + 1)
+                out += _cut(bg, pic, part, min_gap, depth + 1, grey)
             return out
+    if pictorial and grey is not None:  # photographs edge to edge: cut along the seam
+        seam = _seam(grey, trimmed)
+        if seam is not None:
+            axis, at = seam
+            halves = ([(x0, y0, x1, y0 + at), (x0, y0 + at, x1, y1)] if axis == 0 else
+                      [(x0, y0, x0 + at, y1), (x0 + at, y0, x1, y1)])
+            return [b for half in halves for b in _cut(bg, pic, half, min_gap, depth + 1, grey)]
     return [trimmed]
+
+
+def _seam(grey: np.ndarray, box: Box) -> tuple[int, int] | None:
+    """``(axis, offset)`` of a straight line across the whole of ``box`` where two
+    photographs meet without a gutter: along it the grey level jumps in most rows (columns),
+    several times more than between neighbouring lines elsewhere; both sides keep a fifth
+    of the box. ``None`` when there is none."""
+    x0, y0, x1, y1 = box
+    sub = grey[y0:y1, x0:x1]
+    best: tuple[float, int, int] | None = None
+    for axis in (0, 1):
+        a = sub if axis == 0 else sub.T
+        n = a.shape[0]
+        if n < 40 or a.shape[1] < 20:
+            continue
+        jump = np.abs(np.diff(a, axis=0))           # (n - 1, m)
+        strength = jump.mean(axis=1)
+        steady = (jump > 25).mean(axis=1)           # the jump is there along most of the line
+        lo, hi = int(0.2 * n), int(0.8 * n)
+        if hi <= lo:
+            continue
+        typical = float(np.median(strength)) + 1e-6
+        idx = lo + int(np.argmax(strength[lo:hi]))
+        if steady[idx] >= 0.6 and strength[idx] >= 2.5 * typical:
+            score = strength[idx] / typical
+            if best is None or score > best[0]:
+                best = (score, axis, idx + 1)
+    return None if best is None else (best[1], best[2])
 
 
 class _PictureMap:
@@ -290,7 +323,8 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
     bg = _background_mask(small)
     min_gap = max(1, round(0.0005 * max(h, w)))
     pic = _PictureMap(small)
-    pieces = _cut(bg, pic, (0, 0, w, h), min_gap)
+    grey = small.astype(np.float32).mean(axis=2)
+    pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey)
     kept = []
     for box in pieces:
         bx0, by0, bx1, by1 = box
@@ -331,7 +365,8 @@ class CaptionParts:
         ``{letter: text}`` in caption order (a letter named by a range or a list, "(A–C)",
         gets that text too); position words ("top", "bottom left") are keys as well.
     style : str
-        How the letters were marked: ``"parenthesised"``, ``"delimited"`` ("A, …", "a: …"),
+        How the letters were marked: ``"parenthesised"`` (before their text, or ``"…, after
+        their text"``: "stepwise fashion (A)."), ``"delimited"`` ("A, …", "a: …"),
         ``"position"`` or ``""`` (no panels named).
     """
 
@@ -351,7 +386,7 @@ class CaptionParts:
 
 _RANGE = r"[-\u2010-\u2015\u2212]"
 _PAREN = re.compile(
-    r"\(\s*([A-Za-z])((?:\s*(?:" + _RANGE + r"|,|and|&|to)\s*[A-Za-z])*)\s*\)")
+    r"\(\s*([A-Za-z])((?:\s*(?:" + _RANGE + r"|,|and|to)\s*[A-Za-z])*)\s*\)")
 _DELIM = re.compile(
     r"(?:^|(?<=[.;:])\s+|(?<=\.\))\s+)([A-Za-z])((?:\s*(?:" + _RANGE
     + r"|,|and|&)\s*[A-Za-z](?![a-z]))*)\s*[,:.]\s+(?=\S)")
@@ -368,9 +403,9 @@ _SHARED_START = re.compile(
 def _expand(first: str, rest: str) -> list[str]:
     """Letters of a marker: ``A``, ``A–C`` → A B C, ``A, B and D`` → A B D."""
     letters = [first]
-    for sep, letter in re.findall(r"(" + _RANGE + r"|,|and|&|to)\s*([A-Za-z])", rest):
+    for sep, letter in re.findall(r"(" + _RANGE + r"|,|and|to)\s*([A-Za-z])", rest):
         prev = letters[-1]
-        if sep not in (",", "and", "&") and ord(letter) > ord(prev):
+        if sep not in (",", "and") and ord(letter) > ord(prev):
             letters += [chr(c) for c in range(ord(prev) + 1, ord(letter) + 1)]
         else:
             letters.append(letter)
@@ -431,6 +466,8 @@ def split_caption(caption: str | None) -> CaptionParts:
             best, style = pos, "position"
     if not best:
         return CaptionParts(shared=text)
+    if style == "parenthesised" and _trailing(text, best):
+        return _split_trailing(text, best)
     shared = [text[:best[0][0]].strip()]
     parts: dict[str, str] = {}
     for i, (_, end, letters) in enumerate(best):
@@ -441,9 +478,36 @@ def split_caption(caption: str | None) -> CaptionParts:
             if tail:
                 shared.append(tail)
         for letter in letters:
-            key = letter if style != "position" else letter
-            parts[key] = (parts[key] + " " + body).strip() if key in parts else body
+            parts[letter] = (parts[letter] + " " + body).strip() if letter in parts else body
     return CaptionParts(shared=" ".join(s for s in shared if s), parts=parts, style=style)
+
+
+def _trailing(text: str, markers: list[tuple[int, int, list[str]]]) -> bool:
+    """Letters placed after what they describe ("... in a stepwise fashion (A). When ... (B).
+    "): most markers close a clause (a period, comma or semicolon right after them)."""
+    closing = sum(bool(re.match(r"\s*[.,;]", text[end:end + 3])) for _, end, _ in markers)
+    return closing >= max(2, 0.6 * len(markers))
+
+
+def _split_trailing(text: str, markers: list[tuple[int, int, list[str]]]) -> CaptionParts:
+    """Parts of a caption whose letters follow their text: each letter gets the text since
+    the previous letter; the sentences before the first letter's sentence are shared, and so
+    is what follows the last letter's sentence."""
+    first = markers[0][0]
+    cut = max((m.end() for m in re.finditer(r"[.!?]\s+(?=[A-Z])", text[:first])), default=0)
+    shared = [text[:cut].strip()]
+    parts: dict[str, str] = {}
+    prev = cut
+    for start, end, letters in markers:
+        body = text[prev:start].strip().lstrip(".,;").strip()
+        for letter in letters:
+            parts[letter] = (parts[letter] + " " + body).strip() if letter in parts else body
+        prev = end
+    rest = text[prev:].lstrip(".,;) ").strip()
+    if rest:
+        shared.append(rest)
+    return CaptionParts(shared=" ".join(s for s in shared if s), parts=parts,
+                        style="parenthesised, after their text")
 
 
 def _split_tail(body: str) -> tuple[str, str]:
