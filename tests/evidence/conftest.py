@@ -60,4 +60,3 @@ def make_images():
     """The :func:`write_images` helper as a fixture."""
     return write_images
 
-
