@@ -189,9 +189,9 @@ def panel_table(rows: list[dict[str, Any]]) -> list[str]:
 def run_ranking(pdfs: list[Path], tiles: Path, k: int = 5) -> list[str]:
     """Markdown lines: top-``k`` kinds for real H&E tiles, every node vs micrographs only."""
     from wsikit.evidence import index_build
+    from wsikit.evidence.matching import DEFAULT_MATCH_KINDS
     from wsikit.evidence.nodes import load_image
     from wsikit.models import create_encoder
-    from wsikit.options import MatchOptions
 
     enc = create_encoder("heuristic")
     with tempfile.TemporaryDirectory() as work:
@@ -204,7 +204,7 @@ def run_ranking(pdfs: list[Path], tiles: Path, k: int = 5) -> list[str]:
         for tile in sorted(tiles.glob("*.png")):
             image = load_image(tile)
             every = index.query_images([image], enc, k=index.count)[0]
-            only = index.query_images([image], enc, k=k, kinds=MatchOptions.match_kinds)[0]
+            only = index.query_images([image], enc, k=k, kinds=DEFAULT_MATCH_KINDS)[0]
 
             def first(ms: list[Any]) -> str:
                 pos = [i for i, m in enumerate(ms, start=1) if m.node.kind == "micrograph"]

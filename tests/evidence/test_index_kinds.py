@@ -37,7 +37,7 @@ def _grid_figure(path: Path) -> list[tuple[int, int, int, int]]:
 
 def _he_figure(path: Path, cmu_small: Path) -> None:
     """A two-panel H&E figure (overview and zoom) from the real slide CMU-1-Small-Region."""
-    from wsikit.io import open_slide
+    from wsikit.slide import open_slide
 
     region = np.asarray(open_slide(cmu_small).read_region((200, 600), 0, (1600, 1200)))[..., :3]
     fig = np.full((320, 830, 3), 255, np.uint8)

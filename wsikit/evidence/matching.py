@@ -7,9 +7,9 @@ folder of evidence.json and as absolute paths.
 
 A slide region is a piece of tissue, so by default it is matched against micrographs only:
 the panels of compound figures and the figures without panels whose kind
-(:mod:`wsikit.evidence.kinds`) is ``micrograph`` (the default of the ``match_kinds`` option,
-:class:`wsikit.options.MatchOptions`; :meth:`wsikit.evidence.FigureIndex.matchable`).
-``kinds`` widens it (``"all"``: every kind).
+(:mod:`wsikit.evidence.kinds`) is ``micrograph`` (:data:`DEFAULT_MATCH_KINDS`, the default of
+``match_kinds``; :meth:`wsikit.evidence.FigureIndex.matchable`). ``kinds`` widens it
+(``"all"``: every kind).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..options import MatchOptions
 from .calibration import Floor, parse_floor
 from .kinds import parse_kinds
 
@@ -30,6 +29,9 @@ if TYPE_CHECKING:
     from .index import Match
 
 __all__ = ["CropMatches", "match_crops", "similarity_provenance"]
+
+#: Figure kinds a slide region is matched against unless told otherwise (``match_kinds``).
+DEFAULT_MATCH_KINDS: tuple[str, ...] = ("micrograph",)
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class CropMatches:
     floor: dict[str, Any]
     index: Any
     encoder: Any
-    kinds: tuple[str, ...] = MatchOptions.match_kinds
+    kinds: tuple[str, ...] = DEFAULT_MATCH_KINDS
 
 
 def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] | Any, *, k: int,
@@ -66,7 +68,7 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
                 weights: Mapping[str, str] | None = None, encoder: Any = None,
                 question: str | None = None, rrf_k: float = 50,
                 towers: Mapping[str, Any] | None = None,
-                kinds: str | Sequence[str] = MatchOptions.match_kinds) -> CropMatches:
+                kinds: str | Sequence[str] | None = None) -> CropMatches:
     """Match ``(H, W, 3) uint8`` crops against a figure index and apply the floor.
 
     Parameters
@@ -95,10 +97,10 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
         With ``question``: ``{tower name: encoder}`` (:func:`wsikit.evidence.towers.
         create_tower_encoders`); each tower's question→figure and crop→figure rankings are
         further RRF channels (``vl_text:NAME``, ``vl_image:NAME``). The floor is unchanged.
-    kinds : str or sequence of str
+    kinds : str or sequence of str, optional
         Figure kinds matched (:func:`wsikit.evidence.kinds.parse_kinds`: ``"micrograph"``,
         ``"micrograph,photograph"``, ``"all"``): panels and single-panel figures of these
-        kinds. Default micrographs.
+        kinds; default :data:`DEFAULT_MATCH_KINDS` (micrographs).
 
     Raises
     ------
@@ -109,7 +111,7 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
     from .index import FigureIndex
 
     floor = parse_floor(min_similarity)
-    wanted = parse_kinds(kinds)
+    wanted = DEFAULT_MATCH_KINDS if kinds is None else parse_kinds(kinds)
     index = index_dir if isinstance(index_dir, FigureIndex) else FigureIndex.open(index_dir)
     name = index.encoder_name
     enc = encoder if encoder is not None else \

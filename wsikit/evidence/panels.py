@@ -50,6 +50,7 @@ _MIN_SIDE_FRAC = 0.08  # a panel spans at least this fraction of the figure's wi
 _MIN_AREA_FRAC = 0.02  # … and this fraction of its area
 _GUTTER_FRAC = 0.998   # a gutter row/column is at least this fraction background …
 _CROSSED_FRAC = 0.85   # … or, between pictures, this (an arrow or a label crosses it)
+_SOLID = 0.85          # on a ground that is not white, a panel fills this much of its box
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,9 @@ class Panel:
 
 
 # ---------------------------------------------------------------------- pixels
-def _background_mask(rgb: np.ndarray) -> np.ndarray:
-    """Pixels of the gutter colour: near white, or (a figure framed in another colour, e.g.
-    photographs on black) the colour of the figure's border."""
+def _background_mask(rgb: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``(pixels of the gutter colour, whether that is white)``: near white, or (a figure
+    framed in another colour, e.g. photographs on black) the colour of the figure's border."""
     rgb16 = rgb.astype(np.int16)
     mn, mx = channel_min(rgb16), channel_max(rgb16)
     white = (mn >= 232) & (mx - mn <= 30)
@@ -96,10 +97,10 @@ def _background_mask(rgb: np.ndarray) -> np.ndarray:
     colour = np.median(border, axis=0)
     border_white = bool((channel_min(border) >= 232).mean() >= 0.5)
     if border_white:
-        return white
+        return white, True
     same = channel_max(np.abs(rgb16 - colour)) <= 24
     uniform = bool((channel_max(np.abs(border - colour)) <= 24).mean() >= 0.8)
-    return (white | same) if uniform else white
+    return ((white | same), False) if uniform else (white, True)
 
 
 def _gaps(profile: np.ndarray, min_gap: int) -> list[tuple[int, int]]:
@@ -320,7 +321,7 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
         small = np.asarray(Image.fromarray(rgb).resize(
             (max(1, round(W * scale)), max(1, round(H * scale))), Image.Resampling.BOX))
     h, w = small.shape[:2]
-    bg = _background_mask(small)
+    bg, white_gutters = _background_mask(small)
     min_gap = max(1, round(0.0005 * max(h, w)))
     pic = _PictureMap(small)
     grey = small.astype(np.float32).mean(axis=2)
@@ -336,6 +337,10 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
         pictorial = pic.fraction(box) >= 0.3
         if (pictorial and area >= _MIN_AREA_FRAC and max(bw / w, bh / h) >= _MIN_SIDE_FRAC) or big:
             kept.append(box)
+    if not white_gutters and any(1 - bg[y0:y1, x0:x1].mean() < _SOLID for x0, y0, x1, y1 in kept):
+        # on a dark (or coloured) ground, panels are photographs that fill their box; blobs
+        # of signal scattered over a fluorescence field are one image, not panels
+        return ()
     if len(kept) < 2:
         return ()
     order = _reading_order(kept)

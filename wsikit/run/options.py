@@ -258,9 +258,10 @@ class MatchOptions:
         Reciprocal-rank-fusion constant.
     towers : tuple of str
         Vision-language towers of the index fused in with the question.
-    match_kinds : tuple of str
+    match_kinds : tuple of str or None
         Figure kinds a region is matched against (panels of compound figures and figures
-        without panels; :mod:`wsikit.evidence.kinds`): micrographs by default.
+        without panels; :mod:`wsikit.evidence.kinds`); ``None``: micrographs
+        (:func:`wsikit.evidence.match_crops`).
     """
 
     index: str | None = opt(None, "figure index folder (wsikit index build) to match regions "
@@ -282,11 +283,10 @@ class MatchOptions:
             "and each crop against them, fused by rank; needs the tower's weights (--weights "
             "NAME=PATH); repeatable", flag="--tower", action="append", metavar="NAME",
         cli_default=[])
-    match_kinds: tuple[str, ...] = opt(
-        ("micrograph",), "figure kinds regions are matched against: panels of compound "
-        "figures and figures without panels of these kinds (comma-separated: micrograph, "
-        "photograph, chart, diagram, mixed; or 'all'); default micrograph",
-        kind="figure_kinds", metavar="KINDS")
+    match_kinds: tuple[str, ...] | None = opt(
+        None, "figure kinds regions are matched against: panels of compound figures and "
+        "figures without panels of these kinds (comma-separated: micrograph, photograph, chart, "
+        "diagram, mixed; or 'all'); default micrograph", kind="figure_kinds", metavar="KINDS")
 
 
 @dataclass(frozen=True)
@@ -574,7 +574,8 @@ class PipelineOptions:
         out["weights"] = [list(p) for p in self.models.weights]
         out["scales"] = list(self.selection.scales)
         out["towers"] = list(self.matching.towers)
-        out["match_kinds"] = list(self.matching.match_kinds)
+        kinds = self.matching.match_kinds
+        out["match_kinds"] = None if kinds is None else list(kinds)
         return out
 
     @classmethod
@@ -623,7 +624,7 @@ class OptionKeywords(TypedDict, total=False):
     question: str | None
     rrf_k: float
     towers: Sequence[str]
-    match_kinds: str | Sequence[str]
+    match_kinds: str | Sequence[str] | None
     max_crop_px: int
     report: bool
     synthetic: bool
@@ -695,13 +696,13 @@ def resolve_run(overrides: Mapping[str, Any], options: PipelineOptions | None = 
     return options, settings, batch
 
 
-def _match_kinds(value: Any) -> tuple[str, ...]:
-    """``match_kinds`` as a tuple of figure kinds (``"all"``, ``"a,b"`` or a list)."""
-    items = tuple(value.split(",")) if isinstance(value, str) else tuple(value or ())
-    if items == MatchOptions.match_kinds:
-        return items
-    from .errors import EvidenceError
-    from .evidence.kinds import parse_kinds
+def _match_kinds(value: Any) -> tuple[str, ...] | None:
+    """``match_kinds`` as a tuple of figure kinds (``"all"``, ``"a,b"`` or a list); ``None``
+    stays the default (micrographs, :mod:`wsikit.evidence.matching`)."""
+    if value is None:
+        return None
+    from ..errors import EvidenceError
+    from ..evidence.kinds import parse_kinds
 
     try:
         return parse_kinds(value)

@@ -133,6 +133,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
     below_floor: Sequence[int | None] = [None for _ in crops]
     models: dict[str, Any] = {"patch_encoder": dict(encoder)}
     index_entry = floor_entry = None
+    kinds: tuple[str, ...] | None = None
     if index is not None:
         from ..evidence.matching import match_crops
 
@@ -143,6 +144,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
                             question=match.question, rrf_k=match.rrf_k, towers=towers,
                             kinds=match.match_kinds)
         matches, below_floor, floor_entry = found.matches, found.below_floor, found.floor
+        kinds = found.kinds
         index_entry = found.index.to_evidence_dict()
         index_entry["relpath"] = relative_path(index_entry["path"], final)
         models["crop_encoder"] = encoder_entry(found.encoder)
@@ -169,7 +171,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
         "patch_size_l0": grid.stride_l0, "patches": len(grid),
         "figures_per_region": match.k, "min_similarity": floor_entry,
-        "match_kinds": list(match.match_kinds) if index is not None else None}
+        **({"match_kinds": list(kinds)} if kinds is not None else {})}
     from ..patches.grid import upsampling_note
 
     if note := upsampling_note(slide.name, grid.slide_mpp, grid.target_mpp):
