@@ -403,7 +403,7 @@ def _picture_colour(rgb: np.ndarray, picture: np.ndarray) -> dict[str, float]:
     n_lit = max(int(lit.sum()), 1)
     stain = lit & (g < r - 8) & (g < b - 8)                       # purple, pink, magenta
     brown = lit & (r > g + 8) & (g > b + 4) & (r - b > 30) & (mx < 235)   # DAB, fat, flesh
-    counter = lit & (b > g + 4) & (b >= r - 15) & (sat > 0.08)    # haematoxylin blue/purple
+    counter = lit & (b > g + 4) & (b >= r - 15) & (sat > 0.08) & (mx >= 120)  # light blue
     grey_px = lit & (sat < 0.08)
     bright = mx > 90
     single = bright & (sat > 0.45)
