@@ -56,7 +56,7 @@ def test_all_lists_every_public_name_once() -> None:
 #: The most names all ``__all__`` lists of wsikit may hold together (packages and modules,
 #: private modules included). Issue 31 took it from 828 to this; raise it only with a name a
 #: user calls, and say so in the change.
-EXPORT_BUDGET = 678
+EXPORT_BUDGET = 692  # +14 (issue 36): ingest_corpus, its summary types, FigureBank, readers
 
 #: Exported constants in a file another change is rewriting, documented there; do not add to.
 UNDOCUMENTED_OK = {"wsikit.batch.builtin_steps.FEATURE_KEYS",

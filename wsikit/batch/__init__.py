@@ -9,12 +9,14 @@
 See :mod:`wsikit.batch.state` for the job-folder layout, :mod:`wsikit.batch.steps` for the
 step registry, :mod:`wsikit.batch.builtin_steps` for the built-in steps and their outputs,
 :mod:`wsikit.batch.shard` for ``--shard I/N`` job arrays and :mod:`wsikit.batch.manifest` for
-the per-slide run manifest.
+the per-slide run manifest. :func:`ingest_corpus` runs a folder of literature documents through
+the same engines into a figure bank (:mod:`wsikit.batch.corpus`).
 """
 
 from __future__ import annotations
 
 from .cohort import CohortSlide, read_cohort
+from .corpus import CorpusSummary, ingest_corpus
 from .manifest import RunManifest, read_manifest
 from .runner import BatchSummary, SlideOutcome, run_batch
 from .shard import ShardPlan, job_status, select_shard, shard_plan
@@ -39,6 +41,9 @@ __all__ = [
     "BatchSummary",
     "SlideOutcome",
     "job_status",
+    # a literature corpus into a figure bank (``wsikit figures extract FOLDER``)
+    "ingest_corpus",
+    "CorpusSummary",
     # cohorts, shards, the run manifest
     "read_cohort",
     "CohortSlide",

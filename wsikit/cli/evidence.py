@@ -43,7 +43,10 @@ def _level(value: str) -> int | None:
 
 def _cmd_extract(args: argparse.Namespace) -> int:
     from ..evidence import figures_extract
+    from .corpus import is_corpus_run, run_corpus
 
+    if is_corpus_run(args):  # a FOLDER of documents into a resumable bank
+        return run_corpus(args)
     manifest = figures_extract(args.pdfs, args.out, evidence_level=args.evidence_level,
                                min_size=args.min_size, uncaptioned=args.uncaptioned)
     rows = manifest.read_text(encoding="utf-8").splitlines()
@@ -245,12 +248,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Extract captioned figures ('Figure N', 'Fig. N', 'FIGURE N', 'Figure S1') "
                     "from PDFs: each caption's graphics (images, vector drawings and their "
                     "labels) as one image, with the whole caption, page, box, title and DOI, "
-                    "into OUT/images and OUT/manifest.jsonl for review.")
-    ext.add_argument("pdfs", nargs="+", metavar="PDF")
+                    "into OUT/images and OUT/manifest.jsonl for review. A FOLDER of "
+                    "documents (or --workers N) makes a resumable figure bank in OUT: "
+                    "documents read in parallel, repeated figures linked.")
+    ext.add_argument("pdfs", nargs="+", metavar="PDF|FOLDER")
     ext.add_argument("--uncaptioned", action="store_true",
                      help="also keep graphics without a caption (caption '', for review)")
     ext.add_argument("--out", required=True, type=output_dir, help="output folder")
     _source_options(ext)
+    from .corpus import add_corpus_options
+
+    add_corpus_options(ext)
     ext.set_defaults(func=_cmd_extract)
     fig.set_defaults(func=lambda a: (fig.print_help(), 2)[1])
 

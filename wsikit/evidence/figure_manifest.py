@@ -4,7 +4,9 @@ One figure per line (JSONL) or row (CSV, header required). Columns / keys:
 
 ``image`` (required; path relative to the manifest file), ``caption``, ``figure_label``,
 ``source_title``, ``doi``, ``source_path``, ``page``, ``year``, ``license``,
-``evidence_level`` (1–8, a level name such as ``textbook``, or ``unknown``/empty).
+``evidence_level`` (1–8, a level name such as ``textbook``, or ``unknown``/empty),
+``duplicate_of`` (the node id of the figure this row repeats: a figure bank's
+``duplicates.jsonl``; such rows are linked, not indexed).
 
 ``wsikit figures extract`` writes such a JSONL file next to the extracted images so a person can
 review and edit it, then feed it to ``wsikit index build``. Every error names the file and the
@@ -35,10 +37,11 @@ __all__ = [
 
 #: Keys a manifest row may have (``image`` is required).
 FIGURE_MANIFEST_FIELDS = ("image", "caption", "figure_label", "source_title", "doi", "source_path",
-                   "page", "year", "license", "evidence_level")
+                   "page", "year", "license", "evidence_level", "duplicate_of")
 #: Keys ``wsikit figures extract`` adds for the reviewer (read back, not part of a node).
 REVIEW_FIELDS = ("bbox", "caption_page", "render", "dpi", "uncaptioned")
-_TEXT = ("caption", "figure_label", "source_title", "doi", "source_path", "license")
+_TEXT = ("caption", "figure_label", "source_title", "doi", "source_path", "license",
+         "duplicate_of")
 _INT = ("page", "year")
 #: Plausible values of the integer fields (a year of 10**30 is a typo, not a date).
 _INT_RANGE = {"page": (1, 1_000_000), "year": (1000, 2999)}

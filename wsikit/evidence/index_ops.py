@@ -73,7 +73,10 @@ def load_sources(sources: Sequence[PathLike], work_dir: PathLike, *,
         else:
             raise EvidenceError(f"source {path}: unknown type {suffix!r}; give PDFs or figure "
                                 "manifests (.jsonl/.csv, e.g. from 'wsikit figures extract')")
-    return nodes
+    repeats = sum(1 for n in nodes if n.duplicate_of)
+    if repeats:  # a bank's duplicates.jsonl: the same figures as its manifest's, linked
+        log.info("%d figure(s) repeat another one (duplicate_of): linked, not indexed", repeats)
+    return [n for n in nodes if not n.duplicate_of]
 
 
 def figures_extract(pdfs: Sequence[PathLike], out: PathLike, *,

@@ -167,6 +167,10 @@ class FigureNode:
         1–8 (see :data:`EVIDENCE_LEVELS`), ``None`` for unknown.
     content_hash : str
         SHA-256 of the decoded pixels (identical images share it and are stored once).
+    duplicate_of : str or None
+        The node id of the same figure in another document, when this one repeats it (a
+        reprint, a preprint and its version of record; found by perceptual hash in a figure
+        bank, :mod:`wsikit.evidence.corpus`): a repeat is linked to it, not indexed again.
     """
 
     node_id: str
@@ -181,6 +185,7 @@ class FigureNode:
     license: str | None = None
     evidence_level: int | None = None
     content_hash: str = ""
+    duplicate_of: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "image", Path(self.image))
