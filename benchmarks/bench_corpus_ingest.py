@@ -35,6 +35,7 @@ import io
 import itertools
 import json
 import os
+import re
 import shutil
 import sqlite3
 import sys
@@ -50,7 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wsikit.batch import ingest_corpus
 from wsikit.evidence import read_pdf_figures, write_synthetic_pdf
 from wsikit.evidence._phash import figure_hash, same_shape
-from wsikit.evidence.corpus import DUPLICATE_BITS
+from wsikit.evidence.corpus import CAPTION_BITS, DUPLICATE_BITS, captions_agree
+from wsikit.evidence.nodes import FigureNode
 from wsikit.evidence.synthetic_pdf import SyntheticFigure, synthetic_figures
 
 
@@ -100,63 +102,80 @@ def figures_of(pdfs: list[Path]) -> list[dict]:
                 continue
             again = shrink(f.image, 2 / 3) if f.source == "embedded" else g.image
             out.append({"paper": pdf.name, "label": f.figure_label, "image": f.image,
-                        "again": again, "source": f.source})
+                        "again": again, "source": f.source, "caption": f.caption})
     return out
 
 
 # --------------------------------------------------------------------------- part 1
-def threshold_table(figs: list[dict]) -> tuple[list[str], dict]:
-    pos: list[tuple[int, bool, str]] = []
+def _node(f: dict, label: str | None = None) -> FigureNode:
+    return FigureNode(node_id="", image=Path("unused.png"), caption=f["caption"],
+                      figure_label=f["label"] if label is None else label)
+
+
+def threshold_table(figs: list[dict]) -> list[str]:
+    """Distances of same-figure and different-figure pairs; missed and false links for
+    thresholds of the hash alone and for the bank's rule."""
+    # each pair: (distance, shapes agree, labels and captions agree)
+    pos: list[tuple[int, bool, bool, str]] = []
     hashes = []
     panels: list[tuple[int, bool]] = []
     for f in figs:
         h = figure_hash(f["image"])
-        hashes.append((f["paper"], h))
+        hashes.append((f, h))
         for name, copy in (("re-render", f["again"]), ("JPEG q70", jpeg(f["image"], 70)),
                            ("re-render + JPEG q50", jpeg(f["again"], 50)),
                            ("wider margin + JPEG q60", margin(jpeg(f["again"], 60), 0.03))):
             c = figure_hash(copy)
-            pos.append((h.distance(c), same_shape(h.aspect, c.aspect), name))
+            pos.append((h.distance(c), same_shape(h.aspect, c.aspect), True, name))
         im = f["image"]
         hh, ww = im.shape[0] // 2, im.shape[1] // 2
         quads = [figure_hash(q) for q in (im[:hh, :ww], im[:hh, ww:], im[hh:, :ww], im[hh:, ww:])]
         panels += [(a.distance(b), same_shape(a.aspect, b.aspect))
                    for a, b in itertools.combinations(quads, 2)]
     same_paper, other_paper = [], []
-    for (pa, ha), (pb, hb) in itertools.combinations(hashes, 2):
-        (same_paper if pa == pb else other_paper).append(
-            (ha.distance(hb), same_shape(ha.aspect, hb.aspect)))
-    groups = {"same paper": same_paper, "other papers": other_paper, "panels of one figure":
-              panels}
+    for (fa, ha), (fb, hb) in itertools.combinations(hashes, 2):
+        (same_paper if fa["paper"] == fb["paper"] else other_paper).append(
+            (ha.distance(hb), same_shape(ha.aspect, hb.aspect),
+             captions_agree(_node(fa), _node(fb))))
+    groups = {"same paper": same_paper, "other papers": other_paper,
+              "panels of one figure, one caption": [(d, s, True) for d, s in panels],
+              "panels, lettered": [(d, s, False) for d, s in panels]}
     lines = [f"{len(figs)} real figures from {len({f['paper'] for f in figs})} articles "
              f"({sum(f['source'] == 'embedded' for f in figs)} embedded bitmaps, the others "
              "rendered vector/multi-image regions); "
              f"{len(pos)} same-figure pairs, "
-             + ", ".join(f"{len(v)} {k} pairs" for k, v in groups.items()), "",
+             + ", ".join(f"{len(v)} {k} pairs" for k, v in list(groups.items())[:3]), "",
              "| copy | pairs | distance p50 | p95 | max |", "|---|---|---|---|---|"]
-    for name in dict.fromkeys(n for _, _, n in pos):
-        d = np.array([x for x, _, n in pos if n == name])
+    for name in dict.fromkeys(n for *_, n in pos):
+        d = np.array([x for x, *_, n in pos if n == name])
         lines.append(f"| {name} | {len(d)} | {np.median(d):.0f} | {np.percentile(d, 95):.0f} | "
                      f"{d.max()} |")
-    lines += ["", "| different figures | pairs | min distance (same shape) | p1 |",
-              "|---|---|---|---|"]
-    for k, v in groups.items():
-        d = np.array([x for x, _ in v])
-        s = np.array([y for _, y in v])
+    lines += ["", "| different figures | pairs | min distance (same shape) | p1 | labels and "
+              "captions agree |", "|---|---|---|---|---|"]
+    for k, v in list(groups.items())[:3]:
+        d = np.array([x for x, _, _ in v])
+        s = np.array([y for _, y, _ in v])
         lines.append(f"| {k} | {len(v)} | {d[s].min() if s.any() else '-'} | "
-                     f"{np.percentile(d, 1):.0f} |")
-    lines += ["", "| threshold (bits of 255) | missed same-figure pairs | false merges: same paper"
-              " | other papers | panels of one figure |", "|---|---|---|---|---|"]
-    rates = {}
-    for t in (16, 24, 32, 40, 44, 48, 56, 64, 72):
-        missed = np.mean([not (d <= t and s) for d, s, _ in pos])
-        fm = {k: np.mean([d <= t and s for d, s in v]) for k, v in groups.items()}
-        rates[t] = (missed, fm)
-        mark = " (default)" if t == DUPLICATE_BITS else ""
-        lines.append(f"| {t}{mark} | {missed:.2%} ({sum(not (d <= t and s) for d, s, _ in pos)}) "
-                     + " | ".join(f"{fm[k]:.2%} ({sum(d <= t and s for d, s in groups[k])})"
-                                  for k in groups) + " |")
-    return lines, rates
+                     f"{np.percentile(d, 1):.0f} | {sum(a for _, _, a in v)} |")
+
+    def rate(pairs: list, linked) -> str:
+        n = sum(1 for p in pairs if linked(*p[:3]))
+        return f"{n / max(1, len(pairs)):.2%} ({n})"
+
+    def row(name: str, linked) -> str:
+        return (f"| {name} | {rate(pos, lambda d, s, a: not linked(d, s, a))} | "
+                f"{rate(pos, lambda d, s, a: not linked(d, s, False))} | "
+                + " | ".join(rate(v, linked) for v in groups.values()) + " |")
+
+    lines += ["", "| rule | missed same-figure pairs | missed, captions not compared | false "
+              "links: same paper | other papers | panels, one caption | panels, lettered |",
+              "|---|---|---|---|---|---|---|"]
+    for t in (16, 24, 32, 40, 48, 56, 64):
+        lines.append(row(f"hash alone, ≤ {t} bits", lambda d, s, a, t=t: s and d <= t))
+    lines.append(row(f"**bank: ≤ {DUPLICATE_BITS}, or ≤ {CAPTION_BITS} with label and caption "
+                     "agreeing**", lambda d, s, a: s and (d <= DUPLICATE_BITS
+                                                          or d <= CAPTION_BITS and a)))
+    return lines
 
 
 # --------------------------------------------------------------------------- part 2
@@ -166,7 +185,7 @@ def encrypted_pdf(path: Path) -> None:
     pdf = FPDF()
     pdf.add_page()
     pdf.set_font("Helvetica", size=12)
-    pdf.cell(60, 10, "Figure 1. An encrypted test document")
+    pdf.cell(60, 10, f"Figure 1. An encrypted test document: {path.stem}")
     pdf.set_encryption(owner_password="owner", user_password="user")
     pdf.output(str(path))
 
@@ -314,6 +333,24 @@ def evaluate_links(bank: Path, planted: dict) -> dict:
 
 
 def one_run(corpus: Path, bank: Path, workers: int, timeout: float) -> dict:
+    """One ingestion and its rerun, in a fresh process (its peak memory is the driver's)."""
+    import multiprocessing as mp
+
+    result = bank.with_suffix(".json")
+    proc = mp.get_context("spawn").Process(target=_one_run, args=(corpus, bank, workers,
+                                                                   timeout, result))
+    proc.start()
+    proc.join()
+    if proc.exitcode != 0:
+        raise SystemExit(f"the run with {workers} worker(s) failed (exit {proc.exitcode})")
+    return json.loads(result.read_text())
+
+
+def _one_run(corpus: Path, bank: Path, workers: int, timeout: float, result: Path) -> None:
+    result.write_text(json.dumps(_measure(corpus, bank, workers, timeout), default=float))
+
+
+def _measure(corpus: Path, bank: Path, workers: int, timeout: float) -> dict:
     if bank.exists():
         shutil.rmtree(bank)
     with PeakRss() as rss:
@@ -325,17 +362,30 @@ def one_run(corpus: Path, bank: Path, workers: int, timeout: float) -> dict:
     t0 = time.perf_counter()
     again = ingest_corpus(corpus, bank, workers=workers, progress=False, echo=lambda _: None)
     resume = time.perf_counter() - t0
+    t0 = time.perf_counter()  # every file read and hashed again (a moved corpus, --verify)
+    ingest_corpus(corpus, bank, workers=workers, verify=True, progress=False,
+                  echo=lambda _: None)
+    resume_verify = time.perf_counter() - t0
+    corpus_bytes = sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
     secs = np.array([d.seconds for d in summary.documents if d.processed and d.seconds])
+    articles = [d for d in summary.documents if d.processed and d.status == "done"
+                and "/real/" in d.path and d.figures]
+    article_s = sum(d.seconds for d in articles)
+    article_pages = sum(d.pages or 0 for d in articles)
     slowest = sorted(((d.seconds, Path(d.path).name) for d in summary.documents
                       if d.processed), reverse=True)[:5]
     images = sum(f.stat().st_size for f in (bank / "docs").rglob("*.png"))
     return {"workers": workers, "wall": wall, "counts": dict(summary.counts),
             "documents": len(summary.documents), "worker_rss": rss.worker, "driver_rss": driver,
-            "resume": resume, "resume_counts": dict(again.counts), "p50": np.median(secs),
+            "resume": resume, "resume_verify": resume_verify, "corpus_bytes": corpus_bytes,
+            "resume_counts": dict(again.counts), "p50": np.median(secs),
             "p95": np.percentile(secs, 95), "max": secs.max(), "slowest": slowest,
             "doc_seconds": float(secs.sum()), "image_bytes": images,
+            "articles": len(articles), "article_seconds": article_s,
+            "article_pages": article_pages,
+            "article_figures": sum(d.figures for d in articles),
             "db_bytes": (bank / "bank.sqlite").stat().st_size,
-            "failed": [(Path(d.path).name, d.message[:110]) for d in summary.documents
+            "failed": [d.message.replace(d.path, "<file>") for d in summary.documents
                        if d.status == "failed"]}
 
 
@@ -360,8 +410,7 @@ def main() -> None:
     t0 = time.perf_counter()
     figs = figures_of(science)
     lines = ["## Duplicate threshold on real figures", ""]
-    table, _ = threshold_table(figs)
-    lines += table
+    lines += threshold_table(figs)
     print(f"threshold part: {time.perf_counter() - t0:.0f} s", flush=True)
     planted = build_corpus(args.work, science, real, figs, args.n)
     corpus = args.work / "corpus"
@@ -379,30 +428,37 @@ def main() -> None:
               f"({ev['planted']} re-rendered real figures) + {planted['hostile']} hostile files "
               f"+ {planted['generated']} generated multi-page PDFs.", "",
               "| workers | wall s | docs done | failed | same file | figures | pages | docs/s "
-              "| pages/s | docs/s per core | p50 / p95 / max s per doc | peak RSS worker / "
-              "driver MiB | rerun, all done: s |", "|" + "---|" * 13]
+              "| pages/s | per core: docs/s, pages/s | p50 / p95 / max s per doc | peak RSS "
+              "worker / driver MiB | rerun, all done: s (with --verify) |", "|" + "---|" * 13]
     for r in runs:
         c = r["counts"]
         lines.append(
             f"| {r['workers']} | {r['wall']:.0f} | {c['done']} | {c['failed']} | {c['skipped']}"
             f" | {c['figures']} | {c['pages']} | {c['done'] / r['wall']:.2f} | "
-            f"{c['pages'] / r['wall']:.1f} | {c['done'] / r['wall'] / r['workers']:.2f} | "
+            f"{c['pages'] / r['wall']:.1f} | {c['done'] / r['wall'] / r['workers']:.2f}, "
+            f"{c['pages'] / r['wall'] / r['workers']:.1f} | "
             f"{r['p50']:.2f} / {r['p95']:.2f} / {r['max']:.1f} | "
             f"{r['worker_rss'] / 2**20:.0f} / {r['driver_rss'] / 2**20:.0f} | "
-            f"{r['resume']:.1f} |")
+            f"{r['resume']:.2f} ({r['resume_verify']:.1f}) |")
     last = runs[-1]
-    lines += ["", f"Slowest documents ({last['workers']} workers): "
+    lines += ["", f"Documents with figures among the real PDFs ({last['articles']}, "
+              f"{last['article_pages']} pages, {last['article_figures']} figures): "
+              f"{last['article_seconds'] / max(1, last['articles']):.2f} s of a worker per "
+              f"document, {last['article_pages'] / max(1e-9, last['article_seconds']):.1f} "
+              "pages/s per worker (time inside the worker, ingestion included).",
+              f"Slowest documents ({last['workers']} workers): "
               + ", ".join(f"{n} {s:.1f} s" for s, n in last["slowest"]),
+              f"Corpus: {last['corpus_bytes'] / 2**20:.0f} MiB. "
               f"Storage: {last['image_bytes'] / 2**20:.0f} MiB of figure PNGs for "
               f"{last['counts']['figures']} figures "
               f"({last['image_bytes'] / max(1, last['counts']['figures']) / 1024:.0f} KiB each), "
               f"bank.sqlite {last['db_bytes'] / 2**20:.1f} MiB.",
               f"Repeats: {len(ev['links'])} figures linked; planted reprint figures linked to "
               f"their true source: {ev['planted_found']} of {ev['planted']}.", "",
-              "Failed documents (reason, first 110 characters):", ""]
+              "Failed documents, by reason:", ""]
     reasons: dict[str, int] = {}
-    for _, msg in last["failed"]:
-        key = msg.split(":", 1)[0] + ": " + msg.split(":", 2)[-1].strip()[:60]
+    for msg in last["failed"]:
+        key = re.sub(r"/\S+", "<path>", msg)[:150]
         reasons[key] = reasons.get(key, 0) + 1
     lines += [f"- {n} × {k}" for k, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
     lines += ["", "Links (not planted) to look at:", ""]

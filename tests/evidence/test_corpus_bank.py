@@ -14,7 +14,7 @@ from PIL import Image
 
 from wsikit.evidence import FigureBank, read_pdf_figures, write_synthetic_pdf
 from wsikit.evidence._phash import HashTable, figure_hash
-from wsikit.evidence.corpus import DUPLICATE_BITS, ingest_document
+from wsikit.evidence.corpus import CAPTION_BITS, DUPLICATE_BITS, captions_agree, ingest_document
 from wsikit.evidence.documents import ReadOptions, document_checksum
 from wsikit.evidence.synthetic_pdf import SyntheticFigure
 
@@ -51,16 +51,18 @@ def test_a_real_figure_rendered_again_is_the_same_figure(real_figures):
     _, low = read_pdf_figures(DATA / "yoon2025_aso.pdf", dpi=100)
     assert len(low) == 3
     for fig in low:
-        original = figure_hash(real_figures[("yoon2025_aso", str(fig.figure_label))])
-        assert fig.image.shape[0] < 0.75 * real_figures[("yoon2025_aso",
-                                                          str(fig.figure_label))].shape[0]
-        for copy in (fig.image, jpeg(fig.image, 60),  # re-rendered, recompressed
+        high = real_figures[("yoon2025_aso", str(fig.figure_label))]
+        assert fig.image.shape[0] < 0.75 * high.shape[0]
+        original = figure_hash(high)
+        # on its pixels alone, the re-render is the same figure
+        assert figure_hash(fig.image).same_figure(original, bits=DUPLICATE_BITS)
+        for copy in (jpeg(fig.image, 60),  # re-rendered and recompressed
                      np.pad(jpeg(fig.image, 75), ((20, 20), (35, 35), (0, 0)),
                             constant_values=255)):  # cut with a wider white margin
-            h = figure_hash(copy)
-            assert h.same_figure(original, bits=DUPLICATE_BITS), (fig.figure_label,
-                                                                  h.distance(original))
-    # embedded bitmaps reprinted smaller and recompressed
+            h = figure_hash(copy)  # the same figure when its caption agrees too
+            assert h.same_figure(original, bits=CAPTION_BITS), (fig.figure_label,
+                                                                h.distance(original))
+    # embedded bitmaps reprinted smaller and recompressed: the same on their pixels
     for key in [k for k in real_figures if k[0] == "iskandar2014_plosone"]:
         image = real_figures[key]
         copy = jpeg(shrink(image, 0.6), 70)
@@ -71,14 +73,29 @@ def test_different_real_figures_are_not_the_same_figure(real_figures):
     hashes = {k: figure_hash(v) for k, v in real_figures.items()}
     closest = min(a.distance(b) for a, b in itertools.combinations(hashes.values(), 2))
     # measured: 86 bits (habib2024's Figures 3 and 4, two survival charts of one paper)
-    assert closest > DUPLICATE_BITS + 20
-    same = [(a, b) for (a, ha), (b, hb) in itertools.combinations(hashes.items(), 2)
-            if ha.same_figure(hb, bits=DUPLICATE_BITS)]
-    assert not same
+    assert closest > CAPTION_BITS + 40
     # a panel (the left half) is never its whole figure: the shapes differ
     for image in real_figures.values():
         half = image[:, : image.shape[1] // 2]
-        assert not figure_hash(half).same_figure(figure_hash(image), bits=DUPLICATE_BITS)
+        assert not figure_hash(half).same_figure(figure_hash(image), bits=CAPTION_BITS)
+
+
+def test_captions_agree_for_the_same_figure_not_for_a_chart_of_the_same_kind():
+    from wsikit.evidence.nodes import FigureNode
+
+    def node(label: str, caption: str) -> FigureNode:
+        return FigureNode(node_id="n", image=Path("x.png"), figure_label=label, caption=caption)
+
+    km = ("Kaplan-Meier curves of overall survival in patients with resected pancreatic "
+          "cancer by lymph node ratio")
+    assert captions_agree(node("Figure 2", f"Figure 2. {km}."),
+                          node("FIG. 2", f"FIG. 2 {km} (reprinted with permission)"))
+    assert not captions_agree(node("Figure 2", f"Figure 2. {km}."),  # another figure number
+                              node("Figure 3", f"Figure 3. {km}."))
+    assert not captions_agree(node("Figure 2", f"Figure 2. {km}."),  # another chart
+                              node("Figure 2", "Figure 2. Recurrence-free survival of the "
+                                               "validation cohort after adjuvant therapy."))
+    assert not captions_agree(node("Figure 2", ""), node("Figure 2", ""))
 
 
 def test_the_hash_table_finds_the_closest_figure_of_the_same_shape(real_figures):
@@ -86,11 +103,18 @@ def test_the_hash_table_finds_the_closest_figure_of_the_same_shape(real_figures)
     keys = [f"{a}/{b}" for a, b in real_figures]
     table.add([figure_hash(v) for v in real_figures.values()], keys)
     probes = [figure_hash(jpeg(shrink(v, 0.7), 65)) for v in real_figures.values()]
-    found = table.match(probes, bits=DUPLICATE_BITS)
-    assert [f[0] if f else None for f in found] == keys
-    assert all(f is not None and f[1] <= DUPLICATE_BITS for f in found)
+    found = table.near(probes, bits=CAPTION_BITS)
+    assert [f[0][0] for f in found] == keys  # the closest first
+    assert all(len(f) == 1 and f[0][1] <= CAPTION_BITS for f in found)  # and no other
+    assert all(d2 >= d1 for f in table.near(probes, bits=255) for (_, d1), (_, d2)
+               in itertools.pairwise(f))
     noise = np.random.default_rng(0).integers(0, 256, (300, 400, 3), dtype=np.uint8)
-    assert table.match([figure_hash(noise)], bits=DUPLICATE_BITS) == [None]
+    assert table.near([figure_hash(noise)], bits=CAPTION_BITS) == [[]]
+    exact = figure_hash(real_figures[REAL_KEY])
+    assert table.near([exact], bits=0)[0] == [(f"{REAL_KEY[0]}/{REAL_KEY[1]}", 0)]
+
+
+REAL_KEY = ("yoon2025_aso", "FIG. 2")
 
 
 def _ingest(bank: FigureBank, pdf: Path) -> dict:
@@ -102,10 +126,13 @@ def _ingest(bank: FigureBank, pdf: Path) -> dict:
     return result
 
 
-def _reprint(path: Path, figures: list[np.ndarray]) -> Path:
+def _reprint(path: Path, figures: list[np.ndarray], captions: list[str] | None = None
+             ) -> Path:
+    captions = captions or [f"Figure {i + 1}. SYNTHETIC reprint of a figure, number {i + 1}."
+                            for i in range(len(figures))]
     return write_synthetic_pdf(path, [
-        SyntheticFigure(img, f"Figure {i + 1}. SYNTHETIC reprint of a figure, number {i + 1}.",
-                        page=i + 1, width_mm=120) for i, img in enumerate(figures)],
+        SyntheticFigure(img, cap, page=i + 1, width_mm=120)
+        for i, (img, cap) in enumerate(zip(figures, captions, strict=True))],
         title="SYNTHETIC reprint of a real article", doi="10.5555/wsikit.reprint")
 
 
@@ -113,31 +140,51 @@ def test_a_figure_reprinted_in_another_document_is_linked_not_listed_twice(real_
                                                                            tmp_path):
     from wsikit.evidence.index_ops import load_sources
 
-    fig2 = real_figures[("yoon2025_aso", "FIG. 2")]
-    other = np.random.default_rng(1).integers(0, 256, (200, 300, 3), dtype=np.uint8)
-    reprint = _reprint(tmp_path / "reprint.pdf", [jpeg(shrink(fig2, 0.66), 70), other])
+    _, yoon = read_pdf_figures(DATA / "yoon2025_aso.pdf")
+    caption2 = next(f for f in yoon if f.figure_label == "FIG. 2").caption
+    # FIG. 2 rendered again at 60 dpi: further from the original than pixels alone accept
+    _, low = read_pdf_figures(DATA / "yoon2025_aso.pdf", dpi=60)
+    fig2_60 = next(f for f in low if f.figure_label == "FIG. 2").image
+    distance = figure_hash(fig2_60).distance(figure_hash(real_figures[REAL_KEY]))
+    assert DUPLICATE_BITS < distance <= CAPTION_BITS  # measured: 32
+    fig3 = real_figures[("yoon2025_aso", "FIG. 3")]
+    noise = np.random.default_rng(1).integers(0, 256, (200, 300, 3), dtype=np.uint8)
+    reprint = _reprint(tmp_path / "reprint.pdf",
+                       [jpeg(shrink(fig3, 0.66), 70), fig2_60, noise],
+                       ["Figure 1. SYNTHETIC reprint: a figure re-made from a real article.",
+                        "FIG. 2 " + caption2.removeprefix("FIG. 2").strip()
+                        + " (SYNTHETIC reprint)",
+                        "Figure 9. SYNTHETIC noise, a figure of its own."])
+    # the same pixels under another caption: a chart drawn from one template, not a repeat
+    template = _reprint(tmp_path / "template.pdf", [fig2_60],
+                        ["Figure 2. SYNTHETIC survival of another cohort, drawn with the same "
+                         "template and layout."])
     with FigureBank.open(tmp_path / "bank", options=ReadOptions()) as bank:
         original = _ingest(bank, DATA / "yoon2025_aso.pdf")
         again = _ingest(bank, reprint)
-        assert again["status"] == "done" and len(again["nodes"]) == 2
+        assert again["status"] == "done" and len(again["nodes"]) == 3
+        _ingest(bank, template)
         bank.sync_manifests()
-        fig2_id = next(n["node_id"] for n in original["nodes"] if n["figure_label"] == "FIG. 2")
+        ids = {n["figure_label"]: n["node_id"] for n in original["nodes"]}
         listed = [json.loads(r) for r in (bank.root / "manifest.jsonl").read_text().splitlines()]
         linked = [json.loads(r) for r in (bank.root / "duplicates.jsonl").read_text()
                   .splitlines()]
-        assert len(listed) == 4 and all(r["duplicate_of"] is None for r in listed)
-        assert [r["duplicate_of"] for r in linked] == [fig2_id]
+        assert len(listed) == 5 and all(r["duplicate_of"] is None for r in listed)
+        # FIG. 3 on its pixels (another caption); FIG. 2 at 60 dpi by its caption
+        assert [(r["figure_label"], r["duplicate_of"]) for r in linked] == [
+            ("Figure 1", ids["FIG. 3"]), ("FIG. 2", ids["FIG. 2"])]
+        assert "same template" in listed[-1]["caption"]  # listed: a figure of its own
         assert linked[0]["source_title"] == "SYNTHETIC reprint of a real article"
-        sources = bank.sources(fig2_id)
+        sources = bank.sources(ids["FIG. 2"])
         assert [s.source_title for s in sources][1:] == ["SYNTHETIC reprint of a real article"]
-        assert sources[0].node_id == fig2_id and sources[0].duplicate_of is None
-        assert bank.sources(linked[0]["node_id"]) == sources
+        assert sources[0].node_id == ids["FIG. 2"] and sources[0].duplicate_of is None
+        assert bank.sources(linked[1]["node_id"]) == sources
         rec = bank.document(document_checksum(reprint))
-        assert rec is not None and (rec.figures, rec.duplicates) == (2, 1)
-        assert bank.counts() == {"done": 2, "failed": 0, "figures": 5, "duplicates": 1}
+        assert rec is not None and (rec.figures, rec.duplicates) == (3, 2)
+        assert bank.counts() == {"done": 3, "failed": 0, "figures": 7, "duplicates": 2}
     # a bank's duplicates are links: building an index from them adds nothing
     assert load_sources([tmp_path / "bank" / "duplicates.jsonl"], tmp_path) == []
-    assert len(load_sources([tmp_path / "bank" / "manifest.jsonl"], tmp_path)) == 4
+    assert len(load_sources([tmp_path / "bank" / "manifest.jsonl"], tmp_path)) == 5
 
 
 def test_figures_of_one_document_are_never_linked_to_each_other(tmp_path):

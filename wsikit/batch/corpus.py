@@ -181,7 +181,7 @@ def ingest_corpus(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str
     out
         The bank folder (:class:`~wsikit.evidence.corpus.FigureBank`); created, or continued.
     workers
-        Worker processes of the local engine.
+        Worker processes of the local engine (Ray runs one task per CPU of its cluster).
     engine
         ``"local"`` (worker processes here) or ``"ray"`` (Ray tasks on every CPU of the
         cluster at ``ray_address``; every node must see the documents and the bank at the same
@@ -308,7 +308,11 @@ class _Run:
         """Documents to read as ``(index, path, reader, checksum)``; the others settled."""
         pending = []
         first: dict[str, str] = {}
+        last_beat = time.monotonic()
         for i, (path, reader) in enumerate(self.docs):
+            if time.monotonic() - last_beat > 5.0:  # checksums of a large corpus take a while
+                self.heartbeat()
+                last_beat = time.monotonic()
             text = safe_path(path)
             try:
                 checksum = self.bank.checksum(path, verify=self.verify)

@@ -32,7 +32,7 @@ def _bits(value: str) -> int | None:
 def add_corpus_options(p: argparse.ArgumentParser) -> None:
     """``--workers``, ``--engine``, ``--ray-address``, ``--timeout``, ``--retry-failed``,
     ``--verify``, ``--duplicate-bits``, ``--plugin``."""
-    from ..evidence.corpus import DUPLICATE_BITS
+    from ..evidence.corpus import CAPTION_BITS, DUPLICATE_BITS
 
     g = p.add_argument_group(
         "corpus (a FOLDER of documents into a resumable figure bank)",
@@ -57,8 +57,10 @@ def add_corpus_options(p: argparse.ArgumentParser) -> None:
                         "are those recorded keeps its checksum)")
     g.add_argument("--duplicate-bits", type=_bits, default=DUPLICATE_BITS, metavar="BITS",
                    help="perceptual-hash distance (of 255 bits) up to which figures of two "
-                        f"documents are the same figure (default {DUPLICATE_BITS}, measured; "
-                        "'none': link none); a bank keeps the value it was made with")
+                        f"documents are the same figure on their pixels (default "
+                        f"{DUPLICATE_BITS}, measured; up to {CAPTION_BITS} when their labels "
+                        "and captions agree too; 'none': link none); a bank keeps the value "
+                        "it was made with")
     g.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="module that registers document readers, imported in every worker; "
                         "repeatable")

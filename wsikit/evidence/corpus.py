@@ -25,7 +25,8 @@ records each here, in the driver, one SQLite transaction per document. The bank 
 A document is finished when its record says ``done`` (a rerun skips it by checksum, even
 renamed or moved) or ``failed`` (skipped unless ``retry_failed``; the error names the reason).
 The same figure in several documents (a reprint, a preprint and its version of record) is
-found by its perceptual hash (:mod:`wsikit.evidence._phash`): the first one recorded is the
+found by its perceptual hash (:mod:`wsikit.evidence._phash`; within :data:`DUPLICATE_BITS`, or
+within :data:`CAPTION_BITS` when its label and caption agree too): the first one recorded is the
 bank's figure, the others are linked to it (``duplicate_of``) and listed in
 ``duplicates.jsonl``; figures of one document are never linked to each other (panels and
 similar charts of one paper are different figures).
@@ -37,6 +38,7 @@ import dataclasses
 import importlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -63,12 +65,17 @@ __all__ = [
 #: The format a bank's ``meta`` table records; a bank of another format is refused.
 BANK_FORMAT = "wsikit.bank/v1"
 #: Hamming distance (of the 255 bits of a figure's perceptual hash) up to which two figures of
-#: different documents are the same figure: measured on real figures (the same figure rendered
-#: at two resolutions and JPEG-recompressed, against other figures of the same papers) by
+#: different documents are the same figure on their pixels alone.
+DUPLICATE_BITS = 24
+#: Up to this distance they are the same figure when their labels and captions agree too
+#: (:func:`captions_agree`): a re-made or recompressed copy in a reprint keeps its caption; two
+#: charts drawn from one template for two papers do not. Both thresholds were measured on real
+#: figures (the same figure rendered at two resolutions, recompressed, cut with other margins,
+#: against the other figures of the same papers and the panels of each figure) by
 #: ``benchmarks/bench_corpus_ingest.py``, see ``benchmarks/results/bench_corpus_ingest.md``.
-DUPLICATE_BITS = 44
+CAPTION_BITS = 40
 #: Options a bank is bound to (a run with others is refused: its figures would mix).
-BOUND_OPTIONS = ("min_size", "uncaptioned", "dpi", "duplicate_bits")
+BOUND_OPTIONS = ("min_size", "uncaptioned", "dpi", "duplicate_bits", "caption_bits")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -82,6 +89,7 @@ CREATE TABLE IF NOT EXISTS figures (
     duplicate_of TEXT, distance INTEGER, node TEXT NOT NULL, review TEXT,
     synced INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (document, node_id));
 CREATE INDEX IF NOT EXISTS figures_duplicate_of ON figures (duplicate_of);
+CREATE INDEX IF NOT EXISTS figures_node_id ON figures (node_id);
 CREATE INDEX IF NOT EXISTS figures_synced ON figures (synced);
 CREATE TABLE IF NOT EXISTS paths (
     path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
@@ -139,7 +147,9 @@ class DocumentRecord:
 
 def _bank_options(options: ReadOptions, duplicate_bits: int | None) -> dict[str, Any]:
     return {"min_size": options.min_size, "uncaptioned": options.uncaptioned,
-            "dpi": float(options.dpi), "duplicate_bits": duplicate_bits}
+            "dpi": float(options.dpi), "duplicate_bits": duplicate_bits,
+            "caption_bits": None if duplicate_bits is None else max(CAPTION_BITS,
+                                                                    duplicate_bits)}
 
 
 class FigureBank:
@@ -321,9 +331,7 @@ class FigureBank:
         if len(hashes) != len(nodes):
             raise EvidenceError(f"{path}: {len(nodes)} figure(s) but {len(hashes)} hash(es) "
                                 "in the worker's result")
-        bits = self.duplicate_bits
-        table = self._hash_table()
-        links = table.match(hashes, bits=bits) if bits is not None else [None] * len(nodes)
+        links = self._links(nodes, hashes)
         review = result.get("review") or {}
         rows = []
         for node, h, link in zip(nodes, hashes, links, strict=True):
@@ -359,8 +367,28 @@ class FigureBank:
             con.execute("ROLLBACK")
             raise
         new = [(h, r[1]) for h, r in zip(hashes, rows, strict=True) if r[4] is None]
-        table.add([h for h, _ in new], [k for _, k in new])
+        self._hash_table().add([h for h, _ in new], [k for _, k in new])
         return record
+
+    def _links(self, nodes: list[FigureNode], hashes: list[FigureHash]
+               ) -> list[tuple[str, int] | None]:
+        """For each new figure, ``(node id, distance)`` of the bank figure it repeats: the
+        closest within :attr:`duplicate_bits`, else the closest within ``caption_bits`` whose
+        label and caption agree (:func:`captions_agree`); ``None`` for a new figure."""
+        bits = self.duplicate_bits
+        if bits is None:
+            return [None] * len(nodes)
+        loose = int(self.options.get("caption_bits") or bits)
+        out: list[tuple[str, int] | None] = []
+        for node, near in zip(nodes, self._hash_table().near(hashes, bits=loose), strict=True):
+            out.append(next(((key, d) for key, d in near if d <= bits
+                             or captions_agree(node, self._canonical(key))), None))
+        return out
+
+    def _canonical(self, node_id: str) -> FigureNode:
+        row = self._con.execute("SELECT node FROM figures WHERE node_id = ? AND duplicate_of "
+                                "IS NULL", (node_id,)).fetchone()
+        return self._node(row[0], None)
 
     # ------------------------------------------------------------------ figures
     def figures(self, *, duplicates: bool = False) -> list[FigureNode]:
@@ -431,6 +459,28 @@ class FigureBank:
 
 
 _DOC_COLUMNS = tuple(f.name for f in dataclasses.fields(DocumentRecord))
+
+_LABEL_WORD = re.compile(r"\bfig(?:ure)?\b\.?\s*")
+_WORD = re.compile(r"[^\W\d_]{3,}")
+
+
+def _label_key(label: str | None) -> str:
+    """"Figure 2B", "FIG. 2b", "Fig 2B" → "fig 2b"; "" for no label."""
+    return " ".join(_LABEL_WORD.sub("fig ", (label or "").lower()).split())
+
+
+def captions_agree(a: FigureNode, b: FigureNode) -> bool:
+    """Whether two figures are labelled alike ("Figure 2B" = "FIG. 2b") and their captions
+    share at least half their words (words of three letters or more; Jaccard index), as the
+    same figure printed in two documents is."""
+    if not _label_key(a.figure_label) or _label_key(a.figure_label) != _label_key(
+            b.figure_label):
+        return False
+    wa = set(_WORD.findall(a.caption.lower()))
+    wb = set(_WORD.findall(b.caption.lower()))
+    if len(wa) < 3 or len(wb) < 3:
+        return False
+    return len(wa & wb) >= 0.5 * len(wa | wb)
 
 
 # --------------------------------------------------------------------------- the worker's task
