@@ -351,13 +351,22 @@ def _one_run(corpus: Path, bank: Path, workers: int, timeout: float, result: Pat
 
 
 def _measure(corpus: Path, bank: Path, workers: int, timeout: float) -> dict:
+    import resource
+
     if bank.exists():
         shutil.rmtree(bank)
     with PeakRss() as rss:
         t0 = time.perf_counter()
+        load0 = os.getloadavg()[0]
         summary = ingest_corpus(corpus, bank, workers=workers, timeout=timeout,
                                 progress=False, echo=lambda _: None)
         wall = time.perf_counter() - t0
+        load1 = os.getloadavg()[0]
+    # CPU time of the workers (reaped by the engine's stop) and of this driver
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    worker_cpu = children.ru_utime + children.ru_stime
+    driver_cpu = me.ru_utime + me.ru_stime
     driver = PeakRss.hwm("self")
     t0 = time.perf_counter()
     again = ingest_corpus(corpus, bank, workers=workers, progress=False, echo=lambda _: None)
@@ -376,6 +385,7 @@ def _measure(corpus: Path, bank: Path, workers: int, timeout: float) -> dict:
                       if d.processed), reverse=True)[:5]
     images = sum(f.stat().st_size for f in (bank / "docs").rglob("*.png"))
     return {"workers": workers, "wall": wall, "counts": dict(summary.counts),
+            "worker_cpu": worker_cpu, "driver_cpu": driver_cpu, "load": (load0, load1),
             "documents": len(summary.documents), "worker_rss": rss.worker, "driver_rss": driver,
             "resume": resume, "resume_verify": resume_verify, "corpus_bytes": corpus_bytes,
             "resume_counts": dict(again.counts), "p50": np.median(secs),
@@ -427,16 +437,18 @@ def main() -> None:
               f"exact copies + {len(planted['reprints'])} reprints of real articles "
               f"({ev['planted']} re-rendered real figures) + {planted['hostile']} hostile files "
               f"+ {planted['generated']} generated multi-page PDFs.", "",
-              "| workers | wall s | docs done | failed | same file | figures | pages | docs/s "
-              "| pages/s | per core: docs/s, pages/s | p50 / p95 / max s per doc | peak RSS "
-              "worker / driver MiB | rerun, all done: s (with --verify) |", "|" + "---|" * 13]
+              "| workers | wall s | load avg (start, end) | docs done | failed | same file | "
+              "figures | pages | docs/s | pages/s | workers' CPU s (driver) | per CPU-second "
+              "of a worker: docs, pages | p50 / p95 / max s per doc | peak RSS worker / driver "
+              "MiB | rerun, all done: s (with --verify) |", "|" + "---|" * 15]
     for r in runs:
         c = r["counts"]
         lines.append(
-            f"| {r['workers']} | {r['wall']:.0f} | {c['done']} | {c['failed']} | {c['skipped']}"
+            f"| {r['workers']} | {r['wall']:.0f} | {r['load'][0]:.1f}, {r['load'][1]:.1f} | "
+            f"{c['done']} | {c['failed']} | {c['skipped']}"
             f" | {c['figures']} | {c['pages']} | {c['done'] / r['wall']:.2f} | "
-            f"{c['pages'] / r['wall']:.1f} | {c['done'] / r['wall'] / r['workers']:.2f}, "
-            f"{c['pages'] / r['wall'] / r['workers']:.1f} | "
+            f"{c['pages'] / r['wall']:.1f} | {r['worker_cpu']:.0f} ({r['driver_cpu']:.0f}) | "
+            f"{c['done'] / r['worker_cpu']:.2f}, {c['pages'] / r['worker_cpu']:.1f} | "
             f"{r['p50']:.2f} / {r['p95']:.2f} / {r['max']:.1f} | "
             f"{r['worker_rss'] / 2**20:.0f} / {r['driver_rss'] / 2**20:.0f} | "
             f"{r['resume']:.2f} ({r['resume_verify']:.1f}) |")
@@ -461,12 +473,16 @@ def main() -> None:
         key = re.sub(r"/\S+", "<path>", msg)[:150]
         reasons[key] = reasons.get(key, 0) + 1
     lines += [f"- {n} × {k}" for k, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
-    lines += ["", "Links (not planted) to look at:", ""]
+    lines += ["", "Links that were not planted (to look at), by the figure they repeat:", ""]
     planted_docs = {r["file"] for r in planted["reprints"]}
+    groups: dict[tuple[str, str], list[dict]] = {}
     for x in ev["links"]:
         if x["doc"] not in planted_docs:
-            lines.append(f"- {x['doc']} {x['label']} -> {x['canon_doc']} {x['canon_label']} "
-                         f"({x['distance']} bits)")
+            groups.setdefault((x["canon_doc"], x["canon_label"]), []).append(x)
+    for (doc, label), xs in sorted(groups.items()):
+        lines.append(f"- {doc} {label}: repeated in {len(xs)} document(s) ("
+                     + ", ".join(sorted({x['doc'] for x in xs})) + "), "
+                     f"{min(x['distance'] for x in xs)}–{max(x['distance'] for x in xs)} bits")
     if args.links:
         args.links.mkdir(parents=True, exist_ok=True)
         bank = args.work / f"bank{args.workers[-1]}"

@@ -26,7 +26,6 @@ records each document as its result comes back (:class:`wsikit.evidence.corpus.F
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 import sys
 import time
@@ -45,6 +44,7 @@ from ..evidence.documents import ReadOptions, find_documents, list_document_read
 from ..evidence.nodes import parse_evidence_level
 from .runner import safe_path
 from .state import now_iso
+from .steps import load_plugins
 
 __all__ = [
     "CorpusSummary",
@@ -139,15 +139,6 @@ class CorpusSummary:
         return "\n".join(rows)
 
 
-def _load_plugins(plugins: Sequence[str]) -> None:
-    for module in plugins:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise BatchError(f"cannot import reader plugin {module!r}: {exc}; check the module "
-                             "name and that it is importable in the workers") from exc
-
-
 def _make_engine(engine: str, *, workers: int, ray_address: str | None,
                  timeout: float | None) -> Any:
     if engine == "local":
@@ -235,7 +226,7 @@ def ingest_corpus(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str
         raise BatchError(f"{keyword('workers')} must be a positive integer, got {workers!r}")
     if timeout is not None and not timeout >= 0:
         raise BatchError(f"{option('timeout', timeout)} must be >= 0 seconds (0: none)")
-    _load_plugins(plugins)
+    load_plugins(plugins)
     try:
         level = parse_evidence_level(evidence_level)
     except ValueError as exc:
