@@ -379,7 +379,7 @@ def _measure(corpus: Path, bank: Path, workers: int, timeout: float) -> dict:
     secs = np.array([d.seconds for d in summary.documents if d.processed and d.seconds])
     articles = [d for d in summary.documents if d.processed and d.status == "done"
                 and "/real/" in d.path and d.figures]
-    article_s = sum(d.seconds for d in articles)
+    article_s = sum(d.cpu_seconds for d in articles)
     article_pages = sum(d.pages or 0 for d in articles)
     slowest = sorted(((d.seconds, Path(d.path).name) for d in summary.documents
                       if d.processed), reverse=True)[:5]
@@ -453,11 +453,12 @@ def main() -> None:
             f"{r['worker_rss'] / 2**20:.0f} / {r['driver_rss'] / 2**20:.0f} | "
             f"{r['resume']:.2f} ({r['resume_verify']:.1f}) |")
     last = runs[-1]
+    page_rate = last["article_pages"] / max(1e-9, last["article_seconds"])
     lines += ["", f"Documents with figures among the real PDFs ({last['articles']}, "
               f"{last['article_pages']} pages, {last['article_figures']} figures): "
-              f"{last['article_seconds'] / max(1, last['articles']):.2f} s of a worker per "
-              f"document, {last['article_pages'] / max(1e-9, last['article_seconds']):.1f} "
-              "pages/s per worker (time inside the worker, ingestion included).",
+              f"{last['article_seconds'] / max(1, last['articles']):.2f} CPU-seconds of a "
+              f"worker per document, {page_rate:.1f} pages per CPU-second (reading, "
+              "rendering, writing the images, hashing).",
               f"Slowest documents ({last['workers']} workers): "
               + ", ".join(f"{n} {s:.1f} s" for s, n in last["slowest"]),
               f"Corpus: {last['corpus_bytes'] / 2**20:.0f} MiB. "

@@ -226,3 +226,31 @@ def test_a_bank_is_bound_to_its_options(tmp_path):
         FigureBank.open(tmp_path / "bank", options=ReadOptions(), duplicate_bits=None)
     with pytest.raises(EvidenceError, match="not a figure bank"):
         FigureBank.open(tmp_path / "elsewhere")
+
+
+def test_a_checksum_is_read_again_only_when_the_document_changed(tmp_path, monkeypatch):
+    import os
+
+    from wsikit.evidence import corpus
+
+    calls: list[Path] = []
+    real = corpus.document_checksum
+    monkeypatch.setattr(corpus, "document_checksum", lambda p: calls.append(p) or real(p))
+    doc = tmp_path / "a.pdf"
+    doc.write_bytes(b"%PDF-1.4 one")
+    pkg = tmp_path / "pkg"
+    (pkg / "graphics").mkdir(parents=True)
+    (pkg / "article.nxml").write_text("<article/>")
+    (pkg / "graphics" / "f1.jpg").write_bytes(b"jpeg one")
+    with FigureBank.open(tmp_path / "bank", options=ReadOptions()) as bank:
+        first = (bank.checksum(doc), bank.checksum(pkg))
+        assert len(calls) == 2
+        assert (bank.checksum(doc), bank.checksum(pkg)) == first and len(calls) == 2
+        assert bank.checksum(doc, verify=True) == first[0] and len(calls) == 3
+        doc.write_bytes(b"%PDF-1.4 two")  # same size, new content and time
+        st = doc.stat()
+        os.utime(doc, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        (pkg / "graphics" / "f2.jpg").write_bytes(b"jpeg two")  # a file added to the package
+        second = (bank.checksum(doc), bank.checksum(pkg))
+        assert len(calls) == 5 and second[0] != first[0] and second[1] != first[1]
+        assert second == (document_checksum(doc), document_checksum(pkg))

@@ -75,6 +75,7 @@ class DocumentOutcome:
     duplicates: int = 0
     pages: int | None = None
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     message: str = ""
     processed: bool = False
 
@@ -82,7 +83,8 @@ class DocumentOutcome:
         """JSON-ready dict."""
         return {"path": self.path, "status": self.status, "checksum": self.checksum,
                 "figures": self.figures, "duplicates": self.duplicates, "pages": self.pages,
-                "seconds": self.seconds, "message": self.message, "processed": self.processed}
+                "seconds": self.seconds, "cpu_seconds": self.cpu_seconds,
+                "message": self.message, "processed": self.processed}
 
 
 @dataclass(frozen=True)
@@ -387,7 +389,8 @@ class _Run:
                     self.duplicates += rec.duplicates
                     self._settle(i, DocumentOutcome(
                         safe_path(path), rec.status, checksum, rec.figures, rec.duplicates,
-                        rec.pages, float(rec.seconds or 0.0), rec.error or "", processed=True))
+                        rec.pages, float(rec.seconds or 0.0), float(rec.cpu_seconds or 0.0),
+                        rec.error or "", processed=True))
                 if time.monotonic() - last_beat > 5.0:
                     self.heartbeat()
                     last_beat = time.monotonic()

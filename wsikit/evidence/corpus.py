@@ -82,7 +82,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
     checksum TEXT PRIMARY KEY, path TEXT NOT NULL, reader TEXT NOT NULL, status TEXT NOT NULL,
     figures INTEGER NOT NULL DEFAULT 0, duplicates INTEGER NOT NULL DEFAULT 0, pages INTEGER,
-    error TEXT, seconds REAL, finished TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 1,
+    error TEXT, seconds REAL, cpu_seconds REAL, finished TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 1,
     worker TEXT);
 CREATE TABLE IF NOT EXISTS figures (
     document TEXT NOT NULL, node_id TEXT NOT NULL, hash TEXT NOT NULL, aspect REAL NOT NULL,
@@ -91,8 +92,7 @@ CREATE TABLE IF NOT EXISTS figures (
 CREATE INDEX IF NOT EXISTS figures_duplicate_of ON figures (duplicate_of);
 CREATE INDEX IF NOT EXISTS figures_node_id ON figures (node_id);
 CREATE INDEX IF NOT EXISTS figures_synced ON figures (synced);
-CREATE TABLE IF NOT EXISTS paths (
-    path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+CREATE TABLE IF NOT EXISTS paths (path TEXT PRIMARY KEY, stamp TEXT NOT NULL,
     checksum TEXT NOT NULL);
 """
 
@@ -122,6 +122,8 @@ class DocumentRecord:
         Why it failed (type and message).
     seconds : float or None
         Time its worker spent on it.
+    cpu_seconds : float or None
+        CPU time its worker spent on it (below ``seconds`` when the machine is busy).
     finished : str
         When it was recorded (UTC).
     attempts : int
@@ -137,6 +139,7 @@ class DocumentRecord:
     pages: int | None = None
     error: str | None = None
     seconds: float | None = None
+    cpu_seconds: float | None = None
     finished: str = ""
     attempts: int = 1
 
@@ -262,8 +265,9 @@ class FigureBank:
         return self.root / "docs" / checksum[:2] / checksum[:24]
 
     def checksum(self, path: str | os.PathLike[str], *, verify: bool = False) -> str:
-        """A document's checksum, read from the bank when the file's size and modification
-        time are those recorded (``verify``: always computed again).
+        """A document's checksum, read from the bank when its size and modification time
+        (a folder's: of every file in it) are those recorded (``verify``: always computed
+        again).
 
         Raises
         ------
@@ -271,28 +275,21 @@ class FigureBank:
             Not a regular file or folder (a FIFO, a device, a dangling link) or unreadable.
         """
         p = Path(path)
-        key = os.fsencode(p.resolve()).decode("utf-8", "surrogateescape")
+        key = os.fsencode(p.resolve()).decode("utf-8", "backslashreplace")
         try:
-            st = p.stat()
+            stamp = _stamp(p)
         except OSError as exc:
             raise EvidenceError(f"{p}: cannot read it ({exc.strerror or exc})") from exc
-        import stat
-
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-            raise EvidenceError(f"{p} is not a regular file (a pipe, device or socket); move "
-                                "it out of the corpus folder")
-        if not verify and stat.S_ISREG(st.st_mode):
-            row = self._con.execute("SELECT size, mtime_ns, checksum FROM paths WHERE path = ?",
+        if not verify:
+            row = self._con.execute("SELECT stamp, checksum FROM paths WHERE path = ?",
                                     (key,)).fetchone()
-            if row and row[0] == st.st_size and row[1] == st.st_mtime_ns:
-                return str(row[2])
+            if row and row[0] == stamp:
+                return str(row[1])
         try:
             checksum = document_checksum(p)
         except OSError as exc:
             raise EvidenceError(f"{p}: cannot read it ({exc.strerror or exc})") from exc
-        if stat.S_ISREG(st.st_mode):
-            self._con.execute("INSERT OR REPLACE INTO paths VALUES (?, ?, ?, ?)",
-                              (key, st.st_size, st.st_mtime_ns, checksum))
+        self._con.execute("INSERT OR REPLACE INTO paths VALUES (?, ?, ?)", (key, stamp, checksum))
         return checksum
 
     def document(self, checksum: str) -> DocumentRecord | None:
@@ -350,7 +347,9 @@ class FigureBank:
             duplicates=sum(1 for r in rows if r[4] is not None),
             pages=result.get("pages"), error=message,
             seconds=None if result.get("seconds") is None else float(result["seconds"]),
-            finished=_now(), attempts=(old.attempts + 1) if old else 1)
+            cpu_seconds=None if result.get("cpu_seconds") is None
+            else float(result["cpu_seconds"]), finished=_now(),
+            attempts=(old.attempts + 1) if old else 1)
         worker = json.dumps(result.get("worker")) if result.get("worker") else None
         con = self._con
         con.execute("BEGIN IMMEDIATE")
@@ -460,6 +459,34 @@ class FigureBank:
 
 _DOC_COLUMNS = tuple(f.name for f in dataclasses.fields(DocumentRecord))
 
+
+def _stamp(path: Path) -> str:
+    """Size and modification time of a file (of a folder: its files' count, total size and
+    latest time), to tell whether its recorded checksum still holds without reading it.
+
+    Raises
+    ------
+    EvidenceError
+        Neither a regular file nor a folder.
+    OSError
+        It cannot be read.
+    """
+    import stat
+
+    st = path.stat()
+    if stat.S_ISREG(st.st_mode):
+        return f"{st.st_size}:{st.st_mtime_ns}"
+    if not stat.S_ISDIR(st.st_mode):
+        raise EvidenceError(f"{path} is not a regular file (a pipe, device or socket); move it "
+                            "out of the corpus folder")
+    files = size = 0
+    latest = st.st_mtime_ns
+    for file in path.rglob("*"):
+        fst = file.stat()
+        if stat.S_ISREG(fst.st_mode):
+            files, size, latest = files + 1, size + fst.st_size, max(latest, fst.st_mtime_ns)
+    return f"{files}:{size}:{latest}"
+
 _LABEL_WORD = re.compile(r"\bfig(?:ure)?\b\.?\s*")
 _WORD = re.compile(r"[^\W\d_]{3,}")
 
@@ -507,9 +534,10 @@ def ingest_document(task: Mapping[str, Any], cache: dict[str, Any] | None = None
     -------
     dict
         ``id``, ``status`` (done/failed), ``nodes`` (node dicts), ``hashes`` (hex, aspect),
-        ``review``, ``pages``, ``seconds`` and ``error`` (type, message, traceback).
+        ``review``, ``pages``, ``seconds``, ``cpu_seconds`` and ``error`` (type, message,
+        traceback).
     """
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     folder = Path(task["folder"])
     tmp: Path | None = None
     try:
@@ -538,13 +566,15 @@ def ingest_document(task: Mapping[str, Any], cache: dict[str, Any] | None = None
         return {"id": task["id"], "status": "done", "nodes": [n.to_dict() for n in nodes],
                 "hashes": [(h.hex(), h.aspect) for h in hashes],
                 "review": {k: dict(v) for k, v in found.review.items()},
-                "pages": found.pages, "seconds": round(time.perf_counter() - t0, 4)}
+                "pages": found.pages, "seconds": round(time.perf_counter() - t0, 4),
+                "cpu_seconds": round(time.process_time() - cpu0, 4)}
     except Exception as exc:  # one bad document never stops the others: its failure result
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         known = isinstance(exc, (WsikitError, OSError, ValueError))
         return {"id": task["id"], "status": "failed",
                 "seconds": round(time.perf_counter() - t0, 4),
+                "cpu_seconds": round(time.process_time() - cpu0, 4),
                 "error": {"type": type(exc).__name__, "message": str(exc)[:2000],
                           "traceback": "" if known else traceback.format_exc()[-4000:]}}
 
