@@ -204,7 +204,8 @@ def _over_tissue(pieces: np.ndarray, haem: np.ndarray, around: np.ndarray, *, mp
 
 
 def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
-                vote_margin: float = 0.08, fleck_margin: float = 0.15, fleck_od: float = 0.7,
+                vote_margin: float = 0.08, fleck_margin: float = 0.15, fleck_od: float = 0.5,
+                fleck_excess: float = 0.09,
                 rim_share: float = 0.1, stroke_um: float = 16.0, min_excess: float = 0.02,
                 min_under: float = 0.4, close_um: float = 40.0, grow_um: float = 24.0,
                 red_core_um: float = 8.0, min_ink_um2: float = 2e3) -> np.ndarray:
@@ -220,9 +221,11 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
       over the connected pixels of that colour (the stroke's own pixels, its thin and faint
       parts); a lone bluish pixel of pale blue-grey mucin or of a JPEG's colour noise, away
       from any stroke, is outvoted by its neighbours, while a dense pixel far outside every
-      H&E colour (``fleck_margin`` and ``fleck_od``: a fleck of margin dye) is ink at any size:
-      a JPEG's colour errors move pale pixels that far (the darkest wisps of blue-grey mucin,
-      0.5-0.65 OD, at a sharp edge), not dense ones;
+      H&E colour (``fleck_margin``, ``fleck_od`` and ``fleck_excess``: a fleck of margin dye)
+      is ink at any size: a JPEG's colour errors move pale pixels that far in share, but by
+      little OD (the darkest wisps of blue-grey mucin, 0.5-0.65 OD, at a sharp edge: red over
+      green by up to 0.083 OD), while the green dye flecks of CMU-1-Small-Region, blurred
+      into the tissue around them at 8 µm/px, keep 0.095-0.5 OD of it;
     * **red on glass**: a solid stroke (an opening of radius ``red_core_um`` keeps it) of
       :func:`~wsikit.tissue.stain.ink_mask`'s red, extended over the connected pixels of
       :func:`~wsikit.tissue.stain.red_ink_extent` (its faint, blurred rim);
@@ -255,9 +258,9 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
         The blue, green or teal rule's ``od_margin`` (:func:`~wsikit.tissue.stain.ink_mask`) a
         neighbourhood's colour must pass (blue-grey mucin 0.04-0.07; blue pen 0.16, green
         0.4).
-    fleck_margin, fleck_od : float
-        The blue, green or teal rule's ``od_margin`` and the summed OD a single pixel must pass
-        to be ink alone.
+    fleck_margin, fleck_od, fleck_excess : float
+        The blue, green or teal rule's ``od_margin``, the summed OD and the OD of red over
+        green a single pixel must pass to be ink alone.
     rim_share : float
         Share of ink-coloured pixels in a neighbourhood that makes it part of a stroke's rim.
     stroke_um : float
@@ -294,7 +297,8 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
     seeds = _remove_small(vote, (support_um / mpp) ** 2)
     r, g, b = (_OD[thumb[..., c]] for c in range(3))
     total = r + g + b
-    seeds |= (total > fleck_od) & (r - g > fleck_margin * total) & ~grey
+    seeds |= ((total > fleck_od) & (r - g > np.maximum(fleck_margin * total, fleck_excess))
+              & ~grey)
     ink = _hysteresis(seeds, pixel)
     red = redish & ~pixel
     if red.any():
