@@ -539,6 +539,17 @@ def _check_thumb(thumb: np.ndarray, mpp: float) -> np.ndarray:
     return thumb
 
 
+def _check_pair(thumb: np.ndarray, tissue: np.ndarray, mpp: float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """A checked thumbnail and its tissue mask (bool, of the thumbnail's shape)."""
+    thumb = _check_thumb(thumb, mpp)
+    tissue = np.asarray(tissue, bool)
+    if tissue.shape != thumb.shape[:2]:
+        raise TissueError(f"tissue mask {tissue.shape} does not match the thumbnail "
+                          f"{thumb.shape[:2]}")
+    return thumb, tissue
+
+
 #: -log10(v / 255), the optical density of each uint8 value (0 counts as 1).
 _OD = (-np.log10(np.maximum(np.arange(256, dtype=np.float64), 1.0) / 255.0)).astype(np.float32)
 
@@ -724,11 +735,7 @@ def fold_mask(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
     -------
     ndarray, shape (h, w), bool
     """
-    thumb = _check_thumb(thumb, mpp)
-    tissue = np.asarray(tissue, bool)
-    if tissue.shape != thumb.shape[:2]:
-        raise TissueError(f"tissue mask {tissue.shape} does not match the thumbnail "
-                          f"{thumb.shape[:2]}")
+    thumb, tissue = _check_pair(thumb, tissue, mpp)
     if not 0 < fold_balance <= 1:
         raise TissueError(f"fold_balance={fold_balance!r} must be in (0, 1], e.g. 0.8")
     if not tissue.any():
@@ -843,11 +850,7 @@ def dark_bands(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float, fine_um: fl
     -------
     ndarray, shape (h, w), bool
     """
-    thumb = _check_thumb(thumb, mpp)
-    tissue = np.asarray(tissue, bool)
-    if tissue.shape != thumb.shape[:2]:
-        raise TissueError(f"tissue mask {tissue.shape} does not match the thumbnail "
-                          f"{thumb.shape[:2]}")
+    thumb, tissue = _check_pair(thumb, tissue, mpp)
     none = np.zeros(tissue.shape, bool)
     if not tissue.any():
         return none
@@ -923,11 +926,7 @@ def artefact_masks(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
     -------
     dict of str to ndarray (h, w) bool
     """
-    thumb = _check_thumb(thumb, mpp)
-    tissue = np.asarray(tissue, bool)
-    if tissue.shape != thumb.shape[:2]:
-        raise TissueError(f"tissue mask {tissue.shape} does not match the thumbnail "
-                          f"{thumb.shape[:2]}")
+    thumb, tissue = _check_pair(thumb, tissue, mpp)
     found = _stained(thumb, mpp=mpp, min_od=min_od, min_chroma=min_chroma, remove_ink=True,
                      smooth_um=smooth_um)
     return _artefacts(thumb, tissue, found, mpp=mpp, fold_eosin=fold_eosin,
