@@ -44,7 +44,10 @@ def _level(value: str) -> int | None:
 
 def _cmd_extract(args: argparse.Namespace) -> int:
     from ..evidence import figures_extract
+    from .corpus import is_corpus_run, run_corpus
 
+    if is_corpus_run(args):  # a FOLDER of documents into a resumable bank
+        return run_corpus(args)
     manifest = figures_extract(args.sources, args.out, evidence_level=args.evidence_level,
                                min_size=args.min_size, uncaptioned=args.uncaptioned)
     rows = [json.loads(r) for r in manifest.read_text(encoding="utf-8").splitlines()
@@ -290,13 +293,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "and graphic, the article's title, DOI, PMID, PMCID, journal, year and "
                     "licence, and the evidence level its article type gives. XML is read "
                     "without entities or DTDs; a figure whose graphic is missing is reported "
-                    "and the others go on.")
+                    "and the others go on. A FOLDER of documents (or --workers N) makes a "
+                    "resumable figure bank in OUT: documents read in parallel, repeated "
+                    "figures linked.")
     ext.add_argument("sources", nargs="+", metavar="SOURCE",
-                     help="PDF, .nxml/.xml, PMC package folder or .tar.gz package")
+                     help="PDF, .nxml/.xml, PMC package folder or .tar.gz package, or a FOLDER "
+                          "of documents (a figure bank)")
     ext.add_argument("--uncaptioned", action="store_true",
                      help="also keep graphics without a caption (caption '', for review)")
     ext.add_argument("--out", required=True, type=output_dir, help="output folder")
     _source_options(ext)
+    from .corpus import add_corpus_options
+
+    add_corpus_options(ext)
     ext.set_defaults(func=_cmd_extract)
     fig.set_defaults(func=lambda a: (fig.print_help(), 2)[1])
 

@@ -79,7 +79,10 @@ def load_sources(sources: Sequence[PathLike], work_dir: PathLike, *,
                                           evidence_level=evidence_level)
         else:
             raise EvidenceError(f"source {path}: unknown type {suffix!r}; {_SOURCE_TYPES}")
-    return nodes
+    repeats = sum(1 for n in nodes if n.duplicate_of)
+    if repeats:  # a bank's duplicates.jsonl: the same figures as its manifest's, linked
+        log.info("%d figure(s) repeat another one (duplicate_of): linked, not indexed", repeats)
+    return [n for n in nodes if not n.duplicate_of]
 
 
 _SOURCE_TYPES = ("give PDFs, JATS articles (.nxml/.xml, PMC package folders or .tar.gz) or "
