@@ -288,7 +288,7 @@ def _job_config(options: PipelineOptions, settings: RunSettings, batch: BatchSet
                        batch_size=int(settings.batch_size),
                        loader_workers=settings.loader_workers, plugins=tuple(batch.plugins),
                        store=parse_store(batch.store), reader=settings.reader,
-                       backend=settings.backend)
+                       backend=settings.backend, decode=settings.decode)
 
 
 def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],

@@ -268,7 +268,7 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
     emb = extract_features(ctx.open(), grid, encoder, device=ctx.device,
                            batch_size=cfg.batch_size, workers=workers,
                            precision=ctx.options.models.precision, progress=cfg.progress,
-                           reader=cfg.reader)
+                           reader=cfg.reader, decode=cfg.decode)
     seconds = time.perf_counter() - ts
     coords = {**emb.attrs.get("coords", {}), "savetodir": str(ctx.job.root)}
     emb = dataclasses.replace(emb, attrs={**emb.attrs, "coords": coords})

@@ -42,14 +42,17 @@ if TYPE_CHECKING:
     from ..slide import Slide
     from ..tissue.mask import TissueMask
 
-__all__ = ["SELECT_KEYS", "open_index", "open_index_once", "select_step", "write_evidence"]
+__all__ = ["SELECT_KEYS", "open_index", "select_step", "write_evidence"]
 
 
-def open_index(index: str | os.PathLike[str] | FigureIndex) -> FigureIndex:
-    """The figure index (a path is opened and its checksums verified; an open one is kept)."""
+def open_index(index: str | os.PathLike[str] | FigureIndex, *,
+               device: str | None = None) -> FigureIndex:
+    """The figure index (a path is opened and its checksums verified, searched on the run's
+    ``device`` where that is CUDA: :meth:`~wsikit.evidence.FigureIndex.open`; an open one is
+    kept)."""
     from ..evidence import FigureIndex
 
-    return index if isinstance(index, FigureIndex) else FigureIndex.open(index)
+    return index if isinstance(index, FigureIndex) else FigureIndex.open(index, device=device)
 
 
 def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention,
@@ -132,6 +135,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
     models: dict[str, Any] = {"patch_encoder": dict(encoder)}
     index_entry = floor_entry = None
     licence_entry: list[str] | None = None
+    kinds: tuple[str, ...] | None = None
     if index is not None:
         from ..evidence.matching import match_crops
 
@@ -140,10 +144,11 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
                             min_similarity=match.min_similarity, base_dir=final,
                             device=device, weights=options.models.weight_files(),
                             question=match.question, rrf_k=match.rrf_k, towers=towers,
-                            licences=match.licences)
+                            licences=match.licences, kinds=match.match_kinds)
         matches, below_floor, floor_entry = found.matches, found.below_floor, found.floor
         if found.index.licences is not None:  # what a match had to carry
             licence_entry = sorted(found.index.licences)
+        kinds = found.kinds
         index_entry = found.index.to_evidence_dict()
         index_entry["relpath"] = relative_path(index_entry["path"], final)
         models["crop_encoder"] = encoder_entry(found.encoder)
@@ -169,7 +174,8 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         "min_score_value": windows.params.get("min_score_value"),
         "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
         "patch_size_l0": grid.stride_l0, "patches": len(grid),
-        "figures_per_region": match.k, "min_similarity": floor_entry}
+        "figures_per_region": match.k, "min_similarity": floor_entry,
+        **({"match_kinds": list(kinds)} if kinds is not None else {})}
     from ..patches.grid import upsampling_note
 
     if note := upsampling_note(slide.name, grid.slide_mpp, grid.target_mpp):
@@ -244,7 +250,7 @@ def _write_report(slide: Slide, sdir: Path, result: EvidenceResult, mask: Tissue
 #: moved with its index redoes nothing (evidence.json finds it again by ``index.relpath``).
 SELECT_KEYS = (*ATTENTION_KEYS, "selector", "scales", "per_scale", "min_coverage", "max_iou",
                "margin", "layout", "min_score", "k", "min_similarity", "question",
-               "rrf_k", "towers", "max_crop_px", "report", "synthetic")
+               "rrf_k", "towers", "match_kinds", "max_crop_px", "report", "synthetic")
 
 
 def index_digest(config: BatchConfig) -> str | None:
@@ -280,7 +286,7 @@ def open_index_once(options: PipelineOptions, device: str, cache: dict[Any, Any]
     key = ("index", m.index, index_digest(BatchConfig(options=options)), m.towers, device)
     found = cache.get(key)
     if found is None:
-        index = open_index(m.index if opened is None else opened)
+        index = open_index(m.index if opened is None else opened, device=device)
         towers: dict[str, Any] = {}
         if m.towers:
             from ..evidence.towers import create_tower_encoders

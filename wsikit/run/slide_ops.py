@@ -40,8 +40,7 @@ from ..slide import Slide, open_slide
 from ..slide.fingerprint import check_source, recorded_slide, write_source, written_sha256
 from ..tissue.mask import TissueMask, mask_shape, segment_tissue
 
-__all__ = ["info", "segment_slide", "write_tissue", "rasterise_edit", "check_tissue_owner",
-           "geojson_edited"]
+__all__ = ["info", "segment_slide", "check_tissue_owner", "geojson_edited"]
 
 _PathLike = str | os.PathLike[str]
 

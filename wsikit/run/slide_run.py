@@ -62,7 +62,7 @@ from .steps import (
     resolve_steps,
 )
 
-__all__ = ["SlideRun", "adopt_options", "pending_steps", "reusable", "run_slide"]
+__all__ = ["SlideRun", "run_slide"]
 
 def _wait_hint() -> str:
     """The end of the refusal of a busy slide (``wait=False``): how to wait instead."""
@@ -346,7 +346,8 @@ def _prepare(slide: CohortSlide, handle: Any, job: JobFolder, names: tuple[str, 
     config = BatchConfig(steps=names, options=effective, batch_size=settings.batch_size,
                          loader_workers=settings.loader_workers, plugins=tuple(plugins),
                          store=store, progress=progress_enabled(settings.progress),
-                         reader=settings.reader, backend=settings.backend)
+                         reader=settings.reader, backend=settings.backend,
+                         decode=settings.decode)
     ctx = SlideContext(slide, job, config, device=settings.device, cache=cache,
                        records={} if settings.force else previous, handle=handle,
                        force=settings.force, fingerprint=fingerprint, requested=requested)

@@ -77,6 +77,8 @@ class BatchConfig:
         Patch reader of the features step (:attr:`RunSettings.reader`).
     backend : str or None
         Slide reader (:attr:`RunSettings.backend`).
+    decode : {"reader", "device"}
+        Where the features step decodes JPEG tiles (:attr:`RunSettings.decode`).
     """
 
     steps: tuple[str, ...] = ("segment", "patch", "features")
@@ -88,6 +90,7 @@ class BatchConfig:
     progress: bool = False
     reader: str = "auto"
     backend: str | None = None
+    decode: str = "reader"
 
     def value(self, name: str) -> Any:
         """A run setting or an option, by its flat name (e.g. ``"target_mpp"``)."""
@@ -112,7 +115,7 @@ class BatchConfig:
 
 
 _RUN_FIELDS = ("steps", "batch_size", "loader_workers", "plugins", "store", "progress", "reader",
-               "backend")
+               "backend", "decode")
 
 
 class SkipSlide(WsikitError):
@@ -246,12 +249,12 @@ def list_steps() -> list[str]:
 
 
 def load_plugins(modules: Sequence[str]) -> None:
-    """Import plugin modules that register extra steps (``--plugin``)."""
+    """Import plugin modules that register extra steps or document readers (``--plugin``)."""
     for module in modules:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise BatchError(f"cannot import step plugin {module!r}: {exc}; check the module "
+            raise BatchError(f"cannot import plugin {module!r}: {exc}; check the module "
                              "name and that it is importable in the workers") from exc
 
 
