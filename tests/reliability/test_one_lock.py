@@ -140,7 +140,7 @@ def test_stale_lock_of_a_dead_process_is_taken_over(slide: Path, tmp_path: Path)
     dead.kill()
     dead.wait()
     assert path.exists()  # killed: its lock file stays behind
-    from wsikit.run.slide_ops import segment
+    from wsikit.run.pipeline import segment
 
     segment(slide, out=out)  # takes the dead process's lock over
     assert not path.exists()

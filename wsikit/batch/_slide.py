@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["run_one"]
-
 
 def run_one(task: Mapping[str, Any], job_root: str, stale_after: float,
             config: Mapping[str, Any], *, device: str, cache: dict[Any, Any],
@@ -32,8 +30,8 @@ def run_one(task: Mapping[str, Any], job_root: str, stale_after: float,
     slide = CohortSlide.from_dict(task["slide"])
     settings = RunSettings(device=device, batch_size=cfg.batch_size,
                            loader_workers=cfg.loader_workers, progress=False, wait=False,
-                           reader=cfg.reader, backend=cfg.backend, threads=cfg.threads,
-                           on_bad_tile=cfg.on_bad_tile)
+                           reader=cfg.reader, backend=cfg.backend, decode=cfg.decode,
+                           threads=cfg.threads, on_bad_tile=cfg.on_bad_tile)
     try:
         run = run_slide(slide, JobFolder(job_root, stale_after=stale_after),
                         steps if steps is not None else cfg.steps, cfg.options, settings,

@@ -27,7 +27,7 @@ from ..outputs.lockfile import hold_lock
 from ..run.state import JobFolder
 from ..run.steps import BatchConfig, canonical_value, get_step
 
-__all__ = ["BINDING", "bind_job", "read_binding", "slide_bound"]
+__all__ = ["bind_job", "slide_bound"]
 
 #: The binding's file in the job folder.
 BINDING = "job.json"

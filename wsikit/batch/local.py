@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -189,11 +189,10 @@ def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after:
 
 def _serve(conn: Connection, slot: DeviceSlot, job_root: str, stale_after: float,
            config: dict[str, Any]) -> None:
-    """Run the slides the parent sends until it sends ``None`` or goes away."""
-    from ._slide import run_one
-
-    cache: dict[str, Any] = {}
+    """Run the tasks the parent sends until it sends ``None`` or goes away."""
     worker = {"pid": os.getpid(), "device": slot.label}
+    run = work_function(job_root, stale_after, config, slot.device, worker=worker)
+    cache: dict[str, Any] = {}
     while True:
         try:
             msg = conn.recv()
@@ -201,13 +200,46 @@ def _serve(conn: Connection, slot: DeviceSlot, job_root: str, stale_after: float
             return
         if msg is None:
             return
-        result = run_one(msg, job_root, stale_after, config, device=slot.device, cache=cache,
-                         worker=worker)
+        result = run(msg, cache)
         result["worker"] = worker
         try:
             conn.send(result)
         except (BrokenPipeError, OSError):
             return
+
+
+def work_function(job_root: str, stale_after: float, config: dict[str, Any], device: str, *,
+                  worker: dict[str, Any] | None = None
+                  ) -> Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]:
+    """What a worker runs for one task: ``run(task, cache) -> result``.
+
+    A cohort's slide is one :func:`~wsikit.run.slide_run.run_slide` of the job's steps
+    (:func:`wsikit.batch._slide.run_one`; ``worker``: its pid and device, recorded in the
+    slide's state); a config with
+    ``"task_function": "module:function"`` runs that function instead (the corpus of
+    :mod:`wsikit.batch.corpus`: one document a task), with the task dict and the worker's
+    cache. Its result must hold the task's ``"id"`` and a ``"status"``.
+    """
+    name = config.get("task_function")
+    if name:
+        import importlib
+
+        module, _, func = str(name).partition(":")
+        return getattr(importlib.import_module(module), func)
+    from ._slide import run_one
+
+    def run(msg: dict[str, Any], cache: dict[str, Any]) -> dict[str, Any]:
+        return run_one(msg, job_root, stale_after, config, device=device, cache=cache,
+                       steps=msg.get("steps"), worker=worker)
+
+    return run
+
+
+def task_id(task: dict[str, Any]) -> str:
+    """The id of an engine task: a corpus task's ``"id"``, else its slide's ``slide_id``."""
+    if "id" in task:
+        return str(task["id"])
+    return str(task.get("slide", {}).get("slide_id", "?"))
 
 
 # --------------------------------------------------------------------------- parent side
@@ -323,10 +355,10 @@ class LocalEngine:
         else:
             how = f"exit code {code}"
         task = worker.task or {}
-        slide_id = task.get("slide", {}).get("slide_id", "?")
+        slide_id = task_id(task)
         hint = " (out of memory? a crashing codec?)" if code in (-9, -11, -6) else ""
-        return {"slide_id": slide_id, "status": "failed", "steps": {}, "recorded": False,
-                "reused": [], "seconds": 0.0, "n_patches": 0,
+        return {"slide_id": slide_id, "id": slide_id, "status": "failed", "steps": {},
+                "recorded": False, "reused": [], "seconds": 0.0, "n_patches": 0,
                 "error": {"type": "Timeout" if timed_out else "WorkerDied",
                           "message": (f"this slide took too long: {how}" if timed_out else
                                       f"worker process on {worker.slot.label} died while "

@@ -287,8 +287,8 @@ def _job_config(options: PipelineOptions, settings: RunSettings, batch: BatchSet
                        batch_size=int(settings.batch_size),
                        loader_workers=settings.loader_workers, plugins=tuple(batch.plugins),
                        store=parse_store(batch.store), reader=settings.reader,
-                       backend=settings.backend, threads=settings.threads,
-                       on_bad_tile=settings.on_bad_tile)
+                       backend=settings.backend, decode=settings.decode,
+                       threads=settings.threads, on_bad_tile=settings.on_bad_tile)
 
 
 def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],

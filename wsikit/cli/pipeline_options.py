@@ -33,10 +33,8 @@ from . import _common
 __all__ = [
     "add_option_flags",
     "add_pipeline_options",
-    "add_stage_flags",
     "batch_settings",
     "flag_of",
-    "given_values",
     "pipeline_options",
     "run_settings",
 ]

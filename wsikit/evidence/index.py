@@ -43,6 +43,7 @@ from ._index_folder import INDEX_FORMAT, METRIC
 from ._index_rows import ON_EXISTING, AddReport, background_of, reconstruct_all
 from ._index_writer import embed_images, encoder_info, encoder_version, write_version
 from .calibration import Background
+from .kinds import parse_kinds
 from .nodes import FigureNode, evidence_level_name
 from .sanitise import valid_doi
 
@@ -83,7 +84,10 @@ class Match:
                 "page": n.page, "year": n.year, "license": n.license,
                 "license_source": n.license_source, "journal": n.journal, "pmid": n.pmid,
                 "pmcid": n.pmcid,
-                "image_path": rel, "image_abspath": absolute, "source_path": n.source_path}
+                "image_path": rel, "image_abspath": absolute, "source_path": n.source_path,
+                "kind": n.kind, "kind_source": n.kind_source, "parent_id": n.parent_id,
+                "panel": n.panel,
+                "panel_box": None if n.panel_box is None else list(n.panel_box)}
 
 
 _UNSET: Any = object()
@@ -93,15 +97,19 @@ class FigureIndex:
     """A searchable folder of literature figures (layout: :mod:`~wsikit.evidence._index_folder`).
 
     Use :meth:`build` to create one, :meth:`open` to load one, :meth:`add` to extend it and
-    :meth:`query` / :meth:`query_images` to search.
+    :meth:`query` / :meth:`query_images` to search. How it is searched (:attr:`search_kind`)
+    is chosen when it is opened (``search``, ``device``: :meth:`open`).
     """
 
-    def __init__(self, path: Path, manifest: dict[str, Any], index: Any) -> None:
+    def __init__(self, path: Path, manifest: dict[str, Any], index: Any, *,
+                 search: str = "auto", device: str | None = None) -> None:
         self.path = Path(path)
         self.manifest = manifest
         self._cpu_index = index
         self._background: Any = _UNSET
-        self._search_index = fu.to_search_device(index, manifest["kind"])
+        self._search_choice = (search, device)
+        self._search_index = fu.to_search_device(index, manifest["kind"], search=search,
+                                                 device=device)
         fu.set_search_params(self._search_index, manifest["kind"], manifest["params"])
         self._licences: frozenset[str] | None = None
         self._allowed: np.ndarray | None = None
@@ -126,6 +134,12 @@ class FigureIndex:
     def count(self) -> int:
         """Number of figure nodes."""
         return int(self.manifest["count"])
+
+    @property
+    def search_kind(self) -> dict[str, str]:
+        """How queries are searched: ``{"search": "faiss" | "faiss-gpu" | "torch", "device":
+        ...}`` (:func:`wsikit.evidence._faiss.to_search_device`; recorded in evidence.json)."""
+        return fu.search_kind(self._search_index)
 
     def __len__(self) -> int:
         return self.count
@@ -180,12 +194,24 @@ class FigureIndex:
             view._allowed = None if allowed.all() else allowed
         return view
 
-    def _search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """FAISS search of normalised ``vectors``, within the licence filter if any."""
-        if self._allowed is None:
+    def _search(self, vectors: np.ndarray, k: int, kinds_allowed: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """FAISS search of normalised ``vectors`` within this view's licence filter and the
+        ``kinds_allowed`` rows (:meth:`matchable`), if any."""
+        allowed = self.admitted(kinds_allowed)
+        if allowed is None:
             return self._search_index.search(vectors, k)
-        return fu.search_within(self._search_index, vectors, k, self._allowed,
+        return fu.search_within(self._search_index, vectors, k, allowed,
                                 cpu_index=self._cpu_index, kind=self.kind)
+
+    def admitted(self, kinds_allowed: np.ndarray | None = None) -> np.ndarray | None:
+        """Rows a search may return: this view's licences and ``kinds_allowed`` together
+        (``None``: every row)."""
+        if self._allowed is None:
+            return kinds_allowed
+        if kinds_allowed is None:
+            return self._allowed
+        return self._allowed & kinds_allowed
 
     # ------------------------------------------------------------------ build / open
     @classmethod
@@ -232,7 +258,8 @@ class FigureIndex:
                 "recall_queries": 0, "count": 0, "files": {}, "checksums": {},
             }
             (tmp / "images").mkdir()
-            empty = cls(tmp, {**manifest, "kind": "flat"}, fu.make_index(dim, "flat", {}))
+            empty = cls(tmp, {**manifest, "kind": "flat"}, fu.make_index(dim, "flat", {}),
+                        search="faiss")
             empty._write_version(nodes, encoder, kind=kind, params=params,
                                          recall_target=recall_target, batch_size=batch_size,
                                          progress_bar=progress_bar, fresh=True)
@@ -249,15 +276,25 @@ class FigureIndex:
         return cls.open(out)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, verify: bool = True) -> FigureIndex:
+    def open(cls, path: str | os.PathLike[str], *, verify: bool = True, search: str = "auto",
+             device: str | None = None) -> FigureIndex:
         """Load an index folder; ``verify`` checks the sha256 checksums of its files.
+
+        ``search`` chooses how it is searched: ``"auto"`` takes faiss-gpu where it sees a GPU,
+        else for a flat (exact) index on a CUDA ``device`` torch's exact search there (a
+        float16 matrix product and top-k, chunked to the free memory, the candidates re-scored
+        in float32: float32 exact search's results), else faiss on the CPU; ``"faiss"``
+        always faiss; ``"torch"`` torch's exact search on ``device`` (flat indexes; on a CPU
+        too). ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``; ``None``: CUDA when torch sees
+        it. The choice is :attr:`search_kind`.
 
         Raises
         ------
         EvidenceError
-            Missing/corrupt manifest or files, checksum mismatch.
+            Missing/corrupt manifest or files, checksum mismatch; ``search="torch"`` for an
+            IVF/HNSW index.
         """
-        return cls(*folder.read_folder(path, verify=verify))
+        return cls(*folder.read_folder(path, verify=verify), search=search, device=device)
 
     # ------------------------------------------------------------------ writing
     def _write_version(self, nodes: Sequence[FigureNode], encoder: Any, *, kind: str,
@@ -276,7 +313,9 @@ class FigureIndex:
         self.manifest = written.manifest
         self._background = written.background
         self._cpu_index = written.cpu_index
-        self._search_index = fu.to_search_device(written.cpu_index, kind)
+        search, device = self._search_choice
+        self._search_index = fu.to_search_device(written.cpu_index, kind, search=search,
+                                                 device=device)
         fu.set_search_params(self._search_index, kind, written.manifest["params"])
         folder.remove_stale(self.path, written.manifest)
         return written.report
@@ -320,7 +359,7 @@ class FigureIndex:
             stack.callback(lock.release)
             # Writers are serialised: continue from the version the previous writer committed,
             # not the one this object was opened at (else its files would be overwritten).
-            current = FigureIndex.open(self.path)
+            current = FigureIndex.open(self.path, search="faiss")  # its files, not a search
             self.manifest, self._cpu_index = current.manifest, current._cpu_index
             return self._write_version(list(nodes), encoder, kind=self.kind, params=None,
                                        recall_target=0.95, batch_size=batch_size,
@@ -393,8 +432,43 @@ class FigureIndex:
         """Nodes by faiss row (all, in row order, when ``rows`` is None)."""
         return folder.read_nodes(self._db, self.path, rows)
 
-    def query(self, vectors: np.ndarray, k: int = 5, *, encoder: str | Any | None = None
-              ) -> list[list[Match]]:
+    def _kind_table(self) -> tuple[np.ndarray, np.ndarray, frozenset[str]]:
+        """``(kind per row (object array, None = not measured), row is a figure with panels,
+        node ids of figures with panels)`` of the current version (cached)."""
+        key = self.manifest["files"]["sqlite"]
+        cached = getattr(self, "_kinds_cache", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        kinds, is_parent, parents = folder.kind_table(self._db, self.count)
+        self._kinds_cache = (key, (kinds, is_parent, parents))
+        return kinds, is_parent, parents
+
+    def matchable(self, kinds: Sequence[str] | None) -> np.ndarray | None:
+        """Rows a query restricted to ``kinds`` may return (a boolean mask over rows), or
+        ``None`` for no restriction (``kinds=None``).
+
+        With ``kinds`` given, the matchable rows are the panels of compound figures and the
+        figures without panels whose kind is one of ``kinds``; rows of an index made before
+        kinds were measured (kind unknown) stay matchable.
+        """
+        if kinds is None:
+            return None
+        wanted = set(parse_kinds(list(kinds)))
+        row_kinds, is_parent, _ = self._kind_table()
+        known = np.fromiter((k is None or k in wanted for k in row_kinds), bool,
+                            count=len(row_kinds))
+        return known & ~is_parent
+
+    def is_matchable(self, node: FigureNode, kinds: Sequence[str] | None) -> bool:
+        """Whether ``node`` (a node of this index) passes :meth:`matchable`'s rule."""
+        if kinds is None:
+            return True
+        _, _, parents = self._kind_table()
+        return node.node_id not in parents and (
+            node.kind is None or node.kind in set(parse_kinds(list(kinds))))
+
+    def query(self, vectors: np.ndarray, k: int = 5, *, encoder: str | Any | None = None,
+              kinds: Sequence[str] | None = None) -> list[list[Match]]:
         """Top-``k`` figures per query vector by cosine similarity.
 
         Parameters
@@ -405,6 +479,9 @@ class FigureIndex:
             Matches per query (at most the node count).
         encoder : str or Encoder, optional
             The encoder (or its name) that made ``vectors``; checked against the index.
+        kinds : sequence of str, optional
+            Return only panels and single-panel figures of these kinds (:meth:`matchable`);
+            ``None`` (default) searches every node, compound figures included.
 
         Raises
         ------
@@ -420,10 +497,12 @@ class FigureIndex:
                             weights_sha256=getattr(encoder, "weights_sha256", None))
         if k < 1:
             raise EvidenceError(f"k={k} must be >= 1")
-        k = min(k, self.count)
+        allowed = self.matchable(kinds)
+        admitted = self.admitted(allowed)
+        k = min(k, self.count if admitted is None else int(admitted.sum()))
         if v.shape[0] == 0 or k == 0:
             return [[] for _ in range(v.shape[0])]
-        sims, ids = self._search(fu.normalise(v), k)
+        sims, ids = self._search(fu.normalise(v), k, allowed)
         rows = sorted({int(i) for i in ids.ravel() if i >= 0})
         lookup = dict(zip(rows, self.nodes(rows), strict=True))
         bg = self.background
@@ -432,9 +511,10 @@ class FigureIndex:
                  for s, p, i in zip(srow, prow, irow, strict=True) if i >= 0]
                 for srow, prow, irow in zip(sims, pct, ids, strict=True)]
 
-    def query_images(self, images: Sequence[np.ndarray] | np.ndarray, encoder: Any, k: int = 5
-                     ) -> list[list[Match]]:
-        """Embed ``(H, W, 3) uint8`` images with ``encoder`` and :meth:`query` them.
+    def query_images(self, images: Sequence[np.ndarray] | np.ndarray, encoder: Any, k: int = 5,
+                     *, kinds: Sequence[str] | None = None) -> list[list[Match]]:
+        """Embed ``(H, W, 3) uint8`` images with ``encoder`` and :meth:`query` them
+        (``kinds``: as :meth:`query`).
 
         Raises
         ------
@@ -446,22 +526,29 @@ class FigureIndex:
                             getattr(encoder, "weights_sha256", None))
         if isinstance(images, np.ndarray) and images.ndim == 3:
             images = images[None]
-        return self.query(embed_images(list(images), encoder), k, encoder=encoder)
+        return self.query(embed_images(list(images), encoder), k, encoder=encoder, kinds=kinds)
+
+    def kind_counts(self) -> dict[str, dict[str, int]]:
+        """Figures and panels per kind: ``{"figures": {kind: n}, "panels": {kind: n}}``
+        (``"unknown"``: figures indexed before kinds were measured)."""
+        return folder.kind_stats(self._db)
 
     def info(self) -> dict[str, Any]:
         """Manifest facts plus the folder path, the evidence-level and licence histograms and
         ``problems``: what is damaged or outdated (:meth:`problems`; empty when none)."""
         levels, sources = folder.node_stats(self._db)
         n_images = len(list((self.path / "images").glob("*.png")))
-        return {"path": str(self.path), **self.manifest, "evidence_levels": levels,
+        return {"path": str(self.path), **self.manifest, **self.search_kind,
+                "evidence_levels": levels,
                 "licences": folder.licence_counts(self._db), "sources": sources,
+                "kinds": self.kind_counts(),
                 "images_stored": n_images, "problems": self.problems()}
 
     def problems(self) -> list[str]:
         """What is wrong with this (opened, checksum-verified) index, one sentence each with
         the fix: node images missing, unreadable or outside the folder (images are not
-        covered by the manifest's checksums), no stored similarity background, or vectors of
-        an older definition of the weight-free encoder."""
+        covered by the manifest's checksums), figures without a measured kind, no stored
+        similarity background, or vectors of an older definition of the weight-free encoder."""
         from PIL import Image, UnidentifiedImageError
 
         found: list[str] = []
@@ -480,6 +567,12 @@ class FigureIndex:
         if bad:
             found.append(f"{len(bad)} figure image(s) missing, unreadable or outside the "
                          f"index folder (first: {bad[0]}); rebuild the index from its sources")
+        unknown = folder.kind_stats(self._db)["figures"].get("unknown", 0)
+        if unknown:
+            found.append(f"outdated: {unknown} figure(s) without a measured kind and panels "
+                         "(indexed before wsikit measured them); slide regions are matched "
+                         "against them whatever they show. Rebuild it: wsikit index build "
+                         f"SOURCES --out {self.path}")
         if "background" not in self.manifest:
             found.append("outdated: no similarity background stored (made by wsikit "
                          f"{self.manifest.get('wsikit_version')}); run: wsikit index "
@@ -499,7 +592,7 @@ class FigureIndex:
         return {"path": str(self.path), "encoder": self.encoder_name,
                 "encoder_label": enc.get("label", self.encoder_name),
                 "encoder_heuristic": bool(enc.get("heuristic", False)), "dim": self.dim,
-                "count": self.count, "kind": self.kind,
+                "count": self.count, "kind": self.kind, **self.search_kind,
                 "background": None if bg is None else {
                     "method": bg.method, "pairs": bg.pairs, "sampled": bg.sampled,
                     "p50": round(bg.similarity_at(50), 6), "p95": round(bg.similarity_at(95), 6),

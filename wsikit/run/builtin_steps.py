@@ -45,17 +45,21 @@ if TYPE_CHECKING:
     from ..models import Encoder
     from ..patches.grid import TileGrid
 
-__all__ = ["segment_step", "patch_step", "grid_thumbnail_step", "features_step",
-           "attention_step", "SEGMENT_KEYS", "GRID_KEYS", "FEATURE_KEYS", "ATTENTION_KEYS",
-           "coords_digest", "encoder_entry"]
+__all__ = ["segment_step", "patch_step", "features_step", "attention_step", "GRID_KEYS",
+           "FEATURE_KEYS", "ATTENTION_KEYS"]
 
 #: Longest side of the outlined thumbnails (tissue, grid).
 THUMBNAIL_PX = 1024
-#: Options each step's output depends on (a change redoes the step and those after it).
+#: Options the segment step's output depends on (a change redoes it and the steps after it).
 SEGMENT_KEYS = ("tissue_mpp", "min_tissue_um2", "min_hole_um2")
+#: Options the patch grid depends on.
 GRID_KEYS = (*SEGMENT_KEYS, "target_mpp", "patch_px", "overlap_px", "min_tissue", "coords")
+#: Options the patch features depend on.
 FEATURE_KEYS = (*GRID_KEYS, "encoder", "weights", "precision")
+#: Options the per-patch attention depends on.
 ATTENTION_KEYS = (*FEATURE_KEYS, "attention")
+
+
 def _missing_module(module: str, what: str) -> Callable[[], str | None]:
     def check() -> str | None:
         try:
@@ -76,6 +80,7 @@ def segment_step(ctx: SlideContext) -> dict[str, Any]:
     tissue from now on: rasterised, never overwritten by a new segmentation (``force``
     segments again, keeping the edit as ``<slide>.geojson.bak``).
     """
+    from ..slide.fingerprint import source_file
     from .slide_ops import geojson_edited, rasterise_edit, segment_slide, write_tissue
 
     slide = ctx.open()
@@ -97,6 +102,9 @@ def segment_step(ctx: SlideContext) -> dict[str, Any]:
     ctx.artifacts.mask = mask
     for key, path in ctx.layout.tissue_files(name).items():
         ctx.add_output(key, path)  # a lost mask PNG redoes the segmentation, not a re-raster
+    source = source_file(ctx.layout.tissue_geojson(name))
+    if source.is_file():  # whose tissue it is: a lost record is made again (an edit adopted)
+        ctx.add_output("source", source)
     return {"mpp": float(slide.mpp), "mpp_source": slide.mpp_source,
             "level0_size": [int(v) for v in slide.dimensions],
             "tissue_fraction": round(float(mask.tissue_fraction), 6),
@@ -260,7 +268,7 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
     emb = extract_features(ctx.open(), grid, encoder, device=ctx.device,
                            batch_size=cfg.batch_size, workers=workers,
                            precision=ctx.options.models.precision, progress=cfg.progress,
-                           reader=cfg.reader, threads=cfg.threads)
+                           reader=cfg.reader, decode=cfg.decode, threads=cfg.threads)
     seconds = time.perf_counter() - ts
     coords = {**emb.attrs.get("coords", {}), "savetodir": str(ctx.job.root)}
     emb = dataclasses.replace(emb, attrs={**emb.attrs, "coords": coords})

@@ -19,7 +19,7 @@ from .options import PipelineOptions, SelectionOptions
 if TYPE_CHECKING:
     from ..selection.selectors import Selector
 
-__all__ = ["build_selector", "check_options", "check_run", "check_weights"]
+__all__ = ["build_selector", "check_options", "check_run"]
 
 
 def check_run(options: PipelineOptions, steps: Sequence[str],

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_SLIDE_TIMEOUT",
+    "DECODES",
     "ATTENTION_SOURCES",
     "BatchKeywords",
     "BatchSettings",
@@ -72,6 +73,8 @@ __all__ = [
 
 #: Patches per forward pass of the patch encoder (a run setting: it never changes a result).
 DEFAULT_BATCH_SIZE = 64
+#: Values of ``decode``: JPEG tiles decoded by the CPU reader processes, or on the compute device.
+DECODES = ("reader", "device")
 #: Values of ``attention``: ``auto`` is TITAN when CONCH v1.5 features and TITAN weights exist.
 ATTENTION_SOURCES = ("auto", "titan", "heuristic")
 #: Patches kept by the ``topk`` selector unless ``per_scale`` says otherwise.
@@ -292,6 +295,10 @@ class MatchOptions:
         Match only figures under these licences: a group (``open``, ``commercial``,
         ``adaptable``) or licence names, comma-separated (:mod:`wsikit.evidence.licence`);
         ``None``: any.
+    match_kinds : tuple of str or None
+        Figure kinds a region is matched against (panels of compound figures and figures
+        without panels; :mod:`wsikit.evidence.kinds`); ``None``: micrographs
+        (:func:`wsikit.evidence.match_crops`).
     """
 
     index: str | None = opt(None, "figure index folder (wsikit index build) to match regions "
@@ -317,6 +324,10 @@ class MatchOptions:
               "licence, CC0, public domain), 'commercial' (without NC), 'adaptable' (CC BY, "
               "CC BY-SA, CC0, public domain) or licence names, comma-separated ('CC BY,CC0'); "
               "default: any", flag="--licence", kind="licence", metavar="LICENCES")
+    match_kinds: tuple[str, ...] | None = opt(
+        None, "figure kinds regions are matched against: panels of compound figures and "
+        "figures without panels of these kinds (comma-separated: micrograph, photograph, chart, "
+        "diagram, mixed; or 'all'); default micrograph", kind="figure_kinds", metavar="KINDS")
 
 
 @dataclass(frozen=True)
@@ -383,6 +394,12 @@ class RunSettings:
     wait : bool
         While another job writes the slide's outputs: wait for it (``True``) or refuse at
         once naming it.
+    decode : {"reader", "device"}
+        Where the features step decodes JPEG tiles and resizes patches: ``"reader"``, in the
+        reader processes on the CPU (any slide format); ``"device"``, on the compute device
+        (nvJPEG on CUDA; tiled JPEG TIFFs only), when a few CPU cores cannot keep a GPU fed.
+        Pixels agree within a few uint8 levels; the feature file records which
+        (:func:`wsikit.features.extract.extract_features`).
     """
 
     device: str = opt("cpu", "cpu, cuda, cuda:1 ... (default {default})", steps=_DEVICE_STEPS)
@@ -416,8 +433,18 @@ class RunSettings:
     wait: bool = opt(True, "refuse at once, naming the job, while another job (wsikit batch, "
                      "select, ...) writes this slide's outputs in OUT (default: wait for it)",
                      flag="--no-wait", action="store_false")
+    decode: str = opt("reader", "where JPEG tiles are decoded and patches resized: 'reader' "
+                      "(default), the CPU reader processes, any slide format; 'device', the "
+                      "compute device (nvJPEG on CUDA; tiled JPEG TIFFs such as SVS), when a "
+                      "few CPU cores cannot keep a GPU fed (pixels within a few uint8 levels "
+                      "of the reader's; recorded in the feature file)", choices=DECODES,
+                      steps=("features",))
 
     def __post_init__(self) -> None:
+        if self.decode not in DECODES:
+            raise SelectionError(f"{option('decode', self.decode)} must be one of "
+                                 f"{', '.join(DECODES)}: 'reader' decodes on the CPU, "
+                                 "'device' on the compute device")
         threads = self.threads
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                     or threads < 1):
@@ -564,6 +591,8 @@ class PipelineOptions:
         pairs = weights.items() if isinstance(weights, Mapping) else (weights or ())
         values["weights"] = tuple(sorted((str(k), str(v)) for k, v in pairs))
         values["towers"] = tuple(towers)
+        if "match_kinds" in values:
+            values["match_kinds"] = _match_kinds(values["match_kinds"])
         if values.get("index") is not None:  # a path, or an open FigureIndex (its folder)
             values["index"] = os.fspath(getattr(values["index"], "path", values["index"]))
         if values.get("coords") is not None:
@@ -655,6 +684,8 @@ class PipelineOptions:
         out["weights"] = [list(p) for p in self.models.weights]
         out["scales"] = list(self.selection.scales)
         out["towers"] = list(self.matching.towers)
+        kinds = self.matching.match_kinds
+        out["match_kinds"] = None if kinds is None else list(kinds)
         return out
 
     @classmethod
@@ -706,6 +737,7 @@ class OptionKeywords(TypedDict, total=False):
     rrf_k: float
     towers: Sequence[str]
     licences: str | None
+    match_kinds: str | Sequence[str] | None
     max_crop_px: int
     report: bool
     synthetic: bool
@@ -725,6 +757,7 @@ class RunKeywords(OptionKeywords, total=False):
     backend: str | None
     reader: str
     wait: bool
+    decode: str
 
 
 class BatchKeywords(RunKeywords, total=False):
@@ -781,6 +814,20 @@ def resolve_run(overrides: Mapping[str, Any], options: PipelineOptions | None = 
     batch = replace(batch or BatchSettings(),
                     **{k: v for k, v in overrides.items() if k in batch_names})
     return options, settings, batch
+
+
+def _match_kinds(value: Any) -> tuple[str, ...] | None:
+    """``match_kinds`` as a tuple of figure kinds (``"all"``, ``"a,b"`` or a list); ``None``
+    stays the default (micrographs, :mod:`wsikit.evidence.matching`)."""
+    if value is None:
+        return None
+    from ..errors import EvidenceError
+    from ..evidence.kinds import parse_kinds
+
+    try:
+        return parse_kinds(value)
+    except EvidenceError as exc:
+        raise SelectionError(f"{option('match_kinds', value)}: {exc}") from None
 
 
 def _encoder_names() -> set[str]:

@@ -43,15 +43,17 @@ if TYPE_CHECKING:
     from ..slide import Slide
     from ..tissue.mask import TissueMask
 
-__all__ = ["SELECT_KEYS", "index_and_towers", "index_digest", "open_index",
-           "open_index_once", "select_step", "selector_once", "write_evidence"]
+__all__ = ["SELECT_KEYS", "open_index", "select_step", "write_evidence"]
 
 
-def open_index(index: str | os.PathLike[str] | FigureIndex) -> FigureIndex:
-    """The figure index (a path is opened and its checksums verified; an open one is kept)."""
+def open_index(index: str | os.PathLike[str] | FigureIndex, *,
+               device: str | None = None) -> FigureIndex:
+    """The figure index (a path is opened and its checksums verified, searched on the run's
+    ``device`` where that is CUDA: :meth:`~wsikit.evidence.FigureIndex.open`; an open one is
+    kept)."""
     from ..evidence import FigureIndex
 
-    return index if isinstance(index, FigureIndex) else FigureIndex.open(index)
+    return index if isinstance(index, FigureIndex) else FigureIndex.open(index, device=device)
 
 
 def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention,
@@ -147,7 +149,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
                      "mpp": crop.mpp},
             "matches": found_matches, "below_floor": dropped}))
     selection = _selection_entry(options, windows, grid, slide, floor=found.floor,
-                                 licences=found.licences)
+                                 licences=found.licences, kinds=found.kinds)
     result = EvidenceResult(
         slide=_slide_entry(slide, sid, final),
         models=models, selection=selection, regions=tuple(regions), index=found.index,
@@ -169,7 +171,8 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
 @dataclass(frozen=True)
 class _Matched:
     """The figures matched to the crops (:func:`_match`) and what evidence.json records of
-    the matching: the floor, the licences a match had to carry, the index, the crop encoder."""
+    the matching: the floor, the licences a match had to carry, the index, the crop encoder,
+    the kinds of figure matched."""
 
     matches: Sequence[list[dict[str, Any]]]
     below_floor: Sequence[int | None]
@@ -177,6 +180,7 @@ class _Matched:
     licences: list[str] | None = None
     index: dict[str, Any] | None = None
     crop_encoder: dict[str, Any] = field(default_factory=dict)
+    kinds: tuple[str, ...] | None = None
 
 
 def _match(crop_images: Sequence[Any], index: FigureIndex | None, options: PipelineOptions, *,
@@ -191,17 +195,18 @@ def _match(crop_images: Sequence[Any], index: FigureIndex | None, options: Pipel
     found = match_crops(crop_images, index, k=match.k, min_similarity=match.min_similarity,
                         base_dir=final, device=device, weights=options.models.weight_files(),
                         question=match.question, rrf_k=match.rrf_k, towers=towers,
-                        licences=match.licences)
+                        licences=match.licences, kinds=match.match_kinds)
     index_entry = found.index.to_evidence_dict()
     index_entry["relpath"] = relative_path(index_entry["path"], final)
     return _Matched(found.matches, found.below_floor, found.floor,
                     # what a match had to carry
                     None if found.index.licences is None else sorted(found.index.licences),
-                    index_entry, {"crop_encoder": encoder_entry(found.encoder)})
+                    index_entry, {"crop_encoder": encoder_entry(found.encoder)}, found.kinds)
 
 
 def _selection_entry(options: PipelineOptions, windows: Any, grid: TileGrid, slide: Slide, *,
-                     floor: Any, licences: list[str] | None) -> dict[str, Any]:
+                     floor: Any, licences: list[str] | None,
+                     kinds: tuple[str, ...] | None) -> dict[str, Any]:
     """``selection`` of evidence.json: the selector and its options, the grid, the floors
     (saliency and similarity), the licences matched, a question's fusion, warnings."""
     sel_opts, match = options.selection, options.matching
@@ -210,7 +215,8 @@ def _selection_entry(options: PipelineOptions, windows: Any, grid: TileGrid, sli
         "min_score_value": windows.params.get("min_score_value"),
         "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
         "patch_size_l0": grid.stride_l0, "patches": len(grid),
-        "figures_per_region": match.k, "min_similarity": floor}
+        "figures_per_region": match.k, "min_similarity": floor,
+        **({"match_kinds": list(kinds)} if kinds is not None else {})}
     from ..patches.grid import upsampling_note
 
     if note := upsampling_note(slide.name, grid.slide_mpp, grid.target_mpp):
@@ -278,7 +284,7 @@ def _write_report(slide: Slide, sdir: Path, result: EvidenceResult, mask: Tissue
 #: moved with its index redoes nothing (evidence.json finds it again by ``index.relpath``).
 SELECT_KEYS = (*ATTENTION_KEYS, "selector", "scales", "per_scale", "min_coverage", "max_iou",
                "margin", "layout", "min_score", "k", "min_similarity", "question",
-               "rrf_k", "towers", "max_crop_px", "report", "synthetic")
+               "rrf_k", "towers", "match_kinds", "max_crop_px", "report", "synthetic")
 
 
 def index_digest(config: BatchConfig) -> str | None:
@@ -314,7 +320,7 @@ def open_index_once(options: PipelineOptions, device: str, cache: dict[Any, Any]
     key = ("index", m.index, index_digest(BatchConfig(options=options)), m.towers, device)
     found = cache.get(key)
     if found is None:
-        index = open_index(m.index if opened is None else opened)
+        index = open_index(m.index if opened is None else opened, device=device)
         towers: dict[str, Any] = {}
         if m.towers:
             from ..evidence.towers import create_tower_encoders

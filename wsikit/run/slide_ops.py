@@ -40,9 +40,7 @@ from ..slide import Slide, open_slide
 from ..slide.fingerprint import check_source, recorded_slide, write_source, written_sha256
 from ..tissue.mask import TissueMask, mask_shape, segment_tissue
 
-__all__ = ["info", "segment_slide", "write_tissue", "rasterise_edit", "check_grid_matches",
-           "greyscale_hint", "draw_tissue", "draw_grid", "check_tissue_owner",
-           "geojson_edited", "backup_geojson"]
+__all__ = ["info", "segment_slide", "check_tissue_owner", "geojson_edited"]
 
 _PathLike = str | os.PathLike[str]
 

@@ -23,6 +23,11 @@ features`` extracts features on the 256-px grid the user made, instead of replac
 the encoder's default grid. The steps a command asks for use the options as given (their
 defaults otherwise), and ``batch`` asks for all its steps (its job folder is bound to its
 options instead).
+
+A step's record says whether a command asked for it (``requested``): its outputs are then the
+user's, and a later run that only needs that step and is given other values of its options
+refuses (:func:`keep_made_on_request`) instead of replacing them: ``wsikit features
+--patch-px 512`` after ``wsikit patch --patch-px 256`` never embeds or writes another grid.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._hints import on_command_line
+from .._hints import keyword, on_command_line, option
 from .checks import check_run
 from .cohort_slide import CohortSlide
 from .options import PipelineOptions, RunSettings
@@ -57,8 +62,7 @@ from .steps import (
     resolve_steps,
 )
 
-__all__ = ["SlideRun", "StepsRun", "adopt_options", "failed_result", "files_unchanged",
-           "pending_steps", "reusable", "run_slide", "run_steps"]
+__all__ = ["SlideRun", "run_slide"]
 
 def _wait_hint() -> str:
     """The end of the refusal of a busy slide (``wait=False``): how to wait instead."""
@@ -154,6 +158,48 @@ def adopt_options(options: PipelineOptions, records: Mapping[str, Any], steps: S
             if canonical_value(options.value(key)) != value:
                 changes[key] = value
     return options.update(**changes) if changes else options
+
+
+def keep_made_on_request(records: Mapping[str, Any], options: PipelineOptions,
+                         steps: Sequence[str], requested: Collection[str],
+                         given: Collection[str] | None, *, job: JobFolder,
+                         slide_id: str) -> None:
+    """Refuse to replace the outputs of a step an earlier command asked for (``requested``
+    in its record: ``wsikit patch`` made the grid) when this run only needs that step and is
+    given other values of its options (``wsikit features --patch-px 512`` after ``wsikit
+    patch --patch-px 256``): the user's grid is used when no grid option is given
+    (:func:`adopt_options`), and never silently replaced by another one.
+
+    ``given=None`` (an options object): every option counts as given.
+
+    Raises
+    ------
+    CacheError
+        Names the step, the options that differ, their file and the ways out.
+    """
+    from ..errors import CacheError
+
+    for name in steps:
+        record = records.get(name) or {}
+        if name in requested or not record.get("requested"):
+            continue
+        recorded = record.get("options") or {}
+        differ = {key: (recorded[key], canonical_value(options.value(key)))
+                  for key in get_step(name).config_keys
+                  if key in recorded and (given is None or key in given)
+                  and canonical_value(options.value(key)) != recorded[key]}
+        if not differ:
+            continue
+        what = "; ".join(f"{k} {old!r} (this run: {new!r})" for k, (old, new) in differ.items())
+        files = ", ".join(str(job.absolute(str(o.get("path", ""))))
+                          for o in (record.get("outputs") or {}).values()) or str(job.root)
+        flags = ", ".join(keyword(k) for k in differ)
+        command = f"wsikit {name}" if on_command_line() else f"{name}()"
+        raise CacheError(
+            f"{files}: the {name} outputs of {slide_id} were made by an earlier `{command}` "
+            f"with other options ({what}); this command only needs them and never replaces "
+            f"them: leave out {flags} to use them, run `{command}` with these options first "
+            f"to replace them, or pass another {keyword('out')} (or {option('force')})")
 
 
 def run_slide(slide: CohortSlide | str | os.PathLike[str], out: str | os.PathLike[str] | JobFolder,
@@ -294,14 +340,18 @@ def _prepare(slide: CohortSlide, handle: Any, job: JobFolder, names: tuple[str, 
     previous = reusable_records(state, slide, fingerprint)
     # the encoder's grid where none is given nor taken from the records
     effective = adopt_options(options, previous, names, requested, given).resolved()
+    if not settings.force:
+        keep_made_on_request(previous, effective, names, requested, given, job=job,
+                             slide_id=slide.slide_id)
     config = BatchConfig(steps=names, options=effective, batch_size=settings.batch_size,
                          loader_workers=settings.loader_workers, plugins=tuple(plugins),
                          store=store, progress=progress_enabled(settings.progress),
                          reader=settings.reader, backend=settings.backend,
-                         threads=settings.threads, on_bad_tile=settings.on_bad_tile)
+                         decode=settings.decode, threads=settings.threads,
+                         on_bad_tile=settings.on_bad_tile)
     ctx = SlideContext(slide, job, config, device=settings.device, cache=cache,
                        records={} if settings.force else previous, handle=handle,
-                       force=settings.force, fingerprint=fingerprint)
+                       force=settings.force, fingerprint=fingerprint, requested=requested)
     return _Prepared(slide, job, ctx, state, previous, fingerprint)
 
 
@@ -420,6 +470,8 @@ def run_steps(ctx: SlideContext, names: Sequence[str], *, verify: bool = False) 
         old: dict[str, Any] = records.get(name) or {}
         if reusable(spec, old, ctx.config, records, ctx.job, verify=verify):
             run.reused.append(name)
+            if name in ctx.requested and not old.get("requested"):
+                records[name] = {**old, "requested": True}  # now the user's too
             if old.get("skipped"):
                 run.skipped, run.skipped_at = str(old["skipped"]), name
                 break
@@ -454,6 +506,8 @@ def _run_one(ctx: SlideContext, spec: StepSpec, old: Mapping[str, Any]) -> str |
         "options": {k: canonical_value(ctx.config.value(k)) for k in spec.config_keys}}
     if ctx._files:
         record["files"] = dict(ctx._files)
+    if spec.name in ctx.requested:  # asked for by the command: its outputs are the user's
+        record["requested"] = True
     if skip is not None:
         record["skipped"] = str(skip)
     ctx.records[spec.name] = record

@@ -45,8 +45,6 @@ __all__ = [
     "SlideContext",
     "StepSpec",
     "SkipSlide",
-    "canonical_value",
-    "file_sha256",
     "register_step",
     "get_step",
     "list_steps",
@@ -79,6 +77,8 @@ class BatchConfig:
         Patch reader of the features step (:attr:`RunSettings.reader`).
     backend : str or None
         Slide reader (:attr:`RunSettings.backend`).
+    decode : {"reader", "device"}
+        Where the features step decodes JPEG tiles (:attr:`RunSettings.decode`).
     threads : int or None
         Cores of the run (:attr:`RunSettings.threads`); a batch worker's config carries its
         share.
@@ -95,6 +95,7 @@ class BatchConfig:
     progress: bool = False
     reader: str = "auto"
     backend: str | None = None
+    decode: str = "reader"
     threads: int | None = None
     on_bad_tile: str = "fail"
 
@@ -121,7 +122,7 @@ class BatchConfig:
 
 
 _RUN_FIELDS = ("steps", "batch_size", "loader_workers", "plugins", "store", "progress", "reader",
-               "backend", "threads", "on_bad_tile")
+               "backend", "decode", "threads", "on_bad_tile")
 
 
 class SkipSlide(WsikitError):
@@ -255,12 +256,12 @@ def list_steps() -> list[str]:
 
 
 def load_plugins(modules: Sequence[str]) -> None:
-    """Import plugin modules that register extra steps (``--plugin``)."""
+    """Import plugin modules that register extra steps or document readers (``--plugin``)."""
     for module in modules:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise BatchError(f"cannot import step plugin {module!r}: {exc}; check the module "
+            raise BatchError(f"cannot import plugin {module!r}: {exc}; check the module "
                              "name and that it is importable in the workers") from exc
 
 
@@ -348,7 +349,8 @@ class SlideContext:
     def __init__(self, slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
                  device: str = "cpu", cache: dict[Any, Any] | None = None,
                  records: Mapping[str, Any] | None = None, handle: Slide | None = None,
-                 force: bool = False, fingerprint: str | None = None) -> None:
+                 force: bool = False, fingerprint: str | None = None,
+                 requested: Sequence[str] = ()) -> None:
         self.slide = slide
         self.job = job
         self.config = config
@@ -356,6 +358,8 @@ class SlideContext:
         self.layout = job.layout
         self.device = device
         self.force = force
+        #: The steps the command asked for (the others only run because these need them).
+        self.requested = tuple(requested)
         self.cache = cache if cache is not None else {}
         self.artifacts = Artifacts()
         self.records: dict[str, Any] = dict(records or {})
