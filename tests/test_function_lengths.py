@@ -24,7 +24,6 @@ OVER: dict[str, int] = {
     "batch/corpus.py:ingest_corpus": 113,
     "slide/mpp.py:resolve_mpp": 94,
     "evidence/matching.py:match_crops": 84,
-    "slide/slide.py:open_slide": 83,
     "evidence/panels.py:find_panels": 82,
 }
 

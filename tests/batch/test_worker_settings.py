@@ -20,7 +20,6 @@ from wsikit.batch import run_batch
 from wsikit.batch.local import parse_devices, worker_config
 from wsikit.cli import main
 from wsikit.run.steps import BatchConfig
-from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 
 def quiet(_line: str) -> None:
@@ -61,20 +60,17 @@ def test_on_bad_tile_reaches_the_workers(damaged_cohort: Path, tmp_path: Path,
 
 
 def test_messages_in_workers_spell_flags_only_under_the_command_line(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cohort = tmp_path / "cohort"
-    cohort.mkdir()
-    spec = SyntheticSpec(1024, 768, mpp=None, seed=3, dense=[(300, 200, 300, 300)])
-    write_synthetic_slide(cohort / "nompp.tif", spec, downsamples=(1,), app_mag=None,
-                          aperio=False)
-    run_batch(cohort, tmp_path / "py", steps="segment", echo=quiet, progress=False)
-    from_python = state(tmp_path / "py", "nompp")["error"]["message"]
-    assert main(["batch", str(cohort), "--out", str(tmp_path / "cli"), "--steps",
-                 "segment", "--no-progress"]) == 1
+        damaged_cohort: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_batch(damaged_cohort, tmp_path / "py", steps="segment", echo=quiet, progress=False,
+              **OPTIONS)
+    from_python = state(tmp_path / "py", "damaged")["error"]["message"]
+    assert main(["batch", str(damaged_cohort), "--out", str(tmp_path / "cli"), "--steps",
+                 "segment", "--no-progress", "--tissue-mpp", "8"]) == 1
     capsys.readouterr()
-    from_cli = state(tmp_path / "cli", "nompp")["error"]["message"]
-    assert "--mpp" in from_cli and "--mpp" not in from_python, (from_cli, from_python)
-    assert "mpp=" in from_python
+    from_cli = state(tmp_path / "cli", "damaged")["error"]["message"]
+    assert "--on-bad-tile skip" in from_cli, from_cli
+    assert "on_bad_tile='skip'" in from_python and "--on-bad-tile" not in from_python, \
+        from_python
     assert "WSIKIT_COMMAND_LINE" not in os.environ
 
 

@@ -522,16 +522,8 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     policy = bad_tile_policy(on_bad_tile)
     if mpp is not None:
         check_mpp(mpp)
-    # a DICOM series is a folder: is_dicom only looks at folders and regular files (never a
-    # FIFO, which would block); everything else goes through the file checks
-    dicom = (backend in (None, "dicom") and (p.is_dir() or p.is_file()) and is_dicom(p))
-    if not (dicom and p.is_dir()):
-        check_openable(p)
-    if backend is not None and backend not in _BACKEND_CLASSES:
-        raise SlideError(f"backend={backend!r} is not one of {tuple(_BACKEND_CLASSES)}")
+    dicom = _checked_source(p, backend)
     names = ("dicom",) if dicom else (backend,) if backend is not None else BACKENDS
-    if p.is_file():
-        _check_tiff_extent(p)
     opened = _first_backend(p, names, dicom=dicom)
     slide: Slide | None = None
     try:
@@ -562,6 +554,22 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
             opened.close()
         raise
     return slide
+
+
+def _checked_source(p: Path, backend: str | None) -> bool:
+    """Whether ``p`` is a DICOM series (a folder, or one of its files), after the checks of
+    a file to open (exists, readable, not a FIFO, a TIFF whose extent fits) and of
+    ``backend``."""
+    # a DICOM series is a folder: is_dicom only looks at folders and regular files (never a
+    # FIFO, which would block); everything else goes through the file checks
+    dicom = bool(backend in (None, "dicom") and (p.is_dir() or p.is_file()) and is_dicom(p))
+    if not (dicom and p.is_dir()):
+        check_openable(p)
+    if backend is not None and backend not in _BACKEND_CLASSES:
+        raise SlideError(f"backend={backend!r} is not one of {tuple(_BACKEND_CLASSES)}")
+    if p.is_file():
+        _check_tiff_extent(p)
+    return dicom
 
 
 def _first_backend(p: Path, names: tuple[str, ...], *, dicom: bool) -> _Backend:
