@@ -23,8 +23,6 @@ OVER: dict[str, int] = {
     "tissue/mask.py:ink_regions": 133,
     "batch/corpus.py:ingest_corpus": 113,
     "slide/mpp.py:resolve_mpp": 94,
-    "evidence/matching.py:match_crops": 84,
-    "evidence/panels.py:find_panels": 82,
 }
 
 
