@@ -22,7 +22,6 @@ LIMIT = 80
 OVER: dict[str, int] = {
     "tissue/mask.py:ink_regions": 133,
     "batch/corpus.py:ingest_corpus": 113,
-    "slide/mpp.py:resolve_mpp": 94,
 }
 
 
