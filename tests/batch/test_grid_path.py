@@ -58,7 +58,8 @@ def test_batch_grid_equals_wsikit_patch_fresh_and_resumed(cmu_small: Path,
         assert (job / rel).read_bytes() == (tmp_path / "ref" / rel).read_bytes() or \
             rel.endswith(".json")
     segment_before = _state(job, sid)["steps"]["segment"]
-    assert set(segment_before["outputs"]) == {"geojson", "mask", "mask_meta"}
+    # ... and the record of whose tissue the GeoJSON is (its source sidecar)
+    assert set(segment_before["outputs"]) == {"geojson", "mask", "mask_meta", "source"}
 
     # resume that redoes only patch: the grid comes from the stored mask PNG
     (job / "patches" / f"{sid}_patches.h5").unlink()
