@@ -23,7 +23,6 @@ import copy
 import logging
 import os
 import shutil
-import sqlite3
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -96,10 +95,12 @@ class FigureIndex:
     :meth:`query` / :meth:`query_images` to search.
     """
 
-    def __init__(self, path: Path, manifest: dict[str, Any], index: Any) -> None:
+    def __init__(self, path: Path, manifest: dict[str, Any], index: Any,
+                 table: folder.NodeTable | None = None) -> None:
         self.path = Path(path)
         self.manifest = manifest
         self._cpu_index = index
+        self._table = table  # the open node table of this version (opened on first use)
         self._background: Any = _UNSET
         self._search_index = fu.to_search_device(index, manifest["kind"])
         fu.set_search_params(self._search_index, manifest["kind"], manifest["params"])
@@ -138,6 +139,14 @@ class FigureIndex:
     def _db(self) -> Path:
         return self.path / self.manifest["files"]["sqlite"]
 
+    @property
+    def _nodes_table(self) -> folder.NodeTable:
+        """The node table of the version this object holds, open while it lives (a writer
+        that deletes the file's name meanwhile does not take it away)."""
+        if self._table is None:
+            self._table = folder.open_table(self._db)
+        return self._table
+
     # ------------------------------------------------------------------ licence filter
     @property
     def licences(self) -> frozenset[str] | None:
@@ -169,8 +178,7 @@ class FigureIndex:
         view._allowed = None
         if wanted is not None:
             allowed = np.zeros(self.count, bool)
-            with contextlib.closing(sqlite3.connect(f"file:{self._db}?mode=ro",
-                                                    uri=True)) as con:
+            with self._nodes_table.connect() as con:
                 values = [v for (v,) in con.execute("SELECT DISTINCT license FROM nodes")]
                 # stored names are normalised; an older index stored the text as given
                 keep = [v for v in values if normalise_licence(v) in wanted]
@@ -276,6 +284,7 @@ class FigureIndex:
         self.manifest = written.manifest
         self._background = written.background
         self._cpu_index = written.cpu_index
+        self._table = folder.open_table(self._db)
         self._search_index = fu.to_search_device(written.cpu_index, kind)
         fu.set_search_params(self._search_index, kind, written.manifest["params"])
         folder.remove_stale(self.path, written.manifest)
@@ -322,6 +331,7 @@ class FigureIndex:
             # not the one this object was opened at (else its files would be overwritten).
             current = FigureIndex.open(self.path)
             self.manifest, self._cpu_index = current.manifest, current._cpu_index
+            self._table = current._table
             return self._write_version(list(nodes), encoder, kind=self.kind, params=None,
                                        recall_target=0.95, batch_size=batch_size,
                                        progress_bar=progress_bar, fresh=False,
@@ -357,6 +367,11 @@ class FigureIndex:
         from filelock import FileLock
 
         with FileLock(str(self.path / ".lock")):
+            # the version committed last (another process may have added since this object
+            # was opened): committing this object's older manifest would undo that add
+            current = FigureIndex.open(self.path)
+            self.manifest, self._cpu_index = current.manifest, current._cpu_index
+            self._table, self._search_index = current._table, current._search_index
             background = self._measure_background()
             manifest = {**self.manifest, "updated": folder.utc_now(),
                         "image_paths": "relative to the index folder",
@@ -391,7 +406,7 @@ class FigureIndex:
 
     def nodes(self, rows: Iterable[int] | None = None) -> list[FigureNode]:
         """Nodes by faiss row (all, in row order, when ``rows`` is None)."""
-        return folder.read_nodes(self._db, self.path, rows)
+        return folder.read_nodes(self._nodes_table, self.path, rows)
 
     def query(self, vectors: np.ndarray, k: int = 5, *, encoder: str | Any | None = None
               ) -> list[list[Match]]:
@@ -451,10 +466,10 @@ class FigureIndex:
     def info(self) -> dict[str, Any]:
         """Manifest facts plus the folder path, the evidence-level and licence histograms and
         ``problems``: what is damaged or outdated (:meth:`problems`; empty when none)."""
-        levels, sources = folder.node_stats(self._db)
+        levels, sources = folder.node_stats(self._nodes_table)
         n_images = len(list((self.path / "images").glob("*.png")))
         return {"path": str(self.path), **self.manifest, "evidence_levels": levels,
-                "licences": folder.licence_counts(self._db), "sources": sources,
+                "licences": folder.licence_counts(self._nodes_table), "sources": sources,
                 "images_stored": n_images, "problems": self.problems()}
 
     def problems(self) -> list[str]:
@@ -466,7 +481,7 @@ class FigureIndex:
 
         found: list[str] = []
         bad: list[str] = []
-        with contextlib.closing(sqlite3.connect(f"file:{self._db}?mode=ro", uri=True)) as con:
+        with self._nodes_table.connect() as con:
             rows = con.execute("SELECT node_id, image FROM nodes ORDER BY row").fetchall()
         for node_id, image in rows:
             try:
