@@ -382,6 +382,8 @@ OPTIONS = {
     "device_tpu": (["--device", "tpu"], ("tpu", "cpu")),
     "mpp_500": (["--mpp", "500"], ("500",)),
     "mpp_nan": (["--mpp", "nan"], ("nan",)),
+    "patch_px_1": (["--patch-px", "1"], ("--patch-px", "between 16 and 8192")),
+    "tissue_mpp_0.001": (["--tissue-mpp", "0.001"], ("--tissue-mpp", "between 0.05 and 100")),
 }
 
 

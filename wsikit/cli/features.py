@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..run.options import GridOptions
 from ._common import mpp_type, non_negative_int, output_dir, positive_float, positive_int
+from .pipeline_options import option_type
 
 __all__ = ["register"]
 
@@ -83,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="autocast precision (default: the encoder's on CUDA, fp32 on CPU)")
     p.add_argument("--target-mpp", type=positive_float,
                    help="patch resolution in µm/px (default: the encoder's, 0.5 for CONCH)")
-    p.add_argument("--patch-px", type=positive_int,
+    p.add_argument("--patch-px", type=option_type(GridOptions, "patch_px"),
                    help="patch side in px at --target-mpp (default: the encoder's, 512 for "
                         "CONCH)")
     p.add_argument("--mpp", type=mpp_type("--mpp"),

@@ -31,6 +31,7 @@ __all__ = [
     "add_pipeline_options",
     "batch_settings",
     "flag_of",
+    "option_type",
     "pipeline_options",
     "run_settings",
 ]
@@ -49,6 +50,27 @@ def min_score_type(value: str) -> float | str:
     if v != v or v in (float("inf"), float("-inf")):
         raise argparse.ArgumentTypeError(f"--min-score {value!r} must be finite")
     return v
+
+
+def option_type(cls: type, name: str) -> Callable[[str], Any]:
+    """The argparse type of field ``name`` of ``cls``: its ``kind`` (``str`` without one) and
+    then its bounds (``opt(bounds=...)``), so the command line refuses what
+    :func:`~wsikit.run.options.check_bounds` refuses, in the same words, before any work."""
+    from ..run.options import bounds_problem
+
+    f = next(f for f in fields(cls) if f.name == name)
+    kind = _kind(f.metadata.get("kind"))
+    if f.metadata.get("bounds") is None:
+        return kind if kind is not None else str
+
+    def bounded(value: str) -> Any:
+        converted = kind(value) if kind is not None else value
+        if (problem := bounds_problem(cls, name, converted)) is not None:
+            raise argparse.ArgumentTypeError(f"{value} {problem}")
+        return converted
+
+    bounded.__name__ = getattr(kind, "__name__", name)  # argparse names it in its messages
+    return bounded
 
 
 def _kind(name: str | None) -> Callable[[str], Any] | None:
@@ -95,8 +117,8 @@ def add_option_flags(p: Any, cls: type, *, skip: Container[str] = ()) -> None:
             kw["default"] = default
             if action is not None:
                 kw["action"] = action
-            if (kind := _kind(meta.get("kind"))) is not None:
-                kw["type"] = kind
+            if meta.get("kind") is not None or meta.get("bounds") is not None:
+                kw["type"] = option_type(cls, f.name)
             for key in ("choices", "metavar"):
                 if meta.get(key) is not None:
                     kw[key] = meta[key]
