@@ -251,6 +251,13 @@ MANIFESTS: dict[str, tuple[Callable[[Path], bytes], str, tuple[str, ...]]] = {
                             ("'image' column",)),
     "csv_latin1": (lambda d: "image,caption\nimgs/f0.png,Caf\u00e9\n".encode("latin-1"), ".csv",
                    ("not UTF-8",)),
+    # surplus cells were "unknown field(s) [None]"; a second column of a name won silently
+    "csv_surplus_cells": (lambda d: b"image,caption\nimgs/f0.png,Figure 1. a, b\n", ".csv",
+                          ("3 cells but the header has 2 columns", "' b'", ":2:", "quote")),
+    "csv_duplicate_column": (lambda d: b"image,caption,caption\nimgs/f0.png,a,b\n", ".csv",
+                             ("duplicate column", "'caption'", ":1:")),
+    "csv_unnamed_column_with_value": (lambda d: b"image,caption,\nimgs/f0.png,a,b\n", ".csv",
+                                      ("column 3 has a value but no name", ":2:")),
     "not_an_image": (lambda d: (d / "imgs" / "t.png").write_text("text") and
                      json.dumps(_row(image="imgs/t.png")).encode(), ".jsonl",
                      ("not a readable image",)),
@@ -275,6 +282,14 @@ def test_hostile_manifest(name: str, figure_dir: Path, capsys):
     _check_clear(code, capsys.readouterr().err, words)
     assert not out.exists()
     record_case("manifest", "clear-error")
+
+
+def test_a_csv_manifest_with_a_trailing_delimiter_is_accepted(figure_dir: Path):
+    """A spreadsheet's export ends every line with a delimiter: an unnamed, empty column."""
+    (figure_dir / "m.csv").write_text("image,caption,\nimgs/f0.png,Figure 1. a,\n")
+    assert main(["index", "build", str(figure_dir / "m.csv"), "--out",
+                 str(figure_dir / "idx")]) == 0
+    record_case("manifest", "correct")
 
 
 @pytest.mark.parametrize("bom", [False, True])
