@@ -45,12 +45,19 @@ def _level(value: str) -> int | None:
 def _cmd_extract(args: argparse.Namespace) -> int:
     from ..evidence import figures_extract
 
+    def per_document(source: str, figures: int, note: str | None) -> None:
+        print(f"{source}: {figures} figure(s)" + (f" ({note})" if note else ""), flush=True)
+
     manifest = figures_extract(args.sources, args.out, evidence_level=args.evidence_level,
-                               min_size=args.min_size, uncaptioned=args.uncaptioned)
+                               min_size=args.min_size, uncaptioned=args.uncaptioned,
+                               on_source=per_document)
     rows = [json.loads(r) for r in manifest.read_text(encoding="utf-8").splitlines()
             if r.strip() and not r.lstrip().startswith("#")]
     uncaptioned = sum(1 for r in rows if r.get("caption") == "")
     print(f"{len(rows)} figure(s) ({uncaptioned} without caption) -> {manifest}")
+    if not rows:
+        print("no figures: nothing to index (see each document's line above)")
+        return 0
     licences = Counter(str(r.get("license") or "unknown") for r in rows)
     print("licences: " + ", ".join(f"{name} {n}" for name, n in licences.most_common()))
     print("Review/edit it, then: wsikit index build "

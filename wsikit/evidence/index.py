@@ -227,7 +227,8 @@ class FigureIndex:
             folder.check_replaceable(out)
         nodes = list(nodes)
         if not nodes:
-            raise EvidenceError("no figures to index; check the manifest/PDF sources")
+            raise EvidenceError("no figures to index: FigureIndex.build was given no figure "
+                                "nodes; give the nodes of at least one figure")
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = make_temp_dir(out.parent, out.name)  # mode from the umask, as any new folder
         try:

@@ -16,7 +16,7 @@ import logging
 import os
 import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,28 +57,58 @@ def load_sources(sources: Sequence[PathLike], work_dir: PathLike, *,
     folders and archives (extracted to ``work_dir``; figures whose graphic is missing are
     warned about, the others kept).
 
+    A PDF or article without any figure is named in a warning, or, when no source has one,
+    in the error.
+
     Raises
     ------
     EvidenceError
-        Unknown source type or missing file (ManifestError for bad manifests).
+        Unknown source type or missing file (ManifestError for bad manifests), or no figure
+        in any source (each named with why).
     """
     nodes: list[FigureNode] = []
+    empty: list[str] = []
     for i, src in enumerate(sources):
         path = Path(src)
         if not path.exists():
             raise EvidenceError(f"source {path} does not exist")
         suffix = path.suffix.lower()
         if suffix == ".pdf":
-            nodes += extract_pdf_figures(path, Path(work_dir) / f"pdf{i}", min_size=min_size,
-                                         evidence_level=evidence_level)
+            found = extract_pdf_figures(path, Path(work_dir) / f"pdf{i}", min_size=min_size,
+                                        evidence_level=evidence_level)
         elif suffix in (".jsonl", ".ndjson", ".csv", ".tsv"):
-            nodes += read_figure_manifest(path, evidence_level=evidence_level)
+            found = read_figure_manifest(path, evidence_level=evidence_level)
         elif is_jats_source(path):
-            nodes += extract_jats_figures(path, Path(work_dir) / f"jats{i}",
-                                          evidence_level=evidence_level)
+            found = extract_jats_figures(path, Path(work_dir) / f"jats{i}",
+                                         evidence_level=evidence_level)
         else:
             raise EvidenceError(f"source {path}: unknown type {suffix!r}; {_SOURCE_TYPES}")
+        if not found:
+            empty.append(no_figures_found(path, min_size=min_size))
+        nodes += found
+    if not nodes:
+        raise EvidenceError("no figures to index: " + "; ".join(empty))
+    for why in empty:
+        warnings.warn(f"{why}; the other sources' figures are used", stacklevel=2)
     return nodes
+
+
+def no_figures_found(path: PathLike, *, min_size: int = 100) -> str:
+    """Why the source ``path`` gave no figure, and what to try (for messages)."""
+    why, fix = _no_figures(path, min_size=min_size)
+    return f"{path}: {why} ({fix})"
+
+
+def _no_figures(path: PathLike, *, min_size: int) -> tuple[str, str]:
+    """``(why the source gave no figure, what to try)``."""
+    path = Path(path)
+    if path.suffix.lower() == ".pdf":
+        return (f"no captioned figure of at least {min_size} px found",
+                "a figure is found by its caption, 'Figure 1'/'Fig. 1'; 'wsikit figures "
+                f"extract {path} --out DIR --uncaptioned' also keeps graphics without one, "
+                "then index DIR/manifest.jsonl")
+    return ("the article lists no figure with a graphic (<fig> with <graphic>)",
+            "check that it is the full text, not an abstract")
 
 
 _SOURCE_TYPES = ("give PDFs, JATS articles (.nxml/.xml, PMC package folders or .tar.gz) or "
@@ -87,7 +117,8 @@ _SOURCE_TYPES = ("give PDFs, JATS articles (.nxml/.xml, PMC package folders or .
 
 def figures_extract(sources: Sequence[PathLike], out: PathLike, *,
                     evidence_level: int | str | None = None, min_size: int = 100,
-                    uncaptioned: bool = False) -> Path:
+                    uncaptioned: bool = False,
+                    on_source: Callable[[str, int, str | None], None] | None = None) -> Path:
     """Extract figures + captions from PDFs and JATS articles (``.nxml``/``.xml``, PubMed
     Central package folders and ``.tar.gz`` packages) into ``out/images`` and write
     ``out/manifest.jsonl`` (for review/editing, then ``wsikit index build``); returns it.
@@ -98,7 +129,9 @@ def figures_extract(sources: Sequence[PathLike], out: PathLike, *,
     how its pixels were made; for a JATS figure its XML id, graphic file and where the
     evidence level was read. ``uncaptioned`` keeps PDF graphics without a caption (caption
     ``""``). ``evidence_level`` is the level of sources that do not give one (a JATS
-    article's type may: :func:`wsikit.evidence.jats.evidence_level_of`).
+    article's type may: :func:`wsikit.evidence.jats.evidence_level_of`). ``on_source(source,
+    figures, note)`` is called after each source with its number of figures and, when it has
+    none or could not be read, why (``wsikit figures extract`` prints one line per document).
 
     Raises
     ------
@@ -122,6 +155,16 @@ def figures_extract(sources: Sequence[PathLike], out: PathLike, *,
     review: dict[str, dict[str, object]] = {}
     failed: list[str] = []
     problems: list[str] = []
+    def report(src: PathLike, found: list[FigureNode], note: str | None = None) -> None:
+        if note is None and not found:
+            why, _ = _no_figures(src, min_size=min_size)
+            pdf = Path(src).suffix.lower() == ".pdf"
+            note = (why.replace(" captioned", "") if uncaptioned else
+                    why + ("; --uncaptioned also keeps graphics without a caption" if pdf
+                           else ""))
+        if on_source is not None:
+            on_source(str(src), len(found), note)
+
     for src in sources:
         try:
             if is_jats_source(src):
@@ -131,16 +174,19 @@ def figures_extract(sources: Sequence[PathLike], out: PathLike, *,
                 problems += found.problems
                 for note in found.notes:
                     log.warning("%s", note)
+                report(src, found.nodes)
                 continue
             info, figures = read_pdf_figures(src, min_size=min_size, uncaptioned=uncaptioned)
         except EvidenceError as exc:
             log.warning("skipped: %s", exc)
             failed.append(str(exc))
+            report(src, [], "skipped (see the error below)")
             continue
         pdf_nodes = pdf_figure_nodes(info, figures, out, evidence_level=evidence_level)
         nodes += pdf_nodes
         review.update({n.node_id: f.review_fields() for n, f in zip(pdf_nodes, figures,
                                                                      strict=True)})
+        report(src, pdf_nodes)
     if len(failed) == len(sources):  # nothing readable: no manifest that looks like a result
         raise EvidenceError("; ".join(failed) if len(failed) == 1 else
                             f"none of the {len(sources)} sources could be read: "
