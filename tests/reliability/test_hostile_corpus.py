@@ -345,6 +345,9 @@ INDEXES: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "kind_bogus": (_edit_manifest(lambda m: m.update(kind="bogus")), ("bogus",)),
     "count_string": (_edit_manifest(lambda m: m.update(count="5")), ("count",)),
     "dim_wrong": (_edit_manifest(lambda m: m["encoder"].update(dim=65)), ("dim",)),
+    # an encoder whose vectors have another dimension: info passed it, query refused it
+    "encoder_contradicts_dim": (_edit_manifest(lambda m: m["encoder"].update(name="plip")),
+                                ("encoder 'plip' makes 512-d vectors", "holds 64-d vectors")),
     "files_escape": (_edit_manifest(lambda m: m["files"].update(sqlite="../../etc/passwd")),
                      ("plain file name",)),
     "not_json": (lambda idx: (idx / "manifest.json").write_text("{"), ("not valid JSON",)),

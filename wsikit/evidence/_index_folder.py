@@ -436,6 +436,22 @@ def check_manifest(mpath: Path, manifest: Any) -> None:
         raise bad("'checksums' must give the sha256 of the faiss and sqlite files")
     if not isinstance(manifest.get("version"), int):
         raise bad(f"version {manifest.get('version')!r} is not an integer")
+    made = _registered_dim(enc["name"])
+    if made is not None and made != enc["dim"]:  # one check for info, query and every reader
+        raise bad(f"its encoder {enc['name']!r} makes {made}-d vectors, but the index holds "
+                  f"{enc['dim']}-d vectors")
+
+
+def _registered_dim(name: str) -> int | None:
+    """The vector dimension of the registered encoder ``name`` (None: not registered here,
+    e.g. a plugin's that is not loaded)."""
+    from ..errors import ModelError
+    from ..models import get_config
+
+    try:
+        return int(get_config(name).dim)
+    except ModelError:
+        return None
 
 
 def check_db(table: NodeTable, count: int) -> None:
