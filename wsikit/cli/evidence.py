@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import EvidenceError
 from ._common import output_dir, positive_float, positive_int
+from .pipeline_options import add_weights_flag
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
 
@@ -70,7 +71,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     index = index_build(args.sources, args.out, encoder=args.encoder, kind=args.kind,
                         evidence_level=args.evidence_level, min_size=args.min_size,
-                        overwrite=args.overwrite, towers=args.tower)
+                        overwrite=args.overwrite, towers=args.tower, weights=args.weights)
     m = index.manifest
     recall = "" if index.kind == "flat" else f", recall@10 {m['recall_at_10']} ({m['params']})"
     towers = f", tower(s) {', '.join(args.tower)}" if args.tower else ""
@@ -115,7 +116,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
     on_existing = "update" if args.update else "skip" if args.skip_existing else "refuse"
     rep = index_add(args.index, args.sources, encoder=args.encoder,
                     evidence_level=args.evidence_level, min_size=args.min_size,
-                    on_existing=on_existing)
+                    on_existing=on_existing, weights=args.weights)
     print(f"{args.index}: added {rep.added} new figure(s), updated the metadata of "
           f"{rep.updated}, {rep.unchanged} already indexed and unchanged")
     return 0
@@ -178,7 +179,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     from ..evidence import index_query
 
     matches = index_query(args.index, args.image, k=args.k, encoder=args.encoder,
-                          licences=args.licence)
+                          licences=args.licence, weights=args.weights)
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -195,7 +196,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         raise EvidenceError("give a query IMAGE, --text TEXT, or both")
     matches = index_search(args.index, args.image, text=args.text, k=args.k,
                            encoder=args.encoder, rrf_k=args.rrf_k, towers=args.tower,
-                           licences=args.licence)
+                           licences=args.licence, weights=args.weights)
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -255,8 +256,7 @@ def _add_tower_command(isub: argparse._SubParsersAction) -> None:
                     "weights were not found then.")
     t.add_argument("index", type=Path, metavar="DIR")
     t.add_argument("--encoder", default="quiltnet_b32", help="default quiltnet_b32")
-    t.add_argument("--weights", default=None, metavar="PATH",
-                   help="weight file (default: env var, config file, Hugging Face cache)")
+    add_weights_flag(t)
     t.add_argument("--rebuild", action="store_true", help="embed every figure again")
     t.set_defaults(func=_cmd_tower)
 
@@ -319,6 +319,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "(quiltnet_b32, quiltnet_b16, plip, clip_vit_b32; as 'wsikit "
                             "index tower'); repeatable")
     _source_options(build)
+    add_weights_flag(build)
     build.add_argument("--overwrite", action="store_true", help="replace an existing index")
     build.set_defaults(func=_cmd_build)
 
@@ -337,6 +338,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     again.add_argument("--skip-existing", action="store_true",
                        help="keep the stored metadata of already indexed figures")
     _source_options(add)
+    add_weights_flag(add)
     add.set_defaults(func=_cmd_add)
 
     cal = isub.add_parser("calibrate", help="measure and store the similarity background",
@@ -366,6 +368,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="default: the index's encoder (another one is refused)")
     query.add_argument("--licence", "--license", default=None, type=licence_arg,
                        metavar="LICENCES", help=LICENCE_HELP)
+    add_weights_flag(query)
     query.add_argument("--json", action="store_true", help="print JSON")
     query.set_defaults(func=_cmd_query)
     _add_tower_command(isub)

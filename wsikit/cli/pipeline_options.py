@@ -29,11 +29,13 @@ from . import _common
 __all__ = [
     "add_option_flags",
     "add_pipeline_options",
+    "add_weights_flag",
     "batch_settings",
     "flag_of",
     "option_type",
     "pipeline_options",
     "run_settings",
+    "weights_arg",
 ]
 
 
@@ -97,13 +99,14 @@ def flag_of(name: str, cls: type) -> str | None:
     return ("--" + name.replace("_", "-")) if flag == "" else flag
 
 
-def add_option_flags(p: Any, cls: type, *, skip: Container[str] = ()) -> None:
+def add_option_flags(p: Any, cls: type, *, skip: Container[str] = (),
+                     only: Container[str] | None = None) -> None:
     """Add one flag per field of ``cls`` (an option class of :mod:`wsikit.run.options`) to the
     parser or argument group ``p``, from the field's metadata; ``skip``: fields the caller
-    adds itself."""
+    adds itself; ``only``: just these fields."""
     for f in fields(cls):
         flag = flag_of(f.name, cls)
-        if flag is None or f.name in skip:
+        if flag is None or f.name in skip or (only is not None and f.name not in only):
             continue
         meta = f.metadata
         default = f.default if meta.get("cli_default", MISSING) is MISSING \
@@ -140,17 +143,26 @@ def _values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
 
 def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
     """The :class:`~wsikit.run.options.PipelineOptions` of parsed flags (validated)."""
-    from ..models.hub import parse_weights_args
-
     values: dict[str, Any] = {}
     for cls in (GridOptions, ModelOptions, SelectionOptions, MatchOptions, OutputOptions):
         values.update(_values(args, cls))
-    given = list(values.pop("weights", None) or [])
-    weights = parse_weights_args([w for w in given if "=" in w])
-    for bare in (w for w in given if "=" not in w):
-        weights[values.get("encoder", ModelOptions.encoder)] = bare
-    return PipelineOptions.create(weights=weights, towers=tuple(values.pop("towers", ()) or ()),
-                                  **values)
+    return PipelineOptions.create(weights=list(values.pop("weights", None) or []),
+                                  towers=tuple(values.pop("towers", ()) or ()), **values)
+
+
+def add_weights_flag(p: Any) -> None:
+    """``--weights NAME=PATH`` (repeatable), the one definition of
+    :attr:`~wsikit.run.options.ModelOptions.weights`, for every command that loads a model;
+    read it back with :func:`weights_arg`."""
+    add_option_flags(p, ModelOptions, only=("weights",))
+
+
+def weights_arg(args: argparse.Namespace, encoder: str | None = None) -> dict[str, str]:
+    """``{model: file}`` of the parsed ``--weights`` values, every file checked
+    (:func:`wsikit.models.hub.explicit_weights`; a bare PATH is ``encoder``'s)."""
+    from ..models.hub import explicit_weights
+
+    return explicit_weights(getattr(args, "weights", None) or [], encoder=encoder)
 
 
 def run_settings(args: argparse.Namespace) -> RunSettings:

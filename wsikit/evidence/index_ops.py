@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EvidenceError, WeightsError
+from ..models.hub import WeightsArg, explicit_weights
 from .figure_manifest import merge_figure_manifest, read_figure_manifest
 from .index import FigureIndex, Match
 from .jats import extract_jats, extract_jats_figures, is_jats_source
@@ -218,24 +219,26 @@ def check_image_encoder(name: str) -> None:
 def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "heuristic",
                 kind: str = "flat", evidence_level: int | str | None = None,
                 min_size: int = 100, overwrite: bool = False, towers: Sequence[str] = (),
-                weights: Mapping[str, str] | None = None) -> FigureIndex:
+                weights: WeightsArg = None) -> FigureIndex:
     """Build an index folder from PDFs and/or manifests with ``encoder``; returns it.
 
     ``towers`` (e.g. ``["plip"]``): image-text models whose vectors of every figure are stored
     with the index (:func:`index_tower`), so questions also rank the figures themselves; each
     is checked, and its weights loaded, before anything is written. ``weights``
-    (``{name: file}``) overrides weight discovery for the encoder and the towers.
+    (``{name: file}``, or one file: the encoder's) overrides weight discovery for the encoder
+    and the towers; every file given is checked first
+    (:func:`wsikit.models.hub.explicit_weights`).
     """
     from ..models import create_encoder
     from .towers import check_tower_encoder, tower_encoders, update_tower
 
     check_image_encoder(encoder)
+    files = explicit_weights(weights, encoder=encoder)
     names = list(dict.fromkeys(towers))
     for name in names:
         check_tower_encoder(name)
-    weights = weights or {}
-    enc = create_encoder(encoder, weights=weights.get(encoder))
-    tower_encs = [create_encoder(n, weights=weights.get(n)) for n in names]
+    enc = create_encoder(encoder, weights=files.get(encoder))
+    tower_encs = [create_encoder(n, weights=files.get(n)) for n in names]
     for name, tower in zip(names, tower_encs, strict=True):
         if not hasattr(tower, "encode_text"):  # an encoder registered at run time
             raise EvidenceError(f"tower {name} has no text tower; use a vision-language model: "
@@ -250,20 +253,23 @@ def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "h
 
 def index_add(index_dir: PathLike, sources: Sequence[PathLike], *, encoder: str | None = None,
               evidence_level: int | str | None = None, min_size: int = 100,
-              on_existing: str = "refuse") -> AddReport:
+              on_existing: str = "refuse", weights: WeightsArg = None) -> AddReport:
     """Add figures to an index (its own encoder unless ``encoder`` is given), then bring its
     vision-language towers up to date (:func:`update_towers`); returns the
     :class:`~wsikit.evidence.AddReport`. Already indexed figures with other metadata are
-    refused unless ``on_existing`` is ``"update"`` or ``"skip"``."""
+    refused unless ``on_existing`` is ``"update"`` or ``"skip"``. ``weights`` as in
+    :func:`index_build` (for the encoder and the towers)."""
     from ..models import create_encoder
 
     index = FigureIndex.open(index_dir)
-    check_image_encoder(encoder or index.encoder_name)
-    enc = create_encoder(encoder or index.encoder_name)
+    name = encoder or index.encoder_name
+    check_image_encoder(name)
+    files = explicit_weights(weights, encoder=name)
+    enc = create_encoder(name, weights=files.get(name))
     with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
         nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
         added = index.add(nodes, enc, on_existing=on_existing)
-    update_towers(index)
+    update_towers(index, weights=files)
     return added
 
 
@@ -278,70 +284,80 @@ def index_info(index_dir: PathLike) -> dict[str, Any]:
     return FigureIndex.open(index_dir).info()
 
 
-def query_encoder(index: FigureIndex, encoder: str | None = None) -> Any:
+def query_encoder(index: FigureIndex, encoder: str | None = None, *,
+                  weights: WeightsArg = None) -> Any:
     """The encoder that embeds queries of ``index``: ``encoder`` (default the index's own),
-    refused before any weights load when it is not the one the index was built with."""
+    refused before any weights load when it is not the one the index was built with;
+    ``weights`` as in :func:`index_build`."""
     from ..models import create_encoder, get_config
 
     name = encoder or index.encoder_name
+    files = explicit_weights(weights, encoder=name)
     if name != index.encoder_name:  # refuse before loading a possibly large model
         index._check_encoder(name, int(get_config(name).dim))
-    return create_encoder(name)
+    return create_encoder(name, weights=files.get(name))
 
 
 def index_query(index_dir: PathLike, image: PathLike, *, k: int = 5,
                 encoder: str | None = None,
-                licences: str | Sequence[str] | None = None) -> list[Match]:
+                licences: str | Sequence[str] | None = None,
+                weights: WeightsArg = None) -> list[Match]:
     """Top-``k`` figures similar to an image file; with ``licences`` (``"open"``, ``"CC BY,
-    CC0"``, see :meth:`FigureIndex.with_licences`) only figures under those licences."""
+    CC0"``, see :meth:`FigureIndex.with_licences`) only figures under those licences;
+    ``weights`` as in :func:`index_build`."""
     index = FigureIndex.open(index_dir).with_licences(licences)
-    enc = query_encoder(index, encoder)
+    enc = query_encoder(index, encoder, weights=weights)
     return index.query_images([load_image(image)], enc, k=k)[0]
 
 
 def index_search(index_dir: PathLike, image: PathLike | None = None, *, text: str | None = None,
                  k: int = 5, encoder: str | None = None, rrf_k: float = 50,
                  towers: Sequence[str] = (),
-                 licences: str | Sequence[str] | None = None) -> list[FusedMatch]:
+                 licences: str | Sequence[str] | None = None,
+                 weights: WeightsArg = None) -> list[FusedMatch]:
     """Top-``k`` figures for an image, a text or both, fused by reciprocal rank, with the
-    named vision-language towers as further channels; ``licences`` as :func:`index_query`."""
+    named vision-language towers as further channels; ``licences`` and ``weights`` as
+    :func:`index_query`."""
     from .fusion import search
     from .towers import create_tower_encoders
 
     index = FigureIndex.open(index_dir).with_licences(licences)
-    enc = query_encoder(index, encoder) if image is not None else None
+    files = explicit_weights(weights, encoder=encoder or index.encoder_name)
+    enc = query_encoder(index, encoder, weights=files) if image is not None else None
     images = [load_image(image)] if image is not None else None
     return search(index, images=images, text=text, encoder=enc, k=k, rrf_k=rrf_k,
-                  towers=create_tower_encoders(index, towers))[0]
+                  towers=create_tower_encoders(index, towers, weights=files))[0]
 
 
 def index_tower(index_dir: PathLike, *, encoder: str = "quiltnet_b32",
-                weights: str | None = None, rebuild: bool = False) -> int:
+                weights: WeightsArg = None, rebuild: bool = False) -> int:
     """Store (or bring up to date) a vision-language tower's vectors for every figure of an
-    index; returns the number of figures embedded."""
+    index; returns the number of figures embedded. ``weights``: the tower's file (or
+    ``{name: file}``)."""
     from ..models import create_encoder
     from .towers import check_tower_encoder, tower_encoders, update_tower
 
     index = FigureIndex.open(index_dir)
     check_tower_encoder(encoder)  # before any weights load
-    enc = create_encoder(encoder, weights=weights)
+    enc = create_encoder(encoder, weights=explicit_weights(weights, encoder=encoder).get(encoder))
     if not hasattr(enc, "encode_text"):  # e.g. an encoder registered at run time
         raise EvidenceError(f"--encoder {encoder} has no text tower; use a vision-language "
                             f"model: {', '.join(tower_encoders())}")
     return update_tower(index, enc, rebuild=rebuild)
 
 
-def update_towers(index: FigureIndex) -> dict[str, int | None]:
+def update_towers(index: FigureIndex, *, weights: Mapping[str, str] | None = None
+                  ) -> dict[str, int | None]:
     """After ``index add``: embed the new figures into every tower whose weights are found
     (others are reported, and keep covering the figures they had); ``{tower: figures
-    embedded, or None when its weights were not found}``."""
+    embedded, or None when its weights were not found}``. ``weights``: ``{tower: file}``."""
     from ..models import create_encoder
     from .towers import list_towers, update_tower
 
     done: dict[str, int | None] = {}
     for name in list_towers(index):
         try:
-            enc = create_encoder(name)
+            enc = create_encoder(name, weights=(weights or {}).get(name))
         except WeightsError as exc:
             warnings.warn(f"tower {name} not updated ({exc}); it covers the figures it had. "
                           f"Update it later: wsikit index tower {index.path} --encoder {name}",

@@ -208,7 +208,8 @@ class ModelOptions:
                          "slide); default auto", choices=ATTENTION_SOURCES)
     weights: tuple[tuple[str, str], ...] = opt(
         (), "explicit weight file for a model (repeatable), e.g. conch_v1_5=/w/c.bin; a bare "
-            "PATH is the --encoder's", action="append", metavar="NAME=PATH", cli_default=[])
+            "PATH is the --encoder's (with --encoder auto: CONCH v1.5's). Every file given is "
+            "checked before any work", action="append", metavar="NAME=PATH", cli_default=[])
     precision: str | None = opt(None, "autocast precision (default: the model's on CUDA, fp32 "
                                 "on CPU)", choices=("fp32", "fp16", "bf16"))
 
@@ -533,10 +534,14 @@ class PipelineOptions:
                                  f"options are {', '.join(_FIELD_GROUP)}")
         selector = str(values.get("selector", SelectionOptions.selector))
         values["scales"], values["per_scale"] = resolve_scales(selector, scales, per_scale)
-        if isinstance(weights, (str, os.PathLike)):  # one file: the encoder's
-            weights = {str(values.get("encoder", ModelOptions.encoder)): os.fspath(weights)}
-        pairs = weights.items() if isinstance(weights, Mapping) else (weights or ())
-        values["weights"] = tuple(sorted((str(k), str(v)) for k, v in pairs))
+        from ..models.hub import explicit_weights
+
+        # one file or a bare command-line PATH: the encoder's ("auto": CONCH v1.5's); the
+        # files are checked by check() below, before any work
+        given = explicit_weights(weights, encoder=str(values.get("encoder",
+                                                                 ModelOptions.encoder)),
+                                 check=False)
+        values["weights"] = tuple(sorted(given.items()))
         values["towers"] = tuple(towers)
         if values.get("index") is not None:  # a path, or an open FigureIndex (its folder)
             values["index"] = os.fspath(getattr(values["index"], "path", values["index"]))
@@ -560,6 +565,9 @@ class PipelineOptions:
         The selector's own options are checked by the selector
         (:func:`wsikit.selection.selectors.check_selection`), which the runs call before any work.
         """
+        from ..models.hub import explicit_weights
+
+        explicit_weights(self.models.weights)  # every weight file given, used or not
         for group in (self.grid, self.models, self.selection, self.matching, self.output):
             check_bounds(type(group), **{f.name: getattr(group, f.name)
                                          for f in fields(group) if f.metadata.get("bounds")})
