@@ -176,6 +176,11 @@ def _slide_embedding_cmd(args: argparse.Namespace) -> int:
     from ..models.slide_pool import embed_slide, slide_encoder_name
 
     titan_weights = weights_arg(args, "titan").get("titan")  # a bare PATH is TITAN's
+    if args.method == "titan":  # before any file is read
+        from ..models.preflight import check_weights_found
+
+        check_weights_found({"titan": "--method titan"}, {"titan": titan_weights}
+                            if titan_weights else None)
     rows, failed = [], []
     for features in args.features:
         try:

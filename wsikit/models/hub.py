@@ -257,7 +257,7 @@ def _not_found(config: EncoderConfig, cache: Path, candidates: list[tuple[str, s
     return WeightsError(
         f"{config.name}: weights not found, {mode}; expected "
         f"{'one of ' if len(config.hub_files) > 1 else ''}{' or '.join(config.hub_files)} "
-        f"from {config.hub_repo} in the Hugging Face cache ({where}). {_how_to_get(config)}")
+        f"from {config.hub_repo} in the Hugging Face cache ({where}); {_how_to_get(config)}")
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
