@@ -206,11 +206,12 @@ def output_dir(value: str) -> str:
 
 
 def _with_default(action: argparse.Action, text: str) -> str:
-    """``text`` plus ``(default: X)`` unless it already says its default or has none."""
+    """``text`` plus ``(default: X)`` unless it already says its default or has none; a
+    switch (``--no-report``) says what it does when given, never "(default: True)"."""
     default = action.default
     if ("%(default)" in text or "default" in text.lower() or default is None
             or default is False or default == [] or default is argparse.SUPPRESS
-            or action.option_strings == []):
+            or action.option_strings == [] or action.nargs == 0):
         return text
     shown = ",".join(map(str, default)) if isinstance(default, (tuple, list)) else "%(default)s"
     return f"{text} (default: {shown})"
