@@ -56,8 +56,13 @@ def test_all_lists_every_public_name_once() -> None:
 #: The most names all ``__all__`` lists of wsikit may hold together (packages and modules,
 #: private modules included). Issue 31 took it from 828 to this; raise it only with a name a
 #: user calls, and say so in the change. Issue 36 added 13: JATS ingestion (wsikit.evidence.jats,
-#: read_jats, extract_jats_figures) and wsikit.evidence.licence.
-EXPORT_BUDGET = 691
+#: read_jats, extract_jats_figures) and wsikit.evidence.licence; issue 36 item 6 added 9:
+#: FIGURE_KINDS, FigureKind, classify_figure_kind, parse_kinds (wsikit.evidence.kinds),
+#: FigureAnalysis, Panel, analyse_figure, find_panels, split_caption (wsikit.evidence.panels);
+#: issue 40 added 2: wsikit.tissue.mask.glass_reference and
+#: wsikit.slide.mpp_estimate.estimate_mpp_from_nuclei; issue 36 item 5 added 14: corpus
+#: ingestion (ingest_corpus, its summary types, FigureBank, the document reader registry).
+EXPORT_BUDGET = 716
 
 #: Exported constants in a file another change is rewriting, documented there; do not add to.
 UNDOCUMENTED_OK = {"wsikit.run.builtin_steps.FEATURE_KEYS",

@@ -47,7 +47,7 @@ ATTENTION_KEYS = (*FEATURE_KEYS, "attention")
 #: moved with its index redoes nothing (evidence.json finds it again by ``index.relpath``).
 SELECT_KEYS = (*ATTENTION_KEYS, "selector", "scales", "per_scale", "min_coverage", "max_iou",
                "margin", "layout", "min_score", "k", "min_similarity", "question",
-               "rrf_k", "towers", "max_crop_px", "report", "synthetic")
+               "rrf_k", "towers", "match_kinds", "max_crop_px", "report", "synthetic")
 
 
 def _missing_module(module: str, what: str) -> Callable[[], str | None]:
