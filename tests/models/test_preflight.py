@@ -16,19 +16,6 @@ from wsikit.run.checks import check_options
 from wsikit.run.options import PipelineOptions
 
 
-@pytest.fixture
-def no_weights(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Nothing to find: an empty Hugging Face cache, offline, no config file or variables."""
-    import os
-
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("WSIKIT_CONFIG", str(tmp_path / "weights.toml"))
-    for var in [v for v in os.environ if v.startswith("WSIKIT_WEIGHTS_")]:
-        monkeypatch.delenv(var)
-
-
 def test_models_needed_names_each_model_with_its_reason() -> None:
     assert models_needed() == {}  # auto: CONCH v1.5 when found, else the heuristic
     assert models_needed(encoder="heuristic", attention="heuristic") == {}
