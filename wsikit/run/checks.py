@@ -64,9 +64,18 @@ def _check_weights(options: PipelineOptions, steps: Collection[str] | None) -> N
     needed = models_needed(
         encoder=m.encoder if runs("features") else "auto",
         attention=m.attention if runs("attention") else "auto",
-        towers=match.towers if runs("select") else (),
+        towers=_stored_towers(match.index, match.towers) if runs("select") else (),
         index_encoder=_index_encoder(match.index) if runs("select") else None)
     check_weights_found(needed, m.weight_files())
+
+
+def _stored_towers(index: str | None, towers: tuple[str, ...]) -> list[str]:
+    """The ``towers`` stored with the index folder ``index`` (opening it says what is wrong
+    with the others: no such tower, and how to add it)."""
+    from pathlib import Path
+
+    return [t for t in towers
+            if index is not None and (Path(index) / "towers" / t / "manifest.json").is_file()]
 
 
 def _index_encoder(index: str | None) -> str | None:
