@@ -44,7 +44,7 @@ from ..slide.fingerprint import (
 )
 from ..tissue.constants import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2
 from ..tissue.mask import TissueMask, mask_shape, segment_tissue
-from .options import GridOptions
+from .options import GridOptions, check_bounds
 
 if TYPE_CHECKING:
     from ..features.extract import Embeddings
@@ -532,6 +532,7 @@ def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
     """
     import warnings
 
+    check_bounds(GridOptions, tissue_mpp=tissue_mpp)  # before any work
     out = Path(out)
     with open_slide(path, mpp=mpp, backend=backend) as slide, \
             hold_slide_outputs(out, check_output_name(slide.name, slide.path), wait=wait,
@@ -587,6 +588,7 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
     """
     from PIL import Image
 
+    check_bounds(GridOptions, patch_px=patch_px, tissue_mpp=tissue_mpp)  # before any work
     out = Path(out)
     bar = progress_bar(total=4, enabled=progress, desc="patch", unit="step")
     try:
@@ -682,6 +684,7 @@ def extract_slide_features(
     from ..errors import GridError
     from ..features.extract import extract_features, resolve_encoder
 
+    check_bounds(GridOptions, patch_px=patch_px)  # before any work
     if mpp is None:
         mpp = _recorded_mpp(slide, out, coords)
     enc = resolve_encoder(encoder, device, weights)

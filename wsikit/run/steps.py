@@ -32,7 +32,7 @@ from typing import Any
 
 from .._atomic import atomic_path
 from .._hints import keyword
-from ..errors import BatchError, WsikitError
+from ..errors import BatchError, WsikitError, error_message
 from .cohort_slide import CohortSlide
 from .options import DEFAULT_BATCH_SIZE, PipelineOptions
 from .state import JobFolder
@@ -567,7 +567,7 @@ def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
             result.update(status="skipped", reason=run.skipped, step=run.skipped_at)
     except Exception as exc:
         result.update(status="failed", error={
-            "type": type(exc).__name__, "message": str(exc) or repr(exc), "step": ctx.current,
+            "type": type(exc).__name__, "message": error_message(exc), "step": ctx.current,
             "traceback": _tail(traceback.format_exc())})
     finally:
         ctx.close()
