@@ -27,6 +27,7 @@ from ..errors import EvidenceError
 from .result import EvidenceRegion, EvidenceResult
 
 __all__ = [
+    "EDGE_MARGIN",
     "REGIONS_GEOJSON",
     "scale_colour",
     "read_regions_geojson",
@@ -36,6 +37,10 @@ __all__ = [
 
 #: File name of the QuPath annotations inside a ``select`` result folder.
 REGIONS_GEOJSON = "regions.geojson"
+
+#: How far (a fraction of the slide's longer side) a region read back may reach past the slide's
+#: edge: a box drawn by hand in QuPath may overshoot it a little, never by more.
+EDGE_MARGIN = 0.02
 
 #: Colour per window scale (side in cells); other scales cycle through ``_EXTRA``.
 SCALE_COLOURS: dict[int, str] = {8: "#2563eb", 4: "#16a34a", 2: "#ea580c", 1: "#db2777"}
@@ -144,7 +149,8 @@ def _measurements(props: Mapping[str, Any]) -> dict[str, float]:
     return dict(m)
 
 
-def read_regions_geojson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_regions_geojson(path: str | os.PathLike[str], *,
+                         level0_size: tuple[int, int] | None = None) -> list[dict[str, Any]]:
     """Read QuPath annotations back as region dicts (``id``, ``rank``, ``scale``, ``score``,
     ``box`` and, when present, ``usable_tissue``), in file order.
 
@@ -152,13 +158,23 @@ def read_regions_geojson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     polygon, measurements may be a map or QuPath's older name/value list, and features
     without wsikit's measurements (e.g. annotations a person added) are skipped.
 
+    Parameters
+    ----------
+    path : path-like
+        The GeoJSON file.
+    level0_size : (width, height), optional
+        The slide's level-0 size: every vertex of a region must lie inside it, give or take
+        :data:`EDGE_MARGIN` of its longer side. Without it, inside the largest slide wsikit
+        opens (:data:`wsikit.slide.slide.MAX_SIDE_PX` a side).
+
     Raises
     ------
     EvidenceError
         The file cannot be read or is not GeoJSON, or a feature is not an object, has a
-        coordinate that is not a finite number, or (a region's) no polygon: each names the
-        file and the feature.
+        coordinate that is not a finite number or lies beyond the slide, or (a region's) no
+        polygon: each names the file and the feature.
     """
+    from ..slide.slide import MAX_SIDE_PX
     from ..tissue.geojson import read_features, read_json
 
     fix = "fix the feature in QuPath, or export the regions again"
@@ -181,6 +197,14 @@ def read_regions_geojson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             raise EvidenceError(f"{path}: {feature.label} has no polygon; {fix}")
         ring = feature.polygons[0][0]
         (x0, y0), (x1, y1) = ring.min(axis=0), ring.max(axis=0)
+        width, height = level0_size if level0_size is not None else (MAX_SIDE_PX, MAX_SIDE_PX)
+        margin = EDGE_MARGIN * max(width, height)
+        if x0 < -margin or y0 < -margin or x1 > width + margin or y1 > height + margin:
+            what = "the slide" if level0_size is not None else "any slide"
+            raise EvidenceError(
+                f"{path}: {feature.label} spans x {x0:g} to {x1:g}, y {y0:g} to {y1:g} "
+                f"(level-0 px), beyond {what} ({width} x {height} px); {fix} (the "
+                "coordinates are level-0 pixels of this slide)")
         region: dict[str, Any] = {
             "id": str(feature.properties.get("name", "")).split(" ")[0],
             "rank": rank, "scale": scale, "score": score,
