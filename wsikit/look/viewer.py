@@ -197,7 +197,16 @@ def _read_evidence(path: Path) -> EvidenceResult:
 
 
 def _folder_hint(path: Path) -> str:
-    """The message for a folder that is neither a select result nor an output folder."""
+    """The message for a folder that is not a select result: an output folder names the
+    slides whose results it holds and the folder to pass (``wsikit view`` itself shows an
+    output folder whole); another names result folders inside it."""
+    in_layout = OutputLayout(path).results()
+    if in_layout:
+        names = ", ".join(p.name for p in in_layout[:20])
+        more = f" (and {len(in_layout) - 20} more)" if len(in_layout) > 20 else ""
+        return (f"{path} is a wsikit output folder with the results of {len(in_layout)} "
+                f"slide(s): {names}{more}; open one result folder (e.g. {in_layout[0]}"
+                f"{os.sep}), or the whole folder with wsikit view {path}")
     found = sorted({p.parent for p in path.glob("*/evidence.json")})
     if found:
         names = ", ".join(str(p) + os.sep for p in found[:3])
