@@ -40,6 +40,7 @@ from .overlay import OverlayError
 __all__ = [
     "LayerFileError",
     "layer_from_attention",
+    "prompt_layer",
     "read_output_layers",
     "read_user_layer",
 ]
@@ -83,6 +84,22 @@ def layer_from_attention(att: Any, patch_size_l0: int) -> HeatmapLayer:
                         label="TITAN attention per patch (mean of the heads; the slide's "
                               "patches sum to 1)",
                         value_range=robust_range(att.scores, percentiles=(1.0, 99.0)))
+
+
+def prompt_layer(similarity: np.ndarray, coords: np.ndarray, patch_size_l0: int, *,
+                 prompt: str, towers: list[str] | tuple[str, ...],
+                 random_weights: bool = False) -> HeatmapLayer:
+    """The ``prompt:<text>`` layer: each patch's cosine similarity to ``prompt`` under the
+    image-text ``towers`` (their mean), coloured between its 1st and 99th percentile (cosines
+    of these towers sit in a narrow band). Random tower weights (tests) are said in the
+    label and source: such a layer shows the mechanics, never a model's reading."""
+    towers_text = ", ".join(towers)
+    note = " [RANDOM WEIGHTS: not a model's output]" if random_weights else ""
+    return HeatmapLayer(f"prompt:{prompt}", coords, similarity, int(patch_size_l0),
+                        source=f"{towers_text} image and text towers{note}",
+                        label=f"cosine similarity of each patch to \u201c{prompt}\u201d "
+                              f"({towers_text}){note}",
+                        value_range=robust_range(similarity, percentiles=(1.0, 99.0)))
 
 
 def read_output_layers(out: str | os.PathLike[str], name: str) -> list[HeatmapLayer]:
