@@ -46,7 +46,8 @@ ATTENTION_KEYS = (*FEATURE_KEYS, "attention")
 #: The figure index counts by its content (:func:`index_digest`), not its path: a job folder
 #: moved with its index redoes nothing (evidence.json finds it again by ``index.relpath``).
 SELECT_KEYS = (*ATTENTION_KEYS, "selector", "scales", "per_scale", "min_coverage", "max_iou",
-               "margin", "layout", "min_score", "k", "min_similarity", "question",
+               "margin", "layout", "min_score", "question_weight", "k", "min_similarity",
+               "question",
                "rrf_k", "towers", "max_crop_px", "report", "synthetic")
 
 
@@ -303,6 +304,7 @@ def select_step(ctx: SlideContext) -> dict[str, Any]:
     from ..models import get_config
     from ..patches.grid import TileGrid
     from ..selection.attention import Attention
+    from .question import steer_regions
     from .select_stage import write_evidence
 
     index, towers = index_and_towers(ctx)  # a damaged index fails before any output
@@ -319,10 +321,11 @@ def select_step(ctx: SlideContext) -> dict[str, Any]:
                  "heuristic": bool(get_config(name).heuristic), "precision": "fp32"}
     timings = {step: rec["seconds"] for step, rec in ctx.records.items()
                if isinstance(rec, dict) and "seconds" in rec}
+    att, steering = steer_regions(ctx, slide, grid, att)  # a question with a tower
     sdir = ctx.prepare(ctx.layout.select_dir(ctx.slide_id))  # select/ made; <slide>/ published
     result = write_evidence(slide, grid, mask, att, sdir, ctx.options, encoder=entry,
                             index=index, device=ctx.device, towers=towers, timings=timings,
-                            selector=selector_once(ctx))
+                            selector=selector_once(ctx), steering=steering)
     ctx.artifacts["result"] = result
     ctx.add_output("evidence", sdir / "evidence.json")
     return {"regions": len(result.regions), "empty_scales": dict(result.empty_scales),
