@@ -17,7 +17,7 @@ __all__ = ["open_browser", "register"]
 def _run(args: argparse.Namespace) -> int:
     from ..look.viewer import ViewerSource, make_server, open_target
 
-    source = open_target(args.target, mpp=args.mpp)
+    source = open_target(args.target, mpp=args.mpp, layers=args.layer or ())
     try:
         server = make_server(source, port=args.port)
     except BaseException:
@@ -80,6 +80,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("target", metavar="SELECT_DIR|OUT_DIR|SLIDE",
                    help="a wsikit select result folder (OUT/select/<slide>/), an output or "
                         "batch job folder (every slide), or a slide file")
+    p.add_argument("--layer", action="append", metavar="FILE",
+                   help="a heatmap layer of per-patch scores: CSV (x, y, value columns) or "
+                        "HDF5 (coords and a values dataset; TRIDENT and CLAM layouts read); "
+                        "repeat for several. The output folder's importance or attention is "
+                        "shown without it")
     p.add_argument("--port", type=non_negative_int, default=8765,
                    help="port on 127.0.0.1 (default 8765; 0 picks a free one)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")

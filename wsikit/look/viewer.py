@@ -54,7 +54,7 @@ import secrets
 import threading
 import warnings
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,8 +83,8 @@ _STATIC = {"viewer.js": ("viewer.js", "text/javascript; charset=utf-8"),
            "LICENSE-openseadragon.txt": ("openseadragon/LICENSE.txt",
                                          "text/plain; charset=utf-8")}
 _TILE_RE = re.compile(r"^slide_files/(\d{1,2})/(\d{1,7})_(\d{1,7})\.jpeg$")
-_LAYER_RE = re.compile(r"^layer_files/([\w.-]{1,64})/(\d{1,2})/(\d{1,7})_(\d{1,7})\.png$")
-_LEGEND_RE = re.compile(r"^layer_legend/([\w.-]{1,64})\.svg$")
+_LAYER_RE = re.compile(r"^layer_files/(\d{1,4})/(\d{1,2})/(\d{1,7})_(\d{1,7})\.png$")
+_LEGEND_RE = re.compile(r"^layer_legend/(\d{1,4})\.svg$")
 _CROP_RE = re.compile(r"^crop/(r\d{1,6})\.png$")
 _FIGURE_RE = re.compile(r"^figure/(r\d{1,6})/(\d{1,4})$")
 _SLIDE_RE = re.compile(r"^slides/([^/]{1,190})/(.*)$")
@@ -99,7 +99,6 @@ _SECURITY_HEADERS = [
     ("Content-Security-Policy", "default-src 'none'; script-src 'self'; "
      "style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "
      "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")]
-_PALETTES = ("viridis", "magma", "rdylbu", "greys")
 
 
 def _image_type(path: Path) -> str | None:
@@ -129,6 +128,21 @@ def _owned_file(path: Path, root: Path, sub: str, suffixes: tuple[str, ...]) -> 
     if real.parent != base / sub or real.suffix.lower() not in suffixes or not real.is_file():
         return None
     return real
+
+
+def _layer_png(layer: Any, box: tuple[int, int, int, int], out: tuple[int, int], *,
+               palette: str, threshold: float | None) -> bytes:
+    """One layer tile as a PNG with alpha (fast deflate: tiles are made on demand)."""
+    import io
+
+    from PIL import Image
+
+    from .heatmap import layer_tile
+
+    rgba = layer_tile(layer, box, out, palette=palette, threshold=threshold, opacity=1.0)
+    buf = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(buf, "PNG", compress_level=1)
+    return buf.getvalue()
 
 
 def _joined(base: Path | None, rel: Any) -> Path | None:
@@ -233,6 +247,7 @@ class ViewerSource:
     def __init__(self, slide: Any, *, select_dir: Path | None = None,
                  result: EvidenceResult | None = None, layout: OutputLayout | None = None,
                  name: str | None = None, mpp: float | None = None,
+                 layers: Sequence[str | os.PathLike[str]] = (),
                  workers: int = WORKERS) -> None:
         from ..slide import open_slide
         from ._viewer_tiles import TileService
@@ -248,7 +263,8 @@ class ViewerSource:
         self.requested: deque[str] = deque(maxlen=10_000)
         self._overlays: dict[str, bytes | None] = {}
         self._lock = threading.Lock()
-        self._layers: dict[str, Any] | None = None
+        self._layers: list[Any] | None = None
+        self._user_layers = [Path(p) for p in layers]
         path, backend = slide.path, slide.backend
         self.tiles: TileService = TileService(
             slide, open_handle=lambda: open_slide(path, backend=backend, mpp=mpp,
@@ -257,20 +273,24 @@ class ViewerSource:
     # -- opening -----------------------------------------------------------------------------
     @classmethod
     def open(cls, target: str | os.PathLike[str], *, mpp: float | None = None,
+             layers: Sequence[str | os.PathLike[str]] = (),
              workers: int = WORKERS) -> ViewerSource:
         """A ``select`` result folder (with evidence.json) or a slide file.
 
         The slide of a result is ``slide.relpath`` against the result folder (a job moved
         with its slides), else ``slide.path``. The tissue and artefact GeoJSON are read
         through the validating GeoJSON reader: a broken one is left out with a warning naming
-        the file and the problem (:attr:`problems`).
+        the file and the problem (:attr:`problems`). The heatmap layers are those the output
+        folder holds for the slide (its importance or attention) and ``layers``: files of
+        per-patch scores (CSV or HDF5, :func:`wsikit.look.layer_files.read_user_layer`).
 
         Raises
         ------
         WsikitError
             evidence.json is unreadable or does not follow its schema (names the file and the
-            first problem), its slide is at neither recorded path, or ``target`` is another
-            folder (names the result folders inside it).
+            first problem), its slide is at neither recorded path, ``target`` is another
+            folder (names the result folders inside it), or a layer file cannot be read
+            (names the file, the row and the fix).
         """
         from ..slide import open_slide
 
@@ -289,7 +309,8 @@ class ViewerSource:
                                   "it was), or view the slide file itself")
             slide = open_slide(slide_path, mpp=mpp, require_mpp=False)
             try:
-                source = cls(slide, select_dir=path, result=result, mpp=mpp, workers=workers)
+                source = cls(slide, select_dir=path, result=result, mpp=mpp, layers=layers,
+                             workers=workers)
             except BaseException:
                 slide.close()
                 raise
@@ -299,10 +320,12 @@ class ViewerSource:
             raise WsikitError(_folder_hint(path))
         slide = open_slide(path, mpp=mpp, require_mpp=False)
         try:
-            return cls(slide, mpp=mpp, workers=workers)
+            source = cls(slide, mpp=mpp, layers=layers, workers=workers)
         except BaseException:
             slide.close()
             raise
+        source._opened()
+        return source
 
     @classmethod
     def open_in_layout(cls, root: str | os.PathLike[str], name: str, *,
@@ -351,6 +374,7 @@ class ViewerSource:
         try:
             self._check_slide()
             self._load_overlays()
+            self.layers()
         except BaseException:
             self.close()
             raise
@@ -429,6 +453,7 @@ class ViewerSource:
     def info(self) -> dict[str, Any]:
         """What the page shows: slide size, Deep Zoom tile size, mpp, regions, layers."""
         from ..evidence.regions_geojson import scale_colour
+        from .heatmap import PALETTES
 
         W, H = self.slide.dimensions
         regions = []
@@ -450,7 +475,7 @@ class ViewerSource:
                 "has_tissue": self.tissue() is not None,
                 "has_artefacts": self.artefacts() is not None,
                 "editable": self.editable(), "problems": list(self.problems),
-                "changed": self.tiles.changed, "palettes": list(_PALETTES),
+                "changed": self.tiles.changed, "palettes": list(PALETTES),
                 "synthetic": bool(self.result is not None and self.result.synthetic)}
 
     def editable(self) -> dict[str, bool]:
@@ -571,29 +596,78 @@ class ViewerSource:
         return version
 
     # -- layers ------------------------------------------------------------------------------
-    def layers(self) -> dict[str, Any]:
-        """The heatmap layers of the layout, by name (read once)."""
+    def layers(self) -> list[Any]:
+        """The heatmap layers (:class:`wsikit.look.heatmap.HeatmapLayer`): the output
+        folder's for this slide (importance or attention; an unreadable one is a problem
+        shown on the page), then the user's files (read once).
+
+        Raises
+        ------
+        WsikitError
+            A user's layer file cannot be read (names the file, the row and the fix).
+        """
         with self._lock:
             if self._layers is None:
                 self._layers = self._read_layers()
             return self._layers
 
-    def _read_layers(self) -> dict[str, Any]:
-        return {}
+    def _read_layers(self) -> list[Any]:
+        from .layer_files import read_output_layers, read_user_layer
+
+        found: list[Any] = []
+        layout, name = self.layout, self.output_name
+        if layout is not None and name is not None:
+            try:
+                found += read_output_layers(layout.root, name)
+            except WsikitError as exc:
+                self.problems.append(f"{exc} (its heatmap layer is not shown)")
+        size = tuple(int(v) for v in self.slide.dimensions)
+        for path in self._user_layers:
+            found.append(read_user_layer(path, level0_size=size))  # type: ignore[arg-type]
+        return found
 
     def layer_list(self) -> list[dict[str, Any]]:
-        """What the page lists of each layer (name, label, source, value range)."""
-        return [layer.describe() for layer in self.layers().values()]
+        """What the page lists of each layer: ``id`` (its place, used in tile addresses),
+        name, label, source, value range."""
+        return [{"id": str(i), **layer.describe()} for i, layer in enumerate(self.layers())]
 
-    def layer_tile(self, name: str, level: int, col: int, row: int, *,
+    def _layer(self, layer_id: str) -> Any:
+        layers = self.layers()
+        i = int(layer_id)
+        return layers[i] if 0 <= i < len(layers) else None
+
+    def layer_tile(self, layer_id: str, level: int, col: int, row: int, *,
                    palette: str, threshold: float | None) -> bytes | None:
-        """PNG bytes (RGBA) of layer ``name``'s Deep Zoom tile, or None when there is no such
-        layer or tile."""
-        return None
+        """PNG bytes (RGBA, transparent where no patch has a value or below ``threshold``)
+        of layer ``layer_id``'s Deep Zoom tile, or None when there is no such layer or tile.
 
-    def legend(self, name: str, *, palette: str) -> bytes | None:
-        """The SVG legend of layer ``name`` in ``palette`` (None: no such layer)."""
-        return None
+        Raises
+        ------
+        WsikitError
+            An unknown palette (names the known ones).
+        """
+        from .heatmap import PALETTES
+
+        layer = self._layer(layer_id)
+        found = self.tiles.geometry.tile_box(level, col, row)
+        if layer is None or found is None:
+            return None
+        if palette not in PALETTES:
+            raise WsikitError(f"unknown palette {palette!r}; use one of {', '.join(PALETTES)}")
+        box, out = found
+        return self.tiles.cache.get_or_make(
+            ("layer", layer_id, level, col, row, palette, threshold),
+            lambda: _layer_png(layer, box, out, palette=palette, threshold=threshold))
+
+    def legend(self, layer_id: str, *, palette: str, threshold: float | None = None
+               ) -> bytes | None:
+        """The SVG legend of layer ``layer_id`` in ``palette`` (None: no such layer)."""
+        from .heatmap import PALETTES, legend_svg
+
+        layer = self._layer(layer_id)
+        if layer is None or palette not in PALETTES:
+            return None
+        return legend_svg(layer, palette=palette, threshold=threshold).encode("utf-8")
 
     # -- files of the result -----------------------------------------------------------------
     def _region(self, rid: str) -> EvidenceRegion | None:
@@ -693,15 +767,28 @@ class CohortSource:
 
 
 def open_target(target: str | os.PathLike[str], *, mpp: float | None = None,
+                layers: Sequence[str | os.PathLike[str]] = (),
                 workers: int = WORKERS) -> ViewerSource | CohortSource:
     """What ``wsikit view TARGET`` shows: an output folder (every slide, :class:`CohortSource`),
-    a ``select`` result folder or a slide file (:class:`ViewerSource`)."""
+    a ``select`` result folder or a slide file (:class:`ViewerSource`, with the user's
+    ``layers`` files).
+
+    Raises
+    ------
+    WsikitError
+        ``layers`` given with an output folder (they belong to one slide), or what
+        :meth:`ViewerSource.open` raises.
+    """
     from ._viewer_cohort import is_output_folder
 
     path = Path(target)
     if path.is_dir() and not (path / "evidence.json").is_file() and is_output_folder(path):
+        if layers:
+            raise WsikitError(f"{path} is an output folder of several slides: a --layer file "
+                              "holds one slide's scores; view that slide's result folder "
+                              f"({path / 'select' / '<slide>'}{os.sep}) with it")
         return CohortSource(path, workers=workers)
-    return ViewerSource.open(path, mpp=mpp, workers=workers)
+    return ViewerSource.open(path, mpp=mpp, layers=layers, workers=workers)
 
 
 # -- the HTTP application ----------------------------------------------------------------------
@@ -845,23 +932,21 @@ class _App:
         if m := _LAYER_RE.match(path):
             if source.tiles.changed is not None:
                 return Response.text(source.tiles.changed, 409)
-            palette = request.query.get("palette", "viridis")
-            if palette not in _PALETTES:
-                return Response.text(f"unknown palette {palette!r}; use one of "
-                                     f"{', '.join(_PALETTES)}", 400)
-            body = source.layer_tile(m.group(1), int(m.group(2)), int(m.group(3)),
-                                     int(m.group(4)), palette=palette,
-                                     threshold=_float(request.query.get("threshold")))
+            try:
+                body = source.layer_tile(m.group(1), int(m.group(2)), int(m.group(3)),
+                                         int(m.group(4)),
+                                         palette=request.query.get("palette", "viridis"),
+                                         threshold=_float(request.query.get("threshold")))
+            except WsikitError as exc:
+                return Response.text(str(exc), 400)
             if body is None:
                 return Response.text("no such layer tile", 404)
             return Response(200, body, "image/png")
         if m := _LEGEND_RE.match(path):
-            palette = request.query.get("palette", "viridis")
-            if palette not in _PALETTES:
-                return Response.text(f"unknown palette {palette!r}", 400)
-            body = source.legend(m.group(1), palette=palette)
+            body = source.legend(m.group(1), palette=request.query.get("palette", "viridis"),
+                                 threshold=_float(request.query.get("threshold")))
             if body is None:
-                return Response.text("no such layer", 404)
+                return Response.text("no such layer or palette", 404)
             return Response(200, body, "image/svg+xml")
         if path == "overlay/tissue.json":
             return Response(200, source.tissue() or b"null", "application/json")

@@ -362,60 +362,77 @@
   }
 
   // -- heatmap layers ------------------------------------------------------------------------
-  function layerSource(name, st) {
-    var extra = "&palette=" + encodeURIComponent(st.palette) +
+  // one OpenSeadragon tiled image per layer shown (PNG tiles with alpha over the slide's
+  // Deep Zoom grid); opacity is the tiled image's, threshold and palette are drawn by the
+  // server (the tiled image is replaced when they change)
+  function layerQuery(st) {
+    return "&palette=" + encodeURIComponent(st.palette) +
       (st.threshold !== null ? "&threshold=" + encodeURIComponent(st.threshold) : "");
+  }
+  function layerSource(id, st) {
+    var extra = layerQuery(st);
     return {width: info.width, height: info.height, tileSize: info.tile, tileOverlap: 0,
             minLevel: 0, maxLevel: info.max_level,
             getTileUrl: function (level, x, y) {
-              return u("layer_files/" + encodeURIComponent(name) + "/" + level + "/" + x + "_" +
-                       y + ".png", extra); }};
+              return u("layer_files/" + id + "/" + level + "/" + x + "_" + y + ".png", extra); }};
   }
-  function showLayer(name) {
-    var st = S.layers[name];
+  function shownLayers() {
+    return Object.keys(S.layers).filter(function (k) { return S.layers[k].item; });
+  }
+  function showLayer(id) {
+    var st = S.layers[id];
     if (st.item) { viewer.world.removeItem(st.item); st.item = null; }
+    document.body.dataset.layers = shownLayers().join(",");
     if (!st.on || S.changed) return;
-    viewer.addTiledImage({tileSource: layerSource(name, st), opacity: st.opacity,
-                          success: function (e) { st.item = e.item;
-                                                  document.body.dataset.layers = Object.keys(S.layers)
-                                                    .filter(function (k) { return S.layers[k].item; }).join(","); }});
+    var want = layerQuery(st);
+    viewer.addTiledImage({tileSource: layerSource(id, st), opacity: st.opacity,
+                          success: function (e) {
+                            if (!st.on || layerQuery(st) !== want) {  // changed meanwhile
+                              viewer.world.removeItem(e.item); return; }
+                            if (st.item) viewer.world.removeItem(st.item);
+                            st.item = e.item;
+                            document.body.dataset.layers = shownLayers().join(",");
+                          }});
   }
   function layerControls(layer) {
-    var name = layer.name, lo = layer.value_range[0], hi = layer.value_range[1];
-    var st = S.layers[name] = {on: false, opacity: 0.6, threshold: null, palette: "viridis",
-                               item: null};
-    var box = el("div", "layer"); box.dataset.layer = name;
-    var head = el("label"), cb = el("input"); cb.type = "checkbox"; cb.dataset.layer = name;
-    head.appendChild(cb); head.appendChild(document.createTextNode(" " + layer.label));
+    var id = layer.id, lo = layer.value_range[0], hi = layer.value_range[1];
+    var st = S.layers[id] = {on: false, opacity: 0.6, threshold: null, palette: "viridis",
+                             item: null, name: layer.name};
+    var box = el("div", "layer"); box.dataset.layer = id;
+    var head = el("label"), cb = el("input"); cb.type = "checkbox"; cb.dataset.layer = id;
+    head.appendChild(cb); head.appendChild(document.createTextNode(" " + layer.name));
     box.appendChild(head);
     box.appendChild(el("div", "muted", layer.source));
     function row(label, input) {
       var r = el("div", "row"); r.appendChild(el("span", null, label)); r.appendChild(input);
       box.appendChild(r); return input;
     }
-    var op = el("input"); op.type = "range"; op.min = 0; op.max = 1; op.step = 0.05; op.value = st.opacity;
+    var op = el("input"); op.type = "range"; op.min = 0; op.max = 1; op.step = 0.05;
+    op.value = st.opacity; op.dataset.role = "opacity";
     row("opacity", op);
     var th = el("input"); th.type = "range"; th.min = lo; th.max = hi; th.step = (hi - lo) / 100;
-    th.value = lo; row("threshold", th);
-    var pal = el("select");
+    th.value = lo; th.dataset.role = "threshold";
+    var thv = el("span", "val", "off");
+    row("threshold", th); box.lastChild.appendChild(thv);
+    var pal = el("select"); pal.dataset.role = "palette";
     (info.palettes || ["viridis"]).forEach(function (p) {
       var o = el("option", null, p); o.value = p; pal.appendChild(o); });
     row("palette", pal);
-    var legend = el("img", "legend"); legend.alt = "legend of " + layer.label;
-    legend.src = u("layer_legend/" + encodeURIComponent(name) + ".svg", "&palette=viridis");
+    var legend = el("img", "legend"); legend.alt = "legend: " + layer.label;
+    function legendSrc() { legend.src = u("layer_legend/" + id + ".svg", layerQuery(st)); }
+    legendSrc();
     box.appendChild(legend);
-    cb.addEventListener("change", function () { st.on = cb.checked; showLayer(name); });
+    cb.addEventListener("change", function () { st.on = cb.checked; showLayer(id); });
     op.addEventListener("input", function () {
       st.opacity = +op.value; if (st.item) st.item.setOpacity(st.opacity); });
     var timer = null;
     th.addEventListener("input", function () {
       st.threshold = +th.value > lo ? +th.value : null;
-      clearTimeout(timer); timer = setTimeout(function () { showLayer(name); }, 250); });
+      thv.textContent = st.threshold === null ? "off" : "≥ " + Number(st.threshold).toPrecision(3);
+      clearTimeout(timer);
+      timer = setTimeout(function () { legendSrc(); showLayer(id); }, 250); });
     pal.addEventListener("change", function () {
-      st.palette = pal.value;
-      legend.src = u("layer_legend/" + encodeURIComponent(name) + ".svg",
-                     "&palette=" + encodeURIComponent(pal.value));
-      showLayer(name); });
+      st.palette = pal.value; legendSrc(); showLayer(id); });
     $("heat-list").appendChild(box);
   }
 
