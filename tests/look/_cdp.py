@@ -143,14 +143,15 @@ class Browser:
              session: bool = False, timeout: float = 60.0) -> dict[str, Any]:
         """Send one DevTools command and wait for its answer (events are kept)."""
         self._id += 1
-        msg: dict[str, Any] = {"id": self._id, "method": method, "params": params or {}}
+        wanted = self._id
+        msg: dict[str, Any] = {"id": wanted, "method": method, "params": params or {}}
         if session:
             msg["sessionId"] = self.session
         self.ws.send(json.dumps(msg))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             data = json.loads(self.ws.recv())
-            if data.get("id") == self._id:
+            if data.get("id") == wanted:
                 if "error" in data:
                     raise RuntimeError(f"{method}: {data['error']}")
                 return data.get("result", {})
@@ -158,6 +159,11 @@ class Browser:
         raise TimeoutError(method)
 
     def _event(self, data: dict[str, Any]) -> None:
+        if data.get("method") == "Page.javascriptDialogOpening":  # e.g. unsaved edits
+            self._id += 1
+            self.ws.send(json.dumps({"id": self._id, "method": "Page.handleJavaScriptDialog",
+                                     "params": {"accept": True},
+                                     "sessionId": self.session}))
         if data.get("method") == "Network.requestWillBeSent":
             self.requests.append(data["params"]["request"]["url"])
         self.events.append(data)

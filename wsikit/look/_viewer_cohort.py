@@ -101,7 +101,8 @@ def cohort_rows(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """One JSON-ready row per slide of the output folder ``root`` (see the module notes).
 
     Each row: ``name``, ``status``, ``error``, ``qc`` (``tissue``, ``ink``, ``fold``,
-    ``debris``, ``fill``: fractions, None when unknown), ``patches``, ``regions``,
+    ``debris``, ``fill``: fractions, None when unknown), ``patches`` (of the patch step, None
+    before it), ``regions``,
     ``has_result`` (a ``select`` result to open), ``has_thumbnail``, ``slide`` (the slide
     file the state or result names).
     """
@@ -118,11 +119,12 @@ def cohort_rows(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
         error = state.get("error")
         if isinstance(error, dict):
             error = error.get("message") or error.get("type")
-        seg = ((state.get("steps") or {}).get("segment") or {}).get("info") or {}
+        steps = state.get("steps") if isinstance(state.get("steps"), dict) else {}
+        seg = (steps.get("segment") or {}).get("info") or {}
         qc = _mask_qc(layout, name)
         if qc["tissue"] is None:
             qc["tissue"] = _fraction(seg.get("tissue_fraction"))
-        n_patches = state.get("n_patches")
+        n_patches = ((steps.get("patch") or {}).get("info") or {}).get("n_patches")
         regions = (evidence or {}).get("regions")
         slide = state.get("path") or ((evidence or {}).get("slide") or {}).get("path")
         rows.append({

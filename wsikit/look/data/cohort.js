@@ -42,7 +42,7 @@
       tr.appendChild(el("td", "num", s.patches === null ? "–" : s.patches));
       tr.appendChild(el("td", "num", s.regions === null ? "–" : s.regions));
       var open = el("td");
-      if (s.has_result || s.slide) {
+      if (s.has_result || (s.slide && s.status !== "failed")) {
         var a = el("a", null, "open"); a.href = u("slides/" + encodeURIComponent(s.name) + "/");
         open.appendChild(a);
       }
