@@ -17,6 +17,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,8 @@ class Browser:
         if url is None:
             self.close()
             raise RuntimeError("chromium did not start its DevTools server")
+        # keep reading its log, or a full pipe would block the browser
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
         self.ws = _WebSocket(url)
         self._id = 0
         self.events: list[dict[str, Any]] = []
@@ -254,4 +257,6 @@ class Browser:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=30)
+            if self.proc.stderr is not None:
+                self.proc.stderr.close()
             shutil.rmtree(self.profile, ignore_errors=True)

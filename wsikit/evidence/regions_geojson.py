@@ -27,7 +27,6 @@ from ..errors import EvidenceError
 from .result import EvidenceRegion, EvidenceResult
 
 __all__ = [
-    "EDGE_MARGIN",
     "REGIONS_GEOJSON",
     "scale_colour",
     "read_regions_geojson",

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import quoteattr
 
-__all__ = ["DziGeometry", "matching_level", "stored_tile"]
+__all__: list[str] = []
 
 _DZI_NS = "http://schemas.microsoft.com/deepzoom/2008"
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..outputs.layout import OutputLayout
 
-__all__ = ["cohort_rows", "is_output_folder"]
+__all__: list[str] = []
 
 #: Largest state or evidence file read for the list (bytes).
 _MAX_JSON = 64 * 2**20
@@ -58,6 +58,16 @@ def _json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _dig(data: Any, *keys: str) -> Any:
+    """``data[k1][k2]…``, None where a level is missing or not an object (a state file is
+    read, never trusted)."""
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
 
 
 def _fraction(value: Any) -> float | None:
@@ -119,14 +129,12 @@ def cohort_rows(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
         error = state.get("error")
         if isinstance(error, dict):
             error = error.get("message") or error.get("type")
-        steps = state.get("steps") if isinstance(state.get("steps"), dict) else {}
-        seg = (steps.get("segment") or {}).get("info") or {}
         qc = _mask_qc(layout, name)
         if qc["tissue"] is None:
-            qc["tissue"] = _fraction(seg.get("tissue_fraction"))
-        n_patches = ((steps.get("patch") or {}).get("info") or {}).get("n_patches")
+            qc["tissue"] = _fraction(_dig(state, "steps", "segment", "info", "tissue_fraction"))
+        n_patches = _dig(state, "steps", "patch", "info", "n_patches")
         regions = (evidence or {}).get("regions")
-        slide = state.get("path") or ((evidence or {}).get("slide") or {}).get("path")
+        slide = state.get("path") or _dig(evidence, "slide", "path")
         rows.append({
             "name": name, "status": status,
             "error": str(error)[:500] if error else None,

@@ -30,8 +30,7 @@ from typing import Any
 from ..errors import EvidenceError, SlideBusyError, WsikitError
 from ..evidence.regions_geojson import EDGE_MARGIN
 
-__all__ = ["EditConflict", "file_version", "regions_document", "save_document",
-           "tissue_document"]
+__all__: list[str] = []
 
 #: Most vertices of a saved tissue outline, and most regions saved.
 MAX_VERTICES = 2_000_000

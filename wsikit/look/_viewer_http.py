@@ -34,7 +34,7 @@ from http import HTTPStatus
 
 from ..errors import WsikitError
 
-__all__ = ["HttpServer", "Request", "Response"]
+__all__: list[str] = []
 
 MAX_HEAD = 64 * 1024
 _RECV = 64 * 1024

@@ -39,7 +39,7 @@ import numpy as np
 from ..errors import SlideError, WsikitError
 from ._dzi import DziGeometry, matching_level, stored_tile
 
-__all__ = ["MAX_READ_PX", "SlideWatch", "TileCache", "TileService", "encode_jpeg"]
+__all__: list[str] = []
 
 #: Most source pixels one tile may decode (a 4096 x 4096 region); a coarser tile is decoded
 #: DCT-scaled or made from its four finer tiles.

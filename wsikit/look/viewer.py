@@ -3,30 +3,25 @@
 A local HTTP server on 127.0.0.1 (never another interface) serves a slide (or a ``select``
 result folder, or a whole output folder: :func:`open_target`):
 
-==================================  ============================================================
-path                                served
-==================================  ============================================================
-``/``                               the viewer page (``wsikit/look/data/viewer.html``):
-                                    OpenSeadragon, vendored in ``data/openseadragon/``
-                                    (BSD-3-Clause), nothing loaded from elsewhere
-``/static/<file>``                  the page's script, style and OpenSeadragon (no token: no data)
-``/slide.dzi``                      the Deep Zoom descriptor (any DZI client can open it, with the
-                                    token in its URL)
-``/slide_files/<L>/<c>_<r>.jpeg``   Deep Zoom tiles (:mod:`wsikit.look._viewer_tiles`): a stored
-                                    JPEG tile passed through, else read and encoded once
-``/info.json``, ``/status.json``    slide size, mpp, regions, layers; whether the slide file
-                                    changed since it was opened
-``/layer_files/<name>/<L>/<c>_<r>.png``  a heatmap layer's tile (RGBA PNG; ``palette``,
-                                    ``threshold`` in the query); ``/layer_legend/<name>.svg``
-``/overlay/{tissue,artefacts,regions}.json``  the tissue outline, artefacts and regions
-                                    (level-0 px), validated, with the version a save sends back
-``POST /edit/{regions,tissue}``     save an edit as QuPath GeoJSON under the slide's lock
-                                    (:mod:`wsikit.look._viewer_edits`)
-``/crop/<region>.png``              a region's crop; ``/figure/<region>/<n>`` its n-th match
-``/cohort.json``, ``/thumb/<slide>.png``, ``/slides/<slide>/…``  for an output folder: every
-                                    slide with its QC and status (:mod:`wsikit.look.
-                                    _viewer_cohort`), each slide's viewer under its prefix
-==================================  ============================================================
+* ``/``: the viewer page (``wsikit/look/data/viewer.html``): OpenSeadragon, vendored in
+  ``data/openseadragon/`` (BSD-3-Clause), nothing loaded from elsewhere;
+* ``/static/<file>``: the page's script, style and OpenSeadragon (no token: no data);
+* ``/slide.dzi``: the Deep Zoom descriptor (any DZI client can open it, with the token in its
+  URL), and ``/slide_files/<L>/<c>_<r>.jpeg`` its tiles (:mod:`wsikit.look._viewer_tiles`):
+  a stored JPEG tile passed through, else read and encoded once;
+* ``/info.json``, ``/status.json``: slide size, mpp, regions, layers; whether the slide file
+  changed since it was opened;
+* ``/layer_files/<i>/<L>/<c>_<r>.png``: heatmap layer ``i``'s tile (RGBA PNG; ``palette``,
+  ``threshold`` in the query), ``/layer_legend/<i>.svg`` its legend;
+* ``/overlay/{tissue,artefacts}.json``, ``/overlay/{regions,tissue-edit}.json``: the tissue
+  outline and artefacts (level-0 px, validated), the editable regions and outline with the
+  version a save sends back;
+* ``POST /edit/{regions,tissue}``: save an edit as QuPath GeoJSON under the slide's lock
+  (:mod:`wsikit.look._viewer_edits`);
+* ``/crop/<region>.png``: a region's crop; ``/figure/<region>/<n>``: its n-th match;
+* for an output folder: ``/cohort.json`` (every slide with its QC and status,
+  :mod:`wsikit.look._viewer_cohort`), ``/thumb/<slide>.png``, and each slide's viewer under
+  ``/slides/<slide>/``.
 
 Serving (:mod:`wsikit.look._viewer_http`): a bounded pool of threads answers complete
 requests; idle connections hold no thread and are closed after a while. Tile serving imports
@@ -66,7 +61,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..evidence.result import EvidenceRegion, EvidenceResult
     from ._viewer_tiles import TileService
 
-__all__ = ["ViewerServer", "ViewerSource", "make_server", "open_target"]
+__all__ = [
+    "ViewerServer",
+    "ViewerSource",
+    "make_server",
+    "open_target",
+]
 
 #: Threads that answer requests (and read tiles): a few per core is enough for JPEG decodes.
 WORKERS = max(2, min(8, 2 * (os.cpu_count() or 2)))

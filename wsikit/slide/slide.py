@@ -35,8 +35,7 @@ from .dicom import is_dicom
 from .filecheck import _check_tiff_extent, _quiet, check_openable
 from .mpp import check_mpp, objective_power, resolve_mpp
 
-__all__ = ["Slide", "open_slide", "BACKENDS", "bad_tile_policy", "resize_box", "slide_of",
-           "slide_stem"]
+__all__ = ["Slide", "open_slide", "BACKENDS", "bad_tile_policy", "slide_of", "slide_stem"]
 
 #: Backends in the order ``open_slide`` tries them.
 BACKENDS = ("openslide", "tiffslide", "image", "omezarr")
