@@ -10,6 +10,7 @@ Run: ``python docs/tutorials/viewer_screenshots.py``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -17,17 +18,34 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "look"))
 OUT = Path(__file__).resolve().parent / "img"
 
 
+@contextlib.contextmanager
+def serving(target: Path) -> Iterator[Any]:
+    """``wsikit view target`` in a thread (its server), stopped and closed after."""
+    from wsikit.look.viewer import make_server, open_target
+
+    source = open_target(target)
+    server = make_server(source, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        source.close()
+
+
 def main() -> int:
     from _cdp import Browser
 
-    from wsikit.look.viewer import make_server, open_target
     from wsikit.run.pipeline import select
 
     tmp = Path(tempfile.mkdtemp(prefix="viewer_shots_"))
@@ -43,65 +61,60 @@ def main() -> int:
                     "--steps", "segment"], cwd=tmp, capture_output=True,
                    env=dict(os.environ, PYTHONPATH=str(REPO), WSIKIT_NO_PROGRESS="1"))
     OUT.mkdir(exist_ok=True)
-    source = open_target(tmp / "results" / "select" / "CMU-1-Small-Region")
-    server = make_server(source, port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    b = Browser(width=1400, height=860)
-    try:
-        b.goto(server.url)
-        b.wait("document.body.dataset.ready && document.body.dataset.overlays", timeout=60)
-        time.sleep(3)
-        b.screenshot(OUT / "viewer_slide.png")
-        # the importance layer, magma, threshold 0.5, zoomed on the regions
-        b.click_element("input[data-layer='0']")
-        b.js("(function(){var s=document.querySelector(\"select[data-role='palette']\");"
-             "s.value='magma';s.dispatchEvent(new Event('change'));})()")
-        b.js("(function(){var s=document.querySelector(\"input[data-role='threshold']\");"
-             "s.value='0.5';s.dispatchEvent(new Event('input'));})()")
-        for _ in range(3):
-            b.mouse("mouseWheel", 560, 380, deltaX=0, deltaY=-240)
-            time.sleep(0.3)
-        time.sleep(4)
-        b.screenshot(OUT / "viewer_layers.png")
-        # edits: a drawn region, then the tissue outline's vertices
-        b.click_element("input[data-layer='0']")
-        b.click_element("#home")
-        time.sleep(1.5)
-        b.click_element("#mode-regions")
-        start = b.js("window.wsikitView.toScreen(700, 1900)")
-        end = b.js("window.wsikitView.toScreen(1100, 2250)")
-        b.drag(tuple(start), tuple(end))
-        b.click_element("#mode-tissue")
-        inside = b.js("(function(){for (var y = 300; y < 800; y += 20) for (var x = 400; "
-                      "x < 900; x += 20) { var e = document.elementFromPoint(x, y); "
-                      "if (e && e.dataset && e.dataset.tissue === '0') return [x, y]; } })()")
-        b.click(*inside)
-        time.sleep(1)
-        b.screenshot(OUT / "viewer_edit.png")
-        b.click_element("#save")
-        b.wait("(document.body.dataset.saved || '').length > 0", timeout=30)
-    finally:
-        b.close()
-        server.shutdown()
-        server.server_close()
-        source.close()
-    cohort = open_target(tmp / "results")
-    server = make_server(cohort, port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    b = Browser(width=1400, height=560)
-    try:
-        b.goto(server.url)
-        b.wait("document.body.dataset.ready === '1'", timeout=60)
-        time.sleep(1.5)
-        b.screenshot(OUT / "viewer_cohort.png")
-    finally:
-        b.close()
-        server.shutdown()
-        server.server_close()
-        cohort.close()
+    with serving(tmp / "results" / "select" / "CMU-1-Small-Region") as server:
+        b = Browser(width=1400, height=860)
+        try:
+            slide_shots(b, server.url)
+        finally:
+            b.close()
+    with serving(tmp / "results") as server:
+        b = Browser(width=1400, height=560)
+        try:
+            b.goto(server.url)
+            b.wait("document.body.dataset.ready === '1'", timeout=60)
+            time.sleep(1.5)
+            b.screenshot(OUT / "viewer_cohort.png")
+        finally:
+            b.close()
     shutil.rmtree(tmp, ignore_errors=True)
     print("\n".join(str(p) for p in sorted(OUT.glob("viewer_*.png"))))
     return 0
+
+
+def slide_shots(b: Any, url: str) -> None:
+    """The slide, its importance layer, and the editing modes."""
+    b.goto(url)
+    b.wait("document.body.dataset.ready && document.body.dataset.overlays", timeout=60)
+    time.sleep(3)
+    b.screenshot(OUT / "viewer_slide.png")
+    # the importance layer, magma, threshold 0.5, zoomed on the regions
+    b.click_element("input[data-layer='0']")
+    b.js("(function(){var s=document.querySelector(\"select[data-role='palette']\");"
+         "s.value='magma';s.dispatchEvent(new Event('change'));})()")
+    b.js("(function(){var s=document.querySelector(\"input[data-role='threshold']\");"
+         "s.value='0.5';s.dispatchEvent(new Event('input'));})()")
+    for _ in range(3):
+        b.mouse("mouseWheel", 560, 380, deltaX=0, deltaY=-240)
+        time.sleep(0.3)
+    time.sleep(4)
+    b.screenshot(OUT / "viewer_layers.png")
+    # edits: a drawn region, then the tissue outline's vertices
+    b.click_element("input[data-layer='0']")
+    b.click_element("#home")
+    time.sleep(1.5)
+    b.click_element("#mode-regions")
+    start = b.js("window.wsikitView.toScreen(700, 1900)")
+    end = b.js("window.wsikitView.toScreen(1100, 2250)")
+    b.drag(tuple(start), tuple(end))
+    b.click_element("#mode-tissue")
+    inside = b.js("(function(){for (var y = 300; y < 800; y += 20) for (var x = 400; "
+                  "x < 900; x += 20) { var e = document.elementFromPoint(x, y); "
+                  "if (e && e.dataset && e.dataset.tissue === '0') return [x, y]; } })()")
+    b.click(*inside)
+    time.sleep(1)
+    b.screenshot(OUT / "viewer_edit.png")
+    b.click_element("#save")
+    b.wait("(document.body.dataset.saved || '').length > 0", timeout=30)
 
 
 if __name__ == "__main__":

@@ -12,17 +12,16 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from _cdp import Browser, chromium_missing
+from _serving import Serving
 from PIL import Image
 
 from wsikit.evidence.regions_geojson import read_regions_geojson
-from wsikit.look.viewer import ViewerSource, make_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,20 +38,7 @@ def browser():
     b.close()
 
 
-class Viewer:
-    """A viewer server over ``target`` and its page URL."""
-
-    def __init__(self, target: Path) -> None:
-        self.source = ViewerSource.open(target)
-        self.server = make_server(self.source, port=0)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self.server.port}/"
-        self.url = self.server.url
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.source.close()
+Viewer = Serving
 
 
 @pytest.fixture

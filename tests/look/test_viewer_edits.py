@@ -8,51 +8,23 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _serving import Serving
 
 from wsikit.evidence.regions_geojson import read_regions_geojson
-from wsikit.look.viewer import ViewerSource, make_server
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-class Served:
-    def __init__(self, sdir: Path) -> None:
-        self.source = ViewerSource.open(sdir)
-        self.server = make_server(self.source, port=0)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self.server.port}/"
-
-    def request(self, path: str, body: object = None, *, headers: dict | None = None,
-                token: bool = True, raw: bytes | None = None) -> tuple[int, bytes]:
-        url = self.base + path + (f"?token={self.server.token}" if token else "")
-        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        hdrs = {"Content-Type": "application/json", "Origin": self.base.rstrip("/")}
-        hdrs.update(headers or {})
-        req = urllib.request.Request(url, data=data, headers=hdrs if data is not None else {},
-                                     method="POST" if data is not None else "GET")
-        try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                return resp.status, resp.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
-
+class Served(Serving):
     def overlay(self, kind: str) -> dict:
         status, body = self.request(f"overlay/{'regions' if kind == 'regions' else 'tissue-edit'}"
                                     ".json")
         assert status == 200
         return json.loads(body)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.source.close()
 
 
 @pytest.fixture

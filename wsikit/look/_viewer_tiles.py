@@ -139,14 +139,18 @@ class TileCache:
     def _size(value: Any) -> int:
         return int(value.nbytes) if isinstance(value, np.ndarray) else len(value)
 
+    def _hit(self, key: Any) -> Any:
+        """The value of ``key`` made most recent and counted, else None (lock held)."""
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+            self.hits += 1
+        return value
+
     def get(self, key: Any) -> Any:
         """The cached value of ``key`` (made most recent), else None."""
         with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-                self.hits += 1
-            return value
+            return self._hit(key)
 
     def put(self, key: Any, value: Any) -> None:
         """Keep ``value`` (dropping the least recently used past the budget)."""
@@ -174,10 +178,8 @@ class TileCache:
         None or a raised error is not cached, and each waiting caller then tries itself)."""
         while True:
             with self._lock:
-                value = self._items.get(key)
+                value = self._hit(key)
                 if value is not None:
-                    self._items.move_to_end(key)
-                    self.hits += 1
                     return value
                 event = self._pending.get(key)
                 if event is None:
