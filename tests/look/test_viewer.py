@@ -583,3 +583,44 @@ def test_a_crops_link_to_another_folder_serves_nothing(served, tmp_path: Path, l
         assert linked.crop("r1") is not None
     finally:
         linked.close()
+
+
+def test_layer_tiles_over_http_and_a_users_csv_drawn_where_its_coords_say(
+        served, tmp_path: Path) -> None:
+    """The output folder's importance layer and a user's --layer CSV, each a Deep Zoom
+    pyramid of RGBA PNG tiles: the CSV's one patch is opaque exactly on its square."""
+    from wsikit.errors import WsikitError
+
+    source, url = served
+    status, body = _get(url + "/layer_files/0/12/4_4.png?palette=magma")
+    assert status == 200 and body.startswith(b"\x89PNG")
+    assert _get(url + "/layer_files/0/12/4_4.png?palette=nope")[0] == 400
+    assert _get(url + "/layer_files/7/12/4_4.png")[0] == 404
+    status, legend = _get(url + "/layer_legend/0.svg?palette=greys&threshold=0.5")
+    assert status == 200 and b"<svg" in legend[:300]
+    csv = tmp_path / "scores.csv"
+    csv.write_text("x,y,value\n1000,1100,1.0\n1256,1100,0.0\n")
+    mine = ViewerSource.open(source.select_dir, layers=[csv])
+    try:
+        layers = mine.layer_list()
+        assert [layer["name"] for layer in layers] == ["importance", "user:scores"]
+        g = mine.tiles.geometry                           # level 12: 240-px tiles, 1:1
+        with Image.open(io.BytesIO(mine.layer_tile("1", 12, 4, 4, palette="greys",
+                                                   threshold=0.5))) as im:
+            rgba = np.asarray(im.convert("RGBA"))
+        x0, y0 = 4 * g.tile, 4 * g.tile                   # the tile's level-0 origin (960)
+        alpha = rgba[..., 3] > 0
+        ys, xs = np.nonzero(alpha)                        # the patch (1000..1256, 1100..1356)
+        assert xs.min() + x0 == 1000 and ys.min() + y0 == 1100
+        assert xs.max() + x0 == 1199 and ys.max() + y0 == 1199   # clipped by the tile
+        assert alpha[140:, 40:].all() and not alpha[:140].any() and not alpha[:, :40].any()
+        with Image.open(io.BytesIO(mine.layer_tile("1", 12, 5, 4, palette="greys",
+                                                   threshold=0.5))) as im:
+            right = np.asarray(im.convert("RGBA"))[..., 3]
+        assert right[140:, :56].all() and not right[:, 56:].any()  # 1256: value 0 < 0.5
+    finally:
+        mine.close()
+    with pytest.raises(WsikitError, match="scores_bad.csv"):
+        bad = tmp_path / "scores_bad.csv"
+        bad.write_text("x,y,value\n1000,1100,nan\n")
+        ViewerSource.open(source.select_dir, layers=[bad])

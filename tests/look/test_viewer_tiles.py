@@ -274,20 +274,24 @@ for level in range(info["max_level"] - 4, info["max_level"] + 1):
             except urllib.error.HTTPError:
                 pass
 for layer in info["layers"]:
-    get(f"layer_files/{layer['name']}/{info['max_level'] - 2}/0_0.png?palette=magma")
+    get(f"layer_files/{layer['id']}/{info['max_level'] - 2}/1_1.png?palette=magma")
 print(json.dumps({"served": served, "torch": "torch" in sys.modules,
                   "layers": len(info["layers"])}))
 server.shutdown()
 """
 
 
-def test_serving_tiles_never_imports_torch(cmu_small: Path, pyramid: Path) -> None:
-    """Issue 40.6: the viewer process reads, resizes and encodes tiles without torch (the
-    address space of a torch process is gigabytes, and its threads multiply it)."""
-    for target in (cmu_small, pyramid):
-        proc = subprocess.run([sys.executable, "-c", SERVE_TILES, str(target), ""],
+def test_serving_tiles_never_imports_torch(cmu_small: Path, pyramid: Path, cmu_result: Path
+                                          ) -> None:
+    """Issue 40.6: the viewer process reads, resizes and encodes tiles (and draws heatmap
+    layer tiles) without torch: the address space of a torch process is gigabytes, and its
+    threads multiply it."""
+    for target, prefix, layers in ((cmu_small, "", 0), (pyramid, "", 0),
+                                   (cmu_result, "", 1),
+                                   (cmu_result.parent.parent, cmu_result.name, 1)):
+        proc = subprocess.run([sys.executable, "-c", SERVE_TILES, str(target), prefix],
                               capture_output=True, text=True, timeout=300,
                               env=dict(os.environ, PYTHONPATH=str(REPO)))
         assert proc.returncode == 0, proc.stderr[-2000:]
         out = json.loads(proc.stdout.strip().splitlines()[-1])
-        assert out["served"] > 20 and out["torch"] is False
+        assert out["served"] > 20 and out["torch"] is False and out["layers"] == layers
