@@ -530,6 +530,8 @@ def test_the_job_folder_lists_its_slides_and_the_folder_to_pass(served) -> None:
     text = str(err.value)
     assert "results of 1 slide(s): CMU-1-Small-Region" in text
     assert f"{source.select_dir}" in text and f"wsikit view {root}" in text
+    with pytest.raises(WsikitError, match="a --layer file holds one slide's scores"):
+        open_target(root, layers=[root / "scores.csv"])
     cohort = open_target(root)                    # what wsikit view does with it: every slide
     try:
         assert isinstance(cohort, CohortSource)
