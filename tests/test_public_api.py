@@ -58,9 +58,9 @@ def test_all_lists_every_public_name_once() -> None:
 #: user calls, and say so in the change. Issue 36 added 13: JATS ingestion (wsikit.evidence.jats,
 #: read_jats, extract_jats_figures) and wsikit.evidence.licence. Issue 37 added 12: heatmap
 #: layers (wsikit.look.heatmap: HeatmapLayer, layer_tile and its legend; wsikit.look.layer_files:
-#: layers from a run's outputs and from user files) and 14 for the heatmap files, the command's
+#: layers from a run's outputs and from user files) and 15 for the heatmap files, the command's
 #: function and options, and the question that steers the regions (wsikit.selection.question).
-EXPORT_BUDGET = 717
+EXPORT_BUDGET = 718
 
 #: Exported constants in a file another change is rewriting, documented there; do not add to.
 UNDOCUMENTED_OK = {"wsikit.run.builtin_steps.FEATURE_KEYS",

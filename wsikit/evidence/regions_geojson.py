@@ -8,7 +8,9 @@ drop onto the viewer) whose features carry QuPath's own properties:
 - ``classification``: ``{"name": "wsikit 1x", "color": [r, g, b]}``, one class per scale,
   so the scales can be shown, hidden and coloured separately;
 - ``measurements``: a name → number map (QuPath ≥ 0.4 writes and reads this form), here
-  ``score``, ``rank``, ``scale`` and, where the region records it, ``usable_tissue``.
+  ``score``, ``rank``, ``scale`` and, where the region records it, ``usable_tissue`` and (a
+  region chosen with a question, ``select --question --tower``) ``importance_rank`` and
+  ``question_similarity_rank``.
 
 Coordinates are level-0 pixels with the origin at the top-left of the full-resolution image,
 QuPath's convention. Slides with a bounds offset (e.g. MRXS with ``openslide.bounds-x/-y``)
@@ -119,6 +121,12 @@ def regions_to_geojson(regions: Regions) -> dict[str, Any]:
         tissue = _tissue_fraction(region)
         if tissue is not None:
             measurements["usable_tissue"] = tissue
+        steered = region.get("question")
+        if isinstance(steered, Mapping):  # chosen with a question: why, as numbers
+            for key, name in (("importance_rank", "importance_rank"),
+                              ("similarity_rank", "question_similarity_rank")):
+                if isinstance(steered.get(key), int | float):
+                    measurements[name] = float(steered[key])
         ring = [[x, y], [x + w, y], [x + w, y + h], [x, y + h], [x, y]]
         features.append({
             "type": "Feature",

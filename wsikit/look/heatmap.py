@@ -12,8 +12,11 @@ How a box is drawn: output pixel ``(i, j)`` stands for the level-0 rectangle
 values of every patch that overlaps that rectangle (NaN values, and pixels no patch
 overlaps, are transparent). At full resolution (one level-0 px per output px) this is each
 patch's own value inside its square (overlapping patches: their mean); zoomed out it is a box
-filter, so a patch smaller than a pixel is never lost. Values map to colours linearly over
-``value_range`` (clipped); ``threshold`` hides values below it; ``opacity`` scales alpha.
+filter, so a patch smaller than a pixel is never lost. The patches' edges cut a tile into
+cells of one value each: values and colours are computed per cell and gathered to the pixels
+(the work grows with the patches in the box plus the pixels, never with their product).
+Values map to colours linearly over ``value_range`` (clipped); ``threshold`` hides values
+below it; ``opacity`` scales alpha.
 
 Examples
 --------
@@ -245,6 +248,55 @@ def _rows_in(layer: HeatmapLayer, box: tuple[float, float, float, float]) -> np.
     return rows[(px > x - s) & (px < x + w)]
 
 
+def _cells(layer: HeatmapLayer, box_l0: Any, out_size: Any
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(cell values, row cell of each output row, column cell of each output column)``.
+
+    The patches' pixel edges cut the tile into cells of constant value (the mean of the
+    patches overlapping the cell; NaN for none): computed on the cells, then gathered to the
+    pixels, so the work grows with the patches in the box and the pixels once, never with
+    their product.
+    """
+    box, (ow, oh) = _check_box(box_l0, out_size)
+    rows = _rows_in(layer, box)
+    vals = layer.values[rows].astype(np.float64)
+    keep = np.isfinite(vals)
+    rows, vals = rows[keep], vals[keep]
+    if not rows.size:
+        return (np.full((1, 1), np.nan, np.float32), np.zeros(oh, np.int64),
+                np.zeros(ow, np.int64))
+    x, y, w, h = box
+    s = layer.patch_size_l0
+    sx, sy = ow / w, oh / h
+    cx = layer.coords[rows, 0].astype(np.float64)
+    cy = layer.coords[rows, 1].astype(np.float64)
+    # output pixels each patch overlaps: [i0, i1) x [j0, j1), clipped to the tile
+    i0 = np.clip(np.floor((cx - x) * sx), 0, ow).astype(np.int64)
+    i1 = np.clip(np.ceil((cx + s - x) * sx), 0, ow).astype(np.int64)
+    j0 = np.clip(np.floor((cy - y) * sy), 0, oh).astype(np.int64)
+    j1 = np.clip(np.ceil((cy + s - y) * sy), 0, oh).astype(np.int64)
+    ok = (i1 > i0) & (j1 > j0)
+    i0, i1, j0, j1, vals = i0[ok], i1[ok], j0[ok], j1[ok], vals[ok]
+    xs = np.unique(np.concatenate([i0, i1, [0, ow]]))  # cell edges along each axis
+    ys = np.unique(np.concatenate([j0, j1, [0, oh]]))
+    a0, a1 = np.searchsorted(xs, i0), np.searchsorted(xs, i1)
+    b0, b1 = np.searchsorted(ys, j0), np.searchsorted(ys, j1)
+    # each patch adds its value (and 1) over its cells: four corners of a difference array,
+    # summed along both axes
+    acc = np.zeros((2, len(ys), len(xs)), np.float64)
+    for jj, ii, sign in ((b0, a0, 1.0), (b0, a1, -1.0), (b1, a0, -1.0), (b1, a1, 1.0)):
+        np.add.at(acc[0], (jj, ii), sign * vals)
+        np.add.at(acc[1], (jj, ii), sign)
+    acc = acc.cumsum(axis=1).cumsum(axis=2)[:, :-1, :-1]
+    count = np.rint(acc[1])
+    cell = np.full(count.shape, np.nan, np.float32)
+    hit = count > 0
+    cell[hit] = (acc[0][hit] / count[hit]).astype(np.float32)
+    col = np.searchsorted(xs, np.arange(ow), side="right") - 1
+    row = np.searchsorted(ys, np.arange(oh), side="right") - 1
+    return cell, row, col
+
+
 def layer_values(layer: HeatmapLayer, box_l0: tuple[float, float, float, float],
                  out_size: tuple[int, int]) -> np.ndarray:
     """The value drawn at each output pixel of ``box_l0`` at ``out_size`` (see the module
@@ -258,37 +310,8 @@ def layer_values(layer: HeatmapLayer, box_l0: tuple[float, float, float, float],
     out_size : (width, height)
         Output pixels.
     """
-    box, (ow, oh) = _check_box(box_l0, out_size)
-    rows = _rows_in(layer, box)
-    vals = layer.values[rows].astype(np.float64)
-    keep = np.isfinite(vals)
-    rows, vals = rows[keep], vals[keep]
-    out = np.full((oh, ow), np.nan, np.float32)
-    if not rows.size:
-        return out
-    x, y, w, h = box
-    s = layer.patch_size_l0
-    sx, sy = ow / w, oh / h
-    cx = layer.coords[rows, 0].astype(np.float64)
-    cy = layer.coords[rows, 1].astype(np.float64)
-    # output pixels each patch overlaps: [i0, i1) x [j0, j1), clipped to the tile
-    i0 = np.clip(np.floor((cx - x) * sx), 0, ow).astype(np.int64)
-    i1 = np.clip(np.ceil((cx + s - x) * sx), 0, ow).astype(np.int64)
-    j0 = np.clip(np.floor((cy - y) * sy), 0, oh).astype(np.int64)
-    j1 = np.clip(np.ceil((cy + s - y) * sy), 0, oh).astype(np.int64)
-    ok = (i1 > i0) & (j1 > j0)
-    i0, i1, j0, j1, vals = i0[ok], i1[ok], j0[ok], j1[ok], vals[ok]
-    # each patch adds its value (and 1) over its rectangle: four corners of a difference
-    # array, summed along both axes (one pass whatever the number of patches)
-    acc = np.zeros((2, oh + 1, ow + 1), np.float64)
-    for jj, ii, sign in ((j0, i0, 1.0), (j0, i1, -1.0), (j1, i0, -1.0), (j1, i1, 1.0)):
-        np.add.at(acc[0], (jj, ii), sign * vals)
-        np.add.at(acc[1], (jj, ii), sign)
-    acc = acc.cumsum(axis=1).cumsum(axis=2)[:, :oh, :ow]
-    count = np.rint(acc[1])
-    hit = count > 0
-    out[hit] = (acc[0][hit] / count[hit]).astype(np.float32)
-    return out
+    cell, row, col = _cells(layer, box_l0, out_size)
+    return cell[row[:, None], col[None, :]]
 
 
 def layer_tile(layer: HeatmapLayer, box_l0: tuple[float, float, float, float],
@@ -328,16 +351,29 @@ def layer_tile(layer: HeatmapLayer, box_l0: tuple[float, float, float, float],
         raise OverlayError(f"threshold must be a finite number or None, got {threshold!r}")
     if palette not in PALETTES:
         raise OverlayError(f"unknown palette {palette!r}; use one of {', '.join(PALETTES)}")
-    v = layer_values(layer, box_l0, out_size)
+    colours, row, col = tile_cells(layer, box_l0, out_size, palette=palette,
+                                   threshold=threshold, opacity=opacity)
+    return colours[row[:, None], col[None, :]]
+
+
+def tile_cells(layer: HeatmapLayer, box_l0: tuple[float, float, float, float],
+               out_size: tuple[int, int], *, palette: str = "viridis",
+               threshold: float | None = None, opacity: float = 1.0
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`layer_tile` before its last step: ``(colours (ny, nx, 4) uint8 of the cells,
+    cell row of each output row (h,), cell column of each output column (w,))``, so that
+    ``colours[row[:, None], col[None, :]]`` is the tile. One cell means one colour over the
+    whole tile (a writer can reuse its encoded bytes)."""
+    cell, row, col = _cells(layer, box_l0, out_size)
     lo, hi = layer.value_range
-    shown = np.isfinite(v)
+    shown = np.isfinite(cell)
     if threshold is not None:
-        shown &= v >= threshold
-    rgba = np.zeros(v.shape + (4,), np.uint8)
-    rgba[..., :3] = palette_rgb((v - lo) / (hi - lo), palette)
-    rgba[..., :3][~shown] = 0
-    rgba[..., 3] = np.where(shown, int(round(255 * float(opacity))), 0)
-    return rgba
+        shown &= cell >= threshold
+    colours = np.zeros(cell.shape + (4,), np.uint8)  # coloured per cell, then gathered
+    colours[..., :3] = palette_rgb((cell - lo) / (hi - lo), palette)
+    colours[..., :3][~shown] = 0
+    colours[..., 3] = np.where(shown, int(round(255 * float(opacity))), 0)
+    return colours, row, col
 
 
 def composite(base: np.ndarray, layers: Sequence[np.ndarray]) -> np.ndarray:

@@ -15,7 +15,8 @@ resolution: the generic pyramidal TIFF that OpenSlide (and so QuPath's OpenSlide
 tiffslide and tifffile open as a multi-level image of the slide's own pixel size, so it lies
 exactly over the slide. Level 0 is :func:`~wsikit.look.heatmap.layer_tile` of each tile's
 level-0 box at full resolution; level ``k`` draws boxes ``2**k`` times larger at the same tile
-size. Tiles no patch touches are written transparent without drawing.
+size. A tile of one colour (inside one patch, or empty) is encoded once per colour and its
+bytes reused.
 
 The GeoJSON is what QuPath imports as objects (File › Import objects from file): each patch
 a ``"tile"`` object (QuPath's ``PathTileObject``) whose ``measurements`` hold the value under
@@ -38,7 +39,14 @@ import numpy as np
 from PIL import Image
 
 from .._atomic import atomic_path, write_bytes_atomic, write_json_atomic
-from .heatmap import HeatmapLayer, composite, layer_tile, legend_image, legend_svg
+from .heatmap import (
+    HeatmapLayer,
+    composite,
+    layer_tile,
+    legend_image,
+    legend_svg,
+    tile_cells,
+)
 from .overlay import OverlayError
 
 __all__ = [
@@ -85,31 +93,28 @@ def _levels(size: tuple[int, int]) -> list[int]:
 
 
 def _tiles(layer: HeatmapLayer, size: tuple[int, int], ds: int, tile: int,
-           kwargs: dict[str, Any]) -> Iterator[np.ndarray]:
-    """The tiles of the level of downsample ``ds``, row by row, drawn with
-    :func:`layer_tile` (tiles no patch touches: transparent, not drawn)."""
+           kwargs: dict[str, Any]) -> Iterator[bytes]:
+    """The deflate-encoded tiles of the level of downsample ``ds``, row by row, drawn with
+    :func:`~wsikit.look.heatmap.tile_cells` (a tile of one colour, e.g. inside one patch or
+    empty, is encoded once per colour and reused)."""
+    import zlib
+
     w, h = -(-size[0] // ds), -(-size[1] // ds)
-    empty = np.zeros((tile, tile, 4), np.uint8)
     span = tile * ds
-    s = layer.patch_size_l0
-    coords = layer.coords
-    # which tiles any patch touches: each patch marks the tiles its square overlaps
-    cols, rows = -(-w // tile), -(-h // tile)
-    touched = np.zeros((rows, cols), bool)
-    if len(coords):
-        c0 = np.clip(coords // span, 0, [cols - 1, rows - 1])
-        c1 = np.clip((coords + s - 1) // span, 0, [cols - 1, rows - 1])
-        for dy in range(int((c1 - c0)[:, 1].max()) + 1):
-            for dx in range(int((c1 - c0)[:, 0].max()) + 1):
-                ok = (c0[:, 0] + dx <= c1[:, 0]) & (c0[:, 1] + dy <= c1[:, 1])
-                touched[c0[ok, 1] + dy, c0[ok, 0] + dx] = True
-    for ty in range(rows):
-        for tx in range(cols):
-            if touched[ty, tx]:
-                yield layer_tile(layer, (tx * span, ty * span, span, span), (tile, tile),
-                                 **kwargs)
+    same: dict[bytes, bytes] = {}
+    for ty in range(-(-h // tile)):
+        for tx in range(-(-w // tile)):
+            colours, row, col = tile_cells(layer, (tx * span, ty * span, span, span),
+                                           (tile, tile), **kwargs)
+            if colours.shape[:2] == (1, 1):
+                key = colours.tobytes()
+                if key not in same:
+                    same[key] = zlib.compress(np.broadcast_to(
+                        colours[0, 0], (tile, tile, 4)).tobytes(), 6)
+                yield same[key]
             else:
-                yield empty
+                yield zlib.compress(np.ascontiguousarray(
+                    colours[row[:, None], col[None, :]]).tobytes(), 6)
 
 
 def write_layer_pyramid(layer: HeatmapLayer, path: str | os.PathLike[str], *,
@@ -143,7 +148,8 @@ def write_layer_pyramid(layer: HeatmapLayer, path: str | os.PathLike[str], *,
     known = mpp is not None and bool(np.isfinite(mpp)) and mpp > 0
     description = (f"wsikit heatmap layer {layer.name}: {layer.label} (source: "
                    f"{layer.source}; values {layer.value_range[0]:.6g} to "
-                   f"{layer.value_range[1]:.6g}, palette {palette})")
+                   f"{layer.value_range[1]:.6g}, palette {palette})"
+                   ).encode("ascii", "backslashreplace").decode("ascii")  # TIFF text: ASCII
     with atomic_path(path) as tmp, tifffile.TiffWriter(tmp, bigtiff=True) as tif:
         for i, ds in enumerate(_levels((w, h))):
             lw, lh = -(-w // ds), -(-h // ds)
@@ -154,7 +160,7 @@ def write_layer_pyramid(layer: HeatmapLayer, path: str | os.PathLike[str], *,
             tif.write(_tiles(layer, (w, h), ds, tile, kwargs), shape=(lh, lw, 4),
                       dtype=np.uint8, tile=(tile, tile), photometric="rgb",
                       extrasamples=["unassalpha"], compression="zlib",
-                      compressionargs={"level": 6}, subfiletype=0 if i == 0 else 1,
+                      subfiletype=0 if i == 0 else 1,
                       description=description if i == 0 else None, metadata=None,
                       software="wsikit", **res)
     return Path(path)
@@ -175,7 +181,7 @@ def layer_geojson(layer: HeatmapLayer) -> dict[str, Any]:
                          "coordinates": [[[x, y], [x + s, y], [x + s, y + s], [x, y + s],
                                           [x, y]]]},
             "properties": {"objectType": "tile", "name": layer.name,
-                           "measurements": {layer.name: round(float(v), 7)}}})
+                           "measurements": {layer.name: float(v)}}})
     return {"type": "FeatureCollection", "features": features,
             "properties": {"wsikit_layer": layer.describe()}}
 

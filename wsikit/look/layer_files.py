@@ -41,6 +41,7 @@ __all__ = [
     "LayerFileError",
     "layer_from_attention",
     "prompt_layer",
+    "read_layer_geojson",
     "read_output_layers",
     "read_user_layer",
 ]
@@ -97,35 +98,80 @@ def prompt_layer(similarity: np.ndarray, coords: np.ndarray, patch_size_l0: int,
     note = " [RANDOM WEIGHTS: not a model's output]" if random_weights else ""
     return HeatmapLayer(f"prompt:{prompt}", coords, similarity, int(patch_size_l0),
                         source=f"{towers_text} image and text towers{note}",
-                        label=f"cosine similarity of each patch to \u201c{prompt}\u201d "
+                        label=f"cosine similarity of each patch to '{prompt}' "
                               f"({towers_text}){note}",
                         value_range=robust_range(similarity, percentiles=(1.0, 99.0)))
 
 
 def read_output_layers(out: str | os.PathLike[str], name: str) -> list[HeatmapLayer]:
-    """The layers output folder ``out`` holds for slide ``name`` (its attention file on its
-    patch grid), ``[]`` when it holds none.
+    """The layers output folder ``out`` holds for slide ``name``: the attention file of
+    ``select`` on its patch grid, then every layer ``wsikit heatmap`` wrote (listed in
+    ``heatmaps/<name>/heatmaps.json``, read from their QuPath GeoJSON) whose name is not
+    already there; ``[]`` when it holds none.
 
     Raises
     ------
-    wsikit.errors.FeatureError, wsikit.errors.GridError
-        An attention or coordinate file that is not readable.
+    wsikit.errors.FeatureError, wsikit.errors.GridError, LayerFileError
+        An attention, coordinate or layer file that is not readable.
     """
+    import json
+
     from ..outputs.layout import OutputLayout
     from ..patches.grid import TileGrid
     from ..selection.attention import Attention
 
     layout = OutputLayout(out)
+    layers: list[HeatmapLayer] = []
     path = layout.attention(name)
-    if not path.is_file():
-        return []
-    att = Attention.from_h5(path)
-    grid_path = layout.coords(name)
-    size = (TileGrid.from_h5(grid_path).patch_size_l0 if grid_path.is_file()
-            else _stride(att.coords))
-    if size is None:
-        return []
-    return [layer_from_attention(att, size)]
+    if path.is_file():
+        att = Attention.from_h5(path)
+        grid_path = layout.coords(name)
+        size = (TileGrid.from_h5(grid_path).patch_size_l0 if grid_path.is_file()
+                else _stride(att.coords))
+        if size is not None:
+            layers.append(layer_from_attention(att, size))
+    folder = layout.heatmap_dir(name)
+    try:
+        record = json.loads((folder / "heatmaps.json").read_text(encoding="utf-8"))
+        entries = [e for e in record.get("layers", []) if isinstance(e, dict)]
+    except (OSError, ValueError, AttributeError):
+        entries = []
+    for entry in entries:
+        geojson = (entry.get("files") or {}).get("geojson")
+        if (isinstance(geojson, str) and entry.get("name") not in {x.name for x in layers}
+                and "/" not in geojson and (folder / geojson).is_file()):
+            layers.append(read_layer_geojson(folder / geojson))
+    return layers
+
+
+def read_layer_geojson(path: str | os.PathLike[str]) -> HeatmapLayer:
+    """The layer of a GeoJSON that :func:`wsikit.look.heatmap_files.layer_geojson` wrote
+    (its tiles read with wsikit's validating GeoJSON reader; patches without a value have no
+    tile and are not in the layer).
+
+    Raises
+    ------
+    LayerFileError
+        Not such a file (no ``wsikit_layer`` record, a tile without the layer's measurement).
+    """
+    from ..tissue.geojson import read_features, read_json
+
+    p = Path(path)
+    fix = "write it again with wsikit heatmap"
+    doc = read_json(p, error=LayerFileError, fix=fix)
+    meta = (doc.get("properties") or {}).get("wsikit_layer") if isinstance(doc, dict) else None
+    if not isinstance(meta, dict):
+        raise _fail(p, "not a wsikit heatmap layer (no properties.wsikit_layer)", fix)
+    try:
+        feats = read_features(doc, where=str(p), error=LayerFileError, fix=fix)
+        coords = np.array([f.polygons[0][0].min(axis=0) for f in feats], np.float64)
+        values = np.array([float(f.properties["measurements"][meta["name"]]) for f in feats])
+        return HeatmapLayer(str(meta["name"]), coords.reshape(-1, 2).astype(np.int64), values,
+                            int(meta["patch_size_l0"]), source=str(meta["source"]),
+                            label=str(meta["label"]),
+                            value_range=tuple(meta["value_range"]))
+    except (KeyError, TypeError, ValueError, IndexError, OverlayError) as exc:
+        raise _fail(p, f"a tile or the layer record is malformed ({exc})", fix) from exc
 
 
 def _stride(coords: np.ndarray) -> int | None:
@@ -189,6 +235,7 @@ def read_user_layer(path: str | os.PathLike[str], *, level0_size: tuple[int, int
                     "give a .csv (columns x, y, value) or an .h5 (datasets coords and values)")
     if not len(coords):
         raise _fail(p, "no patches", "give at least one row of coordinates and a value")
+    _check_rows(p, coords, values, where)
     size = patch_size_l0 if patch_size_l0 is not None else attr_size
     if size is None:
         size = _stride(coords)
@@ -199,15 +246,14 @@ def read_user_layer(path: str | os.PathLike[str], *, level0_size: tuple[int, int
         raise _fail(p, f"patch size {size!r} is not a positive integer",
                     "pass the level-0 side of a patch")
     size = int(size)
-    _check_rows(p, coords, values, where, size, level0_size)
+    _check_inside(p, coords, where, size, level0_size)
     label = f"{value_name} from {p.name}"
     return HeatmapLayer(name or f"user:{p.stem}", coords, values, size, source=str(p),
                         label=label, value_range=robust_range(values))
 
 
-def _check_rows(p: Path, coords: np.ndarray, values: np.ndarray, where: Any, size: int,
-                level0_size: tuple[int, int] | None) -> None:
-    """Refuse non-finite values, duplicate coordinates and coordinates outside the slide."""
+def _check_rows(p: Path, coords: np.ndarray, values: np.ndarray, where: Any) -> None:
+    """Refuse non-finite values and duplicate coordinates."""
     bad = ~np.isfinite(values)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -223,6 +269,11 @@ def _check_rows(p: Path, coords: np.ndarray, values: np.ndarray, where: Any, siz
         x, y = (int(v) for v in coords[j])
         raise _fail(p, f"{where(j)} repeats the coordinates ({x}, {y}) of {where(i)}",
                     "give each patch once (average or drop the repeats)")
+
+
+def _check_inside(p: Path, coords: np.ndarray, where: Any, size: int,
+                  level0_size: tuple[int, int] | None) -> None:
+    """Refuse coordinates outside the slide (beyond a margin of one patch)."""
     if level0_size is not None:
         w, h = (int(v) for v in level0_size)
         out = ((coords[:, 0] < -size) | (coords[:, 1] < -size)

@@ -84,7 +84,7 @@ def _split(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
             {k: v for k, v in overrides.items() if k not in names})
 
 
-def _check(hopts: HeatmapOptions, opts: PipelineOptions) -> list[str]:
+def _check(hopts: HeatmapOptions, towers: tuple[str, ...]) -> list[str]:
     """The layer specs, checked before any work: names, palette, files, towers."""
     from ..look.heatmap import PALETTES
 
@@ -101,7 +101,7 @@ def _check(hopts: HeatmapOptions, opts: PipelineOptions) -> list[str]:
             if not spec[len("prompt:"):].strip():
                 raise SelectionError(f"{option('layers', spec)}: the prompt is empty; give "
                                      "words after 'prompt:' (e.g. prompt:'dense nuclei')")
-            if not opts.matching.towers:
+            if not towers:
                 raise SelectionError(f"{option('layers', spec)} needs an image-text tower to "
                                      "compare the text with the patches: add --tower NAME "
                                      "(quiltnet_b32, plip, clip_vit_b32) and its --weights")
@@ -110,10 +110,10 @@ def _check(hopts: HeatmapOptions, opts: PipelineOptions) -> list[str]:
             raise SelectionError(f"{option('layers', spec)}: not a layer name (importance, "
                                  "attention, prompt:TEXT) and no such file; give one of those "
                                  "or the path of a CSV/HDF5 file of patch scores")
-    if opts.matching.towers:
+    if towers:
         from ..evidence.towers import check_tower_encoder
 
-        for name in opts.matching.towers:
+        for name in towers:
             check_tower_encoder(name)
     return specs
 
@@ -176,15 +176,20 @@ def heatmap(slide: str | os.PathLike[str], options: HeatmapOptions | None = None
         heat_kw["layers"] = tuple(heat_kw["layers"])
     changes: dict[str, Any] = heat_kw
     hopts = replace(options or HeatmapOptions(), **changes)
+    # the towers of prompt layers (no question here: PipelineOptions would refuse them alone)
+    towers = tuple(run_kw.pop("towers", None) or
+                   (pipeline.matching.towers if pipeline is not None else ()))
+    if pipeline is not None and pipeline.matching.towers:
+        pipeline = pipeline.replace(towers=())
     opts, run, _ = resolve_run(run_kw, pipeline, settings, where="heatmap")
-    specs = _check(hopts, opts)
+    specs = _check(hopts, towers)
     layout = OutputLayout(out)
     with run.cores(), open_slide(slide, mpp=mpp) as s:
         name = check_output_name(s.name, s.path)
         with hold_slide_outputs(out, name, command="wsikit heatmap"):
             grid = _grid(s, out, name, opts, run) if any(
                 spec in COMPUTED or spec.startswith("prompt:") for spec in specs) else None
-            layers = _layers(specs, s, grid, out, name, opts, run, hopts)
+            layers = _layers(specs, s, grid, out, name, opts, run, hopts, towers)
             folder = layout.heatmap_dir(name)
             thumb = s.thumbnail(max_size=1600)
             size = (int(s.dimensions[0]), int(s.dimensions[1]))
@@ -244,8 +249,8 @@ def _grid(s: Slide, out: str | os.PathLike[str], name: str, opts: PipelineOption
 
 
 def _layers(specs: list[str], s: Slide, grid: TileGrid | None, out: str | os.PathLike[str],
-            name: str, opts: PipelineOptions, run: RunSettings, hopts: HeatmapOptions
-            ) -> list[HeatmapLayer]:
+            name: str, opts: PipelineOptions, run: RunSettings, hopts: HeatmapOptions,
+            towers: tuple[str, ...]) -> list[HeatmapLayer]:
     from ..look.layer_files import layer_from_attention, prompt_layer, read_user_layer
 
     layers: list[HeatmapLayer] = []
@@ -266,7 +271,7 @@ def _layers(specs: list[str], s: Slide, grid: TileGrid | None, out: str | os.Pat
             if vectors is None:  # the patches are embedded once for every prompt
                 weights = opts.models.weight_files()
                 encoders = {t: create_encoder(t, weights=weights.get(t), device=run.device)
-                            for t in dict.fromkeys(opts.matching.towers)}
+                            for t in dict.fromkeys(towers)}
                 vectors = patch_embeddings(s, grid, encoders, device=run.device,
                                            batch_size=run.batch_size,
                                            workers=run.loader_workers or 0,
