@@ -247,3 +247,11 @@ def test_titan_attention_is_drawn_with_its_provenance(planted: Path, made,
     layer = read_layer_geojson(result.folder / entry["files"]["geojson"])
     np.testing.assert_allclose(layer.values, found.attention, rtol=1e-6)
     assert entry["value_range"][0] < entry["value_range"][1] <= float(found.attention.max())
+
+
+def test_a_misspelt_keyword_names_the_options(planted: Path, tmp_path: Path) -> None:
+    from wsikit.errors import SelectionError
+
+    with pytest.raises(SelectionError, match="unknown keyword.*'layer'.*it takes layers, "):
+        heatmap(planted, out=tmp_path / "o", layer=["importance"])
+    assert not (tmp_path / "o").exists()
