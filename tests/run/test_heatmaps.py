@@ -220,3 +220,38 @@ def test_a_prompts_similarity_follows_the_pixels(planted: Path, made, tmp_path: 
     listed = read_output_layers(out, "planted")
     assert [layer.name for layer in listed] == [e["name"] for e in record["layers"]]
     np.testing.assert_array_equal(listed[2].values, nuclei.values)
+
+
+def test_titan_attention_is_drawn_with_its_provenance(planted: Path, made,
+                                                      tmp_path: Path) -> None:
+    """TITAN with random weights over random features: the numbers mean nothing (mechanics
+    only); the layer reuses the attention a select run stored and says what made it."""
+    import shutil
+
+    from wsikit.models.titan import create_titan, titan
+    from wsikit.patches.grid import TileGrid
+    from wsikit.selection.attention import Attention
+
+    out = shutil.copytree(made[0], tmp_path / "out")  # the grid made there, the rest apart
+    layout = OutputLayout(out)
+    grid = TileGrid.from_h5(layout.coords("planted"))
+    model = create_titan(weights="random")
+    feats = np.random.default_rng(0).standard_normal((len(grid), 768)).astype(np.float32)
+    found = titan(feats, grid.coords, grid.patch_size_l0, model=model)
+    Attention(found.attention, grid.coords, "titan", model.label).to_h5(
+        layout.attention("planted"))
+    result = heatmap(planted, layers=["attention"], out=out, patch_px=256)
+    (entry,) = result.layers
+    assert entry["name"] == "attention" and entry["source"].startswith("TITAN attention")
+    assert "RANDOM" in entry["source"]  # a random-weight model is never shown as TITAN's
+    layer = read_layer_geojson(result.folder / entry["files"]["geojson"])
+    np.testing.assert_allclose(layer.values, found.attention, rtol=1e-6)
+    assert entry["value_range"][0] < entry["value_range"][1] <= float(found.attention.max())
+
+
+def test_a_misspelt_keyword_names_the_options(planted: Path, tmp_path: Path) -> None:
+    from wsikit.errors import SelectionError
+
+    with pytest.raises(SelectionError, match="unknown keyword.*'layer'.*it takes layers, "):
+        heatmap(planted, out=tmp_path / "o", layer=["importance"])
+    assert not (tmp_path / "o").exists()

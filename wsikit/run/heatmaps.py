@@ -170,6 +170,12 @@ def heatmap(slide: str | os.PathLike[str], options: HeatmapOptions | None = None
     from ..slide import open_slide
 
     heat_kw, run_kw = _split(dict(overrides))
+    known = set(PipelineOptions.names()) | {f.name for f in fields(RunSettings)}
+    if set(run_kw) - known:
+        raise SelectionError(
+            f"heatmap() got unknown keyword(s) {', '.join(map(repr, sorted(set(run_kw) - known)))}"
+            f"; it takes {', '.join(f.name for f in fields(HeatmapOptions))}, the pipeline "
+            "options and the run settings (wsikit.run.options)")
     if "layers" in heat_kw and isinstance(heat_kw["layers"], str):
         heat_kw["layers"] = (heat_kw["layers"],)
     if "layers" in heat_kw:
