@@ -311,7 +311,7 @@ def layer_values(layer: HeatmapLayer, box_l0: tuple[float, float, float, float],
         Output pixels.
     """
     cell, row, col = _cells(layer, box_l0, out_size)
-    return cell[row[:, None], col[None, :]]
+    return spread(cell, row, col)
 
 
 def layer_tile(layer: HeatmapLayer, box_l0: tuple[float, float, float, float],
@@ -353,7 +353,16 @@ def layer_tile(layer: HeatmapLayer, box_l0: tuple[float, float, float, float],
         raise OverlayError(f"unknown palette {palette!r}; use one of {', '.join(PALETTES)}")
     colours, row, col = tile_cells(layer, box_l0, out_size, palette=palette,
                                    threshold=threshold, opacity=opacity)
-    return colours[row[:, None], col[None, :]]
+    return spread(colours, row, col)
+
+
+def spread(cells: np.ndarray, row: np.ndarray, col: np.ndarray) -> np.ndarray:
+    """The pixels of ``cells`` (``(ny, nx, ...)``) given the cell of each output row and
+    column (both non-decreasing, every cell used): ``cells[row[:, None], col[None, :]]``,
+    by repeating rows and columns (contiguous copies, not a gather per pixel)."""
+    ny, nx = cells.shape[:2]
+    return np.repeat(np.repeat(cells, np.bincount(row, minlength=ny), axis=0),
+                     np.bincount(col, minlength=nx), axis=1)
 
 
 def tile_cells(layer: HeatmapLayer, box_l0: tuple[float, float, float, float],
@@ -362,7 +371,7 @@ def tile_cells(layer: HeatmapLayer, box_l0: tuple[float, float, float, float],
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`layer_tile` before its last step: ``(colours (ny, nx, 4) uint8 of the cells,
     cell row of each output row (h,), cell column of each output column (w,))``, so that
-    ``colours[row[:, None], col[None, :]]`` is the tile. One cell means one colour over the
+    ``spread(colours, row, col)`` is the tile. One cell means one colour over the
     whole tile (a writer can reuse its encoded bytes)."""
     cell, row, col = _cells(layer, box_l0, out_size)
     lo, hi = layer.value_range

@@ -45,6 +45,7 @@ from .heatmap import (
     layer_tile,
     legend_image,
     legend_svg,
+    spread,
     tile_cells,
 )
 from .overlay import OverlayError
@@ -113,8 +114,7 @@ def _tiles(layer: HeatmapLayer, size: tuple[int, int], ds: int, tile: int,
                         colours[0, 0], (tile, tile, 4)).tobytes(), 6)
                 yield same[key]
             else:
-                yield zlib.compress(np.ascontiguousarray(
-                    colours[row[:, None], col[None, :]]).tobytes(), 6)
+                yield zlib.compress(spread(colours, row, col).tobytes(), 6)
 
 
 def write_layer_pyramid(layer: HeatmapLayer, path: str | os.PathLike[str], *,
