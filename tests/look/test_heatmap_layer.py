@@ -18,6 +18,8 @@ from wsikit.look.heatmap import (
     legend_image,
     legend_svg,
     palette_rgb,
+    spread,
+    tile_cells,
 )
 from wsikit.look.layer_files import LayerFileError, read_user_layer
 from wsikit.look.overlay import OverlayError
@@ -79,6 +81,21 @@ def test_a_patch_smaller_than_a_pixel_is_not_lost() -> None:
                          source="t", label="t", value_range=(0.0, 1.0))
     v = layer_values(layer, (0, 0, 20000, 20000), (10, 10))
     assert np.isfinite(v).sum() == 1 and v[3, 2] == np.float32(0.7)
+
+
+@pytest.mark.parametrize(("box", "out"), [((0, 0, 800, 600), (512, 512)),
+                                          ((55.5, 13.25, 333.3, 201.7), (97, 61)),
+                                          ((5000, 5000, 10, 10), (8, 8))])
+def test_tiles_are_the_cells_spread_to_the_pixels(box: tuple[float, float, float, float],
+                                                  out: tuple[int, int]) -> None:
+    """The tile is each cell's colour repeated over its rows and columns: the same pixels
+    as gathering each pixel's cell, in a contiguous array."""
+    layer = _grid_layer(seed=5)
+    colours, row, col = tile_cells(layer, box, out, opacity=0.7)
+    tile = spread(colours, row, col)
+    assert tile.flags.c_contiguous and tile.shape == (out[1], out[0], 4)
+    assert np.array_equal(tile, colours[row[:, None], col[None, :]])
+    assert np.array_equal(tile, layer_tile(layer, box, out, opacity=0.7))
 
 
 def test_colours_threshold_opacity_and_nan() -> None:

@@ -25,7 +25,7 @@ def question_towers(ctx: SlideContext) -> dict[str, Any]:
     if not m.towers:
         return {}
     if m.index is not None:
-        from .builtin_steps import index_and_towers
+        from .select_stage import index_and_towers
 
         return index_and_towers(ctx)[1]
     key = ("question_towers", m.towers, ctx.options.models.weights, ctx.device)

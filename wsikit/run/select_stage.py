@@ -16,6 +16,7 @@ none, never a mix)::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -37,8 +38,16 @@ if TYPE_CHECKING:
     from ..selection.selectors import Selector
     from ..slide import Slide
     from ..tissue.mask import TissueMask
+    from .steps import BatchConfig, SlideContext
 
-__all__ = ["encoder_entry", "open_index", "write_evidence"]
+__all__ = [
+    "encoder_entry",
+    "index_and_towers",
+    "index_digest",
+    "open_index",
+    "open_index_once",
+    "write_evidence",
+]
 
 
 def encoder_entry(encoder: Any) -> dict[str, Any]:
@@ -53,6 +62,51 @@ def open_index(index: str | os.PathLike[str] | FigureIndex) -> FigureIndex:
     from ..evidence import FigureIndex
 
     return index if isinstance(index, FigureIndex) else FigureIndex.open(index)
+
+
+def index_digest(config: BatchConfig) -> str | None:
+    """SHA-256 (16 hex) of the figure index's manifest, and of the licence filter when one is
+    set (the figures a region may match): a rebuilt index or another filter redoes
+    ``select``."""
+    index = config.options.matching.index
+    if index is None:
+        return None
+    try:
+        data = (Path(index) / "manifest.json").read_bytes()
+    except OSError:
+        return "unreadable"  # the step itself then fails with the index's own message
+    if config.options.matching.licences is not None:
+        data += f"\nlicences={config.options.matching.licences}".encode()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def index_and_towers(ctx: SlideContext) -> tuple[Any, dict[str, Any]]:
+    """The open, verified figure index and the question's tower encoders (once per worker):
+    the ``select`` step matches against them and :mod:`wsikit.run.question` steers with the
+    same encoders."""
+    return open_index_once(ctx.config, ctx.device, ctx.cache)
+
+
+def open_index_once(config: BatchConfig, device: str, cache: dict[Any, Any], *,
+                    opened: Any = None) -> tuple[Any, dict[str, Any]]:
+    """:func:`index_and_towers` before a slide's context exists (``select`` opens the index
+    first, so a damaged one fails before the slide is read): kept in ``cache``. ``opened``:
+    the index already open (a :class:`~wsikit.evidence.FigureIndex` given to ``select``)."""
+    m = config.options.matching
+    if m.index is None:
+        return None, {}
+    key = ("index", m.index, index_digest(config), m.towers, device)
+    found = cache.get(key)
+    if found is None:
+        index = open_index(m.index if opened is None else opened)
+        towers: dict[str, Any] = {}
+        if m.towers:
+            from ..evidence.towers import create_tower_encoders
+
+            towers = create_tower_encoders(index, m.towers, device=device,
+                                           weights=config.options.models.weight_files())
+        found = cache[key] = (index, towers)
+    return found
 
 
 def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention,
