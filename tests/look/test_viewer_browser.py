@@ -124,6 +124,16 @@ def test_layers_switch_on_off_palette_and_threshold(browser: Browser, viewer: Vi
     assert "palette=magma" in legend and "threshold=0.5" in legend
     b.click_element("input[data-layer='0']")
     b.wait("document.body.dataset.layers === ''", timeout=30)
+    # on, another palette at once, then off: no copy of the layer is left in the overview
+    b.click_element("input[data-layer='0']")
+    b.js("(function(){var s=document.querySelector(\"select[data-role='palette']\");"
+         "s.value='greys';s.dispatchEvent(new Event('change'));})()")
+    b.wait("document.body.dataset.layers === '0'", timeout=30)
+    b.click_element("input[data-layer='0']")
+    b.wait("document.body.dataset.layers === ''", timeout=30)
+    time.sleep(2.0)
+    assert b.js("window.wsikitView.viewer().world.getItemCount()") == 1
+    assert b.js("window.wsikitView.viewer().navigator.world.getItemCount()") == 1
     assert not b.console_errors()
 
 

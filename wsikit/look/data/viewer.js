@@ -524,6 +524,16 @@
       maxZoomPixelRatio: 4, visibilityRatio: 0.5, animationTime: 0.6, imageLoaderLimit: 6,
       gestureSettingsMouse: {clickToZoom: false, dblClickToZoom: true}
     });
+    // the navigator mirrors each tiled image once its copy has loaded: a layer removed before
+    // that (switched off, or redrawn with another palette at once) would stay there, drawn
+    // over the overview, with no original left to remove it
+    if (viewer.navigator) viewer.navigator.world.addHandler("add-item", function (e) {
+      setTimeout(function () {
+        var original = e.item._originalForNavigator;
+        if (original && viewer.world.getIndexOfItem(original) === -1)
+          viewer.navigator.world.removeItem(e.item);
+      }, 0);
+    });
     viewer.addHandler("tile-loaded", function (e) {
       S.tilesLoaded++;
       var lv = e.tile.level;
