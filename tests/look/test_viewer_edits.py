@@ -213,3 +213,30 @@ def test_the_page_loads_an_edited_regions_file(served: Served) -> None:
         assert [r["id"] for r in again.overlay("regions")["regions"]] == ["r1"]
     finally:
         again.close()
+
+
+def test_regions_edited_in_the_viewer_survive_the_next_select(served: Served) -> None:
+    """A later select replaces regions.geojson with its own regions and keeps the viewer's
+    edit beside it as regions.geojson.bak (QuPath GeoJSON still), with a warning naming it."""
+    from wsikit.run.pipeline import select
+
+    sdir = served.source.select_dir
+    loaded = served.overlay("regions")
+    mine = [{"id": "u1", "rank": 1, "scale": 1, "score": 0,
+             "box": {"x": 1500, "y": 2000, "width": 400, "height": 350}}]
+    status, body = served.request("edit/regions", {"version": loaded["version"],
+                                                   "regions": mine})
+    assert status == 200, body
+    with pytest.warns(UserWarning, match=r"regions\.geojson was changed since wsikit wrote it"
+                                         r".*kept as .*regions\.geojson\.bak"):
+        select(served.source.slide.path, out=served.source.layout.root, scales=(1,),
+               patch_px=256, encoder="heuristic", report=False, progress=False)
+    new = read_regions_geojson(sdir / "regions.geojson")
+    assert [r["id"] for r in new] == [r["id"] for r in json.loads(
+        (sdir / "evidence.json").read_text())["regions"]] != ["u1"]
+    kept = read_regions_geojson(sdir / "regions.geojson.bak", level0_size=(2220, 2967))
+    assert [(r["id"], r["box"]) for r in kept] == [("u1", mine[0]["box"])]
+    # the page's version is stale now: its next save is refused, the new file left as it is
+    status, body = served.request("edit/regions", {"version": json.loads(body)["version"],
+                                                   "regions": mine})
+    assert status == 409 and b"changed on disk" in body
