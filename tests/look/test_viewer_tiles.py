@@ -242,6 +242,41 @@ def test_a_slide_overwritten_while_served_is_refused(cmu_small: Path, pyramid: P
         svc.slide.close()
 
 
+def test_a_dicom_level_rewritten_in_place_is_refused(tmp_path: Path) -> None:
+    """A DICOM series is a folder: a level file overwritten in place changes no time of the
+    folder, and is still told (the folder's files are watched, their fingerprints compared);
+    a level file touched with the same content is still served."""
+    import importlib.util
+
+    from wsikit.errors import SlideError
+    from wsikit.slide.synthetic import synthetic_tissue_image
+
+    pytest.importorskip("wsidicom")
+    spec = importlib.util.spec_from_file_location(
+        "_dicom_wsi", REPO / "tests" / "slide" / "_dicom_wsi.py")
+    assert spec is not None and spec.loader is not None
+    dicom = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dicom)
+    one = synthetic_tissue_image(SyntheticSpec(768, 512, mpp=0.25, seed=1))
+    two = synthetic_tissue_image(SyntheticSpec(768, 512, mpp=0.25, seed=2))
+    series = dicom.write_dicom_wsi(tmp_path / "case", one, mpp=0.25, downsamples=(1, 2))
+    other = dicom.write_dicom_wsi(tmp_path / "other", two, mpp=0.25, downsamples=(1, 2))
+    folder_times = (tmp_path / "case").stat().st_mtime_ns
+    svc = _service(tmp_path / "case")
+    try:
+        top = svc.geometry.max_level
+        assert svc.tile(top, 0, 0)[:2] == b"\xff\xd8" and svc.changed is None
+        os.utime(series[0], None)                  # touched: same content, still the slide
+        assert svc.tile(top, 1, 0)[:2] == b"\xff\xd8" and svc.changed is None
+        _overwrite_in_place(series[0], other[0])
+        assert (tmp_path / "case").stat().st_mtime_ns == folder_times
+        with pytest.raises(SlideError, match="has changed since wsikit view opened it"):
+            svc.tile(top, 0, 0)
+    finally:
+        svc.close()
+        svc.slide.close()
+
+
 def test_a_deleted_slide_is_said(cmu_small: Path, tmp_path: Path) -> None:
     path = tmp_path / "gone.svs"
     shutil.copy(cmu_small, path)

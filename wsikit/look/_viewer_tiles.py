@@ -28,6 +28,7 @@ import contextlib
 import io
 import math
 import os
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -59,12 +60,26 @@ def encode_jpeg(pixels: np.ndarray, *, quality: int = JPEG_QUALITY) -> bytes:
     return buf.getvalue()
 
 
-def _stat_key(path: Path) -> tuple[int, ...] | None:
+def _stat_key(path: Path) -> tuple[Any, ...] | None:
+    """What stat says of the slide: the file, or for a folder slide (a DICOM series) the
+    folder and every file in it (the files its fingerprint reads: a level rewritten in place
+    changes no folder time)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key: tuple[Any, ...] = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if stat.S_ISDIR(st.st_mode):
+        for f in sorted(path.rglob("*")):
+            if f.is_file() and not f.is_symlink():
+                try:
+                    fs = f.stat()
+                except OSError:  # gone meanwhile: the key differs all the same
+                    key += (f.relative_to(path).as_posix(), None)
+                    continue
+                key += (f.relative_to(path).as_posix(), fs.st_ino, fs.st_size,
+                        fs.st_mtime_ns, fs.st_ctime_ns)
+    return key
 
 
 class SlideWatch:
