@@ -1,8 +1,9 @@
 """Make the screenshots of the viewer tutorial (docs/tutorials/viewer.md) in headless Chromium.
 
 Runs ``wsikit select`` on the real CMU-1-Small-Region slide of tests/data, a segment-only
-batch of a second copy and of a truncated one (a cohort with a failure), serves them with
-``wsikit view`` and drives the page over the DevTools protocol (tests/look/_cdp.py), writing
+batch of a second copy and of a truncated one (a cohort with a failure), writes a user's layer
+measured on the slide's pixels (:func:`dark_fraction_csv`), serves them with ``wsikit view``
+and drives the page over the DevTools protocol (tests/look/_cdp.py), writing
 ``docs/tutorials/img/viewer_*.png``.
 
 Run: ``python docs/tutorials/viewer_screenshots.py``
@@ -28,11 +29,11 @@ OUT = Path(__file__).resolve().parent / "img"
 
 
 @contextlib.contextmanager
-def serving(target: Path) -> Iterator[Any]:
-    """``wsikit view target`` in a thread (its server), stopped and closed after."""
+def serving(target: Path, layers: tuple[Path, ...] = ()) -> Iterator[Any]:
+    """``wsikit view target [--layer …]`` in a thread (its server), stopped and closed after."""
     from wsikit.look.viewer import make_server, open_target
 
-    source = open_target(target)
+    source = open_target(target, layers=layers)
     server = make_server(source, port=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -41,6 +42,28 @@ def serving(target: Path) -> Iterator[Any]:
         server.shutdown()
         server.server_close()
         source.close()
+
+
+def dark_fraction_csv(slide_path: Path, csv_path: Path, *, cell: int = 128) -> Path:
+    """A user's layer made from the slide's own pixels, not by a model: the fraction of dark
+    pixels (grey level below 110: nuclei, and dense dark-stained stroma) in each ``cell``-px
+    square that is mostly tissue, as ``x, y, dark_fraction`` rows."""
+    import numpy as np
+
+    from wsikit.slide import open_slide
+
+    with open_slide(slide_path) as slide:
+        W, H = slide.dimensions
+        rgb = slide.read_region((0, 0), 0, (W, H))
+    grey = np.asarray(rgb, np.float32)[..., :3].mean(axis=2)
+    rows = ["x,y,dark_fraction"]
+    for y in range(0, H - cell + 1, cell):
+        for x in range(0, W - cell + 1, cell):
+            square = grey[y:y + cell, x:x + cell]
+            if (square < 200).mean() > 0.5:  # mostly tissue, not glass
+                rows.append(f"{x},{y},{(square < 110).mean():.4f}")
+    csv_path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return csv_path
 
 
 def main() -> int:
@@ -61,13 +84,15 @@ def main() -> int:
                     "--steps", "segment"], cwd=tmp, capture_output=True,
                    env=dict(os.environ, PYTHONPATH=str(REPO), WSIKIT_NO_PROGRESS="1"))
     OUT.mkdir(exist_ok=True)
-    with serving(tmp / "results" / "select" / "CMU-1-Small-Region") as server:
+    os.chdir(tmp)  # paths as a user types them: relative to where wsikit view runs
+    mine = dark_fraction_csv(cmu, Path("dark_fraction.csv"))
+    with serving(Path("results", "select", "CMU-1-Small-Region"), (mine,)) as server:
         b = Browser(width=1400, height=860)
         try:
             slide_shots(b, server.url)
         finally:
             b.close()
-    with serving(tmp / "results") as server:
+    with serving(Path("results")) as server:
         b = Browser(width=1400, height=560)
         try:
             b.goto(server.url)
@@ -76,6 +101,7 @@ def main() -> int:
             b.screenshot(OUT / "viewer_cohort.png")
         finally:
             b.close()
+    os.chdir(REPO)
     shutil.rmtree(tmp, ignore_errors=True)
     print("\n".join(str(p) for p in sorted(OUT.glob("viewer_*.png"))))
     return 0
@@ -98,8 +124,13 @@ def slide_shots(b: Any, url: str) -> None:
         time.sleep(0.3)
     time.sleep(4)
     b.screenshot(OUT / "viewer_layers.png")
-    # edits: a drawn region, then the tissue outline's vertices
+    # the user's layer (--layer dark_fraction.csv) instead, at the same place
     b.click_element("input[data-layer='0']")
+    b.click_element("input[data-layer='1']")
+    time.sleep(4)
+    b.screenshot(OUT / "viewer_user_layer.png")
+    # edits: a drawn region, then the tissue outline's vertices
+    b.click_element("input[data-layer='1']")
     b.click_element("#home")
     time.sleep(1.5)
     b.click_element("#mode-regions")
