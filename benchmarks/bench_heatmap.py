@@ -89,6 +89,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" /
                                          "bench_heatmap.md"))
     args = ap.parse_args()
+    load_start = os.getloadavg()[0]
     size = tuple(int(v) for v in args.size.split("x"))
     layer = make_layer(size[0], size[1], args.patch)
     rows = []
@@ -124,7 +125,8 @@ def main() -> None:
         f"`python benchmarks/bench_heatmap.py --size {args.size} --patch {args.patch}` on "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs (shared "
         "machine: absolute times vary with its load; the ratios are measured side by side in "
-        "one run).",
+        f"one run); load average {load_start:.1f} at the start and {os.getloadavg()[0]:.1f} at "
+        "the end.",
         "",
         f"Layer: {len(layer)} patches of {args.patch} px in an ellipse of a "
         f"{size[0]} x {size[1]} slide, random values.",
