@@ -56,11 +56,17 @@ def test_all_lists_every_public_name_once() -> None:
 #: The most names all ``__all__`` lists of wsikit may hold together (packages and modules,
 #: private modules included). Issue 31 took it from 828 to this; raise it only with a name a
 #: user calls, and say so in the change. Issue 36 added 13: JATS ingestion (wsikit.evidence.jats,
-#: read_jats, extract_jats_figures) and wsikit.evidence.licence. Issue 37 added 12: heatmap
-#: layers (wsikit.look.heatmap: HeatmapLayer, layer_tile and its legend; wsikit.look.layer_files:
-#: layers from a run's outputs and from user files) and 15 for the heatmap files, the command's
-#: function and options, and the question that steers the regions (wsikit.selection.question).
-EXPORT_BUDGET = 718
+#: read_jats, extract_jats_figures) and wsikit.evidence.licence; issue 36 item 6 added 9:
+#: FIGURE_KINDS, FigureKind, classify_figure_kind, parse_kinds (wsikit.evidence.kinds),
+#: FigureAnalysis, Panel, analyse_figure, find_panels, split_caption (wsikit.evidence.panels);
+#: issue 40 added 2: wsikit.tissue.mask.glass_reference and
+#: wsikit.slide.mpp_estimate.estimate_mpp_from_nuclei; issue 36 item 5 added 14: corpus
+#: ingestion (ingest_corpus, its summary types, FigureBank, the document reader registry).
+#: Issue 37 added 12: heatmap layers (wsikit.look.heatmap: HeatmapLayer, layer_tile and its
+#: legend; wsikit.look.layer_files: layers from a run's outputs and from user files) and 15 for
+#: the heatmap files, the command's function and options, and the question that steers the
+#: regions (wsikit.selection.question).
+EXPORT_BUDGET = 743
 
 #: Exported constants in a file another change is rewriting, documented there; do not add to.
 UNDOCUMENTED_OK = {"wsikit.run.builtin_steps.FEATURE_KEYS",

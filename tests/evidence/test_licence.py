@@ -276,7 +276,8 @@ def test_select_licence_matches_only_admitted_figures(tmp_path: Path, make_image
     out = tmp_path / "out"
     assert main(["select", str(synthetic_small_slide), "--out", str(out), "--index",
                  str(index.path), "--encoder", "heuristic", "--patch-px", "256", "--no-report",
-                 "-k", "3", "--min-similarity", "none", "--licence", "adaptable"]) == 0
+                 "-k", "3", "--min-similarity", "none", "--licence", "adaptable",
+                 "--match-kinds", "all"]) == 0  # the made-up images are of any kind
     capsys.readouterr()
     doc = EvidenceResult.read(OutputLayout(out).select_dir("synthetic_small")
                               / "evidence.json").to_dict()  # valid against the schema
@@ -286,7 +287,7 @@ def test_select_licence_matches_only_admitted_figures(tmp_path: Path, make_image
         assert sorted(m["license"] for m in region["matches"]) == ["CC BY", "CC0"]
     plain = select(synthetic_small_slide, out=tmp_path / "out2", index=index.path,
                    encoder="heuristic", patch_px=256, report=False, k=3, progress=False,
-                   min_similarity="none")
+                   min_similarity="none", match_kinds="all")
     assert "licences" not in plain.selection
     assert all(len(r.matches) == 3 for r in plain.regions)
     with pytest.raises(SelectionError, match="licences=.GPL."):

@@ -100,12 +100,21 @@ def test_no_tissue_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_missing_mpp_says_pass_mpp(tmp_path: Path) -> None:
+    # no resolution, and no nuclei to estimate one from (the tissue is too small)
     path = write_synthetic_slide(tmp_path / "nompp.svs",
-                                 SyntheticSpec(2048, 2048, mpp=None), downsamples=(1,),
-                                 app_mag=None)
-    with pytest.raises(MppError, match=r"mpp=0\.25"):
+                                 SyntheticSpec(2048, 2048, mpp=None,
+                                               tissue=[(1024, 1024, 40, 40)]),
+                                 downsamples=(1,), app_mag=None)
+    with pytest.raises(MppError, match=r"explicitly with mpp="):
         select(path, out=tmp_path / "o", progress=False)
-    res = select(path, out=tmp_path / "o", mpp=0.5, progress=False, report=False)
+    # a slide that records none but has nuclei: estimated from them (painted at 0.25 µm/px)
+    nuclei = write_synthetic_slide(tmp_path / "nuclei.svs", SyntheticSpec(2048, 2048, mpp=None),
+                                   downsamples=(1,), app_mag=None)
+    with pytest.warns(UserWarning, match="estimated from the size of its nuclei"):
+        res = select(nuclei, out=tmp_path / "o", progress=False, report=False)
+    assert res.slide["mpp_source"] == "estimated from nuclei"
+    assert 0.17 <= res.slide["mpp"] <= 0.3
+    res = select(nuclei, out=tmp_path / "o2", mpp=0.25, progress=False, report=False)
     assert res.slide["mpp_source"] == "user"
 
 

@@ -150,6 +150,17 @@ def scales(value: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def figure_kinds(value: str) -> tuple[str, ...]:
+    """Comma-separated figure kinds, e.g. ``micrograph,photograph``, or ``all``."""
+    from ..errors import EvidenceError
+    from ..evidence.kinds import parse_kinds
+
+    try:
+        return parse_kinds(value)
+    except EvidenceError as exc:
+        raise argparse.ArgumentTypeError(f"--match-kinds: {exc}") from None
+
+
 def output_dir(value: str) -> str:
     """An output folder that exists or can be created (nothing is created here).
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EvidenceError
-from ._common import output_dir, positive_float, positive_int
+from ._common import figure_kinds, output_dir, positive_float, positive_int
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
 
@@ -44,7 +44,10 @@ def _level(value: str) -> int | None:
 
 def _cmd_extract(args: argparse.Namespace) -> int:
     from ..evidence import figures_extract
+    from .corpus import is_corpus_run, run_corpus
 
+    if is_corpus_run(args):  # a FOLDER of documents into a resumable bank
+        return run_corpus(args)
     manifest = figures_extract(args.sources, args.out, evidence_level=args.evidence_level,
                                min_size=args.min_size, uncaptioned=args.uncaptioned)
     rows = [json.loads(r) for r in manifest.read_text(encoding="utf-8").splitlines()
@@ -67,8 +70,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     m = index.manifest
     recall = "" if index.kind == "flat" else f", recall@10 {m['recall_at_10']} ({m['params']})"
     towers = f", tower(s) {', '.join(args.tower)}" if args.tower else ""
-    print(f"built {index.path}: {index.count} figure(s), encoder {index.encoder_name} "
-          f"(dim {index.dim}), {index.kind}{recall}{towers}")
+    print(f"built {index.path}: {_node_counts(index.kind_counts())}, encoder "
+          f"{index.encoder_name} (dim {index.dim}), {index.kind}{recall}{towers}")
     return 0
 
 
@@ -109,7 +112,8 @@ def _cmd_add(args: argparse.Namespace) -> int:
     rep = index_add(args.index, args.sources, encoder=args.encoder,
                     evidence_level=args.evidence_level, min_size=args.min_size,
                     on_existing=on_existing)
-    print(f"{args.index}: added {rep.added} new figure(s), updated the metadata of "
+    panels = f" (+ {rep.panels} panel(s))" if rep.panels else ""
+    print(f"{args.index}: added {rep.added} new figure(s){panels}, updated the metadata of "
           f"{rep.updated}, {rep.unchanged} already indexed and unchanged")
     return 0
 
@@ -125,6 +129,14 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
               f"{bg.similarity_at(50):.3f}, p95 {bg.similarity_at(95):.3f}, p99 "
               f"{bg.similarity_at(99):.3f}")
     return 0
+
+
+def _node_counts(kinds: dict[str, dict[str, int]]) -> str:
+    """``12 figure(s) (5 chart, 4 micrograph, ...) + 9 panel(s)`` from ``kind_counts``."""
+    figures, panels = kinds["figures"], kinds["panels"]
+    by_kind = ", ".join(f"{n} {k}" for k, n in sorted(figures.items(), key=lambda kv: -kv[1]))
+    text = f"{sum(figures.values())} figure(s)" + (f" ({by_kind})" if by_kind else "")
+    return text + (f" + {sum(panels.values())} panel(s)" if panels else "")
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -158,6 +170,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"evidence   {levels}")
     licences = ", ".join(f"{k}: {v}" for k, v in sorted(info["licences"].items()))
     print(f"licences   {licences}")
+    print(f"kinds      {_node_counts(info['kinds'])}")
     print(f"version    {info['version']} (wsikit {info['wsikit_version']}, updated "
           f"{info['updated']})")
     for problem in info["problems"]:
@@ -171,7 +184,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     from ..evidence import index_query
 
     matches = index_query(args.index, args.image, k=args.k, encoder=args.encoder,
-                          licences=args.licence)
+                          licences=args.licence, kinds=args.match_kinds)
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -188,7 +201,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         raise EvidenceError("give a query IMAGE, --text TEXT, or both")
     matches = index_search(args.index, args.image, text=args.text, k=args.k,
                            encoder=args.encoder, rrf_k=args.rrf_k, towers=args.tower,
-                           licences=args.licence)
+                           licences=args.licence, kinds=args.match_kinds)
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -280,13 +293,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "and graphic, the article's title, DOI, PMID, PMCID, journal, year and "
                     "licence, and the evidence level its article type gives. XML is read "
                     "without entities or DTDs; a figure whose graphic is missing is reported "
-                    "and the others go on.")
+                    "and the others go on. A FOLDER of documents (or --workers N) makes a "
+                    "resumable figure bank in OUT: documents read in parallel, repeated "
+                    "figures linked.")
     ext.add_argument("sources", nargs="+", metavar="SOURCE",
-                     help="PDF, .nxml/.xml, PMC package folder or .tar.gz package")
+                     help="PDF, .nxml/.xml, PMC package folder or .tar.gz package, or a FOLDER "
+                          "of documents (a figure bank)")
     ext.add_argument("--uncaptioned", action="store_true",
                      help="also keep graphics without a caption (caption '', for review)")
     ext.add_argument("--out", required=True, type=output_dir, help="output folder")
     _source_options(ext)
+    from .corpus import add_corpus_options
+
+    add_corpus_options(ext)
     ext.set_defaults(func=_cmd_extract)
     fig.set_defaults(func=lambda a: (fig.print_help(), 2)[1])
 
@@ -359,6 +378,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="default: the index's encoder (another one is refused)")
     query.add_argument("--licence", "--license", default=None, type=licence_arg,
                        metavar="LICENCES", help=LICENCE_HELP)
+    query.add_argument("--match-kinds", type=figure_kinds, default=None, metavar="KINDS",
+                       help="only panels and single-panel figures of these kinds (e.g. "
+                            "micrograph, as 'wsikit select' matches regions; or 'all'); "
+                            "default: every figure and panel")
     query.add_argument("--json", action="store_true", help="print JSON")
     query.set_defaults(func=_cmd_query)
     _add_tower_command(isub)

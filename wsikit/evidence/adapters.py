@@ -131,6 +131,8 @@ def document_metadata(result: EvidenceResult, region: EvidenceRegion, match: Map
         "crop_path": _image(result, crop.get("path"), crop.get("abspath")) if crop else None,
         "crop_mpp": crop.get("mpp"),
         "node_id": match["node_id"], "figure_label": match.get("figure_label"),
+        "panel": match.get("panel"), "parent_id": match.get("parent_id"),
+        "kind": match.get("kind"),
         "source_title": match.get("source_title"), "doi": doi,
         "doi_url": f"https://doi.org/{quote(link, safe='/:;()._-')}" if link else None,
         "page": match.get("page"), "year": match.get("year"), "license": match.get("license"),
@@ -316,6 +318,8 @@ def prompt_context(result: EvidenceResult, *, max_items: int | None = None) -> s
         level_text = "unknown evidence level" if level is None else \
             f"evidence level {clean_text(level)}, {clean_text(m.get('evidence_level_name'))}"
         label = clean_text(m.get("figure_label"), limit=200) or "Unlabelled figure"
+        if clean_text(m.get("panel")):
+            label += f", panel {clean_text(m.get('panel'), limit=20)}"
         lines.append("")
         lines.append(f"[{n}] {label} ({level_text}; similarity {float(m['similarity']):.3f}, "
                      f"{_pct(m.get('percentile'))}; regions {', '.join(regions)})")

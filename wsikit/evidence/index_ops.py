@@ -24,6 +24,7 @@ from ..errors import EvidenceError, WeightsError
 from .figure_manifest import merge_figure_manifest, read_figure_manifest
 from .index import FigureIndex, Match
 from .jats import extract_jats, extract_jats_figures, is_jats_source
+from .kinds import parse_kinds
 from .nodes import FigureNode, load_image
 from .pdf import extract_pdf_figures, pdf_figure_nodes, read_pdf_figures
 
@@ -78,7 +79,10 @@ def load_sources(sources: Sequence[PathLike], work_dir: PathLike, *,
                                           evidence_level=evidence_level)
         else:
             raise EvidenceError(f"source {path}: unknown type {suffix!r}; {_SOURCE_TYPES}")
-    return nodes
+    repeats = sum(1 for n in nodes if n.duplicate_of)
+    if repeats:  # a bank's duplicates.jsonl: the same figures as its manifest's, linked
+        log.info("%d figure(s) repeat another one (duplicate_of): linked, not indexed", repeats)
+    return [n for n in nodes if not n.duplicate_of]
 
 
 _SOURCE_TYPES = ("give PDFs, JATS articles (.nxml/.xml, PMC package folders or .tar.gz) or "
@@ -245,20 +249,26 @@ def query_encoder(index: FigureIndex, encoder: str | None = None) -> Any:
 
 def index_query(index_dir: PathLike, image: PathLike, *, k: int = 5,
                 encoder: str | None = None,
-                licences: str | Sequence[str] | None = None) -> list[Match]:
+                licences: str | Sequence[str] | None = None,
+                kinds: str | Sequence[str] | None = None) -> list[Match]:
     """Top-``k`` figures similar to an image file; with ``licences`` (``"open"``, ``"CC BY,
-    CC0"``, see :meth:`FigureIndex.with_licences`) only figures under those licences."""
+    CC0"``, see :meth:`FigureIndex.with_licences`) only figures under those licences; with
+    ``kinds`` (e.g. ``"micrograph"``) only panels and single-panel figures of those kinds
+    (default every node)."""
     index = FigureIndex.open(index_dir).with_licences(licences)
     enc = query_encoder(index, encoder)
-    return index.query_images([load_image(image)], enc, k=k)[0]
+    wanted = None if kinds is None else parse_kinds(kinds)
+    return index.query_images([load_image(image)], enc, k=k, kinds=wanted)[0]
 
 
 def index_search(index_dir: PathLike, image: PathLike | None = None, *, text: str | None = None,
                  k: int = 5, encoder: str | None = None, rrf_k: float = 50,
                  towers: Sequence[str] = (),
-                 licences: str | Sequence[str] | None = None) -> list[FusedMatch]:
+                 licences: str | Sequence[str] | None = None,
+                 kinds: str | Sequence[str] | None = None) -> list[FusedMatch]:
     """Top-``k`` figures for an image, a text or both, fused by reciprocal rank, with the
-    named vision-language towers as further channels; ``licences`` as :func:`index_query`."""
+    named vision-language towers as further channels; ``licences`` and ``kinds`` as
+    :func:`index_query`."""
     from .fusion import search
     from .towers import create_tower_encoders
 
@@ -266,7 +276,8 @@ def index_search(index_dir: PathLike, image: PathLike | None = None, *, text: st
     enc = query_encoder(index, encoder) if image is not None else None
     images = [load_image(image)] if image is not None else None
     return search(index, images=images, text=text, encoder=enc, k=k, rrf_k=rrf_k,
-                  towers=create_tower_encoders(index, towers))[0]
+                  towers=create_tower_encoders(index, towers),
+                  kinds=None if kinds is None else parse_kinds(kinds))[0]
 
 
 def index_tower(index_dir: PathLike, *, encoder: str = "quiltnet_b32",

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EvidenceError
+from .kinds import FIGURE_KINDS
 from .licence import resolve_licence
 
 __all__ = [
@@ -178,6 +179,21 @@ class FigureNode:
         Journal title.
     pmid, pmcid : str or None
         PubMed id ("23029536") and PubMed Central id ("PMC3460867").
+    kind : str or None
+        What the image shows: micrograph, photograph, chart, diagram or mixed
+        (:mod:`wsikit.evidence.kinds`); ``None`` until measured (indexes made before kinds).
+    kind_source : str or None
+        Where ``kind`` comes from (``"pixels+caption heuristic"``, or ``"manifest"``).
+    parent_id : str or None
+        For a panel of a compound figure: the figure's node id (``None`` for a figure).
+    panel : str or None
+        The panel's letter ("B"), or its position when the figure prints none ("2").
+    panel_box : tuple of int or None
+        ``(x0, y0, x1, y1)`` of the panel in the figure image's pixels.
+    duplicate_of : str or None
+        The node id of the same figure in another document, when this one repeats it (a
+        reprint, a preprint and its version of record; found by perceptual hash in a figure
+        bank, :mod:`wsikit.evidence.corpus`): a repeat is linked to it, not indexed again.
     """
 
     node_id: str
@@ -196,12 +212,27 @@ class FigureNode:
     journal: str | None = None
     pmid: str | None = None
     pmcid: str | None = None
+    kind: str | None = None
+    kind_source: str | None = None
+    parent_id: str | None = None
+    panel: str | None = None
+    panel_box: tuple[int, int, int, int] | None = None
+    duplicate_of: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "image", Path(self.image))
         name, source = resolve_licence(self.license, self.license_source)
         object.__setattr__(self, "license", name)
         object.__setattr__(self, "license_source", source)
+        if self.panel_box is not None:
+            box = tuple(int(v) for v in self.panel_box)
+            if len(box) != 4:
+                raise EvidenceError(f"FigureNode {self.node_id}: panel_box "
+                                    f"{self.panel_box!r} is not (x0, y0, x1, y1)")
+            object.__setattr__(self, "panel_box", box)
+        if self.kind is not None and self.kind not in FIGURE_KINDS:
+            raise EvidenceError(f"FigureNode {self.node_id}: kind {self.kind!r} is not one of "
+                                f"{', '.join(FIGURE_KINDS)}")
         if self.evidence_level is not None and self.evidence_level not in EVIDENCE_LEVELS:
             raise EvidenceError(f"FigureNode {self.node_id}: evidence_level "
                                 f"{self.evidence_level!r} is not 1–8 or None")
@@ -230,6 +261,7 @@ class FigureNode:
         """JSON-ready dict (image as a string, plus ``evidence_level_name``)."""
         out = asdict(self)
         out["image"] = str(self.image)
+        out["panel_box"] = None if self.panel_box is None else list(self.panel_box)
         out["evidence_level_name"] = self.evidence_level_name
         return out
 

@@ -460,7 +460,8 @@ def _match_html(m: Mapping[str, Any], base_dir: Path) -> str:
     if m.get("license"):
         src.append(f"licence {_e(m.get('license'))}")
     return (f'<li class="match">{img}<div><div class="match-head">'
-            f'<span class="flabel">{_e(m.get("figure_label"))}</span>'
+            f'<span class="flabel">{_e(m.get("figure_label"))}'
+            f'{", panel " + _e(m.get("panel")) if m.get("panel") else ""}</span>'
             f'<span class="sim">similarity {_num(m.get("similarity"))}</span>'
             f'{_percentile(m.get("percentile"))}'
             f'<span class="level {level_cls}">evidence: {_e(level)}</span></div>'

@@ -370,7 +370,8 @@ def make_grid(slide: Slide | str | os.PathLike[str], mask: TissueMask | None = N
             raise GridError("make_grid: whole_slide=True grids without a mask; drop the mask "
                             "or drop whole_slide")
     if not math.isfinite(slide.mpp):
-        raise GridError(f"{slide.path}: slide mpp unknown; pass it, e.g. {option('mpp', 0.25)}")
+        raise GridError(f"{slide.path}: slide mpp unknown; pass the slide's "
+                        f"level-0 µm/px with {keyword('mpp')} (its scanner records it)")
     target_mpp = check_mpp(target_mpp, what="target_mpp")
     if isinstance(patch_px, bool) or int(patch_px) != patch_px or patch_px < 1:
         raise GridError(f"patch_px={patch_px!r} must be a positive integer")

@@ -47,8 +47,8 @@ ATTENTION_KEYS = (*FEATURE_KEYS, "attention")
 #: again by ``index.relpath``).
 SELECT_KEYS = (*ATTENTION_KEYS, "selector", "scales", "per_scale", "min_coverage", "max_iou",
                "margin", "layout", "min_score", "question_weight", "k", "min_similarity",
-               "question",
-               "rrf_k", "towers", "max_crop_px", "report", "synthetic")
+               "question", "rrf_k", "towers", "match_kinds", "max_crop_px", "report",
+               "synthetic")
 
 
 def _missing_module(module: str, what: str) -> Callable[[], str | None]:

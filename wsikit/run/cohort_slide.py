@@ -62,7 +62,8 @@ class CohortSlide:
 
 def open_cohort_slide(slide: CohortSlide) -> Slide:
     """Open ``slide`` with its resolution: the cohort row's ``mpp`` when given (an override),
-    else the slide's metadata, else :attr:`~CohortSlide.fallback_mpp` (``--mpp``).
+    else the slide's metadata, else :attr:`~CohortSlide.fallback_mpp` (``--mpp``, checked
+    against the slide's nuclei), else an estimate from its nuclei.
 
     Raises
     ------
@@ -74,11 +75,9 @@ def open_cohort_slide(slide: CohortSlide) -> Slide:
 
     if slide.mpp is not None or slide.fallback_mpp is None:
         return open_slide(slide.path, mpp=slide.mpp)
-    opened = open_slide(slide.path, require_mpp=False)
-    if not math.isfinite(opened.mpp):  # no resolution of its own: the fill-in applies
-        try:
-            opened.mpp, opened.mpp_source = check_mpp(slide.fallback_mpp), "user"
-        except BaseException:
-            opened.close()
-            raise
-    return opened
+    # the fill-in outranks an estimate from the nuclei (which then only checks it)
+    opened = open_slide(slide.path, require_mpp=False, estimate_mpp=False)
+    if math.isfinite(opened.mpp):
+        return opened
+    opened.close()  # no resolution of its own: the fill-in applies
+    return open_slide(slide.path, mpp=check_mpp(slide.fallback_mpp))

@@ -274,6 +274,10 @@ class MatchOptions:
         Match only figures under these licences: a group (``open``, ``commercial``,
         ``adaptable``) or licence names, comma-separated (:mod:`wsikit.evidence.licence`);
         ``None``: any.
+    match_kinds : tuple of str or None
+        Figure kinds a region is matched against (panels of compound figures and figures
+        without panels; :mod:`wsikit.evidence.kinds`); ``None``: micrographs
+        (:func:`wsikit.evidence.match_crops`).
     """
 
     index: str | None = opt(None, "figure index folder (wsikit index build) to match regions "
@@ -302,6 +306,10 @@ class MatchOptions:
               "licence, CC0, public domain), 'commercial' (without NC), 'adaptable' (CC BY, "
               "CC BY-SA, CC0, public domain) or licence names, comma-separated ('CC BY,CC0'); "
               "default: any", flag="--licence", kind="licence", metavar="LICENCES")
+    match_kinds: tuple[str, ...] | None = opt(
+        None, "figure kinds regions are matched against: panels of compound figures and "
+        "figures without panels of these kinds (comma-separated: micrograph, photograph, chart, "
+        "diagram, mixed; or 'all'); default micrograph", kind="figure_kinds", metavar="KINDS")
 
 
 @dataclass(frozen=True)
@@ -557,6 +565,8 @@ class PipelineOptions:
         pairs = weights.items() if isinstance(weights, Mapping) else (weights or ())
         values["weights"] = tuple(sorted((str(k), str(v)) for k, v in pairs))
         values["towers"] = tuple(towers)
+        if "match_kinds" in values:
+            values["match_kinds"] = _match_kinds(values["match_kinds"])
         if values.get("index") is not None:  # a path, or an open FigureIndex (its folder)
             values["index"] = os.fspath(getattr(values["index"], "path", values["index"]))
         for name in set(values) & _INTS:
@@ -638,6 +648,8 @@ class PipelineOptions:
         out["weights"] = [list(p) for p in self.models.weights]
         out["scales"] = list(self.selection.scales)
         out["towers"] = list(self.matching.towers)
+        kinds = self.matching.match_kinds
+        out["match_kinds"] = None if kinds is None else list(kinds)
         return out
 
     @classmethod
@@ -688,6 +700,7 @@ class OptionKeywords(TypedDict, total=False):
     rrf_k: float
     towers: Sequence[str]
     licences: str | None
+    match_kinds: str | Sequence[str] | None
     max_crop_px: int
     report: bool
     synthetic: bool
@@ -757,6 +770,20 @@ def resolve_run(overrides: Mapping[str, Any], options: PipelineOptions | None = 
     batch = replace(batch or BatchSettings(),
                     **{k: v for k, v in overrides.items() if k in batch_names})
     return options, settings, batch
+
+
+def _match_kinds(value: Any) -> tuple[str, ...] | None:
+    """``match_kinds`` as a tuple of figure kinds (``"all"``, ``"a,b"`` or a list); ``None``
+    stays the default (micrographs, :mod:`wsikit.evidence.matching`)."""
+    if value is None:
+        return None
+    from ..errors import EvidenceError
+    from ..evidence.kinds import parse_kinds
+
+    try:
+        return parse_kinds(value)
+    except EvidenceError as exc:
+        raise SelectionError(f"{option('match_kinds', value)}: {exc}") from None
 
 
 def _encoder_names() -> set[str]:

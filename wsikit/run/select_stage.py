@@ -195,6 +195,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
     models: dict[str, Any] = {"patch_encoder": dict(encoder)}
     index_entry = floor_entry = None
     licence_entry: list[str] | None = None
+    kinds: tuple[str, ...] | None = None
     if index is not None:
         from ..evidence.matching import match_crops
 
@@ -203,10 +204,11 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
                             min_similarity=match.min_similarity, base_dir=final,
                             device=device, weights=options.models.weight_files(),
                             question=match.question, rrf_k=match.rrf_k, towers=towers,
-                            licences=match.licences)
+                            licences=match.licences, kinds=match.match_kinds)
         matches, below_floor, floor_entry = found.matches, found.below_floor, found.floor
         if found.index.licences is not None:  # what a match had to carry
             licence_entry = sorted(found.index.licences)
+        kinds = found.kinds
         index_entry = found.index.to_evidence_dict()
         index_entry["relpath"] = relative_path(index_entry["path"], final)
         models["crop_encoder"] = encoder_entry(found.encoder)
@@ -233,7 +235,8 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         "min_score_value": windows.params.get("min_score_value"),
         "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
         "patch_size_l0": grid.stride_l0, "patches": len(grid),
-        "figures_per_region": match.k, "min_similarity": floor_entry}
+        "figures_per_region": match.k, "min_similarity": floor_entry,
+        **({"match_kinds": list(kinds)} if kinds is not None else {})}
     from ..patches.grid import upsampling_note
 
     if note := upsampling_note(slide.name, grid.slide_mpp, grid.target_mpp):

@@ -621,7 +621,7 @@ def _recorded_mpp(slide: str | os.PathLike[str], out: str | os.PathLike[str],
     """The level-0 mpp recorded in the slide's coordinate file (``coords`` or the one under
     ``out``) when the slide itself has none; else None (the slide's metadata decides)."""
     try:
-        with open_slide(slide, require_mpp=False) as s:
+        with open_slide(slide, require_mpp=False, estimate_mpp=False) as s:
             if math.isfinite(s.mpp):
                 return None
             path = Path(coords) if coords is not None else OutputLayout(out).coords(s.name)

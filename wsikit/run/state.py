@@ -222,7 +222,12 @@ def mpp_changed(state: Mapping[str, Any] | None, slide: CohortSlide) -> bool:
 def _fill_in_changed(state: Mapping[str, Any], fallback: float | None) -> bool:
     """Whether a slide without a resolution of its own was made with another ``--mpp``
     fill-in than ``fallback`` (or failed for want of one that is given now); a slide with its
-    own resolution never is (``--mpp`` does not apply to it)."""
+    own resolution never is (``--mpp`` does not apply to it; one estimated from its nuclei is
+    not its own: a fill-in given now replaces it)."""
+    from ..slide.mpp import ESTIMATED
+
+    if state.get("mpp_source") == ESTIMATED:
+        return fallback is not None
     if state.get("mpp_source") == "user":  # the fill-in was used
         used = state.get("mpp")
         return not (fallback is not None and isinstance(used, (int, float))

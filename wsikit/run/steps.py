@@ -237,12 +237,12 @@ def list_steps() -> list[str]:
 
 
 def load_plugins(modules: Sequence[str]) -> None:
-    """Import plugin modules that register extra steps (``--plugin``)."""
+    """Import plugin modules that register extra steps or document readers (``--plugin``)."""
     for module in modules:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise BatchError(f"cannot import step plugin {module!r}: {exc}; check the module "
+            raise BatchError(f"cannot import plugin {module!r}: {exc}; check the module "
                              "name and that it is importable in the workers") from exc
 
 

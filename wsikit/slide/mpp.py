@@ -3,7 +3,11 @@
 Order (ARCHITECTURE.md): explicit user value › ``openslide.mpp-x/-y`` › ``aperio.MPP`` › TIFF
 ``XResolution``/``YResolution`` with ``ResolutionUnit`` (centimetre or inch; values outside
 0.05–20 µm/px, such as 72-dpi defaults, are ignored) › objective power (``10 / power``, with a
-warning) › :class:`~wsikit.errors.MppError` telling the user to pass ``--mpp`` / ``mpp=``.
+warning) › the size of the slide's nuclei (:mod:`wsikit.slide.mpp_estimate`, with a warning that
+names the estimate and its range; ``"estimated from nuclei"``) › :class:`~wsikit.errors.MppError`
+telling the user to pass ``--mpp`` / ``mpp=`` (with what the nuclei suggest, never a made-up
+example value). A user value for a slide that records no resolution is checked against the
+nuclei: more than 2x from their estimate, a warning names both.
 
 OpenSlide derives ``openslide.mpp-x`` of *generic* TIFFs from the TIFF resolution tags; for
 those the value is attributed to (and range-checked as) ``tiff.resolution``.
@@ -13,19 +17,27 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from .._hints import keyword, on_command_line
+from .._hints import keyword, option
 from ..errors import MppError
+
+if TYPE_CHECKING:
+    from .mpp_estimate import MppEstimate
 
 __all__ = ["resolve_mpp", "check_mpp"]
 
 #: Plausible level-0 resolutions in µm/px (anything else is a default or a unit mistake).
 MPP_RANGE = (0.05, 20.0)
 
+#: The source of a resolution estimated from nuclear size (:mod:`wsikit.slide.mpp_estimate`).
+ESTIMATED = "estimated from nuclei"
 #: Every value :func:`resolve_mpp` may report as its source.
-MPP_SOURCES = ("user", "openslide.mpp", "aperio.MPP", "tiff.resolution", "objective-power")
+MPP_SOURCES = ("user", "openslide.mpp", "aperio.MPP", "tiff.resolution", "objective-power",
+               ESTIMATED)
+#: A user value more than this factor from the nuclei's estimate is warned about.
+CONTRADICTION = 2.0
 
 _UM_PER_UNIT = {"centimeter": 1e4, "cm": 1e4, "3": 1e4, "inch": 25400.0, "2": 25400.0}
 
@@ -102,8 +114,8 @@ def objective_power(props: Mapping[str, Any]) -> float | None:
 
 
 def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
-                name: str = "slide", require: bool = True,
-                stacklevel: int = 2) -> tuple[float, str]:
+                name: str = "slide", require: bool = True, stacklevel: int = 2,
+                nuclei: Callable[[], MppEstimate] | None = None) -> tuple[float, str]:
     """Resolve the level-0 µm/px of a slide from its properties.
 
     Parameters
@@ -120,6 +132,10 @@ def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
     stacklevel : int
         ``stacklevel`` of the warnings (objective-power fallback, non-square pixels), relative
         to the caller of this function.
+    nuclei : callable, optional
+        Returns the slide's :class:`~wsikit.slide.mpp_estimate.MppEstimate` (or raises
+        :class:`~wsikit.errors.MppError`); called only when the properties hold no resolution:
+        the last resort, and the check of a user value for such a slide.
 
     Returns
     -------
@@ -132,7 +148,10 @@ def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
         If the user value is implausible, or no source gives a resolution (and ``require``).
     """
     if mpp is not None:
-        return check_mpp(mpp), "user"
+        given = check_mpp(mpp)
+        if nuclei is not None:
+            _check_against_nuclei(properties, given, name, nuclei, stacklevel + 1)
+        return given, "user"
     vendor = str(properties.get("openslide.vendor", "") or "").lower()
     if vendor != "generic-tiff":
         value = _combine(_float(properties.get("openslide.mpp-x")),
@@ -161,6 +180,23 @@ def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
             f"(10/power) instead. Pass {keyword('mpp')} if this is wrong.",
             UserWarning, stacklevel=stacklevel)
         return 10.0 / power, "objective-power"
+    suggest = ""
+    if nuclei is not None:
+        try:
+            est = nuclei()
+        except MppError as exc:
+            suggest = f" Its nuclei could not be measured either: {exc}."
+        else:
+            if est.resolved:
+                warnings.warn(
+                    f"{name}: no resolution metadata; {est.mpp:.2f} µm/px estimated from the "
+                    f"size of its nuclei (range {est.low:.2f}–{est.high:.2f} µm/px, "
+                    f"{est.n_nuclei} nuclei of {est.diameter_px:.1f} px), recorded as "
+                    f"'{ESTIMATED}'. Pass {keyword('mpp')} with the scanner's value if you "
+                    "know it.", UserWarning, stacklevel=stacklevel)
+                return est.mpp, ESTIMATED
+            suggest = (f" Its nuclei suggest {est.describe()}: too small to measure, so no "
+                       "estimate is used.")
     if not require:
         return float("nan"), "unknown"
     rejected = _rejected(properties)
@@ -168,8 +204,39 @@ def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
              f"{MPP_RANGE[0]}–{MPP_RANGE[1]} µm/px)." if rejected else "")
     raise MppError(
         f"{name}: cannot determine the resolution (microns per pixel): no openslide.mpp-x, "
-        f"aperio.MPP, usable TIFF resolution or objective power.{found} Pass it explicitly, "
-        + ("e.g. --mpp 0.25." if on_command_line() else "e.g. open_slide(path, mpp=0.25)."))
+        f"aperio.MPP, usable TIFF resolution or objective power.{found}{suggest} Pass the "
+        f"slide's level-0 µm/px explicitly with {keyword('mpp')} (the scanner or its scan "
+        "report records it).")
+
+
+def _check_against_nuclei(properties: Mapping[str, Any], value: float, name: str,
+                          nuclei: Callable[[], MppEstimate], stacklevel: int) -> None:
+    """Warn when a user's ``value`` for a slide without a resolution of its own is more than
+    :data:`CONTRADICTION` times off the estimate from its nuclei."""
+    with warnings.catch_warnings():   # the file's own resolution only decides whether to look
+        warnings.simplefilter("ignore")
+        own, _ = resolve_mpp(properties, name=name, require=False)
+    if math.isfinite(own):
+        return
+    try:
+        est = nuclei()
+    except MppError:
+        return
+    if not est.resolved:
+        off = value * CONTRADICTION < est.low    # only a lower bound is known
+    else:
+        off = not est.mpp / CONTRADICTION <= value <= est.mpp * CONTRADICTION
+    if off:
+        warnings.warn(
+            f"{name}: {option('mpp', value)} contradicts the size of its nuclei, which "
+            f"suggests {est.describe()}: {value:g} µm/px is {_factor(value, est.mpp)} that. "
+            "Check the value (the scanner or its scan report records it).", UserWarning,
+            stacklevel=stacklevel)
+
+
+def _factor(value: float, estimate: float) -> str:
+    ratio = value / estimate
+    return f"{ratio:.1f}x" if ratio >= 1 else f"1/{1 / ratio:.1f} of"
 
 
 def _rejected(props: Mapping[str, Any]) -> list[str]:

@@ -28,12 +28,13 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from .._hints import expect, option
+from .._hints import expect, keyword, option
 from ..errors import MppError, SlideError, WsikitError
 from .backends import _BACKEND_CLASSES, _Backend
 from .dicom import is_dicom
 from .filecheck import _check_tiff_extent, _quiet, check_openable
 from .mpp import check_mpp, objective_power, resolve_mpp
+from .mpp_estimate import MppEstimate
 
 __all__ = ["Slide", "open_slide", "BACKENDS", "bad_tile_policy", "slide_of", "slide_stem"]
 
@@ -86,7 +87,7 @@ class Slide:
         Level-0 µm/px (``nan`` only when opened with ``require_mpp=False`` and unknown).
     mpp_source : str
         ``"user"``, ``"openslide.mpp"``, ``"aperio.MPP"``, ``"tiff.resolution"``,
-        ``"objective-power"`` (or ``"unknown"``).
+        ``"objective-power"``, ``"estimated from nuclei"`` (or ``"unknown"``).
     objective_power : float or None
     """
 
@@ -303,8 +304,9 @@ class Slide:
             if target_mpp is None:
                 raise SlideError("read_at_mpp needs target_mpp= or out_size=")
             if not math.isfinite(self.mpp):
-                raise MppError(f"{self.path}: slide mpp unknown; give it (e.g. "
-                               f"{option('mpp', 0.25)}) to read at a target resolution")
+                raise MppError(f"{self.path}: slide mpp unknown; give the slide's level-0 "
+                               f"µm/px ({keyword('mpp')}, its scanner records it) to read at a "
+                               "target resolution")
             check_mpp(target_mpp, what="target_mpp")
             out_w = max(1, int(round(w * self.mpp / target_mpp)))
             out_h = max(1, int(round(h * self.mpp / target_mpp)))
@@ -365,8 +367,9 @@ class Slide:
         W, H = self.dimensions
         if mpp is not None:
             if not math.isfinite(self.mpp):
-                raise MppError(f"{self.path}: slide mpp unknown; give it (e.g. "
-                               f"{option('mpp', 0.25)}) or use thumbnail(max_size=...)")
+                raise MppError(f"{self.path}: slide mpp unknown; give the slide's level-0 "
+                               f"µm/px ({keyword('mpp')}, its scanner records it) or use "
+                               "thumbnail(max_size=...)")
             scale = self.mpp / mpp
         else:
             edge = 1024 if max_size is None else int(max_size)
@@ -375,6 +378,47 @@ class Slide:
             scale = min(1.0, edge / max(W, H))
         size = (max(1, int(round(W * scale))), max(1, int(round(H * scale))))
         return self.read_at_mpp((0, 0, W, H), out_size=size, resample=resample)
+
+    def estimate_mpp(self, *, regions: int = 8, size: int = 512) -> MppEstimate:
+        """Estimate the level-0 µm/px from the size of the slide's nuclei.
+
+        Reads ``regions`` squares of ``size`` level-0 px from the most nuclear-rich tissue
+        of a thumbnail (spread apart, never two side by side) and measures them with
+        :func:`~wsikit.slide.mpp_estimate.estimate_mpp_from_nuclei`. The slide's own ``mpp``
+        is not used.
+
+        Raises
+        ------
+        MppError
+            Too few nuclei (no H&E tissue, or a slide too small).
+        """
+        from .mpp_estimate import estimate_mpp_from_nuclei
+
+        W, H = self.dimensions
+        size = int(min(size, W, H))
+        nx, ny = max(1, W // size), max(1, H // size)
+        thumb = self.thumbnail(max_size=min(1024, max(W, H)))
+        th, tw = thumb.shape[:2]
+        od = -np.log10(np.maximum(thumb.astype(np.float32), 1.0) / 255.0)
+        # H&E tissue (no H&E mix absorbs red more than green: pen and dye do), and its
+        # haematoxylin-rich part (red is absorbed by haematoxylin, hardly by eosin)
+        tissue = (od.sum(-1) > 0.2) & (od[..., 0] <= od[..., 1] + 0.02)
+        cy = np.minimum((np.arange(th) + 0.5) * H / th // size, ny - 1).astype(np.int64)
+        cx = np.minimum((np.arange(tw) + 0.5) * W / tw // size, nx - 1).astype(np.int64)
+        cell = (cy[:, None] * nx + cx[None, :]).ravel()
+        weight = np.where(tissue, od[..., 0], 0.0).ravel()
+        score = (np.bincount(cell, weights=weight, minlength=nx * ny)
+                 / np.maximum(np.bincount(cell, minlength=nx * ny), 1))
+        chosen: list[tuple[int, int]] = []
+        for k in np.argsort(-score, kind="stable"):
+            if score[k] <= 0 or len(chosen) >= regions:
+                break
+            gy, gx = divmod(int(k), nx)
+            if all(max(abs(gy - y), abs(gx - x)) > 1 for y, x in chosen) or nx * ny <= 9:
+                chosen.append((gy, gx))
+        pixels = [self.read_region((gx * size, gy * size), 0, (size, size))
+                  for gy, gx in chosen or [(0, 0)]]
+        return estimate_mpp_from_nuclei(pixels)
 
     def get_thumbnail(self, size: tuple[int, int]) -> Image.Image:
         """OpenSlide's ``get_thumbnail``: the whole slide as an RGB PIL image that fits in
@@ -463,7 +507,7 @@ def bad_tile_policy(value: str | None = None) -> str:
 
 def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
                mpp: float | None = None, require_mpp: bool = True,
-               on_bad_tile: str | None = None) -> Slide:
+               on_bad_tile: str | None = None, estimate_mpp: bool = True) -> Slide:
     """Open a whole-slide image (or a plain image) as a :class:`Slide`.
 
     Parameters
@@ -479,10 +523,16 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     mpp : float, optional
         Level-0 µm/px overriding the file's metadata (0.05–20).
     require_mpp : bool
-        If False, a slide without resolution metadata opens with ``mpp = nan``.
+        If False, a slide without a resolution (metadata, or an estimate from its nuclei)
+        opens with ``mpp = nan``.
     on_bad_tile : {"fail", "skip"}, optional
         What a damaged tile does (:data:`BAD_TILE_POLICIES`; default ``$WSIKIT_ON_BAD_TILE``
         or ``"fail"``).
+    estimate_mpp : bool
+        Estimate the resolution of a slide without resolution metadata from the size of its
+        nuclei (:meth:`Slide.estimate_mpp`; ``mpp_source`` ``"estimated from nuclei"``, with a
+        warning), and check a user ``mpp`` for such a slide against it (a warning when more
+        than 2x off). False: neither (a caller with a value of its own to fill in).
 
     Raises
     ------
@@ -540,8 +590,10 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
         last = slide.level_count - 1
         lw, lh = slide.level_dimensions[last]
         slide._read_level(last, lw // 2, lh // 2, 1, 1)
-        value, source = resolve_mpp(opened.properties, mpp=mpp, name=p.name,
-                                    require=require_mpp, stacklevel=3)
+        opened_slide = slide
+        value, source = resolve_mpp(
+            opened.properties, mpp=mpp, name=p.name, require=require_mpp, stacklevel=3,
+            nuclei=(lambda: _nuclei_estimate(opened_slide)) if estimate_mpp else None)
         slide.mpp, slide.mpp_source = float(value), source
     except BaseException:
         # Close once: the probe may have replaced the handle (a re-open after a damaged
@@ -553,6 +605,37 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
             opened.close()
         raise
     return slide
+
+
+#: Estimates from nuclei by (path, size, mtime): a slide opened again (by each stage, by the
+#: fast pixel backends) is measured once per process.
+_ESTIMATES: dict[tuple[str, int, int], MppEstimate | MppError] = {}
+
+
+def _nuclei_estimate(slide: Slide) -> MppEstimate:
+    """:meth:`Slide.estimate_mpp`, once per file and process; a read error is an
+    :class:`~wsikit.errors.MppError` (the resolution is what could not be found)."""
+    try:
+        st = slide.path.stat()
+        key: tuple[str, int, int] | None = (str(slide.path.resolve()), st.st_size,
+                                            st.st_mtime_ns)
+    except OSError:
+        key = None
+    found = _ESTIMATES.get(key) if key is not None else None
+    if found is None:
+        try:
+            found = slide.estimate_mpp()
+        except MppError as exc:
+            found = exc
+        except WsikitError as exc:
+            found = MppError(f"its pixels could not be read ({exc})")
+        if key is not None:
+            if len(_ESTIMATES) >= 64:
+                _ESTIMATES.pop(next(iter(_ESTIMATES)))
+            _ESTIMATES[key] = found
+    if isinstance(found, MppError):
+        raise MppError(str(found))
+    return found
 
 
 def _sole_series(path: Path) -> bool:

@@ -1,8 +1,12 @@
 """Weight-free tissue segmentation on a low-resolution thumbnail (about 8 µm/px).
 
-The mask separates stained tissue from background by colour saturation (white *and* grey
-backgrounds are unsaturated), thresholded with Otsu (with a floor so that empty slides stay
-empty). Pen ink (blue, green, black) and dark scanner borders are masked out first. Small
+The mask separates stained tissue from the slide's own glass by optical density (OD): the
+glass is the brightest, least coloured wide mode of the thumbnail (white *and* grey
+backgrounds; a field covered by tissue has none and is measured against a clean-glass white),
+and tissue absorbs more than it with a stain's colour (grey matter is not stain). The
+thresholds are physical, so pale loose stroma and pale mucin are kept beside dense tumour and
+empty slides stay empty. Pen ink (blue, green, black, red), dye, dark scanner borders and
+scanner fill are masked out first. Small
 specks and small holes are removed by physical area (µm²), so results do not depend on the
 thumbnail scale. Holes that remain are kept as polygon interiors in the GeoJSON.
 
@@ -46,24 +50,9 @@ if TYPE_CHECKING:
     from ..slide import Slide
 
 __all__ = ["tissue_mask", "ink_regions", "artefact_masks", "fold_mask", "pale_holes",
+           "glass_reference",
            "segment_tissue", "tissue_from_thumbnail", "TissueMask",
            "mask_polygons", "mask_shape"]
-
-def _otsu(values: np.ndarray) -> float:
-    """Otsu threshold of values in [0, 1] (256-bin histogram)."""
-    hist, edges = np.histogram(values, bins=256, range=(0.0, 1.0))
-    hist = hist.astype(np.float64)
-    if hist.sum() == 0:
-        return 1.0
-    centers = 0.5 * (edges[:-1] + edges[1:])
-    w0 = np.cumsum(hist)
-    w1 = w0[-1] - w0
-    m0 = np.cumsum(hist * centers)
-    mean0 = m0 / np.maximum(w0, 1e-12)
-    mean1 = (m0[-1] - m0) / np.maximum(w1, 1e-12)
-    between = w0 * w1 * (mean0 - mean1) ** 2
-    return float(centers[int(np.argmax(between))])
-
 
 def _remove_small(mask: np.ndarray, min_px: float) -> np.ndarray:
     """Drop 8-connected True components with fewer than ``min_px`` pixels."""
@@ -195,21 +184,194 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, close_um: float = 40.0,
     return ink
 
 
-def _stained(thumb: np.ndarray, *, mpp: float, min_saturation: float, remove_ink: bool,
-             smooth_um: float) -> tuple[np.ndarray, np.ndarray]:
-    """Stained pixels (saturation above the slide's Otsu threshold), and the ink regions."""
-    r, g, b = thumb[..., 0], thumb[..., 1], thumb[..., 2]
-    mx = np.maximum(np.maximum(r, g), b)  # much faster than reducing over a length-3 axis
-    mn = np.minimum(np.minimum(r, g), b)
-    sat = (mx.astype(np.float32) - mn) / np.maximum(mx, 1).astype(np.float32)
+#: The glass of a field that has none (a tile covered by tissue): uint8 243 in every channel,
+#: an optical density of 0.021 a channel, 95 % of the light through. Clean glass as brightfield
+#: scanners white-balance it is about that: 240-243 on the real TCGA tiles, 243-246 on
+#: CMU-1-Small-Region, 241-245 on small.svs (``tests/data``); Macenko et al. (2009) take 240 as
+#: the transmitted light of their stain normalisation.
+WHITE_GLASS = (243.0, 243.0, 243.0)
+#: Glass is at most this dark (summed OD, about uint8 195: the grey backgrounds of some
+#: scanners) ...
+GLASS_MAX_OD = 0.35
+#: ... and at most this coloured (OD spread across the channels: mucin, the palest stained
+#: matter, has 0.025 and more; glass tinted by a scanner's white balance 0.01 or less).
+GLASS_MAX_CHROMA = 0.02
+#: Stained matter absorbs at least this summed OD above the glass (smoothed) ...
+MIN_STAIN_OD = 0.05
+#: ... with at least this OD spread across the channels, and at least :data:`STAIN_CHROMA` of
+#: its summed OD: haematoxylin spreads 0.19, eosin 0.37, blood 0.28, while grey matter
+#: (dust, mountant, a coverslip's edge, glass darker in one place) spreads almost none.
+MIN_STAIN_CHROMA = 0.015
+STAIN_CHROMA = 0.12
+
+
+@dataclass(frozen=True)
+class GlassReference:
+    """The colour of a thumbnail's glass, which stain optical density is measured against.
+
+    Attributes
+    ----------
+    rgb : (float, float, float)
+        Glass colour (uint8 scale).
+    found : bool
+        True: the field's own glass (:func:`glass_reference`); False: the field has no
+        glass (it is covered by tissue) and :data:`WHITE_GLASS` stands in for it.
+    fraction : float
+        Fraction of the thumbnail's pixels that are this glass (0 when not found).
+    """
+
+    rgb: tuple[float, float, float]
+    found: bool
+    fraction: float
+
+    @property
+    def od(self) -> np.ndarray:
+        """Optical density of the glass per channel, ``-log10(rgb / 255)``, shape (3,)."""
+        return -np.log10(np.clip(np.asarray(self.rgb, np.float64), 1.0, 255.0) / 255.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rgb": [round(float(v), 2) for v in self.rgb], "found": self.found,
+                "fraction": round(float(self.fraction), 4)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GlassReference:
+        r, g, b = (float(v) for v in data["rgb"])
+        return cls(rgb=(r, g, b), found=bool(data["found"]), fraction=float(data["fraction"]))
+
+
+def _smoothed_od(thumb: np.ndarray, *, mpp: float, smooth_um: float) -> list[np.ndarray]:
+    """Optical density of each channel, box-smoothed over ``smooth_um``."""
     size = max(1, int(round(smooth_um / mpp)))
-    if size > 1:
-        sat = _box_mean(sat, size)
-    excluded = ink_regions(thumb, mpp=mpp) if remove_ink else np.zeros(mx.shape, bool)
-    values = sat[~excluded]
-    step = max(1, values.size // 250_000)  # Otsu on a subsample is as good and faster
-    thr = max(_otsu(values[::step]) if values.size else 1.0, min_saturation)
-    return (sat > thr) & ~excluded, excluded
+    out = []
+    for c in range(3):
+        od = _OD[thumb[..., c]]
+        out.append(_box_mean(od, size) if size > 1 else od)
+    return out
+
+
+def _flat(thumb: np.ndarray) -> np.ndarray:
+    """Pixels whose 3x3 neighbourhood has exactly one colour (no glass or tissue does)."""
+    flat = np.ones(thumb.shape[:2], bool)
+    for c in range(3):
+        ch = thumb[..., c]
+        flat &= ndi.maximum_filter(ch, size=3) == ndi.minimum_filter(ch, size=3)
+    return flat
+
+
+def _glass(od: list[np.ndarray], *, mpp: float, never: np.ndarray, fill: np.ndarray
+           ) -> GlassReference:
+    """:func:`glass_reference` on smoothed OD planes; ``fill``: scanner fill (glass only when
+    there is no other: a slide scanned with its glass clipped to white)."""
+    # glass is wide and even: every k-th pixel (at most about a million) finds it as well
+    k = max(1, int(math.ceil(math.sqrt(never.size / 1e6))))
+    if k > 1:
+        od, never, fill, mpp = [p[::k, ::k] for p in od], never[::k, ::k], fill[::k, ::k], mpp * k
+    total = od[0] + od[1] + od[2]
+    chroma = np.maximum(np.maximum(od[0], od[1]), od[2]) - np.minimum(np.minimum(od[0], od[1]),
+                                                                       od[2])
+    unstained = (total <= GLASS_MAX_OD) & (chroma <= GLASS_MAX_CHROMA) & ~never
+    min_px = MIN_HOLE_UM2 / (mpp * mpp)
+    # glass is wide: a lumen, a vacuole of fat or the slide around the specimen, never the
+    # scattered pale pixels of stained tissue
+    pools = [_remove_small(unstained & ~fill, min_px), _remove_small(unstained & fill, min_px)]
+    for pool in pools:
+        if np.count_nonzero(pool) < max(min_px, 1):
+            continue
+        step = 0.005                                # histogram of the summed OD
+        counts = np.bincount((total[pool] / step).astype(np.int64)).astype(np.float64)
+        hist = np.convolve(np.pad(counts, 2), np.ones(5) / 5, mode="same")[2:-2]
+        padded = np.pad(hist, 1)
+        peak = ((hist >= padded[:-2]) & (hist >= padded[2:]) & (hist >= 0.25 * hist.max()))
+        centre = (np.flatnonzero(peak)[0] + 0.5) * step   # the brightest mode
+        near = np.abs(total - centre) <= 4 * step
+        sel = pool & near
+        if not sel.any():
+            continue
+        rgb = tuple(float(255.0 * 10.0 ** -np.median(plane[sel])) for plane in od)
+        share = np.count_nonzero((pools[0] | pools[1]) & near) / near.size
+        return GlassReference(rgb=(rgb[0], rgb[1], rgb[2]), found=True, fraction=float(share))
+    return GlassReference(rgb=WHITE_GLASS, found=False, fraction=0.0)
+
+
+def glass_reference(thumb: np.ndarray, *, mpp: float, excluded: np.ndarray | None = None,
+                    smooth_um: float = 16.0) -> GlassReference:
+    """The glass of a thumbnail: the brightest, least coloured wide mode of its pixels.
+
+    Glass candidates are pixels at most :data:`GLASS_MAX_OD` dark and :data:`GLASS_MAX_CHROMA`
+    coloured (OD, smoothed over ``smooth_um``), in connected regions of at least
+    :data:`MIN_HOLE_UM2` (the slide around the specimen, lumens, fat vacuoles: glass under the
+    coverslip either way). Their summed OD is histogrammed and the brightest mode holding at
+    least a quarter of the largest one is the glass: a grey mountant or a bubble beside it is
+    darker, scanner fill (exactly constant colour) is taken only when nothing else is glass.
+    A field without such regions (a tile covered by tissue) has no glass of its own:
+    :data:`WHITE_GLASS` stands in, and none is invented from pale tissue.
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+    mpp : float
+        µm/px of ``thumb``.
+    excluded : ndarray, shape (h, w), bool, optional
+        Pixels that are never glass (ink regions).
+    smooth_um : float
+        Box-filter width (µm) applied to the optical density first.
+
+    Returns
+    -------
+    GlassReference
+
+    >>> import numpy as np
+    >>> thumb = np.full((64, 64, 3), 238, np.uint8)
+    >>> thumb[16:48, 16:48] = (180, 90, 160)
+    >>> glass_reference(thumb, mpp=8.0).found
+    True
+    >>> glass_reference(thumb[16:48, 16:48], mpp=8.0).found   # all tissue: no glass
+    False
+    """
+    thumb = _check_thumb(thumb, mpp)
+    never = np.zeros(thumb.shape[:2], bool) if excluded is None else np.asarray(excluded, bool)
+    od = _smoothed_od(thumb, mpp=mpp, smooth_um=smooth_um)
+    return _glass(od, mpp=mpp, never=never, fill=_scanner_fill(thumb, _flat(thumb), mpp=mpp))
+
+
+def _fill(flat: np.ndarray, *, mpp: float) -> np.ndarray:
+    """Areas of exactly constant colour of at least :data:`MIN_HOLE_UM2`."""
+    return _remove_small(flat, MIN_HOLE_UM2 / (mpp * mpp))
+
+
+def _scanner_fill(thumb: np.ndarray, flat: np.ndarray, *, mpp: float) -> np.ndarray:
+    """Scanner fill: :func:`_fill` of colourless pixels (white, grey or black; never tissue)."""
+    r, g, b = (_OD[thumb[..., c]] for c in range(3))
+    colourless = (np.maximum(np.maximum(r, g), b) - np.minimum(np.minimum(r, g), b)
+                  <= GLASS_MAX_CHROMA)
+    return _fill(flat & colourless, mpp=mpp)
+
+
+@dataclass(frozen=True)
+class _Stain:
+    """What :func:`_stained` found on a thumbnail."""
+
+    stained: np.ndarray   # stained matter, not ink and not scanner fill
+    ink: np.ndarray       # ink regions (never tissue)
+    flat: np.ndarray      # pixels of exactly constant colour around them
+    fill: np.ndarray      # colourless scanner fill (never tissue)
+
+
+def _stained(thumb: np.ndarray, *, mpp: float, min_od: float, min_chroma: float,
+             remove_ink: bool, smooth_um: float) -> _Stain:
+    """Stained pixels: optical density above the slide's glass, with a stain's colour."""
+    excluded = (ink_regions(thumb, mpp=mpp) if remove_ink
+                else np.zeros(thumb.shape[:2], bool))
+    flat = _flat(thumb)
+    fill = _scanner_fill(thumb, flat, mpp=mpp)
+    od = _smoothed_od(thumb, mpp=mpp, smooth_um=smooth_um)
+    glass = _glass(od, mpp=mpp, never=excluded, fill=fill)
+    g = glass.od.astype(np.float32)
+    d = [plane - g[c] for c, plane in enumerate(od)]
+    above = d[0] + d[1] + d[2]
+    spread = np.maximum(np.maximum(d[0], d[1]), d[2]) - np.minimum(np.minimum(d[0], d[1]), d[2])
+    stained = (above > min_od) & (spread >= min_chroma) & (spread >= STAIN_CHROMA * above)
+    return _Stain(stained=stained & ~excluded & ~fill, ink=excluded, flat=flat, fill=fill)
 
 
 def _check_thumb(thumb: np.ndarray, mpp: float) -> np.ndarray:
@@ -231,11 +393,12 @@ def pale_holes(thumb: np.ndarray, tissue: np.ndarray, *, excluded: np.ndarray | 
                min_od: float = 0.12) -> np.ndarray:
     """Holes of a tissue mask that hold faintly stained matter, not glass: mucin, oedema.
 
-    Mucin is pale blue-grey, about as unsaturated as glass, so the saturation threshold of
-    :func:`tissue_mask` leaves a pool of it as a hole in the tissue. A hole (a region enclosed
-    by tissue) whose median optical density is at least ``min_od`` above the glass's (the
-    median OD of the slide's background) is stained matter: mucin at (200, 205, 220) is 0.26,
-    glass about 0.06, the white of a lumen or of fat vacuoles within 0.05 of glass.
+    Mucin is pale blue-grey, nearly as colourless as glass, so where it is palest the stain
+    rule of :func:`tissue_mask` may leave a pool of it as a hole in the tissue. A hole (a
+    region enclosed by tissue) whose median optical density is at least ``min_od`` above the
+    glass's (the median OD of the slide's background) is stained matter: mucin at
+    (200, 205, 220) is 0.26, glass about 0.06, the white of a lumen or of fat vacuoles within
+    0.05 of glass.
 
     Parameters
     ----------
@@ -280,15 +443,26 @@ def _clean(stained: np.ndarray, *, mpp: float, min_tissue_um2: float,
         holes = ~mask
         holes_small = holes & ~_remove_small(holes, min_hole_um2 / px_area)
         mask = mask | holes_small
-        if thumb is not None:   # pools of mucin: stained, but unsaturated
+        if thumb is not None:   # pools of mucin: stained, but hardly coloured
             mask |= pale_holes(thumb, mask, excluded=excluded)
     return mask
 
 
 def tissue_mask(thumb: np.ndarray, *, mpp: float, min_tissue_um2: float = MIN_TISSUE_UM2,
-                min_hole_um2: float = MIN_HOLE_UM2, min_saturation: float = 0.07,
-                remove_ink: bool = True, smooth_um: float = 16.0) -> np.ndarray:
+                min_hole_um2: float = MIN_HOLE_UM2, min_od: float = MIN_STAIN_OD,
+                min_chroma: float = MIN_STAIN_CHROMA, remove_ink: bool = True,
+                smooth_um: float = 16.0) -> np.ndarray:
     """Boolean tissue mask of an RGB thumbnail (stained tissue, without ink).
+
+    Tissue is measured against the slide's own glass (:func:`glass_reference`; a field
+    without glass is measured against :data:`WHITE_GLASS`): a pixel is stained where, in
+    optical density smoothed over ``smooth_um``, it absorbs more than ``min_od`` above the
+    glass (summed over R, G, B) with a stain's colour, an OD spread across the channels of at
+    least ``min_chroma`` and :data:`STAIN_CHROMA` of its summed OD. Grey matter (dust,
+    mountant, a bubble, a coverslip's edge) absorbs all channels alike and is not tissue; ink,
+    dye, dark borders and scanner fill (exactly constant colour) never are. The thresholds
+    are physical, not fitted to the slide, so a field covered by tissue keeps its pale
+    stroma, fat and mucin (a per-slide Otsu split of saturation dropped them there).
 
     Parameters
     ----------
@@ -301,13 +475,15 @@ def tissue_mask(thumb: np.ndarray, *, mpp: float, min_tissue_um2: float = MIN_TI
     min_hole_um2 : float
         Holes smaller than this area (µm²) are filled; larger ones are kept, unless they
         hold faintly stained matter such as mucin (:func:`pale_holes`).
-    min_saturation : float
-        Floor for the Otsu threshold on saturation (keeps empty slides empty).
+    min_od : float
+        Least summed optical density above the glass of stained matter.
+    min_chroma : float
+        Least OD spread across the channels of stained matter.
     remove_ink : bool
         Mask out pen and marker ink of every colour, dye and dark borders
         (:func:`ink_regions`) before thresholding.
     smooth_um : float
-        Width (µm) of the box filter applied to saturation before thresholding.
+        Width (µm) of the box filter applied to the optical density before thresholding.
 
     Returns
     -------
@@ -316,10 +492,11 @@ def tissue_mask(thumb: np.ndarray, *, mpp: float, min_tissue_um2: float = MIN_TI
         them and :func:`segment_tissue` removes them.
     """
     thumb = _check_thumb(thumb, mpp)
-    stained, ink = _stained(thumb, mpp=mpp, min_saturation=min_saturation,
-                            remove_ink=remove_ink, smooth_um=smooth_um)
-    return _clean(stained, mpp=mpp, min_tissue_um2=min_tissue_um2, min_hole_um2=min_hole_um2,
-                  thumb=thumb, excluded=ink)
+    found = _stained(thumb, mpp=mpp, min_od=min_od, min_chroma=min_chroma,
+                     remove_ink=remove_ink, smooth_um=smooth_um)
+    return _clean(found.stained, mpp=mpp, min_tissue_um2=min_tissue_um2,
+                  min_hole_um2=min_hole_um2, thumb=thumb,
+                  excluded=found.ink | found.fill)
 
 
 def fold_mask(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
@@ -453,8 +630,9 @@ def fold_mask(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
 def artefact_masks(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
                    fold_eosin: float = 1.35, fold_haematoxylin: float = 1.35,
                    min_fold_um2: float = 5e3, fold_um: float = 40.0,
-                   min_tissue_um2: float = MIN_TISSUE_UM2, min_saturation: float = 0.07,
-                   smooth_um: float = 16.0) -> dict[str, np.ndarray]:
+                   min_tissue_um2: float = MIN_TISSUE_UM2, min_od: float = MIN_STAIN_OD,
+                   min_chroma: float = MIN_STAIN_CHROMA, smooth_um: float = 16.0
+                   ) -> dict[str, np.ndarray]:
     """Artefacts of a thumbnail, by kind (:data:`ARTEFACT_KINDS`), weight-free.
 
     * ``ink``: pen and marker ink of every colour, dye and dark borders (:func:`ink_regions`);
@@ -463,7 +641,8 @@ def artefact_masks(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
       tissue medians, smoothed over ``fold_um``) with the H:E ratio of the tissue around it;
       dark eosinophilic rims and haemorrhage (eosin-dominated) and dense nuclei
       (haematoxylin alone) are not folds; pieces under ``min_fold_um2`` are ignored;
-    * ``debris``: stained fragments too small to be tissue (under ``min_tissue_um2``);
+    * ``debris``: stained fragments too small to be tissue (under ``min_tissue_um2``; what is
+      stained: ``min_od``, ``min_chroma`` and ``smooth_um`` as in :func:`tissue_mask`);
     * ``fill``: scanner fill, areas of exactly constant colour (no glass or tissue has that).
 
     Blur is a property of the pixels of a patch, not of a thumbnail: the weight-free
@@ -486,29 +665,26 @@ def artefact_masks(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
     if tissue.shape != thumb.shape[:2]:
         raise TissueError(f"tissue mask {tissue.shape} does not match the thumbnail "
                           f"{thumb.shape[:2]}")
-    stained, ink = _stained(thumb, mpp=mpp, min_saturation=min_saturation, remove_ink=True,
-                            smooth_um=smooth_um)
-    return _artefacts(thumb, tissue, stained, ink, mpp=mpp, fold_eosin=fold_eosin,
+    found = _stained(thumb, mpp=mpp, min_od=min_od, min_chroma=min_chroma, remove_ink=True,
+                     smooth_um=smooth_um)
+    return _artefacts(thumb, tissue, found, mpp=mpp, fold_eosin=fold_eosin,
                       fold_haematoxylin=fold_haematoxylin, min_fold_um2=min_fold_um2,
                       fold_um=fold_um, min_tissue_um2=min_tissue_um2)
 
 
-def _artefacts(thumb: np.ndarray, tissue: np.ndarray, stained: np.ndarray, ink: np.ndarray, *,
+def _artefacts(thumb: np.ndarray, tissue: np.ndarray, found: _Stain, *,
                mpp: float, fold_eosin: float = 1.35, fold_haematoxylin: float = 1.35,
                min_fold_um2: float = 5e3, fold_um: float = 40.0,
                min_tissue_um2: float = MIN_TISSUE_UM2) -> dict[str, np.ndarray]:
-    """:func:`artefact_masks` from the stained pixels and ink regions already found."""
+    """:func:`artefact_masks` from the stained pixels, ink and flat regions already found."""
     px_area = mpp * mpp
     fold = fold_mask(thumb, tissue, mpp=mpp, fold_eosin=fold_eosin,
                      fold_haematoxylin=fold_haematoxylin, fold_um=fold_um,
                      min_fold_um2=min_fold_um2)
+    stained = found.stained
     debris = stained & ~tissue & ~_remove_small(stained, min_tissue_um2 / px_area)
-    flat = np.ones(tissue.shape, bool)
-    for c in range(3):
-        ch = thumb[..., c]
-        flat &= ndi.maximum_filter(ch, size=3) == ndi.minimum_filter(ch, size=3)
-    fill = _remove_small(flat & ~tissue, MIN_HOLE_UM2 / px_area)
-    return {"ink": ink, "fold": fold, "debris": debris, "fill": fill}
+    fill = _fill(found.flat & ~tissue, mpp=mpp)
+    return {"ink": found.ink, "fold": fold, "debris": debris, "fill": fill}
 
 
 def _ring_area(ring: np.ndarray) -> float:
@@ -917,7 +1093,8 @@ def segment_tissue(slide: Slide | str | os.PathLike[str], *, mpp: float = DEFAUL
         with slide_of(slide, name="segment_tissue(slide)", error=TissueError) as opened:
             return segment_tissue(opened, mpp=mpp, min_side_px=min_side_px, **options)
     if not math.isfinite(slide.mpp):
-        raise TissueError(f"{slide.path}: slide mpp unknown; pass it, e.g. {option('mpp', 0.25)}")
+        raise TissueError(f"{slide.path}: slide mpp unknown; pass the slide's "
+                          f"level-0 µm/px with {keyword('mpp')} (its scanner records it)")
     if isinstance(mpp, bool) or not isinstance(mpp, (int, float)) or not 0 < mpp < math.inf:
         raise TissueError(f"mpp={mpp!r}: the tissue mask resolution must be a positive number "
                           f"of µm/px, e.g. 8 ({keyword('mask_mpp')})")
@@ -949,19 +1126,20 @@ def tissue_from_thumbnail(thumb: np.ndarray, *, mpp: float, level0_size: tuple[i
     """
     thumb = _check_thumb(thumb, mpp)
     opts: dict[str, Any] = {"min_tissue_um2": MIN_TISSUE_UM2, "min_hole_um2": MIN_HOLE_UM2,
-                            "min_saturation": 0.07, "remove_ink": True, "smooth_um": 16.0}
+                            "min_od": MIN_STAIN_OD, "min_chroma": MIN_STAIN_CHROMA,
+                            "remove_ink": True, "smooth_um": 16.0}
     unknown = sorted(set(options) - set(opts))
     if unknown:
         raise TissueError(f"unknown tissue option(s) {', '.join(unknown)}; the options are "
                           f"{', '.join(opts)}")
     opts.update(options)
-    # the stained pixels and ink regions once, for the mask and for its artefacts
-    stained, ink = _stained(thumb, mpp=mpp, min_saturation=opts["min_saturation"],
-                            remove_ink=opts["remove_ink"], smooth_um=opts["smooth_um"])
-    mask = _clean(stained, mpp=mpp, min_tissue_um2=opts["min_tissue_um2"],
-                  min_hole_um2=opts["min_hole_um2"], thumb=thumb, excluded=ink)
-    arts = _artefacts(thumb, mask, stained, ink, mpp=mpp,
-                      min_tissue_um2=opts["min_tissue_um2"])
+    # the stained pixels, ink and glass once, for the mask and for its artefacts
+    found = _stained(thumb, mpp=mpp, min_od=opts["min_od"], min_chroma=opts["min_chroma"],
+                     remove_ink=opts["remove_ink"], smooth_um=opts["smooth_um"])
+    mask = _clean(found.stained, mpp=mpp, min_tissue_um2=opts["min_tissue_um2"],
+                  min_hole_um2=opts["min_hole_um2"], thumb=thumb,
+                  excluded=found.ink | found.fill)
+    arts = _artefacts(thumb, mask, found, mpp=mpp, min_tissue_um2=opts["min_tissue_um2"])
     mask = mask & ~arts["fold"] & ~arts["ink"]   # small ink holes were filled: never tissue
     return TissueMask(mask=mask, mpp=mpp, downsample=mpp / slide_mpp,
                       level0_size=(int(level0_size[0]), int(level0_size[1])),
