@@ -307,6 +307,7 @@ def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     config = BatchConfig(steps=step_names, options=options,
                          batch_size=int(settings.batch_size),
                          loader_workers=settings.loader_workers, plugins=tuple(plugins),
+                         decode=settings.decode,
                          store=parse_store(store))
     if isinstance(cohort, (str, os.PathLike)):
         slides = read_cohort(cohort, mpp=mpp, exclude=(out,))

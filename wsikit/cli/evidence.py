@@ -156,7 +156,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     if isinstance(params, dict):
         params = " ".join(f"{k}={v}" for k, v in params.items())
     print(f"search     {' '.join(filter(None, (info['kind'], str(params or ''))))}, "
-          f"{info['metric']}")
+          f"{info['metric']}; by {info['search']} on {info['device']}")
     if info["kind"] != "flat":
         print(f"recall@10  {info['recall_at_10']} (measured on {info['recall_queries']} queries)")
     bg = info.get("background")

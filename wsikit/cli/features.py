@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from pathlib import Path
 
+from ..run.options import RunSettings
 from ._common import mpp_type, non_negative_int, output_dir, positive_float, positive_int
+from .pipeline_options import add_option_flags
 
 __all__ = ["register"]
 
@@ -39,7 +42,7 @@ def _run(args: argparse.Namespace) -> int:
             batch_size=args.batch_size, workers=args.workers, weights=weights,
             target_mpp=args.target_mpp, patch_px=args.patch_px, mpp=args.mpp,
             precision=args.precision, coords=args.coords, reader=args.reader,
-            overwrite=args.overwrite, wait=args.wait)
+            overwrite=args.overwrite, wait=args.wait, decode=args.decode)
         name = str(emb.attrs.get("slide") or Path(slide).stem)
         print(f"{slide}: {len(emb)} x {emb.features.shape[1]} features "
               f"({emb.label}) -> {OutputLayout(args.out).features(emb.encoder, name)}",
@@ -91,6 +94,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--coords", help="coordinate file (wsikit/TRIDENT/CLAM HDF5) to use")
     p.add_argument("--reader", choices=("auto", "tiles", "slide"), default="auto",
                    help="patch reader: direct TIFF tiles, the slide reader, or auto")
+    # --decode from its one definition (wsikit.run.options.RunSettings.decode)
+    add_option_flags(p, RunSettings, skip={f.name for f in fields(RunSettings)} - {"decode"})
     p.add_argument("--overwrite", action="store_true",
                    help="recompute even when a complete feature file exists")
     p.add_argument("--wait", action="store_true",

@@ -97,15 +97,19 @@ class FigureIndex:
     """A searchable folder of literature figures (layout: :mod:`~wsikit.evidence._index_folder`).
 
     Use :meth:`build` to create one, :meth:`open` to load one, :meth:`add` to extend it and
-    :meth:`query` / :meth:`query_images` to search.
+    :meth:`query` / :meth:`query_images` to search. How it is searched (:attr:`search_kind`)
+    is chosen when it is opened (``search``, ``device``: :meth:`open`).
     """
 
-    def __init__(self, path: Path, manifest: dict[str, Any], index: Any) -> None:
+    def __init__(self, path: Path, manifest: dict[str, Any], index: Any, *,
+                 search: str = "auto", device: str | None = None) -> None:
         self.path = Path(path)
         self.manifest = manifest
         self._cpu_index = index
         self._background: Any = _UNSET
-        self._search_index = fu.to_search_device(index, manifest["kind"])
+        self._search_choice = (search, device)
+        self._search_index = fu.to_search_device(index, manifest["kind"], search=search,
+                                                 device=device)
         fu.set_search_params(self._search_index, manifest["kind"], manifest["params"])
         self._licences: frozenset[str] | None = None
         self._allowed: np.ndarray | None = None
@@ -130,6 +134,12 @@ class FigureIndex:
     def count(self) -> int:
         """Number of figure nodes."""
         return int(self.manifest["count"])
+
+    @property
+    def search_kind(self) -> dict[str, str]:
+        """How queries are searched: ``{"search": "faiss" | "faiss-gpu" | "torch", "device":
+        ...}`` (:func:`wsikit.evidence._faiss.to_search_device`; recorded in evidence.json)."""
+        return fu.search_kind(self._search_index)
 
     def __len__(self) -> int:
         return self.count
@@ -248,7 +258,8 @@ class FigureIndex:
                 "recall_queries": 0, "count": 0, "files": {}, "checksums": {},
             }
             (tmp / "images").mkdir()
-            empty = cls(tmp, {**manifest, "kind": "flat"}, fu.make_index(dim, "flat", {}))
+            empty = cls(tmp, {**manifest, "kind": "flat"}, fu.make_index(dim, "flat", {}),
+                        search="faiss")
             empty._write_version(nodes, encoder, kind=kind, params=params,
                                          recall_target=recall_target, batch_size=batch_size,
                                          progress_bar=progress_bar, fresh=True)
@@ -265,15 +276,25 @@ class FigureIndex:
         return cls.open(out)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, verify: bool = True) -> FigureIndex:
+    def open(cls, path: str | os.PathLike[str], *, verify: bool = True, search: str = "auto",
+             device: str | None = None) -> FigureIndex:
         """Load an index folder; ``verify`` checks the sha256 checksums of its files.
+
+        ``search`` chooses how it is searched: ``"auto"`` takes faiss-gpu where it sees a GPU,
+        else for a flat (exact) index on a CUDA ``device`` torch's exact search there (a
+        float16 matrix product and top-k, chunked to the free memory, the candidates re-scored
+        in float32: float32 exact search's results), else faiss on the CPU; ``"faiss"``
+        always faiss; ``"torch"`` torch's exact search on ``device`` (flat indexes; on a CPU
+        too). ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``; ``None``: CUDA when torch sees
+        it. The choice is :attr:`search_kind`.
 
         Raises
         ------
         EvidenceError
-            Missing/corrupt manifest or files, checksum mismatch.
+            Missing/corrupt manifest or files, checksum mismatch; ``search="torch"`` for an
+            IVF/HNSW index.
         """
-        return cls(*folder.read_folder(path, verify=verify))
+        return cls(*folder.read_folder(path, verify=verify), search=search, device=device)
 
     # ------------------------------------------------------------------ writing
     def _write_version(self, nodes: Sequence[FigureNode], encoder: Any, *, kind: str,
@@ -292,7 +313,9 @@ class FigureIndex:
         self.manifest = written.manifest
         self._background = written.background
         self._cpu_index = written.cpu_index
-        self._search_index = fu.to_search_device(written.cpu_index, kind)
+        search, device = self._search_choice
+        self._search_index = fu.to_search_device(written.cpu_index, kind, search=search,
+                                                 device=device)
         fu.set_search_params(self._search_index, kind, written.manifest["params"])
         folder.remove_stale(self.path, written.manifest)
         return written.report
@@ -336,7 +359,7 @@ class FigureIndex:
             stack.callback(lock.release)
             # Writers are serialised: continue from the version the previous writer committed,
             # not the one this object was opened at (else its files would be overwritten).
-            current = FigureIndex.open(self.path)
+            current = FigureIndex.open(self.path, search="faiss")  # its files, not a search
             self.manifest, self._cpu_index = current.manifest, current._cpu_index
             return self._write_version(list(nodes), encoder, kind=self.kind, params=None,
                                        recall_target=0.95, batch_size=batch_size,
@@ -515,7 +538,8 @@ class FigureIndex:
         ``problems``: what is damaged or outdated (:meth:`problems`; empty when none)."""
         levels, sources = folder.node_stats(self._db)
         n_images = len(list((self.path / "images").glob("*.png")))
-        return {"path": str(self.path), **self.manifest, "evidence_levels": levels,
+        return {"path": str(self.path), **self.manifest, **self.search_kind,
+                "evidence_levels": levels,
                 "licences": folder.licence_counts(self._db), "sources": sources,
                 "kinds": self.kind_counts(),
                 "images_stored": n_images, "problems": self.problems()}
@@ -568,7 +592,7 @@ class FigureIndex:
         return {"path": str(self.path), "encoder": self.encoder_name,
                 "encoder_label": enc.get("label", self.encoder_name),
                 "encoder_heuristic": bool(enc.get("heuristic", False)), "dim": self.dim,
-                "count": self.count, "kind": self.kind,
+                "count": self.count, "kind": self.kind, **self.search_kind,
                 "background": None if bg is None else {
                     "method": bg.method, "pairs": bg.pairs, "sampled": bg.sampled,
                     "p50": round(bg.similarity_at(50), 6), "p95": round(bg.similarity_at(95), 6),

@@ -201,7 +201,7 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
     emb = extract_features(ctx.open(), grid, encoder, device=ctx.device,
                            batch_size=cfg.batch_size, workers=workers,
                            precision=ctx.options.models.precision, progress=cfg.progress,
-                           out=ctx.job.root, overwrite=True, lock=False)
+                           out=ctx.job.root, overwrite=True, lock=False, decode=cfg.decode)
     seconds = time.perf_counter() - ts
     name = encoder.config.name
     ctx.add_output("features", ctx.layout.features(name, ctx.slide_id))

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_SLIDE_TIMEOUT",
+    "DECODES",
     "ATTENTION_SOURCES",
     "BatchKeywords",
     "BatchSettings",
@@ -72,6 +73,8 @@ __all__ = [
 
 #: Patches per forward pass of the patch encoder (a run setting: it never changes a result).
 DEFAULT_BATCH_SIZE = 64
+#: Values of ``decode``: JPEG tiles decoded by the CPU reader processes, or on the compute device.
+DECODES = ("reader", "device")
 #: Values of ``attention``: ``auto`` is TITAN when CONCH v1.5 features and TITAN weights exist.
 ATTENTION_SOURCES = ("auto", "titan", "heuristic")
 #: Patches kept by the ``topk`` selector unless ``per_scale`` says otherwise.
@@ -355,6 +358,12 @@ class RunSettings:
     force : bool
         ``select``: recompute every step instead of reusing earlier outputs (an edited
         tissue GeoJSON is then replaced by a new segmentation).
+    decode : {"reader", "device"}
+        Where the features step decodes JPEG tiles and resizes patches: ``"reader"``, in the
+        reader processes on the CPU (any slide format); ``"device"``, on the compute device
+        (nvJPEG on CUDA; tiled JPEG TIFFs only), when a few CPU cores cannot keep a GPU fed.
+        Pixels agree within a few uint8 levels; the feature file records which
+        (:func:`wsikit.features.extract.extract_features`).
     """
 
     device: str = opt("cpu", "cpu, cuda, cuda:1 ... (default {default})")
@@ -368,6 +377,17 @@ class RunSettings:
                                 action="store_false")
     force: bool = opt(False, "recompute every stage instead of reusing earlier outputs",
                       action="store_true")
+    decode: str = opt("reader", "where JPEG tiles are decoded and patches resized: 'reader' "
+                      "(default), the CPU reader processes, any slide format; 'device', the "
+                      "compute device (nvJPEG on CUDA; tiled JPEG TIFFs such as SVS), when a "
+                      "few CPU cores cannot keep a GPU fed (pixels within a few uint8 levels "
+                      "of the reader's; recorded in the feature file)", choices=DECODES)
+
+    def __post_init__(self) -> None:
+        if self.decode not in DECODES:
+            raise SelectionError(f"{option('decode', self.decode)} must be one of "
+                                 f"{', '.join(DECODES)}: 'reader' decodes on the CPU, "
+                                 "'device' on the compute device")
 
     @contextlib.contextmanager
     def cores(self) -> Iterator[None]:
@@ -715,6 +735,7 @@ class RunKeywords(OptionKeywords, total=False):
     threads: int | None
     progress: bool | None
     force: bool
+    decode: str
 
 
 class BatchKeywords(RunKeywords, total=False):

@@ -111,6 +111,7 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
     force = settings.force
     config = BatchConfig(steps=resolve_steps(["select"]), options=options,
                          batch_size=settings.batch_size, loader_workers=settings.loader_workers,
+                         decode=settings.decode,
                          progress=progress_enabled(settings.progress))
     # built once for the run: the selector of the check; the index (verified) and the
     # question's towers, opened before the slide is read, so a damaged one fails first

@@ -57,11 +57,14 @@ def encoder_entry(encoder: Any) -> dict[str, Any]:
             "precision": getattr(encoder, "precision", "fp32")}
 
 
-def open_index(index: str | os.PathLike[str] | FigureIndex) -> FigureIndex:
-    """The figure index (a path is opened and its checksums verified; an open one is kept)."""
+def open_index(index: str | os.PathLike[str] | FigureIndex, *,
+               device: str | None = None) -> FigureIndex:
+    """The figure index (a path is opened and its checksums verified, searched on the run's
+    ``device`` where that is CUDA: :meth:`~wsikit.evidence.FigureIndex.open`; an open one is
+    kept)."""
     from ..evidence import FigureIndex
 
-    return index if isinstance(index, FigureIndex) else FigureIndex.open(index)
+    return index if isinstance(index, FigureIndex) else FigureIndex.open(index, device=device)
 
 
 def index_digest(config: BatchConfig) -> str | None:
@@ -98,7 +101,7 @@ def open_index_once(config: BatchConfig, device: str, cache: dict[Any, Any], *,
     key = ("index", m.index, index_digest(config), m.towers, device)
     found = cache.get(key)
     if found is None:
-        index = open_index(m.index if opened is None else opened)
+        index = open_index(m.index if opened is None else opened, device=device)
         towers: dict[str, Any] = {}
         if m.towers:
             from ..evidence.towers import create_tower_encoders

@@ -659,6 +659,7 @@ def extract_slide_features(
     progress: bool | None = None,
     threads: int | None = None,
     wait: bool = False,
+    decode: str = "reader",
 ) -> Embeddings:
     """Tissue → grid → features for one slide, as ``wsikit features`` does.
 
@@ -675,7 +676,8 @@ def extract_slide_features(
     refused (:class:`~wsikit.errors.CacheError`), and so is a grid in ``out`` that is not
     the slide's current one (made from another slide, changed since, or from an earlier
     tissue mask or GeoJSON: :class:`~wsikit.errors.GridError`, :func:`wsikit.run.slide_ops.
-    grid_not_current`), so features are never computed on a stale grid.
+    grid_not_current`), so features are never computed on a stale grid. ``decode``: where JPEG
+    tiles are decoded (:attr:`wsikit.run.options.RunSettings.decode`).
     """
     from ..errors import GridError
     from ..features.extract import extract_features, resolve_encoder
@@ -720,4 +722,4 @@ def extract_slide_features(
         return extract_features(s, grid, enc, device=device, batch_size=batch_size,
                                 workers=workers, precision=precision, out=out,
                                 progress=progress, reader=reader, mpp=mpp, overwrite=overwrite,
-                                threads=threads)
+                                threads=threads, decode=decode)

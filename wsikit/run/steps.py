@@ -73,6 +73,8 @@ class BatchConfig:
         ``"zarr"`` / ``"zarr:URL"``: also write a zarr feature store.
     progress : bool
         Progress bars inside the steps (the in-process ``select`` run; workers keep them off).
+    decode : {"reader", "device"}
+        Where the features step decodes JPEG tiles (:attr:`RunSettings.decode`).
     """
 
     steps: tuple[str, ...] = ("segment", "patch", "features")
@@ -82,6 +84,7 @@ class BatchConfig:
     plugins: tuple[str, ...] = ()
     store: str | None = None
     progress: bool = False
+    decode: str = "reader"
 
     def value(self, name: str) -> Any:
         """A run setting or an option, by its flat name (e.g. ``"target_mpp"``)."""
@@ -105,7 +108,8 @@ class BatchConfig:
         return cls(options=PipelineOptions.from_dict(data), **run)
 
 
-_RUN_FIELDS = ("steps", "batch_size", "loader_workers", "plugins", "store", "progress")
+_RUN_FIELDS = ("steps", "batch_size", "loader_workers", "plugins", "store", "progress",
+               "decode")
 
 
 class SkipSlide(WsikitError):
