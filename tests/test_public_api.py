@@ -65,8 +65,9 @@ def test_all_lists_every_public_name_once() -> None:
 #: Issue 37 added 12: heatmap layers (wsikit.look.heatmap: HeatmapLayer, layer_tile and its
 #: legend; wsikit.look.layer_files: layers from a run's outputs and from user files) and 15 for
 #: the heatmap files, the command's function and options, and the question that steers the
-#: regions (wsikit.selection.question).
-EXPORT_BUDGET = 743
+#: regions (wsikit.selection.question). Issue 39 part 1 added 5 (the torch search kind, its
+#: budgets, the decode devices: main at 4b34d7e holds 721 names without counting them here).
+EXPORT_BUDGET = 748
 
 #: Exported constants in a file another change is rewriting, documented there; do not add to.
 UNDOCUMENTED_OK = {"wsikit.run.builtin_steps.FEATURE_KEYS",
