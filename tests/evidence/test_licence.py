@@ -299,8 +299,8 @@ def test_a_licence_filter_is_part_of_a_batch_select_steps_identity(tmp_path: Pat
     folder written before the option existed has."""
     import hashlib
 
-    from wsikit.run.builtin_steps import index_digest
     from wsikit.run.options import PipelineOptions
+    from wsikit.run.select_stage import index_digest
     from wsikit.run.steps import BatchConfig
 
     (tmp_path / "manifest.json").write_text('{"format": "x"}')

@@ -26,7 +26,7 @@ __all__ = ["main", "build_parser"]
 
 #: Area modules that contribute sub-commands, in the order shown by ``wsikit --help``.
 _AREAS = ("demo", "select", "slide", "features", "models", "evidence", "batch", "store",
-          "export", "view", "eval")
+          "export", "view", "heatmap", "eval")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -145,6 +145,14 @@ def non_negative_float(value: str) -> float:
     return v
 
 
+def finite_float(value: str) -> float:
+    """A finite number (not nan or inf)."""
+    v = float(_number(value, float))
+    if v != v or v in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{value!r} must be a finite number")
+    return v
+
+
 def fraction(value: str) -> float:
     """A number in ``[0, 1]``."""
     v = float(_number(value, float))

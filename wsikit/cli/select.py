@@ -56,6 +56,11 @@ def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
         print(f"  question      {sel['question']!r}: figures ranked by reciprocal-rank fusion "
               f"(k={fusion.get('k')}) of {channels}; similarity shown is the image's",
               file=stream)
+    steering = sel.get("question_steering")
+    if isinstance(steering, dict):
+        from ..look.report import question_text
+
+        print(f"  steering      {question_text(steering)}", file=stream)
     for note in sel.get("warnings") or ():
         print(f"  warning: {note}", file=stream)
     best_what = "best fused match" if fusion else "best match"
@@ -65,6 +70,10 @@ def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
         match = (f"  {best_what} {best['similarity']:.2f}: {best.get('figure_label') or ''} "
                  f"{(best.get('source_title') or '')[:50]}") if best else ""
         zoom = f"  inside {r['inside']}" if r.get("inside") else ""
+        if isinstance(r.get("question"), dict):  # steered: why this region
+            q = r["question"]
+            zoom += (f"  (importance rank {q.get('importance_rank')}, question similarity "
+                     f"rank {q.get('similarity_rank')})")
         print(f"  {r['id']:<4}{r['scale']}x  score {r['score']:.3f}  "
               f"box ({b['x']}, {b['y']}, {b['width']}px){zoom}{match}", file=stream)
     chains = _zoom_chains(d["regions"])

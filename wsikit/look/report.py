@@ -307,7 +307,7 @@ def _selection_section(ev: Mapping[str, Any]) -> str:
 
     # a similarity floor means nothing without an index: no "min_similarity = threshold"
     chips = "".join(f"<span>{_e(k)} = {_e(chip(k, v))}</span>" for k, v in sel.items()
-                    if k != "warnings" and v is not None
+                    if k not in ("warnings", "question_steering") and v is not None
                     and not (k == "min_similarity" and not isinstance(v, Mapping)))
     notes = [str(w) for w in sel.get("warnings") or []]
     warn_html = "".join(f'<p class="banner heur"><b>Warning.</b> {_e(w)}</p>' for w in notes)
@@ -317,6 +317,23 @@ def _selection_section(ev: Mapping[str, Any]) -> str:
                   else "")
     return (f'<section id="selection"><h2>Selection</h2>{warn_html}'
             f'<div class="chips">{chips}</div>{_selection_text(sel)}{empty_html}</section>')
+
+
+def question_text(steering: Mapping[str, Any]) -> str:
+    """One sentence on how a question chose the regions (``selection.question_steering``), or
+    why it did not."""
+    q = steering.get("question")
+    if not steering.get("applied"):
+        return f"Question “{q}”: {steering.get('why', 'it ranks the figures only')}."
+    towers = ", ".join(str(t) for t in steering.get("towers") or ())
+    text = (f"Regions chosen for the question “{q}”: each patch's similarity to it under "
+            f"{towers}, blended with the importance by rule {steering.get('rule')} "
+            f"({steering.get('rule_text')}), question weight w = {steering.get('weight')}; "
+            "each region lists its mean importance and similarity ranks.")
+    if steering.get("random_weights"):
+        text += (" A tower has random weights (a test of the mechanics): its similarity "
+                 "means nothing.")
+    return text
 
 
 #: One sentence per layout and for the floor (the report explains what the numbers mean).
@@ -341,6 +358,9 @@ def _selection_text(sel: Mapping[str, Any]) -> str:
         parts.append(f"Floor: every region scores at least {_num(floor)} ({what}).")
     elif "min_score" in sel:
         parts.append("Floor: none (min_score 0).")
+    steering = sel.get("question_steering")
+    if isinstance(steering, Mapping):
+        parts.append(question_text(steering))
     return "".join(f"<p class='muted'>{_e(p)}</p>" for p in parts)
 
 

@@ -23,7 +23,6 @@ stays light. The ``store`` step lives in :mod:`wsikit.run.store_step`.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib.util
 import time
 from collections.abc import Callable
@@ -32,22 +31,24 @@ from typing import Any
 
 from .._hints import keyword
 from ..patches.grid import PATCH_READ
-from .steps import BatchConfig, SkipSlide, SlideContext, register_step
+from .select_stage import index_and_towers, index_digest
+from .steps import SkipSlide, SlideContext, register_step
 
 __all__ = ["segment_step", "patch_step", "features_step", "attention_step", "select_step",
-           "GRID_KEYS", "FEATURE_KEYS", "ATTENTION_KEYS", "SELECT_KEYS", "index_and_towers",
-           "index_digest", "open_index_once", "selector_once"]
+           "GRID_KEYS", "FEATURE_KEYS", "ATTENTION_KEYS", "SELECT_KEYS", "selector_once"]
 
 #: Options each step's output depends on (a change redoes the step and those after it).
 GRID_KEYS = ("tissue_mpp", "target_mpp", "patch_px", "overlap_px", "min_tissue",
              "min_tissue_um2")
 FEATURE_KEYS = (*GRID_KEYS, "encoder", "weights", "precision")
 ATTENTION_KEYS = (*FEATURE_KEYS, "attention")
-#: The figure index counts by its content (:func:`index_digest`), not its path: a job folder
-#: moved with its index redoes nothing (evidence.json finds it again by ``index.relpath``).
+#: The figure index counts by its content (:func:`~wsikit.run.select_stage.index_digest`),
+#: not its path: a job folder moved with its index redoes nothing (evidence.json finds it
+#: again by ``index.relpath``).
 SELECT_KEYS = (*ATTENTION_KEYS, "selector", "scales", "per_scale", "min_coverage", "max_iou",
-               "margin", "layout", "min_score", "k", "min_similarity", "question",
-               "rrf_k", "towers", "match_kinds", "max_crop_px", "report", "synthetic")
+               "margin", "layout", "min_score", "question_weight", "k", "min_similarity",
+               "question", "rrf_k", "towers", "match_kinds", "max_crop_px", "report",
+               "synthetic")
 
 
 def _missing_module(module: str, what: str) -> Callable[[], str | None]:
@@ -237,51 +238,6 @@ def attention_step(ctx: SlideContext) -> dict[str, Any]:
     return {"source": att.source, "label": att.label, "n_patches": int(len(att.scores))}
 
 
-def index_digest(config: BatchConfig) -> str | None:
-    """SHA-256 (16 hex) of the figure index's manifest, and of the licence filter when one is
-    set (the figures a region may match): a rebuilt index or another filter redoes
-    ``select``."""
-    index = config.options.matching.index
-    if index is None:
-        return None
-    try:
-        data = (Path(index) / "manifest.json").read_bytes()
-    except OSError:
-        return "unreadable"  # the step itself then fails with the index's own message
-    if config.options.matching.licences is not None:
-        data += f"\nlicences={config.options.matching.licences}".encode()
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-def index_and_towers(ctx: SlideContext) -> tuple[Any, dict[str, Any]]:
-    """The open, verified figure index and the question's tower encoders (once per worker)."""
-    return open_index_once(ctx.config, ctx.device, ctx.cache)
-
-
-def open_index_once(config: BatchConfig, device: str, cache: dict[Any, Any], *,
-                    opened: Any = None) -> tuple[Any, dict[str, Any]]:
-    """:func:`index_and_towers` before a slide's context exists (``select`` opens the index
-    first, so a damaged one fails before the slide is read): kept in ``cache``. ``opened``:
-    the index already open (a :class:`~wsikit.evidence.FigureIndex` given to ``select``)."""
-    from .select_stage import open_index
-
-    m = config.options.matching
-    if m.index is None:
-        return None, {}
-    key = ("index", m.index, index_digest(config), m.towers, device)
-    found = cache.get(key)
-    if found is None:
-        index = open_index(m.index if opened is None else opened, device=device)
-        towers: dict[str, Any] = {}
-        if m.towers:
-            from ..evidence.towers import create_tower_encoders
-
-            towers = create_tower_encoders(index, m.towers, device=device,
-                                           weights=config.options.models.weight_files())
-        found = cache[key] = (index, towers)
-    return found
-
-
 def selector_once(ctx: SlideContext) -> Any:
     """The options' selector, built once per worker (``select`` passes the one its option
     check built)."""
@@ -303,6 +259,7 @@ def select_step(ctx: SlideContext) -> dict[str, Any]:
     from ..models import get_config
     from ..patches.grid import TileGrid
     from ..selection.attention import Attention
+    from .question import steer_regions
     from .select_stage import write_evidence
 
     index, towers = index_and_towers(ctx)  # a damaged index fails before any output
@@ -319,10 +276,11 @@ def select_step(ctx: SlideContext) -> dict[str, Any]:
                  "heuristic": bool(get_config(name).heuristic), "precision": "fp32"}
     timings = {step: rec["seconds"] for step, rec in ctx.records.items()
                if isinstance(rec, dict) and "seconds" in rec}
+    att, steering = steer_regions(ctx, slide, grid, att)  # a question with a tower
     sdir = ctx.prepare(ctx.layout.select_dir(ctx.slide_id))  # select/ made; <slide>/ published
     result = write_evidence(slide, grid, mask, att, sdir, ctx.options, encoder=entry,
                             index=index, device=ctx.device, towers=towers, timings=timings,
-                            selector=selector_once(ctx))
+                            selector=selector_once(ctx), steering=steering)
     ctx.artifacts["result"] = result
     ctx.add_output("evidence", sdir / "evidence.json")
     return {"regions": len(result.regions), "empty_scales": dict(result.empty_scales),

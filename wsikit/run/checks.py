@@ -25,9 +25,10 @@ def check_options(options: PipelineOptions, *, steps: Collection[str] | None = N
     """The one check ``select`` and ``batch`` (and their Python functions) make before any work.
 
     :meth:`PipelineOptions.check`, the selector's own options (:func:`build_selector`), a
-    question's needs (an index, a searchable term:
-    :func:`wsikit.evidence.captions.check_question`) and the weights of every model the
-    ``steps`` (default: all) will load (:func:`wsikit.models.preflight.check_weights_found`).
+    question's needs (an index and a searchable term,
+    :func:`wsikit.evidence.captions.check_question`; a question with a tower steers the
+    regions, and needs no index) and the weights of every model the ``steps`` (default: all)
+    will load (:func:`wsikit.models.preflight.check_weights_found`).
 
     Returns
     -------
@@ -44,10 +45,21 @@ def check_options(options: PipelineOptions, *, steps: Collection[str] | None = N
     """
     options.check()
     selector = build_selector(options.selection)
-    if options.matching.question is not None:  # a question steers matching: it needs an index
+    m = options.matching
+    if m.question is not None and (m.index is not None or not m.towers):
+        # a question steers matching: it needs an index (with a tower it steers the regions
+        # even without one)
         from ..evidence.captions import check_question
 
-        check_question(options.matching.question, index=options.matching.index)
+        check_question(m.question, index=m.index)
+    elif m.question is not None and not m.question.strip():
+        raise SelectionError(f"{option('question', m.question)} is empty; give a few words "
+                             "(e.g. 'dense tumour nuclei')")
+    if m.question is not None and m.towers:  # an image-only encoder cannot read a question
+        from ..evidence.towers import check_tower_encoder
+
+        for name in m.towers:
+            check_tower_encoder(name)
     _check_weights(options, steps)
     return selector
 

@@ -56,6 +56,7 @@ __all__ = [
     "BatchKeywords",
     "BatchSettings",
     "GridOptions",
+    "HeatmapOptions",
     "MatchOptions",
     "ModelOptions",
     "OutputOptions",
@@ -239,6 +240,10 @@ class SelectionOptions:
         Feasibility and compatibility of windows.
     min_score : "median" or float
         Saliency floor: the slide's median cell score, an absolute number, or 0 (none).
+    question_weight : float
+        With a question and an image-text tower (:class:`MatchOptions`): the question's share
+        ``w`` of the scores the selector runs on, ``(1 - w) · rank(importance) + w ·
+        rank(similarity to the question)`` (:mod:`wsikit.selection.question`).
     """
 
     selector: str = opt("multiscale", "selection strategy: multiscale (default) or topk "
@@ -262,6 +267,11 @@ class SelectionOptions:
     min_score: float | str = opt("median", "saliency floor: 'median' (default) keeps only "
                                  "regions scoring at least the slide's median patch score; a "
                                  "number is an absolute floor; 0 disables it", kind="min_score")
+    question_weight: float = opt(
+        0.5, "with --question and --tower: the question's share of the scores the regions are "
+             "chosen on, (1 - w) * rank(importance) + w * rank(similarity of the patch to the "
+             "question) (default {default:g}: equal say; 0 ignores the question, 1 uses it "
+             "alone)", kind="fraction")
 
     def selector_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`wsikit.selection.selectors.create_selector` for
@@ -294,11 +304,13 @@ class MatchOptions:
         means it too), a cosine similarity, or ``"none"``.
     question : str or None
         A clinical question: figures ranked by reciprocal-rank fusion of image similarity and
-        caption BM25 of the question.
+        caption BM25 of the question; with ``towers``, it also steers the regions.
     rrf_k : float
         Reciprocal-rank-fusion constant.
     towers : tuple of str
-        Vision-language towers of the index fused in with the question.
+        Image-text towers: each patch's similarity to the question steers the regions
+        (``question_weight``); with an index, its towers of these names join the figure
+        ranking.
     licences : str or None
         Match only figures under these licences: a group (``open``, ``commercial``,
         ``adaptable``) or licence names, comma-separated (:mod:`wsikit.evidence.licence`);
@@ -319,15 +331,17 @@ class MatchOptions:
                "or 'none'", kind="floor")
     question: str | None = opt(None, "a clinical question: figures ranked by image similarity "
                                "fused with caption BM25 of the question (reciprocal rank); "
-                               "shown in the context")
+                               "shown in the context; with --tower it also steers the "
+                               "regions")
     rrf_k: float = opt(50, "reciprocal-rank-fusion constant for --question (default "
                        "{default:g})", kind="positive_float")
     towers: tuple[str, ...] = opt(
-        (), "with --question: also rank by this vision-language tower of the index (e.g. "
-            "quiltnet_b32; built by 'wsikit index tower'): the question against the figures "
-            "and each crop against them, fused by rank; needs the tower's weights (--weights "
-            "NAME=PATH); repeatable", flag="--tower", action="append", metavar="NAME",
-        cli_default=[])
+        (), "with --question: an image-text tower (quiltnet_b32, plip, clip_vit_b32) that "
+            "steers the regions by each patch's similarity to the question (blended with the "
+            "importance, see --question-weight) and, with --index, also ranks the figures by "
+            "the index's tower of that name (built by 'wsikit index tower'); needs the "
+            "tower's weights (--weights NAME=PATH); repeatable", flag="--tower",
+        action="append", metavar="NAME", cli_default=[])
     licences: str | None = opt(
         None, "match only figures under these licences: 'open' (every Creative Commons "
               "licence, CC0, public domain), 'commercial' (without NC), 'adaptable' (CC BY, "
@@ -504,6 +518,50 @@ class BatchSettings:
                             "JOBDIR/features_<encoder>.zarr, 'zarr:URL' for a folder or fsspec "
                             "URL (one group per slide, written atomically; default h5 only)",
                             metavar="h5|zarr|zarr:URL", cli_default="h5")
+
+
+@dataclass(frozen=True)
+class HeatmapOptions:
+    """What ``wsikit heatmap`` draws (:func:`wsikit.run.heatmaps.heatmap`).
+
+    Attributes
+    ----------
+    layers : tuple of str
+        ``importance``, ``attention``, ``prompt:TEXT`` or a CSV/HDF5 file of patch
+        coordinates and values (:mod:`wsikit.look.layer_files`).
+    palette : str
+        A palette of :data:`wsikit.look.heatmap.PALETTES`.
+    threshold : float or None
+        Values below it are transparent (in the layer's units).
+    opacity : float
+        Opacity of the layer over the thumbnail PNG.
+    layer_patch_size : int or None
+        Level-0 side of a patch of a user's file (default: its attributes, else the stride of
+        its coordinates).
+    value_column : str or None
+        The value column (CSV) or dataset (HDF5) of a user's file.
+    """
+
+    layers: tuple[str, ...] = opt(
+        ("importance",), "a layer to write (repeatable; default importance): 'importance' "
+                         "(weight-free), 'attention' (TITAN: needs CONCH v1.5 and TITAN "
+                         "weights), 'prompt:TEXT' (each patch's similarity to TEXT under "
+                         "--tower), or a CSV/HDF5 file of patch coordinates and values "
+                         "(TRIDENT/CLAM layouts too)", flag="--layer", action="append",
+        metavar="LAYER", cli_default=None)
+    palette: str = opt("viridis", "colours: viridis (default), magma, rdylbu or greys")
+    threshold: float | None = opt(None, "hide values below this, in the layer's own units",
+                                  kind="finite_float")
+    opacity: float = opt(0.6, "opacity of the layer over the thumbnail PNG (default "
+                         "{default:g}; the pyramid is opaque, a viewer sets its opacity)",
+                         kind="fraction")
+    layer_patch_size: int | None = opt(
+        None, "level-0 side of a patch in a user's file (default: the file's attributes, "
+              "else the step between its coordinates)", flag="--patch-size",
+        kind="positive_int")
+    value_column: str | None = opt(None, "the value column (CSV) or dataset (HDF5) of a "
+                                   "user's file (default: value, score, attention, ...)",
+                                   flag="--value", metavar="NAME")
 
 
 _GROUPS: dict[str, type] = {"grid": GridOptions, "models": ModelOptions,
@@ -702,6 +760,7 @@ class OptionKeywords(TypedDict, total=False):
     margin: float
     layout: str
     min_score: float | str
+    question_weight: float
     index: str | os.PathLike[str] | FigureIndex | None
     k: int
     min_similarity: str | float | None
@@ -747,7 +806,7 @@ class BatchKeywords(RunKeywords, total=False):
 def option_classes() -> dict[str, type]:
     """Every class whose fields are options or run settings, by group name; no field name
     is in two of them (``tests/run/test_options.py`` checks it)."""
-    return {**_GROUPS, "run": RunSettings, "batch": BatchSettings}
+    return {**_GROUPS, "run": RunSettings, "batch": BatchSettings, "heatmap": HeatmapOptions}
 
 
 def resolve_run(overrides: Mapping[str, Any], options: PipelineOptions | None = None,

@@ -99,9 +99,9 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
     from .._progress import progress_enabled
     from ..outputs.slide_outputs import check_output_name, hold_slide_outputs
     from ..slide import open_slide
-    from .builtin_steps import open_index_once
     from .checks import check_options
     from .cohort_slide import CohortSlide
+    from .select_stage import open_index_once
     from .slide_ops import check_tissue_owner
     from .state import JobFolder, record_slide, reusable_records
     from .steps import BatchConfig, SlideContext, resolve_steps, run_steps

@@ -16,6 +16,7 @@ none, never a mix)::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -33,11 +34,20 @@ if TYPE_CHECKING:
     from ..evidence import EvidenceResult, FigureIndex
     from ..patches.grid import TileGrid
     from ..selection.attention import Attention
+    from ..selection.question import QuestionSteering
     from ..selection.selectors import Selector
     from ..slide import Slide
     from ..tissue.mask import TissueMask
+    from .steps import BatchConfig, SlideContext
 
-__all__ = ["encoder_entry", "open_index", "write_evidence"]
+__all__ = [
+    "encoder_entry",
+    "index_and_towers",
+    "index_digest",
+    "open_index",
+    "open_index_once",
+    "write_evidence",
+]
 
 
 def encoder_entry(encoder: Any) -> dict[str, Any]:
@@ -57,12 +67,58 @@ def open_index(index: str | os.PathLike[str] | FigureIndex, *,
     return index if isinstance(index, FigureIndex) else FigureIndex.open(index, device=device)
 
 
+def index_digest(config: BatchConfig) -> str | None:
+    """SHA-256 (16 hex) of the figure index's manifest, and of the licence filter when one is
+    set (the figures a region may match): a rebuilt index or another filter redoes
+    ``select``."""
+    index = config.options.matching.index
+    if index is None:
+        return None
+    try:
+        data = (Path(index) / "manifest.json").read_bytes()
+    except OSError:
+        return "unreadable"  # the step itself then fails with the index's own message
+    if config.options.matching.licences is not None:
+        data += f"\nlicences={config.options.matching.licences}".encode()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def index_and_towers(ctx: SlideContext) -> tuple[Any, dict[str, Any]]:
+    """The open, verified figure index and the question's tower encoders (once per worker):
+    the ``select`` step matches against them and :mod:`wsikit.run.question` steers with the
+    same encoders."""
+    return open_index_once(ctx.config, ctx.device, ctx.cache)
+
+
+def open_index_once(config: BatchConfig, device: str, cache: dict[Any, Any], *,
+                    opened: Any = None) -> tuple[Any, dict[str, Any]]:
+    """:func:`index_and_towers` before a slide's context exists (``select`` opens the index
+    first, so a damaged one fails before the slide is read): kept in ``cache``. ``opened``:
+    the index already open (a :class:`~wsikit.evidence.FigureIndex` given to ``select``)."""
+    m = config.options.matching
+    if m.index is None:
+        return None, {}
+    key = ("index", m.index, index_digest(config), m.towers, device)
+    found = cache.get(key)
+    if found is None:
+        index = open_index(m.index if opened is None else opened, device=device)
+        towers: dict[str, Any] = {}
+        if m.towers:
+            from ..evidence.towers import create_tower_encoders
+
+            towers = create_tower_encoders(index, m.towers, device=device,
+                                           weights=config.options.models.weight_files())
+        found = cache[key] = (index, towers)
+    return found
+
+
 def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention,
                    sdir: str | os.PathLike[str], options: PipelineOptions, *,
                    encoder: Mapping[str, Any], index: FigureIndex | None = None,
                    device: str = "cpu", towers: Mapping[str, Any] | None = None,
                    timings: Mapping[str, float] | None = None,
-                   selector: Selector | None = None) -> EvidenceResult:
+                   selector: Selector | None = None,
+                   steering: QuestionSteering | None = None) -> EvidenceResult:
     """Selection → crops → matching → evidence.json (+ report) from computed attention.
 
     Parameters
@@ -87,19 +143,24 @@ def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attentio
     selector : Selector, optional
         The selector of ``options.selection`` when already built
         (:func:`wsikit.run.checks.check_options`); built here otherwise.
+    steering : QuestionSteering, optional
+        How the question steered ``att`` (:func:`wsikit.run.question.steer_regions`):
+        recorded as ``selection.question_steering`` and per region.
     """
     from ..outputs.publish import staged_folder
 
     with staged_folder(sdir) as work:  # published as one unit: all files of this run or none
         return _write_into(slide, grid, mask, att, Path(work), options, final=Path(sdir),
                            encoder=encoder, index=index, device=device, towers=towers,
-                           timings=dict(timings or {}), selector=selector)
+                           timings=dict(timings or {}), selector=selector,
+                           steering=steering)
 
 
 def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, sdir: Path,
                 options: PipelineOptions, *, final: Path, encoder: Mapping[str, Any],
                 index: FigureIndex | None, device: str, towers: Mapping[str, Any] | None,
-                timings: dict[str, float], selector: Selector | None) -> EvidenceResult:
+                timings: dict[str, float], selector: Selector | None,
+                steering: QuestionSteering | None = None) -> EvidenceResult:
     """Write every file of the result into the staging folder ``sdir``; paths recorded in
     them are relative to it, absolute ones (and the result's ``base_dir``) are computed from
     ``final``, the folder ``sdir`` becomes when published."""
@@ -168,6 +229,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         regions.append(EvidenceRegion.from_dict({
             "id": w.id, "uid": region_uid(sid, w.id, wd["box"]), **wd,
             "usable_tissue": _usable_tissue(grid, wd["box"]),
+            **(steering.region_fields(wd["box"]) if steering is not None else {}),
             "crop": {"path": crop.path, "width": crop.width, "height": crop.height,
                      "mpp": crop.mpp},
             "matches": found_matches, "below_floor": dropped}))
@@ -190,6 +252,10 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
             "channels": ["image", "caption BM25",
                          *(f"{kind}:{name}" for name in match.towers
                            for kind in ("vl_text", "vl_image"))]})
+        from ..selection.question import not_steered
+
+        selection["question_steering"] = (steering.to_dict() if steering is not None
+                                          else not_steered(match.question))
     W, H = slide.dimensions
     result = EvidenceResult(
         slide={"id": sid, "path": portable_path(slide.path, final)[1],
