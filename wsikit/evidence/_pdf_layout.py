@@ -28,6 +28,17 @@ _SOFT_HYPHENS = {"\x02", "\u00ad"}
 
 
 @dataclass
+class TextObject:
+    """What the page's text layer cannot say about a text object: whether it is drawn
+    (``hidden``: render mode 3 or 7, or a fill alpha of 0), the box its clip path leaves visible
+    (page space; ``None`` when unclipped) and its font (base name, subset prefix dropped)."""
+
+    hidden: bool
+    clip: Box | None
+    font: str
+
+
+@dataclass
 class Word:
     text: str
     left: float
@@ -35,6 +46,7 @@ class Word:
     right: float
     top: float
     angle: int  # 0 horizontal, 1/2/3 quarter turns, -1 skewed
+    font: str = ""  # base font name ("Helvetica-Bold"), "" when unknown
 
     @property
     def size(self) -> float:
@@ -72,6 +84,21 @@ class Line:
     @property
     def width(self) -> float:
         return self.right - self.left
+
+    @property
+    def base(self) -> float:
+        """Median bottom of the words: where the line sits, robust to sub- and superscripts
+        (line pitch is measured between these)."""
+        bottoms = sorted(w.bottom for w in self.words)
+        return bottoms[len(bottoms) // 2] if bottoms else self.bottom
+
+    @property
+    def font(self) -> str:
+        """The font most of the line's letters are printed in."""
+        count: dict[str, int] = {}
+        for w in self.words:
+            count[w.font] = count.get(w.font, 0) + len(w.text)
+        return max(count, key=lambda f: count[f]) if count else ""
 
     @property
     def text(self) -> str:
@@ -125,8 +152,47 @@ def _angle_class(radians: float) -> int:
     return int(k) % 4
 
 
-def page_words(textpage) -> list[tuple[Word, bool]]:
-    """Words of a text page in content order, each with whether a line break follows it."""
+_TEXT_OBJECT = None
+
+
+def _text_object_fn():
+    """``FPDFText_GetTextObject`` returning the object's address as an int (the handle is
+    only a key here; pypdfium2's binding returns a pointer object that costs a cast)."""
+    global _TEXT_OBJECT
+    if _TEXT_OBJECT is None:
+        import ctypes
+
+        from pypdfium2 import raw
+
+        address = ctypes.cast(raw.FPDFText_GetTextObject, ctypes.c_void_p).value
+        _TEXT_OBJECT = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)(address)
+    return _TEXT_OBJECT
+
+
+def _page_chars(tp, n: int) -> list[int]:
+    """Unicode code of each of the ``n`` characters (one call when every one fits in UTF-16
+    without a surrogate pair, else one call each)."""
+    import ctypes
+
+    from pypdfium2 import raw
+
+    buf = ctypes.create_string_buffer(2 * (n + 1))
+    got = raw.FPDFText_GetText(tp, 0, n, ctypes.cast(buf, ctypes.POINTER(ctypes.c_ushort)))
+    codes = list(memoryview(buf.raw[:2 * max(0, got - 1)]).cast("H"))
+    if len(codes) != n or any(0xD800 <= c <= 0xDFFF for c in codes):
+        return [raw.FPDFText_GetUnicode(tp, i) for i in range(n)]
+    # the bulk text writes PDFium's line-end hyphen mark (0x02) as 0xFFFE: ask those again
+    return [raw.FPDFText_GetUnicode(tp, i) if c == 0xFFFE else c for i, c in enumerate(codes)]
+
+
+def page_words(textpage, objects: dict[int, TextObject] | None = None,
+               page_box: Box | None = None) -> list[tuple[Word, bool]]:
+    """Words of a text page in content order, each with whether a line break follows it.
+
+    Only what is printed: characters of hidden text objects (``objects``, from the page
+    walk: render mode 3, the invisible copy under a scan or over a re-typeset page), outside
+    their clip path or outside ``page_box`` are left out. Each word carries the font of its
+    first letter."""
     from pypdfium2 import raw
 
     tp = textpage.raw
@@ -137,17 +203,23 @@ def page_words(textpage) -> list[tuple[Word, bool]]:
     box = [0.0, 0.0, 0.0, 0.0]
     prev = (0.0, 0.0, 0.0, 0.0)
     angle = 0
+    font = ""
+    objects = objects or {}
+    text_object = _text_object_fn() if objects else None
+    # per-letter checks only where some text is hidden or clipped
+    check = any(o.hidden or o.clip is not None for o in objects.values())
+    codes = _page_chars(tp, n) if n else []
 
     def flush(brk: bool) -> None:
         if chars:
             text = "".join(chars)
-            words.append((Word(text, box[0], box[1], box[2], box[3], angle), brk))
+            words.append((Word(text, box[0], box[1], box[2], box[3], angle, font), brk))
             chars.clear()
         elif brk and words:
             words[-1] = (words[-1][0], True)
 
     for i in range(n):
-        code = raw.FPDFText_GetUnicode(tp, i)
+        code = codes[i]
         ch = chr(code) if 0 <= code < 0x110000 else ""
         if ch in ("\r", "\n"):
             flush(True)
@@ -161,6 +233,19 @@ def page_words(textpage) -> list[tuple[Word, bool]]:
         left, bottom, right, top = rect.left, rect.bottom, rect.right, rect.top
         if right - left <= 0 and top - bottom <= 0:
             continue
+        cx, cy = (left + right) / 2, (bottom + top) / 2
+        if page_box is not None and not (page_box[0] <= cx <= page_box[2] and
+                                         page_box[1] <= cy <= page_box[3]):
+            flush(False)
+            continue
+        obj = None
+        if check:
+            obj = objects.get(text_object(tp, i) or 0)  # type: ignore[misc]
+            if obj is not None and (obj.hidden or (obj.clip is not None and not (
+                    obj.clip[0] - 1 <= cx <= obj.clip[2] + 1 and
+                    obj.clip[1] - 1 <= cy <= obj.clip[3] + 1))):
+                flush(False)
+                continue
         a = _angle_class(raw.FPDFText_GetCharAngle(tp, i))
         if chars:
             if a != angle:
@@ -184,6 +269,9 @@ def page_words(textpage) -> list[tuple[Word, bool]]:
         if not chars:
             box = [left, bottom, right, top]
             angle = a
+            if obj is None and text_object is not None:
+                obj = objects.get(text_object(tp, i) or 0)
+            font = obj.font if obj is not None else ""
         else:
             box = [min(box[0], left), min(box[1], bottom), max(box[2], right), max(box[3], top)]
         prev = (left, bottom, right, top)
@@ -274,9 +362,10 @@ def mark_prose(lines: list[Line]) -> None:
             lines[nxt].prose = True
 
 
-def read_page_text(page, textpage) -> PageText:
-    """Lay out one page's text."""
-    words = page_words(textpage)
+def read_page_text(page, textpage, objects: dict[int, TextObject] | None = None,
+                   page_box: Box | None = None) -> PageText:
+    """Lay out one page's printed text (see :func:`page_words` for ``objects``)."""
+    words = page_words(textpage, objects, page_box)
     lines, rotated = build_lines(words)
     mark_prose(lines)
     width, height = page.get_size()

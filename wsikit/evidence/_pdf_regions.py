@@ -26,7 +26,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._pdf_layout import Box, Line, PageText, Word, build_lines, join_lines, mark_prose
+from ._pdf_layout import (
+    Box,
+    Line,
+    PageText,
+    TextObject,
+    Word,
+    build_lines,
+    join_lines,
+    mark_prose,
+)
 
 __all__: list[str] = []
 
@@ -133,29 +142,104 @@ def _compose(inner: tuple[float, ...], outer: tuple[float, ...]) -> tuple[float,
             e1 * a2 + f1 * c2 + e2, e1 * b2 + f1 * d2 + f2)
 
 
-def page_graphics(page, page_box: Box) -> list[Element]:
+def _clip_box(obj, m: tuple[float, ...] | None) -> Box | None:
+    """Bounding box (page space) of what the clip path of a page object leaves visible: the
+    intersection of its paths' boxes; ``None`` when unclipped."""
+    import ctypes
+
+    from pypdfium2 import raw
+
+    clip = raw.FPDFPageObj_GetClipPath(obj)
+    if not clip:
+        return None
+    n_paths = raw.FPDFClipPath_CountPaths(clip)
+    if n_paths <= 0:
+        return None
+    x, y = ctypes.c_float(), ctypes.c_float()
+    out: Box | None = None
+    for p in range(n_paths):
+        xs, ys = [], []
+        for s in range(raw.FPDFClipPath_CountPathSegments(clip, p)):
+            seg = raw.FPDFClipPath_GetPathSegment(clip, p, s)
+            if seg and raw.FPDFPathSegment_GetPoint(seg, x, y):
+                xs.append(x.value)
+                ys.append(y.value)
+        if not xs:
+            continue
+        box: Box = (min(xs), min(ys), max(xs), max(ys))
+        if m is not None:
+            box = transform_box(m, box)
+        out = box if out is None else (max(out[0], box[0]), max(out[1], box[1]),
+                                        min(out[2], box[2]), min(out[3], box[3]))
+    return out
+
+
+def _cut(box: Box, clip: Box | None) -> Box:
+    if clip is None:
+        return box
+    return (max(box[0], clip[0]), max(box[1], clip[1]), min(box[2], clip[2]),
+            min(box[3], clip[3]))
+
+
+def page_graphics(page, page_box: Box) -> tuple[list[Element], dict[int, TextObject]]:
     """Image, path and shading objects of a page in page coordinates (Form XObjects
-    unfolded), clipped to the page; invisible paths left out."""
+    unfolded), each cut to what its clip path and the page leave visible, invisible paths left
+    out; and the page's text objects by handle address (:class:`TextObject`), so that text
+    nobody sees (render mode 3, clipped away: the hidden copy of an OCR layer or of a
+    re-typeset page) can be left out of the page's text."""
     import ctypes
     import hashlib
 
     from pypdfium2 import raw
 
     out: list[Element] = []
+    texts: dict[int, TextObject] = {}
+    fonts: dict[int, str] = {}
     left, bottom, right, top = (ctypes.c_float() for _ in range(4))
     fill_mode, stroke = ctypes.c_int(), ctypes.c_int()
+    rgba = [ctypes.c_uint() for _ in range(4)]
     mat = raw.FS_MATRIX()
     identity = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+    name_buf = ctypes.create_string_buffer(256)
 
-    def walk(count, get, parent, m, depth):
+    def font_name(obj) -> str:
+        font = raw.FPDFTextObj_GetFont(obj)
+        key = ctypes.cast(font, ctypes.c_void_p).value or 0
+        if key not in fonts:
+            n = raw.FPDFFont_GetBaseFontName(font, name_buf, 256) if font else 0
+            name = name_buf.raw[:max(0, n - 1)].decode("latin-1") if n else ""
+            fonts[key] = name.split("+", 1)[-1]
+        return fonts[key]
+
+    def walk(count, get, parent, m, depth, outer_clip):
         for i in range(count(parent)):
             obj = get(parent, i)
             kind = raw.FPDFPageObj_GetType(obj)
+            clip = _clip_box(obj, m if depth else None)
+            if clip is not None and outer_clip is not None:
+                clip = _cut(clip, outer_clip)
+            elif clip is None:
+                clip = outer_clip
+            if kind == raw.FPDF_PAGEOBJ_TEXT:
+                mode = raw.FPDFTextObj_GetTextRenderMode(obj)
+                hidden = mode in (3, 7)
+                if not hidden and mode in (0, 4) and raw.FPDFPageObj_GetFillColor(obj, *rgba):
+                    hidden = rgba[3].value == 0
+                if clip is not None and raw.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
+                    tb: Box = (left.value, bottom.value, right.value, top.value)
+                    if depth:
+                        tb = transform_box(m, tb)
+                    if tb[0] >= clip[0] - 1 and tb[1] >= clip[1] - 1 and \
+                            tb[2] <= clip[2] + 1 and tb[3] <= clip[3] + 1:
+                        clip = None  # the clip leaves all of it visible
+                texts[ctypes.cast(obj, ctypes.c_void_p).value or 0] = TextObject(
+                    hidden, clip, font_name(obj))
+                continue
             if kind == raw.FPDF_PAGEOBJ_FORM:
                 if depth < 12 and raw.FPDFPageObj_GetMatrix(obj, mat):
                     inner = (mat.a, mat.b, mat.c, mat.d, mat.e, mat.f)
                     walk(raw.FPDFFormObj_CountObjects, raw.FPDFFormObj_GetObject, obj,
-                         _compose(inner, m) if depth else inner, depth + 1)
+                         _compose(inner, m) if depth else inner, depth + 1, clip)
                 continue
             if kind not in (IMAGE, PATH, SHADING):
                 continue
@@ -167,8 +251,7 @@ def page_graphics(page, page_box: Box) -> list[Element]:
             box: Box = (left.value, bottom.value, right.value, top.value)
             if depth:
                 box = transform_box(m, box)
-            box = (max(box[0], page_box[0]), max(box[1], page_box[1]),
-                   min(box[2], page_box[2]), min(box[3], page_box[3]))
+            box = _cut(_cut(box, clip), page_box)
             if box[2] < box[0] or box[3] < box[1]:
                 continue
             px = (0, 0)
@@ -185,8 +268,8 @@ def page_graphics(page, page_box: Box) -> list[Element]:
                 key = (kind, px, hashlib.sha1(buf.raw[:size]).hexdigest(), small)
             out.append(Element(kind, box, px, key))
 
-    walk(raw.FPDFPage_CountObjects, raw.FPDFPage_GetObject, page, identity, 0)
-    return out
+    walk(raw.FPDFPage_CountObjects, raw.FPDFPage_GetObject, page, identity, 0, None)
+    return out, texts
 
 
 def cluster_graphics(elements: list[Element], text: PageText, *,

@@ -245,15 +245,15 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
     line_keys: list[set] = []
     for i in range(n_pages):
         page = doc[i]
-        textpage = page.get_textpage()
-        try:
-            text = read_page_text(page, textpage)
-        finally:
-            textpage.close()
         l_, b_, r_, t_ = page.get_bbox()
         page_box = (float(l_), float(b_), float(r_), float(t_))
-        elements = [el for el in page_graphics(page, page_box)
-                    if not (el.kind == IMAGE and max(el.px) < min_size)]
+        graphics, text_objects = page_graphics(page, page_box)
+        elements = [el for el in graphics if not (el.kind == IMAGE and max(el.px) < min_size)]
+        textpage = page.get_textpage()
+        try:
+            text = read_page_text(page, textpage, text_objects, page_box)
+        finally:
+            textpage.close()
         page.close()
         pages.append(_Page(i, text, elements, page_box, [], [], {}))
         elem_keys.append({el.key for el in elements})
