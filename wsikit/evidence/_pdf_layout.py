@@ -27,6 +27,24 @@ Box = tuple[float, float, float, float]  # left, bottom, right, top
 _SOFT_HYPHENS = {"\x02", "\u00ad"}
 
 
+def union(a: Box, b: Box) -> Box:
+    return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
+
+
+def area(b: Box) -> float:
+    return max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1])
+
+
+def inter(a: Box, b: Box) -> float:
+    return area((max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])))
+
+
+def gap_between(a: Box, b: Box) -> float:
+    dx = max(0.0, max(a[0], b[0]) - min(a[2], b[2]))
+    dy = max(0.0, max(a[1], b[1]) - min(a[3], b[3]))
+    return max(dx, dy)
+
+
 @dataclass
 class TextObject:
     """What the page's text layer cannot say about a text object: whether it is drawn
@@ -62,9 +80,11 @@ class Line:
     top: float = -math.inf
     prose: bool = False
     _size: float | None = None
+    _core: tuple[float, float] | None = None
 
     def add(self, word: Word) -> None:
         self._size = None
+        self._core = None
         self.words.append(word)
         self.left, self.bottom = min(self.left, word.left), min(self.bottom, word.bottom)
         self.right, self.top = max(self.right, word.right), max(self.top, word.top)
@@ -86,11 +106,22 @@ class Line:
         return self.right - self.left
 
     @property
+    def core(self) -> tuple[float, float]:
+        """Median bottom and median top of the words: the row the line sits in, robust to
+        sub- and superscripts and to a tall glyph (a brace, an integral sign)."""
+        if self._core is None:
+            if not self.words:
+                return (self.bottom, self.top)
+            bottoms = sorted(w.bottom for w in self.words)
+            tops = sorted(w.top for w in self.words)
+            self._core = (bottoms[len(bottoms) // 2], tops[len(tops) // 2])
+        return self._core
+
+    @property
     def base(self) -> float:
-        """Median bottom of the words: where the line sits, robust to sub- and superscripts
-        (line pitch is measured between these)."""
-        bottoms = sorted(w.bottom for w in self.words)
-        return bottoms[len(bottoms) // 2] if bottoms else self.bottom
+        """Median bottom of the words: where the line sits (line pitch is measured between
+        these)."""
+        return self.core[0]
 
     @property
     def font(self) -> str:
@@ -317,8 +348,9 @@ def build_lines(words: list[tuple[Word, bool]]) -> tuple[list[Line], list[Word]]
         for line in reversed(lines[-12:]):
             size = max(min(line.size, frag.size), 1.0)
             gap = max(frag.left - line.right, line.left - frag.right)
-            overlap = min(line.top, frag.top) - max(line.bottom, frag.bottom)
-            small = min(line.top - line.bottom, frag.top - frag.bottom)
+            (lb, lt), (fb, ft) = line.core, frag.core  # rows, not boxes a tall glyph stretched
+            overlap = min(lt, ft) - max(lb, fb)
+            small = min(lt - lb, ft - fb)
             if overlap >= 0.45 * small and gap < 0.9 * size:
                 for word in frag.words:
                     line.add(word)

@@ -1,18 +1,14 @@
-"""Caption blocks and the graphic regions beside them (the figure half of PDF figure finding).
+"""Graphics and the regions beside captions (the figure half of PDF figure finding).
 
-The method of PDFFigures 2.0 (Clark & Divvala, JCDL 2016), written here from its description:
+The method of PDFFigures 2.0 (Clark & Divvala, JCDL 2016), written here from its description
+(caption blocks: :mod:`._pdf_captions`):
 
-1. *Captions*: a line that starts with a figure, table or scheme label ("Figure 3.",
-   "Fig. 2B:", "FIGURE 4", "Figure S1", "Table 2", "Scheme 1") and reads as a caption (a
-   separator or a capitalised word after the number, and not the continuation of a sentence of
-   the paragraph above) opens a caption block; the block runs on through the lines below it in
-   its column while size, alignment and line spacing stay those of a caption.
-2. *Graphics*: image, path and shading objects (Form XObjects unfolded into page space), less
-   what is repeated on many pages (logos, rules of running heads), invisible paths and page
-   backgrounds, are clustered by proximity; text lines that are not prose and not captions
-   (axis labels, legends, panel letters, rotated axis titles inside the text area) join the
-   cluster they touch.
-3. *Regions*: each caption takes the nearest cluster it can see (above, below, left or right,
+1. *Graphics*: image, path and shading objects (Form XObjects unfolded into page space), each
+   cut to its clip path, less what is repeated on many pages (logos, rules of running heads),
+   invisible paths and page backgrounds, are clustered by proximity; text lines that are not
+   prose and not captions (axis labels, legends, panel letters, rotated axis titles inside the
+   text area) join the cluster they touch.
+2. *Regions*: each caption takes the nearest cluster it can see (above, below, left or right,
    with no prose or other caption between) and grows on that side through the clusters
    adjacent to its region, never over prose, another caption or another caption's region.
    Tables and schemes claim graphics the same way (so images inside table cells and rules of
@@ -21,43 +17,16 @@ The method of PDFFigures 2.0 (Clark & Divvala, JCDL 2016), written here from its
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._pdf_layout import (
-    Box,
-    Line,
-    PageText,
-    TextObject,
-    Word,
-    build_lines,
-    join_lines,
-    mark_prose,
-)
+from ._pdf_captions import Caption
+from ._pdf_layout import Box, PageText, TextObject, Word, area, gap_between, inter, union
 
 __all__: list[str] = []
 
-#: A caption's start: label word, number, optional panel letter(s), optional separator.
-CAPTION_RE = re.compile(
-    r"^\s*(?P<label>(?P<kind>(?:Supplementary|Supplemental|Extended\s+Data)\s+"
-    r"(?:Figure|Fig\.?)|Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)"
-    r"\s*(?P<num>S?\d+(?:\.\d+)?|[IVX]{1,6}\b)(?P<panel>(?<=\d)[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)"
-    r"(?![\d])"
-    r"(?P<sep>\s*[.:|—–-])?")
-
 IMAGE, PATH, SHADING = 3, 2, 4
-
-
-def caption_kind(kind: str) -> str:
-    """'figure', 'table' or 'scheme' for the label word of :data:`CAPTION_RE`."""
-    low = kind.lower()
-    if low.startswith("table"):
-        return "table"
-    if low.startswith("scheme"):
-        return "scheme"
-    return "figure"
 
 
 @dataclass
@@ -66,22 +35,6 @@ class Element:
     box: Box
     px: tuple[int, int] = (0, 0)  # pixel size of an image
     key: tuple = ()    # signature for repeated-element detection
-
-
-@dataclass
-class Caption:
-    kind: str          # figure | table | scheme
-    label: str
-    number: str
-    lines: list[Line]
-    text: str
-    label_only: bool
-    turn: int = 0      # quarter turns of the caption's text (1 read downwards, 3 upwards)
-
-    @property
-    def box(self) -> Box:
-        return (min(ln.left for ln in self.lines), min(ln.bottom for ln in self.lines),
-                max(ln.right for ln in self.lines), max(ln.top for ln in self.lines))
 
 
 @dataclass
@@ -105,24 +58,6 @@ class Cluster:
         return short < 6.0 or (not self.images and self.n_paths < 2) or \
             (short < 16.0 and not self.images) or \
             (not self.images and self.n_paths <= 3 and self.n_text >= 1)  # a text box
-
-
-def union(a: Box, b: Box) -> Box:
-    return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
-
-
-def area(b: Box) -> float:
-    return max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1])
-
-
-def inter(a: Box, b: Box) -> float:
-    return area((max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])))
-
-
-def gap_between(a: Box, b: Box) -> float:
-    dx = max(0.0, max(a[0], b[0]) - min(a[2], b[2]))
-    dy = max(0.0, max(a[1], b[1]) - min(a[3], b[3]))
-    return max(dx, dy)
 
 
 # ---------------------------------------------------------------------- graphics
@@ -405,171 +340,6 @@ def _merge_overlapping(clusters: list[Cluster]) -> list[Cluster]:
             if changed:
                 break
     return clusters
-
-
-# ---------------------------------------------------------------------- captions
-def find_captions(text: PageText, *, graphics: list[Element]) -> list[Caption]:
-    """Caption blocks of a page (figures, tables and schemes)."""
-    _join_label_lines(text)
-    lines = text.lines
-    captions: list[Caption] = []
-    used: set[int] = set()
-    image_boxes = [el.box for el in graphics if el.kind == IMAGE]
-    for i, line in enumerate(lines):
-        if i in used:
-            continue
-        match = CAPTION_RE.match(line.text)
-        if not match or not _reads_as_caption(lines, i, match):
-            continue
-        block = [i]
-        gaps: list[float] = []
-        cur = line
-        size = line.size
-        while True:
-            nxt = _next_caption_line(lines, block[-1], block[0], size, gaps, image_boxes)
-            if nxt is None:
-                break
-            gaps.append(cur.bottom - lines[nxt].top)
-            block.append(nxt)
-            cur = lines[nxt]
-        used.update(block)
-        block_lines = [lines[k] for k in block]
-        text_ = join_lines([ln.text for ln in block_lines])
-        label = " ".join(match.group("label").split())
-        rest = text_[match.end():].strip(" .:|—–-")
-        captions.append(Caption(caption_kind(match.group("kind")), label,
-                                match.group("num").upper(), block_lines, text_,
-                                label_only=len(rest) < 3))
-    return captions
-
-
-def rotated_captions(text: PageText) -> list[Caption]:
-    """Captions printed a quarter turn round (a landscape figure on a portrait page): the
-    words of each turn are laid out in their own frame, read there, and returned with their
-    boxes on the page."""
-    out: list[Caption] = []
-    for turn in (1, 3):
-        back: dict[int, Word] = {}
-        turned: list[tuple[Word, bool]] = []
-        for word, brk in zip(text.rotated, text.rotated_breaks, strict=True):
-            if word.angle != turn:
-                continue
-            if turn == 3:  # read upwards: turn the page clockwise
-                box = (word.bottom, -word.right, word.top, -word.left)
-            else:          # read downwards: turn it anticlockwise
-                box = (-word.top, word.left, -word.bottom, word.right)
-            tw = Word(word.text, *box, 0)
-            back[id(tw)] = word
-            turned.append((tw, brk))
-        if not turned:
-            continue
-        lines, _ = build_lines(turned)
-        if not any(CAPTION_RE.match(ln.text) for ln in lines):
-            continue
-        mark_prose(lines)
-        frame = PageText(lines, [], text.height, text.width)
-        for cap in find_captions(frame, graphics=[]):
-            page_lines = []
-            for ln in cap.lines:
-                page_line = Line()
-                for tw in ln.words:
-                    page_line.add(back[id(tw)])
-                page_lines.append(page_line)
-            out.append(Caption(cap.kind, cap.label, cap.number, page_lines, cap.text,
-                               cap.label_only, turn))
-    return out
-
-
-def _join_label_lines(text: PageText) -> None:
-    """A label printed apart from its caption text on the same row ("Figure 2" then, after
-    a wide gap, "Fragment suggested …") becomes one line with it."""
-    lines = text.lines
-    drop: set[int] = set()
-    for i, line in enumerate(lines):
-        match = CAPTION_RE.match(line.text)
-        if not match or len(line.text[match.end():].strip(" .:|—–-")) >= 3:
-            continue
-        best, best_gap = None, 8.0 * max(line.size, 1.0)
-        for j, other in enumerate(lines):
-            if j == i or j in drop or other.left < line.right - 1:
-                continue
-            overlap = min(line.top, other.top) - max(line.bottom, other.bottom)
-            if overlap < 0.5 * min(line.top - line.bottom, other.top - other.bottom):
-                continue
-            gap = other.left - line.right
-            if gap < best_gap:
-                best, best_gap = j, gap
-        if best is not None:
-            for word in lines[best].words:
-                line.add(word)
-            line.prose = False
-            drop.add(best)
-    if drop:
-        text.lines = [ln for k, ln in enumerate(lines) if k not in drop]
-
-
-def _reads_as_caption(lines: list[Line], i: int, match: re.Match[str]) -> bool:
-    line = lines[i]
-    after = line.text[match.end():].lstrip()
-    sep = bool(match.group("sep"))
-    starts_upper = not after or after[0].isupper() or after[0] in "(['\"“" or after[0].isdigit()
-    if not (sep or starts_upper):
-        return False
-    # the continuation of a sentence of the paragraph just above ("… shown in / Figure 2.")
-    for j in range(i - 1, max(-1, i - 12), -1):
-        above = lines[j]
-        if min(above.right, line.right) - max(above.left, line.left) <= 0:
-            continue
-        gap = above.bottom - line.top
-        if gap > 0.8 * line.size:
-            break
-        if abs(above.left - line.left) <= 3 and abs(above.size - line.size) <= 0.2 * line.size \
-                and above.prose and not re.search(r"[.:!?)\]]\s*$", above.text):
-            return False
-        break
-    return True
-
-
-def _next_caption_line(lines: list[Line], last: int, first: int, size: float,
-                       gaps: list[float], image_boxes: list[Box]) -> int | None:
-    cur, head = lines[last], lines[first]
-    words = sorted(head.words, key=lambda w: w.left)
-    match = CAPTION_RE.match(head.text)
-    indent = head.left
-    if match:  # a hanging indent aligns the next lines with the text after the label
-        n_label = len(match.group(0).split())
-        if len(words) > n_label:
-            indent = words[n_label].left
-    limit = 1.35 * size if not gaps else min(1.35 * size, 1.3 * float(np.median(gaps))
-                                             + 0.2 * size)
-    best = None
-    for j in range(last + 1, min(len(lines), last + 40)):
-        cand = lines[j]
-        if cand.top > cur.bottom + 0.3 * size:
-            continue  # same row (another column)
-        gap = cur.bottom - cand.top
-        if gap > limit:
-            break
-        if min(cand.right, head.right + 2 * size) - max(cand.left, head.left) <= 0:
-            continue  # another column
-        # continuation lines start where the caption starts (or under the text after its
-        # label: a hanging indent), or are centred under it
-        aligned = head.left - 1.5 * size <= cand.left <= head.left + 0.6 * size or \
-            abs(cand.left - indent) <= 2
-        centred = abs((cand.left + cand.right) - (head.left + head.right)) <= 4 * size and \
-            cand.width <= head.width + 2 * size
-        if not (aligned or centred):
-            continue
-        best = j
-        break
-    if best is None:
-        return None
-    cand = lines[best]
-    if abs(cand.size - size) > 0.15 * size or CAPTION_RE.match(cand.text):
-        return None
-    if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
-        return None
-    return best
 
 
 # ---------------------------------------------------------------------- regions

@@ -30,21 +30,24 @@ import numpy as np
 
 from .._hints import keyword
 from ..errors import EvidenceError
-from ._pdf_layout import PageText, read_page_text
+from ._pdf_captions import (
+    Caption,
+    TextStyle,
+    caption_continuation,
+    continued,
+    find_captions,
+    rotated_captions,
+    text_style,
+)
+from ._pdf_layout import PageText, area, inter, read_page_text, union
 from ._pdf_regions import (
     IMAGE,
-    Caption,
     Cluster,
     Element,
-    area,
     assign_regions,
     cluster_graphics,
-    find_captions,
-    inter,
     page_graphics,
-    rotated_captions,
     transform_box,
-    union,
 )
 from ._pdf_source import (
     find_doi,
@@ -265,9 +268,11 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
                             "on it first (e.g. ocrmypdf) and extract from the OCR'd copy")
     repeated = _repeated(elem_keys, n_pages)
     repeated_lines = _repeated(line_keys, n_pages)
+    style = text_style([pg.text for pg in pages])
 
     for pg in pages:
-        _layout_page(pg, repeated, repeated_lines)
+        _layout_page(pg, repeated, repeated_lines, style)
+    _continue_over_pages(pages, repeated_lines, style)
     # where this document puts figures from their captions (above them, or below): pair again
     # with that side preferred when it is not the usual one
     sides = Counter(side for pg in pages for k, side in pg.sides.items()
@@ -284,7 +289,7 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
     return _info(doc, path, pages, repeated_lines), figures
 
 
-def _layout_page(pg: _Page, repeated: set, repeated_lines: set) -> None:
+def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle) -> None:
     page_area = area(pg.page_box)
     elements = []
     for el in pg.elements:
@@ -293,7 +298,9 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set) -> None:
         if el.kind != IMAGE and area(el.box) > 0.5 * page_area:
             continue  # page background or frame
         elements.append(el)
-    pg.captions = find_captions(pg.text, graphics=elements) + rotated_captions(pg.text)
+    image_boxes = [el.box for el in elements if el.kind == IMAGE]
+    pg.captions = find_captions(pg.text, image_boxes=image_boxes, style=style) + \
+        rotated_captions(pg.text, style)
     # a frame or background drawn around a caption is not a graphic
     heads = [c.lines[0].box for c in pg.captions]
     elements = [el for el in elements if el.kind == IMAGE or not any(
@@ -318,6 +325,21 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set) -> None:
         (cl.box[3] - cl.box[1]) < 3 * (c.box[3] - c.box[1]) + 6 for c in pg.captions)]
     pg.clusters = kept
     pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text)
+
+
+def _continue_over_pages(pages: list[_Page], repeated_lines: set, style: TextStyle) -> None:
+    """A caption that runs over the foot of its page takes the lines that continue it at the
+    top of the next page."""
+    for pg, nxt in zip(pages, pages[1:], strict=False):
+        skip = frozenset(id(ln) for p in (pg, nxt) for ln in p.text.lines
+                         if _line_key(ln.text, ln.box) in repeated_lines)
+        for k, cap in enumerate(pg.captions):
+            if cap.kind != "figure" or cap.turn or cap.placeholder:
+                continue
+            more = caption_continuation(cap, pg.text, nxt.text, style, skip,
+                                        [el.box for el in pg.elements])
+            if more:
+                pg.captions[k] = continued(cap, more)
 
 
 def _big(cl: Cluster, page_box: Box) -> bool:

@@ -1,0 +1,424 @@
+"""Caption blocks: where a figure's caption starts and where it really ends.
+
+A line that starts with a figure, table or scheme label ("Figure 3.", "Fig. 2B:", "FIGURE 4",
+"Figure S1", "Table 2", "Scheme 1") and reads as a caption (a separator or a capitalised word
+after the number, not the continuation of a sentence of the paragraph above) opens a block. The
+block runs down its column line by line while the lines keep the caption's look:
+
+* *spacing*: baseline to baseline (robust to sub- and superscripts), the block's own pitch
+  once it has one, else the document's usual pitch (so a double-spaced manuscript's caption is
+  not cut after its first line) and never a paragraph gap;
+* *size and style*: the same size, and not a switch to the body text's font when the caption
+  is printed in another;
+* *alignment*: flush with the caption, under the text after its label (a hanging indent) or
+  centred under it; an indented line starts a new paragraph;
+* *paragraph end*: where captions are printed like body text (same font, size and spacing), a
+  short line ending a sentence ends the caption.
+
+A caption that ends at the foot of its column in mid-sentence goes on at the top of the next
+column beside it (two-column captions under a wide figure) when that text has the caption's
+look; one that ends at the foot of the page goes on at the top of the next page
+(:func:`caption_continuation`). "Figure 3 (continued)" and "See legend on previous page" are
+placeholders: they name the figure and are never its caption (:attr:`Caption.placeholder`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from ._pdf_layout import (
+    Box,
+    Line,
+    PageText,
+    Word,
+    area,
+    build_lines,
+    inter,
+    join_lines,
+    mark_prose,
+)
+
+__all__: list[str] = []
+
+#: A caption's start: label word, number, optional panel letter(s), optional separator.
+CAPTION_RE = re.compile(
+    r"^\s*(?P<label>(?P<kind>(?:Supplementary|Supplemental|Extended\s+Data)\s+"
+    r"(?:Figure|Fig\.?)|Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)"
+    r"\s*(?P<num>S?\d+(?:\.\d+)?|[IVX]{1,6}\b)(?P<panel>(?<=\d)[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)"
+    r"(?![\d])"
+    r"(?P<sep>\s*[.:|—–-])?")
+
+#: What a placeholder says instead of a caption: "(continued)", "Continued on next page",
+#: "See legend on previous page", "(Legend on next page.)".
+PLACEHOLDER_RE = re.compile(
+    r"^[\s(\[.:|—–-]*(?:\(?\s*cont(?:inued|inue|['’]d|\.)\b|"
+    r"(?:see\s+)?(?:the\s+)?(?:figure\s+)?(?:legend|caption)s?\s+(?:is\s+|are\s+)?"
+    r"(?:continued\s+)?(?:on|in)\s+(?:the\s+)?(?:previous|preceding|next|following|facing)"
+    r"\s+page|see\s+(?:the\s+)?(?:previous|preceding|next|following|facing)\s+page)",
+    re.IGNORECASE)
+
+_SENTENCE_END = re.compile(r"[.!?:)\]]['’\"”]?\s*$")
+
+
+def caption_kind(kind: str) -> str:
+    """'figure', 'table' or 'scheme' for the label word of :data:`CAPTION_RE`."""
+    low = kind.lower()
+    if low.startswith("table"):
+        return "table"
+    if low.startswith("scheme"):
+        return "scheme"
+    return "figure"
+
+
+@dataclass
+class Caption:
+    kind: str          # figure | table | scheme
+    label: str
+    number: str
+    lines: list[Line]
+    text: str
+    label_only: bool
+    turn: int = 0      # quarter turns of the caption's text (1 read downwards, 3 upwards)
+    placeholder: bool = False  # "Figure 3 (continued)": names the figure, is not its caption
+
+    @property
+    def box(self) -> Box:
+        return (min(ln.left for ln in self.lines), min(ln.bottom for ln in self.lines),
+                max(ln.right for ln in self.lines), max(ln.top for ln in self.lines))
+
+
+@dataclass(frozen=True)
+class TextStyle:
+    """How a document's body text looks: ``size`` (points), ``font`` (base name) and ``pitch``
+    (baseline-to-baseline distance over size: about 1.2 single spaced, 2.3 double spaced)."""
+
+    size: float = 10.0
+    font: str = ""
+    pitch: float = 1.2
+
+
+def font_family(name: str) -> str:
+    """The family of a base font name, weight and slant dropped: ``Arial-BoldMT`` and
+    ``ArialMT`` → ``arial``; ``TimesNewRomanPS-ItalicMT`` → ``timesnewroman``."""
+    family = re.split(r"[-,]", name, maxsplit=1)[0].lower()
+    return re.sub(r"(psmt|mt|ps)$", "", family) or family
+
+
+def text_style(texts: list[PageText]) -> TextStyle:
+    """The body text's size, font and line pitch, from the prose lines of all pages."""
+    sizes: Counter = Counter()
+    fonts: Counter = Counter()
+    pitches: list[float] = []
+    for text in texts:
+        lines = text.lines
+        for i, ln in enumerate(lines):
+            if not ln.prose:
+                continue
+            sizes[round(ln.size * 4) / 4] += len(ln.text)
+            fonts[ln.font] += len(ln.text)
+            for j in range(i + 1, min(len(lines), i + 8)):  # the next line of its column
+                b = lines[j]
+                if b.prose and abs(b.left - ln.left) <= 2 and abs(b.size - ln.size) < 0.1 * \
+                        ln.size:
+                    pitch = (ln.base - b.base) / max(ln.size, 1.0)
+                    if 0.8 < pitch < 3.5:
+                        pitches.append(pitch)
+                    break
+    if not sizes:
+        return TextStyle()
+    pitches.sort()
+    return TextStyle(sizes.most_common(1)[0][0], fonts.most_common(1)[0][0],
+                     pitches[len(pitches) // 2] if pitches else 1.2)
+
+
+# ---------------------------------------------------------------------- caption blocks
+def find_captions(text: PageText, *, image_boxes: list[Box],
+                  style: TextStyle = TextStyle()) -> list[Caption]:
+    """Caption blocks of a page (figures, tables and schemes); ``image_boxes``: embedded
+    images, which a caption never runs into."""
+    _join_label_lines(text)
+    lines = text.lines
+    captions: list[Caption] = []
+    used: set[int] = set()
+    for i, line in enumerate(lines):
+        if i in used:
+            continue
+        match = CAPTION_RE.match(line.text)
+        if not match or not _reads_as_caption(lines, i, match):
+            continue
+        block = _grow(lines, [i], used, image_boxes, style)
+        column2 = _next_column(lines, block, used, image_boxes, style)
+        if column2:
+            block += _grow(lines, [column2], used | set(block), image_boxes, style, head=block)
+        used.update(block)
+        captions.append(_caption([lines[k] for k in block], match))
+    return captions
+
+
+def _caption(block_lines: list[Line], match: re.Match[str], turn: int = 0) -> Caption:
+    text_ = join_lines([ln.text for ln in block_lines])
+    label = " ".join(match.group("label").split())
+    rest = text_[match.end():].strip(" .:|—–-")
+    placeholder = bool(PLACEHOLDER_RE.match(text_[match.end():])) and len(rest) < 80
+    return Caption(caption_kind(match.group("kind")), label, match.group("num").upper(),
+                   block_lines, text_, label_only=len(rest) < 3 or placeholder, turn=turn,
+                   placeholder=placeholder)
+
+
+def _label_words(line: Line) -> int:
+    match = CAPTION_RE.match(line.text)
+    return len(match.group(0).split()) if match else 0
+
+
+def _body_font(line: Line, skip: int = 0) -> str:
+    """The font most letters of the line are printed in, its first ``skip`` words (the label)
+    left out."""
+    count: Counter = Counter()
+    for w in sorted(line.words, key=lambda w: w.left)[skip:]:
+        count[w.font] += len(w.text)
+    return count.most_common(1)[0][0] if count else line.font
+
+
+def _grow(lines: list[Line], block: list[int], used: set[int], image_boxes: list[Box],
+          style: TextStyle, head: list[int] | None = None) -> list[int]:
+    """Follow a caption block down its column from ``block`` (its first line); ``head``: the
+    block this one continues (a caption's second column), whose look it keeps."""
+    first = lines[(head or block)[0]]
+    size = first.size
+    n_label = _label_words(first)
+    words = sorted(first.words, key=lambda w: w.left)
+    indent = words[n_label].left if 0 < n_label < len(words) else first.left
+    top = lines[block[0]]
+    left, right = top.left, top.right
+    if head is None:
+        left = min(left, indent)
+    fonts = [_body_font(first, n_label)] + [lines[k].font for k in (head or [])[1:]]
+    above = head or []
+    pitches = [lines[a].base - lines[b].base for a, b in zip(above, above[1:], strict=False)]
+    pitches = [p for p in pitches if p > 0]
+    while True:
+        cur = lines[block[-1]]
+        if pitches:
+            ordered = sorted(pitches)
+            expect = ordered[len(ordered) // 2]
+            limit = max(1.2 * expect, expect + 0.35 * size)
+        else:  # a caption double spaced in a single-spaced paper, unless it looks like
+            # body text (then the gap is a paragraph's)
+            loose = fonts[0] != style.font or abs(size - style.size) >= 0.1 * size
+            limit = max(2.4 * size if loose else 1.6 * size, 1.2 * style.pitch * size)
+        row: list[int] = []  # the next row of the column: its lines left to right
+        for j in range(block[-1] + 1, min(len(lines), block[-1] + 60)):
+            cand = lines[j]
+            if cand.left > right - 2 * size or cand.right < left + 0.5 * size:
+                continue  # another column, a line number, a label of the figure beside
+            drop = cur.base - cand.base
+            if drop < 0.5 * size or (row and abs(cand.base - lines[row[0]].base) <= 0.3 * size):
+                if row and j not in used:
+                    row.append(j)
+                continue  # the same row
+            if drop > limit or row:
+                break
+            if j not in used:
+                row.append(j)
+        row.sort(key=lambda k: lines[k].left)
+        nxt = None
+        for j in row:
+            cand = lines[j]
+            aligned = left - 1.5 * size <= cand.left <= left + 0.6 * size or \
+                abs(cand.left - indent) <= 2
+            centred = abs((cand.left + cand.right) - (first.left + first.right)) <= 4 * size \
+                and cand.width <= first.width + 2 * size
+            if aligned or centred:
+                nxt = j
+            break
+        if nxt is None:
+            return block
+        # the rest of the row inside the caption's column (a line split where a symbol the
+        # text layer lacks leaves a gap)
+        mates = [k for k in row if lines[k].left > lines[nxt].right - 1 and
+                 lines[k].right <= right + 2 * size and
+                 abs(lines[k].size - lines[nxt].size) <= 0.15 * size]
+        cand = lines[nxt]
+        if abs(cand.size - size) > 0.15 * size or CAPTION_RE.match(cand.text):
+            return block
+        if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
+            return block
+        font = fonts[-1] if len(fonts) > 1 else fonts[0]
+        body_like = font == style.font and abs(size - style.size) < 0.1 * size
+        if not body_like and cand.font == style.font and \
+                font_family(cand.font) != font_family(font):
+            return block  # the body text's font takes over: the caption has ended
+        if body_like and len(block) + len(head or []) >= 2 and \
+                _SENTENCE_END.search(cur.text) and cur.right < right - 3 * size:
+            return block  # a short line that ends a sentence ends the paragraph
+        pitches.append(cur.base - cand.base)
+        fonts.append(cand.font)
+        block += [nxt] + mates
+        right = max([right, cand.right] + [lines[k].right for k in mates])
+
+
+def _next_column(lines: list[Line], block: list[int], used: set[int],
+                 image_boxes: list[Box], style: TextStyle) -> int | None:
+    """The first line of the caption's second column: a caption that ends in mid-sentence
+    goes on at the top of the column to its right when that text starts level with the
+    caption and has its size and font."""
+    last = lines[block[-1]]
+    if _SENTENCE_END.search(last.text) and not last.text.endswith("-"):
+        return None
+    head = lines[block[0]]
+    size = head.size
+    font = _body_font(head, _label_words(head)) if len(block) == 1 else lines[block[1]].font
+    right = max(lines[k].right for k in block)
+    width = right - min(lines[k].left for k in block)
+    best = None
+    for j, cand in enumerate(lines):
+        if j in used or j in block or cand.left < right + 0.5 * size or \
+                cand.left > right + 6 * size or abs(cand.top - head.top) > 0.6 * size:
+            continue
+        if abs(cand.size - size) > 0.1 * size or font_family(cand.font) != font_family(font) \
+                or cand.width < 0.5 * width or CAPTION_RE.match(cand.text):
+            continue
+        if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
+            continue
+        if best is None or cand.left < lines[best].left:
+            best = j
+    if best is None:
+        return None
+    # the body text in the caption's own look would not tell a column from a caption
+    if font == style.font and abs(size - style.size) < 0.1 * size and \
+            not last.text.endswith("-"):
+        return None
+    return best
+
+
+def caption_continuation(cap: Caption, text: PageText, next_text: PageText,
+                         style: TextStyle, skip: frozenset[int], graphics: list[Box]
+                         ) -> list[Line]:
+    """Lines at the top of the next page that continue ``cap`` (a legend running over a page
+    end): the caption stops at the foot of its page (no text or ``graphics`` below it) in
+    mid-sentence, or in a look of its own that the next page's first lines keep. ``skip``: ids
+    of running heads and other lines repeated on many pages."""
+    last = cap.lines[-1]
+    left, right = cap.box[0], cap.box[2]
+    below = [ln.box for ln in text.lines if id(ln) not in skip and
+             ln.size >= 0.8 * style.size] + graphics
+    if any(b[3] < last.bottom - 0.3 * last.size and min(b[2], right) - max(b[0], left) > 0
+           for b in below):
+        return []  # text or a graphic follows the caption on its page
+    size = last.size
+    font = last.font
+    mid_sentence = not _SENTENCE_END.search(last.text) or last.text.endswith("-")
+    own_look = bool(style.font) and (font != style.font or abs(size - style.size) >= 0.1 * size)
+    if not (mid_sentence or own_look):
+        return []
+    start = [ln for ln in next_text.lines if id(ln) not in skip and ln.size >= 0.6 * size]
+    if not start:
+        return []
+    first = max(start, key=lambda ln: (ln.top, -ln.left))
+    if abs(first.size - size) > 0.12 * size or font_family(first.font) != font_family(font) \
+            or CAPTION_RE.match(first.text):
+        return []
+    if not mid_sentence and first.text[:1].islower():
+        return []
+    ordered = [ln for ln in next_text.lines if id(ln) not in skip]
+    idx = next(k for k, ln in enumerate(ordered) if ln is first)
+    fake = _grow(ordered, [idx], set(), [], style)
+    return [ordered[k] for k in fake]
+
+
+def continued(cap: Caption, more: list[Line]) -> Caption:
+    """``cap`` with ``more`` lines (from the next page) appended."""
+    lines = cap.lines + more
+    return Caption(cap.kind, cap.label, cap.number, cap.lines,
+                   join_lines([ln.text for ln in lines]), cap.label_only, cap.turn,
+                   cap.placeholder)
+
+
+# ---------------------------------------------------------------------- other captions
+def rotated_captions(text: PageText, style: TextStyle = TextStyle()) -> list[Caption]:
+    """Captions printed a quarter turn round (a landscape figure on a portrait page): the
+    words of each turn are laid out in their own frame, read there, and returned with their
+    boxes on the page."""
+    out: list[Caption] = []
+    for turn in (1, 3):
+        back: dict[int, Word] = {}
+        turned: list[tuple[Word, bool]] = []
+        for word, brk in zip(text.rotated, text.rotated_breaks, strict=True):
+            if word.angle != turn:
+                continue
+            if turn == 3:  # read upwards: turn the page clockwise
+                box = (word.bottom, -word.right, word.top, -word.left)
+            else:          # read downwards: turn it anticlockwise
+                box = (-word.top, word.left, -word.bottom, word.right)
+            tw = Word(word.text, *box, 0, word.font)
+            back[id(tw)] = word
+            turned.append((tw, brk))
+        if not turned:
+            continue
+        lines, _ = build_lines(turned)
+        if not any(CAPTION_RE.match(ln.text) for ln in lines):
+            continue
+        mark_prose(lines)
+        frame = PageText(lines, [], text.height, text.width)
+        for cap in find_captions(frame, image_boxes=[], style=style):
+            page_lines = []
+            for ln in cap.lines:
+                page_line = Line()
+                for tw in ln.words:
+                    page_line.add(back[id(tw)])
+                page_lines.append(page_line)
+            out.append(Caption(cap.kind, cap.label, cap.number, page_lines, cap.text,
+                               cap.label_only, turn, cap.placeholder))
+    return out
+
+
+def _join_label_lines(text: PageText) -> None:
+    """A label printed apart from its caption text on the same row ("Figure 2" then, after
+    a wide gap, "Fragment suggested …") becomes one line with it."""
+    lines = text.lines
+    drop: set[int] = set()
+    for i, line in enumerate(lines):
+        match = CAPTION_RE.match(line.text)
+        if not match or len(line.text[match.end():].strip(" .:|—–-")) >= 3:
+            continue
+        best, best_gap = None, 8.0 * max(line.size, 1.0)
+        for j, other in enumerate(lines):
+            if j == i or j in drop or other.left < line.right - 1:
+                continue
+            overlap = min(line.top, other.top) - max(line.bottom, other.bottom)
+            if overlap < 0.5 * min(line.top - line.bottom, other.top - other.bottom):
+                continue
+            gap = other.left - line.right
+            if gap < best_gap:
+                best, best_gap = j, gap
+        if best is not None:
+            for word in lines[best].words:
+                line.add(word)
+            line.prose = False
+            drop.add(best)
+    if drop:
+        text.lines = [ln for k, ln in enumerate(lines) if k not in drop]
+
+
+def _reads_as_caption(lines: list[Line], i: int, match: re.Match[str]) -> bool:
+    line = lines[i]
+    after = line.text[match.end():].lstrip()
+    sep = bool(match.group("sep"))
+    starts_upper = not after or after[0].isupper() or after[0] in "(['\"“" or after[0].isdigit()
+    if not (sep or starts_upper):
+        return False
+    # the continuation of a sentence of the paragraph just above ("… shown in / Figure 2.")
+    for j in range(i - 1, max(-1, i - 12), -1):
+        above = lines[j]
+        if min(above.right, line.right) - max(above.left, line.left) <= 0:
+            continue
+        gap = above.bottom - line.top
+        if gap > 0.8 * line.size:
+            break
+        if abs(above.left - line.left) <= 3 and abs(above.size - line.size) <= 0.2 * line.size \
+                and above.prose and not re.search(r"[.:!?)\]]\s*$", above.text):
+            return False
+        break
+    return True
