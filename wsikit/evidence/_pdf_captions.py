@@ -17,8 +17,8 @@ block runs down its column line by line while the lines keep the caption's look:
 
 A caption that ends at the foot of its column in mid-sentence goes on at the top of the next
 column beside it (two-column captions under a wide figure) when that text has the caption's
-look; one that ends at the foot of the page goes on at the top of the next page
-(:func:`caption_continuation`). "Figure 3 (continued)" and "See legend on previous page" are
+look; one that ends at the foot of the page in mid-sentence goes on at the top of the next
+page when the sentence does (:func:`caption_continuation`). "Figure 3 (continued)" and "See legend on previous page" are
 placeholders: they name the figure and are never its caption (:attr:`Caption.placeholder`).
 """
 
@@ -224,10 +224,14 @@ def _grow(lines: list[Line], block: list[int], used: set[int], image_boxes: list
                 row.append(j)
         row.sort(key=lambda k: lines[k].left)
         nxt = None
+        # a sentence that goes on may start its next line a little in (a symbol the text
+        # layer lacks); a new paragraph starts after a sentence's end
+        going_on = not _SENTENCE_END.search(cur.text)
         for j in row:
             cand = lines[j]
             aligned = left - 1.5 * size <= cand.left <= left + 0.6 * size or \
-                abs(cand.left - indent) <= 2
+                abs(cand.left - indent) <= 2 or \
+                (going_on and left <= cand.left <= left + 3 * size)
             centred = abs((cand.left + cand.right) - (first.left + first.right)) <= 4 * size \
                 and cand.width <= first.width + 2 * size
             if aligned or centred:
@@ -248,8 +252,9 @@ def _grow(lines: list[Line], block: list[int], used: set[int], image_boxes: list
         font = fonts[-1] if len(fonts) > 1 else fonts[0]
         body_like = font == style.font and abs(size - style.size) < 0.1 * size
         if not body_like and cand.font == style.font and \
+                abs(cand.size - style.size) < 0.1 * style.size and \
                 font_family(cand.font) != font_family(font):
-            return block  # the body text's font takes over: the caption has ended
+            return block  # body text (its font and size) takes over: the caption has ended
         if body_like and len(block) + len(head or []) >= 2 and \
                 _SENTENCE_END.search(cur.text) and cur.right < right - 3 * size:
             return block  # a short line that ends a sentence ends the paragraph
@@ -298,8 +303,9 @@ def caption_continuation(cap: Caption, text: PageText, next_text: PageText,
                          ) -> list[Line]:
     """Lines at the top of the next page that continue ``cap`` (a legend running over a page
     end): the caption stops at the foot of its page (no text or ``graphics`` below it) in
-    mid-sentence, or in a look of its own that the next page's first lines keep. ``skip``: ids
-    of running heads and other lines repeated on many pages."""
+    mid-sentence and the next page starts with the rest of the sentence (a lower-case word, or
+    the end of a word broken at the page end) in the caption's size and font. ``skip``: ids of
+    running heads and other lines repeated on many pages."""
     last = cap.lines[-1]
     left, right = cap.box[0], cap.box[2]
     below = [ln.box for ln in text.lines if id(ln) not in skip and
@@ -309,18 +315,21 @@ def caption_continuation(cap: Caption, text: PageText, next_text: PageText,
         return []  # text or a graphic follows the caption on its page
     size = last.size
     font = last.font
-    mid_sentence = not _SENTENCE_END.search(last.text) or last.text.endswith("-")
-    own_look = bool(style.font) and (font != style.font or abs(size - style.size) >= 0.1 * size)
-    if not (mid_sentence or own_look):
+    hyphen = last.text.endswith("-")
+    mid_sentence = hyphen or not _SENTENCE_END.search(last.text)
+    if not mid_sentence:
         return []
-    start = [ln for ln in next_text.lines if id(ln) not in skip and ln.size >= 0.6 * size]
+    start = [ln for ln in next_text.lines if id(ln) not in skip and ln.size >= 0.6 * size
+             and not ln.text.replace(" ", "").isdigit()]  # line and page numbers
     if not start:
         return []
     first = max(start, key=lambda ln: (ln.top, -ln.left))
-    if abs(first.size - size) > 0.12 * size or font_family(first.font) != font_family(font) \
+    if abs(first.size - size) > 0.08 * size or font_family(first.font) != font_family(font) \
             or CAPTION_RE.match(first.text):
         return []
-    if not mid_sentence and first.text[:1].islower():
+    # the sentence goes on: a word broken at the page end, or a lower-case word (a capital
+    # could as well start the body text or the references in the caption's look)
+    if not (hyphen or first.text[:1].islower()):
         return []
     ordered = [ln for ln in next_text.lines if id(ln) not in skip]
     idx = next(k for k, ln in enumerate(ordered) if ln is first)
