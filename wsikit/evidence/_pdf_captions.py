@@ -18,8 +18,9 @@ block runs down its column line by line while the lines keep the caption's look:
 A caption that ends at the foot of its column in mid-sentence goes on at the top of the next
 column beside it (two-column captions under a wide figure) when that text has the caption's
 look; one that ends at the foot of the page in mid-sentence goes on at the top of the next
-page when the sentence does (:func:`caption_continuation`). "Figure 3 (continued)" and "See legend on previous page" are
-placeholders: they name the figure and are never its caption (:attr:`Caption.placeholder`).
+page when the sentence does (:func:`caption_continuation`). "Figure 3 (continued)" and "See
+legend on previous page" are placeholders: they name the figure and are never its caption
+(:attr:`Caption.placeholder`).
 """
 
 from __future__ import annotations
