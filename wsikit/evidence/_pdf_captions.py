@@ -195,6 +195,7 @@ def _grow(lines: list[Line], block: list[int], used: set[int], image_boxes: list
     left, right = top.left, top.right
     if head is None:
         left = min(left, indent)
+    ref = first  # the line others are centred under
     fonts = [_body_font(first, n_label)] + [lines[k].font for k in (head or [])[1:]]
     above = head or []
     pitches = [lines[a].base - lines[b].base for a, b in zip(above, above[1:], strict=False)]
@@ -209,6 +210,10 @@ def _grow(lines: list[Line], block: list[int], used: set[int], image_boxes: list
             # body text (then the gap is a paragraph's)
             loose = fonts[0] != style.font or abs(size - style.size) >= 0.1 * size
             limit = max(2.4 * size if loose else 1.6 * size, 1.2 * style.pitch * size)
+        # a label on a line of its own ("Fig. 1", then the legend after a blank line)
+        label_alone = len(block) == 1 and head is None and n_label >= len(first.words)
+        if label_alone:
+            limit = max(limit, 4.0 * size, 2.0 * style.pitch * size)
         row: list[int] = []  # the next row of the column: its lines left to right
         for j in range(block[-1] + 1, min(len(lines), block[-1] + 60)):
             cand = lines[j]
@@ -233,8 +238,8 @@ def _grow(lines: list[Line], block: list[int], used: set[int], image_boxes: list
             aligned = left - 1.5 * size <= cand.left <= left + 0.6 * size or \
                 abs(cand.left - indent) <= 2 or \
                 (going_on and left <= cand.left <= left + 3 * size)
-            centred = abs((cand.left + cand.right) - (first.left + first.right)) <= 4 * size \
-                and cand.width <= first.width + 2 * size
+            centred = abs((cand.left + cand.right) - (ref.left + ref.right)) <= 4 * size \
+                and (label_alone or cand.width <= ref.width + 2 * size)
             if aligned or centred:
                 nxt = j
             break
@@ -259,7 +264,10 @@ def _grow(lines: list[Line], block: list[int], used: set[int], image_boxes: list
         if body_like and len(block) + len(head or []) >= 2 and \
                 _SENTENCE_END.search(cur.text) and cur.right < right - 3 * size:
             return block  # a short line that ends a sentence ends the paragraph
-        pitches.append(cur.base - cand.base)
+        if label_alone:  # the legend's first line sets its column; the gap is no pitch
+            left, ref = min(left, cand.left), cand
+        else:
+            pitches.append(cur.base - cand.base)
         fonts.append(cand.font)
         block += [nxt] + mates
         right = max([right, cand.right] + [lines[k].right for k in mates])

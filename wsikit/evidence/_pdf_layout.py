@@ -362,35 +362,46 @@ def build_lines(words: list[tuple[Word, bool]]) -> tuple[list[Line], list[Word]]
 
 
 def mark_prose(lines: list[Line]) -> None:
-    """Set :attr:`Line.prose` on lines of body-text paragraphs (see the module docstring)."""
+    """Set :attr:`Line.prose` on lines of body-text paragraphs (see the module docstring):
+    runs of left-aligned lines of one size at a regular pitch (single or double spaced)."""
     def wide(line: Line) -> bool:
         return line.width >= 9.0 * line.size and len(line.words) >= 4
 
     n = len(lines)
-    # below[i]: index of the next line of the same column directly below line i
+    # below[i]: index of the next line of the same column directly below line i, and the
+    # pitch (baseline to baseline) between them
     below: list[int | None] = [None] * n
+    pitch = [0.0] * n
     for i, a in enumerate(lines):
         for j in range(i + 1, min(n, i + 40)):
             b = lines[j]
             if abs(b.left - a.left) <= max(2.5, 0.3 * a.size) and \
                     abs(b.size - a.size) <= 0.2 * a.size:
-                gap = a.bottom - b.top
-                if -0.3 * a.size <= gap <= 1.3 * a.size:
+                step = a.base - b.base
+                if 0.7 * a.size <= step <= 3.0 * a.size:
                     below[i] = j
+                    pitch[i] = step
                 break
+
+    def regular(p: float, q: float) -> bool:
+        return abs(p - q) <= 0.2 * max(p, q)
+
     for i in range(n):
         run = [i]
         nxt = below[i]
         while nxt is not None and len(run) < 3:
             run.append(nxt)
             nxt = below[nxt]
-        if len(run) >= 3 and all(wide(lines[k]) for k in run[:2]):
+        if len(run) >= 3 and all(wide(lines[k]) for k in run[:2]) and \
+                regular(pitch[run[0]], pitch[run[1]]):
             for k in run:
                 lines[k].prose = True
-    # a wide line continuing a prose line above or below is prose too (paragraph ends)
+    # the line that ends a paragraph continues a prose line at the paragraph's pitch
+    above: dict[int, int] = {j: i for i, j in enumerate(below) if j is not None}
     for i in range(n):
         nxt = below[i]
-        if nxt is not None and lines[i].prose and not lines[nxt].prose:
+        if nxt is not None and lines[i].prose and not lines[nxt].prose and (
+                i not in above or regular(pitch[above[i]], pitch[i])):
             lines[nxt].prose = True
 
 
