@@ -62,6 +62,11 @@ PLACEHOLDER_RE = re.compile(
 
 _SENTENCE_END = re.compile(r"[.!?:)\]]['’\"”]?\s*$")
 
+#: The figure's own DOI printed after its caption ("… at 420 nm. doi:10.1371/journal.pone.
+#: 0049149.g001"): an identifier of the figure, not words of its caption.
+_FIGURE_DOI = re.compile(r"(?<=[.!?)\]])\s*(?:doi|DOI)\s*:?\s*(?:https?://(?:dx\.)?doi\.org/)?"
+                         r"10\.\d{4,9}/\S+\s*$")
+
 
 def caption_kind(kind: str) -> str:
     """'figure', 'table' or 'scheme' for the label word of :data:`CAPTION_RE`."""
@@ -159,7 +164,7 @@ def find_captions(text: PageText, *, image_boxes: list[Box],
 
 
 def _caption(block_lines: list[Line], match: re.Match[str], turn: int = 0) -> Caption:
-    text_ = join_lines([ln.text for ln in block_lines])
+    text_ = _FIGURE_DOI.sub("", join_lines([ln.text for ln in block_lines]))
     label = " ".join(match.group("label").split())
     rest = text_[match.end():].strip(" .:|—–-")
     placeholder = bool(PLACEHOLDER_RE.match(text_[match.end():])) and len(rest) < 80
@@ -350,8 +355,8 @@ def continued(cap: Caption, more: list[Line]) -> Caption:
     """``cap`` with ``more`` lines (from the next page) appended."""
     lines = cap.lines + more
     return Caption(cap.kind, cap.label, cap.number, cap.lines,
-                   join_lines([ln.text for ln in lines]), cap.label_only, cap.turn,
-                   cap.placeholder)
+                   _FIGURE_DOI.sub("", join_lines([ln.text for ln in lines])), cap.label_only,
+                   cap.turn, cap.placeholder)
 
 
 # ---------------------------------------------------------------------- other captions

@@ -280,7 +280,7 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
     if sides["below"] > sides["above"]:
         for pg in pages:
             pg.regions, pg.sides = assign_regions(pg.captions, pg.clusters, pg.text,
-                                                  prefer="below")
+                                                  prefer="below", max_gap=_max_gap(style))
     found = _pair_across_pages(pages)
     if uncaptioned:
         found += _uncaptioned(pages)
@@ -324,7 +324,13 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
         inter(cl.box, c.box) > 0.5 * area(c.lines[0].box) and
         (cl.box[3] - cl.box[1]) < 3 * (c.box[3] - c.box[1]) + 6 for c in pg.captions)]
     pg.clusters = kept
-    pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text)
+    pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text, max_gap=_max_gap(style))
+
+
+def _max_gap(style: TextStyle) -> float:
+    """How far a caption may sit from its graphic: 60 points, or three lines of a
+    double-spaced manuscript."""
+    return max(60.0, 3.0 * style.pitch * style.size)
 
 
 def _continue_over_pages(pages: list[_Page], repeated_lines: set, style: TextStyle) -> None:
