@@ -60,7 +60,7 @@ PLACEHOLDER_RE = re.compile(
     r"\s+page|see\s+(?:the\s+)?(?:previous|preceding|next|following|facing)\s+page)",
     re.IGNORECASE)
 
-_SENTENCE_END = re.compile(r"[.!?:)\]]['’\"”]?\s*$")
+_SENTENCE_END = re.compile(r"[.!?:]['’\"”)\]]*\s*$")
 
 #: The figure's own DOI printed after its caption ("… at 420 nm. doi:10.1371/journal.pone.
 #: 0049149.g001"): an identifier of the figure, not words of its caption.
@@ -256,19 +256,24 @@ def _grow(lines: list[Line], block: list[int], used: set[int], image_boxes: list
                  lines[k].right <= right + 2 * size and
                  abs(lines[k].size - lines[nxt].size) <= 0.15 * size]
         cand = lines[nxt]
-        if abs(cand.size - size) > 0.15 * size or CAPTION_RE.match(cand.text):
+        if abs(cand.size - size) > 0.15 * size:
             return block
+        if CAPTION_RE.match(cand.text) and not going_on:
+            return block  # the next caption (a sentence that goes on may wrap at "Table 1")
         if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
             return block
         font = fonts[-1] if len(fonts) > 1 else fonts[0]
         body_like = font == style.font and abs(size - style.size) < 0.1 * size
-        if not body_like and cand.font == style.font and \
-                abs(cand.size - style.size) < 0.1 * style.size and \
-                font_family(cand.font) != font_family(font):
-            return block  # body text (its font and size) takes over: the caption has ended
-        if body_like and len(block) + len(head or []) >= 2 and \
-                _SENTENCE_END.search(cur.text) and cur.right < right - 3 * size:
-            return block  # a short line that ends a sentence ends the paragraph
+        # a sentence that goes on goes on; after a sentence's end, body text (its font and
+        # size) after a caption in a look of its own, or a new paragraph after a caption
+        # printed like body text, ends the caption
+        if not going_on and not label_alone:
+            if not body_like and cand.font == style.font and \
+                    abs(cand.size - style.size) < 0.06 * style.size:
+                return block
+            if body_like and len(block) + len(head or []) >= 2 and \
+                    cur.right < right - 3 * size:
+                return block
         if label_alone:  # the legend's first line sets its column; the gap is no pitch
             left, ref = min(left, cand.left), cand
         else:

@@ -455,4 +455,29 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
         _, k, c = best
         clusters[c].owner = k
         regions[k] = union(regions[k], clusters[c].box)
+    # what lies between a figure and its caption is part of the figure (a legend of keys, a
+    # panel's axis title): small graphics and loose text in that strip join the region
+    free_lines = [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids]
+    for k, rel in direction.items():
+        reg, cap = regions[k], cap_boxes[k]
+        if rel == "above":
+            strip = (reg[0], cap[3], reg[2], reg[1])
+        elif rel == "below":
+            strip = (reg[0], reg[3], reg[2], cap[1])
+        else:
+            continue
+        if strip[3] - strip[1] < 1 or blocked(strip, k):
+            continue
+        for cl in clusters:
+            if cl.owner is None and _within(cl.box, strip):
+                cl.owner = k
+                regions[k] = union(regions[k], cl.box)
+        for b in free_lines:
+            if _within(b, strip):
+                regions[k] = union(regions[k], b)
     return regions, direction
+
+
+def _within(box: Box, outer: Box, tol: float = 1.0) -> bool:
+    return box[0] >= outer[0] - tol and box[1] >= outer[1] - tol and \
+        box[2] <= outer[2] + tol and box[3] <= outer[3] + tol

@@ -313,18 +313,47 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     turned = frozenset(id(w) for c in pg.captions for ln in c.lines for w in ln.words)
     clusters = cluster_graphics(elements, pg.text, skip_lines=skip, skip_words=turned)
     prose = [ln.box for ln in pg.text.lines if ln.prose]
+
+    def framed_text(cl: Cluster) -> bool:
+        return sum(1 for b in prose if inter(cl.box, b) > 0.5 * area(b)) >= 2 or \
+            any(inter(cl.box, h) > 0.8 * area(h) for h in heads)
+
     kept = []
     for cl in clusters:
-        inside = sum(1 for b in prose if inter(cl.box, b) > 0.5 * area(b))
-        if inside >= 2:
-            continue  # a frame around text (boxed abstract, table border), not a graphic
-        kept.append(cl)
+        if not framed_text(cl):
+            kept.append(cl)
+            continue
+        # a frame around text (boxed abstract, table border) is not a graphic, but a figure
+        # may sit inside the frame, or on a background, with its caption: peel the frame off
+        # and look again
+        inner = _inside_frame(elements, cl.box)
+        if inner:
+            kept += [c for c in cluster_graphics(inner, pg.text, skip_lines=skip,
+                                                 skip_words=turned) if not framed_text(c)]
     # a caption's own background or frame is not a graphic
     kept = [cl for cl in kept if not any(
         inter(cl.box, c.box) > 0.5 * area(c.lines[0].box) and
         (cl.box[3] - cl.box[1]) < 3 * (c.box[3] - c.box[1]) + 6 for c in pg.captions)]
     pg.clusters = kept
     pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text, max_gap=_max_gap(style))
+
+
+def _inside_frame(elements: list[Element], box: Box) -> list[Element]:
+    """The elements inside ``box`` less its frame: the rules and corner pieces along its
+    edges (empty when nothing else is inside)."""
+    inside = [el for el in elements if el.box[0] >= box[0] - 1 and el.box[1] >= box[1] - 1
+              and el.box[2] <= box[2] + 1 and el.box[3] <= box[3] + 1]
+
+    def frame_part(el: Element) -> bool:
+        b = el.box
+        w, h = b[2] - b[0], b[3] - b[1]
+        edge = min(b[0] - box[0], b[1] - box[1], box[2] - b[2], box[3] - b[3]) <= 3
+        background = area(b) >= 0.9 * area(box)
+        return el.kind != IMAGE and (background or (edge and (min(w, h) < 3 or
+                                                                max(w, h) <= 12)))
+
+    inner = [el for el in inside if not frame_part(el)]
+    return inner if len(inner) < len(inside) else []
 
 
 def _max_gap(style: TextStyle) -> float:
@@ -355,35 +384,19 @@ def _big(cl: Cluster, page_box: Box) -> bool:
 
 
 def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
-    """Figure captions with their regions; a caption without graphics on its page takes its
-    figure elsewhere: the graphic over a label-only caption of the same label ("Fig. 1."),
-    else, for legends printed together (a manuscript's legend page), the uncaptioned figure
-    pages in order, else big uncaptioned graphics on the facing page."""
+    """Figure captions with their regions; a caption without graphics on its page (a legend
+    printed apart: a manuscript's legend pages, a supplement's legend page beside its figure
+    page) takes its figure elsewhere, in this order:
+
+    1. the graphic that carries its label on its own page ("Figure 1" printed over a figure
+       page, a placeholder such as "Figure 3 (continued)");
+    2. legends printed before all the unlabelled figure pages: those pages in number order,
+       or the one page left between the figures numbered just before and after it;
+    3. the big uncaptioned graphics on the facing page, the side (next or previous page)
+       the document's other legends take their figures from.
+    """
     found: list[_Found] = []
     orphans: list[tuple[int, Caption]] = []
-    for pg in pages:
-        for k, cap in enumerate(pg.captions):
-            if cap.kind != "figure":
-                continue
-            if k in pg.regions:
-                clusters = [cl for cl in pg.clusters if cl.owner == k]
-                found.append(_Found(pg.index + 1, pg.regions[k], clusters, cap, pg.index + 1))
-            elif not cap.label_only:
-                orphans.append((pg.index, cap))
-    labels = Counter(_label_key(f.caption) for f in found if f.caption)
-    remaining: list[tuple[int, Caption]] = []
-    for page_index, cap in orphans:
-        key = _label_key(cap)
-        twins = [f for f in found if f.caption and _label_key(f.caption) == key and
-                 f.caption.label_only]
-        if twins:
-            twin = min(twins, key=lambda f: abs(f.page - 1 - page_index))
-            twin.caption = cap
-            twin.caption_page = page_index + 1
-            continue
-        if labels[key]:
-            continue  # the label is a figure found elsewhere: this was a mention in the text
-        remaining.append((page_index, cap))
 
     def free_big(pg: _Page) -> list[Cluster]:
         return [cl for cl in pg.clusters if cl.owner is None and _big(cl, pg.page_box)]
@@ -395,28 +408,87 @@ def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
             cl.owner = -1
             box = union(box, cl.box)
         found.append(_Found(pg.index + 1, box, big, cap, cap_page + 1))
-        labels[_label_key(cap)] += 1
 
-    figure_pages = [pg for pg in pages if free_big(pg) and
-                    not any(c.kind == "figure" for c in pg.captions)]
-    if len(remaining) >= 2 and len(figure_pages) == len(remaining) and \
-            min(pg.index for pg in figure_pages) > max(i for i, _ in remaining):
-        in_order = sorted(remaining, key=lambda r: _number(r[1]))
-        for pg, (page_index, cap) in zip(figure_pages, in_order, strict=True):
-            take(pg, cap, page_index)
-        return found
-    for page_index, cap in remaining:
-        for other in (page_index + 1, page_index - 1):
-            if not 0 <= other < len(pages):
+    labelled: list[tuple[_Page, Caption]] = []
+    for pg in pages:
+        for k, cap in enumerate(pg.captions):
+            if cap.kind != "figure":
                 continue
-            opg = pages[other]
-            if any(c.kind == "figure" and not c.label_only for c in opg.captions
-                   if opg.regions.get(opg.captions.index(c)) is None) and other < page_index:
-                continue
-            if free_big(opg):
-                take(opg, cap, page_index)
-                break
+            if k in pg.regions:
+                clusters = [cl for cl in pg.clusters if cl.owner == k]
+                found.append(_Found(pg.index + 1, pg.regions[k], clusters, cap, pg.index + 1))
+            elif cap.label_only:
+                labelled.append((pg, cap))
+            else:
+                orphans.append((pg.index, cap))
+    for pg, cap in labelled:  # 1. a label over (or inside) a graphic no caption took
+        if free_big(pg) and not any(c.kind == "figure" and not c.label_only
+                                    for c in pg.captions):
+            take(pg, cap, pg.index)
+    remaining: list[tuple[int, Caption]] = []
+    for page_index, cap in orphans:
+        key = _label_key(cap)
+        twins = [f for f in found if f.caption and _label_key(f.caption) == key and
+                 f.caption.label_only]
+        if twins:
+            twin = min(twins, key=lambda f: abs(f.page - 1 - page_index))
+            twin.caption = cap
+            twin.caption_page = page_index + 1
+            continue
+        if any(f.caption and _label_key(f.caption) == key for f in found):
+            continue  # the label is a figure found elsewhere: this was a mention in the text
+        remaining.append((page_index, cap))
+    # the rest of a figure named by a placeholder beside its captioned part is no figure of
+    # its own
+    captioned = {_label_key(f.caption) for f in found if f.caption and not f.caption.label_only}
+    found = [f for f in found if not (f.caption and f.caption.placeholder and
+                                      _label_key(f.caption) in captioned)]
+    if remaining:
+        _legends_apart(pages, remaining, found, free_big, take)
     return found
+
+
+def _legends_apart(pages: list[_Page], remaining: list[tuple[int, Caption]],
+                   found: list[_Found], free_big, take) -> None:
+    """Steps 2 and 3 of :func:`_pair_across_pages` for the legends still without figure."""
+    figure_pages = [pg for pg in pages if free_big(pg) and
+                    not any(c.kind == "figure" and not c.label_only for c in pg.captions)]
+    after = [pg for pg in figure_pages if pg.index > max(i for i, _ in remaining)]
+    if len(remaining) >= 2 and len(after) == len(remaining):
+        in_order = sorted(remaining, key=lambda r: _number(r[1]))
+        for pg, (page_index, cap) in zip(after, in_order, strict=True):
+            take(pg, cap, page_index)
+        return
+    at = {_number(f.caption): f.page - 1 for f in found if f.caption}
+    left: list[tuple[int, Caption]] = []
+    for page_index, cap in remaining:  # between the figures numbered just before and after
+        kind, n = _number(cap)
+        lo, hi = at.get((kind, n - 1)), at.get((kind, n + 1))
+        between = [pg for pg in figure_pages if lo is not None and hi is not None and
+                   lo < pg.index < hi and pg.index > page_index and free_big(pg)]
+        if len(between) == 1:
+            take(between[0], cap, page_index)
+            at[(kind, n)] = between[0].index
+        else:
+            left.append((page_index, cap))
+    # the facing page (not another legend's page): the side most legends have one on
+    legend_pages = {i for i, _ in remaining}
+
+    def facing(page_index: int, step: int) -> _Page | None:
+        other = page_index + step
+        if 0 <= other < len(pages) and other not in legend_pages and free_big(pages[other]):
+            return pages[other]
+        return None
+
+    sides: Counter = Counter(step for page_index, _ in left for step in (1, -1)
+                             if facing(page_index, step) is not None)
+    order = (-1, 1) if sides[-1] > sides[1] else (1, -1)
+    for page_index, cap in left:
+        for step in order:
+            other = facing(page_index, step)
+            if other is not None:
+                take(other, cap, page_index)
+                break
 
 
 def _number(cap: Caption) -> tuple[int, int]:
