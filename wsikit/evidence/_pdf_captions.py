@@ -356,6 +356,31 @@ def caption_continuation(cap: Caption, text: PageText, next_text: PageText,
     return [ordered[k] for k in fake]
 
 
+#: A note that a legend goes on overleaf: "(legend continued on next page)", "Figure legend
+#: continued on the following page".
+CONTINUED_RE = re.compile(r"(?:legend|caption)s?\s+(?:is\s+)?continued\s+(?:on|over)\s+(?:the\s+)?"
+                          r"(?:next|following|facing)\s+page|continued\s+overleaf", re.IGNORECASE)
+
+
+def marked_continuation(cap: Caption, text: PageText, next_text: PageText,
+                        skip: frozenset[int]) -> list[Line]:
+    """The rest of a legend its page says goes on overleaf ("(legend continued on next
+    page)" printed below it): the next page's block in the caption's font and size, wherever
+    it is printed (at the foot, under the body text, in Cell Press papers)."""
+    last = cap.lines[-1]
+    marks = [ln for ln in text.lines if CONTINUED_RE.search(ln.text) and
+             ln.top <= last.bottom + 2 * last.size and id(ln) not in skip]
+    if not marks:
+        return []
+    size, font = last.size, last.font
+    ordered = [ln for ln in next_text.lines if id(ln) not in skip]
+    for idx, ln in enumerate(ordered):
+        if abs(ln.size - size) <= 0.08 * size and ln.font == font and \
+                not CAPTION_RE.match(ln.text) and not ln.text.replace(" ", "").isdigit():
+            return [ordered[k] for k in _grow(ordered, [idx], set(), [], TextStyle())]
+    return []
+
+
 def continued(cap: Caption, more: list[Line]) -> Caption:
     """``cap`` with ``more`` lines (from the next page) appended."""
     lines = cap.lines + more
@@ -402,30 +427,51 @@ def rotated_captions(text: PageText, style: TextStyle = TextStyle()) -> list[Cap
     return out
 
 
+_LABEL_WORD = re.compile(r"^\s*(?:(?:Supplementary|Supplemental|Extended\s+Data)\s+)?"
+                         r"(?:Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)\s*$")
+
+
 def _join_label_lines(text: PageText) -> None:
     """A label printed apart from its caption text on the same row ("Figure 2" then, after
-    a wide gap, "Fragment suggested …") becomes one line with it."""
+    a wide gap, "Fragment suggested …"; a justified line of a narrow column split at its wide
+    spaces: "Figure" "3. Proteasome-" "and" "Ubiquitin-") becomes one line with it; the rest
+    of the row joins it as far as the caption's next line reaches."""
     lines = text.lines
     drop: set[int] = set()
     for i, line in enumerate(lines):
-        match = CAPTION_RE.match(line.text)
-        if not match or len(line.text[match.end():].strip(" .:|—–-")) >= 3:
+        if i in drop:
             continue
-        best, best_gap = None, 8.0 * max(line.size, 1.0)
+        match = CAPTION_RE.match(line.text)
+        word_only = bool(_LABEL_WORD.match(line.text))
+        if not word_only and (not match or len(line.text[match.end():].strip(" .:|—–-")) >= 3):
+            continue
+        size = max(line.size, 1.0)
+        (lb, lt) = line.core
+        row = []
         for j, other in enumerate(lines):
             if j == i or j in drop or other.left < line.right - 1:
                 continue
-            overlap = min(line.top, other.top) - max(line.bottom, other.bottom)
-            if overlap < 0.5 * min(line.top - line.bottom, other.top - other.bottom):
-                continue
-            gap = other.left - line.right
-            if gap < best_gap:
-                best, best_gap = j, gap
-        if best is not None:
-            for word in lines[best].words:
+            (ob, ot) = other.core
+            if min(lt, ot) - max(lb, ob) >= 0.5 * min(lt - lb, ot - ob):
+                row.append(j)
+        row.sort(key=lambda j: lines[j].left)
+        if not row or lines[row[0]].left - line.right >= 8.0 * size or (
+                word_only and not re.match(r"\s*S?\d", lines[row[0]].text)):
+            continue
+        # how far the caption's column reaches: its next lines, starting where this one does
+        reach = max((ln.right for ln in lines[i + 1:i + 40] if abs(ln.left - line.left) <= 2 *
+                     size and 0.5 * size < line.base - ln.base < 8 * size), default=None)
+        joined = [row[0]]
+        for j in row[1:]:
+            if reach is None or lines[j].right > reach + size or \
+                    lines[j].left - lines[joined[-1]].right > 6 * size:
+                break
+            joined.append(j)
+        for j in joined:
+            for word in lines[j].words:
                 line.add(word)
-            line.prose = False
-            drop.add(best)
+            drop.add(j)
+        line.prose = False
     if drop:
         text.lines = [ln for k, ln in enumerate(lines) if k not in drop]
 

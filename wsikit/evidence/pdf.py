@@ -36,6 +36,7 @@ from ._pdf_captions import (
     caption_continuation,
     continued,
     find_captions,
+    marked_continuation,
     rotated_captions,
     text_style,
 )
@@ -372,7 +373,8 @@ def _continue_over_pages(pages: list[_Page], repeated_lines: set, style: TextSty
             if cap.kind != "figure" or cap.turn or cap.placeholder:
                 continue
             more = caption_continuation(cap, pg.text, nxt.text, style, skip,
-                                        [el.box for el in pg.elements])
+                                        [el.box for el in pg.elements]) or \
+                marked_continuation(cap, pg.text, nxt.text, skip)
             if more:
                 pg.captions[k] = continued(cap, more)
 
