@@ -249,14 +249,18 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
         elif brk and words:
             words[-1] = (words[-1][0], True)
 
+    pending = False  # PDFium put a line break after the last letter
     for i in range(n):
         code = codes[i]
         ch = chr(code) if 0 <= code < 0x110000 else ""
         if ch in ("\r", "\n"):
-            flush(True)
+            pending = bool(chars) or pending
+            if not chars:
+                flush(True)
             continue
         if ch.isspace() or not ch or code == 0xFFFE:
-            flush(False)
+            flush(pending)
+            pending = False
             continue
         if ch in _SOFT_HYPHENS:
             ch = "-"
@@ -267,7 +271,8 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
         cx, cy = (left + right) / 2, (bottom + top) / 2
         if page_box is not None and not (page_box[0] <= cx <= page_box[2] and
                                          page_box[1] <= cy <= page_box[3]):
-            flush(False)
+            flush(pending)
+            pending = False
             continue
         obj = None
         if check:
@@ -275,9 +280,16 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
             if obj is not None and (obj.hidden or (obj.clip is not None and not (
                     obj.clip[0] - 1 <= cx <= obj.clip[2] + 1 and
                     obj.clip[1] - 1 <= cy <= obj.clip[3] + 1))):
-                flush(False)
+                flush(pending)
+                pending = False
                 continue
         a = _angle_class(raw.FPDFText_GetCharAngle(tp, i))
+        if pending:  # a break PDFium guessed from a baseline shift (a subscript) is none
+            pending = False
+            if not (chars and a == angle == 0 and -0.25 * (box[3] - box[1]) < left - prev[2]
+                    < 0.12 * (box[3] - box[1]) and min(box[3], top) - max(box[1], bottom)
+                    >= 0.4 * min(box[3] - box[1], top - bottom)):
+                flush(True)
         if chars:
             if a != angle:
                 flush(False)
