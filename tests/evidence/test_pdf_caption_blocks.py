@@ -43,18 +43,18 @@ def preprint_pdf(tmp_path_factory) -> Path:
     alone on a centred line, its legend centred after a blank line."""
     pdf, page = paper(logo=False, stamp=False)
     page()
-    y, n = _numbered(pdf, 30, 20, 8.5, BODY, 1)
+    y, n = _numbered(pdf, 30, 20, 9.5, BODY, 1)
     vector_plot(pdf, 50, y + 2, 110, 55)
-    y, n = _numbered(pdf, 30, y + 78, 8.5, LEGEND, n)
-    _numbered(pdf, 30, y + 8.5, 8.5, BODY, n)
+    y, n = _numbered(pdf, 30, y + 78, 9.5, LEGEND, n)
+    _numbered(pdf, 30, y + 9.5, 9.5, BODY, n)
     page()
     vector_plot(pdf, 50, 25, 110, 55)
     pdf.set_font("Times", "", 11)
     pdf.text(105 - pdf.get_string_width("Fig. 2") / 2, 100, "Fig. 2")
-    _numbered(pdf, 30, 117, 8.5, "SYNTHETIC histogram of generated values, the label above "
+    _numbered(pdf, 30, 119, 9.5, "SYNTHETIC histogram of generated values, the label above "
                                  "on a line of its own and this legend centred under it.",
               40, centred=True)
-    _numbered(pdf, 30, 160, 8.5, BODY, 45)
+    _numbered(pdf, 30, 160, 9.5, BODY, 45)
     path = tmp_path_factory.mktemp("captions") / "preprint.pdf"
     pdf.output(str(path))
     return path
@@ -119,16 +119,17 @@ def test_caption_with_subscripts_and_two_columns(tmp_path: Path):
 
 
 def test_body_text_right_under_a_caption_is_not_caption(tmp_path: Path):
-    """A caption in a look of its own (Helvetica 8) followed at the usual line pitch by the
+    """A caption in a look of its own (Helvetica 9.5) followed at the usual line pitch by the
     body text (Times 10): the caption ends where the body's font and size take over."""
     pdf, page = paper(logo=False, stamp=False)
     page()
-    vector_plot(pdf, 40, 25, 130, 70)
-    pdf.set_font("Helvetica", "", 8)
-    pdf.set_xy(20, 110)
-    pdf.multi_cell(170, 3.6, "Figure 1. SYNTHETIC curves of a generated experiment. The "
+    column(pdf, 20, 15, 170, BODY)
+    vector_plot(pdf, 40, 45, 130, 60)
+    pdf.set_font("Helvetica", "", 9.5)
+    pdf.set_xy(20, 120)
+    pdf.multi_cell(170, 4.4, "Figure 1. SYNTHETIC curves of a generated experiment. The "
                              "curves are drawn as paths.")
-    column(pdf, 20, pdf.get_y() + 0.4, 170, BODY * 2)
+    column(pdf, 20, pdf.get_y() + 0.2, 170, BODY * 2)
     path = tmp_path / "tight.pdf"
     pdf.output(str(path))
     _, figs = read_pdf_figures(path)

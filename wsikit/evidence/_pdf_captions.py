@@ -271,8 +271,11 @@ def _grow(lines: list[Line], block: list[int], used: set[int], image_boxes: list
             if not body_like and cand.font == style.font and \
                     abs(cand.size - style.size) < 0.06 * style.size:
                 return block
-            if body_like and len(block) + len(head or []) >= 2 and \
-                    cur.right < right - 3 * size:
+            # (a short line only tells a paragraph's end in justified text: lines before
+            # it all reach the column's right edge)
+            rights = [lines[k].right for k in block[:-1]]
+            justified = len(rights) >= 3 and max(rights) - min(rights) <= 1.5 * size
+            if body_like and justified and cur.right < right - 3 * size:
                 return block
         if label_alone:  # the legend's first line sets its column; the gap is no pitch
             left, ref = min(left, cand.left), cand
