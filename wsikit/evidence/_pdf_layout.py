@@ -250,6 +250,13 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
             words[-1] = (words[-1][0], True)
 
     pending = False  # PDFium put a line break after the last letter
+    row_h = 0.0  # the tallest letter of the row so far
+    tight = 0.0  # the usual gap between letters of a word in the row (letter spacing)
+
+    def space(height: float) -> float:
+        """The least gap that parts words: an eighth of the letter height, more where the
+        row's letters are set apart (a letter-spaced title), never over 0.3 of it."""
+        return min(max(0.12 * height, 2.5 * tight), 0.3 * height)
     for i in range(n):
         code = codes[i]
         ch = chr(code) if 0 <= code < 0x110000 else ""
@@ -286,21 +293,26 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
         a = _angle_class(raw.FPDFText_GetCharAngle(tp, i))
         if pending:  # a break PDFium guessed from a baseline shift (a subscript) is none
             pending = False
-            if not (chars and a == angle == 0 and -0.25 * (box[3] - box[1]) < left - prev[2]
-                    < 0.12 * (box[3] - box[1]) and min(box[3], top) - max(box[1], bottom)
-                    >= 0.4 * min(box[3] - box[1], top - bottom)):
+            h = max(box[3] - box[1], row_h)
+            if not (chars and a == angle == 0 and -0.25 * h < left - prev[2] < space(h) and
+                    min(box[3], top) - max(box[1], bottom) >= 0.4 * min(box[3] - box[1],
+                                                                         top - bottom)):
                 flush(True)
         if chars:
             if a != angle:
                 flush(False)
             elif a in (0, 2):
-                height = max(box[3] - box[1], top - bottom, 1.0)
+                # (the row's letter height: a word of x-height letters alone would make
+                # the kerning of a loosely set title look like word spaces)
+                height = max(box[3] - box[1], top - bottom, row_h, 1.0)
                 overlap = min(box[3], top) - max(box[1], bottom)
                 gap = left - prev[2] if a == 0 else prev[0] - right
                 ligature = abs(left - prev[0]) < 0.5 and abs(right - prev[2]) < 0.5
                 if overlap < 0.4 * min(box[3] - box[1], top - bottom) or \
-                        not (ligature or -0.25 * height < gap < 0.12 * height):
+                        not (ligature or -0.25 * height < gap < space(height)):
                     flush(False)
+                elif gap > 0:
+                    tight = 0.7 * tight + 0.3 * gap
             else:
                 width = max(box[2] - box[0], right - left, 1.0)
                 overlap = min(box[2], right) - max(box[0], left)
@@ -309,6 +321,9 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
                 if overlap < 0.4 * min(box[2] - box[0], right - left) or \
                         not (ligature or -0.25 * width < gap < 0.12 * width):
                     flush(False)
+        if a == 0 and row_h and not (bottom < prev[3] and top > prev[1]):
+            row_h = tight = 0.0  # a new row
+        row_h = max(row_h, top - bottom) if a == 0 else 0.0
         if not chars:
             box = [left, bottom, right, top]
             angle = a

@@ -628,9 +628,19 @@ def _info(doc, path: Path, pages: list[_Page], repeated_lines: set) -> PdfInfo:
     first = pages[0].text.plain()
     sizes = sorted(ln.size for pg in pages for ln in pg.text.lines if ln.prose)
     body = sizes[len(sizes) // 2] if sizes else 10.0
-    skip = frozenset(id(ln) for ln in pages[0].text.lines
+    heads = " ".join(_squash_text(ln.text) for pg in pages[:8] for ln in pg.text.lines
                      if _line_key(ln.text, ln.box) in repeated_lines)
-    title = title_from_text(pages[0].text, body_size=body, skip=skip)
+    title = None
+    # the big print of page 1, else of page 2 (an accepted manuscript's cover page has none),
+    # else page 1's first paragraph that reads as a title
+    for pg, one_size in ((pages[0], False), (pages[min(1, len(pages) - 1)], False),
+                         (pages[0], True)):
+        skip = frozenset(id(ln) for ln in pg.text.lines
+                         if _line_key(ln.text, ln.box) in repeated_lines)
+        title = title_from_text(pg.text, body_size=body, skip=skip, heads=heads,
+                                one_size=one_size)
+        if title:
+            break
     source = "text" if title else None
     if title is None:
         title = title_from_metadata(meta)
@@ -642,6 +652,10 @@ def _info(doc, path: Path, pages: list[_Page], repeated_lines: set) -> PdfInfo:
         doi = find_doi(pages[1].text.plain())
     return PdfInfo(path, title, doi, len(pages), year_from_text(first, meta),
                    journal_from(first, meta), source)
+
+
+def _squash_text(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", text.lower())
 
 
 # ---------------------------------------------------------------------- files
