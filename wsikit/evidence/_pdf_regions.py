@@ -459,11 +459,11 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
     # panel's axis title): small graphics and loose text in that strip join the region
     free_lines = [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids]
     for k, rel in direction.items():
-        reg, cap = regions[k], cap_boxes[k]
+        reg, cbox = regions[k], cap_boxes[k]
         if rel == "above":
-            strip = (reg[0], cap[3], reg[2], reg[1])
+            strip = (reg[0], cbox[3], reg[2], reg[1])
         elif rel == "below":
-            strip = (reg[0], reg[3], reg[2], cap[1])
+            strip = (reg[0], reg[3], reg[2], cbox[1])
         else:
             continue
         if strip[3] - strip[1] < 1 or blocked(strip, k):
