@@ -53,9 +53,11 @@ class Cluster:
 
     @property
     def thin(self) -> bool:
-        """A rule or a line of text, not a graphic: never a region of its own."""
+        """A rule, a frame or a line of text, not a graphic: never a region of its own (one
+        path is a graphic when it spans a plot: a curve drawn as a single path)."""
         short = min(self.box[2] - self.box[0], self.box[3] - self.box[1])
-        return short < 6.0 or (not self.images and self.n_paths < 2) or \
+        return short < 6.0 or (not self.images and self.n_paths < 2 and
+                               (short < 40.0 or self.n_text > 0)) or \
             (short < 16.0 and not self.images) or \
             (not self.images and self.n_paths <= 3 and self.n_text >= 1)  # a text box
 
@@ -408,7 +410,9 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
             if cl.thin or min(w, h) < 20 or w * h < 1500:
                 continue  # an icon or a symbol does not make a figure on its own
             found = _relation(cap.box, cl.box)
-            if found is None or found[1] > max_gap:
+            # a side caption in a narrow column may stand further off its figure
+            if found is None or found[1] > (1.5 * max_gap if found[0] in ("left", "right")
+                                            else max_gap):
                 continue
             # the document's usual side wins near-ties
             penalty = 0.0 if found[0] == prefer else 12.0 if found[0] in ("above", "below") \
@@ -460,10 +464,11 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
     free_lines = [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids]
     for k, rel in direction.items():
         reg, cbox = regions[k], cap_boxes[k]
+        x0, x1 = min(reg[0], cbox[0]), max(reg[2], cbox[2])  # as wide as figure and caption
         if rel == "above":
-            strip = (reg[0], cbox[3], reg[2], reg[1])
+            strip = (x0, cbox[3], x1, reg[1])
         elif rel == "below":
-            strip = (reg[0], reg[3], reg[2], cbox[1])
+            strip = (x0, reg[3], x1, cbox[1])
         else:
             continue
         if strip[3] - strip[1] < 1 or blocked(strip, k):
