@@ -276,7 +276,62 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
         out = _merge_overlapping(out)
         if not changed:
             break
-    return out
+    return _join_marks(out, [ln.box for ln in text.lines if ln.prose])
+
+
+def _join_marks(clusters: list[Cluster], prose: list[Box], gap: float = 10.0) -> list[Cluster]:
+    """Small marks set apart (the dots of a dot plot or heat map, the symbols of a legend)
+    join the marks and graphics within ``gap`` points of them, unless that would take in
+    body text no part covered alone."""
+    if len(clusters) < 2:
+        return clusters
+    boxes = np.array([c.box for c in clusters], dtype=np.float64)
+    sides = np.maximum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
+    small = np.array([not c.images and side < 24.0 for c, side in zip(clusters, sides,
+                                                                     strict=True)])
+    if small.sum() < 4 or small.sum() > 3000:
+        return clusters
+    grown = boxes + np.array([-gap / 2, -gap / 2, gap / 2, gap / 2])
+    idx = np.nonzero(small)[0]
+    blk = grown[idx]
+    touch = ((blk[:, None, 0] <= grown[None, :, 2]) & (blk[:, None, 2] >= grown[None, :, 0])
+             & (blk[:, None, 1] <= grown[None, :, 3]) & (blk[:, None, 3] >= grown[None, :, 1]))
+    parent = list(range(len(clusters)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    rows, cols = np.nonzero(touch)
+    for a, b in zip(idx[rows], cols, strict=True):
+        ra, rb = find(int(a)), find(int(b))
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(clusters)):
+        groups.setdefault(find(i), []).append(i)
+
+    def covered(box: Box) -> int:
+        return sum(1 for b in prose if inter(box, b) > 0.5 * area(b))
+
+    out: list[Cluster] = []
+    for members in groups.values():
+        parts = [clusters[i] for i in members]
+        if len(parts) == 1:
+            out += parts
+            continue
+        box = parts[0].box
+        for c in parts[1:]:
+            box = union(box, c.box)
+        if covered(box) > sum(covered(c.box) for c in parts):
+            out += parts  # joined, they would span body text
+            continue
+        joined = Cluster(box, [el for c in parts for el in c.images],
+                         sum(c.n_paths for c in parts), sum(c.n_text for c in parts))
+        out.append(joined)
+    return _merge_overlapping(out)
 
 
 def _touching_groups(boxes: np.ndarray, gap: float) -> np.ndarray:

@@ -270,6 +270,10 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
     repeated = _repeated(elem_keys, n_pages)
     repeated_lines = _repeated(line_keys, n_pages)
     style = text_style([pg.text for pg in pages])
+    for pg in pages:  # print far smaller than the body's is a figure's labels, not prose
+        for ln in pg.text.lines:
+            if ln.prose and ln.size < 0.7 * style.size:
+                ln.prose = False
 
     for pg in pages:
         _layout_page(pg, repeated, repeated_lines, style)
