@@ -81,10 +81,11 @@ class Line:
     prose: bool = False
     _size: float | None = None
     _core: tuple[float, float] | None = None
+    _text: str | None = None
+    _font: str | None = None
 
     def add(self, word: Word) -> None:
-        self._size = None
-        self._core = None
+        self._size = self._core = self._text = self._font = None
         self.words.append(word)
         self.left, self.bottom = min(self.left, word.left), min(self.bottom, word.bottom)
         self.right, self.top = max(self.right, word.right), max(self.top, word.top)
@@ -126,15 +127,19 @@ class Line:
     @property
     def font(self) -> str:
         """The font most of the line's letters are printed in."""
-        count: dict[str, int] = {}
-        for w in self.words:
-            count[w.font] = count.get(w.font, 0) + len(w.text)
-        return max(count, key=lambda f: count[f]) if count else ""
+        if self._font is None:
+            count: dict[str, int] = {}
+            for w in self.words:
+                count[w.font] = count.get(w.font, 0) + len(w.text)
+            self._font = max(count, key=lambda f: count[f]) if count else ""
+        return self._font
 
     @property
     def text(self) -> str:
         """Words left to right, one space between."""
-        return " ".join(w.text for w in sorted(self.words, key=lambda w: w.left))
+        if self._text is None:
+            self._text = " ".join(w.text for w in sorted(self.words, key=lambda w: w.left))
+        return self._text
 
 
 @dataclass
@@ -173,14 +178,6 @@ class PageText:
                     abs(b.left - a.left) <= 2.0 * max(a.size, 1.0):
                 return j
         return None
-
-
-def _angle_class(radians: float) -> int:
-    quarter = radians / (math.pi / 2)
-    k = round(quarter)
-    if abs(quarter - k) > 0.06:
-        return -1
-    return int(k) % 4
 
 
 _TEXT_OBJECT = None
@@ -229,10 +226,11 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
     tp = textpage.raw
     n = raw.FPDFText_CountChars(tp)
     rect = raw.FS_RECTF()
+    get_box, get_angle = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetCharAngle
     words: list[tuple[Word, bool]] = []
     chars: list[str] = []
-    box = [0.0, 0.0, 0.0, 0.0]
-    prev = (0.0, 0.0, 0.0, 0.0)
+    bl = bb = br = bt = 0.0  # the current word's box
+    pl = pb = pr = pt = 0.0  # the previous letter's box
     angle = 0
     font = ""
     objects = objects or {}
@@ -240,11 +238,11 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
     # per-letter checks only where some text is hidden or clipped
     check = any(o.hidden or o.clip is not None for o in objects.values())
     codes = _page_chars(tp, n) if n else []
+    quarter = math.pi / 2
 
     def flush(brk: bool) -> None:
         if chars:
-            text = "".join(chars)
-            words.append((Word(text, box[0], box[1], box[2], box[3], angle, font), brk))
+            words.append((Word("".join(chars), bl, bb, br, bt, angle, font), brk))
             chars.clear()
         elif brk and words:
             words[-1] = (words[-1][0], True)
@@ -257,82 +255,115 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
         """The least gap that parts words: an eighth of the letter height, more where the
         row's letters are set apart (a letter-spaced title), never over 0.3 of it."""
         return min(max(0.12 * height, 2.5 * tight), 0.3 * height)
+
     for i in range(n):
         code = codes[i]
         ch = chr(code) if 0 <= code < 0x110000 else ""
-        if ch in ("\r", "\n"):
+        if ch == "\r" or ch == "\n":
             pending = bool(chars) or pending
             if not chars:
                 flush(True)
             continue
-        if ch.isspace() or not ch or code == 0xFFFE:
+        if not ch or code == 0xFFFE or ch.isspace():
             flush(pending)
             pending = False
             continue
         if ch in _SOFT_HYPHENS:
             ch = "-"
-        raw.FPDFText_GetLooseCharBox(tp, i, rect)
+        get_box(tp, i, rect)
         left, bottom, right, top = rect.left, rect.bottom, rect.right, rect.top
         if right - left <= 0 and top - bottom <= 0:
             continue
-        cx, cy = (left + right) / 2, (bottom + top) / 2
-        if page_box is not None and not (page_box[0] <= cx <= page_box[2] and
-                                         page_box[1] <= cy <= page_box[3]):
-            flush(pending)
-            pending = False
-            continue
+        if page_box is not None:
+            cx, cy = (left + right) / 2, (bottom + top) / 2
+            if not (page_box[0] <= cx <= page_box[2] and page_box[1] <= cy <= page_box[3]):
+                flush(pending)
+                pending = False
+                continue
         obj = None
         if check:
             obj = objects.get(text_object(tp, i) or 0)  # type: ignore[misc]
+            cx, cy = (left + right) / 2, (bottom + top) / 2
             if obj is not None and (obj.hidden or (obj.clip is not None and not (
                     obj.clip[0] - 1 <= cx <= obj.clip[2] + 1 and
                     obj.clip[1] - 1 <= cy <= obj.clip[3] + 1))):
                 flush(pending)
                 pending = False
                 continue
-        a = _angle_class(raw.FPDFText_GetCharAngle(tp, i))
-        if pending:  # a break PDFium guessed from a baseline shift (a subscript) is none
-            pending = False
-            h = max(box[3] - box[1], row_h)
-            if not (chars and a == angle == 0 and -0.25 * h < left - prev[2] < space(h) and
-                    min(box[3], top) - max(box[1], bottom) >= 0.4 * min(box[3] - box[1],
-                                                                         top - bottom)):
+        # the letter's direction, asked only where it may differ from the word's: a letter
+        # that goes on a horizontal word in its row is horizontal (joins(), inlined: this
+        # runs for every letter of the page)
+        goes_on = False
+        if chars and angle == 0:
+            h, ch_h = bt - bb, top - bottom
+            overlap = (bt if bt < top else top) - (bb if bb > bottom else bottom)
+            if overlap >= 0.4 * (h if h < ch_h else ch_h):
+                height = h if h > ch_h else ch_h
+                if row_h > height:
+                    height = row_h
+                if height < 1.0:
+                    height = 1.0
+                gap = left - pr
+                least = 0.12 * height
+                if 2.5 * tight > least:
+                    least = 2.5 * tight
+                if least > 0.3 * height:
+                    least = 0.3 * height
+                goes_on = -0.25 * height < gap < least or \
+                    (abs(left - pl) < 0.5 and abs(right - pr) < 0.5)
+        if goes_on:
+            a = 0
+            if pending:  # a break PDFium guessed from a baseline shift (a subscript) is none
+                pending = False
+            if left - pr > 0:
+                tight = 0.7 * tight + 0.3 * (left - pr)
+        else:
+            q = get_angle(tp, i) / quarter
+            k = round(q)
+            a = -1 if abs(q - k) > 0.06 else int(k) % 4
+            if pending:
+                pending = False
                 flush(True)
-        if chars:
-            if a != angle:
-                flush(False)
-            elif a in (0, 2):
-                # (the row's letter height: a word of x-height letters alone would make
-                # the kerning of a loosely set title look like word spaces)
-                height = max(box[3] - box[1], top - bottom, row_h, 1.0)
-                overlap = min(box[3], top) - max(box[1], bottom)
-                gap = left - prev[2] if a == 0 else prev[0] - right
-                ligature = abs(left - prev[0]) < 0.5 and abs(right - prev[2]) < 0.5
-                if overlap < 0.4 * min(box[3] - box[1], top - bottom) or \
-                        not (ligature or -0.25 * height < gap < space(height)):
+            if chars:
+                if a != angle or a == 0:
                     flush(False)
-                elif gap > 0:
-                    tight = 0.7 * tight + 0.3 * gap
-            else:
-                width = max(box[2] - box[0], right - left, 1.0)
-                overlap = min(box[2], right) - max(box[0], left)
-                gap = max(bottom - prev[3], prev[1] - top)  # up or down the page
-                ligature = abs(bottom - prev[1]) < 0.5 and abs(top - prev[3]) < 0.5
-                if overlap < 0.4 * min(box[2] - box[0], right - left) or \
-                        not (ligature or -0.25 * width < gap < 0.12 * width):
-                    flush(False)
-        if a == 0 and row_h and not (bottom < prev[3] and top > prev[1]):
-            row_h = tight = 0.0  # a new row
-        row_h = max(row_h, top - bottom) if a == 0 else 0.0
+                elif a == 2:
+                    height = max(bt - bb, top - bottom, row_h, 1.0)
+                    gap = pl - right
+                    ligature = abs(left - pl) < 0.5 and abs(right - pr) < 0.5
+                    if min(bt, top) - max(bb, bottom) < 0.4 * min(bt - bb, top - bottom) or \
+                            not (ligature or -0.25 * height < gap < space(height)):
+                        flush(False)
+                else:
+                    width = max(br - bl, right - left, 1.0)
+                    gap = max(bottom - pt, pb - top)  # up or down the page
+                    ligature = abs(bottom - pb) < 0.5 and abs(top - pt) < 0.5
+                    if min(br, right) - max(bl, left) < 0.4 * min(br - bl, right - left) or \
+                            not (ligature or -0.25 * width < gap < 0.12 * width):
+                        flush(False)
+        if a == 0:
+            if row_h and not (bottom < pt and top > pb):
+                row_h = tight = 0.0  # a new row
+            if top - bottom > row_h:
+                row_h = top - bottom
+        else:
+            row_h = 0.0
         if not chars:
-            box = [left, bottom, right, top]
+            bl, bb, br, bt = left, bottom, right, top
             angle = a
             if obj is None and text_object is not None:
                 obj = objects.get(text_object(tp, i) or 0)
             font = obj.font if obj is not None else ""
         else:
-            box = [min(box[0], left), min(box[1], bottom), max(box[2], right), max(box[3], top)]
-        prev = (left, bottom, right, top)
+            if left < bl:
+                bl = left
+            if bottom < bb:
+                bb = bottom
+            if right > br:
+                br = right
+            if top > bt:
+                bt = top
+        pl, pb, pr, pt = left, bottom, right, top
         chars.append(ch)
     flush(True)
     return words
