@@ -54,7 +54,7 @@ CAPTION_RE = re.compile(
 #: What a placeholder says instead of a caption: "(continued)", "Continued on next page",
 #: "See legend on previous page", "(Legend on next page.)".
 PLACEHOLDER_RE = re.compile(
-    r"^[\s(\[.:|—–-]*(?:\(?\s*cont(?:inued|inue|['’]d|\.)\b|"
+    r"^[\s(\[.:|—–-]*(?:\(?\s*(?:cont(?:inued|inue|['’]d)\b|cont\.)|"
     r"(?:see\s+)?(?:the\s+)?(?:figure\s+)?(?:legend|caption)s?\s+(?:is\s+|are\s+)?"
     r"(?:continued\s+)?(?:on|in)\s+(?:the\s+)?(?:previous|preceding|next|following|facing)"
     r"\s+page|see\s+(?:the\s+)?(?:previous|preceding|next|following|facing)\s+page)",

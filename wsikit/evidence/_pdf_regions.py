@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._pdf_captions import Caption
-from ._pdf_layout import Box, PageText, TextObject, Word, area, gap_between, inter, union
+from ._pdf_layout import Box, Line, PageText, TextObject, Word, area, gap_between, inter, union
 
 __all__: list[str] = []
 
@@ -251,7 +251,7 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
     items: list[tuple[Box, float, int]] = [
         (ln.box, 0.9 * ln.size, 0) for i, ln in enumerate(text.lines)
         if not ln.prose and i not in skip_lines]
-    items += [((wd.left, wd.bottom, wd.right, wd.top), 2.0 * wd.size,
+    items += [((wd.left, wd.bottom, wd.right, wd.top), _reach(wd),
                {3: 1, 1: -1}.get(wd.angle, 0))
               for wd in text.rotated if _inside_text_area(wd, text) and id(wd) not in skip_words]
     pending = list(items)
@@ -363,14 +363,26 @@ def _touching_groups(boxes: np.ndarray, gap: float) -> np.ndarray:
     return np.array([find(i) for i in range(n)])
 
 
+def _reach(word: Word) -> float:
+    """How far a turned word may stand from the graphic it labels: two letter heights."""
+    if word.angle == -1:
+        return 0.5 * min(word.right - word.left, word.top - word.bottom)
+    return 2.0 * word.size
+
+
 def _inside_text_area(word: Word, text: PageText) -> bool:
-    """A word turned by quarters inside the text area (an axis title), not in a margin (a
-    stamp), not skewed or huge (a watermark across the page)."""
-    if not text.lines or word.angle not in (1, 2, 3):
+    """A word turned by quarters (an axis title) or slanted (a gel's lane label) inside the
+    text area, not in a margin (a stamp), not huge (a watermark across the page)."""
+    if not text.lines or word.angle not in (1, 2, 3, -1):
         return False
-    sizes = sorted(ln.size for ln in text.lines)
-    if word.size > 2.5 * sizes[len(sizes) // 2]:
-        return False
+    if word.angle == -1:  # a slanted label (gel lanes, tilted tick labels), not a watermark
+        if max(word.right - word.left, word.top - word.bottom) > 0.25 * min(text.width,
+                                                                          text.height):
+            return False
+    else:
+        sizes = sorted(ln.size for ln in text.lines)
+        if word.size > 2.5 * sizes[len(sizes) // 2]:
+            return False
     left = min(ln.left for ln in text.lines if ln.prose) if any(
         ln.prose for ln in text.lines) else 0.1 * text.width
     right = max(ln.right for ln in text.lines if ln.prose) if any(
@@ -435,12 +447,15 @@ def _on_side(direction: str, cap: Box, box: Box) -> bool:
 
 
 def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageText, *,
-                   prefer: str = "above", max_gap: float = 60.0, grow_gap: float = 36.0
+                   prefer: str = "above", max_gap: float = 60.0, grow_gap: float = 36.0,
+                   exclude: frozenset[int] = frozenset(), body: tuple[float, str] = (0.0, "")
                    ) -> tuple[dict[int, Box], dict[int, str]]:
     """Each caption's graphic region (``{caption index: box}``) and where it lies from the
     caption (``{caption index: "above" | "below" | "left" | "right"}``); sets
     :attr:`Cluster.owner`. ``prefer``: where figures lie from their captions in this
-    document (the other side pays 12 points in the nearest-first pairing, a side 6)."""
+    document (the other side pays 12 points in the nearest-first pairing, a side 6).
+    ``exclude``: ids of lines that are never a figure's labels (running heads); ``body``:
+    the body text's size and font (a line in them is a heading, not a label)."""
     for cl in clusters:
         cl.owner = None
     cap_boxes = [c.box for c in captions]
@@ -535,6 +550,34 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
         for b in free_lines:
             if _within(b, strip):
                 regions[k] = union(regions[k], b)
+    # panel letters and axis titles just outside a region's edge belong to it
+    def label(ln: Line) -> bool:
+        """A panel letter ("B", "(c)"), or a short line in print that is not the body's
+        (an axis title), not a line or page number."""
+        if ln.prose or id(ln) in cap_line_ids or id(ln) in exclude or \
+                not any(ch.isalpha() for ch in ln.text):
+            return False
+        if len(ln.text) <= 3:
+            return True
+        return len(ln.words) <= 4 and ln.width < 15 * ln.size and \
+            ln.size < 0.9 * body[0] and ln.font != body[1]
+
+    labels = [(ln.box, 2.5 * ln.size) for ln in text.lines if label(ln)]
+    labels += [((wd.left, wd.bottom, wd.right, wd.top), max(_reach(wd), 6.0))
+               for wd in text.rotated if _inside_text_area(wd, text)]
+    for k in regions:
+        for _ in range(3):
+            grew = False
+            for b, reach in labels:
+                if _within(b, regions[k]) or gap_between(regions[k], b) > reach:
+                    continue
+                new = union(regions[k], b)
+                # (a label never takes a region over body text, not even its edge)
+                if not blocked(new, k) and not any(inter(new, p) > 2.0 for p in blockers):
+                    regions[k] = new
+                    grew = True
+            if not grew:
+                break
     return regions, direction
 
 

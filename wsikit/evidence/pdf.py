@@ -145,6 +145,7 @@ class _Page:
     clusters: list[Cluster]
     regions: dict[int, Box]
     sides: dict[int, str] = field(default_factory=dict)
+    repeated: frozenset[int] = frozenset()  # ids of lines repeated on many pages
 
 
 @dataclass
@@ -285,7 +286,9 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
     if sides["below"] > sides["above"]:
         for pg in pages:
             pg.regions, pg.sides = assign_regions(pg.captions, pg.clusters, pg.text,
-                                                  prefer="below", max_gap=_max_gap(style))
+                                                  prefer="below", max_gap=_max_gap(style),
+                                                  exclude=pg.repeated,
+                                                  body=(style.size, style.font))
     found = _pair_across_pages(pages)
     if uncaptioned:
         found += _uncaptioned(pages)
@@ -313,6 +316,7 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
         el.box[3] >= h[3] - 1 for h in heads)]
     skip = {i for i, ln in enumerate(pg.text.lines)
             if _line_key(ln.text, ln.box) in repeated_lines}
+    skip_repeated = set(skip)
     cap_ids = {id(ln) for c in pg.captions for ln in c.lines}
     skip |= {i for i, ln in enumerate(pg.text.lines) if id(ln) in cap_ids}
     turned = frozenset(id(w) for c in pg.captions for ln in c.lines for w in ln.words)
@@ -340,7 +344,9 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
         inter(cl.box, c.box) > 0.5 * area(c.lines[0].box) and
         (cl.box[3] - cl.box[1]) < 3 * (c.box[3] - c.box[1]) + 6 for c in pg.captions)]
     pg.clusters = kept
-    pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text, max_gap=_max_gap(style))
+    pg.repeated = frozenset(id(pg.text.lines[i]) for i in skip_repeated)
+    pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text, max_gap=_max_gap(style),
+                                          exclude=pg.repeated, body=(style.size, style.font))
 
 
 def _inside_frame(elements: list[Element], box: Box) -> list[Element]:
