@@ -243,7 +243,7 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
         else:
             cl.n_paths += 1
     out = list(clusters.values())
-    out = _merge_overlapping(out)
+    out = _join_marks(_merge_overlapping(out), [ln.box for ln in text.lines if ln.prose])
     # text that is not prose or caption joins the cluster it touches (repeat: chains of labels)
     # reach: a horizontal label touches its graphic; a rotated axis title sits further out
     # side: where the graphic of a rotated axis title lies (text read upwards sits left of
@@ -276,7 +276,7 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
         out = _merge_overlapping(out)
         if not changed:
             break
-    return _join_marks(out, [ln.box for ln in text.lines if ln.prose])
+    return out
 
 
 def _join_marks(clusters: list[Cluster], prose: list[Box], gap: float = 10.0) -> list[Cluster]:
@@ -435,6 +435,24 @@ def _relation(cap: Box, box: Box) -> tuple[str, float, Box] | None:
     return None
 
 
+def _hole(found: tuple[str, float, Box], bridges: list[Box]) -> float:
+    """The widest empty stretch across the gap between a caption and a graphic (``found``
+    from :func:`_relation`), the ``bridges`` lying in it (an axis, tick labels) filling it."""
+    rel, gap, rect = found
+    if gap <= 0:
+        return gap
+    vertical = rel in ("above", "below")
+    lo, hi = (rect[1], rect[3]) if vertical else (rect[0], rect[2])
+    spans = sorted((b[1], b[3]) if vertical else (b[0], b[2]) for b in bridges
+                   if inter(b, rect) > 0.5 * area(b) and area(b) > 0)
+    widest, at = 0.0, lo
+    for a, b in spans:
+        if a > at:
+            widest = max(widest, a - at)
+        at = max(at, b)
+    return max(widest, hi - at)
+
+
 def _on_side(direction: str, cap: Box, box: Box) -> bool:
     tol = 3.0
     if direction == "above":
@@ -473,6 +491,10 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
 
     regions: dict[int, Box] = {}
     direction: dict[int, str] = {}
+    # what may stand between a figure and its caption: axes with their tick labels (thin
+    # clusters), loose labels
+    bridges = [cl.box for cl in clusters if cl.thin] + \
+        [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids]
     pairs = []
     for k, cap in enumerate(captions):
         for c, cl in enumerate(clusters):
@@ -481,8 +503,8 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
                 continue  # an icon or a symbol does not make a figure on its own
             found = _relation(cap.box, cl.box)
             # a side caption in a narrow column may stand further off its figure
-            if found is None or found[1] > (1.5 * max_gap if found[0] in ("left", "right")
-                                            else max_gap):
+            if found is None or _hole(found, bridges) > (
+                    1.5 * max_gap if found[0] in ("left", "right") else max_gap):
                 continue
             # the document's usual side wins near-ties
             penalty = 0.0 if found[0] == prefer else 12.0 if found[0] in ("above", "below") \

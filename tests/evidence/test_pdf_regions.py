@@ -1,0 +1,134 @@
+"""Figure regions grown from graphics to the whole figure, on generated papers with the layouts
+where figures were lost or cropped in real articles: a line plot whose curve is one path and
+whose ticks stand apart, panel letters above a figure, a dot plot of small marks with tiny row
+labels, a side caption in a narrow outer column, a figure and its caption inside a frame of
+rules and corner pieces, a legend of keys between a figure and its caption."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _fpdf_paper import BODY, column, paper, pt
+
+from wsikit.evidence import read_pdf_figures
+
+fpdf = pytest.importorskip("fpdf")
+
+
+def _read(pdf, path: Path):
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    return figs
+
+
+def _covers(box, left_mm, top_mm, right_mm, bottom_mm, tol=2.0) -> bool:
+    left, top = pt(left_mm, top_mm)
+    right, bottom = pt(right_mm, bottom_mm)
+    return box[0] <= left + tol and box[1] <= bottom + tol and box[2] >= right - tol and \
+        box[3] >= top - tol
+
+
+def test_one_path_curve_with_its_ticks_and_panel_letter(tmp_path: Path):
+    """A curve drawn as one path, no axes box, its tick labels 4 mm under it, a panel letter
+    9 mm above it: one figure with all of them."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    pdf.set_draw_color(200, 0, 0)
+    pdf.set_line_width(0.4)
+    pdf.polyline([(60 + i * 2, 120 - 50 * (1 - ((i - 25) / 25) ** 2)) for i in range(51)])
+    pdf.set_draw_color(0, 0, 0)
+    pdf.line(55, 124, 165, 124)
+    pdf.set_font("Helvetica", "", 6)
+    for i in range(6):
+        pdf.text(58 + 20 * i, 128, f"{2 + 0.4 * i:.1f}")
+    pdf.text(100, 132, "log M")
+    pdf.set_font("Helvetica", "B", 11)
+    pdf.text(50, 61, "A")
+    pdf.set_font("Times", "", 9)
+    pdf.text(20, 145, "Figure 1. SYNTHETIC size distribution drawn as a single curve.")
+    column(pdf, 20, 155, 170)
+    figs = _read(pdf, tmp_path / "curve.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    # the panel letter (top left), the curve and the tick labels and axis title under it
+    assert _covers(figs[0].bbox, 50, 57, 160, 132)
+    assert figs[0].bbox[1] > pt(0, 141)[1]  # not the caption
+
+
+def test_dot_plot_of_small_marks_with_tiny_labels(tmp_path: Path):
+    """A heat map of 2 mm dots 3 mm apart with tiny row labels, under its caption's column:
+    one figure, not lost as specks nor blocked by its labels taken for body text."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    pdf.set_fill_color(220, 120, 30)
+    for row in range(14):
+        pdf.set_font("Helvetica", "", 4)
+        label = f"SYNTHETIC sample site number {row + 1} of the survey"
+        pdf.text(94 - pdf.get_string_width(label), 63 + row * 4, label)
+        for col in range(22):
+            if (row * 7 + col * 3) % 5:
+                pdf.ellipse(95 + col * 4, 61 + row * 4, 2, 2, style="F")
+    pdf.set_font("Times", "", 9)
+    pdf.text(20, 125, "Figure 1. SYNTHETIC heat map of generated sites drawn as dots.")
+    column(pdf, 20, 135, 170)
+    figs = _read(pdf, tmp_path / "dots.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    assert _covers(figs[0].bbox, 66, 62, 181, 114)  # the dots and their row labels
+
+
+def test_side_caption_far_from_its_figure(tmp_path: Path):
+    """A side caption in a narrow outer column, its figure 25 mm to its right."""
+    import numpy as np
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170, BODY * 2)
+    rng = np.random.default_rng(4)
+    pdf.image(Image.fromarray(rng.integers(0, 255, (200, 260, 3), dtype=np.uint8)),
+              x=95, y=90, w=95, h=70)
+    pdf.set_font("Times", "", 8)
+    pdf.set_xy(20, 90)
+    pdf.multi_cell(50, 3.6, "Fig. 1 SYNTHETIC pen trial design of a generated experiment, "
+                            "printed in the narrow outer column beside its figure")
+    column(pdf, 20, 170, 170)
+    figs = _read(pdf, tmp_path / "side.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 1"]
+    assert _covers(figs[0].bbox, 95, 90, 190, 160)
+
+
+def test_figure_and_caption_in_a_frame_of_rules(tmp_path: Path):
+    """A frame of four rules and four corner arcs around a figure, its caption and a legend
+    of keys between them (BMC style): the figure with its keys, not the frame."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    pdf.set_line_width(0.3)
+    for x0, y0, x1, y1 in ((27, 55, 183, 55), (27, 175, 183, 175), (25, 57, 25, 173),
+                           (185, 57, 185, 173)):
+        pdf.line(x0, y0, x1, y1)
+    for cx, cy in ((25, 55), (183, 55), (25, 173), (183, 173)):
+        pdf.ellipse(cx, cy, 2, 2)
+    pdf.set_draw_color(30, 30, 200)
+    pdf.polyline([(50 + i * 5, 130 - 3 * i) for i in range(21)])
+    pdf.polyline([(50 + i * 5, 100 + (i % 4) * 5) for i in range(21)])
+    pdf.set_draw_color(0, 0, 0)
+    pdf.rect(50, 60, 100, 80)
+    pdf.set_fill_color(120, 120, 120)
+    pdf.rect(60, 145, 3, 3, style="F")
+    pdf.set_font("Helvetica", "", 7)
+    pdf.text(65, 147.5, "Past distribution")
+    pdf.rect(100, 145, 3, 3, style="F")
+    pdf.text(105, 147.5, "Present distribution")
+    pdf.set_font("Helvetica", "", 7)
+    pdf.set_xy(30, 155)
+    pdf.multi_cell(150, 3.2, "Figure 1 SYNTHETIC map of generated sources. The caption is "
+                             "printed inside the frame with the figure and runs over two "
+                             "lines of the frame's width.")
+    column(pdf, 20, 180, 170)
+    figs = _read(pdf, tmp_path / "frame.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    assert _covers(figs[0].bbox, 50, 60, 150, 148)       # the plot and its keys
+    assert figs[0].bbox[0] > pt(26, 0)[0] and figs[0].bbox[1] > pt(0, 154)[1]
