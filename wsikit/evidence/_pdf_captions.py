@@ -350,8 +350,10 @@ def caption_continuation(cap: Caption, text: PageText, next_text: PageText,
             or CAPTION_RE.match(first.text):
         return []
     # the sentence goes on: a word broken at the page end, or a lower-case word (a capital
-    # could as well start the body text or the references in the caption's look)
-    if not (hyphen or first.text[:1].islower()):
+    # could as well start the body text or the references in the caption's look); a label
+    # alone at the foot of a page has its legend at the top of the next
+    alone = cap.label_only and not cap.placeholder
+    if not (hyphen or first.text[:1].islower() or alone):
         return []
     ordered = [ln for ln in next_text.lines if id(ln) not in skip]
     idx = next(k for k, ln in enumerate(ordered) if ln is first)
@@ -385,10 +387,10 @@ def marked_continuation(cap: Caption, text: PageText, next_text: PageText,
 
 
 def continued(cap: Caption, more: list[Line]) -> Caption:
-    """``cap`` with ``more`` lines (from the next page) appended."""
+    """``cap`` with ``more`` lines (from the next page) appended: no longer a label alone."""
     lines = cap.lines + more
     return Caption(cap.kind, cap.label, cap.number, cap.lines,
-                   _FIGURE_DOI.sub("", join_lines([ln.text for ln in lines])), cap.label_only,
+                   _FIGURE_DOI.sub("", join_lines([ln.text for ln in lines])), False,
                    cap.turn, cap.placeholder)
 
 
