@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from wsikit.batch import run_batch
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 OPTIONS = dict(steps="segment,patch,features", encoder="heuristic", tissue_mpp=8.0,
                target_mpp=0.5, patch_px=256, min_tissue=0.1, progress=False)

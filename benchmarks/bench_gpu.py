@@ -420,7 +420,7 @@ def speed(rec: dict[str, Any], dev: torch.device, tiny: bool, *, compile_: bool,
 
 def make_source(path: Path, size: int = 4096) -> Path:
     """A generated 40× slide (0.25 µm/px, levels 1/4/16, 256-px JPEG tiles) to tile."""
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     spec = SyntheticSpec(size, size, mpp=0.25, tissue=[(size / 2, size / 2, size * 0.46,
                                                          size * 0.46)],
@@ -434,7 +434,7 @@ def tile_slide(source: Path, out: Path, reps: int) -> Path:
     stored tiles (no re-encoding), so a 20k-patch pyramid takes seconds to write."""
     import tifffile
 
-    from wsikit.io.tiles import TileReader
+    from wsikit.slide.tiles import TileReader
 
     with TileReader(source, cache_mb=0) as tr, tifffile.TiffFile(source) as tif:
         pages = [tif.pages[i] for i in range(len(tr.levels))]
@@ -467,9 +467,9 @@ def tile_slide(source: Path, out: Path, reps: int) -> Path:
 def tiled_grid(source: Path, big: Path, reps: int, *, target_mpp: float, patch_px: int) -> Any:
     """The source's patch grid repeated over the tiled copy (the segmentation of the copy
     would find the same tissue)."""
-    from wsikit.io import open_slide
-    from wsikit.patching import make_grid
-    from wsikit.tissue import segment_tissue
+    from wsikit.patches.grid import make_grid
+    from wsikit.slide import open_slide
+    from wsikit.tissue.mask import segment_tissue
 
     with open_slide(source) as s:
         g = make_grid(s, segment_tissue(s), target_mpp=target_mpp, patch_px=patch_px)
@@ -484,9 +484,9 @@ def tiled_grid(source: Path, big: Path, reps: int, *, target_mpp: float, patch_p
 
 def pipeline(rec: dict[str, Any], dev: torch.device, work: Path, source: Path, tiny: bool,
              model_rates: dict[str, Any], deadline: float) -> None:
-    from wsikit.features import extract_features
-    from wsikit.io.device_decode import compare_with_cpu_reader
+    from wsikit.features.extract import extract_features
     from wsikit.models import create_encoder
+    from wsikit.slide.device_decode import compare_with_cpu_reader
 
     reps = 2 if tiny else int(rec.get("reps", 0)) or 0
     target_mpp, patch_px = (0.5, 128) if tiny else (0.5, 512)

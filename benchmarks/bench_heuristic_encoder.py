@@ -6,7 +6,7 @@ number for the other columns); the table gives the ratio 2 threads / 1 thread of
 from the same run and checks that the features of the two counts are bit-identical.
 
 Each row embeds one batch of synthetic H&E-like RGB images (half dense nuclei, half stroma,
-:func:`wsikit.synthetic.synthetic_tissue_image`) with ``create_encoder("heuristic").encode``
+:func:`wsikit.slide.synthetic.synthetic_tissue_image`) with ``create_encoder("heuristic").encode``
 and reports the best of ``--repeats`` runs in images per second. For context, the same batch is
 area-downsampled to a 256 px shorter side with ``F.interpolate(x.float() / 255, mode="area")``
 (what a naive first step of any analysis would cost), and, unless ``--skip-v2``, the previous
@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from wsikit.models import create_encoder
 from wsikit.models.heuristic import HEURISTIC_VERSION
-from wsikit.synthetic import SyntheticSpec, synthetic_tissue_image
+from wsikit.slide.synthetic import SyntheticSpec, synthetic_tissue_image
 
 HERE = Path(__file__).resolve().parent
 V2_COMMIT = "c2494e5"
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         "same chunks whatever the count, each chunk computed single-threaded, so features at "
         "2 threads are bit-identical to 1 thread (`np.array_equal` on every batch above: "
         f"{'yes' if same else 'NO'}). Inside `extract_features` the thread policy "
-        "(`wsikit.threads`) keeps the main process at 1 torch thread while reader workers "
+        "(`wsikit._threads`) keeps the main process at 1 torch thread while reader workers "
         "decode but gives this encoder every core (`threads_encoder` in the feature file), "
         "since its pool workers share no OpenMP barrier. *2 threads / 1 thread*: a separate "
         f"measurement, {2 * args.repeats} rounds per size with torch at 1 thread (as in the "

@@ -46,8 +46,8 @@ SIZE = (32768, 24576)
 
 
 def load_before() -> ModuleType:
-    """``wsikit/importance.py`` of :data:`BEFORE`, as a module inside the wsikit package."""
-    src = subprocess.run(["git", "show", f"{BEFORE}:wsikit/importance.py"], cwd=HERE.parent,
+    """``wsikit/models/importance.py`` of :data:`BEFORE`, as a module inside the wsikit package."""
+    src = subprocess.run(["git", "show", f"{BEFORE}:wsikit/models/importance.py"], cwd=HERE.parent,
                          capture_output=True, text=True, check=True).stdout
     import wsikit
 
@@ -63,7 +63,7 @@ def load_before() -> ModuleType:
 
 
 def make_slides(tmp: Path) -> dict[str, Path]:
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     spec = SyntheticSpec(*SIZE, mpp=0.25, dense=[(12000, 8000, 6000, 5000)], seed=2)
     gen = write_synthetic_slide(tmp / "gen40x.svs", spec, downsamples=(1, 4, 16), tile=256,
@@ -97,12 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
 
-    from wsikit.features import extract_features
-    from wsikit.importance import nuclear_importance
-    from wsikit.io import open_slide
-    from wsikit.patching import make_grid
-    from wsikit.threads import cores_given, plan_threads
-    from wsikit.tissue import segment_tissue
+    from wsikit._threads import cores_given, plan_threads
+    from wsikit.features.extract import extract_features
+    from wsikit.models.importance import nuclear_importance
+    from wsikit.patches.grid import make_grid
+    from wsikit.slide import open_slide
+    from wsikit.tissue.mask import segment_tissue
 
     before_mod = load_before()
     tmp = Path(tempfile.mkdtemp(prefix="bench_one_read_"))
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.rounds} rounds, the two sides alternating inside each (order swapped every "
         "round); times are medians over rounds, the ratio is the median of the within-round "
         "ratios (both sides under that round's load).", "",
-        f"Thread policy (`wsikit.threads`): {plan.cores} cores ({plan.source}), "
+        f"Thread policy (`wsikit._threads`): {plan.cores} cores ({plan.source}), "
         f"{plan.workers} reader workers x {plan.worker_threads} thread(s), main process "
         f"{plan.main_threads}, heuristic encoder pool {plan.encoder_threads}.", "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other engineers' "
@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         "block mean of the 512-px patch at 0.5 µm/px) instead of resampling a second read to "
         "~1 µm/px; the ranking is nearly unchanged (Spearman and top-10 % overlap above; a "
         "planted dense region holds many near-tied patches) and the quality gates "
-        "(tests/test_real_tissue.py, tests/test_importance.py, bench_saliency.md) hold.", ""]
+        "(tests/tissue/test_real_tissue.py, tests/models/test_importance.py, bench_saliency.md) "
+        "hold.", ""]
     out = HERE / "results" / "bench_one_read.md"
     out.write_text("\n".join(lines))
     print(out.read_text())

@@ -6,8 +6,8 @@ same tissue patches (512 px at 0.5 µm/px = 1024 level-0 px), in the same run, 2
 (a) raw JPEG decode of exactly the tiles the patches cover (full size; the floor: the cheapest
     of imagecodecs, simplejpeg with a fresh array per tile, simplejpeg into one reused buffer),
 (b) naive per-patch OpenSlide ``read_region`` + PIL resize to 448 (what peer tools do),
-(c) wsikit's pipeline (:func:`wsikit.io.patch_stream.stream_batches` over a
-    :class:`~wsikit.io.patch_stream.PatchStream`, exactly as ``extract_features`` runs on a CPU
+(c) wsikit's pipeline (:func:`wsikit.slide.patch_stream.stream_batches` over a
+    :class:`~wsikit.slide.patch_stream.PatchStream`, exactly as ``extract_features`` runs on a CPU
     device) delivering normalised (B, 3, 448, 448) float tensors for CONCH v1.5 (no model
     forward),
 (c0) the same reader without DCT-domain scaling (full decode + resize), uint8 only,
@@ -45,7 +45,7 @@ SIZE = (49152, 32768)
 
 def bench_slide() -> Path:
     from wsikit._atomic import atomic_path
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     cache = Path(os.environ.get("WSIKIT_BENCH_CACHE", Path.home() / ".cache/wsikit/bench"))
     path = cache / f"bench40x_{SIZE[0]}x{SIZE[1]}_q80.svs"
@@ -62,7 +62,7 @@ def bench_slide() -> Path:
 # -- workers (module level so they pickle) -------------------------------------------------
 
 def _decode_tiles(args: tuple[str, list[tuple[int, int]], str]) -> int:
-    from wsikit.io.tiles import TileReader
+    from wsikit.slide.tiles import TileReader
 
     path, tiles, codec = args
     with TileReader(path, cache_mb=0) as r:
@@ -108,7 +108,7 @@ def _naive(args: tuple[str, np.ndarray]) -> int:
 def _no_dct(args: tuple[str, np.ndarray]) -> int:
     import torch
 
-    from wsikit.io.tiles import TileReader
+    from wsikit.slide.tiles import TileReader
 
     torch.set_num_threads(1)
     path, boxes = args
@@ -119,8 +119,8 @@ def _no_dct(args: tuple[str, np.ndarray]) -> int:
 
 
 def _decode_tiles_dct(args: tuple[str, list[tuple[int, int]]]) -> int:
-    from wsikit.io._tile_jpeg import decode_jpeg
-    from wsikit.io.tiles import TileReader
+    from wsikit.slide._tile_jpeg import decode_jpeg
+    from wsikit.slide.tiles import TileReader
 
     path, tiles = args
     with TileReader(path, cache_mb=0) as r:
@@ -161,8 +161,8 @@ def _wsikit_rate(path: Path, boxes: np.ndarray, workers: int, batch: int, dct: b
                  normalise: bool = True) -> tuple[float, float]:
     import torch
 
-    from wsikit.io.patch_stream import PatchStream, stream_batches
     from wsikit.models import get_config
+    from wsikit.slide.patch_stream import PatchStream, stream_batches
 
     cfg = get_config("conch_v1_5")
     # exactly as extract_features runs on a CPU device: workers read and resize into shared
@@ -188,10 +188,10 @@ def _equivalence(path: Path, boxes: np.ndarray) -> dict[str, float]:
     """(c)'s tensors against the encoder's own transform of the same patches."""
     import torch
 
-    from wsikit.io.patch_stream import PatchStream, stream_batches
-    from wsikit.io.region_resize import resize_uint8
-    from wsikit.io.tiles import TileReader
     from wsikit.models import Encoder, get_config
+    from wsikit.slide.patch_stream import PatchStream, stream_batches
+    from wsikit.slide.region_resize import resize_uint8
+    from wsikit.slide.tiles import TileReader
 
     class _Preprocess(Encoder):  # CONCH v1.5's input transform, without the network
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -217,10 +217,10 @@ def _breakdown(path: Path, boxes: np.ndarray, repeats: int = 3) -> dict[str, flo
     """Single-process CPU ms/patch of each stage of (c) (least of ``repeats``)."""
     import torch
 
-    from wsikit.io._tile_jpeg import decode_jpeg
-    from wsikit.io.patch_stream import PatchStream, normalize_uint8
-    from wsikit.io.region_resize import resize_antialiased
-    from wsikit.io.tiles import TileReader
+    from wsikit.slide._tile_jpeg import decode_jpeg
+    from wsikit.slide.patch_stream import PatchStream, normalize_uint8
+    from wsikit.slide.region_resize import resize_antialiased
+    from wsikit.slide.tiles import TileReader
 
     torch.set_num_threads(1)
     n = len(boxes)
@@ -347,11 +347,11 @@ def main() -> None:
 
     import torch
 
-    from wsikit.io import open_slide
-    from wsikit.io._tile_jpeg import DECODER
-    from wsikit.io.tiles import TileReader
-    from wsikit.patching import make_grid
-    from wsikit.tissue import segment_tissue
+    from wsikit.patches.grid import make_grid
+    from wsikit.slide import open_slide
+    from wsikit.slide._tile_jpeg import DECODER
+    from wsikit.slide.tiles import TileReader
+    from wsikit.tissue.mask import segment_tissue
 
     torch.set_num_threads(1)
     path = bench_slide()

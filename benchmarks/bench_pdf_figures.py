@@ -1,36 +1,58 @@
-"""Score PDF figure extraction against hand-made truth: figures found whole, captions right.
+"""Score PDF figure extraction strictly against hand-made truth: whole figures, complete captions.
 
-Truth (JSON, the format of ``pdf_field/truth.json``)::
+Truth (JSON, the format of ``pdf_field/truth.json``; ``bbox`` and the per-PDF tags are
+optional for the score but expected in a development set)::
 
     {"pdfs": [{"file": "paper.pdf", "pages": 9,
+               "source": "owner/repo@commit:path", "publisher": "PLOS",
+               "licence": "CC BY 4.0", "layout": ["two-column", "vector-plots"],
                "figures": [{"id": "FIG. 1", "page": 4, "caption_pos": "left",
                             "caption_start": "FIG. 1 Patient selection in the A …",
-                            "bbox": [l, b, r, t]            # optional, PDF points
-                           }, …]}]}
+                            "caption_end": "in the A exploration and B validation cohorts",
+                            "caption_end_page": 5,       # only where it ends on another page
+                            "bbox": [l, b, r, t]}, …]}]}  # PDF points, origin bottom-left
 
-For every truth figure (label matched on its kind and number: "Fig. 1" = "FIGURE 1"):
+A truth figure (label matched on its kind and number: "Fig. 1" = "FIGURE 1", "Figure S1" =
+"Supplementary Figure 1", "Extended Data Fig. 1" apart from "Fig. 1") counts as
 
-* **found whole**: exactly one node carries its label, on the truth page, its box overlaps no
-  other node's box (two figures merged, or one cut in two), and, when the truth gives a
-  ``bbox``, that node's box covers ≥ 90 % of it while ≥ 70 % of the node's box is the figure
-  (IoU-like, tolerant of a few points of margin). Without boxes, look at the nodes
-  (``--nodes``): the score cannot see a figure cut short on its own.
-* **caption right and readable**: the node's caption begins with ``caption_start`` (compared
-  after Unicode, case, dash and space normalisation with a similarity ≥ 0.9, so a symbol the
-  text layer spells otherwise, "Ca21" for "Ca2+", does not fail a whole caption; a ``…`` in the
-  truth skips text), no word over 30 letters (glued words), no hyphenated line break left
-  ("immuno- histochemistry") and no margin-stamp text ("Downloaded from").
+* **found whole** when exactly one node in the whole PDF carries its label, that node is on the
+  truth page, and its box covers ≥ 90 % of the truth ``bbox`` while ≥ 70 % of the node's box is
+  the figure. Without a truth ``bbox`` (older truth) the node must instead overlap no other
+  node: the score cannot then see a figure cut short, and the row says so.
+* **caption complete** when the node's caption begins with ``caption_start`` and ends with
+  ``caption_end``, in that order, each end compared on its own with a similarity ≥ 0.9 after
+  Unicode (NFKC), case, dash, quote, space and hyphenation normalisation (``immuno-
+  histochemistry`` = ``immunohistochemistry``); a ``…`` in ``caption_start`` skips text. A
+  caption's first line alone, or its first column, page or paragraph, is not complete.
+* **readable** when the caption has no glued words (over 30 letters), no hyphenated line break
+  left ("immuno- histochemistry"), no margin stamp ("Downloaded from"), no run of leaked line
+  numbers (bioRxiv's 212 … 213 … 214) and no passage printed twice (a hidden duplicate text
+  layer).
 
-Per PDF, **fragments** are nodes beyond the first with a true figure's label, plus
-uncaptioned nodes on a page holding a true figure; **false nodes** are nodes whose label is
-no true figure (tables, schemes, logos) and uncaptioned nodes elsewhere. Pages/s is the
+The headline is **whole + complete readable caption**. Each miss is put in one caption class:
+**cut short** (starts right, its last words are not in it), **runs on** (its last words are
+in it but more text follows), **wrong figure** (the node with this caption sits on another
+truth figure's box: a caption paired with the wrong graphic), or **wrong start**. Per PDF,
+**fragments** are nodes beyond the first with a true figure's label and uncaptioned nodes on a
+true figure (its box, or its page without boxes); **false nodes** are nodes whose label is no
+true figure (tables, schemes, logos) and uncaptioned nodes elsewhere. Pages/s is the
 extraction (:func:`wsikit.evidence.read_pdf_figures`, region rendering included) in one
 process; ``--jobs 2`` runs PDFs in two processes and reports the throughput of both cores.
 
+``--baseline pymupdf4llm --baseline-python VENV/bin/python`` also runs pymupdf4llm (AGPL: in
+its own virtual environment, through ``pdf_baseline_pymupdf4llm.py`` in a subprocess; wsikit
+never imports it) and scores its pictures, each with the nearest caption on its page, the same
+strict way, side by side.
+
 Run::
 
-    python benchmarks/bench_pdf_figures.py TRUTH.json PDF [PDF …] [--out results.md]
-        [--nodes DIR] [--uncaptioned] [--jobs 2]
+    python benchmarks/bench_pdf_figures.py TRUTH.json PDF_OR_DIR [...] [--out results.md]
+        [--nodes DIR] [--uncaptioned] [--jobs 2] [--boxes BOXES.json]
+        [--baseline pymupdf4llm --baseline-python /work/scratch/pmvenv/bin/python]
+
+``--boxes BOXES.json`` merges truth boxes kept in a file of their own (``{"boxes": {file:
+{figure id: [l, b, r, t]}}}``, e.g. ``benchmarks/data/pdf_devset/shared_boxes.json`` for the
+shared ``pdf_field/truth.json``, which stays unedited) into the truth before scoring.
 
 ``--nodes DIR`` writes every node's PNG (``<pdf>_p<page>_<label>.png``) and a captions.txt,
 for looking at them.
@@ -42,72 +64,184 @@ import argparse
 import difflib
 import json
 import re
+import subprocess
 import sys
+import tempfile
 import time
 import unicodedata
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-_LABEL = re.compile(r"(?i)^\s*(supplementary\s+|extended\s+data\s+)?(fig(?:ure)?|table|scheme)"
-                    r"\.?\s*(s?\d+)")
+_LABEL = re.compile(r"(?i)^\s*(supplementary\s+|suppl?\.?\s+|extended\s+data\s+|appendix\s+)?"
+                    r"(fig(?:ure)?s?|table|scheme)\.?\s*([a-z]?\d+)")
+SIMILARITY = 0.9
+COVER_TRUTH = 0.9
+COVER_NODE = 0.7
+
+
+@dataclass(frozen=True)
+class Node:
+    """What the scorer needs of one extracted figure (any extractor's)."""
+
+    page: int
+    bbox: tuple[float, float, float, float]
+    caption: str
+    label: str | None
 
 
 def label_key(label: str | None) -> tuple[str, str] | None:
-    """("figure", "S1") for "Figure S1", "FIG. s1", "Fig. S1" …; None when not a label."""
+    """("figure", "S1") for "Figure S1", "FIG. s1", "Supplementary Fig. 1" …; None when none."""
     if not label:
         return None
     m = _LABEL.match(label)
     if not m:
         return None
+    prefix = (m.group(1) or "").lower()
     kind = m.group(2).lower()
     kind = "figure" if kind.startswith("fig") else kind
-    return kind, m.group(3).upper()
+    number = m.group(3).upper()
+    if prefix.startswith("extended"):
+        kind = "extended " + kind
+    elif prefix.startswith("sup") and not number.startswith("S"):
+        number = "S" + number
+    return kind, number
 
 
-def _norm(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).lower()
-    text = re.sub(r"[\u2010-\u2015\u2212]", "-", text)
-    text = re.sub(r"[\u2018\u2019\u201c\u201d]", "'", text)
-    return " ".join(text.split())
+def normalise(text: str) -> str:
+    """Case, Unicode, dashes, quotes, spaces and hyphenation made alike for comparing."""
+    text = unicodedata.normalize("NFKC", text).replace("\u00ad", "").lower()
+    text = re.sub(r"[\u200b-\u200d\ufeff]", "", text)
+    text = re.sub(r"[\u2010-\u2015\u2212\ufe63\uff0d]", "-", text)
+    text = re.sub(r"[\u2018\u2019\u201a\u201b\u2032`]", "'", text)
+    text = re.sub(r"[\u201c\u201d\u201e\u2033]", '"', text)
+    text = " ".join(text.split())
+    text = re.sub(r"(?<=\w)- ?(?=\w)", "", text)   # hyphenation and hyphens alike
+    text = re.sub(r" (?=[.,;:)\]])", "", text)
+    return re.sub(r"(?<=[(\[]) ", "", text)
 
 
-def caption_matches(caption: str, start: str) -> bool:
-    """``caption`` begins with ``start`` (``…``/``...`` in ``start`` skips text)."""
-    cap = _norm(caption)
-    parts = [p.strip() for p in re.split(r"\.\.\.|…", _norm(start)) if p.strip()]
+def _best(text: str, part: str, starts: range, slack: int) -> tuple[float, int, int]:
+    """Best similarity of ``part`` with a window of ``text`` starting in ``starts``."""
+    best = (0.0, -1, -1)
+    n = len(part)
+    for i in starts:
+        for length in range(max(1, n - slack), n + slack + 1):
+            window = text[i:i + length]
+            if not window:
+                continue
+            r = difflib.SequenceMatcher(None, window, part, autojunk=False).ratio()
+            if r > best[0]:
+                best = (r, i, i + length)
+    return best
+
+
+def _strip_end(text: str) -> str:
+    return text.rstrip(" .;:,")
+
+
+def caption_class(caption: str, start: str, end: str | None) -> str:
+    """How a node's caption compares with the truth's first and last words.
+
+    Returns ``"complete"``, ``"cut short"`` (starts right, last words absent), ``"runs on"``
+    (last words present, more text after them), ``"wrong start"`` or ``"empty"``. Without
+    ``end`` (older truth) a right start is ``"complete"``.
+    """
+    cap = _strip_end(normalise(caption))
+    if not cap:
+        return "empty"
+    parts = [p.strip() for p in re.split(r"\.\.\.|…", normalise(start)) if p.strip()]
     pos = 0
     for i, part in enumerate(parts):
+        slack = max(2, len(part) // 10)
         if i == 0:
-            window = cap[:len(part)]
-            if difflib.SequenceMatcher(None, window, part).ratio() < 0.9:
-                return False
-            pos = len(part)
-            continue
-        found = cap.find(part, pos)
-        if found < 0:
-            best = max((difflib.SequenceMatcher(None, cap[j:j + len(part)], part).ratio()
-                        for j in range(pos, max(pos + 1, len(cap) - len(part) + 1), 3)),
-                       default=0.0)
-            if best < 0.9:
-                return False
+            r, _, stop = _best(cap, part, range(1), slack)
         else:
-            pos = found + len(part)
-    return True
+            found = cap.find(part, pos)
+            if found >= 0:
+                r, stop = 1.0, found + len(part)
+            else:
+                r, _, stop = _best(cap, part, range(pos, max(pos + 1, len(cap) - len(part) + 1)),
+                                   0)
+        if r < SIMILARITY:
+            return "wrong start"
+        pos = stop
+    if not end:
+        return "complete"
+    tail = _strip_end(normalise(end))
+    slack = max(2, len(tail) // 10)
+    # the last words, compared with the caption's last characters (a few more or fewer)
+    best_tail = 0.0
+    for length in range(max(1, len(tail) - slack), len(tail) + slack + 1):
+        window = cap[-length:]
+        r = difflib.SequenceMatcher(None, window, tail, autojunk=False).ratio()
+        best_tail = max(best_tail, r)
+    if best_tail >= SIMILARITY:
+        return "complete"
+    inside = cap.find(tail) >= 0 or _best(
+        cap, tail, range(0, max(1, len(cap) - len(tail) + 1)), 0)[0] >= SIMILARITY
+    return "runs on" if inside else "cut short"
 
 
-def readable(caption: str) -> bool:
-    """No glued words, no hyphenated line break left, no margin stamp."""
-    words = re.findall(r"[A-Za-z]+", caption)
-    if any(len(w) > 30 for w in words):
-        return False
-    if re.search(r"[a-z]{2}- (?!and\b|or\b|to\b|nor\b)[a-z]{2}", caption):
-        return False
-    return not re.search(r"downloaded from|all rights reserved", caption, re.I)
+LINE_CHARS = 200
 
 
-def _cover(node: list[float], truth: list[float]) -> tuple[float, float]:
+def _line_numbers(caption: str) -> bool:
+    """Three or more consecutive integers spread through the text one line apart: leaked
+    line numbers (ordinals, "4 th", and numbers glued to punctuation or units are not line
+    numbers, nor are "bouton numbered 3 … the 4 boutons … = 5 µm" paragraphs apart: each
+    next number must come 15 to ``LINE_CHARS`` characters after the last, a line's length)."""
+    nums = [(int(m.group()), m.start()) for m in
+            re.finditer(r"(?<![\w.,/(+-])\d{1,4}(?![\w.,%/)-])(?!\s*(?:st|nd|rd|th)\b)",
+                        caption)]
+    for i, (n, at) in enumerate(nums):
+        run, last = 1, at
+        for m, at2 in nums[i + 1:]:
+            if m == n + run and 15 <= at2 - last <= LINE_CHARS:
+                run, last = run + 1, at2
+        if run >= 3:
+            return True
+    return False
+
+
+def _doubled(caption: str) -> bool:
+    """Text printed twice (a hidden duplicate text layer): the caption's first 8 words
+    again later, or any passage of 20 words twice. A phrase a legend repeats on purpose
+    ("Amplitude and phase of the Ve (magenta), Vi (blue) and Vm deflection") is shorter."""
+    words = normalise(caption).split()
+    if len(words) >= 16 and " ".join(words[:8]) in " ".join(words[8:]):
+        return True
+    n = 20
+    seen = set()
+    for i in range(len(words) - n + 1):
+        gram = tuple(words[i:i + n])
+        if gram in seen:
+            return True
+        seen.add(gram)
+    return False
+
+
+def unreadable(caption: str) -> list[str]:
+    """Why a caption is not readable as text; empty when it is."""
+    why = []
+    if any(len(w) > 30 for w in re.findall(r"[A-Za-z]+", caption)):
+        why.append("glued words")
+    if re.search(r"[a-z]{2}- (?!and\b|or\b|to\b|nor\b|as\b)[a-z]{2}", caption):
+        why.append("hyphenated break")
+    if re.search(r"downloaded from|all rights reserved", caption, re.I):
+        why.append("margin stamp")
+    if _line_numbers(caption):
+        why.append("line numbers")
+    if _doubled(caption):
+        why.append("doubled text")
+    return why
+
+
+def cover(node: tuple[float, ...] | list[float], truth: tuple[float, ...] | list[float]
+          ) -> tuple[float, float]:
+    """(share of ``truth`` under ``node``, share of ``node`` that is ``truth``)."""
     ix = max(0.0, min(node[2], truth[2]) - max(node[0], truth[0]))
     iy = max(0.0, min(node[3], truth[3]) - max(node[1], truth[1]))
     inter = ix * iy
@@ -116,6 +250,153 @@ def _cover(node: list[float], truth: list[float]) -> tuple[float, float]:
     return inter / a_t, inter / a_n
 
 
+def _on(node: Node, t: dict, share: float = 0.5) -> bool:
+    """``node`` lies on truth figure ``t`` (its page; ≥ ``share`` of the node on its box)."""
+    if node.page != t["page"]:
+        return False
+    if not t.get("bbox"):
+        return True
+    return cover(node.bbox, t["bbox"])[1] >= share
+
+
+def _continued_parts(t: dict, nodes: list[Node], *, matched: bool = False
+                     ) -> tuple[bool, list[Node]]:
+    """Split ``nodes`` (the figure's label or uncaptioned) for a figure continued on later
+    pages (truth ``continued_on``: page and box of each part, "Figure 3. Cont.").
+
+    Returns whether every part is covered (≥ 90 % of its box by one node on its page, most of
+    that node the part) and the figure's own labelled nodes without those parts; with
+    ``matched``, the nodes that are parts instead.
+    """
+    own = [n for n in nodes if n.label is not None]
+    used: list[Node] = []
+    every = True
+    for part in t.get("continued_on", []):
+        hit = [n for n in nodes if n.page == part["page"]
+               and cover(n.bbox, part["bbox"])[0] >= COVER_TRUTH
+               and cover(n.bbox, part["bbox"])[1] >= COVER_NODE]
+        every = every and bool(hit)
+        used += hit[:1]
+    if matched:
+        return every, used
+    return every, [n for n in own if all(n is not u for u in used)]
+
+
+def score_pdf(entry: dict, nodes: list[Node]) -> dict:
+    """Counts for one PDF (see the module docstring)."""
+    truth = entry.get("figures", [])
+    keys = {label_key(t["id"]) for t in truth}
+    by_key: dict = {}
+    for node in nodes:
+        by_key.setdefault(label_key(node.label), []).append(node)
+    counts = dict.fromkeys(("whole", "complete", "headline", "cut short", "runs on",
+                            "wrong figure", "wrong start", "unreadable", "missing"), 0)
+    misses = []
+    boxed = all(t.get("bbox") for t in truth)
+    for t in truth:
+        key = label_key(t["id"])
+        parts_found, mine = _continued_parts(t, by_key.get(key, []) + by_key.get(None, []))
+        on_page = [n for n in mine if n.page == t["page"]]
+        if t.get("bbox") and on_page:
+            on_page.sort(key=lambda n: -cover(n.bbox, t["bbox"])[0])
+        whole = len(mine) == 1 and len(on_page) == 1 and parts_found
+        node = on_page[0] if on_page else (mine[0] if mine else None)
+        if whole and node is not None:
+            if t.get("bbox"):
+                cov_t, cov_n = cover(node.bbox, t["bbox"])
+                whole = cov_t >= COVER_TRUTH and cov_n >= COVER_NODE
+            else:  # a node that overlaps another node took (part of) another figure
+                whole = not any(o is not node and o.page == node.page and
+                                min(cover(o.bbox, node.bbox)) > 0.02 for o in nodes)
+        if node is None:
+            cls, why = "missing", []
+        else:
+            cls = caption_class(node.caption, t["caption_start"], t.get("caption_end"))
+            if cls != "complete" and t.get("caption_end_text_layer"):
+                # a symbol font whose text layer spells the last words otherwise ("20uC")
+                alt = caption_class(node.caption, t["caption_start"],
+                                    t["caption_end_text_layer"])
+                cls = alt if alt == "complete" else cls
+            others = [o for o in truth if o is not t and o.get("bbox")]
+            if any(not _on(n, t, 0.3) and any(_on(n, o) for o in others) for n in mine) and \
+                    not any(_on(n, t, 0.3) for n in mine):
+                cls = "wrong figure"
+            why = unreadable(node.caption) if cls == "complete" else []
+        complete = cls == "complete"
+        counts["whole"] += whole
+        counts["complete"] += complete
+        counts["headline"] += whole and complete and not why
+        if not complete:
+            counts[cls] += 1
+        elif why:
+            counts["unreadable"] += 1
+        if not (whole and complete and not why):
+            where = ("whole" if whole else
+                     f"{len(mine)} node(s), {len(on_page)} on p{t['page']}" +
+                     ("" if not (on_page and t.get("bbox")) else
+                      " covering {:.0%} of the figure, {:.0%} of it the figure".format(
+                          *cover(on_page[0].bbox, t["bbox"]))))
+            text = node.caption if node is not None else ""
+            shown = text if len(text) <= 90 else f"{text[:45]}…{text[-40:]}"
+            misses.append(f"{t['id']} (p{t['page']}): {where}; caption {cls}"
+                          + (f" but {', '.join(why)}" if why else "")
+                          + (f": {shown!r}" if cls != "complete" or why else ""))
+    parts = {id(n) for t in truth for n in _continued_parts(
+        t, by_key.get(label_key(t["id"]), []) + by_key.get(None, []), matched=True)[1]}
+    fragments = sum(max(0, len([n for n in by_key.get(k, []) if id(n) not in parts]) - 1)
+                    for k in keys)
+    false = 0
+    for key, group in by_key.items():
+        if key is None:
+            for n in group:
+                if id(n) in parts:
+                    continue
+                if any(_on(n, t, 0.3) for t in truth):
+                    fragments += 1
+                else:
+                    false += 1
+        elif key not in keys:
+            false += len(group)
+    return {"file": entry["file"], "figures": len(truth), "nodes": len(nodes), **counts,
+            "fragments": fragments, "false": false, "boxed": boxed, "misses": misses}
+
+
+def merge_boxes(truth: dict, boxes: dict[str, dict[str, list[float]]]) -> dict:
+    """``truth`` with a ``bbox`` overlay put in: ``boxes`` = {file: {figure id: [l, b, r, t]}}.
+
+    For truth that must stay as it is (``pdf_field/truth.json``): its boxes live in a file of
+    their own. A figure id matches on its label (``"Fig. 1"`` = ``"FIGURE 1"``). A file or
+    figure of the overlay that the truth lacks, or a box that is not four numbers with
+    ``l < r`` and ``b < t``, raises ``ValueError`` naming it (a typo must not silently leave a
+    figure scored without its box). The input is not changed.
+    """
+    pdfs = {e["file"]: e for e in truth["pdfs"]}
+    out = {**truth, "pdfs": []}
+    for name in boxes:
+        if name not in pdfs:
+            raise ValueError(f"boxes for {name!r}, which the truth does not list; "
+                             "fix the file name in the boxes file")
+    for entry in truth["pdfs"]:
+        mine = {label_key(k): (k, v) for k, v in boxes.get(entry["file"], {}).items()}
+        figures = []
+        for fig in entry.get("figures", []):
+            key = label_key(fig["id"])
+            if key in mine:
+                label, box = mine.pop(key)
+                if (len(box) != 4 or not all(isinstance(v, (int, float)) for v in box)
+                        or not (box[0] < box[2] and box[1] < box[3])):
+                    raise ValueError(f"{entry['file']} {label}: box {box!r} is not "
+                                     "[l, b, r, t] in PDF points with l < r and b < t")
+                fig = {**fig, "bbox": [float(v) for v in box]}
+            figures.append(fig)
+        if mine:
+            raise ValueError(f"{entry['file']}: boxes for {sorted(k for k, _ in mine.values())}, "
+                             "which its truth does not list; fix the labels in the boxes file")
+        out["pdfs"].append({**entry, "figures": figures})
+    return out
+
+
+# ---------------------------------------------------------------------- extractors
 def _extract(args: tuple[str, bool]) -> dict:
     from wsikit.evidence import read_pdf_figures
 
@@ -123,53 +404,46 @@ def _extract(args: tuple[str, bool]) -> dict:
     t0 = time.perf_counter()
     info, figures = read_pdf_figures(path, uncaptioned=uncaptioned)
     seconds = time.perf_counter() - t0
-    return {"info": info, "figures": figures, "seconds": seconds}
+    nodes = [Node(f.page, tuple(f.bbox), f.caption, f.figure_label) for f in figures]
+    return {"pages": info.pages, "nodes": nodes, "seconds": seconds, "figures": figures}
 
 
-def score_pdf(entry: dict, info, figures) -> dict:
-    """Counts for one PDF (see the module docstring)."""
-    truth = entry.get("figures", [])
-    keys = {label_key(t["id"]): t for t in truth}
-    by_key: dict = {}
-    for fig in figures:
-        by_key.setdefault(label_key(fig.figure_label), []).append(fig)
-    whole = caption_ok = fragments = false = 0
-    misses = []
-    for t in truth:
-        key = label_key(t["id"])
-        nodes = by_key.get(key, [])
-        on_page = [n for n in nodes if n.page == t["page"]]
-        ok = len(nodes) == 1 and len(on_page) == 1
-        if ok:  # a node that overlaps another node took (part of) another figure
-            mine = list(on_page[0].bbox)
-            ok = not any(o is not on_page[0] and o.page == on_page[0].page and
-                         min(_cover(list(o.bbox), mine)) > 0.02 for o in figures)
-        if ok and t.get("bbox"):
-            cov_t, cov_n = _cover(list(on_page[0].bbox), t["bbox"])
-            ok = cov_t >= 0.9 and cov_n >= 0.7
-        whole += ok
-        cap = on_page[0].caption if on_page else ""
-        good = bool(on_page) and caption_matches(cap, t["caption_start"]) and readable(cap)
-        caption_ok += good
-        if not (ok and good):
-            misses.append(f"{t['id']} (p{t['page']}): "
-                          + ("whole" if ok else f"{len(nodes)} node(s), {len(on_page)} on page")
-                          + ("" if good else f"; caption {cap[:70]!r}"))
-        fragments += max(0, len(nodes) - 1)
-    truth_pages = {t["page"] for t in truth}
-    for key, nodes in by_key.items():
-        if key is None:
-            for n in nodes:
-                if n.page in truth_pages:
-                    fragments += 1
-                else:
-                    false += 1
-        elif key not in keys:
-            false += len(nodes)
-    return {"file": entry["file"], "pages": info.pages, "figures": len(truth),
-            "nodes": len(figures), "whole": whole, "caption": caption_ok,
-            "fragments": fragments, "false": false, "doi": info.doi, "title": info.title,
-            "misses": misses}
+def run_wsikit(pdfs: list[Path], *, uncaptioned: bool, jobs: int) -> tuple[list[dict], float]:
+    t0 = time.perf_counter()
+    work = [(str(p), uncaptioned) for p in pdfs]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            results = list(pool.map(_extract, work))
+    else:
+        results = [_extract(w) for w in work]
+    return results, time.perf_counter() - t0
+
+
+def run_pymupdf4llm(pdfs: list[Path], *, python: str) -> tuple[list[dict], float]:
+    """pymupdf4llm's pictures with their nearest caption, run in its own environment."""
+    script = Path(__file__).with_name("pdf_baseline_pymupdf4llm.py")
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        # the nodes go to a file: MuPDF prints its own messages on stdout
+        result_file = Path(tmp) / "nodes.json"
+        proc = subprocess.run([python, str(script), "--out", str(result_file),
+                               *map(str, pdfs)], capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0 or not result_file.exists():
+            raise SystemExit(f"pymupdf4llm baseline failed with {python}: "
+                             f"{proc.stderr[-2000:]}")
+        out = json.loads(result_file.read_text(encoding="utf-8"))
+    results = []
+    for p in pdfs:
+        res = out[str(p)]
+        if "error" in res:
+            print(f"pymupdf4llm on {p.name}: {res['error']}", file=sys.stderr)
+            results.append({"pages": res.get("pages", 0), "nodes": [], "seconds": 1e-9})
+            continue
+        nodes = [Node(n["page"], tuple(n["bbox"]), n["caption"], n["label"])
+                 for n in res["nodes"]]
+        results.append({"pages": res["pages"], "nodes": nodes, "seconds": res["seconds"]})
+    return results, wall
 
 
 def _save_nodes(folder: Path, name: str, figures) -> None:
@@ -186,58 +460,122 @@ def _save_nodes(folder: Path, name: str, figures) -> None:
         fh.write("\n".join(lines) + "\n")
 
 
+# ---------------------------------------------------------------------- report
+_COLUMNS = [("figures", "figures"), ("nodes", "nodes"), ("whole", "found whole"),
+            ("headline", "**whole + complete readable caption**"),
+            ("complete", "caption complete"), ("cut short", "caption cut short"),
+            ("runs on", "caption runs on"), ("wrong figure", "caption on wrong figure"),
+            ("wrong start", "caption wrong start"), ("missing", "no node"),
+            ("unreadable", "complete but unreadable"), ("fragments", "fragments"),
+            ("false", "false nodes")]
+
+
+def table(rows: list[dict], *, wall: float, name: str) -> list[str]:
+    """Markdown: one row per PDF and a total, then the misses."""
+    head = "| PDF | pages | " + " | ".join(c for _, c in _COLUMNS) + " | pages/s |"
+    out = [head, "|---|" + "---:|" * (len(_COLUMNS) + 2)]
+    for r in rows:
+        cells = " | ".join(str(r[k]) for k, _ in _COLUMNS)
+        mark = "" if r["boxed"] else " (no truth boxes)"
+        out.append(f"| {r['file']}{mark} | {r['pages']} | {cells} | "
+                   f"{r['pages'] / max(r['seconds'], 1e-9):.1f} |")
+    tot = {k: sum(r[k] for r in rows) for k, _ in _COLUMNS}
+    pages = sum(r["pages"] for r in rows)
+    secs = sum(r["seconds"] for r in rows)
+    n_fig = max(tot["figures"], 1)
+    cells = []
+    for k, _ in _COLUMNS:
+        if k in ("figures", "nodes", "fragments", "false"):
+            cells.append(f"{tot[k]}")
+        else:
+            cells.append(f"{tot[k]} ({100 * tot[k] / n_fig:.0f} %)")
+    cells[1] = str(tot["nodes"])
+    out.append(f"| **total ({name})** | {pages} | " + " | ".join(cells) +
+               f" | {pages / max(secs, 1e-9):.1f} |")
+    out += ["", f"{name}: wall time {wall:.2f} s for {pages} pages: {pages / wall:.1f} pages/s "
+            "(process start and imports included)."]
+    misses = [f"- {r['file']}: {m}" for r in rows for m in r["misses"]]
+    if misses:
+        out += ["", f"{name}: not whole with a complete readable caption:", *misses]
+    return out
+
+
+def summary(named: dict[str, list[dict]]) -> list[str]:
+    """One line per extractor, the totals side by side."""
+    keys = ["whole", "headline", "complete", "cut short", "runs on", "wrong figure",
+            "wrong start", "missing", "unreadable"]
+    out = ["| extractor | figures | " + " | ".join(dict(_COLUMNS)[k] for k in keys) +
+           " | fragments | false nodes | nodes | pages/s |",
+           "|---|" + "---:|" * (len(keys) + 5)]
+    for name, rows in named.items():
+        n = max(sum(r["figures"] for r in rows), 1)
+        pages = sum(r["pages"] for r in rows)
+        secs = sum(r["seconds"] for r in rows)
+        cells = " | ".join(f"{sum(r[k] for r in rows)} ({100 * sum(r[k] for r in rows) / n:.0f} %)"
+                           for k in keys)
+        out.append(f"| {name} | {n} | {cells} | {sum(r['fragments'] for r in rows)} | "
+                   f"{sum(r['false'] for r in rows)} | {sum(r['nodes'] for r in rows)} | "
+                   f"{pages / max(secs, 1e-9):.1f} |")
+    return out
+
+
+def _pdf_paths(items: list[Path]) -> list[Path]:
+    out = []
+    for p in items:
+        out += sorted(p.glob("*.pdf")) if p.is_dir() else [p]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("truth", type=Path)
-    ap.add_argument("pdfs", nargs="+", type=Path)
-    ap.add_argument("--out", type=Path, help="write the markdown table here too")
+    ap.add_argument("pdfs", nargs="+", type=Path, help="PDF files or folders of them")
+    ap.add_argument("--out", type=Path, help="write the markdown tables here too")
     ap.add_argument("--nodes", type=Path, help="write every node's PNG here, for review")
     ap.add_argument("--uncaptioned", action="store_true", help="keep uncaptioned graphics")
     ap.add_argument("--jobs", type=int, default=1, help="PDFs extracted in parallel")
+    ap.add_argument("--boxes", type=Path,
+                    help="truth boxes kept apart from the truth: JSON {\"boxes\": {file: "
+                         "{figure id: [l, b, r, t]}}} merged in before scoring")
+    ap.add_argument("--baseline", choices=["pymupdf4llm"], help="score this tool side by side")
+    ap.add_argument("--baseline-python", default=sys.executable,
+                    help="the python of the environment the baseline is installed in")
+    ap.add_argument("--no-wsikit", action="store_true", help="score the baseline only")
     args = ap.parse_args(argv)
-    truth = {e["file"]: e for e in json.loads(args.truth.read_text())["pdfs"]}
-    pdfs = [p for p in args.pdfs if p.name in truth]
-    for p in args.pdfs:
+    truth_doc = json.loads(args.truth.read_text(encoding="utf-8"))
+    if args.boxes:
+        try:
+            truth_doc = merge_boxes(truth_doc,
+                                    json.loads(args.boxes.read_text(encoding="utf-8"))["boxes"])
+        except (KeyError, ValueError) as exc:
+            raise SystemExit(f"{args.boxes}: {exc}") from exc
+    truth = {e["file"]: e for e in truth_doc["pdfs"]}
+    pdfs = [p for p in _pdf_paths(args.pdfs) if p.name in truth]
+    for p in _pdf_paths(args.pdfs):
         if p.name not in truth:
             print(f"skipped {p}: not in {args.truth}", file=sys.stderr)
-    t0 = time.perf_counter()
-    work = [(str(p), args.uncaptioned) for p in pdfs]
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            results = list(pool.map(_extract, work))
-    else:
-        results = [_extract(w) for w in work]
-    wall = time.perf_counter() - t0
-    rows = []
-    for p, res in zip(pdfs, results, strict=True):
-        row = score_pdf(truth[p.name], res["info"], res["figures"])
-        row["seconds"] = res["seconds"]
-        rows.append(row)
+    missing = sorted(set(truth) - {p.name for p in pdfs})
+    if missing:
+        print(f"not given, not scored: {', '.join(missing)}", file=sys.stderr)
+    runs: dict[str, tuple[list[dict], float]] = {}
+    if not args.no_wsikit:
+        runs["wsikit"] = run_wsikit(pdfs, uncaptioned=args.uncaptioned, jobs=args.jobs)
         if args.nodes:
-            _save_nodes(args.nodes, p.name, res["figures"])
-    out = ["| PDF | pages | figures | nodes | found whole | caption right + readable | "
-           "fragments | false nodes | pages/s | DOI |", "|---|" + "---:|" * 8 + "---|"]
-    for r in rows:
-        out.append(f"| {r['file']} | {r['pages']} | {r['figures']} | {r['nodes']} | "
-                   f"{r['whole']} | {r['caption']} | {r['fragments']} | {r['false']} | "
-                   f"{r['pages'] / r['seconds']:.1f} | {r['doi'] or '—'} |")
-    tot = {k: sum(r[k] for r in rows) for k in ("pages", "figures", "nodes", "whole", "caption",
-                                                 "fragments", "false")}
-    secs = sum(r["seconds"] for r in rows)
-    n_fig = max(tot["figures"], 1)
-    n_nodes = max(tot["nodes"], 1)
-    out.append(f"| **total** | {tot['pages']} | {tot['figures']} | {tot['nodes']} | "
-               f"{tot['whole']} ({100 * tot['whole'] / n_fig:.0f} %) | "
-               f"{tot['caption']} ({100 * tot['caption'] / n_fig:.0f} %) | {tot['fragments']} | "
-               f"{tot['false']} ({100 * tot['false'] / n_nodes:.0f} % of nodes) | "
-               f"{tot['pages'] / secs:.1f} | |")
-    out.append("")
-    out.append(f"Wall time {wall:.2f} s for {tot['pages']} pages with {args.jobs} process(es): "
-               f"{tot['pages'] / wall:.1f} pages/s (imports and process start included).")
-    misses = [f"- {r['file']}: {m}" for r in rows for m in r["misses"]]
-    if misses:
-        out += ["", "Not found whole or caption not right:", *misses]
-    text = "\n".join(out)
+            for p, res in zip(pdfs, runs["wsikit"][0], strict=True):
+                _save_nodes(args.nodes, p.name, res["figures"])
+    if args.baseline == "pymupdf4llm":
+        runs["pymupdf4llm"] = run_pymupdf4llm(pdfs, python=args.baseline_python)
+    named: dict[str, list[dict]] = {}
+    out: list[str] = []
+    for name, (results, wall) in runs.items():
+        rows = []
+        for p, res in zip(pdfs, results, strict=True):
+            row = score_pdf(truth[p.name], res["nodes"])
+            row["pages"], row["seconds"] = res["pages"], res["seconds"]
+            rows.append(row)
+        named[name] = rows
+        out += ["", f"### {name}", "", *table(rows, wall=wall, name=name)]
+    text = "\n".join(summary(named) + out)
     print(text)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """Retrieval benchmark: image-only vs caption-only vs fused (RRF) on a generated figure bank.
 
 Bank (generated here, deterministic): 6 tissue classes rendered as H&E-like textures in the
-style of :mod:`wsikit.synthetic` (stroma colour, nuclei density, size, pleomorphism, darkness;
+style of :mod:`wsikit.slide.synthetic` (stroma colour, nuclei density, size, pleomorphism, darkness;
 fat vacuoles; mucin; necrotic debris), 16 figures per class from 8 "sources" (each source has
 its own stain shift, every figure its own jitter and magnification), 256 px. 6 figures are
 ingested twice (same source and figure label, another page: another node id) to exercise

@@ -1,10 +1,10 @@
 """Do the regions land where the planted saliency is? Weight-free importance + default selection.
 
-Generated slides (``wsikit.synthetic``) with one planted region of a known box: densely packed
+Generated slides (``wsikit.slide.synthetic``) with one planted region of a known box: densely packed
 nuclei, or enlarged hyperchromatic nuclei at the normal density; 1, 2, 3, 4 or 6 patches across
 (aligned with the patch grid); pale, normal, dark or faded-haematoxylin staining; level-0 mpp
 0.25, 0.2631 or 0.5. Each slide goes through the pipeline's own path (tissue mask -> grid of
-256 px at 0.5 µm/px -> :func:`wsikit.importance.nuclear_importance` -> default
+256 px at 0.5 µm/px -> :func:`wsikit.models.importance.nuclear_importance` -> default
 ``select_windows`` with the slide size), and we record whether the rank-1 region and the finest
 window lie inside the planted box, and whether any region scores below the median cell score.
 The importance's compute time is measured against the time to read the same patches, in the
@@ -38,12 +38,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 os.environ.setdefault("WSIKIT_NO_PROGRESS", "1")
 
-from wsikit.importance import nuclear_importance  # noqa: E402
-from wsikit.io import open_slide  # noqa: E402
-from wsikit.patching import make_grid  # noqa: E402
-from wsikit.selectors import attention_map, select_windows  # noqa: E402
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide  # noqa: E402
-from wsikit.tissue import segment_tissue  # noqa: E402
+from wsikit.models.importance import nuclear_importance  # noqa: E402
+from wsikit.patches.grid import make_grid  # noqa: E402
+from wsikit.selection.selectors import attention_map, select_windows  # noqa: E402
+from wsikit.slide import open_slide  # noqa: E402
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide  # noqa: E402
+from wsikit.tissue.mask import segment_tissue  # noqa: E402
 
 KINDS = ("dense", "enlarged")
 SIZES = (1, 2, 3, 4, 6)
@@ -140,7 +140,7 @@ def run_real(tmp: Path) -> list[dict]:
     from PIL import Image
 
     import wsikit
-    from wsikit.synthetic import tile_mosaic, write_image_slide
+    from wsikit.slide.synthetic import tile_mosaic, write_image_slide
 
     tile_img = tile_mosaic([[np.asarray(Image.open(REAL_TILES / f"{n}.png").convert("RGB"))
                              for n in row] for row in TILE_LAYOUT])

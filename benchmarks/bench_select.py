@@ -2,7 +2,7 @@
 
 All four scales (8, 4, 2, 1) on a blobby tissue shape with holes covering 60% of the grid and a
 smooth attention map with hotspots. The brute-force reference (plain Python loops over every
-window in exact rational arithmetic, ``tests/selectors/select_reference.py``) is slow, so it runs
+window in exact rational arithmetic, ``tests/selection/select_reference.py``) is slow, so it runs
 once on a smaller grid of the same kind (``--ref-size``, default 60), and the fast
 implementation is timed on that grid too and as the median of repeated runs on the large one. Writes
 ``benchmarks/results/bench_select.md``.
@@ -24,11 +24,11 @@ import numpy as np
 from scipy import ndimage
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "selectors"))
+sys.path.insert(0, str(HERE.parent / "tests" / "selection"))
 
 from select_reference import reference_select  # noqa: E402
 
-from wsikit.selectors import attention_map, select_windows  # noqa: E402
+from wsikit.selection.selectors import attention_map, select_windows  # noqa: E402
 
 P = 512  # level-0 stride (px)
 
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         "per_scale=1, min_coverage=1.0, max_iou=0.5, margin=2, min_score=median. "
         f"Fast: median of {args.repeats} runs of `select_windows` (attention map + SATs + "
         "greedy with exact tie and floor decisions); brute force: the plain-Python reference "
-        "in exact rational arithmetic (`tests/selectors/select_reference.py`, loops over every "
+        "in exact rational arithmetic (`tests/selection/select_reference.py`, loops over every "
         f"cell of every window) on a {args.ref_size}x{args.ref_size} grid of the same kind, "
         "its time divided by the fast one's on that grid (speed-up), and whether both give "
         "the same windows, ranks and `inside` links.",

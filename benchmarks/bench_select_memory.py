@@ -1,9 +1,9 @@
 """``wsikit select`` peak memory against slide size (the tissue held fixed) and patch count.
 
-Generated pyramids (:func:`wsikit.synthetic.write_synthetic_slide`, 0.25 µm/px, levels 1/4/16/64,
-256-px JPEG tiles) of growing side with the same small tissue ellipse (radius ``--tissue`` px) in
-the centre, so the patch count stays constant and whatever grows with the side is a
-whole-slide array (thumbnails, masks at their mpp, report and overview rendering, maps). Each
+Generated pyramids (:func:`wsikit.slide.synthetic.write_synthetic_slide`, 0.25 µm/px, levels
+1/4/16/64, 256-px JPEG tiles) of growing side with the same small tissue ellipse (radius
+``--tissue`` px) in the centre, so the patch count stays constant and whatever grows with the side
+is a whole-slide array (thumbnails, masks at their mpp, report and overview rendering, maps). Each
 ``wsikit select`` runs with its defaults (weight-free here, report included) in a fresh
 process; peak RSS from ``wait4``. Writes ``benchmarks/results/bench_select_memory.md``.
 ``--tissue`` takes several radii (e.g. ``3000,12000,24000``) to sweep the patch count on each
@@ -31,7 +31,7 @@ ROOT = HERE.parent
 
 def make_slide(side: int, radius: int, folder: Path) -> tuple[Path, float]:
     """A ``side``² pyramid with one tissue ellipse of ``radius`` px; (path, seconds to write)."""
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     c = side / 2
     spec = SyntheticSpec(width=side, height=side, mpp=0.25,
@@ -44,8 +44,8 @@ def make_slide(side: int, radius: int, folder: Path) -> tuple[Path, float]:
 
 def patch_count(out: Path, slide: Path) -> int:
     """Patches of ``slide``'s grid in the select folder ``out``."""
-    from wsikit.layout import OutputLayout
-    from wsikit.patching import TileGrid
+    from wsikit.outputs.layout import OutputLayout
+    from wsikit.patches.grid import TileGrid
 
     return len(TileGrid.from_h5(OutputLayout(out).coords(slide.stem)).boxes)
 

@@ -13,7 +13,7 @@ Formats (generated, cached under ``~/.cache/wsikit/bench``):
 - ``svs``: the 49152×32768 Aperio-style pyramid of ``bench_patch_pipeline.py`` (256-px JPEG
   tiles, Q80);
 - ``tiff``: a generic tiled JPEG TIFF (16384×12288, 256-px tiles, Q80, resolution tags);
-- ``ndpi``: a Hamamatsu NDPI-like file (:func:`wsikit.synthetic.write_synthetic_ndpi`,
+- ``ndpi``: a Hamamatsu NDPI-like file (:func:`wsikit.slide.synthetic.write_synthetic_ndpi`,
   16384×12288, levels 1, 1/4, 1/16, one JPEG per level with a restart marker every 512 px of
   a 16×8 MCU row, 4:2:2, Q80), which OpenSlide opens as ``hamamatsu``; its rows at level 1
   (OpenSlide's scaled 1/2 decode, 512² px per region) are what the slide reader reads for
@@ -24,7 +24,7 @@ MRXS has no generator here and no real file (see the results file).
 Candidates: OpenSlide (``read_region``, RGBA → RGB), tiffslide, pyvips (``tiffload`` of the
 level's page; optional ``pip install pyvips-binary pyvips``, whose libvips has no
 ``openslideload``), fastslide (optional), wsikit's slide reader
-(:func:`wsikit.io.pixel_backend.open_pixel_slide`, whatever backend it picks) and wsikit's
+(:func:`wsikit.slide.pixel_backend.open_pixel_slide`, whatever backend it picks) and wsikit's
 direct tile reader (TIFF only). Also recorded: OpenSlide's cost on a region whose tiles are
 all in its cache, and per pixel on 2048² regions (does batching neighbours help OpenSlide?).
 
@@ -57,7 +57,7 @@ def _cache() -> Path:
 
 
 def tiff_slide() -> Path:
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     path = _cache() / "bench_generic_16384x12288_q80.tif"
     if not path.exists():
@@ -71,7 +71,7 @@ def tiff_slide() -> Path:
 
 
 def ndpi_slide() -> Path:
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_ndpi
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_ndpi
 
     path = _cache() / "bench_ndpi_16384x12288_q80.ndpi"
     if not path.exists():
@@ -87,8 +87,8 @@ def _readers(path: Path, level: int, px: int) -> dict[str, Reader]:
     import openslide
     import tiffslide
 
-    from wsikit.io.pixel_backend import open_pixel_slide
-    from wsikit.io.tiles import TileReader
+    from wsikit.slide.pixel_backend import open_pixel_slide
+    from wsikit.slide.tiles import TileReader
 
     out: dict[str, Reader] = {}
     o = openslide.OpenSlide(str(path))
@@ -158,7 +158,7 @@ _NOTES = [
     "pixels but lacks the synthesised ones and is slower than OpenSlide (interval-sized zarr "
     "chunks); fastslide lacks them and differs in pixels; libvips (libtiff) decodes a level's "
     "whole JPEG strip per read and differs at interval edges (fancy chroma upsampling across "
-    "them). None matches, so wsikit has its own (`wsikit.io.ndpi`): OpenSlide's levels, each "
+    "them). None matches, so wsikit has its own (`wsikit.slide.ndpi`): OpenSlide's levels, each "
     "column of intervals decoded in one libjpeg-turbo call (simplejpeg; its scaled decode for "
     "the synthesised levels), pixels equal to OpenSlide's on every level (4:2:2 and 4:4:4 "
     "files; with 4:2:0 each interval is decoded alone, since vertical chroma upsampling would "
@@ -217,8 +217,8 @@ def _stream_ms(path: Path, xy: list[tuple[int, int]], rounds: int) -> dict[str, 
     stream's reader (open_pixel_slide's probes) is timed alone and subtracted."""
     from unittest import mock
 
-    from wsikit.io import pixel_backend
-    from wsikit.io.patch_stream import PatchStream, stream_batches
+    from wsikit.slide import pixel_backend
+    from wsikit.slide.patch_stream import PatchStream, stream_batches
 
     boxes = np.array([(x, y, 1024, 1024) for x, y in xy], np.float64)
     norm = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
@@ -281,7 +281,7 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from bench_patch_pipeline import bench_slide
 
-    from wsikit.io.pixel_backend import open_pixel_slide
+    from wsikit.slide.pixel_backend import open_pixel_slide
 
     load = os.getloadavg()[0]
     m = args.n * args.rounds + 4   # the last 4 regions: pixel differences only

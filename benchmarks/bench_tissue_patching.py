@@ -22,10 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from wsikit.io import open_slide
-from wsikit.patching import make_grid
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
-from wsikit.tissue import DEFAULT_MASK_MPP, segment_tissue
+from wsikit.patches.grid import make_grid
+from wsikit.slide import open_slide
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.tissue.constants import DEFAULT_MASK_MPP
+from wsikit.tissue.mask import segment_tissue
 
 W, H, MPP = 49152, 32768, 0.25
 RESULTS = Path(__file__).parent / "results" / "bench_tissue_patching.md"
@@ -111,7 +112,7 @@ def main() -> None:
         "# Tissue segmentation + patch grid vs. decoding floor",
         "",
         f"Slide: synthetic {W}x{H} at {MPP} µm/px (40x), levels /1 /4 /16, 256-px JPEG tiles "
-        f"q80 (`wsikit.synthetic`). Best of {args.repeats} runs, warm file cache.",
+        f"q80 (`wsikit.slide.synthetic`). Best of {args.repeats} runs, warm file cache.",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other work), "
         f"Python {platform.python_version()}.",
         "",

@@ -114,9 +114,9 @@ def _side_trident(slide: str, coords: str, workers: int, out: str) -> dict[str, 
 def _side_wsikit(slide: str, coords: str, workers: int, reader: str) -> dict[str, float]:
     import torch
 
-    from wsikit.features import extract_features
+    from wsikit.features.extract import extract_features
     from wsikit.models import Encoder, EncoderConfig
-    from wsikit.patching import TileGrid
+    from wsikit.patches.grid import TileGrid
 
     cfg = EncoderConfig(
         name="trivial_mean", role="patch", hub_repo=None, hub_files=(), input_px=448,
@@ -139,7 +139,7 @@ def _side_wsikit(slide: str, coords: str, workers: int, reader: str) -> dict[str
     dt, cpu = time.perf_counter() - t0, _cpu() - c0
     backend = ""
     if emb.attrs["reader"] == "slide":  # which backend the slide reader picked (not timed)
-        from wsikit.io.pixel_backend import open_pixel_slide
+        from wsikit.slide.pixel_backend import open_pixel_slide
 
         with open_pixel_slide(slide) as picked:
             backend = picked.backend
@@ -152,9 +152,9 @@ def _side_wsikit(slide: str, coords: str, workers: int, reader: str) -> dict[str
 # -- orchestration --------------------------------------------------------------------------
 
 def _make_coords(slide: Path, n: int, folder: Path, repeat: int = 1) -> tuple[Path, int]:
-    from wsikit.io import open_slide
-    from wsikit.patching import make_grid
-    from wsikit.tissue import segment_tissue
+    from wsikit.patches.grid import make_grid
+    from wsikit.slide import open_slide
+    from wsikit.tissue.mask import segment_tissue
 
     with open_slide(slide) as s:
         grid = make_grid(s, segment_tissue(s), target_mpp=0.5, patch_px=512)
@@ -284,13 +284,13 @@ def _write_table(args: argparse.Namespace, rounds: list[dict[str, dict[str, floa
         f"Slide: `{slide.name}`, " + (
             "synthetic 40× 49152×32768 at 0.25 µm/px, levels 1/4/16, 256-px JPEG tiles, Q80"
             if args.format == "svs" else
-            "a generated Hamamatsu NDPI-like file (`wsikit.synthetic.write_synthetic_ndpi`, "
+            "a generated Hamamatsu NDPI-like file (`wsikit.slide.synthetic.write_synthetic_ndpi`, "
             "OpenSlide opens it as `hamamatsu`): 16384×12288 at 0.25 µm/px, stored levels "
             "1/4/16, one baseline JPEG per level with restart intervals of 512×8 px, 4:2:2, Q80; "
             "the direct tile reader does not serve NDPI, so the default reader is the slide "
             "reader here too")
         + f". The slide reader read through the `{rounds[0]['wsikit_slide'].get('backend')}` "
-        "backend (`wsikit.io.pixel_backend.open_pixel_slide`: the first of its fast backends "
+        "backend (`wsikit.slide.pixel_backend.open_pixel_slide`: the first of its fast backends "
         "that gives OpenSlide's pyramid and pixels). "
         + (f"The slide's {n // args.repeat} tissue patches listed {args.repeat} times over "
            "(the OpenSlide tile cache, 32 MB, holds far fewer than one pass), i.e. "

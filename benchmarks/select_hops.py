@@ -11,8 +11,8 @@ figure index, and
 * **modules**: the wsikit modules with at least one function called during the run
   (``sys.setprofile``);
 * **repeated work**: how often the slide's content fingerprint
-  (``wsikit.io.fingerprint.slide_fingerprint``) is computed, the figure index opened
-  (``FigureIndex.open``) and a selector built (``wsikit.selectors.create_selector``):
+  (``wsikit.slide.fingerprint.slide_fingerprint``) is computed, the figure index opened
+  (``FigureIndex.open``) and a selector built (``wsikit.selection.selectors.create_selector``):
   each is expected once per run (``EXPECTED``; the fingerprint is computed once, in the run's
   ``SlideContext``, and passed to every ``slide_ops`` check); ``as_expected`` says whether
   the run matched, and the script exits non-zero when it did not.
@@ -45,16 +45,16 @@ def main() -> None:
 
     import wsikit._atomic as atomic
     from wsikit.cli import main as cli_main
-    from wsikit.demos import demo_index
+    from wsikit.run.demos import demo_index
 
     tmp = Path(tempfile.mkdtemp(prefix="wsikit-hops-"))
     index = args.index or str(demo_index(tmp / "demo", progress=False))
     counts: Counter[str] = Counter()
     modules: set[str] = set()
     stack_at_write: list[traceback.FrameSummary] = []
-    watched = {("wsikit.io.fingerprint", "slide_fingerprint"): "fingerprint",
+    watched = {("wsikit.slide.fingerprint", "slide_fingerprint"): "fingerprint",
                ("wsikit.evidence.index", "open"): "index_open",
-               ("wsikit.selectors.registry", "create_selector"): "selector_built"}
+               ("wsikit.selection.selectors.registry", "create_selector"): "selector_built"}
 
     def profile(frame, event, arg):
         if event != "call":

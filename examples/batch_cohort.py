@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from wsikit.batch import run_batch
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--cohort", help="folder of slides (searched recursively) or a CSV with a "

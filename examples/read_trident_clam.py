@@ -18,12 +18,12 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from wsikit.attention import heuristic_attention
-from wsikit.features import Embeddings
-from wsikit.io import open_slide
-from wsikit.patching import TileGrid
-from wsikit.selectors import select_windows
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.features.extract import Embeddings
+from wsikit.patches.grid import TileGrid
+from wsikit.selection.attention import heuristic_attention
+from wsikit.selection.selectors import select_windows
+from wsikit.slide import open_slide
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--slide", help="the slide the files belong to (default: generated)")

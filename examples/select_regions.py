@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import wsikit
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("slide", nargs="?",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 os.environ.setdefault("WSIKIT_NO_PROGRESS", "1")
 

@@ -54,7 +54,7 @@ def test_api_pages_cover_every_exported_name() -> None:
     packages = list(wsikit_api.iter_packages())
     home = wsikit_api.homes(packages)
     names = {p.__name__ for p, _ in packages}
-    assert {"wsikit", "wsikit.io", "wsikit.evidence", "wsikit.batch"} <= names
+    assert {"wsikit", "wsikit.slide", "wsikit.evidence", "wsikit.batch"} <= names
     for package, modules in packages:
         page = wsikit_api.render_package(package, modules, home)
         for module in (package, *modules):
@@ -66,7 +66,7 @@ def test_api_pages_cover_every_exported_name() -> None:
                 linked = f"{{obj}}`{name} <" in section
                 assert documented or linked, f"{module.__name__}.{name} is not in the API page"
     # each object is documented once, under its package (a re-export links to it)
-    assert home[id(importlib.import_module("wsikit.io").Slide)] == "wsikit.io.Slide"
+    assert home[id(importlib.import_module("wsikit.slide").Slide)] == "wsikit.slide.Slide"
 
 
 def test_readme_is_a_short_entry_page() -> None:
@@ -85,4 +85,4 @@ def test_docs_build_without_warnings(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=900, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-5000:]
     assert (tmp_path / "html" / "reference" / "cli.html").is_file()
-    assert (tmp_path / "html" / "reference" / "api" / "wsikit.io.html").is_file()
+    assert (tmp_path / "html" / "reference" / "api" / "wsikit.slide.html").is_file()

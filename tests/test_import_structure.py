@@ -8,7 +8,12 @@ lazy loader or a function body would only run later:
   initialised when another reads it;
 - a circle counting function-level imports too is a pair of layers that each call the other;
 - a private name (``_x``, not ``__x__``) imported from a module outside the importer's own
-  package folder is an internal that another layer has come to rely on.
+  package folder is an internal that another layer has come to rely on;
+- the packages are floors of the pipeline (:data:`FLOORS`, declared once here): an import that
+  runs up a floor, or a circle among packages (counting imports inside functions), is a lower
+  stage that knows a higher one;
+- the top level holds the public face and a few small private modules (at most
+  :data:`MAX_TOP_LEVEL` modules): everything else lives in the package of its stage.
 
 An edge goes to the most specific module an import names: ``from a.b import c`` is an import of
 ``a.b.c`` when that is a module, else of ``a.b`` (parent packages, whose ``__init__`` also runs,
@@ -26,6 +31,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "wsikit"
+
+#: wsikit's floors, bottom to top: a module imports from its own floor and the floors below,
+#: never from one above. ``"_"`` is the top level's own modules (``errors.py`` and the small
+#: private helpers); every other floor is the top-level package of that name. The public face
+#: (:data:`FACE`) stands above them all. ARCHITECTURE.md ("Layout") says why this order.
+FLOORS = ("_", "outputs", "slide", "tissue", "patches", "models", "features", "selection",
+          "evidence", "look", "run", "batch", "integrations", "cli")
+
+#: Modules above every floor: the lazy public face (``import wsikit``) and ``python -m wsikit``.
+FACE = ("wsikit", "wsikit.__main__")
+
+#: The most modules the top level of wsikit may hold (``__init__``, ``__main__``, ``errors``,
+#: ``_version`` and at most four small private modules).
+MAX_TOP_LEVEL = 8
 
 @dataclass(frozen=True)
 class ImportEdge:
@@ -205,6 +224,56 @@ def private_imports_outside(root: Path, package: str, folders: tuple[str, ...]
     return sorted(set(found))
 
 
+def floor_of(module: str, modules: dict[str, Path]) -> str:
+    """The floor of ``module``: ``"_"`` for a module of the top level (and the package's own
+    ``__init__``), else the name of the top-level package it lives in."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "_"
+    return parts[1] if modules[".".join(parts[:2])].name == "__init__.py" else "_"
+
+
+def package_edges(root: Path, package: str, face: tuple[str, ...] = FACE
+                  ) -> list[ImportEdge]:
+    """Every import between modules of ``package`` (the face left out) as an edge between
+    their floors (see :func:`floor_of`), function-level imports included."""
+    modules = module_names(root, package)
+    return [ImportEdge(floor_of(e.importer, modules), floor_of(e.target, modules), e.names,
+                       e.line, e.module_level)
+            for e in import_edges(root, package)
+            if e.importer not in face and e.target not in face]
+
+
+def unknown_floors(root: Path, package: str, floors: tuple[str, ...]) -> list[str]:
+    """Top-level packages of ``package`` that ``floors`` does not place, and floors that name
+    no package."""
+    modules = module_names(root, package)
+    found = {floor_of(name, modules) for name in modules if "." in name}
+    return sorted(found - set(floors)) + sorted(f"{f} (no such package)"
+                                                 for f in set(floors) - found)
+
+
+def imports_up_a_floor(root: Path, package: str, floors: tuple[str, ...],
+                       face: tuple[str, ...] = FACE) -> list[str]:
+    """``"importer -> target (floor -> higher floor)"`` for every import (function-level ones
+    included, ``if TYPE_CHECKING:`` ones not: they never run) that runs up a floor."""
+    modules = module_names(root, package)
+    rank = {f: i for i, f in enumerate(floors)}
+    found = []
+    for e in import_edges(root, package):
+        if e.importer in face or e.target in face:
+            continue
+        low, high = floor_of(e.importer, modules), floor_of(e.target, modules)
+        if low in rank and high in rank and rank[low] < rank[high]:
+            found.append(f"{e.importer}:{e.line} -> {e.target} ({low} -> {high})")
+    return sorted(found)
+
+
+def top_level_modules(root: Path, package: str) -> list[str]:
+    """The modules directly in the package folder (``__init__`` included)."""
+    return sorted(p.stem for p in (root / package).glob("*.py"))
+
+
 def _describe(circles: list[tuple[str, ...]]) -> str:
     return "\n".join(" <-> ".join(c) for c in circles)
 
@@ -220,6 +289,34 @@ def test_no_import_circles_counting_function_level_imports() -> None:
     assert not circles, ("import circles among wsikit modules (counting imports inside "
                          "functions); a lower layer must not call back up:\n"
                          + _describe(circles))
+
+
+def test_every_package_has_a_floor() -> None:
+    unknown = unknown_floors(ROOT, PACKAGE, FLOORS)
+    assert not unknown, ("top-level packages of wsikit that FLOORS does not place (or floors "
+                         f"without a package); say where each stands: {unknown}")
+
+
+def test_no_import_runs_up_a_floor() -> None:
+    found = imports_up_a_floor(ROOT, PACKAGE, FLOORS)
+    assert not found, ("imports that run up a floor (a lower stage calling a higher one); move "
+                       "the function to the floor where it belongs, or pass the data down:\n"
+                       + "\n".join(found))
+
+
+def test_no_circles_among_packages_counting_function_level_imports() -> None:
+    circles = import_circles(package_edges(ROOT, PACKAGE), module_level_only=False)
+    assert not circles, ("import circles among wsikit's packages (counting imports inside "
+                         "functions):\n" + _describe(circles))
+
+
+def test_the_top_level_holds_few_modules() -> None:
+    found = top_level_modules(ROOT, PACKAGE)
+    assert len(found) <= MAX_TOP_LEVEL, (
+        f"{len(found)} modules at wsikit's top level (at most {MAX_TOP_LEVEL}): {found}; move "
+        "each into the package of its stage")
+    public = [m for m in found if not m.startswith("_") and m != "errors"]
+    assert not public, f"public modules at the top level besides errors.py: {public}"
 
 
 def test_no_private_names_imported_across_package_folders() -> None:
@@ -326,3 +423,61 @@ def test_a_private_module_of_a_sibling_package_is_found(synthetic: Path) -> None
     _write_package(synthetic, {"pkg/sub/_inner.py": "X = 1\n",
                                "pkg/low.py": "from .sub._inner import X\n_helper = X\n"})
     assert private_imports(synthetic, "pkg") == ["pkg.low: pkg.sub._inner"]
+
+
+@pytest.fixture
+def floored(tmp_path: Path) -> Path:
+    """A package of three floors (``_``, ``low``, ``high``) whose imports run downwards."""
+    _write_package(tmp_path, {
+        "pkg/__init__.py": "from .high import run\n",  # the face: above every floor
+        "pkg/__main__.py": "from .high import run\n",
+        "pkg/_util.py": "VALUE = 1\n",
+        "pkg/low/__init__.py": "",
+        "pkg/low/core.py": """\
+            from typing import TYPE_CHECKING
+            from .._util import VALUE
+            if TYPE_CHECKING:
+                from ..high.app import run  # a type only: never runs
+            """,
+        "pkg/high/__init__.py": "",
+        "pkg/high/app.py": "from ..low.core import VALUE\ndef run():\n    return VALUE\n",
+    })
+    return tmp_path
+
+
+FLOORED = ("_", "low", "high")
+
+
+def test_a_package_whose_imports_run_down_passes(floored: Path) -> None:
+    assert unknown_floors(floored, "pkg", FLOORED) == []
+    assert imports_up_a_floor(floored, "pkg", FLOORED, ("pkg", "pkg.__main__")) == []
+    assert import_circles(package_edges(floored, "pkg", ("pkg", "pkg.__main__")),
+                          module_level_only=False) == []
+    assert top_level_modules(floored, "pkg") == ["__init__", "__main__", "_util"]
+
+
+def test_an_import_up_a_floor_inside_a_function_is_found(floored: Path) -> None:
+    _write_package(floored, {"pkg/low/later.py": """\
+        def later():
+            from ..high.app import run
+            return run()
+        """})
+    assert imports_up_a_floor(floored, "pkg", FLOORED, ("pkg", "pkg.__main__")) == [
+        "pkg.low.later:2 -> pkg.high.app (low -> high)"]
+    # and the two packages now import each other, though no two modules do
+    assert import_circles(import_edges(floored, "pkg"), module_level_only=False) == []
+    assert import_circles(package_edges(floored, "pkg", ("pkg", "pkg.__main__")),
+                          module_level_only=False) == [("high", "low")]
+
+
+def test_a_top_level_module_importing_a_package_runs_up(floored: Path) -> None:
+    _write_package(floored, {"pkg/_util.py": "from .low.core import VALUE\n"})
+    assert imports_up_a_floor(floored, "pkg", FLOORED, ("pkg", "pkg.__main__")) == [
+        "pkg._util:1 -> pkg.low.core (_ -> low)"]
+
+
+def test_a_package_without_a_floor_is_named(floored: Path) -> None:
+    _write_package(floored, {"pkg/extra/__init__.py": ""})
+    assert unknown_floors(floored, "pkg", FLOORED) == ["extra"]
+    assert unknown_floors(floored, "pkg", (*FLOORED, "gone")) == [
+        "extra", "gone (no such package)"]

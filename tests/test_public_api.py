@@ -55,12 +55,17 @@ def test_all_lists_every_public_name_once() -> None:
 
 #: The most names all ``__all__`` lists of wsikit may hold together (packages and modules,
 #: private modules included). Issue 31 took it from 828 to this; raise it only with a name a
-#: user calls, and say so in the change.
-EXPORT_BUDGET = 678
+#: user calls, and say so in the change. Issue 36 added 13: JATS ingestion (wsikit.evidence.jats,
+#: read_jats, extract_jats_figures) and wsikit.evidence.licence; issue 36 item 6 added 9:
+#: FIGURE_KINDS, FigureKind, classify_figure_kind, parse_kinds (wsikit.evidence.kinds),
+#: FigureAnalysis, Panel, analyse_figure, find_panels, split_caption (wsikit.evidence.panels);
+#: issue 40 added 2: wsikit.tissue.mask.glass_reference and
+#: wsikit.slide.mpp_estimate.estimate_mpp_from_nuclei.
+EXPORT_BUDGET = 702
 
 #: Exported constants in a file another change is rewriting, documented there; do not add to.
-UNDOCUMENTED_OK = {"wsikit.batch.builtin_steps.FEATURE_KEYS",
-                   "wsikit.batch.builtin_steps.ATTENTION_KEYS"}
+UNDOCUMENTED_OK = {"wsikit.run.builtin_steps.FEATURE_KEYS",
+                   "wsikit.run.builtin_steps.ATTENTION_KEYS"}
 
 
 def _modules() -> list[str]:

@@ -7,8 +7,8 @@ import os
 import pytest
 import torch
 
+from wsikit._threads import cores_given, plan_threads, torch_threads
 from wsikit.errors import WsikitError
-from wsikit.threads import cores_given, plan_threads, torch_threads
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3, 8, 16])
@@ -47,8 +47,8 @@ def test_an_encoder_that_splits_its_work_gets_every_core(workers: int) -> None:
 
 
 def test_the_heuristic_encoder_splits_its_own_work() -> None:
+    from wsikit._threads import SplitsWork
     from wsikit.models import create_encoder
-    from wsikit.threads import SplitsWork
 
     enc = create_encoder("heuristic")
     assert isinstance(enc, SplitsWork)

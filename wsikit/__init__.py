@@ -33,9 +33,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # the lazy names below, typed for checkers and IDEs
-    from .attention import Attention, compute_attention
     from .batch import run_batch
-    from .demos import demo
     from .evidence import (
         EvidenceRegion,
         EvidenceResult,
@@ -44,11 +42,14 @@ if TYPE_CHECKING:  # the lazy names below, typed for checkers and IDEs
         extract_pdf_figures,
         read_figure_manifest,
     )
-    from .features import Embeddings, extract_features
-    from .io import Slide, open_slide, resolve_mpp
-    from .layout import OutputLayout
+    from .features.extract import Embeddings, extract_features
+    from .integrations.scverse import export_anndata
+    from .look.report import render_report, write_report
     from .models.registry import create_encoder, get_config, list_encoders
-    from .options import (
+    from .outputs.layout import OutputLayout
+    from .patches.grid import TileGrid, make_grid
+    from .run.demos import demo
+    from .run.options import (
         GridOptions,
         MatchOptions,
         ModelOptions,
@@ -56,73 +57,72 @@ if TYPE_CHECKING:  # the lazy names below, typed for checkers and IDEs
         PipelineOptions,
         SelectionOptions,
     )
-    from .patching import TileGrid, make_grid
-    from .pipeline import load_result, select
-    from .report import render_report, write_report
-    from .scverse import export_anndata
-    from .selectors import (
+    from .run.pipeline import load_result, select
+    from .run.slide_ops import info, patch, segment
+    from .selection.attention import Attention, compute_attention
+    from .selection.selectors import (
         Window,
         Windows,
         create_selector,
         list_selectors,
         select_windows,
     )
-    from .slide_ops import info, patch, segment
-    from .synthetic import SyntheticSpec, write_synthetic_slide
-    from .tissue import TissueMask, segment_tissue, tissue_mask
+    from .slide import Slide, open_slide, resolve_mpp
+    from .slide.synthetic import SyntheticSpec, write_synthetic_slide
+    from .tissue.mask import TissueMask, segment_tissue, tissue_mask
 
 # name -> module that defines it (imported on first use)
 _LAZY: dict[str, str] = {
     # slides, tissue, patches
-    "open_slide": "wsikit.io",
-    "Slide": "wsikit.io",
-    "resolve_mpp": "wsikit.io",
-    "info": "wsikit.slide_ops",
-    "segment": "wsikit.slide_ops",
-    "patch": "wsikit.slide_ops",
-    "segment_tissue": "wsikit.tissue",
-    "tissue_mask": "wsikit.tissue",
-    "TissueMask": "wsikit.tissue",
-    "make_grid": "wsikit.patching",
-    "TileGrid": "wsikit.patching",
+    "open_slide": "wsikit.slide",
+    "Slide": "wsikit.slide",
+    "resolve_mpp": "wsikit.slide",
+    "info": "wsikit.run.slide_ops",
+    "segment": "wsikit.run.slide_ops",
+    "patch": "wsikit.run.slide_ops",
+    "segment_tissue": "wsikit.tissue.mask",
+    "tissue_mask": "wsikit.tissue.mask",
+    "TissueMask": "wsikit.tissue.mask",
+    "make_grid": "wsikit.patches.grid",
+    "TileGrid": "wsikit.patches.grid",
     # models and features
     "create_encoder": "wsikit.models",
     "list_encoders": "wsikit.models",
     "get_config": "wsikit.models",
-    "extract_features": "wsikit.features",
-    "Embeddings": "wsikit.features",
-    "export_anndata": "wsikit.scverse",
-    "compute_attention": "wsikit.attention",
-    "Attention": "wsikit.attention",
+    "extract_features": "wsikit.features.extract",
+    "Embeddings": "wsikit.features.extract",
+    "export_anndata": "wsikit.integrations.scverse",
+    "compute_attention": "wsikit.selection.attention",
+    "Attention": "wsikit.selection.attention",
     # selection, crops, report
-    "select_windows": "wsikit.selectors",
-    "create_selector": "wsikit.selectors",
-    "list_selectors": "wsikit.selectors",
-    "Window": "wsikit.selectors",
-    "Windows": "wsikit.selectors",
-    "render_report": "wsikit.report",
-    "write_report": "wsikit.report",
-    "select": "wsikit.pipeline",
-    "demo": "wsikit.demos",
+    "select_windows": "wsikit.selection.selectors",
+    "create_selector": "wsikit.selection.selectors",
+    "list_selectors": "wsikit.selection.selectors",
+    "Window": "wsikit.selection.selectors",
+    "Windows": "wsikit.selection.selectors",
+    "render_report": "wsikit.look.report",
+    "write_report": "wsikit.look.report",
+    "select": "wsikit.run.pipeline",
+    "demo": "wsikit.run.demos",
     # evidence
     "FigureNode": "wsikit.evidence",
     "FigureIndex": "wsikit.evidence",
     "EvidenceResult": "wsikit.evidence",
     "read_figure_manifest": "wsikit.evidence",
     "extract_pdf_figures": "wsikit.evidence",
-    "SyntheticSpec": "wsikit.synthetic",
+    "SyntheticSpec": "wsikit.slide.synthetic",
     # options, layout, cohorts
-    "PipelineOptions": "wsikit.options",
-    "GridOptions": "wsikit.options",
-    "ModelOptions": "wsikit.options",
-    "SelectionOptions": "wsikit.options",
-    "MatchOptions": "wsikit.options",
-    "OutputOptions": "wsikit.options",
-    "OutputLayout": "wsikit.layout",
-    "load_result": "wsikit.pipeline",
+    "PipelineOptions": "wsikit.run.options",
+    "GridOptions": "wsikit.run.options",
+    "ModelOptions": "wsikit.run.options",
+    "SelectionOptions": "wsikit.run.options",
+    "MatchOptions": "wsikit.run.options",
+    "OutputOptions": "wsikit.run.options",
+    "OutputLayout": "wsikit.outputs.layout",
+    "load_result": "wsikit.run.pipeline",
     "EvidenceRegion": "wsikit.evidence",
     "run_batch": "wsikit.batch",
-    "write_synthetic_slide": "wsikit.synthetic",
+    "write_synthetic_slide": "wsikit.slide.synthetic",
 }
 
 __all__ = [

@@ -54,7 +54,7 @@ def homes(packages: list[tuple[ModuleType, list[ModuleType]]]) -> dict[object, s
     """Where each exported object is documented (by ``id``): once, under one name.
 
     The home of an object is the deepest package that exports it and contains the module that
-    defines it (``wsikit.io.Slide``, not ``wsikit.Slide`` nor ``wsikit.io.slide.Slide``); an
+    defines it (``wsikit.slide.Slide``, not ``wsikit.Slide`` nor ``wsikit.slide.slide.Slide``); an
     object that no such package exports is documented in the first module that exports it.
     """
     out: dict[object, tuple[int, str]] = {}

@@ -12,7 +12,7 @@ import hashlib
 import os
 import time
 
-from wsikit.batch import SkipSlide, register_step
+from wsikit.run import SkipSlide, register_step
 
 
 @register_step("dummy", config_keys=("patch_px",))

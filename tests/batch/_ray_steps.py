@@ -13,7 +13,7 @@ import hashlib
 import os
 import time
 
-from wsikit.batch import register_step
+from wsikit.run import register_step
 
 
 def _node_id() -> str:

@@ -8,11 +8,11 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from wsikit.features import extract_features
-from wsikit.io import open_slide
+from wsikit.features.extract import extract_features
 from wsikit.models import create_encoder
-from wsikit.patching import make_grid
-from wsikit.tissue import segment_tissue
+from wsikit.patches.grid import make_grid
+from wsikit.slide import open_slide
+from wsikit.tissue.mask import segment_tissue
 
 
 def reference(path: Path, mpp: float | None, options: dict) -> dict:

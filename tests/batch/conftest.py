@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _batch_options import OPTIONS  # noqa: F401  (shared with the test modules)
 
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from wsikit.batch import read_cohort
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 
 def test_symlinked_slides_take_the_link_name(tmp_path):
@@ -26,7 +26,7 @@ def test_symlinked_slides_take_the_link_name(tmp_path):
     assert slides["patient-7"].path == cohort / "site-a" / "patient-7.svs"
     assert slides["case-3"].path == cohort / "case-3" / "level_0.dcm"
     # the link opens the same pixels as its target
-    from wsikit.io import open_slide
+    from wsikit.slide import open_slide
 
     with open_slide(slides["patient-7"].path) as a, open_slide(target) as b:
         np.testing.assert_array_equal(a.thumbnail(max_size=64), b.thumbnail(max_size=64))

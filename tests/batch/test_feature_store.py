@@ -17,7 +17,8 @@ import zarr
 from _batch_options import OPTIONS
 
 from wsikit.errors import FeatureError
-from wsikit.feature_store import (
+from wsikit.features.extract import Embeddings, extract_features
+from wsikit.features.store import (
     h5_to_zarr,
     list_slides,
     open_store,
@@ -25,11 +26,10 @@ from wsikit.feature_store import (
     write_slide,
     zarr_to_h5,
 )
-from wsikit.features import Embeddings, extract_features
-from wsikit.io import open_slide
 from wsikit.models import create_encoder
-from wsikit.patching import make_grid
-from wsikit.tissue import segment_tissue
+from wsikit.patches.grid import make_grid
+from wsikit.slide import open_slide
+from wsikit.tissue.mask import segment_tissue
 
 
 @pytest.fixture(scope="module")
@@ -139,8 +139,8 @@ def test_fsspec_url_store(h5_file):
 _WRITER = textwrap.dedent("""
     import sys
     import numpy as np
-    from wsikit.feature_store import open_store
-    from wsikit.features import Embeddings
+    from wsikit.features.store import open_store
+    from wsikit.features.extract import Embeddings
 
     url, tag = sys.argv[1], int(sys.argv[2])
     store = open_store(url)

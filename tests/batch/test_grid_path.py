@@ -1,6 +1,6 @@
 """The batch steps take the tissue mask through the one path of ``wsikit patch``/``select``.
 
-A batch run's grid equals :func:`wsikit.slide_ops.patch` of the same slide and options, on a
+A batch run's grid equals :func:`wsikit.run.slide_ops.patch` of the same slide and options, on a
 fresh run and after a resume that redoes only ``patch`` (the mask PNG read back, never the
 GeoJSON re-rasterised: on CMU-1-Small-Region with 256 px patches at min_tissue 0.5 the
 re-rasterised mask keeps a 33rd patch that the segmented mask does not).
@@ -17,7 +17,7 @@ import pytest
 
 from wsikit.batch import run_batch
 from wsikit.errors import WsikitError
-from wsikit.slide_ops import patch
+from wsikit.run.slide_ops import patch
 
 OPTS = dict(tissue_mpp=8.0, target_mpp=0.5, patch_px=256, min_tissue=0.5)
 

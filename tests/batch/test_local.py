@@ -16,8 +16,8 @@ import pytest
 
 from wsikit.batch import run_batch
 from wsikit.batch.local import parse_devices
-from wsikit.batch.state import JobFolder
 from wsikit.errors import BatchError
+from wsikit.run.state import JobFolder
 
 PLUGIN = ["_dummy_steps"]
 
@@ -145,7 +145,7 @@ def test_stale_locks_are_swept_at_start_and_live_ones_kept(tmp_path):
 
 def test_outputs_intact_sees_a_same_size_edit_and_hashes_only_touched_files(tmp_path,
                                                                             monkeypatch):
-    from wsikit.batch import state
+    from wsikit.run import state
 
     job = JobFolder(tmp_path / "job", stale_after=60)
     f = job.root / "contours.geojson"
@@ -185,7 +185,7 @@ def test_cpu_slots_share_threads():
 
 
 def test_unavailable_steps_refused_up_front(tmp_path, monkeypatch):
-    from wsikit.batch import steps as steps_mod
+    from wsikit.run import steps as steps_mod
 
     monkeypatch.setitem(steps_mod._STEPS, "needs_x", steps_mod.StepSpec(
         name="needs_x", func=lambda ctx: {}, requires=("segment",),

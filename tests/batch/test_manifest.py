@@ -13,9 +13,9 @@ from test_resume import env
 
 from wsikit.batch import run_batch
 from wsikit.batch.manifest import COLUMNS, preprocessing_identity, read_manifest
-from wsikit.cache_record import sha256_file
 from wsikit.errors import BatchError
 from wsikit.models import get_config
+from wsikit.outputs.cache_record import sha256_file
 
 GOOD = ["nompp", "slide0", "slide1", "slide2", "slide3"]
 

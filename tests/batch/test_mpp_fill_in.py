@@ -15,8 +15,8 @@ import pytest
 from _batch_options import OPTIONS
 
 from wsikit.batch import read_cohort, run_batch
-from wsikit.batch.cohort import CohortSlide, open_cohort_slide
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.run.cohort_slide import CohortSlide, open_cohort_slide
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -57,12 +57,16 @@ def test_batch_mpp_leaves_a_slides_own_resolution_alone(cohort, tmp_path):
     job = tmp_path / "job"
     first = run_batch(cohort, job, steps="segment,patch", echo=quiet, progress=False,
                       **OPTIONS)
-    assert first.counts["failed"] == 1  # nompp: no resolution, none given
+    assert first.counts["failed"] == 0
     cmu = state(job, "cmu")
     assert cmu["status"] == "done" and cmu["mpp"] == pytest.approx(0.499)
-    assert state(job, "nompp")["error"]["type"] == "MppError"
+    # nompp: no resolution, none given: estimated from its nuclei (painted at 0.25 µm/px)
+    estimated = state(job, "nompp")
+    assert estimated["mpp_source"] == "estimated from nuclei"
+    assert 0.17 <= estimated["mpp"] <= 0.3
 
-    # the error's advice: --retry-failed --mpp 0.25; the correct CMU result stays as it was
+    # the warning's advice: --mpp with the scanner's value; the estimate is not the slide's
+    # own resolution, so the fill-in replaces it, and the correct CMU result stays as it was
     second = run_batch(cohort, job, steps="segment,patch", retry_failed=True, mpp=0.25,
                        echo=quiet, progress=False, **OPTIONS)
     outcome = {s.slide_id: s for s in second.slides}

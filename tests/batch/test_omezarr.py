@@ -9,7 +9,7 @@ import pytest
 import zarr
 
 from wsikit.errors import MppError, SlideError
-from wsikit.io import open_slide
+from wsikit.slide import open_slide
 
 
 def _image(h: int, w: int) -> np.ndarray:
@@ -105,8 +105,8 @@ def test_plain_zarr_group_is_not_a_slide(tmp_path):
 
 def test_omezarr_through_tissue_and_patching(tmp_path, synthetic_small_slide):
     """A slide's pyramid copied into OME-Zarr gives the same tissue grid as the slide itself."""
-    from wsikit.patching import make_grid
-    from wsikit.tissue import segment_tissue
+    from wsikit.patches.grid import make_grid
+    from wsikit.tissue.mask import segment_tissue
 
     with open_slide(synthetic_small_slide) as src:
         pyramid = [(np.transpose(src._read_level(i, 0, 0, *src.level_dimensions[i]), (2, 0, 1)),
@@ -149,10 +149,10 @@ def test_omezarr_in_a_batch_cohort(tmp_path, synthetic_small_slide):
     # The batch features of the OME-Zarr copy equal the SVS's read through the same slide
     # reader (read_at_mpp), computed with the per-stage API. (The SVS batch features come from
     # the direct JPEG tile reader, whose features differ slightly from the slide reader's.)
-    from wsikit.features import extract_features
+    from wsikit.features.extract import extract_features
     from wsikit.models import create_encoder
-    from wsikit.patching import make_grid
-    from wsikit.tissue import segment_tissue
+    from wsikit.patches.grid import make_grid
+    from wsikit.tissue.mask import segment_tissue
 
     with open_slide(synthetic_small_slide) as slide:
         grid = make_grid(slide, segment_tissue(slide, mpp=8.0), target_mpp=0.5, patch_px=256,

@@ -15,10 +15,10 @@ from _batch_options import OPTIONS
 
 from wsikit.batch import run_batch
 from wsikit.errors import EvidenceError
-from wsikit.options import PipelineOptions
-from wsikit.pipeline import select
-from wsikit.run_checks import check_options
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.run.checks import check_options
+from wsikit.run.options import PipelineOptions
+from wsikit.run.pipeline import select
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 
 def test_question_without_index_is_refused_by_select_and_batch(tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ import pytest
 from test_resume import env, executions
 
 from wsikit.batch import read_cohort, run_batch
-from wsikit.batch.state import JobFolder
 from wsikit.errors import BatchError
+from wsikit.run.state import JobFolder
 
 PLUGIN = ["_dummy_steps"]
 

@@ -49,7 +49,7 @@ def test_outputs_equal_per_slide_runs(job, cohort_csv):
 
 def test_state_manifest_and_checksums(job):
     out, _ = job
-    from wsikit.cache_record import sha256_file
+    from wsikit.outputs.cache_record import sha256_file
 
     state = json.loads((out / "state" / "nompp.json").read_text())
     assert state["status"] == "done" and state["mpp_source"] == "user" and state["mpp"] == 0.5

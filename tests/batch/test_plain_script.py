@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 SETUP = """
 from pathlib import Path
-from wsikit.batch import run_batch, register_step
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.batch import run_batch
+from wsikit.run import register_step
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 Path("slides").mkdir(exist_ok=True)
 write_synthetic_slide("slides/a.svs", SyntheticSpec(1024, 768, mpp=0.5), downsamples=(1, 4))

@@ -11,8 +11,9 @@ import itertools
 
 import pytest
 
-from wsikit.batch import BatchConfig, ray_engine
+from wsikit.batch import ray_engine
 from wsikit.batch.ray_engine import RayEngine, is_lost_work
+from wsikit.run import BatchConfig
 
 
 class NodeDiedError(Exception):

@@ -1,6 +1,6 @@
 """``wsikit select`` is a one-slide run of the batch steps: same options, same files, same result.
 
-Every result-changing option (:class:`wsikit.options.PipelineOptions`) is accepted by both
+Every result-changing option (:class:`wsikit.run.options.PipelineOptions`) is accepted by both
 commands and both Python functions under one name; for the same slide and options the two give
 identical regions (boxes, scales, scores, matches); and a folder written by one is reused by the
 other, step by step, without recomputing.
@@ -17,13 +17,13 @@ import pytest
 
 from wsikit.batch import run_batch
 from wsikit.cli import build_parser
-from wsikit.demos import demo_index
-from wsikit.layout import OutputLayout
-from wsikit.options import BatchKeywords, OptionKeywords, PipelineOptions, RunKeywords
-from wsikit.pipeline import select
+from wsikit.outputs.layout import OutputLayout
+from wsikit.run.demos import demo_index
+from wsikit.run.options import BatchKeywords, OptionKeywords, PipelineOptions, RunKeywords
+from wsikit.run.pipeline import select
 
 #: option name -> its flag where the name does not simply become one
-FLAGS = {"towers": "--tower", "report": "--no-report", "k": "-k"}
+FLAGS = {"towers": "--tower", "report": "--no-report", "k": "-k", "licences": "--licence"}
 #: options without a flag on either command (set by ``wsikit demo`` only)
 NO_FLAG = {"synthetic"}
 

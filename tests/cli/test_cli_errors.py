@@ -13,8 +13,8 @@ import pytest
 
 from wsikit.cli import _common, build_parser, main
 from wsikit.errors import TissueError
-from wsikit.io import open_slide
-from wsikit.tissue import segment_tissue
+from wsikit.slide import open_slide
+from wsikit.tissue.mask import segment_tissue
 
 TRIDENT_ATTRS = ("patch_size", "patch_size_level0", "level0_magnification",
                  "target_magnification", "overlap", "name", "savetodir", "level0_width",
@@ -116,7 +116,7 @@ def test_unwritable_out_fails_before_work(cmu_small, tmp_path, capsys) -> None:
 
 def test_os_errors_become_one_line(tmp_path, capsys, monkeypatch) -> None:
     """An OSError the commands do not anticipate still gives one line and exit 2."""
-    import wsikit.slide_ops as ops
+    import wsikit.run.slide_ops as ops
 
     def boom(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(tmp_path / "out" / "x.geojson"))
@@ -130,7 +130,7 @@ def test_os_errors_become_one_line(tmp_path, capsys, monkeypatch) -> None:
 
 def test_unexpected_errors_are_one_line_and_verbose_reraises(tmp_path, capsys,
                                                              monkeypatch) -> None:
-    import wsikit.slide_ops as ops
+    import wsikit.run.slide_ops as ops
 
     def bug(*args, **kwargs):
         raise ZeroDivisionError("float division by zero")

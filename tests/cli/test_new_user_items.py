@@ -75,7 +75,7 @@ def test_selection_panel_has_no_floor_without_index_and_no_raw_dicts():
 
     import numpy as np
 
-    from wsikit.report import render_report
+    from wsikit.look.report import render_report
 
     def panel(ev: dict) -> str:
         page = render_report(ev, thumbnail=np.full((64, 64, 3), 240, np.uint8),
@@ -111,7 +111,7 @@ def test_rag_examples_take_mpp(script: str):
 def test_demo_index_does_not_warn_about_its_own_pdf(tmp_path: Path, caplog):
     import logging
 
-    from wsikit.demos import demo_index
+    from wsikit.run.demos import demo_index
 
     with caplog.at_level(logging.WARNING):
         demo_index(tmp_path, progress=False)
@@ -124,8 +124,8 @@ def test_select_takes_min_tissue_um2(cmu_small: Path, tmp_path: Path):
 
     import wsikit
     from wsikit.cli.pipeline_options import pipeline_options
-    from wsikit.options import GridOptions
-    from wsikit.tissue import segment_tissue
+    from wsikit.run.options import GridOptions
+    from wsikit.tissue.mask import segment_tissue
 
     args = build_parser().parse_args(["select", "s.svs", "--min-tissue-um2", "1000"])
     assert pipeline_options(args).grid.min_tissue_um2 == 1000.0

@@ -17,7 +17,7 @@ from wsikit.errors import WsikitError
 
 
 def _tissue(tmp: Path) -> None:
-    from wsikit.tissue import TissueMask
+    from wsikit.tissue.mask import TissueMask
 
     bad = tmp / "bad.geojson"
     bad.write_text("{not json")
@@ -25,7 +25,7 @@ def _tissue(tmp: Path) -> None:
 
 
 def _attention(tmp: Path) -> None:
-    from wsikit.attention import Attention
+    from wsikit.selection.attention import Attention
 
     (tmp / "att.h5").write_bytes(b"not hdf5")
     Attention.from_h5(tmp / "att.h5")
@@ -46,8 +46,8 @@ def _weights(tmp: Path) -> None:
 def _grid(slide: Path, *, extra_width: int = 0) -> object:
     import numpy as np
 
-    from wsikit.io import open_slide
-    from wsikit.patching import TileGrid
+    from wsikit.patches.grid import TileGrid
+    from wsikit.slide import open_slide
 
     with open_slide(slide) as s:
         return TileGrid(coords=np.zeros((1, 2), np.int64), tissue=np.ones(1, np.float32),
@@ -57,15 +57,15 @@ def _grid(slide: Path, *, extra_width: int = 0) -> object:
 
 
 def _coords(tmp: Path, slide: Path) -> None:
-    from wsikit.io import open_slide
-    from wsikit.slide_ops import check_grid_matches
+    from wsikit.run.slide_ops import check_grid_matches
+    from wsikit.slide import open_slide
 
     with open_slide(slide) as s:
         check_grid_matches(_grid(slide, extra_width=5), s, tmp / "other_patches.h5")
 
 
 def _features(tmp: Path, slide: Path) -> None:
-    from wsikit.features import extract_features
+    from wsikit.features.extract import extract_features
     from wsikit.models import create_encoder
 
     extract_features(slide, _grid(slide), create_encoder("heuristic"), device="cuda")
@@ -78,20 +78,20 @@ def _floor(tmp: Path) -> None:
 
 
 def _models(tmp: Path) -> None:
-    from wsikit.options import PipelineOptions
+    from wsikit.run.options import PipelineOptions
 
     PipelineOptions.create(encoder="bogus")
 
 
 def _mpp(tmp: Path) -> None:
-    from wsikit.io.mpp import resolve_mpp
+    from wsikit.slide.mpp import resolve_mpp
 
     resolve_mpp({"openslide.vendor": "generic-tiff", "tiff.XResolution": "72",
                  "tiff.YResolution": "72", "tiff.ResolutionUnit": "inch"})
 
 
 def _bad_tile(tmp: Path, slide: Path) -> None:
-    from wsikit.io import open_slide
+    from wsikit.slide import open_slide
 
     open_slide(slide, on_bad_tile="maybe")
 
@@ -103,7 +103,7 @@ def _shard(tmp: Path) -> None:
 
 
 def _store(tmp: Path) -> None:
-    from wsikit.batch.store_step import parse_store
+    from wsikit.run.store_step import parse_store
 
     parse_store("parquet")
 
@@ -124,7 +124,7 @@ CASES: dict[str, tuple[Callable[..., None], str, str]] = {
     "evidence": (_floor, "min_similarity=2", "--min-similarity 2"),
     "features": (_features, "device='cpu'", "--device cpu"),
     "pipeline": (_models, "encoder='bogus'", "--encoder bogus"),
-    "mpp": (_mpp, "mpp=0.25", "--mpp 0.25"),
+    "mpp": (_mpp, "mpp=", "--mpp"),  # no example value: users copy it (issue 40)
     "slide": (_bad_tile, "on_bad_tile='maybe'", "--on-bad-tile maybe"),
     "batch_shard": (_shard, "shard='2of4'", "--shard 2of4"),
     "batch_store": (_store, "store='parquet'", "--store parquet"),

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wsikit._lockfile import ExclusiveLock, LockBusy
 from wsikit.cli import main
-from wsikit.io import open_slide
-from wsikit.patching import make_grid
+from wsikit.outputs.lockfile import ExclusiveLock, LockBusy
+from wsikit.patches.grid import make_grid
+from wsikit.slide import open_slide
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,7 @@ def test_features_leave_no_lock_files(synthetic_small_slide, tmp_path) -> None:
     assert main(["features", str(synthetic_small_slide), "--encoder", "heuristic", "--out",
                  str(tmp_path), "--workers", "0", "--patch-px", "256"]) == 0
     folder = tmp_path / "features_heuristic"
-    # the file and its hidden checksum note (wsikit.cache_record), no lock
+    # the file and its hidden checksum note (wsikit.outputs.cache_record), no lock
     assert sorted(p.name for p in folder.iterdir()) == [
         f".{synthetic_small_slide.stem}.h5.wsikit-sum.json", f"{synthetic_small_slide.stem}.h5"]
     assert not list((tmp_path / "locks").iterdir())  # the slide's lock is released
@@ -108,10 +108,10 @@ def test_features_leave_no_lock_files(synthetic_small_slide, tmp_path) -> None:
 def test_features_lock_still_excludes(synthetic_small_slide, tmp_path) -> None:
     """extract_features(out=...) takes the slide's one lock: refused while another job
     holds it, naming that job (issue 31: one lock, not a features file lock of its own)."""
-    from wsikit._lockfile import OwnedLock
     from wsikit.errors import SlideBusyError
-    from wsikit.features import extract_features
-    from wsikit.slide_outputs import slide_lock_path
+    from wsikit.features.extract import extract_features
+    from wsikit.outputs.lockfile import OwnedLock
+    from wsikit.outputs.slide_outputs import slide_lock_path
 
     folder = tmp_path / "features_heuristic"
     folder.mkdir()
@@ -143,7 +143,7 @@ def test_lock_file_removed_and_relocked(tmp_path) -> None:
     # a lock taken after the release is exclusive again (on a new file)
     with ExclusiveLock(path):
         assert path.exists()
-        code = ("import sys; from wsikit._lockfile import ExclusiveLock, LockBusy\n"
+        code = ("import sys; from wsikit.outputs.lockfile import ExclusiveLock, LockBusy\n"
                 "try:\n    ExclusiveLock(sys.argv[1])\nexcept LockBusy:\n    sys.exit(3)\n")
         proc = subprocess.run([sys.executable, "-c", code, str(path)], timeout=60,
                               env=dict(os.environ, PYTHONPATH=str(REPO)))
@@ -172,9 +172,9 @@ def test_options_named_as_the_caller_spells_them() -> None:
 
 
 def test_batch_errors_in_python_name_keywords(tmp_path) -> None:
-    from wsikit.batch.state import JobFolder
-    from wsikit.batch.steps import resolve_steps
     from wsikit.errors import BatchError
+    from wsikit.run.state import JobFolder
+    from wsikit.run.steps import resolve_steps
 
     (tmp_path / "job").write_text("a file")
     with pytest.raises(BatchError, match=r"\(out=\)") as info:
@@ -200,7 +200,7 @@ def test_attention_help_and_example_describe_the_nuclear_heuristic(capsys) -> No
 
 
 def test_empty_scale_reasons_speak_of_patches_not_cells() -> None:
-    from wsikit.selectors import select_windows
+    from wsikit.selection.selectors import select_windows
 
     yy, xx = np.mgrid[0:3, 0:5]
     coords = np.stack([xx.ravel(), yy.ravel()], 1) * 256
@@ -229,7 +229,7 @@ def test_shard_one_past_the_end_says_shards_count_from_zero() -> None:
 
 
 def test_index_info_prints_a_clean_search_line(tmp_path, capsys) -> None:
-    from wsikit.demos import demo_index
+    from wsikit.run.demos import demo_index
 
     index = demo_index(tmp_path, progress=False)
     capsys.readouterr()
@@ -295,9 +295,9 @@ def test_progress_environment_variable(monkeypatch) -> None:
 
 # ------------------------------------------------------------------ upsampling in the result
 def test_upsampling_warning_reaches_evidence_json(tmp_path) -> None:
-    from wsikit.layout import OutputLayout
-    from wsikit.pipeline import select
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.outputs.layout import OutputLayout
+    from wsikit.run.pipeline import select
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     spec = SyntheticSpec(1024, 768, mpp=1.0, dense=[(300, 200, 300, 300)])
     path = write_synthetic_slide(tmp_path / "coarse.svs", spec, downsamples=(1,), app_mag=10)
@@ -309,7 +309,7 @@ def test_upsampling_warning_reaches_evidence_json(tmp_path) -> None:
     for doc in (res.to_dict(), on_disk):
         (note,) = doc["selection"]["warnings"]
         assert "1 µm/px, 2x coarser than the target 0.5 µm/px" in note
-    from wsikit.report import render_report
+    from wsikit.look.report import render_report
 
     html = render_report(on_disk, thumbnail=np.full((8, 8, 3), 255, np.uint8),
                          thumbnail_downsample=128.0)
@@ -375,7 +375,7 @@ def test_demo_folders_are_ignored_by_git() -> None:
 
 def test_ome_suffixes_leave_the_slide_name(tmp_path) -> None:
     from wsikit.batch import read_cohort
-    from wsikit.io.slide import slide_stem
+    from wsikit.slide.slide import slide_stem
 
     assert slide_stem("/d/case1.ome.zarr") == "case1"
     assert slide_stem("/d/case1.OME.TIFF") == "case1" and slide_stem("a.ome.tif") == "a"

@@ -12,9 +12,9 @@ import pytest
 from PIL import Image
 
 from wsikit.cli import main
-from wsikit.patching import TileGrid
-from wsikit.slide_ops import info, patch, segment
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.patches.grid import TileGrid
+from wsikit.run.slide_ops import info, patch, segment
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 
 def test_info_json(cmu_small, capsys):

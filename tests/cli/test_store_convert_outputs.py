@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wsikit._outputs import check_output_folder
 from wsikit.cli import main
 from wsikit.errors import FeatureError
-from wsikit.features import Embeddings
+from wsikit.features.extract import Embeddings
+from wsikit.outputs.overwrite import check_output_folder
 
 
 @pytest.fixture()

@@ -111,14 +111,16 @@ def test_index_stores_background_and_matches_carry_percentiles(tmp_path, make_im
         assert m.percentile == pytest.approx(stats.percentileofscore(truth, m.similarity),
                                              abs=step + 0.05)
     # the floor: p95 keeps exactly the matches at or above the background's 95th percentile
-    found = match_crops([query], index, k=24, min_similarity="p95", encoder=encoder)
+    found = match_crops([query], index, k=24, min_similarity="p95", encoder=encoder,
+                        kinds="all")  # noise images: the floor, whatever their kind
     kept = found.matches[0]
     assert [m["node_id"] for m in kept] == \
         [m.node.node_id for m in matches if m.percentile >= 95]
     assert found.below_floor[0] == 24 - len(kept)
     assert found.floor == {"given": "p95", "kind": "percentile", "percentile": 95.0,
                            "similarity": pytest.approx(stored["p95"], abs=1e-6)}
-    lenient = match_crops([query], index, k=24, min_similarity=-1.0, encoder=encoder)
+    lenient = match_crops([query], index, k=24, min_similarity=-1.0, encoder=encoder,
+                          kinds="all")
     assert len(lenient.matches[0]) == 24 and lenient.below_floor == [0]
 
 

@@ -22,7 +22,8 @@ def test_extract_build_info_query(demo_pdf: Path, tmp_path: Path, capsys):
     # build from the reviewed manifest
     idx = tmp_path / "idx"
     assert main(["index", "build", str(figs / "manifest.jsonl"), "--out", str(idx)]) == 0
-    assert "5 figure(s), encoder heuristic (dim 64), flat" in capsys.readouterr().out
+    assert "5 figure(s) (5 micrograph), encoder heuristic (dim 64), flat" in \
+        capsys.readouterr().out
     assert main(["index", "info", str(idx), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["count"] == 5 and info["evidence_levels"] == {"textbook": 5}

@@ -146,8 +146,8 @@ def test_select_question_fuses_and_shows_the_question(index: FigureIndex, capsys
                                                       synthetic_small_slide: Path,
                                                       tmp_path: Path):
     from wsikit.evidence import EvidenceResult
-    from wsikit.layout import OutputLayout
-    from wsikit.pipeline import select
+    from wsikit.outputs.layout import OutputLayout
+    from wsikit.run.pipeline import select
 
     common = ["select", str(synthetic_small_slide), "--out", str(tmp_path / "out"), "--index",
               str(index.path), "--encoder", "heuristic", "--patch-px", "256", "--no-report",
@@ -183,7 +183,7 @@ def test_select_question_keeps_the_image_similarity_floor(index: FigureIndex,
                                                           synthetic_small_slide: Path,
                                                           tmp_path: Path):
     """A question reorders visual evidence but never admits a figure below the p95 floor."""
-    from wsikit.pipeline import select
+    from wsikit.run.pipeline import select
 
     res = select(synthetic_small_slide, out=tmp_path / "out", index=index.path,
                  encoder="heuristic", patch_px=256, report=False, k=5, progress=False,

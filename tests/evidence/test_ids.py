@@ -1,5 +1,5 @@
 """Stable evidence ids: the slide id's digest is content-based and apart from the cache
-fingerprint of :mod:`wsikit.io.fingerprint` (another function with another job)."""
+fingerprint of :mod:`wsikit.slide.fingerprint` (another function with another job)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from wsikit.evidence.ids import slide_id, slide_id_digest
-from wsikit.io.fingerprint import slide_fingerprint
+from wsikit.slide.fingerprint import slide_fingerprint
 
 
 def test_slide_id_digest_follows_content_not_path(cmu_small: Path, tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from wsikit.evidence.adapters import (
     prompt_context,
 )
 from wsikit.evidence.sanitise import clean_text, valid_doi
-from wsikit.report import render_report
+from wsikit.look.report import render_report
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -193,7 +193,7 @@ def test_select_question_with_a_tower_fuses_it_and_keeps_the_floor(
     """``select(question=..., towers=[...])``: the tower's question→figure and crop→figure
     rankings join the fusion (recorded per match and in the selection); the floor still
     applies to the index encoder's image similarity."""
-    from wsikit.pipeline import select
+    from wsikit.run.pipeline import select
 
     update_tower(index, tower_encoder)
     common = dict(index=index.path, encoder="heuristic", attention="heuristic", scales=(2, 1),
@@ -218,7 +218,7 @@ def test_select_question_with_a_tower_fuses_it_and_keeps_the_floor(
 def test_select_towers_need_a_question_and_an_existing_tower(
         index: FigureIndex, synthetic_small_slide: Path, tmp_path: Path):
     from wsikit.errors import SelectionError
-    from wsikit.pipeline import select
+    from wsikit.run.pipeline import select
 
     with pytest.raises(SelectionError, match="question="):
         select(synthetic_small_slide, out=tmp_path / "a", index=index.path,

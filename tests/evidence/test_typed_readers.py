@@ -15,7 +15,7 @@ from wsikit.evidence import EvidenceRegion, EvidenceResult
 
 @pytest.fixture(scope="module")
 def result(cmu_small: Path, tmp_path_factory: pytest.TempPathFactory) -> EvidenceResult:
-    from wsikit.pipeline import select
+    from wsikit.run.pipeline import select
 
     out = tmp_path_factory.mktemp("typed")
     res = select(cmu_small, out=out, encoder="heuristic", scales=(2, 1), patch_px=256,
@@ -39,7 +39,7 @@ def test_the_qupath_regions_of_the_object_are_those_of_its_document(result) -> N
 
 def test_the_report_reads_the_object_and_its_folder(result, tmp_path: Path, monkeypatch
                                                     ) -> None:
-    from wsikit.report import render_report
+    from wsikit.look.report import render_report
 
     thumb = np.full((64, 48, 3), 230, np.uint8)
     monkeypatch.chdir(tmp_path)  # relative crop paths resolve against the result, not here
@@ -54,7 +54,7 @@ def test_the_report_reads_the_object_and_its_folder(result, tmp_path: Path, monk
 
 
 def test_the_overview_draws_the_regions_objects(result) -> None:
-    from wsikit.overlay import overview_image
+    from wsikit.look.overlay import overview_image
 
     thumb = np.full((186, 139, 3), 230, np.uint8)
     by_object = overview_image(thumb, 16.0, regions=result.regions)

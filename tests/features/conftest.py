@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from wsikit.io import open_slide
 from wsikit.models import Encoder, EncoderConfig
-from wsikit.patching import TileGrid, make_grid
-from wsikit.tissue import segment_tissue
+from wsikit.patches.grid import TileGrid, make_grid
+from wsikit.slide import open_slide
+from wsikit.tissue.mask import segment_tissue
 
 
 @pytest.fixture(scope="module")

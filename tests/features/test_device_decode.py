@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from wsikit.errors import FeatureError
-from wsikit.features import Embeddings, extract_features
-from wsikit.io import device_decode
-from wsikit.io.device_decode import DevicePatchStream, compare_with_cpu_reader, resize_aa_uint8
-from wsikit.io.region_resize import resize_antialiased
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.features.extract import Embeddings, extract_features
+from wsikit.slide import device_decode
+from wsikit.slide.device_decode import DevicePatchStream, compare_with_cpu_reader, resize_aa_uint8
+from wsikit.slide.region_resize import resize_antialiased
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 
 @pytest.fixture(scope="module")

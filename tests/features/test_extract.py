@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from wsikit.errors import FeatureError
-from wsikit.features import Embeddings, extract_features, grid_hash
-from wsikit.io.region_resize import resize_uint8
-from wsikit.io.tiles import TileReader
-from wsikit.layout import OutputLayout
+from wsikit.features.extract import Embeddings, extract_features, grid_hash
 from wsikit.models import create_encoder
-from wsikit.patching import TileGrid
+from wsikit.outputs.layout import OutputLayout
+from wsikit.patches.grid import TileGrid
+from wsikit.slide.region_resize import resize_uint8
+from wsikit.slide.tiles import TileReader
 
 from .conftest import TinyEncoder
 
@@ -120,7 +120,7 @@ def test_complete_file_is_skipped(synthetic_small_slide: Path, small_grid: TileG
     def boom(*args: object, **kwargs: object) -> str:
         raise AssertionError("recomputed a complete file")
 
-    monkeypatch.setattr("wsikit.features._run_stream", boom)
+    monkeypatch.setattr("wsikit.features.extract._run_stream", boom)
     again = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
                              out=tmp_path, progress=False)
     assert path.stat().st_mtime_ns == mtime
@@ -139,7 +139,7 @@ def test_a_file_read_another_way_is_recomputed(synthetic_small_slide: Path,
                                                small_grid: TileGrid, tmp_path: Path) -> None:
     """A complete feature file made by an older patch reading (no or another ``patch_read``)
     has the same label and grid hash, but not the same pixels: it is recomputed."""
-    from wsikit.patching import PATCH_READ
+    from wsikit.patches.grid import PATCH_READ
 
     extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0, out=tmp_path,
                      progress=False)
@@ -155,9 +155,9 @@ def test_a_file_read_another_way_is_recomputed(synthetic_small_slide: Path,
 
 
 def test_batch_features_step_hash_carries_the_patch_reading() -> None:
-    from wsikit.batch import BatchConfig
-    from wsikit.batch.steps import get_step
-    from wsikit.patching import PATCH_READ
+    from wsikit.patches.grid import PATCH_READ
+    from wsikit.run import BatchConfig
+    from wsikit.run.steps import get_step
 
     spec = get_step("features")
     assert spec.version == PATCH_READ

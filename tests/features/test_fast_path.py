@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from wsikit.errors import FeatureError
-from wsikit.features import extract_features
-from wsikit.io import open_slide
-from wsikit.io.patch_stream import PatchStream, SlotRing, normalize_uint8, stream_batches
-from wsikit.io.tiles import TileReader
+from wsikit.features.extract import extract_features
 from wsikit.models import Encoder, EncoderConfig
-from wsikit.patching import TileGrid
+from wsikit.patches.grid import TileGrid
+from wsikit.slide import open_slide
+from wsikit.slide.patch_stream import PatchStream, SlotRing, normalize_uint8, stream_batches
+from wsikit.slide.tiles import TileReader
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 

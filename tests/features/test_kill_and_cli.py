@@ -14,9 +14,9 @@ import h5py
 import numpy as np
 
 from wsikit.cli import main
-from wsikit.features import Embeddings
-from wsikit.layout import OutputLayout
-from wsikit.patching import TileGrid
+from wsikit.features.extract import Embeddings
+from wsikit.outputs.layout import OutputLayout
+from wsikit.patches.grid import TileGrid
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,9 +26,9 @@ def test_sigkill_mid_slide_then_resume(synthetic_small_slide: Path, small_grid: 
     coords = small_grid.to_h5(tmp_path / "grid.h5")
     script = textwrap.dedent(f"""
         import time, torch
-        from wsikit.features import extract_features
+        from wsikit.features.extract import extract_features
         from wsikit.models import create_encoder
-        from wsikit.patching import TileGrid
+        from wsikit.patches.grid import TileGrid
         enc = create_encoder("heuristic")
         fwd = enc.forward_uint8
         def slow(x):
@@ -65,7 +65,7 @@ def test_sigkill_mid_slide_then_resume(synthetic_small_slide: Path, small_grid: 
         pass
 
     grid = TileGrid.from_h5(coords)
-    from wsikit.features import extract_features
+    from wsikit.features.extract import extract_features
 
     emb = extract_features(synthetic_small_slide, grid, "heuristic", workers=0, out=tmp_path,
                            progress=False)

@@ -19,9 +19,9 @@ import pytest
 import torch
 from PIL import Image
 
-from wsikit.io.patch_stream import PatchStream, stream_batches
 from wsikit.models import Encoder, get_config
 from wsikit.models.resample import pil_resize, resize_crop_geometry
+from wsikit.slide.patch_stream import PatchStream, stream_batches
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 BOX = (800, 1200, 512, 512)  # level-0 (x, y, w, h) of the golden crop

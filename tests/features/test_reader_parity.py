@@ -19,14 +19,14 @@ import tifffile
 import torch
 from PIL import Image
 
-from wsikit.features import extract_features
-from wsikit.io import open_slide
-from wsikit.io.patch_stream import PatchStream
-from wsikit.io.region_resize import resample_region
-from wsikit.io.tiles import TileReader
+from wsikit.features.extract import extract_features
 from wsikit.models import create_encoder
 from wsikit.models.resample import pil_resize
-from wsikit.patching import make_grid
+from wsikit.patches.grid import make_grid
+from wsikit.slide import open_slide
+from wsikit.slide.patch_stream import PatchStream
+from wsikit.slide.region_resize import resample_region
+from wsikit.slide.tiles import TileReader
 
 
 def _read(path: Path, boxes: np.ndarray, out_px: int, kind: str,

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from wsikit.features import extract_features
-from wsikit.io.patch_stream import PatchStream, stream_batches
+from wsikit.features.extract import extract_features
 from wsikit.models import Encoder, EncoderConfig
 from wsikit.models.titan import Titan
-from wsikit.patching import TileGrid
+from wsikit.patches.grid import TileGrid
+from wsikit.slide.patch_stream import PatchStream, stream_batches
 
 _CFG = EncoderConfig(
     name="thread_probe", role="patch", hub_repo=None, hub_files=(), input_px=16,
@@ -113,8 +113,8 @@ def test_titan_kernel_takes_the_cores_given(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_titan_cpu_kernel_is_bit_identical_whatever_the_thread_count() -> None:
+    from wsikit._threads import torch_threads
     from wsikit.models.titan import alibi_attention_cpu, alibi_slopes
-    from wsikit.threads import torch_threads
 
     torch.manual_seed(0)
     n, side = 700, 30  # three query blocks of 256

@@ -12,9 +12,9 @@ import tifffile
 from PIL import Image
 
 from wsikit.errors import SlideError
-from wsikit.io.region_resize import resize_uint8
-from wsikit.io.tiles import TileReader, open_tile_reader
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.slide.region_resize import resize_uint8
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.slide.tiles import TileReader, open_tile_reader
 
 
 def _openslide_level(path: Path, level: int, box: tuple[int, int, int, int]) -> np.ndarray:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from wsikit.demos import demo_index
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.run.demos import demo_index
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 #: Small, quick selection: 2 scales of 256 px patches at 1 µm/px, no report.
 FAST = {"encoder": "heuristic", "scales": (2, 1), "patch_px": 256, "target_mpp": 1.0,
@@ -31,7 +31,7 @@ def two_results(tmp_path_factory: pytest.TempPathFactory, figure_index: Path, cm
     """EvidenceResults of two different slides (the real CMU-1 small region and a synthetic
     slide) with the same options: both have regions r1, r2, each matching 10 of the 17
     figures, so (region, figure) pairs repeat across the slides."""
-    from wsikit.pipeline import select
+    from wsikit.run.pipeline import select
 
     root = tmp_path_factory.mktemp("two_slides")
     synth = write_synthetic_slide(

@@ -10,8 +10,8 @@ import pytest
 
 from wsikit.cli import main
 from wsikit.errors import FeatureError
-from wsikit.features import Embeddings
-from wsikit.scverse import export_anndata
+from wsikit.features.extract import Embeddings
+from wsikit.integrations.scverse import export_anndata
 
 anndata = pytest.importorskip("anndata")
 

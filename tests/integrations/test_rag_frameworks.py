@@ -135,6 +135,14 @@ def test_retrievers_answer_image_queries(two_results, figure_index, tmp_path):
     arr = np.asarray(Image.open(crop).convert("RGB"))
     assert [d.metadata["node_id"] for d in lc.invoke_image(arr)] == \
         [d.metadata["node_id"] for d in docs]
+    # a licence filter: the demo's synthetic figures state no licence ("unknown")
+    assert WsikitRetriever(index=str(figure_index), k=3, min_similarity="none",
+                           licences="open").invoke(str(crop)) == []
+    unknown = WsikitMultiModalRetriever(figure_index, k=3, min_similarity="none",
+                                        licences="unknown").image_to_image_retrieve(str(crop))
+    assert [n.node.id_ for n in unknown] == [d.id for d in docs]
+    assert HaystackRetriever(index=str(figure_index), licences="open").to_dict()[
+        "init_parameters"]["licences"] == "open"
     # the default floor (p95) keeps only matches at or above the 95th percentile
     strict = WsikitRetriever(index=str(figure_index), k=5).invoke(str(crop))
     assert all(d.metadata["similarity_percentile"] >= 95 for d in strict)

@@ -16,7 +16,7 @@ from wsikit.models.heuristic import (
     rgb_to_hed,
     texture_image,
 )
-from wsikit.synthetic import SyntheticSpec, synthetic_tissue_image
+from wsikit.slide.synthetic import SyntheticSpec, synthetic_tissue_image
 
 
 def _rng_images(b: int = 4, px: int = 96, seed: int = 0) -> np.ndarray:

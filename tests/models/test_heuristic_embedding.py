@@ -20,7 +20,7 @@ from wsikit.models.heuristic import (
     fit_reference,
     heuristic_features,
 )
-from wsikit.synthetic import SyntheticSpec, synthetic_tissue_image
+from wsikit.slide.synthetic import SyntheticSpec, synthetic_tissue_image
 
 CMU = Path(__file__).resolve().parents[1] / "data" / "CMU-1-Small-Region.svs"  # committed
 #: (px, µm/px) of the synthetic reference images; level-0 is 0.5 µm/px.
@@ -39,7 +39,7 @@ def synthetic(dense: bool, px: int, mpp: float, seed: int) -> np.ndarray:
 
 def cmu_tiles(px: int, mpp: float) -> list[np.ndarray]:
     """Tissue tiles (>= 50 % non-background) of the real CMU fixture at ``mpp``."""
-    from wsikit.io import open_slide
+    from wsikit.slide import open_slide
 
     out = []
     with open_slide(CMU) as s:

@@ -12,8 +12,8 @@ from golden_rule import golden, rel_err
 
 from wsikit.cli import main
 from wsikit.errors import FeatureError
-from wsikit.features import Embeddings
-from wsikit.importance import NuclearMeasures
+from wsikit.features.extract import Embeddings
+from wsikit.models.importance import NuclearMeasures
 from wsikit.models.slide_pool import (
     SLIDE_EMBEDDING_FORMAT,
     SlideEmbedding,

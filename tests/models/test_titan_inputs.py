@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from golden_rule import golden, rel_err, titan_slide
 
-from wsikit.attention import Attention, compute_attention, describe
-from wsikit.features import Embeddings
+from wsikit.features.extract import Embeddings
 from wsikit.models.titan import Titan, coords_to_grid
-from wsikit.patching import TileGrid
-from wsikit.selectors import create_selector
+from wsikit.patches.grid import TileGrid
+from wsikit.selection.attention import Attention, compute_attention, describe
+from wsikit.selection.selectors import create_selector
 
 P = 512
 

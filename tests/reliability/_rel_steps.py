@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import time
 
-from wsikit.batch import register_step
+from wsikit.run import register_step
 
 
 @register_step("relsleep")

@@ -13,7 +13,7 @@ from _cases import record_case
 
 from wsikit.cli import main
 from wsikit.errors import SlideError
-from wsikit.io import open_slide
+from wsikit.slide import open_slide
 
 TILE = 5  # the 6th tile of level 0: column 5, row 0 of 240 px tiles -> x=1200, y=0
 

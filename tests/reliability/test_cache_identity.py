@@ -12,7 +12,7 @@ from _cases import record_case
 
 from wsikit.cli import main
 from wsikit.errors import SlideError
-from wsikit.io.fingerprint import FULL_HASH_BYTES, slide_fingerprint
+from wsikit.slide.fingerprint import FULL_HASH_BYTES, slide_fingerprint
 
 
 def test_fingerprint_follows_content_not_name(tmp_path: Path, cmu_small: Path):
@@ -58,7 +58,7 @@ def test_fingerprint_refuses_a_fifo(tmp_path: Path):
 @pytest.fixture(scope="module")
 def two_slides(tmp_path_factory) -> tuple[Path, Path]:
     """Two different slides, both called ``case.svs`` (two cohorts)."""
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     root = tmp_path_factory.mktemp("cohorts")
     (root / "A").mkdir()

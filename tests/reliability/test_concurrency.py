@@ -69,8 +69,8 @@ def _select_all_waiting(slides: list[Path], out: Path, *extra: list[str]) -> lis
     lock, wait until every one says it is waiting for it, then release: the runs start
     together on the lock (a barrier), whatever the machine's load. Returns
     ``(returncode, stderr)`` per run."""
-    from wsikit._lockfile import OwnedLock
-    from wsikit.slide_outputs import slide_lock_path
+    from wsikit.outputs.lockfile import OwnedLock
+    from wsikit.outputs.slide_outputs import slide_lock_path
 
     out.mkdir(parents=True, exist_ok=True)
     names = {s.stem for s in slides}
@@ -95,7 +95,7 @@ def _select_all_waiting(slides: list[Path], out: Path, *extra: list[str]) -> lis
 
 
 def test_two_selects_into_one_out_publish_complete_results(tmp_path: Path):
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     slide = write_synthetic_slide(tmp_path / "c.svs",
                                   SyntheticSpec(2048, 1536, mpp=0.5, dense=[(800, 400, 600, 600)]),
@@ -120,8 +120,8 @@ def test_two_slides_of_one_name_at_once_never_mix(tmp_path: Path):
     """Two different slides named slide.svs selected into one --out at the same moment: the
     fingerprint check happens under the lock that writes, so one is published and the other is
     refused in one line (never an evidence.json naming one slide with the other's regions)."""
-    from wsikit.io.fingerprint import slide_fingerprint
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.slide.fingerprint import slide_fingerprint
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     slides = []
     for folder, dense in (("a", (200, 200, 600, 600)), ("b", (1200, 800, 600, 600))):

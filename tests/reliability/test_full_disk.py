@@ -46,7 +46,7 @@ def small_disk(tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def slide(tmp_path_factory) -> Path:
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     path = tmp_path_factory.mktemp("slide") / "disk.svs"
     spec = SyntheticSpec(2048, 1536, mpp=0.5, dense=[(800, 400, 600, 600)])
@@ -99,7 +99,7 @@ def test_disk_filling_up_during_an_hdf5_write_exits_2_not_segfault(small_disk):
     code = f"""
 import numpy as np
 from wsikit._atomic import atomic_path
-from wsikit._h5 import h5_create
+from wsikit.patches.h5 import h5_create
 import sys
 from wsikit.cli import os_error_message
 try:

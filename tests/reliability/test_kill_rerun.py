@@ -18,19 +18,19 @@ from _select_run import leftovers, result_digest, run_select
 
 #: (stage, function to die in, on which call, slow?)
 STAGES = [
-    ("tissue", "wsikit.tissue:TissueMask.write_png", 1, True),
-    ("grid", "wsikit.patching:TileGrid.to_h5", 1, True),
-    ("features", "wsikit.features:_RowWriter.finish", 1, True),
-    ("attention", "wsikit.attention:Attention.to_h5", 1, True),
-    ("crops", "wsikit.crops:save_crop", 1, True),
-    ("report", "wsikit.select_stage:_write_report", 1, False),
-    ("publish", "wsikit.publish:_rename", 1, False),
+    ("tissue", "wsikit.tissue.mask:TissueMask.write_png", 1, True),
+    ("grid", "wsikit.patches.grid:TileGrid.to_h5", 1, True),
+    ("features", "wsikit.features.extract:_RowWriter.finish", 1, True),
+    ("attention", "wsikit.selection.attention:Attention.to_h5", 1, True),
+    ("crops", "wsikit.selection.crops:save_crop", 1, True),
+    ("report", "wsikit.run.select_stage:_write_report", 1, False),
+    ("publish", "wsikit.outputs.publish:_rename", 1, False),
 ]
 
 
 @pytest.fixture(scope="module")
 def slide(tmp_path_factory) -> Path:
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     path = tmp_path_factory.mktemp("slide") / "kill.svs"
     spec = SyntheticSpec(2048, 1536, mpp=0.5, dense=[(800, 400, 600, 600)])
@@ -76,7 +76,7 @@ def test_kill_between_the_two_renames_keeps_previous_result(slide: Path, clean: 
     out.mkdir()
     assert run_select(slide, out).returncode == 0
     # second run: the old result is parked, then the process dies before the new one lands
-    killed = run_select(slide, out, "--force", kill_at="wsikit.publish:_rename", nth=2)
+    killed = run_select(slide, out, "--force", kill_at="wsikit.outputs.publish:_rename", nth=2)
     assert killed.returncode == -signal.SIGKILL
     rerun = run_select(slide, out)
     assert rerun.returncode == 0, rerun.stderr

@@ -24,9 +24,9 @@ import pytest
 from _cases import record_case
 from _select_run import REPO
 
-from wsikit._lockfile import OwnedLock
 from wsikit.errors import GridError, SlideBusyError
-from wsikit.slide_outputs import hold_slide_outputs, holds_slide_outputs, slide_lock_path
+from wsikit.outputs.lockfile import OwnedLock
+from wsikit.outputs.slide_outputs import hold_slide_outputs, holds_slide_outputs, slide_lock_path
 
 HERE = Path(__file__).resolve().parent
 
@@ -43,7 +43,7 @@ def _wsikit(*args: str) -> subprocess.Popen:
 
 @pytest.fixture()
 def slide(tmp_path: Path) -> Path:
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     (tmp_path / "cohort").mkdir()
     return write_synthetic_slide(tmp_path / "cohort" / "c.svs",
@@ -127,7 +127,7 @@ def test_stale_lock_of_a_dead_process_is_taken_over(slide: Path, tmp_path: Path)
     host; another host's lock only once its heartbeat is older than stale_after."""
     out = tmp_path / "out"
     path = slide_lock_path(out, "c")
-    code = ("import sys, time; from wsikit._lockfile import OwnedLock\n"
+    code = ("import sys, time; from wsikit.outputs.lockfile import OwnedLock\n"
             "lock = OwnedLock(sys.argv[1]); assert lock.acquire()\n"
             "print('held', flush=True); time.sleep(600)\n")
     dead = subprocess.Popen([sys.executable, "-c", code, str(path)], env=_env(),
@@ -139,7 +139,7 @@ def test_stale_lock_of_a_dead_process_is_taken_over(slide: Path, tmp_path: Path)
     dead.kill()
     dead.wait()
     assert path.exists()  # killed: its lock file stays behind
-    from wsikit.slide_ops import segment
+    from wsikit.run.slide_ops import segment
 
     segment(slide, out=out)  # takes the dead process's lock over
     assert not path.exists()
@@ -206,7 +206,7 @@ def _edit_geojson(path: Path) -> bytes:
 
 
 def test_segment_keeps_a_qupath_edit_and_resegment_backs_it_up(slide: Path, tmp_path: Path):
-    from wsikit.slide_ops import segment
+    from wsikit.run.slide_ops import segment
 
     out = tmp_path / "out"
     segment(slide, out=out)
@@ -239,7 +239,7 @@ def test_segment_keeps_a_qupath_edit_and_resegment_backs_it_up(slide: Path, tmp_
 
 def test_patch_resegment_backs_up_the_edit(slide: Path, tmp_path: Path):
     """``wsikit patch --resegment`` replaces an edited GeoJSON too: the edit is copied first."""
-    from wsikit.slide_ops import patch
+    from wsikit.run.slide_ops import patch
 
     out = tmp_path / "out"
     patch(slide, out=out)
@@ -270,8 +270,7 @@ def test_features_refuses_a_grid_that_is_not_the_current_one(slide: Path, tmp_pa
     """The grid in OUT was made before the GeoJSON was edited: features on it are refused
     (like the other stages, the inputs' records are checked); after patch again they run and
     their coordinates are the grid's."""
-    from wsikit.features import extract_slide_features
-    from wsikit.slide_ops import patch
+    from wsikit.run.slide_ops import extract_slide_features, patch
 
     out = tmp_path / "out"
     patch(slide, out=out)

@@ -1,4 +1,4 @@
-"""wsikit.publish: a result folder is swapped into place as one unit, recovered after a kill
+"""wsikit.outputs.publish: a result folder is swapped into place as one unit, recovered after a kill
 between the two renames, checked by its completion marker, published by one run at a time
 (never deleting another run's staging folder), and the user's own files in it are kept."""
 
@@ -15,7 +15,7 @@ import pytest
 from _select_run import REPO
 
 from wsikit.errors import CacheError
-from wsikit.publish import COMPLETE_MARKER, published, recover, staged_folder
+from wsikit.outputs.publish import COMPLETE_MARKER, published, recover, staged_folder
 
 
 def test_staged_folder_swaps_as_one_unit(tmp_path: Path):
@@ -55,7 +55,8 @@ def test_published_detects_a_changed_folder(tmp_path: Path):
 
 def _publisher(final: Path, name: str) -> subprocess.Popen:
     """Another process publishing ``final`` with one file ``name``."""
-    code = ("import sys; from pathlib import Path; from wsikit.publish import staged_folder\n"
+    code = ("import sys; from pathlib import Path\n"
+            "from wsikit.outputs.publish import staged_folder\n"
             "with staged_folder(sys.argv[1]) as work:\n"
             "    (work / sys.argv[2]).write_text('second')\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -15,7 +15,7 @@ from wsikit.cli import main
 
 @pytest.fixture(scope="module")
 def small_slide(tmp_path_factory) -> Path:
-    from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+    from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
     path = tmp_path_factory.mktemp("slide") / "case.svs"
     spec = SyntheticSpec(2048, 1536, mpp=0.5, dense=[(800, 400, 600, 600)])
@@ -49,7 +49,7 @@ def test_tampered_index_fails_before_any_output(small_slide: Path, built_index: 
 
 def test_late_failure_keeps_previous_result(small_slide: Path, tmp_path: Path, monkeypatch,
                                             capsys):
-    import wsikit.select_stage as select_stage
+    import wsikit.run.select_stage as select_stage
 
     out = tmp_path / "out"
     assert main(["select", str(small_slide), "--out", str(out), "--encoder", "heuristic"]) == 0
@@ -69,7 +69,7 @@ def test_late_failure_keeps_previous_result(small_slide: Path, tmp_path: Path, m
 
 def test_first_run_failing_late_leaves_no_result(small_slide: Path, tmp_path: Path,
                                                  monkeypatch):
-    import wsikit.select_stage as select_stage
+    import wsikit.run.select_stage as select_stage
 
     def boom(*args, **kwargs):
         raise OSError(28, "No space left on device", "report.html")

@@ -13,10 +13,10 @@ import pytest
 from wsikit.batch import run_batch
 from wsikit.cli import main
 from wsikit.errors import FeatureError
-from wsikit.feature_store import h5_to_zarr, open_store, zarr_to_h5
-from wsikit.features import Embeddings
-from wsikit.io.fingerprint import slide_fingerprint
-from wsikit.synthetic import SyntheticSpec, write_synthetic_slide
+from wsikit.features.extract import Embeddings
+from wsikit.features.store import h5_to_zarr, open_store, zarr_to_h5
+from wsikit.slide.fingerprint import slide_fingerprint
+from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 OPTIONS = dict(tissue_mpp=8.0, target_mpp=0.5, patch_px=256, min_tissue=0.1)
 

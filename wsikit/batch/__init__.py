@@ -6,28 +6,19 @@
 >>> summary.exit_code                                             # doctest: +SKIP
 0
 
-See :mod:`wsikit.batch.state` for the job-folder layout, :mod:`wsikit.batch.steps` for the
-step registry, :mod:`wsikit.batch.builtin_steps` for the built-in steps and their outputs,
-:mod:`wsikit.batch.shard` for ``--shard I/N`` job arrays and :mod:`wsikit.batch.manifest` for
-the per-slide run manifest.
+A batch runs the one slide runner (:mod:`wsikit.run`: the step registry, the built-in steps,
+the job folder's per-slide state) over a cohort. See :mod:`wsikit.batch.cohort` for cohort
+files, :mod:`wsikit.batch.shard` for ``--shard I/N`` job arrays, :mod:`wsikit.batch.local` and
+:mod:`wsikit.batch.ray_engine` for the engines and :mod:`wsikit.batch.manifest` for the
+per-slide run manifest.
 """
 
 from __future__ import annotations
 
-from .cohort import CohortSlide, read_cohort
+from .cohort import read_cohort
 from .manifest import RunManifest, read_manifest
 from .runner import BatchSummary, SlideOutcome, run_batch
 from .shard import ShardPlan, job_status, select_shard, shard_plan
-from .steps import (
-    BatchConfig,
-    SkipSlide,
-    SlideContext,
-    StepSpec,
-    get_step,
-    list_steps,
-    register_step,
-)
-from .store_step import parse_store  # noqa: F401 - importing it registers the 'store' step
 
 #: Alias matching the ``wsikit batch`` command name.
 batch = run_batch
@@ -41,18 +32,9 @@ __all__ = [
     "job_status",
     # cohorts, shards, the run manifest
     "read_cohort",
-    "CohortSlide",
     "shard_plan",
     "select_shard",
     "ShardPlan",
     "read_manifest",
     "RunManifest",
-    # the step registry (custom steps)
-    "register_step",
-    "get_step",
-    "list_steps",
-    "StepSpec",
-    "BatchConfig",
-    "SlideContext",
-    "SkipSlide",
 ]

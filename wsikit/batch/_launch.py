@@ -94,7 +94,7 @@ def check_launch(steps: Sequence[str]) -> bool:
         A selected step is defined in a notebook/interactive session (workers cannot import
         it), or in a script that calls ``run_batch`` outside ``if __name__ == "__main__":``.
     """
-    from .steps import get_step
+    from ..run.steps import get_step
 
     in_main = [name for name in steps if getattr(get_step(name).func, "__module__", "")
                == "__main__"]

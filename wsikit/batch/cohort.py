@@ -1,33 +1,30 @@
 """Cohort parsing: a folder of slides (searched recursively) or a CSV listing them.
 
-A cohort is a list of :class:`CohortSlide` with unique, file-system-safe ``slide_id`` values;
-every per-slide output in the job folder is named after the ``slide_id``.
+A cohort is a list of :class:`~wsikit.run.cohort_slide.CohortSlide` with unique,
+file-system-safe ``slide_id`` values; every per-slide output in the job folder is named after
+the ``slide_id``.
 
 CSV cohorts have a ``path`` column (absolute, or relative to the CSV's folder) and optional
 ``mpp`` (level-0 µm/px overriding the slide's metadata for that slide) and ``slide_id``
-columns. Any other column is kept in :attr:`CohortSlide.extra`. The cohort-wide ``mpp`` of
+columns. Any other column is kept in ``CohortSlide.extra``. The cohort-wide ``mpp`` of
 :func:`read_cohort` (``wsikit batch --mpp``) only fills in a resolution for slides whose
-metadata has none (:attr:`CohortSlide.fallback_mpp`, applied by :func:`open_cohort_slide`).
+metadata has none (``CohortSlide.fallback_mpp``, applied by
+:func:`~wsikit.run.cohort_slide.open_cohort_slide`).
 """
 
 from __future__ import annotations
 
 import csv
-import math
 import os
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import BatchError
+from ..run.cohort_slide import CohortSlide
 
-if TYPE_CHECKING:
-    from ..io import Slide
-
-__all__ = ["CohortSlide", "open_cohort_slide", "read_cohort"]
+__all__ = ["read_cohort"]
 
 #: File name endings recognised as slides when a cohort is a folder (lower case).
 SLIDE_EXTENSIONS: tuple[str, ...] = (
@@ -37,72 +34,6 @@ SLIDE_EXTENSIONS: tuple[str, ...] = (
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._+\-]+$")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._+\-]+")
-
-
-@dataclass(frozen=True)
-class CohortSlide:
-    """One slide of a cohort.
-
-    Attributes
-    ----------
-    slide_id : str
-        Unique, file-system-safe name used for every output (default: the file stem).
-    path : Path
-        Absolute path of the slide file.
-    mpp : float or None
-        Level-0 µm/px given for this slide (a CSV row's ``mpp``): overrides the slide's
-        metadata. ``None``: read it from the slide.
-    extra : mapping
-        Other CSV columns, kept verbatim.
-    fallback_mpp : float or None
-        Level-0 µm/px for the slide only if its metadata has none (``wsikit batch --mpp``);
-        a slide with its own resolution keeps it.
-    """
-
-    slide_id: str
-    path: Path
-    mpp: float | None = None
-    extra: Mapping[str, str] = field(default_factory=dict)
-    fallback_mpp: float | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-ready representation."""
-        return {"slide_id": self.slide_id, "path": str(self.path), "mpp": self.mpp,
-                "fallback_mpp": self.fallback_mpp, "extra": dict(self.extra)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> CohortSlide:
-        """Inverse of :meth:`to_dict`."""
-        mpp, fallback = data.get("mpp"), data.get("fallback_mpp")
-        return cls(slide_id=str(data["slide_id"]), path=Path(str(data["path"])),
-                   mpp=float(mpp) if mpp is not None else None,  # type: ignore[arg-type]
-                   extra=dict(data.get("extra") or {}),  # type: ignore[call-overload]
-                   fallback_mpp=(float(fallback)  # type: ignore[arg-type]
-                                 if fallback is not None else None))
-
-
-def open_cohort_slide(slide: CohortSlide) -> Slide:
-    """Open ``slide`` with its resolution: the cohort row's ``mpp`` when given (an override),
-    else the slide's metadata, else :attr:`~CohortSlide.fallback_mpp` (``--mpp``).
-
-    Raises
-    ------
-    SlideError, MppError
-        The slide cannot be read, or it has no resolution and none was given (the message
-        names ``--mpp``).
-    """
-    from ..io import check_mpp, open_slide
-
-    if slide.mpp is not None or slide.fallback_mpp is None:
-        return open_slide(slide.path, mpp=slide.mpp)
-    opened = open_slide(slide.path, require_mpp=False)
-    if not math.isfinite(opened.mpp):  # no resolution of its own: the fill-in applies
-        try:
-            opened.mpp, opened.mpp_source = check_mpp(slide.fallback_mpp), "user"
-        except BaseException:
-            opened.close()
-            raise
-    return opened
 
 
 def read_cohort(source: str | os.PathLike[str], *, mpp: float | None = None,
@@ -219,7 +150,7 @@ def _dicom_series_firsts(files: list[Path]) -> list[Path]:
 def _default_id(path: Path, by_file: bool = False) -> str:
     if path.suffix.lower() == ".dcm" and not by_file:
         return _sanitise(path.parent.name)
-    from ..io.slide import slide_stem
+    from ..slide.slide import slide_stem
 
     return _sanitise(slide_stem(path))
 

@@ -155,9 +155,9 @@ def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     warnings.showwarning = _one_line_warning
 
-    from .cohort import CohortSlide
-    from .state import JobFolder
-    from .steps import BatchConfig, run_slide
+    from ..run.cohort_slide import CohortSlide
+    from ..run.state import JobFolder
+    from ..run.steps import BatchConfig, run_slide
 
     if "torch" in sys.modules or config.get("steps") and "features" in config["steps"]:
         import torch

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..cache_record import sha256_file
 from ..errors import BatchError
+from ..outputs.cache_record import sha256_file
 
 __all__ = ["RunManifest", "read_manifest", "preprocessing_identity", "COLUMNS"]
 

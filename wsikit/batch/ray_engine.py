@@ -50,7 +50,7 @@ from typing import Any
 
 from .._hints import keyword, option
 from ..errors import BatchError
-from .steps import BatchConfig, get_step
+from ..run.steps import BatchConfig, get_step
 
 __all__ = ["RayEngine", "is_lost_work"]
 
@@ -80,9 +80,9 @@ def is_lost_work(exc: BaseException) -> bool:
 
 def _run(task: dict[str, Any], job_root: str, stale_after: float, config: dict[str, Any],
          steps: list[str], device: str, cache: dict[str, Any]) -> dict[str, Any]:
-    from .cohort import CohortSlide
-    from .state import JobFolder
-    from .steps import run_slide
+    from ..run.cohort_slide import CohortSlide
+    from ..run.state import JobFolder
+    from ..run.steps import run_slide
 
     os.environ.setdefault("WSIKIT_NO_PROGRESS", "1")
     result = run_slide(CohortSlide.from_dict(task["slide"]),

@@ -1,13 +1,13 @@
 """The batch coordinator: decides what to run, takes per-slide locks, writes state and summary.
 
 Engines (:class:`~wsikit.batch.local.LocalEngine`, :class:`~wsikit.batch.ray_engine.RayEngine`)
-only execute :func:`wsikit.batch.steps.run_slide`; everything that must survive crashes and
+only execute :func:`wsikit.run.steps.run_slide`; everything that must survive crashes and
 concurrent runners lives here, in one process per runner:
 
 * a slide is *done* when its state says so for the requested steps with the same options and
   every recorded output still exists with its recorded size (SHA-256 with ``verify=True``);
 * a slide is taken only under its one lock (``locks/<slide>.lock``, the lock every writer of
-  the slide's files takes: :func:`wsikit.slide_outputs.hold_slide_outputs`), which this
+  the slide's files takes: :func:`wsikit.outputs.slide_outputs.hold_slide_outputs`), which this
   coordinator holds for the worker processing the slide and keeps alive with heartbeats;
   slides locked by another live job (a runner, ``wsikit select``, ``patch``, …) are
   revisited until it finishes them (or dies, and the stale lock is broken);
@@ -31,24 +31,26 @@ from typing import Any, Unpack
 
 from .._atomic import write_json_atomic
 from .._hints import option
-from .._lockfile import OwnedLock
 from .._progress import progress as progress_bar
 from .._version import __version__
 from ..errors import BatchError
-from ..options import (
-    BatchKeywords,
-    BatchSettings,
-    PipelineOptions,
-    RunSettings,
-    resolve_run,
+from ..outputs.lockfile import OwnedLock
+from ..run.cohort_slide import CohortSlide
+from ..run.options import BatchKeywords, BatchSettings, PipelineOptions, RunSettings, resolve_run
+from ..run.state import (
+    JobFolder,
+    mpp_changed,
+    now_iso,
+    record_slide,
+    reusable_records,
+    safe_path,
 )
+from ..run.steps import BatchConfig, get_step, load_plugins, resolve_steps
+from ..run.store_step import parse_store
 from ._launch import check_launch
-from .cohort import CohortSlide, read_cohort
+from .cohort import read_cohort
 from .manifest import RunManifest, read_manifest
 from .shard import parse_shard, run_files, select_shard
-from .state import JobFolder, now_iso
-from .steps import BatchConfig, get_step, load_plugins, resolve_steps
-from .store_step import parse_store
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +132,8 @@ def preflight(slide: CohortSlide) -> tuple[str | None, str | None]:
     UTF-8, a symbolic link loop, a FIFO/device/empty file, a vanished file) fails only itself.
     """
     from ..errors import WsikitError
-    from ..io.filecheck import check_openable
-    from ..io.fingerprint import slide_fingerprint
+    from ..slide.filecheck import check_openable
+    from ..slide.fingerprint import slide_fingerprint
 
     try:
         str(slide.path).encode("utf-8")
@@ -143,11 +145,6 @@ def preflight(slide: CohortSlide) -> tuple[str | None, str | None]:
         return slide_fingerprint(slide.path), None
     except WsikitError as exc:
         return None, str(exc)
-
-
-def safe_path(path: str | os.PathLike[str]) -> str:
-    """A path as printable UTF-8 text (undecodable bytes shown as ``\\xNN``)."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _complete(state: Mapping[str, Any] | None, steps: Sequence[str], config: BatchConfig,
@@ -166,7 +163,7 @@ def _complete(state: Mapping[str, Any] | None, steps: Sequence[str], config: Bat
     if (fingerprint is not None and state.get("fingerprint") is None and slide is not None
             and state.get("path") != str(slide.path)):
         return None
-    if slide is not None and _mpp_changed(state, slide):
+    if slide is not None and mpp_changed(state, slide):
         return None
     records = state.get("steps") or {}
     for name in steps:
@@ -180,23 +177,6 @@ def _complete(state: Mapping[str, Any] | None, steps: Sequence[str], config: Bat
         if record.get("skipped"):
             return "skipped"  # later steps never run for this slide
     return str(state["status"])
-
-
-def _mpp_changed(state: Mapping[str, Any] | None, slide: CohortSlide) -> bool:
-    """Whether the cohort's mpp for ``slide`` differs from the one its state was made with
-    (a corrected mpp redoes every step: mask, grid and features all depend on it)."""
-    if not state:
-        return False
-    if "cohort_mpp" in state:
-        recorded = state["cohort_mpp"]
-        if recorded is None and slide.mpp is None:
-            return _fill_in_changed(state, slide.fallback_mpp)
-        if recorded is None or slide.mpp is None:
-            return True
-        return abs(float(recorded) - slide.mpp) > 1e-9 * max(1.0, slide.mpp)
-    used = state.get("mpp")  # states from before cohort_mpp was recorded
-    return (slide.mpp is not None and isinstance(used, (int, float))
-            and abs(float(used) - slide.mpp) > 1e-9 * max(1.0, slide.mpp))
 
 
 def _versions(engine: str) -> dict[str, Any]:
@@ -247,13 +227,13 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         Job folder; rerunning on it redoes only unfinished (or, with ``retry_failed``, failed)
         slides.
     options : PipelineOptions, optional
-        Every result-changing option (:mod:`wsikit.options`), the same as ``wsikit select``.
+        Every result-changing option (:mod:`wsikit.run.options`), the same as ``wsikit select``.
     settings : RunSettings, optional
         Batch size, reader processes, threads and progress (``device`` and ``force`` are
         ``select``'s: workers are placed by ``batch.devices``).
     batch : BatchSettings, optional
         Engine, workers, devices, resumption (``retry_failed``, ``verify``), locks, time
-        limit, plugins, shard and store (:class:`wsikit.options.BatchSettings`).
+        limit, plugins, shard and store (:class:`wsikit.run.options.BatchSettings`).
     steps : str or sequence of str
         Steps (``"segment,patch,features"``); required steps are added.
     mpp : float, optional
@@ -262,8 +242,9 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     echo : callable, optional
         Receives one line per finished slide and the summary (default: print to stdout).
     **overrides
-        Any field of the option classes, :class:`~wsikit.options.RunSettings` or
-        :class:`~wsikit.options.BatchSettings` by name (:class:`~wsikit.options.BatchKeywords`):
+        Any field of the option classes, :class:`~wsikit.run.options.RunSettings` or
+        :class:`~wsikit.run.options.BatchSettings` by name
+        (:class:`~wsikit.run.options.BatchKeywords`):
         ``encoder="heuristic"``, ``workers=2``, ``shard="0/4"``, … (``weights`` may also be
         one file: the encoder's). Meanings and defaults are documented once, on those classes.
 
@@ -319,8 +300,8 @@ def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         check_launch(step_names)  # plain scripts/notebooks: one clear error before any slide
     if options.matching.index is not None:  # workers may run elsewhere: an absolute path
         options = options.replace(index=str(Path(options.matching.index).resolve()))
-    from ..evidence.paths import relative_path
-    from ..run_checks import check_options
+    from ..outputs.paths import relative_path
+    from ..run.checks import check_options
 
     check_options(options)  # the checks select makes, before any slide
     config = BatchConfig(steps=step_names, options=options,
@@ -437,7 +418,7 @@ class _Coordinator:
             return False
         if (state and state.get("status") == "failed" and not self.retry_failed
                 and state.get("fingerprint", fingerprint) == fingerprint
-                and not _mpp_changed(state, slide)):
+                and not mpp_changed(state, slide)):
             err = (state.get("error") or {}).get("message", "unknown error")
             self._settle(SlideOutcome(slide.slide_id, "failed",
                                       message=f"failed in an earlier run ({err}); pass "
@@ -555,82 +536,3 @@ class _Coordinator:
 
 def _patches(state: Mapping[str, Any] | None) -> int:
     return int((state or {}).get("n_patches", 0) or 0)
-
-
-# --------------------------------------------------------------------------- one slide's state
-def _fill_in_changed(state: Mapping[str, Any], fallback: float | None) -> bool:
-    """Whether a slide without a resolution of its own was made with another ``--mpp``
-    fill-in than ``fallback`` (or failed for want of one that is given now); a slide with its
-    own resolution never is (``--mpp`` does not apply to it)."""
-    if state.get("mpp_source") == "user":  # the fill-in was used
-        used = state.get("mpp")
-        return not (fallback is not None and isinstance(used, (int, float))
-                    and abs(float(used) - fallback) <= 1e-9 * max(1.0, fallback))
-    return (fallback is not None and state.get("status") == "failed"
-            and (state.get("error") or {}).get("type") == "MppError")
-
-
-def reusable_records(state: Mapping[str, Any] | None, slide: CohortSlide,
-                     fingerprint: str | None, *, stale: Sequence[str] = ()) -> dict[str, Any]:
-    """The step records of ``state`` that a new run of ``slide`` may reuse.
-
-    None when the state belongs to another slide (another content fingerprint, or for states
-    from before fingerprints were recorded another path) or was made with another cohort mpp
-    (a corrected mpp redoes every step); ``stale`` steps (e.g. whose weight file changed) are
-    dropped.
-    """
-    recorded = (state or {}).get("fingerprint")
-    same_slide = (recorded == fingerprint if recorded is not None
-                  else (state or {}).get("path") in (None, str(slide.path)))
-    if not same_slide or _mpp_changed(state, slide):
-        return {}
-    return {k: v for k, v in ((state or {}).get("steps") or {}).items() if k not in stale}
-
-
-def record_slide(job: JobFolder, slide: CohortSlide, fingerprint: str | None,
-                 old: Mapping[str, Any] | None, *, running: bool = False,
-                 steps: Mapping[str, Any] | None = None,
-                 result: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Write ``state/<slide>.json``: ``running`` (with the reusable ``steps``) before the steps
-    run, or the outcome ``result`` of :func:`~wsikit.batch.steps.run_slide` (status, steps,
-    error or reason) after. ``old`` is the state before this run (read again when ``None``).
-    The one writer of a slide's state, for ``wsikit batch`` and ``wsikit select`` alike."""
-    from ..evidence.paths import relative_path
-
-    # the slide also relative to the state file: a job moved with its cohort still names it
-    relpath = safe_path(relative_path(slide.path, job.layout.state(slide.slide_id).parent))
-    if running:
-        state: dict[str, Any] = {
-            "slide_id": slide.slide_id, "path": str(slide.path), "relpath": relpath,
-            "fingerprint": fingerprint, "cohort_mpp": slide.mpp, "status": "running",
-            "attempts": int((old or {}).get("attempts", 0)) + 1, "started": now_iso(),
-            "runner": {"pid": os.getpid(), "host": socket.gethostname()},
-            "steps": dict(steps or {})}
-        job.write_state(slide.slide_id, state)
-        return state
-    result = dict(result or {})
-    before = job.read_state(slide.slide_id) or {}  # the running state written above
-    status = result.get("status", "failed")
-    done = result.get("steps") or {}
-    segment = (done.get("segment") or {}).get("info", {})
-    state = {
-        "slide_id": slide.slide_id, "path": str(slide.path), "relpath": relpath,
-        "fingerprint": fingerprint, "status": status, "cohort_mpp": slide.mpp,
-        "attempts": before.get("attempts", 1), "started": before.get("started"),
-        "finished": now_iso(), "seconds": result.get("seconds"),
-        "runner": before.get("runner"), "worker": result.get("worker"),
-        "mpp": segment.get("mpp", slide.mpp), "mpp_source": segment.get("mpp_source"),
-        "n_patches": int((done.get("patch") or {}).get("info", {}).get("n_patches", 0)),
-        "timings": {k: v.get("seconds") for k, v in done.items()},
-        "outputs": {f"{k}.{key}": rec for k, v in done.items()
-                    for key, rec in v.get("outputs", {}).items()},
-        "reused_steps": result.get("reused", []),
-        "lost_attempts": result.get("lost_attempts", []),  # Ray: work lost with a node
-        "steps": done,
-    }
-    if status == "failed":
-        state["error"] = result.get("error")
-    elif status == "skipped":
-        state["reason"] = result.get("reason") or ""
-    job.write_state(slide.slide_id, state)
-    return state

@@ -30,7 +30,7 @@ Every shard of one job uses the same assignment, computed once and stored in the
   ``0 … N-1`` or a plan whose N differs from its file name is refused even without one.
 
 Shards never share a slide, and even where two runs were started with different plans the
-per-slide locks and states of :mod:`wsikit.batch.state` keep one slide from being processed
+per-slide locks and states of :mod:`wsikit.run.state` keep one slide from being processed
 twice at once or redone once finished. Per-slide outputs, states and locks are one file each
 (no shared file is written by two shards), and each shard writes its own ``run.json`` and
 ``summary.json`` under ``JOBDIR/shards/<I>-of-<N>/``: shard outputs combine without conflict
@@ -53,10 +53,10 @@ from typing import Any
 
 from .._atomic import TMP_MARK, write_bytes_atomic
 from .._hints import on_command_line, option
-from .._lockfile import LockBusy, wait_for_lock
 from ..errors import BatchError
-from ..layout import OutputLayout
-from .cohort import CohortSlide
+from ..outputs.layout import OutputLayout
+from ..outputs.lockfile import LockBusy, wait_for_lock
+from ..run.cohort_slide import CohortSlide
 
 __all__ = [
     "ShardPlan",

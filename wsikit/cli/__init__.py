@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     env: dict[str, str] = {}
     if args.on_bad_tile is not None:  # read by every open_slide, also in batch workers
         env["WSIKIT_ON_BAD_TILE"] = args.on_bad_tile
-    if args.threads is not None:  # read by the thread policy (wsikit.threads), also in batch
+    if args.threads is not None:  # read by the thread policy (wsikit._threads), also in batch
         if args.threads < 1:
             parser.error(f"--threads {args.threads}: give at least 1 core")
         env["WSIKIT_THREADS"] = str(args.threads)

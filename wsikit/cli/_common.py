@@ -116,9 +116,9 @@ def fraction(value: str) -> float:
 
 
 def mpp_type(option: str) -> Callable[[str], float]:
-    """A plausible µm/px value (0.05–20, see :func:`wsikit.io.mpp.check_mpp`) for ``option``."""
+    """A plausible µm/px value (0.05–20, see :func:`wsikit.slide.mpp.check_mpp`) for ``option``."""
     from ..errors import WsikitError
-    from ..io.mpp import check_mpp
+    from ..slide.mpp import check_mpp
 
     def parse(value: str) -> float:
         v = float(_number(value, float))
@@ -134,12 +134,23 @@ def mpp_type(option: str) -> Callable[[str], float]:
 def scales(value: str) -> tuple[int, ...]:
     """Comma-separated positive window sides in patches, e.g. ``8,4,2,1``."""
     from ..errors import SelectionError
-    from ..options import parse_scales
+    from ..selection.selectors.multiscale import parse_scales
 
     try:
         return parse_scales(value)
     except SelectionError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def figure_kinds(value: str) -> tuple[str, ...]:
+    """Comma-separated figure kinds, e.g. ``micrograph,photograph``, or ``all``."""
+    from ..errors import EvidenceError
+    from ..evidence.kinds import parse_kinds
+
+    try:
+        return parse_kinds(value)
+    except EvidenceError as exc:
+        raise argparse.ArgumentTypeError(f"--match-kinds: {exc}") from None
 
 
 def output_dir(value: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..options import BatchSettings, RunSettings
+from ..run.options import BatchSettings, RunSettings
 from ._common import CommandParser, RawDefaultsHelpFormatter, mpp_type, output_dir
 from .pipeline_options import (
     add_option_flags,

@@ -11,8 +11,8 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..demos import demo
-    from ..layout import OutputLayout
+    from ..outputs.layout import OutputLayout
+    from ..run.demos import demo
     from .select import print_result
 
     result = demo(args.out, k=args.k)

@@ -14,12 +14,13 @@ import argparse
 import json
 import logging
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import EvidenceError
-from ._common import output_dir, positive_float, positive_int
+from ._common import figure_kinds, output_dir, positive_float, positive_int
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
 
@@ -44,11 +45,14 @@ def _level(value: str) -> int | None:
 def _cmd_extract(args: argparse.Namespace) -> int:
     from ..evidence import figures_extract
 
-    manifest = figures_extract(args.pdfs, args.out, evidence_level=args.evidence_level,
+    manifest = figures_extract(args.sources, args.out, evidence_level=args.evidence_level,
                                min_size=args.min_size, uncaptioned=args.uncaptioned)
-    rows = manifest.read_text(encoding="utf-8").splitlines()
-    uncaptioned = sum(1 for r in rows if json.loads(r)["caption"] == "")
+    rows = [json.loads(r) for r in manifest.read_text(encoding="utf-8").splitlines()
+            if r.strip() and not r.lstrip().startswith("#")]
+    uncaptioned = sum(1 for r in rows if r.get("caption") == "")
     print(f"{len(rows)} figure(s) ({uncaptioned} without caption) -> {manifest}")
+    licences = Counter(str(r.get("license") or "unknown") for r in rows)
+    print("licences: " + ", ".join(f"{name} {n}" for name, n in licences.most_common()))
     print("Review/edit it, then: wsikit index build "
           f"{manifest} --out INDEX_DIR")
     return 0
@@ -63,9 +67,28 @@ def _cmd_build(args: argparse.Namespace) -> int:
     m = index.manifest
     recall = "" if index.kind == "flat" else f", recall@10 {m['recall_at_10']} ({m['params']})"
     towers = f", tower(s) {', '.join(args.tower)}" if args.tower else ""
-    print(f"built {index.path}: {index.count} figure(s), encoder {index.encoder_name} "
-          f"(dim {index.dim}), {index.kind}{recall}{towers}")
+    print(f"built {index.path}: {_node_counts(index.kind_counts())}, encoder "
+          f"{index.encoder_name} (dim {index.dim}), {index.kind}{recall}{towers}")
     return 0
+
+
+#: Help of ``--licence`` (``index query`` and ``select``).
+LICENCE_HELP = ("return only figures under these licences: 'open' (every Creative Commons "
+                "licence, CC0, public domain), 'commercial' (those without NC), 'adaptable' "
+                "(CC BY, CC BY-SA, CC0, public domain), or licence names, comma-separated "
+                "('CC BY,CC0'; also 'all rights reserved', 'unknown'); default: any. The "
+                "search goes deeper so that k results remain")
+
+
+def licence_arg(value: str) -> str:
+    """argparse type of ``--licence``: checked here, kept as given."""
+    from ..evidence.licence import parse_licence_filter
+
+    try:
+        parse_licence_filter(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return value
 
 
 def floor_arg(value: str) -> str:
@@ -86,7 +109,8 @@ def _cmd_add(args: argparse.Namespace) -> int:
     rep = index_add(args.index, args.sources, encoder=args.encoder,
                     evidence_level=args.evidence_level, min_size=args.min_size,
                     on_existing=on_existing)
-    print(f"{args.index}: added {rep.added} new figure(s), updated the metadata of "
+    panels = f" (+ {rep.panels} panel(s))" if rep.panels else ""
+    print(f"{args.index}: added {rep.added} new figure(s){panels}, updated the metadata of "
           f"{rep.updated}, {rep.unchanged} already indexed and unchanged")
     return 0
 
@@ -102,6 +126,14 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
               f"{bg.similarity_at(50):.3f}, p95 {bg.similarity_at(95):.3f}, p99 "
               f"{bg.similarity_at(99):.3f}")
     return 0
+
+
+def _node_counts(kinds: dict[str, dict[str, int]]) -> str:
+    """``12 figure(s) (5 chart, 4 micrograph, ...) + 9 panel(s)`` from ``kind_counts``."""
+    figures, panels = kinds["figures"], kinds["panels"]
+    by_kind = ", ".join(f"{n} {k}" for k, n in sorted(figures.items(), key=lambda kv: -kv[1]))
+    text = f"{sum(figures.values())} figure(s)" + (f" ({by_kind})" if by_kind else "")
+    return text + (f" + {sum(panels.values())} panel(s)" if panels else "")
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -133,6 +165,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
                                "not stored (older index): run wsikit index calibrate DIR"))
     levels = ", ".join(f"{k}: {v}" for k, v in sorted(info["evidence_levels"].items()))
     print(f"evidence   {levels}")
+    licences = ", ".join(f"{k}: {v}" for k, v in sorted(info["licences"].items()))
+    print(f"licences   {licences}")
+    print(f"kinds      {_node_counts(info['kinds'])}")
     print(f"version    {info['version']} (wsikit {info['wsikit_version']}, updated "
           f"{info['updated']})")
     for problem in info["problems"]:
@@ -145,7 +180,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
         return _cmd_search(args)
     from ..evidence import index_query
 
-    matches = index_query(args.index, args.image, k=args.k, encoder=args.encoder)
+    matches = index_query(args.index, args.image, k=args.k, encoder=args.encoder,
+                          licences=args.licence, kinds=args.match_kinds)
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -161,7 +197,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if args.image is None and not args.text:
         raise EvidenceError("give a query IMAGE, --text TEXT, or both")
     matches = index_search(args.index, args.image, text=args.text, k=args.k,
-                           encoder=args.encoder, rrf_k=args.rrf_k, towers=args.tower)
+                           encoder=args.encoder, rrf_k=args.rrf_k, towers=args.tower,
+                           licences=args.licence, kinds=args.match_kinds)
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -237,16 +274,25 @@ def _source_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``figures`` and ``index`` sub-commands."""
-    fig = subparsers.add_parser("figures", help="extract captioned figures from PDFs",
+    fig = subparsers.add_parser("figures", help="extract captioned figures from PDFs and "
+                                "JATS/PMC articles",
                                 description="Literature figures for the evidence index.")
     fsub = fig.add_subparsers(dest="figures_command", metavar="SUBCOMMAND")
     ext = fsub.add_parser(
-        "extract", help="PDF figures + captions -> images and an editable manifest.jsonl",
-        description="Extract captioned figures ('Figure N', 'Fig. N', 'FIGURE N', 'Figure S1') "
-                    "from PDFs: each caption's graphics (images, vector drawings and their "
-                    "labels) as one image, with the whole caption, page, box, title and DOI, "
-                    "into OUT/images and OUT/manifest.jsonl for review.")
-    ext.add_argument("pdfs", nargs="+", metavar="PDF")
+        "extract", help="figures + captions of PDFs and JATS/PMC articles -> images and an "
+                        "editable manifest.jsonl",
+        description="Extract captioned figures into OUT/images and OUT/manifest.jsonl for "
+                    "review. PDFs: each caption ('Figure N', 'Fig. N', 'FIGURE N', 'Figure "
+                    "S1') with its graphics (images, vector drawings and their labels) as one "
+                    "image, with the whole caption, page, box, title, DOI and the licence the "
+                    "paper states. JATS (PubMed Central Open Access .nxml/.xml files, package "
+                    "folders and .tar.gz packages): each <fig> with the XML's label, caption "
+                    "and graphic, the article's title, DOI, PMID, PMCID, journal, year and "
+                    "licence, and the evidence level its article type gives. XML is read "
+                    "without entities or DTDs; a figure whose graphic is missing is reported "
+                    "and the others go on.")
+    ext.add_argument("sources", nargs="+", metavar="SOURCE",
+                     help="PDF, .nxml/.xml, PMC package folder or .tar.gz package")
     ext.add_argument("--uncaptioned", action="store_true",
                      help="also keep graphics without a caption (caption '', for review)")
     ext.add_argument("--out", required=True, type=output_dir, help="output folder")
@@ -258,11 +304,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                 description="FAISS + SQLite index of literature figures.")
     isub = idx.add_subparsers(dest="index_command", metavar="SUBCOMMAND")
     build = isub.add_parser(
-        "build", help="build an index from PDFs and/or manifests",
-        description="Embed figures from PDFs and figure manifests (.jsonl/.csv) with an "
+        "build", help="build an index from PDFs, JATS articles and/or manifests",
+        description="Embed figures from PDFs, JATS articles (PMC .nxml, package folders, "
+                    ".tar.gz) and figure manifests (.jsonl/.csv) with an "
                     "encoder and write an index folder (FAISS cosine index, nodes.sqlite, "
                     "images/, manifest.json).")
-    build.add_argument("sources", nargs="+", metavar="SOURCE", help="PDF or manifest files")
+    build.add_argument("sources", nargs="+", metavar="SOURCE",
+                       help="PDF, JATS (.nxml/.xml, PMC package folder, .tar.gz) or manifest")
     build.add_argument("--out", required=True, type=output_dir, help="index folder to create")
     build.add_argument("--encoder", default="heuristic",
                        help="encoder name from 'wsikit models' (default: heuristic, "
@@ -319,6 +367,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     query.add_argument("-k", type=positive_int, default=5, help="number of matches (default 5)")
     query.add_argument("--encoder", default=None,
                        help="default: the index's encoder (another one is refused)")
+    query.add_argument("--licence", "--license", default=None, type=licence_arg,
+                       metavar="LICENCES", help=LICENCE_HELP)
+    query.add_argument("--match-kinds", type=figure_kinds, default=None, metavar="KINDS",
+                       help="only panels and single-panel figures of these kinds (e.g. "
+                            "micrograph, as 'wsikit select' matches regions; or 'all'); "
+                            "default: every figure and panel")
     query.add_argument("--json", action="store_true", help="print JSON")
     query.set_defaults(func=_cmd_query)
     _add_tower_command(isub)

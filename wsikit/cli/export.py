@@ -10,7 +10,7 @@ __all__ = ["register"]
 
 
 def _anndata(args: argparse.Namespace) -> int:
-    from ..scverse import export_anndata
+    from ..integrations.scverse import export_anndata
 
     adata = export_anndata(args.features, args.out, force=args.force,
                            drop_nonfinite=args.drop_nonfinite)

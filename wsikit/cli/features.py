@@ -29,8 +29,8 @@ def _weights(values: list[str] | None, encoder: str) -> str | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..features import extract_slide_features
-    from ..layout import OutputLayout
+    from ..outputs.layout import OutputLayout
+    from ..run.slide_ops import extract_slide_features
 
     for slide in args.slides:
         weights = _weights(args.weights, args.encoder)

@@ -170,7 +170,7 @@ def slide_embedding_target(features: str, slide_encoder: str, out: str | None,
 
 def _slide_embedding_cmd(args: argparse.Namespace) -> int:
     from ..errors import FeatureError, WsikitError
-    from ..features import Embeddings
+    from ..features.extract import Embeddings
     from ..models.hub import parse_weights_args
     from ..models.slide_pool import embed_slide, slide_encoder_name
 

@@ -1,6 +1,6 @@
 """The command-line flags of every option and run setting, generated from their one definition.
 
-Each field of :mod:`wsikit.options` (made with :func:`wsikit.options.opt`) carries its flag,
+Each field of :mod:`wsikit.run.options` (made with :func:`wsikit.run.options.opt`) carries its flag,
 type, choices and help in its metadata; :func:`add_option_flags` turns a class's fields into
 flags (``dest`` = the field name) with the field's default, and :func:`pipeline_options`,
 :func:`run_settings` and :func:`batch_settings` read the parsed flags back into the objects.
@@ -14,7 +14,7 @@ from collections.abc import Callable, Container
 from dataclasses import MISSING, fields
 from typing import Any
 
-from ..options import (
+from ..run.options import (
     BatchSettings,
     GridOptions,
     MatchOptions,
@@ -60,6 +60,10 @@ def _kind(name: str | None) -> Callable[[str], Any] | None:
         from .evidence import floor_arg
 
         return floor_arg
+    if name == "licence":
+        from .evidence import licence_arg
+
+        return licence_arg
     kind: Callable[[str], Any] = getattr(_common, name)
     return kind
 
@@ -72,7 +76,7 @@ def flag_of(name: str, cls: type) -> str | None:
 
 
 def add_option_flags(p: Any, cls: type, *, skip: Container[str] = ()) -> None:
-    """Add one flag per field of ``cls`` (an option class of :mod:`wsikit.options`) to the
+    """Add one flag per field of ``cls`` (an option class of :mod:`wsikit.run.options`) to the
     parser or argument group ``p``, from the field's metadata; ``skip``: fields the caller
     adds itself."""
     for f in fields(cls):
@@ -100,7 +104,7 @@ def add_option_flags(p: Any, cls: type, *, skip: Container[str] = ()) -> None:
 
 
 def add_pipeline_options(p: argparse.ArgumentParser, *, index: bool = True) -> None:
-    """Add the flags of every :class:`~wsikit.options.PipelineOptions` field to ``p``
+    """Add the flags of every :class:`~wsikit.run.options.PipelineOptions` field to ``p``
     (``index=False``: the caller adds ``--index`` itself)."""
     for title, cls in (("models", ModelOptions), ("tissue and patches", GridOptions),
                        ("selection", SelectionOptions), ("evidence", MatchOptions),
@@ -113,7 +117,7 @@ def _values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
 
 
 def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
-    """The :class:`~wsikit.options.PipelineOptions` of parsed flags (validated)."""
+    """The :class:`~wsikit.run.options.PipelineOptions` of parsed flags (validated)."""
     from ..models.hub import parse_weights_args
 
     values: dict[str, Any] = {}
@@ -128,12 +132,12 @@ def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
 
 
 def run_settings(args: argparse.Namespace) -> RunSettings:
-    """The :class:`~wsikit.options.RunSettings` of parsed flags (absent ones: defaults)."""
+    """The :class:`~wsikit.run.options.RunSettings` of parsed flags (absent ones: defaults)."""
     return RunSettings(**_values(args, RunSettings))
 
 
 def batch_settings(args: argparse.Namespace) -> BatchSettings:
-    """The :class:`~wsikit.options.BatchSettings` of parsed flags."""
+    """The :class:`~wsikit.run.options.BatchSettings` of parsed flags."""
     values = _values(args, BatchSettings)
     values["plugins"] = tuple(values.get("plugins") or ())
     return BatchSettings(**values)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..options import RunSettings
+from ..run.options import RunSettings
 from ._common import DefaultsHelpFormatter, mpp_type, output_dir
 from .pipeline_options import add_option_flags, add_pipeline_options, pipeline_options, run_settings
 
@@ -18,7 +18,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run")
     g.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
                    help="level-0 µm/px overriding the slide's metadata (needed if it has none)")
-    add_option_flags(g, RunSettings)  # --device, --batch-size, ... (wsikit.options)
+    add_option_flags(g, RunSettings)  # --device, --batch-size, ... (wsikit.run.options)
     add_format_option(p)
 
 
@@ -107,8 +107,8 @@ def _zoom_chains(regions: list[dict]) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..layout import OutputLayout
-    from ..pipeline import select
+    from ..outputs.layout import OutputLayout
+    from ..run.pipeline import select
 
     # a wrong --index fails before the slide is read: select() opens it (once) first
     result = select(args.slide, pipeline_options(args), run_settings(args), out=args.out,

@@ -22,7 +22,7 @@ _MPP_HELP = ("level-0 microns per pixel, overriding the file's metadata (needed 
 
 
 def _info(args: argparse.Namespace) -> int:
-    from ..slide_ops import info
+    from ..run.slide_ops import info
 
     data = info(args.slide, mpp=args.mpp, backend=args.backend)
     if args.json:
@@ -46,8 +46,8 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _segment(args: argparse.Namespace) -> int:
-    from ..layout import OutputLayout
-    from ..slide_ops import segment
+    from ..outputs.layout import OutputLayout
+    from ..run.slide_ops import segment
 
     tm = segment(args.slide, out=args.out, mpp=args.mpp, tissue_mpp=args.tissue_mpp,
                  min_tissue_um2=args.min_tissue_um2, min_hole_um2=args.min_hole_um2,
@@ -60,8 +60,8 @@ def _segment(args: argparse.Namespace) -> int:
 
 
 def _patch(args: argparse.Namespace) -> int:
-    from ..layout import OutputLayout
-    from ..slide_ops import patch
+    from ..outputs.layout import OutputLayout
+    from ..run.slide_ops import patch
 
     grid = patch(args.slide, out=args.out, mpp=args.mpp, target_mpp=args.target_mpp,
                  patch_px=args.patch_px, overlap_px=args.overlap_px,

@@ -23,14 +23,14 @@ def _is_store(src: str) -> bool:
     return "://" in src or (Path(src) / "zarr.json").is_file()
 
 
-#: Top-level entries of wsikit's output layout (:class:`wsikit.layout.OutputLayout`).
+#: Top-level entries of wsikit's output layout (:class:`wsikit.outputs.layout.OutputLayout`).
 _LAYOUT_ENTRIES = {"contours_geojson", "masks", "artefacts", "thumbnails", "patches",
                    "attention", "select", "state", "locks", "run.json", "summary.json"}
 
 
 def _store_owner(folder: Path) -> str | None:
     """None when ``folder`` is empty or a zarr feature store wsikit wrote, else why not."""
-    from ..feature_store import STORE_SCHEMA
+    from ..features.store import STORE_SCHEMA
 
     meta = folder / "zarr.json"
     if meta.is_file():
@@ -57,9 +57,9 @@ def _results_owner(folder: Path) -> str | None:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from .._outputs import check_output_folder
     from ..errors import FeatureError
-    from ..feature_store import h5_to_zarr, zarr_to_h5
+    from ..features.store import h5_to_zarr, zarr_to_h5
+    from ..outputs.overwrite import check_output_folder
 
     src_is_store = _is_store(args.src)
     inputs = [] if "://" in args.src else [args.src]
@@ -80,7 +80,7 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _ls(args: argparse.Namespace) -> int:
-    from ..feature_store import open_store
+    from ..features.store import open_store
 
     store = open_store(args.store, mode="r")
     for sid in store.slides():

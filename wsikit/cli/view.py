@@ -15,7 +15,7 @@ __all__ = ["open_browser", "register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..viewer import ViewerSource, make_server
+    from ..look.viewer import ViewerSource, make_server
 
     source = ViewerSource.open(args.target, mpp=args.mpp)
     try:

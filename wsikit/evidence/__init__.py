@@ -1,4 +1,4 @@
-"""Captioned visual evidence: literature figure nodes, PDF/manifest ingestion, a FAISS + SQLite
+"""Captioned visual evidence: literature figure nodes, PDF/JATS/manifest ingestion, a FAISS + SQLite
 index with a calibrated similarity background, and the ``evidence.json`` result with RAG
 adapters (stable ids, portable paths, provenance).
 
@@ -29,6 +29,7 @@ from .index_ops import (
     index_search,
     index_tower,
 )
+from .jats import extract_jats_figures, read_jats
 from .matching import CropMatches, match_crops
 from .nodes import FigureNode, load_image
 from .pdf import PdfFigure, PdfInfo, extract_pdf_figures, read_pdf_figures
@@ -46,9 +47,11 @@ __all__ = [
     "index_search",
     "index_tower",
     "eval_retrieval",
-    # figures: PDFs, manifests, nodes
+    # figures: PDFs, JATS articles, manifests, nodes
     "extract_pdf_figures",
     "read_pdf_figures",
+    "extract_jats_figures",
+    "read_jats",
     "read_figure_manifest",
     "write_figure_manifest",
     "merge_figure_manifest",

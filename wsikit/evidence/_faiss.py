@@ -198,6 +198,83 @@ def to_search_device(index, kind: str):
         return index
 
 
+#: Largest ``k`` a search on a GPU index is given (faiss-gpu's top-k limit is 2048).
+GPU_MAX_K = 1024
+#: At most this many admitted rows are compared directly (their stored vectors, one matrix
+#: product) instead of searching the index deeper.
+DIRECT_MAX_ROWS = 4096
+
+
+def _stored_rows(cpu_index: Any, rows: np.ndarray, kind: str) -> np.ndarray:
+    """The stored vectors of ``rows`` (IVF: its fp16 codes decoded, as its search sees them)."""
+    import faiss
+
+    if kind != "ivf":
+        return np.asarray(cpu_index.reconstruct_batch(rows.astype(np.int64)), np.float32)
+    ivf = faiss.extract_index_ivf(cpu_index)
+    ivf.make_direct_map()
+    try:
+        return np.stack([np.asarray(cpu_index.reconstruct(int(r)), np.float32) for r in rows])
+    finally:
+        # faiss (SWIG) has DirectMap; its type stubs lack it
+        ivf.set_direct_map_type(faiss.DirectMap.NoMap)  # type: ignore[attr-defined]
+
+
+def search_within(index: Any, queries: np.ndarray, k: int, allowed: np.ndarray, *,
+                  cpu_index: Any = None, kind: str = "flat") -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` of ``index`` among the rows where the boolean mask ``allowed`` is true.
+
+    Up to :data:`DIRECT_MAX_ROWS` admitted rows are compared directly (their stored vectors,
+    exact among them); more are searched in the index, widened (about ``2 k / fraction
+    allowed`` candidates, then 4× more each round) until every query has ``k`` allowed hits or
+    the whole index was searched, so a filter never leaves fewer than ``k`` results while ``k``
+    rows pass it. Searches deeper than :data:`GPU_MAX_K` run on ``cpu_index``; the last round
+    of an IVF index probes every cell.
+
+    Returns
+    -------
+    sims, ids : ndarray
+        ``(B, min(k, allowed rows))``, best first; ids ``-1`` (sims ``-1``) where fewer
+        allowed rows were found.
+    """
+    import faiss
+
+    total = int(allowed.size)
+    n_allowed = int(np.count_nonzero(allowed))
+    k = min(k, n_allowed)
+    batch = queries.shape[0]
+    if k == 0 or batch == 0:
+        return np.zeros((batch, k), np.float32), np.full((batch, k), -1, np.int64)
+    cpu = cpu_index if cpu_index is not None else index
+    if n_allowed <= DIRECT_MAX_ROWS:
+        rows = np.flatnonzero(allowed)
+        sims_all = queries @ _stored_rows(cpu, rows, kind).T
+        top = np.argsort(-sims_all, axis=1, kind="stable")[:, :k]
+        return (np.take_along_axis(sims_all, top, axis=1).astype(np.float32),
+                rows[top].astype(np.int64))
+    depth = min(total, max(2 * k, math.ceil(2 * k * total / n_allowed)))
+    while True:
+        target = index if depth <= GPU_MAX_K else cpu
+        if depth >= total and kind == "ivf":  # the last round: every cell
+            nlist = faiss.extract_index_ivf(cpu).nlist
+            params = faiss.SearchParametersIVF()
+            params.nprobe = nlist
+            sims, ids = cpu.search(queries, depth, params=params)
+        else:
+            sims, ids = target.search(queries, depth)
+        keep = (ids >= 0) & allowed[np.clip(ids, 0, total - 1)]
+        if int(keep.sum(axis=1).min()) >= k or depth >= total:
+            break
+        depth = min(total, depth * 4)
+    out_s = np.full((batch, k), -1.0, np.float32)
+    out_i = np.full((batch, k), -1, np.int64)
+    for b in range(batch):
+        cols = np.flatnonzero(keep[b])[:k]
+        out_s[b, :cols.size] = sims[b, cols]
+        out_i[b, :cols.size] = ids[b, cols]
+    return out_s, out_i
+
+
 def exact_search(db: np.ndarray, queries: np.ndarray, k: int,
                  chunk: int = 65536) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``k`` inner product (chunked over ``db``; any float dtype), ``(sims, ids)``."""

@@ -17,7 +17,8 @@ checksummed files. :func:`read_folder` loads a folder and refuses one whose mani
 vector count or node table do not agree; :func:`check_replaceable` guards ``--overwrite``.
 
 Used by :class:`wsikit.evidence.FigureIndex`; the SQLite schema of the node table lives here
-only (:func:`create_db`, :func:`insert_nodes`, :func:`read_nodes`, :func:`node_stats`).
+only (:func:`create_db`, :func:`insert_nodes`, :func:`read_nodes`, :func:`node_stats`,
+:func:`licence_counts`).
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ import numpy as np
 
 from .._atomic import TMP_MARK, atomic_path, write_json_atomic
 from .._hints import keyword, option
-from ..cache_record import sha256_file
 from ..errors import EvidenceError
+from ..outputs.cache_record import sha256_file
 from . import _faiss as fu
 from ._index_rows import update_rows
 from .captions import sync_captions
@@ -64,7 +65,13 @@ INDEX_FORMAT = "wsikit.index/v1"
 METRIC = "cosine (inner product on L2-normalised float32 vectors)"
 #: Columns of the ``nodes`` table after ``row`` (the faiss id), in table order.
 COLUMNS = ("node_id", "image", "caption", "figure_label", "source_title", "doi", "source_path",
-           "page", "year", "license", "evidence_level", "content_hash")
+           "page", "year", "license", "evidence_level", "content_hash", "license_source",
+           "journal", "pmid", "pmcid", "kind", "kind_source", "parent_id", "panel", "panel_box")
+#: Columns added after the first index format, with their SQL types: a table written before
+#: them reads them as NULL and gets them (ALTER TABLE) when its next version is written.
+ADDED_COLUMNS = {"license_source": "TEXT", "journal": "TEXT", "pmid": "TEXT", "pmcid": "TEXT",
+                 "kind": "TEXT", "kind_source": "TEXT", "parent_id": "TEXT", "panel": "TEXT",
+                 "panel_box": "TEXT"}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _VERSIONED = re.compile(r"^(index-\d+\.faiss|nodes-\d+\.sqlite)$")
 
@@ -81,8 +88,36 @@ def create_db(path: Path) -> None:
         con.execute("CREATE TABLE nodes (row INTEGER PRIMARY KEY, node_id TEXT UNIQUE NOT NULL, "
                     "image TEXT NOT NULL, caption TEXT, figure_label TEXT, source_title TEXT, "
                     "doi TEXT, source_path TEXT, page INTEGER, year INTEGER, license TEXT, "
-                    "evidence_level INTEGER, content_hash TEXT)")
+                    "evidence_level INTEGER, content_hash TEXT, "
+                    + ", ".join(f"{c} {t}" for c, t in ADDED_COLUMNS.items()) + ")")
         con.commit()
+
+
+def table_columns(con: sqlite3.Connection) -> set[str]:
+    """Column names of the ``nodes`` table of ``con``."""
+    return {row[1] for row in con.execute("PRAGMA table_info(nodes)")}
+
+
+def add_missing_columns(con: sqlite3.Connection) -> None:
+    """Give a node table written by an older wsikit the :data:`ADDED_COLUMNS` it lacks."""
+    have = table_columns(con)
+    for column, sql_type in ADDED_COLUMNS.items():
+        if column not in have:
+            con.execute(f"ALTER TABLE nodes ADD COLUMN {column} {sql_type}")
+
+
+def _select_list(con: sqlite3.Connection) -> str:
+    """``row, <COLUMNS>`` with NULL for the columns an older table lacks."""
+    have = table_columns(con)
+    return "row, " + ", ".join(c if c in have else f"NULL AS {c}" for c in COLUMNS)
+
+
+def _column_value(node: FigureNode, column: str) -> Any:
+    """``node``'s value for the SQL column ``column`` (a panel box as JSON text)."""
+    value = getattr(node, column)
+    if column == "panel_box" and value is not None:
+        return json.dumps(list(value))
+    return value
 
 
 def insert_nodes(path: Path, start_row: int, nodes: Sequence[FigureNode],
@@ -90,11 +125,11 @@ def insert_nodes(path: Path, start_row: int, nodes: Sequence[FigureNode],
     """Append ``nodes`` as rows ``start_row, start_row + 1, ...`` with their image paths
     ``rel_images`` (relative to the index folder), caption terms in the same transaction."""
     with contextlib.closing(sqlite3.connect(path)) as con:
+        add_missing_columns(con)
         con.executemany(
             f"INSERT INTO nodes (row, {', '.join(COLUMNS)}) VALUES "
             f"({', '.join('?' * (len(COLUMNS) + 1))})",
-            [(start_row + i, n.node_id, rel, n.caption, n.figure_label, n.source_title, n.doi,
-              n.source_path, n.page, n.year, n.license, n.evidence_level, n.content_hash)
+            [(start_row + i, *(rel if c == "image" else _column_value(n, c) for c in COLUMNS))
              for i, (n, rel) in enumerate(zip(nodes, rel_images, strict=True))])
         sync_captions(con)  # caption search (captions.py): same transaction as the node rows
         con.commit()
@@ -126,6 +161,21 @@ def confined_image(base: Path, node_id: object, image: object, *, resolve: bool 
     return Path(real)
 
 
+def _panel_box(value: object, node_id: object) -> tuple[int, int, int, int] | None:
+    if value is None:
+        return None
+    try:
+        box = tuple(int(v) for v in json.loads(str(value)))
+    except (ValueError, TypeError) as exc:
+        raise EvidenceError(f"node {node_id}: panel_box {value!r} is not a list of 4 integers; "
+                            "the index is damaged, rebuild it with 'wsikit index build'"
+                            ) from exc
+    if len(box) != 4:
+        raise EvidenceError(f"node {node_id}: panel_box {value!r} is not (x0, y0, x1, y1); the "
+                            "index is damaged, rebuild it with 'wsikit index build'")
+    return box[0], box[1], box[2], box[3]
+
+
 def _rows_to_nodes(rows: Iterable[tuple], base: Path) -> dict[int, FigureNode]:
     out = {}
     for row in rows:
@@ -133,8 +183,13 @@ def _rows_to_nodes(rows: Iterable[tuple], base: Path) -> dict[int, FigureNode]:
         data["image"] = confined_image(base, data["node_id"], data["image"])
         data["caption"] = data["caption"] or ""
         data["content_hash"] = data["content_hash"] or ""
+        data["panel_box"] = _panel_box(data["panel_box"], data["node_id"])
         row_id = int(data.pop("row"))
-        out[row_id] = FigureNode(**data)
+        try:
+            out[row_id] = FigureNode(**data)
+        except EvidenceError as exc:
+            raise EvidenceError(f"{exc}; the index is damaged, rebuild it with 'wsikit index "
+                                "build'") from exc
     return out
 
 
@@ -142,7 +197,7 @@ def read_nodes(db: Path, base: Path, rows: Iterable[int] | None = None) -> list[
     """Nodes of the table ``db`` by row (all, in row order, when ``rows`` is None); their
     images resolve against the index folder ``base``."""
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-        cols = "row, " + ", ".join(COLUMNS)
+        cols = _select_list(con)
         if rows is None:
             found = _rows_to_nodes(con.execute(f"SELECT {cols} FROM nodes ORDER BY row"), base)
             return list(found.values())
@@ -154,6 +209,51 @@ def read_nodes(db: Path, base: Path, rows: Iterable[int] | None = None) -> list[
                 f"SELECT {cols} FROM nodes WHERE row IN ({','.join('?' * len(part))})",
                 part), base))
     return [found[r] for r in wanted]
+
+
+def licence_counts(db: Path) -> dict[str, int]:
+    """Figures per normalised licence of the table ``db`` (an older table's licence text
+    normalised as it is read)."""
+    from .licence import normalise_licence
+
+    counts: dict[str, int] = {}
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+        for value, n in con.execute("SELECT license, COUNT(*) FROM nodes GROUP BY license"):
+            name = normalise_licence(value)
+            counts[name] = counts.get(name, 0) + int(n)
+    return counts
+
+
+def kind_table(db: Path, count: int) -> tuple[np.ndarray, np.ndarray, frozenset[str]]:
+    """``(kind per row, row is a figure with panels, node ids of figures with panels)`` of
+    the node table ``db`` (``count`` rows; kind ``None`` where not measured)."""
+    kinds = np.empty(count, dtype=object)
+    is_parent = np.zeros(count, bool)
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+        have = table_columns(con)
+        if "kind" not in have:
+            return kinds, is_parent, frozenset()
+        parents = frozenset(p for (p,) in con.execute(
+            "SELECT DISTINCT parent_id FROM nodes WHERE parent_id IS NOT NULL"))
+        for row, node_id, kind in con.execute("SELECT row, node_id, kind FROM nodes"):
+            if 0 <= row < count:
+                kinds[row] = kind
+                is_parent[row] = node_id in parents
+    return kinds, is_parent, parents
+
+
+def kind_stats(db: Path) -> dict[str, dict[str, int]]:
+    """Figures and panels per kind of the node table ``db`` (``"unknown"``: not measured)."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+        if "kind" not in table_columns(con):
+            total = con.execute("SELECT COUNT(*) FROM nodes").fetchone()[0]
+            return {"figures": {"unknown": total}, "panels": {}}
+        out: dict[str, dict[str, int]] = {"figures": {}, "panels": {}}
+        for is_panel, kind, n in con.execute(
+                "SELECT parent_id IS NOT NULL, COALESCE(kind, 'unknown'), COUNT(*) FROM nodes "
+                "GROUP BY parent_id IS NOT NULL, COALESCE(kind, 'unknown')"):
+            out["panels" if is_panel else "figures"][kind] = n
+    return out
 
 
 def node_stats(db: Path) -> tuple[dict[str, int], int]:

@@ -28,13 +28,15 @@ __all__ = ["AddReport", "background_of", "reconstruct_all", "split_existing", "u
 
 @dataclass(frozen=True)
 class AddReport:
-    """What :meth:`FigureIndex.add` did: new figures ``added``, already indexed figures whose
+    """What :meth:`FigureIndex.add` did: new figures ``added`` (and the ``panels`` of those
+    that are compound, indexed as nodes of their own), already indexed figures whose
     metadata was ``updated`` (``on_existing="update"``), and already indexed figures left
     ``unchanged`` (identical metadata, or ``on_existing="skip"``)."""
 
     added: int = 0
     updated: int = 0
     unchanged: int = 0
+    panels: int = 0
 
 
 def source_identity(node: FigureNode) -> str:
@@ -48,7 +50,7 @@ def source_identity(node: FigureNode) -> str:
 ON_EXISTING = ("refuse", "update", "skip")
 #: Node fields compared (and rewritten) when an already indexed figure is added again.
 META_FIELDS = ("caption", "figure_label", "source_title", "doi", "source_path", "page", "year",
-                "license", "evidence_level")
+                "license", "evidence_level", "license_source", "journal", "pmid", "pmcid")
 
 
 def split_existing(nodes: Iterable[FigureNode], existing: dict[str, FigureNode],

@@ -1,7 +1,9 @@
 """Building an evidence index's vectors: embedding figures, making, training and tuning FAISS.
 
-:func:`write_version` writes the next version of an index folder: it reads and embeds the new
-figures (identical pixels once, :func:`embed_images`), makes and trains a FAISS index of the
+:func:`write_version` writes the next version of an index folder: it reads the new figures,
+tags each with its kind and adds a node per panel of a compound figure
+(:func:`_tag_figures`), embeds them (identical pixels once,
+:func:`embed_images`), makes and trains a FAISS index of the
 folder's kind (``flat``, ``ivf``, ``hnsw``; :mod:`wsikit.evidence._faiss`) or extends the
 current one, tunes its search parameter to a recall target measured against exact search
 (:func:`recall_set`), measures the similarity background, and commits the version in the
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +26,15 @@ import numpy as np
 
 from .._progress import progress
 from .._version import __version__
-from ..cache_record import sha256_file
 from ..errors import EvidenceError
+from ..outputs.cache_record import sha256_file
 from . import _faiss as fu
 from . import _index_folder as folder
 from ._index_rows import AddReport, background_of, reconstruct_all, split_existing
 from .calibration import Background
-from .nodes import FigureNode, load_image
+from .kinds import KIND_SOURCE, classify_figure_kind
+from .nodes import FigureNode, image_content_hash, load_image, make_node_id
+from .panels import analyse_figure
 
 __all__ = [
     "Version",
@@ -149,6 +153,58 @@ def _embed_new(new: Sequence[FigureNode], images: Sequence[np.ndarray], encoder:
             else np.zeros((0, int(encoder.config.dim)), np.float32))
 
 
+#: ``kind_source`` of a kind a figure manifest gave (a reviewer's word, kept as given).
+_MANIFEST_KIND_SOURCE = "manifest"
+
+
+def _panel_node_id(figure: FigureNode, content_hash: str, panel: str) -> str:
+    """Stable id of a figure's panel: its pixels, the figure's source identity and label,
+    and the panel's letter."""
+    label = f"{figure.figure_label or ''}#panel {panel}"
+    return make_node_id(content_hash, doi=figure.doi, source_title=figure.source_title,
+                        source_path=figure.source_path, page=figure.page, figure_label=label)
+
+
+def _tag_figures(nodes: Sequence[FigureNode], images: Sequence[np.ndarray], *,
+                 progress_bar: bool | None = None
+                ) -> tuple[list[FigureNode], list[np.ndarray]]:
+    """Figures with their kind, each followed by its panel nodes; images likewise.
+
+    A figure whose kind is already set (a manifest's ``kind``) keeps it; its panels are
+    still found and classified. A node that is itself a panel (``parent_id`` set) is kept as
+    it is, its kind measured when missing.
+    """
+    out_nodes: list[FigureNode] = []
+    out_images: list[np.ndarray] = []
+    for node, image in progress(list(zip(nodes, images, strict=True)), enabled=progress_bar,
+                                desc="figure kinds and panels"):
+        if node.parent_id is not None:  # already a panel
+            if node.kind is None:
+                kind = classify_figure_kind(image, caption=node.caption, allow_mixed=False)
+                node = replace(node, kind=kind.kind, kind_source=KIND_SOURCE)
+            out_nodes.append(node)
+            out_images.append(image)
+            continue
+        analysis = analyse_figure(image, caption=node.caption)
+        if node.kind is None:
+            node = replace(node, kind=analysis.kind.kind, kind_source=KIND_SOURCE)
+        elif node.kind_source is None:
+            node = replace(node, kind_source=_MANIFEST_KIND_SOURCE)
+        out_nodes.append(node)
+        out_images.append(image)
+        for part in analysis.panels:
+            x0, y0, x1, y1 = part.panel.box
+            crop = np.ascontiguousarray(image[y0:y1, x0:x1])
+            content = image_content_hash(crop)
+            out_nodes.append(replace(
+                node, node_id=_panel_node_id(node, content, part.panel.label),
+                caption=part.caption, content_hash=content, kind=part.kind.kind,
+                kind_source=KIND_SOURCE, parent_id=node.node_id, panel=part.panel.label,
+                panel_box=part.panel.box))
+            out_images.append(crop)
+    return out_nodes, out_images
+
+
 def write_version(path: Path, manifest: dict[str, Any], cpu_index: Any,
                   existing: dict[str, FigureNode], nodes: Sequence[FigureNode], encoder: Any, *,
                   kind: str, params: dict[str, Any] | None, recall_target: float,
@@ -182,6 +238,8 @@ def write_version(path: Path, manifest: dict[str, Any], cpu_index: Any,
         return Version(AddReport(unchanged=unchanged))
     images = [load_image(n.image)
               for n in progress(new, enabled=progress_bar, desc="read figures")]
+    figures = len(new)
+    new, images = _tag_figures(new, images, progress_bar=progress_bar)  # kinds, panel nodes
     vectors = _embed_new(new, images, encoder, batch_size)
     rel_images = folder.store_images(path, new, images)
 
@@ -224,5 +282,6 @@ def write_version(path: Path, manifest: dict[str, Any], cpu_index: Any,
                 "checksums": {"faiss": sha256_file(path / files["faiss"]),
                               "sqlite": sha256_file(path / files["sqlite"])}}
     folder.commit_manifest(path, manifest)
-    return Version(AddReport(added=len(new), updated=len(updates), unchanged=unchanged),
+    return Version(AddReport(added=figures, updated=len(updates), unchanged=unchanged,
+                             panels=len(new) - figures),
                    manifest, cpu, background)

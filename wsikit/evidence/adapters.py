@@ -12,7 +12,8 @@ in :mod:`wsikit.integrations`):
   start a ``System:`` line in LlamaIndex's ``{key}: {value}`` text; the figure
   image as an absolute, existing path (``image_path``, Haystack ``file_path``) with its mime
   type;
-* DOI, source title, figure label, page, year, licence, evidence level and name;
+* DOI, source title, journal, PubMed ids, figure label, page, year, licence (normalised, as
+  ``license``, and where it was read, as ``license_source``), evidence level and name;
 * ``score`` = the cosine ``similarity``, its ``similarity_percentile`` against the index's
   background of unrelated figures, and ``score_type`` saying what the number is;
 * provenance: which encoder embedded crop and figure, which attention chose the region, and
@@ -54,6 +55,8 @@ LLM_METADATA_KEYS = ("figure_label", "source_title", "doi", "page", "year", "lic
                      "similarity_percentile", "score_type", "encoder", "encoder_heuristic",
                      "attention", "attention_heuristic", "slide_name", "region_id", "synthetic")
 
+#: Further text metadata cleaned like the shown keys (an app may display them).
+CLEANED_METADATA_KEYS = ("license_source", "journal", "pmid", "pmcid")
 
 #: Longest shown metadata value (characters).
 SHOWN_CHARS = 300
@@ -62,7 +65,7 @@ SHOWN_CHARS = 300
 def clean_shown(meta: dict[str, Any]) -> dict[str, Any]:
     """``meta`` with each string value an LLM or embedder is shown made one plain line
     (:func:`~wsikit.evidence.sanitise.clean_text`, at most :data:`SHOWN_CHARS`); in place."""
-    for key in {*LLM_METADATA_KEYS, *EMBED_METADATA_KEYS}:
+    for key in {*LLM_METADATA_KEYS, *EMBED_METADATA_KEYS, *CLEANED_METADATA_KEYS}:
         if isinstance(meta.get(key), str):
             meta[key] = clean_text(meta[key], limit=SHOWN_CHARS) or None
     return meta
@@ -128,9 +131,13 @@ def document_metadata(result: EvidenceResult, region: EvidenceRegion, match: Map
         "crop_path": _image(result, crop.get("path"), crop.get("abspath")) if crop else None,
         "crop_mpp": crop.get("mpp"),
         "node_id": match["node_id"], "figure_label": match.get("figure_label"),
+        "panel": match.get("panel"), "parent_id": match.get("parent_id"),
+        "kind": match.get("kind"),
         "source_title": match.get("source_title"), "doi": doi,
         "doi_url": f"https://doi.org/{quote(link, safe='/:;()._-')}" if link else None,
         "page": match.get("page"), "year": match.get("year"), "license": match.get("license"),
+        "license_source": match.get("license_source"), "journal": match.get("journal"),
+        "pmid": match.get("pmid"), "pmcid": match.get("pmcid"),
         "evidence_level": match.get("evidence_level"),
         "evidence_level_name": match.get("evidence_level_name"),
         "image_path": _image(result, match.get("image_path"), match.get("image_abspath")),
@@ -311,6 +318,8 @@ def prompt_context(result: EvidenceResult, *, max_items: int | None = None) -> s
         level_text = "unknown evidence level" if level is None else \
             f"evidence level {clean_text(level)}, {clean_text(m.get('evidence_level_name'))}"
         label = clean_text(m.get("figure_label"), limit=200) or "Unlabelled figure"
+        if clean_text(m.get("panel")):
+            label += f", panel {clean_text(m.get('panel'), limit=20)}"
         lines.append("")
         lines.append(f"[{n}] {label} ({level_text}; similarity {float(m['similarity']):.3f}, "
                      f"{_pct(m.get('percentile'))}; regions {', '.join(regions)})")

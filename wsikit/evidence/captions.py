@@ -35,6 +35,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .._hints import keyword, on_command_line
 from ..errors import EvidenceError
@@ -216,11 +217,13 @@ class CaptionHit:
 
 
 def search_db(con: sqlite3.Connection, text: str, k: int | None = None, *,
-              k1: float = BM25_K1, b: float = BM25_B) -> list[CaptionHit]:
+              k1: float = BM25_K1, b: float = BM25_B, allowed: Any = None
+              ) -> list[CaptionHit]:
     """BM25 search of ``text`` over the caption tables of an open node database.
 
     Only documents containing at least one query term are returned, best first (ties by row),
-    at most ``k`` (all when ``None``).
+    at most ``k`` (all when ``None``); with ``allowed`` (a boolean mask by row, e.g. a licence
+    filter) only those rows (the statistics stay those of the whole index).
     """
     terms = sorted(set(caption_terms(text)))
     if not terms:
@@ -240,6 +243,8 @@ def search_db(con: sqlite3.Connection, text: str, k: int | None = None, *,
         norm = tf + k1 * (1.0 - b + b * length / avgdl)
         scores[row] = scores.get(row, 0.0) + idf * tf * (k1 + 1.0) / norm
         hit_terms.setdefault(row, []).append(term)
+    if allowed is not None:
+        scores = {r: sc for r, sc in scores.items() if 0 <= r < len(allowed) and allowed[r]}
     ranked = sorted(scores.items(), key=lambda rs: (-rs[1], rs[0]))
     if k is not None:
         ranked = ranked[:k]
@@ -308,5 +313,5 @@ def caption_search(index, text: str, k: int | None = None, *, k1: float = BM25_K
         raise EvidenceError(f"query text {text!r} has no searchable term (only stop words or "
                             "punctuation); give words, markers or measurements")
     db = index.path / index.manifest["files"]["sqlite"]
-    with _open_captions(db) as con:
-        return search_db(con, text, k, k1=k1, b=b)
+    with _open_captions(db) as con:  # a licence view searches only its figures
+        return search_db(con, text, k, k1=k1, b=b, allowed=getattr(index, "_allowed", None))

@@ -436,12 +436,12 @@ def eval_retrieval(qrels: str | os.PathLike[str], index_dir: str | os.PathLike[s
 
     ``encoder`` embeds image queries (default the index's own; another one is refused before
     loading it); ``towers`` names vision-language towers of the index fused as channels.
-    ``out`` is checked first (:func:`wsikit._outputs.check_output_file`): never the qrels file
-    or inside the index, and an existing file that is not a retrieval evaluation is replaced
-    only with ``force``.
+    ``out`` is checked first (:func:`wsikit.outputs.overwrite.check_output_file`): never the
+    qrels file or inside the index, and an existing file that is not a retrieval evaluation is
+    replaced only with ``force``.
     """
     from .._atomic import write_json_atomic
-    from .._outputs import check_output_file
+    from ..outputs.overwrite import check_output_file
 
     if out is not None:
         check_output_file(out, inputs=[qrels, index_dir], suffixes=(".json",),

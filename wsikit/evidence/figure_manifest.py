@@ -3,8 +3,13 @@
 One figure per line (JSONL) or row (CSV, header required). Columns / keys:
 
 ``image`` (required; path relative to the manifest file), ``caption``, ``figure_label``,
-``source_title``, ``doi``, ``source_path``, ``page``, ``year``, ``license``,
-``evidence_level`` (1–8, a level name such as ``textbook``, or ``unknown``/empty).
+``source_title``, ``doi``, ``source_path``, ``page``, ``year``, ``license`` (a licence name,
+URL or statement: normalised to one of :data:`wsikit.evidence.licence.LICENCES`, the text given
+kept as ``license_source``), ``license_source``, ``journal``, ``pmid``, ``pmcid``,
+``evidence_level`` (1–8, a level name such as ``textbook``, or ``unknown``/empty), ``kind``
+(micrograph, photograph, chart, diagram or mixed: a reviewer's word that indexing keeps instead
+of measuring it; empty = measure). A node's own ``kind_source``, ``parent_id``, ``panel`` and
+``panel_box`` are read back as written.
 
 ``wsikit figures extract`` writes such a JSONL file next to the extracted images so a person can
 review and edit it, then feed it to ``wsikit index build``. Every error names the file and the
@@ -24,6 +29,7 @@ from typing import Any
 from .._atomic import atomic_path
 from .._hints import keyword
 from ..errors import EvidenceError, ManifestError
+from .kinds import FIGURE_KINDS
 from .nodes import FigureNode, load_image, parse_evidence_level
 
 __all__ = [
@@ -35,10 +41,16 @@ __all__ = [
 
 #: Keys a manifest row may have (``image`` is required).
 FIGURE_MANIFEST_FIELDS = ("image", "caption", "figure_label", "source_title", "doi", "source_path",
-                   "page", "year", "license", "evidence_level")
+                   "page", "year", "license", "evidence_level", "license_source", "journal",
+                   "pmid", "pmcid", "kind")
+#: Node fields a row may carry as a node wrote them (left out of a row when empty).
+_NODE_FIELDS = ("kind_source", "parent_id", "panel", "panel_box")
 #: Keys ``wsikit figures extract`` adds for the reviewer (read back, not part of a node).
-REVIEW_FIELDS = ("bbox", "caption_page", "render", "dpi", "uncaptioned")
-_TEXT = ("caption", "figure_label", "source_title", "doi", "source_path", "license")
+REVIEW_FIELDS = ("bbox", "caption_page", "render", "dpi", "uncaptioned", "fig_id", "graphic",
+                 "context", "evidence_basis")
+_TEXT = ("caption", "figure_label", "source_title", "doi", "source_path", "license",
+         "license_source", "journal", "pmid", "pmcid")
+_IDS = ("pmid", "pmcid")  # may be written as JSON numbers
 _INT = ("page", "year")
 #: Plausible values of the integer fields (a year of 10**30 is a typo, not a date).
 _INT_RANGE = {"page": (1, 1_000_000), "year": (1000, 2999)}
@@ -99,7 +111,7 @@ def _rows(path: Path) -> Iterable[tuple[int, Mapping[str, Any]]]:
 def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
                default_level: int | None, load: bool, allow_outside: bool = False
                ) -> FigureNode:
-    unknown = (set(row) - set(FIGURE_MANIFEST_FIELDS)
+    unknown = (set(row) - set(FIGURE_MANIFEST_FIELDS) - set(_NODE_FIELDS)
                - {"node_id", "content_hash", "evidence_level_name"} - set(REVIEW_FIELDS))
     if unknown:
         raise ManifestError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: "
@@ -119,6 +131,8 @@ def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
     kwargs: dict[str, Any] = {}
     for key in _TEXT:
         value = row.get(key)
+        if key in _IDS and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
         if value is None or (isinstance(value, str) and not value.strip()):
             kwargs[key] = "" if key == "caption" else None
         elif not isinstance(value, str):
@@ -150,6 +164,7 @@ def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
         except ValueError as exc:
             raise ManifestError(f"{where}: {exc}") from exc
     kwargs["evidence_level"] = level
+    kwargs.update(_node_fields(row, where))
     if not load:
         return FigureNode(node_id=str(row.get("node_id", "")), image=image_path,
                           content_hash=str(row.get("content_hash", "")), **kwargs)
@@ -157,6 +172,38 @@ def _parse_row(row: Mapping[str, Any], *, where: str, base: Path,
         return FigureNode.from_image(image_path, image=load_image(image_path), **kwargs)
     except EvidenceError as exc:
         raise ManifestError(f"{where}: {exc}") from exc
+
+
+def _node_fields(row: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``kind`` (checked), and the node fields a written node carries (empty = absent)."""
+    out: dict[str, Any] = {}
+    kind = row.get("kind")
+    if kind not in (None, ""):
+        if not isinstance(kind, str) or kind.strip().lower() not in FIGURE_KINDS:
+            raise ManifestError(f"{where}: kind {kind!r} is not one of "
+                                f"{', '.join(FIGURE_KINDS)}; fix it or leave it empty (then "
+                                "the kind is measured)")
+        out["kind"] = kind.strip().lower()
+    for key in ("kind_source", "parent_id", "panel"):
+        value = row.get(key)
+        if value not in (None, ""):
+            if not isinstance(value, str):
+                raise ManifestError(f"{where}: {key} {value!r} is a {type(value).__name__}, "
+                                    "not text")
+            out[key] = value.strip()
+    box = row.get("panel_box")
+    if box not in (None, ""):
+        if isinstance(box, str):
+            try:
+                box = json.loads(box)
+            except json.JSONDecodeError:
+                box = None
+        if not (isinstance(box, list) and len(box) == 4
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in box)):
+            raise ManifestError(f"{where}: panel_box {row.get('panel_box')!r} is not four "
+                                "integers [x0, y0, x1, y1]")
+        out["panel_box"] = tuple(box)
+    return out
 
 
 def read_figure_manifest(path: str | os.PathLike[str], *, evidence_level: int | str | None = None,
@@ -232,6 +279,9 @@ def _relative(path: str | os.PathLike[str], base: Path) -> str:
 def _node_row(node: FigureNode, base: Path,
               review: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     row = node.to_dict()
+    for key in ("kind",) + _NODE_FIELDS:  # measured at indexing: absent until then
+        if row.get(key) is None:
+            row.pop(key, None)
     row["image"] = _relative(node.image, base)
     if row.get("source_path") and Path(row["source_path"]).is_absolute():
         row["source_path"] = _relative(row["source_path"], base)  # the folder moves as one

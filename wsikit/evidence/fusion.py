@@ -207,15 +207,17 @@ def query_fused(index: FigureIndex, images: Sequence[np.ndarray] | np.ndarray, e
                 text: str, k: int = 5, *, rrf_k: float = RRF_K,
                 weights: Mapping[str, float] | None = None, depth: int | None = None,
                 k1: float = BM25_K1, b: float = BM25_B,
-                extra: Mapping[str, Sequence[Sequence[FigureNode]]] | None = None
-                ) -> list[list[FusedMatch]]:
+                extra: Mapping[str, Sequence[Sequence[FigureNode]]] | None = None,
+                kinds: Sequence[str] | None = None) -> list[list[FusedMatch]]:
     """Per image: figures ranked by RRF of image similarity and caption BM25 of ``text``.
 
     Each channel contributes its top ``depth`` (default ``max(4 k, 100)``, at most the index
     size); every returned match carries its cosine similarity to the image (computed from the
     stored vector when the image channel did not rank it), both ranks and the fused score.
     ``extra`` adds channels: ``{channel: [ranked figures for image 0, for image 1, …]}``
-    (e.g. a vision-language tower), fused by rank like the others.
+    (e.g. a vision-language tower), fused by rank like the others. ``kinds`` keeps, in every
+    channel, only the panels and single-panel figures of those kinds
+    (:meth:`FigureIndex.matchable`; ``None``: every node).
 
     Raises
     ------
@@ -230,8 +232,13 @@ def query_fused(index: FigureIndex, images: Sequence[np.ndarray] | np.ndarray, e
     index._check_encoder(encoder.config.name, int(encoder.config.dim), encoder_version(encoder),
                          getattr(encoder, "weights_sha256", None))
     hits = caption_search(index, text, depth, k1=k1, b=b)
+    allowed = index.matchable(kinds)
+    if allowed is not None:
+        hits = [h for h in hits if allowed[h.row]]
+        extra = {ch: [[n for n in ranked if index.is_matchable(n, kinds)] for ranked in rows]
+                 for ch, rows in (extra or {}).items()}
     vectors = embed_images(list(images), encoder)
-    image_hits = index.query(vectors, depth, encoder=encoder)
+    image_hits = index.query(vectors, depth, encoder=encoder, kinds=kinds)
     text_rows = [h.row for h in hits]
     text_nodes = index.nodes(text_rows)
     bm25 = {n.node_id: h.score for n, h in zip(text_nodes, hits, strict=True)}
@@ -288,7 +295,8 @@ def _tower_rankings(index: FigureIndex, towers: Mapping[str, Any], images: Any,
 def search(index: FigureIndex, *, images: Sequence[np.ndarray] | np.ndarray | None = None,
            text: str | None = None, encoder: Any = None, k: int = 5, rrf_k: float = RRF_K,
            weights: Mapping[str, float] | None = None, depth: int | None = None,
-           towers: Mapping[str, Any] | None = None) -> list[list[FusedMatch]]:
+           towers: Mapping[str, Any] | None = None, kinds: Sequence[str] | None = None
+           ) -> list[list[FusedMatch]]:
     """One entry point for image, text and fused queries; one result list per image (one list
     for a text-only query).
 
@@ -296,6 +304,8 @@ def search(index: FigureIndex, *, images: Sequence[np.ndarray] | np.ndarray | No
     (``"bm25"``); both: RRF (``"rrf"``). ``towers`` (``{name: encoder}``, see
     :mod:`wsikit.evidence.towers`) add each vision-language tower's text→image and
     image→image rankings as further RRF channels (``vl_text:NAME``, ``vl_image:NAME``).
+    ``kinds`` keeps only panels and single-panel figures of those kinds
+    (:meth:`FigureIndex.matchable`; ``None``: every node).
 
     Raises
     ------
@@ -311,35 +321,42 @@ def search(index: FigureIndex, *, images: Sequence[np.ndarray] | np.ndarray | No
         images = images[None]
     extra = _tower_rankings(index, towers, images if has_images else None, text,
                             _depth(index, k, depth)) if towers else {}
+    if kinds is not None:
+        extra = {ch: [[n for n in ranked if index.is_matchable(n, kinds)] for ranked in rows]
+                 for ch, rows in extra.items()}
     if not has_images:
         assert text is not None  # checked above: a query without images has a text
         single = {ch: ranked[0] for ch, ranked in extra.items()}
-        return [query_text(index, text, k, extra=single, rrf_k=rrf_k, weights=weights,
-                           depth=depth)]
+        if kinds is None:
+            return [query_text(index, text, k, extra=single, rrf_k=rrf_k, weights=weights,
+                               depth=depth)]
+        found = query_text(index, text, index.count, extra=single, rrf_k=rrf_k,
+                           weights=weights, depth=depth)
+        return [[m for m in found if index.is_matchable(m.node, kinds)][:k]]
     assert images is not None  # has_images
     if text:
         return query_fused(index, images, encoder, text, k, rrf_k=rrf_k, weights=weights,
-                           depth=depth, extra=extra)
+                           depth=depth, extra=extra, kinds=kinds)
     if extra:
         return _fuse_image_channels(index, images, encoder, k, rrf_k=rrf_k, weights=weights,
-                                    depth=depth, extra=extra)
+                                    depth=depth, extra=extra, kinds=kinds)
     return [[FusedMatch(m.node, m.similarity, "cosine", similarity=m.similarity,
                         image_rank=pos, ranks={"image": pos})
              for pos, m in enumerate(row, start=1)]
-            for row in index.query_images(images, encoder, k=k)]
+            for row in index.query_images(images, encoder, k=k, kinds=kinds)]
 
 
 def _fuse_image_channels(index: FigureIndex, images: Any, encoder: Any, k: int, *,
                          rrf_k: float, weights: Mapping[str, float] | None, depth: int | None,
-                         extra: Mapping[str, Sequence[Sequence[FigureNode]]]
-                         ) -> list[list[FusedMatch]]:
+                         extra: Mapping[str, Sequence[Sequence[FigureNode]]],
+                         kinds: Sequence[str] | None = None) -> list[list[FusedMatch]]:
     """Image query with tower channels (no text): RRF of the image ranking and the towers'."""
     depth = _depth(index, k, depth)
     out = []
     fusion = {"method": "rrf", "k": rrf_k, "weights": dict(weights or {}), "depth": depth,
               "channels": {"image": f"cosine ({index.encoder_name})",
                            **dict.fromkeys(extra, "vision-language tower cosine")}}
-    for i, row in enumerate(index.query_images(images, encoder, k=depth)):
+    for i, row in enumerate(index.query_images(images, encoder, k=depth, kinds=kinds)):
         nodes = {m.node.node_id: m.node for m in row}
         sims = {m.node.node_id: m.similarity for m in row}
         for ranked in extra.values():

@@ -13,7 +13,7 @@ and last MiB (not the path), so they do not change when a slide is moved, and tw
 file share them. (When the slide, or its evidence.json entry, carries a ``fingerprint``,
 :func:`slide_id` uses that.) This digest only names evidence documents; whether a cached output
 belongs to a slide is decided by the stronger content fingerprint of
-:func:`wsikit.io.fingerprint.slide_fingerprint` (sampled blocks too). The two stay separate:
+:func:`wsikit.slide.fingerprint.slide_fingerprint` (sampled blocks too). The two stay separate:
 changing the digest would change every published document id.
 """
 

@@ -19,6 +19,7 @@ replaces it there.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import shutil
@@ -35,14 +36,15 @@ from .._atomic import TMP_MARK, make_temp_dir
 from .._hints import keyword, option
 from .._version import __version__
 from ..errors import EncoderMismatchError, EvidenceError
+from ..outputs.paths import portable_path
 from . import _faiss as fu
 from . import _index_folder as folder
 from ._index_folder import INDEX_FORMAT, METRIC
 from ._index_rows import ON_EXISTING, AddReport, background_of, reconstruct_all
 from ._index_writer import embed_images, encoder_info, encoder_version, write_version
 from .calibration import Background
+from .kinds import parse_kinds
 from .nodes import FigureNode, evidence_level_name
-from .paths import portable_path
 from .sanitise import valid_doi
 
 __all__ = ["FigureIndex", "Match"]
@@ -80,7 +82,12 @@ class Match:
                 "evidence_level": n.evidence_level,
                 "evidence_level_name": evidence_level_name(n.evidence_level),
                 "page": n.page, "year": n.year, "license": n.license,
-                "image_path": rel, "image_abspath": absolute, "source_path": n.source_path}
+                "license_source": n.license_source, "journal": n.journal, "pmid": n.pmid,
+                "pmcid": n.pmcid,
+                "image_path": rel, "image_abspath": absolute, "source_path": n.source_path,
+                "kind": n.kind, "kind_source": n.kind_source, "parent_id": n.parent_id,
+                "panel": n.panel,
+                "panel_box": None if n.panel_box is None else list(n.panel_box)}
 
 
 _UNSET: Any = object()
@@ -100,6 +107,8 @@ class FigureIndex:
         self._background: Any = _UNSET
         self._search_index = fu.to_search_device(index, manifest["kind"])
         fu.set_search_params(self._search_index, manifest["kind"], manifest["params"])
+        self._licences: frozenset[str] | None = None
+        self._allowed: np.ndarray | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -132,6 +141,67 @@ class FigureIndex:
     @property
     def _db(self) -> Path:
         return self.path / self.manifest["files"]["sqlite"]
+
+    # ------------------------------------------------------------------ licence filter
+    @property
+    def licences(self) -> frozenset[str] | None:
+        """The licences this view of the index returns (``None``: every figure)."""
+        return self._licences
+
+    def with_licences(self, licences: str | Iterable[str] | None) -> FigureIndex:
+        """A view of this index whose searches return only figures under ``licences``.
+
+        ``licences``: a group (``open``, ``commercial``, ``adaptable``), licence names
+        (``"CC BY,CC0"``, see :mod:`wsikit.evidence.licence`) or a list of them; ``None`` or
+        ``"any"``: every figure. Image, caption and tower searches of the view skip other
+        figures and search deeper, so ``k`` results remain while ``k`` figures pass. The view
+        is for searching; write through the index it came from.
+
+        Raises
+        ------
+        EvidenceError
+            An unknown group or licence name.
+        """
+        from .licence import normalise_licence, parse_licence_filter
+
+        try:
+            wanted = parse_licence_filter(licences)
+        except ValueError as exc:
+            raise EvidenceError(f"{keyword('licences')}: {exc}") from exc
+        view = copy.copy(self)
+        view._licences = wanted
+        view._allowed = None
+        if wanted is not None:
+            allowed = np.zeros(self.count, bool)
+            with contextlib.closing(sqlite3.connect(f"file:{self._db}?mode=ro",
+                                                    uri=True)) as con:
+                values = [v for (v,) in con.execute("SELECT DISTINCT license FROM nodes")]
+                # stored names are normalised; an older index stored the text as given
+                keep = [v for v in values if normalise_licence(v) in wanted]
+                for value in keep:
+                    rows = con.execute("SELECT row FROM nodes WHERE license IS ?", (value,))
+                    allowed[[r for (r,) in rows if 0 <= r < self.count]] = True
+            view._allowed = None if allowed.all() else allowed
+        return view
+
+    def _search(self, vectors: np.ndarray, k: int, kinds_allowed: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """FAISS search of normalised ``vectors`` within this view's licence filter and the
+        ``kinds_allowed`` rows (:meth:`matchable`), if any."""
+        allowed = self.admitted(kinds_allowed)
+        if allowed is None:
+            return self._search_index.search(vectors, k)
+        return fu.search_within(self._search_index, vectors, k, allowed,
+                                cpu_index=self._cpu_index, kind=self.kind)
+
+    def admitted(self, kinds_allowed: np.ndarray | None = None) -> np.ndarray | None:
+        """Rows a search may return: this view's licences and ``kinds_allowed`` together
+        (``None``: every row)."""
+        if self._allowed is None:
+            return kinds_allowed
+        if kinds_allowed is None:
+            return self._allowed
+        return self._allowed & kinds_allowed
 
     # ------------------------------------------------------------------ build / open
     @classmethod
@@ -339,8 +409,43 @@ class FigureIndex:
         """Nodes by faiss row (all, in row order, when ``rows`` is None)."""
         return folder.read_nodes(self._db, self.path, rows)
 
-    def query(self, vectors: np.ndarray, k: int = 5, *, encoder: str | Any | None = None
-              ) -> list[list[Match]]:
+    def _kind_table(self) -> tuple[np.ndarray, np.ndarray, frozenset[str]]:
+        """``(kind per row (object array, None = not measured), row is a figure with panels,
+        node ids of figures with panels)`` of the current version (cached)."""
+        key = self.manifest["files"]["sqlite"]
+        cached = getattr(self, "_kinds_cache", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        kinds, is_parent, parents = folder.kind_table(self._db, self.count)
+        self._kinds_cache = (key, (kinds, is_parent, parents))
+        return kinds, is_parent, parents
+
+    def matchable(self, kinds: Sequence[str] | None) -> np.ndarray | None:
+        """Rows a query restricted to ``kinds`` may return (a boolean mask over rows), or
+        ``None`` for no restriction (``kinds=None``).
+
+        With ``kinds`` given, the matchable rows are the panels of compound figures and the
+        figures without panels whose kind is one of ``kinds``; rows of an index made before
+        kinds were measured (kind unknown) stay matchable.
+        """
+        if kinds is None:
+            return None
+        wanted = set(parse_kinds(list(kinds)))
+        row_kinds, is_parent, _ = self._kind_table()
+        known = np.fromiter((k is None or k in wanted for k in row_kinds), bool,
+                            count=len(row_kinds))
+        return known & ~is_parent
+
+    def is_matchable(self, node: FigureNode, kinds: Sequence[str] | None) -> bool:
+        """Whether ``node`` (a node of this index) passes :meth:`matchable`'s rule."""
+        if kinds is None:
+            return True
+        _, _, parents = self._kind_table()
+        return node.node_id not in parents and (
+            node.kind is None or node.kind in set(parse_kinds(list(kinds))))
+
+    def query(self, vectors: np.ndarray, k: int = 5, *, encoder: str | Any | None = None,
+              kinds: Sequence[str] | None = None) -> list[list[Match]]:
         """Top-``k`` figures per query vector by cosine similarity.
 
         Parameters
@@ -351,6 +456,9 @@ class FigureIndex:
             Matches per query (at most the node count).
         encoder : str or Encoder, optional
             The encoder (or its name) that made ``vectors``; checked against the index.
+        kinds : sequence of str, optional
+            Return only panels and single-panel figures of these kinds (:meth:`matchable`);
+            ``None`` (default) searches every node, compound figures included.
 
         Raises
         ------
@@ -366,10 +474,12 @@ class FigureIndex:
                             weights_sha256=getattr(encoder, "weights_sha256", None))
         if k < 1:
             raise EvidenceError(f"k={k} must be >= 1")
-        k = min(k, self.count)
+        allowed = self.matchable(kinds)
+        admitted = self.admitted(allowed)
+        k = min(k, self.count if admitted is None else int(admitted.sum()))
         if v.shape[0] == 0 or k == 0:
             return [[] for _ in range(v.shape[0])]
-        sims, ids = self._search_index.search(fu.normalise(v), k)
+        sims, ids = self._search(fu.normalise(v), k, allowed)
         rows = sorted({int(i) for i in ids.ravel() if i >= 0})
         lookup = dict(zip(rows, self.nodes(rows), strict=True))
         bg = self.background
@@ -378,9 +488,10 @@ class FigureIndex:
                  for s, p, i in zip(srow, prow, irow, strict=True) if i >= 0]
                 for srow, prow, irow in zip(sims, pct, ids, strict=True)]
 
-    def query_images(self, images: Sequence[np.ndarray] | np.ndarray, encoder: Any, k: int = 5
-                     ) -> list[list[Match]]:
-        """Embed ``(H, W, 3) uint8`` images with ``encoder`` and :meth:`query` them.
+    def query_images(self, images: Sequence[np.ndarray] | np.ndarray, encoder: Any, k: int = 5,
+                     *, kinds: Sequence[str] | None = None) -> list[list[Match]]:
+        """Embed ``(H, W, 3) uint8`` images with ``encoder`` and :meth:`query` them
+        (``kinds``: as :meth:`query`).
 
         Raises
         ------
@@ -392,21 +503,28 @@ class FigureIndex:
                             getattr(encoder, "weights_sha256", None))
         if isinstance(images, np.ndarray) and images.ndim == 3:
             images = images[None]
-        return self.query(embed_images(list(images), encoder), k, encoder=encoder)
+        return self.query(embed_images(list(images), encoder), k, encoder=encoder, kinds=kinds)
+
+    def kind_counts(self) -> dict[str, dict[str, int]]:
+        """Figures and panels per kind: ``{"figures": {kind: n}, "panels": {kind: n}}``
+        (``"unknown"``: figures indexed before kinds were measured)."""
+        return folder.kind_stats(self._db)
 
     def info(self) -> dict[str, Any]:
-        """Manifest facts plus the folder path, the evidence-level histogram and
+        """Manifest facts plus the folder path, the evidence-level and licence histograms and
         ``problems``: what is damaged or outdated (:meth:`problems`; empty when none)."""
         levels, sources = folder.node_stats(self._db)
         n_images = len(list((self.path / "images").glob("*.png")))
         return {"path": str(self.path), **self.manifest, "evidence_levels": levels,
-                "sources": sources, "images_stored": n_images, "problems": self.problems()}
+                "licences": folder.licence_counts(self._db), "sources": sources,
+                "kinds": self.kind_counts(),
+                "images_stored": n_images, "problems": self.problems()}
 
     def problems(self) -> list[str]:
         """What is wrong with this (opened, checksum-verified) index, one sentence each with
         the fix: node images missing, unreadable or outside the folder (images are not
-        covered by the manifest's checksums), no stored similarity background, or vectors of
-        an older definition of the weight-free encoder."""
+        covered by the manifest's checksums), figures without a measured kind, no stored
+        similarity background, or vectors of an older definition of the weight-free encoder."""
         from PIL import Image, UnidentifiedImageError
 
         found: list[str] = []
@@ -425,6 +543,12 @@ class FigureIndex:
         if bad:
             found.append(f"{len(bad)} figure image(s) missing, unreadable or outside the "
                          f"index folder (first: {bad[0]}); rebuild the index from its sources")
+        unknown = folder.kind_stats(self._db)["figures"].get("unknown", 0)
+        if unknown:
+            found.append(f"outdated: {unknown} figure(s) without a measured kind and panels "
+                         "(indexed before wsikit measured them); slide regions are matched "
+                         "against them whatever they show. Rebuild it: wsikit index build "
+                         f"SOURCES --out {self.path}")
         if "background" not in self.manifest:
             found.append("outdated: no similarity background stored (made by wsikit "
                          f"{self.manifest.get('wsikit_version')}); run: wsikit index "

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import EvidenceError, WeightsError
 from .figure_manifest import merge_figure_manifest, read_figure_manifest
 from .index import FigureIndex, Match
+from .jats import extract_jats, extract_jats_figures, is_jats_source
+from .kinds import parse_kinds
 from .nodes import FigureNode, load_image
 from .pdf import extract_pdf_figures, pdf_figure_nodes, read_pdf_figures
 
@@ -52,7 +54,9 @@ PathLike = str | os.PathLike[str]
 def load_sources(sources: Sequence[PathLike], work_dir: PathLike, *,
                  evidence_level: int | str | None = None, min_size: int = 100
                  ) -> list[FigureNode]:
-    """Figure nodes from manifests (``.jsonl``/``.csv``) and PDFs (extracted to ``work_dir``).
+    """Figure nodes from manifests (``.jsonl``/``.csv``), PDFs and JATS articles, package
+    folders and archives (extracted to ``work_dir``; figures whose graphic is missing are
+    warned about, the others kept).
 
     Raises
     ------
@@ -70,59 +74,89 @@ def load_sources(sources: Sequence[PathLike], work_dir: PathLike, *,
                                          evidence_level=evidence_level)
         elif suffix in (".jsonl", ".ndjson", ".csv", ".tsv"):
             nodes += read_figure_manifest(path, evidence_level=evidence_level)
+        elif is_jats_source(path):
+            nodes += extract_jats_figures(path, Path(work_dir) / f"jats{i}",
+                                          evidence_level=evidence_level)
         else:
-            raise EvidenceError(f"source {path}: unknown type {suffix!r}; give PDFs or figure "
-                                "manifests (.jsonl/.csv, e.g. from 'wsikit figures extract')")
+            raise EvidenceError(f"source {path}: unknown type {suffix!r}; {_SOURCE_TYPES}")
     return nodes
 
 
-def figures_extract(pdfs: Sequence[PathLike], out: PathLike, *,
+_SOURCE_TYPES = ("give PDFs, JATS articles (.nxml/.xml, PMC package folders or .tar.gz) or "
+                 "figure manifests (.jsonl/.csv, e.g. from 'wsikit figures extract')")
+
+
+def figures_extract(sources: Sequence[PathLike], out: PathLike, *,
                     evidence_level: int | str | None = None, min_size: int = 100,
                     uncaptioned: bool = False) -> Path:
-    """Extract figures + captions from PDFs into ``out/images`` and write
+    """Extract figures + captions from PDFs and JATS articles (``.nxml``/``.xml``, PubMed
+    Central package folders and ``.tar.gz`` packages) into ``out/images`` and write
     ``out/manifest.jsonl`` (for review/editing, then ``wsikit index build``); returns it.
 
     An existing ``out/manifest.jsonl`` is never replaced: its rows are kept as reviewed and
     only figures it does not list yet are appended (:func:`wsikit.evidence.merge_figure_manifest`).
-    Each row also carries the figure's box, caption page and how its pixels were made, for
-    review. ``uncaptioned`` keeps graphics without a caption (caption ``""``).
+    Each row also carries what a reviewer needs: for a PDF figure its box, caption page and
+    how its pixels were made; for a JATS figure its XML id, graphic file and where the
+    evidence level was read. ``uncaptioned`` keeps PDF graphics without a caption (caption
+    ``""``). ``evidence_level`` is the level of sources that do not give one (a JATS
+    article's type may: :func:`wsikit.evidence.jats.evidence_level_of`).
 
     Raises
     ------
     EvidenceError
-        A PDF is missing (checked before anything is written), or some PDFs could not be read
-        (encrypted, damaged, image-only): the others are extracted and listed in the manifest,
-        and the error names each skipped PDF with its reason.
+        A source is missing or of an unknown type (checked before anything is written), or
+        some could not be read (encrypted or damaged PDFs, unsafe XML, figures whose graphic
+        is not in their package): the others are extracted and listed in the manifest, and
+        the error names each skipped source or figure with its reason.
     """
-    if not pdfs:
-        raise EvidenceError("no PDFs given")
-    for pdf in pdfs:  # check them all first: no half-extracted output for a typo in the last
-        if not Path(pdf).is_file():
-            raise EvidenceError(f"PDF {pdf} does not exist or is not a file; check the path")
+    if not sources:
+        raise EvidenceError("no PDFs or JATS articles given")
+    for src in sources:  # check them all first: no half-extracted output for a typo in the last
+        path = Path(src)
+        if not path.exists():
+            raise EvidenceError(f"source {src} does not exist; check the path")
+        if not is_jats_source(path) and (not path.is_file() or path.suffix.lower() != ".pdf"):
+            raise EvidenceError(f"source {src}: unknown type {path.suffix.lower()!r}; "
+                                "give PDFs or JATS articles (.nxml/.xml, PMC package folders "
+                                "or .tar.gz)")
     nodes: list[FigureNode] = []
     review: dict[str, dict[str, object]] = {}
     failed: list[str] = []
-    for pdf in pdfs:
+    problems: list[str] = []
+    for src in sources:
         try:
-            info, figures = read_pdf_figures(pdf, min_size=min_size, uncaptioned=uncaptioned)
+            if is_jats_source(src):
+                found = extract_jats(src, out, evidence_level=evidence_level)
+                nodes += found.nodes
+                review.update(found.review)
+                problems += found.problems
+                for note in found.notes:
+                    log.warning("%s", note)
+                continue
+            info, figures = read_pdf_figures(src, min_size=min_size, uncaptioned=uncaptioned)
         except EvidenceError as exc:
             log.warning("skipped: %s", exc)
             failed.append(str(exc))
             continue
-        found = pdf_figure_nodes(info, figures, out, evidence_level=evidence_level)
-        nodes += found
-        review.update({n.node_id: f.review_fields() for n, f in zip(found, figures,
+        pdf_nodes = pdf_figure_nodes(info, figures, out, evidence_level=evidence_level)
+        nodes += pdf_nodes
+        review.update({n.node_id: f.review_fields() for n, f in zip(pdf_nodes, figures,
                                                                      strict=True)})
-    if len(failed) == len(pdfs):  # nothing readable: no manifest that looks like a result
+    if len(failed) == len(sources):  # nothing readable: no manifest that looks like a result
         raise EvidenceError("; ".join(failed) if len(failed) == 1 else
-                            f"none of the {len(pdfs)} PDFs could be read: " + "; ".join(failed))
+                            f"none of the {len(sources)} sources could be read: "
+                            + "; ".join(failed))
     merged = merge_figure_manifest(nodes, Path(out) / "manifest.jsonl", review=review)
     if merged.kept:
         log.warning("%s: kept its %d reviewed row(s), appended %d new figure(s)", merged.path,
                     merged.kept, merged.added)
-    if failed:
-        raise EvidenceError(f"{len(failed)} of {len(pdfs)} PDF(s) skipped, the others are in "
-                            f"{merged.path}: " + "; ".join(failed))
+    if failed or problems:
+        noun = "source(s)" if any(is_jats_source(src) for src in sources) else "PDF(s)"
+        told = ([f"{len(failed)} of {len(sources)} {noun} skipped: " + "; ".join(failed)]
+                if failed else []) + \
+            ([f"{len(problems)} figure(s) or file(s) not extracted: " + "; ".join(problems)]
+             if problems else [])
+        raise EvidenceError(f"the other figures are in {merged.path}; " + ". ".join(told))
     return merged.path
 
 
@@ -211,26 +245,36 @@ def query_encoder(index: FigureIndex, encoder: str | None = None) -> Any:
 
 
 def index_query(index_dir: PathLike, image: PathLike, *, k: int = 5,
-                encoder: str | None = None) -> list[Match]:
-    """Top-``k`` figures similar to an image file."""
-    index = FigureIndex.open(index_dir)
+                encoder: str | None = None,
+                licences: str | Sequence[str] | None = None,
+                kinds: str | Sequence[str] | None = None) -> list[Match]:
+    """Top-``k`` figures similar to an image file; with ``licences`` (``"open"``, ``"CC BY,
+    CC0"``, see :meth:`FigureIndex.with_licences`) only figures under those licences; with
+    ``kinds`` (e.g. ``"micrograph"``) only panels and single-panel figures of those kinds
+    (default every node)."""
+    index = FigureIndex.open(index_dir).with_licences(licences)
     enc = query_encoder(index, encoder)
-    return index.query_images([load_image(image)], enc, k=k)[0]
+    wanted = None if kinds is None else parse_kinds(kinds)
+    return index.query_images([load_image(image)], enc, k=k, kinds=wanted)[0]
 
 
 def index_search(index_dir: PathLike, image: PathLike | None = None, *, text: str | None = None,
                  k: int = 5, encoder: str | None = None, rrf_k: float = 50,
-                 towers: Sequence[str] = ()) -> list[FusedMatch]:
+                 towers: Sequence[str] = (),
+                 licences: str | Sequence[str] | None = None,
+                 kinds: str | Sequence[str] | None = None) -> list[FusedMatch]:
     """Top-``k`` figures for an image, a text or both, fused by reciprocal rank, with the
-    named vision-language towers as further channels."""
+    named vision-language towers as further channels; ``licences`` and ``kinds`` as
+    :func:`index_query`."""
     from .fusion import search
     from .towers import create_tower_encoders
 
-    index = FigureIndex.open(index_dir)
+    index = FigureIndex.open(index_dir).with_licences(licences)
     enc = query_encoder(index, encoder) if image is not None else None
     images = [load_image(image)] if image is not None else None
     return search(index, images=images, text=text, encoder=enc, k=k, rrf_k=rrf_k,
-                  towers=create_tower_encoders(index, towers))[0]
+                  towers=create_tower_encoders(index, towers),
+                  kinds=None if kinds is None else parse_kinds(kinds))[0]
 
 
 def index_tower(index_dir: PathLike, *, encoder: str = "quiltnet_b32",

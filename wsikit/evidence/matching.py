@@ -4,6 +4,12 @@ Each crop is embedded with the index's encoder, its top-``k`` figures are looked
 matches that pass the floor (default: the 95th percentile of the index's background of
 unrelated-figure similarities) are kept as evidence. Image paths are written relative to the
 folder of evidence.json and as absolute paths.
+
+A slide region is a piece of tissue, so by default it is matched against micrographs only:
+the panels of compound figures and the figures without panels whose kind
+(:mod:`wsikit.evidence.kinds`) is ``micrograph`` (:data:`DEFAULT_MATCH_KINDS`, the default of
+``match_kinds``; :meth:`wsikit.evidence.FigureIndex.matchable`). ``kinds`` widens it
+(``"all"``: every kind).
 """
 
 from __future__ import annotations
@@ -16,12 +22,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .calibration import Floor, parse_floor
+from .kinds import parse_kinds
 
 if TYPE_CHECKING:
     from .fusion import FusedMatch
     from .index import Match
 
 __all__ = ["CropMatches", "match_crops", "similarity_provenance"]
+
+#: Figure kinds a slide region is matched against unless told otherwise (``match_kinds``).
+DEFAULT_MATCH_KINDS: tuple[str, ...] = ("micrograph",)
 
 
 @dataclass(frozen=True)
@@ -40,6 +50,8 @@ class CropMatches:
         The opened index.
     encoder : Encoder
         The encoder the crops were embedded with (the index's).
+    kinds : tuple of str
+        The figure kinds the crops were matched against (``selection.match_kinds``).
     """
 
     matches: list[list[dict[str, Any]]]
@@ -47,6 +59,7 @@ class CropMatches:
     floor: dict[str, Any]
     index: Any
     encoder: Any
+    kinds: tuple[str, ...] = DEFAULT_MATCH_KINDS
 
 
 def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] | Any, *, k: int,
@@ -54,7 +67,9 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
                 base_dir: str | os.PathLike[str] | None = None, device: str = "cpu",
                 weights: Mapping[str, str] | None = None, encoder: Any = None,
                 question: str | None = None, rrf_k: float = 50,
-                towers: Mapping[str, Any] | None = None) -> CropMatches:
+                towers: Mapping[str, Any] | None = None,
+                licences: str | Sequence[str] | None = None,
+                kinds: str | Sequence[str] | None = None) -> CropMatches:
     """Match ``(H, W, 3) uint8`` crops against a figure index and apply the floor.
 
     Parameters
@@ -83,6 +98,14 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
         With ``question``: ``{tower name: encoder}`` (:func:`wsikit.evidence.towers.
         create_tower_encoders`); each tower's question→figure and crop→figure rankings are
         further RRF channels (``vl_text:NAME``, ``vl_image:NAME``). The floor is unchanged.
+    licences : str or sequence of str, optional
+        Match only figures under these licences (``"open"``, ``"CC BY,CC0"``; see
+        :meth:`wsikit.evidence.FigureIndex.with_licences`): the search skips the others and
+        goes deeper, so ``k`` figures are still looked up per crop.
+    kinds : str or sequence of str, optional
+        Figure kinds matched (:func:`wsikit.evidence.kinds.parse_kinds`: ``"micrograph"``,
+        ``"micrograph,photograph"``, ``"all"``): panels and single-panel figures of these
+        kinds; default :data:`DEFAULT_MATCH_KINDS` (micrographs).
 
     Raises
     ------
@@ -93,7 +116,10 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
     from .index import FigureIndex
 
     floor = parse_floor(min_similarity)
+    wanted = DEFAULT_MATCH_KINDS if kinds is None else parse_kinds(kinds)
     index = index_dir if isinstance(index_dir, FigureIndex) else FigureIndex.open(index_dir)
+    if licences is not None:
+        index = index.with_licences(licences)
     name = index.encoder_name
     enc = encoder if encoder is not None else \
         create_encoder(name, weights=(weights or {}).get(name), device=device)
@@ -109,9 +135,9 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
         rows = [[replace(m, percentile=None if bg is None or m.similarity is None
                          else float(bg.percentile(m.similarity))) for m in row]
                 for row in query_fused(index, list(crops), enc, question, k=k, rrf_k=rrf_k,
-                                       extra=extra)]
+                                       extra=extra, kinds=wanted)]
     else:
-        rows = index.query_images(list(crops), enc, k=k) if len(crops) else []
+        rows = index.query_images(list(crops), enc, k=k, kinds=wanted) if len(crops) else []
     kept, dropped = [], []
     for row in rows:
         # crop queries are image queries: every match carries its cosine similarity
@@ -119,7 +145,7 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
         kept.append([m.to_dict(base_dir=base_dir) for m in ok])
         dropped.append(len(row) - len(ok))
     return CropMatches(matches=kept, below_floor=dropped, floor=floor.to_dict(index.background),
-                       index=index, encoder=enc)
+                       index=index, encoder=enc, kinds=wanted)
 
 
 def similarity_provenance(encoder: Mapping[str, Any] | None) -> str:

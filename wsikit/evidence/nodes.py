@@ -1,8 +1,9 @@
 """Literature figure nodes: one captioned figure with its source and evidence level.
 
 A :class:`FigureNode` is what an evidence index stores and returns: the figure image, its
-caption and label ("Figure 2B"), the document it comes from (title, DOI, page, year, licence)
-and the evidence level of that document (1 guideline … 8 expert opinion; ``None`` = unknown).
+caption and label ("Figure 2B"), the document it comes from (title, DOI, page, year, journal,
+PubMed ids), its licence (normalised, see :mod:`wsikit.evidence.licence`) and the evidence
+level of that document (1 guideline … 8 expert opinion; ``None`` = unknown).
 
 ``node_id`` is a stable hash of the image *content* (decoded RGB pixels, not file bytes) and the
 source identity (DOI or title or file name, page, figure label), so re-ingesting the same PDF or
@@ -21,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import EvidenceError
+from .kinds import FIGURE_KINDS
+from .licence import resolve_licence
 
 __all__ = [
     "EVIDENCE_LEVELS",
@@ -161,12 +164,32 @@ class FigureNode:
         1-based page number in the source.
     year : int or None
         Publication year.
-    license : str or None
-        Licence of the figure/source (e.g. "CC-BY-4.0").
+    license : str
+        Normalised licence of the figure: one of :data:`~wsikit.evidence.licence.LICENCES`
+        ("CC BY", "CC BY-NC", "CC0", "public domain", "all rights reserved", "unknown" ...).
+        Any other text given (a URL, "CC-BY-4.0", a licence sentence) is normalised, and kept
+        in ``license_source``.
     evidence_level : int or None
         1–8 (see :data:`EVIDENCE_LEVELS`), ``None`` for unknown.
     content_hash : str
         SHA-256 of the decoded pixels (identical images share it and are stored once).
+    license_source : str or None
+        Where the licence was read: the licence URL, or the source's licence sentence.
+    journal : str or None
+        Journal title.
+    pmid, pmcid : str or None
+        PubMed id ("23029536") and PubMed Central id ("PMC3460867").
+    kind : str or None
+        What the image shows: micrograph, photograph, chart, diagram or mixed
+        (:mod:`wsikit.evidence.kinds`); ``None`` until measured (indexes made before kinds).
+    kind_source : str or None
+        Where ``kind`` comes from (``"pixels+caption heuristic"``, or ``"manifest"``).
+    parent_id : str or None
+        For a panel of a compound figure: the figure's node id (``None`` for a figure).
+    panel : str or None
+        The panel's letter ("B"), or its position when the figure prints none ("2").
+    panel_box : tuple of int or None
+        ``(x0, y0, x1, y1)`` of the panel in the figure image's pixels.
     """
 
     node_id: str
@@ -181,9 +204,30 @@ class FigureNode:
     license: str | None = None
     evidence_level: int | None = None
     content_hash: str = ""
+    license_source: str | None = None
+    journal: str | None = None
+    pmid: str | None = None
+    pmcid: str | None = None
+    kind: str | None = None
+    kind_source: str | None = None
+    parent_id: str | None = None
+    panel: str | None = None
+    panel_box: tuple[int, int, int, int] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "image", Path(self.image))
+        name, source = resolve_licence(self.license, self.license_source)
+        object.__setattr__(self, "license", name)
+        object.__setattr__(self, "license_source", source)
+        if self.panel_box is not None:
+            box = tuple(int(v) for v in self.panel_box)
+            if len(box) != 4:
+                raise EvidenceError(f"FigureNode {self.node_id}: panel_box "
+                                    f"{self.panel_box!r} is not (x0, y0, x1, y1)")
+            object.__setattr__(self, "panel_box", box)
+        if self.kind is not None and self.kind not in FIGURE_KINDS:
+            raise EvidenceError(f"FigureNode {self.node_id}: kind {self.kind!r} is not one of "
+                                f"{', '.join(FIGURE_KINDS)}")
         if self.evidence_level is not None and self.evidence_level not in EVIDENCE_LEVELS:
             raise EvidenceError(f"FigureNode {self.node_id}: evidence_level "
                                 f"{self.evidence_level!r} is not 1–8 or None")
@@ -212,6 +256,7 @@ class FigureNode:
         """JSON-ready dict (image as a string, plus ``evidence_level_name``)."""
         out = asdict(self)
         out["image"] = str(self.image)
+        out["panel_box"] = None if self.panel_box is None else list(self.panel_box)
         out["evidence_level_name"] = self.evidence_level_name
         return out
 

@@ -57,6 +57,7 @@ from ._pdf_source import (
     title_from_text,
     year_from_text,
 )
+from .licence import figure_licence_statement, find_licence_statement
 from .nodes import FigureNode, parse_evidence_level
 
 __all__ = [
@@ -124,7 +125,9 @@ class PdfFigure:
 @dataclass(frozen=True)
 class PdfInfo:
     """Document facts: ``path``, ``title``, ``doi`` (or None), ``pages``, ``year``,
-    ``journal`` and where the title came from (``title_source``: text | metadata | None)."""
+    ``journal``, where the title came from (``title_source``: text | metadata | None) and the
+    licence the first or the last two pages state (``license``, normalised, and the sentence that
+    says it, ``license_source``; :func:`wsikit.evidence.licence.find_licence_statement`)."""
 
     path: Path
     title: str | None
@@ -133,6 +136,8 @@ class PdfInfo:
     year: int | None = None
     journal: str | None = None
     title_source: str | None = None
+    license: str | None = None
+    license_source: str | None = None
 
 
 @dataclass
@@ -660,8 +665,12 @@ def _info(doc, path: Path, pages: list[_Page], repeated_lines: set) -> PdfInfo:
         doi = doi or find_doi(meta.get(key, ""))
     if doi is None and len(pages) > 1:
         doi = find_doi(pages[1].text.plain())
+    # the licence is printed on the first page or at the end of the text (before or after
+    # the references): first page and the last two
+    stated = find_licence_statement("\n".join([first] + [pg.text.plain()
+                                                          for pg in pages[1:][-2:]]))
     return PdfInfo(path, title, doi, len(pages), year_from_text(first, meta),
-                   journal_from(first, meta), source)
+                   journal_from(first, meta), source, *(stated or (None, None)))
 
 
 def _squash_text(text: str) -> str:
@@ -694,7 +703,8 @@ def pdf_figure_nodes(info: PdfInfo, figures: list[PdfFigure], out_dir: str | os.
                      license: str | None = None) -> list[FigureNode]:
     """Write figures found by :func:`read_pdf_figures` as PNG files under ``out_dir/images``
     (``<pdf stem>_p<page>_<n>.png``, each written atomically) and return their nodes; ``year``
-    defaults to the year printed in the paper."""
+    and ``license`` default to the year and licence printed in the paper (a caption's own, such
+    as "Reprinted with permission", first)."""
     from PIL import Image
 
     from .._atomic import atomic_path
@@ -715,11 +725,14 @@ def pdf_figure_nodes(info: PdfInfo, figures: list[PdfFigure], out_dir: str | os.
         if not image_path.exists():
             with atomic_path(image_path) as tmp:
                 Image.fromarray(fig.image).save(tmp, format="PNG")
+        # a caption's own licence ("Reprinted with permission") wins over the paper's
+        lic = (license, None) if license is not None else \
+            figure_licence_statement(fig.caption) or (info.license, info.license_source)
         nodes.append(FigureNode.from_image(
             image_path, image=fig.image, caption=fig.caption, figure_label=fig.figure_label,
             source_title=info.title, doi=info.doi, source_path=str(info.path.resolve()),
-            page=fig.page, year=year if year is not None else info.year, license=license,
-            evidence_level=level))
+            page=fig.page, year=year if year is not None else info.year, license=lic[0],
+            license_source=lic[1], evidence_level=level))
     return nodes
 
 

@@ -28,6 +28,7 @@ from .result import EvidenceRegion, EvidenceResult
 
 __all__ = [
     "REGIONS_GEOJSON",
+    "scale_colour",
     "read_regions_geojson",
     "regions_to_geojson",
     "write_regions_geojson",
@@ -36,15 +37,23 @@ __all__ = [
 #: File name of the QuPath annotations inside a ``select`` result folder.
 REGIONS_GEOJSON = "regions.geojson"
 
+#: Colour per window scale (side in cells); other scales cycle through ``_EXTRA``.
+SCALE_COLOURS: dict[int, str] = {8: "#2563eb", 4: "#16a34a", 2: "#ea580c", 1: "#db2777"}
+_EXTRA = ("#7c3aed", "#0891b2", "#ca8a04", "#4b5563")
+
 #: Region keys that may carry the window's usable tissue fraction (first found is used):
 #: evidence.json writes ``usable_tissue``.
 _TISSUE_KEYS = ("usable_tissue", "tissue_fraction")
 
 
+def scale_colour(scale: int) -> str:
+    """Hex colour of a window scale: in regions.geojson (QuPath), the report, the overview
+    image and the viewer alike."""
+    return SCALE_COLOURS.get(int(scale), _EXTRA[int(scale) % len(_EXTRA)])
+
+
 def _scale_rgb(scale: int) -> list[int]:
     """The report's colour of ``scale`` as QuPath's ``[r, g, b]``."""
-    from ..overlay import scale_colour
-
     hexa = scale_colour(scale).lstrip("#")
     return [int(hexa[i:i + 2], 16) for i in (0, 2, 4)]
 
@@ -150,7 +159,7 @@ def read_regions_geojson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         coordinate that is not a finite number, or (a region's) no polygon: each names the
         file and the feature.
     """
-    from .._geojson import read_features, read_json
+    from ..tissue.geojson import read_features, read_json
 
     fix = "fix the feature in QuPath, or export the regions again"
     doc = read_json(path, error=EvidenceError, fix=fix)

@@ -11,7 +11,7 @@ Paths in the document are relative to its folder (crops, ``image_path``, ``slide
 ``index.relpath``); files outside the result (slide, index, figure images) are also recorded
 absolute (``slide.path``, ``index.path``, ``image_abspath``). :meth:`EvidenceResult.slide_file`,
 :meth:`~EvidenceResult.index_dir` and :meth:`~EvidenceResult.resolve` try the relative path
-first, so a job folder moved with its slides keeps working (:mod:`wsikit.evidence.paths`).
+first, so a job folder moved with its slides keeps working (:mod:`wsikit.outputs.paths`).
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ class EvidenceResult:
         evidence.json (a job moved with its slides), else ``slide.path``; ``None`` if neither
         exists. A relative ``slide.path`` (documents of earlier versions: relative to the
         working folder of that run) is also tried against the folders above the result."""
-        from .paths import resolve_path
+        from ..outputs.paths import resolve_path
 
         rel, path = self.slide.get("relpath"), self.slide.get("path")
         found = resolve_path(rel, path, self.base_dir)
@@ -243,7 +243,7 @@ class EvidenceResult:
     def index_dir(self) -> Path | None:
         """The figure index folder as an existing path (``index.relpath``, then
         ``index.path``); ``None`` without an index or when neither exists."""
-        from .paths import resolve_path
+        from ..outputs.paths import resolve_path
 
         if self.index is None:
             return None
@@ -254,7 +254,7 @@ class EvidenceResult:
         """An image of this document as an existing file: ``rel`` against the folder of
         evidence.json (:attr:`base_dir`, when known), else ``absolute``; ``None`` if neither
         exists."""
-        from .paths import resolve_image
+        from ..outputs.paths import resolve_image
 
         return resolve_image(rel, absolute, self.base_dir)
 

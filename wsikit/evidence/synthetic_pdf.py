@@ -15,7 +15,7 @@ import numpy as np
 
 from .._atomic import atomic_path
 from ..errors import EvidenceError
-from ..synthetic import synthetic_tissue_crop
+from ..slide.synthetic import synthetic_tissue_crop
 
 __all__ = ["SYNTHETIC_DOI", "SyntheticFigure", "synthetic_figures", "write_synthetic_pdf"]
 

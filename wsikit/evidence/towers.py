@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from .._atomic import atomic_path, write_json_atomic
-from ..cache_record import sha256_file
 from ..errors import EncoderMismatchError, EvidenceError
+from ..outputs.cache_record import sha256_file
 from . import _faiss as fu
 from ._index_writer import embed_images, encoder_info
 from .index import FigureIndex
@@ -143,7 +143,11 @@ class Tower:
         """Figures by descending cosine to each query vector (text or image, ``(B, dim)``)."""
         v = fu.normalise(np.atleast_2d(np.asarray(vectors, np.float32)))
         depth = max(1, min(depth, self.count))
-        _, ids = self.faiss_index.search(v, depth)
+        allowed = self.index._allowed  # a licence view of the index: only its figures
+        if allowed is None:
+            _, ids = self.faiss_index.search(v, depth)
+        else:
+            _, ids = fu.search_within(self.faiss_index, v, depth, allowed[:self.count])
         rows = sorted({int(i) for i in ids.ravel() if i >= 0})
         nodes = dict(zip(rows, self.index.nodes(rows), strict=True))
         return [[nodes[int(i)] for i in row if i >= 0] for row in ids]

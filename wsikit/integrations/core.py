@@ -82,9 +82,13 @@ class EvidenceSource:
     out : path-like
         Output root for slide queries (``<out>/select/<slide>/``).
     select_options : dict
-        Extra keyword arguments of :func:`wsikit.pipeline.select` (``models``, ``scales``...).
+        Extra keyword arguments of :func:`wsikit.run.pipeline.select` (``models``, ``scales``...).
     device : str
         Where the encoder runs.
+    licences : str or None
+        Return only figures under these licences (``"open"``, ``"commercial"``,
+        ``"adaptable"`` or names such as ``"CC BY,CC0"``; :mod:`wsikit.evidence.licence`);
+        ``None``: any. Image, caption and slide queries all honour it.
     """
 
     index: str | os.PathLike[str]
@@ -93,6 +97,7 @@ class EvidenceSource:
     out: str | os.PathLike[str] = "wsikit_out"
     select_options: Mapping[str, Any] = field(default_factory=dict)
     device: str = "cpu"
+    licences: str | None = None
     _opened: Any = field(default=None, init=False, repr=False)
     _encoder: Any = field(default=None, init=False, repr=False)
 
@@ -101,8 +106,15 @@ class EvidenceSource:
 
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise EvidenceError(f"k={self.k!r} must be an integer >= 1")
+        from ..evidence.licence import parse_licence_filter
+
         parse_floor(self.min_similarity)  # refuse a bad floor now, not at the first query
-        clash = sorted({"index", "out", "k", "min_similarity", "device"} & set(self.select_options))
+        try:
+            parse_licence_filter(self.licences)
+        except ValueError as exc:
+            raise EvidenceError(f"licences={self.licences!r}: {exc}") from exc
+        clash = sorted({"index", "out", "k", "min_similarity", "device", "licences"}
+                       & set(self.select_options))
         if clash:
             raise EvidenceError(f"select_options {clash} are options of the retriever itself; "
                                 "give them as its own arguments")
@@ -110,11 +122,12 @@ class EvidenceSource:
     # ------------------------------------------------------------------ the index
     @property
     def figure_index(self) -> Any:
-        """The opened :class:`~wsikit.evidence.FigureIndex` (opened once)."""
+        """The opened :class:`~wsikit.evidence.FigureIndex` (opened once), restricted to
+        :attr:`licences`."""
         if self._opened is None:
             from ..evidence import FigureIndex
 
-            self._opened = FigureIndex.open(self.index)
+            self._opened = FigureIndex.open(self.index).with_licences(self.licences)
         return self._opened
 
     @property
@@ -137,12 +150,12 @@ class EvidenceSource:
         if kind == "evidence":
             return EvidenceResult.read(query)
         if kind == "slide":
-            from ..pipeline import select
+            from ..run.pipeline import select
 
             opts = {"encoder": "heuristic", **dict(self.select_options)}
             return select(query, out=self.out, index=self.index, k=k or self.k,
                           min_similarity=self.min_similarity, device=self.device,
-                          progress=False, **opts)
+                          licences=self.licences, progress=False, **opts)
         if kind == "image":
             from ..evidence import load_image
 
@@ -154,7 +167,7 @@ class EvidenceSource:
         from ..evidence import EvidenceRegion, EvidenceResult
         from ..evidence.ids import region_uid
         from ..evidence.nodes import image_content_hash
-        from ..evidence.paths import portable_path
+        from ..outputs.paths import portable_path
 
         if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
             raise EvidenceError(f"query image must be (H, W, 3) uint8 RGB, got {image.shape} "
@@ -179,7 +192,9 @@ class EvidenceSource:
                    "mpp_source": "not applicable (image query)"},
             models={"crop_encoder": {"name": enc.config.name, "label": enc.label,
                                      "heuristic": bool(enc.config.heuristic)}},
-            selection={"query": "image", "figures_per_region": k, "min_similarity": found.floor},
+            selection={"query": "image", "figures_per_region": k, "min_similarity": found.floor,
+                       **({"licences": sorted(found.index.licences)}
+                          if found.index.licences is not None else {})},
             regions=(EvidenceRegion.from_dict(region),), index=found.index.to_evidence_dict(),
             synthetic=False, base_dir=None)
 

@@ -43,7 +43,7 @@ def example_select_options(args: argparse.Namespace) -> dict[str, object]:
 
 def example_inputs(args: argparse.Namespace) -> tuple[Path, Path, Path]:
     """``(index folder, query path, work folder)``, building the demo ones when not given."""
-    from ..demos import demo_crop, demo_index
+    from ..run.demos import demo_crop, demo_index
 
     work = Path(args.work)
     index = Path(args.index) if args.index else demo_index(work, progress=False)

@@ -37,18 +37,19 @@ class WsikitRetriever:
     ----------
     index : str
         Figure index folder.
-    k, min_similarity, out, select_options, device
+    k, min_similarity, out, select_options, device, licences
         As :class:`wsikit.integrations.EvidenceSource`.
     """
 
     def __init__(self, index: str, k: int = 5, min_similarity: str | float = "p95",
                  out: str = "wsikit_out", select_options: dict[str, Any] | None = None,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", licences: str | None = None) -> None:
         self.index, self.k, self.min_similarity = str(index), k, min_similarity
         self.out, self.select_options, self.device = str(out), dict(select_options or {}), device
+        self.licences = licences
         self._source = EvidenceSource(index=self.index, k=k, min_similarity=min_similarity,
                                       out=self.out, select_options=self.select_options,
-                                      device=device)
+                                      device=device, licences=licences)
 
     @component.output_types(documents=list[Document])
     def run(self, query: str, top_k: int | None = None) -> dict[str, list[Document]]:
@@ -60,7 +61,8 @@ class WsikitRetriever:
         """Serialise for Haystack pipelines."""
         return default_to_dict(self, index=self.index, k=self.k,
                                min_similarity=self.min_similarity, out=self.out,
-                               select_options=self.select_options, device=self.device)
+                               select_options=self.select_options, device=self.device,
+                               licences=self.licences)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WsikitRetriever:

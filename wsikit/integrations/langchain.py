@@ -50,7 +50,9 @@ class WsikitRetriever(BaseRetriever):
     out : str or Path
         Output root of ``wsikit select`` for slide queries.
     select_options : dict
-        Extra :func:`wsikit.pipeline.select` options for slide queries.
+        Extra :func:`wsikit.run.pipeline.select` options for slide queries.
+    licences : str or None
+        Return only figures under these licences (``"open"``, ``"CC BY,CC0"``); ``None``: any.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -61,13 +63,15 @@ class WsikitRetriever(BaseRetriever):
     out: str | Path = "wsikit_out"
     select_options: dict[str, Any] = Field(default_factory=dict)
     device: str = "cpu"
+    licences: str | None = None
     _source: EvidenceSource = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
         """Check the options and prepare the (lazily opened) index."""
         self._source = EvidenceSource(index=self.index, k=self.k,
                                       min_similarity=self.min_similarity, out=self.out,
-                                      select_options=self.select_options, device=self.device)
+                                      select_options=self.select_options, device=self.device,
+                                      licences=self.licences)
 
     def _get_relevant_documents(self, query: Any, *,
                                 run_manager: CallbackManagerForRetrieverRun) -> list[Document]:

@@ -45,6 +45,7 @@ def _figure_node(node: Any, score: float) -> NodeWithScore:
     meta = clean_shown({"id": node.node_id, "producer": "wsikit", "node_id": node.node_id,
             "figure_label": node.figure_label, "source_title": node.source_title,
             "doi": node.doi, "page": node.page, "year": node.year, "license": node.license,
+            "license_source": node.license_source,
             "evidence_level": node.evidence_level,
             "evidence_level_name": node.evidence_level_name, "image_path": image,
             "file_path": image, "mime_type": "image/png", "score": score,
@@ -64,16 +65,17 @@ class WsikitMultiModalRetriever(MultiModalRetriever):
     ----------
     index : path-like
         Figure index folder.
-    k, min_similarity, out, select_options, device
+    k, min_similarity, out, select_options, device, licences
         As :class:`wsikit.integrations.EvidenceSource`.
     """
 
     def __init__(self, index: str | os.PathLike[str], *, k: int = 5,
                  min_similarity: str | float = "p95", out: str | os.PathLike[str] = "wsikit_out",
                  select_options: dict[str, Any] | None = None, device: str = "cpu",
-                 **kwargs: Any) -> None:
+                 licences: str | None = None, **kwargs: Any) -> None:
         self.source = EvidenceSource(index=index, k=k, min_similarity=min_similarity, out=out,
-                                     select_options=select_options or {}, device=device)
+                                     select_options=select_options or {}, device=device,
+                                     licences=licences)
         super().__init__(**kwargs)
 
     # -- image queries -----------------------------------------------------------------

@@ -26,8 +26,8 @@ import torch
 import torch.nn.functional as F
 from skimage.color.colorconv import hed_from_rgb
 
+from .._threads import torch_threads
 from ..errors import ModelError
-from ..threads import torch_threads
 from .configs import HEURISTIC_CONFIG, EncoderConfig
 from .nuclear import importance_scores
 from .registry import Encoder
@@ -509,7 +509,7 @@ class HeuristicEncoder(Encoder):
     class-balanced mean and spread over three groups of tissue images at 0.5, 1 and 2 µm/px
     (256–1024 px): real Aperio H&E tiles of ``CMU-1-Small-Region.svs`` (cellular epidermis and
     dermis) and wsikit's synthetic H&E-like loose stroma and densely packed nuclei
-    (:func:`wsikit.synthetic.synthetic_tissue_image`);
+    (:func:`wsikit.slide.synthetic.synthetic_tissue_image`);
     ``tests/models/test_heuristic_embedding.py`` recomputes it. Per-pixel (stain, intensity,
     quantile) statistics are taken over a strided sample of native pixels, texture over the
     image area-resampled to a shorter side in [128, 256] px and pooled over a 5-level pyramid,
@@ -555,7 +555,7 @@ class HeuristicEncoder(Encoder):
     @contextlib.contextmanager
     def split_threads(self, n: int) -> Iterator[int]:
         """Embed with a pool of ``n`` chunk workers inside the block, whatever torch's thread
-        count (:class:`wsikit.threads.SplitsWork`: the thread policy gives this encoder every
+        count (:class:`wsikit._threads.SplitsWork`: the thread policy gives this encoder every
         core while reader processes decode); the features do not depend on ``n``."""
         if int(n) < 1:
             raise ModelError(f"heuristic: split_threads({n}) needs at least 1 worker")

@@ -45,7 +45,7 @@ from scipy import ndimage
 from skimage.color.colorconv import hed_from_rgb
 
 from ..errors import ModelError
-from .stain import ink_mask
+from ..tissue.stain import ink_mask
 
 __all__ = [
     "features_from_planes",
@@ -137,7 +137,7 @@ def haematoxylin_planes(images: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
         :data:`INK_RIM_UM` of it, and not a loose fragment (a connected piece of tissue
         under :data:`DEBRIS_UM2`; the analysis resolution :data:`ANALYSIS_MPP` is assumed);
         ``ink`` (B, H, W) bool, ink, dye and grey/black matter
-        (:func:`wsikit.models.stain.ink_mask`) on the stained pixels, with its rim.
+        (:func:`wsikit.tissue.stain.ink_mask`) on the stained pixels, with its rim.
     """
     x = _as_images(images)
     ln = _LN_LUT[x]                                         # (B, H, W, 3) float32

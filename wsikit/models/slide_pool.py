@@ -5,7 +5,7 @@ the open zoo models and the weight-free ``heuristic`` included — gets a slide 
 mean pooling its tissue patches' features: :func:`mean_pool` is the computation (array in,
 ``(D,)`` float32 out), :func:`mean_max_pool` its attention-free variant that also keeps the
 per-dimension maximum (``(2 D,)``). :func:`embed_slide` applies one (or TITAN) to a feature
-file's :class:`~wsikit.features.Embeddings`, and :class:`SlideEmbedding` is the result,
+file's :class:`~wsikit.features.extract.Embeddings`, and :class:`SlideEmbedding` is the result,
 written with its method in its label (``"mean-pool of <encoder> patch features"``) so a pooled
 vector is never mistaken for a learned slide encoder's::
 
@@ -36,7 +36,7 @@ import numpy as np
 from ..errors import FeatureError
 
 if TYPE_CHECKING:
-    from ..features import Embeddings
+    from ..features.extract import Embeddings
 
 __all__ = [
     "SLIDE_EMBEDDING_FORMAT",
@@ -222,7 +222,7 @@ class SlideEmbedding:
         """
         import h5py
 
-        from .._h5 import h5_value
+        from ..patches.h5 import h5_value
 
         path = Path(path)
         try:
@@ -267,7 +267,7 @@ def embed_slide(embeddings: Embeddings, *,
     Parameters
     ----------
     embeddings : Embeddings
-        The slide's patch features (:meth:`wsikit.features.Embeddings.from_h5`).
+        The slide's patch features (:meth:`wsikit.features.extract.Embeddings.from_h5`).
     method : {"mean", "meanmax", "titan"}
         ``"mean"`` (any encoder): the (weighted) mean of the patch features
         (:func:`mean_pool`); ``"meanmax"`` (any encoder): that mean concatenated with the

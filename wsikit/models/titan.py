@@ -452,7 +452,7 @@ class TitanOutput:
     n_tokens : int
         Tokens (occupied cells) the model saw.
     threads : int
-        Torch intra-op threads the kernel ran with (:func:`wsikit.threads.kernel_threads`;
+        Torch intra-op threads the kernel ran with (:func:`wsikit._threads.kernel_threads`;
         0: not recorded).
     """
 
@@ -530,13 +530,13 @@ class Titan(nn.Module):
         ``precision`` (default :attr:`precision`) is an autocast precision: the weights stay
         float32 and the ALiBi distances and bias are float32 in every precision. On a CPU the
         kernel runs with all the cores given (``threads``, else ``WSIKIT_THREADS``, else
-        ``OMP_NUM_THREADS``, else the process's CPUs: :func:`wsikit.threads.kernel_threads`),
+        ``OMP_NUM_THREADS``, else the process's CPUs: :func:`wsikit._threads.kernel_threads`),
         as nothing else runs in the process meanwhile. ``budget``: bytes of attention bias
         and scores per query block (default :data:`BLOCK_BUDGET_BYTES` on a CPU,
         :data:`DEVICE_BLOCK_BUDGET_BYTES` capped at a quarter of the free memory on CUDA:
         :func:`block_budget`); the result does not depend on it.
         """
-        from ..threads import kernel_threads, torch_threads
+        from .._threads import kernel_threads, torch_threads
         from .registry import autocast_for, resolve_precision
 
         prec = resolve_precision(precision if precision is not None else self.precision,

@@ -1,0 +1,127 @@
+"""Compound figures: panel boxes found along gutters and seams (real H&E tiles laid out as
+figures are, and real CC BY figures), letters from text boxes or the caption, and captions
+split by panel in the styles journals use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _he_figures import he_grid, he_tile
+
+from wsikit.errors import EvidenceError
+from wsikit.evidence import read_pdf_figures
+from wsikit.evidence.panels import (
+    CaptionParts,
+    Panel,
+    analyse_figure,
+    find_panels,
+    panel_caption,
+    split_caption,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.mark.parametrize("gutter", [1, 4, 20])
+def test_a_grid_of_micrographs_splits_along_its_gutters(gutter):
+    fig, boxes = he_grid(gutter)
+    panels = find_panels(fig)
+    assert [p.box for p in panels] == boxes
+    assert [p.label for p in panels] == ["1", "2", "3", "4"] and not panels[0].lettered
+
+
+def test_photographs_placed_edge_to_edge_are_cut_at_the_seam():
+    fig = np.full((264, 504, 3), 255, np.uint8)
+    fig[12:252, 12:252] = he_tile(0)
+    fig[12:252, 252:492] = he_tile(3)   # no gutter: the tiles touch
+    assert [p.box for p in find_panels(fig)] == [(12, 12, 252, 252), (252, 12, 492, 252)]
+
+
+def test_a_single_image_or_a_label_is_not_a_compound_figure():
+    assert find_panels(he_tile(0)) == ()
+    fig = np.full((300, 300, 3), 255, np.uint8)
+    fig[40:290, 10:290] = np.hstack([he_tile(1, 250), he_tile(1, 250)[:, :30]])
+    fig[8:30, 10:40] = 0                          # a panel letter above the image
+    assert find_panels(fig) == ()
+
+
+def test_an_arrow_across_a_gutter_does_not_join_two_micrographs():
+    fig, boxes = he_grid(20)
+    fig[130:134, 200:300] = (220, 30, 30)         # an arrow from one tile to the next
+    assert [p.box for p in find_panels(fig)] == boxes
+
+
+def test_letters_come_from_text_boxes_else_from_the_caption():
+    fig, boxes = he_grid(20)
+    words = [("(b)", (boxes[1][0] + 4, boxes[1][1] + 4, boxes[1][0] + 20, boxes[1][1] + 16)),
+             ("a", (boxes[0][0] + 4, boxes[0][1] + 4, boxes[0][0] + 12, boxes[0][1] + 16)),
+             ("d", (boxes[3][0] + 4, boxes[3][1] + 4, boxes[3][0] + 12, boxes[3][1] + 16)),
+             ("c", (boxes[2][0] + 4, boxes[2][1] + 4, boxes[2][0] + 12, boxes[2][1] + 16)),
+             ("Ki-67", (boxes[0][0] + 60, boxes[0][1] + 4, boxes[0][0] + 90, boxes[0][1] + 16))]
+    assert [p.label for p in find_panels(fig, text_boxes=words)] == ["a", "b", "c", "d"]
+    assert [p.label for p in find_panels(fig, letters=["A", "B", "C", "D"])] == list("ABCD")
+    # three letters for four panels: positions, not a guess
+    assert [p.label for p in find_panels(fig, letters=["A", "B", "C"])] == ["1", "2", "3", "4"]
+
+
+def test_real_cc_by_figures_split_into_their_panels():
+    _, figures = read_pdf_figures(DATA / "pdf" / "yoon2025_aso.pdf")
+    plots = next(f for f in figures if f.figure_label == "FIG. 3")   # three plots A-C
+    found = analyse_figure(plots.image, caption=plots.caption)
+    assert [p.panel.label for p in found.panels] == ["1", "2", "3"]  # no letters in the caption
+    assert {p.kind.kind for p in found.panels} == {"chart"}
+    boxes = [p.panel.box for p in found.panels]
+    assert boxes[0][2] <= boxes[1][0] and boxes[1][2] <= boxes[2][0]  # side by side
+    _, figures = read_pdf_figures(DATA / "pdf" / "iskandar2014_plosone.pdf")
+    frogs = next(f for f in figures if f.figure_label == "Fig. 2")   # four photographs
+    found = analyse_figure(frogs.image, caption=frogs.caption)
+    assert [p.panel.label for p in found.panels] == ["a", "b", "c", "d"]
+    assert found.kind.kind == "photograph"
+    d = found.panels[3].caption  # the shared title, then panel d's own part
+    assert d.startswith("Fig. 2. Images of Limnonectes larvaepartus. dorsal and ventral views")
+    assert "tadpoles" in d and "tadpoles" not in found.panels[0].caption
+
+
+def test_find_panels_refuses_what_is_no_image():
+    with pytest.raises(EvidenceError, match="expected \\(H, W, 3\\)"):
+        find_panels(np.zeros((10, 10), np.uint8))
+    panel = Panel(box=(1, 2, 3, 4), label="B", lettered=True)
+    assert Panel.from_dict(panel.to_dict()) == panel
+
+
+@pytest.mark.parametrize(("caption", "shared", "parts"), [
+    ("Figure 2. Tumour. (A) Gross photograph. (B) H&E, ×200. Scale bar, 50 µm.",
+     "Figure 2. Tumour. Scale bar, 50 µm.", {"A": "Gross photograph.", "B": "H&E, ×200."}),
+    ("Fig. 3 Survival (a–c) by stage and (d) by grade.",
+     "Fig. 3 Survival", {"a": "by stage and", "b": "by stage and", "c": "by stage and",
+                         "d": "by grade."}),
+    ("Figure 7. (A and C) Hydrophobicity surfaces. (B and D) Ribbon diagrams.", "Figure 7.",
+     {"A": "Hydrophobicity surfaces.", "C": "Hydrophobicity surfaces.",
+      "B": "Ribbon diagrams.", "D": "Ribbon diagrams."}),
+    ("Figure 4. A, VI detection by blocks. B, EMVI detection; similar to A.",
+     "Figure 4.", {"A": "VI detection by blocks.", "B": "EMVI detection; similar to A."}),
+    ("Figure 1. Morphology. a: low power. b: high power (as in a).", "Figure 1. Morphology.",
+     {"a": "low power.", "b": "high power (as in a)."}),
+    ("Figure 5. Top: H&E of the tumour. Bottom: CD34 immunostaining.", "Figure 5.",
+     {"top": "H&E of the tumour.", "bottom": "CD34 immunostaining."}),
+    ("Figure 3. Each block was mapped (A). Edges were sampled (B). Photomicrograph (C).",
+     "Figure 3.", {"A": "Each block was mapped", "B": "Edges were sampled",
+                   "C": "Photomicrograph"}),
+    ("Figure 6. Haematoxylin and eosin (H&E) staining of the colon.",
+     "Figure 6. Haematoxylin and eosin (H&E) staining of the colon.", {}),
+    ("", "", {}),
+])
+def test_split_caption(caption, shared, parts):
+    got = split_caption(caption)
+    assert got.shared == shared
+    assert dict(got.parts) == parts
+
+
+def test_panel_caption_joins_shared_text_and_the_part():
+    parts = split_caption("Figure 2. Tumour. (A) Gross photograph. (B) H&E, ×200.")
+    assert parts.letters == ["A", "B"] and parts.style == "parenthesised"
+    assert panel_caption(parts, "b") == "Figure 2. Tumour. H&E, ×200."
+    assert panel_caption(parts, "Z") == "Figure 2. Tumour."
+    assert panel_caption(CaptionParts(shared=""), "A") == ""

@@ -1,0 +1,708 @@
+"""What a literature figure shows, measured without model weights: micrograph, photograph,
+chart, diagram or mixed.
+
+An evidence index holds every figure of an article, and a weight-free image embedding follows
+colour, not content: an H&E crop is as close to a red-and-blue survival chart as to an H&E
+micrograph. Slide regions are therefore matched against micrographs only by default
+(:mod:`wsikit.evidence.matching`), and each figure node records its kind.
+
+:func:`classify_figure_kind` decides from the pixels and the caption by one documented rule:
+
+1. **Picture or graphic** (pixels). The image is cut into 8 px blocks (the longer side scaled
+   to at most 512 px). A block is *background* when it is near white (or flat near black), a
+   *picture* block when it holds continuous tone (at least 12 distinct colours at 4 bits per
+   channel and some grey-level spread, at most a quarter white), and a *graphic* block
+   otherwise (lines, text, flat fills). Picture blocks are closed into regions, regions
+   smaller than 12 blocks dropped; ``picture_share`` = picture area / (picture + graphic area).
+2. **Micrograph or photograph** (the picture pixels). Micrograph colour: stain purple/pink
+   (green the lowest channel, as haematoxylin, eosin, PAS, Giemsa and trichrome leave it),
+   brown chromogen with a blue/purple counterstain (IHC), fluorescence (a dark field with
+   saturated single-channel signal) or grey-level texture (electron microscopy). What is
+   neither (yellow fat, red flesh, skin, a blue drape, radiographs, gels) is photograph colour.
+3. **Chart or diagram** (the graphic pixels): axes (a long vertical and a long horizontal
+   line meeting at their ends), tick-like short segments and plotted marks make a chart; boxes,
+   arrows and text without axes a diagram.
+4. **Caption cues** (:data:`CAPTION_CUES`) add evidence per kind: "H&E", "magnification",
+   "×200", "scale bar", "µm", "immunohistochemistry" for micrographs; "gross", "macroscopic",
+   "endoscopic", "photograph", "CT" for photographs; "Kaplan–Meier", "ROC", "survival",
+   "forest plot", "P <" for charts; "flowchart", "schematic", "CONSORT", "workflow" for
+   diagrams.
+5. **Rule**: score picture kinds by ``picture_share`` and graphic kinds by
+   ``1 - picture_share``, split each pair by its pixel evidence (steps 2 and 3), add the
+   caption evidence (at most 0.35 per kind), and take the best. A figure whose pictures and
+   graphics are both substantial (each at least 30 % of the content) is ``mixed``, unless one
+   kind leads by a clear margin.
+
+Compound figures are split into panels first (:mod:`wsikit.evidence.panels`); a figure whose
+panels are of different kinds is ``mixed`` (:func:`figure_kind_of_panels`).
+
+Measured on real article figures labelled by hand: ``benchmarks/bench_figure_kinds.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import EvidenceError
+
+__all__ = [
+    "FIGURE_KINDS",
+    "FigureKind",
+    "classify_figure_kind",
+    "parse_kinds",
+]
+
+#: The kinds a figure (or a panel) can have.
+FIGURE_KINDS: tuple[str, ...] = ("micrograph", "photograph", "chart", "diagram", "mixed")
+#: What a node records as the source of a measured kind.
+KIND_SOURCE = "pixels+caption heuristic"
+
+#: Caption words and patterns that count as evidence for a kind: ``(case-insensitive regular
+#: expression, weight)``, each counted once per caption; weight 3 for words that settle the
+#: kind on their own ("H&E", "Kaplan–Meier", "flowchart"), 1 for hints.
+CAPTION_CUES: Mapping[str, tuple[tuple[str, float], ...]] = {
+    "micrograph": tuple((p, 3.0) for p in (
+        r"\bH\s*&\s*E\b", r"\bH\s*-\s*E\b", r"\bHE[- ]stain", r"ha?ematoxylin", r"\beosin",
+        r"magnification", r"[×x]\s?\d{2,4}\b(?!\s*\d)", r"\b\d{2,4}\s?[×x]\b", r"scale bars?\b",
+        r"\bbars?\s*[=:]\s*\d", r"\d\s*[µμu]m\b", r"immunohisto", r"immunostain",
+        r"immunofluoresc", r"\bIHC\b", r"micrograph", r"microscop", r"confocal")) + tuple(
+        (p, 1.0) for p in (
+        r"histolog", r"stain(?:ed|ing)?\b", r"\bsections?\b", r"\bbiops", r"\bcytolog",
+        r"\bsmears?\b", r"\bnuclei\b", r"\bglands?\b", r"\bcells?\b")),
+    "photograph": tuple((p, 3.0) for p in (
+        r"\bgross\b", r"macroscop", r"\bphotograph", r"\bphoto\b", r"endoscop", r"colonoscop",
+        r"\bclinical (?:photo|appearance|image)", r"\bresected specimen", r"cut surface",
+        r"\bCT\b", r"\bMRI\b", r"radiograph", r"\bX-ray", r"ultrasound", r"sonograph",
+        r"western blot", r"immunoblot", r"\bblot(?:s|ting)?\b", r"\bgels?\b", r"SDS-PAGE",
+        r"electrophoresis")) + tuple((p, 1.0) for p in (
+        r"dorsal view", r"ventral view", r"lateral view", r"\bin life\b", r"\bspecimens?\b")),
+    "chart": tuple((p, 3.0) for p in (
+        r"kaplan", r"\bROC\b", r"receiver operating", r"forest plot", r"funnel plot",
+        r"histogram", r"bar (?:chart|graph)", r"box ?plot", r"scatter", r"heat ?map",
+        r"correlation")) + tuple((p, 1.0) for p in (
+        r"\bcurves?\b", r"\bplots?\b", r"distribution", r"\bsurvival\b", r"hazard",
+        r"odds ratio", r"\bAUC\b", r"sensitivity", r"\brates?\b", r"proportion", r"percentage",
+        r"\bversus\b", r"\bvs\.?", r"\bmean\b", r"[±]\s*(?:SD|SEM|s\.e\.)", r"error bars",
+        r"\bp\s*[<=>]", r"p-values?", r"regression", r"\bgraphs?\b", r"\bnumber of\b",
+        r"\bcumulative\b", r"\bincidence\b", r"\bflow cytometr", r"\bsuitability\b")),
+    "diagram": tuple((p, 3.0) for p in (
+        r"flow ?chart", r"flow diagram", r"schem(?:a|atic)", r"\bdiagram", r"illustrat",
+        r"work ?flow", r"pipeline", r"\bCONSORT\b", r"\bPRISMA\b", r"study design",
+        r"patient selection", r"selection of (?:patients|studies)", r"chemical structure",
+        r"\bstructures? of\b", r"crystal structure", r"cartoon", r"ribbon", r"\bsticks\b",
+        r"docking", r"electron density", r"phylogen", r"conceptual", r"framework")) + tuple(
+        (p, 1.0) for p in (
+        r"\boverview\b", r"inclusion", r"exclusion", r"\bstructures?\b", r"mechanism",
+        r"pathway", r"drawing", r"\bmodel of\b", r"\bprocess\b", r"\bsteps?\b",
+        r"\bsurfaces?\b", r"\bresidues\b", r"molecular", r"geometry", r"\btree\b")),
+}
+_CUE_RE = {kind: tuple((re.compile(p, re.IGNORECASE), w) for p, w in cues)
+           for kind, cues in CAPTION_CUES.items()}
+_BLOT = re.compile(r"blot|\bgels?\b|SDS-PAGE|electrophoresis", re.IGNORECASE)
+#: Largest score the caption can add to a kind.
+CAPTION_WEIGHT = 0.35
+
+_MAX_SIDE = 512      # the longer side is analysed at <= this many px
+_BLOCK = 8           # block side in px
+_WHITE = 225         # min channel of a near-white pixel …
+_WHITE_SPREAD = 30   # … whose channels differ by at most this
+_MIN_REGION = 12     # picture regions smaller than this many blocks are dropped
+
+
+@dataclass(frozen=True)
+class FigureKind:
+    """Result of :func:`classify_figure_kind`.
+
+    Attributes
+    ----------
+    kind : str
+        One of :data:`FIGURE_KINDS`.
+    scores : dict
+        Score of each kind (the best is ``kind``; ``mixed`` is scored from the balance of
+        pictures and graphics).
+    reason : str
+        One line saying what decided it (pixel shares, colour, caption words).
+    features : dict
+        The measured numbers the rule used.
+    source : str
+        ``"pixels+caption heuristic"`` (:data:`KIND_SOURCE`).
+    """
+
+    kind: str
+    scores: Mapping[str, float]
+    reason: str
+    features: Mapping[str, float] = field(default_factory=dict)
+    source: str = KIND_SOURCE
+
+    def __post_init__(self) -> None:
+        if self.kind not in FIGURE_KINDS:
+            raise EvidenceError(f"figure kind {self.kind!r} is not one of "
+                                f"{', '.join(FIGURE_KINDS)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"kind": self.kind, "scores": dict(self.scores), "reason": self.reason,
+                "features": dict(self.features), "source": self.source}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FigureKind:
+        """Inverse of :meth:`to_dict`."""
+        return cls(kind=str(data["kind"]), scores=dict(data.get("scores") or {}),
+                   reason=str(data.get("reason", "")),
+                   features=dict(data.get("features") or {}),
+                   source=str(data.get("source", KIND_SOURCE)))
+
+
+def parse_kinds(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Figure kinds from ``"micrograph"``, ``"micrograph,photograph"``, ``"all"`` or a list.
+
+    ``"all"`` (or ``None``) gives every kind.
+
+    Raises
+    ------
+    EvidenceError
+        An unknown kind (names it and the choices).
+    """
+    if value is None:
+        return FIGURE_KINDS
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names = [str(v).strip().lower() for v in items if str(v).strip()]
+    if not names:
+        raise EvidenceError("no figure kind given; use 'all' or a comma-separated list of "
+                            f"{', '.join(FIGURE_KINDS)}")
+    if "all" in names:
+        return FIGURE_KINDS
+    bad = [n for n in names if n not in FIGURE_KINDS]
+    if bad:
+        raise EvidenceError(f"unknown figure kind(s) {', '.join(map(repr, bad))}; use 'all' or "
+                            f"some of {', '.join(FIGURE_KINDS)}")
+    return tuple(k for k in FIGURE_KINDS if k in names)
+
+
+# ---------------------------------------------------------------------- caption
+def caption_cues(caption: str | None) -> dict[str, list[str]]:
+    """The caption words found per kind, ``{kind: [matched text, ...]}`` (kinds with none
+    left out).
+
+    >>> caption_cues("Kaplan-Meier curves of overall survival")["chart"]
+    ['Kaplan', 'curves', 'survival']
+    """
+    found: dict[str, list[str]] = {}
+    text = caption or ""
+    for kind, patterns in _CUE_RE.items():
+        hits = [m.group(0) for p, _ in patterns if (m := p.search(text))]
+        if hits:
+            found[kind] = hits
+    return found
+
+
+def _caption_scores(caption: str | None) -> dict[str, float]:
+    """Caption evidence per kind in [0, :data:`CAPTION_WEIGHT`): the summed weights of the
+    cues found, saturating (one strong cue gives 63 % of the maximum)."""
+    text = caption or ""
+    raw = {kind: sum(w for p, w in patterns if p.search(text))
+           for kind, patterns in _CUE_RE.items()}
+    return {kind: CAPTION_WEIGHT * (1.0 - float(np.exp(-v / 3.0))) for kind, v in raw.items()}
+
+
+# ---------------------------------------------------------------------- pixels
+def _as_rgb(image: np.ndarray) -> np.ndarray:
+    arr = np.asarray(image)
+    if arr.ndim == 2:
+        arr = np.repeat(arr[..., None], 3, axis=2)
+    if arr.ndim != 3 or arr.shape[2] not in (3, 4) or min(arr.shape[:2]) < 1:
+        raise EvidenceError(f"figure image of shape {arr.shape}: expected (H, W, 3) RGB pixels")
+    if arr.shape[2] == 4:
+        arr = arr[..., :3]
+    if arr.dtype != np.uint8:
+        arr = np.clip(arr, 0, 255).astype(np.uint8)
+    return arr
+
+
+def channel_max(a: np.ndarray) -> np.ndarray:
+    """Largest of the 3 channels of ``(..., 3)`` pixels (faster than ``max(axis=-1)``)."""
+    return np.maximum(np.maximum(a[..., 0], a[..., 1]), a[..., 2])
+
+
+def channel_min(a: np.ndarray) -> np.ndarray:
+    """Smallest of the 3 channels of ``(..., 3)`` pixels."""
+    return np.minimum(np.minimum(a[..., 0], a[..., 1]), a[..., 2])
+
+
+def _downscale(rgb: np.ndarray, side: int = _MAX_SIDE) -> np.ndarray:
+    """Longer side at most ``side`` px (area average), as float32."""
+    h, w = rgb.shape[:2]
+    scale = side / max(h, w)
+    if scale >= 1.0:
+        return rgb.astype(np.float32)
+    from PIL import Image
+
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return np.asarray(Image.fromarray(rgb).resize(size, Image.Resampling.BOX), np.float32)
+
+
+def _blocks(a: np.ndarray, b: int) -> np.ndarray:
+    """``(H, W, ...)`` → ``(H // b, W // b, b * b, ...)`` (the ragged edge dropped)."""
+    h, w = a.shape[0] // b, a.shape[1] // b
+    a = a[:h * b, :w * b]
+    rest = a.shape[2:]
+    return a.reshape(h, b, w, b, *rest).swapaxes(1, 2).reshape(h, w, b * b, *rest)
+
+
+@dataclass(frozen=True)
+class _Pixels:
+    """What the rule reads from the pixels."""
+
+    picture: np.ndarray        # (h, w) bool, picture blocks (closed, small regions dropped)
+    graphic: np.ndarray        # (h, w) bool
+    rgb: np.ndarray            # (H, W, 3) float32 analysed image
+    features: dict[str, float]
+
+
+def _block_mean(a: np.ndarray) -> np.ndarray:
+    """Mean of each :data:`_BLOCK` x :data:`_BLOCK` block of a 2-D array (edge dropped)."""
+    h, w = a.shape[0] // _BLOCK, a.shape[1] // _BLOCK
+    return a[:h * _BLOCK, :w * _BLOCK].reshape(h, _BLOCK, w, _BLOCK).mean(axis=(1, 3))
+
+
+def _block_tone(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per block: distinct colours at 5 bits per channel, and the share of its pixels in its
+    two commonest colours (text on a flat fill and JPEG noise stay below 3 colours' worth)."""
+    q = rgb.astype(np.int32) >> 3
+    code = (q[..., 0] << 10) | (q[..., 1] << 5) | q[..., 2]
+    s = np.sort(_blocks(code, _BLOCK), axis=2)
+    hb, wb, n = s.shape
+    flat = s.reshape(-1, n)
+    new_run = np.concatenate([np.ones((flat.shape[0], 1), bool), flat[:, 1:] != flat[:, :-1]],
+                             axis=1)
+    ncol = new_run.sum(axis=1)
+    run_id = np.cumsum(new_run, axis=1) - 1
+    counts = np.bincount((np.arange(flat.shape[0])[:, None] * n + run_id).ravel(),
+                         minlength=flat.shape[0] * n).reshape(-1, n)
+    counts.sort(axis=1)
+    top2 = (counts[:, -1] + counts[:, -2]) / n
+    return ncol.reshape(hb, wb), top2.reshape(hb, wb)
+
+
+def picture_blocks(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Block map of an ``(H, W, 3)`` image (8 px blocks): ``(white pixels, white share per
+    block, flat near-black blocks, continuous-tone picture blocks)``."""
+    rgb = np.asarray(rgb, np.float32)
+    mx, mn = channel_max(rgb), channel_min(rgb)
+    white = (mn >= _WHITE) & (mx - mn <= _WHITE_SPREAD)
+    bw = _block_mean(white.astype(np.float32))
+    grey = rgb.mean(axis=2)
+    gstd = np.sqrt(np.maximum(_block_mean(grey * grey) - _block_mean(grey) ** 2, 0.0))
+    bmax = _block_mean(mx)
+    ncol, top2 = _block_tone(rgb)
+    dark_flat = (bmax < 45) & (gstd < 6)
+    spread = _block_mean(mx - mn)
+    tones = (ncol >= 10) | ((spread < 20) & (ncol >= 5))  # grey images have fewer codes
+    picture = (bw <= 0.25) & tones & (top2 <= 0.5) & (gstd >= 3.0) & ~dark_flat
+    return white, bw, dark_flat, picture
+
+
+def _measure(image: np.ndarray) -> _Pixels:
+    from scipy import ndimage
+
+    rgb = _downscale(_as_rgb(image))
+    H, W = rgb.shape[:2]
+    if min(H, W) < 2 * _BLOCK:  # tiny: pad so at least 2 x 2 blocks exist
+        pad = ((0, max(0, 2 * _BLOCK - H)), (0, max(0, 2 * _BLOCK - W)), (0, 0))
+        rgb = np.pad(rgb, pad, constant_values=255.0)
+    white, bw, dark_flat, picture = picture_blocks(rgb)
+    background = (bw > 0.9) | dark_flat
+    # close small gaps (labels, arrows on a micrograph), then drop specks
+    picture = ndimage.binary_closing(picture, structure=np.ones((3, 3)), border_value=0) | picture
+    labels, n = ndimage.label(picture)
+    if n:
+        sizes = ndimage.sum(picture, labels, index=np.arange(1, n + 1))
+        keep = np.zeros(n + 1, bool)
+        keep[1:] = sizes >= _MIN_REGION
+        seeds = picture
+        picture = keep[labels]
+        # a dark field holding picture blocks (sparse fluorescence) is one picture
+        fields, m = ndimage.label(seeds | dark_flat)
+        if m:
+            idx = np.arange(1, m + 1)
+            held = ndimage.sum(seeds, fields, index=idx)
+            size = ndimage.sum(np.ones_like(seeds), fields, index=idx)
+            field_keep = np.zeros(m + 1, bool)
+            field_keep[1:] = (held >= 3) & (size >= _MIN_REGION) & (held < size)
+            picture |= field_keep[fields]
+        # what pictures enclose (a fluorescence field, a smooth area, a label) is picture
+        picture = ndimage.binary_fill_holes(picture) & (bw < 0.5)
+    content = ~background | picture
+    # a full-bleed image in stain colours is tissue even where it is smooth (a flat, pale
+    # section at low power; a synthetic one)
+    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
+    stained = ~white & (g < r - 8) & (g < b - 8)
+    if white.mean() <= 0.2 and stained.sum() >= 0.6 * max(int((~white).sum()), 1):
+        picture = picture | (content & (bw < 0.5))
+    elif picture.any():  # smooth stained areas (stroma, mucin) joined to a picture are picture
+        pale = (_block_mean(stained.astype(np.float32)) >= 0.6) & (bw < 0.5)
+        joined, m = ndimage.label(picture | pale)
+        if m:
+            touches = np.zeros(m + 1, bool)
+            touches[np.unique(joined[picture])] = True
+            touches[0] = False
+            picture = picture | touches[joined]
+    graphic = content & ~picture & (bw < 0.97)
+    n_pic, n_gra = float(picture.sum()), float(graphic.sum())
+    feats = {
+        "picture_share": n_pic / max(n_pic + n_gra, 1.0),
+        "picture_area": n_pic / picture.size,
+        "graphic_area": n_gra / picture.size,
+        "white_area": float(white.mean()),
+    }
+    feats["bands"] = float(_bands(rgb, picture))
+    feats.update(_picture_colour(rgb, picture))
+    feats.update(_graphic_structure(image, picture))
+    return _Pixels(picture, graphic, rgb, feats)
+
+
+def _bands(rgb: np.ndarray, picture: np.ndarray) -> int:
+    """Grey picture strips at least five times wider than tall and at most three blocks tall:
+    the bands of a western blot or a gel lane row."""
+    from scipy import ndimage
+
+    labels, _ = ndimage.label(picture)
+    count = 0
+    for sl in ndimage.find_objects(labels):
+        if sl is None:
+            continue
+        h, w = sl[0].stop - sl[0].start, sl[1].stop - sl[1].start
+        if h > 3 or w < 5 * h or w < 5:
+            continue
+        px = rgb[sl[0].start * _BLOCK:sl[0].stop * _BLOCK, sl[1].start * _BLOCK:sl[1].stop * _BLOCK]
+        mx, mn = channel_max(px), channel_min(px)
+        if ((mx - mn) <= 0.12 * np.maximum(mx, 1.0)).mean() >= 0.8:
+            count += 1
+    return count
+
+
+def _picture_colour(rgb: np.ndarray, picture: np.ndarray) -> dict[str, float]:
+    """Colour statistics of the picture pixels (zeros when there are none)."""
+    keys = ("stain", "brown", "counterstain", "dark", "fluor", "primary", "grey", "texture",
+            "saturation")
+    if not picture.any():
+        return dict.fromkeys(keys, 0.0)
+    mask = np.kron(picture, np.ones((_BLOCK, _BLOCK), bool))
+    h, w = mask.shape
+    px = rgb[:h, :w][mask]
+    r, g, b = px[:, 0], px[:, 1], px[:, 2]
+    mx, mn = channel_max(px), channel_min(px)
+    sat = (mx - mn) / np.maximum(mx, 1.0)
+    dark = mx < 50
+    lit = ~dark & (mn < 225)  # stained or coloured, not background white
+    n_lit = max(int(lit.sum()), 1)
+    stain = lit & (g < r - 8) & (g < b - 8)                       # purple, pink, magenta
+    brown = lit & (r > g + 8) & (g > b + 4) & (r - b > 30) & (mx < 235)   # DAB, fat, flesh
+    counter = lit & (b > g + 4) & (b >= r - 15) & (sat > 0.08) & (mx >= 120)  # light blue
+    grey_px = lit & (sat < 0.08)
+    bright = mx > 90
+    single = bright & (sat > 0.45)
+    second = np.sort(px, axis=1)[:, 1]
+    primary = bright & (second <= 0.35 * mx)  # one channel only: red, green or blue signal
+    grey_img = rgb[:h, :w].mean(axis=2)
+    lap = np.abs(4 * grey_img[1:-1, 1:-1] - grey_img[:-2, 1:-1] - grey_img[2:, 1:-1]
+                 - grey_img[1:-1, :-2] - grey_img[1:-1, 2:])
+    texture = float(lap[mask[1:-1, 1:-1]].mean()) if mask[1:-1, 1:-1].any() else 0.0
+    n = len(px)
+    return {
+        "stain": float(stain.sum()) / n_lit,
+        "brown": float(brown.sum()) / n_lit,
+        "counterstain": float(counter.sum()) / n_lit,
+        "dark": float(dark.sum()) / n,
+        "fluor": float(single.sum()) / max(int(bright.sum()), 1),
+        "primary": float(primary.sum()) / max(int(bright.sum()), 1),
+        "grey": float(grey_px.sum()) / n_lit,
+        "texture": texture,
+        "saturation": float(sat[lit].mean()) if lit.any() else 0.0,
+    }
+
+
+_LINE_SIDE = 1024     # line structure is analysed with the longer side at <= this many px
+
+
+def _runs(mask: np.ndarray, min_len: int) -> np.ndarray:
+    """Horizontal runs of True at least ``min_len`` long: ``(n, 3)`` rows ``(row, start,
+    end)`` (end exclusive), a line drawn 2-3 px thick counted once."""
+    pad = np.zeros((mask.shape[0], 1), np.int8)
+    d = np.diff(np.concatenate([pad, mask.astype(np.int8), pad], axis=1), axis=1)
+    rs, cs = np.nonzero(d == 1)
+    _, ce = np.nonzero(d == -1)
+    keep = ce - cs >= min_len
+    runs = np.stack([rs[keep], cs[keep], ce[keep]], axis=1)
+    if len(runs) < 2:
+        return runs
+    order = np.lexsort((runs[:, 0], runs[:, 2] // 3, runs[:, 1] // 3))
+    runs = runs[order]
+    dup = np.zeros(len(runs), bool)
+    same = ((np.abs(np.diff(runs[:, 1])) <= 2) & (np.abs(np.diff(runs[:, 2])) <= 2)
+            & (np.diff(runs[:, 0]) <= 3) & (np.diff(runs[:, 0]) >= 0))
+    dup[1:] = same
+    return runs[~dup]
+
+
+def _ticks(ink: np.ndarray, runs: np.ndarray) -> int:
+    """How many of the lines ``runs`` carry axis ticks: at least three short perpendicular
+    stubs, evenly spaced, just above or below the line."""
+    h = ink.shape[0]
+    found = 0
+    for r, s, e in runs[:300]:
+        top, bottom = int(r), int(r)
+        while top > 0 and ink[top - 1, s:e].mean() >= 0.9 and r - top < 3:
+            top -= 1
+        while bottom + 1 < h and ink[bottom + 1, s:e].mean() >= 0.9 and bottom - r < 3:
+            bottom += 1
+        for band in (ink[bottom + 1:bottom + 4, s:e], ink[max(0, top - 3):top, s:e]):
+            if band.shape[0] < 3:
+                continue
+            pad = np.concatenate([[0], band.all(axis=0).astype(np.int8), [0]])
+            d = np.diff(pad)
+            st, en = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+            centres = ((st + en) / 2)[(en - st <= 4) & (st >= 4) & (en <= e - s - 4)]
+            if len(centres) >= 3:
+                gaps = np.diff(centres)
+                med = float(np.median(gaps))
+                regular = med >= 4 and (np.abs(gaps - med) <= 0.15 * med).mean() >= 0.6
+                logarithmic = len(centres) >= 6 and gaps.min() >= 2  # decades and minors
+                if regular or logarithmic:
+                    found += 1
+                    break
+    return found
+
+
+def _text_boxes(ink: np.ndarray, rgb: np.ndarray, hruns: np.ndarray) -> int:
+    """Boxes drawn around text (flowchart and legend-free schematic boxes): two horizontal
+    lines of the same extent joined by vertical lines at both ends, with no long line
+    inside (a plot frame or a table holds gridlines, rules or data)."""
+    H, W = ink.shape
+    count = 0
+    runs = hruns[(hruns[:, 2] - hruns[:, 1] >= 0.06 * W) & (hruns[:, 2] - hruns[:, 1] <= 0.95 * W)]
+    used: set[int] = set()
+    for i in range(len(runs)):
+        r1, s1, e1 = (int(v) for v in runs[i])
+        for j in range(i + 1, min(len(runs), i + 60)):
+            r2, s2, e2 = (int(v) for v in runs[j])
+            if abs(s2 - s1) > 4 or abs(e2 - e1) > 4:
+                continue
+            top, bot = min(r1, r2), max(r1, r2)
+            bh = bot - top
+            if bh < 12 or bh > 0.45 * H or j in used:
+                continue
+            mid = slice(top + int(0.15 * bh), bot - int(0.15 * bh) + 1)
+            above, below = ink[max(0, top - 4), s1:e1], ink[min(H - 1, bot + 4), s1:e1]
+            if above.mean() > 0.5 or below.mean() > 0.5:
+                continue  # not a drawn line: the edge of a filled or pictured area
+            left = ink[mid, max(0, s1 - 2):s1 + 3].any(axis=1).mean()
+            right = ink[mid, max(0, e1 - 3):e1 + 2].any(axis=1).mean()
+            if left < 0.85 or right < 0.85:
+                continue
+            inner = (slice(top + 3, bot - 2), slice(s1 + 4, e1 - 4))
+            if inner[0].stop <= inner[0].start or inner[1].stop <= inner[1].start:
+                continue
+            px = rgb[inner]
+            fill = np.median(px.reshape(-1, 3), axis=0)
+            marks = channel_max(np.abs(px - fill)) > 40
+            if not 0.005 <= marks.mean() <= 0.4:
+                continue
+            if len(_runs(marks, max(8, int(0.6 * (e1 - s1))))):
+                continue  # a long line inside: a plot frame or a table, not a text box
+            count += 1
+            used.add(j)
+            break
+    return count
+
+
+def _graphic_structure(image: np.ndarray, picture: np.ndarray) -> dict[str, float]:
+    """Line structure of what is not picture: axes with ticks, long lines, text boxes, ink."""
+    rgb = _downscale(_as_rgb(image), _LINE_SIDE)
+    H, W = rgb.shape[:2]
+    mx, mn = channel_max(rgb), channel_min(rgb)
+    white = (mn >= _WHITE) & (mx - mn <= _WHITE_SPREAD)
+    hb, wb = picture.shape
+    ys = np.minimum(np.arange(H) * hb // max(H, 1), hb - 1)
+    xs = np.minimum(np.arange(W) * wb // max(W, 1), wb - 1)
+    ink = ~white & ~picture[np.ix_(ys, xs)]
+    if ink.mean() < 1e-4:
+        return {"ticks": 0.0, "hlines": 0.0, "vlines": 0.0, "boxes": 0.0, "ink": 0.0}
+    hr = _runs(ink, max(24, round(0.1 * W)))
+    vr = _runs(ink.T, max(24, round(0.1 * H)))
+    ticks = _ticks(ink, hr) + _ticks(ink.T, vr)
+    return {"ticks": float(ticks), "hlines": float(len(hr)), "vlines": float(len(vr)),
+            "boxes": float(_text_boxes(ink, rgb, _runs(ink, max(12, round(0.06 * W))))),
+            "ink": float(ink.mean())}
+
+
+# ---------------------------------------------------------------------- the rule
+def _picture_split(f: Mapping[str, float]) -> tuple[float, str]:
+    """``(micrograph share of the picture evidence in [0, 1], what decided it)``."""
+    stain, brown, counter = f["stain"], f["brown"], f["counterstain"]
+    if (f["dark"] >= 0.25 and f["fluor"] >= 0.35) or (f["dark"] >= 0.08 and f["primary"] >= 0.5):
+        return 0.85, "fluorescence (dark field, saturated signal)"
+    if stain >= 0.35:
+        return 0.9, f"stain colour {stain:.0%} (purple/pink)"
+    if f["saturation"] >= 0.8:
+        return 0.75, f"pseudo-colour (saturation {f['saturation']:.0%})"
+    if brown >= 0.15 and counter >= 0.15:
+        return 0.75, f"chromogen {brown:.0%} with counterstain {counter:.0%}"
+    if stain >= 0.15 and stain + counter >= 0.35:
+        return 0.7, f"stain colour {stain:.0%}, blue/purple {counter:.0%}"
+    if f["grey"] >= 0.6:
+        if f["texture"] >= 12:
+            return 0.6, f"grey-level fine texture {f['texture']:.0f}"
+        return 0.35, f"grey-level, smooth (texture {f['texture']:.0f})"
+    if brown >= 0.3:
+        return 0.2, f"brown/yellow colour {brown:.0%} without counterstain"
+    return 0.35, f"colour neither stain nor specimen (stain {stain:.0%}, brown {brown:.0%})"
+
+
+def _graphic_split(f: Mapping[str, float]) -> tuple[float, str]:
+    """``(chart share of the graphic evidence in [0, 1], what decided it)``."""
+    ticks, boxes = f["ticks"], f["boxes"]
+    if ticks >= 1 and boxes < 5 * ticks:
+        return 0.8, f"{ticks:.0f} axis line(s) with ticks"
+    if boxes >= 2:
+        return 0.25, f"{boxes:.0f} boxes around text"
+    if f["hlines"] == 0:
+        return 0.3, "no axis ticks, no long horizontal line (a drawing)"
+    return 0.55, "no axis ticks, no boxes"
+
+
+def _colour_field(f: Mapping[str, float]) -> bool:
+    """The picture is a smooth colour field laid on white paper (a map coloured by data, a
+    heat map), not a photograph: half the figure white, smooth, coloured, unstained."""
+    return (f["white_area"] >= 0.4 and f["texture"] < 30 and f["grey"] < 0.5
+            and f["stain"] < 0.35 and f["dark"] < 0.1 and f["picture_share"] >= 0.3)
+
+
+def _decide(f: Mapping[str, float], caption: str | None, allow_mixed: bool
+            ) -> tuple[str, dict[str, float], str]:
+    share = f["picture_share"]
+    if f["picture_area"] + f["graphic_area"] < 1e-6:
+        share = 0.0
+    micro, why_pic = _picture_split(f)
+    chart, why_gra = _graphic_split(f)
+    if _colour_field(f):
+        share, chart = 0.0, 0.8
+        why_gra = "a smooth colour field on white paper (a data map or heat map)"
+    cap = _caption_scores(caption)
+    # rows of grey bands in a figure whose caption names a blot or gel: the blot, whatever
+    # labels surround it
+    blot = f["bands"] >= 2 and bool(_BLOT.search(caption or ""))
+    if blot:
+        share, micro = max(share, 0.6), min(micro, 0.15)
+        why_pic = f"{f['bands']:.0f} grey band rows (a blot or gel)"
+    scores = {
+        "micrograph": share * micro + cap["micrograph"],
+        "photograph": share * (1 - micro) + cap["photograph"],
+        "chart": (1 - share) * chart + cap["chart"],
+        "diagram": (1 - share) * (1 - chart) + cap["diagram"],
+    }
+    balance = min(share, 1 - share)
+    drawn = f["ticks"] + f["boxes"] + f["hlines"] + f["vlines"] >= 2  # graphics with lines
+    allow_mixed = allow_mixed and drawn
+    scores["mixed"] = 1.2 * balance if allow_mixed and balance >= 0.3 else 0.0
+    best = max(scores, key=lambda k: scores[k])
+    if allow_mixed and best != "mixed" and balance >= 0.3:
+        picture_best = max(("micrograph", "photograph"), key=lambda k: scores[k])
+        graphic_best = max(("chart", "diagram"), key=lambda k: scores[k])
+        if abs(scores[picture_best] - scores[graphic_best]) < 0.25:
+            best = "mixed"
+    cues = caption_cues(caption)
+    words = "; ".join(f"{k}: {', '.join(v[:3])}" for k, v in cues.items())
+    parts = [f"picture {share:.0%} of content"
+             + (f" ({why_pic})" if share >= 0.05 or blot else "")]
+    if share <= 0.95:
+        parts.append(f"graphics: {why_gra}")
+    if words:
+        parts.append(f"caption {words}")
+    reason = "; ".join(parts) + f" → {best}"
+    return best, {k: round(float(v), 4) for k, v in scores.items()}, reason
+
+
+def classify_figure_kind(image: np.ndarray, *, caption: str | None = None,
+                         allow_mixed: bool = True) -> FigureKind:
+    """The kind of a figure or panel image: micrograph, photograph, chart, diagram or mixed.
+
+    Parameters
+    ----------
+    image : ndarray
+        ``(H, W, 3)`` RGB pixels (``uint8``; grey ``(H, W)`` and RGBA are accepted).
+    caption : str, optional
+        Its caption (or the part of it describing this panel); caption words add evidence.
+    allow_mixed : bool
+        ``False`` for one panel of a figure: a single image is one of the four other kinds.
+
+    Returns
+    -------
+    FigureKind
+        Kind, score per kind, a one-line reason and the measured features (the rule: module
+        docstring).
+
+    Raises
+    ------
+    EvidenceError
+        ``image`` is not an RGB image.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> chart = np.full((200, 300, 3), 255, np.uint8)
+    >>> chart[20:180, 30:32] = 0                 # y axis
+    >>> chart[178:180, 30:290] = 0               # x axis
+    >>> chart[60:178:4, 60:260:4] = (200, 30, 30)  # plotted points
+    >>> classify_figure_kind(chart, caption="Kaplan-Meier curves").kind
+    'chart'
+    """
+    pixels = _measure(image)
+    kind, scores, reason = _decide(pixels.features, caption, allow_mixed)
+    return FigureKind(kind=kind, scores=scores, reason=reason,
+                      features={k: round(float(v), 4) for k, v in pixels.features.items()})
+
+
+def figure_kind_of_panels(panel_kinds: Sequence[FigureKind], *, whole: FigureKind,
+                          areas: Sequence[float] | None = None) -> FigureKind:
+    """The kind of a compound figure from its panels' kinds (``areas``: their pixel areas,
+    equal when not given); ``whole`` (the figure classified as one image) when there are no
+    panels.
+
+    The rule: pictures (micrographs, photographs) and graphics (charts, diagrams) each
+    covering at least 15 % of the panel area make the figure ``mixed``; so do micrographs
+    and photographs each covering at least a tenth of the picture area (a gross photograph
+    beside its H&E). Otherwise pictures are the kind covering the larger area, and graphics
+    take the kind of the whole figure (chart or diagram; panels of one drawing disagree more
+    often than the whole does).
+    """
+    kinds = [p.kind for p in panel_kinds]
+    if not kinds:
+        return whole
+    weights = [float(a) for a in areas] if areas is not None else [1.0] * len(kinds)
+    total = sum(weights) or 1.0
+    area = {k: sum(w for kk, w in zip(kinds, weights, strict=True) if kk == k) / total
+            for k in FIGURE_KINDS}
+    pictures = area["micrograph"] + area["photograph"]
+    graphics = area["chart"] + area["diagram"]
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in FIGURE_KINDS if k in kinds)
+    if area["mixed"] >= 0.5 or (pictures >= 0.1 and graphics >= 0.15):
+        kind = "mixed"
+    elif pictures > graphics:
+        micro = area["micrograph"] / pictures
+        kind = "mixed" if 0.1 <= micro <= 0.9 else (
+            "micrograph" if micro > 0.5 else "photograph")
+    elif area["chart"] == graphics or area["diagram"] == graphics:
+        kind = "chart" if area["chart"] == graphics else "diagram"  # the panels agree
+    elif whole.kind in ("chart", "diagram"):
+        kind = whole.kind  # panels of one drawing disagree more often than the whole
+    else:
+        kind = "chart" if area["chart"] >= area["diagram"] else "diagram"
+    return FigureKind(kind=kind, scores=dict(whole.scores),
+                      reason=f"{len(kinds)} panels ({counts}) → {kind}",
+                      features=dict(whole.features))

@@ -1,0 +1,590 @@
+"""Compound figures: panel boxes from the pixels, and the part of the caption for each panel.
+
+A literature figure is often a grid of sub-images ("(A) gross specimen, (B) H&E ×40,
+(C) Ki-67"). Matching a slide region against the whole grid compares it with a mosaic; the
+panels are what the region should meet. Two pure functions do the splitting:
+
+* :func:`find_panels` cuts the image along its gutters (rows and columns of background colour,
+  white or the figure's own border colour, recursively: an XY cut) and keeps the pieces that
+  are panels: pieces holding a picture, or large pieces; labels, legends and axis titles cut
+  off on their own are dropped. Panels are ordered as read (rows top to bottom, left to right)
+  and get their letters from text boxes inside them (the PDF text layer, when the caller has
+  it), else from the caption's letters when there are as many as panels.
+* :func:`split_caption` parses a caption into the text shared by all panels and one part per
+  panel letter: ``(A) … (B) …``, ``(A–C) …``, ``A, …; B, …``, ``a: … b: …``, ``Top: …
+  bottom: …``. References back to an earlier letter ("as in (A)") stay in the text.
+
+:func:`panel_caption` is the caption a panel node gets: the shared text plus its part.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import EvidenceError
+from .kinds import (
+    FigureKind,
+    channel_max,
+    channel_min,
+    classify_figure_kind,
+    figure_kind_of_panels,
+    picture_blocks,
+)
+
+__all__ = [
+    "FigureAnalysis",
+    "Panel",
+    "analyse_figure",
+    "find_panels",
+    "split_caption",
+]
+
+Box = tuple[int, int, int, int]
+_MAX_SIDE = 2400     # pixels analysed along the longer side
+_MIN_SIDE_FRAC = 0.08  # a panel spans at least this fraction of the figure's width or height
+_MIN_AREA_FRAC = 0.02  # … and this fraction of its area
+_GUTTER_FRAC = 0.998   # a gutter row/column is at least this fraction background …
+_CROSSED_FRAC = 0.85   # … or, between pictures, this (an arrow or a label crosses it)
+_SOLID = 0.85          # on a ground that is not white, a panel fills this much of its box
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel of a compound figure.
+
+    Attributes
+    ----------
+    box : tuple of int
+        ``(x0, y0, x1, y1)`` in pixels of the figure image (x1, y1 exclusive).
+    label : str
+        The panel's letter (``"A"``, ``"b"``) or, when no letter is known, its 1-based
+        position in reading order (``"1"``, ``"2"``).
+    lettered : bool
+        ``label`` is a letter printed in the figure or named by the caption.
+    """
+
+    box: Box
+    label: str
+    lettered: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"box": list(self.box), "label": self.label, "lettered": self.lettered}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Panel:
+        """Inverse of :meth:`to_dict`."""
+        box = tuple(int(v) for v in data["box"])
+        if len(box) != 4:
+            raise EvidenceError(f"panel box {data['box']!r} is not (x0, y0, x1, y1)")
+        return cls(box=(box[0], box[1], box[2], box[3]), label=str(data["label"]),
+                   lettered=bool(data.get("lettered", False)))
+
+
+# ---------------------------------------------------------------------- pixels
+def _background_mask(rgb: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``(pixels of the gutter colour, whether that is white)``: near white, or (a figure
+    framed in another colour, e.g. photographs on black) the colour of the figure's border."""
+    rgb16 = rgb.astype(np.int16)
+    mn, mx = channel_min(rgb16), channel_max(rgb16)
+    white = (mn >= 232) & (mx - mn <= 30)
+    border = np.concatenate([rgb16[0], rgb16[-1], rgb16[:, 0], rgb16[:, -1]])
+    colour = np.median(border, axis=0)
+    border_white = bool((channel_min(border) >= 232).mean() >= 0.5)
+    if border_white:
+        return white, True
+    same = channel_max(np.abs(rgb16 - colour)) <= 24
+    uniform = bool((channel_max(np.abs(border - colour)) <= 24).mean() >= 0.8)
+    return ((white | same), False) if uniform else (white, True)
+
+
+def _gaps(profile: np.ndarray, min_gap: int) -> list[tuple[int, int]]:
+    """Interior runs ``[start, end)`` of True at least ``min_gap`` long."""
+    m = np.concatenate([[0], profile.astype(np.int8), [0]])
+    d = np.diff(m)
+    starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+    n = len(profile)
+    return [(int(s), int(e)) for s, e in zip(starts, ends, strict=True)
+            if s > 0 and e < n and e - s >= min_gap]
+
+
+def _trim(bg: np.ndarray, box: Box) -> Box | None:
+    """``box`` shrunk to its non-background content (None when it holds none)."""
+    x0, y0, x1, y1 = box
+    sub = ~bg[y0:y1, x0:x1]
+    rows, cols = np.flatnonzero(sub.any(axis=1)), np.flatnonzero(sub.any(axis=0))
+    if not len(rows):
+        return None
+    return (x0 + int(cols[0]), y0 + int(rows[0]), x0 + int(cols[-1]) + 1,
+            y0 + int(rows[-1]) + 1)
+
+
+def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 0,
+         grey: np.ndarray | None = None) -> list[Box]:
+    """Recursive XY cut of ``box`` along background gutters.
+
+    A gutter is a run of rows (columns) at least ``min_gap`` long that are background over
+    :data:`_GUTTER_FRAC` of the box. Inside a piece that is mostly picture, a gutter may be
+    crossed by an arrow or a label (background over :data:`_CROSSED_FRAC`), as long as both
+    sides keep a tenth of the piece; photographs placed edge to edge are cut along their seam
+    (:func:`_seam`).
+    """
+    trimmed = _trim(bg, box)
+    if trimmed is None:
+        return []
+    x0, y0, x1, y1 = trimmed
+    H, W = bg.shape
+    if depth > 12 or (x1 - x0 < _MIN_SIDE_FRAC * W and y1 - y0 < _MIN_SIDE_FRAC * H):
+        return [trimmed]  # too small to hold two panels
+    sub = bg[y0:y1, x0:x1]
+    pictorial = pic.fraction(trimmed) >= 0.25
+    for frac in (_GUTTER_FRAC, _CROSSED_FRAC) if pictorial else (_GUTTER_FRAC,):
+        for axis in (0, 1):  # rows first, then columns
+            profile = sub.mean(axis=1 - axis) >= frac
+            n = len(profile)
+            if frac < _GUTTER_FRAC:
+                gaps = [g for g in _gaps(profile, max(4, 3 * min_gap, round(0.006 * n)))
+                        if g[0] >= 0.1 * n and n - g[1] >= 0.1 * n]
+            else:
+                gaps = _gaps(profile, min_gap)
+            if not gaps:
+                continue
+            edges = [0] + [g for gap in gaps for g in gap] + [n]
+            out: list[Box] = []
+            for a, b in zip(edges[::2], edges[1::2], strict=True):
+                part = (x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
+                out += _cut(bg, pic, part, min_gap, depth + 1, grey)
+            return out
+    if pictorial and grey is not None:  # photographs edge to edge: cut along the seam
+        seam = _seam(grey, trimmed)
+        if seam is not None:
+            axis, at = seam
+            halves = ([(x0, y0, x1, y0 + at), (x0, y0 + at, x1, y1)] if axis == 0 else
+                      [(x0, y0, x0 + at, y1), (x0 + at, y0, x1, y1)])
+            return [b for half in halves for b in _cut(bg, pic, half, min_gap, depth + 1, grey)]
+    return [trimmed]
+
+
+def _seam(grey: np.ndarray, box: Box) -> tuple[int, int] | None:
+    """``(axis, offset)`` of a straight line across the whole of ``box`` where two
+    photographs meet without a gutter: along it the grey level jumps in most rows (columns),
+    several times more than between neighbouring lines elsewhere; both sides keep a fifth
+    of the box. ``None`` when there is none."""
+    x0, y0, x1, y1 = box
+    sub = grey[y0:y1, x0:x1]
+    best: tuple[float, int, int] | None = None
+    for axis in (0, 1):
+        a = sub if axis == 0 else sub.T
+        n = a.shape[0]
+        if n < 40 or a.shape[1] < 20:
+            continue
+        jump = np.abs(np.diff(a, axis=0))           # (n - 1, m)
+        strength = jump.mean(axis=1)
+        steady = (jump > 25).mean(axis=1)           # the jump is there along most of the line
+        lo, hi = int(0.2 * n), int(0.8 * n)
+        if hi <= lo:
+            continue
+        typical = float(np.median(strength)) + 1e-6
+        idx = lo + int(np.argmax(strength[lo:hi]))
+        if steady[idx] >= 0.6 and strength[idx] >= 2.5 * typical:
+            score = strength[idx] / typical
+            if best is None or score > best[0]:
+                best = (score, axis, idx + 1)
+    return None if best is None else (best[1], best[2])
+
+
+class _PictureMap:
+    """Continuous-tone and flat dark blocks of the whole figure (as :func:`wsikit.evidence.
+    kinds.picture_blocks` finds them), with their share in any box from an integral image."""
+
+    def __init__(self, rgb: np.ndarray, side: int = 800) -> None:
+        h, w = rgb.shape[:2]
+        self.scale = min(1.0, side / max(h, w))
+        if self.scale < 1.0:
+            from PIL import Image
+
+            rgb = np.asarray(Image.fromarray(rgb).resize(
+                (max(1, round(w * self.scale)), max(1, round(h * self.scale))),
+                Image.Resampling.BOX))
+        self.block = 8
+        _, _, dark, picture = picture_blocks(rgb)
+        blocks = (picture | dark).astype(np.int64)  # a fluorescence field is dark
+        self.sums = np.pad(blocks.cumsum(0).cumsum(1), ((1, 0), (1, 0)))
+
+    def fraction(self, box: Box) -> float:
+        """Share of picture blocks among the blocks lying inside ``box``."""
+        b = self.block
+        x0, y0, x1, y1 = (round(v * self.scale) for v in box)
+        bx0, by0 = -(-x0 // b), -(-y0 // b)
+        bx1 = min(x1 // b, self.sums.shape[1] - 1)
+        by1 = min(y1 // b, self.sums.shape[0] - 1)
+        if bx1 <= bx0 or by1 <= by0:
+            return 0.0
+        s = self.sums
+        total = s[by1, bx1] - s[by0, bx1] - s[by1, bx0] + s[by0, bx0]
+        return float(total) / ((bx1 - bx0) * (by1 - by0))
+
+
+def _reading_order(boxes: Sequence[Box]) -> list[int]:
+    """Indices of ``boxes`` as read: rows (boxes overlapping vertically by half of the smaller
+    height) top to bottom, left to right within a row."""
+    order = sorted(range(len(boxes)), key=lambda i: (boxes[i][1], boxes[i][0]))
+    rows: list[list[int]] = []
+    for i in order:
+        x0, y0, x1, y1 = boxes[i]
+        for row in rows:
+            ry0 = min(boxes[j][1] for j in row)
+            ry1 = max(boxes[j][3] for j in row)
+            overlap = min(y1, ry1) - max(y0, ry0)
+            if overlap >= 0.5 * min(y1 - y0, ry1 - ry0):
+                row.append(i)
+                break
+        else:
+            rows.append([i])
+    return [i for row in rows for i in sorted(row, key=lambda j: boxes[j][0])]
+
+
+_LETTER = re.compile(r"^\(?([A-Za-z])\)?[.:]?$")
+
+
+def _letters_from_text(boxes: Sequence[Box], text_boxes: Sequence[tuple[str, Box]]
+                       ) -> list[str | None]:
+    """Per panel, the single letter of a text box inside it nearest its top-left corner."""
+    out: list[str | None] = []
+    for x0, y0, x1, y1 in boxes:
+        best, dist = None, None
+        for text, (tx0, ty0, tx1, ty1) in text_boxes:
+            m = _LETTER.match(text.strip())
+            if not m:
+                continue
+            cx, cy = (tx0 + tx1) / 2, (ty0 + ty1) / 2
+            if not (x0 - 4 <= cx <= x1 + 4 and y0 - 4 <= cy <= y1 + 4):
+                continue
+            d = (cx - x0) ** 2 + (cy - y0) ** 2
+            if dist is None or d < dist:
+                best, dist = m.group(1), d
+        out.append(best)
+    return out
+
+
+def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | None = None,
+                letters: Sequence[str] | None = None) -> tuple[Panel, ...]:
+    """Panel boxes of a compound figure, in reading order; ``()`` for a single-panel figure.
+
+    Parameters
+    ----------
+    image : ndarray
+        ``(H, W, 3)`` RGB figure pixels.
+    text_boxes : sequence of (str, box), optional
+        Words of the PDF text layer inside the figure, boxes ``(x0, y0, x1, y1)`` in this
+        image's pixels; single letters ("A", "(b)") name the panel they sit in.
+    letters : sequence of str, optional
+        The panel letters the caption names, in order (:attr:`CaptionParts.letters`); given to
+        the panels in reading order when there are exactly as many panels and no text box
+        names them.
+
+    Returns
+    -------
+    tuple of Panel
+        At least two panels, or none.
+
+    Raises
+    ------
+    EvidenceError
+        ``image`` is not an RGB image.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> fig = np.full((100, 210, 3), 255, np.uint8)
+    >>> rng = np.random.default_rng(0)
+    >>> fig[5:95, 5:100] = rng.integers(60, 200, (90, 95, 3))    # left micrograph
+    >>> fig[5:95, 110:205] = rng.integers(60, 200, (90, 95, 3))  # right micrograph
+    >>> [p.box for p in find_panels(fig, letters=["A", "B"])]
+    [(5, 5, 100, 95), (110, 5, 205, 95)]
+    """
+    arr = np.asarray(image)
+    if arr.ndim != 3 or arr.shape[2] not in (3, 4) or min(arr.shape[:2]) < 1:
+        raise EvidenceError(f"figure image of shape {arr.shape}: expected (H, W, 3) RGB pixels")
+    rgb = np.ascontiguousarray(arr[..., :3]).astype(np.uint8, copy=False)
+    H, W = rgb.shape[:2]
+    scale = min(1.0, _MAX_SIDE / max(H, W))
+    small = rgb
+    if scale < 1.0:
+        from PIL import Image
+
+        small = np.asarray(Image.fromarray(rgb).resize(
+            (max(1, round(W * scale)), max(1, round(H * scale))), Image.Resampling.BOX))
+    h, w = small.shape[:2]
+    bg, white_gutters = _background_mask(small)
+    min_gap = max(1, round(0.0005 * max(h, w)))
+    pic = _PictureMap(small)
+    grey = small.astype(np.float32).mean(axis=2)
+    pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey)
+    kept = []
+    for box in pieces:
+        bx0, by0, bx1, by1 = box
+        bw, bh = bx1 - bx0, by1 - by0
+        if bw < 24 or bh < 24:
+            continue
+        area = bw * bh / (w * h)
+        big = (area >= 0.03 and bw >= 0.12 * w and bh >= 0.12 * h)
+        pictorial = pic.fraction(box) >= 0.3
+        if (pictorial and area >= _MIN_AREA_FRAC and max(bw / w, bh / h) >= _MIN_SIDE_FRAC) or big:
+            kept.append(box)
+    if not white_gutters and any(1 - bg[y0:y1, x0:x1].mean() < _SOLID for x0, y0, x1, y1 in kept):
+        # on a dark (or coloured) ground, panels are photographs that fill their box; blobs
+        # of signal scattered over a fluorescence field are one image, not panels
+        return ()
+    if len(kept) < 2:
+        return ()
+    order = _reading_order(kept)
+    boxes = [kept[i] for i in order]
+    full = [(min(W, round(x0 / scale)), min(H, round(y0 / scale)), min(W, round(x1 / scale)),
+             min(H, round(y1 / scale))) for x0, y0, x1, y1 in boxes]
+    named: list[str | None] = (_letters_from_text(full, text_boxes) if text_boxes
+                               else [None] * len(full))
+    if all(n is None for n in named) and letters and len(letters) == len(full):
+        named = list(letters)
+    lettered = len({n for n in named if n}) == len(named)
+    return tuple(Panel(box=b, label=(n if lettered and n else str(i + 1)), lettered=lettered)
+                 for i, (b, n) in enumerate(zip(full, named, strict=True)))
+
+
+# ---------------------------------------------------------------------- captions
+@dataclass(frozen=True)
+class CaptionParts:
+    """A caption split by panel.
+
+    Attributes
+    ----------
+    shared : str
+        Text that describes every panel (the title before the first panel letter, and
+        closing sentences such as "Scale bars, 50 µm").
+    parts : dict
+        ``{letter: text}`` in caption order (a letter named by a range or a list, "(A–C)",
+        gets that text too); position words ("top", "bottom left") are keys as well.
+    style : str
+        How the letters were marked: ``"parenthesised"`` (before their text, or ``"…, after
+        their text"``: "stepwise fashion (A)."), ``"delimited"`` ("A, …", "a: …"),
+        ``"position"`` or ``""`` (no panels named).
+    """
+
+    shared: str
+    parts: Mapping[str, str] = field(default_factory=dict)
+    style: str = ""
+
+    @property
+    def letters(self) -> list[str]:
+        """The panel letters named, in order (position words left out)."""
+        return [k for k in self.parts if len(k) == 1]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"shared": self.shared, "parts": dict(self.parts), "style": self.style}
+
+
+_RANGE = r"[-\u2010-\u2015\u2212]"
+_PAREN = re.compile(
+    r"\(\s*([A-Za-z])((?:\s*(?:" + _RANGE + r"|,|and|to)\s*[A-Za-z])*)\s*\)")
+_DELIM = re.compile(
+    r"(?:^|(?<=[.;:])\s+|(?<=\.\))\s+)([A-Za-z])((?:\s*(?:" + _RANGE
+    + r"|,|and|&)\s*[A-Za-z](?![a-z]))*)\s*[,:.]\s+(?=\S)")
+_POSITION = re.compile(
+    r"(?:^|(?<=[.;])\s+|\(\s*)((?:top|bottom|upper|lower|middle|centre|center|left|right)"
+    r"(?:\s+(?:left|right|middle|row|panels?|images?|column))?)\s*(?:\)|:|,)\s*",
+    re.IGNORECASE)
+_SHARED_START = re.compile(
+    r"^(?:scale bars?|bars?\b|original magnifications?|magnifications?|abbreviations|"
+    r"data (?:are|represent|shown)|error bars|\*|asterisks?|arrows?\s+(?:indicate|show|point)|"
+    r"all (?:images|panels|scale)|n\s*=|note:)", re.IGNORECASE)
+
+
+def _expand(first: str, rest: str) -> list[str]:
+    """Letters of a marker: ``A``, ``A–C`` → A B C, ``A, B and D`` → A B D."""
+    letters = [first]
+    for sep, letter in re.findall(r"(" + _RANGE + r"|,|and|to)\s*([A-Za-z])", rest):
+        prev = letters[-1]
+        if sep not in (",", "and") and ord(letter) > ord(prev):
+            letters += [chr(c) for c in range(ord(prev) + 1, ord(letter) + 1)]
+        else:
+            letters.append(letter)
+    return letters
+
+
+def _sequence(markers: list[tuple[int, int, list[str]]]) -> list[tuple[int, int, list[str]]]:
+    """The markers that name panels in order (starting at a/A, each later one naming at least
+    one letter not named before, of the same case, at most three past the last); references
+    back to letters already described are text, not markers."""
+    out: list[tuple[int, int, list[str]]] = []
+    seen: set[str] = set()
+    case = None
+    for start, end, letters in markers:
+        low = [c.lower() for c in letters]
+        if any(c.isupper() != letters[0].isupper() for c in letters):
+            continue
+        if not seen:
+            if low[0] != "a":
+                continue
+            case = letters[0].isupper()
+        elif letters[0].isupper() != case or set(low) <= seen \
+                or ord(min(set(low) - seen)) > ord(max(seen)) + 3:
+            continue  # a reference back to panels already described, or not a letter run
+        out.append((start, end, letters))
+        seen |= set(low)
+    return out
+
+
+def split_caption(caption: str | None) -> CaptionParts:
+    """Split a caption into the shared text and one part per panel letter.
+
+    Recognised: ``(A) … (B) …``, ``(a–c) …``, ``(A, B) …``, ``A, … B, …`` / ``a: … b: …``
+    / ``A. … B. …`` at sentence starts, and position words ``Top: … Bottom: …``, ``(left)``.
+    Letters must run in order from a/A (case kept); a later mention of an earlier letter stays
+    in the text. Closing sentences about every panel ("Scale bars, 50 µm.", "Original
+    magnification ×200.") move to the shared text.
+
+    >>> parts = split_caption("Figure 2. Tumour. (A) Gross photograph. (B) H&E, ×200. "
+    ...                       "Scale bar, 50 µm.")
+    >>> parts.shared, dict(parts.parts)
+    ('Figure 2. Tumour. Scale bar, 50 µm.', {'A': 'Gross photograph.', 'B': 'H&E, ×200.'})
+    """
+    text = " ".join((caption or "").split())
+    if not text:
+        return CaptionParts(shared="")
+    best: list[tuple[int, int, list[str]]] = []
+    style = ""
+    for name, pattern in (("parenthesised", _PAREN), ("delimited", _DELIM)):
+        found = [(m.start(), m.end(), _expand(m.group(1), m.group(2) or ""))
+                 for m in pattern.finditer(text)]
+        seq = _sequence(found)
+        if len(seq) >= 2 and len(seq) > len(best):
+            best, style = seq, name
+    if not best:
+        pos = [(m.start(), m.end(), [m.group(1).lower()]) for m in _POSITION.finditer(text)]
+        if len(pos) >= 2:
+            best, style = pos, "position"
+    if not best:
+        return CaptionParts(shared=text)
+    if style == "parenthesised" and _trailing(text, best):
+        return _split_trailing(text, best)
+    shared = [text[:best[0][0]].strip()]
+    parts: dict[str, str] = {}
+    for i, (_, end, letters) in enumerate(best):
+        stop = best[i + 1][0] if i + 1 < len(best) else len(text)
+        body = text[end:stop].strip().strip(";").strip()
+        if i + 1 == len(best):
+            body, tail = _split_tail(body)
+            if tail:
+                shared.append(tail)
+        for letter in letters:
+            parts[letter] = (parts[letter] + " " + body).strip() if letter in parts else body
+    return CaptionParts(shared=" ".join(s for s in shared if s), parts=parts, style=style)
+
+
+def _trailing(text: str, markers: list[tuple[int, int, list[str]]]) -> bool:
+    """Letters placed after what they describe ("... in a stepwise fashion (A). When ... (B).
+    "): most markers close a clause (a period, comma or semicolon right after them)."""
+    closing = sum(bool(re.match(r"\s*[.,;]", text[end:end + 3])) for _, end, _ in markers)
+    return closing >= max(2, 0.6 * len(markers))
+
+
+def _split_trailing(text: str, markers: list[tuple[int, int, list[str]]]) -> CaptionParts:
+    """Parts of a caption whose letters follow their text: each letter gets the text since
+    the previous letter; the sentences before the first letter's sentence are shared, and so
+    is what follows the last letter's sentence."""
+    first = markers[0][0]
+    cut = max((m.end() for m in re.finditer(r"[.!?]\s+(?=[A-Z])", text[:first])), default=0)
+    shared = [text[:cut].strip()]
+    parts: dict[str, str] = {}
+    prev = cut
+    for start, end, letters in markers:
+        body = text[prev:start].strip().lstrip(".,;").strip()
+        for letter in letters:
+            parts[letter] = (parts[letter] + " " + body).strip() if letter in parts else body
+        prev = end
+    rest = text[prev:].lstrip(".,;) ").strip()
+    if rest:
+        shared.append(rest)
+    return CaptionParts(shared=" ".join(s for s in shared if s), parts=parts,
+                        style="parenthesised, after their text")
+
+
+def _split_tail(body: str) -> tuple[str, str]:
+    """The last part's own sentences and the closing sentences that describe all panels."""
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z*(])", body)
+    for i in range(1, len(sentences)):
+        if _SHARED_START.match(sentences[i]):
+            return " ".join(sentences[:i]), " ".join(sentences[i:])
+    return body, ""
+
+
+def panel_caption(parts: CaptionParts, label: str) -> str:
+    """The caption of one panel: the shared text plus the panel's part (letters matched
+    without case); the whole caption's shared text alone when the panel has no part."""
+    own = parts.parts.get(label)
+    if own is None:
+        own = next((v for k, v in parts.parts.items() if k.lower() == label.lower()), None)
+    return " ".join(s for s in (parts.shared, own) if s)
+
+
+# ---------------------------------------------------------------------- both
+@dataclass(frozen=True)
+class FigurePanel:
+    """One panel of an analysed figure: its box and label, its kind and its caption (the
+    shared caption text plus the panel's part)."""
+
+    panel: Panel
+    kind: FigureKind
+    caption: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {**self.panel.to_dict(), "kind": self.kind.to_dict(), "caption": self.caption}
+
+
+@dataclass(frozen=True)
+class FigureAnalysis:
+    """Result of :func:`analyse_figure`: the figure's kind, its panels (none for a
+    single-panel figure) and its caption split by panel."""
+
+    kind: FigureKind
+    panels: tuple[FigurePanel, ...]
+    caption_parts: CaptionParts
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"kind": self.kind.to_dict(), "panels": [p.to_dict() for p in self.panels],
+                "caption_parts": self.caption_parts.to_dict()}
+
+
+def analyse_figure(image: np.ndarray, *, caption: str | None = None,
+                   text_boxes: Sequence[tuple[str, Box]] | None = None) -> FigureAnalysis:
+    """Kind and panels of a figure: the caption split by panel (:func:`split_caption`), the
+    panels found (:func:`find_panels`), each panel classified with its caption part, and the
+    figure's kind from its panels (:func:`~wsikit.evidence.kinds.figure_kind_of_panels`) or,
+    without panels, from the whole image.
+
+    Raises
+    ------
+    EvidenceError
+        ``image`` is not an RGB image.
+    """
+    parts = split_caption(caption)
+    whole = classify_figure_kind(image, caption=caption)
+    found = find_panels(image, text_boxes=text_boxes, letters=parts.letters)
+    arr = np.asarray(image)
+    panels = []
+    for p in found:
+        x0, y0, x1, y1 = p.box
+        text = panel_caption(parts, p.label) if p.lettered else (parts.shared or caption or "")
+        kind = classify_figure_kind(arr[y0:y1, x0:x1], caption=text, allow_mixed=False)
+        panels.append(FigurePanel(panel=p, kind=kind, caption=text))
+    areas = [(p.box[2] - p.box[0]) * (p.box[3] - p.box[1]) for p in found]
+    kind = figure_kind_of_panels([p.kind for p in panels], whole=whole, areas=areas)
+    return FigureAnalysis(kind=kind, panels=tuple(panels), caption_parts=parts)

@@ -1,0 +1,620 @@
+"""Batched patch-feature extraction with a reader that keeps the accelerator fed.
+
+Pipeline (one slide)::
+
+    grid (N boxes) ─► chunks of ``batch_size`` in grid order, dealt round-robin to workers
+      worker: own slide handle; patches of the chunk read in storage order (tile row, col),
+              every JPEG tile decoded once per batch (shared ones kept for their neighbours);
+              each mosaic assembled in one reused buffer and resized (anti-aliased, uint8) to
+              the patch at the target µm/px, then to the encoder's input size, straight into a
+              shared-memory batch slot; only the slot number crosses the process boundary
+      main:   CPU device: fused uint8 → normalised float32 into a reused buffer (when the
+              encoder uses the standard transform), then the encoder;
+              CUDA: pinned memory → non-blocking copy → encoder.preprocess (float32, on the
+              device) → the network under autocast in the encoder's precision (weights stay
+              float32);
+              float32 rows appended to the HDF5 file in large chunks as they arrive (grid order)
+    file written to a temporary name and renamed when complete (``complete=True``)
+
+Slots are reused round-robin (:func:`stream_batches`): after the first few batches no batch
+memory is allocated or faulted in, which on a CPU costs more than the arithmetic.
+
+Slides that are not tiled TIFFs (MRXS, NDPI, DICOM, plain images, ...) are read through
+:meth:`wsikit.slide.Slide.read_at_mpp` instead of the tile reader.
+
+Output (TRIDENT layout): ``<out>/features_<encoder>/<slide>.h5`` with ``features`` (N, D)
+float32 (attributes ``encoder``, ``label``, ``dim``, ``wsikit_version``, ``grid_hash``,
+``complete``) and ``coords`` (N, 2) int64 with the coordinate file's attributes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import time
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from .._atomic import TMP_MARK, atomic_path
+from .._hints import option
+from .._progress import progress as _progress_bar
+from .._threads import SplitsWork, ThreadPlan, cores_given, plan_threads, torch_threads
+from .._version import __version__
+from ..errors import FeatureError, WsikitError
+from ..models.importance import NuclearMeasures, PatchMeasurer
+from ..outputs.cache_record import cache_intact, checksum_path, record_checksum
+from ..outputs.layout import OutputLayout
+from ..outputs.slide_outputs import hold_slide_outputs, holds_slide_outputs
+from ..patches.grid import PATCH_READ
+from ..patches.h5 import h5_create, h5_value
+from ..slide.device_decode import DevicePatchStream
+from ..slide.patch_stream import PatchStream, stream_batches
+
+if TYPE_CHECKING:
+    from ..models import Encoder
+    from ..patches.grid import TileGrid
+    from ..slide import Slide
+
+__all__ = ["Embeddings", "extract_features", "grid_hash"]
+
+log = logging.getLogger(__name__)
+
+#: Rows per HDF5 chunk / write: ~4 MiB of float32 at 768-d.
+_CHUNK_BYTES = 4 * 2**20
+
+
+def grid_hash(grid: TileGrid) -> str:
+    """SHA-256 (hex, 16 chars) of what fixes a feature file's rows: coords, patch size, mpp."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(grid.coords, dtype="<i8").tobytes())
+    h.update(f"{grid.patch_px}|{grid.patch_size_l0}|{grid.target_mpp:.6g}|"
+             f"{tuple(grid.level0_size)}".encode())
+    return h.hexdigest()[:16]
+
+
+# -- results -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Embeddings:
+    """Patch features of one slide.
+
+    Attributes
+    ----------
+    features : ndarray, shape (N, D), float32
+    coords : ndarray, shape (N, 2), int64
+        Level-0 top-left ``(x, y)`` of each patch, in the grid's order.
+    encoder : str
+        Registry name of the encoder (e.g. ``conch_v1_5``, ``heuristic``).
+    label : str
+        Provenance shown to users (weights source, "weight-free heuristic", "RANDOM WEIGHTS").
+    attrs : dict
+        ``features`` attributes (``grid_hash``, ``dim``, ``wsikit_version``, ...) and, under
+        ``"coords"``, the coordinate attributes (TRIDENT's ``patch_size_level0``, ...).
+    nuclear : NuclearMeasures, optional
+        The weight-free importance's measures of the same patches, taken from the pixels the
+        features were computed from (dataset ``nuclear_measures`` of the file), so the
+        importance needs no second read; ``None`` when not measured.
+    """
+
+    features: np.ndarray
+    coords: np.ndarray
+    encoder: str
+    label: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+    nuclear: NuclearMeasures | None = None
+
+    def __len__(self) -> int:
+        return int(self.features.shape[0])
+
+    def __repr__(self) -> str:
+        dim = self.features.shape[1] if self.features.ndim == 2 else "?"
+        return (f"Embeddings(n={len(self)}, dim={dim}, encoder={self.encoder!r}, "
+                f"label={self.label!r})")
+
+    def to_h5(self, path: str | os.PathLike[str]) -> Path:
+        """Write ``features`` and ``coords`` atomically (``complete=True``)."""
+
+        path = Path(path)
+        if self.features.ndim != 2 or self.coords.shape != (self.features.shape[0], 2):
+            raise FeatureError(f"{path}: features {self.features.shape} and coords "
+                               f"{self.coords.shape} do not match; expected (N, D) and (N, 2)")
+        feat_attrs = {k: v for k, v in self.attrs.items() if k != "coords"}
+        with atomic_path(path) as tmp, h5_create(
+                tmp, reserve=self.features.size * 4 + 20 * len(self), final=path) as f:
+                ds = _create_features(f, len(self), self.features.shape[1])
+                ds[...] = self.features.astype(np.float32, copy=False)
+                _write_attrs(ds, {**feat_attrs, "encoder": self.encoder, "label": self.label,
+                                  "dim": int(self.features.shape[1])})
+                c = f.create_dataset("coords", data=self.coords.astype(np.int64))
+                _write_attrs(c, dict(self.attrs.get("coords", {})))
+                if self.nuclear is not None:
+                    self.nuclear.to_h5(f)
+                ds.attrs["complete"] = True
+        return path
+
+    @classmethod
+    def from_h5(cls, path: str | os.PathLike[str]) -> Embeddings:
+        """Read a wsikit or TRIDENT feature file.
+
+        Raises
+        ------
+        FeatureError
+            The file is missing, unreadable, or a wsikit file that is not complete.
+        """
+        import h5py
+
+        path = Path(path)
+        try:
+            with h5py.File(path, "r") as f:
+                if "features" not in f:
+                    raise FeatureError(f"{path}: no 'features' dataset; not a feature file")
+                ds = f["features"]
+                attrs = {k: h5_value(v) for k, v in ds.attrs.items()}
+                if attrs.get("complete", True) is not True:
+                    raise FeatureError(f"{path}: feature file is incomplete (interrupted run); "
+                                       "delete it and extract again")
+                feats = np.asarray(ds[()], np.float32)
+                coords = (np.asarray(f["coords"][()], np.int64).reshape(-1, 2) if "coords" in f
+                          else np.zeros((0, 2), np.int64))
+                cattrs = ({k: h5_value(v) for k, v in f["coords"].attrs.items()} if "coords" in f
+                          else {})
+                nuclear = NuclearMeasures.from_h5(f, len(feats))
+        except FeatureError:
+            raise
+        except (OSError, KeyError, ValueError) as exc:
+            raise FeatureError(f"{path}: cannot read feature file ({exc})") from exc
+        if feats.ndim == 3 and feats.shape[0] == 1:  # some tools store (1, N, D)
+            feats = feats[0]
+        if coords.ndim == 3:
+            coords = coords.reshape(-1, 2)
+        attrs["coords"] = cattrs
+        encoder = str(attrs.pop("encoder", path.parent.name.removeprefix("features_")))
+        label = str(attrs.pop("label", encoder))
+        return cls(feats, coords, encoder, label, attrs, nuclear)
+
+
+def _write_attrs(ds: Any, attrs: Mapping[str, Any]) -> None:
+    for k, v in attrs.items():
+        if v is None:
+            continue
+        if isinstance(v, (list, tuple)):
+            v = np.asarray(v)
+        if isinstance(v, dict):
+            continue
+        ds.attrs[k] = v
+
+
+def _create_features(f: Any, n: int, dim: int) -> Any:
+    rows = max(1, min(max(n, 1), _CHUNK_BYTES // (4 * max(dim, 1))))
+    return f.create_dataset("features", shape=(n, dim), dtype=np.float32,
+                            chunks=(rows, dim) if n > 0 else None)
+
+
+# -- extraction ----------------------------------------------------------------------------
+
+def resolve_encoder(encoder: Encoder | str, device: str, weights: str | None) -> Encoder:
+    if isinstance(encoder, str):
+        from ..models import create_encoder
+
+        return create_encoder(encoder, weights=weights, device=device)
+    return encoder
+
+
+def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int, prec: str,
+                    decode: str = "reader") -> bool:
+    """Whether ``path`` is a complete feature file for this grid and encoder, made by this
+    patch reading (:data:`PATCH_READ`)."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            ds = f["features"]
+            a = ds.attrs
+            return bool(a.get("complete", False) is True or a.get("complete", False) == 1) and (
+                h5_value(a.get("encoder")) == encoder.config.name
+                and h5_value(a.get("label")) == encoder.label
+                and h5_value(a.get("grid_hash")) == ghash
+                and h5_value(a.get("precision", "fp32")) == prec
+                and h5_value(a.get("patch_read")) == PATCH_READ
+                and h5_value(a.get("decode", "reader")) == decode
+                and ds.shape == (n, encoder.config.dim)
+                and f["coords"].shape == (n, 2))
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+def _reusable(path: Path, ghash: str, encoder: Encoder, n: int, prec: str, *,
+              warn: bool = True, decode: str = "reader") -> bool:
+    """Whether the existing ``path`` can be reused: complete, for this grid and encoder
+    (:func:`_valid_existing`), and unchanged since wsikit wrote it (its recorded checksum,
+    :mod:`wsikit.outputs.cache_record`; a file without one is taken as it is and noted now)."""
+    if not (path.exists() and _valid_existing(path, ghash, encoder, n, prec, decode)):
+        return False
+    intact = cache_intact(path)
+    if intact is None:
+        record_checksum(path)
+    elif not intact:
+        if warn:
+            warnings.warn(f"{path} changed since wsikit wrote it (its checksum differs from "
+                          f"{checksum_path(path).name}); computing the features again",
+                          UserWarning, stacklevel=3)
+        return False
+    return True
+
+
+def _clean_stale(path: Path) -> None:
+    for stale in path.parent.glob(f".{path.name}{TMP_MARK}*"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+            log.info("removed stale temporary file %s", stale)
+
+
+def extract_features(
+    slide_or_path: Slide | str | os.PathLike[str],
+    grid: TileGrid | str | os.PathLike[str],
+    encoder: Encoder | str,
+    *,
+    device: str = "cpu",
+    batch_size: int = 64,
+    workers: int = 2,
+    precision: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    progress: bool | None = None,
+    weights: str | None = None,
+    reader: str = "auto",
+    mpp: float | None = None,
+    overwrite: bool = False,
+    threads: int | None = None,
+    importance: bool | None = None,
+    decode: str = "reader",
+    lock: bool = True,
+    wait: bool = False,
+) -> Embeddings:
+    """Embed every patch of ``grid`` with ``encoder``, streaming to ``out`` if given.
+
+    Parameters
+    ----------
+    slide_or_path : Slide or path-like
+        The slide (only its path and mpp are used; workers open their own handles).
+    grid : TileGrid or path-like
+        Patches (level-0 boxes) in the order of the output rows: a grid
+        (:func:`wsikit.make_grid`) or its coordinate file (wsikit, TRIDENT or CLAM).
+    encoder : Encoder or str
+        An encoder from :func:`wsikit.models.create_encoder`, or its registry name.
+    device : str
+        ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
+    batch_size : int
+        Patches per forward pass (and per worker task).
+    workers : int
+        Reader processes (0 reads in this process).
+    precision : {"bf16", "fp16", "fp32"}, optional
+        Autocast precision of the network (weights stay float32; preprocessing is float32);
+        default the encoder's ``precision`` (float16 on CUDA, float32 on CPU). Recorded in the
+        ``precision`` attribute of ``features``.
+    out : path-like, optional
+        Output root; features go to ``<out>/features_<encoder>/<slide>.h5``. A complete file
+        for the same grid and encoder is reused (not recomputed). Without ``out`` nothing is
+        written.
+    progress : bool, optional
+        Show a progress bar (patches/s); default unless ``WSIKIT_NO_PROGRESS=1``.
+    weights : str, optional
+        Weight file when ``encoder`` is a name.
+    reader : {"auto", "tiles", "slide"}
+        Patch reader (see :class:`PatchStream`).
+    mpp : float, optional
+        Level-0 µm/px for the slide reader (when ``slide_or_path`` is a path without mpp).
+    overwrite : bool
+        Recompute even if a complete file exists.
+    threads : int, optional
+        Cores given to the run (default ``WSIKIT_THREADS``, ``OMP_NUM_THREADS`` or the
+        process's CPUs); split by :func:`wsikit._threads.plan_threads` (each reader worker
+        ``cores // workers`` threads, this process 1 while they decode, an encoder that splits
+        its own work, such as the heuristic, ``cores`` chunk workers) and recorded in the
+        ``threads_*`` attributes of ``features``.
+    importance : bool, optional
+        Also measure the weight-free importance's inputs (:class:`wsikit.models.importance.
+        PatchMeasurer`) from the same decoded patches, kept as :attr:`Embeddings.nuclear` and
+        in the file, so the importance reads nothing again; default: with a weight-free
+        encoder (the heuristic, whose attention is the importance). Only where the encoder
+        gets the patches as uint8 at the grid's size (else the importance reads them).
+    decode : {"reader", "device"}
+        Where JPEG tiles are decoded and patches resized: ``"reader"``, by the reader worker
+        processes on the CPU (any slide format); ``"device"``, on ``device`` itself
+        (nvJPEG on CUDA through :class:`wsikit.slide.device_decode.DevicePatchStream`; the
+        workers then only read tile bytes), for tiled JPEG TIFFs, when a few CPU cores cannot
+        keep a GPU fed. Pixels agree with the reader's within a few uint8 levels (recorded
+        in the ``decode`` attribute of ``features``).
+    lock : bool
+        With ``out``: hold the slide's one lock (:func:`wsikit.outputs.slide_outputs.
+        hold_slide_outputs`) while checking and writing. ``False`` only where the caller's
+        job holds it for this process already (the batch features step: its runner holds
+        it while the step runs).
+    wait : bool
+        While another job holds the slide's lock: wait for it instead of raising
+        :class:`~wsikit.errors.SlideBusyError` naming it.
+
+    Returns
+    -------
+    Embeddings
+        ``features`` (N, D) float32 in grid order.
+
+    Raises
+    ------
+    FeatureError
+        Bad options, unreadable slide.
+    SlideBusyError
+        Another job is writing the slide's outputs under ``out`` (and not ``wait``).
+    """
+    if batch_size < 1:
+        raise FeatureError(f"batch_size={batch_size} must be >= 1")
+    if workers < 0:
+        raise FeatureError(f"workers={workers} must be >= 0")
+    if precision not in (None, "bf16", "fp16", "fp32"):
+        raise FeatureError(f"precision={precision!r} must be 'bf16', 'fp16' or 'fp32'")
+    if decode not in ("reader", "device"):
+        raise FeatureError(f"decode={decode!r} must be 'reader' (CPU reader workers) or "
+                           "'device' (JPEG tiles decoded on the compute device)")
+    from .._hints import expect
+    from ..patches.grid import grid_of
+    from ..slide import Slide as _Slide
+
+    expect(slide_or_path, (_Slide, str, os.PathLike), name="extract_features(slide)",
+           error=FeatureError, want="a Slide (wsikit.open_slide) or the path of a slide file")
+    patch_grid: TileGrid = grid_of(grid, name="extract_features(grid)", error=FeatureError)
+    if isinstance(slide_or_path, (str, os.PathLike)):
+        path, slide_mpp = Path(slide_or_path), mpp
+    else:
+        path, slide_mpp = Path(slide_or_path.path), slide_or_path.mpp
+        if slide_mpp is not None and not math.isfinite(slide_mpp) or mpp is not None:
+            slide_mpp = mpp
+    if not path.exists():
+        raise FeatureError(f"slide {path} does not exist; check the path")
+    if out is not None and lock and not holds_slide_outputs(out, patch_grid.slide_name):
+        with hold_slide_outputs(out, patch_grid.slide_name, wait=wait,
+                                hint=f", or pass {option('wait')} to wait for it"):
+            return extract_features(
+                slide_or_path, patch_grid, encoder, device=device, batch_size=batch_size,
+                workers=workers, precision=precision, out=out, progress=progress,
+                weights=weights, reader=reader, mpp=mpp, overwrite=overwrite,
+                threads=threads, importance=importance, decode=decode)
+    cores, source = cores_given(threads)
+    enc = resolve_encoder(encoder, device, weights)
+    plan = plan_threads(cores, workers=workers, source=source,
+                        encoder_splits=isinstance(enc, SplitsWork))
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise FeatureError(f"device={device!r} but CUDA is not available; use "
+                           f"{option('device', 'cpu')}")
+    cfg = enc.config
+    if (math.isfinite(patch_grid.target_mpp) and cfg.target_mpp
+            and abs(patch_grid.target_mpp / cfg.target_mpp - 1) > 0.05):
+        warnings.warn(f"grid is at {patch_grid.target_mpp:g} µm/px but {cfg.name} expects "
+                      f"{cfg.target_mpp:g} µm/px; features may be off-distribution",
+                      stacklevel=2)
+    # autocast precision (weights stay float32): the encoder's unless asked otherwise
+    prec = precision or getattr(enc, "precision", None) or "fp32"
+    ghash = grid_hash(patch_grid)
+    n = len(patch_grid)
+    base_attrs: dict[str, Any] = {
+        "grid_hash": ghash, "wsikit_version": __version__, "slide": patch_grid.slide_name,
+        "slide_path": str(path), "precision": prec, "patch_px": int(patch_grid.patch_px),
+        "input_px": int(cfg.input_px), "target_mpp": float(patch_grid.target_mpp),
+        "preprocessing": str(getattr(enc, "preprocessing", "")),
+        "weights_sha256": str(getattr(enc, "weights_sha256", None) or ""),
+        "patch_read": PATCH_READ, "decode": decode, **plan.as_attrs(),
+    }
+    coord_attrs = patch_grid.h5_attrs(str(out) if out is not None else "")
+
+    target: Path | None = None
+    if out is not None:
+        target = OutputLayout(out).features(cfg.name, patch_grid.slide_name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not overwrite and _reusable(target, ghash, enc, n, prec, decode=decode):
+            log.info("%s: complete features found, skipping", target)
+            return Embeddings.from_h5(target)
+
+    # Patches are read at the grid's size (patch_px at the target µm/px, e.g. 512 at 0.5) and,
+    # for a bilinear encoder with a smaller input, resized by the reader to the encoder's input
+    # size (square patches: resize then centre crop of the same size is a plain resize), so the
+    # device never resizes: two steps, as the specification and TRIDENT do (512 px at
+    # 0.5 µm/px, then 512 -> 448), never the level-0 box straight to 448.
+    # The reader's resize is the anti-aliased bilinear filter (torch's uint8 kernel, Pillow's
+    # within one level); an encoder with another filter (Virchow2: bicubic) gets the patches at
+    # their own size and resizes them itself.
+    out_px = (int(cfg.input_px) if 0 < cfg.input_px < patch_grid.patch_px
+              and cfg.interpolation == "bilinear" and cfg.resize_px in (None, cfg.input_px)
+              else int(patch_grid.patch_px))
+    # On a CPU device the batches are normalised as they arrive (one fused pass per plane into
+    # a reused buffer) when the encoder uses the standard transform (resize + centre crop +
+    # mean/std) and no resize is left to do; otherwise the encoder's forward_uint8 does it.
+    from ..models import Encoder as _Base
+
+    std_transform = (type(enc).preprocess is _Base.preprocess
+                     and type(enc).forward_uint8 is _Base.forward_uint8)
+    resize_first = bool(cfg.resize_px) and cfg.resize_px != cfg.input_px  # e.g. 256 -> 224
+    normalize = ((tuple(cfg.mean), tuple(cfg.std))
+                 if dev.type == "cpu" and std_transform and out_px == cfg.input_px
+                 and not resize_first else None)
+    level0 = patch_grid.level0_size
+    l0_size = (int(level0[0]), int(level0[1])) if all(level0) else None
+    stream: PatchStream | DevicePatchStream
+    if decode == "device":
+        normalize = None
+        stream = DevicePatchStream(path, patch_grid.boxes, out_px, batch_size=batch_size,
+                                   device=dev, workers=plan.workers, level0_size=l0_size,
+                                   patch_px=int(patch_grid.patch_px))
+    else:
+        stream = PatchStream(path, patch_grid.boxes, out_px, batch_size=batch_size,
+                             mpp=slide_mpp, reader=reader, level0_size=l0_size,
+                             patch_px=int(patch_grid.patch_px),
+                             threads=plan.worker_threads or None)
+
+    wants = cfg.heuristic if importance is None else importance
+    measurer = (PatchMeasurer(path, patch_grid, mpp=slide_mpp, batch_size=batch_size,
+                              background=True)
+                if wants and normalize is None and decode == "reader" else None)
+    if measurer is not None and measurer.read_px != out_px:
+        measurer = None  # the encoder gets other pixels: the importance reads its own
+
+    def run(writer: _RowWriter) -> tuple[str, NuclearMeasures | None]:
+        try:
+            kind = _run_stream(stream, enc, dev, prec, plan, writer, n, progress,
+                               desc=f"features {patch_grid.slide_name}", normalize=normalize,
+                               measurer=measurer)
+        except BaseException:
+            if measurer is not None:
+                measurer.close()
+            raise
+        return kind, measurer.finish() if measurer is not None else None
+
+    if target is None:
+        writer = _RowWriter(None, n, cfg.dim)
+        kind, nuclear = run(writer)
+        attrs = {**base_attrs, "dim": cfg.dim, "reader": kind, "complete": True,
+                 "coords": coord_attrs}
+        return Embeddings(writer.memory, patch_grid.coords.copy(), cfg.name, enc.label, attrs,
+                          nuclear)
+
+    # under the slide's one lock (taken above, or held by the batch runner for this step)
+    _clean_stale(target)
+    if not overwrite and _reusable(target, ghash, enc, n, prec, warn=False,
+                                   decode=decode):
+        return Embeddings.from_h5(target)
+    with atomic_path(target) as tmp, h5_create(
+            tmp, reserve=n * (4 * cfg.dim + 24), final=target,
+            rdcc_nbytes=2 * _CHUNK_BYTES) as f:
+        ds = _create_features(f, n, cfg.dim)
+        _write_attrs(ds, {**base_attrs, "encoder": cfg.name, "label": enc.label,
+                          "dim": cfg.dim})
+        ds.attrs["complete"] = False
+        c = f.create_dataset("coords", data=patch_grid.coords.astype(np.int64))
+        _write_attrs(c, coord_attrs)
+        if np.isfinite(patch_grid.tissue).any():
+            f.create_dataset("tissue", data=patch_grid.tissue.astype(np.float32))
+        f.flush()  # a killed run leaves a readable file saying complete=False
+        writer = _RowWriter(ds, n, cfg.dim)
+        kind, nuclear = run(writer)
+        if nuclear is not None:
+            nuclear.to_h5(f)
+        ds.attrs["reader"] = kind
+        ds.attrs["complete"] = True
+    record_checksum(target)  # a later in-place edit is seen before reuse (_reusable)
+    return Embeddings.from_h5(target)
+
+
+class _RowWriter:
+    """Collects feature rows in grid order and writes them in large contiguous blocks."""
+
+    def __init__(self, ds: Any, n: int, dim: int) -> None:
+        self.ds = ds
+        self.n = n
+        self.dim = dim
+        self.memory = np.zeros((n, dim), np.float32) if ds is None else np.zeros((0, dim))
+        self.rows = max(1, _CHUNK_BYTES // (4 * max(dim, 1)))
+        self.pending: dict[int, np.ndarray] = {}
+        self.next = 0  # rows [0, next) handed to the buffer
+        self.buf: list[np.ndarray] = []
+        self.buf_start = 0
+        self.buf_rows = 0
+
+    def add(self, start: int, rows: np.ndarray) -> None:
+        if rows.shape[1] != self.dim:
+            raise FeatureError(f"encoder returned {rows.shape[1]}-d features, its config says "
+                               f"{self.dim}; the model and its config disagree")
+        self.pending[start] = rows
+        while self.next in self.pending:
+            block = self.pending.pop(self.next)
+            self.buf.append(block)
+            self.buf_rows += len(block)
+            self.next += len(block)
+            if self.buf_rows >= self.rows:
+                self.flush()
+
+    def flush(self) -> None:
+        if not self.buf:
+            return
+        block = np.concatenate(self.buf).astype(np.float32, copy=False)
+        stop = self.buf_start + len(block)
+        if self.ds is None:
+            self.memory[self.buf_start:stop] = block
+        else:
+            self.ds[self.buf_start:stop] = block
+        self.buf_start = stop
+        self.buf, self.buf_rows = [], 0
+
+    def finish(self) -> None:
+        self.flush()
+        if self.pending or self.buf_start != self.n:
+            raise FeatureError(f"only {self.buf_start} of {self.n} patches were written; "
+                               "the reader stopped early")
+
+
+def _run_stream(stream: PatchStream | DevicePatchStream, enc: Encoder, dev: torch.device,
+                prec: str, plan: ThreadPlan, writer: _RowWriter, n: int,
+                progress: bool | None, *, desc: str,
+                normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+                measurer: PatchMeasurer | None = None) -> str:
+    from ..models.registry import Encoder as _Base
+    from ..models.registry import autocast_for
+
+    if isinstance(stream, DevicePatchStream):
+        kind = "device"
+        batches: Iterator[tuple[int, torch.Tensor]] = iter(stream)
+    else:
+        kind = stream.reader_kind()
+        batches = stream_batches(stream, workers=plan.workers, device=dev, normalize=normalize)
+    own_uint8 = type(enc).forward_uint8 is not _Base.forward_uint8
+    bar = _progress_bar(total=n, enabled=progress, desc=desc, unit="patch")
+    t0 = time.perf_counter()
+    # On an accelerator a batch's rows are fetched only after the next batch is queued, so
+    # the device never waits for the host to read the result back.
+    pending: tuple[int, torch.Tensor] | None = None
+    defer = dev.type != "cpu" and measurer is None
+
+    def hand_over(item: tuple[int, torch.Tensor]) -> None:
+        writer.add(item[0], item[1].float().cpu().numpy())
+        bar.update(len(item[1]))
+
+    try:
+        split = (enc.split_threads(plan.encoder_threads) if isinstance(enc, SplitsWork)
+                 else contextlib.nullcontext(plan.main_threads))
+        with torch.inference_mode(), torch_threads(plan.main_threads), split:
+            for start, x in batches:
+                if normalize is None and own_uint8:
+                    feats = enc.forward_uint8(x)
+                else:  # float32 preprocessing, the network under autocast in ``prec``
+                    if normalize is None:
+                        x = enc.preprocess(x)
+                    with autocast_for(dev, prec):
+                        feats = enc(x)
+                if not defer:
+                    hand_over((int(start), feats))
+                else:
+                    if pending is not None:
+                        hand_over(pending)
+                    pending = (int(start), feats)
+                if measurer is not None:  # the importance's inputs, from the same pixels
+                    measurer.add(int(start), x.permute(0, 2, 3, 1).cpu().numpy())
+            if pending is not None:
+                hand_over(pending)
+        writer.finish()
+    except WsikitError:
+        raise
+    except (RuntimeError, OSError, ValueError) as exc:
+        raise FeatureError(f"{stream.path}: feature extraction failed ({exc})") from exc
+    finally:
+        bar.close()
+    dt = time.perf_counter() - t0
+    log.info("%s: %d patches in %.1f s (%.1f patches/s, reader=%s, threads main %d, "
+             "encoder %d, %d worker(s) × %d)", desc, n, dt, n / dt if dt > 0 else float("nan"),
+             kind, plan.main_threads, plan.encoder_threads, plan.workers, plan.worker_threads)
+    return kind

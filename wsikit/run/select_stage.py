@@ -1,0 +1,244 @@
+"""The ``select`` stage: attention → windows → crops → figure matches → evidence.json + report.
+
+:func:`write_evidence` is what the ``select`` step (:mod:`wsikit.run.builtin_steps`) runs for
+one slide, after the tissue, grid, features and attention steps; ``wsikit select`` and
+``wsikit batch --steps …,select`` both reach it through that step. It writes, into
+``select/<slide>/`` (published as one unit: a failure or kill leaves the previous result or
+none, never a mix)::
+
+    windows.json      the selector's windows
+    crops/            r<rank>_x<scale>.png (+ .json sidecars), read from the best level
+    evidence.json     the wsikit.evidence/v1 document (schemas/evidence_v1.json)
+    regions.geojson   the regions as QuPath annotations
+    report.html, overview.png   (with ``report``)
+    timings.json      seconds per stage
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._atomic import write_json_atomic
+from .options import PipelineOptions
+
+if TYPE_CHECKING:
+    from ..evidence import EvidenceResult, FigureIndex
+    from ..patches.grid import TileGrid
+    from ..selection.attention import Attention
+    from ..selection.selectors import Selector
+    from ..slide import Slide
+    from ..tissue.mask import TissueMask
+
+__all__ = ["encoder_entry", "open_index", "write_evidence"]
+
+
+def encoder_entry(encoder: Any) -> dict[str, Any]:
+    """What evidence.json records of an encoder: name, label, heuristic, precision."""
+    return {"name": encoder.config.name, "label": encoder.label,
+            "heuristic": bool(encoder.config.heuristic),
+            "precision": getattr(encoder, "precision", "fp32")}
+
+
+def open_index(index: str | os.PathLike[str] | FigureIndex) -> FigureIndex:
+    """The figure index (a path is opened and its checksums verified; an open one is kept)."""
+    from ..evidence import FigureIndex
+
+    return index if isinstance(index, FigureIndex) else FigureIndex.open(index)
+
+
+def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention,
+                   sdir: str | os.PathLike[str], options: PipelineOptions, *,
+                   encoder: Mapping[str, Any], index: FigureIndex | None = None,
+                   device: str = "cpu", towers: Mapping[str, Any] | None = None,
+                   timings: Mapping[str, float] | None = None,
+                   selector: Selector | None = None) -> EvidenceResult:
+    """Selection → crops → matching → evidence.json (+ report) from computed attention.
+
+    Parameters
+    ----------
+    slide, grid, mask, att
+        The open slide, its patch grid, tissue mask and per-patch attention.
+    sdir : path-like
+        The result folder (``select/<slide>/``), published as one unit.
+    options : PipelineOptions
+        Selection, matching and output options (the grid and models are already applied).
+    encoder : mapping
+        The patch encoder's entry (:func:`encoder_entry`).
+    index : FigureIndex, optional
+        An open, verified figure index (:func:`open_index`); required when
+        ``options.matching.index`` is set.
+    device : str
+        Device of the crop encoder.
+    towers : mapping, optional
+        ``{name: encoder}`` of vision-language towers joining a question's fusion.
+    timings : mapping, optional
+        Seconds of the stages before this one, recorded in ``timings.json``.
+    selector : Selector, optional
+        The selector of ``options.selection`` when already built
+        (:func:`wsikit.run.checks.check_options`); built here otherwise.
+    """
+    from ..outputs.publish import staged_folder
+
+    with staged_folder(sdir) as work:  # published as one unit: all files of this run or none
+        return _write_into(slide, grid, mask, att, Path(work), options, final=Path(sdir),
+                           encoder=encoder, index=index, device=device, towers=towers,
+                           timings=dict(timings or {}), selector=selector)
+
+
+def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, sdir: Path,
+                options: PipelineOptions, *, final: Path, encoder: Mapping[str, Any],
+                index: FigureIndex | None, device: str, towers: Mapping[str, Any] | None,
+                timings: dict[str, float], selector: Selector | None) -> EvidenceResult:
+    """Write every file of the result into the staging folder ``sdir``; paths recorded in
+    them are relative to it, absolute ones (and the result's ``base_dir``) are computed from
+    ``final``, the folder ``sdir`` becomes when published."""
+    from ..evidence import EvidenceRegion, EvidenceResult
+    from ..evidence.ids import region_uid, slide_id
+    from ..outputs.paths import portable_path, relative_path
+    from ..selection.crops import save_crop
+    from .checks import build_selector
+
+    sel_opts, match, out_opts = options.selection, options.matching, options.output
+
+    def step(name: str, t0: float) -> None:
+        timings[name] = round(time.perf_counter() - t0, 3)
+
+    t = time.perf_counter()
+    if selector is None:
+        selector = build_selector(sel_opts)
+    # windows never run past the slide edge, so no crop is ever padded
+    windows = selector(att.scores, att.coords, grid.stride_l0,
+                       slide_size=(int(slide.dimensions[0]), int(slide.dimensions[1])))
+    write_json_atomic(sdir / "windows.json", windows.to_dict())
+    step("selection", t)
+
+    t = time.perf_counter()
+    crops, crop_images = [], []
+    for w in windows:   # by rank: r1 is the most salient region
+        crop, image = save_crop(slide, w, sdir / "crops", name=f"{w.id}_x{w.scale}",
+                                max_px=out_opts.max_crop_px, relative_to=sdir)
+        crops.append(crop)
+        crop_images.append(image)
+    step("crops", t)
+
+    matches: list[list[dict[str, Any]]] = [[] for _ in crops]
+    below_floor: Sequence[int | None] = [None for _ in crops]
+    models: dict[str, Any] = {"patch_encoder": dict(encoder)}
+    index_entry = floor_entry = None
+    licence_entry: list[str] | None = None
+    kinds: tuple[str, ...] | None = None
+    if index is not None:
+        from ..evidence.matching import match_crops
+
+        t = time.perf_counter()
+        found = match_crops(crop_images, index, k=match.k,
+                            min_similarity=match.min_similarity, base_dir=final,
+                            device=device, weights=options.models.weight_files(),
+                            question=match.question, rrf_k=match.rrf_k, towers=towers,
+                            licences=match.licences, kinds=match.match_kinds)
+        matches, below_floor, floor_entry = found.matches, found.below_floor, found.floor
+        if found.index.licences is not None:  # what a match had to carry
+            licence_entry = sorted(found.index.licences)
+        kinds = found.kinds
+        index_entry = found.index.to_evidence_dict()
+        index_entry["relpath"] = relative_path(index_entry["path"], final)
+        models["crop_encoder"] = encoder_entry(found.encoder)
+        step("matching", t)
+
+    from ..selection.attention import describe
+
+    models = {"patch_encoder": models["patch_encoder"], "attention": describe(att),
+              **({"crop_encoder": models["crop_encoder"]} if "crop_encoder" in models else {})}
+    sid = slide_id(slide)
+    regions = []
+    for w, crop, found_matches, dropped in zip(windows, crops, matches, below_floor,
+                                               strict=True):
+        wd = w.to_dict()
+        regions.append(EvidenceRegion.from_dict({
+            "id": w.id, "uid": region_uid(sid, w.id, wd["box"]), **wd,
+            "usable_tissue": _usable_tissue(grid, wd["box"]),
+            "crop": {"path": crop.path, "width": crop.width, "height": crop.height,
+                     "mpp": crop.mpp},
+            "matches": found_matches, "below_floor": dropped}))
+    selection: dict[str, Any] = {
+        "selector": sel_opts.selector, **_jsonable(sel_opts.selector_options()),
+        "min_score_value": windows.params.get("min_score_value"),
+        "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
+        "patch_size_l0": grid.stride_l0, "patches": len(grid),
+        "figures_per_region": match.k, "min_similarity": floor_entry,
+        **({"match_kinds": list(kinds)} if kinds is not None else {})}
+    from ..patches.grid import upsampling_note
+
+    if note := upsampling_note(slide.name, grid.slide_mpp, grid.target_mpp):
+        selection["warnings"] = [note]  # shown in the report and the summary, too
+    if licence_entry is not None:
+        selection["licences"] = licence_entry
+    if match.question:
+        selection.update(question=match.question, fusion={
+            "method": "rrf", "k": match.rrf_k,
+            "channels": ["image", "caption BM25",
+                         *(f"{kind}:{name}" for name in match.towers
+                           for kind in ("vl_text", "vl_image"))]})
+    W, H = slide.dimensions
+    result = EvidenceResult(
+        slide={"id": sid, "path": portable_path(slide.path, final)[1],
+               "relpath": relative_path(slide.path, final), "output_name": final.name,
+               "name": slide.name, "width": W, "height": H,
+               "mpp": slide.mpp, "mpp_source": slide.mpp_source, "backend": slide.backend,
+               "vendor": slide.vendor,
+               **({"bad_tiles": list(slide.bad_tiles)} if getattr(slide, "bad_tiles", None)
+                  else {})},
+        models=models, selection=selection, regions=tuple(regions), index=index_entry,
+        empty_scales={str(k): v for k, v in windows.empty.items()},
+        synthetic=bool(out_opts.synthetic), base_dir=final)
+    write_json_atomic(sdir / "evidence.json", result.to_dict())  # the file boundary
+    from ..evidence.regions_geojson import REGIONS_GEOJSON, write_regions_geojson
+
+    write_regions_geojson(sdir / REGIONS_GEOJSON, result)  # QuPath annotations
+
+    if out_opts.report:
+        t = time.perf_counter()
+        _write_report(slide, sdir, result, mask, att, grid)
+        step("report", t)
+    write_json_atomic(sdir / "timings.json", timings)
+    return result
+
+
+def _usable_tissue(grid: TileGrid, box: Mapping[str, int]) -> float | None:
+    """Mean usable tissue fraction (tissue without ink or folds, from the mask) of the patches
+    a window covers (``box``: level-0 ``x``, ``y``, ``width``, ``height``); None when the
+    grid does not know it (a TRIDENT or CLAM coordinate file)."""
+    x, y, w, h = (int(box[k]) for k in ("x", "y", "width", "height"))
+    c = np.asarray(grid.coords)
+    sel = (c[:, 0] >= x) & (c[:, 0] < x + w) & (c[:, 1] >= y) & (c[:, 1] < y + h)
+    value = float(np.asarray(grid.tissue, np.float64)[sel].mean()) if sel.any() else 0.0
+    return round(value, 3) if math.isfinite(value) else None
+
+
+def _jsonable(d: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(json.dumps(dict(d), default=list))
+    return out
+
+
+def _write_report(slide: Slide, sdir: Path, result: EvidenceResult, mask: TissueMask,
+                  att: Attention, grid: TileGrid) -> None:
+    from ..look.report import render_overview_png, write_report
+
+    thumb = slide.thumbnail(max_size=1600)
+    ds = slide.dimensions[0] / thumb.shape[1]
+    geo = mask.to_geojson()
+    arts = mask.artefacts_geojson()
+    attention = (att.scores, att.coords, grid.stride_l0)
+    write_report(sdir / "report.html", result, thumbnail=thumb, thumbnail_downsample=ds,
+                 tissue_geojson=geo, attention=attention, base_dir=sdir,
+                 artefacts_geojson=arts)
+    render_overview_png(sdir / "overview.png", result, thumbnail=thumb, thumbnail_downsample=ds,
+                        tissue_geojson=geo, attention=attention, artefacts_geojson=arts)

@@ -1,0 +1,1147 @@
+"""Weight-free tissue segmentation on a low-resolution thumbnail (about 8 µm/px).
+
+The mask separates stained tissue from the slide's own glass by optical density (OD): the
+glass is the brightest, least coloured wide mode of the thumbnail (white *and* grey
+backgrounds; a field covered by tissue has none and is measured against a clean-glass white),
+and tissue absorbs more than it with a stain's colour (grey matter is not stain). The
+thresholds are physical, so pale loose stroma and pale mucin are kept beside dense tumour and
+empty slides stay empty. Pen ink (blue, green, black, red), dye, dark scanner borders and
+scanner fill are masked out first. Small
+specks and small holes are removed by physical area (µm²), so results do not depend on the
+thumbnail scale. Holes that remain are kept as polygon interiors in the GeoJSON.
+
+>>> import numpy as np
+>>> thumb = np.full((64, 64, 3), 240, np.uint8)           # white glass ...
+>>> thumb[16:48, 16:48] = (180, 90, 160)                  # ... with a stained square
+>>> mask = tissue_mask(thumb, mpp=8.0)                   # pure: array in, array out
+>>> bool(mask[32, 32]), bool(mask[0, 0])
+(True, False)
+>>> tm = segment_tissue(slide)    # reads the thumbnail itself  # doctest: +SKIP
+>>> tm.write_geojson("out/contours_geojson/slide.geojson")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy import ndimage as ndi
+
+from .._atomic import atomic_path, write_json_atomic
+from .._hints import keyword, option
+from ..errors import TissueError
+from .constants import (
+    ARTEFACT_CLASSES,
+    ARTEFACT_KINDS,
+    DEFAULT_MASK_MPP,
+    MASK_MAX_PIXELS,
+    MIN_HOLE_UM2,
+    MIN_TISSUE_UM2,
+)
+from .stain import ink_mask, red_ink_extent, stain_amounts
+
+if TYPE_CHECKING:
+    from ..slide import Slide
+
+__all__ = ["tissue_mask", "ink_regions", "artefact_masks", "fold_mask", "pale_holes",
+           "glass_reference",
+           "segment_tissue", "tissue_from_thumbnail", "TissueMask",
+           "mask_polygons", "mask_shape"]
+
+def _remove_small(mask: np.ndarray, min_px: float) -> np.ndarray:
+    """Drop 8-connected True components with fewer than ``min_px`` pixels."""
+    if min_px <= 1 or not mask.any():
+        return mask
+    labels, n = ndi.label(mask, structure=np.ones((3, 3), bool))
+    if n == 0:
+        return mask
+    sizes = np.bincount(labels.ravel())
+    keep = sizes >= min_px
+    keep[0] = False
+    return keep[labels]
+
+
+def _box_mean(a: np.ndarray, size: int) -> np.ndarray:
+    """Mean over a ``size``×``size`` window (edge-replicated) by shifted adds: for the small
+    windows used here this is several times faster than a general filter."""
+    lo = (size - 1) // 2
+    p = np.pad(a, ((lo, size - 1 - lo), (lo, size - 1 - lo)), mode="edge")
+    h, w = a.shape
+    rows = p[0:h, :].copy()
+    for k in range(1, size):
+        rows += p[k:k + h, :]
+    out = rows[:, 0:w].copy()
+    for k in range(1, size):
+        out += rows[:, k:k + w]
+    out *= 1.0 / (size * size)
+    return out
+
+
+def _disk(radius_px: float) -> np.ndarray:
+    r = max(1, int(round(radius_px)))
+    yy, xx = np.mgrid[-r:r + 1, -r:r + 1]
+    return xx * xx + yy * yy <= r * r
+
+
+def _dilate(mask: np.ndarray, radius_px: float) -> np.ndarray:
+    """``mask`` grown by a disk of ``radius_px`` (exact Euclidean distance, within the
+    bounding box of ``mask`` only: as fast for a wide disk as for a narrow one)."""
+    if radius_px < 1 or not mask.any():
+        return mask.copy()
+    r = int(np.ceil(radius_px)) + 1
+    rows, cols = np.nonzero(mask.any(axis=1))[0], np.nonzero(mask.any(axis=0))[0]
+    y0, y1 = max(0, rows[0] - r), min(mask.shape[0], rows[-1] + r + 1)
+    x0, x1 = max(0, cols[0] - r), min(mask.shape[1], cols[-1] + r + 1)
+    out = np.zeros(mask.shape, bool)
+    out[y0:y1, x0:x1] = ndi.distance_transform_edt(~mask[y0:y1, x0:x1]) <= radius_px
+    return out
+
+
+def _close(mask: np.ndarray, radius_px: float) -> np.ndarray:
+    """Morphological closing of ``mask`` by a disk of ``radius_px`` (outside the image is
+    background)."""
+    if radius_px < 1 or not mask.any():
+        return mask.copy()
+    grown = _dilate(mask, radius_px)
+    pad = int(np.ceil(radius_px)) + 1
+    outside = np.pad(~grown, pad, constant_values=True)
+    return ~_dilate(outside, radius_px)[pad:-pad, pad:-pad]
+
+
+def _holes(mask: np.ndarray) -> np.ndarray:
+    """Pixels not in ``mask`` that no 4-connected path of such pixels links to the image
+    border (what :func:`scipy.ndimage.binary_fill_holes` fills), by one labelling."""
+    labels, n = ndi.label(~mask)
+    if n == 0:
+        return np.zeros(mask.shape, bool)
+    border = np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]]))
+    hole = np.ones(n + 1, bool)
+    hole[border] = False
+    hole[0] = False
+    return hole[labels]
+
+
+def ink_regions(thumb: np.ndarray, *, mpp: float, close_um: float = 40.0,
+                grow_um: float = 24.0, red_core_um: float = 8.0,
+                min_ink_um2: float = 2e3) -> np.ndarray:
+    """Regions of pen or marker ink, dye and dark borders on a thumbnail.
+
+    Ink pixels (:func:`wsikit.tissue.stain.ink_mask`) are closed over ``close_um`` (a stroke
+    is one region even where it thins or crosses tissue), their holes filled, and grown by
+    ``grow_um`` to take in the blurred rim of the stroke (pen ink lies above the focal plane).
+
+    Red ink shares its hue with eosin-rich tissue at the edge of its range, so a red pixel
+    counts only as part of a solid stroke (an opening of radius ``red_core_um`` keeps it),
+    extended by hysteresis over the connected pixels of :func:`~wsikit.tissue.stain.
+    red_ink_extent` (the stroke's faint rim); scattered red-looking pixels of smooth
+    muscle or a dark eosinophilic rim are never closed into an "ink" region.
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+    mpp : float
+        µm/px of ``thumb``.
+    close_um, grow_um : float
+        Closing radius and growth, in µm.
+    red_core_um : float
+        Radius (µm) a red stroke must be solid over.
+    min_ink_um2 : float
+        Connected grey or black under this area (µm²) is a speck (pigment, dust), not ink.
+
+    Returns
+    -------
+    ndarray, shape (h, w), bool
+    """
+    ink = ink_mask(thumb, red=False)
+    red = ink_mask(thumb) & ~ink
+    if red.any():
+        core = ndi.binary_opening(red, structure=_disk(red_core_um / mpp))
+        if core.any():
+            labels, _ = ndi.label(core | red_ink_extent(thumb), structure=np.ones((3, 3), bool))
+            keep = np.zeros(int(labels.max()) + 1, bool)
+            keep[np.unique(labels[core])] = True
+            keep[0] = False
+            ink |= keep[labels]
+    grey = ink_mask(thumb, red=False, od_margin=math.inf)   # grey and black only
+    if grey.any():   # a grey speck is pigment or dust; blue or green is ink at any size
+        ink &= ~(grey & ~_remove_small(grey, min_ink_um2 / (mpp * mpp)))
+    if not ink.any():
+        return ink
+    close = close_um / mpp
+    if close >= 1:
+        pad = int(round(close)) + 1
+        ink = ndi.binary_closing(np.pad(ink, pad), structure=_disk(close))[pad:-pad, pad:-pad]
+    ink = ndi.binary_fill_holes(ink)
+    grow = grow_um / mpp
+    if grow >= 1:
+        ink = ndi.binary_dilation(ink, structure=_disk(grow))
+    return ink
+
+
+#: The glass of a field that has none (a tile covered by tissue): uint8 243 in every channel,
+#: an optical density of 0.021 a channel, 95 % of the light through. Clean glass as brightfield
+#: scanners white-balance it is about that: 240-243 on the real TCGA tiles, 243-246 on
+#: CMU-1-Small-Region, 241-245 on small.svs (``tests/data``); Macenko et al. (2009) take 240 as
+#: the transmitted light of their stain normalisation.
+WHITE_GLASS = (243.0, 243.0, 243.0)
+#: Glass is at most this dark (summed OD, about uint8 195: the grey backgrounds of some
+#: scanners) ...
+GLASS_MAX_OD = 0.35
+#: ... and at most this coloured (OD spread across the channels: mucin, the palest stained
+#: matter, has 0.025 and more; glass tinted by a scanner's white balance 0.01 or less).
+GLASS_MAX_CHROMA = 0.02
+#: Stained matter absorbs at least this summed OD above the glass (smoothed) ...
+MIN_STAIN_OD = 0.05
+#: ... with at least this OD spread across the channels, and at least :data:`STAIN_CHROMA` of
+#: its summed OD: haematoxylin spreads 0.19, eosin 0.37, blood 0.28, while grey matter
+#: (dust, mountant, a coverslip's edge, glass darker in one place) spreads almost none.
+MIN_STAIN_CHROMA = 0.015
+STAIN_CHROMA = 0.12
+
+
+@dataclass(frozen=True)
+class GlassReference:
+    """The colour of a thumbnail's glass, which stain optical density is measured against.
+
+    Attributes
+    ----------
+    rgb : (float, float, float)
+        Glass colour (uint8 scale).
+    found : bool
+        True: the field's own glass (:func:`glass_reference`); False: the field has no
+        glass (it is covered by tissue) and :data:`WHITE_GLASS` stands in for it.
+    fraction : float
+        Fraction of the thumbnail's pixels that are this glass (0 when not found).
+    """
+
+    rgb: tuple[float, float, float]
+    found: bool
+    fraction: float
+
+    @property
+    def od(self) -> np.ndarray:
+        """Optical density of the glass per channel, ``-log10(rgb / 255)``, shape (3,)."""
+        return -np.log10(np.clip(np.asarray(self.rgb, np.float64), 1.0, 255.0) / 255.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rgb": [round(float(v), 2) for v in self.rgb], "found": self.found,
+                "fraction": round(float(self.fraction), 4)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GlassReference:
+        r, g, b = (float(v) for v in data["rgb"])
+        return cls(rgb=(r, g, b), found=bool(data["found"]), fraction=float(data["fraction"]))
+
+
+def _smoothed_od(thumb: np.ndarray, *, mpp: float, smooth_um: float) -> list[np.ndarray]:
+    """Optical density of each channel, box-smoothed over ``smooth_um``."""
+    size = max(1, int(round(smooth_um / mpp)))
+    out = []
+    for c in range(3):
+        od = _OD[thumb[..., c]]
+        out.append(_box_mean(od, size) if size > 1 else od)
+    return out
+
+
+def _flat(thumb: np.ndarray) -> np.ndarray:
+    """Pixels whose 3x3 neighbourhood has exactly one colour (no glass or tissue does)."""
+    flat = np.ones(thumb.shape[:2], bool)
+    for c in range(3):
+        ch = thumb[..., c]
+        flat &= ndi.maximum_filter(ch, size=3) == ndi.minimum_filter(ch, size=3)
+    return flat
+
+
+def _glass(od: list[np.ndarray], *, mpp: float, never: np.ndarray, fill: np.ndarray
+           ) -> GlassReference:
+    """:func:`glass_reference` on smoothed OD planes; ``fill``: scanner fill (glass only when
+    there is no other: a slide scanned with its glass clipped to white)."""
+    # glass is wide and even: every k-th pixel (at most about a million) finds it as well
+    k = max(1, int(math.ceil(math.sqrt(never.size / 1e6))))
+    if k > 1:
+        od, never, fill, mpp = [p[::k, ::k] for p in od], never[::k, ::k], fill[::k, ::k], mpp * k
+    total = od[0] + od[1] + od[2]
+    chroma = np.maximum(np.maximum(od[0], od[1]), od[2]) - np.minimum(np.minimum(od[0], od[1]),
+                                                                       od[2])
+    unstained = (total <= GLASS_MAX_OD) & (chroma <= GLASS_MAX_CHROMA) & ~never
+    min_px = MIN_HOLE_UM2 / (mpp * mpp)
+    # glass is wide: a lumen, a vacuole of fat or the slide around the specimen, never the
+    # scattered pale pixels of stained tissue
+    pools = [_remove_small(unstained & ~fill, min_px), _remove_small(unstained & fill, min_px)]
+    for pool in pools:
+        if np.count_nonzero(pool) < max(min_px, 1):
+            continue
+        step = 0.005                                # histogram of the summed OD
+        counts = np.bincount((total[pool] / step).astype(np.int64)).astype(np.float64)
+        hist = np.convolve(np.pad(counts, 2), np.ones(5) / 5, mode="same")[2:-2]
+        padded = np.pad(hist, 1)
+        peak = ((hist >= padded[:-2]) & (hist >= padded[2:]) & (hist >= 0.25 * hist.max()))
+        centre = (np.flatnonzero(peak)[0] + 0.5) * step   # the brightest mode
+        near = np.abs(total - centre) <= 4 * step
+        sel = pool & near
+        if not sel.any():
+            continue
+        rgb = tuple(float(255.0 * 10.0 ** -np.median(plane[sel])) for plane in od)
+        share = np.count_nonzero((pools[0] | pools[1]) & near) / near.size
+        return GlassReference(rgb=(rgb[0], rgb[1], rgb[2]), found=True, fraction=float(share))
+    return GlassReference(rgb=WHITE_GLASS, found=False, fraction=0.0)
+
+
+def glass_reference(thumb: np.ndarray, *, mpp: float, excluded: np.ndarray | None = None,
+                    smooth_um: float = 16.0) -> GlassReference:
+    """The glass of a thumbnail: the brightest, least coloured wide mode of its pixels.
+
+    Glass candidates are pixels at most :data:`GLASS_MAX_OD` dark and :data:`GLASS_MAX_CHROMA`
+    coloured (OD, smoothed over ``smooth_um``), in connected regions of at least
+    :data:`MIN_HOLE_UM2` (the slide around the specimen, lumens, fat vacuoles: glass under the
+    coverslip either way). Their summed OD is histogrammed and the brightest mode holding at
+    least a quarter of the largest one is the glass: a grey mountant or a bubble beside it is
+    darker, scanner fill (exactly constant colour) is taken only when nothing else is glass.
+    A field without such regions (a tile covered by tissue) has no glass of its own:
+    :data:`WHITE_GLASS` stands in, and none is invented from pale tissue.
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+    mpp : float
+        µm/px of ``thumb``.
+    excluded : ndarray, shape (h, w), bool, optional
+        Pixels that are never glass (ink regions).
+    smooth_um : float
+        Box-filter width (µm) applied to the optical density first.
+
+    Returns
+    -------
+    GlassReference
+
+    >>> import numpy as np
+    >>> thumb = np.full((64, 64, 3), 238, np.uint8)
+    >>> thumb[16:48, 16:48] = (180, 90, 160)
+    >>> glass_reference(thumb, mpp=8.0).found
+    True
+    >>> glass_reference(thumb[16:48, 16:48], mpp=8.0).found   # all tissue: no glass
+    False
+    """
+    thumb = _check_thumb(thumb, mpp)
+    never = np.zeros(thumb.shape[:2], bool) if excluded is None else np.asarray(excluded, bool)
+    od = _smoothed_od(thumb, mpp=mpp, smooth_um=smooth_um)
+    return _glass(od, mpp=mpp, never=never, fill=_scanner_fill(thumb, _flat(thumb), mpp=mpp))
+
+
+def _fill(flat: np.ndarray, *, mpp: float) -> np.ndarray:
+    """Areas of exactly constant colour of at least :data:`MIN_HOLE_UM2`."""
+    return _remove_small(flat, MIN_HOLE_UM2 / (mpp * mpp))
+
+
+def _scanner_fill(thumb: np.ndarray, flat: np.ndarray, *, mpp: float) -> np.ndarray:
+    """Scanner fill: :func:`_fill` of colourless pixels (white, grey or black; never tissue)."""
+    r, g, b = (_OD[thumb[..., c]] for c in range(3))
+    colourless = (np.maximum(np.maximum(r, g), b) - np.minimum(np.minimum(r, g), b)
+                  <= GLASS_MAX_CHROMA)
+    return _fill(flat & colourless, mpp=mpp)
+
+
+@dataclass(frozen=True)
+class _Stain:
+    """What :func:`_stained` found on a thumbnail."""
+
+    stained: np.ndarray   # stained matter, not ink and not scanner fill
+    ink: np.ndarray       # ink regions (never tissue)
+    flat: np.ndarray      # pixels of exactly constant colour around them
+    fill: np.ndarray      # colourless scanner fill (never tissue)
+
+
+def _stained(thumb: np.ndarray, *, mpp: float, min_od: float, min_chroma: float,
+             remove_ink: bool, smooth_um: float) -> _Stain:
+    """Stained pixels: optical density above the slide's glass, with a stain's colour."""
+    excluded = (ink_regions(thumb, mpp=mpp) if remove_ink
+                else np.zeros(thumb.shape[:2], bool))
+    flat = _flat(thumb)
+    fill = _scanner_fill(thumb, flat, mpp=mpp)
+    od = _smoothed_od(thumb, mpp=mpp, smooth_um=smooth_um)
+    glass = _glass(od, mpp=mpp, never=excluded, fill=fill)
+    g = glass.od.astype(np.float32)
+    d = [plane - g[c] for c, plane in enumerate(od)]
+    above = d[0] + d[1] + d[2]
+    spread = np.maximum(np.maximum(d[0], d[1]), d[2]) - np.minimum(np.minimum(d[0], d[1]), d[2])
+    stained = (above > min_od) & (spread >= min_chroma) & (spread >= STAIN_CHROMA * above)
+    return _Stain(stained=stained & ~excluded & ~fill, ink=excluded, flat=flat, fill=fill)
+
+
+def _check_thumb(thumb: np.ndarray, mpp: float) -> np.ndarray:
+    if not isinstance(thumb, np.ndarray) or thumb.ndim != 3 or thumb.shape[2] != 3:
+        raise TissueError(f"thumb must be an (h, w, 3) uint8 RGB array, got "
+                          f"{getattr(thumb, 'shape', type(thumb))}")
+    if not (isinstance(mpp, (int, float)) and math.isfinite(mpp) and mpp > 0):
+        raise TissueError(f"mpp={mpp!r} must be the positive µm/px of the thumbnail")
+    if thumb.dtype != np.uint8:
+        thumb = np.clip(thumb, 0, 255).astype(np.uint8)
+    return thumb
+
+
+#: -log10(v / 255), the optical density of each uint8 value (0 counts as 1).
+_OD = (-np.log10(np.maximum(np.arange(256, dtype=np.float64), 1.0) / 255.0)).astype(np.float32)
+
+
+def pale_holes(thumb: np.ndarray, tissue: np.ndarray, *, excluded: np.ndarray | None = None,
+               min_od: float = 0.12) -> np.ndarray:
+    """Holes of a tissue mask that hold faintly stained matter, not glass: mucin, oedema.
+
+    Mucin is pale blue-grey, nearly as colourless as glass, so where it is palest the stain
+    rule of :func:`tissue_mask` may leave a pool of it as a hole in the tissue. A hole (a
+    region enclosed by tissue) whose median optical density is at least ``min_od`` above the
+    glass's (the median OD of the slide's background) is stained matter: mucin at
+    (200, 205, 220) is 0.26, glass about 0.06, the white of a lumen or of fat vacuoles within
+    0.05 of glass.
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+        RGB thumbnail.
+    tissue : ndarray, shape (h, w), bool
+        Its tissue mask.
+    excluded : ndarray, shape (h, w), bool, optional
+        Pixels that are never tissue (ink regions): not part of any hole.
+    min_od : float
+        Least summed OD above the glass's.
+
+    Returns
+    -------
+    ndarray, shape (h, w), bool
+        The pixels of those holes.
+    """
+    tissue = np.asarray(tissue, bool)
+    never = np.zeros(tissue.shape, bool) if excluded is None else np.asarray(excluded, bool)
+    holes = _holes(tissue | never)
+    background = ~(tissue | never | holes)
+    if not holes.any() or not background.any():
+        return np.zeros(tissue.shape, bool)
+    od = _OD[np.asarray(thumb)].sum(axis=-1)
+    glass = float(np.median(od[background]))
+    labels, n = ndi.label(holes, structure=np.ones((3, 3), bool))
+    lab, val = labels[holes], od[holes]
+    order = np.lexsort((val, lab))              # by hole, then by OD: each hole's median
+    counts = np.bincount(lab, minlength=n + 1)[1:]
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    medians = 0.5 * (val[order][starts + (counts - 1) // 2] + val[order][starts + counts // 2])
+    keep = np.concatenate([[False], medians >= glass + min_od])
+    return keep[labels]
+
+
+def _clean(stained: np.ndarray, *, mpp: float, min_tissue_um2: float,
+           min_hole_um2: float, thumb: np.ndarray | None = None,
+           excluded: np.ndarray | None = None) -> np.ndarray:
+    px_area = mpp * mpp
+    mask = _remove_small(stained, min_tissue_um2 / px_area)
+    if mask.any():
+        holes = ~mask
+        holes_small = holes & ~_remove_small(holes, min_hole_um2 / px_area)
+        mask = mask | holes_small
+        if thumb is not None:   # pools of mucin: stained, but hardly coloured
+            mask |= pale_holes(thumb, mask, excluded=excluded)
+    return mask
+
+
+def tissue_mask(thumb: np.ndarray, *, mpp: float, min_tissue_um2: float = MIN_TISSUE_UM2,
+                min_hole_um2: float = MIN_HOLE_UM2, min_od: float = MIN_STAIN_OD,
+                min_chroma: float = MIN_STAIN_CHROMA, remove_ink: bool = True,
+                smooth_um: float = 16.0) -> np.ndarray:
+    """Boolean tissue mask of an RGB thumbnail (stained tissue, without ink).
+
+    Tissue is measured against the slide's own glass (:func:`glass_reference`; a field
+    without glass is measured against :data:`WHITE_GLASS`): a pixel is stained where, in
+    optical density smoothed over ``smooth_um``, it absorbs more than ``min_od`` above the
+    glass (summed over R, G, B) with a stain's colour, an OD spread across the channels of at
+    least ``min_chroma`` and :data:`STAIN_CHROMA` of its summed OD. Grey matter (dust,
+    mountant, a bubble, a coverslip's edge) absorbs all channels alike and is not tissue; ink,
+    dye, dark borders and scanner fill (exactly constant colour) never are. The thresholds
+    are physical, not fitted to the slide, so a field covered by tissue keeps its pale
+    stroma, fat and mucin (a per-slide Otsu split of saturation dropped them there).
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+        RGB thumbnail (best at 4–16 µm/px).
+    mpp : float
+        µm/px of ``thumb``; converts the µm² areas to pixels.
+    min_tissue_um2 : float
+        Tissue pieces smaller than this area (µm²) are removed.
+    min_hole_um2 : float
+        Holes smaller than this area (µm²) are filled; larger ones are kept, unless they
+        hold faintly stained matter such as mucin (:func:`pale_holes`).
+    min_od : float
+        Least summed optical density above the glass of stained matter.
+    min_chroma : float
+        Least OD spread across the channels of stained matter.
+    remove_ink : bool
+        Mask out pen and marker ink of every colour, dye and dark borders
+        (:func:`ink_regions`) before thresholding.
+    smooth_um : float
+        Width (µm) of the box filter applied to the optical density before thresholding.
+
+    Returns
+    -------
+    ndarray, shape (h, w), bool
+        Folds, debris and other artefacts are not removed here: :func:`artefact_masks` finds
+        them and :func:`segment_tissue` removes them.
+    """
+    thumb = _check_thumb(thumb, mpp)
+    found = _stained(thumb, mpp=mpp, min_od=min_od, min_chroma=min_chroma,
+                     remove_ink=remove_ink, smooth_um=smooth_um)
+    return _clean(found.stained, mpp=mpp, min_tissue_um2=min_tissue_um2,
+                  min_hole_um2=min_hole_um2, thumb=thumb,
+                  excluded=found.ink | found.fill)
+
+
+def fold_mask(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
+              fold_eosin: float = 1.35, fold_haematoxylin: float = 1.35,
+              fold_balance: float = 0.8, eosin_dominated: float = 0.5, fold_um: float = 40.0,
+              reference_um: float = 400.0, fold_local: float = 1.45,
+              baseline_um: float = 2000.0, close_um: float = 64.0,
+              min_fold_um2: float = 5e3) -> np.ndarray:
+    """Tissue folds: a double layer of tissue, found by its stain amounts.
+
+    Stains add in optical density, so where tissue lies on itself both its haematoxylin and
+    its eosin roughly double and their ratio stays that of the tissue around it. That is what
+    sets a fold apart from tissue darker in one stain: a dark eosinophilic rim or haemorrhage
+    raises eosin far more than haematoxylin (the rim of issue 33, (182, 88, 132), has an H:E
+    ratio of 0.17; blood 0.4-0.6; H&E tissue 0.9-1.4 on the real TCGA tiles), dense nuclei
+    raise haematoxylin alone. With the stain amounts of :func:`wsikit.tissue.stain.
+    stain_amounts`, box-smoothed over ``fold_um``, a pixel is a fold where
+
+    * haematoxylin is at least ``fold_haematoxylin`` and eosin at least ``fold_eosin`` times
+      the tissue's medians (both stains raised), and both at least ``fold_local`` times their
+      mean over the tissue within ``baseline_um`` (the tissue it lies on: a band of fold
+      covers little of that area, while a dense region as wide as it, a tumour among pale
+      stroma, is its own baseline), and
+    * its H:E ratio is within a factor ``fold_balance`` of the tissue's around it (between
+      ``fold_balance`` and ``1 / fold_balance`` times the ratio of the tissue within
+      ``reference_um``, the candidates themselves left out, or of the slide's tissue where
+      none is near), and
+    * it is not eosin-dominated: its H:E ratio is at least ``fold_balance`` times the slide
+      tissue's and at least ``eosin_dominated``. An eosin-dominated region is never a fold,
+      however dark: a rim of 2.5 times the stain of pale eosinophilic tissue has both stains
+      doubled and that tissue's ratio, and haemorrhage is 2.4-3 times the tissue's median OD,
+      so darkness would not tell either from a fold. A fold of purely eosinophilic tissue
+      (muscle, collagen without nuclei) is therefore not flagged: the mask keeps it.
+
+    Within ``fold_um / 2`` of dark eosin-dominated pixels (eosin at least 3 times the tissue
+    median, H:E ratio as above, at a third of the smoothing width) no pixel is a fold: there
+    the smoothing mixes blood or a dark rim with the tissue beside it. The pixels found are
+    closed over ``close_um`` within the tissue (a fold is one band; holes under
+    ``min_fold_um2`` filled), and pieces under ``min_fold_um2`` are dropped. The thresholds
+    other than ``eosin_dominated`` are relative to the slide's own tissue, so the rule holds
+    for pale and dark stainings. Measured on real tissue (``tests/tissue/test_tissue_folds.py``):
+    dark rims and haemorrhage kept (0 % flagged), a two-layer fold of mixed tumour and stroma
+    72 % flagged (20-43 % on loose stroma and dense tumour, where single layers vary almost
+    as much as a fold), a tumour tile among pale stroma 10 % (as the old rule).
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+        RGB thumbnail.
+    tissue : ndarray, shape (h, w), bool
+        Its tissue mask (:func:`tissue_mask`): the statistics are taken over it, and folds
+        are found inside it only.
+    mpp : float
+        µm/px of ``thumb``.
+    fold_eosin, fold_haematoxylin : float
+        Least rise of each stain over the tissue median.
+    fold_balance : float
+        How far (as a factor) a fold's H:E ratio may be from the reference tissue's.
+    fold_local : float
+        Least rise of each stain over its mean within ``baseline_um``.
+    eosin_dominated : float
+        H:E ratio (in the units of :func:`~wsikit.tissue.stain.stain_amounts`) under which
+        a region is eosin-dominated, never a fold.
+    fold_um, reference_um, baseline_um, close_um : float
+        Smoothing width, the widths of the surrounding tissue whose H:E ratio and whose
+        stain amounts are compared with, and the closing radius, in µm.
+    min_fold_um2 : float
+        Smallest fold (µm²).
+
+    Returns
+    -------
+    ndarray, shape (h, w), bool
+    """
+    thumb = _check_thumb(thumb, mpp)
+    tissue = np.asarray(tissue, bool)
+    if tissue.shape != thumb.shape[:2]:
+        raise TissueError(f"tissue mask {tissue.shape} does not match the thumbnail "
+                          f"{thumb.shape[:2]}")
+    if not 0 < fold_balance <= 1:
+        raise TissueError(f"fold_balance={fold_balance!r} must be in (0, 1], e.g. 0.8")
+    if not tissue.any():
+        return np.zeros(tissue.shape, bool)
+    size = max(1, int(round(fold_um / mpp)))
+    h0, e0 = stain_amounts(thumb)
+    h, e = (_box_mean(h0, size), _box_mean(e0, size)) if size > 1 else (h0, e0)
+    h_med, e_med = float(np.median(h[tissue])), float(np.median(e[tissue]))
+    if h_med <= 0 or e_med <= 0:   # one stain only: no H:E ratio to tell a fold by
+        return np.zeros(tissue.shape, bool)
+    fold = tissue & (h >= fold_haematoxylin * h_med) & (e >= fold_eosin * e_med)
+    if not fold.any():
+        return fold
+    # and darker in both stains than the tissue it lies on: the mean over baseline_um (a
+    # band of fold covers little of it), so a dense region as wide as that (a tumour among
+    # pale stroma, darker than the slide's median) is its own baseline, not a fold
+    w = tissue.astype(np.float32)
+    base_size = max(3, int(round(baseline_um / mpp)) | 1)
+    base = ndi.uniform_filter(w, base_size, mode="constant")
+    base_h = ndi.uniform_filter(h * w, base_size, mode="constant")
+    base_e = ndi.uniform_filter(e * w, base_size, mode="constant")
+    fold &= (h * base >= fold_local * base_h) & (e * base >= fold_local * base_e)
+    ratio_med = h_med / e_med
+    ratio = h / np.maximum(e, 1e-12)
+    # dark eosin-dominated matter (blood, a dark rim: eosin 3 times the tissue's or more) at
+    # a third of the smoothing width, and half that width around it: there the smoothed
+    # amounts mix it with the tissue beside it (a fold holds about twice the eosin)
+    fine = max(1, int(round(fold_um / (3 * mpp))))
+    hf, ef = (_box_mean(h0, fine), _box_mean(e0, fine)) if fine > 1 else (h0, e0)
+    dark_eosin = (ef >= 3.0 * e_med) & (
+        (hf < fold_balance * ratio_med * ef) | (hf < eosin_dominated * ef))
+    if dark_eosin.any():
+        fold &= ~_dilate(dark_eosin, size / 2)
+    # the H:E ratio of the tissue around, as a ratio of sums, leaving the candidates out (a
+    # wide fold or rim would be its own reference); the slide's where no such tissue is near
+    ref = (tissue & ~fold).astype(np.float32)
+    ref_size = max(3, int(round(reference_um / mpp)) | 1)
+    near = ndi.uniform_filter(ref, ref_size, mode="nearest")
+    near_h = ndi.uniform_filter(h * ref, ref_size, mode="nearest")
+    near_e = ndi.uniform_filter(e * ref, ref_size, mode="nearest")
+    ratio_ref = np.where((near > 0.05) & (near_h > 0) & (near_e > 0),
+                         near_h / np.maximum(near_e, 1e-12), ratio_med)
+    fold &= (ratio >= fold_balance * ratio_ref) & (fold_balance * ratio <= ratio_ref)
+    fold &= (ratio >= fold_balance * ratio_med) & (ratio >= eosin_dominated)
+    close = close_um / mpp
+    if close >= 1 and fold.any():
+        fold = _close(fold, close)
+        holes = _holes(fold)   # small gaps only: never what it rings
+        fold = (fold | (holes & ~_remove_small(holes, min_fold_um2 / (mpp * mpp)))) & tissue
+    return _remove_small(fold, min_fold_um2 / (mpp * mpp))
+
+
+def artefact_masks(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
+                   fold_eosin: float = 1.35, fold_haematoxylin: float = 1.35,
+                   min_fold_um2: float = 5e3, fold_um: float = 40.0,
+                   min_tissue_um2: float = MIN_TISSUE_UM2, min_od: float = MIN_STAIN_OD,
+                   min_chroma: float = MIN_STAIN_CHROMA, smooth_um: float = 16.0
+                   ) -> dict[str, np.ndarray]:
+    """Artefacts of a thumbnail, by kind (:data:`ARTEFACT_KINDS`), weight-free.
+
+    * ``ink``: pen and marker ink of every colour, dye and dark borders (:func:`ink_regions`);
+    * ``fold``: tissue folds (:func:`fold_mask`): a double layer of tissue holds more of both
+      stains than the slide's tissue (``fold_eosin`` and ``fold_haematoxylin`` times the
+      tissue medians, smoothed over ``fold_um``) with the H:E ratio of the tissue around it;
+      dark eosinophilic rims and haemorrhage (eosin-dominated) and dense nuclei
+      (haematoxylin alone) are not folds; pieces under ``min_fold_um2`` are ignored;
+    * ``debris``: stained fragments too small to be tissue (under ``min_tissue_um2``; what is
+      stained: ``min_od``, ``min_chroma`` and ``smooth_um`` as in :func:`tissue_mask`);
+    * ``fill``: scanner fill, areas of exactly constant colour (no glass or tissue has that).
+
+    Blur is a property of the pixels of a patch, not of a thumbnail: the weight-free
+    importance measures it per patch (:mod:`wsikit.models.nuclear`).
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+    tissue : ndarray, shape (h, w), bool
+        The tissue mask of ``thumb`` (:func:`tissue_mask`).
+    mpp : float
+        µm/px of ``thumb``.
+
+    Returns
+    -------
+    dict of str to ndarray (h, w) bool
+    """
+    thumb = _check_thumb(thumb, mpp)
+    tissue = np.asarray(tissue, bool)
+    if tissue.shape != thumb.shape[:2]:
+        raise TissueError(f"tissue mask {tissue.shape} does not match the thumbnail "
+                          f"{thumb.shape[:2]}")
+    found = _stained(thumb, mpp=mpp, min_od=min_od, min_chroma=min_chroma, remove_ink=True,
+                     smooth_um=smooth_um)
+    return _artefacts(thumb, tissue, found, mpp=mpp, fold_eosin=fold_eosin,
+                      fold_haematoxylin=fold_haematoxylin, min_fold_um2=min_fold_um2,
+                      fold_um=fold_um, min_tissue_um2=min_tissue_um2)
+
+
+def _artefacts(thumb: np.ndarray, tissue: np.ndarray, found: _Stain, *,
+               mpp: float, fold_eosin: float = 1.35, fold_haematoxylin: float = 1.35,
+               min_fold_um2: float = 5e3, fold_um: float = 40.0,
+               min_tissue_um2: float = MIN_TISSUE_UM2) -> dict[str, np.ndarray]:
+    """:func:`artefact_masks` from the stained pixels, ink and flat regions already found."""
+    px_area = mpp * mpp
+    fold = fold_mask(thumb, tissue, mpp=mpp, fold_eosin=fold_eosin,
+                     fold_haematoxylin=fold_haematoxylin, fold_um=fold_um,
+                     min_fold_um2=min_fold_um2)
+    stained = found.stained
+    debris = stained & ~tissue & ~_remove_small(stained, min_tissue_um2 / px_area)
+    fill = _fill(found.flat & ~tissue, mpp=mpp)
+    return {"ink": found.ink, "fold": fold, "debris": debris, "fill": fill}
+
+
+def _ring_area(ring: np.ndarray) -> float:
+    x, y = ring[:, 0], ring[:, 1]
+    return 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(np.roll(x, -1), y))
+
+
+def mask_polygons(mask: np.ndarray, *, scale: tuple[float, float] = (1.0, 1.0),
+                  tolerance: float = 0.75) -> list[list[np.ndarray]]:
+    """Polygons (exterior + holes) of the 8-connected components of ``mask``.
+
+    Parameters
+    ----------
+    mask : ndarray, shape (h, w), bool
+    scale : (sx, sy)
+        Output units per mask pixel (level-0 px per mask px).
+    tolerance : float
+        Douglas–Peucker tolerance in mask pixels.
+
+    Returns
+    -------
+    list of polygons; each is ``[exterior, hole, …]`` with rings ``(K, 2)`` float ``(x, y)``,
+    closed (first vertex repeated), exterior counter-clockwise and holes clockwise in
+    ``(x, y)`` with y pointing down as in images.
+    """
+    from skimage.measure import approximate_polygon, find_contours
+
+    labels, n = ndi.label(mask, structure=np.ones((3, 3), bool))
+    polygons: list[list[np.ndarray]] = []
+    for k, sl in enumerate(ndi.find_objects(labels), start=1):
+        if sl is None:
+            continue
+        crop = np.pad(labels[sl] == k, 1).astype(np.float32)
+        rings = []
+        for c in find_contours(crop, 0.5, fully_connected="high"):
+            if len(c) < 4:
+                continue
+            c = approximate_polygon(c, tolerance=tolerance)
+            if len(c) < 4:
+                continue
+            # (row, col) in the padded crop -> mask index -> level-0 edge coordinates
+            x = (c[:, 1] - 1 + sl[1].start + 0.5) * scale[0]
+            y = (c[:, 0] - 1 + sl[0].start + 0.5) * scale[1]
+            ring = np.stack([x, y], axis=1)
+            if not np.array_equal(ring[0], ring[-1]):
+                ring = np.vstack([ring, ring[:1]])
+            rings.append(ring)
+        if not rings:
+            continue
+        areas = [abs(_ring_area(r)) for r in rings]
+        outer = int(np.argmax(areas))
+        ext = rings[outer]
+        if _ring_area(ext) < 0:
+            ext = ext[::-1]
+        holes = [r if _ring_area(r) < 0 else r[::-1] for i, r in enumerate(rings) if i != outer]
+        polygons.append([ext, *holes])
+    return polygons
+
+
+@dataclass(frozen=True, eq=False)
+class TissueMask:
+    """A tissue mask over a whole slide.
+
+    Attributes
+    ----------
+    mask : ndarray, shape (h, w), bool
+        True where there is tissue; covers the whole level-0 image.
+    mpp : float
+        Nominal µm/px of the mask.
+    downsample : float
+        Nominal level-0 px per mask px (the exact per-axis values are :attr:`scale`).
+    level0_size : (int, int)
+        Slide level-0 ``(width, height)``.
+    slide_mpp : float
+        Slide level-0 µm/px.
+    slide_name : str
+    artefacts : mapping of str to ndarray (h, w) bool
+        What :func:`artefact_masks` found, by kind (:data:`ARTEFACT_KINDS`), on the grid of
+        ``mask``; already removed from ``mask``, kept to show and to edit. Empty for a mask
+        drawn by hand.
+    """
+
+    mask: np.ndarray
+    mpp: float
+    downsample: float
+    level0_size: tuple[int, int]
+    slide_mpp: float
+    slide_name: str = ""
+    artefacts: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def scale(self) -> tuple[float, float]:
+        """Exact level-0 px per mask px along x and y."""
+        h, w = self.mask.shape
+        return self.level0_size[0] / w, self.level0_size[1] / h
+
+    @property
+    def tissue_fraction(self) -> float:
+        """Fraction of the slide area covered by tissue."""
+        return float(self.mask.mean()) if self.mask.size else 0.0
+
+    @property
+    def tissue_area_um2(self) -> float:
+        """Tissue area in µm²."""
+        sx, sy = self.scale
+        return float(self.mask.sum()) * sx * sy * self.slide_mpp ** 2
+
+    def polygons(self, *, tolerance: float = 0.75) -> list[list[np.ndarray]]:
+        """Polygons in level-0 px (see :func:`mask_polygons`)."""
+        return mask_polygons(self.mask, scale=self.scale, tolerance=tolerance)
+
+    def to_geojson(self, *, tolerance: float = 0.75) -> dict[str, Any]:
+        """GeoJSON FeatureCollection of Polygons in level-0 px (holes as interiors).
+
+        One Feature per tissue piece, classified "Tissue" so QuPath imports it as an
+        annotation (File › Import objects).
+        """
+        features = []
+        for i, rings in enumerate(self.polygons(tolerance=tolerance)):
+            features.append({
+                "type": "Feature",
+                "id": f"tissue-{i}",
+                "geometry": {"type": "Polygon",
+                             "coordinates": [np.round(r, 2).tolist() for r in rings]},
+                "properties": {"objectType": "annotation", "name": f"tissue {i}",
+                               "classification": {"name": "Tissue", "color": [0, 160, 0]},
+                               "holes": len(rings) - 1},
+            })
+        return {"type": "FeatureCollection", "features": features,
+                "properties": {"slide": self.slide_name, "units": "level-0 pixels",
+                               "level0_width": self.level0_size[0],
+                               "level0_height": self.level0_size[1],
+                               "mpp": self.slide_mpp, "mask_mpp": self.mpp}}
+
+    def write_geojson(self, path: str | os.PathLike[str]) -> Path:
+        """Write :meth:`to_geojson` atomically; returns the path."""
+        return write_json_atomic(path, self.to_geojson(), indent=None)
+
+    def write_png(self, path: str | os.PathLike[str]) -> Path:
+        """Write the mask as an 8-bit PNG (255 tissue, 0 background) atomically."""
+        from PIL import Image
+
+        path = Path(path)
+        with atomic_path(path) as tmp:
+            Image.fromarray(self.mask.astype(np.uint8) * 255).save(tmp, format="PNG")
+        return path
+
+    def artefact_fractions(self) -> dict[str, float]:
+        """Fraction of the slide area each artefact kind covers."""
+        return {k: float(np.asarray(v).mean()) for k, v in self.artefacts.items()}
+
+    def artefacts_geojson(self, *, tolerance: float = 0.75) -> dict[str, Any]:
+        """The artefacts as a GeoJSON FeatureCollection of QuPath annotations (level-0 px),
+        one classification per kind ("Ink or dye", "Tissue fold", "Debris", "Scanner fill")."""
+        features = []
+        for kind in ARTEFACT_KINDS:
+            m = self.artefacts.get(kind)
+            if m is None or not np.any(m):
+                continue
+            name, colour = ARTEFACT_CLASSES[kind]
+            for i, rings in enumerate(mask_polygons(np.asarray(m, bool), scale=self.scale,
+                                                    tolerance=tolerance)):
+                features.append({
+                    "type": "Feature", "id": f"{kind}-{i}",
+                    "geometry": {"type": "Polygon",
+                                 "coordinates": [np.round(r, 2).tolist() for r in rings]},
+                    "properties": {"objectType": "annotation", "name": f"{kind} {i}",
+                                   "artefact": kind,
+                                   "classification": {"name": name, "color": colour}}})
+        return {"type": "FeatureCollection", "features": features,
+                "properties": {"slide": self.slide_name, "units": "level-0 pixels",
+                               "level0_width": self.level0_size[0],
+                               "level0_height": self.level0_size[1],
+                               "removed_from_tissue": list(ARTEFACT_KINDS)}}
+
+    def write_artefacts(self, png: str | os.PathLike[str], geojson: str | os.PathLike[str]
+                        ) -> None:
+        """Write the artefacts as a label PNG (bit ``1 << i`` for kind ``i`` of
+        :data:`ARTEFACT_KINDS`, on the grid of the tissue mask) and as GeoJSON, atomically."""
+        from PIL import Image
+
+        labels = np.zeros(self.mask.shape, np.uint8)
+        for i, kind in enumerate(ARTEFACT_KINDS):
+            m = self.artefacts.get(kind)
+            if m is not None:
+                labels |= np.asarray(m, bool).astype(np.uint8) << i
+        with atomic_path(Path(png)) as tmp:
+            Image.fromarray(labels).save(tmp, format="PNG")
+        write_json_atomic(geojson, self.artefacts_geojson(), indent=None)
+
+    def with_artefacts_png(self, path: str | os.PathLike[str]) -> TissueMask:
+        """This mask with the artefacts of a label PNG written by :meth:`write_artefacts`
+        (unchanged when the file is missing, unreadable or of another grid)."""
+        from dataclasses import replace
+
+        from PIL import Image
+
+        try:
+            with Image.open(path) as im:
+                labels = np.asarray(im)
+        except OSError:
+            return self
+        if labels.shape != self.mask.shape:
+            return self
+        arts = {k: (labels & (1 << i)) > 0 for i, k in enumerate(ARTEFACT_KINDS)}
+        return replace(self, artefacts=arts)
+
+    @classmethod
+    def from_png(cls, path: str | os.PathLike[str], *, level0_size: tuple[int, int],
+                 slide_mpp: float, slide_name: str = "") -> TissueMask:
+        """Read a mask written by :meth:`write_png` (pixels > 127 are tissue).
+
+        The mask covers the whole slide, so its resolution follows from its size: a mask
+        read back equals the one written, and gives the same patch grid.
+        """
+        from PIL import Image
+
+        try:
+            with Image.open(path) as im:
+                mask = np.asarray(im.convert("L")) > 127
+        except OSError as exc:
+            raise TissueError(f"{path}: cannot read the tissue mask PNG ({exc}); delete it "
+                              f"or pass {option('resegment')}") from exc
+        W, H = int(level0_size[0]), int(level0_size[1])
+        h, w = mask.shape
+        eff_mpp = float(slide_mpp) * 0.5 * (W / w + H / h)
+        return cls(mask=mask, mpp=eff_mpp, downsample=eff_mpp / float(slide_mpp),
+                   level0_size=(W, H), slide_mpp=float(slide_mpp), slide_name=slide_name)
+
+    @classmethod
+    def from_geojson(cls, src: str | os.PathLike[str] | Mapping[str, Any], *,
+                     level0_size: tuple[int, int], slide_mpp: float,
+                     mpp: float = DEFAULT_MASK_MPP, min_side_px: int = 256,
+                     slide_name: str = "") -> TissueMask:
+        """Rasterise a GeoJSON (file or dict) of level-0 polygons, e.g. edited in QuPath.
+
+        Polygon, MultiPolygon and GeometryCollection geometries are filled, interiors cut
+        out; invalid polygons are repaired as shapely's ``make_valid(method="structure")``
+        would (a self-intersecting ring is filled by the even-odd rule, a hole outside its
+        outline removes nothing), with a warning naming the feature. Features that are not
+        tissue are left out with a warning: QuPath's ignored classes (``Ignore*``,
+        ``Region*``: names ending in ``*``) and wsikit's own artefact and region annotations
+        saved back into the file. Points and lines cover no area and are ignored. The mask
+        has the pixel grid :func:`segment_tissue` gives the slide for the same ``mpp`` and
+        ``min_side_px`` (:func:`mask_shape`); rasterising is linear in vertices and pixels.
+
+        Raises
+        ------
+        TissueError
+            The file cannot be read, is not GeoJSON, a feature is not an object or holds a
+            coordinate that is not a finite number (named), or no feature outlines tissue.
+        """
+        from .geojson import fill_polygon, read_features, read_json
+
+        fix = (f"fix the feature (e.g. in QuPath) or delete the file, or pass "
+               f"{option('resegment')} (select: {option('force')}) to segment again")
+        if isinstance(src, Mapping):
+            data: Any = src
+            where = "GeoJSON"
+        else:
+            where = str(src)
+            data = read_json(src, error=TissueError, fix=fix)
+        if not (isinstance(mpp, (int, float)) and mpp > 0 and slide_mpp > 0):
+            raise TissueError(f"mpp={mpp!r} and slide_mpp={slide_mpp!r} must be positive")
+        W, H = int(level0_size[0]), int(level0_size[1])
+        w, h = mask_shape((W, H), float(slide_mpp), mpp=float(mpp), min_side_px=min_side_px)
+        sx, sy = W / w, H / h
+        eff_mpp = slide_mpp * 0.5 * (sx + sy)  # as segment_tissue reports it
+        mask = np.zeros((h, w), bool)
+        features = read_features(data, where=where, error=TissueError, fix=fix)
+        excluded: list[str] = []
+        repaired: list[str] = []
+        outlines = 0
+        for feat in features:
+            why = _not_tissue(feat)
+            if why:
+                excluded.append(f"{feat.label}: {why}")
+                continue
+            for rings in feat.polygons:
+                if not rings or len(rings[0]) < 3:
+                    continue
+                outlines += 1
+                part = fill_polygon(rings, (h, w), scale=(sx, sy))
+                if part is None:
+                    continue
+                mask[part.rows, part.cols] |= part.mask
+                if part.self_intersecting:
+                    repaired.append(f"{feat.label}: ring(s) {list(part.self_intersecting)} "
+                                    "cross themselves (filled by the even-odd rule)")
+                if part.holes_outside:
+                    repaired.append(f"{feat.label}: hole(s) {list(part.holes_outside)} lie "
+                                    "outside the outline (ignored there)")
+        if excluded:
+            warnings.warn(f"{where}: {len(excluded)} feature(s) left out of the tissue: "
+                          f"{_some(excluded)}", stacklevel=2)
+        if repaired:
+            warnings.warn(f"{where}: invalid polygon(s) repaired as shapely's make_valid "
+                          f"would: {_some(repaired)}; check them in QuPath", stacklevel=2)
+        if features and not outlines:  # features, but not one polygon: not "no tissue"
+            raise TissueError(f"{where}: none of its {len(features)} feature(s) is a tissue "
+                              "Polygon or MultiPolygon with a ring of 3 or more [x, y] points"
+                              f"{' (left out: ' + _some(excluded) + ')' if excluded else ''}"
+                              f", so it outlines no tissue; {fix}")
+        return cls(mask=mask, mpp=float(eff_mpp), downsample=eff_mpp / slide_mpp,
+                   level0_size=(W, H),
+                   slide_mpp=float(slide_mpp), slide_name=slide_name)
+
+
+def _some(items: list[str], n: int = 5) -> str:
+    """The first ``n`` of ``items`` joined, and how many more."""
+    more = f"; and {len(items) - n} more" if len(items) > n else ""
+    return "; ".join(items[:n]) + more
+
+
+#: Classifications of wsikit's own artefact annotations (:meth:`TissueMask.artefacts_geojson`).
+_ARTEFACT_CLASS_NAMES = {name for name, _ in ARTEFACT_CLASSES.values()}
+
+
+def _not_tissue(feature: Any) -> str:
+    """Why a GeoJSON feature is not a tissue outline ("" when it is one): a QuPath class
+    that QuPath itself ignores (names ending in ``*``: ``Ignore*``, ``Region*``), or one of
+    wsikit's own artefact or region annotations saved back into the tissue file."""
+    props = feature.properties
+    cls = feature.class_name
+    if cls.endswith("*"):
+        return f"QuPath class {cls!r} marks an area that is not tissue"
+    if props.get("artefact") is not None or cls in _ARTEFACT_CLASS_NAMES:
+        return f"a wsikit artefact annotation ({cls or props.get('artefact')!s}), not tissue"
+    m = props.get("measurements")
+    if cls.startswith("wsikit ") or (isinstance(m, Mapping)
+                                     and {"score", "rank", "scale"} <= set(m)):
+        return f"a wsikit selected-region annotation ({cls or 'score/rank/scale'}), not tissue"
+    return ""
+
+
+def mask_shape(level0_size: tuple[int, int], slide_mpp: float, *, mpp: float,
+               min_side_px: int = 256, max_pixels: int = MASK_MAX_PIXELS) -> tuple[int, int]:
+    """``(w, h)`` of a slide's tissue mask at ``mpp`` µm/px, the one rule for every mask.
+
+    Small slides get a finer mask, so that its longer side has at least ``min_side_px``
+    pixels (never finer than the slide itself; ``0``: exactly ``mpp``). Huge slides get a
+    coarser one, so that it has at most ``max_pixels`` pixels (:data:`MASK_MAX_PIXELS`; ``0``:
+    no bound): segmentation's working arrays are a few tens of bytes per mask pixel, so this
+    bounds its memory whatever the slide size. :func:`segment_tissue` and
+    :meth:`TissueMask.from_geojson` both use it, so a mask rasterised from a (possibly
+    edited) GeoJSON has the pixel grid of the segmentation it came from.
+    """
+    W, H = int(level0_size[0]), int(level0_size[1])
+    longest_um = max(W, H) * slide_mpp
+    mask_mpp = (float(mpp) if min_side_px <= 0 else
+                min(float(mpp), max(slide_mpp, longest_um / min_side_px)))
+    w = max(1, int(round(W * slide_mpp / mask_mpp)))
+    h = max(1, int(round(H * slide_mpp / mask_mpp)))
+    if max_pixels > 0 and w * h > max_pixels:
+        # rounded down, so within the bound (and a mask's own effective mpp maps to itself)
+        mask_mpp *= math.sqrt(w * h / max_pixels)
+        w = max(1, int(W * slide_mpp / mask_mpp))
+        h = max(1, int(H * slide_mpp / mask_mpp))
+    return w, h
+
+
+def _read_thumbnail(slide: Slide, size: tuple[int, int]) -> np.ndarray:
+    """Whole slide at ``size`` (w, h): straight from the TIFF tiles (scaled JPEG decode) when
+    :mod:`wsikit.slide.tiles` can read the file, else through the slide's backend."""
+    W, H = slide.dimensions
+    if slide.backend in ("openslide", "tiffslide"):
+        from ..slide.tiles import open_tile_reader
+
+        # the direct tile reader declines (None) the files it cannot read
+        reader, _reason = open_tile_reader(slide.path, expected_dimensions=(W, H), cache_mb=0)
+        if reader is not None:
+            try:
+                with reader:
+                    # a mask needs no resampling parity with the patch readers: the
+                    # DCT-domain scaled decode is several times cheaper here
+                    return reader.read_region((0, 0, W, H), size, dct=True)
+            except Exception:  # any decode trouble: the general reader below is the fallback
+                pass
+    return slide.read_at_mpp((0, 0, W, H), out_size=size)
+
+
+def segment_tissue(slide: Slide | str | os.PathLike[str], *, mpp: float = DEFAULT_MASK_MPP,
+                   min_side_px: int = 256, **options: Any) -> TissueMask:
+    """Read a thumbnail of ``slide`` and segment tissue on it.
+
+    Parameters
+    ----------
+    slide : Slide or path-like
+        An open slide, or a slide file (opened and closed here).
+    mpp : float
+        µm/px of the thumbnail (default 8). Small slides use a finer resolution so that the
+        longer side has at least ``min_side_px`` pixels (never finer than the slide).
+    min_side_px : int
+    **options
+        Passed to :func:`tissue_mask` (``min_tissue_um2``, ``min_hole_um2``, …).
+
+    Returns
+    -------
+    TissueMask
+    """
+    from ..slide import Slide as _Slide
+
+    if not isinstance(slide, _Slide):  # a path is opened here; anything else: one line
+        from ..slide.slide import slide_of
+
+        with slide_of(slide, name="segment_tissue(slide)", error=TissueError) as opened:
+            return segment_tissue(opened, mpp=mpp, min_side_px=min_side_px, **options)
+    if not math.isfinite(slide.mpp):
+        raise TissueError(f"{slide.path}: slide mpp unknown; pass the slide's "
+                          f"level-0 µm/px with {keyword('mpp')} (its scanner records it)")
+    if isinstance(mpp, bool) or not isinstance(mpp, (int, float)) or not 0 < mpp < math.inf:
+        raise TissueError(f"mpp={mpp!r}: the tissue mask resolution must be a positive number "
+                          f"of µm/px, e.g. 8 ({keyword('mask_mpp')})")
+    W, H = slide.dimensions
+    thumb = _read_thumbnail(slide, mask_shape((W, H), slide.mpp, mpp=mpp,
+                                              min_side_px=min_side_px))
+    h, w = thumb.shape[:2]
+    eff_mpp = slide.mpp * 0.5 * (W / w + H / h)
+    return tissue_from_thumbnail(thumb, mpp=eff_mpp, level0_size=(W, H),
+                                 slide_mpp=slide.mpp, slide_name=slide.name, **options)
+
+
+def tissue_from_thumbnail(thumb: np.ndarray, *, mpp: float, level0_size: tuple[int, int],
+                          slide_mpp: float, slide_name: str = "", **options: Any
+                          ) -> TissueMask:
+    """:class:`TissueMask` of a whole-slide thumbnail: tissue without ink
+    (:func:`tissue_mask`), then without folds (:func:`artefact_masks`, which are recorded).
+
+    Parameters
+    ----------
+    thumb : ndarray, shape (h, w, 3), uint8
+        The whole slide at ``mpp`` µm/px.
+    mpp : float
+    level0_size : (int, int)
+    slide_mpp : float
+    slide_name : str
+    **options
+        Passed to :func:`tissue_mask`.
+    """
+    thumb = _check_thumb(thumb, mpp)
+    opts: dict[str, Any] = {"min_tissue_um2": MIN_TISSUE_UM2, "min_hole_um2": MIN_HOLE_UM2,
+                            "min_od": MIN_STAIN_OD, "min_chroma": MIN_STAIN_CHROMA,
+                            "remove_ink": True, "smooth_um": 16.0}
+    unknown = sorted(set(options) - set(opts))
+    if unknown:
+        raise TissueError(f"unknown tissue option(s) {', '.join(unknown)}; the options are "
+                          f"{', '.join(opts)}")
+    opts.update(options)
+    # the stained pixels, ink and glass once, for the mask and for its artefacts
+    found = _stained(thumb, mpp=mpp, min_od=opts["min_od"], min_chroma=opts["min_chroma"],
+                     remove_ink=opts["remove_ink"], smooth_um=opts["smooth_um"])
+    mask = _clean(found.stained, mpp=mpp, min_tissue_um2=opts["min_tissue_um2"],
+                  min_hole_um2=opts["min_hole_um2"], thumb=thumb,
+                  excluded=found.ink | found.fill)
+    arts = _artefacts(thumb, mask, found, mpp=mpp, min_tissue_um2=opts["min_tissue_um2"])
+    mask = mask & ~arts["fold"] & ~arts["ink"]   # small ink holes were filled: never tissue
+    return TissueMask(mask=mask, mpp=mpp, downsample=mpp / slide_mpp,
+                      level0_size=(int(level0_size[0]), int(level0_size[1])),
+                      slide_mpp=slide_mpp, slide_name=slide_name, artefacts=arts)
+
