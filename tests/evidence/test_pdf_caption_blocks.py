@@ -176,8 +176,8 @@ def _image_page(pdf, page, rng, *, label: str | None = None) -> None:
 
 def test_placeholders_are_never_captions(tmp_path: Path):
     """'Figure 1 (continued)' under the second part of a figure and 'Figure 2 (see legend on
-    previous page)' under a figure whose legend has a page of its own: one node per figure,
-    each with its true caption."""
+    previous page)' under a figure whose legend has a page of its own: every part is a node
+    with the figure's true caption."""
     rng = np.random.default_rng(11)
     pdf, page = paper(logo=False, stamp=False)
     _image_page(pdf, page, rng, label="Figure 1. SYNTHETIC first part of a two-page figure.")
@@ -192,9 +192,10 @@ def test_placeholders_are_never_captions(tmp_path: Path):
     pdf.output(str(path))
     _, figs = read_pdf_figures(path)
     assert [(f.figure_label, f.page, f.caption_page) for f in figs] == \
-        [("Figure 1", 1, 1), ("Figure 2", 4, 3)]
-    assert figs[0].caption == "Figure 1. SYNTHETIC first part of a two-page figure."
-    assert figs[1].caption == ("Figure 2. SYNTHETIC legend printed on the page before its "
+        [("Figure 1", 1, 1), ("Figure 1", 2, 1), ("Figure 2", 4, 3)]
+    assert figs[0].caption == figs[1].caption == ("Figure 1. SYNTHETIC first part of a "
+                                                  "two-page figure.")
+    assert figs[2].caption == ("Figure 2. SYNTHETIC legend printed on the page before its "
                                "figure.")
 
 

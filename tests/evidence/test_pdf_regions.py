@@ -132,3 +132,35 @@ def test_figure_and_caption_in_a_frame_of_rules(tmp_path: Path):
     assert [f.figure_label for f in figs] == ["Figure 1"]
     assert _covers(figs[0].bbox, 50, 60, 150, 148)       # the plot and its keys
     assert figs[0].bbox[0] > pt(26, 0)[0] and figs[0].bbox[1] > pt(0, 154)[1]
+
+
+def test_white_margins_of_a_bitmap_are_not_the_figure(tmp_path: Path):
+    """A chart exported as a bitmap with a wide white border: the node is the chart, its box
+    the printed part; a bitmap blank on one side only (its own white) is kept whole."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(9)
+    bordered = np.full((300, 400, 3), 255, np.uint8)
+    bordered[60:240, 50:350] = rng.integers(0, 200, (180, 300, 3), dtype=np.uint8)
+    half = np.full((200, 200, 3), 255, np.uint8)
+    half[:, :100] = rng.integers(0, 200, (200, 100, 3), dtype=np.uint8)
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    pdf.image(Image.fromarray(bordered), x=45, y=45, w=120, h=90)  # 0.3 mm per pixel
+    pdf.set_font("Times", "", 9)
+    pdf.text(20, 142, "Figure 1. SYNTHETIC chart exported with a wide white border.")
+    pdf.image(Image.fromarray(half), x=70, y=150, w=60, h=60)
+    pdf.text(20, 217, "Figure 2. SYNTHETIC bitmap whose right half is left white.")
+    column(pdf, 20, 225, 170)
+    figs = _read(pdf, tmp_path / "margins.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 1", "Figure 2"]
+    # the printed part: 50-350 px across (60-150 mm), 60-240 px down (63-117 mm)
+    left, top = pt(60, 63)
+    right, bottom = pt(150, 117)
+    box = figs[0].bbox
+    assert abs(box[0] - left) < 3 and abs(box[2] - right) < 3
+    assert abs(box[1] - bottom) < 3 and abs(box[3] - top) < 3
+    assert figs[0].image.shape[0] < 200 and figs[0].image.shape[1] < 320
+    assert figs[1].image.shape[:2] == (200, 200)  # the embedded bitmap, whole

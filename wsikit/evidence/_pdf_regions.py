@@ -375,14 +375,14 @@ def _inside_text_area(word: Word, text: PageText) -> bool:
     text area, not in a margin (a stamp), not huge (a watermark across the page)."""
     if not text.lines or word.angle not in (1, 2, 3, -1):
         return False
+    sizes = sorted(ln.size for ln in text.lines)
     if word.angle == -1:  # a slanted label (gel lanes, tilted tick labels), not a watermark
-        if max(word.right - word.left, word.top - word.bottom) > 0.25 * min(text.width,
-                                                                          text.height):
+        w, h = word.right - word.left, word.top - word.bottom
+        if max(w, h) > 0.25 * min(text.width, text.height) or \
+                min(w, h) > 2.5 * sizes[len(sizes) // 2]:
             return False
-    else:
-        sizes = sorted(ln.size for ln in text.lines)
-        if word.size > 2.5 * sizes[len(sizes) // 2]:
-            return False
+    elif word.size > 2.5 * sizes[len(sizes) // 2]:
+        return False
     left = min(ln.left for ln in text.lines if ln.prose) if any(
         ln.prose for ln in text.lines) else 0.1 * text.width
     right = max(ln.right for ln in text.lines if ln.prose) if any(

@@ -406,7 +406,8 @@ def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
     page) takes its figure elsewhere, in this order:
 
     1. the graphic that carries its label on its own page ("Figure 1" printed over a figure
-       page, a placeholder such as "Figure 3 (continued)");
+       page, a placeholder such as "Figure 3 (continued)": a part of a figure captioned
+       elsewhere takes that caption);
     2. legends printed before all the unlabelled figure pages: those pages in number order,
        or the one page left between the figures numbered just before and after it;
     3. the big uncaptioned graphics on the facing page, the side (next or previous page)
@@ -455,11 +456,14 @@ def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
         if any(f.caption and _label_key(f.caption) == key for f in found):
             continue  # the label is a figure found elsewhere: this was a mention in the text
         remaining.append((page_index, cap))
-    # the rest of a figure named by a placeholder beside its captioned part is no figure of
-    # its own
-    captioned = {_label_key(f.caption) for f in found if f.caption and not f.caption.label_only}
-    found = [f for f in found if not (f.caption and f.caption.placeholder and
-                                      _label_key(f.caption) in captioned)]
+    # the rest of a figure named by a placeholder ("Figure 3. Cont.") is a part of the figure
+    # whose caption is printed with its first part: it carries that caption
+    captioned = {_label_key(f.caption): f for f in found
+                 if f.caption and not f.caption.label_only}
+    for f in found:
+        first = captioned.get(_label_key(f.caption)) if f.caption else None
+        if first is not None and f.caption is not None and f.caption.placeholder:
+            f.caption, f.caption_page = first.caption, first.caption_page
     if remaining:
         _legends_apart(pages, remaining, found, free_big, take)
     return found
@@ -599,6 +603,34 @@ def _embedded(page, element: Element) -> np.ndarray | None:
     return image
 
 
+def _trim_white(image: np.ndarray, box: Box, shown: Box) -> tuple[np.ndarray, Box]:
+    """A figure without the blank margins of its pixels (a bitmap exported with a wide white
+    border): ``image`` shows ``shown`` (page points); the figure's ``box`` shrinks with it.
+    Blank on one or two sides only is the figure's own white (a panel left empty), kept."""
+    ink: np.ndarray = np.any(np.asarray(image) < 245, axis=2)
+    rows, cols = np.nonzero(ink.any(axis=1))[0], np.nonzero(ink.any(axis=0))[0]
+    h, w = ink.shape
+    if not len(rows) or not len(cols):
+        return image, box
+    top, bottom, left, right = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+    if top + (h - bottom) < 0.03 * h and left + (w - right) < 0.03 * w:
+        return image, box
+    margins = (top > 0.01 * h, h - bottom > 0.01 * h, left > 0.01 * w, w - right > 0.01 * w)
+    if sum(margins) < 3:
+        return image, box
+    pad = 2
+    top, left = max(0, top - pad), max(0, left - pad)
+    bottom, right = min(h, bottom + pad), min(w, right + pad)
+    sx, sy = (shown[2] - shown[0]) / w, (shown[3] - shown[1]) / h
+    content = (shown[0] + left * sx, shown[3] - bottom * sy, shown[0] + right * sx,
+               shown[3] - top * sy)
+    trimmed = (max(box[0], content[0]), max(box[1], content[1]), min(box[2], content[2]),
+               min(box[3], content[3]))
+    if trimmed[2] <= trimmed[0] or trimmed[3] <= trimmed[1]:
+        return image, box
+    return np.ascontiguousarray(image[top:bottom, left:right]), trimmed
+
+
 def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
     figures: list[PdfFigure] = []
     for f in found:
@@ -618,21 +650,24 @@ def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
                 else:
                     used_dpi = min(400.0, max(dpi, 72.0 * el.px[0] /
                                               max(el.box[2] - el.box[0], 1e-6)))
-            box = f.box
+            box, shown = f.box, images[0].box if image is not None else f.box
+            turn = f.caption.turn if f.caption is not None else 0
+            turned = bool(turn)
             if image is None:
                 pad = 2.0
-                box = (box[0] - pad, box[1] - pad, box[2] + pad, box[3] + pad)
-                image = _render_region(page, box, used_dpi / 72.0)
-                if f.caption is not None and f.caption.turn and page.get_rotation() == 0:
+                shown = (box[0] - pad, box[1] - pad, box[2] + pad, box[3] + pad)
+                image = _render_region(page, shown, used_dpi / 72.0)
+                if turned and page.get_rotation() == 0:
                     # a landscape figure printed sideways: upright, as its caption reads
-                    image = np.ascontiguousarray(np.rot90(image, k=-1 if f.caption.turn == 3
-                                                          else 1))
+                    image = np.ascontiguousarray(np.rot90(image, k=-1 if turn == 3 else 1))
+            if not turned and page.get_rotation() == 0:
+                image, box = _trim_white(image, box, shown)
         finally:
             page.close()
         cap = f.caption
         label = " ".join(cap.label.split()) if cap else None
         figures.append(PdfFigure(image, cap.text if cap else "", label, f.page,
-                                 tuple(float(v) for v in f.box),  # type: ignore[arg-type]
+                                 tuple(float(v) for v in box),  # type: ignore[arg-type]
                                  f.caption_page, source, float(used_dpi)))
     return figures
 
