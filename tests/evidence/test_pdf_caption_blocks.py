@@ -216,3 +216,45 @@ def test_supplement_legend_pages_after_their_figures(tmp_path: Path):
     _, figs = read_pdf_figures(path)
     assert [(f.figure_label, f.page, f.caption_page) for f in figs] == \
         [("Figure S1", 1, 2), ("Figure S2", 3, 4), ("Figure S3", 5, 6)]
+
+
+def test_heading_right_under_a_body_like_legend_is_not_caption(tmp_path: Path):
+    """A double-spaced manuscript's legend, printed like its body text, followed on the very
+    next numbered line by a section heading in the same look ("Methods (1368)"): the legend
+    ends at its last sentence, the heading is not caption text."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    y, n = _numbered(pdf, 30, 20, 9.5, BODY, 1)
+    vector_plot(pdf, 50, y + 2, 110, 55)
+    y, n = _numbered(pdf, 30, y + 78, 9.5, LEGEND, n)
+    y, n = _numbered(pdf, 30, y, 9.5, "Methods (1368)", n)
+    _numbered(pdf, 30, y + 9.5, 9.5, BODY, n)
+    path = tmp_path / "heading.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    assert figs[0].caption == LEGEND
+
+
+@pytest.mark.parametrize("note", [
+    "(A color version of this figure is available in the online journal.)",
+    "(For interpretation of the references to colour in this figure legend, the reader is "
+    "referred to the web version of this article.)",
+])
+def test_closing_colour_note_is_not_caption(tmp_path: Path, note: str):
+    """A production note closing the legend, about where the figure is seen in colour, is
+    not caption text; a last sentence that only mentions colours stays."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170, BODY)
+    vector_plot(pdf, 40, 45, 130, 60)
+    legend = ("Figure 1. SYNTHETIC curves of a generated experiment. The red curve is the "
+              "first group and the blue curve the second (colours as in Figure 2).")
+    pdf.set_font("Helvetica", "", 8)
+    pdf.set_xy(20, 120)
+    pdf.multi_cell(170, 3.6, f"{legend} {note}")
+    column(pdf, 20, pdf.get_y() + 6, 170, BODY)
+    path = tmp_path / "note.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert figs[0].caption == legend

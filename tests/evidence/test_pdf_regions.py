@@ -164,3 +164,57 @@ def test_white_margins_of_a_bitmap_are_not_the_figure(tmp_path: Path):
     assert abs(box[1] - bottom) < 3 and abs(box[3] - top) < 3
     assert figs[0].image.shape[0] < 200 and figs[0].image.shape[1] < 320
     assert figs[1].image.shape[:2] == (200, 200)  # the embedded bitmap, whole
+
+
+def test_author_block_touching_a_figure_corner_stays_out(tmp_path: Path):
+    """A first page whose author block ends diagonally at a figure's top-left corner
+    (a teaser figure beside the abstract): the figure is the graphic alone, not the author
+    lines chained to it through that corner."""
+    import numpy as np
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    pdf.set_font("Times", "", 10)
+    for i, line in enumerate(["Given Name", "given@example.org", "SYNTHETIC Institute",
+                              "Nowhere City"]):
+        pdf.text(100.5 - pdf.get_string_width(line), 40 + 4.2 * i, line)
+    rng = np.random.default_rng(5)  # the teaser graphic, its corner at the block's
+    pdf.image(Image.fromarray(rng.integers(0, 255, (160, 320, 3), dtype=np.uint8)),
+              x=101, y=54, w=80, h=40)
+    column(pdf, 20, 58, 75, BODY * 2)
+    pdf.set_font("Times", "B", 9)
+    pdf.set_xy(101, 98)
+    pdf.multi_cell(80, 4, "Figure 1: SYNTHETIC teaser of a generated tool beside the abstract.")
+    column(pdf, 101, 112, 80, BODY)
+    figs = _read(pdf, tmp_path / "teaser.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    assert _covers(figs[0].bbox, 101, 54, 181, 94)
+    assert figs[0].bbox[3] <= pt(0, 54)[1] + 1.5  # no author line above the graphic
+    assert figs[0].bbox[0] >= pt(101, 0)[0] - 1.5
+
+
+def test_one_letter_axis_title_beyond_the_tick_labels_joins(tmp_path: Path):
+    """A y-axis titled by one horizontal letter standing a tick label's width left of the
+    tick labels (a symbol such as lambda): the figure reaches it."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    pdf.set_line_width(0.3)
+    pdf.rect(60, 60, 100, 30)
+    pdf.set_draw_color(230, 120, 40)
+    pdf.polyline([(60 + i * 5, 85 - i * 1.1) for i in range(21)])
+    pdf.set_font("Helvetica", "", 7)
+    for i in range(6):
+        pdf.line(58.8, 90 - 6 * i, 60, 90 - 6 * i)
+        pdf.line(60 + 20 * i, 90, 60 + 20 * i, 91.2)
+        pdf.text(53, 91 - 6 * i, f"{i / 5:.1f}")
+        pdf.text(59 + 20 * i, 94, f"{10 * i}")
+    pdf.text(44, 76, "k")  # the axis title, 22 points (2.7 letter heights) left of the ticks
+    pdf.text(102, 99, "Noise")
+    pdf.set_font("Times", "", 10)
+    pdf.text(20, 110, "Figure 1. SYNTHETIC optimal values of a generated coefficient.")
+    column(pdf, 20, 118, 170)
+    figs = _read(pdf, tmp_path / "axis_title.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    assert _covers(figs[0].bbox, 44.5, 60, 160, 99)

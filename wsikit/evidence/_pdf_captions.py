@@ -67,6 +67,20 @@ _SENTENCE_END = re.compile(r"[.!?:]['’\"”)\]]*\s*$")
 _FIGURE_DOI = re.compile(r"(?<=[.!?)\]])\s*(?:doi|DOI)\s*:?\s*(?:https?://(?:dx\.)?doi\.org/)?"
                          r"10\.\d{4,9}/\S+\s*$")
 
+#: A production note closing a caption, in brackets, about where the figure is seen in colour
+#: ("(A color version of this figure is available in the online journal.)", "(For
+#: interpretation of the references to colour in this figure legend, the reader is referred to
+#: the web version of this article.)", "[Color figure can be viewed at ...]"): it says how the
+#: figure was published, not what it shows.
+_COLOUR_NOTE = re.compile(r"(?<=[.!?)\]])\s*[(\[][^()\[\]]{0,160}\bcolou?rs?\b[^()\[\]]{0,160}"
+                          r"\b(?:online|web|electronic|version|viewed)\b[^()\[\]]{0,120}[)\]]\s*$",
+                          re.IGNORECASE)
+
+
+def _caption_text(lines: list[Line]) -> str:
+    """A block's text without the figure's DOI and a closing colour note."""
+    return _COLOUR_NOTE.sub("", _FIGURE_DOI.sub("", join_lines([ln.text for ln in lines])))
+
 
 def caption_kind(kind: str) -> str:
     """'figure', 'table' or 'scheme' for the label word of :data:`CAPTION_RE`."""
@@ -164,7 +178,7 @@ def find_captions(text: PageText, *, image_boxes: list[Box],
 
 
 def _caption(block_lines: list[Line], match: re.Match[str], turn: int = 0) -> Caption:
-    text_ = _FIGURE_DOI.sub("", join_lines([ln.text for ln in block_lines]))
+    text_ = _caption_text(block_lines)
     label = " ".join(match.group("label").split())
     rest = text_[match.end():].strip(" .:|—–-")
     placeholder = bool(PLACEHOLDER_RE.match(text_[match.end():])) and len(rest) < 80
@@ -190,7 +204,33 @@ def _body_font(line: Line, skip: int = 0) -> str:
 def _grow(lines: list[Line], block: list[int], used: set[int], image_boxes: list[Box],
           style: TextStyle, head: list[int] | None = None) -> list[int]:
     """Follow a caption block down its column from ``block`` (its first line); ``head``: the
-    block this one continues (a caption's second column), whose look it keeps."""
+    block this one continues (a caption's second column), whose look it keeps. A heading in
+    the caption's look right after it (a manuscript's "Methods" under a legend) is left out."""
+    grown = _follow(lines, block, used, image_boxes, style, head)
+    return grown[:-1] if _heading_after(lines, grown) else grown
+
+
+#: What a caption's last words may be without a sentence's end: a scale ("Scale bar, 50 µm").
+_MEASURE = re.compile(r"\d\s*(?:[µμnmck]?m|s|min|h)\b|=|\bbars?\b", re.IGNORECASE)
+
+
+def _heading_after(lines: list[Line], block: list[int]) -> bool:
+    """Whether the block's last line is a heading, not the caption's: a few words on a short
+    line of their own, capitalised, with no sentence end and no colon, after a line that ends
+    a sentence."""
+    if len(block) < 3:
+        return False
+    last, prev = lines[block[-1]], lines[block[-2]]
+    text = last.text.strip()
+    return (len(text.split()) <= 4 and text[:1].isupper() and prev.base - last.base > 0.5 *
+            last.size and not _SENTENCE_END.search(text) and not text.endswith(("-", ",", ";"))
+            and ":" not in text  # "Photo: A. Name", a panel's "Detail of stigma" after "E:"
+            and bool(re.search(r"[.!?]['’\"”)\]]*\s*$", prev.text)) and not _MEASURE.search(text)
+            and last.width < 0.5 * max(lines[k].width for k in block))
+
+
+def _follow(lines: list[Line], block: list[int], used: set[int], image_boxes: list[Box],
+            style: TextStyle, head: list[int] | None) -> list[int]:
     first = lines[(head or block)[0]]
     size = first.size
     n_label = _label_words(first)
@@ -390,7 +430,7 @@ def continued(cap: Caption, more: list[Line]) -> Caption:
     """``cap`` with ``more`` lines (from the next page) appended: no longer a label alone."""
     lines = cap.lines + more
     return Caption(cap.kind, cap.label, cap.number, cap.lines,
-                   _FIGURE_DOI.sub("", join_lines([ln.text for ln in lines])), False,
+                   _caption_text(lines), False,
                    cap.turn, cap.placeholder)
 
 

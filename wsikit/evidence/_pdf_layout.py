@@ -96,10 +96,11 @@ class Line:
 
     @property
     def size(self) -> float:
-        """Median word height (robust to sub- and superscripts)."""
+        """Median word height, the lower of the two middle ones (robust to sub- and
+        superscripts and to symbol-font glyphs, which only make a word taller)."""
         if self._size is None:
             sizes = sorted(w.size for w in self.words)
-            self._size = sizes[len(sizes) // 2] if sizes else 0.0
+            self._size = sizes[(len(sizes) - 1) // 2] if sizes else 0.0
         return self._size
 
     @property

@@ -248,21 +248,25 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
     # reach: a horizontal label touches its graphic; a rotated axis title sits further out
     # side: where the graphic of a rotated axis title lies (text read upwards sits left of
     # its axis, text read downwards right of it)
-    items: list[tuple[Box, float, int]] = [
-        (ln.box, 0.9 * ln.size, 0) for i, ln in enumerate(text.lines)
-        if not ln.prose and i not in skip_lines]
+    # corner: whether the label may touch a graphic at a corner only (diagonally): a panel
+    # letter may, a line of words (an author block beside a figure) may not
+    items: list[tuple[Box, float, int, bool]] = [
+        (ln.box, 0.9 * ln.size, 0, ln.width <= 2.5 * ln.size)
+        for i, ln in enumerate(text.lines) if not ln.prose and i not in skip_lines]
     items += [((wd.left, wd.bottom, wd.right, wd.top), _reach(wd),
-               {3: 1, 1: -1}.get(wd.angle, 0))
+               {3: 1, 1: -1}.get(wd.angle, 0), True)
               for wd in text.rotated if _inside_text_area(wd, text) and id(wd) not in skip_words]
     pending = list(items)
     for _ in range(4):
         left_over = []
         changed = False
-        for box, size, side in pending:
+        for box, size, side, corner in pending:
             reach = max(2.0, size)
-            hits = [c for c in out if not c.rule and gap_between(c.box, box) <= reach]
+            hits = [c for c in out if not c.rule and gap_between(c.box, box) <= reach and
+                    (corner or min(c.box[2], box[2]) > max(c.box[0], box[0]) or
+                     min(c.box[3], box[3]) > max(c.box[1], box[1]))]
             if not hits:
-                left_over.append((box, size, side))
+                left_over.append((box, size, side, corner))
                 continue
             # the nearest graphic takes the label; labels never join two graphics (that is
             # for the caption's region to decide, which stops at body text and captions)
@@ -584,14 +588,20 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
         return len(ln.words) <= 4 and ln.width < 15 * ln.size and \
             ln.size < 0.9 * body[0] and ln.font != body[1]
 
-    labels = [(ln.box, 2.5 * ln.size) for ln in text.lines if label(ln)]
-    labels += [((wd.left, wd.bottom, wd.right, wd.top), max(_reach(wd), 6.0))
+    # reach: how far out a label may stand; a one-letter axis title ("λ") level with the
+    # region, beside its tick labels, stands a little further
+    labels = [(ln.box, 2.5 * ln.size, (3.0 if len(ln.text) <= 3 else 2.5) * ln.size)
+              for ln in text.lines if label(ln)]
+    labels += [((wd.left, wd.bottom, wd.right, wd.top),) + (max(_reach(wd), 6.0),) * 2
                for wd in text.rotated if _inside_text_area(wd, text)]
     for k in regions:
         for _ in range(3):
             grew = False
-            for b, reach in labels:
-                if _within(b, regions[k]) or gap_between(regions[k], b) > reach:
+            for b, reach, beside in labels:
+                reg = regions[k]
+                if reg[1] <= b[1] and b[3] <= reg[3]:
+                    reach = beside
+                if _within(b, reg) or gap_between(reg, b) > reach:
                     continue
                 new = union(regions[k], b)
                 # (a label never takes a region over body text, not even its edge)

@@ -276,9 +276,9 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
     repeated = _repeated(elem_keys, n_pages)
     repeated_lines = _repeated(line_keys, n_pages)
     style = text_style([pg.text for pg in pages])
-    for pg in pages:  # print far smaller than the body's is a figure's labels, not prose
-        for ln in pg.text.lines:
-            if ln.prose and ln.size < 0.7 * style.size:
+    for pg in pages:  # print far smaller or larger than the body's is a figure's labels (or
+        for ln in pg.text.lines:  # a heading), not prose
+            if ln.prose and not 0.7 * style.size <= ln.size <= 1.5 * style.size:
                 ln.prose = False
 
     for pg in pages:
@@ -421,6 +421,8 @@ def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
 
     def take(pg: _Page, cap: Caption, cap_page: int) -> None:
         big = free_big(pg)
+        if not any(ln.prose for ln in pg.text.lines):  # a page of figure: all its graphics
+            big += [cl for cl in pg.clusters if cl.owner is None and cl not in big]
         box = big[0].box
         for cl in big:
             cl.owner = -1
