@@ -258,3 +258,65 @@ def test_closing_colour_note_is_not_caption(tmp_path: Path, note: str):
     pdf.output(str(path))
     _, figs = read_pdf_figures(path)
     assert figs[0].caption == legend
+
+
+def test_caption_line_with_symbol_glyphs_in_larger_print_stays_in(tmp_path: Path):
+    """A legend line where half the words are set larger (Greek letters of a symbol font,
+    "TCRαβ+") goes on the sentence: it is the caption's, not the end of it."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170, BODY)
+    vector_plot(pdf, 40, 45, 130, 60)
+    y = 122.0
+    pdf.set_font("Helvetica", "", 8)
+    pdf.text(20, y, "Figure 1. SYNTHETIC killing of generated target cells by the effector cells")
+    x = 20.0
+    for word, big in [("ab+", True), ("cells,", False), ("gd+", True), ("cells,", False),
+                      ("ab+", True), ("cells", False)]:
+        pdf.set_font("Helvetica", "", 10 if big else 8)
+        pdf.text(x, y + 3.6, word)
+        x += pdf.get_string_width(word + " ")
+    pdf.set_font("Helvetica", "", 8)
+    pdf.text(20, y + 7.2, "and the control cells, shown by arrowheads.")
+    column(pdf, 20, y + 14, 170, BODY)
+    path = tmp_path / "symbols.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    assert figs[0].caption.startswith("Figure 1. SYNTHETIC killing")
+    assert figs[0].caption.endswith("gd+ cells, ab+ cells and the control cells, shown by "
+                                    "arrowheads.")
+
+
+def test_manuscript_figure_page_keeps_its_small_parts(tmp_path: Path):
+    """An author manuscript: the legend in the running text, the figure on a page of its own
+    at the end (sized to the figure, a "Figure 1" label at its foot) whose boxed note sits
+    apart under the big drawing: the figure is everything the page draws, the note included."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    y = column(pdf, 20, 15, 170, BODY)
+    pdf.set_font("Times", "", 10)
+    pdf.set_xy(20, y + 6)
+    pdf.multi_cell(170, 4.6, "Figure 1. SYNTHETIC set-up of a generated circuit with its tubes "
+                             "and pumps.")
+    column(pdf, 20, pdf.get_y() + 6, 170, BODY)
+    pdf.add_page(format=(240, 160))
+    pdf.set_line_width(0.5)
+    pdf.line(15, 15, 205, 15)
+    for i in range(8):  # the drawing: tubes and boxes on one manifold
+        pdf.line(15 + 25 * i, 15, 30 + 25 * i, 100)
+        pdf.rect(24 + 25 * i, 100, 12, 8)
+    pdf.set_fill_color(255, 250, 200)
+    pdf.rect(70, 124, 100, 12, style="DF")  # the boxed note, 16 mm under the drawing
+    pdf.set_font("Helvetica", "", 9)
+    pdf.text(74, 131, "SYNTHETIC note: 50 cm from the generated tube")
+    pdf.set_font("Helvetica", "", 7)
+    pdf.text(4, 156, "Figure 1")
+    path = tmp_path / "manuscript.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [(f.figure_label, f.page) for f in figs] == [("Figure 1", 2)]
+    assert figs[0].caption.startswith("Figure 1. SYNTHETIC set-up")
+    left, bottom, right, top = figs[0].bbox
+    note_bottom = (160 - 136) * 72 / 25.4
+    assert bottom <= note_bottom + 1.5 and top >= (160 - 15) * 72 / 25.4 - 1.5
