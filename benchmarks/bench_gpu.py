@@ -2,8 +2,12 @@
 50k patches, exact search and the batch engine on CUDA, in one prepared run.
 
 Written for a lent H200 (one ``run`` of the device tool, under 10 minutes), and runnable on a
-CPU at a tiny size (``--tiny``; ``tests/benchmarks/test_bench_gpu.py`` runs it) so the script is
-tested where CI runs. Every section is timed and guarded on its own: one that fails records
+CPU at a tiny size (``--tiny``; ``tests/features/test_bench_gpu_script.py`` runs it) so the
+script is tested where CI runs. ``--tiny`` runs every section in about a minute on two CPU
+cores: small inputs, and a ViT-S (:data:`TINY_PATCH_MODEL`, random weights) standing in for
+CONCH v1.5 wherever the section measures speed rather than parity (a ViT-L's random
+initialisation alone takes a minute on a CPU); parity checks TITAN's golden, whose weights are
+small. Every section is timed and guarded on its own: one that fails records
 its error and the others go on; results are written to ``--out`` after every section
 (``bench_gpu.json``) and as a table at the end (``bench_gpu.md``).
 
@@ -29,16 +33,23 @@ Sections
               compared.
 ``titan``     TITAN on 50k patches (CONCH v1.5 features, 768-d, random weights): CUDA time and
               peak memory against the CPU run.
-``search``    exact inner-product search of 1M × 2560 fp16 vectors on the GPU (faiss-gpu when
-              importable, else a torch matrix product + top-k) against faiss-cpu's
-              ``IndexFlatIP``; recall of the top 10.
+``search``    exact inner-product search of 1M × 2560 vectors: a plain fp16 matrix product +
+              top-k on the GPU, and the figure index's ``torch`` search kind
+              (:class:`wsikit.evidence._exact_torch.TorchExactIndex`: fp16 scores chunked to
+              the free memory, candidates re-scored in float32) against faiss-cpu's
+              ``IndexFlatIP``; recall of the top 10 and the top-10 scores' largest difference.
 ``batch``     ``wsikit batch --devices cuda`` (one worker per device: the multi-GPU code path
-              with the one device) and ``--devices cpu`` on a small generated cohort with the
-              golden CONCH v1.5 weights; features compared.
+              with the one device; then two workers on the one device) and ``--devices cpu``
+              on a small generated cohort with the golden CONCH v1.5 weights; features
+              compared.
 
-Run on the device machine: ``python benchmarks/bench_gpu.py --out $OUT --source PATH``
-(``--source``: a generated 40× slide to tile; made with ``--make-source PATH`` on a machine
-that has imagecodecs, as the device may not). On a CPU: ``python benchmarks/bench_gpu.py
+Before a device run: ``benchmarks/fetch_gpu_wheels.sh`` fetches the wheels the device must be
+given (:data:`CARRY`, Python 3.12 manylinux x86_64, into ``.whl/``, checked against the 64 MiB
+carry limit), and ``python benchmarks/bench_gpu.py --check`` says, section by section, whether
+every module it needs is installed or carried (exit 1 when one is neither, or the carried
+wheels exceed the limit). Run on the device machine: ``python benchmarks/bench_gpu.py --out
+$OUT --source PATH`` (``--source``: a generated 40× slide to tile; made with ``--make-source
+PATH`` here, where imagecodecs is installed). On a CPU: ``python benchmarks/bench_gpu.py
 --tiny``.
 """
 
@@ -77,6 +88,9 @@ REFERENCE_ERROR = {"conch_v1_5": {"fp16": 5.8e-4, "bf16": 5.2e-3},
                    "virchow2": {"fp16": 1.1e-3},  # (the golden README gives no bf16 figure)
                    "titan": {"fp16": 7e-4, "bf16": 5e-3}}
 FP32_TOL = 1e-4
+#: ``--tiny``: the ViT-S (random weights) that stands in for CONCH v1.5 where a section
+#: measures speed or runs the pipeline, not parity
+TINY_PATCH_MODEL = "kaiko_vits16"
 
 
 def _sync() -> None:
@@ -141,6 +155,21 @@ NEEDS = {"env": ("timm",), "parity": ("timm", "safetensors"),
          "batch": ("imagecodecs", "simplejpeg", "openslide", "h5py"), "zoo": ("timm",)}
 
 
+#: the wheels a device run is given (pip requirement -> the module it provides): what the
+#: first H200 run found missing on the device image (``benchmarks/results/gpu_h200.md``: it
+#: carried simplejpeg, openslide, jsonschema, faiss-cpu and timm, and lacked imagecodecs, which
+#: cost it the pipeline and batch sections). Python 3.12 manylinux x86_64 wheels, fetched by
+#: ``benchmarks/fetch_gpu_wheels.sh`` into ``.whl/``: 52.6 MB (50.2 MiB) in all, imagecodecs
+#: 27.7 MB and faiss-cpu 18.8 MB the largest (faiss-gpu's CUDA 12 libraries would not fit).
+CARRY = {"timm==1.0.31": "timm", "imagecodecs==2026.11.11": "imagecodecs",
+         "simplejpeg==1.9.0": "simplejpeg", "openslide-python==1.4.7": "openslide",
+         "openslide-bin==4.0.1.2": "openslide_bin", "jsonschema==4.26.0": "jsonschema",
+         "faiss-cpu==1.15.1": "faiss"}
+#: bytes the device tool carries with the working tree (64 MiB), less room for the tree
+CARRY_LIMIT = 56 * 2**20
+WHEELS = ROOT / ".whl"
+
+
 def preflight(sections: list[str]) -> dict[str, list[str]]:
     """Sections whose modules are missing, with the module names (checked before any work)."""
     import importlib.util
@@ -148,6 +177,23 @@ def preflight(sections: list[str]) -> dict[str, list[str]]:
     missing = {sec: [m for m in NEEDS.get(sec, ()) if importlib.util.find_spec(m) is None]
                for sec in sections}
     return {sec: mods for sec, mods in missing.items() if mods}
+
+
+def check_carry(sections: list[str], wheels: Path = WHEELS) -> dict[str, Any]:
+    """Whether a device run can start: per section the modules neither installed nor in a
+    carried wheel (``unmet``), the carried wheels found in ``wheels`` and their total size
+    against :data:`CARRY_LIMIT`. ``ok`` is true when nothing is unmet and the wheels fit."""
+    found = sorted(wheels.glob("*.whl")) if wheels.is_dir() else []
+    # a wheel's distribution name, normalised as pip writes it (openslide_python-1.4-...)
+    dists = {w.name.split("-")[0].lower().replace("_", "-") for w in found}
+    carried = {mod for req, mod in CARRY.items()
+               if req.split("==")[0].lower().replace("_", "-") in dists}
+    unmet = {sec: [m for m in mods if m not in carried]
+             for sec, mods in preflight(sections).items()}
+    unmet = {sec: mods for sec, mods in unmet.items() if mods}
+    size = sum(w.stat().st_size for w in found)
+    return {"unmet": unmet, "wheels": [w.name for w in found], "carry_bytes": size,
+            "carry_limit": CARRY_LIMIT, "ok": not unmet and size <= CARRY_LIMIT}
 
 
 # -- env -------------------------------------------------------------------------------------
@@ -201,11 +247,9 @@ def parity(rec: dict[str, Any], dev: torch.device, work: Path, tiny: bool) -> No
     from golden_rule import golden
 
     precisions = ("fp32", "fp16", "bf16")
-    for name in ("conch_v1_5", "virchow2"):
-        if tiny:  # a CPU's autocast of a ViT-L at 448 px takes minutes: float32 only
-            precisions = ("fp32",)
-        if tiny and name == "virchow2":
-            continue
+    # tiny: TITAN only (a ViT-L/ViT-H's random initialisation and 448-px forward take
+    # minutes on a CPU; tests/models checks their goldens there)
+    for name in () if tiny else ("conch_v1_5", "virchow2"):
         g = golden(name)
         enc = _golden_encoder(name, work / "golden", dev)
         row: dict[str, Any] = {}
@@ -352,16 +396,15 @@ def speed(rec: dict[str, Any], dev: torch.device, tiny: bool, *, compile_: bool,
     """Eager runs (``compile_=False``) or the ``torch.compile`` runs (``compile_=True``)."""
     from wsikit.models import create_encoder
 
-    models = [("conch_v1_5", 448), ("virchow2", 224)]
+    models = [(TINY_PATCH_MODEL, 64)] if tiny else [("conch_v1_5", 448), ("virchow2", 224)]
     batches = (4,) if tiny else (128, 256, 512)
     precisions = ("fp32",) if tiny else ("bf16", "fp16")
     seconds = 0.3 if tiny else 2.0
     for name, px in models:
-        if tiny and name == "virchow2" or compile_:
+        if compile_:
             continue
         torch.manual_seed(0)
         enc = create_encoder(name, weights="random", device=str(dev))
-        px = 64 if tiny else px
         fl = flops_per_patch(enc, px, dev)
         row: dict[str, Any] = {"gflop_per_patch": fl / 1e9, "input_px": px, "runs": []}
         rec[name] = row
@@ -391,7 +434,6 @@ def speed(rec: dict[str, Any], dev: torch.device, tiny: bool, *, compile_: bool,
             continue
         torch.manual_seed(0)
         enc = create_encoder(name, weights="random", device=str(dev))
-        px = 64 if tiny else px
         batch = 4 if tiny else 256
         fl = flops_per_patch(enc, px, dev)
         rec[name] = {"gflop_per_patch": fl / 1e9, "input_px": px, "runs": []}
@@ -499,13 +541,15 @@ def pipeline(rec: dict[str, Any], dev: torch.device, work: Path, source: Path, t
     rec["slide_write_s"] = time.perf_counter() - t0
     rec["slide_gb"] = big.stat().st_size / 1e9
     grid = tiled_grid(source, big, reps, target_mpp=target_mpp, patch_px=patch_px)
-    if tiny:  # a ViT-L on a CPU: a few patches test the code
+    if tiny:  # a few patches test the code
         grid = dataclasses.replace(grid, coords=grid.coords[:12], tissue=grid.tissue[:12])
     rec.update(reps=reps, patches=len(grid), level0=list(grid.level0_size))
     print(f"  {big.name}: {len(grid)} patches, {rec['slide_gb']:.2f} GB, "
           f"written in {rec['slide_write_s']:.0f} s", flush=True)
     torch.manual_seed(0)
-    enc = create_encoder("conch_v1_5", weights="random", device=str(dev))
+    enc = create_encoder(TINY_PATCH_MODEL if tiny else "conch_v1_5", weights="random",
+                         device=str(dev))
+    rec["encoder"] = enc.config.name
     px = 448
     if tiny:
         px = 64
@@ -586,7 +630,7 @@ def _titan_run(n: int, device: str, threads: int, precision: str) -> dict[str, f
 
 def titan(rec: dict[str, Any], dev: torch.device, work: Path, tiny: bool,
           cpu_timeout: float) -> None:
-    n = 2000 if tiny else 50000
+    n = 500 if tiny else 50000
     rec["patches"] = n
     if dev.type == "cuda":
         # a tenth of the patches first: attention is quadratic, so 100x that predicts 50k
@@ -624,8 +668,16 @@ def titan(rec: dict[str, Any], dev: torch.device, work: Path, tiny: bool,
 
 # -- search ----------------------------------------------------------------------------------
 
+def _plain_topk(q: torch.Tensor, base: torch.Tensor, k: int) -> Any:
+    return torch.topk(q @ base.T, k, dim=1)
+
+
 def search(rec: dict[str, Any], dev: torch.device, tiny: bool) -> None:
+    """A plain fp16 matrix product + top-k on the device, and the figure index's ``torch``
+    search kind, against faiss-cpu's float32 ``IndexFlatIP`` on the same vectors."""
     import faiss
+
+    from wsikit.evidence._exact_torch import TorchExactIndex, search_budget
 
     n, d, nq, k = (20000, 256, 16, 10) if tiny else (1_000_000, 2560, 256, 10)
     rec.update(vectors=n, dim=d, queries=nq, k=k)
@@ -634,20 +686,34 @@ def search(rec: dict[str, Any], dev: torch.device, tiny: bool) -> None:
         torch.randn(n, d, device=dev, generator=gen), dim=1).half()
     q = torch.nn.functional.normalize(torch.randn(nq, d, device=dev, generator=gen), dim=1)
     q = q.half()
-    gpu_faiss = hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
-    rec["faiss_gpu"] = bool(gpu_faiss)
-    if dev.type == "cuda":
-        torch.topk(q @ base.T, k, dim=1)
+    rec["faiss_gpu"] = bool(hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0)
+
+    def timed(fn: Callable[[], Any], reps: int = 5) -> tuple[float, Any]:
+        fn()
         _sync()
         t0 = time.perf_counter()
-        for _ in range(5):
-            _, ids = torch.topk(q @ base.T, k, dim=1)
+        for _ in range(reps):
+            out = fn()
         _sync()
-        rec["gpu_torch_s_per_batch"] = (time.perf_counter() - t0) / 5
-        gpu_ids = ids.cpu().numpy()
+        return (time.perf_counter() - t0) / reps, out
+
+    plain_ids = None
+    if dev.type == "cuda":
+        rec["plain_fp16_s_per_batch"], (_, ids) = timed(
+            functools.partial(_plain_topk, q, base, k))
+        plain_ids = ids.cpu().numpy()
     base_cpu = base.float().cpu().numpy()
     q_cpu = q.float().cpu().numpy()
     del base
+    _free()
+    t0 = time.perf_counter()
+    exact = TorchExactIndex(base_cpu, device=dev)
+    rec["torch_index_build_s"] = time.perf_counter() - t0
+    rec["torch_index"] = repr(exact)
+    rec["torch_budget_bytes"] = search_budget(dev)
+    rec["torch_s_per_batch"], (t_sims, t_ids) = timed(
+        functools.partial(exact.search, q_cpu, k))
+    del exact
     _free()
     t0 = time.perf_counter()
     index = faiss.IndexFlatIP(d)
@@ -655,12 +721,20 @@ def search(rec: dict[str, Any], dev: torch.device, tiny: bool) -> None:
     rec["cpu_add_s"] = time.perf_counter() - t0
     faiss.omp_set_num_threads(os.cpu_count() or 1)
     t0 = time.perf_counter()
-    _, cpu_ids = index.search(q_cpu, k)
+    cpu_sims, cpu_ids = index.search(q_cpu, k)
     rec["cpu_faiss_s_per_batch"] = time.perf_counter() - t0
-    if dev.type == "cuda":
-        rec["gpu_speedup"] = rec["cpu_faiss_s_per_batch"] / rec["gpu_torch_s_per_batch"]
-        rec["recall_at_10"] = float(np.mean([len(set(a) & set(b)) / k
-                                             for a, b in zip(gpu_ids, cpu_ids, strict=True)]))
+
+    def recall(ids: np.ndarray) -> float:
+        return float(np.mean([len(set(a) & set(b)) / k
+                              for a, b in zip(ids, cpu_ids, strict=True)]))
+
+    rec["torch_recall_at_10"] = recall(t_ids)
+    rec["torch_max_score_diff"] = float(np.abs(t_sims - cpu_sims).max())
+    rec["torch_speedup"] = rec["cpu_faiss_s_per_batch"] / rec["torch_s_per_batch"]
+    if plain_ids is not None:
+        rec["plain_recall_at_10"] = recall(plain_ids)
+        rec["plain_speedup"] = rec["cpu_faiss_s_per_batch"] / rec["plain_fp16_s_per_batch"]
+    rec["ok"] = rec["torch_recall_at_10"] >= 0.99 and rec["torch_max_score_diff"] < 1e-5
     del index, base_cpu
 
 
@@ -675,39 +749,46 @@ def batch(rec: dict[str, Any], dev: torch.device, work: Path, source: Path, tiny
         dst = cohort / f"slide{i}.svs"
         if not dst.exists():
             tile_slide(source, dst, reps)
-    from golden_rule import rule_weights, save_published
+    # tiny: the weight-free encoder (the batch engine and CLI under test, not a ViT-L on a CPU)
+    encoder = ["--encoder", "heuristic"]
+    if not tiny:
+        from golden_rule import rule_weights, save_published
 
-    wdir = work / "golden" / "conch_v1_5"
-    if not wdir.exists():
-        save_published("conch_v1_5", rule_weights("conch_v1_5"), wdir)
-    weights = next(p for p in wdir.iterdir() if p.is_file())
+        wdir = work / "golden" / "conch_v1_5"
+        if not wdir.exists():
+            save_published("conch_v1_5", rule_weights("conch_v1_5"), wdir)
+        weights = next(p for p in wdir.iterdir() if p.is_file())
+        encoder = ["--encoder", "conch_v1_5", "--weights", f"conch_v1_5={weights}"]
     extra = ["--target-mpp", "4.0", "--patch-px", "128"] if tiny else []
+    name = "heuristic" if tiny else "conch_v1_5"
     feats: dict[str, dict[str, np.ndarray]] = {}
-    for devices in (["cuda", "cpu"] if dev.type == "cuda" else ["cpu"]):
-        out = work / f"job_{devices}"
+    # cuda: one worker on the device; cuda_x2: two workers sharing it
+    runs = {"cuda": ["cuda", "1"], "cuda_x2": ["cuda", "2"], "cpu": ["cpu", "1"]}
+    for label in (["cuda", "cuda_x2", "cpu"] if dev.type == "cuda" else ["cpu"]):
+        devices, workers = runs[label]
+        out = work / f"job_{label}"
         cmd = [sys.executable, "-m", "wsikit", "batch", str(cohort), "--out", str(out),
-               "--devices", devices, "--encoder", "conch_v1_5", "--weights",
-               f"conch_v1_5={weights}", "--steps", "segment,patch,features", "--no-progress",
-               *extra]
+               "--devices", devices, "--workers", workers, *encoder,
+               "--steps", "segment,patch,features", "--no-progress", *extra]
         t0 = time.perf_counter()
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
-        rec[devices] = {"rc": p.returncode, "seconds": time.perf_counter() - t0,
-                        "tail": (p.stdout + p.stderr)[-1500:]}
-        feats[devices] = {}
-        for f in sorted(out.rglob("features_conch_v1_5/*.h5")):
+        rec[label] = {"rc": p.returncode, "seconds": time.perf_counter() - t0,
+                      "workers": int(workers), "tail": (p.stdout + p.stderr)[-1500:]}
+        feats[label] = {}
+        for f in sorted(out.rglob(f"features_{name}/*.h5")):
             with h5py.File(f, "r") as h:
-                feats[devices][f.stem] = h["features"][()]
-                rec[devices].setdefault("precision", str(h["features"].attrs.get("precision")))
-        rec[devices]["slides"] = len(feats[devices])
-        rec[devices]["patches"] = int(sum(len(v) for v in feats[devices].values()))
-        print(f"  batch --devices {devices}: rc {p.returncode}, "
-              f"{rec[devices]['patches']} patches in {rec[devices]['seconds']:.0f} s",
-              flush=True)
-    if "cuda" in feats and feats["cuda"] and feats["cuda"].keys() == feats["cpu"].keys():
-        errs = {k: rel_err(feats["cuda"][k], feats["cpu"][k]) for k in feats["cpu"]}
-        rec["cuda_vs_cpu_rel_err"] = errs
-        rec["bound"] = 2 * REFERENCE_ERROR["conch_v1_5"]["fp16"]
-        rec["ok"] = all(e < rec["bound"] for e in errs.values())
+                feats[label][f.stem] = h["features"][()]
+                rec[label].setdefault("precision", str(h["features"].attrs.get("precision")))
+        rec[label]["slides"] = len(feats[label])
+        rec[label]["patches"] = int(sum(len(v) for v in feats[label].values()))
+        print(f"  batch --devices {devices} --workers {workers}: rc {p.returncode}, "
+              f"{rec[label]['patches']} patches in {rec[label]['seconds']:.0f} s", flush=True)
+    rec["bound"] = 2 * REFERENCE_ERROR["conch_v1_5"]["fp16"]
+    for label in ("cuda", "cuda_x2"):
+        if feats.get(label) and feats[label].keys() == feats["cpu"].keys():
+            errs = {k: rel_err(feats[label][k], feats["cpu"][k]) for k in feats["cpu"]}
+            rec[f"{label}_vs_cpu_rel_err"] = errs
+            rec[f"{label}_ok"] = all(e < rec["bound"] for e in errs.values())
 
 
 # -- report ----------------------------------------------------------------------------------
@@ -746,7 +827,7 @@ def report(data: dict[str, Any]) -> str:
         lines += ["## Model speed (device-resident batches)", "",
                   "| model | GFLOP/patch | batch | precision | compiled | patches/s | "
                   "share of peak |", "|---|---:|---:|---|---|---:|---:|"]
-        for name in ("conch_v1_5", "virchow2"):
+        for name in (TINY_PATCH_MODEL, "conch_v1_5", "virchow2"):
             for r in sp.get(name, {}).get("runs", []) if isinstance(sp.get(name), dict) else []:
                 lines.append(f"| {name} | {sp[name]['gflop_per_patch']:.1f} | {r['batch']} | "
                              f"{r['precision']} | {'yes' if r['compiled'] else 'no'} | "
@@ -811,18 +892,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="seconds for the whole run; later sections are skipped past it")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--check", action="store_true",
-                    help="only check that every section's modules import, and stop")
+                    help="only check that every section's modules are installed or carried "
+                         "(.whl/, benchmarks/fetch_gpu_wheels.sh) within the carry limit, "
+                         "and stop (exit 1 if not)")
     ap.add_argument("--titan-cpu", type=float, default=90.0,
                     help="seconds for TITAN's CPU run (0: skip it)")
     ap.add_argument("--zoo", default=None,
                     help="comma-separated encoders of the zoo section (default: every one)")
     args = ap.parse_args(argv)
     sections = args.sections.split(",")
+    if args.check:
+        state = check_carry(sections)
+        for sec in sections:
+            mods = state["unmet"].get(sec)
+            print(f"check: {sec:<9} " + (f"needs {', '.join(mods)} (neither installed nor "
+                                         "carried)" if mods else "ok"), flush=True)
+        print(f"check: {len(state['wheels'])} carried wheels in {WHEELS}, "
+              f"{state['carry_bytes'] / 2**20:.1f} MiB of {CARRY_LIMIT / 2**20:.0f} MiB: "
+              f"{', '.join(state['wheels']) or 'none (run benchmarks/fetch_gpu_wheels.sh)'}",
+              flush=True)
+        return {"missing": {} if state["ok"] else {**state["unmet"], "carry": state["wheels"]}}
     missing = preflight(sections)
     for sec, mods in missing.items():
         print(f"preflight: section {sec} needs {', '.join(mods)}: skipped", flush=True)
-    if args.check:
-        return {"missing": missing}
     if args.make_source:
         make_source(args.make_source, 2048 if args.tiny else 4096)
         return {}
@@ -846,7 +938,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 until=deadline)
     if "pipeline" in sections:
         res.run("pipeline", pipeline, dev, work, source, args.tiny,
-                res.data.get("speed", {}).get("conch_v1_5", {}), deadline, until=deadline)
+                res.data.get("speed", {}).get(TINY_PATCH_MODEL if args.tiny else "conch_v1_5", {}),
+                deadline, until=deadline)
     if "titan" in sections:
         res.run("titan", titan, dev, work, args.tiny, until=deadline,
                 cpu_timeout=min(args.titan_cpu, max(10.0, deadline - time.monotonic() - 120))
@@ -855,7 +948,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         res.run("search", search, dev, args.tiny, until=deadline)
     if "batch" in sections:
         res.run("batch", batch, dev, work, source, args.tiny, until=deadline)
-    if "speed" in sections and not args.no_compile:
+    # tiny: no torch.compile (inductor's C++ build alone takes minutes on a CPU; it is the
+    # compiler's time, not this script's code)
+    if "speed" in sections and not args.no_compile and not args.tiny:
         rec = res.run("speed_compiled", speed, dev, args.tiny, compile_=True,
                       deadline=deadline, until=deadline)
         for name, r in rec.items():  # the compiled runs join the speed table
@@ -864,7 +959,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 res.data["speed"][name]["runs"] += r["runs"]
     if "zoo" in sections:
         res.run("zoo", zoo, dev, work, args.tiny, deadline, until=deadline,
-                only=args.zoo.split(",") if args.zoo else None)
+                only=args.zoo.split(",") if args.zoo else [TINY_PATCH_MODEL] if args.tiny
+                else None)
     res.data["total_s"] = round(time.monotonic() - t_start, 1)
     res.save()
     md = report(res.data)

@@ -65,14 +65,15 @@ def sustained_matmul_rate(seconds: float) -> float:
 
 
 def previous_path(q, k, v, cells, slopes):
-    """The path before the blockwise kernel: bias blocks of 16 MB into SDPA."""
+    """The path before the blockwise kernel: query blocks of the CPU's budget (as many rows as
+    16 MB of bias then gave) into SDPA."""
     import torch
     import torch.nn.functional as F
 
     from wsikit.models import titan as T
 
     n = q.shape[1]
-    block = max(1, min(n, T.BLOCK_BUDGET_BYTES // ((H + 3) * n * 4)))
+    block = T.query_block_rows(n, T.BLOCK_BUDGET_BYTES)
     out = torch.empty_like(q)
     for s in range(0, n, block):
         e = min(n, s + block)

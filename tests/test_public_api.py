@@ -60,8 +60,9 @@ def test_all_lists_every_public_name_once() -> None:
 #: FIGURE_KINDS, FigureKind, classify_figure_kind, parse_kinds (wsikit.evidence.kinds),
 #: FigureAnalysis, Panel, analyse_figure, find_panels, split_caption (wsikit.evidence.panels);
 #: issue 40 added 2: wsikit.tissue.mask.glass_reference and
-#: wsikit.slide.mpp_estimate.estimate_mpp_from_nuclei.
-EXPORT_BUDGET = 702
+#: wsikit.slide.mpp_estimate.estimate_mpp_from_nuclei; issue 36 item 5 added 14: corpus
+#: ingestion (ingest_corpus, its summary types, FigureBank, the document reader registry).
+EXPORT_BUDGET = 716
 
 #: Exported constants in a file another change is rewriting, documented there; do not add to.
 UNDOCUMENTED_OK = {"wsikit.run.builtin_steps.FEATURE_KEYS",

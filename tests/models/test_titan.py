@@ -40,15 +40,50 @@ def test_dense_bias_is_euclidean_alibi_with_zero_cls() -> None:
     assert torch.allclose(bias[8, 1, 3], torch.tensor(-1.0 * 2 ** -0.5))
 
 
-def test_blockwise_equals_dense(model: Titan) -> None:
+@pytest.fixture(scope="module")
+def dense_reference(model: Titan):
     feats, coords = _slide()
-    dense = model.encode_slide(feats, coords, P, mode="dense")
-    # a tiny budget forces many query blocks (a few rows each), including a partial last one
-    blocked = model.encode_slide(feats, coords, P, budget=12 * 4 * (len(coords) + 1) * 7)
+    return feats, coords, model.encode_slide(feats, coords, P, mode="dense")
+
+
+@pytest.mark.parametrize("rows", [1, 2, 7, 64, "all", "more"])
+def test_every_query_block_size_equals_dense(model: Titan, dense_reference, rows,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The query-block path (the one CUDA takes; on a CPU float32 takes the blockwise kernel,
+    switched off here) at blocks of 1 row, a few rows with a partial last block, every token
+    in one block and a budget above that: the dense reference within 1e-5 relative."""
+    from wsikit.models.titan import query_block_rows
+
+    monkeypatch.setattr(titan_mod, "CPU_KERNEL", False)
+    feats, coords, dense = dense_reference
+    n = len(coords) + 1  # tokens, CLS included
+    per_row = 4 * (4 * 12 + 3) * n  # bytes of one query row's working memory
+    want = {"all": n, "more": n + 5}.get(rows, rows)
+    budget = per_row * want + per_row // 2
+    assert query_block_rows(n, budget) == min(n, want)
+    blocked = model.encode_slide(feats, coords, P, budget=budget)
     rel = np.abs(blocked.slide_embedding - dense.slide_embedding).max() / \
         np.abs(dense.slide_embedding).max()
     assert rel <= 1e-5
     np.testing.assert_allclose(blocked.attention, dense.attention, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("rows", [1, 13, "all"])
+def test_reduced_precision_query_blocks_equal_dense(model: Titan, rows) -> None:
+    """Under autocast (scores in bfloat16, the float32 bias and softmax: the unfused path)
+    every block size gives the dense computation's result within bfloat16's rounding."""
+    from wsikit.models.titan import query_block_rows
+
+    feats, coords = _slide(seed=4)
+    n = len(coords) + 1
+    want = n if rows == "all" else rows
+    budget = 4 * (4 * 12 + 3) * n * want
+    assert query_block_rows(n, budget) == want
+    dense = model.encode_slide(feats, coords, P, mode="dense", precision="bf16")
+    blocked = model.encode_slide(feats, coords, P, budget=budget, precision="bf16")
+    rel = np.abs(blocked.slide_embedding - dense.slide_embedding).max() / \
+        np.abs(dense.slide_embedding).max()
+    assert rel <= 2e-2
 
 
 def test_permutation_invariance_and_attention_follows_patches(model: Titan) -> None:
@@ -175,14 +210,15 @@ def test_cpu_kernel_equals_dense_on_a_sparse_wide_grid() -> None:
     assert ((got - want).abs().max() / want.abs().max()).item() < 1e-5
 
 
-def test_query_blocks_are_large_on_an_accelerator(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On CUDA a query block holds gigabytes of bias, not the CPU's cache-sized 16 MiB (which
-    made 5-row blocks at 50k patches: launch-bound, 54 s on an H200 against 56 s on 16 CPU
-    cores), and never more than a quarter of the free device memory."""
+def test_query_blocks_are_chosen_from_the_free_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA a query block holds gigabytes, not the CPU's cache-sized budget (16 MiB made
+    5-row blocks at 50k patches: launch-bound, 54 s on an H200 against 56 s on 16 CPU cores),
+    and never more than a quarter of the free device memory."""
     from wsikit.models.titan import (
         BLOCK_BUDGET_BYTES,
         DEVICE_BLOCK_BUDGET_BYTES,
         block_budget,
+        query_block_rows,
     )
 
     assert block_budget(torch.device("cpu")) == BLOCK_BUDGET_BYTES
@@ -190,5 +226,7 @@ def test_query_blocks_are_large_on_an_accelerator(monkeypatch: pytest.MonkeyPatc
     assert block_budget(torch.device("cuda")) == DEVICE_BLOCK_BUDGET_BYTES
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2**30, 0))
     assert block_budget(torch.device("cuda")) == 2**28
-    rows_at_50k = DEVICE_BLOCK_BUDGET_BYTES // ((12 + 3) * 50_001 * 4)
-    assert rows_at_50k >= 500
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2**20, 0))
+    assert block_budget(torch.device("cuda")) == BLOCK_BUDGET_BYTES
+    rows_at_50k = query_block_rows(50_001, DEVICE_BLOCK_BUDGET_BYTES)
+    assert rows_at_50k >= 200 and -(-50_001 // rows_at_50k) <= 250  # blocks per layer

@@ -129,6 +129,29 @@ def test_windows_on_real_tiles_are_usable_tissue_without_ink(tile_slide: Path,
         assert _tile_at(x + w / 2, y + h / 2) in DENSE
 
 
+def test_rank1_window_on_the_red_pen_tile_avoids_its_smear_and_fold(tmp_path: Path,
+                                                                   red_pen_truth) -> None:
+    # the red-pen tile is the only dense tumour here (beside muscle and fat), crossed by a
+    # narrow fold of that tumour and smeared with red marker (hand-drawn truth); 128 µm
+    # patches leave clean tumour between them. Before ink over tissue and dark bands were
+    # found, the rank-1 window lay 29 % on the fold (its nuclei, doubled, rank highest)
+    red = _tile("high-nuclei-score-red-pen-level1")
+    art = red_pen_truth["ink"] | red_pen_truth["fold"]
+    rows = [[red, _tile("medium-nuclei-score-level1")],
+            [_tile("low-nuclei-score-level1"), red[::-1, ::-1]]]
+    truth = np.zeros((2 * TILE_PX, 2 * TILE_PX), bool)
+    truth[:TILE_PX, :TILE_PX] = art
+    truth[TILE_PX:, TILE_PX:] = art[::-1, ::-1]
+    slide = write_image_slide(tmp_path / "red.svs", tile_mosaic(rows), mpp=TILE_MPP)
+    res = _select(slide, tmp_path / "out", target_mpp=TILE_MPP, patch_px=128)
+    for region in _rank1_and_finest(res):
+        x, y, w, h = _box(region)
+        assert truth[y:y + h, x:x + w].mean() <= 0.02, (region["id"], _box(region))
+        assert (x + w // 2) // TILE_PX == (y + h // 2) // TILE_PX   # on a red-pen tile
+        usable, _ = _content(slide, (x, y, w, h))
+        assert usable >= 0.6
+
+
 def test_windows_on_cmu_small_region_avoid_dye_and_debris(cmu_small: Path,
                                                           tmp_path: Path) -> None:
     # the old rank-1 window here was 34 % tissue: debris, a fold and green marking dye

@@ -11,8 +11,9 @@ of ``tests/data/real_tiles``:
 * pale loose stroma: two crops of the level-2 tiles that are stroma from edge to edge (looked
   at: no lumen, no glass);
 * dense tumour: the upper left of ``medium-nuclei-score-level2``;
-* mucin: pale blue-grey ((200, 205, 220) and the palest, (215, 218, 228): 0.26 and 0.13 OD
-  above glass), with the wispy texture of a real stroma crop (its OD relative to its median);
+* mucin: pale blue-grey ((200, 205, 220), the palest, (215, 218, 228), and the bluest,
+  (180, 190, 210): 0.26, 0.13 and 0.36 OD above glass), with the wispy texture of a real
+  stroma crop (its OD relative to its median);
 * glass: real glass of the real slides in ``tests/data``: the blank left of
   CMU-1-Small-Region.svs (243-246) and the glass rows of small.svs (241-252, JPEG-noisy),
   mirror-tiled to fill the slide.
@@ -38,7 +39,7 @@ OD = -np.log10(np.maximum(np.arange(256), 1) / 255.0)
 PALE_STROMA = [("tissue-level2-4640-4649-8736-8746", (260, 380, 60, 180)),
                ("tissue-level2-1784-6289-5880-10386", (180, 280, 80, 180))]
 TUMOUR = ("medium-nuclei-score-level2", (0, 200, 0, 200))
-MUCIN = [(200, 205, 220), (215, 218, 228)]
+MUCIN = [(200, 205, 220), (215, 218, 228), (180, 190, 210)]
 #: Glass is judged this far (µm) from any piece: the mask is smoothed over 16 µm.
 MARGIN_UM = 48.0
 
@@ -154,14 +155,13 @@ def test_pale_stroma_and_mucin_kept_and_no_glass_taken(which: str, tmp_path: Pat
     tm = segment(img, PX_UM, tmp_path)
     for name, box in boxes.items():
         kept = box_fraction(tm.mask, box, img.shape[:2])
-        if name == f"mucin {MUCIN[0]}":
-            # blue-grey mucin lies 0.015-0.04 of OD chromaticity under the blue-ink rule's
-            # margin (wsikit.models.stain.ink_mask): a JPEG's noise takes single pixels of it
-            # across, and their ink regions cut 20-30 % of the piece. Never glass, though.
-            ink = box_fraction(tm.artefacts["ink"], box, img.shape[:2])
-            assert kept >= 0.6 and kept + ink >= 0.95, (name, kept, ink)
-        else:   # measured 0.96-1.00 (the saturation rule: 0.00 for the palest mucin)
-            assert kept >= 0.95, (name, kept)
+        # measured 0.96-1.00 (the saturation rule: 0.00 for the palest mucin). Blue-grey
+        # mucin lies 0.015-0.04 of OD chromaticity under the blue-ink rule's margin
+        # (wsikit.tissue.stain.ink_mask): a JPEG's noise takes single pixels of it across,
+        # and when every such pixel was ink their regions cut 20-30 % of (200, 205, 220) and
+        # most of (180, 190, 210). Now a pixel is ink by its neighbourhood's colour.
+        assert kept >= 0.95, (name, kept)
+        assert box_fraction(tm.artefacts["ink"], box, img.shape[:2]) == 0.0, name
     assert glass_fraction(tm, boxes, img.shape[:2]) == 0.0
 
 
@@ -186,13 +186,23 @@ def test_a_field_covered_by_tissue_is_all_tissue_and_invents_no_glass(tmp_path: 
     assert segment(img, PX_UM, tmp_path).mask.mean() >= 0.95
 
 
-@pytest.mark.parametrize("name, least", [("medium-nuclei-score-level1-2", 0.98),
-                                         ("high-nuclei-score-red-pen-level1", 0.9)])
-def test_a_real_tile_covered_by_tissue_is_tissue(name: str, least: float,
-                                                 tmp_path: Path) -> None:
-    # the saturation split gave 0.29 and 0.00 here: it cut dense tissue from dense tissue
-    tm = segment(tile(name), 1.0, tmp_path)
-    assert tm.mask.mean() >= least
+def test_a_real_tile_covered_by_tissue_is_tissue(tmp_path: Path) -> None:
+    # the saturation split gave 0.29 here: it cut dense tissue from dense tissue
+    tm = segment(tile("medium-nuclei-score-level1-2"), 1.0, tmp_path)
+    assert tm.mask.mean() >= 0.98
+    assert not (tm.mask & tm.artefacts["ink"]).any()
+
+
+def test_a_real_tile_crossed_by_artefacts_is_tissue_around_them(tmp_path: Path,
+                                                                truth_on) -> None:
+    # the saturation split gave 0.00 here. The tile is tissue from edge to edge, but a red
+    # marker smear (10 % of it by the hand-drawn truth) and a narrow fold (8 %) lie on it:
+    # once 0.9 of it was tissue because neither was seen (measured now: 0.80, the clean
+    # tissue 0.96, and all of it tissue, ink or fold: none taken for glass)
+    tm = segment(tile("high-nuclei-score-red-pen-level1"), 1.0, tmp_path)
+    shape = tm.mask.shape
+    assert tm.mask[truth_on("clean", shape)].mean() >= 0.9
+    assert (tm.mask | tm.artefacts["ink"] | tm.artefacts["fold"]).mean() >= 0.98
     assert not (tm.mask & tm.artefacts["ink"]).any()
 
 

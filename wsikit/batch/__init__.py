@@ -10,12 +10,14 @@ A batch runs the one slide runner (:mod:`wsikit.run`: the step registry, the bui
 the job folder's per-slide state) over a cohort. See :mod:`wsikit.batch.cohort` for cohort
 files, :mod:`wsikit.batch.shard` for ``--shard I/N`` job arrays, :mod:`wsikit.batch.local` and
 :mod:`wsikit.batch.ray_engine` for the engines and :mod:`wsikit.batch.manifest` for the
-per-slide run manifest.
+per-slide run manifest. :func:`ingest_corpus` runs a folder of literature documents
+through the same engines into a figure bank (:mod:`wsikit.batch.corpus`).
 """
 
 from __future__ import annotations
 
 from .cohort import read_cohort
+from .corpus import CorpusSummary, ingest_corpus
 from .manifest import RunManifest, read_manifest
 from .runner import BatchSummary, SlideOutcome, run_batch
 from .shard import ShardPlan, job_status, select_shard, shard_plan
@@ -30,6 +32,9 @@ __all__ = [
     "BatchSummary",
     "SlideOutcome",
     "job_status",
+    # a literature corpus into a figure bank (``wsikit figures extract FOLDER``)
+    "ingest_corpus",
+    "CorpusSummary",
     # cohorts, shards, the run manifest
     "read_cohort",
     "shard_plan",

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -155,16 +155,11 @@ def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     warnings.showwarning = _one_line_warning
 
-    from ..run.cohort_slide import CohortSlide
-    from ..run.state import JobFolder
-    from ..run.steps import BatchConfig, run_slide
-
     if "torch" in sys.modules or config.get("steps") and "features" in config["steps"]:
         import torch
 
         torch.set_num_threads(slot.threads)
-    job = JobFolder(job_root, stale_after=stale_after)
-    cfg = BatchConfig.from_dict(config)
+    run = work_function(job_root, stale_after, config, slot.device)
     cache: dict[str, Any] = {}
     while True:
         try:
@@ -173,15 +168,49 @@ def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after:
             return
         if msg is None:
             return
-        slide = CohortSlide.from_dict(msg["slide"])
-        result = run_slide(slide, job, cfg, steps=msg.get("steps"), device=slot.device,
-                           cache=cache, previous=msg.get("previous"), verify=msg.get("verify",
-                                                                                    False))
+        result = run(msg, cache)
         result["worker"] = {"pid": os.getpid(), "device": slot.label}
         try:
             conn.send(result)
         except (BrokenPipeError, OSError):
             return
+
+
+def work_function(job_root: str, stale_after: float, config: dict[str, Any], device: str
+                  ) -> Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]:
+    """What a worker runs for one task: ``run(task, cache) -> result``.
+
+    A cohort's slide runs its steps (:func:`~wsikit.run.steps.run_slide`); a config with
+    ``"task_function": "module:function"`` runs that function instead (the corpus of
+    :mod:`wsikit.batch.corpus`: one document a task), with the task dict and the worker's
+    cache. Its result must hold the task's ``"id"`` and a ``"status"``.
+    """
+    name = config.get("task_function")
+    if name:
+        import importlib
+
+        module, _, func = str(name).partition(":")
+        return getattr(importlib.import_module(module), func)
+    from ..run.cohort_slide import CohortSlide
+    from ..run.state import JobFolder
+    from ..run.steps import BatchConfig, run_slide
+
+    job = JobFolder(job_root, stale_after=stale_after)
+    cfg = BatchConfig.from_dict(config)
+
+    def run(msg: dict[str, Any], cache: dict[str, Any]) -> dict[str, Any]:
+        return run_slide(CohortSlide.from_dict(msg["slide"]), job, cfg, steps=msg.get("steps"),
+                         device=device, cache=cache, previous=msg.get("previous"),
+                         verify=msg.get("verify", False))
+
+    return run
+
+
+def task_id(task: dict[str, Any]) -> str:
+    """The id of an engine task: a corpus task's ``"id"``, else its slide's ``slide_id``."""
+    if "id" in task:
+        return str(task["id"])
+    return str(task.get("slide", {}).get("slide_id", "?"))
 
 
 # --------------------------------------------------------------------------- parent side
@@ -297,10 +326,10 @@ class LocalEngine:
         else:
             how = f"exit code {code}"
         task = worker.task or {}
-        slide_id = task.get("slide", {}).get("slide_id", "?")
+        slide_id = task_id(task)
         hint = " (out of memory? a crashing codec?)" if code in (-9, -11, -6) else ""
-        return {"slide_id": slide_id, "status": "failed", "steps": task.get("previous") or {},
-                "reused": [], "seconds": 0.0, "n_patches": 0,
+        return {"slide_id": slide_id, "id": slide_id, "status": "failed",
+                "steps": task.get("previous") or {}, "reused": [], "seconds": 0.0, "n_patches": 0,
                 "error": {"type": "Timeout" if timed_out else "WorkerDied",
                           "message": (f"this slide took too long: {how}" if timed_out else
                                       f"worker process on {worker.slot.label} died while "

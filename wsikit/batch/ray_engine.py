@@ -51,6 +51,7 @@ from typing import Any
 from .._hints import keyword, option
 from ..errors import BatchError
 from ..run.steps import BatchConfig, get_step
+from .local import task_id, work_function
 
 __all__ = ["RayEngine", "is_lost_work"]
 
@@ -80,11 +81,15 @@ def is_lost_work(exc: BaseException) -> bool:
 
 def _run(task: dict[str, Any], job_root: str, stale_after: float, config: dict[str, Any],
          steps: list[str], device: str, cache: dict[str, Any]) -> dict[str, Any]:
+    os.environ.setdefault("WSIKIT_NO_PROGRESS", "1")
+    if config.get("task_function"):  # a corpus document (see local.work_function)
+        result = work_function(job_root, stale_after, config, device)(task, cache)
+        result["worker"] = {"pid": os.getpid(), "device": device, **_node()}
+        return result
     from ..run.cohort_slide import CohortSlide
     from ..run.state import JobFolder
     from ..run.steps import run_slide
 
-    os.environ.setdefault("WSIKIT_NO_PROGRESS", "1")
     result = run_slide(CohortSlide.from_dict(task["slide"]),
                        JobFolder(job_root, stale_after=stale_after),
                        BatchConfig.from_dict(config), steps=steps, device=device, cache=cache,
@@ -241,8 +246,8 @@ class RayEngine:
         return max(0, self.capacity - self.in_flight())
 
     def submit(self, task: dict[str, Any]) -> None:
-        sid = task["slide"]["slide_id"]
-        if self.cpu_steps:
+        sid = task_id(task)
+        if self.cpu_steps or not self.device_steps:  # no steps: a task function (a corpus)
             ref = self._remote_cpu.remote(task, *self._args, self.cpu_steps)
             self._refs[ref] = (sid, task, None, None)
             self._began[ref] = time.monotonic()
@@ -288,7 +293,8 @@ class RayEngine:
                     self._suspect.add(actor)
                 if is_lost_work(exc) and self._resubmit(sid, task, actor, first, exc):
                     continue
-                result = {"slide_id": sid, "status": "failed", "steps": task.get("previous")
+                result = {"slide_id": sid, "id": sid, "status": "failed",
+                          "steps": task.get("previous")
                           or {}, "reused": [], "seconds": 0.0, "n_patches": 0,
                           "error": {"type": type(exc).__name__,
                                     "message": f"Ray task/actor failed: {exc}"[:2000],
@@ -324,7 +330,8 @@ class RayEngine:
             self._release(ref, actor)
             self._lost.pop(sid, None)
             results.append({
-                "slide_id": sid, "status": "failed", "steps": task.get("previous") or {},
+                "slide_id": sid, "id": sid, "status": "failed",
+                "steps": task.get("previous") or {},
                 "reused": [], "seconds": round(now - began, 4), "n_patches": 0,
                 "error": {"type": "Timeout", "step": None, "traceback": "",
                           "message": ("this slide took too long: stopped after the per-slide "

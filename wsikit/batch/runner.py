@@ -303,10 +303,11 @@ def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     from ..outputs.paths import relative_path
     from ..run.checks import check_options
 
-    check_options(options)  # the checks select makes, before any slide
+    check_options(options, steps=step_names)  # as select does, before any slide
     config = BatchConfig(steps=step_names, options=options,
                          batch_size=int(settings.batch_size),
                          loader_workers=settings.loader_workers, plugins=tuple(plugins),
+                         decode=settings.decode,
                          store=parse_store(store))
     if isinstance(cohort, (str, os.PathLike)):
         slides = read_cohort(cohort, mpp=mpp, exclude=(out,))

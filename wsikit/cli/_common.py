@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = [
     "CommandParser",
     "DefaultsHelpFormatter",
     "RawDefaultsHelpFormatter",
+    "dash_file_names",
     "fraction",
     "mpp_type",
     "non_negative_float",
@@ -53,6 +55,7 @@ class CommandParser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
             self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
+        self._seen = list(args) if args is not None else []  # for error()'s file-name hint
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
             import difflib
@@ -65,6 +68,40 @@ class CommandParser(argparse.ArgumentParser):
                              extra.startswith("-") else extra)
             self.error(f"unrecognized arguments: {' '.join(words)}")
         return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's error, saying so when a file name that starts with ``-`` was taken for
+        an option (``wsikit info -rf.svs``)."""
+        names = dash_file_names(getattr(self, "_seen", []), self._option_string_actions)
+        if names:
+            name = names[0]
+            message += (f"; {name!r} was read as an option because it starts with '-': if it "
+                        f"is a file, write ./{name} or put -- before it "
+                        f"({self.prog} -- {name})")
+        super().error(message)
+
+
+def dash_file_names(args: Sequence[str], known: Container[str]) -> list[str]:
+    """Arguments that start with ``-`` and are no option of the parser (``known``) but name
+    an existing file or look like one (``-rf.svs``, ``-a/b``): file names argparse takes for
+    options."""
+    found = []
+    for arg in args:
+        if arg == "--":
+            break
+        if not arg.startswith("-") or arg == "-" or arg.split("=", 1)[0] in known:
+            continue
+        try:
+            float(arg)
+            continue  # a negative number
+        except ValueError:
+            pass
+        if os.path.lexists(arg) or "/" in arg or _FILE_SUFFIX.search(arg):
+            found.append(arg)
+    return found
+
+
+_FILE_SUFFIX = re.compile(r"[^.\-]\.[A-Za-z][A-Za-z0-9]{0,7}$")
 
 
 def _number(value: str, kind: type) -> float | int:
@@ -180,11 +217,12 @@ def output_dir(value: str) -> str:
 
 
 def _with_default(action: argparse.Action, text: str) -> str:
-    """``text`` plus ``(default: X)`` unless it already says its default or has none."""
+    """``text`` plus ``(default: X)`` unless it already says its default or has none; a
+    switch (``--no-report``) says what it does when given, never "(default: True)"."""
     default = action.default
     if ("%(default)" in text or "default" in text.lower() or default is None
             or default is False or default == [] or default is argparse.SUPPRESS
-            or action.option_strings == []):
+            or action.option_strings == [] or action.nargs == 0):
         return text
     shown = ",".join(map(str, default)) if isinstance(default, (tuple, list)) else "%(default)s"
     return f"{text} (default: {shown})"

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import EvidenceError
 from ._common import figure_kinds, output_dir, positive_float, positive_int
+from .pipeline_options import add_weights_flag
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
 
@@ -44,13 +45,24 @@ def _level(value: str) -> int | None:
 
 def _cmd_extract(args: argparse.Namespace) -> int:
     from ..evidence import figures_extract
+    from .corpus import is_corpus_run, run_corpus
+
+    if is_corpus_run(args):  # a FOLDER of documents into a resumable bank
+        return run_corpus(args)
+
+    def per_document(source: str, figures: int, note: str | None) -> None:
+        print(f"{source}: {figures} figure(s)" + (f" ({note})" if note else ""), flush=True)
 
     manifest = figures_extract(args.sources, args.out, evidence_level=args.evidence_level,
-                               min_size=args.min_size, uncaptioned=args.uncaptioned)
+                               min_size=args.min_size, uncaptioned=args.uncaptioned,
+                               on_source=per_document)
     rows = [json.loads(r) for r in manifest.read_text(encoding="utf-8").splitlines()
             if r.strip() and not r.lstrip().startswith("#")]
     uncaptioned = sum(1 for r in rows if r.get("caption") == "")
     print(f"{len(rows)} figure(s) ({uncaptioned} without caption) -> {manifest}")
+    if not rows:
+        print("no figures: nothing to index (see each document's line above)")
+        return 0
     licences = Counter(str(r.get("license") or "unknown") for r in rows)
     print("licences: " + ", ".join(f"{name} {n}" for name, n in licences.most_common()))
     print("Review/edit it, then: wsikit index build "
@@ -63,7 +75,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     index = index_build(args.sources, args.out, encoder=args.encoder, kind=args.kind,
                         evidence_level=args.evidence_level, min_size=args.min_size,
-                        overwrite=args.overwrite, towers=args.tower)
+                        overwrite=args.overwrite, towers=args.tower, weights=args.weights)
     m = index.manifest
     recall = "" if index.kind == "flat" else f", recall@10 {m['recall_at_10']} ({m['params']})"
     towers = f", tower(s) {', '.join(args.tower)}" if args.tower else ""
@@ -108,7 +120,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
     on_existing = "update" if args.update else "skip" if args.skip_existing else "refuse"
     rep = index_add(args.index, args.sources, encoder=args.encoder,
                     evidence_level=args.evidence_level, min_size=args.min_size,
-                    on_existing=on_existing)
+                    on_existing=on_existing, weights=args.weights)
     panels = f" (+ {rep.panels} panel(s))" if rep.panels else ""
     print(f"{args.index}: added {rep.added} new figure(s){panels}, updated the metadata of "
           f"{rep.updated}, {rep.unchanged} already indexed and unchanged")
@@ -153,7 +165,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     if isinstance(params, dict):
         params = " ".join(f"{k}={v}" for k, v in params.items())
     print(f"search     {' '.join(filter(None, (info['kind'], str(params or ''))))}, "
-          f"{info['metric']}")
+          f"{info['metric']}; by {info['search']} on {info['device']}")
     if info["kind"] != "flat":
         print(f"recall@10  {info['recall_at_10']} (measured on {info['recall_queries']} queries)")
     bg = info.get("background")
@@ -181,7 +193,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
     from ..evidence import index_query
 
     matches = index_query(args.index, args.image, k=args.k, encoder=args.encoder,
-                          licences=args.licence, kinds=args.match_kinds)
+                          licences=args.licence, kinds=args.match_kinds,
+                          weights=args.weights)
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -198,7 +211,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         raise EvidenceError("give a query IMAGE, --text TEXT, or both")
     matches = index_search(args.index, args.image, text=args.text, k=args.k,
                            encoder=args.encoder, rrf_k=args.rrf_k, towers=args.tower,
-                           licences=args.licence, kinds=args.match_kinds)
+                           licences=args.licence, kinds=args.match_kinds,
+                           weights=args.weights)
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -258,8 +272,7 @@ def _add_tower_command(isub: argparse._SubParsersAction) -> None:
                     "weights were not found then.")
     t.add_argument("index", type=Path, metavar="DIR")
     t.add_argument("--encoder", default="quiltnet_b32", help="default quiltnet_b32")
-    t.add_argument("--weights", default=None, metavar="PATH",
-                   help="weight file (default: env var, config file, Hugging Face cache)")
+    add_weights_flag(t)
     t.add_argument("--rebuild", action="store_true", help="embed every figure again")
     t.set_defaults(func=_cmd_tower)
 
@@ -290,13 +303,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "and graphic, the article's title, DOI, PMID, PMCID, journal, year and "
                     "licence, and the evidence level its article type gives. XML is read "
                     "without entities or DTDs; a figure whose graphic is missing is reported "
-                    "and the others go on.")
+                    "and the others go on. A FOLDER of documents (or --workers N) makes a "
+                    "resumable figure bank in OUT: documents read in parallel, repeated "
+                    "figures linked.")
     ext.add_argument("sources", nargs="+", metavar="SOURCE",
-                     help="PDF, .nxml/.xml, PMC package folder or .tar.gz package")
+                     help="PDF, .nxml/.xml, PMC package folder or .tar.gz package, or a FOLDER "
+                          "of documents (a figure bank)")
     ext.add_argument("--uncaptioned", action="store_true",
                      help="also keep graphics without a caption (caption '', for review)")
     ext.add_argument("--out", required=True, type=output_dir, help="output folder")
     _source_options(ext)
+    from .corpus import add_corpus_options
+
+    add_corpus_options(ext)
     ext.set_defaults(func=_cmd_extract)
     fig.set_defaults(func=lambda a: (fig.print_help(), 2)[1])
 
@@ -322,6 +341,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "(quiltnet_b32, quiltnet_b16, plip, clip_vit_b32; as 'wsikit "
                             "index tower'); repeatable")
     _source_options(build)
+    add_weights_flag(build)
     build.add_argument("--overwrite", action="store_true", help="replace an existing index")
     build.set_defaults(func=_cmd_build)
 
@@ -340,6 +360,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     again.add_argument("--skip-existing", action="store_true",
                        help="keep the stored metadata of already indexed figures")
     _source_options(add)
+    add_weights_flag(add)
     add.set_defaults(func=_cmd_add)
 
     cal = isub.add_parser("calibrate", help="measure and store the similarity background",
@@ -373,6 +394,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="only panels and single-panel figures of these kinds (e.g. "
                             "micrograph, as 'wsikit select' matches regions; or 'all'); "
                             "default: every figure and panel")
+    add_weights_flag(query)
     query.add_argument("--json", action="store_true", help="print JSON")
     query.set_defaults(func=_cmd_query)
     _add_tower_command(isub)

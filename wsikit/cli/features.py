@@ -4,42 +4,30 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from pathlib import Path
 
+from ..run.options import GridOptions, RunSettings
 from ._common import mpp_type, non_negative_int, output_dir, positive_float, positive_int
+from .pipeline_options import add_option_flags, add_weights_flag, option_type, weights_arg
 
 __all__ = ["register"]
 
 
-def _weights(values: list[str] | None, encoder: str) -> str | None:
-    """``--weights NAME=PATH`` (repeatable) -> the path for ``encoder`` (a bare PATH also works)."""
-    from ..errors import FeatureError
-
-    chosen = None
-    for item in values or []:
-        name, sep, path = item.partition("=")
-        if not sep:
-            chosen = item
-        elif name == encoder:
-            chosen = path
-        elif not path:
-            raise FeatureError(f"--weights {item!r}: expected NAME=PATH, e.g. "
-                               "conch_v1_5=/models/pytorch_model_vision.bin")
-    return chosen
-
-
 def _run(args: argparse.Namespace) -> int:
+    from ..models.registry import AUTO_PREFERENCE
     from ..outputs.layout import OutputLayout
     from ..run.slide_ops import extract_slide_features
 
+    files = weights_arg(args, args.encoder)  # every file checked before any slide is read
+    weights = files.get(AUTO_PREFERENCE["patch"][0] if args.encoder == "auto" else args.encoder)
     for slide in args.slides:
-        weights = _weights(args.weights, args.encoder)
         emb = extract_slide_features(
             slide, encoder=args.encoder, out=args.out, device=args.device,
             batch_size=args.batch_size, workers=args.workers, weights=weights,
             target_mpp=args.target_mpp, patch_px=args.patch_px, mpp=args.mpp,
             precision=args.precision, coords=args.coords, reader=args.reader,
-            overwrite=args.overwrite, wait=args.wait)
+            overwrite=args.overwrite, wait=args.wait, decode=args.decode)
         name = str(emb.attrs.get("slide") or Path(slide).stem)
         print(f"{slide}: {len(emb)} x {emb.features.shape[1]} features "
               f"({emb.label}) -> {OutputLayout(args.out).features(emb.encoder, name)}",
@@ -76,14 +64,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="patches per forward pass (default: 64)")
     p.add_argument("--workers", type=non_negative_int, default=2,
                    help="reader processes; 0 reads in the main process (default: 2)")
-    p.add_argument("--weights", action="append", metavar="NAME=PATH",
-                   help="weight file for an encoder, e.g. conch_v1_5=/models/vision.bin "
-                        "(repeatable); default: Hugging Face cache/hub")
+    add_weights_flag(p)
     p.add_argument("--precision", choices=("bf16", "fp16", "fp32"),
                    help="autocast precision (default: the encoder's on CUDA, fp32 on CPU)")
     p.add_argument("--target-mpp", type=positive_float,
                    help="patch resolution in µm/px (default: the encoder's, 0.5 for CONCH)")
-    p.add_argument("--patch-px", type=positive_int,
+    p.add_argument("--patch-px", type=option_type(GridOptions, "patch_px"),
                    help="patch side in px at --target-mpp (default: the encoder's, 512 for "
                         "CONCH)")
     p.add_argument("--mpp", type=mpp_type("--mpp"),
@@ -91,6 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--coords", help="coordinate file (wsikit/TRIDENT/CLAM HDF5) to use")
     p.add_argument("--reader", choices=("auto", "tiles", "slide"), default="auto",
                    help="patch reader: direct TIFF tiles, the slide reader, or auto")
+    # --decode from its one definition (wsikit.run.options.RunSettings.decode)
+    add_option_flags(p, RunSettings, skip={f.name for f in fields(RunSettings)} - {"decode"})
     p.add_argument("--overwrite", action="store_true",
                    help="recompute even when a complete feature file exists")
     p.add_argument("--wait", action="store_true",

@@ -29,10 +29,13 @@ from . import _common
 __all__ = [
     "add_option_flags",
     "add_pipeline_options",
+    "add_weights_flag",
     "batch_settings",
     "flag_of",
+    "option_type",
     "pipeline_options",
     "run_settings",
+    "weights_arg",
 ]
 
 
@@ -49,6 +52,27 @@ def min_score_type(value: str) -> float | str:
     if v != v or v in (float("inf"), float("-inf")):
         raise argparse.ArgumentTypeError(f"--min-score {value!r} must be finite")
     return v
+
+
+def option_type(cls: type, name: str) -> Callable[[str], Any]:
+    """The argparse type of field ``name`` of ``cls``: its ``kind`` (``str`` without one) and
+    then its bounds (``opt(bounds=...)``), so the command line refuses what
+    :func:`~wsikit.run.options.check_bounds` refuses, in the same words, before any work."""
+    from ..run.options import bounds_problem
+
+    f = next(f for f in fields(cls) if f.name == name)
+    kind = _kind(f.metadata.get("kind"))
+    if f.metadata.get("bounds") is None:
+        return kind if kind is not None else str
+
+    def bounded(value: str) -> Any:
+        converted = kind(value) if kind is not None else value
+        if (problem := bounds_problem(cls, name, converted)) is not None:
+            raise argparse.ArgumentTypeError(f"{value} {problem}")
+        return converted
+
+    bounded.__name__ = getattr(kind, "__name__", name)  # argparse names it in its messages
+    return bounded
 
 
 def _kind(name: str | None) -> Callable[[str], Any] | None:
@@ -75,13 +99,14 @@ def flag_of(name: str, cls: type) -> str | None:
     return ("--" + name.replace("_", "-")) if flag == "" else flag
 
 
-def add_option_flags(p: Any, cls: type, *, skip: Container[str] = ()) -> None:
+def add_option_flags(p: Any, cls: type, *, skip: Container[str] = (),
+                     only: Container[str] | None = None) -> None:
     """Add one flag per field of ``cls`` (an option class of :mod:`wsikit.run.options`) to the
     parser or argument group ``p``, from the field's metadata; ``skip``: fields the caller
-    adds itself."""
+    adds itself; ``only``: just these fields."""
     for f in fields(cls):
         flag = flag_of(f.name, cls)
-        if flag is None or f.name in skip:
+        if flag is None or f.name in skip or (only is not None and f.name not in only):
             continue
         meta = f.metadata
         default = f.default if meta.get("cli_default", MISSING) is MISSING \
@@ -95,8 +120,8 @@ def add_option_flags(p: Any, cls: type, *, skip: Container[str] = ()) -> None:
             kw["default"] = default
             if action is not None:
                 kw["action"] = action
-            if (kind := _kind(meta.get("kind"))) is not None:
-                kw["type"] = kind
+            if meta.get("kind") is not None or meta.get("bounds") is not None:
+                kw["type"] = option_type(cls, f.name)
             for key in ("choices", "metavar"):
                 if meta.get(key) is not None:
                     kw[key] = meta[key]
@@ -118,17 +143,26 @@ def _values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
 
 def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
     """The :class:`~wsikit.run.options.PipelineOptions` of parsed flags (validated)."""
-    from ..models.hub import parse_weights_args
-
     values: dict[str, Any] = {}
     for cls in (GridOptions, ModelOptions, SelectionOptions, MatchOptions, OutputOptions):
         values.update(_values(args, cls))
-    given = list(values.pop("weights", None) or [])
-    weights = parse_weights_args([w for w in given if "=" in w])
-    for bare in (w for w in given if "=" not in w):
-        weights[values.get("encoder", ModelOptions.encoder)] = bare
-    return PipelineOptions.create(weights=weights, towers=tuple(values.pop("towers", ()) or ()),
-                                  **values)
+    return PipelineOptions.create(weights=list(values.pop("weights", None) or []),
+                                  towers=tuple(values.pop("towers", ()) or ()), **values)
+
+
+def add_weights_flag(p: Any) -> None:
+    """``--weights NAME=PATH`` (repeatable), the one definition of
+    :attr:`~wsikit.run.options.ModelOptions.weights`, for every command that loads a model;
+    read it back with :func:`weights_arg`."""
+    add_option_flags(p, ModelOptions, only=("weights",))
+
+
+def weights_arg(args: argparse.Namespace, encoder: str | None = None) -> dict[str, str]:
+    """``{model: file}`` of the parsed ``--weights`` values, every file checked
+    (:func:`wsikit.models.hub.explicit_weights`; a bare PATH is ``encoder``'s)."""
+    from ..models.hub import explicit_weights
+
+    return explicit_weights(getattr(args, "weights", None) or [], encoder=encoder)
 
 
 def run_settings(args: argparse.Namespace) -> RunSettings:

@@ -113,7 +113,11 @@ def _run(args: argparse.Namespace) -> int:
     # a wrong --index fails before the slide is read: select() opens it (once) first
     result = select(args.slide, pipeline_options(args), run_settings(args), out=args.out,
                     mpp=args.mpp)
-    print_result(result, OutputLayout(args.out).select_dir(result.slide["name"]), args.format)
+    out_dir = OutputLayout(args.out).select_dir(result.slide["name"])
+    print_result(result, out_dir, args.format)
+    if args.format != "summary":  # stdout holds only the JSON or context: say where files are
+        print(f"wsikit select: outputs (evidence.json, crops, report) in {out_dir}",
+              file=sys.stderr)
     return 0
 
 

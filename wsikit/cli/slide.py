@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..run.options import GridOptions
 from ._common import (
     fraction,
     mpp_type,
     non_negative_float,
     non_negative_int,
     output_dir,
-    positive_float,
-    positive_int,
 )
+from .pipeline_options import option_type
 
 __all__ = ["register"]
 
@@ -90,7 +90,7 @@ def _wait_option(p: argparse.ArgumentParser) -> None:
 
 
 def _segmentation_options(p: argparse.ArgumentParser, note: str = "") -> None:
-    p.add_argument("--tissue-mpp", type=positive_float, default=8.0,
+    p.add_argument("--tissue-mpp", type=option_type(GridOptions, "tissue_mpp"), default=8.0,
                    help=f"µm/px of the thumbnail that is segmented{note} (default 8)")
     p.add_argument("--min-tissue-um2", type=non_negative_float, default=5e4,
                    help=f"drop tissue pieces smaller than this area in µm²{note} "
@@ -136,7 +136,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=output_dir, help="output folder")
     p.add_argument("--target-mpp", type=mpp_type("--target-mpp"), default=0.5,
                    help="patch resolution in µm/px (default 0.5, i.e. '20x'); exact, not binned")
-    p.add_argument("--patch-px", type=positive_int, default=512,
+    p.add_argument("--patch-px", type=option_type(GridOptions, "patch_px"), default=512,
                    help="patch edge in pixels at --target-mpp (default 512)")
     p.add_argument("--overlap-px", type=non_negative_int, default=0,
                    help="overlap of neighbouring patches in pixels at --target-mpp (default 0)")

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from ._index_rows import AddReport
 from .calibration import Background, Floor
+from .corpus import FigureBank
+from .documents import register_document_reader
 from .evaluation import eval_retrieval
 from .figure_manifest import merge_figure_manifest, read_figure_manifest, write_figure_manifest
 from .index import FigureIndex, Match
@@ -56,6 +58,8 @@ __all__ = [
     "write_figure_manifest",
     "merge_figure_manifest",
     "write_synthetic_pdf",
+    "register_document_reader",
+    "FigureBank",
     "load_image",
     "FigureNode",
     "PdfFigure",

@@ -8,9 +8,17 @@ Cosine similarity = inner product on L2-normalised float32 vectors. Kinds:
   recall target measured against exact search.
 * ``hnsw``: graph search (``IndexHNSWFlat``, ``M`` 32); ``efSearch`` tuned likewise.
 
-A GPU copy is used for searching when faiss reports GPUs (faiss-gpu); everything works with
-faiss-cpu. Used by :mod:`wsikit.evidence.index`, :mod:`wsikit.evidence._index_writer` and
-``benchmarks/bench_index.py``.
+How an index is searched (its search kind, :func:`to_search_device`) is chosen when it is
+opened, from what the machine has:
+
+* ``faiss-gpu``: a GPU copy of a flat or IVF index, when faiss reports GPUs (faiss-gpu);
+* ``torch``: a flat index searched exactly by a float16 matrix product and top-k on a torch
+  device, the candidates re-scored in float32 (:class:`wsikit.evidence._exact_torch.
+  TorchExactIndex`): chosen on CUDA where faiss-gpu is absent, and on request on a CPU;
+* ``faiss``: the index itself, on the CPU.
+
+Everything works with faiss-cpu. Used by :mod:`wsikit.evidence.index`,
+:mod:`wsikit.evidence._index_writer` and ``benchmarks/bench_index.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ __all__ = [
     "normalise",
     "read_index",
     "recall_at_k",
+    "search_kind",
     "set_search_params",
     "to_search_device",
     "tune_index",
@@ -42,6 +51,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 INDEX_KINDS = ("flat", "ivf", "hnsw")
+#: How an index may be searched (:func:`to_search_device`): chosen from the machine, faiss, or
+#: torch's exact search (flat indexes).
+SEARCHES = ("auto", "faiss", "torch")
 _NPROBES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048)
 _EFS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024)
 
@@ -179,15 +191,57 @@ def set_search_params(index, kind: str, params: dict[str, Any]) -> None:
         index.hnsw.efSearch = int(params["efSearch"])
 
 
-def to_search_device(index, kind: str):
-    """A GPU copy of ``index`` when faiss-gpu sees a GPU (flat/IVF), else ``index`` itself."""
+def _faiss_gpus() -> int:
     import faiss
 
-    if kind == "hnsw" or not hasattr(faiss, "StandardGpuResources"):
+    if not hasattr(faiss, "StandardGpuResources"):
+        return 0
+    try:
+        return int(faiss.get_num_gpus())
+    except (RuntimeError, AttributeError):  # pragma: no cover - GPU only
+        return 0
+
+
+def to_search_device(index, kind: str, *, search: str = "auto", device: str | None = None):
+    """What searches ``index`` (a CPU faiss index of ``kind``), by ``search``:
+
+    * ``"auto"``: a faiss GPU copy when faiss-gpu sees a GPU (flat/IVF); else, for a flat
+      index on a CUDA ``device`` (``None``: CUDA when torch sees it), torch's exact search
+      there (:class:`~wsikit.evidence._exact_torch.TorchExactIndex`); else ``index`` itself;
+    * ``"faiss"``: the faiss GPU copy when faiss-gpu sees a GPU, else ``index``;
+    * ``"torch"``: torch's exact search on ``device`` (``None``: CUDA when torch sees it, else
+      the CPU); flat indexes only.
+
+    :func:`search_kind` names what was chosen.
+
+    Raises
+    ------
+    EvidenceError
+        An unknown ``search``, or ``"torch"`` for an IVF/HNSW index.
+    """
+    import faiss
+
+    if search not in SEARCHES:
+        raise EvidenceError(f"search={search!r}: use one of {', '.join(SEARCHES)}")
+    if search == "torch" and kind != "flat":
+        raise EvidenceError(f"search='torch' is exact search of a flat index; this index is "
+                            f"{kind!r} (approximate): search it with faiss (search='auto'), or "
+                            "rebuild it with kind 'flat'")
+    gpus = _faiss_gpus() if kind != "hnsw" and search != "torch" else 0
+    if search == "torch" or (search == "auto" and kind == "flat" and gpus <= 0):
+        import torch
+
+        dev = torch.device(device) if device is not None else torch.device(
+            "cuda" if torch.cuda.is_available() else "cpu")
+        if search == "torch" or dev.type == "cuda":
+            from ._exact_torch import TorchExactIndex
+
+            vectors = index.reconstruct_n(0, index.ntotal) if index.ntotal else \
+                np.zeros((0, index.d), np.float32)
+            return TorchExactIndex(vectors, device=dev)
+    if gpus <= 0:
         return index
     try:
-        if faiss.get_num_gpus() <= 0:
-            return index
         res = faiss.StandardGpuResources()
         gpu = faiss.index_cpu_to_gpu(res, 0, index)
         # keep resources alive with the index (a plain Python attribute: not in the stubs)
@@ -196,6 +250,18 @@ def to_search_device(index, kind: str):
     except (RuntimeError, AttributeError) as exc:  # pragma: no cover - GPU only
         log.warning("faiss GPU search unavailable (%s); searching on CPU", exc)
         return index
+
+
+def search_kind(search_index: Any) -> dict[str, str]:
+    """``{"search": "torch" | "faiss-gpu" | "faiss", "device": ...}`` of what
+    :func:`to_search_device` returned (recorded in ``evidence.json`` and the index info)."""
+    from ._exact_torch import TorchExactIndex
+
+    if isinstance(search_index, TorchExactIndex):
+        return {"search": "torch", "device": str(search_index.device)}
+    if type(search_index).__name__.startswith("Gpu"):  # faiss.GpuIndexFlatIP, GpuIndexIVF...
+        return {"search": "faiss-gpu", "device": "cuda:0"}
+    return {"search": "faiss", "device": "cpu"}
 
 
 #: Largest ``k`` a search on a GPU index is given (faiss-gpu's top-k limit is 2048).
@@ -224,8 +290,10 @@ def search_within(index: Any, queries: np.ndarray, k: int, allowed: np.ndarray, 
                   cpu_index: Any = None, kind: str = "flat") -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` of ``index`` among the rows where the boolean mask ``allowed`` is true.
 
-    Up to :data:`DIRECT_MAX_ROWS` admitted rows are compared directly (their stored vectors,
-    exact among them); more are searched in the index, widened (about ``2 k / fraction
+    Torch's exact search (:class:`~wsikit.evidence._exact_torch.TorchExactIndex`) applies the
+    mask to the scores: exact in one pass. Otherwise up to :data:`DIRECT_MAX_ROWS` admitted
+    rows are compared directly (their stored vectors, exact among them); more are searched in
+    the index, widened (about ``2 k / fraction
     allowed`` candidates, then 4× more each round) until every query has ``k`` allowed hits or
     the whole index was searched, so a filter never leaves fewer than ``k`` results while ``k``
     rows pass it. Searches deeper than :data:`GPU_MAX_K` run on ``cpu_index``; the last round
@@ -239,12 +307,16 @@ def search_within(index: Any, queries: np.ndarray, k: int, allowed: np.ndarray, 
     """
     import faiss
 
+    from ._exact_torch import TorchExactIndex
+
     total = int(allowed.size)
     n_allowed = int(np.count_nonzero(allowed))
     k = min(k, n_allowed)
     batch = queries.shape[0]
     if k == 0 or batch == 0:
         return np.zeros((batch, k), np.float32), np.full((batch, k), -1, np.int64)
+    if isinstance(index, TorchExactIndex):
+        return index.search(queries, k, allowed=allowed)
     cpu = cpu_index if cpu_index is not None else index
     if n_allowed <= DIRECT_MAX_ROWS:
         rows = np.flatnonzero(allowed)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 __all__: list[str] = []
@@ -271,6 +272,8 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
             continue
         if ch in _SOFT_HYPHENS:
             ch = "-"
+        elif unicodedata.category(ch) == "Cc":  # a glyph its font maps to no character
+            ch = "\ufffd"  # (U+0003 for "≥"): shown as lost, never an invisible control
         get_box(tp, i, rect)
         left, bottom, right, top = rect.left, rect.bottom, rect.right, rect.top
         if right - left <= 0 and top - bottom <= 0:

@@ -9,7 +9,9 @@ kept as ``license_source``), ``license_source``, ``journal``, ``pmid``, ``pmcid`
 ``evidence_level`` (1–8, a level name such as ``textbook``, or ``unknown``/empty), ``kind``
 (micrograph, photograph, chart, diagram or mixed: a reviewer's word that indexing keeps instead
 of measuring it; empty = measure). A node's own ``kind_source``, ``parent_id``, ``panel`` and
-``panel_box`` are read back as written.
+``panel_box`` are read back as written, ``duplicate_of``
+(the node id of the figure this row repeats: a figure bank's ``duplicates.jsonl``; such rows are
+linked, not indexed).
 
 ``wsikit figures extract`` writes such a JSONL file next to the extracted images so a person can
 review and edit it, then feed it to ``wsikit index build``. Every error names the file and the
@@ -42,14 +44,14 @@ __all__ = [
 #: Keys a manifest row may have (``image`` is required).
 FIGURE_MANIFEST_FIELDS = ("image", "caption", "figure_label", "source_title", "doi", "source_path",
                    "page", "year", "license", "evidence_level", "license_source", "journal",
-                   "pmid", "pmcid", "kind")
+                   "pmid", "pmcid", "kind", "duplicate_of")
 #: Node fields a row may carry as a node wrote them (left out of a row when empty).
 _NODE_FIELDS = ("kind_source", "parent_id", "panel", "panel_box")
 #: Keys ``wsikit figures extract`` adds for the reviewer (read back, not part of a node).
 REVIEW_FIELDS = ("bbox", "caption_page", "render", "dpi", "uncaptioned", "fig_id", "graphic",
                  "context", "evidence_basis")
 _TEXT = ("caption", "figure_label", "source_title", "doi", "source_path", "license",
-         "license_source", "journal", "pmid", "pmcid")
+         "license_source", "journal", "pmid", "pmcid", "duplicate_of")
 _IDS = ("pmid", "pmcid")  # may be written as JSON numbers
 _INT = ("page", "year")
 #: Plausible values of the integer fields (a year of 10**30 is a typo, not a date).
@@ -97,12 +99,33 @@ def _rows(path: Path) -> Iterable[tuple[int, Mapping[str, Any]]]:
     elif suffix in (".csv", ".tsv"):
         import io
 
+        delimiter = "\t" if suffix == ".tsv" else ","
         reader = csv.DictReader(io.StringIO(_read_text(path), newline=""),
-                                delimiter="\t" if suffix == ".tsv" else ",")
-        if not reader.fieldnames or "image" not in reader.fieldnames:
+                                delimiter=delimiter)
+        header = list(reader.fieldnames or [])
+        if "image" not in header:
             raise ManifestError(f"{path}:1: the CSV header must contain an 'image' column "
-                                f"(got {reader.fieldnames})")
+                                f"(got {header})")
+        dupes = sorted({c for c in header if c and header.count(c) > 1})
+        if dupes:  # DictReader would keep the last column of a name, silently
+            raise ManifestError(f"{path}:1: duplicate column(s) {dupes} in the header; give "
+                                "each column once")
         for row in reader:
+            surplus = row.pop(None, None)
+            if surplus is not None and any(str(c).strip() for c in surplus):
+                raise ManifestError(
+                    f"{path}:{reader.line_num}: {len(header) + len(surplus)} cells but the "
+                    f"header has {len(header)} columns (extra: "
+                    f"{', '.join(repr(str(c)[:40]) for c in surplus[:3])}); quote values "
+                    f"that contain '{delimiter}', or add the column to the header")
+            unnamed = [i + 1 for i, c in enumerate(header)
+                       if not c.strip() and str(row.get(c) or "").strip()]
+            if unnamed:
+                raise ManifestError(f"{path}:{reader.line_num}: column {unnamed[0]} has a "
+                                    "value but no name in the header; name it or empty it")
+            for c in header:  # a trailing delimiter: an unnamed, empty column, ignored
+                if not c.strip():
+                    row.pop(c, None)
             yield reader.line_num, row
     else:
         raise ManifestError(f"{path}: unknown manifest type {suffix!r}; use .jsonl or .csv")

@@ -190,6 +190,10 @@ class FigureNode:
         The panel's letter ("B"), or its position when the figure prints none ("2").
     panel_box : tuple of int or None
         ``(x0, y0, x1, y1)`` of the panel in the figure image's pixels.
+    duplicate_of : str or None
+        The node id of the same figure in another document, when this one repeats it (a
+        reprint, a preprint and its version of record; found by perceptual hash in a figure
+        bank, :mod:`wsikit.evidence.corpus`): a repeat is linked to it, not indexed again.
     """
 
     node_id: str
@@ -213,6 +217,7 @@ class FigureNode:
     parent_id: str | None = None
     panel: str | None = None
     panel_box: tuple[int, int, int, int] | None = None
+    duplicate_of: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "image", Path(self.image))

@@ -400,7 +400,7 @@ def _overview_section(ev: Mapping[str, Any], thumb: np.ndarray, ds: float,
     parts.append(f'<g class="wins">{"".join(wins)}</g>')
     scales = sorted({int(r["scale"]) for r in ev.get("regions") or []}, reverse=True)
     legend = "".join(f'<span style="color:{scale_colour(s)}"><span class="swatch"></span>'
-                     f"{s}×{s} cells</span>" for s in scales)
+                     f"{_e(_scale_text(s, ev))}</span>" for s in scales)
     if amap is not None:
         legend += '<span>attention: low <span class="ramp"></span> high</span>'
     if rings:
@@ -447,6 +447,24 @@ def _match_html(m: Mapping[str, Any], base_dir: Path) -> str:
             f'<span class="level {level_cls}">evidence: {_e(level)}</span></div>'
             f'<p class="caption">{_e(m.get("caption"))}</p>'
             f'<p class="source">{" · ".join(src)}</p></div></li>')
+
+
+def _scale_text(scale: int, ev: Mapping[str, Any]) -> str:
+    """A window's size as a pathologist reads it: patches (a "cell" is a nucleus to them) and
+    its side in µm, from the run's patch size and resolution.
+
+    >>> _scale_text(2, {"selection": {"patch_px": 256, "target_mpp": 0.5}})
+    '2×2 patches, 256 µm'
+    >>> _scale_text(1, {})
+    '1 patch'
+    """
+    sel = ev.get("selection") or {}
+    try:
+        side = float(scale) * float(sel["patch_px"]) * float(sel["target_mpp"])
+    except (KeyError, TypeError, ValueError):
+        side = math.nan
+    size = "1 patch" if scale == 1 else f"{scale}×{scale} patches"
+    return f"{size}, {side:.0f} µm" if math.isfinite(side) and side > 0 else size
 
 
 def _scale_bar(crop: Mapping[str, Any]) -> str:
@@ -510,7 +528,7 @@ def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
         rank = f"rank {_e(r['rank'])} · " if r.get("rank") is not None else ""
         cards.append(
             f'<section class="region" id="region-{_e(rid)}" style="--c:{scale_colour(scale)}">'
-            f'<div class="region-head"><h3>{_e(rid)} · {scale}×{scale} cells</h3>'
+            f'<div class="region-head"><h3>{_e(rid)} · {_e(_scale_text(scale, ev))}</h3>'
             f'<span class="score">{rank}{score_name} {_num(r.get("score"))}{zoom}</span>'
             '</div>'
             f'<div class="region-body"><figure class="crop" style="margin:0">{crop_img}'

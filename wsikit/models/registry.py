@@ -361,7 +361,8 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
         A registered name (see :func:`list_encoders`) or ``"auto"``.
     weights : str or path, optional
         Explicit weight file; ``"random"`` builds an untrained copy (tests and benchmarks only,
-        labelled ``RANDOM WEIGHTS``). Otherwise weights are resolved by
+        labelled ``RANDOM WEIGHTS``). With ``name="auto"`` it is the file of auto's first
+        choice for ``role`` (CONCH v1.5 for patches). Otherwise weights are resolved by
         :func:`wsikit.models.hub.resolve_weights` (env var, config file, Hugging Face cache/hub).
     device : str or torch.device
         Where the model runs.
@@ -382,7 +383,11 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
         Unknown name or device.
     """
     if name == "auto":
-        return _create_auto(role or "patch", device=device, precision=precision, dtype=dtype)
+        if weights is None:
+            return _create_auto(role or "patch", device=device, precision=precision,
+                                dtype=dtype)
+        # a weight file given for "auto" is its first choice's (never silently unused)
+        name = AUTO_PREFERENCE[role or "patch"][0]
     config = get_config(name)
     dev = _resolve_device(device)
     prec = resolve_precision(precision if precision is not None else dtype, dev,

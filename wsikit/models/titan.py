@@ -32,7 +32,8 @@ Memory: the published code materialises the dense ``heads × N × N`` bias. Here
 generated on the fly for one block of query rows at a time and handed to
 :func:`torch.nn.functional.scaled_dot_product_attention` (whose fused kernels accumulate over
 key blocks flash-style, online softmax), so extra memory is ``heads · block · N`` with ``block``
-chosen to fit a fixed budget: linear in N. Because attention and pooling are permutation
+chosen to fit a budget (:func:`query_block_rows`; on CUDA from the free memory,
+:func:`block_budget`): linear in N. Because attention and pooling are permutation
 equivariant/invariant and ALiBi depends only on distances, outputs do not depend on token order.
 """
 
@@ -60,6 +61,7 @@ __all__ = [
     "alibi_attention_cpu",
     "alibi_slopes",
     "block_budget",
+    "query_block_rows",
     "coords_to_grid",
     "dense_alibi_bias",
     "create_titan",
@@ -70,25 +72,49 @@ DIM = 768
 HEADS = 12
 DEPTH = 6
 POOL_HEADS = 8
-#: bytes of bias/score block per attention call on a CPU (the query block is sized to fit it)
-BLOCK_BUDGET_BYTES = 16 * 2**20
-#: the same on an accelerator: large enough that a 50k-patch slide takes tens of query blocks
-#: per layer, not thousands of kernel launches (16 MiB gave 5-row blocks: 54 s on an H200,
-#: slower than 16 CPU cores), and never more than a quarter of the free device memory
+#: bytes of working memory of one query block of the attention on a CPU (the query block is
+#: sized to fit it, :func:`query_block_rows`): cache-sized
+BLOCK_BUDGET_BYTES = 56 * 2**20
+#: the same on an accelerator: large enough that a 50k-patch slide takes a few hundred query
+#: blocks of some 200 rows, not 10,000 kernel launches per layer (16 MiB gave 5-row blocks:
+#: 54 s on an H200, slower than 16 CPU cores), and never more than
+#: :data:`DEVICE_FREE_SHARE` of the free device memory
 DEVICE_BLOCK_BUDGET_BYTES = 2 * 2**30
+#: the share of the free device memory one query block may use
+DEVICE_FREE_SHARE = 0.25
+#: float32 values per (query row, key) that one query block holds at its peak: the bias and
+#: its padded copy, and, in reduced precision, the scores, their float32 sum with the bias and
+#: the softmax (4 per head, counting the float16 scores and probabilities as half each), plus
+#: the grid distances and their coordinate differences (3); the fused float32 path holds less
+_ROW_FLOATS_PER_HEAD = 4
+_ROW_FLOATS_SHARED = 3
 #: float32 on a CPU: :func:`alibi_attention_cpu` (1.5-2.2x the query-block SDPA path, within
 #: 2x of the matmul rate; benchmarks/results/bench_titan_speed.md); False: the SDPA path
 CPU_KERNEL = True
 
 
 def block_budget(device: torch.device) -> int:
-    """Bytes of attention bias and scores per query block on ``device``:
-    :data:`BLOCK_BUDGET_BYTES` on a CPU (cache-sized), on CUDA
-    :data:`DEVICE_BLOCK_BUDGET_BYTES` capped at a quarter of the free memory."""
+    """Bytes of working memory per query block of the attention on ``device``:
+    :data:`BLOCK_BUDGET_BYTES` on a CPU (cache-sized); on CUDA, chosen from the free memory:
+    :data:`DEVICE_FREE_SHARE` of it, at most :data:`DEVICE_BLOCK_BUDGET_BYTES` (and at least
+    :data:`BLOCK_BUDGET_BYTES`, where a nearly full device leaves less)."""
     if device.type != "cuda":
         return BLOCK_BUDGET_BYTES
     free, _ = torch.cuda.mem_get_info(device)
-    return int(max(BLOCK_BUDGET_BYTES, min(DEVICE_BLOCK_BUDGET_BYTES, free // 4)))
+    return int(max(BLOCK_BUDGET_BYTES, min(DEVICE_BLOCK_BUDGET_BYTES,
+                                           free * DEVICE_FREE_SHARE)))
+
+
+def query_block_rows(n_tokens: int, budget: int, heads: int = HEADS) -> int:
+    """Query rows per attention block over ``n_tokens`` tokens (CLS included) whose working
+    memory, ``4 · (4 · heads + 3) · n_tokens`` bytes per row, fits ``budget`` bytes; at
+    least 1, at most ``n_tokens``.
+
+    >>> query_block_rows(50_001, 2 * 2**30)  # a 50k-patch slide on CUDA: some 240 blocks
+    210
+    """
+    per_row = 4 * (_ROW_FLOATS_PER_HEAD * heads + _ROW_FLOATS_SHARED) * int(n_tokens)
+    return max(1, min(int(n_tokens), int(budget) // per_row))
 
 
 def alibi_slopes(num_heads: int = HEADS) -> torch.Tensor:
@@ -244,8 +270,7 @@ class _Attention(nn.Module):
         elif fused and x.device.type == "cpu" and CPU_KERNEL:
             out = alibi_attention_cpu(q, k, v, cells, slopes)
         else:
-            bytes_per_row = (self.heads + 3) * n * 4
-            block = max(1, min(n, budget // bytes_per_row))
+            block = query_block_rows(n, budget, self.heads)
             out = torch.empty(q.shape, dtype=v.dtype if fused else q.dtype, device=q.device)
             for start in range(0, n, block):
                 stop = min(n, start + block)
@@ -531,9 +556,9 @@ class Titan(nn.Module):
         float32 and the ALiBi distances and bias are float32 in every precision. On a CPU the
         kernel runs with all the cores given (``threads``, else ``WSIKIT_THREADS``, else
         ``OMP_NUM_THREADS``, else the process's CPUs: :func:`wsikit._threads.kernel_threads`),
-        as nothing else runs in the process meanwhile. ``budget``: bytes of attention bias
-        and scores per query block (default :data:`BLOCK_BUDGET_BYTES` on a CPU,
-        :data:`DEVICE_BLOCK_BUDGET_BYTES` capped at a quarter of the free memory on CUDA:
+        as nothing else runs in the process meanwhile. ``budget``: bytes of working memory per
+        query block of the attention (:func:`query_block_rows`; default
+        :data:`BLOCK_BUDGET_BYTES` on a CPU, on CUDA a share of the free memory:
         :func:`block_budget`); the result does not depend on it.
         """
         from .._threads import kernel_threads, torch_threads

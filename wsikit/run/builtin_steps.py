@@ -200,7 +200,7 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
     emb = extract_features(ctx.open(), grid, encoder, device=ctx.device,
                            batch_size=cfg.batch_size, workers=workers,
                            precision=ctx.options.models.precision, progress=cfg.progress,
-                           out=ctx.job.root, overwrite=True, lock=False)
+                           out=ctx.job.root, overwrite=True, lock=False, decode=cfg.decode)
     seconds = time.perf_counter() - ts
     name = encoder.config.name
     ctx.add_output("features", ctx.layout.features(name, ctx.slide_id))
@@ -271,7 +271,7 @@ def open_index_once(config: BatchConfig, device: str, cache: dict[Any, Any], *,
     key = ("index", m.index, index_digest(config), m.towers, device)
     found = cache.get(key)
     if found is None:
-        index = open_index(m.index if opened is None else opened)
+        index = open_index(m.index if opened is None else opened, device=device)
         towers: dict[str, Any] = {}
         if m.towers:
             from ..evidence.towers import create_tower_encoders

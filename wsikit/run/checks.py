@@ -7,6 +7,7 @@ check lives here, where importing those never leads back into :mod:`wsikit.run.o
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from .._hints import option
@@ -19,12 +20,14 @@ if TYPE_CHECKING:
 __all__ = ["build_selector", "check_options"]
 
 
-def check_options(options: PipelineOptions) -> Selector:
+def check_options(options: PipelineOptions, *, steps: Collection[str] | None = None
+                  ) -> Selector:
     """The one check ``select`` and ``batch`` (and their Python functions) make before any work.
 
-    :meth:`PipelineOptions.check`, the selector's own options (:func:`build_selector`) and a
+    :meth:`PipelineOptions.check`, the selector's own options (:func:`build_selector`), a
     question's needs (an index, a searchable term:
-    :func:`wsikit.evidence.captions.check_question`).
+    :func:`wsikit.evidence.captions.check_question`) and the weights of every model the
+    ``steps`` (default: all) will load (:func:`wsikit.models.preflight.check_weights_found`).
 
     Returns
     -------
@@ -35,6 +38,9 @@ def check_options(options: PipelineOptions) -> Selector:
     ------
     SelectionError, EvidenceError
         Values no stage can honour, named with the fix.
+    WeightsError
+        A model's weights missing (names each model, the files looked for and how to get
+        them).
     """
     options.check()
     selector = build_selector(options.selection)
@@ -42,7 +48,49 @@ def check_options(options: PipelineOptions) -> Selector:
         from ..evidence.captions import check_question
 
         check_question(options.matching.question, index=options.matching.index)
+    _check_weights(options, steps)
     return selector
+
+
+def _check_weights(options: PipelineOptions, steps: Collection[str] | None) -> None:
+    """Every model the ``steps`` load has its weights (issue 40, 8: not after patching)."""
+    from ..models.preflight import check_weights_found, models_needed
+
+    m, match = options.models, options.matching
+
+    def runs(step: str) -> bool:
+        return steps is None or step in steps
+
+    needed = models_needed(
+        encoder=m.encoder if runs("features") else "auto",
+        attention=m.attention if runs("attention") else "auto",
+        towers=_stored_towers(match.index, match.towers) if runs("select") else (),
+        index_encoder=_index_encoder(match.index) if runs("select") else None)
+    check_weights_found(needed, m.weight_files())
+
+
+def _stored_towers(index: str | None, towers: tuple[str, ...]) -> list[str]:
+    """The ``towers`` stored with the index folder ``index`` (opening it says what is wrong
+    with the others: no such tower, and how to add it)."""
+    from pathlib import Path
+
+    return [t for t in towers
+            if index is not None and (Path(index) / "towers" / t / "manifest.json").is_file()]
+
+
+def _index_encoder(index: str | None) -> str | None:
+    """The encoder named by the manifest of the index folder ``index``; None when there is no
+    readable one (opening the index then says what is wrong)."""
+    import json
+    from pathlib import Path
+
+    if index is None:
+        return None
+    try:
+        name = json.loads((Path(index) / "manifest.json").read_text("utf-8"))["encoder"]["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def build_selector(selection: SelectionOptions) -> Selector:

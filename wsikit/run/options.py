@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from .._hints import keyword, option
 from ..errors import SelectionError
-from ..patches.grid import MIN_TISSUE, OVERLAP_PX, PATCH_PX, TARGET_MPP
+from ..patches.grid import MIN_TISSUE, OVERLAP_PX, PATCH_PX, PATCH_PX_RANGE, TARGET_MPP
 from ..selection.selectors.multiscale import DEFAULT_SCALES, parse_scales
 from ..tissue.constants import DEFAULT_MASK_MPP, MIN_TISSUE_UM2
 
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_SLIDE_TIMEOUT",
+    "DECODES",
     "ATTENTION_SOURCES",
     "BatchKeywords",
     "BatchSettings",
@@ -64,6 +65,7 @@ __all__ = [
     "RunKeywords",
     "RunSettings",
     "SelectionOptions",
+    "check_bounds",
     "opt",
     "option_classes",
     "resolve_run",
@@ -71,6 +73,8 @@ __all__ = [
 
 #: Patches per forward pass of the patch encoder (a run setting: it never changes a result).
 DEFAULT_BATCH_SIZE = 64
+#: Values of ``decode``: JPEG tiles decoded by the CPU reader processes, or on the compute device.
+DECODES = ("reader", "device")
 #: Values of ``attention``: ``auto`` is TITAN when CONCH v1.5 features and TITAN weights exist.
 ATTENTION_SOURCES = ("auto", "titan", "heuristic")
 #: Patches kept by the ``topk`` selector unless ``per_scale`` says otherwise.
@@ -82,7 +86,8 @@ DEFAULT_SLIDE_TIMEOUT = 4 * 3600.0
 
 def opt(default: Any, help: str, *, flag: str | None = "", kind: str | None = None,
         choices: Sequence[str] | None = None, metavar: str | None = None,
-        action: str | None = None, cli_default: Any = MISSING) -> Any:
+        action: str | None = None, cli_default: Any = MISSING,
+        bounds: tuple[float, float, str] | None = None) -> Any:
     """A dataclass field that is an option: its default and, in ``metadata``, what the
     command line makes of it (:func:`wsikit.cli.pipeline_options.add_option_flags`).
 
@@ -101,10 +106,43 @@ def opt(default: Any, help: str, *, flag: str | None = "", kind: str | None = No
         As argparse's; ``action="store_false"`` makes a ``--no-…`` flag of a bool.
     cli_default
         The flag's default where it differs (``None`` for options the selector resolves).
+    bounds : (low, high, why), optional
+        The range a value must lie in (inclusive) and why, checked before any work by
+        :func:`check_bounds` (the Python API) and by the flag's type (the command line).
     """
     meta = {"help": help, "flag": flag, "kind": kind, "choices": choices,
-            "metavar": metavar, "action": action, "cli_default": cli_default}
+            "metavar": metavar, "action": action, "cli_default": cli_default,
+            "bounds": bounds}
     return field(default=default, metadata=meta)
+
+
+def bounds_problem(cls: type, name: str, value: Any) -> str | None:
+    """Why ``value`` is outside the bounds of field ``name`` of ``cls`` (None: inside, or the
+    field has none)."""
+    f = next(f for f in fields(cls) if f.name == name)
+    bounds = f.metadata.get("bounds")
+    if bounds is None or value is None or isinstance(value, bool):
+        return None
+    low, high, why = bounds
+    try:
+        inside = low <= float(value) <= high
+    except (TypeError, ValueError):
+        return None  # not a number: the type check says so
+    return None if inside else f"must be between {low:g} and {high:g} ({why})"
+
+
+def check_bounds(cls: type, **values: Any) -> None:
+    """Refuse option values outside their field's bounds (``opt(bounds=...)``), before any
+    work, naming the option, the range and why.
+
+    Raises
+    ------
+    SelectionError
+        A value outside its range.
+    """
+    for name, value in values.items():
+        if (problem := bounds_problem(cls, name, value)) is not None:
+            raise SelectionError(f"{option(name, value)} {problem}")
 
 
 @dataclass(frozen=True)
@@ -128,11 +166,15 @@ class GridOptions:
     """
 
     tissue_mpp: float = opt(DEFAULT_MASK_MPP, "tissue mask resolution in µm/px (default "
-                            "{default:g})", kind="positive_float")
+                            "{default:g})", kind="positive_float",
+                            bounds=(0.05, 100.0, "a finer mask is below any scanner's pixel, a "
+                                    "coarser one loses whole tissue pieces"))
     target_mpp: float = opt(TARGET_MPP, "patch µm/px, exact (default {default:g} = 20x)",
                             kind="positive_float")
     patch_px: int = opt(PATCH_PX, "patch side in px at --target-mpp (default {default})",
-                        kind="positive_int")
+                        kind="positive_int",
+                        bounds=(PATCH_PX_RANGE[0], PATCH_PX_RANGE[1], "a smaller patch holds "
+                                "no cell, a larger one does not fit a batch in memory"))
     overlap_px: int = opt(OVERLAP_PX, "overlap of neighbouring patches in px (default "
                           "{default})", kind="non_negative_int")
     min_tissue: float = opt(MIN_TISSUE, "minimum tissue fraction of a patch (default "
@@ -169,7 +211,8 @@ class ModelOptions:
                          "slide); default auto", choices=ATTENTION_SOURCES)
     weights: tuple[tuple[str, str], ...] = opt(
         (), "explicit weight file for a model (repeatable), e.g. conch_v1_5=/w/c.bin; a bare "
-            "PATH is the --encoder's", action="append", metavar="NAME=PATH", cli_default=[])
+            "PATH is the --encoder's (with --encoder auto: CONCH v1.5's). Every file given is "
+            "checked before any work", action="append", metavar="NAME=PATH", cli_default=[])
     precision: str | None = opt(None, "autocast precision (default: the model's on CUDA, fp32 "
                                 "on CPU)", choices=("fp32", "fp16", "bf16"))
 
@@ -341,6 +384,12 @@ class RunSettings:
     force : bool
         ``select``: recompute every step instead of reusing earlier outputs (an edited
         tissue GeoJSON is then replaced by a new segmentation).
+    decode : {"reader", "device"}
+        Where the features step decodes JPEG tiles and resizes patches: ``"reader"``, in the
+        reader processes on the CPU (any slide format); ``"device"``, on the compute device
+        (nvJPEG on CUDA; tiled JPEG TIFFs only), when a few CPU cores cannot keep a GPU fed.
+        Pixels agree within a few uint8 levels; the feature file records which
+        (:func:`wsikit.features.extract.extract_features`).
     """
 
     device: str = opt("cpu", "cpu, cuda, cuda:1 ... (default {default})")
@@ -354,6 +403,17 @@ class RunSettings:
                                 action="store_false")
     force: bool = opt(False, "recompute every stage instead of reusing earlier outputs",
                       action="store_true")
+    decode: str = opt("reader", "where JPEG tiles are decoded and patches resized: 'reader' "
+                      "(default), the CPU reader processes, any slide format; 'device', the "
+                      "compute device (nvJPEG on CUDA; tiled JPEG TIFFs such as SVS), when a "
+                      "few CPU cores cannot keep a GPU fed (pixels within a few uint8 levels "
+                      "of the reader's; recorded in the feature file)", choices=DECODES)
+
+    def __post_init__(self) -> None:
+        if self.decode not in DECODES:
+            raise SelectionError(f"{option('decode', self.decode)} must be one of "
+                                 f"{', '.join(DECODES)}: 'reader' decodes on the CPU, "
+                                 "'device' on the compute device")
 
     @contextlib.contextmanager
     def cores(self) -> Iterator[None]:
@@ -502,10 +562,14 @@ class PipelineOptions:
                                  f"options are {', '.join(_FIELD_GROUP)}")
         selector = str(values.get("selector", SelectionOptions.selector))
         values["scales"], values["per_scale"] = resolve_scales(selector, scales, per_scale)
-        if isinstance(weights, (str, os.PathLike)):  # one file: the encoder's
-            weights = {str(values.get("encoder", ModelOptions.encoder)): os.fspath(weights)}
-        pairs = weights.items() if isinstance(weights, Mapping) else (weights or ())
-        values["weights"] = tuple(sorted((str(k), str(v)) for k, v in pairs))
+        from ..models.hub import explicit_weights
+
+        # one file or a bare command-line PATH: the encoder's ("auto": CONCH v1.5's); the
+        # files are checked by check() below, before any work
+        given = explicit_weights(weights, encoder=str(values.get("encoder",
+                                                                 ModelOptions.encoder)),
+                                 check=False)
+        values["weights"] = tuple(sorted(given.items()))
         values["towers"] = tuple(towers)
         if "match_kinds" in values:
             values["match_kinds"] = _match_kinds(values["match_kinds"])
@@ -531,6 +595,12 @@ class PipelineOptions:
         The selector's own options are checked by the selector
         (:func:`wsikit.selection.selectors.check_selection`), which the runs call before any work.
         """
+        from ..models.hub import explicit_weights
+
+        explicit_weights(self.models.weights)  # every weight file given, used or not
+        for group in (self.grid, self.models, self.selection, self.matching, self.output):
+            check_bounds(type(group), **{f.name: getattr(group, f.name)
+                                         for f in fields(group) if f.metadata.get("bounds")})
         known = _encoder_names()
         if self.models.encoder != "auto" and self.models.encoder not in known:
             raise SelectionError(f"{option('encoder', self.models.encoder)}: unknown encoder; "
@@ -656,6 +726,7 @@ class RunKeywords(OptionKeywords, total=False):
     threads: int | None
     progress: bool | None
     force: bool
+    decode: str
 
 
 class BatchKeywords(RunKeywords, total=False):

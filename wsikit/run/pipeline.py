@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ..errors import EvidenceError, SelectionError
+from ..errors import EvidenceError, SelectionError, error_message
 from .options import PipelineOptions, RunKeywords, RunSettings, resolve_run
 
 if TYPE_CHECKING:
@@ -111,6 +111,7 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
     force = settings.force
     config = BatchConfig(steps=resolve_steps(["select"]), options=options,
                          batch_size=settings.batch_size, loader_workers=settings.loader_workers,
+                         decode=settings.decode,
                          progress=progress_enabled(settings.progress))
     # built once for the run: the selector of the check; the index (verified) and the
     # question's towers, opened before the slide is read, so a damaged one fails first
@@ -142,7 +143,7 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
                 result = {"status": "skipped" if run.skipped else "done",
                           "reason": run.skipped, "steps": run.records, "reused": run.reused}
             except Exception as exc:
-                result["error"] = {"type": type(exc).__name__, "message": str(exc),
+                result["error"] = {"type": type(exc).__name__, "message": error_message(exc),
                                    "step": ctx.current}
                 raise
             finally:

@@ -47,11 +47,14 @@ def encoder_entry(encoder: Any) -> dict[str, Any]:
             "precision": getattr(encoder, "precision", "fp32")}
 
 
-def open_index(index: str | os.PathLike[str] | FigureIndex) -> FigureIndex:
-    """The figure index (a path is opened and its checksums verified; an open one is kept)."""
+def open_index(index: str | os.PathLike[str] | FigureIndex, *,
+               device: str | None = None) -> FigureIndex:
+    """The figure index (a path is opened and its checksums verified, searched on the run's
+    ``device`` where that is CUDA: :meth:`~wsikit.evidence.FigureIndex.open`; an open one is
+    kept)."""
     from ..evidence import FigureIndex
 
-    return index if isinstance(index, FigureIndex) else FigureIndex.open(index)
+    return index if isinstance(index, FigureIndex) else FigureIndex.open(index, device=device)
 
 
 def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention,

@@ -44,7 +44,7 @@ from ..slide.fingerprint import (
 )
 from ..tissue.constants import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2
 from ..tissue.mask import TissueMask, mask_shape, segment_tissue
-from .options import GridOptions
+from .options import GridOptions, check_bounds
 
 if TYPE_CHECKING:
     from ..features.extract import Embeddings
@@ -532,6 +532,7 @@ def segment(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
     """
     import warnings
 
+    check_bounds(GridOptions, tissue_mpp=tissue_mpp)  # before any work
     out = Path(out)
     with open_slide(path, mpp=mpp, backend=backend) as slide, \
             hold_slide_outputs(out, check_output_name(slide.name, slide.path), wait=wait,
@@ -587,6 +588,7 @@ def patch(path: _PathLike, *, out: _PathLike, mpp: float | None = None,
     """
     from PIL import Image
 
+    check_bounds(GridOptions, patch_px=patch_px, tissue_mpp=tissue_mpp)  # before any work
     out = Path(out)
     bar = progress_bar(total=4, enabled=progress, desc="patch", unit="step")
     try:
@@ -659,6 +661,7 @@ def extract_slide_features(
     progress: bool | None = None,
     threads: int | None = None,
     wait: bool = False,
+    decode: str = "reader",
 ) -> Embeddings:
     """Tissue → grid → features for one slide, as ``wsikit features`` does.
 
@@ -675,11 +678,13 @@ def extract_slide_features(
     refused (:class:`~wsikit.errors.CacheError`), and so is a grid in ``out`` that is not
     the slide's current one (made from another slide, changed since, or from an earlier
     tissue mask or GeoJSON: :class:`~wsikit.errors.GridError`, :func:`wsikit.run.slide_ops.
-    grid_not_current`), so features are never computed on a stale grid.
+    grid_not_current`), so features are never computed on a stale grid. ``decode``: where JPEG
+    tiles are decoded (:attr:`wsikit.run.options.RunSettings.decode`).
     """
     from ..errors import GridError
     from ..features.extract import extract_features, resolve_encoder
 
+    check_bounds(GridOptions, patch_px=patch_px)  # before any work
     if mpp is None:
         mpp = _recorded_mpp(slide, out, coords)
     enc = resolve_encoder(encoder, device, weights)
@@ -720,4 +725,4 @@ def extract_slide_features(
         return extract_features(s, grid, enc, device=device, batch_size=batch_size,
                                 workers=workers, precision=precision, out=out,
                                 progress=progress, reader=reader, mpp=mpp, overwrite=overwrite,
-                                threads=threads)
+                                threads=threads, decode=decode)

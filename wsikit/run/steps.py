@@ -32,7 +32,7 @@ from typing import Any
 
 from .._atomic import atomic_path
 from .._hints import keyword
-from ..errors import BatchError, WsikitError
+from ..errors import BatchError, WsikitError, error_message
 from .cohort_slide import CohortSlide
 from .options import DEFAULT_BATCH_SIZE, PipelineOptions
 from .state import JobFolder
@@ -73,6 +73,8 @@ class BatchConfig:
         ``"zarr"`` / ``"zarr:URL"``: also write a zarr feature store.
     progress : bool
         Progress bars inside the steps (the in-process ``select`` run; workers keep them off).
+    decode : {"reader", "device"}
+        Where the features step decodes JPEG tiles (:attr:`RunSettings.decode`).
     """
 
     steps: tuple[str, ...] = ("segment", "patch", "features")
@@ -82,6 +84,7 @@ class BatchConfig:
     plugins: tuple[str, ...] = ()
     store: str | None = None
     progress: bool = False
+    decode: str = "reader"
 
     def value(self, name: str) -> Any:
         """A run setting or an option, by its flat name (e.g. ``"target_mpp"``)."""
@@ -105,7 +108,8 @@ class BatchConfig:
         return cls(options=PipelineOptions.from_dict(data), **run)
 
 
-_RUN_FIELDS = ("steps", "batch_size", "loader_workers", "plugins", "store", "progress")
+_RUN_FIELDS = ("steps", "batch_size", "loader_workers", "plugins", "store", "progress",
+               "decode")
 
 
 class SkipSlide(WsikitError):
@@ -237,12 +241,12 @@ def list_steps() -> list[str]:
 
 
 def load_plugins(modules: Sequence[str]) -> None:
-    """Import plugin modules that register extra steps (``--plugin``)."""
+    """Import plugin modules that register extra steps or document readers (``--plugin``)."""
     for module in modules:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise BatchError(f"cannot import step plugin {module!r}: {exc}; check the module "
+            raise BatchError(f"cannot import plugin {module!r}: {exc}; check the module "
                              "name and that it is importable in the workers") from exc
 
 
@@ -563,7 +567,7 @@ def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
             result.update(status="skipped", reason=run.skipped, step=run.skipped_at)
     except Exception as exc:
         result.update(status="failed", error={
-            "type": type(exc).__name__, "message": str(exc) or repr(exc), "step": ctx.current,
+            "type": type(exc).__name__, "message": error_message(exc), "step": ctx.current,
             "traceback": _tail(traceback.format_exc())})
     finally:
         ctx.close()
