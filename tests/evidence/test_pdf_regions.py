@@ -22,6 +22,17 @@ def _read(pdf, path: Path):
     return figs
 
 
+def _one_figure(pdf, path: Path, caption: str, y_mm: float, size: float = 10.0):
+    """Print ``caption`` at ``y_mm`` with body text under it, read the PDF and return its one
+    figure (the test fails unless exactly ``Figure 1`` is found)."""
+    pdf.set_font("Times", "", size)
+    pdf.text(20, y_mm, caption)
+    column(pdf, 20, y_mm + 8, 170)
+    figs = _read(pdf, path)
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    return figs[0]
+
+
 def _covers(box, left_mm, top_mm, right_mm, bottom_mm, tol=2.0) -> bool:
     left, top = pt(left_mm, top_mm)
     right, bottom = pt(right_mm, bottom_mm)
@@ -46,14 +57,11 @@ def test_one_path_curve_with_its_ticks_and_panel_letter(tmp_path: Path):
     pdf.text(100, 132, "log M")
     pdf.set_font("Helvetica", "B", 11)
     pdf.text(50, 61, "A")
-    pdf.set_font("Times", "", 9)
-    pdf.text(20, 145, "Figure 1. SYNTHETIC size distribution drawn as a single curve.")
-    column(pdf, 20, 155, 170)
-    figs = _read(pdf, tmp_path / "curve.pdf")
-    assert [f.figure_label for f in figs] == ["Figure 1"]
+    fig = _one_figure(pdf, tmp_path / "curve.pdf",
+                      "Figure 1. SYNTHETIC size distribution drawn as a single curve.", 145, 9)
     # the panel letter (top left), the curve and the tick labels and axis title under it
-    assert _covers(figs[0].bbox, 50, 57, 160, 132)
-    assert figs[0].bbox[1] > pt(0, 141)[1]  # not the caption
+    assert _covers(fig.bbox, 50, 57, 160, 132)
+    assert fig.bbox[1] > pt(0, 141)[1]  # not the caption
 
 
 def test_dot_plot_of_small_marks_with_tiny_labels(tmp_path: Path):
@@ -212,9 +220,6 @@ def test_one_letter_axis_title_beyond_the_tick_labels_joins(tmp_path: Path):
         pdf.text(59 + 20 * i, 94, f"{10 * i}")
     pdf.text(44, 76, "k")  # the axis title, 22 points (2.7 letter heights) left of the ticks
     pdf.text(102, 99, "Noise")
-    pdf.set_font("Times", "", 10)
-    pdf.text(20, 110, "Figure 1. SYNTHETIC optimal values of a generated coefficient.")
-    column(pdf, 20, 118, 170)
-    figs = _read(pdf, tmp_path / "axis_title.pdf")
-    assert [f.figure_label for f in figs] == ["Figure 1"]
-    assert _covers(figs[0].bbox, 44.5, 60, 160, 99)
+    fig = _one_figure(pdf, tmp_path / "axis_title.pdf",
+                      "Figure 1. SYNTHETIC optimal values of a generated coefficient.", 110)
+    assert _covers(fig.bbox, 44.5, 60, 160, 99)
