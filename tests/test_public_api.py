@@ -61,8 +61,10 @@ def test_all_lists_every_public_name_once() -> None:
 #: FigureAnalysis, Panel, analyse_figure, find_panels, split_caption (wsikit.evidence.panels);
 #: issue 40 added 2: wsikit.tissue.mask.glass_reference and
 #: wsikit.slide.mpp_estimate.estimate_mpp_from_nuclei; issue 36 item 5 added 14: corpus
-#: ingestion (ingest_corpus, its summary types, FigureBank, the document reader registry).
-EXPORT_BUDGET = 716
+#: ingestion (ingest_corpus, its summary types, FigureBank, the document reader registry);
+#: issue 39 added TorchExactIndex (exact search on CUDA without faiss-gpu), issue 40 item 8
+#: models_needed and check_weights_found (wsikit.models.preflight); 2 helpers left the list.
+EXPORT_BUDGET = 718
 
 #: Exported constants in a file another change is rewriting, documented there; do not add to.
 UNDOCUMENTED_OK = {"wsikit.run.builtin_steps.FEATURE_KEYS",

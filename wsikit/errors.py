@@ -42,8 +42,6 @@ __all__ = [
     "BatchError",
     "CacheError",
     "SlideBusyError",
-    "error_message",
-    "os_error_message",
 ]
 
 

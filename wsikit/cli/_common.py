@@ -15,11 +15,12 @@ from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ..errors import EvidenceError
+
 __all__ = [
     "CommandParser",
     "DefaultsHelpFormatter",
     "RawDefaultsHelpFormatter",
-    "dash_file_names",
     "fraction",
     "mpp_type",
     "non_negative_float",
@@ -181,7 +182,6 @@ def scales(value: str) -> tuple[int, ...]:
 
 def figure_kinds(value: str) -> tuple[str, ...]:
     """Comma-separated figure kinds, e.g. ``micrograph,photograph``, or ``all``."""
-    from ..errors import EvidenceError
     from ..evidence.kinds import parse_kinds
 
     try:
@@ -241,3 +241,25 @@ class RawDefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         return _with_default(action, action.help or "")
+
+
+def licence_arg(value: str) -> str:
+    """argparse type of ``--licence``: checked here, kept as given."""
+    from ..evidence.licence import parse_licence_filter
+
+    try:
+        parse_licence_filter(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return value
+
+
+def floor_arg(value: str) -> str:
+    """argparse type of ``--min-similarity``: checked here, kept as given (p95, 0.4, none)."""
+    from ..evidence.calibration import parse_floor
+
+    try:
+        parse_floor(value)
+    except EvidenceError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--min-similarity ")) from exc
+    return value

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EvidenceError
-from ._common import figure_kinds, output_dir, positive_float, positive_int
+from ._common import figure_kinds, licence_arg, output_dir, positive_float, positive_int
 from .pipeline_options import add_weights_flag
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
 
-__all__ = ["floor_arg", "register"]
+__all__ = ["register"]
 
 _LEVEL_HELP = ("evidence level of these sources when the manifest does not give one: 1 "
                "guideline, 2 systematic review/meta-analysis, 3 RCT, 4 observational/cohort, "
@@ -90,28 +90,6 @@ LICENCE_HELP = ("return only figures under these licences: 'open' (every Creativ
                 "(CC BY, CC BY-SA, CC0, public domain), or licence names, comma-separated "
                 "('CC BY,CC0'; also 'all rights reserved', 'unknown'); default: any. The "
                 "search goes deeper so that k results remain")
-
-
-def licence_arg(value: str) -> str:
-    """argparse type of ``--licence``: checked here, kept as given."""
-    from ..evidence.licence import parse_licence_filter
-
-    try:
-        parse_licence_filter(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-    return value
-
-
-def floor_arg(value: str) -> str:
-    """argparse type of ``--min-similarity``: checked here, kept as given (p95, 0.4, none)."""
-    from ..evidence.calibration import parse_floor
-
-    try:
-        parse_floor(value)
-    except EvidenceError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--min-similarity ")) from exc
-    return value
 
 
 def _cmd_add(args: argparse.Namespace) -> int:

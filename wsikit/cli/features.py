@@ -15,7 +15,7 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..models.registry import AUTO_PREFERENCE
+    from ..models.configs import AUTO_PREFERENCE
     from ..outputs.layout import OutputLayout
     from ..run.slide_ops import extract_slide_features
 

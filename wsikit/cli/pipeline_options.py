@@ -29,13 +29,10 @@ from . import _common
 __all__ = [
     "add_option_flags",
     "add_pipeline_options",
-    "add_weights_flag",
     "batch_settings",
     "flag_of",
-    "option_type",
     "pipeline_options",
     "run_settings",
-    "weights_arg",
 ]
 
 
@@ -80,14 +77,8 @@ def _kind(name: str | None) -> Callable[[str], Any] | None:
         return None
     if name == "min_score":
         return min_score_type
-    if name == "floor":
-        from .evidence import floor_arg
-
-        return floor_arg
-    if name == "licence":
-        from .evidence import licence_arg
-
-        return licence_arg
+    if name in ("floor", "licence"):
+        name = f"{name}_arg"
     kind: Callable[[str], Any] = getattr(_common, name)
     return kind
 

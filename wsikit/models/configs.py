@@ -489,6 +489,24 @@ BUILTIN_CONFIGS: dict[str, EncoderConfig] = {c.name: c for c in (
     QUILTNET_B16_CONFIG, *ZOO_CONFIGS)}
 
 
+_OPEN_PATCH = ("h_optimus_0", "midnight_12k", "hibou_b", "phikon_v2", "kaiko_vitl14",
+               "gpfm", "phikon", "kaiko_vitb8", "kaiko_vitb16", "lunit_vits8", "kaiko_vits8",
+               "kaiko_vits16", "lunit_vits16")
+#: Gated patch encoders (used first when their weights are found).
+_GATED_PATCH = ("conch_v1_5", "uni2_h", "virchow2", "h_optimus_1", "prov_gigapath", "uni",
+                "virchow", "hibou_l", "h0_mini")
+
+#: Which real models ``create_encoder("auto", role=...)`` tries, in order, before the
+#: heuristic: the first whose weights are found locally wins (the gated ones where the user
+#: has them, then the open ones). ``patch`` keeps CONCH v1.5 first: TITAN needs its features.
+AUTO_PREFERENCE: dict[str, tuple[str, ...]] = {
+    "patch": _GATED_PATCH + _OPEN_PATCH + ("resnet50_imagenet",),
+    "crop": ("virchow2", "uni2_h", "h_optimus_1", "virchow", "uni") + _OPEN_PATCH,
+    "any": ("virchow2", "quiltnet_b32", "quiltnet_b16", "plip"),
+    "slide": ("titan",),
+}
+
+
 def _loaded_registry() -> Any:
     """The model registry module if something already imported it (it then also knows the
     encoders registered at run time), else None; never imports it (that would import torch)."""

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._hints import on_command_line
 from ..errors import ModelError, WeightsError
-from .configs import EncoderConfig, get_config, list_configs
+from .configs import AUTO_PREFERENCE, EncoderConfig, get_config, list_configs
 
 if TYPE_CHECKING:  # torch loads only to read or load weights: the lookup stays torch-free
     import torch
@@ -477,15 +477,11 @@ def _flag() -> str:
 
 def _auto_weights_model() -> str:
     """The model a weight file given for ``"auto"`` belongs to (auto's first patch choice)."""
-    from .registry import AUTO_PREFERENCE
-
     return AUTO_PREFERENCE["patch"][0]
 
 
 def _registered_names() -> list[str]:
-    from .registry import list_encoders
-
-    return list_encoders()
+    return [config.name for config in list_configs()]
 
 
 def _split_item(item: str, *, check: bool) -> tuple[str | None, str]:
@@ -505,10 +501,8 @@ def _split_item(item: str, *, check: bool) -> tuple[str | None, str]:
 
 
 def _check_entry(name: str, path: str, *, bare: bool = False) -> None:
-    from .registry import get_config as registered_config
-
     try:
-        config = registered_config(name)
+        config = get_config(name)
     except ModelError:
         raise ModelError(f"{_flag()} {name}={path}: unknown model {name!r}; choose one of "
                          f"{', '.join(_registered_names())}") from None

@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_SLIDE_TIMEOUT",
-    "DECODES",
     "ATTENTION_SOURCES",
     "BatchKeywords",
     "BatchSettings",
@@ -65,7 +64,6 @@ __all__ = [
     "RunKeywords",
     "RunSettings",
     "SelectionOptions",
-    "check_bounds",
     "opt",
     "option_classes",
     "resolve_run",
