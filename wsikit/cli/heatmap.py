@@ -28,7 +28,7 @@ def _run(args: argparse.Namespace) -> int:
     heat["layers"] = tuple(heat.get("layers") or HeatmapOptions.layers)
     grid = {f.name: getattr(args, f.name) for f in fields(GridOptions) if hasattr(args, f.name)}
     run = {f.name: getattr(args, f.name) for f in fields(RunSettings)
-           if hasattr(args, f.name)}
+           if hasattr(args, f.name) and f.name != "mpp"}  # --mpp: heatmap's own keyword
     result = heatmap(args.slide, HeatmapOptions(**heat), out=args.out,
                      mpp=getattr(args, "mpp", None), weights=weights,
                      towers=tuple(getattr(args, "towers", None) or ()),
