@@ -58,8 +58,8 @@ if TYPE_CHECKING:  # the lazy names below, typed for checkers and IDEs
         PipelineOptions,
         SelectionOptions,
     )
-    from .run.pipeline import load_result, select
-    from .run.slide_ops import info, patch, segment
+    from .run.pipeline import load_result, patch, segment, select
+    from .run.slide_ops import info
     from .selection.attention import Attention, compute_attention
     from .selection.selectors import (
         Window,
@@ -79,8 +79,8 @@ _LAZY: dict[str, str] = {
     "Slide": "wsikit.slide",
     "resolve_mpp": "wsikit.slide",
     "info": "wsikit.run.slide_ops",
-    "segment": "wsikit.run.slide_ops",
-    "patch": "wsikit.run.slide_ops",
+    "segment": "wsikit.run.pipeline",
+    "patch": "wsikit.run.pipeline",
     "segment_tissue": "wsikit.tissue.mask",
     "tissue_mask": "wsikit.tissue.mask",
     "TissueMask": "wsikit.tissue.mask",

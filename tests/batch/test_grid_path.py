@@ -1,6 +1,6 @@
 """The batch steps take the tissue mask through the one path of ``wsikit patch``/``select``.
 
-A batch run's grid equals :func:`wsikit.run.slide_ops.patch` of the same slide and options, on a
+A batch run's grid equals :func:`wsikit.run.pipeline.patch` of the same slide and options, on a
 fresh run and after a resume that redoes only ``patch`` (the mask PNG read back, never the
 GeoJSON re-rasterised: on CMU-1-Small-Region with 256 px patches at min_tissue 0.5 the
 re-rasterised mask keeps a 33rd patch that the segmented mask does not).
@@ -17,7 +17,7 @@ import pytest
 
 from wsikit.batch import run_batch
 from wsikit.errors import WsikitError
-from wsikit.run.slide_ops import patch
+from wsikit.run.pipeline import patch
 
 OPTS = dict(tissue_mpp=8.0, target_mpp=0.5, patch_px=256, min_tissue=0.5)
 
@@ -58,7 +58,8 @@ def test_batch_grid_equals_wsikit_patch_fresh_and_resumed(cmu_small: Path,
         assert (job / rel).read_bytes() == (tmp_path / "ref" / rel).read_bytes() or \
             rel.endswith(".json")
     segment_before = _state(job, sid)["steps"]["segment"]
-    assert set(segment_before["outputs"]) == {"geojson", "mask", "mask_meta"}
+    # ... and the record of whose tissue the GeoJSON is (its source sidecar)
+    assert set(segment_before["outputs"]) == {"geojson", "mask", "mask_meta", "source"}
 
     # resume that redoes only patch: the grid comes from the stored mask PNG
     (job / "patches" / f"{sid}_patches.h5").unlink()
@@ -101,8 +102,11 @@ def test_cli_batch_min_score_reaches_run_batch(monkeypatch: pytest.MonkeyPatch,
     class Done:
         exit_code = 0
 
-    def fake_run_batch(cohort, out, options, *args, **kwargs):
-        seen["min_score"] = options.selection.min_score  # the options object travels
+    def fake_run_batch(cohort, out, *, steps, **kwargs):
+        from wsikit.run.options import resolve_run
+
+        options, _, _ = resolve_run(kwargs, where="run_batch")  # the flags given travel
+        seen["min_score"] = options.selection.min_score
         return Done()
 
     monkeypatch.setattr(wsikit.batch, "run_batch", fake_run_batch)

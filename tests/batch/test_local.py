@@ -82,8 +82,11 @@ def test_failing_slide_recorded_run_continues_and_resume(tmp_path):
     assert executions(job) == Counter({"a": 1, "b": 2, "c": 2, "d": 1})
     assert json.loads((job / "state" / "b.json").read_text())["attempts"] == 2
 
-    # Changing an option the step depends on redoes it everywhere.
-    run_batch(cohort, job, steps="dummy", plugins=PLUGIN, patch_px=256, echo=quiet)
+    # Changing an option the step depends on is refused (the job folder is bound to its
+    # options), or, with redo, redoes it everywhere.
+    with pytest.raises(BatchError, match="patch_px 512 .this run: 256.*redo=True"):
+        run_batch(cohort, job, steps="dummy", plugins=PLUGIN, patch_px=256, echo=quiet)
+    run_batch(cohort, job, steps="dummy", plugins=PLUGIN, patch_px=256, redo=True, echo=quiet)
     assert executions(job) == Counter({"a": 2, "b": 3, "c": 3, "d": 2})
     assert (job / "dummy" / "a.txt").read_text().endswith(" 256\n")
 

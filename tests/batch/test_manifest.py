@@ -45,7 +45,7 @@ def test_manifest_rows_hold_what_a_reviewer_asks(heuristic_job):
         row = rows[sid]
         assert row["status"] == "done" and row["attempts"] == 1 and row["error_type"] is None
         assert set(row["outputs"]) == {"segment.geojson", "segment.mask", "segment.mask_meta",
-                                       "patch.coords", "features.features"}
+                                       "segment.source", "patch.coords", "features.features"}
         for rec in row["outputs"].values():  # the checksums are the files' own
             assert sha256_file(out / rec["path"]) == rec["sha256"]
         assert row["encoder"] == "heuristic" and "weight-free" in row["encoder_label"]

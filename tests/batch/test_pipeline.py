@@ -57,7 +57,7 @@ def test_state_manifest_and_checksums(job):
     for record in state["outputs"].values():
         assert sha256_file(out / record["path"]) == record["sha256"]
     assert set(state["outputs"]) == {"segment.geojson", "segment.mask", "segment.mask_meta",
-                                     "patch.coords", "features.features"}
+                                     "segment.source", "patch.coords", "features.features"}
     run = json.loads((out / "run.json").read_text())
     assert run["versions"]["torch"] and "openslide-library" in run["versions"]
     assert run["config"]["patch_px"] == OPTIONS["patch_px"]

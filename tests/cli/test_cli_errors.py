@@ -116,7 +116,7 @@ def test_unwritable_out_fails_before_work(cmu_small, tmp_path, capsys) -> None:
 
 def test_os_errors_become_one_line(tmp_path, capsys, monkeypatch) -> None:
     """An OSError the commands do not anticipate still gives one line and exit 2."""
-    import wsikit.run.slide_ops as ops
+    import wsikit.run.pipeline as ops
 
     def boom(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(tmp_path / "out" / "x.geojson"))
@@ -130,7 +130,7 @@ def test_os_errors_become_one_line(tmp_path, capsys, monkeypatch) -> None:
 
 def test_unexpected_errors_are_one_line_and_verbose_reraises(tmp_path, capsys,
                                                              monkeypatch) -> None:
-    import wsikit.run.slide_ops as ops
+    import wsikit.run.pipeline as ops
 
     def bug(*args, **kwargs):
         raise ZeroDivisionError("float division by zero")
@@ -172,16 +172,16 @@ def test_broken_geojson_names_file_and_fix(content, cmu_small, tmp_path, capsys)
     gj.write_text(content)
     assert main(["patch", str(cmu_small), "--out", str(tmp_path)]) == 2
     line = _error_line(capsys.readouterr().err, "patch")
-    assert str(gj) in line and "--resegment" in line
+    assert str(gj) in line and "--force" in line
     assert not (tmp_path / "patches").exists()
-    assert main(["patch", str(cmu_small), "--out", str(tmp_path), "--resegment"]) == 0
+    assert main(["patch", str(cmu_small), "--out", str(tmp_path), "--force"]) == 0
 
 
 def test_bad_coordinate_file_names_fix(cmu_small, tmp_path, capsys) -> None:
     bad = tmp_path / "coords.h5"
     bad.write_text("not hdf5")
     assert main(["features", str(cmu_small), "--out", str(tmp_path / "o"), "--encoder",
-                 "heuristic", "--workers", "0", "--coords", str(bad)]) == 2
+                 "heuristic", "--loader-workers", "0", "--coords", str(bad)]) == 2
     line = _error_line(capsys.readouterr().err, "features")
     assert str(bad) in line and "wsikit patch" in line
     assert not list((tmp_path / "o").glob("features_*/*.h5"))
@@ -200,7 +200,7 @@ def test_warnings_are_one_line_on_stderr_and_restored(tiny_svs, tmp_path, capsys
 def test_outputs_carry_trident_attributes(cmu_small, tmp_path, capsys) -> None:
     assert main(["patch", str(cmu_small), "--out", str(tmp_path)]) == 0
     assert main(["features", str(cmu_small), "--out", str(tmp_path), "--encoder", "heuristic",
-                 "--workers", "0"]) == 0
+                 "--loader-workers", "0"]) == 0
     capsys.readouterr()
     name = cmu_small.stem
     with h5py.File(tmp_path / "patches" / f"{name}_patches.h5") as f:

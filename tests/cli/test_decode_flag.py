@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from wsikit.cli import build_parser, main
+from wsikit.cli.pipeline_options import given_values
 from wsikit.errors import SelectionError
 from wsikit.run.options import DECODES, RunSettings, resolve_run
 
@@ -29,7 +30,12 @@ def test_the_flag_is_the_settings_field() -> None:
     for command in ("features", "batch", "select"):
         action = next(a for a in sub.choices[command]._actions if a.dest == "decode")
         assert action.option_strings == ["--decode"], command
-        assert tuple(action.choices) == DECODES and action.default == RunSettings.decode
+        assert tuple(action.choices) == DECODES
+        # generated from the field: a flag not given is left out, so the field's default holds
+        args = parser.parse_args([command, "x.svs", "--out", "o"])
+        _, settings, _ = resolve_run({k: v for k, v in given_values(args).items()
+                                      if k == "decode"})
+        assert settings.decode == RunSettings.decode == "reader"
     _, settings, _ = resolve_run({"decode": "device"})
     assert settings.decode == "device"
 
@@ -44,7 +50,7 @@ def test_an_unknown_decoder_is_refused_before_any_work() -> None:
 
 def test_features_decode_device(synthetic_small_slide: Path, tmp_path: Path) -> None:
     common = ["features", str(synthetic_small_slide), "--encoder", "heuristic",
-              "--workers", "0"]
+              "--loader-workers", "0"]
     assert main([*common, "--out", str(tmp_path / "reader")]) == 0
     assert main([*common, "--out", str(tmp_path / "device"), "--decode", "device"]) == 0
     name = f"features_heuristic/{synthetic_small_slide.stem}.h5"

@@ -129,8 +129,8 @@ def test_select_takes_min_tissue_um2(cmu_small: Path, tmp_path: Path):
 
     args = build_parser().parse_args(["select", "s.svs", "--min-tissue-um2", "1000"])
     assert pipeline_options(args).grid.min_tissue_um2 == 1000.0
-    assert build_parser().parse_args(["select", "s.svs"]).min_tissue_um2 == \
-        GridOptions.min_tissue_um2
+    assert pipeline_options(build_parser().parse_args(["select", "s.svs"])).grid \
+        .min_tissue_um2 == GridOptions.min_tissue_um2
     wsikit.select(cmu_small, out=tmp_path, report=False, encoder="heuristic",
                   min_tissue_um2=1e3)
     mask = np.asarray(Image.open(tmp_path / "masks" / f"{cmu_small.stem}.png")) > 127

@@ -40,13 +40,13 @@ def test_an_option_out_of_range_is_refused_before_any_work(argv, bad, cmu_small,
 @pytest.mark.parametrize("call", ["select", "patch", "segment", "features"])
 def test_the_python_functions_refuse_the_same_values_first(call, cmu_small, tmp_path):
     import wsikit
-    from wsikit.run import slide_ops
+    from wsikit.run import pipeline
 
     out = tmp_path / "out"
     fn = {"select": lambda: wsikit.select(cmu_small, out=out, patch_px=1, encoder="heuristic"),
-          "patch": lambda: slide_ops.patch(cmu_small, out=out, patch_px=1),
-          "segment": lambda: slide_ops.segment(cmu_small, out=out, tissue_mpp=0.001),
-          "features": lambda: slide_ops.extract_slide_features(
+          "patch": lambda: pipeline.patch(cmu_small, out=out, patch_px=1),
+          "segment": lambda: pipeline.segment(cmu_small, out=out, tissue_mpp=0.001),
+          "features": lambda: pipeline.features(
               cmu_small, out=out, encoder="heuristic", patch_px=1)}[call]
     with pytest.raises(WsikitError, match="must be between"):
         fn()

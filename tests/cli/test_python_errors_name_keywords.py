@@ -1,5 +1,5 @@
-"""Errors raised in Python name Python keywords (``resegment=True``, ``device='cpu'``); the same
-errors under the ``wsikit`` command line name its flags (``--resegment``, ``--device cpu``).
+"""Errors raised in Python name Python keywords (``force=True``, ``device='cpu'``); the same
+errors under the ``wsikit`` command line name its flags (``--force``, ``--device cpu``).
 One representative message per area: tissue, attention, models (device and weights), slide
 operations, the pipeline, mpp resolution, slide reading, features and the evidence engine."""
 
@@ -116,7 +116,7 @@ def _devices(tmp: Path) -> None:
 
 CASES: dict[str, tuple[Callable[..., None], str, str]] = {
     # area: (raise it, Python spelling, command-line spelling)
-    "tissue": (_tissue, "resegment=True", "--resegment"),
+    "tissue": (_tissue, "force=True", "--force"),
     "attention": (_attention, "force=True", "--force"),
     "device": (_device, "device='tpu'", "--device tpu"),
     "weights": (_weights, "weights=PATH", "--weights titan=PATH"),

@@ -97,40 +97,32 @@ def test_wrong_option_prints_the_subcommands_usage(argv, usage, hint, capsys) ->
 # ------------------------------------------------------------------ lock files
 def test_features_leave_no_lock_files(synthetic_small_slide, tmp_path) -> None:
     assert main(["features", str(synthetic_small_slide), "--encoder", "heuristic", "--out",
-                 str(tmp_path), "--workers", "0", "--patch-px", "256"]) == 0
+                 str(tmp_path), "--loader-workers", "0", "--patch-px", "256"]) == 0
     folder = tmp_path / "features_heuristic"
-    # the file and its hidden checksum note (wsikit.outputs.cache_record), no lock
-    assert sorted(p.name for p in folder.iterdir()) == [
-        f".{synthetic_small_slide.stem}.h5.wsikit-sum.json", f"{synthetic_small_slide.stem}.h5"]
+    # the file alone: its checksum is in the slide's record (state/), no lock left
+    assert sorted(p.name for p in folder.iterdir()) == [f"{synthetic_small_slide.stem}.h5"]
     assert not list((tmp_path / "locks").iterdir())  # the slide's lock is released
 
 
 def test_features_lock_still_excludes(synthetic_small_slide, tmp_path) -> None:
-    """extract_features(out=...) takes the slide's one lock: refused while another job
-    holds it, naming that job (issue 31: one lock, not a features file lock of its own)."""
+    """``features`` runs under the slide's one lock: with ``wait=False`` refused while
+    another job holds it, naming that job (issue 31: one lock, not a file lock of its own)."""
     from wsikit.errors import SlideBusyError
-    from wsikit.features.extract import extract_features
     from wsikit.outputs.lockfile import OwnedLock
     from wsikit.outputs.slide_outputs import slide_lock_path
+    from wsikit.run.pipeline import features
 
-    folder = tmp_path / "features_heuristic"
-    folder.mkdir()
     holder = OwnedLock(slide_lock_path(tmp_path, synthetic_small_slide.stem),
                        command="wsikit batch cohort")
     assert holder.acquire()
     try:
-        with pytest.raises(SlideBusyError, match="'wsikit batch cohort'"):
-            extract_features(synthetic_small_slide, make_grid_for(synthetic_small_slide),
-                             "heuristic", workers=0, out=tmp_path, progress=False)
+        with pytest.raises(SlideBusyError, match="'wsikit batch cohort'.*wait=True"):
+            features(synthetic_small_slide, out=tmp_path, encoder="heuristic", wait=False,
+                     loader_workers=0, progress=False)
     finally:
         holder.release()
-    assert not list(folder.iterdir())
+    assert not (tmp_path / "features_heuristic").exists()
     assert not list((tmp_path / "locks").iterdir())
-
-
-def make_grid_for(path):
-    with open_slide(path) as slide:
-        return make_grid(slide, None, whole_slide=True, target_mpp=0.5, patch_px=512)
 
 
 def test_lock_file_removed_and_relocked(tmp_path) -> None:
@@ -246,6 +238,7 @@ def png_without_mpp(tmp_path) -> Path:
     rng = np.random.default_rng(0)
     img = np.full((600, 800, 3), 235, np.uint8)
     img[100:500, 150:650] = rng.integers(90, 200, (400, 500, 3), dtype=np.uint8)
+    img[100:500, 150:650, 1] //= 2  # stained (pink) tissue: colour to segment
     path = tmp_path / "nompp.png"
     Image.fromarray(img).save(path)
     return path
@@ -254,17 +247,17 @@ def png_without_mpp(tmp_path) -> Path:
 def test_features_reuse_the_mpp_patch_recorded(png_without_mpp, tmp_path, capsys) -> None:
     out = tmp_path / "out"
     assert main(["patch", str(png_without_mpp), "--mpp", "0.25", "--out", str(out),
-                 "--patch-px", "128"]) == 0
+                 "--patch-px", "128", "--min-tissue-um2", "100"]) == 0  # a 0.1 mm² image
     capsys.readouterr()
     assert main(["features", str(png_without_mpp), "--encoder", "heuristic", "--out",
-                 f"{out}/", "--workers", "0", "--patch-px", "128"]) == 0
+                 f"{out}/", "--loader-workers", "0"]) == 0  # its grid, at its mpp
     printed = capsys.readouterr().out
     expected = out / "features_heuristic" / "nompp.h5"
     assert expected.exists() and printed.strip().endswith(f"-> {expected}")
     assert "//" not in printed
     # without a recorded grid the slide still needs --mpp, and says so
     assert main(["features", str(png_without_mpp), "--encoder", "heuristic", "--out",
-                 str(tmp_path / "fresh"), "--workers", "0"]) == 2
+                 str(tmp_path / "fresh"), "--loader-workers", "0"]) == 2
     assert "--mpp" in capsys.readouterr().err
 
 
@@ -275,7 +268,7 @@ def test_redirected_logs_have_no_info_lines_or_progress_bars(synthetic_small_sli
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.run([sys.executable, "-m", "wsikit", "features",
                            str(synthetic_small_slide), "--encoder", "heuristic", "--out",
-                           str(tmp_path), "--workers", "0", "--patch-px", "256"],
+                           str(tmp_path), "--loader-workers", "0", "--patch-px", "256"],
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "\r" not in proc.stderr and "INFO " not in proc.stderr, proc.stderr[-500:]

@@ -13,7 +13,8 @@ from PIL import Image
 
 from wsikit.cli import main
 from wsikit.patches.grid import TileGrid
-from wsikit.run.slide_ops import info, patch, segment
+from wsikit.run.pipeline import patch, segment
+from wsikit.run.slide_ops import info
 from wsikit.slide.synthetic import SyntheticSpec, write_synthetic_slide
 
 

@@ -1,7 +1,9 @@
-"""extract_features: order, determinism across workers/batch sizes, file format, resume."""
+"""extract_features (compute only): order, determinism across workers/batch sizes; the
+features step of a run: file format, reuse, failures."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import h5py
@@ -74,12 +76,22 @@ def test_bf16_autocast_on_cpu(synthetic_small_slide: Path, small_grid: TileGrid,
     np.testing.assert_allclose(bf.features, f32.features, atol=0.05 * np.abs(f32.features).max())
 
 
+def _features(slide: Path, grid: TileGrid, out: Path, **kw: object) -> Embeddings:
+    """The ``features`` command's function on ``grid`` (given as its coordinate file)."""
+    from wsikit.run.pipeline import features
+
+    coords = grid.to_h5(out.parent / f"{out.name}-grid" / "coords.h5")
+    return features(slide, out=out, coords=coords, encoder="heuristic", loader_workers=0,
+                    progress=False, **kw)
+
+
 def test_feature_file_layout(synthetic_small_slide: Path, small_grid: TileGrid,
                              tmp_path: Path) -> None:
-    emb = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
-                           out=tmp_path, progress=False)
-    path = OutputLayout(tmp_path).features("heuristic", small_grid.slide_name)
-    assert path == tmp_path / "features_heuristic" / f"{small_grid.slide_name}.h5"
+    """The features step writes the TRIDENT layout (extract_features itself writes nothing)."""
+    out = tmp_path / "out"
+    emb = _features(synthetic_small_slide, small_grid, out)
+    path = OutputLayout(out).features("heuristic", small_grid.slide_name)
+    assert path == out / "features_heuristic" / f"{small_grid.slide_name}.h5"
     with h5py.File(path, "r") as f:
         ds = f["features"]
         assert ds.dtype == np.float32 and ds.shape == (len(small_grid), 64)
@@ -89,11 +101,15 @@ def test_feature_file_layout(synthetic_small_slide: Path, small_grid: TileGrid,
         assert ds.attrs["grid_hash"] == grid_hash(small_grid)
         assert ds.chunks is not None and ds.chunks[0] == len(small_grid)  # many rows a chunk
         np.testing.assert_array_equal(f["coords"][()], small_grid.coords)
+        np.testing.assert_array_equal(f["tissue"][()], small_grid.tissue)
         cattrs = dict(f["coords"].attrs)
-        for k, v in small_grid.h5_attrs(str(tmp_path)).items():
+        for k, v in small_grid.h5_attrs(str(out.resolve())).items():
             assert cattrs[k] == v, k
     assert not [p for p in path.parent.iterdir() if ".wsikit-tmp-" in p.name]
     np.testing.assert_array_equal(Embeddings.from_h5(path).features, emb.features)
+    alone = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
+                             progress=False)  # compute only: the same rows, no file
+    np.testing.assert_allclose(alone.features, emb.features, atol=1e-5)
 
 
 def test_embeddings_roundtrip(tmp_path: Path) -> None:
@@ -110,19 +126,20 @@ def test_embeddings_roundtrip(tmp_path: Path) -> None:
         Embeddings(emb.features, emb.coords[:3], "x", "x").to_h5(tmp_path / "bad.h5")
 
 
-def test_complete_file_is_skipped(synthetic_small_slide: Path, small_grid: TileGrid,
-                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
-                             out=tmp_path, progress=False)
-    path = OutputLayout(tmp_path).features("heuristic", small_grid.slide_name)
+def test_a_rerun_reuses_the_features(synthetic_small_slide: Path, small_grid: TileGrid,
+                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's records decide reuse: the same grid and encoder reuse the file; another grid
+    recomputes it."""
+    out = tmp_path / "out"
+    first = _features(synthetic_small_slide, small_grid, out)
+    path = OutputLayout(out).features("heuristic", small_grid.slide_name)
     mtime = path.stat().st_mtime_ns
 
     def boom(*args: object, **kwargs: object) -> str:
         raise AssertionError("recomputed a complete file")
 
     monkeypatch.setattr("wsikit.features.extract._run_stream", boom)
-    again = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
-                             out=tmp_path, progress=False)
+    again = _features(synthetic_small_slide, small_grid, out)
     assert path.stat().st_mtime_ns == mtime
     np.testing.assert_array_equal(again.features, first.features)
     # a different grid for the same slide is not "the same file": it is recomputed
@@ -131,27 +148,25 @@ def test_complete_file_is_skipped(synthetic_small_slide: Path, small_grid: TileG
                    small_grid.slide_mpp, small_grid.mpp_source, small_grid.overlap_px,
                    small_grid.slide_name, small_grid.level0_size)
     with pytest.raises(AssertionError, match="recomputed"):
-        extract_features(synthetic_small_slide, sub, "heuristic", workers=0, out=tmp_path,
-                         progress=False)
+        _features(synthetic_small_slide, sub, out)
 
 
-def test_a_file_read_another_way_is_recomputed(synthetic_small_slide: Path,
-                                               small_grid: TileGrid, tmp_path: Path) -> None:
-    """A complete feature file made by an older patch reading (no or another ``patch_read``)
-    has the same label and grid hash, but not the same pixels: it is recomputed."""
-    from wsikit.patches.grid import PATCH_READ
-
-    extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0, out=tmp_path,
-                     progress=False)
-    path = OutputLayout(tmp_path).features("heuristic", small_grid.slide_name)
-    assert Embeddings.from_h5(path).attrs["patch_read"] == PATCH_READ
-    with h5py.File(path, "r+") as f:  # as written before the two-step read
-        del f["features"].attrs["patch_read"]
+def test_a_changed_feature_file_is_recomputed(synthetic_small_slide: Path,
+                                              small_grid: TileGrid, tmp_path: Path) -> None:
+    """A feature file changed since the run wrote it (zeros, or marked incomplete as by a
+    crashed older version) fails its record's checksum: recomputed, with a warning."""
+    out = tmp_path / "out"
+    _features(synthetic_small_slide, small_grid, out)
+    path = OutputLayout(out).features("heuristic", small_grid.slide_name)
+    with h5py.File(path, "r+") as f:
+        f["features"].attrs["complete"] = False
         f["features"][:] = 0.0
-    emb = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
-                           out=tmp_path, progress=False)
+    with pytest.raises(FeatureError, match="incomplete"):
+        Embeddings.from_h5(path)
+    with pytest.warns(UserWarning, match="changed since wsikit wrote it"):
+        emb = _features(synthetic_small_slide, small_grid, out)
     assert np.abs(emb.features).sum() > 0
-    assert Embeddings.from_h5(path).attrs["patch_read"] == PATCH_READ
+    assert bool(Embeddings.from_h5(path).attrs["complete"]) is True
 
 
 def test_batch_features_step_hash_carries_the_patch_reading() -> None:
@@ -178,33 +193,30 @@ class _FailAfter(TinyEncoder):
 
 
 def test_failure_mid_run_leaves_nothing_complete(synthetic_small_slide: Path,
-                                                 small_grid: TileGrid, tmp_path: Path) -> None:
-    path = OutputLayout(tmp_path).features("tiny_test_cnn", small_grid.slide_name)
+                                                 small_grid: TileGrid, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(FeatureError, match="injected failure"):
         extract_features(synthetic_small_slide, small_grid, _FailAfter(2), workers=2,
-                         batch_size=4, out=tmp_path, progress=False)
-    assert not path.exists()
-    assert not [p for p in path.parent.iterdir() if ".wsikit-tmp-" in p.name]
-    emb = extract_features(synthetic_small_slide, small_grid, TinyEncoder(), workers=0,
-                           batch_size=4, out=tmp_path, progress=False)
+                         batch_size=4, progress=False)
+    # in a run: no feature file, the state says which step failed; the rerun completes
+    import wsikit.features.extract as extract
+
+    real = extract.extract_features
+
+    def failing(*args: object, **kwargs: object) -> Embeddings:
+        return real(args[0], args[1], _FailAfter(2), workers=0, batch_size=4, progress=False)
+
+    monkeypatch.setattr(extract, "extract_features", failing)
+    out = tmp_path / "out"
+    with pytest.raises(FeatureError, match="injected failure"):
+        _features(synthetic_small_slide, small_grid, out)
+    path = OutputLayout(out).features("heuristic", small_grid.slide_name)
+    assert not path.exists() and not list(path.parent.glob("*"))
+    state = json.loads(OutputLayout(out).state(small_grid.slide_name).read_text())
+    assert state["status"] == "failed" and state["error"]["step"] == "features"
+    monkeypatch.setattr(extract, "extract_features", real)
+    emb = _features(synthetic_small_slide, small_grid, out)
     assert path.exists() and len(emb) == len(small_grid)
-
-
-def test_incomplete_file_under_final_name_is_redone(synthetic_small_slide: Path,
-                                                    small_grid: TileGrid,
-                                                    tmp_path: Path) -> None:
-    extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0, out=tmp_path,
-                     progress=False)
-    path = OutputLayout(tmp_path).features("heuristic", small_grid.slide_name)
-    with h5py.File(path, "r+") as f:  # e.g. copied from a crashed run by hand
-        f["features"].attrs["complete"] = False
-        f["features"][:] = 0.0
-    with pytest.raises(FeatureError, match="incomplete"):
-        Embeddings.from_h5(path)
-    emb = extract_features(synthetic_small_slide, small_grid, "heuristic", workers=0,
-                           out=tmp_path, progress=False)
-    assert np.abs(emb.features).sum() > 0
-    assert bool(Embeddings.from_h5(path).attrs["complete"]) is True
 
 
 def test_bad_options(synthetic_small_slide: Path, small_grid: TileGrid) -> None:

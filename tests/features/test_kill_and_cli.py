@@ -10,7 +10,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from wsikit.cli import main
@@ -23,61 +22,61 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_sigkill_mid_slide_then_resume(synthetic_small_slide: Path, small_grid: TileGrid,
                                        tmp_path: Path) -> None:
+    """``features`` killed mid-slide: no feature file, no temporary left behind; the next
+    run (its state still says running, by a dead process) takes the lock over and completes."""
     coords = small_grid.to_h5(tmp_path / "grid.h5")
+    out = tmp_path / "out"
     script = textwrap.dedent(f"""
-        import time, torch
-        from wsikit.features.extract import extract_features
-        from wsikit.models import create_encoder
-        from wsikit.patches.grid import TileGrid
-        enc = create_encoder("heuristic")
-        fwd = enc.forward_uint8
-        def slow(x):
+        import time
+        from wsikit.models.heuristic import HeuristicEncoder
+        from wsikit.run.pipeline import features
+        fwd = HeuristicEncoder.forward_uint8
+        def slow(self, x):
             time.sleep(0.3)   # slow enough to be killed mid-slide
-            return fwd(x)
-        enc.forward_uint8 = slow
-        grid = TileGrid.from_h5({str(coords)!r})
-        extract_features({str(synthetic_small_slide)!r}, grid, enc, workers=0, batch_size=2,
-                         out={str(tmp_path)!r}, progress=False)
+            return fwd(self, x)
+        HeuristicEncoder.forward_uint8 = slow
+        features({str(synthetic_small_slide)!r}, out={str(out)!r}, coords={str(coords)!r},
+                 encoder="heuristic", loader_workers=0, batch_size=2, progress=False)
     """)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", script], env=env)
-    final = OutputLayout(tmp_path).features("heuristic", small_grid.slide_name)
-    folder = final.parent
-    deadline = time.monotonic() + 60
-    temp = []
+    layout = OutputLayout(out)
+    final = layout.features("heuristic", small_grid.slide_name)
+    deadline = time.monotonic() + 120
+    running = False
     while time.monotonic() < deadline and proc.poll() is None:
-        temp = [p for p in folder.glob("*") if ".wsikit-tmp-" in p.name] if folder.exists() else []
-        if temp:
-            time.sleep(1.0)  # let it write a few batches
+        state = layout.state(small_grid.slide_name)
+        if state.exists() and '"patch"' in state.read_text():
+            running = True  # patch recorded (each step as it ends), features under way
+            time.sleep(1.0)
             break
         time.sleep(0.05)
-    assert temp, "the run never started writing"
+    assert running, "the run never reached the features step"
     assert proc.poll() is None, "the run finished before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert not final.exists()  # nothing under the final name
-    stale = [p for p in folder.glob("*") if ".wsikit-tmp-" in p.name]
-    assert stale  # the partial file is only a temp file, and marked incomplete
-    try:  # the temp file is either unreadable or says it is incomplete
-        with h5py.File(stale[0], "r") as f:
-            assert bool(f["features"].attrs["complete"]) is False
-    except OSError:
-        pass
+    assert not final.exists()  # nothing under the final name, nor a temporary beside it
+    assert not (final.parent.exists() and list(final.parent.iterdir()))
+    import json
 
-    grid = TileGrid.from_h5(coords)
-    from wsikit.features.extract import extract_features
+    killed = json.loads(layout.state(small_grid.slide_name).read_text())
+    assert killed["status"] == "running" and "patch" in killed["steps"]
 
-    emb = extract_features(synthetic_small_slide, grid, "heuristic", workers=0, out=tmp_path,
-                           progress=False)
-    assert final.exists() and len(emb) == len(grid)
+    from wsikit.run.pipeline import features
+
+    emb = features(synthetic_small_slide, out=out, coords=coords, encoder="heuristic",
+                   loader_workers=0, progress=False)
+    assert final.exists() and len(emb) == len(small_grid)
     assert bool(Embeddings.from_h5(final).attrs["complete"]) is True
-    assert not [p for p in folder.glob("*") if ".wsikit-tmp-" in p.name]  # stale cleaned
+    done = json.loads(layout.state(small_grid.slide_name).read_text())
+    assert done["status"] == "done" and done["reused_steps"] == ["segment", "patch"]
 
 
 def test_cli_weight_free_encoder(synthetic_small_slide: Path, tmp_path: Path,
                                  capsys) -> None:  # type: ignore[no-untyped-def]
     rc = main(["features", str(synthetic_small_slide), "--encoder", "heuristic", "--out",
-               str(tmp_path), "--workers", "0", "--patch-px", "256", "--batch-size", "16"])
+               str(tmp_path), "--loader-workers", "0", "--patch-px", "256", "--batch-size",
+               "16"])
     assert rc == 0
     name = synthetic_small_slide.stem
     path = tmp_path / "features_heuristic" / f"{name}.h5"

@@ -60,10 +60,10 @@ def test_main_process_at_one_thread_while_workers_decode_and_recorded(
     monkeypatch.setenv("WSIKIT_THREADS", "2")
     before = torch.get_num_threads()
     emb = extract_features(synthetic_small_slide, small_grid, _ThreadProbe(), workers=2,
-                           batch_size=8, progress=False, out=tmp_path)
+                           batch_size=8, progress=False)
     assert np.unique(emb.features).tolist() == [1.0]
     assert torch.get_num_threads() == before
-    with h5py.File(tmp_path / "features_thread_probe" / f"{small_grid.slide_name}.h5") as f:
+    with h5py.File(emb.to_h5(tmp_path / "probe.h5")) as f:  # recorded in the file's attributes
         a = dict(f["features"].attrs)
     assert (int(a["threads_cores"]), a["threads_source"], int(a["threads_workers"]),
             int(a["threads_per_worker"]), int(a["threads_main"])) == (

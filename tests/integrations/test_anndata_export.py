@@ -20,7 +20,7 @@ anndata = pytest.importorskip("anndata")
 def features_h5(cmu_small: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("feat")
     assert main(["features", str(cmu_small), "--encoder", "heuristic", "--out", str(out),
-                 "--workers", "0", "--patch-px", "256"]) == 0
+                 "--loader-workers", "0", "--patch-px", "256"]) == 0
     return out / "features_heuristic" / "CMU-1-Small-Region.h5"
 
 

@@ -206,9 +206,11 @@ def test_a_tissue_vertex_moved_is_saved_for_the_next_select(browser: Browser, vi
     assert abs(dx - 30 * 1000 / scale) < 3 and abs(dy - 20 * 1000 / scale) < 3
     from wsikit.run.slide_ops import geojson_edited
     from wsikit.slide import open_slide
+    from wsikit.slide.fingerprint import slide_fingerprint
 
     with open_slide(viewer.source.slide.path) as slide:
-        assert geojson_edited(slide, layout.root, name)      # the next select rasterises it
+        # the next select rasterises it
+        assert geojson_edited(layout.root, name, fingerprint=slide_fingerprint(slide.path))
 
 
 HOLD = r"""

@@ -154,8 +154,9 @@ def test_an_edited_tissue_outline_is_what_the_next_select_uses(served: Served) -
     """The outline saved in the viewer: QuPath GeoJSON the tissue reader takes, marked as the
     user's (a new segmentation keeps it), and the mask the next select/batch makes its grid
     from is that outline."""
-    from wsikit.run.slide_ops import geojson_edited, load_tissue
+    from wsikit.run.slide_ops import geojson_edited, rasterise_edit
     from wsikit.slide import open_slide
+    from wsikit.slide.fingerprint import slide_fingerprint
 
     layout, name = served.source.layout, served.source.output_name
     loaded = served.overlay("tissue")
@@ -168,8 +169,9 @@ def test_an_edited_tissue_outline_is_what_the_next_select_uses(served: Served) -
     assert doc["features"][0]["properties"]["classification"]["name"] == "Tissue"
     assert doc["features"][0]["geometry"]["coordinates"] == [box + [box[0]]]
     with open_slide(served.source.slide.path) as slide:
-        assert geojson_edited(slide, layout.root, name)
-        mask = load_tissue(slide, layout.root, name=name)
+        fp = slide_fingerprint(slide.path)
+        assert geojson_edited(layout.root, name, fingerprint=fp)
+        mask = rasterise_edit(slide, layout.root, name, tissue_mpp=8.0, fingerprint=fp)
     W, H = 2220, 2967
     frac = float(np.asarray(mask.mask).mean())
     assert abs(frac - 800 * 1200 / (W * H)) < 0.01

@@ -213,8 +213,7 @@ def test_patch_and_select_build_the_same_grid(slide_fixture, request, tmp_path):
     import json
 
     from wsikit.outputs.layout import OutputLayout
-    from wsikit.run.pipeline import select
-    from wsikit.run.slide_ops import patch
+    from wsikit.run.pipeline import patch, select
 
     def select_grid(out: Path) -> TileGrid:
         select(path, out=out, encoder="heuristic", patch_px=256, scales=(1,), report=False,

@@ -98,7 +98,7 @@ def test_patch_refuses_caches_of_another_slide_with_that_name(two_slides, tmp_pa
     capsys.readouterr()
     assert main(["patch", str(b), "--out", str(out)]) == 2
     assert "another slide named 'case'" in capsys.readouterr().err
-    assert main(["patch", str(b), "--out", str(out), "--resegment"]) == 0
+    assert main(["patch", str(b), "--out", str(out), "--force"]) == 0
     record_case("cache", "clear-error")
 
 

@@ -4,7 +4,7 @@ Every writer of a slide's outputs takes it: a ``wsikit patch`` started while ``w
 works on the same slide in the same folder is refused in one line naming the batch run, and
 the folder stays consistent (the features are those of the grid on disk). A lock left by a
 dead process is taken over; the lock is re-entrant in one thread; ``wsikit segment`` keeps a
-GeoJSON edited in QuPath, and ``--resegment`` keeps a copy of it.
+GeoJSON edited in QuPath, and ``--force`` keeps a copy of it.
 """
 
 from __future__ import annotations
@@ -74,10 +74,11 @@ def test_patch_while_batch_runs_is_refused_and_the_folder_stays_consistent(
         _wait_for(out / "gate.reached", batch)
         lock = json.loads(slide_lock_path(out, "c").read_text())
         assert "batch" in lock["command"] and lock["host"] == socket.gethostname()
-        for argv in (["patch", "--patch-px", "256", str(slide), "--out", str(out)],
+        for argv in (["patch", "--patch-px", "256", str(slide), "--out", str(out), "--no-wait"],
                      ["features", str(slide), "--out", str(out), "--encoder", "heuristic",
-                      "--overwrite"],
-                     ["segment", str(slide), "--out", str(out), "--tissue-mpp", "16"]):
+                      "--force", "--no-wait"],
+                     ["segment", str(slide), "--out", str(out), "--tissue-mpp", "16",
+                      "--no-wait"]):
             proc = subprocess.run([sys.executable, "-m", "wsikit", *argv], env=_env(),
                                   capture_output=True, text=True, timeout=300)
             assert proc.returncode == 2, proc.stderr
@@ -85,7 +86,7 @@ def test_patch_while_batch_runs_is_refused_and_the_folder_stays_consistent(
             # one line naming the running job: its command, pid, host and start time
             assert "being written by 'wsikit batch" in err, err
             assert f"pid {lock['pid']} on {lock['host']}, since {lock['started']}" in err, err
-            assert "--wait" in err and "a bug in wsikit" not in err, err
+            assert "leave out --no-wait" in err and "a bug in wsikit" not in err, err
     finally:
         (out / "gate.open").write_text("1")
         _, berr = batch.communicate(timeout=300)
@@ -106,11 +107,11 @@ def test_patch_while_batch_runs_is_refused_and_the_folder_stays_consistent(
 
 
 def test_wait_waits_for_the_holder(slide: Path, tmp_path: Path):
-    """``--wait``: the second writer waits (naming the holder once), then runs."""
+    """By default the second writer waits (naming the holder once), then runs."""
     out = tmp_path / "out"
     holder = OwnedLock(slide_lock_path(out, "c"), command="wsikit select c.svs")
     assert holder.acquire()
-    proc = _wsikit("segment", str(slide), "--out", str(out), "--wait")
+    proc = _wsikit("segment", str(slide), "--out", str(out))
     try:
         line = proc.stderr.readline()
         assert "waiting" in line and "'wsikit select c.svs'" in line, line
@@ -139,7 +140,7 @@ def test_stale_lock_of_a_dead_process_is_taken_over(slide: Path, tmp_path: Path)
     dead.kill()
     dead.wait()
     assert path.exists()  # killed: its lock file stays behind
-    from wsikit.run.slide_ops import segment
+    from wsikit.run.pipeline import segment
 
     segment(slide, out=out)  # takes the dead process's lock over
     assert not path.exists()
@@ -205,22 +206,22 @@ def _edit_geojson(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def test_segment_keeps_a_qupath_edit_and_resegment_backs_it_up(slide: Path, tmp_path: Path):
-    from wsikit.run.slide_ops import segment
+def test_segment_keeps_a_qupath_edit_and_force_backs_it_up(slide: Path, tmp_path: Path):
+    from wsikit.run.pipeline import segment
 
     out = tmp_path / "out"
     segment(slide, out=out)
     gj = out / "contours_geojson" / "c.geojson"
     edited = _edit_geojson(gj)
-    with pytest.warns(UserWarning, match="edited since wsikit wrote it.*--resegment|"
-                                         "edited since wsikit wrote it.*resegment=True"):
+    with pytest.warns(UserWarning, match="edited since wsikit wrote it.*--force|"
+                                         "edited since wsikit wrote it.*force=True"):
         segment(slide, out=out, tissue_mpp=16)
     assert gj.read_bytes() == edited  # kept
     assert not list(gj.parent.glob("*.bak"))
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        segment(slide, out=out, tissue_mpp=16, resegment=True)
+        segment(slide, out=out, tissue_mpp=16, force=True)
     bak = gj.with_name("c.geojson.bak")
     assert bak.read_bytes() == edited  # the edit survives, named in the warning
     assert gj.read_bytes() != edited
@@ -231,24 +232,25 @@ def test_segment_keeps_a_qupath_edit_and_resegment_backs_it_up(slide: Path, tmp_
     # a second edit replaced keeps its own copy next to the first
     second = _edit_geojson(gj)
     with pytest.warns(UserWarning, match="the edit is kept as .*c.geojson.2.*.bak"):
-        segment(slide, out=out, resegment=True)
+        segment(slide, out=out, force=True)
     baks = sorted(gj.parent.glob("*.bak"))
     assert len(baks) == 2 and second in {p.read_bytes() for p in baks}
     record_case("data-loss", "correct")
 
 
-def test_patch_resegment_backs_up_the_edit(slide: Path, tmp_path: Path):
-    """``wsikit patch --resegment`` replaces an edited GeoJSON too: the edit is copied first."""
-    from wsikit.run.slide_ops import patch
+def test_patch_force_backs_up_the_edit(slide: Path, tmp_path: Path):
+    """``wsikit patch --force`` replaces an edited GeoJSON too: the edit is copied first."""
+    from wsikit.run.pipeline import patch
 
     out = tmp_path / "out"
     patch(slide, out=out)
     gj = out / "contours_geojson" / "c.geojson"
     edited = _edit_geojson(gj)
-    patch(slide, out=out)  # without --resegment: the edit is the tissue, file untouched
+    with pytest.warns(UserWarning, match="kept as the slide's tissue"):
+        patch(slide, out=out)  # without --force: the edit is the tissue, file untouched
     assert gj.read_bytes() == edited and not list(gj.parent.glob("*.bak"))
     with pytest.warns(UserWarning, match="the edit is kept as .*c.geojson.bak"):
-        patch(slide, out=out, resegment=True)
+        patch(slide, out=out, force=True)
     assert gj.with_name("c.geojson.bak").read_bytes() == edited
     assert gj.read_bytes() != edited
 
@@ -263,29 +265,28 @@ def test_segment_cli_keeps_the_edit(slide: Path, tmp_path: Path):
         if not extra:
             edited = _edit_geojson(out / "contours_geojson" / "c.geojson")
     assert (out / "contours_geojson" / "c.geojson").read_bytes() == edited
-    assert "--resegment" in proc.stderr and "kept as the slide's tissue" in proc.stderr
+    assert "--force" in proc.stderr and "kept as the slide's tissue" in proc.stderr
 
 
-def test_features_refuses_a_grid_that_is_not_the_current_one(slide: Path, tmp_path: Path):
-    """The grid in OUT was made before the GeoJSON was edited: features on it are refused
-    (like the other stages, the inputs' records are checked); after patch again they run and
-    their coordinates are the grid's."""
-    from wsikit.run.slide_ops import extract_slide_features, patch
+def test_features_follow_an_edit_and_refuse_a_grid_changed_by_hand(slide: Path,
+                                                                   tmp_path: Path):
+    """The grid in OUT was made before the GeoJSON was edited: features run the steps again
+    from the edit (the rasterised GeoJSON, the grid with its recorded options), so their
+    coordinates are the new grid's. A grid file changed by hand since wsikit wrote it is the
+    user's: refused, naming --coords (use it) and --force (make it again)."""
+    from wsikit.run.pipeline import features, patch
 
     out = tmp_path / "out"
-    patch(slide, out=out)
+    before = patch(slide, out=out, patch_px=256)
     _edit_geojson(out / "contours_geojson" / "c.geojson")
-    with pytest.raises(GridError, match="not the current patch grid.*edited since"):
-        extract_slide_features(slide, encoder="heuristic", out=out, workers=0)
-    assert not (out / "features_heuristic" / "c.h5").exists()
-    patch(slide, out=out)  # rasterises the edit, remakes the grid
-    emb = extract_slide_features(slide, encoder="heuristic", out=out, workers=0)
+    with pytest.warns(UserWarning, match="kept as the slide's tissue"):
+        emb = features(slide, out=out, encoder="heuristic", loader_workers=0)
     with h5py.File(out / "patches" / "c_patches.h5", "r") as f:
         assert np.array_equal(emb.coords, f["coords"][:])
-    # a grid file changed by hand since wsikit wrote it is refused too
+        assert int(f["coords"].attrs["patch_size"]) == 256  # the grid the user made
+    assert not np.array_equal(emb.coords, before.coords)  # from the edited tissue
     with h5py.File(out / "patches" / "c_patches.h5", "r+") as f:
         f["coords"][0, 0] += 1
-    with pytest.raises(GridError, match="changed since wsikit wrote it"):
-        extract_slide_features(slide, encoder="heuristic", out=out, workers=0,
-                               overwrite=True)
+    with pytest.raises(GridError, match="changed since wsikit wrote it.*--coords|coords="):
+        features(slide, out=out, encoder="heuristic", loader_workers=0)
     record_case("data-loss", "clear-error")

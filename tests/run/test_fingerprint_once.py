@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from wsikit.errors import CacheError
-from wsikit.slide import open_slide
 from wsikit.slide.fingerprint import slide_fingerprint
 
 
@@ -57,20 +56,27 @@ def test_a_select_run_computes_the_fingerprint_once(cmu_small: Path, tmp_path: P
     assert len(fingerprint_calls) == 1
 
 
-def test_slide_ops_take_the_given_fingerprint(cmu_small: Path, tmp_path: Path,
-                                              fingerprint_calls: list[str]) -> None:
-    from wsikit.run.slide_ops import check_tissue_owner, geojson_edited, load_tissue
+def test_each_stage_command_computes_the_fingerprint_once(cmu_small: Path, tmp_path: Path,
+                                                         fingerprint_calls: list[str]) -> None:
+    """segment, patch and features are runs of the one slide runner: one fingerprint each
+    (computed under the slide's lock), fresh or reused."""
+    from wsikit.cli import main
 
-    with open_slide(cmu_small) as slide:
-        fp = slide_fingerprint(slide.path)
+    out = tmp_path / "out"
+    for command in (["segment"], ["patch"], ["features", "--encoder", "heuristic"],
+                    ["features", "--encoder", "heuristic"]):
         fingerprint_calls.clear()
-        load_tissue(slide, tmp_path, tissue_mpp=8.0, thumb_size=None, fingerprint=fp)
-        assert not geojson_edited(slide, tmp_path, fingerprint=fp)
-        check_tissue_owner(slide, tmp_path, fingerprint=fp)
-        assert fingerprint_calls == []  # the given one is used, none computed
-        # and it is what decides: outputs of "another" content are refused as such
-        with pytest.raises(CacheError, match="another slide"):
-            check_tissue_owner(slide, tmp_path, fingerprint="0" * len(fp))
-        assert fingerprint_calls == []
-        check_tissue_owner(slide, tmp_path)  # without it: computed, and the same slide
-        assert len(fingerprint_calls) == 1
+        assert main([*command, str(cmu_small), "--out", str(out), "--no-progress"]) == 0
+        assert len(fingerprint_calls) == 1, command
+
+
+def test_outputs_of_other_content_are_refused(cmu_small: Path, tmp_path: Path) -> None:
+    """The fingerprint decides whose outputs a folder holds: another content is refused."""
+    from wsikit.run.pipeline import segment
+    from wsikit.run.slide_ops import check_tissue_owner
+
+    segment(cmu_small, out=tmp_path, progress=False)
+    fp = slide_fingerprint(cmu_small)
+    check_tissue_owner(cmu_small, tmp_path, cmu_small.stem, fingerprint=fp)  # its own: fine
+    with pytest.raises(CacheError, match="another slide"):
+        check_tissue_owner(cmu_small, tmp_path, cmu_small.stem, fingerprint="0" * len(fp))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import re
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -68,27 +68,47 @@ def _parser(command: str) -> argparse.ArgumentParser:
     return sub.choices[command]
 
 
-@pytest.mark.parametrize("command, classes", [
-    ("select", ("grid", "models", "selection", "matching", "output", "run")),
-    ("batch", ("grid", "models", "selection", "matching", "output", "run", "batch"))])
-def test_flags_are_generated_from_the_fields(command, classes):
-    actions = {a.dest: a for a in _parser(command)._actions}
-    for group in classes:
-        cls = option_classes()[group]
-        for f in fields(cls):
-            flag = flag_of(f.name, cls)
-            if flag is None or (command == "batch" and f.name in ("device", "force")):
-                continue
-            action = actions[f.name]  # dest = the field name
-            assert flag in action.option_strings, (command, f.name)
-            # the field's default, or where the flag says otherwise (None: the selector
-            # resolves scales; [] for repeatable flags) the flag's own
-            cli_default = f.metadata.get("cli_default", MISSING)
-            expected = f.default if cli_default is MISSING else cli_default
-            assert action.default == expected, (command, f.name, action.default)
-    # no flag of an option is written by hand in the command modules
+#: What a stage command takes besides options and settings: where (``--out``), what to print
+#: (``--format``, ``--json``) and which steps (``batch --steps``); and the global flag the
+#: command parsers accept after the sub-command too (``--on-bad-tile``, wsikit's own).
+COMMAND_ARGUMENTS = {"-h", "--help", "--out", "-o", "--format", "--steps", "--on-bad-tile"}
+STAGE_COMMANDS = ("segment", "patch", "features", "select", "batch")
+
+
+@pytest.mark.parametrize("command", STAGE_COMMANDS)
+def test_every_stage_flag_is_a_field(command):
+    """Every flag of every stage command is generated from one field (dest = the field, the
+    field's own flag) and carries no default of its own: a flag not given leaves nothing."""
+    owners = {f.name: cls for cls in option_classes().values() for f in fields(cls)}
+    flags = 0
+    for action in _parser(command)._actions:
+        strings = [o for o in action.option_strings if o not in COMMAND_ARGUMENTS]
+        if not action.option_strings or not strings:
+            continue
+        assert action.dest in owners, (command, action.option_strings)
+        assert flag_of(action.dest, owners[action.dest]) in action.option_strings
+        assert action.default is argparse.SUPPRESS, (command, action.dest, action.default)
+        flags += 1
+    assert flags >= 5, command
+
+
+@pytest.mark.parametrize("command, steps", [("segment", ("segment",)),
+                                            ("patch", ("patch",)),
+                                            ("features", ("features",))])
+def test_a_stage_command_has_the_flags_of_its_steps_options(command, steps):
+    """Each option its steps read (their config keys) is a flag of the command, and no other
+    option is."""
+    from wsikit.run.steps import get_step, resolve_steps
+
+    keys = {k for name in resolve_steps(list(steps)) for k in get_step(name).config_keys}
+    dests = {a.dest for a in _parser(command)._actions}
+    options = set(PipelineOptions.names())
+    assert dests & options == keys & options
+
+
+def test_no_flag_is_written_by_hand():
     hand = ""
-    for module in ("select.py", "batch.py", "pipeline_options.py"):
+    for module in ("select.py", "batch.py", "slide.py", "features.py", "pipeline_options.py"):
         hand += (CLI / module).read_text()
     for cls in option_classes().values():
         for f in fields(cls):
@@ -97,16 +117,25 @@ def test_flags_are_generated_from_the_fields(command, classes):
                 assert not re.search(rf"add_argument\(\s*[\"']{re.escape(flag)}[\"']", hand), flag
 
 
-def test_parsed_defaults_are_the_python_defaults():
+def test_parsed_defaults_are_the_python_defaults(tmp_path):
     args = _parser("select").parse_args(["slide.svs"])
-    from wsikit.cli.pipeline_options import pipeline_options, run_settings
+    from wsikit.cli.pipeline_options import (
+        batch_settings,
+        given_values,
+        pipeline_options,
+        run_settings,
+    )
 
+    assert given_values(args) == {}
     assert pipeline_options(args) == PipelineOptions.create()
     assert run_settings(args) == RunSettings()
-    from wsikit.cli.pipeline_options import batch_settings
-
     bargs = _parser("batch").parse_args(["cohort/", "--out", "job"])
-    assert batch_settings(bargs) == BatchSettings(store="h5")  # h5: the per-slide files only
+    assert batch_settings(bargs) == BatchSettings()
+    weights = tmp_path / "c.bin"  # a weights file given is checked: it must exist
+    weights.write_bytes(b"\0" * 64)
+    given = _parser("features").parse_args(["s.svs", "--out", "o", "--patch-px", "256",
+                                            "--weights", str(weights)])
+    assert given_values(given) == {"patch_px": 256, "weights": {"conch_v1_5": str(weights)}}
 
 
 def test_keyword_overrides_apply_over_the_objects():

@@ -5,15 +5,16 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from wsikit.run import builtin_steps, steps
+from wsikit.run import builtin_steps, select_stage, steps
 
-BUILTIN = ("segment", "patch", "features", "attention", "select")
+BUILTIN = ("segment", "patch", "grid_thumbnail", "features", "attention", "select")
 
 
 def test_builtin_steps_registered_in_order() -> None:
     assert tuple(steps.list_steps()[:len(BUILTIN)]) == BUILTIN
     for name in BUILTIN:
-        assert steps.get_step(name).func is getattr(builtin_steps, f"{name}_step")
+        module = select_stage if name == "select" else builtin_steps
+        assert steps.get_step(name).func is getattr(module, f"{name}_step")
 
 
 def test_registry_alone_registers_builtins_without_torch() -> None:

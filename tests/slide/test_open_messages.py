@@ -138,12 +138,14 @@ def test_segmenting_a_huge_claimed_slide_names_the_size(monkeypatch, tmp_path):
     def no_memory(*_a, **_k):
         raise MemoryError
 
+    from wsikit.run.pipeline import segment
+
     monkeypatch.setattr(slide_ops, "segment_tissue", no_memory)
     with pytest.raises(SlideError) as err:
-        slide_ops.segment(DATA / "CMU-1-Small-Region.svs", out=tmp_path)
+        segment(DATA / "CMU-1-Small-Region.svs", out=tmp_path)
     msg = str(err.value)
     assert "2,220 x 2,967 px" in msg and "not enough memory" in msg and "mask" in msg
     # A header whose mask alone would exceed 2^31 px is refused before any read.
     monkeypatch.setattr(slide_ops, "MAX_MASK_PX", 100)
     with pytest.raises(SlideError, match="more than 100 mask pixels"):
-        slide_ops.segment(DATA / "CMU-1-Small-Region.svs", out=tmp_path)
+        segment(DATA / "CMU-1-Small-Region.svs", out=tmp_path)

@@ -159,7 +159,8 @@ def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after:
         import torch
 
         torch.set_num_threads(slot.threads)
-    run = work_function(job_root, stale_after, config, slot.device)
+    worker = {"pid": os.getpid(), "device": slot.label}
+    run = work_function(job_root, stale_after, config, slot.device, worker=worker)
     cache: dict[str, Any] = {}
     while True:
         try:
@@ -169,18 +170,21 @@ def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after:
         if msg is None:
             return
         result = run(msg, cache)
-        result["worker"] = {"pid": os.getpid(), "device": slot.label}
+        result["worker"] = worker
         try:
             conn.send(result)
         except (BrokenPipeError, OSError):
             return
 
 
-def work_function(job_root: str, stale_after: float, config: dict[str, Any], device: str
+def work_function(job_root: str, stale_after: float, config: dict[str, Any], device: str, *,
+                  worker: dict[str, Any] | None = None
                   ) -> Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]:
     """What a worker runs for one task: ``run(task, cache) -> result``.
 
-    A cohort's slide runs its steps (:func:`~wsikit.run.steps.run_slide`); a config with
+    A cohort's slide is one :func:`~wsikit.run.slide_run.run_slide` of the job's steps
+    (:func:`wsikit.batch._slide.run_one`; ``worker``: its pid and device, recorded in the
+    slide's state); a config with
     ``"task_function": "module:function"`` runs that function instead (the corpus of
     :mod:`wsikit.batch.corpus`: one document a task), with the task dict and the worker's
     cache. Its result must hold the task's ``"id"`` and a ``"status"``.
@@ -191,17 +195,11 @@ def work_function(job_root: str, stale_after: float, config: dict[str, Any], dev
 
         module, _, func = str(name).partition(":")
         return getattr(importlib.import_module(module), func)
-    from ..run.cohort_slide import CohortSlide
-    from ..run.state import JobFolder
-    from ..run.steps import BatchConfig, run_slide
-
-    job = JobFolder(job_root, stale_after=stale_after)
-    cfg = BatchConfig.from_dict(config)
+    from ._slide import run_one
 
     def run(msg: dict[str, Any], cache: dict[str, Any]) -> dict[str, Any]:
-        return run_slide(CohortSlide.from_dict(msg["slide"]), job, cfg, steps=msg.get("steps"),
-                         device=device, cache=cache, previous=msg.get("previous"),
-                         verify=msg.get("verify", False))
+        return run_one(msg, job_root, stale_after, config, device=device, cache=cache,
+                       steps=msg.get("steps"), worker=worker)
 
     return run
 
@@ -328,8 +326,8 @@ class LocalEngine:
         task = worker.task or {}
         slide_id = task_id(task)
         hint = " (out of memory? a crashing codec?)" if code in (-9, -11, -6) else ""
-        return {"slide_id": slide_id, "id": slide_id, "status": "failed",
-                "steps": task.get("previous") or {}, "reused": [], "seconds": 0.0, "n_patches": 0,
+        return {"slide_id": slide_id, "id": slide_id, "status": "failed", "steps": {},
+                "recorded": False, "reused": [], "seconds": 0.0, "n_patches": 0,
                 "error": {"type": "Timeout" if timed_out else "WorkerDied",
                           "message": (f"this slide took too long: {how}" if timed_out else
                                       f"worker process on {worker.slot.label} died while "

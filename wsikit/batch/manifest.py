@@ -11,9 +11,10 @@ the old row or the new one, never a mix. Per-runner files keep one writer per fi
 locking is unreliable over NFS, and a SLURM array's shards then never write the same file.
 :func:`read_manifest` merges all files (the most recent row of each slide wins).
 
-Resumes use it: a slide that is done with features from a weight file whose SHA-256 changed
-since (same path, new content — which the options hash cannot see) is redone from the
-``features`` step on (:meth:`RunManifest.stale_steps`).
+It is a record for people and tools, never consulted to decide what to redo: a weight file
+whose SHA-256 changed since the features were made from it (same path, new content, which the
+options hash cannot see) is found by the run's one staleness check, on the step records
+(:func:`wsikit.run.steps.files_unchanged`).
 """
 
 from __future__ import annotations
@@ -51,10 +52,6 @@ COLUMNS = (
 )
 _JSON = {name for name, kind in COLUMNS if kind == "JSON"}
 _NAMES = tuple(name for name, _ in COLUMNS)
-
-#: Steps redone when the weight file behind ``features`` changed.
-_WEIGHT_STEPS = ("features", "attention", "select")
-
 
 def preprocessing_identity(config: Mapping[str, Any],
                            encoder_config: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
@@ -198,23 +195,6 @@ class RunManifest:
         rows[state["slide_id"]] = self.record(state, config)
         return True
 
-    # ------------------------------------------------------------------ resuming
-    def stale_steps(self, slide_id: str, rows: Mapping[str, Mapping[str, Any]] | None = None
-                    ) -> tuple[str, ...]:
-        """Steps to redo because the weight file behind the slide's features changed.
-
-        ``rows`` defaults to :func:`read_manifest` of the job (all runners' files).
-        """
-        row = (rows if rows is not None else _rows_by_id(self.path.parent.parent)).get(slide_id)
-        if not row or not row.get("weights_path") or not row.get("weights_sha256"):
-            return ()
-        path = str(row["weights_path"])
-        try:
-            current = self.weights_sha256(path)
-        except OSError:
-            return ()  # the file moved: the options decide (another path is another config)
-        return _WEIGHT_STEPS if current != row["weights_sha256"] else ()
-
 
 def _read_rows(path: Path) -> list[sqlite3.Row]:
     try:
@@ -229,10 +209,6 @@ def _read_rows(path: Path) -> list[sqlite3.Row]:
                          "or not a wsikit manifest") from exc
     finally:
         con.close()
-
-
-def _rows_by_id(job_root: Path) -> dict[str, dict[str, Any]]:
-    return {r["slide_id"]: r for r in read_manifest(job_root)}
 
 
 def read_manifest(job_root: str | os.PathLike[str], *,

@@ -82,19 +82,16 @@ def is_lost_work(exc: BaseException) -> bool:
 def _run(task: dict[str, Any], job_root: str, stale_after: float, config: dict[str, Any],
          steps: list[str], device: str, cache: dict[str, Any]) -> dict[str, Any]:
     os.environ.setdefault("WSIKIT_NO_PROGRESS", "1")
+    worker = {"pid": os.getpid(), "device": device, **_node()}
     if config.get("task_function"):  # a corpus document (see local.work_function)
         result = work_function(job_root, stale_after, config, device)(task, cache)
-        result["worker"] = {"pid": os.getpid(), "device": device, **_node()}
+        result["worker"] = worker
         return result
-    from ..run.cohort_slide import CohortSlide
-    from ..run.state import JobFolder
-    from ..run.steps import run_slide
+    from ._slide import run_one
 
-    result = run_slide(CohortSlide.from_dict(task["slide"]),
-                       JobFolder(job_root, stale_after=stale_after),
-                       BatchConfig.from_dict(config), steps=steps, device=device, cache=cache,
-                       previous=task.get("previous"), verify=task.get("verify", False))
-    result["worker"] = {"pid": os.getpid(), "device": device, **_node()}
+    result = run_one(task, job_root, stale_after, config, device=device, cache=cache,
+                     steps=steps, worker=worker)
+    result["worker"] = worker
     return result
 
 
@@ -258,8 +255,6 @@ class RayEngine:
         i = min(range(len(self._actors)), key=lambda k: (k in self._suspect, self._load[k], k))
         idle = self._load[i] == 0
         self._load[i] += 1
-        if first is not None:
-            task = {**task, "previous": first.get("steps")}
         ref = self._actors[i].run.remote(task, self.device_steps)
         self._refs[ref] = (sid, task, i, first)
         self._began[ref] = time.monotonic() if idle else None  # else: queued behind another
@@ -293,9 +288,8 @@ class RayEngine:
                     self._suspect.add(actor)
                 if is_lost_work(exc) and self._resubmit(sid, task, actor, first, exc):
                     continue
-                result = {"slide_id": sid, "id": sid, "status": "failed",
-                          "steps": task.get("previous")
-                          or {}, "reused": [], "seconds": 0.0, "n_patches": 0,
+                result = {"slide_id": sid, "id": sid, "status": "failed", "steps": {},
+                          "recorded": False, "reused": [], "seconds": 0.0, "n_patches": 0,
                           "error": {"type": type(exc).__name__,
                                     "message": f"Ray task/actor failed: {exc}"[:2000],
                                     "step": None, "traceback": ""}}
@@ -330,8 +324,7 @@ class RayEngine:
             self._release(ref, actor)
             self._lost.pop(sid, None)
             results.append({
-                "slide_id": sid, "id": sid, "status": "failed",
-                "steps": task.get("previous") or {},
+                "slide_id": sid, "id": sid, "status": "failed", "steps": {}, "recorded": False,
                 "reused": [], "seconds": round(now - began, 4), "n_patches": 0,
                 "error": {"type": "Timeout", "step": None, "traceback": "",
                           "message": ("this slide took too long: stopped after the per-slide "

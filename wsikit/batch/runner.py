@@ -1,17 +1,18 @@
-"""The batch coordinator: decides what to run, takes per-slide locks, writes state and summary.
+"""The batch coordinator: the job-level logic around :func:`wsikit.run.slide_run.run_slide`.
 
 Engines (:class:`~wsikit.batch.local.LocalEngine`, :class:`~wsikit.batch.ray_engine.RayEngine`)
-only execute :func:`wsikit.run.steps.run_slide`; everything that must survive crashes and
-concurrent runners lives here, in one process per runner:
+only execute ``run_slide`` on the slides they are given (:func:`wsikit.batch._slide.run_one`);
+the slide's lock, fingerprint, records, reuse and state are that run's. What is left here is
+the job's, in one process per runner:
 
-* a slide is *done* when its state says so for the requested steps with the same options and
-  every recorded output still exists with its recorded size (SHA-256 with ``verify=True``);
-* a slide is taken only under its one lock (``locks/<slide>.lock``, the lock every writer of
-  the slide's files takes: :func:`wsikit.outputs.slide_outputs.hold_slide_outputs`), which this
-  coordinator holds for the worker processing the slide and keeps alive with heartbeats;
-  slides locked by another live job (a runner, ``wsikit select``, ``patch``, …) are
-  revisited until it finishes them (or dies, and the stale lock is broken);
-* state is written before work starts (``running``, with an attempt counter) and after it ends.
+* the cohort, the shard plan, the job folder's binding to its options
+  (:mod:`wsikit.batch.binding`), ``run.json``, ``summary.json`` and the run manifest;
+* which slides to hand out: a slide whose records already cover the steps (by the run's one
+  reuse rule, :func:`wsikit.run.steps.pending_steps`) is settled without a worker, a slide
+  that failed before waits for ``retry_failed``; a slide another live job holds (a runner,
+  ``wsikit select``, ``patch``, …; the worker's run finds its lock busy) is revisited until
+  that job finishes it (or dies, and its stale lock is taken over);
+* the state of a slide whose worker died or ran out of time (the run could not record it).
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ from .._hints import option
 from .._progress import progress as progress_bar
 from .._version import __version__
 from ..errors import BatchError
-from ..outputs.lockfile import OwnedLock
 from ..run.cohort_slide import CohortSlide
 from ..run.options import BatchKeywords, BatchSettings, PipelineOptions, RunSettings, resolve_run
+from ..run.slide_run import pending_steps
 from ..run.state import (
     JobFolder,
     mpp_changed,
@@ -45,9 +46,10 @@ from ..run.state import (
     reusable_records,
     safe_path,
 )
-from ..run.steps import BatchConfig, get_step, load_plugins, resolve_steps
+from ..run.steps import BatchConfig, load_plugins, resolve_steps
 from ..run.store_step import parse_store
 from ._launch import check_launch
+from .binding import bind_job
 from .cohort import read_cohort
 from .manifest import RunManifest, read_manifest
 from .shard import parse_shard, run_files, select_shard
@@ -147,36 +149,20 @@ def preflight(slide: CohortSlide) -> tuple[str | None, str | None]:
         return None, str(exc)
 
 
-def _complete(state: Mapping[str, Any] | None, steps: Sequence[str], config: BatchConfig,
-              job: JobFolder, verify: bool, *, slide: CohortSlide | None = None,
-              fingerprint: str | None = None) -> str | None:
-    """``"done"``/``"skipped"`` when the state already covers ``steps``, else ``None``.
-
-    The state must belong to this slide: the same content fingerprint (or, for states from
-    before fingerprints were recorded, the same path); a same-named slide of another cohort
-    is never "already done".
-    """
+def _complete(state: Mapping[str, Any] | None, config: BatchConfig, job: JobFolder,
+              verify: bool, *, slide: CohortSlide, fingerprint: str | None) -> str | None:
+    """``"done"``/``"skipped"`` when the slide's state already covers the job's steps (the
+    run's one reuse rule, :func:`~wsikit.run.steps.pending_steps`, on the records a run of
+    this slide may reuse), else ``None``."""
     if not state or state.get("status") not in ("done", "skipped"):
         return None
-    if fingerprint is not None and state.get("fingerprint") not in (None, fingerprint):
+    records = reusable_records(state, slide, fingerprint)
+    if not records:
         return None
-    if (fingerprint is not None and state.get("fingerprint") is None and slide is not None
-            and state.get("path") != str(slide.path)):
+    first, skipped = pending_steps(config.steps, config, records, job, verify=verify)
+    if first is not None:
         return None
-    if slide is not None and mpp_changed(state, slide):
-        return None
-    records = state.get("steps") or {}
-    for name in steps:
-        record = records.get(name)
-        if record is None:
-            return None
-        if record.get("config") != get_step(name).config_hash(config):
-            return None
-        if not job.outputs_intact(record.get("outputs", {}), verify=verify):
-            return None
-        if record.get("skipped"):
-            return "skipped"  # later steps never run for this slide
-    return str(state["status"])
+    return "skipped" if skipped is not None else "done"
 
 
 def _versions(engine: str) -> dict[str, Any]:
@@ -215,9 +201,12 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
               out: str | os.PathLike[str], options: PipelineOptions | None = None,
               settings: RunSettings | None = None, batch: BatchSettings | None = None, *,
               steps: Sequence[str] | str = ("segment", "patch", "features"),
-              mpp: float | None = None, echo: Callable[[str], None] | None = None,
+              echo: Callable[[str], None] | None = None,
               **overrides: Unpack[BatchKeywords]) -> BatchSummary:
     """Process a cohort of slides into a resumable job folder.
+
+    Every slide is one :func:`wsikit.run.slide_run.run_slide` in a worker; the job folder is
+    bound to the options of its first run (:mod:`wsikit.batch.binding`).
 
     Parameters
     ----------
@@ -229,24 +218,24 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     options : PipelineOptions, optional
         Every result-changing option (:mod:`wsikit.run.options`), the same as ``wsikit select``.
     settings : RunSettings, optional
-        Batch size, reader processes, threads and progress (``device`` and ``force`` are
-        ``select``'s: workers are placed by ``batch.devices``).
+        Batch size, reader processes, threads, progress and ``mpp`` (level-0 µm/px for slides
+        whose metadata has none; a cohort CSV's ``mpp`` column overrides it for that slide).
+        ``device``, ``force`` and ``wait`` are the single-slide commands': workers are placed
+        by ``batch.devices``, ``batch.redo`` redoes, and busy slides are revisited.
     batch : BatchSettings, optional
         Engine, workers, devices, resumption (``retry_failed``, ``verify``), locks, time
-        limit, plugins, shard and store (:class:`wsikit.run.options.BatchSettings`).
+        limit, plugins, shard, store and ``redo`` (:class:`wsikit.run.options.BatchSettings`).
     steps : str or sequence of str
         Steps (``"segment,patch,features"``); required steps are added.
-    mpp : float, optional
-        Level-0 µm/px for slides whose metadata has none (a slide's own resolution is kept;
-        a cohort CSV's ``mpp`` column overrides it for that slide).
     echo : callable, optional
         Receives one line per finished slide and the summary (default: print to stdout).
     **overrides
         Any field of the option classes, :class:`~wsikit.run.options.RunSettings` or
         :class:`~wsikit.run.options.BatchSettings` by name
         (:class:`~wsikit.run.options.BatchKeywords`):
-        ``encoder="heuristic"``, ``workers=2``, ``shard="0/4"``, … (``weights`` may also be
-        one file: the encoder's). Meanings and defaults are documented once, on those classes.
+        ``encoder="heuristic"``, ``workers=2``, ``shard="0/4"``, ``mpp=0.25``, …
+        (``weights`` may also be one file: the encoder's). Meanings and defaults are
+        documented once, on those classes.
 
     Returns
     -------
@@ -256,9 +245,11 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     Raises
     ------
     BatchError
-        Malformed cohort, unusable job folder, unknown step/engine/device, Ray not installed.
-    SelectionError, EvidenceError
-        Options no step can honour, or an unknown keyword (before any slide).
+        Malformed cohort, unusable job folder, unknown step/engine/device, Ray not installed,
+        or options other than those the job folder is bound to (without ``redo``).
+    SelectionError, EvidenceError, WeightsError
+        Options no step can honour, missing model weights, or an unknown keyword (before any
+        slide).
 
     Examples
     --------
@@ -269,88 +260,111 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     options, settings, batch = resolve_run(overrides, options, settings, batch,
                                            where="run_batch")
     if settings.force:
-        raise BatchError(f"{option('force')} is select's; batch redoes what changed (pass "
+        raise BatchError(f"{option('force')} is for one slide; batch redoes what changed (pass "
+                         f"{option('redo')} to run other options into a job folder, "
                          f"{option('retry_failed')} to redo failed slides)")
     with settings.cores():
-        return _run_batch(cohort, out, options, settings, batch, steps=steps, mpp=mpp,
-                          echo=echo)
+        return _run_batch(cohort, out, options, settings, batch, steps=steps, echo=echo)
+
+
+def _job_config(options: PipelineOptions, settings: RunSettings, batch: BatchSettings,
+                steps: Sequence[str] | str) -> BatchConfig:
+    """The job's config: its steps (the store's too), its options checked (weights
+    included: before any slide) and resolved as every slide's run resolves them."""
+    from ..run.checks import check_run
+
+    load_plugins(batch.plugins)
+    step_names = resolve_steps(steps)
+    if parse_store(batch.store):
+        step_names = resolve_steps((*step_names, "store"))
+    if batch.engine == "local":
+        check_launch(step_names)  # plain scripts/notebooks: one clear error before any slide
+    if options.matching.index is not None:  # workers may run elsewhere: an absolute path
+        options = options.replace(index=str(Path(options.matching.index).resolve()))
+    if options.grid.coords is not None:
+        options = options.replace(coords=str(Path(options.grid.coords).resolve()))
+    check_run(options, step_names)  # the checks every run makes, before any slide
+    return BatchConfig(steps=step_names, options=options.resolved(),
+                       batch_size=int(settings.batch_size),
+                       loader_workers=settings.loader_workers, plugins=tuple(batch.plugins),
+                       store=parse_store(batch.store), reader=settings.reader,
+                       backend=settings.backend, decode=settings.decode)
 
 
 def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
                out: str | os.PathLike[str], options: PipelineOptions, settings: RunSettings,
-               batch: BatchSettings, *, steps: Sequence[str] | str, mpp: float | None,
+               batch: BatchSettings, *, steps: Sequence[str] | str,
                echo: Callable[[str], None] | None) -> BatchSummary:
-    workers, devices, engine, ray_address = (batch.workers, batch.devices, batch.engine,
-                                             batch.ray_address)
-    retry_failed, verify, stale_after = batch.retry_failed, batch.verify, batch.stale_after
-    plugins, shard, replan, store = batch.plugins, batch.shard, batch.replan, batch.store
-    slide_timeout, progress = batch.slide_timeout, settings.progress
     t_start = time.perf_counter()
-    if echo is None:
-        def echo(line: str) -> None:
-            from tqdm.auto import tqdm
-
-            tqdm.write(line, file=sys.stdout)
-    load_plugins(plugins)
-    shard = parse_shard(shard)
-    step_names = resolve_steps(steps)
-    if parse_store(store):
-        step_names = resolve_steps((*step_names, "store"))
-    if engine == "local":
-        check_launch(step_names)  # plain scripts/notebooks: one clear error before any slide
-    if options.matching.index is not None:  # workers may run elsewhere: an absolute path
-        options = options.replace(index=str(Path(options.matching.index).resolve()))
-    from ..outputs.paths import relative_path
-    from ..run.checks import check_options
-
-    check_options(options, steps=step_names)  # as select does, before any slide
-    config = BatchConfig(steps=step_names, options=options,
-                         batch_size=int(settings.batch_size),
-                         loader_workers=settings.loader_workers, plugins=tuple(plugins),
-                         decode=settings.decode,
-                         store=parse_store(store))
-    if isinstance(cohort, (str, os.PathLike)):
-        slides = read_cohort(cohort, mpp=mpp, exclude=(out,))
-        cohort_source = str(Path(cohort).expanduser().resolve())
-    else:
-        slides = sorted(cohort, key=lambda s: s.slide_id)
-        cohort_source = "<python list>"
-        if len({s.slide_id for s in slides}) != len(slides):
-            raise BatchError("cohort has duplicate slide_id values; ids name output files")
-    job = JobFolder(out, stale_after=stale_after)
-    slides = select_shard(slides, shard, job.root, replan=replan)
+    echo = echo or _echo
+    shard = parse_shard(batch.shard)
+    config = _job_config(options, settings, batch, steps)
+    slides, cohort_source = _slides(cohort, out, settings.mpp)
+    job = JobFolder(out, stale_after=batch.stale_after)
+    bind_job(job, config, redo=batch.redo)  # other options: refused, or redone with redo
+    slides = select_shard(slides, shard, job.root, replan=batch.replan)
     run_path, summary_path = run_files(job, shard)
     checked = {s.slide_id: preflight(s) for s in slides}
-    runner = _make_engine(engine, devices=devices, workers=workers, ray_address=ray_address,
-                          config=config, slide_timeout=slide_timeout)
-    run_info = {"schema": SCHEMA, "started": now_iso(), "cohort": cohort_source,
-                "n_slides": len(slides), "config": config.to_dict(),
-                "options": {"retry_failed": retry_failed, "verify": verify, "mpp": mpp,
-                            "stale_after": stale_after, "slide_timeout": slide_timeout},
-                "engine": runner.describe(), "versions": _versions(engine),
-                "models": _model_configs(config), "command": list(sys.argv),
-                "host": socket.gethostname(), "pid": os.getpid(), "shard": shard,
-                "slides": [{**s.to_dict(), "path": safe_path(s.path),
-                            "relpath": safe_path(relative_path(s.path, run_path.parent)),
-                            "fingerprint": checked[s.slide_id][0]} for s in slides]}
+    runner = _make_engine(batch.engine, devices=batch.devices, workers=batch.workers,
+                          ray_address=batch.ray_address, config=config,
+                          slide_timeout=batch.slide_timeout)
+    run_info = _run_info(config, batch, settings, runner, cohort_source, slides, checked,
+                         shard, run_path)
     write_json_atomic(run_path, run_info)
     job.clean_temporaries()
     job.clean_stale_locks()
-
-    coordinator = _Coordinator(job, config, slides, runner, retry_failed=retry_failed,
-                               verify=verify, echo=echo, progress=progress,
+    coordinator = _Coordinator(job, config, slides, runner, retry_failed=batch.retry_failed,
+                               verify=batch.verify, echo=echo, progress=settings.progress,
                                manifest=RunManifest.open(job.root, shard), checked=checked)
     outcomes, models_used = coordinator.run()
     wall = time.perf_counter() - t_start
     counts = {k: sum(1 for o in outcomes if o.status == k) for k in ("done", "failed", "skipped")}
     summary = BatchSummary(job=job.root, slides=tuple(outcomes), wall_seconds=wall,
-                           engine=engine, counts=counts)
+                           engine=batch.engine, counts=counts)
     write_json_atomic(summary_path, summary.to_dict())
     run_info.update(finished=now_iso(), wall_seconds=round(wall, 3), counts=counts,
                     models_used=models_used)
     write_json_atomic(run_path, run_info)
     echo(summary.table())
     return summary
+
+
+def _echo(line: str) -> None:
+    from tqdm.auto import tqdm
+
+    tqdm.write(line, file=sys.stdout)
+
+
+def _slides(cohort: str | os.PathLike[str] | Sequence[CohortSlide], out: str | os.PathLike[str],
+            mpp: float | None) -> tuple[list[CohortSlide], str]:
+    """The cohort's slides (sorted by id) and where they came from."""
+    if isinstance(cohort, (str, os.PathLike)):
+        return (read_cohort(cohort, mpp=mpp, exclude=(out,)),
+                str(Path(cohort).expanduser().resolve()))
+    slides = sorted(cohort, key=lambda s: s.slide_id)
+    if len({s.slide_id for s in slides}) != len(slides):
+        raise BatchError("cohort has duplicate slide_id values; ids name output files")
+    return slides, "<python list>"
+
+
+def _run_info(config: BatchConfig, batch: BatchSettings, settings: RunSettings, runner: Any,
+              cohort_source: str, slides: Sequence[CohortSlide],
+              checked: Mapping[str, tuple[str | None, str | None]],
+              shard: tuple[int, int] | None, run_path: Path) -> dict[str, Any]:
+    """``run.json`` at the start of a run."""
+    from ..outputs.paths import relative_path
+
+    return {"schema": SCHEMA, "started": now_iso(), "cohort": cohort_source,
+            "n_slides": len(slides), "config": config.to_dict(),
+            "options": {"retry_failed": batch.retry_failed, "verify": batch.verify,
+                        "mpp": settings.mpp, "stale_after": batch.stale_after,
+                        "slide_timeout": batch.slide_timeout, "redo": batch.redo},
+            "engine": runner.describe(), "versions": _versions(batch.engine),
+            "models": _model_configs(config), "command": list(sys.argv),
+            "host": socket.gethostname(), "pid": os.getpid(), "shard": shard,
+            "slides": [{**s.to_dict(), "path": safe_path(s.path),
+                        "relpath": safe_path(relative_path(s.path, run_path.parent)),
+                        "fingerprint": checked[s.slide_id][0]} for s in slides]}
 
 
 def _make_engine(engine: str, *, devices: str | Sequence[str], workers: int,
@@ -385,7 +399,6 @@ class _Coordinator:
         self.manifest = manifest  # per-slide run manifest (wsikit.batch.manifest)
         self.manifest_rows = {r["slide_id"]: r for r in read_manifest(job.root, strict=False)}
         self.outcomes: dict[str, SlideOutcome] = {}
-        self.locks: dict[str, OwnedLock] = {}
         self.models_used: dict[str, Any] = {}
         self.patches_done = 0
         self.bar: Any = None
@@ -402,10 +415,8 @@ class _Coordinator:
                     "status": "failed", "finished": now_iso(),
                     "error": {"type": "SlideError", "message": problem, "step": None}})
             return False
-        finished = _complete(state, self.config.steps, self.config, self.job, self.verify,
-                             slide=slide, fingerprint=fingerprint)
-        if finished == "done" and self._stale(slide):
-            finished = None  # the weight file behind its features changed since
+        finished = _complete(state, self.config, self.job, self.verify, slide=slide,
+                             fingerprint=fingerprint)
         if finished and self.manifest is not None and state:
             self.manifest.backfill(state, self.config.to_dict(), self.manifest_rows)
         if finished == "done":
@@ -428,11 +439,6 @@ class _Coordinator:
             return False
         return True
 
-    def _stale(self, slide: CohortSlide) -> tuple[str, ...]:
-        if self.manifest is None:
-            return ()
-        return self.manifest.stale_steps(slide.slide_id, self.manifest_rows)
-
     def _settle(self, outcome: SlideOutcome, *, quiet: bool = False) -> None:
         self.outcomes[outcome.slide_id] = outcome
         if self.bar is not None:
@@ -449,68 +455,58 @@ class _Coordinator:
     def run(self) -> tuple[list[SlideOutcome], dict[str, Any]]:
         self.bar = progress_bar(total=len(self.slides), enabled=self.progress, unit="slide",
                                 desc="batch", leave=True)
-        pending: list[CohortSlide] = []
-        for slide in self.slides:
-            if self._triage(slide, self.job.read_state(slide.slide_id)):
-                pending.append(slide)
+        pending = [s for s in self.slides
+                   if self._triage(s, self.job.read_state(s.slide_id))]
         by_id = {s.slide_id: s for s in self.slides}
         if pending:
             self.engine.start(str(self.job.root), self.job.stale_after, self.config.to_dict())
         try:
-            waiting: list[CohortSlide] = []   # locked by another live runner
-            last_beat = last_visit = time.monotonic()
+            waiting: list[CohortSlide] = []   # held by another live job
+            last_visit = time.monotonic()
             while pending or waiting or self.engine.in_flight():
                 while pending and self.engine.idle():
-                    self._dispatch(pending.pop(0), waiting)
+                    self._dispatch(pending.pop(0))
                 if waiting and not pending and time.monotonic() - last_visit > 1.0:
-                    # Revisit slides another runner holds: finished there, or lock gone stale.
-                    pending, waiting = waiting, []
-                    last_visit = time.monotonic()
+                    # Revisit slides another job holds: finished there, or lock gone stale.
+                    pending = [s for s in waiting if self._revisit(s)]
+                    waiting, last_visit = [], time.monotonic()
                 if self.engine.in_flight():
                     for result in self.engine.wait(timeout=0.5):
-                        self._finish(by_id[result["slide_id"]], result)
+                        slide = by_id[result["slide_id"]]
+                        if result.get("status") == "busy":
+                            waiting.append(slide)
+                        else:
+                            self._finish(slide, result)
                 elif waiting:
                     time.sleep(0.25)
-                if time.monotonic() - last_beat > self.job.heartbeat_every:
-                    for lock in self.locks.values():
-                        lock.heartbeat()
-                    last_beat = time.monotonic()
         finally:
             self.engine.stop()
-            for lock in self.locks.values():
-                lock.release()
             self.bar.close()
         return [self.outcomes[s.slide_id] for s in self.slides], self.models_used
 
-    def _dispatch(self, slide: CohortSlide, waiting: list[CohortSlide]) -> None:
-        lock = self.job.lock(slide.slide_id)
-        if not lock.acquire():
-            waiting.append(slide)
-            return
-        state = self.job.read_state(slide.slide_id)   # authoritative, under the lock
-        if not self._triage(slide, state):
-            if state and state.get("runner", {}).get("pid") != os.getpid():
-                prev = self.outcomes[slide.slide_id]
-                if prev.message == "already done":
-                    self.outcomes[slide.slide_id] = SlideOutcome(
-                        slide.slide_id, "skipped", n_patches=prev.n_patches,
-                        message="done by another runner")
-            lock.release()
-            return
-        self.locks[slide.slide_id] = lock
-        fingerprint = self.checked.get(slide.slide_id, (None, None))[0]
-        previous = reusable_records(state, slide, fingerprint, stale=self._stale(slide))
-        running = record_slide(self.job, slide, fingerprint, state, running=True,
-                               steps=previous)
-        self.engine.submit({"slide": slide.to_dict(),
-                            "previous": previous, "verify": self.verify,
-                            "attempts": running["attempts"]})
+    def _revisit(self, slide: CohortSlide) -> bool:
+        """:meth:`_triage` of a slide another job held; one it finished is settled as such."""
+        if self._triage(slide, self.job.read_state(slide.slide_id)):
+            return True
+        prev = self.outcomes[slide.slide_id]
+        if prev.message == "already done":
+            self.outcomes[slide.slide_id] = SlideOutcome(
+                slide.slide_id, "skipped", n_patches=prev.n_patches,
+                message="done by another runner")
+        return False
+
+    def _dispatch(self, slide: CohortSlide) -> None:
+        self.engine.submit({"slide": slide.to_dict(), "verify": self.verify})
 
     def _finish(self, slide: CohortSlide, result: dict[str, Any]) -> None:
         status = result["status"]
+        if status == "done" and set(self.config.steps) <= set(result.get("reused") or ()):
+            # another job finished it between the triage and this run: nothing was done here
+            self._settle(SlideOutcome(slide.slide_id, "skipped", message="done by another "
+                                      "runner", n_patches=int(result.get("n_patches", 0))))
+            return
         steps = result.get("steps") or {}
-        state = record_slide(self.job, slide, self.checked.get(slide.slide_id, (None, None))[0],
-                             None, result=result)
+        state = self._recorded(slide, result)
         message = ""
         if status == "failed":
             err = result.get("error") or {}
@@ -518,11 +514,8 @@ class _Coordinator:
             if err.get("step"):
                 message += f" (step {err['step']})"
         elif status == "skipped":
-            message = state["reason"]
-        lock = self.locks.pop(slide.slide_id, None)
-        if lock is not None:
-            lock.release()
-        if self.manifest is not None:  # after the release: a crash here is backfilled later
+            message = str(state.get("reason") or result.get("reason") or "")
+        if self.manifest is not None:
             self.manifest_rows[slide.slide_id] = self.manifest.record(state,
                                                                       self.config.to_dict())
         feat = steps.get("features", {}).get("info", {})
@@ -533,6 +526,31 @@ class _Coordinator:
         self._settle(SlideOutcome(slide.slide_id, status, seconds=float(result.get("seconds", 0)),
                                   n_patches=int(result.get("n_patches", 0)), message=message,
                                   processed=True))
+
+    def _recorded(self, slide: CohortSlide, result: Mapping[str, Any]) -> dict[str, Any]:
+        """The slide's state after its run: as the run recorded it, or (a worker that died,
+        a time limit) recorded here from ``result``, keeping the steps the run recorded."""
+        from ..errors import SlideBusyError
+        from ..outputs.slide_outputs import hold_slide_outputs
+
+        fingerprint = self.checked.get(slide.slide_id, (None, None))[0]
+        extra = {k: result[k] for k in ("lost_attempts",) if result.get(k)}
+        if result.get("recorded") and not extra:
+            return self.job.read_state(slide.slide_id) or {}
+        try:  # the run's lock is free again (its worker ended): record what it could not
+            with hold_slide_outputs(self.job.root, slide.slide_id, wait=False,
+                                    stale_after=self.job.stale_after):
+                before = self.job.read_state(slide.slide_id) or {}
+                if result.get("recorded"):
+                    return record_slide(self.job, slide, fingerprint, None, result={
+                        **{k: before.get(k) for k in ("status", "reason", "error", "seconds",
+                                                      "worker", "reused_steps")},
+                        "reused": before.get("reused_steps", []),
+                        "steps": before.get("steps") or {}, **extra})
+                return record_slide(self.job, slide, fingerprint, None, result={
+                    **result, "steps": before.get("steps") or {}})
+        except SlideBusyError:  # another runner took the slide over meanwhile: its state
+            return self.job.read_state(slide.slide_id) or {}
 
 
 def _patches(state: Mapping[str, Any] | None) -> int:

@@ -512,7 +512,8 @@ def job_status(job_root: str | os.PathLike[str]) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``counts`` (status → slides, from ``state/``), ``slides`` (id → status),
+        ``counts`` (status → slides, from ``state/``; ``outdated``: made with options other
+        than the job folder's, pending again), ``slides`` (id → status),
         ``plans`` (one per stored plan: shards with assigned / done / failed / running
         slides, load and the shard's last run), ``summary`` (the unsharded ``summary.json``
         counts, if any).
@@ -521,14 +522,7 @@ def job_status(job_root: str | os.PathLike[str]) -> dict[str, Any]:
     if not (root / "state").is_dir():
         raise BatchError(f"{root} is not a wsikit batch job folder (no state/ folder); pass "
                          "the --out folder of 'wsikit batch'")
-    statuses: dict[str, str] = {}
-    for path in sorted((root / "state").glob("*.json")):
-        if path.name.startswith("."):
-            continue  # temporaries of interrupted writes
-        try:
-            statuses[path.stem] = str(json.loads(path.read_text("utf-8")).get("status"))
-        except (OSError, ValueError, AttributeError):
-            statuses[path.stem] = "unreadable"
+    statuses = _statuses(root)
     counts: dict[str, int] = {}
     for status in statuses.values():
         counts[status] = counts.get(status, 0) + 1
@@ -545,7 +539,7 @@ def job_status(job_root: str | os.PathLike[str]) -> dict[str, Any]:
                                      "load": round(plan.loads[index], 3)}
             for status in ("done", "failed", "skipped", "running"):
                 entry[status] = sum(1 for s in ids if statuses.get(s) == status)
-            entry["pending"] = sum(1 for s in ids if s not in statuses)
+            entry["pending"] = sum(1 for s in ids if statuses.get(s, "outdated") == "outdated")
             summary = _read_json(root / "shards" / shard_label((index, plan.n_shards))
                                  / "summary.json")
             entry["last_run"] = ({"finished": summary.get("finished"),
@@ -557,6 +551,29 @@ def job_status(job_root: str | os.PathLike[str]) -> dict[str, Any]:
     top = _read_json(root / "summary.json")
     return {"job": str(root.resolve()), "counts": counts, "slides": statuses,
             "plans": plans, "summary": top.get("counts") if top else None}
+
+
+def _statuses(root: Path) -> dict[str, str]:
+    """Each slide's status from ``state/``; a finished slide made with options other than
+    those the job folder is bound to (:mod:`wsikit.batch.binding`) is ``outdated``, never
+    ``done``: a job mixing two sets of options is not reported as done."""
+    from .binding import read_binding, slide_bound
+
+    binding = read_binding(root)
+    statuses: dict[str, str] = {}
+    for path in sorted((root / "state").glob("*.json")):
+        if path.name.startswith("."):
+            continue  # temporaries of interrupted writes
+        try:
+            state = json.loads(path.read_text("utf-8"))
+            status = str(state.get("status"))
+        except (OSError, ValueError, AttributeError):
+            statuses[path.stem] = "unreadable"
+            continue
+        if status in ("done", "skipped") and binding and not slide_bound(state, binding):
+            status = "outdated"
+        statuses[path.stem] = status
+    return statuses
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -6,14 +6,8 @@ import argparse
 from typing import Any
 
 from ..run.options import BatchSettings, RunSettings
-from ._common import CommandParser, RawDefaultsHelpFormatter, mpp_type, output_dir
-from .pipeline_options import (
-    add_option_flags,
-    add_pipeline_options,
-    batch_settings,
-    pipeline_options,
-    run_settings,
-)
+from ._common import CommandParser, RawDefaultsHelpFormatter, output_dir
+from .pipeline_options import add_option_flags, add_pipeline_options, given_values
 
 __all__ = ["register"]
 
@@ -53,11 +47,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--steps", default="segment,patch,features",
                    help="comma-separated steps (default %(default)s; available: segment, "
                         "patch, features, attention, select; required steps are added)")
-    p.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
-                   help="level-0 µm/px for slides whose metadata has none (a slide's own "
-                        "resolution is kept; a CSV row's mpp overrides it for that slide)")
     add_option_flags(p.add_argument_group("engine"), BatchSettings)
-    add_option_flags(p.add_argument_group("run"), RunSettings, skip=("device", "force"))
+    add_option_flags(p.add_argument_group("run"), RunSettings,
+                     skip=("device", "force", "wait"))  # workers are placed by --devices
     add_pipeline_options(p)  # the options of 'wsikit select', under the same names
     p.set_defaults(func=batch_command)
     p.__class__ = _BatchParser  # `wsikit batch status JOBDIR` is parsed by its own parser
@@ -115,6 +107,5 @@ def batch_command(args: argparse.Namespace) -> int:
     """Run :func:`wsikit.batch.run_batch` from parsed arguments; returns the exit code."""
     from ..batch import run_batch
 
-    summary = run_batch(args.cohort, args.out, pipeline_options(args), run_settings(args),
-                        batch_settings(args), steps=args.steps, mpp=args.mpp)
+    summary = run_batch(args.cohort, args.out, steps=args.steps, **given_values(args))
     return summary.exit_code

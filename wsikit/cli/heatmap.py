@@ -23,14 +23,16 @@ def _run(args: argparse.Namespace) -> int:
     from ..run.heatmaps import heatmap
 
     weights = weights_arg(args)  # NAME=PATH only: a heatmap has no encoder a bare file is for
-    heat = {f.name: getattr(args, f.name) for f in fields(HeatmapOptions)}
-    heat["layers"] = tuple(heat["layers"] or HeatmapOptions.layers)
-    grid = {f.name: getattr(args, f.name) for f in fields(GridOptions)}
+    # flags not given leave no attribute (the fields' defaults hold)
+    heat = {f.name: getattr(args, f.name) for f in fields(HeatmapOptions) if hasattr(args, f.name)}
+    heat["layers"] = tuple(heat.get("layers") or HeatmapOptions.layers)
+    grid = {f.name: getattr(args, f.name) for f in fields(GridOptions) if hasattr(args, f.name)}
     run = {f.name: getattr(args, f.name) for f in fields(RunSettings)
-           if hasattr(args, f.name)}
-    result = heatmap(args.slide, HeatmapOptions(**heat), out=args.out, mpp=args.mpp,
-                     weights=weights, towers=tuple(args.towers or ()),
-                     precision=args.precision, **grid, **run)
+           if hasattr(args, f.name) and f.name != "mpp"}  # --mpp: heatmap's own keyword
+    result = heatmap(args.slide, HeatmapOptions(**heat), out=args.out,
+                     mpp=getattr(args, "mpp", None), weights=weights,
+                     towers=tuple(getattr(args, "towers", None) or ()),
+                     precision=getattr(args, "precision", None), **grid, **run)
     for layer in result.layers:
         files = layer["files"]
         print(f"{layer['name']}: {layer['with_value']} of {layer['patches']} patches, values "
@@ -69,5 +71,5 @@ def register(sub: Any) -> None:
     run = p.add_argument_group("run")
     run.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
                      help="level-0 µm/px overriding the slide's metadata")
-    add_option_flags(run, RunSettings, skip=("force",))
+    add_option_flags(run, RunSettings, skip=("force", "mpp", "backend", "reader", "wait"))
     p.set_defaults(func=_run)

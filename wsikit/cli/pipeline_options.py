@@ -2,16 +2,20 @@
 
 Each field of :mod:`wsikit.run.options` (made with :func:`wsikit.run.options.opt`) carries its flag,
 type, choices and help in its metadata; :func:`add_option_flags` turns a class's fields into
-flags (``dest`` = the field name) with the field's default, and :func:`pipeline_options`,
-:func:`run_settings` and :func:`batch_settings` read the parsed flags back into the objects.
-``wsikit select`` and ``wsikit batch`` so accept the same options under the same names.
+flags (``dest`` = the field name). A flag not given leaves nothing in the parsed namespace (no
+default is written here: the field's is the only one), so :func:`given_values` returns exactly
+the options and settings the user gave, which the commands pass on as keywords (an option not
+given may then come from the slide's earlier records: :mod:`wsikit.run.slide_run`).
+:func:`add_stage_flags` adds the flags of the options a command's steps read (their
+``config_keys``) and of the run settings that apply to them; ``wsikit select``, ``segment``,
+``patch``, ``features`` and ``batch`` so accept the same options under the same names.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Container
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from typing import Any
 
 from ..run.options import (
@@ -79,6 +83,8 @@ def _kind(name: str | None) -> Callable[[str], Any] | None:
         return min_score_type
     if name in ("floor", "licence"):
         name = f"{name}_arg"
+    if name == "mpp":
+        return _common.mpp_type("--mpp")
     kind: Callable[[str], Any] = getattr(_common, name)
     return kind
 
@@ -94,23 +100,18 @@ def add_option_flags(p: Any, cls: type, *, skip: Container[str] = (),
                      only: Container[str] | None = None) -> None:
     """Add one flag per field of ``cls`` (an option class of :mod:`wsikit.run.options`) to the
     parser or argument group ``p``, from the field's metadata; ``skip``: fields the caller
-    adds itself; ``only``: just these fields."""
+    adds itself; ``only``: just these fields. A flag not given leaves no attribute."""
     for f in fields(cls):
         flag = flag_of(f.name, cls)
         if flag is None or f.name in skip or (only is not None and f.name not in only):
             continue
         meta = f.metadata
-        default = f.default if meta.get("cli_default", MISSING) is MISSING \
-            else meta["cli_default"]
         shown = f.default if f.default is not None else ""
-        kw: dict[str, Any] = {"dest": f.name, "help": meta["help"].format(default=shown)}
-        action = meta.get("action")
-        if action in ("store_true", "store_false"):  # --no-progress: None unless given
-            kw.update(action=action, default=f.default)
-        else:
-            kw["default"] = default
-            if action is not None:
-                kw["action"] = action
+        kw: dict[str, Any] = {"dest": f.name, "help": meta["help"].format(default=shown),
+                              "default": argparse.SUPPRESS}
+        if meta.get("action") is not None:
+            kw["action"] = meta["action"]
+        if meta.get("action") not in ("store_true", "store_false"):
             if meta.get("kind") is not None or meta.get("bounds") is not None:
                 kw["type"] = option_type(cls, f.name)
             for key in ("choices", "metavar"):
@@ -119,26 +120,35 @@ def add_option_flags(p: Any, cls: type, *, skip: Container[str] = (),
         p.add_argument(flag, **kw)
 
 
+def add_stage_flags(p: argparse.ArgumentParser, steps: tuple[str, ...]) -> None:
+    """The flags of a command running ``steps`` (and the steps they need): every option the
+    steps read (their ``config_keys``), then the run settings that apply to them."""
+    from ..run.steps import get_step, resolve_steps
+
+    names = resolve_steps(list(steps))
+    keys = {k for name in names for k in get_step(name).config_keys}
+    for title, cls in _GROUPS:
+        if keys & {f.name for f in fields(cls)}:
+            add_option_flags(p.add_argument_group(title), cls, only=keys)
+    applies = {f.name for f in fields(RunSettings)
+               if f.metadata.get("steps") is None or set(f.metadata["steps"]) & set(names)}
+    add_option_flags(p.add_argument_group("run"), RunSettings, only=applies)
+
+
+_GROUPS: tuple[tuple[str, type], ...] = (
+    ("models", ModelOptions), ("tissue and patches", GridOptions),
+    ("selection", SelectionOptions), ("evidence", MatchOptions), ("output", OutputOptions))
+
+
 def add_pipeline_options(p: argparse.ArgumentParser, *, index: bool = True) -> None:
     """Add the flags of every :class:`~wsikit.run.options.PipelineOptions` field to ``p``
     (``index=False``: the caller adds ``--index`` itself)."""
-    for title, cls in (("models", ModelOptions), ("tissue and patches", GridOptions),
-                       ("selection", SelectionOptions), ("evidence", MatchOptions),
-                       ("output", OutputOptions)):
+    for title, cls in _GROUPS:
         add_option_flags(p.add_argument_group(title), cls, skip=() if index else ("index",))
 
 
 def _values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     return {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
-
-
-def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
-    """The :class:`~wsikit.run.options.PipelineOptions` of parsed flags (validated)."""
-    values: dict[str, Any] = {}
-    for cls in (GridOptions, ModelOptions, SelectionOptions, MatchOptions, OutputOptions):
-        values.update(_values(args, cls))
-    return PipelineOptions.create(weights=list(values.pop("weights", None) or []),
-                                  towers=tuple(values.pop("towers", ()) or ()), **values)
 
 
 def add_weights_flag(p: Any) -> None:
@@ -156,13 +166,38 @@ def weights_arg(args: argparse.Namespace, encoder: str | None = None) -> dict[st
     return explicit_weights(getattr(args, "weights", None) or [], encoder=encoder)
 
 
+def given_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The options and settings given on the command line, by field name (the keywords of
+    :func:`wsikit.select`, :func:`wsikit.batch.run_batch`, ...)."""
+    values: dict[str, Any] = {}
+    for cls in (GridOptions, ModelOptions, SelectionOptions, MatchOptions, OutputOptions,
+                RunSettings, BatchSettings):
+        values.update(_values(args, cls))
+    if "weights" in values:  # every file checked before any work
+        values["weights"] = weights_arg(args, values.get("encoder", ModelOptions.encoder))
+    for name in ("towers", "plugins"):
+        if name in values:
+            values[name] = tuple(values[name])
+    return values
+
+
+def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
+    """The :class:`~wsikit.run.options.PipelineOptions` of parsed flags (validated; flags not
+    given: the fields' defaults)."""
+    names = set(PipelineOptions.names())
+    given = {k: v for k, v in given_values(args).items() if k in names}
+    return PipelineOptions.create(**given)
+
+
 def run_settings(args: argparse.Namespace) -> RunSettings:
     """The :class:`~wsikit.run.options.RunSettings` of parsed flags (absent ones: defaults)."""
     return RunSettings(**_values(args, RunSettings))
 
 
 def batch_settings(args: argparse.Namespace) -> BatchSettings:
-    """The :class:`~wsikit.run.options.BatchSettings` of parsed flags."""
+    """The :class:`~wsikit.run.options.BatchSettings` of parsed flags (absent ones:
+    defaults)."""
     values = _values(args, BatchSettings)
-    values["plugins"] = tuple(values.get("plugins") or ())
+    if "plugins" in values:
+        values["plugins"] = tuple(values["plugins"])
     return BatchSettings(**values)

@@ -7,18 +7,15 @@ import json
 import sys
 
 from ..run.options import RunSettings
-from ._common import DefaultsHelpFormatter, mpp_type, output_dir
-from .pipeline_options import add_option_flags, add_pipeline_options, pipeline_options, run_settings
+from ._common import DefaultsHelpFormatter, output_dir
+from .pipeline_options import add_option_flags, add_pipeline_options, given_values
 
 __all__ = ["add_format_option", "print_result", "register"]
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """``select``'s run settings (they never change a result) and ``--format``."""
-    g = p.add_argument_group("run")
-    g.add_argument("--mpp", type=mpp_type("--mpp"), default=None,
-                   help="level-0 µm/px overriding the slide's metadata (needed if it has none)")
-    add_option_flags(g, RunSettings)  # --device, --batch-size, ... (wsikit.run.options)
+    add_option_flags(p.add_argument_group("run"), RunSettings)  # --device, --mpp, ...
     add_format_option(p)
 
 
@@ -120,8 +117,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..run.pipeline import select
 
     # a wrong --index fails before the slide is read: select() opens it (once) first
-    result = select(args.slide, pipeline_options(args), run_settings(args), out=args.out,
-                    mpp=args.mpp)
+    result = select(args.slide, out=args.out, **given_values(args))
     out_dir = OutputLayout(args.out).select_dir(result.slide["name"])
     print_result(result, out_dir, args.format)
     if args.format != "summary":  # stdout holds only the JSON or context: say where files are

@@ -13,8 +13,7 @@ Pipeline (one slide)::
               CUDA: pinned memory → non-blocking copy → encoder.preprocess (float32, on the
               device) → the network under autocast in the encoder's precision (weights stay
               float32);
-              float32 rows appended to the HDF5 file in large chunks as they arrive (grid order)
-    file written to a temporary name and renamed when complete (``complete=True``)
+              float32 rows placed in the (N, D) array as they arrive (grid order)
 
 Slots are reused round-robin (:func:`stream_batches`): after the first few batches no batch
 memory is allocated or faulted in, which on a CPU costs more than the arithmetic.
@@ -22,9 +21,11 @@ memory is allocated or faulted in, which on a CPU costs more than the arithmetic
 Slides that are not tiled TIFFs (MRXS, NDPI, DICOM, plain images, ...) are read through
 :meth:`wsikit.slide.Slide.read_at_mpp` instead of the tile reader.
 
-Output (TRIDENT layout): ``<out>/features_<encoder>/<slide>.h5`` with ``features`` (N, D)
-float32 (attributes ``encoder``, ``label``, ``dim``, ``wsikit_version``, ``grid_hash``,
-``complete``) and ``coords`` (N, 2) int64 with the coordinate file's attributes.
+:func:`extract_features` is compute only: a slide and a grid in, :class:`Embeddings` out. The
+file (TRIDENT layout: ``<out>/features_<encoder>/<slide>.h5`` with ``features`` (N, D) float32,
+attributes ``encoder``, ``label``, ``dim``, ``wsikit_version``, ``grid_hash``, ``complete``, and
+``coords`` (N, 2) int64 with the coordinate file's attributes) is written atomically by
+:meth:`Embeddings.to_h5`, called by the run's ``features`` step, which also decides its reuse.
 """
 
 from __future__ import annotations
@@ -44,16 +45,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from .._atomic import TMP_MARK, atomic_path
+from .._atomic import atomic_path
 from .._hints import option
 from .._progress import progress as _progress_bar
 from .._threads import SplitsWork, ThreadPlan, cores_given, plan_threads, torch_threads
 from .._version import __version__
 from ..errors import FeatureError, WsikitError
 from ..models.importance import NuclearMeasures, PatchMeasurer
-from ..outputs.cache_record import cache_intact, checksum_path, record_checksum
-from ..outputs.layout import OutputLayout
-from ..outputs.slide_outputs import hold_slide_outputs, holds_slide_outputs
 from ..patches.grid import PATCH_READ
 from ..patches.h5 import h5_create, h5_value
 from ..slide.device_decode import DevicePatchStream
@@ -103,6 +101,8 @@ class Embeddings:
         The weight-free importance's measures of the same patches, taken from the pixels the
         features were computed from (dataset ``nuclear_measures`` of the file), so the
         importance needs no second read; ``None`` when not measured.
+    tissue : ndarray, shape (N,), float32, optional
+        Each patch's usable tissue fraction, from the grid (dataset ``tissue``).
     """
 
     features: np.ndarray
@@ -111,6 +111,7 @@ class Embeddings:
     label: str
     attrs: dict[str, Any] = field(default_factory=dict)
     nuclear: NuclearMeasures | None = None
+    tissue: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.features.shape[0])
@@ -136,6 +137,8 @@ class Embeddings:
                                   "dim": int(self.features.shape[1])})
                 c = f.create_dataset("coords", data=self.coords.astype(np.int64))
                 _write_attrs(c, dict(self.attrs.get("coords", {})))
+                if self.tissue is not None:
+                    f.create_dataset("tissue", data=np.asarray(self.tissue, np.float32))
                 if self.nuclear is not None:
                     self.nuclear.to_h5(f)
                 ds.attrs["complete"] = True
@@ -174,6 +177,8 @@ class Embeddings:
                 cattrs = ({k: h5_value(v) for k, v in f["coords"].attrs.items()} if "coords" in f
                           else {})
                 nuclear = NuclearMeasures.from_h5(f, len(feats))
+                tissue = (np.asarray(f["tissue"][()], np.float32) if "tissue" in f
+                          and f["tissue"].shape == (len(feats),) else None)
         except FeatureError:
             raise
         except (OSError, KeyError, ValueError) as exc:
@@ -185,7 +190,7 @@ class Embeddings:
         attrs["coords"] = cattrs
         encoder = str(attrs.pop("encoder", path.parent.name.removeprefix("features_")))
         label = str(attrs.pop("label", encoder))
-        return cls(feats, coords, encoder, label, attrs, nuclear)
+        return cls(feats, coords, encoder, label, attrs, nuclear, tissue)
 
 
 def _write_attrs(ds: Any, attrs: Mapping[str, Any]) -> None:
@@ -215,55 +220,6 @@ def resolve_encoder(encoder: Encoder | str, device: str, weights: str | None) ->
     return encoder
 
 
-def _valid_existing(path: Path, ghash: str, encoder: Encoder, n: int, prec: str,
-                    decode: str = "reader") -> bool:
-    """Whether ``path`` is a complete feature file for this grid and encoder, made by this
-    patch reading (:data:`PATCH_READ`)."""
-    import h5py
-
-    try:
-        with h5py.File(path, "r") as f:
-            ds = f["features"]
-            a = ds.attrs
-            return bool(a.get("complete", False) is True or a.get("complete", False) == 1) and (
-                h5_value(a.get("encoder")) == encoder.config.name
-                and h5_value(a.get("label")) == encoder.label
-                and h5_value(a.get("grid_hash")) == ghash
-                and h5_value(a.get("precision", "fp32")) == prec
-                and h5_value(a.get("patch_read")) == PATCH_READ
-                and h5_value(a.get("decode", "reader")) == decode
-                and ds.shape == (n, encoder.config.dim)
-                and f["coords"].shape == (n, 2))
-    except (OSError, KeyError, ValueError):
-        return False
-
-
-def _reusable(path: Path, ghash: str, encoder: Encoder, n: int, prec: str, *,
-              warn: bool = True, decode: str = "reader") -> bool:
-    """Whether the existing ``path`` can be reused: complete, for this grid and encoder
-    (:func:`_valid_existing`), and unchanged since wsikit wrote it (its recorded checksum,
-    :mod:`wsikit.outputs.cache_record`; a file without one is taken as it is and noted now)."""
-    if not (path.exists() and _valid_existing(path, ghash, encoder, n, prec, decode)):
-        return False
-    intact = cache_intact(path)
-    if intact is None:
-        record_checksum(path)
-    elif not intact:
-        if warn:
-            warnings.warn(f"{path} changed since wsikit wrote it (its checksum differs from "
-                          f"{checksum_path(path).name}); computing the features again",
-                          UserWarning, stacklevel=3)
-        return False
-    return True
-
-
-def _clean_stale(path: Path) -> None:
-    for stale in path.parent.glob(f".{path.name}{TMP_MARK}*"):
-        with contextlib.suppress(OSError):
-            stale.unlink()
-            log.info("removed stale temporary file %s", stale)
-
-
 def extract_features(
     slide_or_path: Slide | str | os.PathLike[str],
     grid: TileGrid | str | os.PathLike[str],
@@ -273,19 +229,19 @@ def extract_features(
     batch_size: int = 64,
     workers: int = 2,
     precision: str | None = None,
-    out: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
     weights: str | None = None,
     reader: str = "auto",
     mpp: float | None = None,
-    overwrite: bool = False,
     threads: int | None = None,
     importance: bool | None = None,
     decode: str = "reader",
-    lock: bool = True,
-    wait: bool = False,
 ) -> Embeddings:
-    """Embed every patch of ``grid`` with ``encoder``, streaming to ``out`` if given.
+    """Embed every patch of ``grid`` with ``encoder``: a slide and a grid in, features out.
+
+    Nothing is written: the features file (``Embeddings.to_h5``), its reuse and the slide's
+    lock belong to the run (the ``features`` step of :mod:`wsikit.run.builtin_steps`,
+    ``wsikit features``).
 
     Parameters
     ----------
@@ -305,11 +261,7 @@ def extract_features(
     precision : {"bf16", "fp16", "fp32"}, optional
         Autocast precision of the network (weights stay float32; preprocessing is float32);
         default the encoder's ``precision`` (float16 on CUDA, float32 on CPU). Recorded in the
-        ``precision`` attribute of ``features``.
-    out : path-like, optional
-        Output root; features go to ``<out>/features_<encoder>/<slide>.h5``. A complete file
-        for the same grid and encoder is reused (not recomputed). Without ``out`` nothing is
-        written.
+        ``precision`` attribute.
     progress : bool, optional
         Show a progress bar (patches/s); default unless ``WSIKIT_NO_PROGRESS=1``.
     weights : str, optional
@@ -318,48 +270,62 @@ def extract_features(
         Patch reader (see :class:`PatchStream`).
     mpp : float, optional
         Level-0 µm/px for the slide reader (when ``slide_or_path`` is a path without mpp).
-    overwrite : bool
-        Recompute even if a complete file exists.
     threads : int, optional
         Cores given to the run (default ``WSIKIT_THREADS``, ``OMP_NUM_THREADS`` or the
         process's CPUs); split by :func:`wsikit._threads.plan_threads` (each reader worker
         ``cores // workers`` threads, this process 1 while they decode, an encoder that splits
         its own work, such as the heuristic, ``cores`` chunk workers) and recorded in the
-        ``threads_*`` attributes of ``features``.
+        ``threads_*`` attributes.
     importance : bool, optional
         Also measure the weight-free importance's inputs (:class:`wsikit.models.importance.
-        PatchMeasurer`) from the same decoded patches, kept as :attr:`Embeddings.nuclear` and
-        in the file, so the importance reads nothing again; default: with a weight-free
-        encoder (the heuristic, whose attention is the importance). Only where the encoder
-        gets the patches as uint8 at the grid's size (else the importance reads them).
+        PatchMeasurer`) from the same decoded patches, kept as :attr:`Embeddings.nuclear`, so
+        the importance reads nothing again; default: with a weight-free encoder (the
+        heuristic, whose attention is the importance). Only where the encoder gets the
+        patches as uint8 at the grid's size (else the importance reads them).
     decode : {"reader", "device"}
         Where JPEG tiles are decoded and patches resized: ``"reader"``, by the reader worker
         processes on the CPU (any slide format); ``"device"``, on ``device`` itself
         (nvJPEG on CUDA through :class:`wsikit.slide.device_decode.DevicePatchStream`; the
         workers then only read tile bytes), for tiled JPEG TIFFs, when a few CPU cores cannot
         keep a GPU fed. Pixels agree with the reader's within a few uint8 levels (recorded
-        in the ``decode`` attribute of ``features``).
-    lock : bool
-        With ``out``: hold the slide's one lock (:func:`wsikit.outputs.slide_outputs.
-        hold_slide_outputs`) while checking and writing. ``False`` only where the caller's
-        job holds it for this process already (the batch features step: its runner holds
-        it while the step runs).
-    wait : bool
-        While another job holds the slide's lock: wait for it instead of raising
-        :class:`~wsikit.errors.SlideBusyError` naming it.
+        in the ``decode`` attribute).
 
     Returns
     -------
     Embeddings
-        ``features`` (N, D) float32 in grid order.
+        ``features`` (N, D) float32 in grid order, with the attributes a feature file keeps.
 
     Raises
     ------
     FeatureError
         Bad options, unreadable slide.
-    SlideBusyError
-        Another job is writing the slide's outputs under ``out`` (and not ``wait``).
     """
+    _check_arguments(batch_size=batch_size, workers=workers, precision=precision, decode=decode)
+    path, slide_mpp, patch_grid = _inputs(slide_or_path, grid, mpp)
+    enc = resolve_encoder(encoder, device, weights)
+    job = _plan(enc, patch_grid, path, slide_mpp, device=device, batch_size=batch_size,
+                workers=workers, precision=precision, reader=reader, threads=threads,
+                importance=importance, decode=decode)
+    writer = _RowWriter(len(patch_grid), enc.config.dim)
+    try:
+        kind = _run_stream(job.stream, enc, job.dev, job.prec, job.plan, writer, len(patch_grid),
+                           progress, desc=f"features {patch_grid.slide_name}",
+                           normalize=job.normalize, measurer=job.measurer)
+    except BaseException:
+        if job.measurer is not None:
+            job.measurer.close()
+        raise
+    nuclear = job.measurer.finish() if job.measurer is not None else None
+    attrs = {**job.attrs, "dim": enc.config.dim, "reader": kind, "complete": True,
+             "coords": patch_grid.h5_attrs()}
+    tissue = (np.asarray(patch_grid.tissue, np.float32)
+              if np.isfinite(patch_grid.tissue).any() else None)
+    return Embeddings(writer.memory, patch_grid.coords.copy(), enc.config.name, enc.label,
+                      attrs, nuclear, tissue)
+
+
+def _check_arguments(*, batch_size: int, workers: int, precision: str | None,
+                     decode: str) -> None:
     if batch_size < 1:
         raise FeatureError(f"batch_size={batch_size} must be >= 1")
     if workers < 0:
@@ -369,6 +335,11 @@ def extract_features(
     if decode not in ("reader", "device"):
         raise FeatureError(f"decode={decode!r} must be 'reader' (CPU reader workers) or "
                            "'device' (JPEG tiles decoded on the compute device)")
+
+
+def _inputs(slide_or_path: Slide | str | os.PathLike[str], grid: TileGrid | str |
+            os.PathLike[str], mpp: float | None) -> tuple[Path, float | None, TileGrid]:
+    """``(slide path, level-0 mpp for the reader, grid)``, each checked."""
     from .._hints import expect
     from ..patches.grid import grid_of
     from ..slide import Slide as _Slide
@@ -384,16 +355,28 @@ def extract_features(
             slide_mpp = mpp
     if not path.exists():
         raise FeatureError(f"slide {path} does not exist; check the path")
-    if out is not None and lock and not holds_slide_outputs(out, patch_grid.slide_name):
-        with hold_slide_outputs(out, patch_grid.slide_name, wait=wait,
-                                hint=f", or pass {option('wait')} to wait for it"):
-            return extract_features(
-                slide_or_path, patch_grid, encoder, device=device, batch_size=batch_size,
-                workers=workers, precision=precision, out=out, progress=progress,
-                weights=weights, reader=reader, mpp=mpp, overwrite=overwrite,
-                threads=threads, importance=importance, decode=decode)
+    return path, slide_mpp, patch_grid
+
+
+@dataclass
+class _Extraction:
+    """How one slide's patches reach the encoder (:func:`_plan`)."""
+
+    stream: PatchStream | DevicePatchStream
+    dev: torch.device
+    prec: str
+    plan: ThreadPlan
+    normalize: tuple[tuple[float, ...], tuple[float, ...]] | None
+    measurer: PatchMeasurer | None
+    attrs: dict[str, Any]
+
+
+def _plan(enc: Encoder, grid: TileGrid, path: Path, slide_mpp: float | None, *, device: str,
+          batch_size: int, workers: int, precision: str | None, reader: str,
+          threads: int | None, importance: bool | None, decode: str) -> _Extraction:
+    """The threads, the patch stream, the CPU normalisation and the importance's measurer of
+    one extraction, and the attributes that record them."""
     cores, source = cores_given(threads)
-    enc = resolve_encoder(encoder, device, weights)
     plan = plan_threads(cores, workers=workers, source=source,
                         encoder_splits=isinstance(enc, SplitsWork))
     dev = torch.device(device)
@@ -401,167 +384,97 @@ def extract_features(
         raise FeatureError(f"device={device!r} but CUDA is not available; use "
                            f"{option('device', 'cpu')}")
     cfg = enc.config
-    if (math.isfinite(patch_grid.target_mpp) and cfg.target_mpp
-            and abs(patch_grid.target_mpp / cfg.target_mpp - 1) > 0.05):
-        warnings.warn(f"grid is at {patch_grid.target_mpp:g} µm/px but {cfg.name} expects "
+    if (math.isfinite(grid.target_mpp) and cfg.target_mpp
+            and abs(grid.target_mpp / cfg.target_mpp - 1) > 0.05):
+        warnings.warn(f"grid is at {grid.target_mpp:g} µm/px but {cfg.name} expects "
                       f"{cfg.target_mpp:g} µm/px; features may be off-distribution",
-                      stacklevel=2)
+                      stacklevel=3)
     # autocast precision (weights stay float32): the encoder's unless asked otherwise
     prec = precision or getattr(enc, "precision", None) or "fp32"
-    ghash = grid_hash(patch_grid)
-    n = len(patch_grid)
-    base_attrs: dict[str, Any] = {
-        "grid_hash": ghash, "wsikit_version": __version__, "slide": patch_grid.slide_name,
-        "slide_path": str(path), "precision": prec, "patch_px": int(patch_grid.patch_px),
-        "input_px": int(cfg.input_px), "target_mpp": float(patch_grid.target_mpp),
-        "preprocessing": str(getattr(enc, "preprocessing", "")),
-        "weights_sha256": str(getattr(enc, "weights_sha256", None) or ""),
-        "patch_read": PATCH_READ, "decode": decode, **plan.as_attrs(),
-    }
-    coord_attrs = patch_grid.h5_attrs(str(out) if out is not None else "")
-
-    target: Path | None = None
-    if out is not None:
-        target = OutputLayout(out).features(cfg.name, patch_grid.slide_name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not overwrite and _reusable(target, ghash, enc, n, prec, decode=decode):
-            log.info("%s: complete features found, skipping", target)
-            return Embeddings.from_h5(target)
-
-    # Patches are read at the grid's size (patch_px at the target µm/px, e.g. 512 at 0.5) and,
-    # for a bilinear encoder with a smaller input, resized by the reader to the encoder's input
-    # size (square patches: resize then centre crop of the same size is a plain resize), so the
-    # device never resizes: two steps, as the specification and TRIDENT do (512 px at
-    # 0.5 µm/px, then 512 -> 448), never the level-0 box straight to 448.
-    # The reader's resize is the anti-aliased bilinear filter (torch's uint8 kernel, Pillow's
-    # within one level); an encoder with another filter (Virchow2: bicubic) gets the patches at
-    # their own size and resizes them itself.
-    out_px = (int(cfg.input_px) if 0 < cfg.input_px < patch_grid.patch_px
-              and cfg.interpolation == "bilinear" and cfg.resize_px in (None, cfg.input_px)
-              else int(patch_grid.patch_px))
-    # On a CPU device the batches are normalised as they arrive (one fused pass per plane into
-    # a reused buffer) when the encoder uses the standard transform (resize + centre crop +
-    # mean/std) and no resize is left to do; otherwise the encoder's forward_uint8 does it.
-    from ..models import Encoder as _Base
-
-    std_transform = (type(enc).preprocess is _Base.preprocess
-                     and type(enc).forward_uint8 is _Base.forward_uint8)
-    resize_first = bool(cfg.resize_px) and cfg.resize_px != cfg.input_px  # e.g. 256 -> 224
-    normalize = ((tuple(cfg.mean), tuple(cfg.std))
-                 if dev.type == "cpu" and std_transform and out_px == cfg.input_px
-                 and not resize_first else None)
-    level0 = patch_grid.level0_size
+    out_px = _read_px(cfg, int(grid.patch_px))
+    normalize = _cpu_normalize(enc, dev, out_px) if decode == "reader" else None
+    level0 = grid.level0_size
     l0_size = (int(level0[0]), int(level0[1])) if all(level0) else None
     stream: PatchStream | DevicePatchStream
     if decode == "device":
-        normalize = None
-        stream = DevicePatchStream(path, patch_grid.boxes, out_px, batch_size=batch_size,
+        stream = DevicePatchStream(path, grid.boxes, out_px, batch_size=batch_size,
                                    device=dev, workers=plan.workers, level0_size=l0_size,
-                                   patch_px=int(patch_grid.patch_px))
+                                   patch_px=int(grid.patch_px))
     else:
-        stream = PatchStream(path, patch_grid.boxes, out_px, batch_size=batch_size,
-                             mpp=slide_mpp, reader=reader, level0_size=l0_size,
-                             patch_px=int(patch_grid.patch_px),
+        stream = PatchStream(path, grid.boxes, out_px, batch_size=batch_size, mpp=slide_mpp,
+                             reader=reader, level0_size=l0_size, patch_px=int(grid.patch_px),
                              threads=plan.worker_threads or None)
-
     wants = cfg.heuristic if importance is None else importance
-    measurer = (PatchMeasurer(path, patch_grid, mpp=slide_mpp, batch_size=batch_size,
+    measurer = (PatchMeasurer(path, grid, mpp=slide_mpp, batch_size=batch_size,
                               background=True)
                 if wants and normalize is None and decode == "reader" else None)
     if measurer is not None and measurer.read_px != out_px:
         measurer = None  # the encoder gets other pixels: the importance reads its own
+    attrs: dict[str, Any] = {
+        "grid_hash": grid_hash(grid), "wsikit_version": __version__, "slide": grid.slide_name,
+        "slide_path": str(path), "precision": prec, "patch_px": int(grid.patch_px),
+        "input_px": int(cfg.input_px), "target_mpp": float(grid.target_mpp),
+        "preprocessing": str(getattr(enc, "preprocessing", "")),
+        "weights_sha256": str(getattr(enc, "weights_sha256", None) or ""),
+        "patch_read": PATCH_READ, "decode": decode, **plan.as_attrs()}
+    return _Extraction(stream, dev, prec, plan, normalize, measurer, attrs)
 
-    def run(writer: _RowWriter) -> tuple[str, NuclearMeasures | None]:
-        try:
-            kind = _run_stream(stream, enc, dev, prec, plan, writer, n, progress,
-                               desc=f"features {patch_grid.slide_name}", normalize=normalize,
-                               measurer=measurer)
-        except BaseException:
-            if measurer is not None:
-                measurer.close()
-            raise
-        return kind, measurer.finish() if measurer is not None else None
 
-    if target is None:
-        writer = _RowWriter(None, n, cfg.dim)
-        kind, nuclear = run(writer)
-        attrs = {**base_attrs, "dim": cfg.dim, "reader": kind, "complete": True,
-                 "coords": coord_attrs}
-        return Embeddings(writer.memory, patch_grid.coords.copy(), cfg.name, enc.label, attrs,
-                          nuclear)
+def _read_px(cfg: Any, patch_px: int) -> int:
+    """The side patches are read at.
 
-    # under the slide's one lock (taken above, or held by the batch runner for this step)
-    _clean_stale(target)
-    if not overwrite and _reusable(target, ghash, enc, n, prec, warn=False,
-                                   decode=decode):
-        return Embeddings.from_h5(target)
-    with atomic_path(target) as tmp, h5_create(
-            tmp, reserve=n * (4 * cfg.dim + 24), final=target,
-            rdcc_nbytes=2 * _CHUNK_BYTES) as f:
-        ds = _create_features(f, n, cfg.dim)
-        _write_attrs(ds, {**base_attrs, "encoder": cfg.name, "label": enc.label,
-                          "dim": cfg.dim})
-        ds.attrs["complete"] = False
-        c = f.create_dataset("coords", data=patch_grid.coords.astype(np.int64))
-        _write_attrs(c, coord_attrs)
-        if np.isfinite(patch_grid.tissue).any():
-            f.create_dataset("tissue", data=patch_grid.tissue.astype(np.float32))
-        f.flush()  # a killed run leaves a readable file saying complete=False
-        writer = _RowWriter(ds, n, cfg.dim)
-        kind, nuclear = run(writer)
-        if nuclear is not None:
-            nuclear.to_h5(f)
-        ds.attrs["reader"] = kind
-        ds.attrs["complete"] = True
-    record_checksum(target)  # a later in-place edit is seen before reuse (_reusable)
-    return Embeddings.from_h5(target)
+    Patches are read at the grid's size (patch_px at the target µm/px, e.g. 512 at 0.5) and,
+    for a bilinear encoder with a smaller input, resized by the reader to the encoder's input
+    size (square patches: resize then centre crop of the same size is a plain resize), so the
+    device never resizes: two steps, as the specification and TRIDENT do (512 px at
+    0.5 µm/px, then 512 -> 448), never the level-0 box straight to 448. The reader's resize is
+    the anti-aliased bilinear filter (torch's uint8 kernel, Pillow's within one level); an
+    encoder with another filter (Virchow2: bicubic) gets the patches at their own size and
+    resizes them itself.
+    """
+    if (0 < cfg.input_px < patch_px and cfg.interpolation == "bilinear"
+            and cfg.resize_px in (None, cfg.input_px)):
+        return int(cfg.input_px)
+    return patch_px
+
+
+def _cpu_normalize(enc: Encoder, dev: torch.device, out_px: int
+                   ) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """``(mean, std)`` when batches are normalised as they arrive (one fused pass per plane
+    into a reused buffer): on a CPU device, for an encoder with the standard transform
+    (resize + centre crop + mean/std) and no resize left to do; else None (the encoder's
+    ``forward_uint8`` does it)."""
+    from ..models import Encoder as _Base
+
+    cfg = enc.config
+    std_transform = (type(enc).preprocess is _Base.preprocess
+                     and type(enc).forward_uint8 is _Base.forward_uint8)
+    resize_first = bool(cfg.resize_px) and cfg.resize_px != cfg.input_px  # e.g. 256 -> 224
+    if dev.type == "cpu" and std_transform and out_px == cfg.input_px and not resize_first:
+        return tuple(cfg.mean), tuple(cfg.std)
+    return None
 
 
 class _RowWriter:
-    """Collects feature rows in grid order and writes them in large contiguous blocks."""
+    """Collects feature rows, arriving in any order, into the (N, D) array in grid order."""
 
-    def __init__(self, ds: Any, n: int, dim: int) -> None:
-        self.ds = ds
+    def __init__(self, n: int, dim: int) -> None:
         self.n = n
         self.dim = dim
-        self.memory = np.zeros((n, dim), np.float32) if ds is None else np.zeros((0, dim))
-        self.rows = max(1, _CHUNK_BYTES // (4 * max(dim, 1)))
-        self.pending: dict[int, np.ndarray] = {}
-        self.next = 0  # rows [0, next) handed to the buffer
-        self.buf: list[np.ndarray] = []
-        self.buf_start = 0
-        self.buf_rows = 0
+        self.memory = np.zeros((n, dim), np.float32)
+        self.done = np.zeros(n, bool)
 
     def add(self, start: int, rows: np.ndarray) -> None:
         if rows.shape[1] != self.dim:
             raise FeatureError(f"encoder returned {rows.shape[1]}-d features, its config says "
                                f"{self.dim}; the model and its config disagree")
-        self.pending[start] = rows
-        while self.next in self.pending:
-            block = self.pending.pop(self.next)
-            self.buf.append(block)
-            self.buf_rows += len(block)
-            self.next += len(block)
-            if self.buf_rows >= self.rows:
-                self.flush()
-
-    def flush(self) -> None:
-        if not self.buf:
-            return
-        block = np.concatenate(self.buf).astype(np.float32, copy=False)
-        stop = self.buf_start + len(block)
-        if self.ds is None:
-            self.memory[self.buf_start:stop] = block
-        else:
-            self.ds[self.buf_start:stop] = block
-        self.buf_start = stop
-        self.buf, self.buf_rows = [], 0
+        self.memory[start:start + len(rows)] = rows
+        self.done[start:start + len(rows)] = True
 
     def finish(self) -> None:
-        self.flush()
-        if self.pending or self.buf_start != self.n:
-            raise FeatureError(f"only {self.buf_start} of {self.n} patches were written; "
-                               "the reader stopped early")
+        if not self.done.all():
+            raise FeatureError(f"only {int(self.done.sum())} of {self.n} patches were "
+                               "computed; the reader stopped early")
 
 
 def _run_stream(stream: PatchStream | DevicePatchStream, enc: Encoder, dev: torch.device,

@@ -3,19 +3,25 @@
 ``wsikit select`` runs them in process on one slide and ``wsikit batch`` on every slide of a
 cohort; they are the one orchestration of the stages. In registration (= run) order:
 
-============  ======================================================  ==============================
-step          output (:class:`wsikit.outputs.layout.OutputLayout`)    needs
-============  ======================================================  ==============================
-segment       ``contours_geojson/<slide>.geojson``,                   —
-              ``masks/<slide>.png`` (+ ``.json``),
-              ``artefacts/``, ``thumbnails/<slide>_tissue.png``
-patch         ``patches/<slide>_patches.h5``                          segment (recomputed if reused)
-features      ``features_<encoder>/<slide>.h5``                       patch
-attention     ``attention/<slide>.h5``                                features
-select        ``select/<slide>/`` (evidence.json, crops)              attention
-============  ======================================================  ==============================
+==============  ====================================================  ============================
+step            output (:class:`wsikit.outputs.layout.OutputLayout`)  needs
+==============  ====================================================  ============================
+segment         ``contours_geojson/<slide>.geojson``,                 —
+                ``masks/<slide>.png`` (+ ``.json``),
+                ``artefacts/``, ``thumbnails/<slide>_tissue.png``
+patch           ``patches/<slide>_patches.h5``                        segment (its mask PNG)
+grid_thumbnail  ``thumbnails/<slide>_grid.png``                       patch
+features        ``features_<encoder>/<slide>.h5``                     patch
+attention       ``attention/<slide>.h5``                              features
+select          ``select/<slide>/`` (evidence.json, crops)            attention
+==============  ====================================================  ============================
 
-Each step is a function ``(ctx: SlideContext) -> dict`` of JSON-ready info; the heavy modules
+The ``select`` step lives with its stage, in :mod:`wsikit.run.select_stage`.
+
+Each step is a function ``(ctx: SlideContext) -> dict`` of JSON-ready info: it takes its
+inputs as typed objects (:meth:`SlideContext.mask`, :meth:`~SlideContext.grid`, …: made by
+the step before it in this run, else read from that step's file), calls the stage's compute
+function (arrays in, arrays out) and writes the files. The heavy modules
 (tissue, features, models, torch) are imported inside the steps, so importing this module
 stays light. The ``store`` step lives in :mod:`wsikit.run.store_step`.
 """
@@ -25,30 +31,33 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._hints import keyword
+from .._atomic import write_bytes_atomic
+from .._hints import keyword, option
 from ..patches.grid import PATCH_READ
-from .select_stage import index_and_towers, index_digest
-from .steps import SkipSlide, SlideContext, register_step
+from .steps import BatchConfig, SkipSlide, SlideContext, register_step
 
-__all__ = ["segment_step", "patch_step", "features_step", "attention_step", "select_step",
-           "GRID_KEYS", "FEATURE_KEYS", "ATTENTION_KEYS", "SELECT_KEYS", "selector_once"]
+if TYPE_CHECKING:
+    from ..models import Encoder
+    from ..patches.grid import TileGrid
 
-#: Options each step's output depends on (a change redoes the step and those after it).
-GRID_KEYS = ("tissue_mpp", "target_mpp", "patch_px", "overlap_px", "min_tissue",
-             "min_tissue_um2")
+__all__ = ["segment_step", "patch_step", "features_step", "attention_step", "GRID_KEYS",
+           "FEATURE_KEYS", "ATTENTION_KEYS"]
+
+#: Longest side of the outlined thumbnails (tissue, grid).
+THUMBNAIL_PX = 1024
+#: Options the segment step's output depends on (a change redoes it and the steps after it).
+SEGMENT_KEYS = ("tissue_mpp", "min_tissue_um2", "min_hole_um2")
+#: Options the patch grid depends on.
+GRID_KEYS = (*SEGMENT_KEYS, "target_mpp", "patch_px", "overlap_px", "min_tissue", "coords")
+#: Options the patch features depend on.
 FEATURE_KEYS = (*GRID_KEYS, "encoder", "weights", "precision")
+#: Options the per-patch attention depends on.
 ATTENTION_KEYS = (*FEATURE_KEYS, "attention")
-#: The figure index counts by its content (:func:`~wsikit.run.select_stage.index_digest`),
-#: not its path: a job folder moved with its index redoes nothing (evidence.json finds it
-#: again by ``index.relpath``).
-SELECT_KEYS = (*ATTENTION_KEYS, "selector", "scales", "per_scale", "min_coverage", "max_iou",
-               "margin", "layout", "min_score", "question_weight", "k", "min_similarity",
-               "question", "rrf_k", "towers", "match_kinds", "max_crop_px", "report",
-               "synthetic")
 
 
 def _missing_module(module: str, what: str) -> Callable[[], str | None]:
@@ -61,75 +70,83 @@ def _missing_module(module: str, what: str) -> Callable[[], str | None]:
     return check
 
 
-def _tissue(ctx: SlideContext, *, segmenting: bool = False, resegment: bool = False) -> Any:
-    """The slide's tissue mask through the one mask path (:func:`wsikit.run.slide_ops.load_tissue`).
-
-    ``resegment`` segments (GeoJSON, mask PNG, its note, artefacts and the outlined thumbnail
-    written); otherwise the mask PNG of the last segmentation is read back pixel for pixel (a
-    GeoJSON edited since is rasterised), so a resumed step makes the grid of a fresh run.
-    ``segmenting``: called by the segment step itself (other steps need its record).
-    """
-    from .slide_ops import load_tissue
-
-    mask = ctx.artifacts.get("mask")
-    if mask is None or segmenting:
-        if not segmenting:
-            ctx.output_path("segment", "geojson")  # a clear error when segment never ran
-        mask = load_tissue(ctx.open(), ctx.job.root, name=ctx.slide_id, resegment=resegment,
-                           tissue_mpp=ctx.options.grid.tissue_mpp,
-                           min_tissue_um2=ctx.options.grid.min_tissue_um2,
-                           fingerprint=ctx.fingerprint)
-        ctx.artifacts["mask"] = mask
-    return mask
-
-
-@register_step("segment", config_keys=("tissue_mpp", "min_tissue_um2"),
+@register_step("segment", config_keys=SEGMENT_KEYS,
                description="tissue mask → contours_geojson/<slide>.geojson, masks/<slide>.png")
 def segment_step(ctx: SlideContext) -> dict[str, Any]:
     """Tissue segmentation; writes the GeoJSON contours (level-0 px, QuPath-compatible) and
     the mask PNG every later grid of the slide is made from.
 
     A GeoJSON edited since wsikit wrote it (e.g. in QuPath), or placed by hand, is the slide's
-    tissue from now on: rasterised, never overwritten by a new segmentation (delete it, or
-    ``force``, to segment again).
+    tissue from now on: rasterised, never overwritten by a new segmentation (``force``
+    segments again, keeping the edit as ``<slide>.geojson.bak``).
     """
-    from .slide_ops import geojson_edited
+    from ..slide.fingerprint import source_file
+    from .slide_ops import geojson_edited, rasterise_edit, segment_slide, write_tissue
 
     slide = ctx.open()
-    files = ctx.layout.tissue_files(ctx.slide_id)
-    edited = not ctx.force and geojson_edited(slide, ctx.job.root, ctx.slide_id,
-                                              fingerprint=ctx.fingerprint)
-    mask = _tissue(ctx, segmenting=True, resegment=not edited)
-    for key, path in files.items():
+    g = ctx.options.grid
+    root, name = ctx.job.root, ctx.slide_id
+    edited = not ctx.force and geojson_edited(root, name, fingerprint=ctx.fingerprint)
+    if edited:
+        mask = rasterise_edit(slide, root, name, tissue_mpp=g.tissue_mpp,
+                              fingerprint=ctx.fingerprint)
+        gj = ctx.layout.tissue_geojson(name)
+        warnings.warn(f"{gj} was edited since wsikit wrote it (e.g. in QuPath) or placed by "
+                      f"hand: kept as the slide's tissue, not segmented again; pass "
+                      f"{option('force')} to segment again (the edited file is then kept as "
+                      f"{gj.name}.bak)", UserWarning, stacklevel=2)
+    else:
+        mask = segment_slide(slide, tissue_mpp=g.tissue_mpp, min_tissue_um2=g.min_tissue_um2,
+                             min_hole_um2=g.min_hole_um2)
+        write_tissue(slide, mask, root, name, fingerprint=ctx.fingerprint)
+    ctx.artifacts.mask = mask
+    for key, path in ctx.layout.tissue_files(name).items():
         ctx.add_output(key, path)  # a lost mask PNG redoes the segmentation, not a re-raster
+    source = source_file(ctx.layout.tissue_geojson(name))
+    if source.is_file():  # whose tissue it is: a lost record is made again (an edit adopted)
+        ctx.add_output("source", source)
     return {"mpp": float(slide.mpp), "mpp_source": slide.mpp_source,
             "level0_size": [int(v) for v in slide.dimensions],
             "tissue_fraction": round(float(mask.tissue_fraction), 6),
+            "tissue_area_um2": round(float(mask.tissue_area_um2), 1),
+            "pieces": len(mask.polygons()),
             **({"geojson_edited": True} if edited else {})}
 
 
-@register_step("patch", requires=("segment",), config_keys=GRID_KEYS,
+def coords_digest(config: BatchConfig) -> str | None:
+    """SHA-256 (16 hex) of the coordinate file given as the grid (``coords``): a file
+    changed since redoes the patch step and those after it."""
+    coords = config.options.grid.coords
+    if coords is None:
+        return None
+    from ..outputs.cache_record import sha256_file
+
+    try:
+        return sha256_file(Path(coords))[:16]
+    except OSError:
+        return "unreadable"  # the step itself then fails with the file's own message
+
+
+@register_step("patch", requires=("segment",), config_keys=GRID_KEYS, inputs=coords_digest,
                description="patch grid at exact µm/px → patches/<slide>_patches.h5")
 def patch_step(ctx: SlideContext) -> dict[str, Any]:
-    """Tissue patch grid at the exact target µm/px; TRIDENT-compatible coordinates file.
+    """Tissue patch grid at the exact target µm/px (or the ``coords`` file given);
+    TRIDENT-compatible coordinates file.
 
     The file is rewritten only when the grid changed, so a rerun leaves it untouched.
     """
-    from ..patches.grid import make_grid
-
     slide = ctx.open()
-    mask = _tissue(ctx)
     g = ctx.options.grid
-    grid = make_grid(slide, mask, target_mpp=g.target_mpp, patch_px=g.patch_px,
-                     overlap_px=g.overlap_px, min_tissue=g.min_tissue)
-    ctx.artifacts["grid"] = grid
     path = ctx.prepare(ctx.layout.coords(ctx.slide_id))
+    _check_grid_kept(ctx, path)
+    grid = _coords_grid(ctx) if g.coords is not None else _make_grid(ctx)
+    ctx.artifacts.grid = grid
     if not grid.same_as_file(path):
         grid.to_h5(path)  # atomic
     ctx.add_output("coords", path)
     n = int(len(grid.coords))
     info = {"n_patches": n, "patch_size_l0": int(grid.patch_size_l0),
-            "target_mpp": float(grid.target_mpp)}
+            "patch_px": int(grid.patch_px), "target_mpp": float(grid.target_mpp)}
     if n == 0:
         from .slide_ops import greyscale_hint
 
@@ -143,7 +160,57 @@ def patch_step(ctx: SlideContext) -> dict[str, Any]:
     return info
 
 
-def _encoder(ctx: SlideContext) -> Any:
+def _check_grid_kept(ctx: SlideContext, path: Path) -> None:
+    """Refuse to replace a coordinate file changed by hand since this step wrote it (the
+    user's grid, like an edited tissue GeoJSON, is never silently replaced)."""
+    from ..errors import GridError
+    from ..outputs.cache_record import sha256_file
+
+    written = ((ctx.previous or {}).get("outputs") or {}).get("coords") or {}
+    if ctx.force or not written.get("sha256") or not path.is_file():
+        return
+    if sha256_file(path) != written["sha256"]:
+        raise GridError(f"{path} changed since wsikit wrote it (edited by hand?); pass "
+                        f"{keyword('coords')} {path} to use it as it is, or {option('force')} "
+                        "to make the grid again")
+
+
+def _make_grid(ctx: SlideContext) -> TileGrid:
+    from ..patches.grid import make_grid
+
+    g = ctx.options.grid
+    assert g.target_mpp is not None and g.patch_px is not None  # resolved by the run
+    return make_grid(ctx.open(), ctx.mask(), target_mpp=g.target_mpp, patch_px=g.patch_px,
+                     overlap_px=g.overlap_px, min_tissue=g.min_tissue)
+
+
+def _coords_grid(ctx: SlideContext) -> TileGrid:
+    """The grid of the ``coords`` file, refused when it belongs to another slide."""
+    from ..patches.grid import TileGrid
+    from .slide_ops import check_grid_matches
+
+    coords = str(ctx.options.grid.coords)
+    grid = TileGrid.from_h5(coords)
+    check_grid_matches(grid, ctx.open(), coords)
+    return dataclasses.replace(grid, slide_name=ctx.slide_id)
+
+
+@register_step("grid_thumbnail", requires=("patch",), config_keys=GRID_KEYS,
+               description="the patch grid drawn on a thumbnail → thumbnails/<slide>_grid.png")
+def grid_thumbnail_step(ctx: SlideContext) -> dict[str, Any]:
+    """Thumbnail of the slide with every patch of its grid outlined (``wsikit patch``)."""
+    from PIL import Image
+
+    from .slide_ops import draw_grid, png_bytes
+
+    thumb = ctx.open().thumbnail(max_size=THUMBNAIL_PX)
+    path = ctx.prepare(ctx.layout.grid_thumbnail(ctx.slide_id))
+    write_bytes_atomic(path, png_bytes(Image.fromarray(draw_grid(thumb, ctx.grid()))))
+    ctx.add_output("grid_thumbnail", path)
+    return {}
+
+
+def _encoder(ctx: SlideContext) -> Encoder:
     """The patch encoder of the options (built once per worker): ``auto`` is CONCH v1.5 when
     its weights are given or found, else the weight-free heuristic."""
     from ..models import create_encoder
@@ -162,7 +229,14 @@ def _encoder(ctx: SlideContext) -> Any:
     return enc
 
 
-def _weight_file(encoder: Any) -> str | None:
+def encoder_entry(encoder: Encoder) -> dict[str, Any]:
+    """What evidence.json records of an encoder: name, label, heuristic, precision."""
+    return {"name": encoder.config.name, "label": encoder.label,
+            "heuristic": bool(encoder.config.heuristic),
+            "precision": getattr(encoder, "precision", "fp32")}
+
+
+def _weight_file(encoder: Encoder) -> str | None:
     """The weight file an encoder was built from (``Encoder.weights_source`` is
     ``"<how found>: <path>"``), when it is one file."""
     source = str(getattr(encoder, "weights_source", None) or "")
@@ -177,14 +251,12 @@ def _weight_file(encoder: Any) -> str | None:
                available=_missing_module("wsikit.features.extract", "feature extraction"),
                version=PATCH_READ)
 def features_step(ctx: SlideContext) -> dict[str, Any]:
-    """Patch features with the configured encoder (one model per worker, built once)."""
+    """Patch features with the configured encoder (one model per worker, built once),
+    written atomically to ``features_<encoder>/<slide>.h5``."""
     from ..features.extract import extract_features
-    from ..patches.grid import TileGrid
-    from .select_stage import encoder_entry
-
-    grid = ctx.artifacts.get("grid")
-    if grid is None:
-        grid = TileGrid.from_h5(ctx.output_path("patch", "coords"))
+    grid = ctx.grid()
+    if grid.slide_name != ctx.slide_id:  # a cohort's slide_id names the features file
+        grid = dataclasses.replace(grid, slide_name=ctx.slide_id)
     encoder = _encoder(ctx)
     if (weights := _weight_file(encoder)) is not None:
         ctx.add_input_file(weights)  # a changed weight file redoes the features (and on)
@@ -193,20 +265,19 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
     if workers is None:
         workers = 0 if str(ctx.device).startswith("cpu") else 4
     ts = time.perf_counter()
-    if grid.slide_name != ctx.slide_id:  # a cohort's slide_id names the features file
-        grid = dataclasses.replace(grid, slide_name=ctx.slide_id)
-    # written by extract_features into the layout (atomically, under the slide's one lock,
-    # which the runner holds for this step: lock=False); the step records decide reuse, so
-    # an existing file is always recomputed here
     emb = extract_features(ctx.open(), grid, encoder, device=ctx.device,
                            batch_size=cfg.batch_size, workers=workers,
                            precision=ctx.options.models.precision, progress=cfg.progress,
-                           out=ctx.job.root, overwrite=True, lock=False, decode=cfg.decode)
+                           reader=cfg.reader, decode=cfg.decode)
     seconds = time.perf_counter() - ts
+    coords = {**emb.attrs.get("coords", {}), "savetodir": str(ctx.job.root)}
+    emb = dataclasses.replace(emb, attrs={**emb.attrs, "coords": coords})
     name = encoder.config.name
-    ctx.add_output("features", ctx.layout.features(name, ctx.slide_id))
-    ctx.artifacts["embeddings"] = emb
-    n = int(emb.features.shape[0])
+    path = ctx.prepare(ctx.layout.features(name, ctx.slide_id))
+    emb.to_h5(path)  # atomic
+    ctx.add_output("features", path)
+    ctx.artifacts.embeddings = emb
+    n = len(emb)
     return {"encoder": name, "label": getattr(encoder, "label", name),
             "encoder_entry": encoder_entry(encoder),
             "encoder_config": encoder.config.to_dict(), "n_patches": n,
@@ -219,69 +290,15 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
                description="per-patch attention (TITAN or weight-free) → attention/<slide>.h5")
 def attention_step(ctx: SlideContext) -> dict[str, Any]:
     """Per-patch attention: TITAN over CONCH v1.5 features when available, else heuristic."""
-    from ..features.extract import Embeddings
-    from ..patches.grid import TileGrid
     from ..selection.attention import compute_attention, resolve_source
 
-    grid = ctx.artifacts.get("grid") or TileGrid.from_h5(ctx.output_path("patch", "coords"))
-    emb = ctx.artifacts.get("embeddings") or Embeddings.from_h5(
-        ctx.output_path("features", "features"))
-    slide = ctx.open()
+    emb = ctx.embeddings()
     titan = ctx.options.models.weight_file("titan")
     source = resolve_source(ctx.options.models.attention, emb, titan)
-    att = compute_attention(slide, grid, source=source, embeddings=emb, device=ctx.device,
-                            weights=titan, progress=ctx.config.progress)
+    att = compute_attention(ctx.open(), ctx.grid(), source=source, embeddings=emb,
+                            device=ctx.device, weights=titan, progress=ctx.config.progress)
     path = ctx.prepare(ctx.layout.attention(ctx.slide_id))
     att.to_h5(path)  # atomic
     ctx.add_output("attention", path)
-    ctx.artifacts["attention"] = att
+    ctx.artifacts.attention = att
     return {"source": att.source, "label": att.label, "n_patches": int(len(att.scores))}
-
-
-def selector_once(ctx: SlideContext) -> Any:
-    """The options' selector, built once per worker (``select`` passes the one its option
-    check built)."""
-    from .checks import build_selector
-
-    key = ("selector", ctx.options.selection)
-    found = ctx.cache.get(key)
-    if found is None:
-        found = ctx.cache[key] = build_selector(ctx.options.selection)
-    return found
-
-
-@register_step("select", requires=("attention",), config_keys=SELECT_KEYS,
-               inputs=index_digest,
-               description="multi-scale windows, crops, evidence.json → select/<slide>/")
-def select_step(ctx: SlideContext) -> dict[str, Any]:
-    """Multi-scale window selection, crops, figure matching and report
-    (:func:`wsikit.run.select_stage.write_evidence`)."""
-    from ..models import get_config
-    from ..patches.grid import TileGrid
-    from ..selection.attention import Attention
-    from .question import steer_regions
-    from .select_stage import write_evidence
-
-    index, towers = index_and_towers(ctx)  # a damaged index fails before any output
-    slide = ctx.open()
-    grid = ctx.artifacts.get("grid") or TileGrid.from_h5(ctx.output_path("patch", "coords"))
-    att = ctx.artifacts.get("attention") or Attention.from_h5(
-        ctx.output_path("attention", "attention"))
-    mask = _tissue(ctx)
-    feat = (ctx.records.get("features") or {}).get("info", {})
-    entry = feat.get("encoder_entry")
-    if entry is None:  # a record from before entries were kept
-        name = feat.get("encoder", ctx.options.models.encoder)
-        entry = {"name": name, "label": feat.get("label", name),
-                 "heuristic": bool(get_config(name).heuristic), "precision": "fp32"}
-    timings = {step: rec["seconds"] for step, rec in ctx.records.items()
-               if isinstance(rec, dict) and "seconds" in rec}
-    att, steering = steer_regions(ctx, slide, grid, att)  # a question with a tower
-    sdir = ctx.prepare(ctx.layout.select_dir(ctx.slide_id))  # select/ made; <slide>/ published
-    result = write_evidence(slide, grid, mask, att, sdir, ctx.options, encoder=entry,
-                            index=index, device=ctx.device, towers=towers, timings=timings,
-                            selector=selector_once(ctx), steering=steering)
-    ctx.artifacts["result"] = result
-    ctx.add_output("evidence", sdir / "evidence.json")
-    return {"regions": len(result.regions), "empty_scales": dict(result.empty_scales),
-            "index": ctx.options.matching.index}

@@ -7,8 +7,8 @@ check lives here, where importing those never leads back into :mod:`wsikit.run.o
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .._hints import option
 from ..errors import SelectionError, WsikitError
@@ -17,7 +17,21 @@ from .options import PipelineOptions, SelectionOptions
 if TYPE_CHECKING:
     from ..selection.selectors import Selector
 
-__all__ = ["build_selector", "check_options"]
+__all__ = ["build_selector", "check_options", "check_run"]
+
+
+def check_run(options: PipelineOptions, steps: Sequence[str],
+              cache: dict[Any, Any] | None = None) -> None:
+    """:func:`check_options` for ``steps`` (the weights of every model they load included),
+    once per ``cache`` (a worker's: its slides share it); the selector built is kept in
+    ``cache``."""
+    cache = cache if cache is not None else {}
+    key = ("checked", options, tuple(steps))
+    if key in cache:
+        return
+    selector = check_options(options, steps=steps)
+    cache.setdefault(("selector", options.selection), selector)
+    cache[key] = True
 
 
 def check_options(options: PipelineOptions, *, steps: Collection[str] | None = None

@@ -60,10 +60,11 @@ class CohortSlide:
                                  if fallback is not None else None))
 
 
-def open_cohort_slide(slide: CohortSlide) -> Slide:
+def open_cohort_slide(slide: CohortSlide, *, backend: str | None = None) -> Slide:
     """Open ``slide`` with its resolution: the cohort row's ``mpp`` when given (an override),
     else the slide's metadata, else :attr:`~CohortSlide.fallback_mpp` (``--mpp``, checked
-    against the slide's nuclei), else an estimate from its nuclei.
+    against the slide's nuclei), else an estimate from its nuclei; ``backend``: the slide
+    reader to use (default: the first that reads the file).
 
     Raises
     ------
@@ -74,10 +75,10 @@ def open_cohort_slide(slide: CohortSlide) -> Slide:
     from ..slide import check_mpp, open_slide
 
     if slide.mpp is not None or slide.fallback_mpp is None:
-        return open_slide(slide.path, mpp=slide.mpp)
+        return open_slide(slide.path, mpp=slide.mpp, backend=backend)
     # the fill-in outranks an estimate from the nuclei (which then only checks it)
-    opened = open_slide(slide.path, require_mpp=False, estimate_mpp=False)
+    opened = open_slide(slide.path, require_mpp=False, estimate_mpp=False, backend=backend)
     if math.isfinite(opened.mpp):
         return opened
     opened.close()  # no resolution of its own: the fill-in applies
-    return open_slide(slide.path, mpp=check_mpp(slide.fallback_mpp))
+    return open_slide(slide.path, mpp=check_mpp(slide.fallback_mpp), backend=backend)

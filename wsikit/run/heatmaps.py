@@ -232,22 +232,11 @@ def _record(folder: Path, slide: Slide, written: list[dict[str, Any]]) -> None:
 
 def _grid(s: Slide, out: str | os.PathLike[str], name: str, opts: PipelineOptions,
           run: RunSettings) -> TileGrid:
-    """The current grid of ``out`` when it was made with these grid options, else a new one
-    (written as ``wsikit patch`` writes it)."""
-    import math
-
-    from ..outputs.layout import OutputLayout
-    from ..patches.grid import TileGrid
-    from .slide_ops import grid_not_current, patch
+    """The grid of ``out`` made with these grid options (the run's reuse rule: the current
+    one when it was made with them), else a new one, as ``wsikit patch`` makes it."""
+    from .pipeline import patch
 
     g = opts.grid
-    path = OutputLayout(out).coords(name)
-    if path.is_file() and grid_not_current(s, out, path, name) is None:
-        found = TileGrid.from_h5(path)
-        if (found.patch_px == g.patch_px and found.overlap_px == g.overlap_px
-                and math.isclose(found.target_mpp, g.target_mpp, rel_tol=1e-6)
-                and tuple(found.level0_size) == tuple(s.dimensions)):
-            return found
     return patch(s.path, out=out, mpp=s.mpp if s.mpp == s.mpp else None,
                  target_mpp=g.target_mpp, patch_px=g.patch_px, overlap_px=g.overlap_px,
                  min_tissue=g.min_tissue, tissue_mpp=g.tissue_mpp,

@@ -44,7 +44,7 @@ from .._hints import keyword, option
 from ..errors import SelectionError
 from ..patches.grid import MIN_TISSUE, OVERLAP_PX, PATCH_PX, PATCH_PX_RANGE, TARGET_MPP
 from ..selection.selectors.multiscale import DEFAULT_SCALES, parse_scales
-from ..tissue.constants import DEFAULT_MASK_MPP, MIN_TISSUE_UM2
+from ..tissue.constants import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2
 
 if TYPE_CHECKING:
     from ..evidence import FigureIndex
@@ -78,6 +78,8 @@ DECODES = ("reader", "device")
 ATTENTION_SOURCES = ("auto", "titan", "heuristic")
 #: Patches kept by the ``topk`` selector unless ``per_scale`` says otherwise.
 TOPK_DEFAULT = 8
+#: The steps that use a device (``RunSettings.device`` applies to them).
+_DEVICE_STEPS = ("features", "attention", "select")
 #: Default per-slide time limit of a batch run in seconds (generous: a large slide on a CPU
 #: takes hours).
 DEFAULT_SLIDE_TIMEOUT = 4 * 3600.0
@@ -85,8 +87,8 @@ DEFAULT_SLIDE_TIMEOUT = 4 * 3600.0
 
 def opt(default: Any, help: str, *, flag: str | None = "", kind: str | None = None,
         choices: Sequence[str] | None = None, metavar: str | None = None,
-        action: str | None = None, cli_default: Any = MISSING,
-        bounds: tuple[float, float, str] | None = None) -> Any:
+        action: str | None = None, steps: Sequence[str] | None = None,
+        cli_default: Any = MISSING, bounds: tuple[float, float, str] | None = None) -> Any:
     """A dataclass field that is an option: its default and, in ``metadata``, what the
     command line makes of it (:func:`wsikit.cli.pipeline_options.add_option_flags`).
 
@@ -103,6 +105,9 @@ def opt(default: Any, help: str, *, flag: str | None = "", kind: str | None = No
         ``"floor"`` / ``"min_score"``).
     choices, metavar, action
         As argparse's; ``action="store_false"`` makes a ``--no-…`` flag of a bool.
+    steps : sequence of str, optional
+        For a run setting: the steps it applies to (a command that runs none of them has no
+        flag for it); ``None``: every step.
     cli_default
         The flag's default where it differs (``None`` for options the selector resolves).
     bounds : (low, high, why), optional
@@ -110,7 +115,8 @@ def opt(default: Any, help: str, *, flag: str | None = "", kind: str | None = No
         :func:`check_bounds` (the Python API) and by the flag's type (the command line).
     """
     meta = {"help": help, "flag": flag, "kind": kind, "choices": choices,
-            "metavar": metavar, "action": action, "cli_default": cli_default,
+            "metavar": metavar, "action": action,
+            "steps": None if steps is None else tuple(steps), "cli_default": cli_default,
             "bounds": bounds}
     return field(default=default, metadata=meta)
 
@@ -152,35 +158,57 @@ class GridOptions:
     ----------
     tissue_mpp : float
         Resolution of the tissue mask (µm/px).
-    target_mpp : float
-        Patch resolution (µm/px), exact: 0.5 is "20×".
-    patch_px : int
-        Patch side in pixels at ``target_mpp``.
+    min_tissue_um2 : float
+        Tissue pieces smaller than this area (µm²) are dropped from the mask.
+    min_hole_um2 : float
+        Holes smaller than this area (µm²) are filled.
+    target_mpp : float or None
+        Patch resolution (µm/px), exact: 0.5 is "20×" (``None``: the encoder's, see
+        :meth:`resolved`).
+    patch_px : int or None
+        Patch side in pixels at ``target_mpp`` (``None``: the encoder's).
     overlap_px : int
         Overlap of neighbouring patches in pixels at ``target_mpp``.
     min_tissue : float
         Smallest tissue fraction of a kept patch.
-    min_tissue_um2 : float
-        Tissue pieces smaller than this area (µm²) are dropped from the mask.
+    coords : str or None
+        A coordinate file used as the grid instead of making one (its content counts, not
+        its path).
     """
 
     tissue_mpp: float = opt(DEFAULT_MASK_MPP, "tissue mask resolution in µm/px (default "
                             "{default:g})", kind="positive_float",
                             bounds=(0.05, 100.0, "a finer mask is below any scanner's pixel, a "
                                     "coarser one loses whole tissue pieces"))
-    target_mpp: float = opt(TARGET_MPP, "patch µm/px, exact (default {default:g} = 20x)",
-                            kind="positive_float")
-    patch_px: int = opt(PATCH_PX, "patch side in px at --target-mpp (default {default})",
-                        kind="positive_int",
-                        bounds=(PATCH_PX_RANGE[0], PATCH_PX_RANGE[1], "a smaller patch holds "
-                                "no cell, a larger one does not fit a batch in memory"))
+    min_tissue_um2: float = opt(
+        MIN_TISSUE_UM2, "tissue pieces smaller than this area (µm²) are left out of the mask "
+                        "(default {default:g}); lower it for biopsies", kind="non_negative_float")
+    min_hole_um2: float = opt(MIN_HOLE_UM2, "holes in the tissue smaller than this area (µm²) "
+                              "are filled (default {default:g})", kind="non_negative_float")
+    target_mpp: float | None = opt(None, "patch µm/px, exact (default: the encoder's, 0.5 = "
+                                   "20x)", kind="positive_float")
+    patch_px: int | None = opt(None, "patch side in px at --target-mpp (default: the "
+                               "encoder's: 512 for CONCH v1.5 and the heuristic, 224 for most "
+                               "others)", kind="positive_int",
+                               bounds=(PATCH_PX_RANGE[0], PATCH_PX_RANGE[1], "a smaller patch "
+                                       "holds no cell, a larger one does not fit a batch in "
+                                       "memory"))
     overlap_px: int = opt(OVERLAP_PX, "overlap of neighbouring patches in px (default "
                           "{default})", kind="non_negative_int")
     min_tissue: float = opt(MIN_TISSUE, "minimum tissue fraction of a patch (default "
                             "{default})", kind="fraction")
-    min_tissue_um2: float = opt(
-        MIN_TISSUE_UM2, "tissue pieces smaller than this area (µm²) are left out of the mask "
-                        "(default {default:g}); lower it for biopsies", kind="non_negative_float")
+    coords: str | None = opt(None, "use this coordinate file (wsikit, TRIDENT or CLAM HDF5) as "
+                             "the slide's patch grid instead of making one", metavar="H5")
+
+    def resolved(self, encoder: str) -> GridOptions:
+        """These options with the grid not given (``None``) taken from ``encoder``'s config:
+        the patch size and µm/px it was trained at (``auto``: CONCH v1.5's, which the
+        weight-free heuristic shares)."""
+        if self.target_mpp is not None and self.patch_px is not None:
+            return self
+        mpp, px = _encoder_grid(encoder)
+        return replace(self, target_mpp=mpp if self.target_mpp is None else self.target_mpp,
+                       patch_px=px if self.patch_px is None else self.patch_px)
 
 
 @dataclass(frozen=True)
@@ -249,10 +277,9 @@ class SelectionOptions:
     selector: str = opt("multiscale", "selection strategy: multiscale (default) or topk "
                         "(single patches)")
     scales: tuple[int, ...] = opt(DEFAULT_SCALES, "window sides in patches, coarse to fine "
-                                  "(default 8,4,2,1); topk refuses any but 1", kind="scales",
-                                  cli_default=None)
+                                  "(default 8,4,2,1); topk refuses any but 1", kind="scales")
     per_scale: int = opt(1, "windows kept per scale (default {default}; for topk the number "
-                         "of patches, 8 unless given)", kind="positive_int", cli_default=None)
+                         "of patches, 8 unless given)", kind="positive_int")
     min_coverage: float = opt(1.0, "fraction of a window's patches that must be tissue "
                               "(default {default})", kind="fraction")
     max_iou: float = opt(0.5, "largest IoU allowed between any two windows (default "
@@ -394,8 +421,19 @@ class RunSettings:
     progress : bool or None
         Progress bars (``None``: on unless ``WSIKIT_NO_PROGRESS=1``).
     force : bool
-        ``select``: recompute every step instead of reusing earlier outputs (an edited
-        tissue GeoJSON is then replaced by a new segmentation).
+        Recompute every step instead of reusing earlier outputs (an edited tissue GeoJSON is
+        then replaced by a new segmentation, the edit kept as ``<slide>.geojson.bak``).
+    mpp : float or None
+        Level-0 µm/px: overrides the slide's metadata (``select``, ``segment``, ``patch``,
+        ``features``); ``batch`` gives it only to slides whose metadata has none.
+    backend : str or None
+        Slide reader (``openslide``, ``tiffslide``, ``image``; ``None``: the first that
+        reads the file).
+    reader : {"auto", "tiles", "slide"}
+        Patch reader of feature extraction (:class:`wsikit.slide.patch_stream.PatchStream`).
+    wait : bool
+        While another job writes the slide's outputs: wait for it (``True``) or refuse at
+        once naming it.
     decode : {"reader", "device"}
         Where the features step decodes JPEG tiles and resizes patches: ``"reader"``, in the
         reader processes on the CPU (any slide format); ``"device"``, on the compute device
@@ -404,22 +442,36 @@ class RunSettings:
         (:func:`wsikit.features.extract.extract_features`).
     """
 
-    device: str = opt("cpu", "cpu, cuda, cuda:1 ... (default {default})")
+    device: str = opt("cpu", "cpu, cuda, cuda:1 ... (default {default})", steps=_DEVICE_STEPS)
     batch_size: int = opt(DEFAULT_BATCH_SIZE, "patches per forward pass (default {default})",
-                          kind="positive_int")
+                          kind="positive_int", steps=("features",))
     loader_workers: int | None = opt(None, "patch reader processes per worker (default 0 on "
-                                     "CPU, 4 on CUDA)", kind="non_negative_int")
+                                     "CPU, 4 on CUDA)", kind="non_negative_int",
+                                     steps=("features",))
     threads: int | None = opt(None, "cores the run may use (the global 'wsikit --threads N')",
                               flag=None)
     progress: bool | None = opt(None, "hide the progress bars", flag="--no-progress",
                                 action="store_false")
-    force: bool = opt(False, "recompute every stage instead of reusing earlier outputs",
+    force: bool = opt(False, "recompute every step instead of reusing earlier outputs (an "
+                      "edited tissue GeoJSON is then kept as <slide>.geojson.bak)",
                       action="store_true")
+    mpp: float | None = opt(None, "level-0 µm/px: overrides the slide's metadata (needed when "
+                            "it has none; e.g. 0.25 for a 40x scan); batch: only for slides "
+                            "without one (a cohort CSV's mpp column overrides per slide)",
+                            kind="mpp")
+    backend: str | None = opt(None, "slide reader (default: OpenSlide, then tiffslide, then "
+                              "plain image)", choices=("openslide", "tiffslide", "image"))
+    reader: str = opt("auto", "patch reader: direct TIFF tiles, the slide reader, or auto "
+                      "(default)", choices=("auto", "tiles", "slide"), steps=("features",))
+    wait: bool = opt(True, "refuse at once, naming the job, while another job (wsikit batch, "
+                     "select, ...) writes this slide's outputs in OUT (default: wait for it)",
+                     flag="--no-wait", action="store_false")
     decode: str = opt("reader", "where JPEG tiles are decoded and patches resized: 'reader' "
                       "(default), the CPU reader processes, any slide format; 'device', the "
                       "compute device (nvJPEG on CUDA; tiled JPEG TIFFs such as SVS), when a "
                       "few CPU cores cannot keep a GPU fed (pixels within a few uint8 levels "
-                      "of the reader's; recorded in the feature file)", choices=DECODES)
+                      "of the reader's; recorded in the feature file)", choices=DECODES,
+                      steps=("features",))
 
     def __post_init__(self) -> None:
         if self.decode not in DECODES:
@@ -482,6 +534,9 @@ class BatchSettings:
     store : str or None
         ``"h5"`` (only the per-slide files), ``"zarr"`` or ``"zarr:URL"``: also a zarr
         feature store (:mod:`wsikit.features.store`).
+    redo : bool
+        Run with options other than those the job folder is bound to (its slides are then
+        redone with these); otherwise such a run is refused.
     """
 
     workers: int = opt(1, "worker processes per device (cpu: number of CPU processes; "
@@ -504,7 +559,7 @@ class BatchSettings:
         metavar="SECONDS")
     plugins: tuple[str, ...] = opt((), "import MODULE (registers extra steps) here and in every "
                                    "worker", flag="--plugin", action="append",
-                                   metavar="MODULE", cli_default=[])
+                                   metavar="MODULE")
     shard: str | tuple[int, int] | None = opt(
         None, "process only shard I of N, I counted from 0 (0/4 … 3/4; not 1/4 … 4/4 as in "
               "pytest-split or Playwright), balanced by tile count (grids in JOBDIR) or file "
@@ -517,7 +572,10 @@ class BatchSettings:
     store: str | None = opt(None, "also write features into a zarr cohort store: 'zarr' for "
                             "JOBDIR/features_<encoder>.zarr, 'zarr:URL' for a folder or fsspec "
                             "URL (one group per slide, written atomically; default h5 only)",
-                            metavar="h5|zarr|zarr:URL", cli_default="h5")
+                            metavar="h5|zarr|zarr:URL")
+    redo: bool = opt(False, "run with options other than those JOBDIR was made with: its slides "
+                     "are redone with these (default: refuse such a run; or pass a new --out)",
+                     action="store_true")
 
 
 @dataclass(frozen=True)
@@ -631,7 +689,11 @@ class PipelineOptions:
             values["match_kinds"] = _match_kinds(values["match_kinds"])
         if values.get("index") is not None:  # a path, or an open FigureIndex (its folder)
             values["index"] = os.fspath(getattr(values["index"], "path", values["index"]))
+        if values.get("coords") is not None:
+            values["coords"] = os.fspath(values["coords"])
         for name in set(values) & _INTS:
+            if values[name] is None and name == "patch_px":
+                continue  # the encoder's (GridOptions.resolved)
             try:
                 values[name] = int(values[name])
             except (TypeError, ValueError):
@@ -677,6 +739,12 @@ class PipelineOptions:
                 parse_licence_filter(m.licences)
             except ValueError as exc:
                 raise SelectionError(f"{option('licences', m.licences)}: {exc}") from exc
+
+    def resolved(self) -> PipelineOptions:
+        """These options with the grid not given taken from the encoder
+        (:meth:`GridOptions.resolved`): what a run computes with and records."""
+        grid = self.grid.resolved(self.models.encoder)
+        return self if grid is self.grid else replace(self, grid=grid)
 
     def value(self, name: str) -> Any:
         """The value of option ``name`` (flat name, e.g. ``"target_mpp"``)."""
@@ -743,11 +811,13 @@ class OptionKeywords(TypedDict, total=False):
     also take (``scales="8,4"``, ``weights={model: file}``, ``index=FigureIndex``)."""
 
     tissue_mpp: float
-    target_mpp: float
-    patch_px: int
+    min_tissue_um2: float
+    min_hole_um2: float
+    target_mpp: float | None
+    patch_px: int | None
     overlap_px: int
     min_tissue: float
-    min_tissue_um2: float
+    coords: str | os.PathLike[str] | None
     encoder: str
     attention: str
     weights: Mapping[str, str] | Iterable[tuple[str, str]] | str | os.PathLike[str] | None
@@ -783,6 +853,10 @@ class RunKeywords(OptionKeywords, total=False):
     threads: int | None
     progress: bool | None
     force: bool
+    mpp: float | None
+    backend: str | None
+    reader: str
+    wait: bool
     decode: str
 
 
@@ -801,6 +875,7 @@ class BatchKeywords(RunKeywords, total=False):
     shard: str | tuple[int, int] | None
     replan: bool
     store: str | None
+    redo: bool
 
 
 def option_classes() -> dict[str, type]:
@@ -868,6 +943,17 @@ def _encoder_names() -> set[str]:
     if registry is not None:
         names |= set(registry.list_encoders())
     return names
+
+
+def _encoder_grid(encoder: str) -> tuple[float, int]:
+    """``(target_mpp, patch_px)`` of ``encoder``'s config (``auto``: CONCH v1.5's, 512 px at
+    0.5 µm/px, which the weight-free heuristic shares)."""
+    if encoder == "auto":
+        return TARGET_MPP, PATCH_PX
+    from ..models.configs import get_config
+
+    config = get_config(encoder)
+    return float(config.target_mpp), int(config.patch_px)
 
 
 def resolve_scales(selector: str, scales: str | Sequence[int] | None, per_scale: int | None

@@ -1,14 +1,23 @@
-"""``wsikit select``: a slide in, a few salient multi-scale regions and their evidence out.
+"""The commands as Python functions: ``segment``, ``patch``, ``features`` and ``select``.
 
-:func:`select` is a one-slide run of the batch steps (:mod:`wsikit.run.builtin_steps`), in
-this process, under the slide's one lock: segment → patch → features → attention → select, each
-reused from an earlier run (``select`` or ``batch`` into the same folder) when its record says
-it was made with the same options from the same inputs. Outputs follow
-:class:`wsikit.outputs.layout.OutputLayout`; the result is ``<out>/select/<slide>/evidence.json``
-(with ``regions.geojson`` for QuPath, crops, ``report.html`` and ``overview.png``).
+Each is one call of :func:`wsikit.run.slide_run.run_slide` with other steps, under the slide's
+one lock, recorded in ``<out>/state/<slide>.json`` and reusing what an earlier run of any of
+them (or ``wsikit batch`` into the same folder) made with the same options from the same
+inputs:
 
-The Python function mirrors the command line and returns the
-:class:`wsikit.evidence.EvidenceResult` written to ``evidence.json``.
+==========  =====================================  =========================================
+function    steps asked for                         returns
+==========  =====================================  =========================================
+segment     ``segment``                             :class:`~wsikit.tissue.mask.TissueMask`
+patch       ``patch``, ``grid_thumbnail``           :class:`~wsikit.patches.grid.TileGrid`
+features    ``features``                            :class:`~wsikit.features.extract.Embeddings`
+select      ``select``                              :class:`~wsikit.evidence.EvidenceResult`
+==========  =====================================  =========================================
+
+Each takes the option objects of :mod:`wsikit.run.options` and any of their fields as a
+keyword (``segment(slide, out="o", tissue_mpp=16)``); an option not given takes, for the steps
+the function does not ask for itself, the value the slide's earlier record of that step was
+made with (``patch(slide, patch_px=256)`` then ``features(slide)`` uses that grid).
 """
 
 from __future__ import annotations
@@ -18,24 +27,131 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ..errors import EvidenceError, SelectionError, error_message
+from ..errors import EvidenceError, SelectionError, TissueError
 from .options import PipelineOptions, RunKeywords, RunSettings, resolve_run
 
 if TYPE_CHECKING:
     from ..evidence import EvidenceResult
+    from ..features.extract import Embeddings
+    from ..patches.grid import TileGrid
+    from ..tissue.mask import TissueMask
+    from .slide_run import SlideRun
 
-__all__ = ["load_result", "select"]
+__all__ = ["features", "load_result", "patch", "segment", "select"]
+
+_PathLike = str | os.PathLike[str]
 
 
-def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None,
-           settings: RunSettings | None = None, *, out: str | os.PathLike[str] = "wsikit_out",
-           mpp: float | None = None, **overrides: Unpack[RunKeywords]) -> EvidenceResult:
+def _run(slide: _PathLike, out: _PathLike, steps: tuple[str, ...],
+         options: PipelineOptions | None, settings: RunSettings | None,
+         overrides: dict[str, Any], cache: dict[Any, Any] | None = None) -> SlideRun:
+    """:func:`run_slide` with the keyword ``overrides`` applied; an options object given
+    counts as every option given."""
+    from .slide_run import run_slide
+
+    given = None if options is not None else set(overrides) & set(PipelineOptions.names())
+    options, settings, _ = resolve_run(overrides, options, settings)
+    return run_slide(slide, out, steps, options, settings, given=given,
+                     cache=cache).raise_for_status()
+
+
+def segment(slide: _PathLike, options: PipelineOptions | None = None,
+            settings: RunSettings | None = None, *, out: _PathLike = "wsikit_out",
+            **overrides: Unpack[RunKeywords]) -> TissueMask:
+    """Segment tissue: ``<out>/contours_geojson/<slide>.geojson`` (QuPath), the mask PNG and
+    an outlined thumbnail (the ``segment`` step).
+
+    A tissue GeoJSON edited since wsikit wrote it (e.g. in QuPath) or placed by hand is the
+    slide's tissue: it is kept and rasterised (with a warning saying how to segment again),
+    never replaced silently; with ``force`` the slide is segmented again and the edit first
+    copied to ``<slide>.geojson.bak``.
+
+    Parameters
+    ----------
+    slide : path-like
+        Slide file.
+    options, settings
+        As :func:`select` (the segment step reads ``tissue_mpp``, ``min_tissue_um2`` and
+        ``min_hole_um2``).
+    out : path-like
+        Output folder.
+    **overrides
+        Any option or setting by name (:class:`~wsikit.run.options.RunKeywords`).
+    """
+    run = _run(slide, out, ("segment",), options, settings, dict(overrides))
+    if run.artifacts.mask is not None:
+        return run.artifacts.mask
+    from ..outputs.layout import OutputLayout
+    from ..tissue.mask import TissueMask
+
+    info = run.steps["segment"]["info"]
+    width, height = (int(v) for v in info["level0_size"])
+    layout = OutputLayout(out)
+    mask = TissueMask.from_png(layout.mask(run.slide_id), level0_size=(width, height),
+                               slide_mpp=float(info["mpp"]), slide_name=run.slide_id)
+    return mask.with_artefacts_png(layout.artefacts(run.slide_id)["png"])
+
+
+def patch(slide: _PathLike, options: PipelineOptions | None = None,
+          settings: RunSettings | None = None, *, out: _PathLike = "wsikit_out",
+          **overrides: Unpack[RunKeywords]) -> TileGrid:
+    """The patch grid of a slide: ``<out>/patches/<slide>_patches.h5`` (TRIDENT-compatible)
+    and ``<out>/thumbnails/<slide>_grid.png`` (the ``patch`` and ``grid_thumbnail`` steps,
+    after the ``segment`` step they need).
+
+    Parameters are those of :func:`segment`; the grid options are ``target_mpp``,
+    ``patch_px`` (default: the encoder's, 512 px at 0.5 µm/px), ``overlap_px``,
+    ``min_tissue`` and ``coords`` (a coordinate file to use instead). A slide without tissue
+    gives an empty grid (its state says why it was skipped).
+    """
+    run = _run(slide, out, ("patch", "grid_thumbnail"), options, settings, dict(overrides))
+    if run.artifacts.grid is not None:
+        return run.artifacts.grid
+    from ..outputs.layout import OutputLayout
+    from ..patches.grid import TileGrid
+
+    return TileGrid.from_h5(OutputLayout(out).coords(run.slide_id))
+
+
+def features(slide: _PathLike, options: PipelineOptions | None = None,
+             settings: RunSettings | None = None, *, out: _PathLike = "wsikit_out",
+             **overrides: Unpack[RunKeywords]) -> Embeddings:
+    """Patch features of a slide: ``<out>/features_<encoder>/<slide>.h5`` (the ``features``
+    step, after the ``segment`` and ``patch`` steps it needs).
+
+    The grid is the slide's grid in ``out`` when one was made (``wsikit patch``) and no grid
+    option is given, else a grid with the options given (``coords``: a coordinate file),
+    the encoder's by default (CONCH v1.5: 512 px at 0.5 µm/px). A slide without resolution
+    metadata takes the mpp an earlier run in ``out`` was given, unless ``mpp`` is.
+
+    Raises
+    ------
+    TissueError
+        The slide has no tissue patches.
+    WeightsError
+        The encoder's weights are missing (before any work).
+    """
+    run = _run(slide, out, ("features",), options, settings, dict(overrides))
+    if run.status == "skipped":
+        raise TissueError(str(run.reason))
+    if run.artifacts.embeddings is not None:
+        return run.artifacts.embeddings
+    from ..features.extract import Embeddings
+    from ..outputs.layout import OutputLayout
+
+    encoder = run.steps["features"]["info"]["encoder"]
+    return Embeddings.from_h5(OutputLayout(out).features(encoder, run.slide_id))
+
+
+def select(slide: _PathLike, options: PipelineOptions | None = None,
+           settings: RunSettings | None = None, *, out: _PathLike = "wsikit_out",
+           **overrides: Unpack[RunKeywords]) -> EvidenceResult:
     """Find salient regions of ``slide`` at several scales and (with ``index``) their evidence.
 
-    Runs the steps up to ``select`` on the one slide in this process (the batch runner's
-    :func:`~wsikit.run.steps.run_steps`, so ``wsikit batch`` into the same folder reuses
-    them and vice versa), holding the slide's one lock, and records them
-    in ``<out>/state/<slide>.json`` as a batch run does.
+    Runs the steps up to ``select`` on the one slide in this process
+    (:func:`~wsikit.run.slide_run.run_slide`, so ``wsikit batch`` into the same folder
+    reuses them and vice versa), holding the slide's one lock, and records them in
+    ``<out>/state/<slide>.json``.
 
     Parameters
     ----------
@@ -45,19 +161,17 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
         Every result-changing option (:mod:`wsikit.run.options`; defaults there), the same as
         ``wsikit batch`` takes.
     settings : RunSettings, optional
-        Device, batch size, reader processes, threads, progress and ``force``: they never
-        change a result.
+        Device, batch size, reader processes, threads, progress, ``force``, ``mpp`` (level-0
+        µm/px overriding the slide's metadata), ``wait``: they never change a result.
     out : path-like
         Output folder (:class:`wsikit.outputs.layout.OutputLayout`); the result goes to
         ``<out>/select/<slide>/``.
-    mpp : float, optional
-        Level-0 µm/px overriding the slide's metadata.
     **overrides
         Any field of the option classes or of :class:`~wsikit.run.options.RunSettings` by name
         (:class:`~wsikit.run.options.RunKeywords`), applied over ``options`` and ``settings``:
         ``index`` (a figure index folder or an open :class:`~wsikit.evidence.FigureIndex`),
-        ``k``, ``encoder``, ``target_mpp``, ``device``, ``force``, … Their meaning and
-        defaults are documented once, on the classes of :mod:`wsikit.run.options`.
+        ``k``, ``encoder``, ``target_mpp``, ``device``, ``force``, ``mpp``, … Their meaning
+        and defaults are documented once, on the classes of :mod:`wsikit.run.options`.
 
     Returns
     -------
@@ -75,6 +189,8 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
     EvidenceError
         A question without an index (the same check as ``wsikit batch``:
         :func:`wsikit.run.checks.check_options`).
+    WeightsError
+        A model the steps need has no weights (before any work).
     CacheError
         ``out`` holds the outputs of another slide of the same name, or a file wsikit did not
         write is in the way of one this run writes in the result folder.
@@ -96,63 +212,27 @@ def select(slide: str | os.PathLike[str], options: PipelineOptions | None = None
     (4, 2)
     >>> result = select("slide.svs", opts, RunSettings(device="cuda"))  # doctest: +SKIP
     """
-    from .._progress import progress_enabled
-    from ..outputs.slide_outputs import check_output_name, hold_slide_outputs
-    from ..slide import open_slide
-    from .checks import check_options
-    from .cohort_slide import CohortSlide
+    from .checks import check_run
     from .select_stage import open_index_once
-    from .slide_ops import check_tissue_owner
-    from .state import JobFolder, record_slide, reusable_records
-    from .steps import BatchConfig, SlideContext, resolve_steps, run_steps
+    from .steps import resolve_steps
 
-    options, settings, _ = resolve_run(overrides, options, settings)
-    selector = check_options(options)  # the checks batch makes, before any work
-    force = settings.force
-    config = BatchConfig(steps=resolve_steps(["select"]), options=options,
-                         batch_size=settings.batch_size, loader_workers=settings.loader_workers,
-                         decode=settings.decode,
-                         progress=progress_enabled(settings.progress))
-    # built once for the run: the selector of the check; the index (verified) and the
-    # question's towers, opened before the slide is read, so a damaged one fails first
-    cache: dict[Any, Any] = {("selector", options.selection): selector}
+    resolved, run_settings, _ = resolve_run(dict(overrides), options, settings)
+    # the checks, then the index (verified) and the question's towers, opened once before
+    # the slide is read, so a damaged index fails first; the run finds them in the cache
+    cache: dict[Any, Any] = {}
+    check_run(resolved, resolve_steps(["select"]), cache)
     given = overrides.get("index")
-    open_index_once(config, settings.device, cache,
+    open_index_once(resolved, run_settings.device, cache,
                     opened=None if given is None or isinstance(given, (str, os.PathLike))
                     else given)  # an open FigureIndex is used as it is
-    with settings.cores(), open_slide(slide, mpp=mpp) as s:
-        name = check_output_name(s.name, s.path)
-        job = JobFolder(out)
-        cohort_slide = CohortSlide(slide_id=name, path=Path(s.path), mpp=mpp)
-        ctx = SlideContext(cohort_slide, job, config, device=settings.device, handle=s,
-                           force=force, cache=cache)  # computes the fingerprint once, for all
-        with hold_slide_outputs(out, name, stale_after=job.stale_after):
-            # Under the lock from here to the recorded result: the check that earlier
-            # outputs belong to this slide (content fingerprint) and every write after it
-            # happen in one run at a time, so two slides of one name can never mix.
-            fingerprint = ctx.fingerprint  # the run's one computation, passed to every check
-            if not force:
-                check_tissue_owner(s, job.root, name, fingerprint=fingerprint)
-            state = job.read_state(name)
-            ctx.records = {} if force else reusable_records(state, cohort_slide, fingerprint)
-            record_slide(job, cohort_slide, fingerprint, state, running=True,
-                         steps=ctx.records)
-            result: dict[str, Any] = {"status": "failed", "steps": ctx.records}
-            try:
-                run = run_steps(ctx, config.steps)
-                result = {"status": "skipped" if run.skipped else "done",
-                          "reason": run.skipped, "steps": run.records, "reused": run.reused}
-            except Exception as exc:
-                result["error"] = {"type": type(exc).__name__, "message": error_message(exc),
-                                   "step": ctx.current}
-                raise
-            finally:
-                record_slide(job, cohort_slide, fingerprint, state, result=result)
-        if run.skipped is not None:
-            raise SelectionError(run.skipped)
-    found = ctx.artifacts.get("result")
-    return found if found is not None else load_result(
-        job.layout.select_dir(name) / "evidence.json")
+    run = _run(slide, out, ("select",), options, settings, dict(overrides), cache)
+    if run.status == "skipped":
+        raise SelectionError(str(run.reason))
+    if run.artifacts.result is not None:
+        return run.artifacts.result
+    from ..outputs.layout import OutputLayout
+
+    return load_result(OutputLayout(out).select_dir(run.slide_id) / "evidence.json")
 
 
 def load_result(path: str | os.PathLike[str]) -> EvidenceResult:

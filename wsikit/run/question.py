@@ -17,17 +17,17 @@ from .steps import SlideContext
 __all__ = ["steer_regions"]
 
 
-def question_towers(ctx: SlideContext) -> dict[str, Any]:
+def question_towers(ctx: SlideContext, index_towers: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
     """``{name: encoder}`` of the options' towers, built once per worker: the index's tower
-    encoders when a figure index is given (same model and weight file as its vectors), else
-    each tower checked to have a text tower and built with its weights."""
+    encoders when a figure index is given (``index_towers``, the select step's: same model
+    and weight file as its vectors), else each tower checked to have a text tower and built
+    with its weights."""
     m = ctx.options.matching
     if not m.towers:
         return {}
-    if m.index is not None:
-        from .select_stage import index_and_towers
-
-        return index_and_towers(ctx)[1]
+    if m.index is not None and index_towers is not None:
+        return index_towers
     key = ("question_towers", m.towers, ctx.options.models.weights, ctx.device)
     found = ctx.cache.get(key)
     if found is None:
@@ -47,11 +47,12 @@ def question_towers(ctx: SlideContext) -> dict[str, Any]:
     return found
 
 
-def steer_regions(ctx: SlideContext, slide: Any, grid: Any, att: Any
-                  ) -> tuple[Any, Any | None]:
+def steer_regions(ctx: SlideContext, slide: Any, grid: Any, att: Any, *,
+                  index_towers: dict[str, Any] | None = None) -> tuple[Any, Any | None]:
     """``(attention the selector runs on, steering)``: with a question and towers, the blend
     of ``att`` and the question's similarity (its label says so) and the
-    :class:`~wsikit.selection.question.QuestionSteering`; otherwise ``att`` and None."""
+    :class:`~wsikit.selection.question.QuestionSteering`; otherwise ``att`` and None.
+    ``index_towers``: the figure index's tower encoders, when it has them."""
     m = ctx.options.matching
     if m.question is None or not m.towers:
         return att, None
@@ -59,7 +60,7 @@ def steer_regions(ctx: SlideContext, slide: Any, grid: Any, att: Any
 
     from ..selection.question import is_random, question_similarity, steer
 
-    encoders = question_towers(ctx)
+    encoders = question_towers(ctx, index_towers)
     sims = question_similarity(slide, grid, m.question, encoders, device=ctx.device,
                                batch_size=ctx.config.batch_size,
                                workers=ctx.config.loader_workers or 0,

@@ -1,8 +1,10 @@
-"""The ``select`` stage: attention → windows → crops → figure matches → evidence.json + report.
+"""The ``select`` stage and its step: attention → windows → crops → figure matches →
+evidence.json + report.
 
-:func:`write_evidence` is what the ``select`` step (:mod:`wsikit.run.builtin_steps`) runs for
-one slide, after the tissue, grid, features and attention steps; ``wsikit select`` and
-``wsikit batch --steps …,select`` both reach it through that step. It writes, into
+:func:`write_evidence` is what the ``select`` step (:func:`select_step`, registered here after
+the built-in steps of :mod:`wsikit.run.builtin_steps`) runs for one slide, after the tissue,
+grid, features and attention steps; ``wsikit select`` and ``wsikit batch --steps …,select``
+both reach it through that step. It writes, into
 ``select/<slide>/`` (published as one unit: a failure or kill leaves the previous result or
 none, never a mix)::
 
@@ -28,7 +30,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._atomic import write_json_atomic
+from .builtin_steps import ATTENTION_KEYS, encoder_entry
 from .options import PipelineOptions
+from .steps import BatchConfig, SlideContext, register_step
 
 if TYPE_CHECKING:
     from ..evidence import EvidenceResult, FigureIndex
@@ -40,21 +44,7 @@ if TYPE_CHECKING:
     from ..tissue.mask import TissueMask
     from .steps import BatchConfig, SlideContext
 
-__all__ = [
-    "encoder_entry",
-    "index_and_towers",
-    "index_digest",
-    "open_index",
-    "open_index_once",
-    "write_evidence",
-]
-
-
-def encoder_entry(encoder: Any) -> dict[str, Any]:
-    """What evidence.json records of an encoder: name, label, heuristic, precision."""
-    return {"name": encoder.config.name, "label": encoder.label,
-            "heuristic": bool(encoder.config.heuristic),
-            "precision": getattr(encoder, "precision", "fp32")}
+__all__ = ["SELECT_KEYS", "open_index", "select_step", "write_evidence"]
 
 
 def open_index(index: str | os.PathLike[str] | FigureIndex, *,
@@ -65,51 +55,6 @@ def open_index(index: str | os.PathLike[str] | FigureIndex, *,
     from ..evidence import FigureIndex
 
     return index if isinstance(index, FigureIndex) else FigureIndex.open(index, device=device)
-
-
-def index_digest(config: BatchConfig) -> str | None:
-    """SHA-256 (16 hex) of the figure index's manifest, and of the licence filter when one is
-    set (the figures a region may match): a rebuilt index or another filter redoes
-    ``select``."""
-    index = config.options.matching.index
-    if index is None:
-        return None
-    try:
-        data = (Path(index) / "manifest.json").read_bytes()
-    except OSError:
-        return "unreadable"  # the step itself then fails with the index's own message
-    if config.options.matching.licences is not None:
-        data += f"\nlicences={config.options.matching.licences}".encode()
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-def index_and_towers(ctx: SlideContext) -> tuple[Any, dict[str, Any]]:
-    """The open, verified figure index and the question's tower encoders (once per worker):
-    the ``select`` step matches against them and :mod:`wsikit.run.question` steers with the
-    same encoders."""
-    return open_index_once(ctx.config, ctx.device, ctx.cache)
-
-
-def open_index_once(config: BatchConfig, device: str, cache: dict[Any, Any], *,
-                    opened: Any = None) -> tuple[Any, dict[str, Any]]:
-    """:func:`index_and_towers` before a slide's context exists (``select`` opens the index
-    first, so a damaged one fails before the slide is read): kept in ``cache``. ``opened``:
-    the index already open (a :class:`~wsikit.evidence.FigureIndex` given to ``select``)."""
-    m = config.options.matching
-    if m.index is None:
-        return None, {}
-    key = ("index", m.index, index_digest(config), m.towers, device)
-    found = cache.get(key)
-    if found is None:
-        index = open_index(m.index if opened is None else opened, device=device)
-        towers: dict[str, Any] = {}
-        if m.towers:
-            from ..evidence.towers import create_tower_encoders
-
-            towers = create_tower_encoders(index, m.towers, device=device,
-                                           weights=config.options.models.weight_files())
-        found = cache[key] = (index, towers)
-    return found
 
 
 def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention,
@@ -311,3 +256,105 @@ def _write_report(slide: Slide, sdir: Path, result: EvidenceResult, mask: Tissue
                  artefacts_geojson=arts)
     render_overview_png(sdir / "overview.png", result, thumbnail=thumb, thumbnail_downsample=ds,
                         tissue_geojson=geo, attention=attention, artefacts_geojson=arts)
+
+
+# --------------------------------------------------------------------------- the step
+#: The figure index counts by its content (:func:`index_digest`), not its path: a job folder
+#: moved with its index redoes nothing (evidence.json finds it again by ``index.relpath``).
+SELECT_KEYS = (*ATTENTION_KEYS, "selector", "scales", "per_scale", "min_coverage", "max_iou",
+               "margin", "layout", "min_score", "question_weight", "k", "min_similarity",
+               "question", "rrf_k", "towers", "match_kinds", "max_crop_px", "report",
+               "synthetic")
+
+
+def index_digest(config: BatchConfig) -> str | None:
+    """SHA-256 (16 hex) of the figure index's manifest, and of the licence filter when one is
+    set (the figures a region may match): a rebuilt index or another filter redoes
+    ``select``."""
+    index = config.options.matching.index
+    if index is None:
+        return None
+    try:
+        data = (Path(index) / "manifest.json").read_bytes()
+    except OSError:
+        return "unreadable"  # the step itself then fails with the index's own message
+    if config.options.matching.licences is not None:
+        data += f"\nlicences={config.options.matching.licences}".encode()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def index_and_towers(ctx: SlideContext) -> tuple[FigureIndex | None, dict[str, Any]]:
+    """The open, verified figure index and the question's tower encoders (once per worker)."""
+    return open_index_once(ctx.options, ctx.device, ctx.cache)
+
+
+def open_index_once(options: PipelineOptions, device: str, cache: dict[Any, Any], *,
+                    opened: FigureIndex | None = None
+                    ) -> tuple[FigureIndex | None, dict[str, Any]]:
+    """:func:`index_and_towers` before a slide's context exists (``select`` opens the index
+    first, so a damaged one fails before the slide is read): kept in ``cache``. ``opened``:
+    the index already open (a :class:`~wsikit.evidence.FigureIndex` given to ``select``)."""
+    m = options.matching
+    if m.index is None:
+        return None, {}
+    key = ("index", m.index, index_digest(BatchConfig(options=options)), m.towers, device)
+    found = cache.get(key)
+    if found is None:
+        index = open_index(m.index if opened is None else opened, device=device)
+        towers: dict[str, Any] = {}
+        if m.towers:
+            from ..evidence.towers import create_tower_encoders
+
+            towers = create_tower_encoders(index, m.towers, device=device,
+                                           weights=options.models.weight_files())
+        found = cache[key] = (index, towers)
+    return found
+
+
+def selector_once(ctx: SlideContext) -> Selector:
+    """The options' selector, built once per worker (the run's option check built it)."""
+    from .checks import build_selector
+
+    key = ("selector", ctx.options.selection)
+    found = ctx.cache.get(key)
+    if found is None:
+        found = ctx.cache[key] = build_selector(ctx.options.selection)
+    return found
+
+
+@register_step("select", requires=("attention",), config_keys=SELECT_KEYS,
+               inputs=index_digest,
+               description="multi-scale windows, crops, evidence.json → select/<slide>/")
+def select_step(ctx: SlideContext) -> dict[str, Any]:
+    """Multi-scale window selection, crops, figure matching and report
+    (:func:`wsikit.run.select_stage.write_evidence`)."""
+    index, towers = index_and_towers(ctx)  # a damaged index fails before any output
+    timings = {step: rec["seconds"] for step, rec in ctx.records.items()
+               if isinstance(rec, dict) and "seconds" in rec}
+    from .question import steer_regions
+
+    slide, grid = ctx.open(), ctx.grid()
+    att, steering = steer_regions(ctx, slide, grid, ctx.attention(),  # a question + tower
+                                  index_towers=towers)
+    sdir = ctx.prepare(ctx.layout.select_dir(ctx.slide_id))  # select/ made; <slide>/ published
+    result = write_evidence(slide, grid, ctx.mask(), att, sdir, ctx.options,
+                            encoder=_encoder_entry(ctx), index=index, device=ctx.device,
+                            towers=towers, timings=timings, selector=selector_once(ctx),
+                            steering=steering)
+    ctx.artifacts.result = result
+    ctx.add_output("evidence", sdir / "evidence.json")
+    return {"regions": len(result.regions), "empty_scales": dict(result.empty_scales),
+            "index": ctx.options.matching.index}
+
+
+def _encoder_entry(ctx: SlideContext) -> dict[str, Any]:
+    """The patch encoder's entry of evidence.json, from the features step's record."""
+    from ..models import get_config
+
+    feat = (ctx.records.get("features") or {}).get("info", {})
+    entry = feat.get("encoder_entry")
+    if entry is None:  # a record from before entries were kept
+        name = feat.get("encoder", ctx.options.models.encoder)
+        entry = {"name": name, "label": feat.get("label", name),
+                 "heuristic": bool(get_config(name).heuristic), "precision": "fp32"}
+    return dict(entry)

@@ -25,7 +25,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -237,20 +237,20 @@ def _fill_in_changed(state: Mapping[str, Any], fallback: float | None) -> bool:
 
 
 def reusable_records(state: Mapping[str, Any] | None, slide: CohortSlide,
-                     fingerprint: str | None, *, stale: Sequence[str] = ()) -> dict[str, Any]:
-    """The step records of ``state`` that a new run of ``slide`` may reuse.
+                     fingerprint: str | None) -> dict[str, Any]:
+    """The step records of ``state`` that a new run of ``slide`` may reuse (each is then
+    checked by the one reuse rule, :func:`wsikit.run.steps.reusable`).
 
     None when the state belongs to another slide (another content fingerprint, or for states
     from before fingerprints were recorded another path) or was made with another cohort mpp
-    (a corrected mpp redoes every step); ``stale`` steps (e.g. whose weight file changed) are
-    dropped.
+    (a corrected mpp redoes every step).
     """
     recorded = (state or {}).get("fingerprint")
     same_slide = (recorded == fingerprint if recorded is not None
                   else (state or {}).get("path") in (None, str(slide.path)))
     if not same_slide or mpp_changed(state, slide):
         return {}
-    return {k: v for k, v in ((state or {}).get("steps") or {}).items() if k not in stale}
+    return dict((state or {}).get("steps") or {})
 
 
 def record_slide(job: JobFolder, slide: CohortSlide, fingerprint: str | None,
@@ -258,9 +258,9 @@ def record_slide(job: JobFolder, slide: CohortSlide, fingerprint: str | None,
                  steps: Mapping[str, Any] | None = None,
                  result: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Write ``state/<slide>.json``: ``running`` (with the reusable ``steps``) before the steps
-    run, or the outcome ``result`` of :func:`~wsikit.run.steps.run_slide` (status, steps,
-    error or reason) after. ``old`` is the state before this run (read again when ``None``).
-    The one writer of a slide's state, for ``wsikit batch`` and ``wsikit select`` alike."""
+    run, or the outcome ``result`` of a run (status, steps, error or reason) after. ``old`` is
+    the state before this run (read again when ``None``). The one writer of a slide's state,
+    called by :func:`wsikit.run.slide_run.run_slide` (every command, every batch slide)."""
     # the slide also relative to the state file: a job moved with its cohort still names it
     relpath = safe_path(relative_path(slide.path, job.layout.state(slide.slide_id).parent))
     if running:

@@ -1,4 +1,4 @@
-"""Per-slide steps of a batch run, as a registry (like timm's model registry).
+"""The steps of a slide run, as a registry (like timm's model registry), and their records.
 
 A step is a function ``(ctx: SlideContext) -> dict`` (JSON-ready info, e.g. patch counts) that
 writes its outputs atomically through :meth:`SlideContext.output` and declares them with
@@ -9,11 +9,8 @@ The built-in steps (segment, patch, features, attention, select; see
 :mod:`wsikit.run.builtin_steps` for their outputs) register themselves the first time the
 registry is used (like timm's models), before any plugin's steps, so they always run first.
 
-:func:`run_steps` runs a list of steps on one slide, reusing a step whose previous record (in
-the slide's state) has the same configuration and intact outputs, and raises what a step
-raises: ``wsikit select`` runs it in process on one slide. :func:`run_slide` wraps it for the
-batch engines (local processes, Ray): a slide's failure becomes its record, never an
-exception.
+The runner of the steps (:func:`wsikit.run.slide_run.run_slide`: the lock, the fingerprint,
+the records, the one reuse rule and the one staleness check) is :mod:`wsikit.run.slide_run`.
 """
 
 from __future__ import annotations
@@ -22,34 +19,37 @@ import contextlib
 import hashlib
 import importlib
 import json
-import time
-import traceback
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._atomic import atomic_path
 from .._hints import keyword
-from ..errors import BatchError, WsikitError, error_message
+from ..errors import BatchError, WsikitError
 from .cohort_slide import CohortSlide
 from .options import DEFAULT_BATCH_SIZE, PipelineOptions
 from .state import JobFolder
 
+if TYPE_CHECKING:
+    from ..evidence import EvidenceResult
+    from ..features.extract import Embeddings
+    from ..patches.grid import TileGrid
+    from ..selection.attention import Attention
+    from ..slide import Slide
+    from ..tissue.mask import TissueMask
+
 __all__ = [
+    "Artifacts",
     "BatchConfig",
     "SlideContext",
     "StepSpec",
-    "StepsRun",
     "SkipSlide",
     "register_step",
     "get_step",
     "list_steps",
     "load_plugins",
     "resolve_steps",
-    "run_slide",
-    "run_steps",
 ]
 
 
@@ -73,6 +73,10 @@ class BatchConfig:
         ``"zarr"`` / ``"zarr:URL"``: also write a zarr feature store.
     progress : bool
         Progress bars inside the steps (the in-process ``select`` run; workers keep them off).
+    reader : str
+        Patch reader of the features step (:attr:`RunSettings.reader`).
+    backend : str or None
+        Slide reader (:attr:`RunSettings.backend`).
     decode : {"reader", "device"}
         Where the features step decodes JPEG tiles (:attr:`RunSettings.decode`).
     """
@@ -84,6 +88,8 @@ class BatchConfig:
     plugins: tuple[str, ...] = ()
     store: str | None = None
     progress: bool = False
+    reader: str = "auto"
+    backend: str | None = None
     decode: str = "reader"
 
     def value(self, name: str) -> Any:
@@ -108,8 +114,8 @@ class BatchConfig:
         return cls(options=PipelineOptions.from_dict(data), **run)
 
 
-_RUN_FIELDS = ("steps", "batch_size", "loader_workers", "plugins", "store", "progress",
-               "decode")
+_RUN_FIELDS = ("steps", "batch_size", "loader_workers", "plugins", "store", "progress", "reader",
+               "backend", "decode")
 
 
 class SkipSlide(WsikitError):
@@ -164,7 +170,7 @@ class StepSpec:
     def config_hash(self, config: BatchConfig) -> str:
         """Short hash of the options, :attr:`version` and outside :attr:`inputs` (e.g. the
         figure index's content) that decide this step's output."""
-        values = {k: _canonical(config.value(k)) for k in self.config_keys}
+        values = {k: canonical_value(config.value(k)) for k in self.config_keys}
         if self.version:
             values["_version"] = self.version
         if (outside := self.inputs(config)) is not None:
@@ -173,18 +179,20 @@ class StepSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _canonical(value: Any) -> Any:
-    """``value`` with whole floats as ints (``margin=2`` and ``2.0`` are one option, one hash)."""
+def canonical_value(value: Any) -> Any:
+    """An option's value as its records hold it: whole floats as ints (``margin=2`` and
+    ``2.0`` are one option, one hash), tuples as lists."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
+        return [canonical_value(v) for v in value]
     return value
 
 
 _STEPS: dict[str, StepSpec] = {}
 #: Modules whose import registers the built-in steps, in run order (imported on first use).
-_BUILTIN_MODULES = ("wsikit.run.builtin_steps", "wsikit.run.store_step")
+_BUILTIN_MODULES = ("wsikit.run.builtin_steps", "wsikit.run.select_stage",
+                    "wsikit.run.store_step")
 _builtin_loaded = False
 
 
@@ -284,6 +292,23 @@ def resolve_steps(names: Sequence[str] | str) -> tuple[str, ...]:
 
 
 # --------------------------------------------------------------------------- context
+@dataclass
+class Artifacts:
+    """What the steps of one slide made in this run, as typed objects, for the steps after them
+    (a step reused from an earlier run leaves its field ``None``: the next one reads its file,
+    through :meth:`SlideContext.mask` and its siblings).
+
+    ``extra`` holds plugin steps' own objects, by name.
+    """
+
+    mask: TissueMask | None = None
+    grid: TileGrid | None = None
+    embeddings: Embeddings | None = None
+    attention: Attention | None = None
+    result: EvidenceResult | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
 class SlideContext:
     """What a step sees: the slide, the job folder, options, the device and shared caches.
 
@@ -300,24 +325,25 @@ class SlideContext:
         ``"cpu"`` or a torch device string inside this worker (``"cuda:0"``).
     cache : dict
         Lives as long as the worker (models and open figure indexes are built once).
-    artifacts : dict
-        In-memory results of earlier steps of this slide (``"mask"``, ``"grid"``, ...).
+    artifacts : Artifacts
+        Typed results of earlier steps of this slide in this run (mask, grid, ...).
     records : dict
         Step records of this slide so far (previous run's reusable ones included).
     previous : dict or None
         While a step runs: its own record from the previous run, when it had one that is not
         reused (e.g. the segment step sees that its GeoJSON was edited since).
     force : bool
-        Recompute from scratch (``wsikit select --force``): no earlier output is adopted.
+        Recompute from scratch (``--force``): no earlier output is adopted.
     fingerprint : str
-        The slide's content fingerprint, computed once per run (given by a driver that has it
-        already, else on first use) and passed to every ``slide_ops`` check of the steps.
+        The slide's content fingerprint, computed once per run (by :func:`wsikit.run.
+        slide_run.run_slide`, under the slide's lock) and passed to every check of the steps.
     """
 
     def __init__(self, slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
                  device: str = "cpu", cache: dict[Any, Any] | None = None,
-                 records: Mapping[str, Any] | None = None, handle: Any = None,
-                 force: bool = False, fingerprint: str | None = None) -> None:
+                 records: Mapping[str, Any] | None = None, handle: Slide | None = None,
+                 force: bool = False, fingerprint: str | None = None,
+                 requested: Sequence[str] = ()) -> None:
         self.slide = slide
         self.job = job
         self.config = config
@@ -325,16 +351,20 @@ class SlideContext:
         self.layout = job.layout
         self.device = device
         self.force = force
+        #: The steps the command asked for (the others only run because these need them).
+        self.requested = tuple(requested)
         self.cache = cache if cache is not None else {}
-        self.artifacts: dict[str, Any] = {}
+        self.artifacts = Artifacts()
         self.records: dict[str, Any] = dict(records or {})
         self.previous: dict[str, Any] | None = None
         self.current: str | None = None
         self._outputs: dict[str, Path] = {}
         self._files: dict[str, str] = {}
-        self._handle: Any = handle
+        self._handle = handle
         self._owns_handle = handle is None
         self._fingerprint = fingerprint
+        #: Called with the records after each step that ran (the run writes the state).
+        self.checkpoint: Callable[[Mapping[str, Any]], Any] | None = None
 
     @property
     def slide_id(self) -> str:
@@ -350,13 +380,13 @@ class SlideContext:
             self._fingerprint = slide_fingerprint(self.slide.path)
         return self._fingerprint
 
-    def open(self) -> Any:
-        """The open :class:`wsikit.slide.Slide` (opened once per slide, closed by
-        :func:`run_slide`; a handle given to the context stays open)."""
+    def open(self) -> Slide:
+        """The open :class:`wsikit.slide.Slide` (opened once per slide, closed by the run; a
+        handle given to the context stays open)."""
         if self._handle is None:
             from .cohort_slide import open_cohort_slide
 
-            self._handle = open_cohort_slide(self.slide)  # --mpp only where none is known
+            self._handle = open_cohort_slide(self.slide, backend=self.config.backend)
         return self._handle
 
     def close(self) -> None:
@@ -364,6 +394,47 @@ class SlideContext:
             with contextlib.suppress(Exception):
                 self._handle.close()
             self._handle = None
+
+    # -- the typed inputs of a step: made earlier in this run, else read from their file
+    def mask(self) -> TissueMask:
+        """The slide's tissue mask: the segment step's, or its mask PNG read back pixel for
+        pixel (with the artefact labels), so a resumed run makes the grid of a fresh one."""
+        if self.artifacts.mask is None:
+            from ..tissue.mask import TissueMask
+
+            slide = self.open()
+            png = self.output_path("segment", "mask")
+            mask = TissueMask.from_png(png, level0_size=slide.dimensions, slide_mpp=slide.mpp,
+                                       slide_name=slide.name)
+            self.artifacts.mask = mask.with_artefacts_png(self.layout.artefacts(
+                self.slide_id)["png"])
+        return self.artifacts.mask
+
+    def grid(self) -> TileGrid:
+        """The slide's patch grid: the patch step's, or its coordinate file."""
+        if self.artifacts.grid is None:
+            from ..patches.grid import TileGrid
+
+            self.artifacts.grid = TileGrid.from_h5(self.output_path("patch", "coords"))
+        return self.artifacts.grid
+
+    def embeddings(self) -> Embeddings:
+        """The slide's patch features: the features step's, or its feature file."""
+        if self.artifacts.embeddings is None:
+            from ..features.extract import Embeddings
+
+            self.artifacts.embeddings = Embeddings.from_h5(
+                self.output_path("features", "features"))
+        return self.artifacts.embeddings
+
+    def attention(self) -> Attention:
+        """The slide's per-patch attention: the attention step's, or its file."""
+        if self.artifacts.attention is None:
+            from ..selection.attention import Attention
+
+            self.artifacts.attention = Attention.from_h5(
+                self.output_path("attention", "attention"))
+        return self.artifacts.attention
 
     def path(self, folder: str, filename: str) -> Path:
         """``JOBDIR/<folder>/<filename>`` (folder created), for plugin steps' own outputs."""
@@ -390,7 +461,7 @@ class SlideContext:
     def add_input_file(self, path: str | Path) -> None:
         """Declare a file from outside the job folder the step's output depends on (a model's
         weight file): its SHA-256 goes into the step's record, and a later run reuses the
-        step only while the file still has it (``select`` and ``batch`` alike)."""
+        step only while the file still has it (the one staleness check of every run)."""
         resolved = str(Path(path).resolve())
         self._files[resolved] = file_sha256(resolved)
 
@@ -403,177 +474,9 @@ class SlideContext:
         return self.job.absolute(record["outputs"][key]["path"])
 
 
-# --------------------------------------------------------------------------- runner
-def _tail(tb: str, lines: int = 25) -> str:
-    return "\n".join(tb.rstrip().splitlines()[-lines:])
-
-
-def _input_digests(spec: StepSpec, records: Mapping[str, Any]) -> dict[str, str]:
-    """A digest of the recorded outputs of each step ``spec`` requires (its inputs).
-
-    Stored in the step's record: a step whose inputs were remade since (an upstream step
-    recomputed, e.g. after its GeoJSON was edited) is recomputed too, never reused stale.
-    """
-    out = {}
-    for req in spec.requires:
-        rec = records.get(req)
-        if rec is not None:
-            blob = json.dumps({k: v.get("sha256") for k, v in sorted(
-                (rec.get("outputs") or {}).items())}, sort_keys=True)
-            out[req] = hashlib.sha256(blob.encode()).hexdigest()[:16]
-    return out
-
-
 def file_sha256(path: str) -> str:
     """SHA-256 of a weight file (:func:`wsikit.models.hub.weights_sha256`: hashed once per
     process for each path, size and mtime; a Hugging Face blob's name is its hash)."""
     from ..models.hub import weights_sha256
 
     return weights_sha256(path)
-
-
-def files_unchanged(record: Mapping[str, Any], step: str = "") -> bool:
-    """Whether every outside file a step record depends on (``record["files"]``: a weight
-    file and its SHA-256) still has the recorded checksum; warns naming the first that does
-    not (the step then runs again)."""
-    for path, digest in (record.get("files") or {}).items():
-        try:
-            now = file_sha256(path)
-        except OSError:
-            now = None
-        if now != digest:
-            what = "is gone" if now is None else "changed (checksum differs)"
-            warnings.warn(f"{path} {what} since step {step!r} used it; the step runs again",
-                          UserWarning, stacklevel=3)
-            return False
-    return True
-
-
-def _warn_changed(job: JobFolder, step: str, outputs: Mapping[str, Any]) -> None:
-    """Warn about each recorded output that still exists but changed since it was recorded
-    (damaged, or edited by hand): the step runs again instead of trusting it."""
-    from ..outputs.cache_record import sha256_file
-
-    for record in outputs.values():
-        path = job.absolute(str(record.get("path", "")))
-        if path.is_file() and record.get("sha256") and sha256_file(path) != record["sha256"]:
-            warnings.warn(f"{path} changed since wsikit wrote it (checksum differs); step "
-                          f"{step!r} runs again", UserWarning, stacklevel=3)
-
-
-@dataclass
-class StepsRun:
-    """What :func:`run_steps` did: the slide's records, the steps reused, and the skip that
-    ended the slide early (a step raising :class:`SkipSlide`, now or in a reused record)."""
-
-    records: dict[str, Any]
-    reused: list[str]
-    skipped: str | None = None
-    skipped_at: str | None = None
-
-
-def run_steps(ctx: SlideContext, names: Sequence[str], *, verify: bool = False) -> StepsRun:
-    """Run ``names`` on ``ctx``'s slide in order, reusing what is still valid; raises.
-
-    A step is reused when its previous record (``ctx.records``) has the same config hash, the
-    same input digests and intact outputs (sizes; SHA-256 with ``verify`` or when touched).
-    A step's exception propagates (``ctx.current`` names the step); records made so far are
-    in ``ctx.records``.
-    """
-    records: dict[str, Any] = dict(ctx.records) if not ctx.force else {}
-    ctx.records = records
-    run = StepsRun(records=records, reused=[])
-    for name in names:
-        spec = get_step(name)
-        ctx.current = name
-        chash = spec.config_hash(ctx.config)
-        old: dict[str, Any] = records.get(name) or {}
-        inputs = _input_digests(spec, records)
-        same = (bool(old) and old.get("config") == chash and old.get("inputs", inputs) == inputs
-                and files_unchanged(old, name))
-        if same and ctx.job.outputs_intact(old.get("outputs", {}), verify=verify):
-            run.reused.append(name)
-            if old.get("skipped"):
-                run.skipped, run.skipped_at = str(old["skipped"]), name
-                break
-            continue
-        if same:  # only its own files can have failed the check: say which changed
-            _warn_changed(ctx.job, name, old.get("outputs") or {})
-        records.pop(name, None)
-        ctx.previous = old if old.get("config") == chash else None
-        ctx._outputs, ctx._files = {}, {}
-        ts = time.perf_counter()
-        skip: SkipSlide | None = None
-        try:
-            info = spec.func(ctx) or {}
-        except SkipSlide as exc:
-            skip, info = exc, dict(exc.info)
-        outputs = ctx.job.record_outputs(ctx._outputs)
-        records[name] = {"config": chash, "inputs": inputs, "outputs": outputs, "info": info,
-                         "seconds": round(time.perf_counter() - ts, 4),
-                         "device": ctx.device if spec.device else "cpu",
-                         **({"files": dict(ctx._files)} if ctx._files else {})}
-        if skip is not None:
-            # The slide ends here on purpose; later steps of it are not run.
-            records[name]["skipped"] = str(skip)
-            run.skipped, run.skipped_at = str(skip), name
-            break
-    ctx.current = None
-    return run
-
-
-def run_slide(slide: CohortSlide, job: JobFolder, config: BatchConfig, *,
-              steps: Sequence[str] | None = None, device: str = "cpu",
-              cache: dict[Any, Any] | None = None,
-              previous: Mapping[str, Any] | None = None, verify: bool = False,
-              fingerprint: str | None = None) -> dict[str, Any]:
-    """Run ``steps`` on one slide with :func:`run_steps`; never raises for a slide's own failure.
-
-    Parameters
-    ----------
-    slide, job, config
-        What to process, where, and how.
-    steps : sequence of str, optional
-        Subset of ``config.steps`` to run now (the Ray engine splits CPU and device steps).
-    device : str
-        Torch device inside this process.
-    cache : dict, optional
-        Worker-lifetime cache (encoders).
-    previous : mapping, optional
-        Step records from the slide's earlier state; a step is reused when its config hash
-        matches and its outputs are intact.
-    fingerprint : str, optional
-        The slide's content fingerprint when the driver computed it already (else computed
-        once, on first use, by the context).
-
-    Returns
-    -------
-    dict
-        ``status`` ("done" | "failed" | "skipped"), ``steps`` (records with outputs and SHA-256),
-        ``error`` (type, message, step, traceback tail) when failed, ``reason`` when skipped,
-        ``seconds``, ``n_patches``, ``reused`` (steps taken from the previous run).
-    """
-    names = tuple(steps) if steps is not None else tuple(config.steps)
-    load_plugins(config.plugins)
-    ctx = SlideContext(slide, job, config, device=device, cache=cache, records=previous,
-                       fingerprint=fingerprint)
-    t0 = time.perf_counter()
-    result: dict[str, Any] = {"slide_id": slide.slide_id, "status": "done", "device": device}
-    reused: list[str] = []
-    try:
-        run = run_steps(ctx, names, verify=verify)
-        reused = run.reused
-        if run.skipped is not None:
-            result.update(status="skipped", reason=run.skipped, step=run.skipped_at)
-    except Exception as exc:
-        result.update(status="failed", error={
-            "type": type(exc).__name__, "message": error_message(exc), "step": ctx.current,
-            "traceback": _tail(traceback.format_exc())})
-    finally:
-        ctx.close()
-    records = ctx.records
-    result["steps"] = records
-    result["reused"] = reused
-    result["seconds"] = round(time.perf_counter() - t0, 4)
-    result["n_patches"] = int((records.get("patch") or {}).get("info", {}).get("n_patches", 0))
-    return result

@@ -44,11 +44,9 @@ def _store_url(ctx: SlideContext, encoder: str) -> str:
                description="features also into a zarr store (--store zarr)")
 def store_step(ctx: SlideContext) -> dict[str, Any]:
     """Copy the slide's features into the zarr feature store, atomically per slide."""
-    from ..features.extract import Embeddings
     from ..features.store import open_store
 
-    emb = ctx.artifacts.get("embeddings") or Embeddings.from_h5(
-        ctx.output_path("features", "features"))
+    emb = ctx.embeddings()
     url = _store_url(ctx, emb.encoder)
     store = ctx.cache.get(("zarr-store", url))
     if store is None:

@@ -87,7 +87,10 @@ def _folder_fingerprint(folder: Path) -> str:
     return f"{_VERSION}-dir{len(files)}-{digest.hexdigest()[:24]}"
 
 
-def _sidecar(output: Path) -> Path:
+def source_file(output: str | os.PathLike[str]) -> Path:
+    """The sidecar of ``output`` recording which slide it was made from
+    (``<output>.source.json``, :func:`write_source`)."""
+    output = Path(output)
     return output.with_name(output.name + ".source.json")
 
 
@@ -104,7 +107,7 @@ def write_source(output: str | os.PathLike[str], slide_path: str | os.PathLike[s
     """
     from .._atomic import write_json_atomic
 
-    sidecar = _sidecar(Path(output))
+    sidecar = source_file(Path(output))
     slide = Path(slide_path).resolve()
     # the slide absolute and relative to the sidecar: a job moved with its slides keeps both
     try:
@@ -122,7 +125,7 @@ def written_sha256(output: str | os.PathLike[str]) -> tuple[bool, str | None]:
     """``(known, sha256)``: the SHA-256 of ``output`` as wsikit wrote it (``None``: a file it
     adopted from the user); ``known`` is False for sidecars that do not record it."""
     try:
-        data: Any = json.loads(_sidecar(Path(output)).read_text(encoding="utf-8"))
+        data: Any = json.loads(source_file(Path(output)).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False, None
     if not isinstance(data, dict) or "written_sha256" not in data:
@@ -140,7 +143,7 @@ def check_source(output: str | os.PathLike[str], fingerprint: str) -> str:
         ``unknown``: no (readable) sidecar, e.g. a GeoJSON placed by hand or drawn in QuPath.
     """
     try:
-        data: Any = json.loads(_sidecar(Path(output)).read_text(encoding="utf-8"))
+        data: Any = json.loads(source_file(Path(output)).read_text(encoding="utf-8"))
         recorded = data["fingerprint"]
     except (OSError, ValueError, KeyError, TypeError):
         return "unknown"
@@ -150,7 +153,7 @@ def check_source(output: str | os.PathLike[str], fingerprint: str) -> str:
 def recorded_slide(output: str | os.PathLike[str]) -> str | None:
     """Path of the slide recorded for ``output`` (None without a sidecar): the one relative
     to the sidecar when it exists (a moved job), else the absolute one recorded."""
-    sidecar = _sidecar(Path(output))
+    sidecar = source_file(Path(output))
     try:
         data = json.loads(sidecar.read_text(encoding="utf-8"))
         recorded = str(data["slide"])

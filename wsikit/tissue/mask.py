@@ -1170,7 +1170,7 @@ class TissueMask:
                 mask = np.asarray(im.convert("L")) > 127
         except OSError as exc:
             raise TissueError(f"{path}: cannot read the tissue mask PNG ({exc}); delete it "
-                              f"or pass {option('resegment')}") from exc
+                              f"or pass {option('force')}") from exc
         W, H = int(level0_size[0]), int(level0_size[1])
         h, w = mask.shape
         eff_mpp = float(slide_mpp) * 0.5 * (W / w + H / h)
@@ -1203,7 +1203,7 @@ class TissueMask:
         from .geojson import fill_polygon, read_features, read_json
 
         fix = (f"fix the feature (e.g. in QuPath) or delete the file, or pass "
-               f"{option('resegment')} (select: {option('force')}) to segment again")
+               f"{option('force')} to segment again")
         if isinstance(src, Mapping):
             data: Any = src
             where = "GeoJSON"
