@@ -7,9 +7,12 @@ and label (else by its order in the PDF) and analysed with
 :func:`wsikit.evidence.panels.analyse_figure` (caption split, panels, kind per panel, kind of
 the figure). Scored:
 
-* **kind accuracy**: the figure's kind equals the hand label, over all figures, over the
-  ``dev`` figures (looked at while the rule was written) and over the ``held-out`` ones
-  (labelled before the rule ever ran on them); a confusion table (rows: truth);
+* **kind accuracy**: the figure's kind equals the hand label, over the parts of the labels
+  (``set``): ``dev`` (looked at while the first rule was written), ``held-out-1`` (labelled
+  before the first rule ran on them, then used with ``dev`` to tune the second) and
+  ``held-out-2`` (25 more PDFs labelled before any version of the rule ran on them, never
+  tuned on: the number to quote); a confusion table (rows: truth); ``--before`` puts an
+  earlier run's scores beside these;
 * **micrograph nodes**: a figure "is matched by default" when it, or one of its panels, gets
   kind ``micrograph``; precision and recall of that against the hand label ``has_micrograph``
   (what a slide region can meet under ``--match-kinds micrograph``);
@@ -52,6 +55,15 @@ from wsikit.evidence.panels import FigureAnalysis, analyse_figure
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_LABELS = HERE / "data" / "figure_kinds.json"
+#: The parts scored: the figures the rule was tuned on, and the ones labelled before any
+#: version of the rule ran on them and never tuned on.
+SETS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("tuned (dev + held-out-1)", frozenset({"dev", "held-out-1"})),
+    ("dev", frozenset({"dev"})),
+    ("held-out-1", frozenset({"held-out-1"})),
+    ("held-out-2 (never tuned on)", frozenset({"held-out-2"})),
+    ("all", frozenset({"dev", "held-out-1", "held-out-2"})),
+)
 
 
 def find_pdf(row: dict[str, Any], dirs: list[Path]) -> Path | None:
@@ -123,8 +135,8 @@ def kind_table(rows: list[dict[str, Any]]) -> list[str]:
     """Markdown lines: accuracy by set, confusion table, per-kind recall and precision."""
     scored = [r for r in rows if r.get("found") and not r.get("ambiguous")]
     lines = ["| figures | correct | accuracy |", "|---|---:|---:|"]
-    for name, part in (("all", scored), ("dev", [r for r in scored if r["set"] == "dev"]),
-                       ("held-out", [r for r in scored if r["set"] == "held-out"])):
+    for name, sets in SETS:
+        part = [r for r in scored if r["set"] in sets]
         ok = sum(r["pred"] == r["kind"] for r in part)
         lines.append(f"| {name} ({len(part)}) | {ok} | {ok / max(len(part), 1):.1%} |")
     lines += ["", "Confusion (rows: hand label, columns: found; all scored figures):", "",
@@ -149,8 +161,8 @@ def micro_table(rows: list[dict[str, Any]]) -> list[str]:
     scored = [r for r in rows if r.get("found") and not r.get("ambiguous")]
     lines = ["| set | figures with micrographs | found | recall | figures matched by default "
              "| of them with micrographs | precision |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for name, part in (("all", scored), ("dev", [r for r in scored if r["set"] == "dev"]),
-                       ("held-out", [r for r in scored if r["set"] == "held-out"])):
+    for name, sets in SETS:
+        part = [r for r in scored if r["set"] in sets]
         truth = [r for r in part if r["has_micrograph"]]
         pred = [r for r in part if r["pred_micro"]]
         tp = sum(r["has_micrograph"] and r["pred_micro"] for r in part)
@@ -168,12 +180,15 @@ def panel_table(rows: list[dict[str, Any]]) -> list[str]:
     """Markdown lines: panels found for multi-panel figures holding micrographs."""
     part = [r for r in rows if r.get("found") and r["has_micrograph"] and r.get("panels")
             and r["panels"] >= 2]
-    ok = sum(r["pred_panels"] == r["panels"] for r in part)
     counted = [r for r in rows if r.get("found") and r.get("panels")]
     exact = sum(r["pred_panels"] == (r["panels"] if r["panels"] >= 2 else 0) for r in counted)
-    lines = [f"{ok} of {len(part)} multi-panel figures holding micrographs "
-             f"({ok / max(len(part), 1):.0%}) have exactly the hand-counted number of panels. "
-             f"Over every figure with a hand count (charts and diagrams too; one panel = none "
+    lines = ["| set | multi-panel figures holding micrographs | panels exact | share |",
+             "|---|---:|---:|---:|"]
+    for name, sets in SETS:
+        sub = [r for r in part if r["set"] in sets]
+        ok = sum(r["pred_panels"] == r["panels"] for r in sub)
+        lines.append(f"| {name} | {len(sub)} | {ok} | {ok / max(len(sub), 1):.0%} |")
+    lines += ["", f"Over every figure with a hand count (charts and diagrams too; one panel = none "
              f"found), {exact} of {len(counted)} ({exact / max(len(counted), 1):.0%}) are "
              "exact: charts are often cut into more pieces (a plot and its risk table), which "
              "matching never sees (charts are not matched by default).",
@@ -184,6 +199,41 @@ def panel_table(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"| {r['file']} p{r['page']} {r['label']} | {r['set']} | {r['kind']} / "
                      f"{r['pred']} | {r['panels']} / {r['pred_panels']} | {kinds} |")
     return lines
+
+
+def scores(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per set: kind correct / scored, panels exact / multi-panel micrograph figures."""
+    scored = [r for r in rows if r.get("found") and not r.get("ambiguous")]
+    out = {}
+    for name, sets in SETS:
+        part = [r for r in scored if r["set"] in sets]
+        multi = [r for r in rows if r.get("found") and r["set"] in sets and r["has_micrograph"]
+                 and r.get("panels") and r["panels"] >= 2]
+        out[name] = {"kind_ok": sum(r["pred"] == r["kind"] for r in part), "kind_n": len(part),
+                     "panels_ok": sum(r["pred_panels"] == r["panels"] for r in multi),
+                     "panels_n": len(multi)}
+    return out
+
+
+def before_after(rows: list[dict[str, Any]], before: dict[str, Any]) -> list[str]:
+    """Markdown lines: an earlier run's scores (``before``, as :func:`scores` gives them, with
+    a ``note`` saying what it was) beside this run's, set by set."""
+    now = scores(rows)
+    lines = [f"Before / after ({before.get('note', 'earlier run')}):", "",
+             "| set | kind before | kind after | panels before | panels after |",
+             "|---|---:|---:|---:|---:|"]
+
+    def cell(d: dict[str, int] | None, key: str) -> str:
+        if not d or not d.get(f"{key}_n"):
+            return "-"
+        ok, n = d[f"{key}_ok"], d[f"{key}_n"]
+        return f"{ok}/{n} ({ok / n:.1%})"
+
+    for name, _ in SETS:
+        b = before.get("sets", {}).get(name)
+        lines.append(f"| {name} | {cell(b, 'kind')} | {cell(now[name], 'kind')} | "
+                     f"{cell(b, 'panels')} | {cell(now[name], 'panels')} |")
+    return [*lines, ""]
 
 
 def run_ranking(pdfs: list[Path], tiles: Path, k: int = 5) -> list[str]:
@@ -228,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="PDFs to build the ranking index from")
     ap.add_argument("--tiles", type=Path, default=None, help="folder of real H&E tiles (PNG)")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "bench_figure_kinds.md")
+    ap.add_argument("--before", type=Path, default=None,
+                    help="JSON of an earlier run's scores per set, shown beside this run's")
     args = ap.parse_args(argv)
 
     labels = json.loads(args.labels.read_text(encoding="utf-8"))
@@ -245,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{np.mean(secs):.2f} s per figure on average, {max(secs):.2f} s at most, one CPU "
           f"core (run {time.perf_counter() - t0:.0f} s including PDF extraction).", "",
           "## Kind accuracy (target >= 90 %)", "", *kind_table(rows), "",
+          *(before_after(rows, json.loads(args.before.read_text(encoding="utf-8")))
+            if args.before else []),
           "## What default matching meets (micrograph nodes)", "", *micro_table(rows), "",
           "## Panels of multi-panel figures holding micrographs (target >= 80 %)", "",
           *panel_table(rows), "",

@@ -53,3 +53,15 @@ def synthetic_small_slide(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("slides") / "synthetic_small.svs"
     spec = SyntheticSpec(2048, 1536, mpp=0.5, dense=[(800, 400, 600, 600)])
     return write_synthetic_slide(path, spec, downsamples=(1, 4), app_mag=20)
+
+
+@pytest.fixture
+def no_weights(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No model weights to find: an empty Hugging Face cache, offline, no weights config file
+    and no ``WSIKIT_WEIGHTS_*`` variables."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("WSIKIT_CONFIG", str(tmp_path / "weights.toml"))
+    for var in [v for v in os.environ if v.startswith("WSIKIT_WEIGHTS_")]:
+        monkeypatch.delenv(var)

@@ -61,8 +61,14 @@ def test_all_lists_every_public_name_once() -> None:
 #: FigureAnalysis, Panel, analyse_figure, find_panels, split_caption (wsikit.evidence.panels);
 #: issue 40 added 2: wsikit.tissue.mask.glass_reference and
 #: wsikit.slide.mpp_estimate.estimate_mpp_from_nuclei; issue 36 item 5 added 14: corpus
-#: ingestion (ingest_corpus, its summary types, FigureBank, the document reader registry).
-EXPORT_BUDGET = 716
+#: ingestion (ingest_corpus, its summary types, FigureBank, the document reader registry);
+#: issue 39 added TorchExactIndex (exact search on CUDA without faiss-gpu), issue 40 item 8
+#: models_needed and check_weights_found (wsikit.models.preflight); 2 helpers left the list.
+#: Issue 37 added 12: heatmap layers (wsikit.look.heatmap: HeatmapLayer, layer_tile and its
+#: legend; wsikit.look.layer_files: layers from a run's outputs and from user files) and 15 for
+#: the heatmap files, the command's function and options, and the question that steers the
+#: regions (wsikit.selection.question).
+EXPORT_BUDGET = 745
 
 #: Exported constants in a file another change is rewriting, documented there; do not add to.
 UNDOCUMENTED_OK = {"wsikit.run.builtin_steps.FEATURE_KEYS",

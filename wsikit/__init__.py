@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # the lazy names below, typed for checkers and IDEs
     from .outputs.layout import OutputLayout
     from .patches.grid import TileGrid, make_grid
     from .run.demos import demo
+    from .run.heatmaps import heatmap
     from .run.options import (
         GridOptions,
         MatchOptions,
@@ -103,6 +104,7 @@ _LAZY: dict[str, str] = {
     "render_report": "wsikit.look.report",
     "write_report": "wsikit.look.report",
     "select": "wsikit.run.pipeline",
+    "heatmap": "wsikit.run.heatmaps",
     "demo": "wsikit.run.demos",
     # evidence
     "FigureNode": "wsikit.evidence",
@@ -169,6 +171,7 @@ __all__ = [
     "render_report",
     "write_report",
     "select",
+    "heatmap",
     "demo",
     "FigureNode",
     "FigureIndex",

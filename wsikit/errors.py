@@ -24,6 +24,8 @@ Catch :class:`WsikitError` to handle every error that wsikit raises on purpose.
 
 from __future__ import annotations
 
+import errno
+
 __all__ = [
     "WsikitError",
     "SlideError",
@@ -101,3 +103,30 @@ class CacheError(WsikitError):
 
 class SlideBusyError(WsikitError):
     """Another live job holds the lock of a slide's outputs; the message names it."""
+
+
+def os_error_message(exc: OSError) -> str:
+    """``OSError`` as one line naming the file and what to check."""
+    names = [n for n in (exc.filename, exc.filename2) if n is not None]
+    where = " -> ".join(str(n) for n in names) or "a file"
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if isinstance(exc, (NotADirectoryError, FileExistsError)):
+        fix = "a file is in the way of an output folder; choose another output folder"
+    elif isinstance(exc, PermissionError):
+        fix = "check the permissions, or choose another output folder"
+    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free disk space or choose another output folder"
+    elif isinstance(exc, FileNotFoundError):
+        fix = "check the path"
+    else:
+        fix = "check the path, the disk and the permissions"
+    return f"cannot access {where}: {reason}; {fix}"
+
+
+def error_message(exc: BaseException) -> str:
+    """The one line a user reads for ``exc``: its message, and for a file-system error the file
+    and the fix (:func:`os_error_message`), as the command line prints it, also where a batch
+    records a slide's failure."""
+    if isinstance(exc, OSError) and not isinstance(exc, WsikitError):
+        return os_error_message(exc)
+    return str(exc) or repr(exc)

@@ -236,3 +236,33 @@ def test_figures_extract_checks_every_pdf_first(tmp_path, capsys) -> None:
                  str(out)]) == 2
     assert "typo.pdf" in _error_line(capsys.readouterr().err, "figures extract")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("argv", [["info", "{f}"], ["select", "{f}", "--out", "o"],
+                                  ["features", "{f}", "--out", "o"],
+                                  ["batch", "{f}", "--out", "o"]])
+def test_a_file_name_starting_with_a_dash_gets_the_fix(argv, tiny_svs, tmp_path, monkeypatch,
+                                                       capsys):
+    """A slide named ``-rf.svs`` is read as an option by argparse: the error says so and how
+    to pass it (``./-rf.svs`` or ``--``), and both ways work (issue 40, 7c)."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(tiny_svs, tmp_path / "-rf.svs")
+    with pytest.raises(SystemExit) as exc:
+        main([a.format(f="-rf.svs") for a in argv])
+    assert exc.value.code == 2
+    line = _error_line(capsys.readouterr().err, argv[0])
+    assert "'-rf.svs' was read as an option" in line and "./-rf.svs" in line
+    assert f"wsikit {argv[0]} -- -rf.svs" in line
+    if argv[0] == "info":
+        assert main(["info", "./-rf.svs"]) == 0
+        assert main(["info", "--", "-rf.svs"]) == 0
+
+
+def test_a_negative_number_or_an_unknown_option_gets_no_file_hint(capsys):
+    from wsikit.cli._common import dash_file_names
+
+    assert dash_file_names(["-1", "--min-score", "-0.5", "-k", "--bogus", "-x"],
+                           {"--min-score", "-k"}) == []
+    assert dash_file_names(["-rf.svs", "-a/b", "--", "-c.svs"], set()) == ["-rf.svs", "-a/b"]

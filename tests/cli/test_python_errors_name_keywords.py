@@ -133,15 +133,6 @@ CASES: dict[str, tuple[Callable[..., None], str, str]] = {
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
 
 
-@pytest.fixture
-def clean_weights(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("WSIKIT_CONFIG", str(tmp_path / "none.toml"))
-    monkeypatch.delenv("WSIKIT_WEIGHTS_TITAN", raising=False)
-
-
 def _message(area: str, tmp: Path, slide: Path) -> str:
     raise_it = CASES[area][0]
     args = (tmp, slide) if area in ("slide_ops", "slide", "features") else (tmp,)
@@ -152,7 +143,7 @@ def _message(area: str, tmp: Path, slide: Path) -> str:
 
 @pytest.mark.parametrize("area", sorted(CASES))
 def test_python_names_keywords_the_cli_names_flags(area: str, tmp_path: Path, tiny_svs: Path,
-                                                   clean_weights: None) -> None:
+                                                   no_weights: None) -> None:
     if area == "features" and torch.cuda.is_available():
         pytest.skip("CUDA is available here, so device='cuda' is not an error")
     _, python, flag = CASES[area]

@@ -99,3 +99,26 @@ def test_slide_encoder_is_refused_for_figures(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--encoder titan" in err and "heuristic" in err and "weights" not in err
     assert not (tmp_path / "idx").exists()
+
+
+def test_a_source_without_figures_is_named(demo_pdf: Path, tmp_path: Path, capsys):
+    """"no figures to index" named no PDF, and 'figures extract' printed no count per
+    document (issue 40, 7c and 11): each document gets its line, and one without figures says
+    why and what to try."""
+    from wsikit.evidence import write_synthetic_pdf
+
+    empty = write_synthetic_pdf(tmp_path / "no figures.pdf", [], n_pages=1)
+    assert main(["index", "build", str(empty), "--out", str(tmp_path / "i")]) == 2
+    err = capsys.readouterr().err
+    assert f"no figures to index: {empty}: no captioned figure" in err and "--uncaptioned" in err
+    assert not (tmp_path / "i").exists()
+    assert main(["index", "build", str(empty), str(demo_pdf), "--out",
+                 str(tmp_path / "j")]) == 0
+    assert f"warning: {empty}: no captioned figure" in capsys.readouterr().err
+    assert main(["figures", "extract", str(empty), str(demo_pdf), "--out",
+                 str(tmp_path / "f")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (f"{empty}: 0 figure(s) (no captioned figure of at least 100 px found; "
+                        "--uncaptioned also keeps graphics without a caption)")
+    assert lines[1] == f"{demo_pdf}: 4 figure(s)"
+    assert lines[2].startswith("4 figure(s) (0 without caption)")

@@ -183,3 +183,59 @@ def test_figure_kind_round_trips():
     kind = classify_figure_kind(_axes_chart(), caption="ROC curve")
     again = FigureKind.from_dict(json.loads(json.dumps(kind.to_dict())))
     assert again == kind and again.kind == "chart"
+
+
+def _blot(rng: np.random.Generator, width: int = 320) -> np.ndarray:
+    """A western-blot strip: a grey membrane with film grain and four dark bands."""
+    strip = np.clip(rng.normal(205, 12, (34, width, 1)), 0, 255).repeat(3, axis=2)
+    for i, depth in enumerate((130, 110, 80, 40)):
+        x = 20 + i * (width - 40) // 4
+        strip[10:24, x:x + (width - 40) // 6] -= depth
+    return np.clip(strip, 0, 255).astype(np.uint8)
+
+
+def test_blot_strips_are_membranes_not_flat_bars():
+    from wsikit.evidence.kinds import blot_strips
+
+    rng = np.random.default_rng(3)
+    fig = np.full((260, 400, 3), 255, np.uint8)
+    fig[30:64, 40:360] = _blot(rng)
+    fig[120:150, 40:360] = 120                   # the flat grey bar of a bar chart
+    fig[200:230, 40:360] = 90                    # hatched bar: two flat tones
+    fig[200:230, 40:360:6] = 200
+    assert blot_strips(fig) == [(40, 32, 360, 64)]
+    assert blot_strips(np.full((100, 100, 3), 255, np.uint8)) == []
+
+
+def test_blots_make_a_photograph_or_beside_a_chart_a_mixed_figure():
+    from wsikit.evidence.panels import analyse_figure
+
+    rng = np.random.default_rng(4)
+    blots = np.full((140, 400, 3), 255, np.uint8)
+    blots[20:54, 40:360] = _blot(rng)
+    blots[80:114, 40:360] = _blot(rng)
+    alone = classify_figure_kind(blots, caption="Western blot of p38 and phospho-p38.")
+    assert alone.kind == "photograph" and alone.features["blots"] == 2, alone.reason
+    # the blots above a chart with axes and ticks: the blots are cut off as a label strip by
+    # the panel cut, yet the figure shows photographs beside a chart
+    fig = np.full((460, 400, 3), 255, np.uint8)
+    fig[:140] = blots
+    fig[160:460] = _axes_chart()
+    a = analyse_figure(fig, caption="(A) Western blot of p38. (B) Quantification, mean ± SD.")
+    assert a.kind.kind == "mixed", a.kind.reason
+
+
+def test_drawn_outlines_without_axes_are_a_diagram():
+    # an outline drawing (rings and slanted strokes, a long straight scale bar): its edges run
+    # every way, unlike the axes, bars and text of a chart
+    img = np.full((400, 400, 3), 255, np.uint8)
+    yy, xx = np.mgrid[:400, :400]
+    for cx, cy, r in ((120, 150, 80), (260, 220, 100), (200, 120, 40)):
+        d = np.hypot(xx - cx, yy - cy)
+        img[np.abs(d - r) < 1.5] = 0
+    for k in range(0, 160, 8):                   # hatching at 45 degrees
+        img[(np.abs((xx - yy) - k) < 1) & (xx > 200) & (xx < 330) & (yy > 150)] = 0
+    img[370:373, 40:200] = 0                     # scale bar
+    kind = classify_figure_kind(img)
+    assert kind.kind == "diagram" and kind.features["aligned"] < 0.32, kind.reason
+    assert classify_figure_kind(_axes_chart()).features["aligned"] > 0.5

@@ -116,3 +116,20 @@ def test_find_doi_and_bad_pdf(tmp_path: Path):
         read_pdf_figures(bad)
     with pytest.raises(EvidenceError, match="does not exist"):
         read_pdf_figures(tmp_path / "none.pdf")
+
+
+def test_a_glyph_mapped_to_a_control_character_is_shown_as_lost(tmp_path):
+    """Issue 40, 11: a font that maps '≥' to U+0003 left an invisible control character in
+    the caption (and in every prompt, report and manifest made from it)."""
+    import numpy as np
+
+    from wsikit.evidence.pdf import read_pdf_figures
+    from wsikit.evidence.synthetic_pdf import SyntheticFigure, write_synthetic_pdf
+
+    image = np.random.default_rng(0).integers(0, 255, (300, 300, 3)).astype(np.uint8)
+    pdf = write_synthetic_pdf(tmp_path / "c.pdf", [SyntheticFigure(
+        image=image, caption="Figure 1. Tumour cells \x03 50% of the area.", page=1)])
+    _, figures = read_pdf_figures(pdf)
+    caption = figures[0].caption
+    assert caption == "Figure 1. Tumour cells \ufffd 50% of the area."
+    assert not any(ord(c) < 32 for c in caption)

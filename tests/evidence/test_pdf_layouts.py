@@ -8,76 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _fpdf_paper import BODY, MM, column, inside, paper, pt, vector_plot
 
 from wsikit.errors import EvidenceError
 from wsikit.evidence import read_pdf_figures
 
 fpdf = pytest.importorskip("fpdf")
-
-BODY = ("SYNTHETIC body text of a generated test paper that carries no meaning at all and "
-        "only fills the column the way running text does in a journal article. ") * 3
-MM = 72 / 25.4  # points per millimetre
-
-
-def _paper(*, logo: bool = True, stamp: bool = True):
-    pdf = fpdf.FPDF(unit="mm", format="A4")
-    pdf.set_auto_page_break(False)
-    pdf.set_title("untitled")
-    rng = np.random.default_rng(3)
-    logo_img = rng.integers(0, 255, (60, 150, 3), dtype=np.uint8)
-
-    def page() -> None:
-        pdf.add_page()
-        if logo:  # the same small bitmap in every page's header
-            from PIL import Image
-
-            pdf.image(Image.fromarray(logo_img), x=170, y=6, w=25, h=10)
-        if stamp:  # a rotated margin stamp on every page
-            pdf.set_font("Helvetica", "", 7)
-            with pdf.rotation(90, x=8, y=250):
-                pdf.text(8, 250, "Downloaded from SYNTHETIC.example.org by a reader on 1 "
-                                 "January 2025; for testing only")
-    return pdf, page
-
-
-def _column(pdf, x: float, y: float, w: float, text: str = BODY) -> float:
-    pdf.set_font("Times", "", 10)
-    pdf.set_xy(x, y)
-    pdf.multi_cell(w, 4.6, text)
-    return pdf.get_y()
-
-
-def _vector_plot(pdf, x: float, y: float, w: float, h: float) -> None:
-    """Axes, ticks with labels, two curves and a legend, all vector."""
-    pdf.set_line_width(0.3)
-    pdf.set_draw_color(0, 0, 0)
-    pdf.line(x, y + h, x + w, y + h)
-    pdf.line(x, y, x, y + h)
-    pdf.set_font("Helvetica", "", 6)
-    for i in range(6):
-        tx = x + i * w / 5
-        pdf.line(tx, y + h, tx, y + h + 1.2)
-        pdf.text(tx - 1, y + h + 4, f"{i * 20}")
-        ty = y + h - i * h / 5
-        pdf.line(x - 1.2, ty, x, ty)
-        pdf.text(x - 6, ty + 1, f"{i / 5:.1f}")
-    pdf.set_draw_color(200, 30, 30)
-    pdf.polyline([(x + i * w / 20, y + h * (0.1 + 0.8 * (i / 20) ** 0.5)) for i in range(21)])
-    pdf.set_draw_color(30, 30, 200)
-    pdf.polyline([(x + i * w / 20, y + h * (0.1 + 0.5 * (i / 20))) for i in range(21)])
-    pdf.set_draw_color(0, 0, 0)
-    pdf.text(x + w / 2 - 8, y + h + 8, "Time (months)")
-    with pdf.rotation(90, x=x - 10, y=y + h / 2 + 8):
-        pdf.text(x - 10, y + h / 2 + 8, "Survival")
-
-
-def _inside(box, outer, tol=1.0) -> bool:
-    return (box[0] >= outer[0] - tol and box[1] >= outer[1] - tol and box[2] <= outer[2] + tol
-            and box[3] <= outer[3] + tol)
-
-
-def _pt(x_mm: float, y_mm: float, page_h_mm: float = 297.0) -> tuple[float, float]:
-    return x_mm * MM, (page_h_mm - y_mm) * MM
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +23,7 @@ def two_column_pdf(tmp_path_factory) -> Path:
     Page 2: a figure of four images with a side caption in a narrow left column; a table with
     a small image in a cell; a body line that starts "Figure 1 shows". Page 3: a full-width
     vector figure without caption; page 4: its caption at the top, then body text."""
-    pdf, page = _paper()
+    pdf, page = paper()
     page()
     pdf.set_font("Helvetica", "B", 16)
     pdf.set_xy(20, 20)
@@ -95,15 +31,15 @@ def two_column_pdf(tmp_path_factory) -> Path:
     pdf.set_font("Helvetica", "", 8)
     pdf.text(20, 36, "doi:10.5555/wsikit.layout.")
     pdf.text(20, 40, "0042 (a DOI broken at its line end)")
-    _column(pdf, 20, 46, 82)
-    _vector_plot(pdf, 32, 88, 66, 44)
+    column(pdf, 20, 46, 82)
+    vector_plot(pdf, 32, 88, 66, 44)
     pdf.set_font("Times", "", 9)
     for i, text in enumerate(["Figure 1. SYNTHETIC survival curves of two immuno-",
                               "histochemistry groups; the caption is double spaced",
                               "and runs over three lines."]):
         pdf.text(20, 150 + 7.5 * i, text)
-    _column(pdf, 108, 46, 82, BODY * 3)
-    _column(pdf, 20, 175, 82)
+    column(pdf, 108, 46, 82, BODY * 3)
+    column(pdf, 20, 175, 82)
 
     page()
     from PIL import Image
@@ -120,7 +56,7 @@ def two_column_pdf(tmp_path_factory) -> Path:
     pdf.multi_cell(52, 3.6, "Fig. 2 SYNTHETIC side caption printed in a narrow margin "
                             "column beside a figure of four panels (a-d), each one an "
                             "embedded image; the figure is one node.")
-    _column(pdf, 20, 125, 170)
+    column(pdf, 20, 125, 170)
     pdf.set_font("Times", "B", 9)
     pdf.text(20, 160, "Table 1. SYNTHETIC markers with a thumbnail in a cell")
     pdf.set_line_width(0.2)
@@ -138,11 +74,11 @@ def two_column_pdf(tmp_path_factory) -> Path:
                                     "shows the curves drawn as paths. " + BODY)
 
     page()
-    _vector_plot(pdf, 40, 40, 130, 150)
+    vector_plot(pdf, 40, 40, 130, 150)
     page()
     pdf.set_font("Times", "", 9)
     pdf.text(20, 25, "Figure 3. SYNTHETIC caption printed on the page after its figure.")
-    _column(pdf, 20, 32, 170, BODY * 2)
+    column(pdf, 20, 32, 170, BODY * 2)
     path = tmp_path_factory.mktemp("layouts") / "layouts.pdf"
     pdf.output(str(path))
     return path
@@ -158,10 +94,10 @@ def test_vector_figure_is_one_rendered_node(found):
     fig = next(f for f in figs if f.figure_label == "Figure 1")
     assert fig.page == 1 and fig.source == "rendered" and fig.dpi == 150
     # the region holds the axes, the tick labels and the rotated axis title, not the caption
-    left, top = _pt(20.5, 88)
-    right, bottom = _pt(100, 140)
-    assert _inside((left, bottom, right, top), fig.bbox, tol=2)
-    assert fig.bbox[1] > _pt(0, 148)[1]  # stops above the caption
+    left, top = pt(20.5, 88)
+    right, bottom = pt(100, 140)
+    assert inside((left, bottom, right, top), fig.bbox, tol=2)
+    assert fig.bbox[1] > pt(0, 148)[1]  # stops above the caption
     ink = (fig.image < 200).any(axis=2)
     assert ink.mean() > 0.01 and fig.image.shape[0] > 50
 
@@ -180,7 +116,7 @@ def test_side_caption_and_multi_image_figure(found):
     assert fig.caption.startswith("Fig. 2 SYNTHETIC side caption") and \
         fig.caption.endswith("the figure is one node.")
     # all four panels in one node
-    assert _inside((*_pt(80, 114)[:1], _pt(0, 114)[1], _pt(189, 0)[0], _pt(0, 30)[1]),
+    assert inside((*pt(80, 114)[:1], pt(0, 114)[1], pt(189, 0)[0], pt(0, 30)[1]),
                    fig.bbox, tol=3)
     assert sum(f.page == 2 for f in figs) == 1
 
@@ -251,9 +187,9 @@ def test_dense_scatter_and_centred_caption(tmp_path: Path):
     second line is shorter is read whole."""
     import time
 
-    pdf, page = _paper(logo=False, stamp=False)
+    pdf, page = paper(logo=False, stamp=False)
     page()
-    _column(pdf, 20, 20, 170)
+    column(pdf, 20, 20, 170)
     rng = np.random.default_rng(0)
     pdf.set_fill_color(40, 90, 160)
     for x, y in rng.normal(0, 1, (5000, 2)):
@@ -263,7 +199,7 @@ def test_dense_scatter_and_centred_caption(tmp_path: Path):
     pdf.multi_cell(150, 4.2, "Figure 1: SYNTHETIC scatter of five thousand points drawn as "
                              "vector paths, with a caption set centred\nover two lines.",
                    align="C")
-    _column(pdf, 20, 200, 170)
+    column(pdf, 20, 200, 170)
     path = tmp_path / "scatter.pdf"
     pdf.output(str(path))
     t0 = time.perf_counter()
@@ -280,9 +216,9 @@ def test_manuscript_legends_page_then_figure_pages(tmp_path: Path):
     per page; the figures take their legends in order."""
     from PIL import Image
 
-    pdf, page = _paper(logo=False, stamp=False)
+    pdf, page = paper(logo=False, stamp=False)
     page()
-    _column(pdf, 20, 20, 170, BODY * 2)
+    column(pdf, 20, 20, 170, BODY * 2)
     page()
     pdf.set_font("Times", "B", 11)
     pdf.text(20, 20, "Figure legends")
@@ -306,30 +242,30 @@ def test_manuscript_legends_page_then_figure_pages(tmp_path: Path):
 
 def test_frame_around_figure_and_caption(tmp_path: Path):
     """A box drawn around a figure and its caption does not swallow the caption."""
-    pdf, page = _paper(logo=False, stamp=False)
+    pdf, page = paper(logo=False, stamp=False)
     page()
-    _column(pdf, 20, 20, 170)
+    column(pdf, 20, 20, 170)
     pdf.set_draw_color(0, 0, 0)
     pdf.rect(25, 60, 160, 110)
-    _vector_plot(pdf, 50, 70, 110, 70)
+    vector_plot(pdf, 50, 70, 110, 70)
     pdf.set_font("Times", "", 9)
     pdf.text(30, 165, "Figure 1. SYNTHETIC boxed figure with its caption inside the box.")
-    _column(pdf, 20, 180, 170)
+    column(pdf, 20, 180, 170)
     path = tmp_path / "boxed.pdf"
     pdf.output(str(path))
     _, figs = read_pdf_figures(path)
     assert [f.figure_label for f in figs] == ["Figure 1"]
-    assert figs[0].bbox[1] > _pt(0, 162)[1]  # the graphic, above the caption
+    assert figs[0].bbox[1] > pt(0, 162)[1]  # the graphic, above the caption
 
 
 def test_landscape_figure_on_a_portrait_page(tmp_path: Path):
     """A wide figure printed a quarter turn round with its caption (read upwards): found,
     caption read in its own direction."""
-    pdf, page = _paper(logo=False, stamp=False)
+    pdf, page = paper(logo=False, stamp=False)
     page()
-    _column(pdf, 20, 20, 170)
+    column(pdf, 20, 20, 170)
     with pdf.rotation(90, x=105, y=160):
-        _vector_plot(pdf, 55, 110, 100, 50)
+        vector_plot(pdf, 55, 110, 100, 50)
         pdf.set_font("Times", "", 9)
         pdf.text(40, 175, "Figure 1. SYNTHETIC landscape plot printed sideways on a portrait")
         pdf.text(40, 179, "page, its caption turned with it.")
@@ -348,19 +284,19 @@ def test_landscape_figure_on_a_portrait_page(tmp_path: Path):
 def test_stacked_figures_each_take_their_own(tmp_path: Path):
     """Two figures stacked in a column, the second starting just under the first one's
     caption: each caption keeps the graphic above it (the document's usual side)."""
-    pdf, page = _paper(logo=False, stamp=False)
+    pdf, page = paper(logo=False, stamp=False)
     page()
-    _column(pdf, 20, 15, 170)
+    column(pdf, 20, 15, 170)
     pdf.set_font("Times", "", 9)
     for i, top in enumerate((45, 121)):  # caption 6 mm under its plot, 3 mm over the next
-        _vector_plot(pdf, 40, top, 120, 55)
+        vector_plot(pdf, 40, top, 120, 55)
         pdf.text(30, top + 72, f"Figure {i + 1}. SYNTHETIC stacked plot number {i + 1}.")
-    _column(pdf, 20, 240, 170)
+    column(pdf, 20, 240, 170)
     path = tmp_path / "stacked.pdf"
     pdf.output(str(path))
     _, figs = read_pdf_figures(path)
     assert [f.figure_label for f in figs] == ["Figure 1", "Figure 2"]
     for fig, top in zip(figs, (45, 121), strict=True):
         # the plot from its top to its tick labels, not the other figure
-        assert fig.bbox[3] == pytest.approx(_pt(0, top)[1], abs=4)
-        assert fig.bbox[1] > _pt(0, top + 66)[1]
+        assert fig.bbox[3] == pytest.approx(pt(0, top)[1], abs=4)
+        assert fig.bbox[1] > pt(0, top + 66)[1]

@@ -357,3 +357,17 @@ def test_crops_carry_a_scale_bar_overlay_not_drawn_into_their_pixels(case: dict[
     html = render_report(ev, thumbnail=case["thumb"], thumbnail_downsample=DS,
                          base_dir=case["out"])
     assert 'class="scalebar"' not in html
+
+
+def test_regions_are_titled_in_patches_and_microns_never_cells(case: dict[str, Any]) -> None:
+    """Issue 40, 11: '1×1 cells' reads as one nucleus to a pathologist; a region's title and
+    the legend give its size in patches and its side in µm."""
+    ev = {**case["evidence"], "selection": {**case["evidence"]["selection"],
+                                            "patch_px": P, "target_mpp": 0.25}}
+    doc = _render({**case, "evidence": ev})
+    side = P * 0.25  # 64 µm patches
+    assert " cells</" not in doc and "×1 cells" not in doc
+    for r in ev["regions"]:
+        s = r["scale"]
+        size = "1 patch" if s == 1 else f"{s}×{s} patches"
+        assert f"<h3>{r['id']} · {size}, {s * side:.0f} µm</h3>" in doc

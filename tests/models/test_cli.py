@@ -67,5 +67,5 @@ def test_doctor_names_open_models_and_how_to_fetch_them(capsys, monkeypatch, tmp
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert "Open models fetchable now without approval" in out
-    assert "hf download bioptimus/H-optimus-0 model.safetensors" in out
+    assert "hf download bioptimus/H-optimus-0 pytorch_model.bin" in out  # its only file
     assert "request access at https://huggingface.co/MahmoodLab/UNI" in out

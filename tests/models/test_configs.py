@@ -85,7 +85,7 @@ def test_builtin_encoders_register_lazily() -> None:
     assert out["dim"] == configs.HEURISTIC_CONFIG.dim and "heuristic" in out["label"]
 
 
-def test_runtime_registered_encoder_is_seen_by_the_lookup() -> None:
+def test_runtime_registered_encoder_is_seen_by_the_lookup(tmp_path) -> None:
     """Once the registry is loaded, an encoder added with register_encoder shows up in the
     torch-free lookups too (doctor lists it, --weights accepts it)."""
     extra = configs.EncoderConfig(
@@ -97,7 +97,10 @@ def test_runtime_registered_encoder_is_seen_by_the_lookup() -> None:
         assert configs.get_config("zz_test_extra") is extra
         assert "zz_test_extra" in [c.name for c in configs.list_configs()]
         assert "zz_test_extra" in [r["name"] for r in hub.weights_status()]
-        assert hub.parse_weights_args(["zz_test_extra=/x"]) == {"zz_test_extra": "/x"}
+        weights = tmp_path / "w.bin"
+        weights.write_bytes(b"x")
+        assert hub.explicit_weights([f"zz_test_extra={weights}"]) == {
+            "zz_test_extra": str(weights)}
         # the same name again with another builder is refused; the same one is a no-op
         with pytest.raises(ModelError, match="already registered.*overwrite=True"):
             registry.register_encoder(extra, lambda c: registry.Encoder(c))

@@ -148,23 +148,33 @@ def test_torch_pickle_and_mismatch_messages(tmp_path: Path, titan_state) -> None
         create_encoder("titan", weights=str(tmp_path / "junk.bin"))
 
 
-def test_parse_weights_args() -> None:
-    assert hub.parse_weights_args(["titan=/a/b.safetensors", "virchow2 = /c"]) == {
-        "titan": "/a/b.safetensors", "virchow2": "/c"}
-    assert hub.parse_weights_args(None) == {}
-    with pytest.raises(ModelError, match="NAME=PATH"):
-        hub.parse_weights_args(["titan"])
-    with pytest.raises(ModelError, match="unknown encoder 'foo'"):
-        hub.parse_weights_args(["foo=/x"])
+def test_explicit_weights(tmp_path: Path) -> None:
+    a, c = tmp_path / "a.safetensors", tmp_path / "c.bin"
+    a.write_bytes(b"x"), c.write_bytes(b"x")
+    assert hub.explicit_weights([f"titan={a}", f"virchow2 = {c}"]) == {
+        "titan": str(a), "virchow2": str(c)}
+    assert hub.explicit_weights(None) == {}
+    assert hub.explicit_weights([str(a)], encoder="auto") == {"conch_v1_5": str(a)}
+    assert hub.explicit_weights({"titan": a}) == {"titan": str(a)}
+    with pytest.raises(ModelError, match="without a model name"):
+        hub.explicit_weights(["titan"])
+    with pytest.raises(ModelError, match="unknown model 'foo'"):
+        hub.explicit_weights(["foo=/x"])
+    with pytest.raises(ModelError, match="two weight files for titan"):
+        hub.explicit_weights([f"titan={a}", f"titan={c}"])
+    with pytest.raises(WeightsError, match="given for titan.*does not exist"):
+        hub.explicit_weights(["titan=/nonexistent/t.bin"])
 
 
 def test_weights_status_lists_missing(clean_env: Path) -> None:
     rows = {r["name"]: r for r in hub.weights_status()}
     assert {"conch_v1_5", "virchow2", "titan", "quiltnet_b32", "h_optimus_0"} <= set(rows)
     assert "heuristic" not in rows and all(not r["found"] for r in rows.values())
-    assert rows["h_optimus_0"]["fetch"] == "hf download bioptimus/H-optimus-0 model.safetensors"
+    # the hub has only pytorch_model.bin (file list at 5fb2bee, see the config's source)
+    assert rows["h_optimus_0"]["fetch"] == "hf download bioptimus/H-optimus-0 pytorch_model.bin"
     assert rows["phikon"]["fetch"].endswith("config.json")  # the architecture's config too
-    assert "not gated" in rows["quiltnet_b32"]["how_to_get"]
+    assert "rerun online to download them from" in rows["quiltnet_b32"]["how_to_get"]
+    assert "licence: MIT" in rows["quiltnet_b32"]["how_to_get"]
     assert not rows["virchow2"]["found"] and "paige-ai/Virchow2" in rows["virchow2"]["how_to_get"]
 
 
@@ -178,3 +188,67 @@ def test_local_lookup_with_nothing_cached_skips_importing_huggingface_hub(
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["None", "False"]  # the auto choice of every cached rerun, ~0.4 s saved
+
+
+@pytest.mark.parametrize("name", ["h_optimus_0", "phikon", "plip", "uni", "quiltnet_b32"])
+def test_the_missing_weights_message_is_one_file_its_config_and_the_licence(
+        clean_env: Path, name: str) -> None:
+    """Issue 40, 9: the hint named a file the hub lacks (H-optimus-0 has only
+    pytorch_model.bin), read as if both files were needed, never named the licence nor the
+    config.json a transformers-layout entry reads beside its weights."""
+    from wsikit.models.configs import get_config
+
+    config = get_config(name)
+    with pytest.raises(WeightsError) as err:
+        hub.resolve_weights(name)
+    text = str(err.value)
+    assert f"licence: {config.license}" in text
+    files = config.hub_files
+    wanted = files[0] if len(files) == 1 else "one of " + " or ".join(files)
+    assert f"download {wanted}" in text, text
+    if config.hf_config:
+        assert f"and {config.hf_config} into the same folder" in text
+    else:
+        assert "into the same folder" not in text
+    if name == "h_optimus_0":
+        assert "safetensors" not in text
+    if config.commercial_use is False:
+        assert "not for commercial use" in text
+
+
+def test_a_gated_answer_of_the_hub_is_never_called_not_gated(clean_env, monkeypatch) -> None:
+    """The hub answers 'gated' for a repository the table says is open: the message asks for
+    access, it never says '... is gated ... (not gated)'."""
+    import huggingface_hub
+    from huggingface_hub.errors import GatedRepoError
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(hub, "_hub_reachable", lambda timeout=3.0: True)
+
+    class Response:  # what huggingface_hub's HTTP errors read from a response
+        headers: dict[str, str] = {}
+        status_code = 403
+        request = None
+
+    def gated(repo, filename, **_kw):
+        raise GatedRepoError("403 gated", response=Response())
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", gated)
+    with pytest.raises(WeightsError) as err:
+        hub.resolve_weights("h_optimus_0")
+    text = str(err.value)
+    assert "is gated and this account has no access" in text
+    assert "request access at https://huggingface.co/bioptimus/H-optimus-0" in text
+    assert "not gated" not in text
+
+
+def test_every_zoo_entry_records_where_its_facts_come_from() -> None:
+    from wsikit.models.configs import BUILTIN_CONFIGS, get_config
+
+    for config in BUILTIN_CONFIGS.values():
+        if not config.heuristic:
+            assert len(config.source) > 20, config.name
+            assert config.to_dict()["source"] == config.source
+    assert "distilled from H-optimus-0" in get_config("h0_mini").description
+    assert get_config("h_optimus_0").hub_files == ("pytorch_model.bin",)
+    assert "CC-BY-NC-ND" in get_config("h_optimus_1").license

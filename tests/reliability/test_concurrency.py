@@ -148,3 +148,97 @@ def test_two_slides_of_one_name_at_once_never_mix(tmp_path: Path):
     assert doc["slide"]["id"] == ref["slide"]["id"]
     assert slide_fingerprint(slides[0]) != slide_fingerprint(slides[1])
     record_case("concurrent", "clear-error")
+
+
+_READER = """
+import sys, time, traceback
+import numpy as np
+from wsikit.evidence import FigureIndex
+from wsikit.evidence.captions import caption_search
+
+idx, stop = sys.argv[1], sys.argv[2]
+held = FigureIndex.open(idx)  # one reader keeps the version it opened for its whole life
+first = held.count
+versions, rounds = set(), 0
+rng = np.random.default_rng(0)
+try:
+    while True:
+        index = FigureIndex.open(idx)
+        versions.add(index.manifest["version"])
+        for view in (index, held):
+            vectors = rng.normal(size=(2, view.dim)).astype("float32")
+            assert all(len(m) == min(5, view.count) for m in view.query(vectors, 5))
+            assert caption_search(view, "figure seed", 3)
+            assert view.with_licences("unknown").query(vectors, 2)
+            assert view.info()["count"] == view.count
+            assert len(view.nodes()) == view.count
+        rounds += 1
+        import os
+        if os.path.exists(stop):
+            break
+except Exception:
+    traceback.print_exc()
+    sys.exit(3)
+assert held.count == first and held.count == len(held.nodes())
+print(rounds, len(versions))
+"""
+
+_WRITER = """
+import sys
+from wsikit.evidence import FigureIndex, read_figure_manifest
+from wsikit.models import create_encoder
+
+idx, stop, *manifests = sys.argv[1:]
+encoder = create_encoder("heuristic")
+for m in manifests:
+    FigureIndex.open(idx).add(read_figure_manifest(m), encoder)
+open(stop, "w").close()
+"""
+
+
+def test_queries_while_index_add_commits_never_fail(built_index: Path, tmp_path: Path):
+    """Readers (a fresh open per round, and one index opened before all the adds) query,
+    search captions, filter by licence and read the node table in a loop while another
+    process commits one version after another and deletes the old files: no error, every
+    answer from a complete version (issue 40, 7a: "unable to open database file")."""
+    idx = tmp_path / "idx #1"  # '#' and a space: the SQLite URI of the table is quoted
+    shutil.copytree(built_index, idx)
+    manifests = [str(_manifest(tmp_path / f"m{i}", 2, 10 + i)) for i in range(5)]
+    stop = tmp_path / "stop"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WSIKIT_NO_PROGRESS": "1"}
+    readers = [subprocess.Popen([sys.executable, "-c", _READER, str(idx), str(stop)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    writer = subprocess.run([sys.executable, "-c", _WRITER, str(idx), str(stop), *manifests],
+                            env=env, capture_output=True, text=True, timeout=600)
+    assert writer.returncode == 0, writer.stderr
+    for reader in readers:
+        out, err = reader.communicate(timeout=300)
+        assert reader.returncode == 0, err
+        rounds, versions = map(int, out.split())
+        assert versions >= 2, (rounds, versions)  # it did read across commits
+    index = FigureIndex.open(idx)
+    assert index.count == FigureIndex.open(built_index).count + 10
+    # the old versions' files are gone once no reader holds them (POSIX: at their close)
+    names = sorted(p.name for p in idx.iterdir() if p.suffix in (".faiss", ".sqlite"))
+    assert names == sorted(index.manifest["files"].values())
+    record_case("concurrent", "correct")
+
+
+def test_calibrate_of_an_older_view_keeps_a_later_add(built_index: Path, tmp_path: Path):
+    """``calibrate`` through an index object opened before another process added figures
+    stores the background on the version committed last, never the older manifest (which
+    would name deleted files and drop the added figures)."""
+    from wsikit.evidence import read_figure_manifest
+    from wsikit.models import create_encoder
+
+    idx = tmp_path / "idx"
+    shutil.copytree(built_index, idx)
+    stale = FigureIndex.open(idx)
+    FigureIndex.open(idx).add(read_figure_manifest(_manifest(tmp_path / "m", 3, 5)),
+                              create_encoder("heuristic"))
+    stale.calibrate()
+    index = FigureIndex.open(idx)  # checksums and counts verified
+    assert index.count == stale.count == FigureIndex.open(built_index).count + 3
+    assert index.manifest["background"] is not None
+    record_case("concurrent", "correct")

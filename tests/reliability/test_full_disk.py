@@ -101,7 +101,7 @@ import numpy as np
 from wsikit._atomic import atomic_path
 from wsikit.patches.h5 import h5_create
 import sys
-from wsikit.cli import os_error_message
+from wsikit.errors import os_error_message
 try:
     with atomic_path({str(mnt / 'f.h5')!r}) as tmp:
         with h5_create(tmp, reserve=0, final={str(mnt / 'f.h5')!r}) as f:
@@ -146,3 +146,32 @@ def test_read_only_output_folder(slide: Path, tmp_path: Path):
     assert "Traceback" not in proc.stderr and "read-only" in proc.stderr.lower() \
         or "permission" in proc.stderr.lower()
     record_case("read-only", "clear-error")
+
+
+def test_batch_on_a_full_disk_gives_each_slide_the_advice(slide: Path, small_disk,
+                                                          tmp_path: Path):
+    """Each failed slide of a batch says what select says (the file, no space, the fix), not
+    a raw ``OSError: [Errno 28]`` (issue 40, 7c)."""
+    import shutil
+
+    mnt, fill = small_disk
+    cohort = tmp_path / "cohort"
+    cohort.mkdir()
+    for name in ("a.svs", "b.svs"):
+        shutil.copy(slide, cohort / name)
+    out = mnt / "job"
+    out.mkdir()
+    fill(400 << 10)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WSIKIT_NO_PROGRESS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "wsikit", "batch", str(cohort), "--out",
+                           str(out)], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode in (1, 2), proc.stderr
+    text = proc.stdout + proc.stderr
+    assert "[Errno" not in text and "Traceback" not in text, text
+    failed = [x for x in text.splitlines() if x.startswith(("  a: ", "  b: "))
+              or "error:" in x]
+    assert failed, text
+    for line in failed:
+        assert "No space left" in line and "free disk space" in line, line
+        assert str(out) in line
+    record_case("full-disk", "clear-error")

@@ -251,6 +251,13 @@ MANIFESTS: dict[str, tuple[Callable[[Path], bytes], str, tuple[str, ...]]] = {
                             ("'image' column",)),
     "csv_latin1": (lambda d: "image,caption\nimgs/f0.png,Caf\u00e9\n".encode("latin-1"), ".csv",
                    ("not UTF-8",)),
+    # surplus cells were "unknown field(s) [None]"; a second column of a name won silently
+    "csv_surplus_cells": (lambda d: b"image,caption\nimgs/f0.png,Figure 1. a, b\n", ".csv",
+                          ("3 cells but the header has 2 columns", "' b'", ":2:", "quote")),
+    "csv_duplicate_column": (lambda d: b"image,caption,caption\nimgs/f0.png,a,b\n", ".csv",
+                             ("duplicate column", "'caption'", ":1:")),
+    "csv_unnamed_column_with_value": (lambda d: b"image,caption,\nimgs/f0.png,a,b\n", ".csv",
+                                      ("column 3 has a value but no name", ":2:")),
     "not_an_image": (lambda d: (d / "imgs" / "t.png").write_text("text") and
                      json.dumps(_row(image="imgs/t.png")).encode(), ".jsonl",
                      ("not a readable image",)),
@@ -275,6 +282,14 @@ def test_hostile_manifest(name: str, figure_dir: Path, capsys):
     _check_clear(code, capsys.readouterr().err, words)
     assert not out.exists()
     record_case("manifest", "clear-error")
+
+
+def test_a_csv_manifest_with_a_trailing_delimiter_is_accepted(figure_dir: Path):
+    """A spreadsheet's export ends every line with a delimiter: an unnamed, empty column."""
+    (figure_dir / "m.csv").write_text("image,caption,\nimgs/f0.png,Figure 1. a,\n")
+    assert main(["index", "build", str(figure_dir / "m.csv"), "--out",
+                 str(figure_dir / "idx")]) == 0
+    record_case("manifest", "correct")
 
 
 @pytest.mark.parametrize("bom", [False, True])
@@ -330,6 +345,9 @@ INDEXES: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "kind_bogus": (_edit_manifest(lambda m: m.update(kind="bogus")), ("bogus",)),
     "count_string": (_edit_manifest(lambda m: m.update(count="5")), ("count",)),
     "dim_wrong": (_edit_manifest(lambda m: m["encoder"].update(dim=65)), ("dim",)),
+    # an encoder whose vectors have another dimension: info passed it, query refused it
+    "encoder_contradicts_dim": (_edit_manifest(lambda m: m["encoder"].update(name="plip")),
+                                ("encoder 'plip' makes 512-d vectors", "holds 64-d vectors")),
     "files_escape": (_edit_manifest(lambda m: m["files"].update(sqlite="../../etc/passwd")),
                      ("plain file name",)),
     "not_json": (lambda idx: (idx / "manifest.json").write_text("{"), ("not valid JSON",)),
@@ -382,6 +400,8 @@ OPTIONS = {
     "device_tpu": (["--device", "tpu"], ("tpu", "cpu")),
     "mpp_500": (["--mpp", "500"], ("500",)),
     "mpp_nan": (["--mpp", "nan"], ("nan",)),
+    "patch_px_1": (["--patch-px", "1"], ("--patch-px", "between 16 and 8192")),
+    "tissue_mpp_0.001": (["--tissue-mpp", "0.001"], ("--tissue-mpp", "between 0.05 and 100")),
 }
 
 

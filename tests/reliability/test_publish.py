@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,51 @@ def test_a_folder_without_marker_keeps_all_but_wsikit_output_names(tmp_path: Pat
     assert (final / "notes.txt").read_text() == "mine"
     assert (final / "evidence.json").read_text() == "new"
     assert not (final / "crops" / "r3_x1.png").exists()
+
+
+def test_a_file_wsikit_wrote_and_someone_changed_is_kept(tmp_path: Path):
+    """An edited wsikit file (regions.geojson saved from the viewer) is replaced by the new
+    run's and kept as ``.bak``, then with a time stamp: no edit is ever lost silently."""
+    final = tmp_path / "res"
+    with staged_folder(final) as work:
+        (work / "regions.geojson").write_text("wsikit 1")
+        (work / "evidence.json").write_text("one")
+    (final / "regions.geojson").write_text("edit 1!")      # another size
+    with pytest.warns(UserWarning, match=r"regions\.geojson was changed since wsikit wrote "
+                                         r"it .* kept as .*regions\.geojson\.bak"), \
+            staged_folder(final) as work:
+        (work / "regions.geojson").write_text("wsikit 2")
+        (work / "evidence.json").write_text("two")
+    assert (final / "regions.geojson").read_text() == "wsikit 2"
+    assert (final / "regions.geojson.bak").read_text() == "edit 1!"
+    (final / "regions.geojson").write_text("edit 2!!")     # the same size as wsikit's
+    os.utime(final / "regions.geojson", ns=(1, 1))
+    with pytest.warns(UserWarning, match=r"kept as .*regions\.geojson\.\d{8}T\d{6}Z\.bak"), \
+            staged_folder(final) as work:
+        (work / "regions.geojson").write_text("wsikit 3")
+    kept = sorted(p.name for p in final.iterdir() if p.name.endswith(".bak"))
+    assert len(kept) == 2 and {(final / k).read_text() for k in kept} == {"edit 1!",
+                                                                          "edit 2!!"}
+    # an untouched file is not kept (its time and checksum as recorded), nor a deleted one
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with staged_folder(final) as work:
+            (work / "regions.geojson").write_text("wsikit 4")
+        (final / "regions.geojson").unlink()
+        with staged_folder(final) as work:
+            (work / "regions.geojson").write_text("wsikit 5")
+    assert len([p for p in final.iterdir() if p.name.endswith(".bak")]) == 2
+    marker = json.loads((final / COMPLETE_MARKER).read_text())
+    assert set(marker["sha256"]) == set(marker["files"]) == {"regions.geojson"}
+
+
+def test_a_marker_without_checksums_counts_a_changed_size(tmp_path: Path):
+    final = tmp_path / "res"
+    with staged_folder(final) as work:
+        (work / "regions.geojson").write_text("wsikit 1")
+    marker = json.loads((final / COMPLETE_MARKER).read_text())
+    (final / COMPLETE_MARKER).write_text(json.dumps({"files": marker["files"]}))  # older
+    (final / "regions.geojson").write_text("an edit")
+    with pytest.warns(UserWarning, match="kept as"), staged_folder(final) as work:
+        (work / "regions.geojson").write_text("wsikit 2")
+    assert (final / "regions.geojson.bak").read_text() == "an edit"

@@ -139,7 +139,7 @@ def test_the_viewer_opens_the_moved_result(moved) -> None:
     try:
         assert Path(source.slide.path).resolve() == (m2 / f"{NAME}.svs").resolve()
         info = source.info()
-        assert info["has_tissue"] and info["has_heatmap"] and not info["problems"]
+        assert info["has_tissue"] and info["layers"] and not info["problems"]
         assert source.crop("r1") is not None and source.figure("r1", 0) is not None
     finally:
         source.close()

@@ -117,7 +117,7 @@ def test_no_flag_is_written_by_hand():
                 assert not re.search(rf"add_argument\(\s*[\"']{re.escape(flag)}[\"']", hand), flag
 
 
-def test_parsed_defaults_are_the_python_defaults():
+def test_parsed_defaults_are_the_python_defaults(tmp_path):
     args = _parser("select").parse_args(["slide.svs"])
     from wsikit.cli.pipeline_options import (
         batch_settings,
@@ -131,9 +131,11 @@ def test_parsed_defaults_are_the_python_defaults():
     assert run_settings(args) == RunSettings()
     bargs = _parser("batch").parse_args(["cohort/", "--out", "job"])
     assert batch_settings(bargs) == BatchSettings()
+    weights = tmp_path / "c.bin"  # a weights file given is checked: it must exist
+    weights.write_bytes(b"\0" * 64)
     given = _parser("features").parse_args(["s.svs", "--out", "o", "--patch-px", "256",
-                                            "--weights", "/w/c.bin"])
-    assert given_values(given) == {"patch_px": 256, "weights": {"conch_v1_5": "/w/c.bin"}}
+                                            "--weights", str(weights)])
+    assert given_values(given) == {"patch_px": 256, "weights": {"conch_v1_5": str(weights)}}
 
 
 def test_keyword_overrides_apply_over_the_objects():

@@ -108,9 +108,27 @@ def test_implausible_mpp_is_named_with_the_value_used(value):
         mpp, source = resolve_mpp({"aperio.MPP": value, "aperio.AppMag": "20"}, name="s.svs")
     assert (mpp, source) == (0.5, "objective-power")
     text = str(rec[0].message)
-    assert "implausible" in text and f"aperio.MPP = {float(value):g}" in text
+    assert "unusable" in text and f"aperio.MPP = {float(value):g}" in text
     assert "using 0.5 µm/px from objective power 20x" in text
     assert "no resolution metadata" not in text
+
+
+@pytest.mark.parametrize("value", ["-0.25", "nan", "inf", "0", "0.25 um"])
+def test_an_unusable_mpp_is_shown_as_found_not_called_missing(value):
+    """``aperio.MPP = -0.25`` or ``nan`` is in the file: the message shows it, never "no
+    aperio.MPP" (issue 40, 7c)."""
+    from wsikit.errors import MppError
+    from wsikit.slide.mpp import resolve_mpp
+
+    with pytest.raises(MppError) as err:
+        resolve_mpp({"aperio.MPP": value, "openslide.mpp-x": value}, name="s.svs")
+    text = str(err.value)
+    assert f"aperio.MPP = {value!r} (not a positive number)" in text, text
+    assert f"openslide.mpp-x = {value!r}" in text and "no usable" in text
+    with pytest.warns(UserWarning) as rec:  # with an objective power: used, and the value named
+        assert resolve_mpp({"aperio.MPP": value, "aperio.AppMag": "40"}, name="s.svs") == \
+            (0.25, "objective-power")
+    assert f"aperio.MPP = {value!r}" in str(rec[0].message)
 
 
 def test_segmenting_a_huge_claimed_slide_names_the_size(monkeypatch, tmp_path):

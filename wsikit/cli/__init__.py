@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import importlib
 import logging
 import os
@@ -21,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from .._environment import set_variables
 from .._hints import command_line
 from .._version import __version__
-from ..errors import WsikitError
+from ..errors import WsikitError, os_error_message
 from ._common import CommandParser
 from .pipeline_options import add_global_flags
 
@@ -29,7 +28,7 @@ __all__ = ["main", "build_parser"]
 
 #: Area modules that contribute sub-commands, in the order shown by ``wsikit --help``.
 _AREAS = ("demo", "select", "slide", "features", "models", "evidence", "batch", "store",
-          "export", "view", "eval")
+          "export", "view", "heatmap", "eval")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,24 +100,6 @@ def _quiet_output(command: str) -> Iterator[None]:
             handler.removeFilter(noise)
         for name, log in loggers.items():
             log.setLevel(levels[name])
-
-
-def os_error_message(exc: OSError) -> str:
-    """``OSError`` as one line naming the file and what to check."""
-    names = [n for n in (exc.filename, exc.filename2) if n is not None]
-    where = " -> ".join(str(n) for n in names) or "a file"
-    reason = exc.strerror or str(exc) or type(exc).__name__
-    if isinstance(exc, (NotADirectoryError, FileExistsError)):
-        fix = "a file is in the way of an output folder; choose another output folder"
-    elif isinstance(exc, PermissionError):
-        fix = "check the permissions, or choose another output folder"
-    elif exc.errno == errno.ENOSPC:
-        fix = "free disk space or choose another output folder"
-    elif isinstance(exc, FileNotFoundError):
-        fix = "check the path"
-    else:
-        fix = "check the path, the disk and the permissions"
-    return f"cannot access {where}: {reason}; {fix}"
 
 
 def _is_terminal(stream: object) -> bool:

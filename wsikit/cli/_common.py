@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
+from typing import NoReturn
+
+from ..errors import EvidenceError
 
 __all__ = [
     "CommandParser",
@@ -41,6 +45,7 @@ class CommandParser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
             self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
+        self._seen = list(args) if args is not None else []  # for error()'s file-name hint
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
             import difflib
@@ -53,6 +58,40 @@ class CommandParser(argparse.ArgumentParser):
                              extra.startswith("-") else extra)
             self.error(f"unrecognized arguments: {' '.join(words)}")
         return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's error, saying so when a file name that starts with ``-`` was taken for
+        an option (``wsikit info -rf.svs``)."""
+        names = dash_file_names(getattr(self, "_seen", []), self._option_string_actions)
+        if names:
+            name = names[0]
+            message += (f"; {name!r} was read as an option because it starts with '-': if it "
+                        f"is a file, write ./{name} or put -- before it "
+                        f"({self.prog} -- {name})")
+        super().error(message)
+
+
+def dash_file_names(args: Sequence[str], known: Container[str]) -> list[str]:
+    """Arguments that start with ``-`` and are no option of the parser (``known``) but name
+    an existing file or look like one (``-rf.svs``, ``-a/b``): file names argparse takes for
+    options."""
+    found = []
+    for arg in args:
+        if arg == "--":
+            break
+        if not arg.startswith("-") or arg == "-" or arg.split("=", 1)[0] in known:
+            continue
+        try:
+            float(arg)
+            continue  # a negative number
+        except ValueError:
+            pass
+        if os.path.lexists(arg) or "/" in arg or _FILE_SUFFIX.search(arg):
+            found.append(arg)
+    return found
+
+
+_FILE_SUFFIX = re.compile(r"[^.\-]\.[A-Za-z][A-Za-z0-9]{0,7}$")
 
 
 def _number(value: str, kind: type) -> float | int:
@@ -95,6 +134,14 @@ def non_negative_float(value: str) -> float:
     return v
 
 
+def finite_float(value: str) -> float:
+    """A finite number (not nan or inf)."""
+    v = float(_number(value, float))
+    if v != v or v in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{value!r} must be a finite number")
+    return v
+
+
 def fraction(value: str) -> float:
     """A number in ``[0, 1]``."""
     v = float(_number(value, float))
@@ -132,7 +179,6 @@ def scales(value: str) -> tuple[int, ...]:
 
 def figure_kinds(value: str) -> tuple[str, ...]:
     """Comma-separated figure kinds, e.g. ``micrograph,photograph``, or ``all``."""
-    from ..errors import EvidenceError
     from ..evidence.kinds import parse_kinds
 
     try:
@@ -168,11 +214,12 @@ def output_dir(value: str) -> str:
 
 
 def _with_default(action: argparse.Action, text: str) -> str:
-    """``text`` plus ``(default: X)`` unless it already says its default or has none."""
+    """``text`` plus ``(default: X)`` unless it already says its default or has none; a
+    switch (``--no-report``) says what it does when given, never "(default: True)"."""
     default = action.default
     if ("%(default)" in text or "default" in text.lower() or default is None
             or default is False or default == [] or default is argparse.SUPPRESS
-            or action.option_strings == []):
+            or action.option_strings == [] or action.nargs == 0):
         return text
     shown = ",".join(map(str, default)) if isinstance(default, (tuple, list)) else "%(default)s"
     return f"{text} (default: {shown})"
@@ -191,3 +238,25 @@ class RawDefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         return _with_default(action, action.help or "")
+
+
+def licence_arg(value: str) -> str:
+    """argparse type of ``--licence``: checked here, kept as given."""
+    from ..evidence.licence import parse_licence_filter
+
+    try:
+        parse_licence_filter(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return value
+
+
+def floor_arg(value: str) -> str:
+    """argparse type of ``--min-similarity``: checked here, kept as given (p95, 0.4, none)."""
+    from ..evidence.calibration import parse_floor
+
+    try:
+        parse_floor(value)
+    except EvidenceError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--min-similarity ")) from exc
+    return value

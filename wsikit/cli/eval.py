@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from ._common import positive_float
+from .pipeline_options import add_weights_flag
 
 __all__ = ["register"]
 
@@ -28,7 +29,7 @@ def _cmd_retrieval(args: argparse.Namespace) -> int:
 
     result = eval_retrieval(args.qrels, args.index, ks=args.k, mode=args.mode,
                             rrf_k=args.rrf_k, encoder=args.encoder, out=args.out,
-                            towers=args.tower, force=args.force)
+                            towers=args.tower, force=args.force, weights=args.weights)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return 0
@@ -65,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--encoder", default=None, help="default: the index's encoder")
     r.add_argument("--tower", action="append", default=[], metavar="NAME",
                    help="also rank by this vision-language tower (fused by rank); repeatable")
+    add_weights_flag(r)
     r.add_argument("--out", type=Path, default=None, help="write the full JSON here")
     r.add_argument("--force", action="store_true",
                    help="replace an existing --out that is not a retrieval evaluation")

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EvidenceError
-from ._common import figure_kinds, output_dir, positive_float, positive_int
+from ._common import figure_kinds, licence_arg, output_dir, positive_float, positive_int
+from .pipeline_options import add_weights_flag
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its INFO lines are noise here
 
-__all__ = ["floor_arg", "register"]
+__all__ = ["register"]
 
 _LEVEL_HELP = ("evidence level of these sources when the manifest does not give one: 1 "
                "guideline, 2 systematic review/meta-analysis, 3 RCT, 4 observational/cohort, "
@@ -48,12 +49,20 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
     if is_corpus_run(args):  # a FOLDER of documents into a resumable bank
         return run_corpus(args)
+
+    def per_document(source: str, figures: int, note: str | None) -> None:
+        print(f"{source}: {figures} figure(s)" + (f" ({note})" if note else ""), flush=True)
+
     manifest = figures_extract(args.sources, args.out, evidence_level=args.evidence_level,
-                               min_size=args.min_size, uncaptioned=args.uncaptioned)
+                               min_size=args.min_size, uncaptioned=args.uncaptioned,
+                               on_source=per_document)
     rows = [json.loads(r) for r in manifest.read_text(encoding="utf-8").splitlines()
             if r.strip() and not r.lstrip().startswith("#")]
     uncaptioned = sum(1 for r in rows if r.get("caption") == "")
     print(f"{len(rows)} figure(s) ({uncaptioned} without caption) -> {manifest}")
+    if not rows:
+        print("no figures: nothing to index (see each document's line above)")
+        return 0
     licences = Counter(str(r.get("license") or "unknown") for r in rows)
     print("licences: " + ", ".join(f"{name} {n}" for name, n in licences.most_common()))
     print("Review/edit it, then: wsikit index build "
@@ -66,7 +75,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     index = index_build(args.sources, args.out, encoder=args.encoder, kind=args.kind,
                         evidence_level=args.evidence_level, min_size=args.min_size,
-                        overwrite=args.overwrite, towers=args.tower,
+                        overwrite=args.overwrite, towers=args.tower, weights=args.weights,
                         progress=getattr(args, "progress", None))
     m = index.manifest
     recall = "" if index.kind == "flat" else f", recall@10 {m['recall_at_10']} ({m['params']})"
@@ -84,35 +93,14 @@ LICENCE_HELP = ("return only figures under these licences: 'open' (every Creativ
                 "search goes deeper so that k results remain")
 
 
-def licence_arg(value: str) -> str:
-    """argparse type of ``--licence``: checked here, kept as given."""
-    from ..evidence.licence import parse_licence_filter
-
-    try:
-        parse_licence_filter(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-    return value
-
-
-def floor_arg(value: str) -> str:
-    """argparse type of ``--min-similarity``: checked here, kept as given (p95, 0.4, none)."""
-    from ..evidence.calibration import parse_floor
-
-    try:
-        parse_floor(value)
-    except EvidenceError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--min-similarity ")) from exc
-    return value
-
-
 def _cmd_add(args: argparse.Namespace) -> int:
     from ..evidence import index_add
 
     on_existing = "update" if args.update else "skip" if args.skip_existing else "refuse"
     rep = index_add(args.index, args.sources, encoder=args.encoder,
                     evidence_level=args.evidence_level, min_size=args.min_size,
-                    on_existing=on_existing, progress=getattr(args, "progress", None))
+                    on_existing=on_existing, weights=args.weights,
+                    progress=getattr(args, "progress", None))
     panels = f" (+ {rep.panels} panel(s))" if rep.panels else ""
     print(f"{args.index}: added {rep.added} new figure(s){panels}, updated the metadata of "
           f"{rep.updated}, {rep.unchanged} already indexed and unchanged")
@@ -185,7 +173,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
     from ..evidence import index_query
 
     matches = index_query(args.index, args.image, k=args.k, encoder=args.encoder,
-                          licences=args.licence, kinds=args.match_kinds)
+                          licences=args.licence, kinds=args.match_kinds,
+                          weights=args.weights)
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -202,7 +191,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         raise EvidenceError("give a query IMAGE, --text TEXT, or both")
     matches = index_search(args.index, args.image, text=args.text, k=args.k,
                            encoder=args.encoder, rrf_k=args.rrf_k, towers=args.tower,
-                           licences=args.licence, kinds=args.match_kinds)
+                           licences=args.licence, kinds=args.match_kinds,
+                           weights=args.weights)
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -262,8 +252,7 @@ def _add_tower_command(isub: argparse._SubParsersAction) -> None:
                     "weights were not found then.")
     t.add_argument("index", type=Path, metavar="DIR")
     t.add_argument("--encoder", default="quiltnet_b32", help="default quiltnet_b32")
-    t.add_argument("--weights", default=None, metavar="PATH",
-                   help="weight file (default: env var, config file, Hugging Face cache)")
+    add_weights_flag(t)
     t.add_argument("--rebuild", action="store_true", help="embed every figure again")
     t.set_defaults(func=_cmd_tower)
 
@@ -345,6 +334,7 @@ def _add_build_command(isub: argparse._SubParsersAction) -> None:
                             "(quiltnet_b32, quiltnet_b16, plip, clip_vit_b32; as 'wsikit "
                             "index tower'); repeatable")
     _source_options(build)
+    add_weights_flag(build)
     build.add_argument("--overwrite", action="store_true", help="replace an existing index")
     build.set_defaults(func=_cmd_build)
 
@@ -366,6 +356,7 @@ def _add_add_command(isub: argparse._SubParsersAction) -> None:
     again.add_argument("--skip-existing", action="store_true",
                        help="keep the stored metadata of already indexed figures")
     _source_options(add)
+    add_weights_flag(add)
     add.set_defaults(func=_cmd_add)
 
 
@@ -402,6 +393,7 @@ def _add_inspect_commands(isub: argparse._SubParsersAction) -> None:
                        help="only panels and single-panel figures of these kinds (e.g. "
                             "micrograph, as 'wsikit select' matches regions; or 'all'); "
                             "default: every figure and panel")
+    add_weights_flag(query)
     query.add_argument("--json", action="store_true", help="print JSON")
     query.set_defaults(func=_cmd_query)
 

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .pipeline_options import add_weights_flag, weights_arg
+
 __all__ = ["register"]
 
 
@@ -171,10 +173,14 @@ def slide_embedding_target(features: str, slide_encoder: str, out: str | None,
 def _slide_embedding_cmd(args: argparse.Namespace) -> int:
     from ..errors import FeatureError, WsikitError
     from ..features.extract import Embeddings
-    from ..models.hub import parse_weights_args
     from ..models.slide_pool import embed_slide, slide_encoder_name
 
-    titan_weights = parse_weights_args(args.weights or []).get("titan")
+    titan_weights = weights_arg(args, "titan").get("titan")  # a bare PATH is TITAN's
+    if args.method == "titan":  # before any file is read
+        from ..models.preflight import check_weights_found
+
+        check_weights_found({"titan": "--method titan"}, {"titan": titan_weights}
+                            if titan_weights else None)
     rows, failed = [], []
     for features in args.features:
         try:
@@ -246,8 +252,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--weighting", choices=("uniform", "tissue"), default="uniform",
                    help="mean pool: equal patch weights (default) or each patch's usable-tissue "
                    "fraction (recorded by 'wsikit features')")
-    p.add_argument("--weights", action="append", metavar="NAME=PATH", default=[],
-                   help="TITAN's weight file (titan=PATH), as elsewhere")
+    add_weights_flag(p)
     p.add_argument("--device", default="cpu", help="TITAN: cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     p.add_argument("--json", action="store_true", help="machine-readable output")

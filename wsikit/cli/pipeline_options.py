@@ -55,19 +55,34 @@ def min_score_type(value: str) -> float | str:
     return v
 
 
+def option_type(cls: type, name: str) -> Callable[[str], Any]:
+    """The argparse type of field ``name`` of ``cls``: its ``kind`` (``str`` without one) and
+    then its bounds (``opt(bounds=...)``), so the command line refuses what
+    :func:`~wsikit.run.options.check_bounds` refuses, in the same words, before any work."""
+    from ..run.options import bounds_problem
+
+    f = next(f for f in fields(cls) if f.name == name)
+    kind = _kind(f.metadata.get("kind"))
+    if f.metadata.get("bounds") is None:
+        return kind if kind is not None else str
+
+    def bounded(value: str) -> Any:
+        converted = kind(value) if kind is not None else value
+        if (problem := bounds_problem(cls, name, converted)) is not None:
+            raise argparse.ArgumentTypeError(f"{value} {problem}")
+        return converted
+
+    bounded.__name__ = getattr(kind, "__name__", name)  # argparse names it in its messages
+    return bounded
+
+
 def _kind(name: str | None) -> Callable[[str], Any] | None:
     if name is None:
         return None
     if name == "min_score":
         return min_score_type
-    if name == "floor":
-        from .evidence import floor_arg
-
-        return floor_arg
-    if name == "licence":
-        from .evidence import licence_arg
-
-        return licence_arg
+    if name in ("floor", "licence"):
+        name = f"{name}_arg"
     if name == "mpp":
         return _common.mpp_type("--mpp")
     kind: Callable[[str], Any] = getattr(_common, name)
@@ -99,8 +114,8 @@ def add_option_flags(p: Any, cls: type, *, skip: Container[str] = (),
         if meta.get("action") is not None:
             kw["action"] = meta["action"]
         if meta.get("action") not in ("store_true", "store_false"):
-            if (kind := _kind(meta.get("kind"))) is not None:
-                kw["type"] = kind
+            if meta.get("kind") is not None or meta.get("bounds") is not None:
+                kw["type"] = option_type(cls, f.name)
             for key in ("choices", "metavar"):
                 if meta.get(key) is not None:
                     kw[key] = meta[key]
@@ -150,15 +165,19 @@ def _values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     return {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
 
 
-def weights_arg(given: list[str], encoder: str) -> dict[str, str]:
-    """``--weights NAME=PATH`` (repeatable) as ``{model: file}``; a bare ``PATH`` is the
-    encoder's (``auto``: CONCH v1.5's, the model ``auto`` takes when its weights are given)."""
-    from ..models.hub import parse_weights_args
+def add_weights_flag(p: Any) -> None:
+    """``--weights NAME=PATH`` (repeatable), the one definition of
+    :attr:`~wsikit.run.options.ModelOptions.weights`, for every command that loads a model;
+    read it back with :func:`weights_arg`."""
+    add_option_flags(p, ModelOptions, only=("weights",))
 
-    weights = parse_weights_args([w for w in given if "=" in w])
-    for bare in (w for w in given if "=" not in w):
-        weights["conch_v1_5" if encoder == "auto" else encoder] = bare
-    return weights
+
+def weights_arg(args: argparse.Namespace, encoder: str | None = None) -> dict[str, str]:
+    """``{model: file}`` of the parsed ``--weights`` values, every file checked
+    (:func:`wsikit.models.hub.explicit_weights`; a bare PATH is ``encoder``'s)."""
+    from ..models.hub import explicit_weights
+
+    return explicit_weights(getattr(args, "weights", None) or [], encoder=encoder)
 
 
 def given_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -168,9 +187,8 @@ def given_values(args: argparse.Namespace) -> dict[str, Any]:
     for cls in (GridOptions, ModelOptions, SelectionOptions, MatchOptions, OutputOptions,
                 RunSettings, BatchSettings):
         values.update(_values(args, cls))
-    if "weights" in values:
-        values["weights"] = weights_arg(list(values["weights"]),
-                                        values.get("encoder", ModelOptions.encoder))
+    if "weights" in values:  # every file checked before any work
+        values["weights"] = weights_arg(args, values.get("encoder", ModelOptions.encoder))
     for name in ("towers", "plugins"):
         if name in values:
             values[name] = tuple(values[name])

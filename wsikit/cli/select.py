@@ -53,6 +53,11 @@ def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
         print(f"  question      {sel['question']!r}: figures ranked by reciprocal-rank fusion "
               f"(k={fusion.get('k')}) of {channels}; similarity shown is the image's",
               file=stream)
+    steering = sel.get("question_steering")
+    if isinstance(steering, dict):
+        from ..look.report import question_text
+
+        print(f"  steering      {question_text(steering)}", file=stream)
     for note in sel.get("warnings") or ():
         print(f"  warning: {note}", file=stream)
     best_what = "best fused match" if fusion else "best match"
@@ -62,6 +67,10 @@ def print_result(result, out_dir, fmt: str, *, stream=None) -> None:
         match = (f"  {best_what} {best['similarity']:.2f}: {best.get('figure_label') or ''} "
                  f"{(best.get('source_title') or '')[:50]}") if best else ""
         zoom = f"  inside {r['inside']}" if r.get("inside") else ""
+        if isinstance(r.get("question"), dict):  # steered: why this region
+            q = r["question"]
+            zoom += (f"  (importance rank {q.get('importance_rank')}, question similarity "
+                     f"rank {q.get('similarity_rank')})")
         print(f"  {r['id']:<4}{r['scale']}x  score {r['score']:.3f}  "
               f"box ({b['x']}, {b['y']}, {b['width']}px){zoom}{match}", file=stream)
     chains = _zoom_chains(d["regions"])
@@ -109,7 +118,11 @@ def _run(args: argparse.Namespace) -> int:
 
     # a wrong --index fails before the slide is read: select() opens it (once) first
     result = select(args.slide, out=args.out, **given_values(args))
-    print_result(result, OutputLayout(args.out).select_dir(result.slide["name"]), args.format)
+    out_dir = OutputLayout(args.out).select_dir(result.slide["name"])
+    print_result(result, out_dir, args.format)
+    if args.format != "summary":  # stdout holds only the JSON or context: say where files are
+        print(f"wsikit select: outputs (evidence.json, crops, report) in {out_dir}",
+              file=sys.stderr)
     return 0
 
 

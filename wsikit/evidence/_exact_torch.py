@@ -34,10 +34,7 @@ import numpy as np
 from ..errors import EvidenceError
 
 __all__ = [
-    "CPU_BUDGET_BYTES",
-    "SCORE_TOLERANCE",
     "TorchExactIndex",
-    "search_budget",
 ]
 
 #: Bound on the error of one float16 score per unit of ``‖q‖·‖x‖``: float16 inputs round each

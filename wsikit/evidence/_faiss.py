@@ -42,7 +42,6 @@ __all__ = [
     "normalise",
     "read_index",
     "recall_at_k",
-    "search_kind",
     "set_search_params",
     "to_search_device",
     "tune_index",

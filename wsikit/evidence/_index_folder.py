@@ -16,6 +16,12 @@ then atomically replaces the manifest (:func:`commit_manifest`), then deletes th
 checksummed files. :func:`read_folder` loads a folder and refuses one whose manifest, checksums,
 vector count or node table do not agree; :func:`check_replaceable` guards ``--overwrite``.
 
+Readers and a writer at once: a reader holds the version it opened for its whole life (the
+FAISS index is in memory, the node table an open :class:`NodeTable` connection, which keeps
+the file readable after a writer has deleted its name), and :func:`read_folder` that loses
+the race with a commit (its manifest's files deleted before it opened them) reads the new
+version instead. So a query never fails while another process adds to the index.
+
 Used by :class:`wsikit.evidence.FigureIndex`; the SQLite schema of the node table lives here
 only (:func:`create_db`, :func:`insert_nodes`, :func:`read_nodes`, :func:`node_stats`,
 :func:`licence_counts`).
@@ -30,7 +36,8 @@ import os
 import re
 import shutil
 import sqlite3
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +55,7 @@ from .nodes import FigureNode, evidence_level_name
 __all__ = [
     "COLUMNS",
     "INDEX_FORMAT",
+    "NodeTable",
     "check_replaceable",
     "commit_manifest",
     "confined_image",
@@ -74,6 +82,8 @@ ADDED_COLUMNS = {"license_source": "TEXT", "journal": "TEXT", "pmid": "TEXT", "p
                  "panel_box": "TEXT"}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _VERSIONED = re.compile(r"^(index-\d+\.faiss|nodes-\d+\.sqlite)$")
+#: Times :func:`read_folder` reads a newer version when a writer committed while it read.
+READ_TRIES = 8
 
 
 def utc_now() -> str:
@@ -193,10 +203,52 @@ def _rows_to_nodes(rows: Iterable[tuple], base: Path) -> dict[int, FigureNode]:
     return out
 
 
-def read_nodes(db: Path, base: Path, rows: Iterable[int] | None = None) -> list[FigureNode]:
-    """Nodes of the table ``db`` by row (all, in row order, when ``rows`` is None); their
-    images resolve against the index folder ``base``."""
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+def read_only_uri(path: str | os.PathLike[str]) -> str:
+    """The SQLite URI that opens ``path`` read-only (``#``, ``?``, ``%`` and spaces in a
+    folder name quoted, where ``file:{path}`` would cut the path at them)."""
+    return Path(os.path.abspath(path)).as_uri() + "?mode=ro"
+
+
+class NodeTable:
+    """A read-only connection to one version's node table, open for the reader's life.
+
+    The open connection keeps the file readable after a writer (``index add``) committed a
+    newer version and deleted this one's name, so a reader answers from the version it opened
+    instead of failing. One connection per reader, shared by its threads under a lock.
+
+    Raises
+    ------
+    sqlite3.Error
+        ``path`` is not a SQLite file with a ``nodes`` table.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        con = sqlite3.connect(read_only_uri(self.path), uri=True, check_same_thread=False)
+        try:
+            con.execute("SELECT COUNT(*) FROM nodes").fetchone()  # opens and pins the file
+        except BaseException:
+            con.close()
+            raise
+        self._con = con
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        """The connection, held by this thread until the ``with`` block ends."""
+        with self._lock:
+            yield self._con
+
+    def close(self) -> None:
+        """Close the connection (a deleted version's file is then freed)."""
+        self._con.close()
+
+
+def read_nodes(table: NodeTable, base: Path, rows: Iterable[int] | None = None
+               ) -> list[FigureNode]:
+    """Nodes of ``table`` by row (all, in row order, when ``rows`` is None); their images
+    resolve against the index folder ``base``."""
+    with table.connect() as con:
         cols = _select_list(con)
         if rows is None:
             found = _rows_to_nodes(con.execute(f"SELECT {cols} FROM nodes ORDER BY row"), base)
@@ -211,25 +263,27 @@ def read_nodes(db: Path, base: Path, rows: Iterable[int] | None = None) -> list[
     return [found[r] for r in wanted]
 
 
-def licence_counts(db: Path) -> dict[str, int]:
-    """Figures per normalised licence of the table ``db`` (an older table's licence text
-    normalised as it is read)."""
+def licence_counts(table: NodeTable) -> dict[str, int]:
+    """Figures per normalised licence of ``table`` (an older table's licence text normalised
+    as it is read)."""
     from .licence import normalise_licence
 
     counts: dict[str, int] = {}
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-        for value, n in con.execute("SELECT license, COUNT(*) FROM nodes GROUP BY license"):
-            name = normalise_licence(value)
-            counts[name] = counts.get(name, 0) + int(n)
+    with table.connect() as con:
+        found = con.execute("SELECT license, COUNT(*) FROM nodes GROUP BY license").fetchall()
+    for value, n in found:
+        name = normalise_licence(value)
+        counts[name] = counts.get(name, 0) + int(n)
     return counts
 
 
-def kind_table(db: Path, count: int) -> tuple[np.ndarray, np.ndarray, frozenset[str]]:
+def kind_table(table: NodeTable, count: int
+               ) -> tuple[np.ndarray, np.ndarray, frozenset[str]]:
     """``(kind per row, row is a figure with panels, node ids of figures with panels)`` of
-    the node table ``db`` (``count`` rows; kind ``None`` where not measured)."""
+    the node table ``table`` (``count`` rows; kind ``None`` where not measured)."""
     kinds = np.empty(count, dtype=object)
     is_parent = np.zeros(count, bool)
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+    with table.connect() as con:
         have = table_columns(con)
         if "kind" not in have:
             return kinds, is_parent, frozenset()
@@ -242,9 +296,10 @@ def kind_table(db: Path, count: int) -> tuple[np.ndarray, np.ndarray, frozenset[
     return kinds, is_parent, parents
 
 
-def kind_stats(db: Path) -> dict[str, dict[str, int]]:
-    """Figures and panels per kind of the node table ``db`` (``"unknown"``: not measured)."""
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+def kind_stats(table: NodeTable) -> dict[str, dict[str, int]]:
+    """Figures and panels per kind of the node table ``table`` (``"unknown"``: not
+    measured)."""
+    with table.connect() as con:
         if "kind" not in table_columns(con):
             total = con.execute("SELECT COUNT(*) FROM nodes").fetchone()[0]
             return {"figures": {"unknown": total}, "panels": {}}
@@ -256,9 +311,9 @@ def kind_stats(db: Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def node_stats(db: Path) -> tuple[dict[str, int], int]:
-    """``(figures per evidence-level name, number of distinct sources)`` of the table ``db``."""
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+def node_stats(table: NodeTable) -> tuple[dict[str, int], int]:
+    """``(figures per evidence-level name, number of distinct sources)`` of ``table``."""
+    with table.connect() as con:
         levels = {evidence_level_name(lv): n for lv, n in con.execute(
             "SELECT evidence_level, COUNT(*) FROM nodes GROUP BY evidence_level")}
         sources = con.execute("SELECT COUNT(DISTINCT COALESCE(doi, source_title, "
@@ -326,10 +381,12 @@ def remove_stale(path: Path, manifest: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------------- reading and checking
 def read_folder(path: str | os.PathLike[str], *, verify: bool = True
-                ) -> tuple[Path, dict[str, Any], Any]:
-    """``(absolute folder, manifest, CPU faiss index)`` of an index folder, checked.
+                ) -> tuple[Path, dict[str, Any], Any, NodeTable]:
+    """``(absolute folder, manifest, CPU faiss index, node table)`` of an index folder, checked.
 
-    ``verify`` also compares the data files with their sha256 checksums in the manifest.
+    ``verify`` also compares the data files with their sha256 checksums in the manifest. A
+    version whose files a writer deleted while they were being read (it committed a newer one
+    meanwhile) is not an error: the newer version is read.
 
     Raises
     ------
@@ -339,27 +396,73 @@ def read_folder(path: str | os.PathLike[str], *, verify: bool = True
     """
     path = Path(path).resolve()  # node images resolve against it from any working dir
     mpath = path / "manifest.json"
-    if not mpath.is_file():
-        raise EvidenceError(f"{path} is not an evidence index (no manifest.json); build "
-                            "one with 'wsikit index build'")
+    for attempt in range(READ_TRIES):
+        text = _manifest_text(path)
+        try:
+            manifest = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise EvidenceError(f"{mpath} is not valid JSON ({exc}); rebuild the index") from exc
+        check_manifest(mpath, manifest)
+        try:
+            index, table = _read_version(path, manifest, verify=verify)
+        except (EvidenceError, OSError):
+            if attempt + 1 < READ_TRIES and _manifest_text(path, missing="") != text:
+                continue  # a writer committed meanwhile: read its version
+            raise
+        return path, manifest, index, table
+    raise AssertionError("unreachable")  # pragma: no cover - the last try returns or raises
+
+
+def _manifest_text(path: Path, *, missing: str | None = None) -> str:
+    """The text of ``path/manifest.json`` (``missing`` when there is none, if given)."""
+    mpath = path / "manifest.json"
     try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        if mpath.is_file():
+            return mpath.read_bytes().decode("utf-8")
+    except FileNotFoundError:  # deleted since: as if never there
+        pass
+    except UnicodeDecodeError as exc:
         raise EvidenceError(f"{mpath} is not valid JSON ({exc}); rebuild the index") from exc
-    check_manifest(mpath, manifest)
+    if missing is not None:
+        return missing
+    raise EvidenceError(f"{path} is not an evidence index (no manifest.json); build "
+                        "one with 'wsikit index build'")
+
+
+def _read_version(path: Path, manifest: dict[str, Any], *, verify: bool
+                  ) -> tuple[Any, NodeTable]:
+    """The FAISS index and the open node table of the version ``manifest`` names."""
     files = {k: path / v for k, v in manifest["files"].items()}
     for key, fpath in files.items():
         if not fpath.is_file():
             raise EvidenceError(f"index {path}: {key} file {fpath.name} named in "
                                 "manifest.json is missing; rebuild the index")
-        if verify and sha256_file(fpath) != manifest["checksums"][key]:
-            raise EvidenceError(f"index {path}: checksum of {fpath.name} does not match "
-                                "manifest.json (file corrupted or edited); rebuild the index")
-    # sizes bounded by the file before faiss allocates (a forged header is "damaged")
-    index = fu.read_index(files["faiss"], dim=int(manifest["encoder"]["dim"]),
-                          count=manifest["count"])
-    check_db(files["sqlite"], manifest["count"])
-    return path, manifest, index
+    table = open_table(files["sqlite"])  # pinned before its checksum: a writer may delete it
+    try:
+        for key, fpath in files.items():
+            if verify and sha256_file(fpath) != manifest["checksums"][key]:
+                raise EvidenceError(f"index {path}: checksum of {fpath.name} does not match "
+                                    "manifest.json (file corrupted or edited); rebuild the "
+                                    "index")
+        # sizes bounded by the file before faiss allocates (a forged header is "damaged")
+        index = fu.read_index(files["faiss"], dim=int(manifest["encoder"]["dim"]),
+                              count=manifest["count"])
+        check_db(table, manifest["count"])
+    except BaseException:
+        table.close()
+        raise
+    return index, table
+
+
+def open_table(path: Path) -> NodeTable:
+    """:class:`NodeTable` of ``path``, or the error saying the index is damaged."""
+    try:
+        return NodeTable(path)
+    except sqlite3.Error as exc:
+        if not path.is_file():  # deleted by a writer since it was listed: read_folder retries
+            raise FileNotFoundError(f"{path}: deleted while it was opened") from exc
+        raise EvidenceError(f"{path} is not a readable node table ({exc}); the index is damaged, "
+                            "rebuild it with 'wsikit index build'") from exc
 
 
 def check_manifest(mpath: Path, manifest: Any) -> None:
@@ -395,13 +498,30 @@ def check_manifest(mpath: Path, manifest: Any) -> None:
         raise bad("'checksums' must give the sha256 of the faiss and sqlite files")
     if not isinstance(manifest.get("version"), int):
         raise bad(f"version {manifest.get('version')!r} is not an integer")
+    made = _registered_dim(enc["name"])
+    if made is not None and made != enc["dim"]:  # one check for info, query and every reader
+        raise bad(f"its encoder {enc['name']!r} makes {made}-d vectors, but the index holds "
+                  f"{enc['dim']}-d vectors")
 
 
-def check_db(path: Path, count: int) -> None:
+def _registered_dim(name: str) -> int | None:
+    """The vector dimension of the registered encoder ``name`` (None: not registered here,
+    e.g. a plugin's that is not loaded)."""
+    from ..errors import ModelError
+    from ..models import get_config
+
+    try:
+        return int(get_config(name).dim)
+    except ModelError:
+        return None
+
+
+def check_db(table: NodeTable, count: int) -> None:
     """The node table is a readable SQLite table with one row per vector, unique node ids
     and every image inside the index folder (:func:`confined_image`)."""
+    path = table.path
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+        with table.connect() as con:
             rows = con.execute("SELECT COUNT(*) FROM nodes").fetchone()[0]
             dup = con.execute("SELECT node_id, COUNT(*) FROM nodes GROUP BY node_id "
                               "HAVING COUNT(*) > 1 LIMIT 1").fetchone()

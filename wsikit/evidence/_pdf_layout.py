@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 __all__: list[str] = []
@@ -25,6 +26,35 @@ __all__: list[str] = []
 Box = tuple[float, float, float, float]  # left, bottom, right, top
 
 _SOFT_HYPHENS = {"\x02", "\u00ad"}
+
+
+def union(a: Box, b: Box) -> Box:
+    return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
+
+
+def area(b: Box) -> float:
+    return max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1])
+
+
+def inter(a: Box, b: Box) -> float:
+    return area((max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])))
+
+
+def gap_between(a: Box, b: Box) -> float:
+    dx = max(0.0, max(a[0], b[0]) - min(a[2], b[2]))
+    dy = max(0.0, max(a[1], b[1]) - min(a[3], b[3]))
+    return max(dx, dy)
+
+
+@dataclass
+class TextObject:
+    """What the page's text layer cannot say about a text object: whether it is drawn
+    (``hidden``: render mode 3 or 7, or a fill alpha of 0), the box its clip path leaves visible
+    (page space; ``None`` when unclipped) and its font (base name, subset prefix dropped)."""
+
+    hidden: bool
+    clip: Box | None
+    font: str
 
 
 @dataclass
@@ -35,6 +65,7 @@ class Word:
     right: float
     top: float
     angle: int  # 0 horizontal, 1/2/3 quarter turns, -1 skewed
+    font: str = ""  # base font name ("Helvetica-Bold"), "" when unknown
 
     @property
     def size(self) -> float:
@@ -50,9 +81,12 @@ class Line:
     top: float = -math.inf
     prose: bool = False
     _size: float | None = None
+    _core: tuple[float, float] | None = None
+    _text: str | None = None
+    _font: str | None = None
 
     def add(self, word: Word) -> None:
-        self._size = None
+        self._size = self._core = self._text = self._font = None
         self.words.append(word)
         self.left, self.bottom = min(self.left, word.left), min(self.bottom, word.bottom)
         self.right, self.top = max(self.right, word.right), max(self.top, word.top)
@@ -63,10 +97,11 @@ class Line:
 
     @property
     def size(self) -> float:
-        """Median word height (robust to sub- and superscripts)."""
+        """Median word height, the lower of the two middle ones (robust to sub- and
+        superscripts and to symbol-font glyphs, which only make a word taller)."""
         if self._size is None:
             sizes = sorted(w.size for w in self.words)
-            self._size = sizes[len(sizes) // 2] if sizes else 0.0
+            self._size = sizes[(len(sizes) - 1) // 2] if sizes else 0.0
         return self._size
 
     @property
@@ -74,9 +109,39 @@ class Line:
         return self.right - self.left
 
     @property
+    def core(self) -> tuple[float, float]:
+        """Median bottom and median top of the words: the row the line sits in, robust to
+        sub- and superscripts and to a tall glyph (a brace, an integral sign)."""
+        if self._core is None:
+            if not self.words:
+                return (self.bottom, self.top)
+            bottoms = sorted(w.bottom for w in self.words)
+            tops = sorted(w.top for w in self.words)
+            self._core = (bottoms[len(bottoms) // 2], tops[len(tops) // 2])
+        return self._core
+
+    @property
+    def base(self) -> float:
+        """Median bottom of the words: where the line sits (line pitch is measured between
+        these)."""
+        return self.core[0]
+
+    @property
+    def font(self) -> str:
+        """The font most of the line's letters are printed in."""
+        if self._font is None:
+            count: dict[str, int] = {}
+            for w in self.words:
+                count[w.font] = count.get(w.font, 0) + len(w.text)
+            self._font = max(count, key=lambda f: count[f]) if count else ""
+        return self._font
+
+    @property
     def text(self) -> str:
         """Words left to right, one space between."""
-        return " ".join(w.text for w in sorted(self.words, key=lambda w: w.left))
+        if self._text is None:
+            self._text = " ".join(w.text for w in sorted(self.words, key=lambda w: w.left))
+        return self._text
 
 
 @dataclass
@@ -117,76 +182,192 @@ class PageText:
         return None
 
 
-def _angle_class(radians: float) -> int:
-    quarter = radians / (math.pi / 2)
-    k = round(quarter)
-    if abs(quarter - k) > 0.06:
-        return -1
-    return int(k) % 4
+_TEXT_OBJECT = None
 
 
-def page_words(textpage) -> list[tuple[Word, bool]]:
-    """Words of a text page in content order, each with whether a line break follows it."""
+def _text_object_fn():
+    """``FPDFText_GetTextObject`` returning the object's address as an int (the handle is
+    only a key here; pypdfium2's binding returns a pointer object that costs a cast)."""
+    global _TEXT_OBJECT
+    if _TEXT_OBJECT is None:
+        import ctypes
+
+        from pypdfium2 import raw
+
+        address = ctypes.cast(raw.FPDFText_GetTextObject, ctypes.c_void_p).value
+        _TEXT_OBJECT = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)(address)
+    return _TEXT_OBJECT
+
+
+def _page_chars(tp, n: int) -> list[int]:
+    """Unicode code of each of the ``n`` characters (one call when every one fits in UTF-16
+    without a surrogate pair, else one call each)."""
+    import ctypes
+
+    from pypdfium2 import raw
+
+    buf = ctypes.create_string_buffer(2 * (n + 1))
+    got = raw.FPDFText_GetText(tp, 0, n, ctypes.cast(buf, ctypes.POINTER(ctypes.c_ushort)))
+    codes = list(memoryview(buf.raw[:2 * max(0, got - 1)]).cast("H"))
+    if len(codes) != n or any(0xD800 <= c <= 0xDFFF for c in codes):
+        return [raw.FPDFText_GetUnicode(tp, i) for i in range(n)]
+    # the bulk text writes PDFium's line-end hyphen mark (0x02) as 0xFFFE: ask those again
+    return [raw.FPDFText_GetUnicode(tp, i) if c == 0xFFFE else c for i, c in enumerate(codes)]
+
+
+def page_words(textpage, objects: dict[int, TextObject] | None = None,
+               page_box: Box | None = None) -> list[tuple[Word, bool]]:
+    """Words of a text page in content order, each with whether a line break follows it.
+
+    Only what is printed: characters of hidden text objects (``objects``, from the page
+    walk: render mode 3, the invisible copy under a scan or over a re-typeset page), outside
+    their clip path or outside ``page_box`` are left out. Each word carries the font of its
+    first letter."""
     from pypdfium2 import raw
 
     tp = textpage.raw
     n = raw.FPDFText_CountChars(tp)
     rect = raw.FS_RECTF()
+    get_box, get_angle = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetCharAngle
     words: list[tuple[Word, bool]] = []
     chars: list[str] = []
-    box = [0.0, 0.0, 0.0, 0.0]
-    prev = (0.0, 0.0, 0.0, 0.0)
+    bl = bb = br = bt = 0.0  # the current word's box
+    pl = pb = pr = pt = 0.0  # the previous letter's box
     angle = 0
+    font = ""
+    objects = objects or {}
+    text_object = _text_object_fn() if objects else None
+    # per-letter checks only where some text is hidden or clipped
+    check = any(o.hidden or o.clip is not None for o in objects.values())
+    codes = _page_chars(tp, n) if n else []
+    quarter = math.pi / 2
 
     def flush(brk: bool) -> None:
         if chars:
-            text = "".join(chars)
-            words.append((Word(text, box[0], box[1], box[2], box[3], angle), brk))
+            words.append((Word("".join(chars), bl, bb, br, bt, angle, font), brk))
             chars.clear()
         elif brk and words:
             words[-1] = (words[-1][0], True)
 
+    pending = False  # PDFium put a line break after the last letter
+    row_h = 0.0  # the tallest letter of the row so far
+    tight = 0.0  # the usual gap between letters of a word in the row (letter spacing)
+
+    def space(height: float) -> float:
+        """The least gap that parts words: an eighth of the letter height, more where the
+        row's letters are set apart (a letter-spaced title), never over 0.3 of it."""
+        return min(max(0.12 * height, 2.5 * tight), 0.3 * height)
+
     for i in range(n):
-        code = raw.FPDFText_GetUnicode(tp, i)
+        code = codes[i]
         ch = chr(code) if 0 <= code < 0x110000 else ""
-        if ch in ("\r", "\n"):
-            flush(True)
+        if ch == "\r" or ch == "\n":
+            pending = bool(chars) or pending
+            if not chars:
+                flush(True)
             continue
-        if ch.isspace() or not ch or code == 0xFFFE:
-            flush(False)
+        if not ch or code == 0xFFFE or ch.isspace():
+            flush(pending)
+            pending = False
             continue
         if ch in _SOFT_HYPHENS:
             ch = "-"
-        raw.FPDFText_GetLooseCharBox(tp, i, rect)
+        elif unicodedata.category(ch) == "Cc":  # a glyph its font maps to no character
+            ch = "\ufffd"  # (U+0003 for "≥"): shown as lost, never an invisible control
+        get_box(tp, i, rect)
         left, bottom, right, top = rect.left, rect.bottom, rect.right, rect.top
         if right - left <= 0 and top - bottom <= 0:
             continue
-        a = _angle_class(raw.FPDFText_GetCharAngle(tp, i))
-        if chars:
-            if a != angle:
-                flush(False)
-            elif a in (0, 2):
-                height = max(box[3] - box[1], top - bottom, 1.0)
-                overlap = min(box[3], top) - max(box[1], bottom)
-                gap = left - prev[2] if a == 0 else prev[0] - right
-                ligature = abs(left - prev[0]) < 0.5 and abs(right - prev[2]) < 0.5
-                if overlap < 0.4 * min(box[3] - box[1], top - bottom) or \
-                        not (ligature or -0.25 * height < gap < 0.12 * height):
-                    flush(False)
-            else:
-                width = max(box[2] - box[0], right - left, 1.0)
-                overlap = min(box[2], right) - max(box[0], left)
-                gap = max(bottom - prev[3], prev[1] - top)  # up or down the page
-                ligature = abs(bottom - prev[1]) < 0.5 and abs(top - prev[3]) < 0.5
-                if overlap < 0.4 * min(box[2] - box[0], right - left) or \
-                        not (ligature or -0.25 * width < gap < 0.12 * width):
-                    flush(False)
-        if not chars:
-            box = [left, bottom, right, top]
-            angle = a
+        if page_box is not None:
+            cx, cy = (left + right) / 2, (bottom + top) / 2
+            if not (page_box[0] <= cx <= page_box[2] and page_box[1] <= cy <= page_box[3]):
+                flush(pending)
+                pending = False
+                continue
+        obj = None
+        if check:
+            obj = objects.get(text_object(tp, i) or 0)  # type: ignore[misc]
+            cx, cy = (left + right) / 2, (bottom + top) / 2
+            if obj is not None and (obj.hidden or (obj.clip is not None and not (
+                    obj.clip[0] - 1 <= cx <= obj.clip[2] + 1 and
+                    obj.clip[1] - 1 <= cy <= obj.clip[3] + 1))):
+                flush(pending)
+                pending = False
+                continue
+        # the letter's direction, asked only where it may differ from the word's: a letter
+        # that goes on a horizontal word in its row is horizontal (joins(), inlined: this
+        # runs for every letter of the page)
+        goes_on = False
+        if chars and angle == 0:
+            h, ch_h = bt - bb, top - bottom
+            overlap = (bt if bt < top else top) - (bb if bb > bottom else bottom)
+            if overlap >= 0.4 * (h if h < ch_h else ch_h):
+                height = h if h > ch_h else ch_h
+                if row_h > height:
+                    height = row_h
+                if height < 1.0:
+                    height = 1.0
+                gap = left - pr
+                least = 0.12 * height
+                if 2.5 * tight > least:
+                    least = 2.5 * tight
+                if least > 0.3 * height:
+                    least = 0.3 * height
+                goes_on = -0.25 * height < gap < least or \
+                    (abs(left - pl) < 0.5 and abs(right - pr) < 0.5)
+        if goes_on:
+            a = 0
+            if pending:  # a break PDFium guessed from a baseline shift (a subscript) is none
+                pending = False
+            if left - pr > 0:
+                tight = 0.7 * tight + 0.3 * (left - pr)
         else:
-            box = [min(box[0], left), min(box[1], bottom), max(box[2], right), max(box[3], top)]
-        prev = (left, bottom, right, top)
+            q = get_angle(tp, i) / quarter
+            k = round(q)
+            a = -1 if abs(q - k) > 0.06 else int(k) % 4
+            if pending:
+                pending = False
+                flush(True)
+            if chars:
+                if a != angle or a == 0:
+                    flush(False)
+                elif a == 2:
+                    height = max(bt - bb, top - bottom, row_h, 1.0)
+                    gap = pl - right
+                    ligature = abs(left - pl) < 0.5 and abs(right - pr) < 0.5
+                    if min(bt, top) - max(bb, bottom) < 0.4 * min(bt - bb, top - bottom) or \
+                            not (ligature or -0.25 * height < gap < space(height)):
+                        flush(False)
+                else:
+                    width = max(br - bl, right - left, 1.0)
+                    gap = max(bottom - pt, pb - top)  # up or down the page
+                    ligature = abs(bottom - pb) < 0.5 and abs(top - pt) < 0.5
+                    if min(br, right) - max(bl, left) < 0.4 * min(br - bl, right - left) or \
+                            not (ligature or -0.25 * width < gap < 0.12 * width):
+                        flush(False)
+        if a == 0:
+            if row_h and not (bottom < pt and top > pb):
+                row_h = tight = 0.0  # a new row
+            if top - bottom > row_h:
+                row_h = top - bottom
+        else:
+            row_h = 0.0
+        if not chars:
+            bl, bb, br, bt = left, bottom, right, top
+            angle = a
+            if obj is None and text_object is not None:
+                obj = objects.get(text_object(tp, i) or 0)
+            font = obj.font if obj is not None else ""
+        else:
+            if left < bl:
+                bl = left
+            if bottom < bb:
+                bb = bottom
+            if right > br:
+                br = right
+            if top > bt:
+                bt = top
+        pl, pb, pr, pt = left, bottom, right, top
         chars.append(ch)
     flush(True)
     return words
@@ -229,8 +410,9 @@ def build_lines(words: list[tuple[Word, bool]]) -> tuple[list[Line], list[Word]]
         for line in reversed(lines[-12:]):
             size = max(min(line.size, frag.size), 1.0)
             gap = max(frag.left - line.right, line.left - frag.right)
-            overlap = min(line.top, frag.top) - max(line.bottom, frag.bottom)
-            small = min(line.top - line.bottom, frag.top - frag.bottom)
+            (lb, lt), (fb, ft) = line.core, frag.core  # rows, not boxes a tall glyph stretched
+            overlap = min(lt, ft) - max(lb, fb)
+            small = min(lt - lb, ft - fb)
             if overlap >= 0.45 * small and gap < 0.9 * size:
                 for word in frag.words:
                     line.add(word)
@@ -242,41 +424,53 @@ def build_lines(words: list[tuple[Word, bool]]) -> tuple[list[Line], list[Word]]
 
 
 def mark_prose(lines: list[Line]) -> None:
-    """Set :attr:`Line.prose` on lines of body-text paragraphs (see the module docstring)."""
+    """Set :attr:`Line.prose` on lines of body-text paragraphs (see the module docstring):
+    runs of left-aligned lines of one size at a regular pitch (single or double spaced)."""
     def wide(line: Line) -> bool:
         return line.width >= 9.0 * line.size and len(line.words) >= 4
 
     n = len(lines)
-    # below[i]: index of the next line of the same column directly below line i
+    # below[i]: index of the next line of the same column directly below line i, and the
+    # pitch (baseline to baseline) between them
     below: list[int | None] = [None] * n
+    pitch = [0.0] * n
     for i, a in enumerate(lines):
         for j in range(i + 1, min(n, i + 40)):
             b = lines[j]
             if abs(b.left - a.left) <= max(2.5, 0.3 * a.size) and \
                     abs(b.size - a.size) <= 0.2 * a.size:
-                gap = a.bottom - b.top
-                if -0.3 * a.size <= gap <= 1.3 * a.size:
+                step = a.base - b.base
+                if 0.7 * a.size <= step <= 3.0 * a.size:
                     below[i] = j
+                    pitch[i] = step
                 break
+
+    def regular(p: float, q: float) -> bool:
+        return abs(p - q) <= 0.2 * max(p, q)
+
     for i in range(n):
         run = [i]
         nxt = below[i]
         while nxt is not None and len(run) < 3:
             run.append(nxt)
             nxt = below[nxt]
-        if len(run) >= 3 and all(wide(lines[k]) for k in run[:2]):
+        if len(run) >= 3 and all(wide(lines[k]) for k in run[:2]) and \
+                regular(pitch[run[0]], pitch[run[1]]):
             for k in run:
                 lines[k].prose = True
-    # a wide line continuing a prose line above or below is prose too (paragraph ends)
+    # the line that ends a paragraph continues a prose line at the paragraph's pitch
+    above: dict[int, int] = {j: i for i, j in enumerate(below) if j is not None}
     for i in range(n):
         nxt = below[i]
-        if nxt is not None and lines[i].prose and not lines[nxt].prose:
+        if nxt is not None and lines[i].prose and not lines[nxt].prose and (
+                i not in above or regular(pitch[above[i]], pitch[i])):
             lines[nxt].prose = True
 
 
-def read_page_text(page, textpage) -> PageText:
-    """Lay out one page's text."""
-    words = page_words(textpage)
+def read_page_text(page, textpage, objects: dict[int, TextObject] | None = None,
+                   page_box: Box | None = None) -> PageText:
+    """Lay out one page's printed text (see :func:`page_words` for ``objects``)."""
+    words = page_words(textpage, objects, page_box)
     lines, rotated = build_lines(words)
     mark_prose(lines)
     width, height = page.get_size()

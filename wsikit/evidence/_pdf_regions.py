@@ -1,18 +1,14 @@
-"""Caption blocks and the graphic regions beside them (the figure half of PDF figure finding).
+"""Graphics and the regions beside captions (the figure half of PDF figure finding).
 
-The method of PDFFigures 2.0 (Clark & Divvala, JCDL 2016), written here from its description:
+The method of PDFFigures 2.0 (Clark & Divvala, JCDL 2016), written here from its description
+(caption blocks: :mod:`._pdf_captions`):
 
-1. *Captions*: a line that starts with a figure, table or scheme label ("Figure 3.",
-   "Fig. 2B:", "FIGURE 4", "Figure S1", "Table 2", "Scheme 1") and reads as a caption (a
-   separator or a capitalised word after the number, and not the continuation of a sentence of
-   the paragraph above) opens a caption block; the block runs on through the lines below it in
-   its column while size, alignment and line spacing stay those of a caption.
-2. *Graphics*: image, path and shading objects (Form XObjects unfolded into page space), less
-   what is repeated on many pages (logos, rules of running heads), invisible paths and page
-   backgrounds, are clustered by proximity; text lines that are not prose and not captions
-   (axis labels, legends, panel letters, rotated axis titles inside the text area) join the
-   cluster they touch.
-3. *Regions*: each caption takes the nearest cluster it can see (above, below, left or right,
+1. *Graphics*: image, path and shading objects (Form XObjects unfolded into page space), each
+   cut to its clip path, less what is repeated on many pages (logos, rules of running heads),
+   invisible paths and page backgrounds, are clustered by proximity; text lines that are not
+   prose and not captions (axis labels, legends, panel letters, rotated axis titles inside the
+   text area) join the cluster they touch.
+2. *Regions*: each caption takes the nearest cluster it can see (above, below, left or right,
    with no prose or other caption between) and grows on that side through the clusters
    adjacent to its region, never over prose, another caption or another caption's region.
    Tables and schemes claim graphics the same way (so images inside table cells and rules of
@@ -21,34 +17,16 @@ The method of PDFFigures 2.0 (Clark & Divvala, JCDL 2016), written here from its
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._pdf_layout import Box, Line, PageText, Word, build_lines, join_lines, mark_prose
+from ._pdf_captions import Caption
+from ._pdf_layout import Box, Line, PageText, TextObject, Word, area, gap_between, inter, union
 
 __all__: list[str] = []
 
-#: A caption's start: label word, number, optional panel letter(s), optional separator.
-CAPTION_RE = re.compile(
-    r"^\s*(?P<label>(?P<kind>(?:Supplementary|Supplemental|Extended\s+Data)\s+"
-    r"(?:Figure|Fig\.?)|Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)"
-    r"\s*(?P<num>S?\d+(?:\.\d+)?|[IVX]{1,6}\b)(?P<panel>(?<=\d)[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)"
-    r"(?![\d])"
-    r"(?P<sep>\s*[.:|—–-])?")
-
 IMAGE, PATH, SHADING = 3, 2, 4
-
-
-def caption_kind(kind: str) -> str:
-    """'figure', 'table' or 'scheme' for the label word of :data:`CAPTION_RE`."""
-    low = kind.lower()
-    if low.startswith("table"):
-        return "table"
-    if low.startswith("scheme"):
-        return "scheme"
-    return "figure"
 
 
 @dataclass
@@ -57,22 +35,6 @@ class Element:
     box: Box
     px: tuple[int, int] = (0, 0)  # pixel size of an image
     key: tuple = ()    # signature for repeated-element detection
-
-
-@dataclass
-class Caption:
-    kind: str          # figure | table | scheme
-    label: str
-    number: str
-    lines: list[Line]
-    text: str
-    label_only: bool
-    turn: int = 0      # quarter turns of the caption's text (1 read downwards, 3 upwards)
-
-    @property
-    def box(self) -> Box:
-        return (min(ln.left for ln in self.lines), min(ln.bottom for ln in self.lines),
-                max(ln.right for ln in self.lines), max(ln.top for ln in self.lines))
 
 
 @dataclass
@@ -91,29 +53,13 @@ class Cluster:
 
     @property
     def thin(self) -> bool:
-        """A rule or a line of text, not a graphic: never a region of its own."""
+        """A rule, a frame or a line of text, not a graphic: never a region of its own (one
+        path is a graphic when it spans a plot: a curve drawn as a single path)."""
         short = min(self.box[2] - self.box[0], self.box[3] - self.box[1])
-        return short < 6.0 or (not self.images and self.n_paths < 2) or \
+        return short < 6.0 or (not self.images and self.n_paths < 2 and
+                               (short < 40.0 or self.n_text > 0)) or \
             (short < 16.0 and not self.images) or \
             (not self.images and self.n_paths <= 3 and self.n_text >= 1)  # a text box
-
-
-def union(a: Box, b: Box) -> Box:
-    return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
-
-
-def area(b: Box) -> float:
-    return max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1])
-
-
-def inter(a: Box, b: Box) -> float:
-    return area((max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])))
-
-
-def gap_between(a: Box, b: Box) -> float:
-    dx = max(0.0, max(a[0], b[0]) - min(a[2], b[2]))
-    dy = max(0.0, max(a[1], b[1]) - min(a[3], b[3]))
-    return max(dx, dy)
 
 
 # ---------------------------------------------------------------------- graphics
@@ -133,29 +79,104 @@ def _compose(inner: tuple[float, ...], outer: tuple[float, ...]) -> tuple[float,
             e1 * a2 + f1 * c2 + e2, e1 * b2 + f1 * d2 + f2)
 
 
-def page_graphics(page, page_box: Box) -> list[Element]:
+def _clip_box(obj, m: tuple[float, ...] | None) -> Box | None:
+    """Bounding box (page space) of what the clip path of a page object leaves visible: the
+    intersection of its paths' boxes; ``None`` when unclipped."""
+    import ctypes
+
+    from pypdfium2 import raw
+
+    clip = raw.FPDFPageObj_GetClipPath(obj)
+    if not clip:
+        return None
+    n_paths = raw.FPDFClipPath_CountPaths(clip)
+    if n_paths <= 0:
+        return None
+    x, y = ctypes.c_float(), ctypes.c_float()
+    out: Box | None = None
+    for p in range(n_paths):
+        xs, ys = [], []
+        for s in range(raw.FPDFClipPath_CountPathSegments(clip, p)):
+            seg = raw.FPDFClipPath_GetPathSegment(clip, p, s)
+            if seg and raw.FPDFPathSegment_GetPoint(seg, x, y):
+                xs.append(x.value)
+                ys.append(y.value)
+        if not xs:
+            continue
+        box: Box = (min(xs), min(ys), max(xs), max(ys))
+        if m is not None:
+            box = transform_box(m, box)
+        out = box if out is None else (max(out[0], box[0]), max(out[1], box[1]),
+                                        min(out[2], box[2]), min(out[3], box[3]))
+    return out
+
+
+def _cut(box: Box, clip: Box | None) -> Box:
+    if clip is None:
+        return box
+    return (max(box[0], clip[0]), max(box[1], clip[1]), min(box[2], clip[2]),
+            min(box[3], clip[3]))
+
+
+def page_graphics(page, page_box: Box) -> tuple[list[Element], dict[int, TextObject]]:
     """Image, path and shading objects of a page in page coordinates (Form XObjects
-    unfolded), clipped to the page; invisible paths left out."""
+    unfolded), each cut to what its clip path and the page leave visible, invisible paths left
+    out; and the page's text objects by handle address (:class:`TextObject`), so that text
+    nobody sees (render mode 3, clipped away: the hidden copy of an OCR layer or of a
+    re-typeset page) can be left out of the page's text."""
     import ctypes
     import hashlib
 
     from pypdfium2 import raw
 
     out: list[Element] = []
+    texts: dict[int, TextObject] = {}
+    fonts: dict[int, str] = {}
     left, bottom, right, top = (ctypes.c_float() for _ in range(4))
     fill_mode, stroke = ctypes.c_int(), ctypes.c_int()
+    rgba = [ctypes.c_uint() for _ in range(4)]
     mat = raw.FS_MATRIX()
     identity = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+    name_buf = ctypes.create_string_buffer(256)
 
-    def walk(count, get, parent, m, depth):
+    def font_name(obj) -> str:
+        font = raw.FPDFTextObj_GetFont(obj)
+        key = ctypes.cast(font, ctypes.c_void_p).value or 0
+        if key not in fonts:
+            n = raw.FPDFFont_GetBaseFontName(font, name_buf, 256) if font else 0
+            name = name_buf.raw[:max(0, n - 1)].decode("latin-1") if n else ""
+            fonts[key] = name.split("+", 1)[-1]
+        return fonts[key]
+
+    def walk(count, get, parent, m, depth, outer_clip):
         for i in range(count(parent)):
             obj = get(parent, i)
             kind = raw.FPDFPageObj_GetType(obj)
+            clip = _clip_box(obj, m if depth else None)
+            if clip is not None and outer_clip is not None:
+                clip = _cut(clip, outer_clip)
+            elif clip is None:
+                clip = outer_clip
+            if kind == raw.FPDF_PAGEOBJ_TEXT:
+                mode = raw.FPDFTextObj_GetTextRenderMode(obj)
+                hidden = mode in (3, 7)
+                if not hidden and mode in (0, 4) and raw.FPDFPageObj_GetFillColor(obj, *rgba):
+                    hidden = rgba[3].value == 0
+                if clip is not None and raw.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
+                    tb: Box = (left.value, bottom.value, right.value, top.value)
+                    if depth:
+                        tb = transform_box(m, tb)
+                    if tb[0] >= clip[0] - 1 and tb[1] >= clip[1] - 1 and \
+                            tb[2] <= clip[2] + 1 and tb[3] <= clip[3] + 1:
+                        clip = None  # the clip leaves all of it visible
+                texts[ctypes.cast(obj, ctypes.c_void_p).value or 0] = TextObject(
+                    hidden, clip, font_name(obj))
+                continue
             if kind == raw.FPDF_PAGEOBJ_FORM:
                 if depth < 12 and raw.FPDFPageObj_GetMatrix(obj, mat):
                     inner = (mat.a, mat.b, mat.c, mat.d, mat.e, mat.f)
                     walk(raw.FPDFFormObj_CountObjects, raw.FPDFFormObj_GetObject, obj,
-                         _compose(inner, m) if depth else inner, depth + 1)
+                         _compose(inner, m) if depth else inner, depth + 1, clip)
                 continue
             if kind not in (IMAGE, PATH, SHADING):
                 continue
@@ -167,8 +188,7 @@ def page_graphics(page, page_box: Box) -> list[Element]:
             box: Box = (left.value, bottom.value, right.value, top.value)
             if depth:
                 box = transform_box(m, box)
-            box = (max(box[0], page_box[0]), max(box[1], page_box[1]),
-                   min(box[2], page_box[2]), min(box[3], page_box[3]))
+            box = _cut(_cut(box, clip), page_box)
             if box[2] < box[0] or box[3] < box[1]:
                 continue
             px = (0, 0)
@@ -185,8 +205,8 @@ def page_graphics(page, page_box: Box) -> list[Element]:
                 key = (kind, px, hashlib.sha1(buf.raw[:size]).hexdigest(), small)
             out.append(Element(kind, box, px, key))
 
-    walk(raw.FPDFPage_CountObjects, raw.FPDFPage_GetObject, page, identity, 0)
-    return out
+    walk(raw.FPDFPage_CountObjects, raw.FPDFPage_GetObject, page, identity, 0, None)
+    return out, texts
 
 
 def cluster_graphics(elements: list[Element], text: PageText, *,
@@ -223,26 +243,30 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
         else:
             cl.n_paths += 1
     out = list(clusters.values())
-    out = _merge_overlapping(out)
+    out = _join_marks(_merge_overlapping(out), [ln.box for ln in text.lines if ln.prose])
     # text that is not prose or caption joins the cluster it touches (repeat: chains of labels)
     # reach: a horizontal label touches its graphic; a rotated axis title sits further out
     # side: where the graphic of a rotated axis title lies (text read upwards sits left of
     # its axis, text read downwards right of it)
-    items: list[tuple[Box, float, int]] = [
-        (ln.box, 0.9 * ln.size, 0) for i, ln in enumerate(text.lines)
-        if not ln.prose and i not in skip_lines]
-    items += [((wd.left, wd.bottom, wd.right, wd.top), 2.0 * wd.size,
-               {3: 1, 1: -1}.get(wd.angle, 0))
+    # corner: whether the label may touch a graphic at a corner only (diagonally): a panel
+    # letter may, a line of words (an author block beside a figure) may not
+    items: list[tuple[Box, float, int, bool]] = [
+        (ln.box, 0.9 * ln.size, 0, ln.width <= 2.5 * ln.size)
+        for i, ln in enumerate(text.lines) if not ln.prose and i not in skip_lines]
+    items += [((wd.left, wd.bottom, wd.right, wd.top), _reach(wd),
+               {3: 1, 1: -1}.get(wd.angle, 0), True)
               for wd in text.rotated if _inside_text_area(wd, text) and id(wd) not in skip_words]
     pending = list(items)
     for _ in range(4):
         left_over = []
         changed = False
-        for box, size, side in pending:
+        for box, size, side, corner in pending:
             reach = max(2.0, size)
-            hits = [c for c in out if not c.rule and gap_between(c.box, box) <= reach]
+            hits = [c for c in out if not c.rule and gap_between(c.box, box) <= reach and
+                    (corner or min(c.box[2], box[2]) > max(c.box[0], box[0]) or
+                     min(c.box[3], box[3]) > max(c.box[1], box[1]))]
             if not hits:
-                left_over.append((box, size, side))
+                left_over.append((box, size, side, corner))
                 continue
             # the nearest graphic takes the label; labels never join two graphics (that is
             # for the caption's region to decide, which stops at body text and captions)
@@ -257,6 +281,61 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
         if not changed:
             break
     return out
+
+
+def _join_marks(clusters: list[Cluster], prose: list[Box], gap: float = 10.0) -> list[Cluster]:
+    """Small marks set apart (the dots of a dot plot or heat map, the symbols of a legend)
+    join the marks and graphics within ``gap`` points of them, unless that would take in
+    body text no part covered alone."""
+    if len(clusters) < 2:
+        return clusters
+    boxes = np.array([c.box for c in clusters], dtype=np.float64)
+    sides = np.maximum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
+    small = np.array([not c.images and side < 24.0 for c, side in zip(clusters, sides,
+                                                                     strict=True)])
+    if small.sum() < 4 or small.sum() > 3000:
+        return clusters
+    grown = boxes + np.array([-gap / 2, -gap / 2, gap / 2, gap / 2])
+    idx = np.nonzero(small)[0]
+    blk = grown[idx]
+    touch = ((blk[:, None, 0] <= grown[None, :, 2]) & (blk[:, None, 2] >= grown[None, :, 0])
+             & (blk[:, None, 1] <= grown[None, :, 3]) & (blk[:, None, 3] >= grown[None, :, 1]))
+    parent = list(range(len(clusters)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    rows, cols = np.nonzero(touch)
+    for a, b in zip(idx[rows], cols, strict=True):
+        ra, rb = find(int(a)), find(int(b))
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(clusters)):
+        groups.setdefault(find(i), []).append(i)
+
+    def covered(box: Box) -> int:
+        return sum(1 for b in prose if inter(box, b) > 0.5 * area(b))
+
+    out: list[Cluster] = []
+    for members in groups.values():
+        parts = [clusters[i] for i in members]
+        if len(parts) == 1:
+            out += parts
+            continue
+        box = parts[0].box
+        for c in parts[1:]:
+            box = union(box, c.box)
+        if covered(box) > sum(covered(c.box) for c in parts):
+            out += parts  # joined, they would span body text
+            continue
+        joined = Cluster(box, [el for c in parts for el in c.images],
+                         sum(c.n_paths for c in parts), sum(c.n_text for c in parts))
+        out.append(joined)
+    return _merge_overlapping(out)
 
 
 def _touching_groups(boxes: np.ndarray, gap: float) -> np.ndarray:
@@ -288,13 +367,25 @@ def _touching_groups(boxes: np.ndarray, gap: float) -> np.ndarray:
     return np.array([find(i) for i in range(n)])
 
 
+def _reach(word: Word) -> float:
+    """How far a turned word may stand from the graphic it labels: two letter heights."""
+    if word.angle == -1:
+        return 0.5 * min(word.right - word.left, word.top - word.bottom)
+    return 2.0 * word.size
+
+
 def _inside_text_area(word: Word, text: PageText) -> bool:
-    """A word turned by quarters inside the text area (an axis title), not in a margin (a
-    stamp), not skewed or huge (a watermark across the page)."""
-    if not text.lines or word.angle not in (1, 2, 3):
+    """A word turned by quarters (an axis title) or slanted (a gel's lane label) inside the
+    text area, not in a margin (a stamp), not huge (a watermark across the page)."""
+    if not text.lines or word.angle not in (1, 2, 3, -1):
         return False
     sizes = sorted(ln.size for ln in text.lines)
-    if word.size > 2.5 * sizes[len(sizes) // 2]:
+    if word.angle == -1:  # a slanted label (gel lanes, tilted tick labels), not a watermark
+        w, h = word.right - word.left, word.top - word.bottom
+        if max(w, h) > 0.25 * min(text.width, text.height) or \
+                min(w, h) > 2.5 * sizes[len(sizes) // 2]:
+            return False
+    elif word.size > 2.5 * sizes[len(sizes) // 2]:
         return False
     left = min(ln.left for ln in text.lines if ln.prose) if any(
         ln.prose for ln in text.lines) else 0.1 * text.width
@@ -324,171 +415,6 @@ def _merge_overlapping(clusters: list[Cluster]) -> list[Cluster]:
     return clusters
 
 
-# ---------------------------------------------------------------------- captions
-def find_captions(text: PageText, *, graphics: list[Element]) -> list[Caption]:
-    """Caption blocks of a page (figures, tables and schemes)."""
-    _join_label_lines(text)
-    lines = text.lines
-    captions: list[Caption] = []
-    used: set[int] = set()
-    image_boxes = [el.box for el in graphics if el.kind == IMAGE]
-    for i, line in enumerate(lines):
-        if i in used:
-            continue
-        match = CAPTION_RE.match(line.text)
-        if not match or not _reads_as_caption(lines, i, match):
-            continue
-        block = [i]
-        gaps: list[float] = []
-        cur = line
-        size = line.size
-        while True:
-            nxt = _next_caption_line(lines, block[-1], block[0], size, gaps, image_boxes)
-            if nxt is None:
-                break
-            gaps.append(cur.bottom - lines[nxt].top)
-            block.append(nxt)
-            cur = lines[nxt]
-        used.update(block)
-        block_lines = [lines[k] for k in block]
-        text_ = join_lines([ln.text for ln in block_lines])
-        label = " ".join(match.group("label").split())
-        rest = text_[match.end():].strip(" .:|—–-")
-        captions.append(Caption(caption_kind(match.group("kind")), label,
-                                match.group("num").upper(), block_lines, text_,
-                                label_only=len(rest) < 3))
-    return captions
-
-
-def rotated_captions(text: PageText) -> list[Caption]:
-    """Captions printed a quarter turn round (a landscape figure on a portrait page): the
-    words of each turn are laid out in their own frame, read there, and returned with their
-    boxes on the page."""
-    out: list[Caption] = []
-    for turn in (1, 3):
-        back: dict[int, Word] = {}
-        turned: list[tuple[Word, bool]] = []
-        for word, brk in zip(text.rotated, text.rotated_breaks, strict=True):
-            if word.angle != turn:
-                continue
-            if turn == 3:  # read upwards: turn the page clockwise
-                box = (word.bottom, -word.right, word.top, -word.left)
-            else:          # read downwards: turn it anticlockwise
-                box = (-word.top, word.left, -word.bottom, word.right)
-            tw = Word(word.text, *box, 0)
-            back[id(tw)] = word
-            turned.append((tw, brk))
-        if not turned:
-            continue
-        lines, _ = build_lines(turned)
-        if not any(CAPTION_RE.match(ln.text) for ln in lines):
-            continue
-        mark_prose(lines)
-        frame = PageText(lines, [], text.height, text.width)
-        for cap in find_captions(frame, graphics=[]):
-            page_lines = []
-            for ln in cap.lines:
-                page_line = Line()
-                for tw in ln.words:
-                    page_line.add(back[id(tw)])
-                page_lines.append(page_line)
-            out.append(Caption(cap.kind, cap.label, cap.number, page_lines, cap.text,
-                               cap.label_only, turn))
-    return out
-
-
-def _join_label_lines(text: PageText) -> None:
-    """A label printed apart from its caption text on the same row ("Figure 2" then, after
-    a wide gap, "Fragment suggested …") becomes one line with it."""
-    lines = text.lines
-    drop: set[int] = set()
-    for i, line in enumerate(lines):
-        match = CAPTION_RE.match(line.text)
-        if not match or len(line.text[match.end():].strip(" .:|—–-")) >= 3:
-            continue
-        best, best_gap = None, 8.0 * max(line.size, 1.0)
-        for j, other in enumerate(lines):
-            if j == i or j in drop or other.left < line.right - 1:
-                continue
-            overlap = min(line.top, other.top) - max(line.bottom, other.bottom)
-            if overlap < 0.5 * min(line.top - line.bottom, other.top - other.bottom):
-                continue
-            gap = other.left - line.right
-            if gap < best_gap:
-                best, best_gap = j, gap
-        if best is not None:
-            for word in lines[best].words:
-                line.add(word)
-            line.prose = False
-            drop.add(best)
-    if drop:
-        text.lines = [ln for k, ln in enumerate(lines) if k not in drop]
-
-
-def _reads_as_caption(lines: list[Line], i: int, match: re.Match[str]) -> bool:
-    line = lines[i]
-    after = line.text[match.end():].lstrip()
-    sep = bool(match.group("sep"))
-    starts_upper = not after or after[0].isupper() or after[0] in "(['\"“" or after[0].isdigit()
-    if not (sep or starts_upper):
-        return False
-    # the continuation of a sentence of the paragraph just above ("… shown in / Figure 2.")
-    for j in range(i - 1, max(-1, i - 12), -1):
-        above = lines[j]
-        if min(above.right, line.right) - max(above.left, line.left) <= 0:
-            continue
-        gap = above.bottom - line.top
-        if gap > 0.8 * line.size:
-            break
-        if abs(above.left - line.left) <= 3 and abs(above.size - line.size) <= 0.2 * line.size \
-                and above.prose and not re.search(r"[.:!?)\]]\s*$", above.text):
-            return False
-        break
-    return True
-
-
-def _next_caption_line(lines: list[Line], last: int, first: int, size: float,
-                       gaps: list[float], image_boxes: list[Box]) -> int | None:
-    cur, head = lines[last], lines[first]
-    words = sorted(head.words, key=lambda w: w.left)
-    match = CAPTION_RE.match(head.text)
-    indent = head.left
-    if match:  # a hanging indent aligns the next lines with the text after the label
-        n_label = len(match.group(0).split())
-        if len(words) > n_label:
-            indent = words[n_label].left
-    limit = 1.35 * size if not gaps else min(1.35 * size, 1.3 * float(np.median(gaps))
-                                             + 0.2 * size)
-    best = None
-    for j in range(last + 1, min(len(lines), last + 40)):
-        cand = lines[j]
-        if cand.top > cur.bottom + 0.3 * size:
-            continue  # same row (another column)
-        gap = cur.bottom - cand.top
-        if gap > limit:
-            break
-        if min(cand.right, head.right + 2 * size) - max(cand.left, head.left) <= 0:
-            continue  # another column
-        # continuation lines start where the caption starts (or under the text after its
-        # label: a hanging indent), or are centred under it
-        aligned = head.left - 1.5 * size <= cand.left <= head.left + 0.6 * size or \
-            abs(cand.left - indent) <= 2
-        centred = abs((cand.left + cand.right) - (head.left + head.right)) <= 4 * size and \
-            cand.width <= head.width + 2 * size
-        if not (aligned or centred):
-            continue
-        best = j
-        break
-    if best is None:
-        return None
-    cand = lines[best]
-    if abs(cand.size - size) > 0.15 * size or CAPTION_RE.match(cand.text):
-        return None
-    if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
-        return None
-    return best
-
-
 # ---------------------------------------------------------------------- regions
 _DIRS = ("above", "below", "left", "right")  # where the graphic lies relative to the caption
 
@@ -513,6 +439,24 @@ def _relation(cap: Box, box: Box) -> tuple[str, float, Box] | None:
     return None
 
 
+def _hole(found: tuple[str, float, Box], bridges: list[Box]) -> float:
+    """The widest empty stretch across the gap between a caption and a graphic (``found``
+    from :func:`_relation`), the ``bridges`` lying in it (an axis, tick labels) filling it."""
+    rel, gap, rect = found
+    if gap <= 0:
+        return gap
+    vertical = rel in ("above", "below")
+    lo, hi = (rect[1], rect[3]) if vertical else (rect[0], rect[2])
+    spans = sorted((b[1], b[3]) if vertical else (b[0], b[2]) for b in bridges
+                   if inter(b, rect) > 0.5 * area(b) and area(b) > 0)
+    widest, at = 0.0, lo
+    for a, b in spans:
+        if a > at:
+            widest = max(widest, a - at)
+        at = max(at, b)
+    return max(widest, hi - at)
+
+
 def _on_side(direction: str, cap: Box, box: Box) -> bool:
     tol = 3.0
     if direction == "above":
@@ -525,12 +469,15 @@ def _on_side(direction: str, cap: Box, box: Box) -> bool:
 
 
 def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageText, *,
-                   prefer: str = "above", max_gap: float = 60.0, grow_gap: float = 36.0
+                   prefer: str = "above", max_gap: float = 60.0, grow_gap: float = 36.0,
+                   exclude: frozenset[int] = frozenset(), body: tuple[float, str] = (0.0, "")
                    ) -> tuple[dict[int, Box], dict[int, str]]:
     """Each caption's graphic region (``{caption index: box}``) and where it lies from the
     caption (``{caption index: "above" | "below" | "left" | "right"}``); sets
     :attr:`Cluster.owner`. ``prefer``: where figures lie from their captions in this
-    document (the other side pays 12 points in the nearest-first pairing, a side 6)."""
+    document (the other side pays 12 points in the nearest-first pairing, a side 6).
+    ``exclude``: ids of lines that are never a figure's labels (running heads); ``body``:
+    the body text's size and font (a line in them is a heading, not a label)."""
     for cl in clusters:
         cl.owner = None
     cap_boxes = [c.box for c in captions]
@@ -548,6 +495,10 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
 
     regions: dict[int, Box] = {}
     direction: dict[int, str] = {}
+    # what may stand between a figure and its caption: axes with their tick labels (thin
+    # clusters), loose labels
+    bridges = [cl.box for cl in clusters if cl.thin] + \
+        [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids]
     pairs = []
     for k, cap in enumerate(captions):
         for c, cl in enumerate(clusters):
@@ -555,7 +506,9 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
             if cl.thin or min(w, h) < 20 or w * h < 1500:
                 continue  # an icon or a symbol does not make a figure on its own
             found = _relation(cap.box, cl.box)
-            if found is None or found[1] > max_gap:
+            # a side caption in a narrow column may stand further off its figure
+            if found is None or _hole(found, bridges) > (
+                    1.5 * max_gap if found[0] in ("left", "right") else max_gap):
                 continue
             # the document's usual side wins near-ties
             penalty = 0.0 if found[0] == prefer else 12.0 if found[0] in ("above", "below") \
@@ -602,4 +555,64 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
         _, k, c = best
         clusters[c].owner = k
         regions[k] = union(regions[k], clusters[c].box)
+    # what lies between a figure and its caption is part of the figure (a legend of keys, a
+    # panel's axis title): small graphics and loose text in that strip join the region
+    free_lines = [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids]
+    for k, rel in direction.items():
+        reg, cbox = regions[k], cap_boxes[k]
+        x0, x1 = min(reg[0], cbox[0]), max(reg[2], cbox[2])  # as wide as figure and caption
+        if rel == "above":
+            strip = (x0, cbox[3], x1, reg[1])
+        elif rel == "below":
+            strip = (x0, reg[3], x1, cbox[1])
+        else:
+            continue
+        if strip[3] - strip[1] < 1 or blocked(strip, k):
+            continue
+        for cl in clusters:
+            if cl.owner is None and _within(cl.box, strip):
+                cl.owner = k
+                regions[k] = union(regions[k], cl.box)
+        for b in free_lines:
+            if _within(b, strip):
+                regions[k] = union(regions[k], b)
+    # panel letters and axis titles just outside a region's edge belong to it
+    def label(ln: Line) -> bool:
+        """A panel letter ("B", "(c)"), or a short line in print that is not the body's
+        (an axis title), not a line or page number."""
+        if ln.prose or id(ln) in cap_line_ids or id(ln) in exclude or \
+                not any(ch.isalpha() for ch in ln.text):
+            return False
+        if len(ln.text) <= 3:
+            return True
+        return len(ln.words) <= 4 and ln.width < 15 * ln.size and \
+            ln.size < 0.9 * body[0] and ln.font != body[1]
+
+    # reach: how far out a label may stand; a one-letter axis title ("λ") level with the
+    # region, beside its tick labels, stands a little further
+    labels = [(ln.box, 2.5 * ln.size, (3.0 if len(ln.text) <= 3 else 2.5) * ln.size)
+              for ln in text.lines if label(ln)]
+    labels += [((wd.left, wd.bottom, wd.right, wd.top),) + (max(_reach(wd), 6.0),) * 2
+               for wd in text.rotated if _inside_text_area(wd, text)]
+    for k in regions:
+        for _ in range(3):
+            grew = False
+            for b, reach, beside in labels:
+                reg = regions[k]
+                if reg[1] <= b[1] and b[3] <= reg[3]:
+                    reach = beside
+                if _within(b, reg) or gap_between(reg, b) > reach:
+                    continue
+                new = union(regions[k], b)
+                # (a label never takes a region over body text, not even its edge)
+                if not blocked(new, k) and not any(inter(new, p) > 2.0 for p in blockers):
+                    regions[k] = new
+                    grew = True
+            if not grew:
+                break
     return regions, direction
+
+
+def _within(box: Box, outer: Box, tol: float = 1.0) -> bool:
+    return box[0] >= outer[0] - tol and box[1] >= outer[1] - tol and \
+        box[2] <= outer[2] + tol and box[3] <= outer[3] + tol

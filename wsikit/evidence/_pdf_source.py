@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from ._pdf_captions import CAPTION_RE
 from ._pdf_layout import Line, PageText, join_lines
 
 __all__: list[str] = []
@@ -61,8 +62,14 @@ def find_doi(text: str) -> str | None:
     return None
 
 
+def _bold(font: str) -> bool:
+    return bool(re.search(r"bold|black|heavy|demi|semibold|[-,.]b(d|old)?$", font, re.I))
+
+
 def _group(ordered: list[Line], idx: int, size: float) -> list[Line]:
-    """The lines of the paragraph around ``ordered[idx]`` printed at ``size``."""
+    """The lines of the paragraph around ``ordered[idx]`` printed at ``size`` and in its
+    weight (lines of another column beside it are passed over; a line ending a sentence
+    ends it)."""
     group: list[Line] = [ordered[idx]]
     for step in (-1, 1):
         j = idx + step
@@ -70,11 +77,13 @@ def _group(ordered: list[Line], idx: int, size: float) -> list[Line]:
             ln = ordered[j]
             ref = group[0] if step < 0 else group[-1]
             gap = (ln.bottom - ref.top) if step < 0 else (ref.bottom - ln.top)
-            if gap < -0.3 * size:
+            if gap < -0.3 * size or min(ln.right, ref.right) - max(ln.left, ref.left) <= 0:
                 j += step
-                continue  # same row, another column
-            if abs(ln.size - size) > 0.12 * size or gap > 1.0 * size \
-                    or min(ln.right, ref.right) - max(ln.left, ref.left) <= 0:
+                continue  # same row, or another column
+            if abs(ln.size - size) > 0.08 * size or gap > 1.5 * size or \
+                    _bold(ln.font) != _bold(ref.font) or \
+                    re.search(r"[.!?]$", (ln if step < 0 else ref).text) or \
+                    CAPTION_RE.match(ln.text):
                 break
             if step < 0:
                 group.insert(0, ln)
@@ -85,34 +94,83 @@ def _group(ordered: list[Line], idx: int, size: float) -> list[Line]:
 
 
 _NOT_TITLE = re.compile(r"10\.\d{4,9}/|https?://|www\.|©|copyright|doi:|e-?mail|@|"
-                        r"^(original|research|review)\b", re.I)
+                        r"^(original|research|review)\b|\b(received|accepted|published|"
+                        r"preprint|typeset|submitted)\b", re.I)
+#: A label of the article's type printed over its title ("Research Article").
+_ARTICLE_TYPE = re.compile(r"^(?:(?:original|research|review|short|brief|rapid|case|"
+                           r"clinical|full)\s+)?(?:article|communication|report|paper|letter|"
+                           r"review)s?$", re.I)
+
+
+def _line_text(line: Line) -> str:
+    """A line's words, a line number printed in the margin beside it left out."""
+    words = sorted(line.words, key=lambda w: w.left)
+    while len(words) > 1 and words[0].text.isdigit() and \
+            words[1].left - words[0].right > 0.8 * words[0].size:
+        words = words[1:]
+    return " ".join(w.text for w in words)
+
+
+def _title_text(group: list[Line]) -> str:
+    """The group's words joined, a bracketed note with a link ("[v2; ref status: indexed,
+    http://…]") left out."""
+    text = join_lines([_line_text(g) for g in group])
+    return " ".join(re.sub(r"\s*\[[^\]]*https?://[^\]]*\]", " ", text).split())
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", text.lower())
+
+
+def _readable(text: str) -> bool:
+    """Mostly plain Latin letters: not the glyph codes of a font without a Unicode map,
+    which read as accented junk."""
+    letters = [ch for ch in text if ch.isalpha()]
+    return bool(letters) and sum(ch.isascii() for ch in letters) >= 0.7 * len(letters)
 
 
 def title_from_text(text: PageText, *, body_size: float,
-                    skip: frozenset[int] = frozenset()) -> str | None:
-    """The first page's title: the largest print in its upper part (lines of that size
-    joined); on a manuscript printed in one size, the first paragraph of five words or more
-    that is not a running head (``skip``: ids of lines repeated on other pages)."""
+                    skip: frozenset[int] = frozenset(), heads: str = "",
+                    one_size: bool = True) -> str | None:
+    """The first page's title: the largest print in its upper part that reads as a title (a
+    paragraph of three words or more, not a banner of the journal's name printed again on
+    the page or in the running heads (``heads``, letters and digits only), not an
+    article-type label nor a caption); with ``one_size`` (a manuscript printed in one
+    size), else the first paragraph of five words or more that is not a running head
+    (``skip``: ids of lines repeated on other pages) nor a date line."""
     ordered = [ln for ln in sorted(text.lines, key=lambda ln: -ln.top) if id(ln) not in skip]
     cands = [ln for ln in ordered if ln.top > 0.35 * text.height and len(ln.text) >= 4 and
-             not _NOT_TITLE.search(ln.text)]
-    if not cands:
+             not _NOT_TITLE.search(ln.text) and not CAPTION_RE.match(ln.text)]
+    seen: set[int] = set()
+    for ln in sorted(cands, key=lambda ln: (-round(ln.size, 1), -ln.top)):
+        if ln.size < 1.1 * body_size:
+            break
+        if id(ln) in seen:
+            continue
+        group = _group(ordered, ordered.index(ln), ln.size)
+        seen.update(id(g) for g in group)
+        while group and _ARTICLE_TYPE.match(_line_text(group[0]).strip(" :|")):
+            group = group[1:]
+        title = _title_text(group)
+        words = title.split()
+        if len(words) < 3 or len(title) < 12 or not _readable(title) or \
+                _NOT_TITLE.search(title):
+            continue
+        if len(words) <= 6:  # the journal's name, printed again on the page or its heads
+            others = " ".join(_squash(o.text) for o in text.lines if id(o) not in seen)
+            if _squash(title) in heads or _squash(title) in others:
+                continue
+        return title
+    if not one_size:
         return None
-    biggest = max(cands, key=lambda ln: ln.size)
-    if biggest.size >= 1.2 * body_size:
-        group = _group(ordered, ordered.index(biggest), biggest.size)
-    else:
-        group = []
-        for ln in cands:
-            if ln.top < 0.25 * text.height:
-                break
-            block = _group(ordered, ordered.index(ln), ln.size)
-            joined = join_lines([b.text for b in block])
-            if len(joined.split()) >= 5 and not any(_NOT_TITLE.search(b.text) for b in block):
-                group = block
-                break
-    title = join_lines([ln.text for ln in group])
-    return title if len(title) >= 8 else None
+    for ln in cands:  # one size throughout: the first paragraph that reads as a title
+        if ln.top < 0.25 * text.height:
+            break
+        block = _group(ordered, ordered.index(ln), ln.size)
+        title = _title_text(block)
+        if len(title.split()) >= 5 and _readable(title) and not _NOT_TITLE.search(title):
+            return title
+    return None
 
 
 def title_from_metadata(meta: dict[str, str]) -> str | None:

@@ -255,32 +255,29 @@ _WARNED: set[str] = set()
 
 
 @contextlib.contextmanager
-def _open_captions(db: Path):
-    """A connection whose caption tables are current: the index's own (read-only) when it has
-    them, else an in-memory copy tokenised now (indexes built before caption search)."""
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+def _open_captions(con: sqlite3.Connection, db: Path):
+    """A connection whose caption tables are current: the index's own ``con`` (read-only, of
+    the file ``db``) when it has them, else an in-memory copy tokenised now (indexes built
+    before caption search)."""
+    if _has_tables(con) and _stored_version(con) == TOKENIZER_VERSION:
+        yield con
+        return
+    if str(db) not in _WARNED:
+        _WARNED.add(str(db))
+        warnings.warn(f"index {db.parent} has no caption index for tokenizer "
+                      f"{TOKENIZER_VERSION} (built by an older wsikit); it is tokenised in "
+                      "memory for this query. 'wsikit index add' or a rebuild stores it.",
+                      stacklevel=4)
+    mem = sqlite3.connect(":memory:")
     try:
-        if _has_tables(con) and _stored_version(con) == TOKENIZER_VERSION:
-            yield con
-            return
-        if str(db) not in _WARNED:
-            _WARNED.add(str(db))
-            warnings.warn(f"index {db.parent} has no caption index for tokenizer "
-                          f"{TOKENIZER_VERSION} (built by an older wsikit); it is tokenised in "
-                          "memory for this query. 'wsikit index add' or a rebuild stores it.",
-                          stacklevel=4)
-        mem = sqlite3.connect(":memory:")
-        try:
-            mem.execute("CREATE TABLE nodes (row INTEGER PRIMARY KEY, caption TEXT, "
-                        "figure_label TEXT, source_title TEXT)")
-            mem.executemany("INSERT INTO nodes VALUES (?, ?, ?, ?)", con.execute(
-                "SELECT row, caption, figure_label, source_title FROM nodes"))
-            sync_captions(mem)
-            yield mem
-        finally:
-            mem.close()
+        mem.execute("CREATE TABLE nodes (row INTEGER PRIMARY KEY, caption TEXT, "
+                    "figure_label TEXT, source_title TEXT)")
+        mem.executemany("INSERT INTO nodes VALUES (?, ?, ?, ?)", con.execute(
+            "SELECT row, caption, figure_label, source_title FROM nodes"))
+        sync_captions(mem)
+        yield mem
     finally:
-        con.close()
+        mem.close()
 
 
 def check_question(question: str, *, index: object | None) -> None:
@@ -313,5 +310,7 @@ def caption_search(index, text: str, k: int | None = None, *, k1: float = BM25_K
         raise EvidenceError(f"query text {text!r} has no searchable term (only stop words or "
                             "punctuation); give words, markers or measurements")
     db = index.path / index.manifest["files"]["sqlite"]
-    with _open_captions(db) as con:  # a licence view searches only its figures
+    # the index's open node table: its version stays readable while another process adds
+    with index._nodes_table.connect() as held, _open_captions(held, db) as con:
+        # a licence view searches only its figures
         return search_db(con, text, k, k1=k1, b=b, allowed=getattr(index, "_allowed", None))

@@ -437,13 +437,16 @@ def _eval_owner(path: Path) -> str | None:
 def eval_retrieval(qrels: str | os.PathLike[str], index_dir: str | os.PathLike[str], *,
                    ks: Sequence[int] = DEFAULT_KS, mode: str = "auto", rrf_k: float = 50,
                    encoder: str | None = None, out: str | os.PathLike[str] | None = None,
-                   towers: Sequence[str] = (), force: bool = False) -> RetrievalEvaluation:
+                   towers: Sequence[str] = (), force: bool = False,
+                   weights: Any = None) -> RetrievalEvaluation:
     """``wsikit eval retrieval``: the queries of the ``qrels`` file (:func:`read_qrels`) on the
     index folder ``index_dir`` (:func:`evaluate_retrieval`), by name; the full result is also
     written as JSON to ``out`` when given.
 
     ``encoder`` embeds image queries (default the index's own; another one is refused before
     loading it); ``towers`` names vision-language towers of the index fused as channels.
+    ``weights`` (``{name: file}``, or one file: the encoder's) overrides weight discovery for
+    the encoder and the towers, every file checked first.
     ``out`` is checked first (:func:`wsikit.outputs.overwrite.check_output_file`): never the
     qrels file or inside the index, and an existing file that is not a retrieval evaluation is
     replaced only with ``force``.
@@ -454,17 +457,20 @@ def eval_retrieval(qrels: str | os.PathLike[str], index_dir: str | os.PathLike[s
     if out is not None:
         check_output_file(out, inputs=[qrels, index_dir], suffixes=(".json",),
                           what="JSON file", force=force, owner=_eval_owner, error=EvidenceError)
+    from ..models.hub import explicit_weights
     from .index import FigureIndex
     from .index_ops import query_encoder
     from .towers import create_tower_encoders
 
     queries = read_qrels(qrels)
     index = FigureIndex.open(index_dir)
+    files = explicit_weights(weights, encoder=encoder or index.encoder_name)
     enc = None
     if any(q.image for q in queries) and mode != "text":
-        enc = query_encoder(index, encoder)
+        enc = query_encoder(index, encoder, weights=files)
     result = evaluate_retrieval(index, queries, encoder=enc, ks=ks, mode=mode, rrf_k=rrf_k,
-                                towers=create_tower_encoders(index, towers) or None)
+                                towers=create_tower_encoders(index, towers, weights=files)
+                                or None)
     if out is not None:
         write_json_atomic(Path(out), result.to_dict())
     return result

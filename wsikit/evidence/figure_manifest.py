@@ -99,12 +99,33 @@ def _rows(path: Path) -> Iterable[tuple[int, Mapping[str, Any]]]:
     elif suffix in (".csv", ".tsv"):
         import io
 
+        delimiter = "\t" if suffix == ".tsv" else ","
         reader = csv.DictReader(io.StringIO(_read_text(path), newline=""),
-                                delimiter="\t" if suffix == ".tsv" else ",")
-        if not reader.fieldnames or "image" not in reader.fieldnames:
+                                delimiter=delimiter)
+        header = list(reader.fieldnames or [])
+        if "image" not in header:
             raise ManifestError(f"{path}:1: the CSV header must contain an 'image' column "
-                                f"(got {reader.fieldnames})")
+                                f"(got {header})")
+        dupes = sorted({c for c in header if c and header.count(c) > 1})
+        if dupes:  # DictReader would keep the last column of a name, silently
+            raise ManifestError(f"{path}:1: duplicate column(s) {dupes} in the header; give "
+                                "each column once")
         for row in reader:
+            surplus = row.pop(None, None)
+            if surplus is not None and any(str(c).strip() for c in surplus):
+                raise ManifestError(
+                    f"{path}:{reader.line_num}: {len(header) + len(surplus)} cells but the "
+                    f"header has {len(header)} columns (extra: "
+                    f"{', '.join(repr(str(c)[:40]) for c in surplus[:3])}); quote values "
+                    f"that contain '{delimiter}', or add the column to the header")
+            unnamed = [i + 1 for i, c in enumerate(header)
+                       if not c.strip() and str(row.get(c) or "").strip()]
+            if unnamed:
+                raise ManifestError(f"{path}:{reader.line_num}: column {unnamed[0]} has a "
+                                    "value but no name in the header; name it or empty it")
+            for c in header:  # a trailing delimiter: an unnamed, empty column, ignored
+                if not c.strip():
+                    row.pop(c, None)
             yield reader.line_num, row
     else:
         raise ManifestError(f"{path}: unknown manifest type {suffix!r}; use .jsonl or .csv")

@@ -179,10 +179,7 @@ def query_text(index: FigureIndex, text: str, k: int = 5, *, k1: float = BM25_K1
 
 def _rows_of(index: FigureIndex, node_ids: Sequence[str]) -> list[int]:
     """faiss/SQLite rows of node ids (all present in ``index``)."""
-    import contextlib
-    import sqlite3
-
-    with contextlib.closing(sqlite3.connect(f"file:{index._db}?mode=ro", uri=True)) as con:
+    with index._nodes_table.connect() as con:
         found = dict(con.execute(
             f"SELECT node_id, row FROM nodes WHERE node_id IN ({','.join('?' * len(node_ids))})",
             list(node_ids)).fetchall())

@@ -23,7 +23,6 @@ import copy
 import logging
 import os
 import shutil
-import sqlite3
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -101,11 +100,13 @@ class FigureIndex:
     is chosen when it is opened (``search``, ``device``: :meth:`open`).
     """
 
-    def __init__(self, path: Path, manifest: dict[str, Any], index: Any, *,
-                 search: str = "auto", device: str | None = None) -> None:
+    def __init__(self, path: Path, manifest: dict[str, Any], index: Any,
+                 table: folder.NodeTable | None = None, *, search: str = "auto",
+                 device: str | None = None) -> None:
         self.path = Path(path)
         self.manifest = manifest
         self._cpu_index = index
+        self._table = table  # the open node table of this version (opened on first use)
         self._background: Any = _UNSET
         self._search_choice = (search, device)
         self._search_index = fu.to_search_device(index, manifest["kind"], search=search,
@@ -152,6 +153,14 @@ class FigureIndex:
     def _db(self) -> Path:
         return self.path / self.manifest["files"]["sqlite"]
 
+    @property
+    def _nodes_table(self) -> folder.NodeTable:
+        """The node table of the version this object holds, open while it lives (a writer
+        that deletes the file's name meanwhile does not take it away)."""
+        if self._table is None:
+            self._table = folder.open_table(self._db)
+        return self._table
+
     # ------------------------------------------------------------------ licence filter
     @property
     def licences(self) -> frozenset[str] | None:
@@ -183,8 +192,7 @@ class FigureIndex:
         view._allowed = None
         if wanted is not None:
             allowed = np.zeros(self.count, bool)
-            with contextlib.closing(sqlite3.connect(f"file:{self._db}?mode=ro",
-                                                    uri=True)) as con:
+            with self._nodes_table.connect() as con:
                 values = [v for (v,) in con.execute("SELECT DISTINCT license FROM nodes")]
                 # stored names are normalised; an older index stored the text as given
                 keep = [v for v in values if normalise_licence(v) in wanted]
@@ -245,7 +253,8 @@ class FigureIndex:
             folder.check_replaceable(out)
         nodes = list(nodes)
         if not nodes:
-            raise EvidenceError("no figures to index; check the manifest/PDF sources")
+            raise EvidenceError("no figures to index: FigureIndex.build was given no figure "
+                                "nodes; give the nodes of at least one figure")
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = make_temp_dir(out.parent, out.name)  # mode from the umask, as any new folder
         try:
@@ -313,6 +322,7 @@ class FigureIndex:
         self.manifest = written.manifest
         self._background = written.background
         self._cpu_index = written.cpu_index
+        self._table = folder.open_table(self._db)
         search, device = self._search_choice
         self._search_index = fu.to_search_device(written.cpu_index, kind, search=search,
                                                  device=device)
@@ -361,6 +371,7 @@ class FigureIndex:
             # not the one this object was opened at (else its files would be overwritten).
             current = FigureIndex.open(self.path, search="faiss")  # its files, not a search
             self.manifest, self._cpu_index = current.manifest, current._cpu_index
+            self._table = current._table
             return self._write_version(list(nodes), encoder, kind=self.kind, params=None,
                                        recall_target=0.95, batch_size=batch_size,
                                        progress_bar=progress_bar, fresh=False,
@@ -396,6 +407,11 @@ class FigureIndex:
         from filelock import FileLock
 
         with FileLock(str(self.path / ".lock")):
+            # the version committed last (another process may have added since this object
+            # was opened): committing this object's older manifest would undo that add
+            current = FigureIndex.open(self.path)
+            self.manifest, self._cpu_index = current.manifest, current._cpu_index
+            self._table, self._search_index = current._table, current._search_index
             background = self._measure_background()
             manifest = {**self.manifest, "updated": folder.utc_now(),
                         "image_paths": "relative to the index folder",
@@ -430,7 +446,7 @@ class FigureIndex:
 
     def nodes(self, rows: Iterable[int] | None = None) -> list[FigureNode]:
         """Nodes by faiss row (all, in row order, when ``rows`` is None)."""
-        return folder.read_nodes(self._db, self.path, rows)
+        return folder.read_nodes(self._nodes_table, self.path, rows)
 
     def _kind_table(self) -> tuple[np.ndarray, np.ndarray, frozenset[str]]:
         """``(kind per row (object array, None = not measured), row is a figure with panels,
@@ -439,7 +455,7 @@ class FigureIndex:
         cached = getattr(self, "_kinds_cache", None)
         if cached is not None and cached[0] == key:
             return cached[1]
-        kinds, is_parent, parents = folder.kind_table(self._db, self.count)
+        kinds, is_parent, parents = folder.kind_table(self._nodes_table, self.count)
         self._kinds_cache = (key, (kinds, is_parent, parents))
         return kinds, is_parent, parents
 
@@ -531,16 +547,16 @@ class FigureIndex:
     def kind_counts(self) -> dict[str, dict[str, int]]:
         """Figures and panels per kind: ``{"figures": {kind: n}, "panels": {kind: n}}``
         (``"unknown"``: figures indexed before kinds were measured)."""
-        return folder.kind_stats(self._db)
+        return folder.kind_stats(self._nodes_table)
 
     def info(self) -> dict[str, Any]:
         """Manifest facts plus the folder path, the evidence-level and licence histograms and
         ``problems``: what is damaged or outdated (:meth:`problems`; empty when none)."""
-        levels, sources = folder.node_stats(self._db)
+        levels, sources = folder.node_stats(self._nodes_table)
         n_images = len(list((self.path / "images").glob("*.png")))
         return {"path": str(self.path), **self.manifest, **self.search_kind,
                 "evidence_levels": levels,
-                "licences": folder.licence_counts(self._db), "sources": sources,
+                "licences": folder.licence_counts(self._nodes_table), "sources": sources,
                 "kinds": self.kind_counts(),
                 "images_stored": n_images, "problems": self.problems()}
 
@@ -553,7 +569,7 @@ class FigureIndex:
 
         found: list[str] = []
         bad: list[str] = []
-        with contextlib.closing(sqlite3.connect(f"file:{self._db}?mode=ro", uri=True)) as con:
+        with self._nodes_table.connect() as con:
             rows = con.execute("SELECT node_id, image FROM nodes ORDER BY row").fetchall()
         for node_id, image in rows:
             try:
@@ -567,7 +583,7 @@ class FigureIndex:
         if bad:
             found.append(f"{len(bad)} figure image(s) missing, unreadable or outside the "
                          f"index folder (first: {bad[0]}); rebuild the index from its sources")
-        unknown = folder.kind_stats(self._db)["figures"].get("unknown", 0)
+        unknown = folder.kind_stats(self._nodes_table)["figures"].get("unknown", 0)
         if unknown:
             found.append(f"outdated: {unknown} figure(s) without a measured kind and panels "
                          "(indexed before wsikit measured them); slide regions are matched "

@@ -16,11 +16,12 @@ import logging
 import os
 import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EvidenceError, WeightsError
+from ..models.hub import WeightsArg, explicit_weights
 from .figure_manifest import merge_figure_manifest, read_figure_manifest
 from .index import FigureIndex, Match
 from .jats import extract_jats, extract_jats_figures, is_jats_source
@@ -58,40 +59,86 @@ def load_sources(sources: Sequence[PathLike], work_dir: PathLike, *,
     folders and archives (extracted to ``work_dir``; figures whose graphic is missing are
     warned about, the others kept).
 
+    A PDF or article without any figure is named in a warning, or, when no source has one,
+    in the error.
+
     Raises
     ------
     EvidenceError
-        Unknown source type or missing file (ManifestError for bad manifests).
+        Unknown source type or missing file (ManifestError for bad manifests), or no figure
+        in any source (each named with why).
     """
     nodes: list[FigureNode] = []
+    empty: list[str] = []
     for i, src in enumerate(sources):
         path = Path(src)
         if not path.exists():
             raise EvidenceError(f"source {path} does not exist")
         suffix = path.suffix.lower()
         if suffix == ".pdf":
-            nodes += extract_pdf_figures(path, Path(work_dir) / f"pdf{i}", min_size=min_size,
-                                         evidence_level=evidence_level)
+            found = extract_pdf_figures(path, Path(work_dir) / f"pdf{i}", min_size=min_size,
+                                        evidence_level=evidence_level)
         elif suffix in (".jsonl", ".ndjson", ".csv", ".tsv"):
-            nodes += read_figure_manifest(path, evidence_level=evidence_level)
+            found = read_figure_manifest(path, evidence_level=evidence_level)
         elif is_jats_source(path):
-            nodes += extract_jats_figures(path, Path(work_dir) / f"jats{i}",
-                                          evidence_level=evidence_level)
+            found = extract_jats_figures(path, Path(work_dir) / f"jats{i}",
+                                         evidence_level=evidence_level)
         else:
             raise EvidenceError(f"source {path}: unknown type {suffix!r}; {_SOURCE_TYPES}")
+        if not found:
+            empty.append(no_figures_found(path, min_size=min_size))
+        nodes += found
+    if not nodes:
+        raise EvidenceError("no figures to index: " + "; ".join(empty))
+    for why in empty:
+        warnings.warn(f"{why}; the other sources' figures are used", stacklevel=2)
     repeats = sum(1 for n in nodes if n.duplicate_of)
     if repeats:  # a bank's duplicates.jsonl: the same figures as its manifest's, linked
         log.info("%d figure(s) repeat another one (duplicate_of): linked, not indexed", repeats)
     return [n for n in nodes if not n.duplicate_of]
 
 
+def no_figures_found(path: PathLike, *, min_size: int = 100) -> str:
+    """Why the source ``path`` gave no figure, and what to try (for messages)."""
+    why, fix = _no_figures(path, min_size=min_size)
+    return f"{path}: {why} ({fix})"
+
+
+def _no_figures(path: PathLike, *, min_size: int) -> tuple[str, str]:
+    """``(why the source gave no figure, what to try)``."""
+    path = Path(path)
+    if path.suffix.lower() == ".pdf":
+        return (f"no captioned figure of at least {min_size} px found",
+                "a figure is found by its caption, 'Figure 1'/'Fig. 1'; 'wsikit figures "
+                f"extract {path} --out DIR --uncaptioned' also keeps graphics without one, "
+                "then index DIR/manifest.jsonl")
+    return ("the article lists no figure with a graphic (<fig> with <graphic>)",
+            "check that it is the full text, not an abstract")
+
+
 _SOURCE_TYPES = ("give PDFs, JATS articles (.nxml/.xml, PMC package folders or .tar.gz) or "
                  "figure manifests (.jsonl/.csv, e.g. from 'wsikit figures extract')")
 
 
+def _check_sources(sources: Sequence[PathLike]) -> None:
+    """Refuse a missing source or one of an unknown type, all checked before anything is
+    written (no half-extracted output for a typo in the last)."""
+    if not sources:
+        raise EvidenceError("no PDFs or JATS articles given")
+    for src in sources:
+        path = Path(src)
+        if not path.exists():
+            raise EvidenceError(f"source {src} does not exist; check the path")
+        if not is_jats_source(path) and (not path.is_file() or path.suffix.lower() != ".pdf"):
+            raise EvidenceError(f"source {src}: unknown type {path.suffix.lower()!r}; "
+                                "give PDFs or JATS articles (.nxml/.xml, PMC package folders "
+                                "or .tar.gz)")
+
+
 def figures_extract(sources: Sequence[PathLike], out: PathLike, *,
                     evidence_level: int | str | None = None, min_size: int = 100,
-                    uncaptioned: bool = False) -> Path:
+                    uncaptioned: bool = False,
+                    on_source: Callable[[str, int, str | None], None] | None = None) -> Path:
     """Extract figures + captions from PDFs and JATS articles (``.nxml``/``.xml``, PubMed
     Central package folders and ``.tar.gz`` packages) into ``out/images`` and write
     ``out/manifest.jsonl`` (for review/editing, then ``wsikit index build``); returns it.
@@ -102,7 +149,9 @@ def figures_extract(sources: Sequence[PathLike], out: PathLike, *,
     how its pixels were made; for a JATS figure its XML id, graphic file and where the
     evidence level was read. ``uncaptioned`` keeps PDF graphics without a caption (caption
     ``""``). ``evidence_level`` is the level of sources that do not give one (a JATS
-    article's type may: :func:`wsikit.evidence.jats.evidence_level_of`).
+    article's type may: :func:`wsikit.evidence.jats.evidence_level_of`). ``on_source(source,
+    figures, note)`` is called after each source with its number of figures and, when it has
+    none or could not be read, why (``wsikit figures extract`` prints one line per document).
 
     Raises
     ------
@@ -112,20 +161,21 @@ def figures_extract(sources: Sequence[PathLike], out: PathLike, *,
         is not in their package): the others are extracted and listed in the manifest, and
         the error names each skipped source or figure with its reason.
     """
-    if not sources:
-        raise EvidenceError("no PDFs or JATS articles given")
-    for src in sources:  # check them all first: no half-extracted output for a typo in the last
-        path = Path(src)
-        if not path.exists():
-            raise EvidenceError(f"source {src} does not exist; check the path")
-        if not is_jats_source(path) and (not path.is_file() or path.suffix.lower() != ".pdf"):
-            raise EvidenceError(f"source {src}: unknown type {path.suffix.lower()!r}; "
-                                "give PDFs or JATS articles (.nxml/.xml, PMC package folders "
-                                "or .tar.gz)")
+    _check_sources(sources)
     nodes: list[FigureNode] = []
     review: dict[str, dict[str, object]] = {}
     failed: list[str] = []
     problems: list[str] = []
+    def report(src: PathLike, found: list[FigureNode], note: str | None = None) -> None:
+        if note is None and not found:
+            why, _ = _no_figures(src, min_size=min_size)
+            pdf = Path(src).suffix.lower() == ".pdf"
+            note = (why.replace(" captioned", "") if uncaptioned else
+                    why + ("; --uncaptioned also keeps graphics without a caption" if pdf
+                           else ""))
+        if on_source is not None:
+            on_source(str(src), len(found), note)
+
     for src in sources:
         try:
             if is_jats_source(src):
@@ -135,16 +185,19 @@ def figures_extract(sources: Sequence[PathLike], out: PathLike, *,
                 problems += found.problems
                 for note in found.notes:
                     log.warning("%s", note)
+                report(src, found.nodes)
                 continue
             info, figures = read_pdf_figures(src, min_size=min_size, uncaptioned=uncaptioned)
         except EvidenceError as exc:
             log.warning("skipped: %s", exc)
             failed.append(str(exc))
+            report(src, [], "skipped (see the error below)")
             continue
         pdf_nodes = pdf_figure_nodes(info, figures, out, evidence_level=evidence_level)
         nodes += pdf_nodes
         review.update({n.node_id: f.review_fields() for n, f in zip(pdf_nodes, figures,
                                                                      strict=True)})
+        report(src, pdf_nodes)
     if len(failed) == len(sources):  # nothing readable: no manifest that looks like a result
         raise EvidenceError("; ".join(failed) if len(failed) == 1 else
                             f"none of the {len(sources)} sources could be read: "
@@ -176,26 +229,27 @@ def check_image_encoder(name: str) -> None:
 def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "heuristic",
                 kind: str = "flat", evidence_level: int | str | None = None,
                 min_size: int = 100, overwrite: bool = False, towers: Sequence[str] = (),
-                weights: Mapping[str, str] | None = None,
-                progress: bool | None = None) -> FigureIndex:
+                weights: WeightsArg = None, progress: bool | None = None) -> FigureIndex:
     """Build an index folder from PDFs and/or manifests with ``encoder``; returns it.
 
     ``towers`` (e.g. ``["plip"]``): image-text models whose vectors of every figure are stored
     with the index (:func:`index_tower`), so questions also rank the figures themselves; each
     is checked, and its weights loaded, before anything is written. ``weights``
-    (``{name: file}``) overrides weight discovery for the encoder and the towers;
-    ``progress``: a progress bar (default: when stderr is a terminal).
+    (``{name: file}``, or one file: the encoder's) overrides weight discovery for the encoder
+    and the towers; every file given is checked first
+    (:func:`wsikit.models.hub.explicit_weights`). ``progress``: a progress bar (default: when
+    stderr is a terminal).
     """
     from ..models import create_encoder
     from .towers import check_tower_encoder, tower_encoders, update_tower
 
     check_image_encoder(encoder)
+    files = explicit_weights(weights, encoder=encoder)
     names = list(dict.fromkeys(towers))
     for name in names:
         check_tower_encoder(name)
-    weights = weights or {}
-    enc = create_encoder(encoder, weights=weights.get(encoder))
-    tower_encs = [create_encoder(n, weights=weights.get(n)) for n in names]
+    enc = create_encoder(encoder, weights=files.get(encoder))
+    tower_encs = [create_encoder(n, weights=files.get(n)) for n in names]
     for name, tower in zip(names, tower_encs, strict=True):
         if not hasattr(tower, "encode_text"):  # an encoder registered at run time
             raise EvidenceError(f"tower {name} has no text tower; use a vision-language model: "
@@ -211,21 +265,25 @@ def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "h
 
 def index_add(index_dir: PathLike, sources: Sequence[PathLike], *, encoder: str | None = None,
               evidence_level: int | str | None = None, min_size: int = 100,
-              on_existing: str = "refuse", progress: bool | None = None) -> AddReport:
+              on_existing: str = "refuse", weights: WeightsArg = None,
+              progress: bool | None = None) -> AddReport:
     """Add figures to an index (its own encoder unless ``encoder`` is given), then bring its
     vision-language towers up to date (:func:`update_towers`); returns the
     :class:`~wsikit.evidence.AddReport`. Already indexed figures with other metadata are
-    refused unless ``on_existing`` is ``"update"`` or ``"skip"``; ``progress``: a progress bar
+    refused unless ``on_existing`` is ``"update"`` or ``"skip"``. ``weights`` as in
+    :func:`index_build` (for the encoder and the towers); ``progress``: a progress bar
     (default: when stderr is a terminal)."""
     from ..models import create_encoder
 
     index = FigureIndex.open(index_dir)
-    check_image_encoder(encoder or index.encoder_name)
-    enc = create_encoder(encoder or index.encoder_name)
+    name = encoder or index.encoder_name
+    check_image_encoder(name)
+    files = explicit_weights(weights, encoder=name)
+    enc = create_encoder(name, weights=files.get(name))
     with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
         nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
         added = index.add(nodes, enc, on_existing=on_existing, progress_bar=progress)
-    update_towers(index)
+    update_towers(index, weights=files)
     return added
 
 
@@ -240,27 +298,31 @@ def index_info(index_dir: PathLike) -> dict[str, Any]:
     return FigureIndex.open(index_dir).info()
 
 
-def query_encoder(index: FigureIndex, encoder: str | None = None) -> Any:
+def query_encoder(index: FigureIndex, encoder: str | None = None, *,
+                  weights: WeightsArg = None) -> Any:
     """The encoder that embeds queries of ``index``: ``encoder`` (default the index's own),
-    refused before any weights load when it is not the one the index was built with."""
+    refused before any weights load when it is not the one the index was built with;
+    ``weights`` as in :func:`index_build`."""
     from ..models import create_encoder, get_config
 
     name = encoder or index.encoder_name
+    files = explicit_weights(weights, encoder=name)
     if name != index.encoder_name:  # refuse before loading a possibly large model
         index._check_encoder(name, int(get_config(name).dim))
-    return create_encoder(name)
+    return create_encoder(name, weights=files.get(name))
 
 
 def index_query(index_dir: PathLike, image: PathLike, *, k: int = 5,
                 encoder: str | None = None,
                 licences: str | Sequence[str] | None = None,
-                kinds: str | Sequence[str] | None = None) -> list[Match]:
+                kinds: str | Sequence[str] | None = None,
+                weights: WeightsArg = None) -> list[Match]:
     """Top-``k`` figures similar to an image file; with ``licences`` (``"open"``, ``"CC BY,
     CC0"``, see :meth:`FigureIndex.with_licences`) only figures under those licences; with
     ``kinds`` (e.g. ``"micrograph"``) only panels and single-panel figures of those kinds
-    (default every node)."""
+    (default every node); ``weights`` as in :func:`index_build`."""
     index = FigureIndex.open(index_dir).with_licences(licences)
-    enc = query_encoder(index, encoder)
+    enc = query_encoder(index, encoder, weights=weights)
     wanted = None if kinds is None else parse_kinds(kinds)
     return index.query_images([load_image(image)], enc, k=k, kinds=wanted)[0]
 
@@ -269,48 +331,53 @@ def index_search(index_dir: PathLike, image: PathLike | None = None, *, text: st
                  k: int = 5, encoder: str | None = None, rrf_k: float = 50,
                  towers: Sequence[str] = (),
                  licences: str | Sequence[str] | None = None,
-                 kinds: str | Sequence[str] | None = None) -> list[FusedMatch]:
+                 kinds: str | Sequence[str] | None = None,
+                 weights: WeightsArg = None) -> list[FusedMatch]:
     """Top-``k`` figures for an image, a text or both, fused by reciprocal rank, with the
-    named vision-language towers as further channels; ``licences`` and ``kinds`` as
+    named vision-language towers as further channels; ``licences``, ``kinds`` and
+    ``weights`` as
     :func:`index_query`."""
     from .fusion import search
     from .towers import create_tower_encoders
 
     index = FigureIndex.open(index_dir).with_licences(licences)
-    enc = query_encoder(index, encoder) if image is not None else None
+    files = explicit_weights(weights, encoder=encoder or index.encoder_name)
+    enc = query_encoder(index, encoder, weights=files) if image is not None else None
     images = [load_image(image)] if image is not None else None
     return search(index, images=images, text=text, encoder=enc, k=k, rrf_k=rrf_k,
-                  towers=create_tower_encoders(index, towers),
+                  towers=create_tower_encoders(index, towers, weights=files),
                   kinds=None if kinds is None else parse_kinds(kinds))[0]
 
 
 def index_tower(index_dir: PathLike, *, encoder: str = "quiltnet_b32",
-                weights: str | None = None, rebuild: bool = False) -> int:
+                weights: WeightsArg = None, rebuild: bool = False) -> int:
     """Store (or bring up to date) a vision-language tower's vectors for every figure of an
-    index; returns the number of figures embedded."""
+    index; returns the number of figures embedded. ``weights``: the tower's file (or
+    ``{name: file}``)."""
     from ..models import create_encoder
     from .towers import check_tower_encoder, tower_encoders, update_tower
 
     index = FigureIndex.open(index_dir)
     check_tower_encoder(encoder)  # before any weights load
-    enc = create_encoder(encoder, weights=weights)
+    enc = create_encoder(encoder, weights=explicit_weights(weights, encoder=encoder).get(encoder))
     if not hasattr(enc, "encode_text"):  # e.g. an encoder registered at run time
         raise EvidenceError(f"--encoder {encoder} has no text tower; use a vision-language "
                             f"model: {', '.join(tower_encoders())}")
     return update_tower(index, enc, rebuild=rebuild)
 
 
-def update_towers(index: FigureIndex) -> dict[str, int | None]:
+def update_towers(index: FigureIndex, *, weights: Mapping[str, str] | None = None
+                  ) -> dict[str, int | None]:
     """After ``index add``: embed the new figures into every tower whose weights are found
     (others are reported, and keep covering the figures they had); ``{tower: figures
-    embedded, or None when its weights were not found}``."""
+    embedded, or None when its weights were not found}``. ``weights``: ``{tower: file}``."""
     from ..models import create_encoder
     from .towers import list_towers, update_tower
 
     done: dict[str, int | None] = {}
     for name in list_towers(index):
         try:
-            enc = create_encoder(name)
+            enc = create_encoder(name, weights=(weights or {}).get(name))
         except WeightsError as exc:
             warnings.warn(f"tower {name} not updated ({exc}); it covers the figures it had. "
                           f"Update it later: wsikit index tower {index.path} --encoder {name}",

@@ -19,9 +19,13 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    brown chromogen with a blue/purple counterstain (IHC), fluorescence (a dark field with
    saturated single-channel signal) or grey-level texture (electron microscopy). What is
    neither (yellow fat, red flesh, skin, a blue drape, radiographs, gels) is photograph colour.
+   Western blots and gels are found on their own (:func:`blot_strips`: solid grey strips,
+   much wider than tall, whose grey level varies) and are photographs.
 3. **Chart or diagram** (the graphic pixels): axes (a long vertical and a long horizontal
    line meeting at their ends), tick-like short segments and plotted marks make a chart; boxes,
-   arrows and text without axes a diagram.
+   arrows and text without axes a diagram (a frame with ticks on its edge is a plot, not a
+   text box). Without axes or boxes, edges running every way (under a third within 12 degrees
+   of horizontal or vertical: outlines, molecules, circular trees) make a drawing.
 4. **Caption cues** (:data:`CAPTION_CUES`) add evidence per kind: "H&E", "magnification",
    "×200", "scale bar", "µm", "immunohistochemistry" for micrographs; "gross", "macroscopic",
    "endoscopic", "photograph", "CT" for photographs; "Kaplan–Meier", "ROC", "survival",
@@ -34,7 +38,8 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    kind leads by a clear margin.
 
 Compound figures are split into panels first (:mod:`wsikit.evidence.panels`); a figure whose
-panels are of different kinds is ``mixed`` (:func:`figure_kind_of_panels`).
+panels are of different kinds is ``mixed`` (:func:`figure_kind_of_panels`). Blot strips count
+as photograph pieces there, also where the panel cut dropped them as labels.
 
 Measured on real article figures labelled by hand: ``benchmarks/bench_figure_kinds.py``.
 """
@@ -112,6 +117,8 @@ _BLOCK = 8           # block side in px
 _WHITE = 225         # min channel of a near-white pixel …
 _WHITE_SPREAD = 30   # … whose channels differ by at most this
 _MIN_REGION = 12     # picture regions smaller than this many blocks are dropped
+_DRAWN = 0.32        # below this share of axis-aligned edges, graphics without axes are drawn
+_LINE_SIDE_BLOT = 1024  # blot strips are looked for with the longer side at <= this many px
 
 
 @dataclass(frozen=True)
@@ -361,6 +368,7 @@ def _measure(image: np.ndarray) -> _Pixels:
         "white_area": float(white.mean()),
     }
     feats["bands"] = float(_bands(rgb, picture))
+    feats["blots"] = float(len(blot_strips(image)))
     feats.update(_picture_colour(rgb, picture))
     feats.update(_graphic_structure(image, picture))
     return _Pixels(picture, graphic, rgb, feats)
@@ -384,6 +392,61 @@ def _bands(rgb: np.ndarray, picture: np.ndarray) -> int:
         if ((mx - mn) <= 0.12 * np.maximum(mx, 1.0)).mean() >= 0.8:
             count += 1
     return count
+
+
+def blot_strips(image: np.ndarray, *, side: int = _LINE_SIDE_BLOT
+                ) -> list[tuple[int, int, int, int]]:
+    """Boxes ``(x0, y0, x1, y1)`` (pixels of ``image``) of grey strips that look like a blot or
+    gel lane row: a solid, unsaturated, not-white band at least 2.5 times wider than tall and
+    8 % of the image wide, whose grey level varies (bands on a membrane) instead of being one
+    flat fill (the bar of a bar chart).
+
+    Western blots and gels count as photographs, and in a figure they sit between charts as
+    thin strips that the panel cut drops as labels; these boxes put them back.
+
+    >>> import numpy as np
+    >>> fig = np.full((200, 400, 3), 255, np.uint8)
+    >>> rng = np.random.default_rng(0)
+    >>> fig[50:80, 40:360] = rng.normal(200, 12, (30, 320, 1))  # membrane, film grain
+    >>> fig[58:72, 60:110] -= 120                    # two dark bands
+    >>> fig[58:72, 200:250] -= 90
+    >>> fig[120:150, 40:360] = 120                   # a flat grey bar: not a blot
+    >>> blot_strips(fig)
+    [(40, 52, 360, 80)]
+    """
+    from scipy import ndimage
+
+    arr = _as_rgb(image)
+    rgb = _downscale(arr, side)
+    H, W = rgb.shape[:2]
+    mx, mn = channel_max(rgb), channel_min(rgb)
+    toned = ((mx - mn) < 0.2 * np.maximum(mx, 1.0)) & (mx < 238)
+    b = 4
+    h, w = H // b, W // b
+    if h < 3 or w < 3:
+        return []
+    tb = toned[:h * b, :w * b].reshape(h, b, w, b).mean(axis=(1, 3)) >= 0.75
+    tb = ndimage.binary_opening(tb, np.ones((2, 2)))
+    labels, _ = ndimage.label(tb)
+    grey = rgb.mean(axis=2)
+    scale = arr.shape[1] / W
+    out = []
+    for i, sl in enumerate(ndimage.find_objects(labels), start=1):
+        if sl is None:
+            continue
+        bh, bw = sl[0].stop - sl[0].start, sl[1].stop - sl[1].start
+        if bw * b < 0.08 * W or bh < 3 or bw < 2.5 * bh or (labels[sl] == i).mean() < 0.7:
+            continue
+        y0, y1, x0, x1 = sl[0].start * b, sl[0].stop * b, sl[1].start * b, sl[1].stop * b
+        g = grey[y0:y1, x0:x1]
+        if g.std() < 8:
+            continue  # one flat fill
+        _, counts = np.unique(g.astype(np.int32) >> 3, return_counts=True)
+        if np.sort(counts)[-2:].sum() > 0.6 * g.size:
+            continue  # two flat tones (a hatched or outlined bar)
+        out.append((round(x0 * scale), round(y0 * scale), min(arr.shape[1], round(x1 * scale)),
+                    min(arr.shape[0], round(y1 * scale))))
+    return out
 
 
 def _picture_colour(rgb: np.ndarray, picture: np.ndarray) -> dict[str, float]:
@@ -515,6 +578,9 @@ def _text_boxes(ink: np.ndarray, rgb: np.ndarray, hruns: np.ndarray) -> int:
                 continue
             if len(_runs(marks, max(8, int(0.6 * (e1 - s1))))):
                 continue  # a long line inside: a plot frame or a table, not a text box
+            if _ticks(ink, np.array([[bot, s1, e1], [top, s1, e1]])) or _ticks(
+                    ink.T, np.array([[s1, top, bot], [e1, top, bot]])):
+                continue  # ticks on its edge: the frame of a plot (a histogram, a contour plot)
             count += 1
             used.add(j)
             break
@@ -532,13 +598,30 @@ def _graphic_structure(image: np.ndarray, picture: np.ndarray) -> dict[str, floa
     xs = np.minimum(np.arange(W) * wb // max(W, 1), wb - 1)
     ink = ~white & ~picture[np.ix_(ys, xs)]
     if ink.mean() < 1e-4:
-        return {"ticks": 0.0, "hlines": 0.0, "vlines": 0.0, "boxes": 0.0, "ink": 0.0}
+        return {"ticks": 0.0, "hlines": 0.0, "vlines": 0.0, "boxes": 0.0, "ink": 0.0,
+                "aligned": 1.0}
     hr = _runs(ink, max(24, round(0.1 * W)))
     vr = _runs(ink.T, max(24, round(0.1 * H)))
     ticks = _ticks(ink, hr) + _ticks(ink.T, vr)
     return {"ticks": float(ticks), "hlines": float(len(hr)), "vlines": float(len(vr)),
             "boxes": float(_text_boxes(ink, rgb, _runs(ink, max(12, round(0.06 * W))))),
-            "ink": float(ink.mean())}
+            "ink": float(ink.mean()), "aligned": _aligned_edges(rgb)}
+
+
+def _aligned_edges(rgb: np.ndarray) -> float:
+    """Share of the strong grey-level edges running within 12 degrees of horizontal or
+    vertical: axes, bars, grid lines and text make a chart's edges mostly axis-aligned; the
+    outlines, curves and stipple of a drawing (a specimen, a molecule, a circular tree) run
+    every way."""
+    from scipy import ndimage
+
+    g = rgb.mean(axis=2)
+    gx, gy = ndimage.sobel(g, axis=1), ndimage.sobel(g, axis=0)
+    strong = np.hypot(gx, gy) > 100
+    if not strong.any():
+        return 1.0
+    ang = np.degrees(np.arctan2(np.abs(gy[strong]), np.abs(gx[strong])))
+    return float(((ang < 12) | (ang > 78)).mean())
 
 
 # ---------------------------------------------------------------------- the rule
@@ -573,6 +656,9 @@ def _graphic_split(f: Mapping[str, float]) -> tuple[float, str]:
         return 0.25, f"{boxes:.0f} boxes around text"
     if f["hlines"] == 0:
         return 0.3, "no axis ticks, no long horizontal line (a drawing)"
+    if f.get("aligned", 1.0) < _DRAWN:
+        return 0.35, (f"no axis ticks, edges running every way ({f['aligned']:.0%} "
+                      "axis-aligned: a drawing)")
     return 0.55, "no axis ticks, no boxes"
 
 
@@ -596,10 +682,13 @@ def _decide(f: Mapping[str, float], caption: str | None, allow_mixed: bool
     cap = _caption_scores(caption)
     # rows of grey bands in a figure whose caption names a blot or gel: the blot, whatever
     # labels surround it
-    blot = f["bands"] >= 2 and bool(_BLOT.search(caption or ""))
+    named = bool(_BLOT.search(caption or ""))
+    blots = f.get("blots", 0.0)
+    blot = ((f["bands"] >= 2 or blots >= 1) and named) or blots >= 3
     if blot:
         share, micro = max(share, 0.6), min(micro, 0.15)
-        why_pic = f"{f['bands']:.0f} grey band rows (a blot or gel)"
+        why_pic = (f"{blots:.0f} blot strip(s)" if blots >= 1 else
+                   f"{f['bands']:.0f} grey band rows") + " (a blot or gel)"
     scores = {
         "micrograph": share * micro + cap["micrograph"],
         "photograph": share * (1 - micro) + cap["photograph"],

@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import EvidenceError
 from .kinds import (
     FigureKind,
+    blot_strips,
     channel_max,
     channel_min,
     classify_figure_kind,
@@ -583,12 +584,34 @@ def analyse_figure(image: np.ndarray, *, caption: str | None = None,
     whole = classify_figure_kind(image, caption=caption)
     found = find_panels(image, text_boxes=text_boxes, letters=parts.letters)
     arr = np.asarray(image)
+    strips = blot_strips(arr) if found else []
     panels = []
     for p in found:
         x0, y0, x1, y1 = p.box
         text = panel_caption(parts, p.label) if p.lettered else (parts.shared or caption or "")
         kind = classify_figure_kind(arr[y0:y1, x0:x1], caption=text, allow_mixed=False)
+        if kind.kind != "photograph" and _covered(p.box, strips) >= 0.25:
+            kind = FigureKind(kind="photograph", scores=kind.scores, features=kind.features,
+                              reason=f"blot strips cover the panel (was: {kind.reason})")
         panels.append(FigurePanel(panel=p, kind=kind, caption=text))
     areas = [(p.box[2] - p.box[0]) * (p.box[3] - p.box[1]) for p in found]
-    kind = figure_kind_of_panels([p.kind for p in panels], whole=whole, areas=areas)
+    # blot strips outside every panel (cut away as labels) still show: photograph pieces,
+    # counted twice their area (a strip's lane and size labels belong to it, as a chart
+    # panel's axis labels belong to the panel)
+    loose = [b for b in strips if all(_covered(b, [p.box]) < 0.5 for p in found)]
+    extra = [FigureKind(kind="photograph", scores={}, reason="blot strip") for _ in loose]
+    kind = figure_kind_of_panels([p.kind for p in panels] + extra, whole=whole,
+                                 areas=areas + [2 * _area(b) for b in loose])
     return FigureAnalysis(kind=kind, panels=tuple(panels), caption_parts=parts)
+
+
+def _area(box: Box) -> int:
+    return max(0, box[2] - box[0]) * max(0, box[3] - box[1])
+
+
+def _covered(box: Box, others: Sequence[Box]) -> float:
+    """Share of ``box`` covered by ``others`` (assumed not to overlap each other)."""
+    x0, y0, x1, y1 = box
+    inter = sum(_area((max(x0, a0), max(y0, b0), min(x1, a1), min(y1, b1)))
+                for a0, b0, a1, b1 in others if a0 < x1 and a1 > x0 and b0 < y1 and b1 > y0)
+    return inter / max(_area(box), 1)

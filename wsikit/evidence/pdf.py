@@ -30,21 +30,25 @@ import numpy as np
 
 from .._hints import keyword
 from ..errors import EvidenceError
-from ._pdf_layout import PageText, read_page_text
+from ._pdf_captions import (
+    Caption,
+    TextStyle,
+    caption_continuation,
+    continued,
+    find_captions,
+    marked_continuation,
+    rotated_captions,
+    text_style,
+)
+from ._pdf_layout import PageText, area, inter, read_page_text, union
 from ._pdf_regions import (
     IMAGE,
-    Caption,
     Cluster,
     Element,
-    area,
     assign_regions,
     cluster_graphics,
-    find_captions,
-    inter,
     page_graphics,
-    rotated_captions,
     transform_box,
-    union,
 )
 from ._pdf_source import (
     find_doi,
@@ -146,6 +150,7 @@ class _Page:
     clusters: list[Cluster]
     regions: dict[int, Box]
     sides: dict[int, str] = field(default_factory=dict)
+    repeated: frozenset[int] = frozenset()  # ids of lines repeated on many pages
 
 
 @dataclass
@@ -250,15 +255,15 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
     line_keys: list[set] = []
     for i in range(n_pages):
         page = doc[i]
-        textpage = page.get_textpage()
-        try:
-            text = read_page_text(page, textpage)
-        finally:
-            textpage.close()
         l_, b_, r_, t_ = page.get_bbox()
         page_box = (float(l_), float(b_), float(r_), float(t_))
-        elements = [el for el in page_graphics(page, page_box)
-                    if not (el.kind == IMAGE and max(el.px) < min_size)]
+        graphics, text_objects = page_graphics(page, page_box)
+        elements = [el for el in graphics if not (el.kind == IMAGE and max(el.px) < min_size)]
+        textpage = page.get_textpage()
+        try:
+            text = read_page_text(page, textpage, text_objects, page_box)
+        finally:
+            textpage.close()
         page.close()
         pages.append(_Page(i, text, elements, page_box, [], [], {}))
         elem_keys.append({el.key for el in elements})
@@ -270,9 +275,15 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
                             "on it first (e.g. ocrmypdf) and extract from the OCR'd copy")
     repeated = _repeated(elem_keys, n_pages)
     repeated_lines = _repeated(line_keys, n_pages)
+    style = text_style([pg.text for pg in pages])
+    for pg in pages:  # print far smaller or larger than the body's is a figure's labels (or
+        for ln in pg.text.lines:  # a heading), not prose
+            if ln.prose and not 0.7 * style.size <= ln.size <= 1.5 * style.size:
+                ln.prose = False
 
     for pg in pages:
-        _layout_page(pg, repeated, repeated_lines)
+        _layout_page(pg, repeated, repeated_lines, style)
+    _continue_over_pages(pages, repeated_lines, style)
     # where this document puts figures from their captions (above them, or below): pair again
     # with that side preferred when it is not the usual one
     sides = Counter(side for pg in pages for k, side in pg.sides.items()
@@ -280,7 +291,9 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
     if sides["below"] > sides["above"]:
         for pg in pages:
             pg.regions, pg.sides = assign_regions(pg.captions, pg.clusters, pg.text,
-                                                  prefer="below")
+                                                  prefer="below", max_gap=_max_gap(style),
+                                                  exclude=pg.repeated,
+                                                  body=(style.size, style.font))
     found = _pair_across_pages(pages)
     if uncaptioned:
         found += _uncaptioned(pages)
@@ -289,7 +302,7 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
     return _info(doc, path, pages, repeated_lines), figures
 
 
-def _layout_page(pg: _Page, repeated: set, repeated_lines: set) -> None:
+def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle) -> None:
     page_area = area(pg.page_box)
     elements = []
     for el in pg.elements:
@@ -298,7 +311,9 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set) -> None:
         if el.kind != IMAGE and area(el.box) > 0.5 * page_area:
             continue  # page background or frame
         elements.append(el)
-    pg.captions = find_captions(pg.text, graphics=elements) + rotated_captions(pg.text)
+    image_boxes = [el.box for el in elements if el.kind == IMAGE]
+    pg.captions = find_captions(pg.text, image_boxes=image_boxes, style=style) + \
+        rotated_captions(pg.text, style)
     # a frame or background drawn around a caption is not a graphic
     heads = [c.lines[0].box for c in pg.captions]
     elements = [el for el in elements if el.kind == IMAGE or not any(
@@ -306,23 +321,77 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set) -> None:
         el.box[3] >= h[3] - 1 for h in heads)]
     skip = {i for i, ln in enumerate(pg.text.lines)
             if _line_key(ln.text, ln.box) in repeated_lines}
+    skip_repeated = set(skip)
     cap_ids = {id(ln) for c in pg.captions for ln in c.lines}
     skip |= {i for i, ln in enumerate(pg.text.lines) if id(ln) in cap_ids}
     turned = frozenset(id(w) for c in pg.captions for ln in c.lines for w in ln.words)
     clusters = cluster_graphics(elements, pg.text, skip_lines=skip, skip_words=turned)
     prose = [ln.box for ln in pg.text.lines if ln.prose]
+
+    def framed_text(cl: Cluster) -> bool:
+        return sum(1 for b in prose if inter(cl.box, b) > 0.5 * area(b)) >= 2 or \
+            any(inter(cl.box, h) > 0.8 * area(h) for h in heads)
+
     kept = []
     for cl in clusters:
-        inside = sum(1 for b in prose if inter(cl.box, b) > 0.5 * area(b))
-        if inside >= 2:
-            continue  # a frame around text (boxed abstract, table border), not a graphic
-        kept.append(cl)
+        if not framed_text(cl):
+            kept.append(cl)
+            continue
+        # a frame around text (boxed abstract, table border) is not a graphic, but a figure
+        # may sit inside the frame, or on a background, with its caption: peel the frame off
+        # and look again
+        inner = _inside_frame(elements, cl.box)
+        if inner:
+            kept += [c for c in cluster_graphics(inner, pg.text, skip_lines=skip,
+                                                 skip_words=turned) if not framed_text(c)]
     # a caption's own background or frame is not a graphic
     kept = [cl for cl in kept if not any(
         inter(cl.box, c.box) > 0.5 * area(c.lines[0].box) and
         (cl.box[3] - cl.box[1]) < 3 * (c.box[3] - c.box[1]) + 6 for c in pg.captions)]
     pg.clusters = kept
-    pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text)
+    pg.repeated = frozenset(id(pg.text.lines[i]) for i in skip_repeated)
+    pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text, max_gap=_max_gap(style),
+                                          exclude=pg.repeated, body=(style.size, style.font))
+
+
+def _inside_frame(elements: list[Element], box: Box) -> list[Element]:
+    """The elements inside ``box`` less its frame: the rules and corner pieces along its
+    edges (empty when nothing else is inside)."""
+    inside = [el for el in elements if el.box[0] >= box[0] - 1 and el.box[1] >= box[1] - 1
+              and el.box[2] <= box[2] + 1 and el.box[3] <= box[3] + 1]
+
+    def frame_part(el: Element) -> bool:
+        b = el.box
+        w, h = b[2] - b[0], b[3] - b[1]
+        edge = min(b[0] - box[0], b[1] - box[1], box[2] - b[2], box[3] - b[3]) <= 3
+        background = area(b) >= 0.9 * area(box)
+        return el.kind != IMAGE and (background or (edge and (min(w, h) < 3 or
+                                                                max(w, h) <= 12)))
+
+    inner = [el for el in inside if not frame_part(el)]
+    return inner if len(inner) < len(inside) else []
+
+
+def _max_gap(style: TextStyle) -> float:
+    """How far a caption may sit from its graphic: 60 points, or three lines of a
+    double-spaced manuscript."""
+    return max(60.0, 3.0 * style.pitch * style.size)
+
+
+def _continue_over_pages(pages: list[_Page], repeated_lines: set, style: TextStyle) -> None:
+    """A caption that runs over the foot of its page takes the lines that continue it at the
+    top of the next page."""
+    for pg, nxt in zip(pages, pages[1:], strict=False):
+        skip = frozenset(id(ln) for p in (pg, nxt) for ln in p.text.lines
+                         if _line_key(ln.text, ln.box) in repeated_lines)
+        for k, cap in enumerate(pg.captions):
+            if cap.kind != "figure" or cap.turn or cap.placeholder:
+                continue
+            more = caption_continuation(cap, pg.text, nxt.text, style, skip,
+                                        [el.box for el in pg.elements]) or \
+                marked_continuation(cap, pg.text, nxt.text, skip)
+            if more:
+                pg.captions[k] = continued(cap, more)
 
 
 def _big(cl: Cluster, page_box: Box) -> bool:
@@ -332,12 +401,35 @@ def _big(cl: Cluster, page_box: Box) -> bool:
 
 
 def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
-    """Figure captions with their regions; a caption without graphics on its page takes its
-    figure elsewhere: the graphic over a label-only caption of the same label ("Fig. 1."),
-    else, for legends printed together (a manuscript's legend page), the uncaptioned figure
-    pages in order, else big uncaptioned graphics on the facing page."""
+    """Figure captions with their regions; a caption without graphics on its page (a legend
+    printed apart: a manuscript's legend pages, a supplement's legend page beside its figure
+    page) takes its figure elsewhere, in this order:
+
+    1. the graphic that carries its label on its own page ("Figure 1" printed over a figure
+       page, a placeholder such as "Figure 3 (continued)": a part of a figure captioned
+       elsewhere takes that caption);
+    2. legends printed before all the unlabelled figure pages: those pages in number order,
+       or the one page left between the figures numbered just before and after it;
+    3. the big uncaptioned graphics on the facing page, the side (next or previous page)
+       the document's other legends take their figures from.
+    """
     found: list[_Found] = []
     orphans: list[tuple[int, Caption]] = []
+
+    def free_big(pg: _Page) -> list[Cluster]:
+        return [cl for cl in pg.clusters if cl.owner is None and _big(cl, pg.page_box)]
+
+    def take(pg: _Page, cap: Caption, cap_page: int) -> None:
+        big = free_big(pg)
+        if not any(ln.prose for ln in pg.text.lines):  # a page of figure: all its graphics
+            big += [cl for cl in pg.clusters if cl.owner is None and cl not in big]
+        box = big[0].box
+        for cl in big:
+            cl.owner = -1
+            box = union(box, cl.box)
+        found.append(_Found(pg.index + 1, box, big, cap, cap_page + 1))
+
+    labelled: list[tuple[_Page, Caption]] = []
     for pg in pages:
         for k, cap in enumerate(pg.captions):
             if cap.kind != "figure":
@@ -345,9 +437,14 @@ def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
             if k in pg.regions:
                 clusters = [cl for cl in pg.clusters if cl.owner == k]
                 found.append(_Found(pg.index + 1, pg.regions[k], clusters, cap, pg.index + 1))
-            elif not cap.label_only:
+            elif cap.label_only:
+                labelled.append((pg, cap))
+            else:
                 orphans.append((pg.index, cap))
-    labels = Counter(_label_key(f.caption) for f in found if f.caption)
+    for pg, cap in labelled:  # 1. a label over (or inside) a graphic no caption took
+        if free_big(pg) and not any(c.kind == "figure" and not c.label_only
+                                    for c in pg.captions):
+            take(pg, cap, pg.index)
     remaining: list[tuple[int, Caption]] = []
     for page_index, cap in orphans:
         key = _label_key(cap)
@@ -358,42 +455,63 @@ def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
             twin.caption = cap
             twin.caption_page = page_index + 1
             continue
-        if labels[key]:
+        if any(f.caption and _label_key(f.caption) == key for f in found):
             continue  # the label is a figure found elsewhere: this was a mention in the text
         remaining.append((page_index, cap))
-
-    def free_big(pg: _Page) -> list[Cluster]:
-        return [cl for cl in pg.clusters if cl.owner is None and _big(cl, pg.page_box)]
-
-    def take(pg: _Page, cap: Caption, cap_page: int) -> None:
-        big = free_big(pg)
-        box = big[0].box
-        for cl in big:
-            cl.owner = -1
-            box = union(box, cl.box)
-        found.append(_Found(pg.index + 1, box, big, cap, cap_page + 1))
-        labels[_label_key(cap)] += 1
-
-    figure_pages = [pg for pg in pages if free_big(pg) and
-                    not any(c.kind == "figure" for c in pg.captions)]
-    if len(remaining) >= 2 and len(figure_pages) == len(remaining) and \
-            min(pg.index for pg in figure_pages) > max(i for i, _ in remaining):
-        in_order = sorted(remaining, key=lambda r: _number(r[1]))
-        for pg, (page_index, cap) in zip(figure_pages, in_order, strict=True):
-            take(pg, cap, page_index)
-        return found
-    for page_index, cap in remaining:
-        for other in (page_index + 1, page_index - 1):
-            if not 0 <= other < len(pages):
-                continue
-            opg = pages[other]
-            if any(c.kind == "figure" and not c.label_only for c in opg.captions
-                   if opg.regions.get(opg.captions.index(c)) is None) and other < page_index:
-                continue
-            if free_big(opg):
-                take(opg, cap, page_index)
-                break
+    # the rest of a figure named by a placeholder ("Figure 3. Cont.") is a part of the figure
+    # whose caption is printed with its first part: it carries that caption
+    captioned = {_label_key(f.caption): f for f in found
+                 if f.caption and not f.caption.label_only}
+    for f in found:
+        first = captioned.get(_label_key(f.caption)) if f.caption else None
+        if first is not None and f.caption is not None and f.caption.placeholder:
+            f.caption, f.caption_page = first.caption, first.caption_page
+    if remaining:
+        _legends_apart(pages, remaining, found, free_big, take)
     return found
+
+
+def _legends_apart(pages: list[_Page], remaining: list[tuple[int, Caption]],
+                   found: list[_Found], free_big, take) -> None:
+    """Steps 2 and 3 of :func:`_pair_across_pages` for the legends still without figure."""
+    figure_pages = [pg for pg in pages if free_big(pg) and
+                    not any(c.kind == "figure" and not c.label_only for c in pg.captions)]
+    after = [pg for pg in figure_pages if pg.index > max(i for i, _ in remaining)]
+    if len(remaining) >= 2 and len(after) == len(remaining):
+        in_order = sorted(remaining, key=lambda r: _number(r[1]))
+        for pg, (page_index, cap) in zip(after, in_order, strict=True):
+            take(pg, cap, page_index)
+        return
+    at = {_number(f.caption): f.page - 1 for f in found if f.caption}
+    left: list[tuple[int, Caption]] = []
+    for page_index, cap in remaining:  # between the figures numbered just before and after
+        kind, n = _number(cap)
+        lo, hi = at.get((kind, n - 1)), at.get((kind, n + 1))
+        between = [pg for pg in figure_pages if lo is not None and hi is not None and
+                   lo < pg.index < hi and pg.index > page_index and free_big(pg)]
+        if len(between) == 1:
+            take(between[0], cap, page_index)
+            at[(kind, n)] = between[0].index
+        else:
+            left.append((page_index, cap))
+    # the facing page (not another legend's page): the side most legends have one on
+    legend_pages = {i for i, _ in remaining}
+
+    def facing(page_index: int, step: int) -> _Page | None:
+        other = page_index + step
+        if 0 <= other < len(pages) and other not in legend_pages and free_big(pages[other]):
+            return pages[other]
+        return None
+
+    sides: Counter = Counter(step for page_index, _ in left for step in (1, -1)
+                             if facing(page_index, step) is not None)
+    order = (-1, 1) if sides[-1] > sides[1] else (1, -1)
+    for page_index, cap in left:
+        for step in order:
+            other = facing(page_index, step)
+            if other is not None:
+                take(other, cap, page_index)
+                break
 
 
 def _number(cap: Caption) -> tuple[int, int]:
@@ -487,6 +605,34 @@ def _embedded(page, element: Element) -> np.ndarray | None:
     return image
 
 
+def _trim_white(image: np.ndarray, box: Box, shown: Box) -> tuple[np.ndarray, Box]:
+    """A figure without the blank margins of its pixels (a bitmap exported with a wide white
+    border): ``image`` shows ``shown`` (page points); the figure's ``box`` shrinks with it.
+    Blank on one or two sides only is the figure's own white (a panel left empty), kept."""
+    ink: np.ndarray = np.any(np.asarray(image) < 245, axis=2)
+    rows, cols = np.nonzero(ink.any(axis=1))[0], np.nonzero(ink.any(axis=0))[0]
+    h, w = ink.shape
+    if not len(rows) or not len(cols):
+        return image, box
+    top, bottom, left, right = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+    if top + (h - bottom) < 0.03 * h and left + (w - right) < 0.03 * w:
+        return image, box
+    margins = (top > 0.01 * h, h - bottom > 0.01 * h, left > 0.01 * w, w - right > 0.01 * w)
+    if sum(margins) < 3:
+        return image, box
+    pad = 2
+    top, left = max(0, top - pad), max(0, left - pad)
+    bottom, right = min(h, bottom + pad), min(w, right + pad)
+    sx, sy = (shown[2] - shown[0]) / w, (shown[3] - shown[1]) / h
+    content = (shown[0] + left * sx, shown[3] - bottom * sy, shown[0] + right * sx,
+               shown[3] - top * sy)
+    trimmed = (max(box[0], content[0]), max(box[1], content[1]), min(box[2], content[2]),
+               min(box[3], content[3]))
+    if trimmed[2] <= trimmed[0] or trimmed[3] <= trimmed[1]:
+        return image, box
+    return np.ascontiguousarray(image[top:bottom, left:right]), trimmed
+
+
 def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
     figures: list[PdfFigure] = []
     for f in found:
@@ -506,21 +652,24 @@ def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
                 else:
                     used_dpi = min(400.0, max(dpi, 72.0 * el.px[0] /
                                               max(el.box[2] - el.box[0], 1e-6)))
-            box = f.box
+            box, shown = f.box, images[0].box if image is not None else f.box
+            turn = f.caption.turn if f.caption is not None else 0
+            turned = bool(turn)
             if image is None:
                 pad = 2.0
-                box = (box[0] - pad, box[1] - pad, box[2] + pad, box[3] + pad)
-                image = _render_region(page, box, used_dpi / 72.0)
-                if f.caption is not None and f.caption.turn and page.get_rotation() == 0:
+                shown = (box[0] - pad, box[1] - pad, box[2] + pad, box[3] + pad)
+                image = _render_region(page, shown, used_dpi / 72.0)
+                if turned and page.get_rotation() == 0:
                     # a landscape figure printed sideways: upright, as its caption reads
-                    image = np.ascontiguousarray(np.rot90(image, k=-1 if f.caption.turn == 3
-                                                          else 1))
+                    image = np.ascontiguousarray(np.rot90(image, k=-1 if turn == 3 else 1))
+            if not turned and page.get_rotation() == 0:
+                image, box = _trim_white(image, box, shown)
         finally:
             page.close()
         cap = f.caption
         label = " ".join(cap.label.split()) if cap else None
         figures.append(PdfFigure(image, cap.text if cap else "", label, f.page,
-                                 tuple(float(v) for v in f.box),  # type: ignore[arg-type]
+                                 tuple(float(v) for v in box),  # type: ignore[arg-type]
                                  f.caption_page, source, float(used_dpi)))
     return figures
 
@@ -531,9 +680,19 @@ def _info(doc, path: Path, pages: list[_Page], repeated_lines: set) -> PdfInfo:
     first = pages[0].text.plain()
     sizes = sorted(ln.size for pg in pages for ln in pg.text.lines if ln.prose)
     body = sizes[len(sizes) // 2] if sizes else 10.0
-    skip = frozenset(id(ln) for ln in pages[0].text.lines
+    heads = " ".join(_squash_text(ln.text) for pg in pages[:8] for ln in pg.text.lines
                      if _line_key(ln.text, ln.box) in repeated_lines)
-    title = title_from_text(pages[0].text, body_size=body, skip=skip)
+    title = None
+    # the big print of page 1, else of page 2 (an accepted manuscript's cover page has none),
+    # else page 1's first paragraph that reads as a title
+    for pg, one_size in ((pages[0], False), (pages[min(1, len(pages) - 1)], False),
+                         (pages[0], True)):
+        skip = frozenset(id(ln) for ln in pg.text.lines
+                         if _line_key(ln.text, ln.box) in repeated_lines)
+        title = title_from_text(pg.text, body_size=body, skip=skip, heads=heads,
+                                one_size=one_size)
+        if title:
+            break
     source = "text" if title else None
     if title is None:
         title = title_from_metadata(meta)
@@ -549,6 +708,10 @@ def _info(doc, path: Path, pages: list[_Page], repeated_lines: set) -> PdfInfo:
                                                           for pg in pages[1:][-2:]]))
     return PdfInfo(path, title, doi, len(pages), year_from_text(first, meta),
                    journal_from(first, meta), source, *(stated or (None, None)))
+
+
+def _squash_text(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", text.lower())
 
 
 # ---------------------------------------------------------------------- files

@@ -8,7 +8,9 @@ drop onto the viewer) whose features carry QuPath's own properties:
 - ``classification``: ``{"name": "wsikit 1x", "color": [r, g, b]}``, one class per scale,
   so the scales can be shown, hidden and coloured separately;
 - ``measurements``: a name → number map (QuPath ≥ 0.4 writes and reads this form), here
-  ``score``, ``rank``, ``scale`` and, where the region records it, ``usable_tissue``.
+  ``score``, ``rank``, ``scale`` and, where the region records it, ``usable_tissue`` and (a
+  region chosen with a question, ``select --question --tower``) ``importance_rank`` and
+  ``question_similarity_rank``.
 
 Coordinates are level-0 pixels with the origin at the top-left of the full-resolution image,
 QuPath's convention. Slides with a bounds offset (e.g. MRXS with ``openslide.bounds-x/-y``)
@@ -36,6 +38,10 @@ __all__ = [
 
 #: File name of the QuPath annotations inside a ``select`` result folder.
 REGIONS_GEOJSON = "regions.geojson"
+
+#: How far (a fraction of the slide's longer side) a region read back may reach past the slide's
+#: edge: a box drawn by hand in QuPath may overshoot it a little, never by more.
+EDGE_MARGIN = 0.02
 
 #: Colour per window scale (side in cells); other scales cycle through ``_EXTRA``.
 SCALE_COLOURS: dict[int, str] = {8: "#2563eb", 4: "#16a34a", 2: "#ea580c", 1: "#db2777"}
@@ -115,6 +121,12 @@ def regions_to_geojson(regions: Regions) -> dict[str, Any]:
         tissue = _tissue_fraction(region)
         if tissue is not None:
             measurements["usable_tissue"] = tissue
+        steered = region.get("question")
+        if isinstance(steered, Mapping):  # chosen with a question: why, as numbers
+            for key, name in (("importance_rank", "importance_rank"),
+                              ("similarity_rank", "question_similarity_rank")):
+                if isinstance(steered.get(key), int | float):
+                    measurements[name] = float(steered[key])
         ring = [[x, y], [x + w, y], [x + w, y + h], [x, y + h], [x, y]]
         features.append({
             "type": "Feature",
@@ -144,7 +156,8 @@ def _measurements(props: Mapping[str, Any]) -> dict[str, float]:
     return dict(m)
 
 
-def read_regions_geojson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_regions_geojson(path: str | os.PathLike[str], *,
+                         level0_size: tuple[int, int] | None = None) -> list[dict[str, Any]]:
     """Read QuPath annotations back as region dicts (``id``, ``rank``, ``scale``, ``score``,
     ``box`` and, when present, ``usable_tissue``), in file order.
 
@@ -152,13 +165,23 @@ def read_regions_geojson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     polygon, measurements may be a map or QuPath's older name/value list, and features
     without wsikit's measurements (e.g. annotations a person added) are skipped.
 
+    Parameters
+    ----------
+    path : path-like
+        The GeoJSON file.
+    level0_size : (width, height), optional
+        The slide's level-0 size: every vertex of a region must lie inside it, give or take
+        :data:`EDGE_MARGIN` of its longer side. Without it, inside the largest slide wsikit
+        opens (:data:`wsikit.slide.slide.MAX_SIDE_PX` a side).
+
     Raises
     ------
     EvidenceError
         The file cannot be read or is not GeoJSON, or a feature is not an object, has a
-        coordinate that is not a finite number, or (a region's) no polygon: each names the
-        file and the feature.
+        coordinate that is not a finite number or lies beyond the slide, or (a region's) no
+        polygon: each names the file and the feature.
     """
+    from ..slide.slide import MAX_SIDE_PX
     from ..tissue.geojson import read_features, read_json
 
     fix = "fix the feature in QuPath, or export the regions again"
@@ -181,6 +204,14 @@ def read_regions_geojson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             raise EvidenceError(f"{path}: {feature.label} has no polygon; {fix}")
         ring = feature.polygons[0][0]
         (x0, y0), (x1, y1) = ring.min(axis=0), ring.max(axis=0)
+        width, height = level0_size if level0_size is not None else (MAX_SIDE_PX, MAX_SIDE_PX)
+        margin = EDGE_MARGIN * max(width, height)
+        if x0 < -margin or y0 < -margin or x1 > width + margin or y1 > height + margin:
+            what = "the slide" if level0_size is not None else "any slide"
+            raise EvidenceError(
+                f"{path}: {feature.label} spans x {x0:g} to {x1:g}, y {y0:g} to {y1:g} "
+                f"(level-0 px), beyond {what} ({width} x {height} px); {fix} (the "
+                "coordinates are level-0 pixels of this slide)")
         region: dict[str, Any] = {
             "id": str(feature.properties.get("name", "")).split(" ")[0],
             "rank": rank, "scale": scale, "score": score,

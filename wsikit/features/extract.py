@@ -156,6 +156,12 @@ class Embeddings:
         import h5py
 
         path = Path(path)
+        if path.is_file() and not h5py.is_hdf5(path):  # never h5py's "file signature not found"
+            slide = ("" if path.suffix.lower() in (".h5", ".hdf5") else
+                     f"; for a slide, run 'wsikit features {path} --out OUT' first")
+            raise FeatureError(f"{path} is not a feature file (not HDF5): give the .h5 files "
+                               "that 'wsikit features' or 'wsikit batch' wrote (OUT/features_"
+                               f"<encoder>/<slide>.h5){slide}")
         try:
             with h5py.File(path, "r") as f:
                 if "features" not in f:

@@ -14,6 +14,7 @@ image (``slide.id`` = ``image-<12 hex of the pixels>``), so document ids stay un
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..evidence import EvidenceResult
 
 __all__ = ["EvidenceSource", "as_result", "query_kind"]
+
+#: Where slide queries write when no ``out`` is given (said once, as a warning).
+DEFAULT_OUT = "wsikit_out"
+_TOLD: set[str] = set()
 
 #: File suffixes treated as crop images (anything else that exists is opened as a slide).
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".gif")
@@ -94,7 +99,7 @@ class EvidenceSource:
     index: str | os.PathLike[str]
     k: int = 5
     min_similarity: str | float = "p95"
-    out: str | os.PathLike[str] = "wsikit_out"
+    out: str | os.PathLike[str] = DEFAULT_OUT
     select_options: Mapping[str, Any] = field(default_factory=dict)
     device: str = "cpu"
     licences: str | None = None
@@ -153,6 +158,12 @@ class EvidenceSource:
             from ..run.pipeline import select
 
             opts = {"encoder": "heuristic", **dict(self.select_options)}
+            if os.fspath(self.out) == DEFAULT_OUT and DEFAULT_OUT not in _TOLD:
+                _TOLD.add(DEFAULT_OUT)  # once per process: where the files go, unasked
+                warnings.warn(f"slide queries write their outputs (crops, report, "
+                              f"evidence.json) under {Path(DEFAULT_OUT).resolve()}/select/; "
+                              "pass out=FOLDER to the retriever to choose another place",
+                              UserWarning, stacklevel=2)
             return select(query, out=self.out, index=self.index, k=k or self.k,
                           min_similarity=self.min_similarity, device=self.device,
                           licences=self.licences, progress=False, **opts)

@@ -307,7 +307,7 @@ def _selection_section(ev: Mapping[str, Any]) -> str:
 
     # a similarity floor means nothing without an index: no "min_similarity = threshold"
     chips = "".join(f"<span>{_e(k)} = {_e(chip(k, v))}</span>" for k, v in sel.items()
-                    if k != "warnings" and v is not None
+                    if k not in ("warnings", "question_steering") and v is not None
                     and not (k == "min_similarity" and not isinstance(v, Mapping)))
     notes = [str(w) for w in sel.get("warnings") or []]
     warn_html = "".join(f'<p class="banner heur"><b>Warning.</b> {_e(w)}</p>' for w in notes)
@@ -317,6 +317,23 @@ def _selection_section(ev: Mapping[str, Any]) -> str:
                   else "")
     return (f'<section id="selection"><h2>Selection</h2>{warn_html}'
             f'<div class="chips">{chips}</div>{_selection_text(sel)}{empty_html}</section>')
+
+
+def question_text(steering: Mapping[str, Any]) -> str:
+    """One sentence on how a question chose the regions (``selection.question_steering``), or
+    why it did not."""
+    q = steering.get("question")
+    if not steering.get("applied"):
+        return f"Question “{q}”: {steering.get('why', 'it ranks the figures only')}."
+    towers = ", ".join(str(t) for t in steering.get("towers") or ())
+    text = (f"Regions chosen for the question “{q}”: each patch's similarity to it under "
+            f"{towers}, blended with the importance by rule {steering.get('rule')} "
+            f"({steering.get('rule_text')}), question weight w = {steering.get('weight')}; "
+            "each region lists its mean importance and similarity ranks.")
+    if steering.get("random_weights"):
+        text += (" A tower has random weights (a test of the mechanics): its similarity "
+                 "means nothing.")
+    return text
 
 
 #: One sentence per layout and for the floor (the report explains what the numbers mean).
@@ -341,6 +358,9 @@ def _selection_text(sel: Mapping[str, Any]) -> str:
         parts.append(f"Floor: every region scores at least {_num(floor)} ({what}).")
     elif "min_score" in sel:
         parts.append("Floor: none (min_score 0).")
+    steering = sel.get("question_steering")
+    if isinstance(steering, Mapping):
+        parts.append(question_text(steering))
     return "".join(f"<p class='muted'>{_e(p)}</p>" for p in parts)
 
 
@@ -400,7 +420,7 @@ def _overview_section(ev: Mapping[str, Any], thumb: np.ndarray, ds: float,
     parts.append(f'<g class="wins">{"".join(wins)}</g>')
     scales = sorted({int(r["scale"]) for r in ev.get("regions") or []}, reverse=True)
     legend = "".join(f'<span style="color:{scale_colour(s)}"><span class="swatch"></span>'
-                     f"{s}×{s} cells</span>" for s in scales)
+                     f"{_e(_scale_text(s, ev))}</span>" for s in scales)
     if amap is not None:
         legend += '<span>attention: low <span class="ramp"></span> high</span>'
     if rings:
@@ -447,6 +467,24 @@ def _match_html(m: Mapping[str, Any], base_dir: Path) -> str:
             f'<span class="level {level_cls}">evidence: {_e(level)}</span></div>'
             f'<p class="caption">{_e(m.get("caption"))}</p>'
             f'<p class="source">{" · ".join(src)}</p></div></li>')
+
+
+def _scale_text(scale: int, ev: Mapping[str, Any]) -> str:
+    """A window's size as a pathologist reads it: patches (a "cell" is a nucleus to them) and
+    its side in µm, from the run's patch size and resolution.
+
+    >>> _scale_text(2, {"selection": {"patch_px": 256, "target_mpp": 0.5}})
+    '2×2 patches, 256 µm'
+    >>> _scale_text(1, {})
+    '1 patch'
+    """
+    sel = ev.get("selection") or {}
+    try:
+        side = float(scale) * float(sel["patch_px"]) * float(sel["target_mpp"])
+    except (KeyError, TypeError, ValueError):
+        side = math.nan
+    size = "1 patch" if scale == 1 else f"{scale}×{scale} patches"
+    return f"{size}, {side:.0f} µm" if math.isfinite(side) and side > 0 else size
 
 
 def _scale_bar(crop: Mapping[str, Any]) -> str:
@@ -510,7 +548,7 @@ def _regions_section(ev: Mapping[str, Any], base_dir: Path) -> str:
         rank = f"rank {_e(r['rank'])} · " if r.get("rank") is not None else ""
         cards.append(
             f'<section class="region" id="region-{_e(rid)}" style="--c:{scale_colour(scale)}">'
-            f'<div class="region-head"><h3>{_e(rid)} · {scale}×{scale} cells</h3>'
+            f'<div class="region-head"><h3>{_e(rid)} · {_e(_scale_text(scale, ev))}</h3>'
             f'<span class="score">{rank}{score_name} {_num(r.get("score"))}{zoom}</span>'
             '</div>'
             f'<div class="region-body"><figure class="crop" style="margin:0">{crop_img}'

@@ -115,6 +115,10 @@ class EncoderConfig:
         Whether the weights' licence allows commercial use (None: not stated; read it).
     reference : str
         The reference loader its golden test compares against.
+    source : str
+        Where the weight files, licence, gating and training facts of this entry were read
+        (model cards, hub file lists, reference loaders that never read this table), and what
+        is still unverified.
     """
 
     name: str
@@ -145,6 +149,7 @@ class EncoderConfig:
     hf_config: str | None = None
     commercial_use: bool | None = None
     reference: str = ""
+    source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON view of the config."""
@@ -190,7 +195,9 @@ CONCH_V1_5_CONFIG = EncoderConfig(
     mean=IMAGENET_MEAN, std=IMAGENET_STD, target_mpp=0.5, patch_px=512, dim=768,
     precision="fp16", license=_NC_ND, gated=True,
     description="CONCH v1.5 ViT-L/16 + attentional pooler (patch features for TITAN)",
-    commercial_use=False, reference="TRIDENT's CONCH v1.5 tower (tests/data/golden)")
+    commercial_use=False, reference="TRIDENT's CONCH v1.5 tower (tests/data/golden)",
+    source="file: TRIDENT's loader (hf_hub MahmoodLab/conchv1_5, pytorch_model_vision.bin); "
+           "licence and gating: the hub page's access conditions (CC-BY-NC-ND 4.0)")
 
 #: Virchow2 (class token and mean patch token, 2560-d).
 VIRCHOW2_CONFIG = EncoderConfig(
@@ -200,7 +207,9 @@ VIRCHOW2_CONFIG = EncoderConfig(
     patch_px=224, dim=2560, precision="fp16", license=_NC_ND, gated=True,
     description="Virchow2 ViT-H/14 + 4 registers (class token ⊕ mean patch token, 2560-d)",
     arch="timm:vit_huge_patch14_224", layout="timm", pooling="cls+mean", commercial_use=False,
-    reference="timm vit_huge_patch14_224 with the card's arguments (tests/data/golden)")
+    reference="timm vit_huge_patch14_224 with the card's arguments (tests/data/golden)",
+    source="licence and gating: huggingface.co/paige-ai/Virchow2 access conditions "
+           "(CC-BY-NC-ND 4.0, institutional approval); kaiko-ai/eva logs in for it")
 
 #: TITAN, the slide encoder over CONCH v1.5 patch features.
 TITAN_CONFIG = EncoderConfig(
@@ -209,7 +218,8 @@ TITAN_CONFIG = EncoderConfig(
     target_mpp=0.5, patch_px=512, dim=768, precision="fp16", license=_NC_ND, gated=True,
     state_prefix="vision_encoder.",
     description="TITAN slide encoder over CONCH v1.5 features (slide embedding + attention)",
-    commercial_use=False, reference="TITAN's published modeling code (tests/data/golden)")
+    commercial_use=False, reference="TITAN's published modeling code (tests/data/golden)",
+    source="TITAN's hub card (gated, CC-BY-NC-ND 4.0, model.safetensors)")
 
 #: The vision-language tower of :mod:`wsikit.models.clip_vl` (extra ``[vlm]``).
 QUILTNET_B32_CONFIG = EncoderConfig(
@@ -220,7 +230,8 @@ QUILTNET_B32_CONFIG = EncoderConfig(
     description="QuiltNet-B-32 (open_clip ViT-B/32 CLIP on Quilt-1M, MIT): image and text "
                 "towers in one 512-d space", arch="open_clip:ViT-B-32", layout="open_clip",
     pooling="own", hf_config="open_clip_config.json", commercial_use=True,
-    reference="open_clip CLIP(**model_cfg).encode_image")
+    reference="open_clip CLIP(**model_cfg).encode_image",
+    source="the wisdomik/QuiltNet-B-32 card (MIT, open_clip files)")
 
 #: QuiltNet-B-16, the same tower at patch 16 (open_clip ``ViT-B-16``).
 QUILTNET_B16_CONFIG = EncoderConfig(
@@ -231,7 +242,8 @@ QUILTNET_B16_CONFIG = EncoderConfig(
     description="QuiltNet-B-16 (open_clip ViT-B/16 CLIP on Quilt-1M, MIT): image and text "
                 "towers in one 512-d space", arch="open_clip:ViT-B-16", layout="open_clip",
     pooling="own", hf_config="open_clip_config.json", commercial_use=True,
-    reference="open_clip CLIP(**model_cfg).encode_image")
+    reference="open_clip CLIP(**model_cfg).encode_image",
+    source="the wisdomik/QuiltNet-B-16 card (MIT, open_clip files)")
 
 HOPT_MEAN = (0.707223, 0.578729, 0.703617)
 HOPT_STD = (0.211883, 0.230117, 0.177517)
@@ -253,7 +265,7 @@ def _zoo(name: str, arch: str, kwargs: tuple[tuple[str, Any], ...], *, repo: str
          layout: str = "timm", role: Role = "patch", patch_px: int = 224,
          target_mpp: float = 0.5, resize_px: int | None = None, crop: bool = True,
          hf_config: str | None = None, reference: str = _TIMM_REF,
-         precision: str = "fp16") -> EncoderConfig:
+         precision: str = "fp16", source: str = "") -> EncoderConfig:
     """One zoo entry (a network :mod:`wsikit.models.zoo` builds from ``arch``)."""
     return EncoderConfig(
         name=name, role=role, hub_repo=repo, hub_files=files, input_px=input_px,
@@ -261,7 +273,7 @@ def _zoo(name: str, arch: str, kwargs: tuple[tuple[str, Any], ...], *, repo: str
         patch_px=patch_px, dim=dim, precision=precision, license=license, gated=gated,
         description=description, arch=arch, arch_kwargs=kwargs, layout=layout,
         pooling=pooling, resize_px=resize_px, crop=crop, hf_config=hf_config,
-        commercial_use=commercial, reference=reference)
+        commercial_use=commercial, reference=reference, source=source)
 
 
 def _hf(**fields: Any) -> tuple[tuple[str, Any], ...]:
@@ -281,38 +293,49 @@ _HF_DINO_REF = "transformers Dinov2Model(config): last_hidden_state"
 _HF_REG_REF = "transformers Dinov2WithRegistersModel(config): pooler_output"
 _HF_CLIP_REF = ("transformers CLIPModel(config).get_image_features (texts: get_text_features "
                 "of CLIPTokenizer ids)")
-#: The licence file of kaiko-ai/towards_large_pathology_fms, where kaiko.ai publishes these
-#: weights (torch.hub); the 1aurent timm port's hub page itself was not read.
+#: The licence of the kaiko.ai weights: the kaiko-non-commercial licence the 1aurent timm port's
+#: card names (license_link: the LICENSE of github.com/kaiko-ai/towards_large_pathology_fms).
 _KAIKO_LICENSE = ("other (Kaiko Non-Commercial Public License v1, May 2024: the LICENSE of "
-                  "github.com/kaiko-ai/towards_large_pathology_fms; the 1aurent timm port's hub "
-                  "page unverified)")
+                  "github.com/kaiko-ai/towards_large_pathology_fms, named by the 1aurent timm "
+                  "port's card)")
 
 #: The model zoo: published pathology (and baseline) encoders built by :mod:`wsikit.models.zoo`.
 ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
     _zoo("h_optimus_0", "timm:vit_giant_patch14_reg4_dinov2",
          (("img_size", 224), ("init_values", 1e-5), ("dynamic_img_size", True)),
-         repo="bioptimus/H-optimus-0", files=_ST_BIN, dim=1536, license="Apache-2.0",
-         gated=False, commercial=True, mean=HOPT_MEAN, std=HOPT_STD,
-         description="H-optimus-0 ViT-g/14 + 4 registers (Bioptimus; class token, 1536-d); "
-                     "the hub asks to accept its terms (automatic)"),
+         repo="bioptimus/H-optimus-0", files=("pytorch_model.bin",), dim=1536,
+         license="Apache-2.0", gated=False, commercial=True, mean=HOPT_MEAN, std=HOPT_STD,
+         description="H-optimus-0 ViT-g/14 + 4 registers (Bioptimus; class token, 1536-d)",
+         source="files: the hub's file list at 5fb2bee (config.json, pytorch_model.bin 4.54 GB; "
+                "no safetensors; later commits edit the README only); licence: the card "
+                "(apache-2.0); not gated: the hub page shows no access conditions and "
+                "kaiko-ai/eva loads it without a token (its card still asks for a hub login)"),
     _zoo("h_optimus_1", "timm:vit_giant_patch14_reg4_dinov2",
          (("img_size", 224), ("init_values", 1e-5), ("dynamic_img_size", True)),
-         repo="bioptimus/H-optimus-1", files=_ST_BIN, dim=1536,
-         license="other (Bioptimus, non-commercial; unverified: read the hub page)",
+         repo="bioptimus/H-optimus-1", files=_ST_BIN, dim=1536, license=_NC_ND,
          gated=True, commercial=False, mean=HOPT_MEAN, std=HOPT_STD,
-         description="H-optimus-1 ViT-g/14 + 4 registers (Bioptimus; class token, 1536-d)"),
+         description="H-optimus-1 ViT-g/14 + 4 registers (Bioptimus; class token, 1536-d)",
+         source="licence and gating: the hub page's access conditions (CC-BY-NC-ND 4.0, "
+                "non-commercial academic use, institutional email); files unverified (timm "
+                "tries model.safetensors, then pytorch_model.bin)"),
     _zoo("h0_mini", "timm:vit_base_patch14_reg4_dinov2",
          (("img_size", 224), *_SWIGLU, ("dynamic_img_size", True)),
          repo="bioptimus/H0-mini", files=_ST_BIN, dim=768, license=_NC_ND, gated=True,
          commercial=False, mean=HOPT_MEAN, std=HOPT_STD, interpolation="bicubic",
-         description="H0-mini ViT-B/14 + 4 registers, SwiGLU (distilled from H-optimus-1; "
-                     "class token, 768-d)"),
+         description="H0-mini ViT-B/14 + 4 registers, SwiGLU (distilled from H-optimus-0; "
+                     "class token, 768-d)",
+         source="distilled from H-optimus-0: kaiko-ai/eva's loader (bioptimus.py, 'distilled "
+                "from H-Optimus-0 on 40M TCGA tiles') and arXiv 2501.16239; gated: access "
+                "requests on its hub page, eva logs in for it; files: the hub lists PyTorch and "
+                "Safetensors; licence CC-BY-NC-ND 4.0 as H-optimus-1 (its card not read)"),
     _zoo("uni", "timm:vit_large_patch16_224",
          (("img_size", 224), ("patch_size", 16), ("init_values", 1e-5),
           ("dynamic_img_size", True)),
          repo="MahmoodLab/UNI", files=("pytorch_model.bin",), dim=1024, license=_NC_ND,
          gated=True, commercial=False,
-         description="UNI ViT-L/16 (Mahmood Lab; class token, 1024-d)"),
+         description="UNI ViT-L/16 (Mahmood Lab; class token, 1024-d)",
+         source="licence and gating: the card's 'License and Terms of Use' (CC-BY-NC-ND 4.0, "
+                "registration and approval); file: TRIDENT's loader"),
     _zoo("uni2_h", "timm:vit_giant_patch14_224",
          (("img_size", 224), ("patch_size", 14), ("depth", 24), ("num_heads", 24),
           ("init_values", 1e-5), ("embed_dim", 1536), ("mlp_ratio", 2.66667 * 2),
@@ -320,30 +343,41 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
          repo="MahmoodLab/UNI2-h", files=("pytorch_model.bin",), dim=1536, license=_NC_ND,
          gated=True, commercial=False,
          description="UNI2-h ViT-H/14 + 8 registers, SwiGLU (Mahmood Lab; class token, "
-                     "1536-d)"),
+                     "1536-d)",
+         source="gated: kaiko-ai/eva logs in for it; licence as UNI (the card not read); "
+                "file: TRIDENT's loader"),
     _zoo("virchow", "timm:vit_huge_patch14_224",
          (("img_size", 224), ("init_values", 1e-5), ("mlp_ratio", 5.3375), *_SWIGLU,
           ("dynamic_img_size", True)),
          repo="paige-ai/Virchow", files=_ST_BIN, dim=2560, license="Apache-2.0", gated=True,
          commercial=True, interpolation="bicubic", pooling="cls+mean",
          description="Virchow ViT-H/14, SwiGLU (Paige; class token ⊕ mean patch token, "
-                     "2560-d)"),
+                     "2560-d)",
+         source="licence and gating: huggingface.co/paige-ai/Virchow (Apache 2.0 with "
+                "additional terms; access conditions, institutional email)"),
     _zoo("prov_gigapath", "timm:vit_giant_patch14_dinov2",
          (("img_size", 224), ("in_chans", 3), ("patch_size", 16), ("embed_dim", 1536),
           ("depth", 40), ("num_heads", 24), ("mlp_ratio", 5.33334),
           ("dynamic_img_size", True)),
          repo="prov-gigapath/prov-gigapath", files=("pytorch_model.bin",), dim=1536,
-         license="Apache-2.0", gated=True, commercial=True, interpolation="bicubic",
-         resize_px=256, patch_px=256,
+         license="Apache-2.0 (the access form asks for non-commercial research use)",
+         gated=True, commercial=None, interpolation="bicubic", resize_px=256, patch_px=256,
          description="Prov-GigaPath tile encoder ViT-g/16 (Providence/Microsoft; class "
-                     "token, 1536-d; resize 256 + centre crop 224)"),
+                     "token, 1536-d; resize 256 + centre crop 224)",
+         source="gated: huggingface.co/prov-gigapath/prov-gigapath ('agree to share your "
+                "contact information'); licence: Apache-2.0 in the repository, but the access "
+                "form's condition 'non-commercial, research purposes only' (asked about on "
+                "the hub, prov-gigapath-flash discussion 1): commercial use not stated"),
     *(_zoo(f"kaiko_{tag}", f"timm:{arch}",
            (("img_size", img), ("dynamic_img_size", True)),
            repo=f"1aurent/{arch}.kaiko_ai_towards_large_pathology_fms",
            files=("model.safetensors",), dim=dim, license=_KAIKO_LICENSE, gated=False,
            commercial=False, mean=HALF, std=HALF,
            description=f"kaiko.ai {label} (DINO{'v2' if tag == 'vitl14' else ''} on "
-                       f"TCGA; class token, {dim}-d)")
+                       f"TCGA; class token, {dim}-d)",
+           source="licence: the 1aurent port's card (license_name kaiko-non-commercial, "
+                  "linking the LICENSE of kaiko-ai/towards_large_pathology_fms); kaiko-ai/eva "
+                  "loads the originals through torch.hub")
       for tag, arch, img, dim, label in (
           ("vits16", "vit_small_patch16_224", 224, 384, "ViT-S/16"),
           ("vits8", "vit_small_patch8_224", 224, 384, "ViT-S/8"),
@@ -354,7 +388,9 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
            repo=f"1aurent/{arch}.lunit_dino", files=("model.safetensors",), dim=384,
            license="other (Lunit, non-commercial)", gated=False, commercial=False,
            mean=LUNIT_MEAN, std=LUNIT_STD, interpolation="bicubic",
-           description=f"Lunit DINO {label} (Lunit benchmark SSL; class token, 384-d)")
+           description=f"Lunit DINO {label} (Lunit benchmark SSL; class token, 384-d)",
+           source="originals: release assets of github.com/lunit-io/benchmark-ssl-pathology "
+                  "(kaiko-ai/eva's lunit.py); the 1aurent port and the licence text unverified")
       for tag, arch, label in (("vits8", "vit_small_patch8_224", "ViT-S/8"),
                                ("vits16", "vit_small_patch16_224", "ViT-S/16"))),
     _zoo("gpfm", "timm:vit_large_patch14_dinov2",
@@ -365,7 +401,10 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
          gated=False, commercial=False,
          interpolation="bicubic", crop=False,
          description="GPFM ViT-L/14 (generalizable pathology FM, distilled; class token, "
-                     "1024-d)"),
+                     "1024-d)",
+         source="GPFM.pth: kaiko-ai/eva's hkust.py downloads it from github.com/birkhoffkiki/"
+                "GPFM/releases (ckpt/GPFM.pth; distillation: arXiv 2407.18449); the majiabo/"
+                "GPFM hub copy unverified"),
     _zoo("resnet50_imagenet", "timm:resnet50",
          (("features_only", True), ("out_indices", (3,))),
          repo="timm/resnet50.tv_in1k", files=("model.safetensors", "pytorch_model.bin"),
@@ -374,22 +413,28 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
          reference="timm resnet50 features_only out_indices=[3] + AdaptiveAvgPool2d(1) "
                    "(CLAM's truncated ResNet-50, as TRIDENT runs it)",
          description="ImageNet ResNet-50 truncated after layer3 + average pooling (the "
-                     "classic CLAM baseline, 1024-d; not pathology-trained)"),
+                     "classic CLAM baseline, 1024-d; not pathology-trained)",
+         source="torchvision's ImageNet weights (BSD-3-Clause) as timm publishes them"),
     _zoo("phikon", "timm:vit_base_patch16_224", _hf(
         model_type="vit", hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
         intermediate_size=3072, patch_size=16, image_size=224, layer_norm_eps=1e-12),
          repo="owkin/phikon", files=_ST_BIN, dim=768,
          license="other (Owkin, non-commercial)", gated=False, commercial=False,
          layout="hf_vit", hf_config="config.json", reference=_HF_VIT_REF,
-         description="Phikon ViT-B/16 (Owkin iBOT on TCGA; class token, 768-d)"),
+         description="Phikon ViT-B/16 (Owkin iBOT on TCGA; class token, 768-d)",
+         source="licence: the card ('Owkin non-commercial license', HistoSSLscaling "
+                "LICENSE.txt); files unverified"),
     _zoo("phikon_v2", "timm:vit_large_patch16_224", _hf(
         model_type="dinov2", hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
         mlp_ratio=4, patch_size=16, image_size=224, layer_norm_eps=1e-6,
         layerscale_value=1.0, use_swiglu_ffn=False),
-         repo="owkin/phikon-v2", files=_ST_BIN, dim=1024,
+         repo="owkin/phikon-v2", files=("model.safetensors",), dim=1024,
          license="other (Owkin, non-commercial)", gated=False, commercial=False,
          layout="hf_dinov2", hf_config="config.json", reference=_HF_DINO_REF + "[:, 0]",
-         description="Phikon-v2 ViT-L/16 (Owkin DINOv2 on PANCAN-XL; class token, 1024-d)"),
+         description="Phikon-v2 ViT-L/16 (Owkin DINOv2 on PANCAN-XL; class token, 1024-d)",
+         source="files: the hub's file list (config.json, model.safetensors, LICENSE.pdf; no "
+                "pytorch_model.bin); licence: the card ('Owkin non-commercial licence', "
+                "LICENSE.pdf)"),
     _zoo("midnight_12k", "timm:vit_giant_patch14_dinov2", _hf(
         model_type="dinov2", hidden_size=1536, num_hidden_layers=40, num_attention_heads=24,
         mlp_ratio=4, patch_size=14, image_size=392, layer_norm_eps=1e-6,
@@ -398,7 +443,9 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
          commercial=True, mean=HALF, std=HALF, layout="hf_dinov2", pooling="cls+mean",
          hf_config="config.json", reference=_HF_DINO_REF + ": cat(cls, mean(patches))",
          description="Midnight-12k ViT-g/14 (kaiko.ai; class token ⊕ mean patch token, "
-                     "3072-d, as its card embeds for classification)"),
+                     "3072-d, as its card embeds for classification)",
+         source="licence: the card ('Midnight-12k: publicly available under the permissive "
+                "MIT license'); not gated"),
     *(_zoo(f"hibou_{tag}", f"timm:{arch}", _hf(
         model_type="dinov2_with_registers", hidden_size=dim, num_hidden_layers=depth,
         num_attention_heads=heads, mlp_ratio=4, patch_size=14, image_size=224,
@@ -410,30 +457,54 @@ ZOO_CONFIGS: tuple[EncoderConfig, ...] = (
            hf_config="config.json", reference=_HF_REG_REF,
            description=f"Hibou-{tag.upper()} ViT-{size}/14 + 4 registers, SwiGLU (HistAI "
                        f"DINOv2; class token, {dim}-d)"
-                       + ("; the hub asks to accept its terms" if gated else ""))
+                       + ("; the hub asks to accept its terms" if gated else ""),
+           source="licence: the hibou-b card (apache-2.0, no access conditions); hibou-L's "
+                  "gating and licence unverified (the same collection, 'open' models)")
       for tag, arch, dim, depth, heads, size, gated in (
           ("b", "vit_base_patch14_reg4_dinov2", 768, 12, 12, "B", False),
           ("l", "vit_large_patch14_reg4_dinov2", 1024, 24, 16, "L", True))),
     _zoo("plip", "timm:vit_base_patch32_clip_quickgelu_224", _CLIP_B32,
          repo="vinid/plip", files=("pytorch_model.bin", "model.safetensors"), dim=512,
-         license="see the hub page (PLIP; unverified)", gated=False, commercial=None,
+         license="not stated (the vinid/plip card and github.com/PathologyFoundation/plip "
+                 "give none; read the terms of the paper's data)", gated=False, commercial=None,
          mean=CLIP_MEAN, std=CLIP_STD, interpolation="bicubic", layout="hf_clip", role="any",
          hf_config="config.json", reference=_HF_CLIP_REF,
          description="PLIP, CLIP ViT-B/32 fine-tuned on OpenPath: image and text towers in "
-                     "one 512-d space (the projected embeddings)"),
+                     "one 512-d space (the projected embeddings)",
+         source="github.com/PathologyFoundation/plip (CLIPModel.from_pretrained('vinid/plip'); "
+                "repository without a licence)"),
     _zoo("clip_vit_b32", "timm:vit_base_patch32_clip_quickgelu_224", _CLIP_B32,
          repo="openai/clip-vit-base-patch32", files=("pytorch_model.bin", "model.safetensors"),
          dim=512, license="MIT", gated=False, commercial=True, mean=CLIP_MEAN, std=CLIP_STD,
          interpolation="bicubic", layout="hf_clip", role="any", hf_config="config.json",
          reference=_HF_CLIP_REF,
          description="OpenAI CLIP ViT-B/32: image and text towers in one 512-d space "
-                     "(natural images; a baseline)"),
+                     "(natural images; a baseline)",
+         source="the openai/clip-vit-base-patch32 card (MIT)"),
 )
 
 #: name -> config of every encoder wsikit ships (the registry registers each with a builder).
 BUILTIN_CONFIGS: dict[str, EncoderConfig] = {c.name: c for c in (
     HEURISTIC_CONFIG, CONCH_V1_5_CONFIG, VIRCHOW2_CONFIG, TITAN_CONFIG, QUILTNET_B32_CONFIG,
     QUILTNET_B16_CONFIG, *ZOO_CONFIGS)}
+
+
+_OPEN_PATCH = ("h_optimus_0", "midnight_12k", "hibou_b", "phikon_v2", "kaiko_vitl14",
+               "gpfm", "phikon", "kaiko_vitb8", "kaiko_vitb16", "lunit_vits8", "kaiko_vits8",
+               "kaiko_vits16", "lunit_vits16")
+#: Gated patch encoders (used first when their weights are found).
+_GATED_PATCH = ("conch_v1_5", "uni2_h", "virchow2", "h_optimus_1", "prov_gigapath", "uni",
+                "virchow", "hibou_l", "h0_mini")
+
+#: Which real models ``create_encoder("auto", role=...)`` tries, in order, before the
+#: heuristic: the first whose weights are found locally wins (the gated ones where the user
+#: has them, then the open ones). ``patch`` keeps CONCH v1.5 first: TITAN needs its features.
+AUTO_PREFERENCE: dict[str, tuple[str, ...]] = {
+    "patch": _GATED_PATCH + _OPEN_PATCH + ("resnet50_imagenet",),
+    "crop": ("virchow2", "uni2_h", "h_optimus_1", "virchow", "uni") + _OPEN_PATCH,
+    "any": ("virchow2", "quiltnet_b32", "quiltnet_b16", "plip"),
+    "slide": ("titan",),
+}
 
 
 def _loaded_registry() -> Any:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .._environment import variable
 from .._hints import on_command_line
 from ..errors import ModelError, WeightsError
-from .configs import EncoderConfig, get_config, list_configs
+from .configs import AUTO_PREFERENCE, EncoderConfig, get_config, list_configs
 
 if TYPE_CHECKING:  # torch loads only to read or load weights: the lookup stays torch-free
     import torch
@@ -39,7 +39,7 @@ __all__ = [
     "config_problems",
     "load_state_dict",
     "load_into",
-    "parse_weights_args",
+    "explicit_weights",
     "weights_status",
     "weights_sha256",
     "config_path",
@@ -135,17 +135,26 @@ def _existing(path: str | os.PathLike[str], what: str) -> Path:
     return p
 
 
-def _how_to_get(config: EncoderConfig) -> str:
-    files = ", ".join(config.hub_files)
-    access = (f"request access at https://huggingface.co/{config.hub_repo}, then run "
-              "'hf auth login' (or set HF_TOKEN) and rerun online" if config.gated else
-              f"rerun online to download them from https://huggingface.co/{config.hub_repo} "
-              "(not gated)")
+def _how_to_get(config: EncoderConfig, *, gated: bool | None = None) -> str:
+    """How to get ``config``'s weights: access (``gated``: as the hub answered, else the
+    table's), the one file to download (and the model config read beside it), where to put
+    it, and the licence it comes under."""
+    gated = config.gated if gated is None else gated
+    files = config.hub_files
+    one = files[0] if len(files) == 1 else "one of " + " or ".join(files)
+    beside = (f" (and {config.hf_config} into the same folder: the architecture is read from "
+              "it)" if config.hf_config else "")
+    page = f"https://huggingface.co/{config.hub_repo}"
+    access = (f"request access at {page} (the repository is gated), then run 'hf auth login' "
+              "(or set HF_TOKEN) and rerun online" if gated else
+              f"rerun online to download them from {page}")
     given = (f"--weights {config.name}=PATH" if on_command_line() else
              f"weights=PATH (select: weights={{{config.name!r}: PATH}})")
-    return (f"{access}; or download {files} "
-            f"yourself and pass {given}, set {env_var(config.name)}=PATH, "
-            f"or add {config.name} = \"PATH\" to {config_path()}")
+    terms = f"licence: {config.license}" + (
+        ", not for commercial use" if config.commercial_use is False else "")
+    return (f"{access}; or download {one}{beside} yourself and pass {given}, set "
+            f"{env_var(config.name)}=PATH, or add {config.name} = \"PATH\" to {config_path()} "
+            f"({terms})")
 
 
 def resolve_weights(name: str, weights: str | os.PathLike[str] | None = None, *,
@@ -223,9 +232,9 @@ def _resolve_hf(config: EncoderConfig, *, local_only: bool) -> ResolvedWeights:
                 path = hf_hub_download(repo, filename, cache_dir=str(cache),
                                        local_files_only=local, token=token)
             except GatedRepoError as exc:
-                raise WeightsError(
+                raise WeightsError(  # the hub's answer decides, not the table
                     f"{config.name}: {repo} is gated and this account has no access; "
-                    f"{_how_to_get(config)}") from exc
+                    f"{_how_to_get(config, gated=True)}") from exc
             except (EntryNotFoundError, LocalEntryNotFoundError, OfflineModeIsEnabled):
                 continue
             except RepositoryNotFoundError as exc:
@@ -250,8 +259,9 @@ def _not_found(config: EncoderConfig, cache: Path, candidates: list[tuple[str, s
         "the Hugging Face hub is unreachable (no network)" if unreachable else
         "the hub could not provide them")
     return WeightsError(
-        f"{config.name}: weights not found, {mode}; expected {' or '.join(config.hub_files)} "
-        f"from {config.hub_repo} in the Hugging Face cache ({where}). {_how_to_get(config)}")
+        f"{config.name}: weights not found, {mode}; expected "
+        f"{'one of ' if len(config.hub_files) > 1 else ''}{' or '.join(config.hub_files)} "
+        f"from {config.hub_repo} in the Hugging Face cache ({where}); {_how_to_get(config)}")
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -402,21 +412,114 @@ def load_into(model: torch.nn.Module, path: str | os.PathLike[str],
     model.load_state_dict(sd, strict=True)
 
 
-def parse_weights_args(items: Iterable[str] | None) -> dict[str, str]:
-    """Parse CLI ``--weights NAME=PATH`` values into ``{name: path}`` (checks the names)."""
+#: What a ``weights`` argument may be (:func:`explicit_weights`).
+WeightsArg = (Mapping[str, "str | os.PathLike[str]"] | Iterable[str] | Iterable[tuple[str, str]]
+              | str | os.PathLike[str] | None)
+
+
+def explicit_weights(weights: WeightsArg, *, encoder: str | None = None,
+                     check: bool = True) -> dict[str, str]:
+    """The weight files the user gave, as ``{model: file}``, every one checked before any work.
+
+    Every command and function that loads a model takes ``weights`` through this one function,
+    so a path is always checked, whether or not the run then loads that model.
+
+    Parameters
+    ----------
+    weights
+        ``{model: file}``, ``(model, file)`` pairs, one file (``encoder``'s), or the command
+        line's ``--weights`` values (``NAME=PATH``, or a bare ``PATH``: ``encoder``'s). A file
+        given for ``"auto"`` is that of auto's first choice, CONCH v1.5 (so a CONCH weight file
+        passed with the default ``--encoder auto`` is used, not ignored).
+    encoder : str, optional
+        The model a file without a name belongs to.
+    check : bool
+        Refuse an unknown or weight-free model, and a file that cannot be weights (missing, a
+        folder, a device, a FIFO, empty); ``False`` only converts (options read back from a
+        record, in a process that may lack the plugins that register some models).
+
+    Raises
+    ------
+    ModelError
+        A malformed ``NAME=PATH``, an unknown or weight-free model, a file without a model,
+        two files for one model.
+    WeightsError
+        A file that cannot be a weights file (names it, its model and the fix).
+    """
+    if weights is None:
+        return {}
+    pairs: list[tuple[str | None, str]]
+    if isinstance(weights, (str, os.PathLike)):
+        pairs = [(None, os.fspath(weights))]
+    elif isinstance(weights, Mapping):
+        pairs = [(str(k), os.fspath(v)) for k, v in weights.items()]
+    else:
+        pairs = [(str(item[0]), os.fspath(item[1])) if isinstance(item, (tuple, list))
+                 else _split_item(str(item), check=check) for item in weights]
     out: dict[str, str] = {}
-    for item in items or ():
-        name, sep, path = item.partition("=")
-        name = name.strip()
-        if not sep or not name or not path.strip():
+    for name, path in pairs:
+        bare = name is None
+        if name is None:
+            if encoder is None:
+                raise ModelError(f"{_flag()} {path}: a weight file without a model name; give "
+                                 f"NAME=PATH, e.g. conch_v1_5={path}")
+            name = encoder
+        if name == "auto":
+            name = _auto_weights_model()
+        if check:
+            _check_entry(name, path, bare=bare)
+        if out.get(name, path) != path:
+            raise ModelError(f"{_flag()}: two weight files for {name} ({out[name]} and "
+                             f"{path}); give one")
+        out[name] = path
+    return out
+
+
+def _flag() -> str:
+    return "--weights" if on_command_line() else "weights"
+
+
+def _auto_weights_model() -> str:
+    """The model a weight file given for ``"auto"`` belongs to (auto's first patch choice)."""
+    return AUTO_PREFERENCE["patch"][0]
+
+
+def _registered_names() -> list[str]:
+    return [config.name for config in list_configs()]
+
+
+def _split_item(item: str, *, check: bool) -> tuple[str | None, str]:
+    """A command-line ``--weights`` value: ``(model or None, file)``."""
+    name, sep, path = item.partition("=")
+    name, path = name.strip(), path.strip()
+    known = _registered_names()
+    if sep and (name in known or name == "auto" or not check):
+        if not name or not path:
             raise ModelError(f"--weights {item!r}: expected NAME=PATH, e.g. "
                              "--weights conch_v1_5=/data/pytorch_model_vision.bin")
-        names = [c.name for c in list_configs()]
-        if name not in names:
-            raise ModelError(f"--weights {item!r}: unknown encoder {name!r}; choose one of "
-                             f"{names}")
-        out[name] = path.strip()
-    return out
+        return name, path
+    if not sep or os.path.lexists(item):  # a bare path (one with '=' in it, when it exists)
+        return None, item
+    raise ModelError(f"--weights {item!r}: unknown model {name!r} (expected NAME=PATH); choose "
+                     f"one of {', '.join(known)}")
+
+
+def _check_entry(name: str, path: str, *, bare: bool = False) -> None:
+    try:
+        config = get_config(name)
+    except ModelError:
+        raise ModelError(f"{_flag()} {name}={path}: unknown model {name!r}; choose one of "
+                         f"{', '.join(_registered_names())}") from None
+    if config.heuristic:
+        given = (f"{_flag()} {path}: a weight file without a model name is the encoder's, "
+                 if bare else f"{_flag()} {name}={path}: ")
+        raise ModelError(f"{given}{name}, which is weight-free and takes no weight file; "
+                         "drop it, or give NAME=PATH for the model it belongs to")
+    if path == "random":  # an untrained copy (tests and benchmarks)
+        return
+    problem = weights_file_problem(path)
+    if problem is not None:
+        raise WeightsError(f"weights file {path} (given for {name}) {problem}; fix the path")
 
 
 _SHA_CACHE: dict[tuple[str, int, int], str] = {}

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from .._hints import option
 from ..errors import ModelError, WeightsError
-from .configs import BUILTIN_CONFIGS, ZOO_CONFIGS, EncoderConfig
+from .configs import AUTO_PREFERENCE, BUILTIN_CONFIGS, ZOO_CONFIGS, EncoderConfig
 from .resample import pil_resize, resize_crop_geometry
 
 __all__ = [
@@ -238,24 +238,6 @@ class _Entry:
 _REGISTRY: dict[str, _Entry] = {}
 
 #: Open patch encoders, best first (H-optimus-0 first, as the issue of the zoo asks).
-_OPEN_PATCH = ("h_optimus_0", "midnight_12k", "hibou_b", "phikon_v2", "kaiko_vitl14",
-               "gpfm", "phikon", "kaiko_vitb8", "kaiko_vitb16", "lunit_vits8", "kaiko_vits8",
-               "kaiko_vits16", "lunit_vits16")
-#: Gated patch encoders (used first when their weights are found).
-_GATED_PATCH = ("conch_v1_5", "uni2_h", "virchow2", "h_optimus_1", "prov_gigapath", "uni",
-                "virchow", "hibou_l", "h0_mini")
-
-#: Which real models ``create_encoder("auto", role=...)`` tries, in order, before the
-#: heuristic: the first whose weights are found locally wins (the gated ones where the user
-#: has them, then the open ones). ``patch`` keeps CONCH v1.5 first: TITAN needs its features.
-AUTO_PREFERENCE: dict[str, tuple[str, ...]] = {
-    "patch": _GATED_PATCH + _OPEN_PATCH + ("resnet50_imagenet",),
-    "crop": ("virchow2", "uni2_h", "h_optimus_1", "virchow", "uni") + _OPEN_PATCH,
-    "any": ("virchow2", "quiltnet_b32", "quiltnet_b16", "plip"),
-    "slide": ("titan",),
-}
-
-
 #: name -> ``"module:attribute"`` (in :mod:`wsikit.models`) of each built-in encoder's builder.
 #: The built-ins register lazily, as timm's models do: the entry holds the config and the
 #: builder's address, and the module (and the weights it needs) is imported on first build, so
@@ -361,7 +343,8 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
         A registered name (see :func:`list_encoders`) or ``"auto"``.
     weights : str or path, optional
         Explicit weight file; ``"random"`` builds an untrained copy (tests and benchmarks only,
-        labelled ``RANDOM WEIGHTS``). Otherwise weights are resolved by
+        labelled ``RANDOM WEIGHTS``). With ``name="auto"`` it is the file of auto's first
+        choice for ``role`` (CONCH v1.5 for patches). Otherwise weights are resolved by
         :func:`wsikit.models.hub.resolve_weights` (env var, config file, Hugging Face cache/hub).
     device : str or torch.device
         Where the model runs.
@@ -382,7 +365,11 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
         Unknown name or device.
     """
     if name == "auto":
-        return _create_auto(role or "patch", device=device, precision=precision, dtype=dtype)
+        if weights is None:
+            return _create_auto(role or "patch", device=device, precision=precision,
+                                dtype=dtype)
+        # a weight file given for "auto" is its first choice's (never silently unused)
+        name = AUTO_PREFERENCE[role or "patch"][0]
     config = get_config(name)
     dev = _resolve_device(device)
     prec = resolve_precision(precision if precision is not None else dtype, dev,

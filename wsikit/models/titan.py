@@ -61,7 +61,6 @@ __all__ = [
     "alibi_attention_cpu",
     "alibi_slopes",
     "block_budget",
-    "query_block_rows",
     "coords_to_grid",
     "dense_alibi_bias",
     "create_titan",

@@ -16,6 +16,8 @@ one-slide ``batch`` run of the same steps, so a folder written by one is reused 
       features_<encoder>.zarr                  optional zarr feature store of the cohort
       attention/<slide>.h5                     per-patch attention
       select/<slide>/                          evidence.json, regions.geojson, crops/, report
+      heatmaps/<slide>/                        wsikit heatmap: per layer a pyramidal TIFF,
+                                               a PNG, a legend SVG, QuPath GeoJSON tiles
       state/<slide>.json                       the slide's step records (what made each file)
       locks/<slide>.lock                       the slide's one lock: held by the job writing
                                                its files (command, pid, host, heartbeat)
@@ -104,6 +106,10 @@ class OutputLayout:
     def select_dir(self, name: str) -> Path:
         """``select/<name>/``: evidence.json, regions.geojson, crops/, report.html."""
         return self.root / "select" / name
+
+    def heatmap_dir(self, name: str) -> Path:
+        """``heatmaps/<name>/``: the layers ``wsikit heatmap`` wrote (and ``heatmaps.json``)."""
+        return self.root / "heatmaps" / name
 
     @classmethod
     def of_result(cls, select_dir: str | os.PathLike[str]) -> OutputLayout | None:

@@ -34,18 +34,28 @@ Two rules make this safe when runs overlap and people use the folder:
   of report.html) is carried into the new folder unchanged. A user's file in the way of a
   file the new run writes makes the run refuse, naming it. A folder without a marker (an older
   wsikit) counts the names wsikit writes (:data:`LEGACY_OUTPUTS`) as wsikit's.
+* **A file wsikit wrote and someone changed since is the user's too.** The marker records each
+  file's SHA-256 (and modification time, so an unchanged file is not read again); a listed
+  file whose content differs now (``regions.geojson`` edited in ``wsikit view`` or QuPath) is
+  replaced by the new run's, and the changed one is kept in the new folder as
+  ``<name>.bak`` (``<name>.<UTC time>.bak`` when that exists), with a warning naming it. A
+  marker without checksums (an older wsikit) counts a file whose size changed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
 import secrets
 import shutil
+import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from .._atomic import TMP_MARK
 from .._version import __version__
@@ -103,15 +113,28 @@ def _recover_locked(final: Path) -> None:
         shutil.rmtree(p, ignore_errors=True)
 
 
-def _fsync_tree(root: Path) -> dict[str, int]:
-    """fsync every file under ``root``; returns ``{relative path: size}``."""
+def _fsync_tree(root: Path) -> dict[str, Any]:
+    """fsync every file under ``root``; returns the marker's record of them: ``files``
+    ``{relative path: size}``, ``sha256`` and ``mtime_ns`` (same keys)."""
     files: dict[str, int] = {}
+    sha: dict[str, str] = {}
+    mtimes: dict[str, int] = {}
     for dirpath, _dirs, names in os.walk(root):
         for name in names:
             path = Path(dirpath) / name
-            files[path.relative_to(root).as_posix()] = path.stat().st_size
+            rel = path.relative_to(root).as_posix()
+            st = path.stat()
+            files[rel], mtimes[rel], sha[rel] = st.st_size, st.st_mtime_ns, _sha256(path)
             _fsync_path(path)
-    return files
+    return {"files": files, "sha256": sha, "mtime_ns": mtimes}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _fsync_path(path: Path) -> None:
@@ -158,9 +181,9 @@ def _publish(final: Path, staging: Path) -> Iterator[Path]:
     """The body of :func:`staged_folder`, run while holding its lock."""
     try:
         yield staging
-        files = _fsync_tree(staging)
-        _carry_user_files(final, staging)
-        marker = {"wsikit_version": __version__, "files": files}
+        written = _fsync_tree(staging)
+        kept = _carry_user_files(final, staging)
+        marker = {"wsikit_version": __version__, **written}
         with open(staging / COMPLETE_MARKER, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(marker, indent=1) + "\n")
             fh.flush()
@@ -174,6 +197,10 @@ def _publish(final: Path, staging: Path) -> Iterator[Path]:
         _fsync_path(final.parent)
         if parked is not None:
             shutil.rmtree(parked, ignore_errors=True)
+        for rel, bak in kept:
+            warnings.warn(f"{final / rel} was changed since wsikit wrote it (edited in wsikit "
+                          "view or QuPath?); the new result replaces it, and the changed file "
+                          f"is kept as {final / bak}", UserWarning, stacklevel=4)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         name = str(exc.filename or "")
@@ -186,26 +213,61 @@ def _publish(final: Path, staging: Path) -> Iterator[Path]:
         raise
 
 
-def _written_by_wsikit(final: Path) -> set[str] | None:
-    """The files of ``final`` its completion marker lists (None: no readable marker)."""
+def _marker(final: Path) -> dict[str, Any] | None:
+    """The completion marker of ``final`` (None: none readable)."""
     try:
         marker = json.loads((final / COMPLETE_MARKER).read_text(encoding="utf-8"))
-        return {str(rel) for rel in dict(marker["files"])}
+        dict(marker["files"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    return marker if isinstance(marker, dict) else None
 
 
-def _carry_user_files(final: Path, staging: Path) -> None:
-    """Copy every file of ``final`` that wsikit did not write into ``staging`` (same place).
+def _changed(path: Path, rel: str, marker: dict[str, Any]) -> bool:
+    """Whether the listed file ``rel`` of a published folder differs from what wsikit wrote
+    (False when it is gone, or the marker cannot tell)."""
+    try:
+        st = path.stat()
+        size = int(marker["files"][rel])
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
+    sha = marker.get("sha256")
+    if not isinstance(sha, dict) or not isinstance(sha.get(rel), str):
+        return st.st_size != size  # a marker from before checksums
+    mtimes = marker.get("mtime_ns")
+    if st.st_size == size and isinstance(mtimes, dict) and mtimes.get(rel) == st.st_mtime_ns:
+        return False
+    return bool(_sha256(path) != sha[rel])
+
+
+def _kept_name(staging: Path, rel: str) -> str:
+    """``rel.bak``, or ``rel.<UTC time>.bak`` (then ``-1``, ``-2``…) when taken in
+    ``staging``: a changed file kept never overwrites one kept before."""
+    bak = f"{rel}.bak"
+    if os.path.lexists(staging / bak):
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        bak, n = f"{rel}.{stamp}.bak", 1
+        while os.path.lexists(staging / bak):
+            bak, n = f"{rel}.{stamp}-{n}.bak", n + 1
+    return bak
+
+
+def _carry_user_files(final: Path, staging: Path) -> list[tuple[str, str]]:
+    """Copy every file of ``final`` that wsikit did not write into ``staging`` (same place),
+    and keep each file wsikit wrote but someone changed since as ``<name>.bak``; returns
+    ``[(file, kept as)]`` of those.
 
     Raises
     ------
     CacheError
-        Such a file has the name of a file this run wrote (nothing is published).
+        A file wsikit did not write has the name of a file this run wrote (nothing is
+        published).
     """
     if not final.is_dir():
-        return
-    ours = _written_by_wsikit(final)
+        return []
+    marker = _marker(final)
+    ours = None if marker is None else {str(rel) for rel in dict(marker["files"])}
+    changed = []
     for dirpath, dirs, names in os.walk(final):
         here = Path(dirpath)
         rel_dir = here.relative_to(final)
@@ -214,8 +276,13 @@ def _carry_user_files(final: Path, staging: Path) -> None:
                 (staging / rel_dir / d).mkdir(exist_ok=True)
         for name in names:
             rel = (rel_dir / name).as_posix()
-            if rel == COMPLETE_MARKER or (rel in ours if ours is not None
-                                          else LEGACY_OUTPUTS.match(rel)):
+            if rel == COMPLETE_MARKER:
+                continue
+            if marker is not None and ours is not None and rel in ours:
+                if not (here / name).is_symlink() and _changed(here / name, rel, marker):
+                    changed.append(rel)
+                continue
+            if ours is None and LEGACY_OUTPUTS.match(rel):
                 continue
             src, dst = here / name, staging / rel_dir / name
             if os.path.lexists(dst):
@@ -225,6 +292,13 @@ def _carry_user_files(final: Path, staging: Path) -> None:
                     "move or rename it, then run again (the previous result is unchanged)")
             if src.is_symlink() or not _hard_link(src, dst):
                 shutil.copy2(src, dst, follow_symlinks=False)
+    kept = []
+    for rel in changed:  # after the user's files: a name kept before is never reused
+        bak = _kept_name(staging, rel)
+        if not _hard_link(final / rel, staging / bak):
+            shutil.copy2(final / rel, staging / bak)
+        kept.append((rel, bak))
+    return kept
 
 
 def _hard_link(src: Path, dst: Path) -> bool:

@@ -52,6 +52,9 @@ TARGET_MPP = 0.5
 #: Default patch side in pixels at the target µm/px (:attr:`~wsikit.run.options.GridOptions.
 #: patch_px`).
 PATCH_PX = 512
+#: Smallest and largest patch side in pixels: a smaller patch holds no cell (the weight-free
+#: encoder needs a few pixels per nucleus), a larger one no batch fits in memory.
+PATCH_PX_RANGE = (16, 8192)
 #: Default overlap of neighbouring patches in pixels at the target µm/px
 #: (:attr:`~wsikit.run.options.GridOptions.overlap_px`).
 OVERLAP_PX = 0
@@ -411,8 +414,11 @@ def _check_grid_arguments(slide: Slide, mask: TissueMask | None, *, target_mpp: 
         raise GridError(f"{slide.path}: slide mpp unknown; pass the slide's "
                         f"level-0 µm/px with {keyword('mpp')} (its scanner records it)")
     target_mpp = check_mpp(target_mpp, what="target_mpp")
-    if isinstance(patch_px, bool) or int(patch_px) != patch_px or patch_px < 1:
-        raise GridError(f"patch_px={patch_px!r} must be a positive integer")
+    if isinstance(patch_px, bool) or int(patch_px) != patch_px \
+            or not PATCH_PX_RANGE[0] <= patch_px <= PATCH_PX_RANGE[1]:
+        raise GridError(f"{option('patch_px', patch_px)} must be a whole number of pixels from "
+                        f"{PATCH_PX_RANGE[0]} to {PATCH_PX_RANGE[1]} (a smaller patch holds no "
+                        "cell, a larger one does not fit a batch in memory)")
     if isinstance(overlap_px, bool) or int(overlap_px) != overlap_px or overlap_px < 0:
         raise GridError(f"overlap_px={overlap_px!r} must be a non-negative integer")
     if overlap_px >= patch_px:

@@ -1,19 +1,17 @@
-"""The one check every run makes before any work, above the layers it consults.
+"""The one check ``select`` and ``batch`` make before any work, above the layers it consults.
 
 :mod:`wsikit.run.options` defines the options; checking them needs the selectors (which read
-:class:`~wsikit.run.options.SelectionOptions`), the caption search (a question's terms) and the
-weight discovery of the models, so the check lives here, where importing those never leads
-back into :mod:`wsikit.run.options`. :func:`check_run` is what
-:func:`wsikit.run.slide_run.run_slide` (every command) and ``batch`` call.
+:class:`~wsikit.run.options.SelectionOptions`) and the caption search (a question's terms), so the
+check lives here, where importing those never leads back into :mod:`wsikit.run.options`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._hints import option
-from ..errors import SelectionError, WeightsError, WsikitError
+from ..errors import SelectionError, WsikitError
 from .options import PipelineOptions, SelectionOptions
 
 if TYPE_CHECKING:
@@ -24,69 +22,27 @@ __all__ = ["build_selector", "check_options", "check_run"]
 
 def check_run(options: PipelineOptions, steps: Sequence[str],
               cache: dict[Any, Any] | None = None) -> None:
-    """:func:`check_options` and :func:`check_weights` for ``steps``, once per ``cache`` (a
-    worker's: its slides share them); the selector built is kept in ``cache``."""
+    """:func:`check_options` for ``steps`` (the weights of every model they load included),
+    once per ``cache`` (a worker's: its slides share it); the selector built is kept in
+    ``cache``."""
     cache = cache if cache is not None else {}
     key = ("checked", options, tuple(steps))
     if key in cache:
         return
-    selector = check_options(options)
+    selector = check_options(options, steps=steps)
     cache.setdefault(("selector", options.selection), selector)
-    check_weights(options, steps)
     cache[key] = True
 
 
-def check_weights(options: PipelineOptions, steps: Sequence[str]) -> None:
-    """Refuse, before any work, a run whose ``steps`` would load a model without weights.
-
-    Every weight file given (``weights``) must be a readable file; the patch encoder of the
-    ``features`` step (unless weight-free, or ``auto`` without CONCH v1.5 weights given), TITAN
-    for ``attention="titan"`` (which also needs CONCH v1.5 features) and the towers of a
-    question must have their weights found (:func:`wsikit.models.hub.resolve_weights`).
-
-    Raises
-    ------
-    WeightsError
-        Naming the file or the model and how to get its weights.
-    """
-    from ..models.hub import resolve_weights, weights_file_problem
-
-    m = options.models
-    for name, path in m.weights:
-        problem = weights_file_problem(path)
-        if problem is not None:
-            raise WeightsError(f"{option('weights', f'{name}={path}')}: the weights file {path} "
-                               f"{problem}; fix the path")
-    wanted: list[str] = []
-    if "features" in steps and m.encoder != "auto" and not _weight_free(m.encoder):
-        wanted.append(m.encoder)
-    if "attention" in steps and m.attention == "titan":
-        if m.encoder not in ("auto", "conch_v1_5"):
-            raise WeightsError(f"{option('attention', 'titan')} reads CONCH v1.5 features, but "
-                               f"{option('encoder', m.encoder)} makes others; pass "
-                               f"{option('encoder', 'conch_v1_5')} or "
-                               f"{option('attention', 'auto')}")
-        wanted.append("titan")
-        if m.encoder == "auto":
-            wanted.append("conch_v1_5")  # auto would fall back to the heuristic without it
-    if "select" in steps:
-        wanted.extend(options.matching.towers)
-    for name in dict.fromkeys(wanted):
-        resolve_weights(name, m.weight_file(name))
-
-
-def _weight_free(encoder: str) -> bool:
-    from ..models.configs import get_config
-
-    return bool(get_config(encoder).heuristic)
-
-
-def check_options(options: PipelineOptions) -> Selector:
+def check_options(options: PipelineOptions, *, steps: Collection[str] | None = None
+                  ) -> Selector:
     """The one check ``select`` and ``batch`` (and their Python functions) make before any work.
 
-    :meth:`PipelineOptions.check`, the selector's own options (:func:`build_selector`) and a
-    question's needs (an index, a searchable term:
-    :func:`wsikit.evidence.captions.check_question`).
+    :meth:`PipelineOptions.check`, the selector's own options (:func:`build_selector`), a
+    question's needs (an index and a searchable term,
+    :func:`wsikit.evidence.captions.check_question`; a question with a tower steers the
+    regions, and needs no index) and the weights of every model the ``steps`` (default: all)
+    will load (:func:`wsikit.models.preflight.check_weights_found`).
 
     Returns
     -------
@@ -97,14 +53,70 @@ def check_options(options: PipelineOptions) -> Selector:
     ------
     SelectionError, EvidenceError
         Values no stage can honour, named with the fix.
+    WeightsError
+        A model's weights missing (names each model, the files looked for and how to get
+        them).
     """
     options.check()
     selector = build_selector(options.selection)
-    if options.matching.question is not None:  # a question steers matching: it needs an index
+    m = options.matching
+    if m.question is not None and (m.index is not None or not m.towers):
+        # a question steers matching: it needs an index (with a tower it steers the regions
+        # even without one)
         from ..evidence.captions import check_question
 
-        check_question(options.matching.question, index=options.matching.index)
+        check_question(m.question, index=m.index)
+    elif m.question is not None and not m.question.strip():
+        raise SelectionError(f"{option('question', m.question)} is empty; give a few words "
+                             "(e.g. 'dense tumour nuclei')")
+    if m.question is not None and m.towers:  # an image-only encoder cannot read a question
+        from ..evidence.towers import check_tower_encoder
+
+        for name in m.towers:
+            check_tower_encoder(name)
+    _check_weights(options, steps)
     return selector
+
+
+def _check_weights(options: PipelineOptions, steps: Collection[str] | None) -> None:
+    """Every model the ``steps`` load has its weights (issue 40, 8: not after patching)."""
+    from ..models.preflight import check_weights_found, models_needed
+
+    m, match = options.models, options.matching
+
+    def runs(step: str) -> bool:
+        return steps is None or step in steps
+
+    needed = models_needed(
+        encoder=m.encoder if runs("features") else "auto",
+        attention=m.attention if runs("attention") else "auto",
+        towers=_stored_towers(match.index, match.towers) if runs("select") else (),
+        index_encoder=_index_encoder(match.index) if runs("select") else None)
+    check_weights_found(needed, m.weight_files())
+
+
+def _stored_towers(index: str | None, towers: tuple[str, ...]) -> list[str]:
+    """The ``towers`` stored with the index folder ``index`` (opening it says what is wrong
+    with the others: no such tower, and how to add it)."""
+    from pathlib import Path
+
+    return [t for t in towers
+            if index is not None and (Path(index) / "towers" / t / "manifest.json").is_file()]
+
+
+def _index_encoder(index: str | None) -> str | None:
+    """The encoder named by the manifest of the index folder ``index``; None when there is no
+    readable one (opening the index then says what is wrong)."""
+    import json
+    from pathlib import Path
+
+    if index is None:
+        return None
+    try:
+        name = json.loads((Path(index) / "manifest.json").read_text("utf-8"))["encoder"]["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def build_selector(selection: SelectionOptions) -> Selector:

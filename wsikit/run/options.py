@@ -37,12 +37,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from .._hints import keyword, option
 from ..errors import SelectionError
-from ..patches.grid import MIN_TISSUE, OVERLAP_PX, PATCH_PX, TARGET_MPP
+from ..patches.grid import MIN_TISSUE, OVERLAP_PX, PATCH_PX, PATCH_PX_RANGE, TARGET_MPP
 from ..selection.selectors.multiscale import DEFAULT_SCALES, parse_scales
 from ..slide.slide import BAD_TILE_POLICIES
 from ..tissue.constants import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2
@@ -53,11 +53,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_SLIDE_TIMEOUT",
-    "DECODES",
     "ATTENTION_SOURCES",
     "BatchKeywords",
     "BatchSettings",
     "GridOptions",
+    "HeatmapOptions",
     "MatchOptions",
     "ModelOptions",
     "OutputOptions",
@@ -89,7 +89,8 @@ DEFAULT_SLIDE_TIMEOUT = 4 * 3600.0
 def opt(default: Any, help: str, *, flag: str | None = "", kind: str | None = None,
         choices: Sequence[str] | None = None, metavar: str | None = None,
         action: str | None = None, steps: Sequence[str] | None = None,
-        scope: str = "command") -> Any:
+        scope: str = "command", cli_default: Any = MISSING,
+        bounds: tuple[float, float, str] | None = None) -> Any:
     """A dataclass field that is an option: its default and, in ``metadata``, what the
     command line makes of it (:func:`wsikit.cli.pipeline_options.add_option_flags`).
 
@@ -113,11 +114,46 @@ def opt(default: Any, help: str, *, flag: str | None = "", kind: str | None = No
         ``"global"``: a flag of ``wsikit`` itself, accepted before the sub-command or after
         it by every sub-command (:func:`wsikit.cli.pipeline_options.add_global_flags`);
         ``"command"``: a flag of the commands that add the field's class.
+    cli_default
+        The flag's default where it differs (``None`` for options the selector resolves).
+    bounds : (low, high, why), optional
+        The range a value must lie in (inclusive) and why, checked before any work by
+        :func:`check_bounds` (the Python API) and by the flag's type (the command line).
     """
     meta = {"help": help, "flag": flag, "kind": kind, "choices": choices,
             "metavar": metavar, "action": action,
-            "steps": None if steps is None else tuple(steps), "scope": scope}
+            "steps": None if steps is None else tuple(steps), "scope": scope,
+            "cli_default": cli_default, "bounds": bounds}
     return field(default=default, metadata=meta)
+
+
+def bounds_problem(cls: type, name: str, value: Any) -> str | None:
+    """Why ``value`` is outside the bounds of field ``name`` of ``cls`` (None: inside, or the
+    field has none)."""
+    f = next(f for f in fields(cls) if f.name == name)
+    bounds = f.metadata.get("bounds")
+    if bounds is None or value is None or isinstance(value, bool):
+        return None
+    low, high, why = bounds
+    try:
+        inside = low <= float(value) <= high
+    except (TypeError, ValueError):
+        return None  # not a number: the type check says so
+    return None if inside else f"must be between {low:g} and {high:g} ({why})"
+
+
+def check_bounds(cls: type, **values: Any) -> None:
+    """Refuse option values outside their field's bounds (``opt(bounds=...)``), before any
+    work, naming the option, the range and why.
+
+    Raises
+    ------
+    SelectionError
+        A value outside its range.
+    """
+    for name, value in values.items():
+        if (problem := bounds_problem(cls, name, value)) is not None:
+            raise SelectionError(f"{option(name, value)} {problem}")
 
 
 @dataclass(frozen=True)
@@ -147,7 +183,9 @@ class GridOptions:
     """
 
     tissue_mpp: float = opt(DEFAULT_MASK_MPP, "tissue mask resolution in µm/px (default "
-                            "{default:g})", kind="positive_float")
+                            "{default:g})", kind="positive_float",
+                            bounds=(0.05, 100.0, "a finer mask is below any scanner's pixel, a "
+                                    "coarser one loses whole tissue pieces"))
     min_tissue_um2: float = opt(
         MIN_TISSUE_UM2, "tissue pieces smaller than this area (µm²) are left out of the mask "
                         "(default {default:g}); lower it for biopsies", kind="non_negative_float")
@@ -157,7 +195,10 @@ class GridOptions:
                                    "20x)", kind="positive_float")
     patch_px: int | None = opt(None, "patch side in px at --target-mpp (default: the "
                                "encoder's: 512 for CONCH v1.5 and the heuristic, 224 for most "
-                               "others)", kind="positive_int")
+                               "others)", kind="positive_int",
+                               bounds=(PATCH_PX_RANGE[0], PATCH_PX_RANGE[1], "a smaller patch "
+                                       "holds no cell, a larger one does not fit a batch in "
+                                       "memory"))
     overlap_px: int = opt(OVERLAP_PX, "overlap of neighbouring patches in px (default "
                           "{default})", kind="non_negative_int")
     min_tissue: float = opt(MIN_TISSUE, "minimum tissue fraction of a patch (default "
@@ -203,7 +244,8 @@ class ModelOptions:
                          "slide); default auto", choices=ATTENTION_SOURCES)
     weights: tuple[tuple[str, str], ...] = opt(
         (), "explicit weight file for a model (repeatable), e.g. conch_v1_5=/w/c.bin; a bare "
-            "PATH is the --encoder's", action="append", metavar="NAME=PATH")
+            "PATH is the --encoder's (with --encoder auto: CONCH v1.5's). Every file given is "
+            "checked before any work", action="append", metavar="NAME=PATH", cli_default=[])
     precision: str | None = opt(None, "autocast precision (default: the model's on CUDA, fp32 "
                                 "on CPU)", choices=("fp32", "fp16", "bf16"))
 
@@ -232,6 +274,10 @@ class SelectionOptions:
         Feasibility and compatibility of windows.
     min_score : "median" or float
         Saliency floor: the slide's median cell score, an absolute number, or 0 (none).
+    question_weight : float
+        With a question and an image-text tower (:class:`MatchOptions`): the question's share
+        ``w`` of the scores the selector runs on, ``(1 - w) · rank(importance) + w ·
+        rank(similarity to the question)`` (:mod:`wsikit.selection.question`).
     """
 
     selector: str = opt("multiscale", "selection strategy: multiscale (default) or topk "
@@ -254,6 +300,11 @@ class SelectionOptions:
     min_score: float | str = opt("median", "saliency floor: 'median' (default) keeps only "
                                  "regions scoring at least the slide's median patch score; a "
                                  "number is an absolute floor; 0 disables it", kind="min_score")
+    question_weight: float = opt(
+        0.5, "with --question and --tower: the question's share of the scores the regions are "
+             "chosen on, (1 - w) * rank(importance) + w * rank(similarity of the patch to the "
+             "question) (default {default:g}: equal say; 0 ignores the question, 1 uses it "
+             "alone)", kind="fraction")
 
     def selector_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`wsikit.selection.selectors.create_selector` for
@@ -286,11 +337,13 @@ class MatchOptions:
         means it too), a cosine similarity, or ``"none"``.
     question : str or None
         A clinical question: figures ranked by reciprocal-rank fusion of image similarity and
-        caption BM25 of the question.
+        caption BM25 of the question; with ``towers``, it also steers the regions.
     rrf_k : float
         Reciprocal-rank-fusion constant.
     towers : tuple of str
-        Vision-language towers of the index fused in with the question.
+        Image-text towers: each patch's similarity to the question steers the regions
+        (``question_weight``); with an index, its towers of these names join the figure
+        ranking.
     licences : str or None
         Match only figures under these licences: a group (``open``, ``commercial``,
         ``adaptable``) or licence names, comma-separated (:mod:`wsikit.evidence.licence`);
@@ -311,14 +364,17 @@ class MatchOptions:
                "or 'none'", kind="floor")
     question: str | None = opt(None, "a clinical question: figures ranked by image similarity "
                                "fused with caption BM25 of the question (reciprocal rank); "
-                               "shown in the context")
+                               "shown in the context; with --tower it also steers the "
+                               "regions")
     rrf_k: float = opt(50, "reciprocal-rank-fusion constant for --question (default "
                        "{default:g})", kind="positive_float")
     towers: tuple[str, ...] = opt(
-        (), "with --question: also rank by this vision-language tower of the index (e.g. "
-            "quiltnet_b32; built by 'wsikit index tower'): the question against the figures "
-            "and each crop against them, fused by rank; needs the tower's weights (--weights "
-            "NAME=PATH); repeatable", flag="--tower", action="append", metavar="NAME")
+        (), "with --question: an image-text tower (quiltnet_b32, plip, clip_vit_b32) that "
+            "steers the regions by each patch's similarity to the question (blended with the "
+            "importance, see --question-weight) and, with --index, also ranks the figures by "
+            "the index's tower of that name (built by 'wsikit index tower'); needs the "
+            "tower's weights (--weights NAME=PATH); repeatable", flag="--tower",
+        action="append", metavar="NAME", cli_default=[])
     licences: str | None = opt(
         None, "match only figures under these licences: 'open' (every Creative Commons "
               "licence, CC0, public domain), 'commercial' (without NC), 'adaptable' (CC BY, "
@@ -532,6 +588,50 @@ class BatchSettings:
                      action="store_true")
 
 
+@dataclass(frozen=True)
+class HeatmapOptions:
+    """What ``wsikit heatmap`` draws (:func:`wsikit.run.heatmaps.heatmap`).
+
+    Attributes
+    ----------
+    layers : tuple of str
+        ``importance``, ``attention``, ``prompt:TEXT`` or a CSV/HDF5 file of patch
+        coordinates and values (:mod:`wsikit.look.layer_files`).
+    palette : str
+        A palette of :data:`wsikit.look.heatmap.PALETTES`.
+    threshold : float or None
+        Values below it are transparent (in the layer's units).
+    opacity : float
+        Opacity of the layer over the thumbnail PNG.
+    layer_patch_size : int or None
+        Level-0 side of a patch of a user's file (default: its attributes, else the stride of
+        its coordinates).
+    value_column : str or None
+        The value column (CSV) or dataset (HDF5) of a user's file.
+    """
+
+    layers: tuple[str, ...] = opt(
+        ("importance",), "a layer to write (repeatable; default importance): 'importance' "
+                         "(weight-free), 'attention' (TITAN: needs CONCH v1.5 and TITAN "
+                         "weights), 'prompt:TEXT' (each patch's similarity to TEXT under "
+                         "--tower), or a CSV/HDF5 file of patch coordinates and values "
+                         "(TRIDENT/CLAM layouts too)", flag="--layer", action="append",
+        metavar="LAYER", cli_default=None)
+    palette: str = opt("viridis", "colours: viridis (default), magma, rdylbu or greys")
+    threshold: float | None = opt(None, "hide values below this, in the layer's own units",
+                                  kind="finite_float")
+    opacity: float = opt(0.6, "opacity of the layer over the thumbnail PNG (default "
+                         "{default:g}; the pyramid is opaque, a viewer sets its opacity)",
+                         kind="fraction")
+    layer_patch_size: int | None = opt(
+        None, "level-0 side of a patch in a user's file (default: the file's attributes, "
+              "else the step between its coordinates)", flag="--patch-size",
+        kind="positive_int")
+    value_column: str | None = opt(None, "the value column (CSV) or dataset (HDF5) of a "
+                                   "user's file (default: value, score, attention, ...)",
+                                   flag="--value", metavar="NAME")
+
+
 _GROUPS: dict[str, type] = {"grid": GridOptions, "models": ModelOptions,
                             "selection": SelectionOptions, "matching": MatchOptions,
                             "output": OutputOptions}
@@ -586,10 +686,14 @@ class PipelineOptions:
                                  f"options are {', '.join(_FIELD_GROUP)}")
         selector = str(values.get("selector", SelectionOptions.selector))
         values["scales"], values["per_scale"] = resolve_scales(selector, scales, per_scale)
-        if isinstance(weights, (str, os.PathLike)):  # one file: the encoder's
-            weights = {str(values.get("encoder", ModelOptions.encoder)): os.fspath(weights)}
-        pairs = weights.items() if isinstance(weights, Mapping) else (weights or ())
-        values["weights"] = tuple(sorted((str(k), str(v)) for k, v in pairs))
+        from ..models.hub import explicit_weights
+
+        # one file or a bare command-line PATH: the encoder's ("auto": CONCH v1.5's); the
+        # files are checked by check() below, before any work
+        given = explicit_weights(weights, encoder=str(values.get("encoder",
+                                                                 ModelOptions.encoder)),
+                                 check=False)
+        values["weights"] = tuple(sorted(given.items()))
         values["towers"] = tuple(towers)
         if "match_kinds" in values:
             values["match_kinds"] = _match_kinds(values["match_kinds"])
@@ -619,6 +723,12 @@ class PipelineOptions:
         The selector's own options are checked by the selector
         (:func:`wsikit.selection.selectors.check_selection`), which the runs call before any work.
         """
+        from ..models.hub import explicit_weights
+
+        explicit_weights(self.models.weights)  # every weight file given, used or not
+        for group in (self.grid, self.models, self.selection, self.matching, self.output):
+            check_bounds(type(group), **{f.name: getattr(group, f.name)
+                                         for f in fields(group) if f.metadata.get("bounds")})
         known = _encoder_names()
         if self.models.encoder != "auto" and self.models.encoder not in known:
             raise SelectionError(f"{option('encoder', self.models.encoder)}: unknown encoder; "
@@ -730,6 +840,7 @@ class OptionKeywords(TypedDict, total=False):
     margin: float
     layout: str
     min_score: float | str
+    question_weight: float
     index: str | os.PathLike[str] | FigureIndex | None
     k: int
     min_similarity: str | float | None
@@ -781,7 +892,7 @@ class BatchKeywords(RunKeywords, total=False):
 def option_classes() -> dict[str, type]:
     """Every class whose fields are options or run settings, by group name; no field name
     is in two of them (``tests/run/test_options.py`` checks it)."""
-    return {**_GROUPS, "run": RunSettings, "batch": BatchSettings}
+    return {**_GROUPS, "run": RunSettings, "batch": BatchSettings, "heatmap": HeatmapOptions}
 
 
 def resolve_run(overrides: Mapping[str, Any], options: PipelineOptions | None = None,

@@ -39,9 +39,11 @@ if TYPE_CHECKING:
     from ..evidence import EvidenceResult, FigureIndex
     from ..patches.grid import TileGrid
     from ..selection.attention import Attention
+    from ..selection.question import QuestionSteering
     from ..selection.selectors import Selector
     from ..slide import Slide
     from ..tissue.mask import TissueMask
+    from .steps import BatchConfig, SlideContext
 
 __all__ = ["SELECT_KEYS", "open_index", "select_step", "write_evidence"]
 
@@ -61,7 +63,8 @@ def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attentio
                    encoder: Mapping[str, Any], index: FigureIndex | None = None,
                    device: str = "cpu", towers: Mapping[str, Any] | None = None,
                    timings: Mapping[str, float] | None = None,
-                   selector: Selector | None = None) -> EvidenceResult:
+                   selector: Selector | None = None,
+                   steering: QuestionSteering | None = None) -> EvidenceResult:
     """Selection → crops → matching → evidence.json (+ report) from computed attention.
 
     Parameters
@@ -86,19 +89,24 @@ def write_evidence(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attentio
     selector : Selector, optional
         The selector of ``options.selection`` when already built
         (:func:`wsikit.run.checks.check_options`); built here otherwise.
+    steering : QuestionSteering, optional
+        How the question steered ``att`` (:func:`wsikit.run.question.steer_regions`):
+        recorded as ``selection.question_steering`` and per region.
     """
     from ..outputs.publish import staged_folder
 
     with staged_folder(sdir) as work:  # published as one unit: all files of this run or none
         return _write_into(slide, grid, mask, att, Path(work), options, final=Path(sdir),
                            encoder=encoder, index=index, device=device, towers=towers,
-                           timings=dict(timings or {}), selector=selector)
+                           timings=dict(timings or {}), selector=selector,
+                           steering=steering)
 
 
 def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, sdir: Path,
                 options: PipelineOptions, *, final: Path, encoder: Mapping[str, Any],
                 index: FigureIndex | None, device: str, towers: Mapping[str, Any] | None,
-                timings: dict[str, float], selector: Selector | None) -> EvidenceResult:
+                timings: dict[str, float], selector: Selector | None,
+                steering: QuestionSteering | None = None) -> EvidenceResult:
     """Write every file of the result into the staging folder ``sdir``; paths recorded in
     them are relative to it, absolute ones (and the result's ``base_dir``) are computed from
     ``final``, the folder ``sdir`` becomes when published."""
@@ -145,11 +153,12 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         regions.append(EvidenceRegion.from_dict({
             "id": w.id, "uid": region_uid(sid, w.id, wd["box"]), **wd,
             "usable_tissue": _usable_tissue(grid, wd["box"]),
+            **(steering.region_fields(wd["box"]) if steering is not None else {}),
             "crop": {"path": crop.path, "width": crop.width, "height": crop.height,
                      "mpp": crop.mpp},
             "matches": found_matches, "below_floor": dropped}))
     selection = _selection_entry(options, windows, grid, slide, floor=found.floor,
-                                 licences=found.licences, kinds=found.kinds)
+                                 licences=found.licences, kinds=found.kinds, steering=steering)
     result = EvidenceResult(
         slide=_slide_entry(slide, sid, final),
         models=models, selection=selection, regions=tuple(regions), index=found.index,
@@ -206,9 +215,11 @@ def _match(crop_images: Sequence[Any], index: FigureIndex | None, options: Pipel
 
 def _selection_entry(options: PipelineOptions, windows: Any, grid: TileGrid, slide: Slide, *,
                      floor: Any, licences: list[str] | None,
-                     kinds: tuple[str, ...] | None) -> dict[str, Any]:
+                     kinds: tuple[str, ...] | None,
+                     steering: QuestionSteering | None = None) -> dict[str, Any]:
     """``selection`` of evidence.json: the selector and its options, the grid, the floors
-    (saliency and similarity), the licences matched, a question's fusion, warnings."""
+    (saliency and similarity), the licences matched, a question's fusion and how it steered
+    the regions, warnings."""
     sel_opts, match = options.selection, options.matching
     selection: dict[str, Any] = {
         "selector": sel_opts.selector, **_jsonable(sel_opts.selector_options()),
@@ -229,6 +240,10 @@ def _selection_entry(options: PipelineOptions, windows: Any, grid: TileGrid, sli
             "channels": ["image", "caption BM25",
                          *(f"{kind}:{name}" for name in match.towers
                            for kind in ("vl_text", "vl_image"))]})
+        from ..selection.question import not_steered
+
+        selection["question_steering"] = (steering.to_dict() if steering is not None
+                                          else not_steered(match.question))
     return selection
 
 
@@ -283,8 +298,9 @@ def _write_report(slide: Slide, sdir: Path, result: EvidenceResult, mask: Tissue
 #: The figure index counts by its content (:func:`index_digest`), not its path: a job folder
 #: moved with its index redoes nothing (evidence.json finds it again by ``index.relpath``).
 SELECT_KEYS = (*ATTENTION_KEYS, "selector", "scales", "per_scale", "min_coverage", "max_iou",
-               "margin", "layout", "min_score", "k", "min_similarity", "question",
-               "rrf_k", "towers", "match_kinds", "max_crop_px", "report", "synthetic")
+               "margin", "layout", "min_score", "question_weight", "k", "min_similarity",
+               "question", "rrf_k", "towers", "match_kinds", "max_crop_px", "report",
+               "synthetic")
 
 
 def index_digest(config: BatchConfig) -> str | None:
@@ -351,11 +367,16 @@ def select_step(ctx: SlideContext) -> dict[str, Any]:
     index, towers = index_and_towers(ctx)  # a damaged index fails before any output
     timings = {step: rec["seconds"] for step, rec in ctx.records.items()
                if isinstance(rec, dict) and "seconds" in rec}
+    from .question import steer_regions
+
+    slide, grid = ctx.open(), ctx.grid()
+    att, steering = steer_regions(ctx, slide, grid, ctx.attention(),  # a question + tower
+                                  index_towers=towers)
     sdir = ctx.prepare(ctx.layout.select_dir(ctx.slide_id))  # select/ made; <slide>/ published
-    result = write_evidence(ctx.open(), ctx.grid(), ctx.mask(), ctx.attention(), sdir,
-                            ctx.options, encoder=_encoder_entry(ctx), index=index,
-                            device=ctx.device, towers=towers, timings=timings,
-                            selector=selector_once(ctx))
+    result = write_evidence(slide, grid, ctx.mask(), att, sdir, ctx.options,
+                            encoder=_encoder_entry(ctx), index=index, device=ctx.device,
+                            towers=towers, timings=timings, selector=selector_once(ctx),
+                            steering=steering)
     ctx.artifacts.result = result
     ctx.add_output("evidence", sdir / "evidence.json")
     return {"regions": len(result.regions), "empty_scales": dict(result.empty_scales),

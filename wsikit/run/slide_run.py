@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from .._hints import keyword, on_command_line, option
+from ..errors import error_message
 from .checks import check_run
 from .cohort_slide import CohortSlide
 from .options import PipelineOptions, RunSettings
@@ -303,7 +304,7 @@ class _Prepared:
                 outcome = {"status": "skipped", "reason": run.skipped, "step": run.skipped_at}
         except Exception as exc:
             outcome = {"status": "failed", "exception": exc, "error": {
-                "type": type(exc).__name__, "message": str(exc) or repr(exc),
+                "type": type(exc).__name__, "message": error_message(exc),
                 "step": ctx.current, "traceback": _tail(traceback.format_exc())}}
         finally:
             ctx.close()
@@ -571,6 +572,6 @@ def failed_result(slide_id: str, exc: BaseException) -> dict[str, Any]:
     """A batch worker's result for a slide whose run raised before it recorded anything."""
     return {"slide_id": slide_id, "status": "failed", "steps": {}, "reused": [],
             "seconds": 0.0, "n_patches": 0, "recorded": False,
-            "error": {"type": type(exc).__name__, "message": str(exc) or repr(exc),
+            "error": {"type": type(exc).__name__, "message": error_message(exc),
                       "step": None, "traceback": _tail(traceback.format_exc())}}
 

@@ -172,7 +172,7 @@ def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
         bad = [r for r in _rejected(properties)
                if r.startswith("aperio.") or (r.startswith("openslide.mpp")
                                               and vendor != "generic-tiff")]
-        why = (f"its resolution metadata is implausible ({'; '.join(bad)}; plausible is "
+        why = (f"its resolution metadata is unusable ({'; '.join(bad)}; plausible is "
                f"{MPP_RANGE[0]}–{MPP_RANGE[1]} µm/px), so it is ignored" if bad
                else "no resolution metadata")
         warnings.warn(
@@ -186,13 +186,13 @@ def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
     if not require:
         return float("nan"), "unknown"
     rejected = _rejected(properties)
-    found = (f" The file's values are implausible ({'; '.join(rejected)}; plausible is "
+    found = (f" The file's values are unusable ({'; '.join(rejected)}; plausible is "
              f"{MPP_RANGE[0]}–{MPP_RANGE[1]} µm/px)." if rejected else "")
     raise MppError(
-        f"{name}: cannot determine the resolution (microns per pixel): no openslide.mpp-x, "
-        f"aperio.MPP, usable TIFF resolution or objective power.{found}{suggest} Pass the "
-        f"slide's level-0 µm/px explicitly with {keyword('mpp')} (the scanner or its scan "
-        "report records it).")
+        f"{name}: cannot determine the resolution (microns per pixel): no usable "
+        f"openslide.mpp-x, aperio.MPP, TIFF resolution or objective power.{found}{suggest} "
+        f"Pass the slide's level-0 µm/px explicitly with {keyword('mpp')} (the scanner or its "
+        "scan report records it).")
 
 
 def _from_nuclei(nuclei: Callable[[], MppEstimate] | None, name: str, stacklevel: int
@@ -249,17 +249,37 @@ def _factor(value: float, estimate: float) -> str:
 
 
 def _rejected(props: Mapping[str, Any]) -> list[str]:
-    """Resolution values present in ``props`` but outside :data:`MPP_RANGE` (for messages)."""
+    """Resolution values present in ``props`` but unusable, as found (for messages): not a
+    finite positive number (``-0.25``, ``nan``, text) or outside :data:`MPP_RANGE`."""
     out = []
+
+    def unusable(key: str, raw: Any) -> str | None:
+        if raw is None or not str(raw).strip():
+            return None
+        if _float(raw) is None:  # shown as written: "-0.25", "nan", "0.25um"
+            return f"{key} = {str(raw).strip()[:40]!r} (not a positive number)"
+        return None
+
     for key in ("openslide.mpp-x", "openslide.mpp-y", "aperio.MPP"):
-        value = _float(props.get(key))
-        if value is not None and not _plausible(value):
+        raw = props.get(key)
+        value = _float(raw)
+        if (bad := unusable(key, raw)) is not None:
+            out.append(bad)
+        elif value is not None and not _plausible(value):
             out.append(f"{key} = {value:g} µm/px")
     unit = str(props.get("tiff.ResolutionUnit", "")).strip().lower()
-    rx = _float(props.get("tiff.XResolution"))
-    if rx and unit in _UM_PER_UNIT and not _plausible(_UM_PER_UNIT[unit] / rx):
+    raw_x = props.get("tiff.XResolution")
+    rx = _float(raw_x)
+    if unit in _UM_PER_UNIT and (bad := unusable("TIFF XResolution", raw_x)) is not None:
+        out.append(bad)
+    elif rx and unit in _UM_PER_UNIT and not _plausible(_UM_PER_UNIT[unit] / rx):
         out.append(f"TIFF XResolution {rx:g} px/{unit} = {_UM_PER_UNIT[unit] / rx:g} µm/px")
     power = objective_power(props)
     if power is not None and not _plausible(10.0 / power):
         out.append(f"objective power {power:g}x = {10.0 / power:g} µm/px")
+    elif power is None:
+        for key in ("openslide.objective-power", "aperio.AppMag"):
+            if (bad := unusable(key, props.get(key))) is not None:
+                out.append(bad)
+                break
     return out

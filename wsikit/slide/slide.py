@@ -314,19 +314,10 @@ class Slide:
             out_w, out_h = int(out_size[0]), int(out_size[1])
             if out_w <= 0 or out_h <= 0:
                 raise SlideError(f"out_size={out_size} must be positive")
+        if resample not in _RESAMPLE:
+            raise SlideError(f"resample={resample!r} is not one of {sorted(_RESAMPLE)}")
         region, box = self.source_region((x, y, w, h), (out_w, out_h))
-        if (region.shape[1], region.shape[0]) == (out_w, out_h) and max(
-                abs(box[0]), abs(box[1]), abs(box[2] - out_w), abs(box[3] - out_h)) < 1e-6:
-            return region
-        try:
-            filt = _RESAMPLE[resample]
-        except KeyError:
-            raise SlideError(f"resample={resample!r} is not one of {sorted(_RESAMPLE)}") from None
-        img = Image.fromarray(region)
-        factor = min((box[2] - box[0]) / out_w, (box[3] - box[1]) / out_h)
-        gap = 3.0 if factor >= 6 and filt != Image.Resampling.NEAREST else None
-        out = img.resize((out_w, out_h), filt, box=box, reducing_gap=gap)
-        return np.asarray(out)
+        return resize_box(region, box, (out_w, out_h), resample=resample)
 
     def source_region(self, l0_box: tuple[float, float, float, float],
                       out_size: tuple[int, int]) -> tuple[np.ndarray, tuple[float, float,
@@ -444,6 +435,40 @@ class Slide:
         out = (max(1, min(max_w, int(round(W * scale)))),
                max(1, min(max_h, int(round(H * scale)))))
         return Image.fromarray(self.read_at_mpp((0, 0, W, H), out_size=out))
+
+
+def resize_box(region: np.ndarray, box: tuple[float, float, float, float],
+               out_size: tuple[int, int], *, resample: str = "bilinear") -> np.ndarray:
+    """The sub-pixel ``box`` of ``region`` at ``out_size``, as :meth:`Slide.read_at_mpp` makes
+    its output from :meth:`Slide.source_region` (Pillow's anti-aliased convolution resampling
+    over the exact box; ``region`` itself when it already is the box at that size).
+
+    Parameters
+    ----------
+    region : ndarray, shape (h, w, 3), uint8
+        An integer region of one pyramid level.
+    box : (x0, y0, x1, y1)
+        The sub-pixel rectangle inside ``region`` (region pixels).
+    out_size : (width, height)
+        Output size in pixels.
+    resample : {"bilinear", "bicubic", "lanczos", "box", "nearest"}
+
+    Returns
+    -------
+    ndarray, shape (out_h, out_w, 3), uint8
+    """
+    out_w, out_h = int(out_size[0]), int(out_size[1])
+    if (region.shape[1], region.shape[0]) == (out_w, out_h) and max(
+            abs(box[0]), abs(box[1]), abs(box[2] - out_w), abs(box[3] - out_h)) < 1e-6:
+        return region
+    try:
+        filt = _RESAMPLE[resample]
+    except KeyError:
+        raise SlideError(f"resample={resample!r} is not one of {sorted(_RESAMPLE)}") from None
+    img = Image.fromarray(np.ascontiguousarray(region))
+    factor = min((box[2] - box[0]) / out_w, (box[3] - box[1]) / out_h)
+    gap = 3.0 if factor >= 6 and filt != Image.Resampling.NEAREST else None
+    return np.asarray(img.resize((out_w, out_h), filt, box=box, reducing_gap=gap))
 
 
 #: Double suffixes that name one format: their whole suffix is dropped from a slide's name.

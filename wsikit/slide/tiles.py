@@ -228,6 +228,17 @@ class TileReader:
         count = int(self._counts[level][idx])
         return os.pread(self._fd, count, int(self._offsets[level][idx]))
 
+    def stored_jpeg(self, level: int, col: int, row: int) -> bytes | None:
+        """The stored tile as a standalone JPEG file (the page's shared ``JPEGTables`` and,
+        for RGB JPEG, an Adobe no-transform marker merged into the abbreviated stream), or
+        None where the level is not JPEG or the tile is empty (sparse) or not one stream."""
+        if not self.levels[level].is_jpeg:
+            return None
+        data = self.raw_tile(level, col, row)
+        if len(data) < 4 or data[:2] != b"\xff\xd8" or data[-2:] != b"\xff\xd9":
+            return None
+        return self._tables[level] + data[2:]
+
     def read_tile(self, level: int, col: int, row: int, *, reduction: int = 1,
                   cache: bool = True) -> np.ndarray:
         """Decode one tile, ``(tile_height/reduction, tile_width/reduction, 3) uint8``.

@@ -1,0 +1,543 @@
+"""Caption blocks: where a figure's caption starts and where it really ends.
+
+A line that starts with a figure, table or scheme label ("Figure 3.", "Fig. 2B:", "FIGURE 4",
+"Figure S1", "Table 2", "Scheme 1") and reads as a caption (a separator or a capitalised word
+after the number, not the continuation of a sentence of the paragraph above) opens a block. The
+block runs down its column line by line while the lines keep the caption's look:
+
+* *spacing*: baseline to baseline (robust to sub- and superscripts), the block's own pitch
+  once it has one, else the document's usual pitch (so a double-spaced manuscript's caption is
+  not cut after its first line) and never a paragraph gap;
+* *size and style*: the same size, and not a switch to the body text's font when the caption
+  is printed in another;
+* *alignment*: flush with the caption, under the text after its label (a hanging indent) or
+  centred under it; an indented line starts a new paragraph;
+* *paragraph end*: where captions are printed like body text (same font, size and spacing), a
+  short line ending a sentence ends the caption.
+
+A caption that ends at the foot of its column in mid-sentence goes on at the top of the next
+column beside it (two-column captions under a wide figure) when that text has the caption's
+look; one that ends at the foot of the page in mid-sentence goes on at the top of the next
+page when the sentence does (:func:`caption_continuation`). "Figure 3 (continued)" and "See
+legend on previous page" are placeholders: they name the figure and are never its caption
+(:attr:`Caption.placeholder`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from ._pdf_layout import (
+    Box,
+    Line,
+    PageText,
+    Word,
+    area,
+    build_lines,
+    inter,
+    join_lines,
+    mark_prose,
+)
+
+__all__: list[str] = []
+
+#: A caption's start: label word, number, optional panel letter(s), optional separator.
+CAPTION_RE = re.compile(
+    r"^\s*(?P<label>(?P<kind>(?:Supplementary|Supplemental|Extended\s+Data)\s+"
+    r"(?:Figure|Fig\.?)|Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)"
+    r"\s*(?P<num>S?\d+(?:\.\d+)?|[IVX]{1,6}\b)(?P<panel>(?<=\d)[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)"
+    r"(?![\d])"
+    r"(?P<sep>\s*[.:|—–-])?")
+
+#: What a placeholder says instead of a caption: "(continued)", "Continued on next page",
+#: "See legend on previous page", "(Legend on next page.)".
+PLACEHOLDER_RE = re.compile(
+    r"^[\s(\[.:|—–-]*(?:\(?\s*(?:cont(?:inued|inue|['’]d)\b|cont\.)|"
+    r"(?:see\s+)?(?:the\s+)?(?:figure\s+)?(?:legend|caption)s?\s+(?:is\s+|are\s+)?"
+    r"(?:continued\s+)?(?:on|in)\s+(?:the\s+)?(?:previous|preceding|next|following|facing)"
+    r"\s+page|see\s+(?:the\s+)?(?:previous|preceding|next|following|facing)\s+page)",
+    re.IGNORECASE)
+
+_SENTENCE_END = re.compile(r"[.!?:]['’\"”)\]]*\s*$")
+
+#: The figure's own DOI printed after its caption ("… at 420 nm. doi:10.1371/journal.pone.
+#: 0049149.g001"): an identifier of the figure, not words of its caption.
+_FIGURE_DOI = re.compile(r"(?<=[.!?)\]])\s*(?:doi|DOI)\s*:?\s*(?:https?://(?:dx\.)?doi\.org/)?"
+                         r"10\.\d{4,9}/\S+\s*$")
+
+#: A production note closing a caption, in brackets, about where the figure is seen in colour
+#: ("(A color version of this figure is available in the online journal.)", "(For
+#: interpretation of the references to colour in this figure legend, the reader is referred to
+#: the web version of this article.)", "[Color figure can be viewed at ...]"): it says how the
+#: figure was published, not what it shows.
+_COLOUR_NOTE = re.compile(r"(?<=[.!?)\]])\s*[(\[][^()\[\]]{0,160}\bcolou?rs?\b[^()\[\]]{0,160}"
+                          r"\b(?:online|web|electronic|version|viewed)\b[^()\[\]]{0,120}[)\]]\s*$",
+                          re.IGNORECASE)
+
+
+def _caption_text(lines: list[Line]) -> str:
+    """A block's text without the figure's DOI and a closing colour note."""
+    return _COLOUR_NOTE.sub("", _FIGURE_DOI.sub("", join_lines([ln.text for ln in lines])))
+
+
+def caption_kind(kind: str) -> str:
+    """'figure', 'table' or 'scheme' for the label word of :data:`CAPTION_RE`."""
+    low = kind.lower()
+    if low.startswith("table"):
+        return "table"
+    if low.startswith("scheme"):
+        return "scheme"
+    return "figure"
+
+
+@dataclass
+class Caption:
+    kind: str          # figure | table | scheme
+    label: str
+    number: str
+    lines: list[Line]
+    text: str
+    label_only: bool
+    turn: int = 0      # quarter turns of the caption's text (1 read downwards, 3 upwards)
+    placeholder: bool = False  # "Figure 3 (continued)": names the figure, is not its caption
+
+    @property
+    def box(self) -> Box:
+        return (min(ln.left for ln in self.lines), min(ln.bottom for ln in self.lines),
+                max(ln.right for ln in self.lines), max(ln.top for ln in self.lines))
+
+
+@dataclass(frozen=True)
+class TextStyle:
+    """How a document's body text looks: ``size`` (points), ``font`` (base name) and ``pitch``
+    (baseline-to-baseline distance over size: about 1.2 single spaced, 2.3 double spaced)."""
+
+    size: float = 10.0
+    font: str = ""
+    pitch: float = 1.2
+
+
+def font_family(name: str) -> str:
+    """The family of a base font name, weight and slant dropped: ``Arial-BoldMT`` and
+    ``ArialMT`` → ``arial``; ``TimesNewRomanPS-ItalicMT`` → ``timesnewroman``."""
+    family = re.split(r"[-,]", name, maxsplit=1)[0].lower()
+    return re.sub(r"(psmt|mt|ps)$", "", family) or family
+
+
+def text_style(texts: list[PageText]) -> TextStyle:
+    """The body text's size, font and line pitch, from the prose lines of all pages."""
+    sizes: Counter = Counter()
+    fonts: Counter = Counter()
+    pitches: list[float] = []
+    for text in texts:
+        lines = text.lines
+        for i, ln in enumerate(lines):
+            if not ln.prose:
+                continue
+            sizes[round(ln.size * 4) / 4] += len(ln.text)
+            fonts[ln.font] += len(ln.text)
+            for j in range(i + 1, min(len(lines), i + 8)):  # the next line of its column
+                b = lines[j]
+                if b.prose and abs(b.left - ln.left) <= 2 and abs(b.size - ln.size) < 0.1 * \
+                        ln.size:
+                    pitch = (ln.base - b.base) / max(ln.size, 1.0)
+                    if 0.8 < pitch < 3.5:
+                        pitches.append(pitch)
+                    break
+    if not sizes:
+        return TextStyle()
+    pitches.sort()
+    return TextStyle(sizes.most_common(1)[0][0], fonts.most_common(1)[0][0],
+                     pitches[len(pitches) // 2] if pitches else 1.2)
+
+
+# ---------------------------------------------------------------------- caption blocks
+def find_captions(text: PageText, *, image_boxes: list[Box],
+                  style: TextStyle = TextStyle()) -> list[Caption]:
+    """Caption blocks of a page (figures, tables and schemes); ``image_boxes``: embedded
+    images, which a caption never runs into."""
+    _join_label_lines(text)
+    lines = text.lines
+    captions: list[Caption] = []
+    used: set[int] = set()
+    for i, line in enumerate(lines):
+        if i in used:
+            continue
+        match = CAPTION_RE.match(line.text)
+        if not match or not _reads_as_caption(lines, i, match):
+            continue
+        block = _grow(lines, [i], used, image_boxes, style)
+        column2 = _next_column(lines, block, used, image_boxes, style)
+        if column2:
+            block += _grow(lines, [column2], used | set(block), image_boxes, style, head=block)
+        used.update(block)
+        captions.append(_caption([lines[k] for k in block], match))
+    return captions
+
+
+def _caption(block_lines: list[Line], match: re.Match[str], turn: int = 0) -> Caption:
+    text_ = _caption_text(block_lines)
+    label = " ".join(match.group("label").split())
+    rest = text_[match.end():].strip(" .:|—–-")
+    placeholder = bool(PLACEHOLDER_RE.match(text_[match.end():])) and len(rest) < 80
+    return Caption(caption_kind(match.group("kind")), label, match.group("num").upper(),
+                   block_lines, text_, label_only=len(rest) < 3 or placeholder, turn=turn,
+                   placeholder=placeholder)
+
+
+def _label_words(line: Line) -> int:
+    match = CAPTION_RE.match(line.text)
+    return len(match.group(0).split()) if match else 0
+
+
+def _body_font(line: Line, skip: int = 0) -> str:
+    """The font most letters of the line are printed in, its first ``skip`` words (the label)
+    left out."""
+    count: Counter = Counter()
+    for w in sorted(line.words, key=lambda w: w.left)[skip:]:
+        count[w.font] += len(w.text)
+    return count.most_common(1)[0][0] if count else line.font
+
+
+def _grow(lines: list[Line], block: list[int], used: set[int], image_boxes: list[Box],
+          style: TextStyle, head: list[int] | None = None) -> list[int]:
+    """Follow a caption block down its column from ``block`` (its first line); ``head``: the
+    block this one continues (a caption's second column), whose look it keeps. A heading in
+    the caption's look right after it (a manuscript's "Methods" under a legend) is left out."""
+    grown = _follow(lines, block, used, image_boxes, style, head)
+    return grown[:-1] if _heading_after(lines, grown) else grown
+
+
+#: What a caption's last words may be without a sentence's end: a scale ("Scale bar, 50 µm").
+_MEASURE = re.compile(r"\d\s*(?:[µμnmck]?m|s|min|h)\b|=|\bbars?\b", re.IGNORECASE)
+
+
+def _heading_after(lines: list[Line], block: list[int]) -> bool:
+    """Whether the block's last line is a heading, not the caption's: a few words on a short
+    line of their own, capitalised, with no sentence end and no colon, after a line that ends
+    a sentence."""
+    if len(block) < 3:
+        return False
+    last, prev = lines[block[-1]], lines[block[-2]]
+    text = last.text.strip()
+    return (len(text.split()) <= 4 and text[:1].isupper() and prev.base - last.base > 0.5 *
+            last.size and not _SENTENCE_END.search(text) and not text.endswith(("-", ",", ";"))
+            and ":" not in text  # "Photo: A. Name", a panel's "Detail of stigma" after "E:"
+            and bool(re.search(r"[.!?]['’\"”)\]]*\s*$", prev.text)) and not _MEASURE.search(text)
+            and last.width < 0.5 * max(lines[k].width for k in block))
+
+
+def _follow(lines: list[Line], block: list[int], used: set[int], image_boxes: list[Box],
+            style: TextStyle, head: list[int] | None) -> list[int]:
+    first = lines[(head or block)[0]]
+    size = first.size
+    n_label = _label_words(first)
+    words = sorted(first.words, key=lambda w: w.left)
+    indent = words[n_label].left if 0 < n_label < len(words) else first.left
+    top = lines[block[0]]
+    left, right = top.left, top.right
+    if head is None:
+        left = min(left, indent)
+    ref = first  # the line others are centred under
+    fonts = [_body_font(first, n_label)] + [lines[k].font for k in (head or [])[1:]]
+    above = head or []
+    pitches = [lines[a].base - lines[b].base for a, b in zip(above, above[1:], strict=False)]
+    pitches = [p for p in pitches if p > 0]
+    while True:
+        cur = lines[block[-1]]
+        if pitches:
+            ordered = sorted(pitches)
+            expect = ordered[len(ordered) // 2]
+            limit = max(1.2 * expect, expect + 0.35 * size)
+        else:  # a caption double spaced in a single-spaced paper, unless it looks like
+            # body text (then the gap is a paragraph's)
+            loose = fonts[0] != style.font or abs(size - style.size) >= 0.1 * size
+            limit = max(2.4 * size if loose else 1.6 * size, 1.2 * style.pitch * size)
+        # a label on a line of its own ("Fig. 1", then the legend after a blank line)
+        label_alone = len(block) == 1 and head is None and n_label >= len(first.words)
+        if label_alone:
+            limit = max(limit, 4.0 * size, 2.0 * style.pitch * size)
+        row: list[int] = []  # the next row of the column: its lines left to right
+        for j in range(block[-1] + 1, min(len(lines), block[-1] + 60)):
+            cand = lines[j]
+            if cand.left > right - 2 * size or cand.right < left + 0.5 * size:
+                continue  # another column, a line number, a label of the figure beside
+            drop = cur.base - cand.base
+            if drop < 0.5 * size or (row and abs(cand.base - lines[row[0]].base) <= 0.3 * size):
+                if row and j not in used:
+                    row.append(j)
+                continue  # the same row
+            if drop > limit or row:
+                break
+            if j not in used:
+                row.append(j)
+        row.sort(key=lambda k: lines[k].left)
+        nxt = None
+        # a sentence that goes on may start its next line a little in (a symbol the text
+        # layer lacks); a new paragraph starts after a sentence's end
+        going_on = not _SENTENCE_END.search(cur.text)
+        for j in row:
+            cand = lines[j]
+            aligned = left - 1.5 * size <= cand.left <= left + 0.6 * size or \
+                abs(cand.left - indent) <= 2 or \
+                (going_on and left <= cand.left <= left + 3 * size)
+            centred = abs((cand.left + cand.right) - (ref.left + ref.right)) <= 4 * size \
+                and (label_alone or cand.width <= ref.width + 2 * size)
+            if aligned or centred:
+                nxt = j
+            break
+        if nxt is None:
+            return block
+        # the rest of the row inside the caption's column (a line split where a symbol the
+        # text layer lacks leaves a gap)
+        mates = [k for k in row if lines[k].left > lines[nxt].right - 1 and
+                 lines[k].right <= right + 2 * size and
+                 abs(lines[k].size - lines[nxt].size) <= 0.15 * size]
+        cand = lines[nxt]
+        if abs(cand.size - size) > 0.15 * size:
+            return block
+        if CAPTION_RE.match(cand.text) and not going_on:
+            return block  # the next caption (a sentence that goes on may wrap at "Table 1")
+        if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
+            return block
+        font = fonts[-1] if len(fonts) > 1 else fonts[0]
+        body_like = font == style.font and abs(size - style.size) < 0.1 * size
+        # a sentence that goes on goes on; after a sentence's end, body text (its font and
+        # size) after a caption in a look of its own, or a new paragraph after a caption
+        # printed like body text, ends the caption
+        if not going_on and not label_alone:
+            if not body_like and cand.font == style.font and \
+                    abs(cand.size - style.size) < 0.06 * style.size:
+                return block
+            # (a short line only tells a paragraph's end in justified text: lines before
+            # it all reach the column's right edge)
+            rights = [lines[k].right for k in block[:-1]]
+            justified = len(rights) >= 3 and max(rights) - min(rights) <= 1.5 * size
+            if body_like and justified and cur.right < right - 3 * size:
+                return block
+        if label_alone:  # the legend's first line sets its column; the gap is no pitch
+            left, ref = min(left, cand.left), cand
+        else:
+            pitches.append(cur.base - cand.base)
+        fonts.append(cand.font)
+        block += [nxt] + mates
+        right = max([right, cand.right] + [lines[k].right for k in mates])
+
+
+def _next_column(lines: list[Line], block: list[int], used: set[int],
+                 image_boxes: list[Box], style: TextStyle) -> int | None:
+    """The first line of the caption's second column: a caption that ends in mid-sentence
+    goes on at the top of the column to its right when that text starts level with the
+    caption and has its size and font."""
+    last = lines[block[-1]]
+    if _SENTENCE_END.search(last.text) and not last.text.endswith("-"):
+        return None
+    head = lines[block[0]]
+    size = head.size
+    font = _body_font(head, _label_words(head)) if len(block) == 1 else lines[block[1]].font
+    right = max(lines[k].right for k in block)
+    width = right - min(lines[k].left for k in block)
+    best = None
+    for j, cand in enumerate(lines):
+        if j in used or j in block or cand.left < right + 0.5 * size or \
+                cand.left > right + 6 * size or abs(cand.top - head.top) > 0.6 * size:
+            continue
+        if abs(cand.size - size) > 0.1 * size or font_family(cand.font) != font_family(font) \
+                or cand.width < 0.5 * width or CAPTION_RE.match(cand.text):
+            continue
+        if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
+            continue
+        if best is None or cand.left < lines[best].left:
+            best = j
+    if best is None:
+        return None
+    # the body text in the caption's own look would not tell a column from a caption
+    if font == style.font and abs(size - style.size) < 0.1 * size and \
+            not last.text.endswith("-"):
+        return None
+    return best
+
+
+def caption_continuation(cap: Caption, text: PageText, next_text: PageText,
+                         style: TextStyle, skip: frozenset[int], graphics: list[Box]
+                         ) -> list[Line]:
+    """Lines at the top of the next page that continue ``cap`` (a legend running over a page
+    end): the caption stops at the foot of its page (no text or ``graphics`` below it) in
+    mid-sentence and the next page starts with the rest of the sentence (a lower-case word, or
+    the end of a word broken at the page end) in the caption's size and font. ``skip``: ids of
+    running heads and other lines repeated on many pages."""
+    last = cap.lines[-1]
+    left, right = cap.box[0], cap.box[2]
+    below = [ln.box for ln in text.lines if id(ln) not in skip and
+             ln.size >= 0.8 * style.size] + graphics
+    if any(b[3] < last.bottom - 0.3 * last.size and min(b[2], right) - max(b[0], left) > 0
+           for b in below):
+        return []  # text or a graphic follows the caption on its page
+    size = last.size
+    font = last.font
+    hyphen = last.text.endswith("-")
+    mid_sentence = hyphen or not _SENTENCE_END.search(last.text)
+    if not mid_sentence:
+        return []
+    start = [ln for ln in next_text.lines if id(ln) not in skip and ln.size >= 0.6 * size
+             and not ln.text.replace(" ", "").isdigit()]  # line and page numbers
+    if not start:
+        return []
+    first = max(start, key=lambda ln: (ln.top, -ln.left))
+    if abs(first.size - size) > 0.08 * size or font_family(first.font) != font_family(font) \
+            or CAPTION_RE.match(first.text):
+        return []
+    # the sentence goes on: a word broken at the page end, or a lower-case word (a capital
+    # could as well start the body text or the references in the caption's look); a label
+    # alone at the foot of a page has its legend at the top of the next
+    alone = cap.label_only and not cap.placeholder
+    if not (hyphen or first.text[:1].islower() or alone):
+        return []
+    ordered = [ln for ln in next_text.lines if id(ln) not in skip]
+    idx = next(k for k, ln in enumerate(ordered) if ln is first)
+    fake = _grow(ordered, [idx], set(), [], style)
+    return [ordered[k] for k in fake]
+
+
+#: A note that a legend goes on overleaf: "(legend continued on next page)", "Figure legend
+#: continued on the following page".
+CONTINUED_RE = re.compile(r"(?:legend|caption)s?\s+(?:is\s+)?continued\s+(?:on|over)\s+(?:the\s+)?"
+                          r"(?:next|following|facing)\s+page|continued\s+overleaf", re.IGNORECASE)
+
+
+def marked_continuation(cap: Caption, text: PageText, next_text: PageText,
+                        skip: frozenset[int]) -> list[Line]:
+    """The rest of a legend its page says goes on overleaf ("(legend continued on next
+    page)" printed below it): the next page's block in the caption's font and size, wherever
+    it is printed (at the foot, under the body text, in Cell Press papers)."""
+    last = cap.lines[-1]
+    marks = [ln for ln in text.lines if CONTINUED_RE.search(ln.text) and
+             ln.top <= last.bottom + 2 * last.size and id(ln) not in skip]
+    if not marks:
+        return []
+    size, font = last.size, last.font
+    ordered = [ln for ln in next_text.lines if id(ln) not in skip]
+    for idx, ln in enumerate(ordered):
+        if abs(ln.size - size) <= 0.08 * size and ln.font == font and \
+                not CAPTION_RE.match(ln.text) and not ln.text.replace(" ", "").isdigit():
+            return [ordered[k] for k in _grow(ordered, [idx], set(), [], TextStyle())]
+    return []
+
+
+def continued(cap: Caption, more: list[Line]) -> Caption:
+    """``cap`` with ``more`` lines (from the next page) appended: no longer a label alone."""
+    lines = cap.lines + more
+    return Caption(cap.kind, cap.label, cap.number, cap.lines,
+                   _caption_text(lines), False,
+                   cap.turn, cap.placeholder)
+
+
+# ---------------------------------------------------------------------- other captions
+def rotated_captions(text: PageText, style: TextStyle = TextStyle()) -> list[Caption]:
+    """Captions printed a quarter turn round (a landscape figure on a portrait page): the
+    words of each turn are laid out in their own frame, read there, and returned with their
+    boxes on the page."""
+    out: list[Caption] = []
+    for turn in (1, 3):
+        back: dict[int, Word] = {}
+        turned: list[tuple[Word, bool]] = []
+        for word, brk in zip(text.rotated, text.rotated_breaks, strict=True):
+            if word.angle != turn:
+                continue
+            if turn == 3:  # read upwards: turn the page clockwise
+                box = (word.bottom, -word.right, word.top, -word.left)
+            else:          # read downwards: turn it anticlockwise
+                box = (-word.top, word.left, -word.bottom, word.right)
+            tw = Word(word.text, *box, 0, word.font)
+            back[id(tw)] = word
+            turned.append((tw, brk))
+        if not turned:
+            continue
+        lines, _ = build_lines(turned)
+        if not any(CAPTION_RE.match(ln.text) for ln in lines):
+            continue
+        mark_prose(lines)
+        frame = PageText(lines, [], text.height, text.width)
+        for cap in find_captions(frame, image_boxes=[], style=style):
+            page_lines = []
+            for ln in cap.lines:
+                page_line = Line()
+                for tw in ln.words:
+                    page_line.add(back[id(tw)])
+                page_lines.append(page_line)
+            out.append(Caption(cap.kind, cap.label, cap.number, page_lines, cap.text,
+                               cap.label_only, turn, cap.placeholder))
+    return out
+
+
+_LABEL_WORD = re.compile(r"^\s*(?:(?:Supplementary|Supplemental|Extended\s+Data)\s+)?"
+                         r"(?:Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)\s*$")
+
+
+def _join_label_lines(text: PageText) -> None:
+    """A label printed apart from its caption text on the same row ("Figure 2" then, after
+    a wide gap, "Fragment suggested …"; a justified line of a narrow column split at its wide
+    spaces: "Figure" "3. Proteasome-" "and" "Ubiquitin-") becomes one line with it; the rest
+    of the row joins it as far as the caption's next line reaches."""
+    lines = text.lines
+    drop: set[int] = set()
+    for i, line in enumerate(lines):
+        if i in drop:
+            continue
+        match = CAPTION_RE.match(line.text)
+        word_only = bool(_LABEL_WORD.match(line.text))
+        if not word_only and (not match or len(line.text[match.end():].strip(" .:|—–-")) >= 3):
+            continue
+        size = max(line.size, 1.0)
+        (lb, lt) = line.core
+        row = []
+        for j, other in enumerate(lines):
+            if j == i or j in drop or other.left < line.right - 1:
+                continue
+            (ob, ot) = other.core
+            if min(lt, ot) - max(lb, ob) >= 0.5 * min(lt - lb, ot - ob):
+                row.append(j)
+        row.sort(key=lambda j: lines[j].left)
+        if not row or lines[row[0]].left - line.right >= 8.0 * size or (
+                word_only and not re.match(r"\s*S?\d", lines[row[0]].text)):
+            continue
+        # how far the caption's column reaches: its next lines, starting where this one does
+        reach = max((ln.right for ln in lines[i + 1:i + 40] if abs(ln.left - line.left) <= 2 *
+                     size and 0.5 * size < line.base - ln.base < 8 * size), default=None)
+        joined = [row[0]]
+        for j in row[1:]:
+            if reach is None or lines[j].right > reach + size or \
+                    lines[j].left - lines[joined[-1]].right > 6 * size:
+                break
+            joined.append(j)
+        for j in joined:
+            for word in lines[j].words:
+                line.add(word)
+            drop.add(j)
+        line.prose = False
+    if drop:
+        text.lines = [ln for k, ln in enumerate(lines) if k not in drop]
+
+
+def _reads_as_caption(lines: list[Line], i: int, match: re.Match[str]) -> bool:
+    line = lines[i]
+    after = line.text[match.end():].lstrip()
+    sep = bool(match.group("sep"))
+    starts_upper = not after or after[0].isupper() or after[0] in "(['\"“" or after[0].isdigit()
+    if not (sep or starts_upper):
+        return False
+    # the continuation of a sentence of the paragraph just above ("… shown in / Figure 2.")
+    for j in range(i - 1, max(-1, i - 12), -1):
+        above = lines[j]
+        if min(above.right, line.right) - max(above.left, line.left) <= 0:
+            continue
+        gap = above.bottom - line.top
+        if gap > 0.8 * line.size:
+            break
+        if abs(above.left - line.left) <= 3 and abs(above.size - line.size) <= 0.2 * line.size \
+                and above.prose and not re.search(r"[.:!?)\]]\s*$", above.text):
+            return False
+        break
+    return True
