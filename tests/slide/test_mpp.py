@@ -95,7 +95,8 @@ def test_generic_tiff_openslide_mpp_is_range_checked():
     props = {"openslide.vendor": "generic-tiff", "openslide.mpp-x": "352.777",
              "openslide.mpp-y": "352.777", "tiff.XResolution": "72", "tiff.YResolution": "72",
              "tiff.ResolutionUnit": "inch"}
-    with pytest.raises(MppError, match=r"implausible .* explicitly with mpp="):
+    with pytest.raises(MppError,
+                       match=r"unusable .*352\.777 µm/px.*plausible is .* explicitly with mpp="):
         resolve_mpp(props)
 
 

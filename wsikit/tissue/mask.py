@@ -328,13 +328,15 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
     if not ink.any():
         return ink
     close = close_um / mpp
-    if close >= 1:
-        pad = int(round(close)) + 1
-        ink = ndi.binary_closing(np.pad(ink, pad), structure=_disk(close))[pad:-pad, pad:-pad]
+    if close >= 1:  # closing by a disk, as distances: a wide disk costs no more than a narrow one
+        r = max(1, int(round(close)))
+        pad = r + 1
+        grown = _dilate(np.pad(ink, pad), r)
+        ink = ~_dilate(~grown, r)[pad:-pad, pad:-pad]
     ink = ndi.binary_fill_holes(ink)
     grow = grow_um / mpp
     if grow >= 1:
-        ink = ndi.binary_dilation(ink, structure=_disk(grow))
+        ink = _dilate(ink, max(1, int(round(grow))))
     return ink
 
 
