@@ -75,7 +75,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     index = index_build(args.sources, args.out, encoder=args.encoder, kind=args.kind,
                         evidence_level=args.evidence_level, min_size=args.min_size,
-                        overwrite=args.overwrite, towers=args.tower, weights=args.weights,
+                        overwrite=args.overwrite, towers=args.tower,
+                        weights=getattr(args, "weights", None),
                         progress=getattr(args, "progress", None))
     m = index.manifest
     recall = "" if index.kind == "flat" else f", recall@10 {m['recall_at_10']} ({m['params']})"
@@ -99,7 +100,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
     on_existing = "update" if args.update else "skip" if args.skip_existing else "refuse"
     rep = index_add(args.index, args.sources, encoder=args.encoder,
                     evidence_level=args.evidence_level, min_size=args.min_size,
-                    on_existing=on_existing, weights=args.weights,
+                    on_existing=on_existing, weights=getattr(args, "weights", None),
                     progress=getattr(args, "progress", None))
     panels = f" (+ {rep.panels} panel(s))" if rep.panels else ""
     print(f"{args.index}: added {rep.added} new figure(s){panels}, updated the metadata of "
@@ -174,7 +175,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
     matches = index_query(args.index, args.image, k=args.k, encoder=args.encoder,
                           licences=args.licence, kinds=args.match_kinds,
-                          weights=args.weights)
+                          weights=getattr(args, "weights", None))
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -192,7 +193,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     matches = index_search(args.index, args.image, text=args.text, k=args.k,
                            encoder=args.encoder, rrf_k=args.rrf_k, towers=args.tower,
                            licences=args.licence, kinds=args.match_kinds,
-                           weights=args.weights)
+                           weights=getattr(args, "weights", None))
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -210,7 +211,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
 def _cmd_tower(args: argparse.Namespace) -> int:
     from ..evidence import index_tower
 
-    n = index_tower(args.index, encoder=args.encoder, weights=args.weights,
+    n = index_tower(args.index, encoder=args.encoder, weights=getattr(args, "weights", None),
                     rebuild=args.rebuild)
     print(f"tower {args.encoder} of {args.index}: {n} figure(s) embedded")
     return 0

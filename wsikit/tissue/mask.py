@@ -327,16 +327,21 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
         ink &= ~(grey & ~_remove_small(grey, min_ink_um2 / (mpp * mpp)))
     if not ink.any():
         return ink
-    close = close_um / mpp
-    if close >= 1:  # closing by a disk, as distances: a wide disk costs no more than a narrow one
-        r = max(1, int(round(close)))
+    return _close_and_grow(ink, close_px=close_um / mpp, grow_px=grow_um / mpp)
+
+
+def _close_and_grow(ink: np.ndarray, *, close_px: float, grow_px: float) -> np.ndarray:
+    """The strokes of :func:`ink_regions` closed over ``close_px`` (one region where a stroke
+    thins or crosses tissue), their holes filled, grown by ``grow_px`` (the blurred rim)."""
+    # closing by a disk, as distances: a wide disk costs no more than a narrow one
+    if close_px >= 1:
+        r = max(1, int(round(close_px)))
         pad = r + 1
         grown = _dilate(np.pad(ink, pad), r)
         ink = ~_dilate(~grown, r)[pad:-pad, pad:-pad]
     ink = ndi.binary_fill_holes(ink)
-    grow = grow_um / mpp
-    if grow >= 1:
-        ink = _dilate(ink, max(1, int(round(grow))))
+    if grow_px >= 1:
+        ink = _dilate(ink, max(1, int(round(grow_px))))
     return ink
 
 
