@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
-from wsikit._threads import cores_given, plan_threads, torch_threads
+from wsikit._threads import cores_given, plan_threads, positive_count, torch_threads
 from wsikit.errors import WsikitError
 
 
@@ -58,20 +56,20 @@ def test_the_heuristic_encoder_splits_its_own_work() -> None:
     assert enc.threads is None
 
 
-def test_cores_given_precedence() -> None:
-    env = {"WSIKIT_THREADS": "3", "OMP_NUM_THREADS": "5"}
-    assert cores_given(4, environ=env, affinity=9) == (4, "argument")
-    assert cores_given(environ=env, affinity=9) == (3, "WSIKIT_THREADS")
-    assert cores_given(environ={"OMP_NUM_THREADS": "5"}, affinity=9) == (5, "OMP_NUM_THREADS")
-    assert cores_given(environ={"WSIKIT_THREADS": " "}, affinity=9) == (9, "affinity")
-    n, source = cores_given(environ={})
+def test_cores_given_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WSIKIT_THREADS", "3")  # read by the command line's edge, not here
+    assert cores_given(4, affinity=9) == (4, "argument")
+    assert cores_given(affinity=9) == (9, "affinity")
+    n, source = cores_given()
     assert source == "affinity" and n >= 1
 
 
-@pytest.mark.parametrize("bad", ["two", "0", "-1", "1.5"])
-def test_bad_counts_are_refused_naming_the_variable(bad: str) -> None:
-    with pytest.raises(WsikitError, match="WSIKIT_THREADS"):
-        cores_given(environ={"WSIKIT_THREADS": bad})
+@pytest.mark.parametrize("bad", ["two", "0", "-1", "1.5", 1.5, True])
+def test_bad_counts_are_refused_naming_where_they_came_from(bad: object) -> None:
+    with pytest.raises(WsikitError, match="threads="):
+        cores_given(bad)  # type: ignore[arg-type]
+    with pytest.raises(WsikitError, match="WSIKIT_THREADS="):
+        positive_count(bad, "WSIKIT_THREADS")
     with pytest.raises(WsikitError):
         plan_threads(0, workers=1)
 
@@ -87,18 +85,9 @@ def test_torch_threads_restores_the_count() -> None:
     assert torch.get_num_threads() == before
 
 
-def test_cli_threads_sets_the_cores_of_the_run(monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
-    import wsikit.cli as cli
+def test_cli_refuses_no_cores(capsys: pytest.CaptureFixture[str]) -> None:
     from wsikit.cli import main
 
-    monkeypatch.delenv("WSIKIT_THREADS", raising=False)
-    seen = []
-    run = cli._run
-    monkeypatch.setattr(cli, "_run", lambda *a: seen.append(cores_given(environ=None)) or run(*a))
-    assert main(["--threads", "3", "models", "--json"]) == 0
-    assert seen == [(3, "WSIKIT_THREADS")]  # during the command (its workers inherit it)
-    assert "WSIKIT_THREADS" not in os.environ  # and for that command only
     with pytest.raises(SystemExit) as exc:
         main(["--threads", "0", "models"])
-    assert exc.value.code == 2 and "--threads 0" in capsys.readouterr().err
+    assert exc.value.code == 2 and "--threads: 0 must be >= 1" in capsys.readouterr().err

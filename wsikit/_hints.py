@@ -2,8 +2,9 @@
 command line, ``retry_failed=True`` to someone calling wsikit from Python.
 
 The ``wsikit`` command line runs each sub-command inside :func:`command_line`; everywhere else
-(scripts, notebooks, tests) messages name the Python keyword. Worker processes started during
-a command (``wsikit batch``) inherit the mode through the ``WSIKIT_COMMAND_LINE`` variable.
+(scripts, notebooks, tests) messages name the Python keyword. The mode is a context variable of
+this process, never an environment variable: worker processes started during a command
+(``wsikit batch``) get it in their task config and enter :func:`command_line` themselves.
 
 >>> option("retry_failed")
 'retry_failed=True'
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,12 +26,11 @@ __all__ = ["option", "keyword", "command_line", "on_command_line", "expect"]
 
 _CLI: contextvars.ContextVar[bool] = contextvars.ContextVar("wsikit_command_line", default=False)
 _UNSET = object()
-_ENV = "WSIKIT_COMMAND_LINE"
 
 
 def on_command_line() -> bool:
     """True while a ``wsikit`` sub-command runs (also in the worker processes it starts)."""
-    return _CLI.get() or os.environ.get(_ENV) == "1"
+    return _CLI.get()
 
 
 def option(name: str, value: object = _UNSET) -> str:
@@ -51,19 +50,14 @@ def keyword(name: str) -> str:
 
 
 @contextlib.contextmanager
-def command_line() -> Iterator[None]:
-    """Within this block :func:`option` spells command-line flags."""
-    token = _CLI.set(True)
-    before = os.environ.get(_ENV)
-    os.environ[_ENV] = "1"
+def command_line(on: bool = True) -> Iterator[None]:
+    """Within this block :func:`option` spells command-line flags (``on=False``: Python
+    keywords, e.g. a batch worker of a run started from Python)."""
+    token = _CLI.set(bool(on))
     try:
         yield
     finally:
         _CLI.reset(token)
-        if before is None:
-            os.environ.pop(_ENV, None)
-        else:
-            os.environ[_ENV] = before
 
 
 def _shown(value: Any) -> str:

@@ -4,9 +4,11 @@ One place decides it from the cores the run is given, so that processes never
 oversubscribe them (a thread that waits for a descheduled sibling at every OpenMP barrier
 can make a kernel several times slower than one thread on a busy machine):
 
-- **cores given**: ``threads=`` (``wsikit --threads N``), else ``WSIKIT_THREADS``, else
-  ``OMP_NUM_THREADS`` (set per worker by ``wsikit batch``), else the CPUs this process may
-  run on (its affinity mask).
+- **cores given**: ``threads=`` (:attr:`wsikit.run.options.RunSettings.threads`; a
+  ``wsikit batch`` worker gets its share in its task config), else the CPUs this process may
+  run on (its affinity mask). No environment variable is read here: the command line reads
+  ``--threads``, ``WSIKIT_THREADS`` and ``OMP_NUM_THREADS`` once, at its edge
+  (:func:`wsikit._environment.run_environment`), and passes the count on.
 - **reading patches with** ``workers`` **reader processes**: each worker gets
   ``max(1, cores // workers)`` threads (``workers × threads ≤ cores`` whenever
   ``workers ≤ cores``), and the main process stays at **1** thread while they decode: it
@@ -21,7 +23,7 @@ can make a kernel several times slower than one thread on a busy machine):
   not depend on the pool size its features are bit-identical for any count.
 - **a kernel with nothing else running** (TITAN's blockwise attention): all the cores.
 
-:func:`plan_threads` is the pure policy; :func:`cores_given` reads the environment;
+:func:`plan_threads` is the pure policy; :func:`cores_given` the cores of a run;
 :func:`torch_threads` applies a count for the duration of a block. The plan is recorded
 in feature-file attributes (:meth:`ThreadPlan.as_attrs`) and benchmark tables.
 """
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -45,10 +47,6 @@ __all__ = [
     "torch_threads",
 ]
 
-#: Environment variable giving the cores of a run (``wsikit --threads N`` sets it).
-THREADS_ENV = "WSIKIT_THREADS"
-
-
 @dataclass(frozen=True)
 class ThreadPlan:
     """Intra-op threads of each process of a patch-reading run.
@@ -58,8 +56,8 @@ class ThreadPlan:
     cores : int
         Cores given to the run.
     source : str
-        Where ``cores`` came from: ``"argument"``, ``"WSIKIT_THREADS"``,
-        ``"OMP_NUM_THREADS"`` or ``"affinity"``.
+        Where ``cores`` came from: ``"argument"`` (given) or ``"affinity"`` (the CPUs the
+        process may run on).
     workers : int
         Reader processes (0: the main process reads).
     worker_threads : int
@@ -100,34 +98,37 @@ class SplitsWork(Protocol):
         ...
 
 
-def _positive_int(value: str | int, where: str) -> int:
+def positive_count(value: object, where: str) -> int:
+    """``value`` as a count of cores (a whole number >= 1), or an error naming ``where``."""
+    if isinstance(value, bool):
+        raise WsikitError(f"{where}={value!r} is not a whole number; give the number of "
+                          "cores to use, e.g. 2")
     try:
-        n = int(value)
+        n = int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError) as exc:
         raise WsikitError(f"{where}={value!r} is not a whole number; give the number of "
                           "cores to use, e.g. 2") from exc
-    if n < 1:
-        raise WsikitError(f"{where}={n} must be at least 1 (the number of cores to use)")
+    if n < 1 or (isinstance(value, float) and n != value):
+        raise WsikitError(f"{where}={value!r} must be a whole number, at least 1 (the number "
+                          "of cores to use)")
     return n
 
 
-def cores_given(threads: int | None = None, *, environ: Mapping[str, str] | None = None,
-                affinity: int | None = None) -> tuple[int, str]:
+def cores_given(threads: int | None = None, *, affinity: int | None = None
+                ) -> tuple[int, str]:
     """The cores a run may use and where that number came from.
 
     Parameters
     ----------
     threads : int, optional
-        An explicit count (``--threads``); wins over everything.
-    environ : mapping, optional
-        Environment to read (default ``os.environ``): ``WSIKIT_THREADS``, then
-        ``OMP_NUM_THREADS``.
+        An explicit count (``RunSettings.threads``, ``wsikit --threads``).
     affinity : int, optional
-        CPUs this process may run on (default: its affinity mask).
+        CPUs this process may run on (default: its affinity mask), used without ``threads``.
 
     Returns
     -------
     (cores, source)
+        ``source`` is ``"argument"`` or ``"affinity"``.
 
     Raises
     ------
@@ -135,12 +136,7 @@ def cores_given(threads: int | None = None, *, environ: Mapping[str, str] | None
         A count that is not a positive whole number.
     """
     if threads is not None:
-        return _positive_int(threads, "threads"), "argument"
-    env = os.environ if environ is None else environ
-    for var in (THREADS_ENV, "OMP_NUM_THREADS"):
-        value = env.get(var, "").strip()
-        if value:
-            return _positive_int(value, var), var
+        return positive_count(threads, "threads"), "argument"
     if affinity is None:
         try:
             affinity = len(os.sched_getaffinity(0))
@@ -183,7 +179,8 @@ def plan_threads(cores: int, *, workers: int, source: str = "argument",
 
 
 def kernel_threads(threads: int | None = None) -> int:
-    """Threads for a kernel that runs with nothing else in the process (all cores given)."""
+    """Threads for a kernel that runs with nothing else in the process: all the cores given
+    (``threads``, else the process's CPUs)."""
     return cores_given(threads)[0]
 
 

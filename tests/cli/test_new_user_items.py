@@ -19,9 +19,34 @@ from wsikit.cli import build_parser, main
     (["--on-bad-tile", "skip", "info", "s.svs"], "skip"),
     (["select", "s.svs", "--on-bad-tile", "skip"], "skip"),
     (["info", "s.svs"], None),
+    (["index", "build", "a.pdf", "--out", "i", "--on-bad-tile", "skip"], "skip"),
+    (["--on-bad-tile", "fail", "select", "s.svs", "--on-bad-tile", "skip"], "skip"),
 ])
 def test_on_bad_tile_before_or_after_the_sub_command(argv, expected):
-    assert build_parser().parse_args(argv).on_bad_tile == expected
+    assert getattr(build_parser().parse_args(argv), "on_bad_tile", None) == expected
+
+
+@pytest.mark.parametrize("argv", [["--threads", "3", "info", "s.svs"],
+                                  ["info", "s.svs", "--threads", "3"],
+                                  ["index", "build", "a.pdf", "--out", "i", "--threads", "3"]])
+def test_threads_before_or_after_the_sub_command(argv):
+    assert build_parser().parse_args(argv).threads == 3
+
+
+def test_global_flags_are_generated_from_the_settings_fields():
+    """``--threads`` and ``--on-bad-tile`` are the fields of RunSettings (help, type, choices
+    from one definition), on ``wsikit`` and on every sub-command."""
+    from dataclasses import fields
+
+    from wsikit.run.options import RunSettings
+
+    meta = {f.name: f.metadata for f in fields(RunSettings)}
+    parser = build_parser()
+    text = parser.format_help()
+    for name in ("threads", "on_bad_tile"):
+        assert meta[name]["scope"] == "global"
+        assert "--" + name.replace("_", "-") in text
+    assert "{fail,skip}" in text and "cores this run may use" in text
 
 
 def test_on_bad_tile_with_an_unreadable_file_is_a_clear_error(tmp_path: Path, capsys,
@@ -142,11 +167,13 @@ def test_select_takes_min_tissue_um2(cmu_small: Path, tmp_path: Path):
 
 def test_one_command_line_leaves_the_next_its_own_defaults(tmp_path: Path, monkeypatch):
     """--on-bad-tile/--threads hold for one main() call: a second call in the same process (a
-    notebook, a test session) is not run with the first one's settings."""
+    notebook, a test session) is not run with the first one's settings (the command line
+    sets no environment variable: the settings travel as arguments)."""
     monkeypatch.delenv("WSIKIT_ON_BAD_TILE", raising=False)
     monkeypatch.setenv("WSIKIT_THREADS", "1")
+    monkeypatch.setenv("HF_HUB_VERBOSITY", "error")  # the one default the command line sets
     bad = tmp_path / "unreadable.svs"
     bad.write_bytes(b"II*\0" + bytes(range(256)) * 8)
+    before = dict(os.environ)
     assert main(["--on-bad-tile", "skip", "--threads", "2", "info", str(bad)]) == 2
-    assert "WSIKIT_ON_BAD_TILE" not in os.environ
-    assert os.environ["WSIKIT_THREADS"] == "1"
+    assert dict(os.environ) == before

@@ -154,13 +154,15 @@ def test_options_named_as_the_caller_spells_them() -> None:
     with command_line():
         assert option("retry_failed") == "--retry-failed"
         assert option("target_mpp", 8.0) == "--target-mpp 8.0"
-        # worker processes started by a command (wsikit batch) speak the same language
+        # a process started meanwhile inherits nothing: a batch worker is told in its
+        # task config (tests/batch/test_worker_settings.py)
         code = "from wsikit._hints import option; print(option('retry_failed'))"
         child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)))
-        assert child.stdout.strip() == "--retry-failed"
+        assert child.stdout.strip() == "retry_failed=True"
+        with command_line(False):  # e.g. a worker of a run started from Python
+            assert option("retry_failed") == "retry_failed=True"
     assert option("retry_failed") == "retry_failed=True"
-    assert "WSIKIT_COMMAND_LINE" not in os.environ
 
 
 def test_batch_errors_in_python_name_keywords(tmp_path) -> None:
@@ -275,13 +277,16 @@ def test_redirected_logs_have_no_info_lines_or_progress_bars(synthetic_small_sli
 
 
 def test_progress_environment_variable(monkeypatch) -> None:
-    from wsikit._progress import progress_enabled
+    from wsikit._environment import run_environment
+    from wsikit.outputs.progress import progress_enabled
 
     monkeypatch.setenv("WSIKIT_NO_PROGRESS", "0")
-    assert progress_enabled() is True            # forced on, even when redirected
+    assert run_environment().progress is True    # forced on, even when redirected
     monkeypatch.setenv("WSIKIT_NO_PROGRESS", "1")
-    assert progress_enabled() is False and progress_enabled(True) is True
+    assert run_environment().progress is False and progress_enabled(True) is True
+    assert progress_enabled(False) is False
     monkeypatch.delenv("WSIKIT_NO_PROGRESS")
+    assert run_environment().progress is None
     assert progress_enabled() is False           # pytest's stderr is not a terminal
     assert "WSIKIT_NO_PROGRESS" in (REPO / "README.md").read_text(encoding="utf-8")
 

@@ -57,17 +57,17 @@ def test_reader_workers_get_their_share_of_threads(synthetic_small_slide: Path,
 def test_main_process_at_one_thread_while_workers_decode_and_recorded(
         synthetic_small_slide: Path, small_grid: TileGrid, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WSIKIT_THREADS", "2")
+    monkeypatch.setenv("WSIKIT_THREADS", "5")  # read at the command line's edge, not here
     before = torch.get_num_threads()
     emb = extract_features(synthetic_small_slide, small_grid, _ThreadProbe(), workers=2,
-                           batch_size=8, progress=False)
+                           batch_size=8, progress=False, threads=2)
     assert np.unique(emb.features).tolist() == [1.0]
     assert torch.get_num_threads() == before
     with h5py.File(emb.to_h5(tmp_path / "probe.h5")) as f:  # recorded in the file's attributes
         a = dict(f["features"].attrs)
     assert (int(a["threads_cores"]), a["threads_source"], int(a["threads_workers"]),
             int(a["threads_per_worker"]), int(a["threads_main"])) == (
-        2, "WSIKIT_THREADS", 2, 1, 1)
+        2, "argument", 2, 1, 1)
     # without workers the one process takes the cores it is given
     solo = extract_features(synthetic_small_slide, small_grid, _ThreadProbe(), workers=0,
                             progress=False, threads=3)
@@ -105,9 +105,9 @@ def test_titan_kernel_takes_the_cores_given(monkeypatch: pytest.MonkeyPatch) -> 
     model = Titan().eval()
     feats = np.random.default_rng(0).standard_normal((6, 768)).astype(np.float32)
     coords = np.array([[x * 512, y * 512] for y in range(2) for x in range(3)])
-    monkeypatch.setenv("WSIKIT_THREADS", "3")
+    monkeypatch.setenv("WSIKIT_THREADS", "2")  # read at the command line's edge, not here
     before = torch.get_num_threads()
-    assert model.encode_slide(feats, coords, 512).threads == 3
+    assert model.encode_slide(feats, coords, 512, threads=3).threads == 3
     assert model.encode_slide(feats, coords, 512, threads=1).threads == 1
     assert torch.get_num_threads() == before
 

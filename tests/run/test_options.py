@@ -158,18 +158,20 @@ def test_select_refuses_an_unknown_keyword_before_any_work(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def test_threads_setting_holds_for_the_run_only(monkeypatch):
+def test_threads_setting_travels_as_a_value(monkeypatch):
+    """The run's cores are a field passed down (issue 38 item 2), never an environment
+    variable: a batch's workers share them, and nothing outside the run changes."""
     import os
 
-    monkeypatch.delenv("WSIKIT_THREADS", raising=False)
-    with RunSettings(threads=3).cores():
-        assert os.environ["WSIKIT_THREADS"] == "3"
-        from wsikit.batch.local import parse_devices
+    from wsikit.batch.local import parse_devices
 
-        assert [s.threads for s in parse_devices("cpu", 3)] == [1, 1, 1]  # workers share 3
+    monkeypatch.delenv("WSIKIT_THREADS", raising=False)
+    settings = RunSettings(threads=3)
+    assert [s.threads for s in parse_devices("cpu", 3, threads=settings.threads)] == [1, 1, 1]
     assert "WSIKIT_THREADS" not in os.environ
-    with pytest.raises(SelectionError, match="threads"), RunSettings(threads=0).cores():
-        pass
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(SelectionError, match="threads"):
+            RunSettings(threads=bad)  # type: ignore[arg-type]
 
 
 def test_run_batch_refuses_select_only_settings_and_unknown_keywords(tmp_path):

@@ -30,7 +30,8 @@ def run_one(task: Mapping[str, Any], job_root: str, stale_after: float,
     slide = CohortSlide.from_dict(task["slide"])
     settings = RunSettings(device=device, batch_size=cfg.batch_size,
                            loader_workers=cfg.loader_workers, progress=False, wait=False,
-                           reader=cfg.reader, backend=cfg.backend, decode=cfg.decode)
+                           reader=cfg.reader, backend=cfg.backend, decode=cfg.decode,
+                           threads=cfg.threads, on_bad_tile=cfg.on_bad_tile)
     try:
         run = run_slide(slide, JobFolder(job_root, stale_after=stale_after),
                         steps if steps is not None else cfg.steps, cfg.options, settings,

@@ -36,12 +36,12 @@ from typing import Any
 
 from .._atomic import write_json_atomic
 from .._hints import keyword, option
-from .._progress import progress as progress_bar
 from ..errors import BatchError, EvidenceError
 from ..evidence.corpus import DUPLICATE_BITS, FigureBank
 from ..evidence.documents import ReadOptions, find_documents, list_document_readers
 from ..evidence.nodes import parse_evidence_level
 from ..outputs.lockfile import describe_owner
+from ..outputs.progress import progress as progress_bar
 from ..run.state import now_iso
 from ..run.steps import load_plugins
 from .runner import safe_path

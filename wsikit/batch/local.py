@@ -2,7 +2,10 @@
 
 Workers are started with the ``spawn`` context (safe with CUDA and threads), pinned to their
 device (``CUDA_VISIBLE_DEVICES`` for GPUs, a share of the CPU threads for ``cpu``), build the
-encoder once and keep it for all their slides. A worker that dies (segfault in a codec, out of
+encoder once and keep it for all their slides. A worker's settings (its share of the threads,
+no progress bars, how messages spell options) come in its task config; its environment is set
+in one place, :func:`_worker_environ`, and only with what CUDA and OpenMP read when torch
+loads. A worker that dies (segfault in a codec, out of
 memory, ``kill -9``) fails only the slide it held and is replaced. Workers exit when their
 parent dies, so a killed runner leaves no process writing into the job folder.
 
@@ -30,7 +33,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from .._hints import keyword, option
+from .._environment import set_variables, variable
+from .._hints import command_line, keyword, option
+from .._threads import cores_given
 from ..errors import BatchError
 from ._launch import check_launch, main_not_rerun
 
@@ -42,17 +47,19 @@ class DeviceSlot:
     """One worker process: the torch device it uses and the GPU it may see."""
 
     device: str                   # device string inside the worker ("cpu", "cuda:0")
-    visible: str | None = None    # CUDA_VISIBLE_DEVICES for the worker (None: inherit)
+    visible: str | None = None    # the GPU it sees: an index among the inherited visible ones
     threads: int = 1              # torch/OpenMP threads
     label: str = "cpu"            # what the user asked for ("cpu", "cuda:1")
 
 
-def parse_devices(devices: str | Sequence[str], workers: int = 1) -> list[DeviceSlot]:
+def parse_devices(devices: str | Sequence[str], workers: int = 1, *,
+                  threads: int | None = None) -> list[DeviceSlot]:
     """Turn ``--devices`` and ``--workers`` into worker slots.
 
-    ``"cpu"`` gives ``workers`` CPU processes sharing the cores; ``"cuda:0,cuda:1"`` (or
-    ``"cuda"`` for every visible GPU) gives ``workers`` processes per GPU, each seeing only its
-    GPU through ``CUDA_VISIBLE_DEVICES``.
+    ``"cpu"`` gives ``workers`` CPU processes sharing the cores (``threads``: the cores of the
+    run, :attr:`~wsikit.run.options.RunSettings.threads`; default the CPUs this process may
+    run on); ``"cuda:0,cuda:1"`` (or ``"cuda"`` for every visible GPU) gives ``workers``
+    processes per GPU, each seeing only its GPU through ``CUDA_VISIBLE_DEVICES``.
     """
     if isinstance(devices, str):
         items = [d.strip() for d in devices.split(",") if d.strip()]
@@ -88,22 +95,20 @@ def parse_devices(devices: str | Sequence[str], workers: int = 1) -> list[Device
                 raise BatchError(f"devices asks for cuda:{index} but only {available} CUDA "
                                  "device(s) are visible; check CUDA_VISIBLE_DEVICES/nvidia-smi")
             for _ in range(workers):
-                slots.append(DeviceSlot("cuda:0", visible=_physical(index), threads=2,
+                slots.append(DeviceSlot("cuda:0", visible=index, threads=2,
                                         label=f"cuda:{index}"))
     if cpu_slots:
-        # the cores given to the run (RunSettings.threads, wsikit --threads) when set
-        given = os.environ.get("WSIKIT_THREADS", "").strip()
-        cores = int(given) if given.isdigit() and int(given) > 0 else (os.cpu_count() or 1)
-        threads = max(1, cores // cpu_slots)
-        slots.extend(DeviceSlot("cpu", None, threads, "cpu") for _ in range(cpu_slots))
+        cores, _ = cores_given(threads)
+        share = max(1, cores // cpu_slots)
+        slots.extend(DeviceSlot("cpu", None, share, "cpu") for _ in range(cpu_slots))
     return slots
 
 
-def _physical(index: str) -> str:
-    """Map a visible index to the parent's CUDA_VISIBLE_DEVICES entry (if it restricts GPUs)."""
-    parent = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if parent:
-        entries = [e.strip() for e in parent.split(",") if e.strip()]
+def physical_gpu(index: str, inherited: str | None) -> str:
+    """The entry of an inherited ``CUDA_VISIBLE_DEVICES`` (``inherited``) that the visible
+    index ``index`` names (``index`` itself when nothing restricts the GPUs)."""
+    if inherited:
+        entries = [e.strip() for e in inherited.split(",") if e.strip()]
         if int(index) < len(entries):
             return entries[int(index)]
     return index
@@ -144,21 +149,47 @@ def _one_line_warning(message: Warning | str, category: type[Warning], filename:
     print(f"wsikit batch: warning: {message}", file=sys.stderr, flush=True)
 
 
+#: Variables the OpenMP, MKL and OpenBLAS runtimes read once, when torch (numpy) loads.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def _worker_environ(slot: DeviceSlot) -> None:
+    """The one place a worker's environment is set, before torch is imported: the GPU it
+    sees (CUDA reads ``CUDA_VISIBLE_DEVICES``, inherited from the parent, when it initialises)
+    and its threads (:data:`THREAD_VARIABLES`, read by the thread runtimes when they load).
+    wsikit's own settings never travel this way: they come in the task config
+    (:func:`worker_config`)."""
+    values = dict.fromkeys(THREAD_VARIABLES, str(slot.threads))
+    if slot.visible is not None:
+        values["CUDA_VISIBLE_DEVICES"] = physical_gpu(slot.visible,
+                                                      variable("CUDA_VISIBLE_DEVICES"))
+    set_variables(values)
+
+
+def worker_config(config: dict[str, Any], threads: int) -> dict[str, Any]:
+    """A worker's task config: the run's, with the worker's share of the ``threads`` and no
+    progress bars (several workers share one terminal)."""
+    return {**config, "threads": int(threads), "progress": False}
+
+
 def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after: float,
                  config: dict[str, Any], parent_pid: int) -> None:
-    if slot.visible is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = slot.visible
-    for var in ("WSIKIT_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(slot.threads)
-    os.environ["WSIKIT_NO_PROGRESS"] = "1"
+    _worker_environ(slot)
+    config = worker_config(config, slot.threads)
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     warnings.showwarning = _one_line_warning
-
     if "torch" in sys.modules or config.get("steps") and "features" in config["steps"]:
         import torch
 
         torch.set_num_threads(slot.threads)
+    with command_line(bool(config.get("command_line"))):  # how messages spell options
+        _serve(conn, slot, job_root, stale_after, config)
+
+
+def _serve(conn: Connection, slot: DeviceSlot, job_root: str, stale_after: float,
+           config: dict[str, Any]) -> None:
+    """Run the tasks the parent sends until it sends ``None`` or goes away."""
     worker = {"pid": os.getpid(), "device": slot.label}
     run = work_function(job_root, stale_after, config, slot.device, worker=worker)
     cache: dict[str, Any] = {}

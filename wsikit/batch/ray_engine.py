@@ -81,16 +81,19 @@ def is_lost_work(exc: BaseException) -> bool:
 
 def _run(task: dict[str, Any], job_root: str, stale_after: float, config: dict[str, Any],
          steps: list[str], device: str, cache: dict[str, Any]) -> dict[str, Any]:
-    os.environ.setdefault("WSIKIT_NO_PROGRESS", "1")
+    from .._hints import command_line
+
     worker = {"pid": os.getpid(), "device": device, **_node()}
+    config = {**config, "progress": False}
     if config.get("task_function"):  # a corpus document (see local.work_function)
         result = work_function(job_root, stale_after, config, device)(task, cache)
         result["worker"] = worker
         return result
     from ._slide import run_one
 
-    result = run_one(task, job_root, stale_after, config, device=device, cache=cache,
-                     steps=steps, worker=worker)
+    with command_line(bool(config.get("command_line"))):  # how messages spell options
+        result = run_one(task, job_root, stale_after, config, device=device, cache=cache,
+                         steps=steps, worker=worker)
     result["worker"] = worker
     return result
 
@@ -122,7 +125,7 @@ class _DeviceActor:
 
     def __init__(self, job_root: str, stale_after: float, config: dict[str, Any],
                  device: str, threads: int) -> None:
-        self.args = (job_root, stale_after, config)
+        self.args = (job_root, stale_after, {**config, "threads": max(1, threads)})
         self.device = device
         self.cache: dict[str, Any] = {}
         import torch
@@ -224,7 +227,8 @@ class RayEngine:
                                 for _ in range(wanted * self.workers)]
             else:
                 cls = ray.remote(num_cpus=1, **_ACTOR_OPTIONS)(_DeviceActor)
-                threads = max(1, (os.cpu_count() or 1) // self.workers)
+                threads = max(1, (config.get("threads") or os.cpu_count() or 1)
+                              // self.workers)
                 self._actors = [cls.remote(job_root, stale_after, config, "cpu", threads)
                                 for _ in range(self.workers)]
         self._load = [0] * len(self._actors)

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from .._atomic import write_json_atomic
-from .._hints import option
-from .._progress import progress as progress_bar
+from .._hints import on_command_line, option
 from .._version import __version__
 from ..errors import BatchError
+from ..outputs.progress import progress as progress_bar
 from ..run.cohort_slide import CohortSlide
 from ..run.options import BatchKeywords, BatchSettings, PipelineOptions, RunSettings, resolve_run
 from ..run.slide_run import pending_steps
@@ -263,8 +263,7 @@ def run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
         raise BatchError(f"{option('force')} is for one slide; batch redoes what changed (pass "
                          f"{option('redo')} to run other options into a job folder, "
                          f"{option('retry_failed')} to redo failed slides)")
-    with settings.cores():
-        return _run_batch(cohort, out, options, settings, batch, steps=steps, echo=echo)
+    return _run_batch(cohort, out, options, settings, batch, steps=steps, echo=echo)
 
 
 def _job_config(options: PipelineOptions, settings: RunSettings, batch: BatchSettings,
@@ -288,7 +287,8 @@ def _job_config(options: PipelineOptions, settings: RunSettings, batch: BatchSet
                        batch_size=int(settings.batch_size),
                        loader_workers=settings.loader_workers, plugins=tuple(batch.plugins),
                        store=parse_store(batch.store), reader=settings.reader,
-                       backend=settings.backend, decode=settings.decode)
+                       backend=settings.backend, decode=settings.decode,
+                       threads=settings.threads, on_bad_tile=settings.on_bad_tile)
 
 
 def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
@@ -307,7 +307,7 @@ def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
     checked = {s.slide_id: preflight(s) for s in slides}
     runner = _make_engine(batch.engine, devices=batch.devices, workers=batch.workers,
                           ray_address=batch.ray_address, config=config,
-                          slide_timeout=batch.slide_timeout)
+                          slide_timeout=batch.slide_timeout, threads=settings.threads)
     run_info = _run_info(config, batch, settings, runner, cohort_source, slides, checked,
                          shard, run_path)
     write_json_atomic(run_path, run_info)
@@ -369,14 +369,15 @@ def _run_info(config: BatchConfig, batch: BatchSettings, settings: RunSettings, 
 
 def _make_engine(engine: str, *, devices: str | Sequence[str], workers: int,
                  ray_address: str | None, config: BatchConfig,
-                 slide_timeout: float | None = None) -> Any:
+                 slide_timeout: float | None = None, threads: int | None = None) -> Any:
     if slide_timeout is not None and not slide_timeout >= 0:
         raise BatchError(f"{option('slide_timeout', slide_timeout)} must be >= 0 seconds "
                          "(0: none)")
     if engine == "local":
         from .local import LocalEngine, parse_devices
 
-        return LocalEngine(parse_devices(devices, workers), slide_timeout=slide_timeout or None)
+        return LocalEngine(parse_devices(devices, workers, threads=threads),
+                           slide_timeout=slide_timeout or None)
     if engine == "ray":
         from .ray_engine import RayEngine
 
@@ -459,7 +460,10 @@ class _Coordinator:
                    if self._triage(s, self.job.read_state(s.slide_id))]
         by_id = {s.slide_id: s for s in self.slides}
         if pending:
-            self.engine.start(str(self.job.root), self.job.stale_after, self.config.to_dict())
+            # the workers' settings travel in their config, and so does how messages spell
+            # options (flags under the command line, keywords from Python)
+            self.engine.start(str(self.job.root), self.job.stale_after,
+                              {**self.config.to_dict(), "command_line": on_command_line()})
         try:
             waiting: list[CohortSlide] = []   # held by another live job
             last_visit = time.monotonic()

@@ -17,10 +17,12 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 
+from .._environment import set_variables
 from .._hints import command_line
 from .._version import __version__
 from ..errors import WsikitError, os_error_message
-from ._common import BAD_TILE_CHOICES, CommandParser
+from ._common import CommandParser
+from .pipeline_options import add_global_flags
 
 __all__ = ["main", "build_parser"]
 
@@ -41,14 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"wsikit {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    parser.add_argument("--on-bad-tile", choices=BAD_TILE_CHOICES, default=None,
-                        help="a damaged tile: fail with its level and position (default), or "
-                             "read it as white and record it (evidence.json slide.bad_tiles)")
-    parser.add_argument("--threads", type=int, default=None, metavar="N",
-                        help="cores this run may use (default $WSIKIT_THREADS, else "
-                             "$OMP_NUM_THREADS, else all this process may run on): reader "
-                             "workers get N // workers threads each, the main process 1 while "
-                             "they decode, TITAN's kernel all N; recorded in feature files")
     # CommandParser: a wrong option prints the sub-command's own usage (nested sub-commands
     # such as 'index build' inherit the class)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
@@ -60,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # area not built yet
             raise
         module.register(sub)
+    add_global_flags(parser)  # --threads, --on-bad-tile: before or after the sub-command
     return parser
 
 
@@ -80,7 +75,7 @@ def _quiet_output(command: str) -> Iterator[None]:
     """While a command runs: third-party log records below ERROR (hub retries, TIFF parser
     notes) are dropped, and Python warnings print as ``wsikit CMD: warning: message``.
     Everything is restored afterwards (``main`` may be called in-process, e.g. by tests)."""
-    os.environ.setdefault("HF_HUB_VERBOSITY", "error")  # read when huggingface_hub loads
+    set_variables({"HF_HUB_VERBOSITY": "error"}, keep=True)  # read when huggingface_hub loads
     loggers = {name: logging.getLogger(name) for name in _NOISY_LOGGERS}
     levels = {name: log.level for name, log in loggers.items()}
     noise = _LibraryNoise()
@@ -116,23 +111,6 @@ def _is_terminal(stream: object) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables for one command (worker processes it starts inherit them) and
-    put back what was there before: ``main()`` called twice in one process, as from a notebook
-    or a test, must not carry one call's ``--on-bad-tile skip`` into the next."""
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code.
 
@@ -147,27 +125,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    env: dict[str, str] = {}
-    if args.on_bad_tile is not None:  # read by every open_slide, also in batch workers
-        env["WSIKIT_ON_BAD_TILE"] = args.on_bad_tile
-    if args.threads is not None:  # read by the thread policy (wsikit._threads), also in batch
-        if args.threads < 1:
-            parser.error(f"--threads {args.threads}: give at least 1 core")
-        env["WSIKIT_THREADS"] = str(args.threads)
     command = " ".join(filter(None, (args.command, getattr(args, "index_command", None),
                                      getattr(args, "figures_command", None),
                                      getattr(args, "export_command", None))))
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(_environ(env))
-        if not args.verbose:
-            stack.enter_context(_quiet_output(command))
+    with contextlib.nullcontext() if args.verbose else _quiet_output(command):
         return _run(args, command)
+
+
+def _settings_from_environment(args: argparse.Namespace) -> None:
+    """The command line's edge: the run settings the flags leave open (``--threads``,
+    ``--on-bad-tile``, ``--no-progress``) taken from the environment, read here once
+    (:func:`wsikit._environment.run_environment`), into ``args``; from there they reach the
+    one settings object of the run (:class:`wsikit.run.options.RunSettings`), and no
+    function below reads an environment variable."""
+    from .._environment import BAD_TILE_VARIABLE, run_environment
+    from ..slide.slide import BAD_TILE_POLICIES
+
+    env = run_environment()
+    if getattr(args, "threads", None) is None:
+        args.threads = env.threads
+    if getattr(args, "on_bad_tile", None) is None:
+        if env.on_bad_tile is not None and env.on_bad_tile not in BAD_TILE_POLICIES:
+            raise WsikitError(f"{BAD_TILE_VARIABLE}={env.on_bad_tile!r} is not one of "
+                              f"{', '.join(BAD_TILE_POLICIES)}; fix or unset it")
+        args.on_bad_tile = env.on_bad_tile or "fail"
+    if not hasattr(args, "progress") and env.progress is not None:
+        args.progress = env.progress
 
 
 def _run(args: argparse.Namespace, command: str) -> int:
     """Call the sub-command; map every failure to one line on stderr and an exit code."""
     try:
         with command_line():  # messages name --flags, not Python keywords
+            _settings_from_environment(args)
             return int(args.func(args) or 0)
     except WsikitError as exc:
         _error(command, str(exc))

@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Callable, Container, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from ..errors import EvidenceError
 
@@ -31,10 +31,6 @@ __all__ = [
     "scales",
 ]
 
-#: The values of ``--on-bad-tile`` (before or after the sub-command).
-BAD_TILE_CHOICES = ("fail", "skip")
-
-
 class CommandParser(argparse.ArgumentParser):
     """A sub-command's parser that rejects options it does not know *itself*.
 
@@ -42,16 +38,9 @@ class CommandParser(argparse.ArgumentParser):
     which then prints ``wsikit``'s usage instead of the sub-command's. This parser errors with
     its own usage (``usage: wsikit select ...``) and suggests the closest option it has.
 
-    It also takes the global ``--on-bad-tile`` after the sub-command, where the messages that
-    suggest it put it (``wsikit select slide.svs --on-bad-tile skip``).
+    The global flags (``--threads``, ``--on-bad-tile``) are added to it too, after the
+    sub-commands are registered (:func:`wsikit.cli.pipeline_options.add_global_flags`).
     """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # SUPPRESS: not given here, the value before the sub-command (or None) stands
-        self.add_argument("--on-bad-tile", choices=BAD_TILE_CHOICES, default=argparse.SUPPRESS,
-                          help="as 'wsikit --on-bad-tile': fail on a damaged tile (default) "
-                               "or read it as white and record it")
 
     def parse_known_args(  # type: ignore[override]
             self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None

@@ -15,7 +15,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..run.demos import demo
     from .select import print_result
 
-    result = demo(args.out, k=args.k)
+    result = demo(args.out, k=args.k, progress=getattr(args, "progress", None))
     sdir = OutputLayout(args.out).select_dir(result.slide["name"])
     print("SYNTHETIC demo data (generated slide and atlas PDF; not real patients or papers)")
     print_result(result, sdir, args.format)

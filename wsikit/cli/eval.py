@@ -29,7 +29,8 @@ def _cmd_retrieval(args: argparse.Namespace) -> int:
 
     result = eval_retrieval(args.qrels, args.index, ks=args.k, mode=args.mode,
                             rrf_k=args.rrf_k, encoder=args.encoder, out=args.out,
-                            towers=args.tower, force=args.force, weights=args.weights)
+                            towers=args.tower, force=args.force,
+                            weights=getattr(args, "weights", None))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return 0

@@ -75,7 +75,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     index = index_build(args.sources, args.out, encoder=args.encoder, kind=args.kind,
                         evidence_level=args.evidence_level, min_size=args.min_size,
-                        overwrite=args.overwrite, towers=args.tower, weights=args.weights)
+                        overwrite=args.overwrite, towers=args.tower,
+                        weights=getattr(args, "weights", None),
+                        progress=getattr(args, "progress", None))
     m = index.manifest
     recall = "" if index.kind == "flat" else f", recall@10 {m['recall_at_10']} ({m['params']})"
     towers = f", tower(s) {', '.join(args.tower)}" if args.tower else ""
@@ -98,7 +100,8 @@ def _cmd_add(args: argparse.Namespace) -> int:
     on_existing = "update" if args.update else "skip" if args.skip_existing else "refuse"
     rep = index_add(args.index, args.sources, encoder=args.encoder,
                     evidence_level=args.evidence_level, min_size=args.min_size,
-                    on_existing=on_existing, weights=args.weights)
+                    on_existing=on_existing, weights=getattr(args, "weights", None),
+                    progress=getattr(args, "progress", None))
     panels = f" (+ {rep.panels} panel(s))" if rep.panels else ""
     print(f"{args.index}: added {rep.added} new figure(s){panels}, updated the metadata of "
           f"{rep.updated}, {rep.unchanged} already indexed and unchanged")
@@ -172,7 +175,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
     matches = index_query(args.index, args.image, k=args.k, encoder=args.encoder,
                           licences=args.licence, kinds=args.match_kinds,
-                          weights=args.weights)
+                          weights=getattr(args, "weights", None))
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -190,7 +193,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     matches = index_search(args.index, args.image, text=args.text, k=args.k,
                            encoder=args.encoder, rrf_k=args.rrf_k, towers=args.tower,
                            licences=args.licence, kinds=args.match_kinds,
-                           weights=args.weights)
+                           weights=getattr(args, "weights", None))
     if args.json:
         print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=False))
         return 0
@@ -208,7 +211,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
 def _cmd_tower(args: argparse.Namespace) -> int:
     from ..evidence import index_tower
 
-    n = index_tower(args.index, encoder=args.encoder, weights=args.weights,
+    n = index_tower(args.index, encoder=args.encoder, weights=getattr(args, "weights", None),
                     rebuild=args.rebuild)
     print(f"tower {args.encoder} of {args.index}: {n} figure(s) embedded")
     return 0
@@ -265,6 +268,19 @@ def _source_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``figures`` and ``index`` sub-commands."""
+    _add_figures_command(subparsers)
+    idx = subparsers.add_parser("index", help="build/extend/inspect/query a figure index",
+                                description="FAISS + SQLite index of literature figures.")
+    isub = idx.add_subparsers(dest="index_command", metavar="SUBCOMMAND")
+    _add_build_command(isub)
+    _add_add_command(isub)
+    _add_inspect_commands(isub)
+    _add_tower_command(isub)
+    idx.set_defaults(func=lambda a: (idx.print_help(), 2)[1])
+
+
+def _add_figures_command(subparsers: argparse._SubParsersAction) -> None:
+    """``wsikit figures extract``."""
     fig = subparsers.add_parser("figures", help="extract captioned figures from PDFs and "
                                 "JATS/PMC articles",
                                 description="Literature figures for the evidence index.")
@@ -297,9 +313,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ext.set_defaults(func=_cmd_extract)
     fig.set_defaults(func=lambda a: (fig.print_help(), 2)[1])
 
-    idx = subparsers.add_parser("index", help="build/extend/inspect/query a figure index",
-                                description="FAISS + SQLite index of literature figures.")
-    isub = idx.add_subparsers(dest="index_command", metavar="SUBCOMMAND")
+
+def _add_build_command(isub: argparse._SubParsersAction) -> None:
+    """``wsikit index build``."""
     build = isub.add_parser(
         "build", help="build an index from PDFs, JATS articles and/or manifests",
         description="Embed figures from PDFs, JATS articles (PMC .nxml, package folders, "
@@ -323,6 +339,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--overwrite", action="store_true", help="replace an existing index")
     build.set_defaults(func=_cmd_build)
 
+
+def _add_add_command(isub: argparse._SubParsersAction) -> None:
+    """``wsikit index add``."""
     add = isub.add_parser("add", help="add PDFs/manifests to an index (crash-safe)",
                           description="Add figures and re-measure the similarity background. "
                                       "A figure already indexed with the same metadata is left "
@@ -341,6 +360,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_weights_flag(add)
     add.set_defaults(func=_cmd_add)
 
+
+def _add_inspect_commands(isub: argparse._SubParsersAction) -> None:
+    """``wsikit index calibrate``, ``info`` and ``query``."""
     cal = isub.add_parser("calibrate", help="measure and store the similarity background",
                           description="Measure the similarities between unrelated figures "
                                       "(pairs from different sources) and store their "
@@ -375,5 +397,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_weights_flag(query)
     query.add_argument("--json", action="store_true", help="print JSON")
     query.set_defaults(func=_cmd_query)
-    _add_tower_command(isub)
-    idx.set_defaults(func=lambda a: (idx.print_help(), 2)[1])
+

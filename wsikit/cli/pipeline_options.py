@@ -97,13 +97,15 @@ def flag_of(name: str, cls: type) -> str | None:
 
 
 def add_option_flags(p: Any, cls: type, *, skip: Container[str] = (),
-                     only: Container[str] | None = None) -> None:
+                     only: Container[str] | None = None, scope: str = "command") -> None:
     """Add one flag per field of ``cls`` (an option class of :mod:`wsikit.run.options`) to the
     parser or argument group ``p``, from the field's metadata; ``skip``: fields the caller
-    adds itself; ``only``: just these fields. A flag not given leaves no attribute."""
+    adds itself; ``only``: just these fields; ``scope``: the fields of that scope
+    (``"global"``: see :func:`add_global_flags`). A flag not given leaves no attribute."""
     for f in fields(cls):
         flag = flag_of(f.name, cls)
-        if flag is None or f.name in skip or (only is not None and f.name not in only):
+        if flag is None or f.name in skip or (only is not None and f.name not in only) \
+                or f.metadata.get("scope", "command") != scope:
             continue
         meta = f.metadata
         shown = f.default if f.default is not None else ""
@@ -133,6 +135,18 @@ def add_stage_flags(p: argparse.ArgumentParser, steps: tuple[str, ...]) -> None:
     applies = {f.name for f in fields(RunSettings)
                if f.metadata.get("steps") is None or set(f.metadata["steps"]) & set(names)}
     add_option_flags(p.add_argument_group("run"), RunSettings, only=applies)
+
+
+def add_global_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of the run settings of scope ``"global"`` (``--threads``, ``--on-bad-tile``)
+    on ``parser`` and on every sub-command parser below it, so they are taken before the
+    sub-command or after it (``wsikit select slide.svs --on-bad-tile skip``, as the messages
+    that suggest them put it); a value after the sub-command wins."""
+    add_option_flags(parser, RunSettings, scope="global")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases: one parser
+                add_global_flags(sub)
 
 
 _GROUPS: tuple[tuple[str, type], ...] = (

@@ -17,7 +17,8 @@ __all__ = ["open_browser", "register"]
 def _run(args: argparse.Namespace) -> int:
     from ..look.viewer import ViewerSource, make_server, open_target
 
-    source = open_target(args.target, mpp=args.mpp, layers=args.layer or ())
+    source = open_target(args.target, mpp=args.mpp, layers=args.layer or (),
+                         on_bad_tile=args.on_bad_tile)
     try:
         server = make_server(source, port=args.port)
     except BaseException:

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from .._progress import progress
 from .._version import __version__
 from ..errors import EvidenceError
 from ..outputs.cache_record import sha256_file
+from ..outputs.progress import progress
 from . import _faiss as fu
 from . import _index_folder as folder
 from ._index_rows import AddReport, background_of, reconstruct_all, split_existing

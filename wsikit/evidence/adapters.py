@@ -254,21 +254,7 @@ def prompt_context(result: EvidenceResult, *, max_items: int | None = None) -> s
     a prompt's structure (``System:``, ``###``, ``</caption>``).
     Says plainly when no index was given and when no figure passed the floor.
     """
-    best: dict[str, tuple[Mapping[str, Any], list[str]]] = {}
-    for region in result.regions:
-        for match in region.matches:
-            entry = best.get(match["node_id"])
-            if entry is None:
-                best[match["node_id"]] = (match, [region.id])
-            else:
-                entry[1].append(region.id)
-                if match["similarity"] > entry[0]["similarity"]:
-                    best[match["node_id"]] = (match, entry[1])
-    ordered = sorted(best.values(), key=lambda e: (
-        9 if e[0].get("evidence_level") is None else int(e[0]["evidence_level"]),
-        -float(e[0]["similarity"]), e[0]["node_id"]))
-    if max_items is not None:
-        ordered = ordered[:max_items]
+    ordered = _best_matches(result, max_items)
     prov = provenance(result)
     name = result.slide.get("name", "slide")
     lines = [f"Visual evidence retrieved by wsikit for slide \"{name}\""
@@ -314,30 +300,59 @@ def prompt_context(result: EvidenceResult, *, max_items: int | None = None) -> s
                  "because stronger evidence should weigh more; within a level by similarity. "
                  "Cite sources by their number.")
     for n, (m, regions) in enumerate(ordered, start=1):
-        level = m.get("evidence_level")
-        level_text = "unknown evidence level" if level is None else \
-            f"evidence level {clean_text(level)}, {clean_text(m.get('evidence_level_name'))}"
-        label = clean_text(m.get("figure_label"), limit=200) or "Unlabelled figure"
-        if clean_text(m.get("panel")):
-            label += f", panel {clean_text(m.get('panel'), limit=20)}"
-        lines.append("")
-        lines.append(f"[{n}] {label} ({level_text}; similarity {float(m['similarity']):.3f}, "
-                     f"{_pct(m.get('percentile'))}; regions {', '.join(regions)})")
-        # the caption is quoted data, never instructions: cleaned, one line, capped
-        caption = quoted(m.get("caption")) if clean_text(m.get("caption")) else "(no caption)"
-        lines.append(f"    Caption: {caption}")
-        # every field is shown as plain text: no markup, links or images (sanitise.py)
-        cite = [clean_text(m.get("source_title"), limit=300) or "Unknown source"]
-        doi = clean_text(m.get("doi"), limit=200)
-        cite.append(f"DOI: {doi}" if doi else "DOI: none")
-        if clean_text(m.get("year")):
-            cite.append(clean_text(m["year"], limit=20))
-        if clean_text(m.get("page")):
-            cite.append(f"page {clean_text(m['page'], limit=20)}")
-        cite.append(label)
-        if clean_text(m.get("license")):
-            cite.append(f"licence {clean_text(m['license'], limit=200)}")
-        lines.append(f"    Source: {'. '.join(cite)}.")
-        lines.append(f"    Provenance: similarity by {_who(prov, 'encoder')}; region by "
-                     f"{_who(prov, 'attention')}.")
+        lines += _figure_lines(n, m, regions, prov)
     return "\n".join(lines) + "\n"
+
+
+def _best_matches(result: EvidenceResult, max_items: int | None
+                  ) -> list[tuple[Mapping[str, Any], list[str]]]:
+    """Each figure matched once, at its best similarity, with the regions it matched; by
+    evidence level (unknown last), then similarity; at most ``max_items``."""
+    best: dict[str, tuple[Mapping[str, Any], list[str]]] = {}
+    for region in result.regions:
+        for match in region.matches:
+            entry = best.get(match["node_id"])
+            if entry is None:
+                best[match["node_id"]] = (match, [region.id])
+            else:
+                entry[1].append(region.id)
+                if match["similarity"] > entry[0]["similarity"]:
+                    best[match["node_id"]] = (match, entry[1])
+    ordered = sorted(best.values(), key=lambda e: (
+        9 if e[0].get("evidence_level") is None else int(e[0]["evidence_level"]),
+        -float(e[0]["similarity"]), e[0]["node_id"]))
+    return ordered if max_items is None else ordered[:max_items]
+
+
+def _figure_lines(n: int, m: Mapping[str, Any], regions: list[str],
+                  prov: Mapping[str, Any]) -> list[str]:
+    """The lines of figure ``[n]`` of :func:`prompt_context`: label, caption, source,
+    provenance."""
+    lines: list[str] = []
+    level = m.get("evidence_level")
+    level_text = "unknown evidence level" if level is None else \
+        f"evidence level {clean_text(level)}, {clean_text(m.get('evidence_level_name'))}"
+    label = clean_text(m.get("figure_label"), limit=200) or "Unlabelled figure"
+    if clean_text(m.get("panel")):
+        label += f", panel {clean_text(m.get('panel'), limit=20)}"
+    lines.append("")
+    lines.append(f"[{n}] {label} ({level_text}; similarity {float(m['similarity']):.3f}, "
+                 f"{_pct(m.get('percentile'))}; regions {', '.join(regions)})")
+    # the caption is quoted data, never instructions: cleaned, one line, capped
+    caption = quoted(m.get("caption")) if clean_text(m.get("caption")) else "(no caption)"
+    lines.append(f"    Caption: {caption}")
+    # every field is shown as plain text: no markup, links or images (sanitise.py)
+    cite = [clean_text(m.get("source_title"), limit=300) or "Unknown source"]
+    doi = clean_text(m.get("doi"), limit=200)
+    cite.append(f"DOI: {doi}" if doi else "DOI: none")
+    if clean_text(m.get("year")):
+        cite.append(clean_text(m["year"], limit=20))
+    if clean_text(m.get("page")):
+        cite.append(f"page {clean_text(m['page'], limit=20)}")
+    cite.append(label)
+    if clean_text(m.get("license")):
+        cite.append(f"licence {clean_text(m['license'], limit=200)}")
+    lines.append(f"    Source: {'. '.join(cite)}.")
+    lines.append(f"    Provenance: similarity by {_who(prov, 'encoder')}; region by "
+                 f"{_who(prov, 'attention')}.")
+    return lines

@@ -367,15 +367,7 @@ def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = N
     per_query: list[dict[str, Any]] = []
     empty: list[str] = []
     for query, qmode in zip(queries, modes, strict=True):
-        carriers = {n.node_id: [t for t, tg in enumerate(query.targets) if tg.accepts(n)]
-                    for n in nodes}
-        carriers = {nid: ts for nid, ts in carriers.items() if ts}
-        present = sorted({t for ts in carriers.values() for t in ts})
-        missing = [query.targets[t].to_dict() for t in range(len(query.targets))
-                   if t not in present]
-        if missing:
-            warnings.warn(f"query {query.id!r}: accepted target(s) {missing} are not in index "
-                          f"{index.path}", stacklevel=2)
+        carriers, present = _carriers(query, nodes, index.path)
         need = max(ks[-1], len(carriers))
         images = None
         if qmode in ("image", "fused"):
@@ -407,6 +399,22 @@ def evaluate_retrieval(index: Any, queries: Sequence[Query], *, encoder: Any = N
                 "text": {"method": "BM25", "tokenizer": _tokenizer()} if
                 {"text", "fused"} & set(modes) else None}
     return RetrievalEvaluation(tuple(per_query), macro, settings, ks, tuple(empty))
+
+
+def _carriers(query: Query, nodes: Sequence[Any], where: Any
+              ) -> tuple[dict[str, list[int]], list[int]]:
+    """``({node id: the query's targets it carries}, targets found in the index)``; warns
+    naming the accepted targets the index (``where``) does not hold."""
+    carriers = {n.node_id: [t for t, tg in enumerate(query.targets) if tg.accepts(n)]
+                for n in nodes}
+    carriers = {nid: ts for nid, ts in carriers.items() if ts}
+    present = sorted({t for ts in carriers.values() for t in ts})
+    missing = [query.targets[t].to_dict() for t in range(len(query.targets))
+               if t not in present]
+    if missing:
+        warnings.warn(f"query {query.id!r}: accepted target(s) {missing} are not in index "
+                      f"{where}", stacklevel=3)
+    return carriers, present
 
 
 def _tokenizer() -> str:

@@ -120,6 +120,21 @@ _SOURCE_TYPES = ("give PDFs, JATS articles (.nxml/.xml, PMC package folders or .
                  "figure manifests (.jsonl/.csv, e.g. from 'wsikit figures extract')")
 
 
+def _check_sources(sources: Sequence[PathLike]) -> None:
+    """Refuse a missing source or one of an unknown type, all checked before anything is
+    written (no half-extracted output for a typo in the last)."""
+    if not sources:
+        raise EvidenceError("no PDFs or JATS articles given")
+    for src in sources:
+        path = Path(src)
+        if not path.exists():
+            raise EvidenceError(f"source {src} does not exist; check the path")
+        if not is_jats_source(path) and (not path.is_file() or path.suffix.lower() != ".pdf"):
+            raise EvidenceError(f"source {src}: unknown type {path.suffix.lower()!r}; "
+                                "give PDFs or JATS articles (.nxml/.xml, PMC package folders "
+                                "or .tar.gz)")
+
+
 def figures_extract(sources: Sequence[PathLike], out: PathLike, *,
                     evidence_level: int | str | None = None, min_size: int = 100,
                     uncaptioned: bool = False,
@@ -146,16 +161,7 @@ def figures_extract(sources: Sequence[PathLike], out: PathLike, *,
         is not in their package): the others are extracted and listed in the manifest, and
         the error names each skipped source or figure with its reason.
     """
-    if not sources:
-        raise EvidenceError("no PDFs or JATS articles given")
-    for src in sources:  # check them all first: no half-extracted output for a typo in the last
-        path = Path(src)
-        if not path.exists():
-            raise EvidenceError(f"source {src} does not exist; check the path")
-        if not is_jats_source(path) and (not path.is_file() or path.suffix.lower() != ".pdf"):
-            raise EvidenceError(f"source {src}: unknown type {path.suffix.lower()!r}; "
-                                "give PDFs or JATS articles (.nxml/.xml, PMC package folders "
-                                "or .tar.gz)")
+    _check_sources(sources)
     nodes: list[FigureNode] = []
     review: dict[str, dict[str, object]] = {}
     failed: list[str] = []
@@ -223,7 +229,7 @@ def check_image_encoder(name: str) -> None:
 def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "heuristic",
                 kind: str = "flat", evidence_level: int | str | None = None,
                 min_size: int = 100, overwrite: bool = False, towers: Sequence[str] = (),
-                weights: WeightsArg = None) -> FigureIndex:
+                weights: WeightsArg = None, progress: bool | None = None) -> FigureIndex:
     """Build an index folder from PDFs and/or manifests with ``encoder``; returns it.
 
     ``towers`` (e.g. ``["plip"]``): image-text models whose vectors of every figure are stored
@@ -231,7 +237,8 @@ def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "h
     is checked, and its weights loaded, before anything is written. ``weights``
     (``{name: file}``, or one file: the encoder's) overrides weight discovery for the encoder
     and the towers; every file given is checked first
-    (:func:`wsikit.models.hub.explicit_weights`).
+    (:func:`wsikit.models.hub.explicit_weights`). ``progress``: a progress bar (default: when
+    stderr is a terminal).
     """
     from ..models import create_encoder
     from .towers import check_tower_encoder, tower_encoders, update_tower
@@ -249,7 +256,8 @@ def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "h
                                 f"{', '.join(tower_encoders())}")
     with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
         nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
-        index = FigureIndex.build(nodes, enc, out, kind=kind, overwrite=overwrite)
+        index = FigureIndex.build(nodes, enc, out, kind=kind, overwrite=overwrite,
+                                  progress_bar=progress)
     for tower in tower_encs:
         update_tower(index, tower, rebuild=True)
     return index
@@ -257,12 +265,14 @@ def index_build(sources: Sequence[PathLike], out: PathLike, *, encoder: str = "h
 
 def index_add(index_dir: PathLike, sources: Sequence[PathLike], *, encoder: str | None = None,
               evidence_level: int | str | None = None, min_size: int = 100,
-              on_existing: str = "refuse", weights: WeightsArg = None) -> AddReport:
+              on_existing: str = "refuse", weights: WeightsArg = None,
+              progress: bool | None = None) -> AddReport:
     """Add figures to an index (its own encoder unless ``encoder`` is given), then bring its
     vision-language towers up to date (:func:`update_towers`); returns the
     :class:`~wsikit.evidence.AddReport`. Already indexed figures with other metadata are
     refused unless ``on_existing`` is ``"update"`` or ``"skip"``. ``weights`` as in
-    :func:`index_build` (for the encoder and the towers)."""
+    :func:`index_build` (for the encoder and the towers); ``progress``: a progress bar
+    (default: when stderr is a terminal)."""
     from ..models import create_encoder
 
     index = FigureIndex.open(index_dir)
@@ -272,7 +282,7 @@ def index_add(index_dir: PathLike, sources: Sequence[PathLike], *, encoder: str 
     enc = create_encoder(name, weights=files.get(name))
     with tempfile.TemporaryDirectory(prefix="wsikit-figures-") as work:
         nodes = load_sources(sources, work, evidence_level=evidence_level, min_size=min_size)
-        added = index.add(nodes, enc, on_existing=on_existing)
+        added = index.add(nodes, enc, on_existing=on_existing, progress_bar=progress)
     update_towers(index, weights=files)
     return added
 

@@ -125,17 +125,8 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
         create_encoder(name, weights=(weights or {}).get(name), device=device)
     rows: list[list[Match]] | list[list[FusedMatch]]
     if question and len(crops):
-        from dataclasses import replace
-
-        from .fusion import _depth, _tower_rankings, query_fused
-
-        extra = (_tower_rankings(index, towers, list(crops), question, _depth(index, k, None))
-                 if towers else None)
-        bg = index.background
-        rows = [[replace(m, percentile=None if bg is None or m.similarity is None
-                         else float(bg.percentile(m.similarity))) for m in row]
-                for row in query_fused(index, list(crops), enc, question, k=k, rrf_k=rrf_k,
-                                       extra=extra, kinds=wanted)]
+        rows = _fused_rows(index, list(crops), enc, question, k=k, rrf_k=rrf_k, towers=towers,
+                           kinds=wanted)
     else:
         rows = index.query_images(list(crops), enc, k=k, kinds=wanted) if len(crops) else []
     kept, dropped = [], []
@@ -146,6 +137,24 @@ def match_crops(crops: Sequence[np.ndarray], index_dir: str | os.PathLike[str] |
         dropped.append(len(row) - len(ok))
     return CropMatches(matches=kept, below_floor=dropped, floor=floor.to_dict(index.background),
                        index=index, encoder=enc, kinds=wanted)
+
+
+def _fused_rows(index: Any, crops: list[np.ndarray], enc: Any, question: str, *, k: int,
+                rrf_k: float, towers: Mapping[str, Any] | None,
+                kinds: Any) -> list[list[FusedMatch]]:
+    """Each crop's figures ranked by the question's fusion (image similarity, caption BM25
+    and the ``towers``' channels), each with the background percentile of its similarity."""
+    from dataclasses import replace
+
+    from .fusion import _depth, _tower_rankings, query_fused
+
+    extra = (_tower_rankings(index, towers, crops, question, _depth(index, k, None))
+             if towers else None)
+    bg = index.background
+    return [[replace(m, percentile=None if bg is None or m.similarity is None
+                     else float(bg.percentile(m.similarity))) for m in row]
+            for row in query_fused(index, crops, enc, question, k=k, rrf_k=rrf_k,
+                                   extra=extra, kinds=kinds)]
 
 
 def similarity_provenance(encoder: Mapping[str, Any] | None) -> str:

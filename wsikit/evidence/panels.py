@@ -327,17 +327,7 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
     pic = _PictureMap(small)
     grey = small.astype(np.float32).mean(axis=2)
     pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey)
-    kept = []
-    for box in pieces:
-        bx0, by0, bx1, by1 = box
-        bw, bh = bx1 - bx0, by1 - by0
-        if bw < 24 or bh < 24:
-            continue
-        area = bw * bh / (w * h)
-        big = (area >= 0.03 and bw >= 0.12 * w and bh >= 0.12 * h)
-        pictorial = pic.fraction(box) >= 0.3
-        if (pictorial and area >= _MIN_AREA_FRAC and max(bw / w, bh / h) >= _MIN_SIDE_FRAC) or big:
-            kept.append(box)
+    kept = [box for box in pieces if _panel_sized(box, pic, w, h)]
     if not white_gutters and any(1 - bg[y0:y1, x0:x1].mean() < _SOLID for x0, y0, x1, y1 in kept):
         # on a dark (or coloured) ground, panels are photographs that fill their box; blobs
         # of signal scattered over a fluorescence field are one image, not panels
@@ -355,6 +345,20 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
     lettered = len({n for n in named if n}) == len(named)
     return tuple(Panel(box=b, label=(n if lettered and n else str(i + 1)), lettered=lettered)
                  for i, (b, n) in enumerate(zip(full, named, strict=True)))
+
+
+def _panel_sized(box: Box, pic: _PictureMap, w: int, h: int) -> bool:
+    """Whether a piece ``box`` of a ``w`` x ``h`` figure is a panel: at least 24 px a side,
+    and either pictorial (30 % picture pixels) and not too small, or big on its own."""
+    bx0, by0, bx1, by1 = box
+    bw, bh = bx1 - bx0, by1 - by0
+    if bw < 24 or bh < 24:
+        return False
+    area = bw * bh / (w * h)
+    big = (area >= 0.03 and bw >= 0.12 * w and bh >= 0.12 * h)
+    pictorial = pic.fraction(box) >= 0.3
+    return bool((pictorial and area >= _MIN_AREA_FRAC
+                 and max(bw / w, bh / h) >= _MIN_SIDE_FRAC) or big)
 
 
 # ---------------------------------------------------------------------- captions

@@ -47,11 +47,11 @@ import torch
 
 from .._atomic import atomic_path
 from .._hints import option
-from .._progress import progress as _progress_bar
 from .._threads import SplitsWork, ThreadPlan, cores_given, plan_threads, torch_threads
 from .._version import __version__
 from ..errors import FeatureError, WsikitError
 from ..models.importance import NuclearMeasures, PatchMeasurer
+from ..outputs.progress import progress as _progress_bar
 from ..patches.grid import PATCH_READ
 from ..patches.h5 import h5_create, h5_value
 from ..slide.device_decode import DevicePatchStream
@@ -240,13 +240,12 @@ def extract_features(
     """Embed every patch of ``grid`` with ``encoder``: a slide and a grid in, features out.
 
     Nothing is written: the features file (``Embeddings.to_h5``), its reuse and the slide's
-    lock belong to the run (the ``features`` step of :mod:`wsikit.run.builtin_steps`,
-    ``wsikit features``).
+    lock belong to the run (the ``features`` step, :mod:`wsikit.run.builtin_steps`).
 
     Parameters
     ----------
     slide_or_path : Slide or path-like
-        The slide (only its path and mpp are used; workers open their own handles).
+        The slide (its path, mpp and ``on_bad_tile`` only; workers open their own handles).
     grid : TileGrid or path-like
         Patches (level-0 boxes) in the order of the output rows: a grid
         (:func:`wsikit.make_grid`) or its coordinate file (wsikit, TRIDENT or CLAM).
@@ -259,11 +258,10 @@ def extract_features(
     workers : int
         Reader processes (0 reads in this process).
     precision : {"bf16", "fp16", "fp32"}, optional
-        Autocast precision of the network (weights stay float32; preprocessing is float32);
-        default the encoder's ``precision`` (float16 on CUDA, float32 on CPU). Recorded in the
-        ``precision`` attribute.
+        Autocast precision of the network (weights and preprocessing stay float32); default
+        the encoder's (float16 on CUDA, float32 on CPU); the ``precision`` attribute.
     progress : bool, optional
-        Show a progress bar (patches/s); default unless ``WSIKIT_NO_PROGRESS=1``.
+        Show a progress bar (patches/s); default: when stderr is a terminal.
     weights : str, optional
         Weight file when ``encoder`` is a name.
     reader : {"auto", "tiles", "slide"}
@@ -271,24 +269,18 @@ def extract_features(
     mpp : float, optional
         Level-0 µm/px for the slide reader (when ``slide_or_path`` is a path without mpp).
     threads : int, optional
-        Cores given to the run (default ``WSIKIT_THREADS``, ``OMP_NUM_THREADS`` or the
-        process's CPUs); split by :func:`wsikit._threads.plan_threads` (each reader worker
-        ``cores // workers`` threads, this process 1 while they decode, an encoder that splits
-        its own work, such as the heuristic, ``cores`` chunk workers) and recorded in the
-        ``threads_*`` attributes.
+        Cores given to the run (``RunSettings.threads``; default the CPUs this process may
+        run on), split by the thread policy (:mod:`wsikit._threads`: reader workers, this
+        process, an encoder's own pool) and recorded in the ``threads_*`` attributes.
     importance : bool, optional
-        Also measure the weight-free importance's inputs (:class:`wsikit.models.importance.
-        PatchMeasurer`) from the same decoded patches, kept as :attr:`Embeddings.nuclear`, so
-        the importance reads nothing again; default: with a weight-free encoder (the
-        heuristic, whose attention is the importance). Only where the encoder gets the
-        patches as uint8 at the grid's size (else the importance reads them).
+        Also measure the weight-free importance's inputs from the same decoded patches
+        (:attr:`Embeddings.nuclear`: the importance reads nothing again), where the encoder
+        gets them as uint8 at the grid's size; default: with a weight-free encoder.
     decode : {"reader", "device"}
-        Where JPEG tiles are decoded and patches resized: ``"reader"``, by the reader worker
-        processes on the CPU (any slide format); ``"device"``, on ``device`` itself
-        (nvJPEG on CUDA through :class:`wsikit.slide.device_decode.DevicePatchStream`; the
-        workers then only read tile bytes), for tiled JPEG TIFFs, when a few CPU cores cannot
-        keep a GPU fed. Pixels agree with the reader's within a few uint8 levels (recorded
-        in the ``decode`` attribute).
+        Where JPEG tiles are decoded and patches resized: by the reader processes on the CPU
+        (any format), or on ``device`` (nvJPEG on CUDA, :class:`wsikit.slide.device_decode.
+        DevicePatchStream`; tiled JPEG TIFFs), when a few CPU cores cannot keep a GPU fed;
+        pixels agree within a few uint8 levels (the ``decode`` attribute).
 
     Returns
     -------
@@ -305,11 +297,19 @@ def extract_features(
     enc = resolve_encoder(encoder, device, weights)
     job = _plan(enc, patch_grid, path, slide_mpp, device=device, batch_size=batch_size,
                 workers=workers, precision=precision, reader=reader, threads=threads,
-                importance=importance, decode=decode)
-    writer = _RowWriter(len(patch_grid), enc.config.dim)
+                importance=importance, decode=decode,  # a Slide's policy; a path: fail
+                on_bad_tile=getattr(slide_or_path, "on_bad_tile", "fail"))
+    return _embed(job, enc, patch_grid, progress)
+
+
+def _embed(job: _Extraction, enc: Encoder, grid: TileGrid, progress: bool | None
+           ) -> Embeddings:
+    """Run the planned extraction ``job`` of ``grid`` through ``enc``: the features with the
+    attributes a feature file keeps (and the importance's measures when measured)."""
+    writer = _RowWriter(len(grid), enc.config.dim)
     try:
-        kind = _run_stream(job.stream, enc, job.dev, job.prec, job.plan, writer, len(patch_grid),
-                           progress, desc=f"features {patch_grid.slide_name}",
+        kind = _run_stream(job.stream, enc, job.dev, job.prec, job.plan, writer, len(grid),
+                           progress, desc=f"features {grid.slide_name}",
                            normalize=job.normalize, measurer=job.measurer)
     except BaseException:
         if job.measurer is not None:
@@ -317,10 +317,9 @@ def extract_features(
         raise
     nuclear = job.measurer.finish() if job.measurer is not None else None
     attrs = {**job.attrs, "dim": enc.config.dim, "reader": kind, "complete": True,
-             "coords": patch_grid.h5_attrs()}
-    tissue = (np.asarray(patch_grid.tissue, np.float32)
-              if np.isfinite(patch_grid.tissue).any() else None)
-    return Embeddings(writer.memory, patch_grid.coords.copy(), enc.config.name, enc.label,
+             "coords": grid.h5_attrs()}
+    tissue = np.asarray(grid.tissue, np.float32) if np.isfinite(grid.tissue).any() else None
+    return Embeddings(writer.memory, grid.coords.copy(), enc.config.name, enc.label,
                       attrs, nuclear, tissue)
 
 
@@ -373,7 +372,8 @@ class _Extraction:
 
 def _plan(enc: Encoder, grid: TileGrid, path: Path, slide_mpp: float | None, *, device: str,
           batch_size: int, workers: int, precision: str | None, reader: str,
-          threads: int | None, importance: bool | None, decode: str) -> _Extraction:
+          threads: int | None, importance: bool | None, decode: str,
+          on_bad_tile: str = "fail") -> _Extraction:
     """The threads, the patch stream, the CPU normalisation and the importance's measurer of
     one extraction, and the attributes that record them."""
     cores, source = cores_given(threads)
@@ -403,10 +403,10 @@ def _plan(enc: Encoder, grid: TileGrid, path: Path, slide_mpp: float | None, *, 
     else:
         stream = PatchStream(path, grid.boxes, out_px, batch_size=batch_size, mpp=slide_mpp,
                              reader=reader, level0_size=l0_size, patch_px=int(grid.patch_px),
-                             threads=plan.worker_threads or None)
+                             threads=plan.worker_threads or None, on_bad_tile=on_bad_tile)
     wants = cfg.heuristic if importance is None else importance
     measurer = (PatchMeasurer(path, grid, mpp=slide_mpp, batch_size=batch_size,
-                              background=True)
+                              background=True, on_bad_tile=on_bad_tile)
                 if wants and normalize is None and decode == "reader" else None)
     if measurer is not None and measurer.read_px != out_px:
         measurer = None  # the encoder gets other pixels: the importance reads its own

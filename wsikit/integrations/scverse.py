@@ -144,28 +144,8 @@ def export_anndata(features: Any, out: str | os.PathLike[str] | None = None, *,
         check_output_file(out, inputs=[source] if source is not None else [],
                           suffixes=(".h5ad",), what="AnnData file", force=force,
                           owner=_h5ad_owner(name), error=FeatureError)
-    bad = ~np.isfinite(feats).all(axis=1)
-    if bad.any():
-        first = int(np.flatnonzero(bad)[0])
-        if not drop_nonfinite:
-            raise FeatureError(f"{where}: {int(bad.sum())} of {len(feats)} patches have NaN "
-                               f"or Inf features (first: row {first}, at {coords[first].tolist()}"
-                               "); extract the features again, or pass "
-                               f"{option('drop_nonfinite')} to export the others")
-        warnings.warn(f"{where}: left out {int(bad.sum())} of {len(feats)} patches whose "
-                      "features hold NaN or Inf", UserWarning, stacklevel=2)
-        feats, coords = feats[~bad], coords[~bad]
-    uns: dict[str, Any] = {"encoder": emb.encoder, "label": emb.label,
-                           "exported_by": f"wsikit {__version__}",
-                           "coordinates": "level-0 px, top-left corner of each patch"}
-    if source is not None:
-        uns["source"] = str(source)
-    for key in _PROVENANCE:
-        if emb.attrs.get(key) is not None:
-            uns[key] = _plain(emb.attrs[key])
-    for key in _COORD_PROVENANCE:
-        if cattrs.get(key) is not None:
-            uns[key] = _plain(cattrs[key])
+    feats, coords = _finite_rows(feats, coords, where, drop=drop_nonfinite)
+    uns = _provenance(emb, source, cattrs)
     coords = coords.astype(np.int64, copy=False)
     import pandas as pd
 
@@ -183,3 +163,37 @@ def export_anndata(features: Any, out: str | os.PathLike[str] | None = None, *,
         with atomic_path(out) as tmp:
             adata.write_h5ad(tmp)
     return adata
+
+
+def _finite_rows(feats: np.ndarray, coords: np.ndarray, where: str, *, drop: bool
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The patches whose features are all finite; ``drop=False``: any other is refused
+    (naming the first and the way out), ``True``: left out with a warning counting them."""
+    bad = ~np.isfinite(feats).all(axis=1)
+    if not bad.any():
+        return feats, coords
+    first = int(np.flatnonzero(bad)[0])
+    if not drop:
+        raise FeatureError(f"{where}: {int(bad.sum())} of {len(feats)} patches have NaN "
+                           f"or Inf features (first: row {first}, at {coords[first].tolist()}"
+                           "); extract the features again, or pass "
+                           f"{option('drop_nonfinite')} to export the others")
+    warnings.warn(f"{where}: left out {int(bad.sum())} of {len(feats)} patches whose "
+                  "features hold NaN or Inf", UserWarning, stacklevel=3)
+    return feats[~bad], coords[~bad]
+
+
+def _provenance(emb: Any, source: Path | None, cattrs: dict[str, Any]) -> dict[str, Any]:
+    """``uns["wsikit"]``: the encoder, where the features came from and how they were made."""
+    uns: dict[str, Any] = {"encoder": emb.encoder, "label": emb.label,
+                           "exported_by": f"wsikit {__version__}",
+                           "coordinates": "level-0 px, top-left corner of each patch"}
+    if source is not None:
+        uns["source"] = str(source)
+    for key in _PROVENANCE:
+        if emb.attrs.get(key) is not None:
+            uns[key] = _plain(emb.attrs[key])
+    for key in _COORD_PROVENANCE:
+        if cattrs.get(key) is not None:
+            uns[key] = _plain(cattrs[key])
+    return uns

@@ -265,8 +265,9 @@ class TileService:
         if not path.is_file():
             return None
         try:
-            reader, _ = open_tile_reader(path, expected_dimensions=tuple(
-                self.slide.dimensions), cache_mb=0)
+            reader, _ = open_tile_reader(
+                path, expected_dimensions=tuple(self.slide.dimensions), cache_mb=0,
+                on_bad_tile=getattr(self.slide, "on_bad_tile", "fail"))
         except (WsikitError, OSError, ValueError):
             return None
         return reader

@@ -248,7 +248,7 @@ class ViewerSource:
                  result: EvidenceResult | None = None, layout: OutputLayout | None = None,
                  name: str | None = None, mpp: float | None = None,
                  layers: Sequence[str | os.PathLike[str]] = (),
-                 workers: int = WORKERS) -> None:
+                 workers: int = WORKERS, on_bad_tile: str = "fail") -> None:
         from ..slide import open_slide
         from ._viewer_tiles import TileService
 
@@ -268,13 +268,14 @@ class ViewerSource:
         path, backend = slide.path, slide.backend
         self.tiles: TileService = TileService(
             slide, open_handle=lambda: open_slide(path, backend=backend, mpp=mpp,
-                                                  require_mpp=False), handles=workers)
+                                                  require_mpp=False, on_bad_tile=on_bad_tile),
+            handles=workers)
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
     def open(cls, target: str | os.PathLike[str], *, mpp: float | None = None,
              layers: Sequence[str | os.PathLike[str]] = (),
-             workers: int = WORKERS) -> ViewerSource:
+             workers: int = WORKERS, on_bad_tile: str = "fail") -> ViewerSource:
         """A ``select`` result folder (with evidence.json) or a slide file.
 
         The slide of a result is ``slide.relpath`` against the result folder (a job moved
@@ -283,6 +284,8 @@ class ViewerSource:
         the file and the problem (:attr:`problems`). The heatmap layers are those the output
         folder holds for the slide (its importance or attention) and ``layers``: files of
         per-patch scores (CSV or HDF5, :func:`wsikit.look.layer_files.read_user_layer`).
+        ``on_bad_tile``: what a damaged tile does (:func:`wsikit.slide.open_slide`; the
+        command line passes ``wsikit --on-bad-tile``).
 
         Raises
         ------
@@ -307,10 +310,11 @@ class ViewerSource:
                 raise WsikitError(f"{path / 'evidence.json'}: its slide is not at {where}; "
                                   "put the slide back there (or beside the moved result as "
                                   "it was), or view the slide file itself")
-            slide = open_slide(slide_path, mpp=mpp, require_mpp=False)
+            slide = open_slide(slide_path, mpp=mpp, require_mpp=False,
+                               on_bad_tile=on_bad_tile)
             try:
                 source = cls(slide, select_dir=path, result=result, mpp=mpp, layers=layers,
-                             workers=workers)
+                             workers=workers, on_bad_tile=on_bad_tile)
             except BaseException:
                 slide.close()
                 raise
@@ -318,9 +322,10 @@ class ViewerSource:
             return source
         if path.is_dir():
             raise WsikitError(_folder_hint(path))
-        slide = open_slide(path, mpp=mpp, require_mpp=False)
+        slide = open_slide(path, mpp=mpp, require_mpp=False, on_bad_tile=on_bad_tile)
         try:
-            source = cls(slide, mpp=mpp, layers=layers, workers=workers)
+            source = cls(slide, mpp=mpp, layers=layers, workers=workers,
+                         on_bad_tile=on_bad_tile)
         except BaseException:
             slide.close()
             raise
@@ -329,9 +334,10 @@ class ViewerSource:
 
     @classmethod
     def open_in_layout(cls, root: str | os.PathLike[str], name: str, *,
-                       workers: int = WORKERS) -> ViewerSource:
+                       workers: int = WORKERS, on_bad_tile: str = "fail") -> ViewerSource:
         """Slide ``name`` of the output folder ``root``: its ``select`` result when it has
-        one, else its slide file (the state's path) with the layout's tissue and artefacts.
+        one, else its slide file (the state's path) with the layout's tissue and artefacts
+        (``on_bad_tile`` as in :meth:`open`).
 
         Raises
         ------
@@ -343,7 +349,7 @@ class ViewerSource:
         layout = OutputLayout(root)
         sdir = layout.select_dir(name)
         if (sdir / "evidence.json").is_file():
-            return cls.open(sdir, workers=workers)
+            return cls.open(sdir, workers=workers, on_bad_tile=on_bad_tile)
         state_path = layout.state(name)
         try:
             state = json.loads(state_path.read_text(encoding="utf-8"))
@@ -361,9 +367,10 @@ class ViewerSource:
         if found is None:
             raise WsikitError(f"{state_path}: its slide is not where it says; put it back")
         mpp = state.get("mpp") if isinstance(state.get("mpp"), int | float) else None
-        slide = open_slide(found, mpp=mpp, require_mpp=False)
+        slide = open_slide(found, mpp=mpp, require_mpp=False, on_bad_tile=on_bad_tile)
         try:
-            source = cls(slide, layout=layout, name=name, mpp=mpp, workers=workers)
+            source = cls(slide, layout=layout, name=name, mpp=mpp, workers=workers,
+                         on_bad_tile=on_bad_tile)
         except BaseException:
             slide.close()
             raise
@@ -714,11 +721,14 @@ class ViewerSource:
 
 class CohortSource:
     """Every slide of an output folder (see :mod:`wsikit.look._viewer_cohort`); each slide's
-    :class:`ViewerSource` is opened when first viewed (a few kept open)."""
+    :class:`ViewerSource` is opened when first viewed (a few kept open), with
+    ``on_bad_tile`` (:func:`wsikit.slide.open_slide`)."""
 
-    def __init__(self, root: str | os.PathLike[str], *, workers: int = WORKERS) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, workers: int = WORKERS,
+                 on_bad_tile: str = "fail") -> None:
         self.root = Path(root)
         self.workers = workers
+        self.on_bad_tile = on_bad_tile
         self._open: OrderedDict[str, ViewerSource] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -739,7 +749,8 @@ class CohortSource:
                 return found
             if name not in slide_names(OutputLayout(self.root)):
                 return None
-            source = ViewerSource.open_in_layout(self.root, name, workers=self.workers)
+            source = ViewerSource.open_in_layout(self.root, name, workers=self.workers,
+                                                 on_bad_tile=self.on_bad_tile)
             self._open[name] = source
             while len(self._open) > _MAX_OPEN_SLIDES:
                 _, old = self._open.popitem(last=False)
@@ -768,10 +779,12 @@ class CohortSource:
 
 def open_target(target: str | os.PathLike[str], *, mpp: float | None = None,
                 layers: Sequence[str | os.PathLike[str]] = (),
-                workers: int = WORKERS) -> ViewerSource | CohortSource:
+                workers: int = WORKERS, on_bad_tile: str = "fail"
+                ) -> ViewerSource | CohortSource:
     """What ``wsikit view TARGET`` shows: an output folder (every slide, :class:`CohortSource`),
     a ``select`` result folder or a slide file (:class:`ViewerSource`, with the user's
-    ``layers`` files).
+    ``layers`` files); ``on_bad_tile``: what a damaged tile does
+    (:func:`wsikit.slide.open_slide`).
 
     Raises
     ------
@@ -787,8 +800,9 @@ def open_target(target: str | os.PathLike[str], *, mpp: float | None = None,
             raise WsikitError(f"{path} is an output folder of several slides: a --layer file "
                               "holds one slide's scores; view that slide's result folder "
                               f"({path / 'select' / '<slide>'}{os.sep}) with it")
-        return CohortSource(path, workers=workers)
-    return ViewerSource.open(path, mpp=mpp, layers=layers, workers=workers)
+        return CohortSource(path, workers=workers, on_bad_tile=on_bad_tile)
+    return ViewerSource.open(path, mpp=mpp, layers=layers, workers=workers,
+                             on_bad_tile=on_bad_tile)
 
 
 # -- the HTTP application ----------------------------------------------------------------------

@@ -145,14 +145,11 @@ def _in_hf_cache(path: str | Path) -> bool:
 
 def _hub_model_cfg(config: EncoderConfig) -> dict[str, Any] | None:
     """The published config from the Hugging Face cache (or hub, unless offline)."""
-    import os
-
     from huggingface_hub import hf_hub_download
 
-    from .hub import hf_cache_dir
+    from .hub import hf_cache_dir, offline
 
-    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
-    for local in (True,) if offline else (True, False):
+    for local in (True,) if offline() else (True, False):
         try:
             path = hf_hub_download(str(config.hub_repo), VLM_CONFIG_FILE,
                                    cache_dir=str(hf_cache_dir()), local_files_only=local)

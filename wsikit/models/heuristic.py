@@ -268,8 +268,7 @@ def _stain_planes(log_rgb: torch.Tensor, col: int) -> torch.Tensor:
 def _features_chunk(xs: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
     """:func:`heuristic_features` of one cache-sized chunk: ``xs`` ``(B, 3, N)`` pixel sample
     (:func:`_pixel_sample`), ``xt`` ``(B, 3, H, W)`` texture image (:func:`texture_image`)."""
-    b, _, n = xs.shape
-    _, _, hh, ww = xt.shape
+    n = xs.shape[2]
     r, gr, bl = xs.unbind(1)
     # colour deconvolution as rgb_to_hed: optical density, then the 3x3 stain matrix
     od = xs.clamp_min(1e-6).log_()
@@ -310,7 +309,29 @@ def _features_chunk(xs: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
     hists = torch.cat([_coarse(h_t, _H_PER_COARSE, _HIST_BINS),
                        _coarse(e_t, _E_PER_COARSE, _HIST_BINS)], dim=1)
 
-    # texture on an average-pooling pyramid of the grey and H planes of the texture image
+    lv, texture, lag8 = _pyramid_texture(xs, xt)
+
+    hq = hist_quantiles(h_all, xs.new_tensor([0.5, 0.99]), _H_BIN)
+    eq = hist_quantiles(e_all, xs.new_tensor([0.5, 0.99]), _E_BIN)
+    gq = hist_quantiles(g_counts, xs.new_tensor([0.1, 0.9]), 1.0 / _G_NBINS)
+    q75 = xs.new_tensor([0.75])
+    t75 = torch.cat([hist_quantiles(h_t, q75, _H_BIN), hist_quantiles(e_t, q75, _E_BIN)], 1)
+    corr = (mhe - mh * me) / (sh * se + 1e-6)
+    dark = g_counts[:, :_G_NBINS // 2].sum(1) / n
+    more = torch.stack([
+        *torch.log(hq + _EPS).unbind(1), *torch.log(eq + _EPS).unbind(1),
+        torch.log10(dark + 1e-3), corr, m_r - m_g, gq[:, 0], gq[:, 1],
+        lv[:, 5, -1] - lv[:, 5, 0], lv[:, 6, -1] - lv[:, 6, 0],
+        *torch.log(t75 + _EPS).unbind(1), torch.log(lag8 + _EPS)], dim=1)
+    return torch.cat([stain, hists, texture, more], dim=1)
+
+
+def _pyramid_texture(xs: torch.Tensor, xt: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Texture of :func:`_features_chunk` on an average-pooling pyramid of the grey and H
+    planes of the texture image ``xt``: ``(per-level measures (B, 9, levels), their mean and
+    max, the ~8 px grey lag)``."""
+    b, _, hh, ww = xt.shape
     xtf = xt.reshape(b, 3, hh * ww)
     gh = torch.stack([(xtf[:, 0] * 0.299).add_(xtf[:, 1], alpha=0.587)
                       .add_(xtf[:, 2], alpha=0.114),
@@ -334,21 +355,8 @@ def _features_chunk(xs: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
     tlog = torch.tensor(_TEXTURE_LOG, device=xs.device)[None, :, None]
     lv = torch.where(tlog, torch.log(lv.clamp_min(0) + _EPS), lv)
     texture = torch.stack([lv.mean(2), lv.amax(2)], dim=2).flatten(1)
-
     assert lag8 is not None  # set at level 1; _LEVELS is a constant > 1
-    hq = hist_quantiles(h_all, xs.new_tensor([0.5, 0.99]), _H_BIN)
-    eq = hist_quantiles(e_all, xs.new_tensor([0.5, 0.99]), _E_BIN)
-    gq = hist_quantiles(g_counts, xs.new_tensor([0.1, 0.9]), 1.0 / _G_NBINS)
-    q75 = xs.new_tensor([0.75])
-    t75 = torch.cat([hist_quantiles(h_t, q75, _H_BIN), hist_quantiles(e_t, q75, _E_BIN)], 1)
-    corr = (mhe - mh * me) / (sh * se + 1e-6)
-    dark = g_counts[:, :_G_NBINS // 2].sum(1) / n
-    more = torch.stack([
-        *torch.log(hq + _EPS).unbind(1), *torch.log(eq + _EPS).unbind(1),
-        torch.log10(dark + 1e-3), corr, m_r - m_g, gq[:, 0], gq[:, 1],
-        lv[:, 5, -1] - lv[:, 5, 0], lv[:, 6, -1] - lv[:, 6, 0],
-        *torch.log(t75 + _EPS).unbind(1), torch.log(lag8 + _EPS)], dim=1)
-    return torch.cat([stain, hists, texture, more], dim=1)
+    return lv, texture, lag8
 
 
 @lru_cache(maxsize=1)

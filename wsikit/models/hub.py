@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._environment import variable
 from .._hints import on_command_line
 from ..errors import ModelError, WeightsError
 from .configs import AUTO_PREFERENCE, EncoderConfig, get_config, list_configs
@@ -67,7 +68,7 @@ def env_var(name: str) -> str:
 
 def config_path() -> Path:
     """The weights config file (``$WSIKIT_CONFIG`` or ``~/.config/wsikit/weights.toml``)."""
-    env = os.environ.get("WSIKIT_CONFIG")
+    env = variable("WSIKIT_CONFIG")
     if env:
         return Path(env).expanduser()
     return Path("~/.config/wsikit/weights.toml").expanduser()
@@ -75,15 +76,17 @@ def config_path() -> Path:
 
 def hf_cache_dir() -> Path:
     """The Hugging Face hub cache folder, from the environment at call time."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    home = os.environ.get("HF_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    cache = variable("HF_HUB_CACHE")
+    if cache:
+        return Path(cache).expanduser()
+    home = variable("HF_HOME") or os.path.join(variable("XDG_CACHE_HOME") or "~/.cache",
+                                               "huggingface")
     return Path(home).expanduser() / "hub"
 
 
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+def offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` asks for no network (the cache only)."""
+    return (variable("HF_HUB_OFFLINE") or "").upper() in ("1", "ON", "YES", "TRUE")
 
 
 def _read_config(path: Path) -> dict[str, str]:
@@ -180,8 +183,9 @@ def resolve_weights(name: str, weights: str | os.PathLike[str] | None = None, *,
     if weights is not None:
         return ResolvedWeights(_existing(weights, "the explicit weights argument"), "explicit")
     var = env_var(name)
-    if os.environ.get(var):
-        return ResolvedWeights(_existing(os.environ[var], var), f"env:{var}")
+    given = variable(var)
+    if given:
+        return ResolvedWeights(_existing(given, var), f"env:{var}")
     cfg = config_path()
     if use_config and cfg.is_file():
         entries = _read_config(cfg)
@@ -201,10 +205,10 @@ def _in_hf_cache(cache: Path, candidates: list[tuple[str, str]]) -> bool:
 def _resolve_hf(config: EncoderConfig, *, local_only: bool) -> ResolvedWeights:
     assert config.hub_repo is not None  # non-heuristic configs always name a repo
     cache = hf_cache_dir()
-    offline = local_only or _offline()
+    no_network = local_only or offline()
     candidates = [(config.hub_repo, f) for f in config.hub_files]
     candidates += list(EXTRA_SOURCES.get(config.name, ()))
-    if offline and not _in_hf_cache(cache, candidates):
+    if no_network and not _in_hf_cache(cache, candidates):
         raise _not_found(config, cache, candidates, unreachable=False, local_only=local_only)
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
@@ -215,11 +219,11 @@ def _resolve_hf(config: EncoderConfig, *, local_only: bool) -> ResolvedWeights:
         RepositoryNotFoundError,
     )
 
-    token = os.environ.get("HF_TOKEN") or None
+    token = variable("HF_TOKEN")
     # cache first (no network), then the hub (only if it answers: hf_hub_download retries a
     # dead network for about a minute per file before giving up)
     unreachable = False
-    for local in (True, False) if not offline else (True,):
+    for local in (True, False) if not no_network else (True,):
         if not local and not _hub_reachable():
             unreachable = True
             break
@@ -250,7 +254,7 @@ def _not_found(config: EncoderConfig, cache: Path, candidates: list[tuple[str, s
                unreachable: bool, local_only: bool) -> WeightsError:
     where = ", ".join(f"{cache}/models--{r.replace('/', '--')}/snapshots/<rev>/{f}"
                       for r, f in candidates)
-    mode = "offline (HF_HUB_OFFLINE=1)" if _offline() else (
+    mode = "offline (HF_HUB_OFFLINE=1)" if offline() else (
         "looking locally only" if local_only else
         "the Hugging Face hub is unreachable (no network)" if unreachable else
         "the hub could not provide them")
@@ -265,7 +269,7 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     import socket
     from urllib.parse import urlparse
 
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    url = urlparse(variable("HF_ENDPOINT") or "https://huggingface.co")
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
         with socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout):

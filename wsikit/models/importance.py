@@ -195,12 +195,17 @@ class PatchMeasurer:
         Measure each batch on a worker thread (after taking it to the analysis size here,
         so the caller's buffer is free on return), overlapping the caller's next batch; at
         most two batches wait. :meth:`finish` waits for them.
+    on_bad_tile : {"fail", "skip"}
+        What a damaged tile does when patches are read, as for
+        :func:`wsikit.slide.open_slide`.
     """
 
     def __init__(self, slide_path: str | os.PathLike[str], grid: TileGrid, *,
                  mpp: float | None = None, pilot: int = 64, max_memory_mb: float = 512.0,
-                 batch_size: int = 64, background: bool = False) -> None:
+                 batch_size: int = 64, background: bool = False,
+                 on_bad_tile: str = "fail") -> None:
         self.slide_path = slide_path
+        self.on_bad_tile = on_bad_tile
         self.grid = grid
         self.mpp = mpp
         self.boxes = np.asarray(grid.boxes)
@@ -233,7 +238,8 @@ class PatchMeasurer:
 
         stream = iter(PatchStream(self.slide_path, self.boxes[sel], self.read_px,
                                   batch_size=self.batch_size, mpp=self.mpp,
-                                  level0_size=self.grid.level0_size))
+                                  level0_size=self.grid.level0_size,
+                                  on_bad_tile=self.on_bad_tile))
         while True:
             t0 = time.perf_counter()
             item = next(stream, None)
@@ -354,7 +360,8 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
                        batch_size: int = 64, mpp: float | None = None, pilot: int = 64,
                        progress: bool | None = None, max_memory_mb: float = 512.0,
                        timings: dict[str, float] | None = None,
-                       measures: NuclearMeasures | None = None) -> NuclearImportance:
+                       measures: NuclearMeasures | None = None,
+                       on_bad_tile: str = "fail") -> NuclearImportance:
     """Importance of every patch of ``grid`` (see the module docstring).
 
     Parameters
@@ -380,8 +387,10 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
         The grid's measures from a pass that already read the patches (the features pass of
         :func:`wsikit.features.extract.extract_features`): nothing is read. Measures of another
         grid size or definition are refused.
+    on_bad_tile : {"fail", "skip"}
+        What a damaged tile does, as for :func:`wsikit.slide.open_slide`.
     """
-    from .._progress import progress as bar
+    from ..outputs.progress import progress as bar
 
     if measures is not None:
         if len(measures.features) != len(grid) or measures.label != IMPORTANCE_LABEL:
@@ -394,7 +403,8 @@ def nuclear_importance(slide_path: str | os.PathLike[str], grid: TileGrid, *,
             timings.update({"read_s": 0.0, "compute_s": time.perf_counter() - t0})
         return imp
     measurer = PatchMeasurer(slide_path, grid, mpp=mpp, pilot=pilot,
-                             max_memory_mb=max_memory_mb, batch_size=batch_size)
+                             max_memory_mb=max_memory_mb, batch_size=batch_size,
+                             on_bad_tile=on_bad_tile)
     with bar(total=measurer.n, enabled=progress, desc="importance", unit="patch") as pbar:
         for start, b in measurer.read(np.arange(measurer.n)):
             measurer.add(start, b)

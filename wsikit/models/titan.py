@@ -333,15 +333,47 @@ def alibi_attention_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     neg = (-slopes.float() * _LOG2E).view(heads, 1, 1)
     scale = hd ** -0.5 * _LOG2E
     out = torch.empty((heads, n, hd), dtype=torch.float32, device=q.device)
+    job = _AlibiBlocks(q, k_blocks, v, cx, cy, neg, scale, q_block, k_block, out)
     local = threading.local()
     # grad and inference modes are per thread: the pool threads run in the caller's
     inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
 
     def query_block(qs: int) -> None:
         with torch.inference_mode(inference), torch.set_grad_enabled(grad):
-            _query_block(qs)
+            job.query_block(qs, local)
 
-    def _query_block(qs: int) -> None:
+    # Query blocks are independent: the intra-op threads each take whole blocks, every op
+    # single-threaded. No OpenMP barrier per op (on a busy machine each one waits for a
+    # descheduled sibling: 2 threads were 4-12x slower than 1), and every block is computed
+    # the same way whatever the thread count, so the output does not depend on it.
+    starts = range(0, n, q_block)
+    workers = min(torch.get_num_threads(), len(starts))
+    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="wsikit-titan") as pool:
+        for _ in pool.map(query_block, starts):
+            pass
+    return out
+
+
+@dataclass(frozen=True)
+class _AlibiBlocks:
+    """The inputs of :func:`alibi_attention_cpu`'s query blocks, and one block's work."""
+
+    q: torch.Tensor
+    k_blocks: list[torch.Tensor]
+    v: torch.Tensor
+    cx: torch.Tensor
+    cy: torch.Tensor
+    neg: torch.Tensor
+    scale: float
+    q_block: int
+    k_block: int
+    out: torch.Tensor
+
+    def query_block(self, qs: int, local: threading.local) -> None:
+        """Rows ``qs … qs + q_block`` of :attr:`out`, single-threaded, with the work buffers
+        of this thread (``local``)."""
+        q, cx, cy, q_block, k_block = self.q, self.cx, self.cy, self.q_block, self.k_block
+        heads, n, hd = q.shape
         if torch.get_num_threads() != 1:
             torch.set_num_threads(1)  # this thread only (OpenMP): no barriers between ops
         if not hasattr(local, "buf"):  # work buffers, one set per thread
@@ -366,8 +398,8 @@ def alibi_attention_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             if ks == 0:
                 d[:, 0] = 0.0
             s = buf[:heads * m_rows * cols].view(heads, m_rows, cols)
-            torch.mul(d, neg, out=s)
-            s.baddbmm_(qb, k_blocks[ks // k_block], alpha=scale)
+            torch.mul(d, self.neg, out=s)
+            s.baddbmm_(qb, self.k_blocks[ks // k_block], alpha=self.scale)
             new_max = torch.maximum(run_max, s.amax(dim=-1, keepdim=True))
             correction = torch.exp2(run_max - new_max)
             # 2^-115 ≈ e^-80 ≈ 1.8e-35 next to a running sum ≥ 1: clamping moves the output by
@@ -376,20 +408,9 @@ def alibi_attention_cpu(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             s.sub_(new_max).clamp_min_(_EXP_FLOOR * _LOG2E)
             torch.exp2(s, out=s)
             run_sum.mul_(correction).add_(s.sum(dim=-1, keepdim=True))
-            acc.mul_(correction).baddbmm_(s, v[:, ks:ke])
+            acc.mul_(correction).baddbmm_(s, self.v[:, ks:ke])
             run_max = new_max
-        out[:, qs:qe] = acc.div_(run_sum)
-
-    # Query blocks are independent: the intra-op threads each take whole blocks, every op
-    # single-threaded. No OpenMP barrier per op (on a busy machine each one waits for a
-    # descheduled sibling: 2 threads were 4-12x slower than 1), and every block is computed
-    # the same way whatever the thread count, so the output does not depend on it.
-    starts = range(0, n, q_block)
-    workers = min(torch.get_num_threads(), len(starts))
-    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="wsikit-titan") as pool:
-        for _ in pool.map(query_block, starts):
-            pass
-    return out
+        self.out[:, qs:qe] = acc.div_(run_sum)
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
@@ -553,8 +574,9 @@ class Titan(nn.Module):
 
         ``precision`` (default :attr:`precision`) is an autocast precision: the weights stay
         float32 and the ALiBi distances and bias are float32 in every precision. On a CPU the
-        kernel runs with all the cores given (``threads``, else ``WSIKIT_THREADS``, else
-        ``OMP_NUM_THREADS``, else the process's CPUs: :func:`wsikit._threads.kernel_threads`),
+        kernel runs with all the cores given (``threads``, the run's
+        :attr:`~wsikit.run.options.RunSettings.threads`, else the process's CPUs:
+        :func:`wsikit._threads.kernel_threads`),
         as nothing else runs in the process meanwhile. ``budget``: bytes of working memory per
         query block of the attention (:func:`query_block_rows`; default
         :data:`BLOCK_BUDGET_BYTES` on a CPU, on CUDA a share of the free memory:

@@ -11,5 +11,6 @@ way:
 - :mod:`wsikit.outputs.cache_record`: checksums of cached files, so damage is recomputed;
 - :mod:`wsikit.outputs.publish`: result folders published whole or not at all;
 - :mod:`wsikit.outputs.overwrite`: the one check before writing a file the user names;
-- :mod:`wsikit.outputs.paths`: portable paths inside JSON outputs.
+- :mod:`wsikit.outputs.paths`: portable paths inside JSON outputs;
+- :mod:`wsikit.outputs.progress`: the progress bars a run draws on stderr while it works.
 """

@@ -358,36 +358,9 @@ def make_grid(slide: Slide | str | os.PathLike[str], mask: TissueMask | None = N
             return make_grid(opened, mask, target_mpp=target_mpp, patch_px=patch_px,
                              overlap_px=overlap_px, min_tissue=min_tissue,
                              whole_slide=whole_slide)
-    from ..tissue.mask import TissueMask as _Mask
-
-    if mask is None and not whole_slide:
-        raise GridError(f"make_grid({slide.name}, mask=None) would grid the whole slide, "
-                        "background included: pass a tissue mask (wsikit.segment_tissue"
-                        "(slide)), or whole_slide=True to mean it")
-    if mask is not None:
-        from .._hints import expect
-
-        expect(mask, _Mask, name="make_grid(mask)", error=GridError,
-               want="a TissueMask (wsikit.segment_tissue) or None with whole_slide=True")
-        if whole_slide:
-            raise GridError("make_grid: whole_slide=True grids without a mask; drop the mask "
-                            "or drop whole_slide")
-    if not math.isfinite(slide.mpp):
-        raise GridError(f"{slide.path}: slide mpp unknown; pass the slide's "
-                        f"level-0 µm/px with {keyword('mpp')} (its scanner records it)")
-    target_mpp = check_mpp(target_mpp, what="target_mpp")
-    if isinstance(patch_px, bool) or int(patch_px) != patch_px \
-            or not PATCH_PX_RANGE[0] <= patch_px <= PATCH_PX_RANGE[1]:
-        raise GridError(f"{option('patch_px', patch_px)} must be a whole number of pixels from "
-                        f"{PATCH_PX_RANGE[0]} to {PATCH_PX_RANGE[1]} (a smaller patch holds no "
-                        "cell, a larger one does not fit a batch in memory)")
-    if isinstance(overlap_px, bool) or int(overlap_px) != overlap_px or overlap_px < 0:
-        raise GridError(f"overlap_px={overlap_px!r} must be a non-negative integer")
-    if overlap_px >= patch_px:
-        raise GridError(f"overlap_px={overlap_px} must be smaller than patch_px={patch_px} "
-                        f"(the stride would be zero or negative)")
-    if not 0.0 <= float(min_tissue) <= 1.0:
-        raise GridError(f"min_tissue={min_tissue!r} must be a fraction between 0 and 1")
+    target_mpp = _check_grid_arguments(slide, mask, target_mpp=target_mpp, patch_px=patch_px,
+                                       overlap_px=overlap_px, min_tissue=min_tissue,
+                                       whole_slide=whole_slide)
     patch_px, overlap_px = int(patch_px), int(overlap_px)
     W, H = slide.dimensions
     ratio = target_mpp / slide.mpp
@@ -418,6 +391,42 @@ def make_grid(slide: Slide | str | os.PathLike[str], mask: TissueMask | None = N
                     stride_l0=stride, target_mpp=target_mpp, slide_mpp=slide.mpp,
                     mpp_source=slide.mpp_source, overlap_px=overlap_px, slide_name=slide.name,
                     level0_size=(W, H))
+
+
+def _check_grid_arguments(slide: Slide, mask: TissueMask | None, *, target_mpp: float,
+                          patch_px: int, overlap_px: int, min_tissue: float,
+                          whole_slide: bool) -> float:
+    """Refuse what :func:`make_grid` cannot honour (one :class:`GridError` naming it);
+    returns ``target_mpp`` checked."""
+    from ..tissue.mask import TissueMask as _Mask
+
+    if mask is None and not whole_slide:
+        raise GridError(f"make_grid({slide.name}, mask=None) would grid the whole slide, "
+                        "background included: pass a tissue mask (wsikit.segment_tissue"
+                        "(slide)), or whole_slide=True to mean it")
+    if mask is not None:
+        expect(mask, _Mask, name="make_grid(mask)", error=GridError,
+               want="a TissueMask (wsikit.segment_tissue) or None with whole_slide=True")
+        if whole_slide:
+            raise GridError("make_grid: whole_slide=True grids without a mask; drop the mask "
+                            "or drop whole_slide")
+    if not math.isfinite(slide.mpp):
+        raise GridError(f"{slide.path}: slide mpp unknown; pass the slide's "
+                        f"level-0 µm/px with {keyword('mpp')} (its scanner records it)")
+    target_mpp = check_mpp(target_mpp, what="target_mpp")
+    if isinstance(patch_px, bool) or int(patch_px) != patch_px \
+            or not PATCH_PX_RANGE[0] <= patch_px <= PATCH_PX_RANGE[1]:
+        raise GridError(f"{option('patch_px', patch_px)} must be a whole number of pixels from "
+                        f"{PATCH_PX_RANGE[0]} to {PATCH_PX_RANGE[1]} (a smaller patch holds no "
+                        "cell, a larger one does not fit a batch in memory)")
+    if isinstance(overlap_px, bool) or int(overlap_px) != overlap_px or overlap_px < 0:
+        raise GridError(f"overlap_px={overlap_px!r} must be a non-negative integer")
+    if overlap_px >= patch_px:
+        raise GridError(f"overlap_px={overlap_px} must be smaller than patch_px={patch_px} "
+                        f"(the stride would be zero or negative)")
+    if not 0.0 <= float(min_tissue) <= 1.0:
+        raise GridError(f"min_tissue={min_tissue!r} must be a fraction between 0 and 1")
+    return target_mpp
 
 
 def grid_of(grid: Any, *, name: str = "grid",

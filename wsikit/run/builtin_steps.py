@@ -268,7 +268,7 @@ def features_step(ctx: SlideContext) -> dict[str, Any]:
     emb = extract_features(ctx.open(), grid, encoder, device=ctx.device,
                            batch_size=cfg.batch_size, workers=workers,
                            precision=ctx.options.models.precision, progress=cfg.progress,
-                           reader=cfg.reader, decode=cfg.decode)
+                           reader=cfg.reader, decode=cfg.decode, threads=cfg.threads)
     seconds = time.perf_counter() - ts
     coords = {**emb.attrs.get("coords", {}), "savetodir": str(ctx.job.root)}
     emb = dataclasses.replace(emb, attrs={**emb.attrs, "coords": coords})
@@ -296,7 +296,8 @@ def attention_step(ctx: SlideContext) -> dict[str, Any]:
     titan = ctx.options.models.weight_file("titan")
     source = resolve_source(ctx.options.models.attention, emb, titan)
     att = compute_attention(ctx.open(), ctx.grid(), source=source, embeddings=emb,
-                            device=ctx.device, weights=titan, progress=ctx.config.progress)
+                            device=ctx.device, weights=titan, progress=ctx.config.progress,
+                            threads=ctx.config.threads)
     path = ctx.prepare(ctx.layout.attention(ctx.slide_id))
     att.to_h5(path)  # atomic
     ctx.add_output("attention", path)

@@ -60,11 +60,13 @@ class CohortSlide:
                                  if fallback is not None else None))
 
 
-def open_cohort_slide(slide: CohortSlide, *, backend: str | None = None) -> Slide:
+def open_cohort_slide(slide: CohortSlide, *, backend: str | None = None,
+                      on_bad_tile: str = "fail") -> Slide:
     """Open ``slide`` with its resolution: the cohort row's ``mpp`` when given (an override),
     else the slide's metadata, else :attr:`~CohortSlide.fallback_mpp` (``--mpp``, checked
     against the slide's nuclei), else an estimate from its nuclei; ``backend``: the slide
-    reader to use (default: the first that reads the file).
+    reader to use (default: the first that reads the file); ``on_bad_tile``: what a damaged
+    tile does (:func:`wsikit.slide.open_slide`).
 
     Raises
     ------
@@ -75,10 +77,12 @@ def open_cohort_slide(slide: CohortSlide, *, backend: str | None = None) -> Slid
     from ..slide import check_mpp, open_slide
 
     if slide.mpp is not None or slide.fallback_mpp is None:
-        return open_slide(slide.path, mpp=slide.mpp, backend=backend)
+        return open_slide(slide.path, mpp=slide.mpp, backend=backend, on_bad_tile=on_bad_tile)
     # the fill-in outranks an estimate from the nuclei (which then only checks it)
-    opened = open_slide(slide.path, require_mpp=False, estimate_mpp=False, backend=backend)
+    opened = open_slide(slide.path, require_mpp=False, estimate_mpp=False, backend=backend,
+                        on_bad_tile=on_bad_tile)
     if math.isfinite(opened.mpp):
         return opened
     opened.close()  # no resolution of its own: the fill-in applies
-    return open_slide(slide.path, mpp=check_mpp(slide.fallback_mpp), backend=backend)
+    return open_slide(slide.path, mpp=check_mpp(slide.fallback_mpp), backend=backend,
+                      on_bad_tile=on_bad_tile)

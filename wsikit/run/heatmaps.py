@@ -169,28 +169,10 @@ def heatmap(slide: str | os.PathLike[str], options: HeatmapOptions | None = None
     from ..outputs.slide_outputs import check_output_name, hold_slide_outputs
     from ..slide import open_slide
 
-    heat_kw, run_kw = _split(dict(overrides))
-    known = set(PipelineOptions.names()) | {f.name for f in fields(RunSettings)}
-    if set(run_kw) - known:
-        raise SelectionError(
-            f"heatmap() got unknown keyword(s) {', '.join(map(repr, sorted(set(run_kw) - known)))}"
-            f"; it takes {', '.join(f.name for f in fields(HeatmapOptions))}, the pipeline "
-            "options and the run settings (wsikit.run.options)")
-    if "layers" in heat_kw and isinstance(heat_kw["layers"], str):
-        heat_kw["layers"] = (heat_kw["layers"],)
-    if "layers" in heat_kw:
-        heat_kw["layers"] = tuple(heat_kw["layers"])
-    changes: dict[str, Any] = heat_kw
-    hopts = replace(options or HeatmapOptions(), **changes)
-    # the towers of prompt layers (no question here: PipelineOptions would refuse them alone)
-    towers = tuple(run_kw.pop("towers", None) or
-                   (pipeline.matching.towers if pipeline is not None else ()))
-    if pipeline is not None and pipeline.matching.towers:
-        pipeline = pipeline.replace(towers=())
-    opts, run, _ = resolve_run(run_kw, pipeline, settings, where="heatmap")
+    hopts, opts, run, towers = _resolve(dict(overrides), options, pipeline, settings)
     specs = _check(hopts, towers)
     layout = OutputLayout(out)
-    with run.cores(), open_slide(slide, mpp=mpp) as s:
+    with open_slide(slide, mpp=mpp, on_bad_tile=run.on_bad_tile) as s:
         name = check_output_name(s.name, s.path)
         with hold_slide_outputs(out, name, command="wsikit heatmap"):
             grid = _grid(s, out, name, opts, run) if any(
@@ -210,6 +192,33 @@ def heatmap(slide: str | os.PathLike[str], options: HeatmapOptions | None = None
                                 "files": {k: p.name for k, p in files.items()}})
             _record(folder, s, written)
     return HeatmapResult(name, folder, tuple(written))
+
+
+def _resolve(overrides: dict[str, Any], options: HeatmapOptions | None,
+             pipeline: PipelineOptions | None, settings: RunSettings | None
+             ) -> tuple[HeatmapOptions, PipelineOptions, RunSettings, tuple[str, ...]]:
+    """:func:`heatmap`'s options from its arguments: ``(heatmap options, pipeline options,
+    run settings, the towers of prompt layers)``; an unknown keyword is refused."""
+    heat_kw, run_kw = _split(overrides)
+    known = set(PipelineOptions.names()) | {f.name for f in fields(RunSettings)}
+    if set(run_kw) - known:
+        raise SelectionError(
+            f"heatmap() got unknown keyword(s) {', '.join(map(repr, sorted(set(run_kw) - known)))}"
+            f"; it takes {', '.join(f.name for f in fields(HeatmapOptions))}, the pipeline "
+            "options and the run settings (wsikit.run.options)")
+    if "layers" in heat_kw and isinstance(heat_kw["layers"], str):
+        heat_kw["layers"] = (heat_kw["layers"],)
+    if "layers" in heat_kw:
+        heat_kw["layers"] = tuple(heat_kw["layers"])
+    changes: dict[str, Any] = heat_kw
+    hopts = replace(options or HeatmapOptions(), **changes)
+    # the towers of prompt layers (no question here: PipelineOptions would refuse them alone)
+    towers = tuple(run_kw.pop("towers", None) or
+                   (pipeline.matching.towers if pipeline is not None else ()))
+    if pipeline is not None and pipeline.matching.towers:
+        pipeline = pipeline.replace(towers=())
+    opts, run, _ = resolve_run(run_kw, pipeline, settings, where="heatmap")
+    return hopts, opts, run, towers
 
 
 def _record(folder: Path, slide: Slide, written: list[dict[str, Any]]) -> None:
@@ -240,7 +249,8 @@ def _grid(s: Slide, out: str | os.PathLike[str], name: str, opts: PipelineOption
     return patch(s.path, out=out, mpp=s.mpp if s.mpp == s.mpp else None,
                  target_mpp=g.target_mpp, patch_px=g.patch_px, overlap_px=g.overlap_px,
                  min_tissue=g.min_tissue, tissue_mpp=g.tissue_mpp,
-                 min_tissue_um2=g.min_tissue_um2, progress=run.progress)
+                 min_tissue_um2=g.min_tissue_um2, progress=run.progress,
+                 threads=run.threads, on_bad_tile=run.on_bad_tile)
 
 
 def _layers(specs: list[str], s: Slide, grid: TileGrid | None, out: str | os.PathLike[str],
@@ -270,7 +280,7 @@ def _layers(specs: list[str], s: Slide, grid: TileGrid | None, out: str | os.Pat
                 vectors = patch_embeddings(s, grid, encoders, device=run.device,
                                            batch_size=run.batch_size,
                                            workers=run.loader_workers or 0,
-                                           progress=run.progress)
+                                           progress=run.progress, threads=run.threads)
             text = spec[len("prompt:"):].strip()
             sims = text_similarity(vectors, text, encoders)
             layers.append(prompt_layer(np.mean(list(sims.values()), axis=0), grid.coords,
@@ -310,6 +320,8 @@ def _attention(spec: str, s: Slide, grid: TileGrid, out: str | os.PathLike[str],
             emb = extract_features(s, grid, "conch_v1_5", device=run.device,
                                    batch_size=run.batch_size, workers=run.loader_workers or 0,
                                    weights=opts.models.weight_file("conch_v1_5"),
-                                   progress=run.progress, importance=False)
+                                   progress=run.progress, importance=False,
+                                   threads=run.threads)
     return compute_attention(s, grid, source=source, embeddings=emb, device=run.device,
-                             weights=opts.models.weight_file("titan"), progress=run.progress)
+                             weights=opts.models.weight_file("titan"), progress=run.progress,
+                             threads=run.threads)

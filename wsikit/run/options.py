@@ -13,7 +13,8 @@ group                      fields
 :class:`SelectionOptions`  multi-scale window selection (ARCHITECTURE.md)
 :class:`MatchOptions`      figure matching: index, figures per region, floor, question fusion
 :class:`OutputOptions`     crops, report, synthetic marker
-:class:`RunSettings`       device, batch size, reader processes, threads, progress, force
+:class:`RunSettings`       device, batch size, reader processes, threads, on-bad-tile, progress,
+                           force, slide reader, waiting
 :class:`BatchSettings`     ``batch`` only: engine, workers, devices, resumption, shards, store
 =========================  =========================================================================
 
@@ -33,10 +34,9 @@ overrides (:class:`RunKeywords`, :class:`BatchKeywords`), applied by :func:`reso
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -44,6 +44,7 @@ from .._hints import keyword, option
 from ..errors import SelectionError
 from ..patches.grid import MIN_TISSUE, OVERLAP_PX, PATCH_PX, PATCH_PX_RANGE, TARGET_MPP
 from ..selection.selectors.multiscale import DEFAULT_SCALES, parse_scales
+from ..slide.slide import BAD_TILE_POLICIES
 from ..tissue.constants import DEFAULT_MASK_MPP, MIN_HOLE_UM2, MIN_TISSUE_UM2
 
 if TYPE_CHECKING:
@@ -88,7 +89,8 @@ DEFAULT_SLIDE_TIMEOUT = 4 * 3600.0
 def opt(default: Any, help: str, *, flag: str | None = "", kind: str | None = None,
         choices: Sequence[str] | None = None, metavar: str | None = None,
         action: str | None = None, steps: Sequence[str] | None = None,
-        cli_default: Any = MISSING, bounds: tuple[float, float, str] | None = None) -> Any:
+        scope: str = "command", cli_default: Any = MISSING,
+        bounds: tuple[float, float, str] | None = None) -> Any:
     """A dataclass field that is an option: its default and, in ``metadata``, what the
     command line makes of it (:func:`wsikit.cli.pipeline_options.add_option_flags`).
 
@@ -108,6 +110,10 @@ def opt(default: Any, help: str, *, flag: str | None = "", kind: str | None = No
     steps : sequence of str, optional
         For a run setting: the steps it applies to (a command that runs none of them has no
         flag for it); ``None``: every step.
+    scope : {"command", "global"}
+        ``"global"``: a flag of ``wsikit`` itself, accepted before the sub-command or after
+        it by every sub-command (:func:`wsikit.cli.pipeline_options.add_global_flags`);
+        ``"command"``: a flag of the commands that add the field's class.
     cli_default
         The flag's default where it differs (``None`` for options the selector resolves).
     bounds : (low, high, why), optional
@@ -116,8 +122,8 @@ def opt(default: Any, help: str, *, flag: str | None = "", kind: str | None = No
     """
     meta = {"help": help, "flag": flag, "kind": kind, "choices": choices,
             "metavar": metavar, "action": action,
-            "steps": None if steps is None else tuple(steps), "cli_default": cli_default,
-            "bounds": bounds}
+            "steps": None if steps is None else tuple(steps), "scope": scope,
+            "cli_default": cli_default, "bounds": bounds}
     return field(default=default, metadata=meta)
 
 
@@ -406,6 +412,12 @@ class OutputOptions:
 class RunSettings:
     """How a run computes: settings that never change a result (not in any step's record).
 
+    The one settings object of a run, passed explicitly down to the functions that use each
+    field. The library reads no environment variable for them: the command line reads
+    ``WSIKIT_THREADS`` (else ``OMP_NUM_THREADS``), ``WSIKIT_ON_BAD_TILE`` and
+    ``WSIKIT_NO_PROGRESS`` once, at its edge (:func:`wsikit._environment.run_environment`),
+    into these fields; a batch worker gets them (its share of the threads) in its task config.
+
     Attributes
     ----------
     device : str
@@ -416,10 +428,14 @@ class RunSettings:
     loader_workers : int or None
         Patch reader processes (``None``: 0 on CPU, 4 on CUDA).
     threads : int or None
-        Cores the run may use (as ``wsikit --threads``; ``None``: ``WSIKIT_THREADS``, else
-        ``OMP_NUM_THREADS``, else the CPUs this process may run on).
+        Cores the run may use (``wsikit --threads``; ``None``: the CPUs this process may run
+        on), split by the thread policy (:mod:`wsikit._threads`); a batch worker gets its
+        share.
+    on_bad_tile : {"fail", "skip"}
+        A damaged tile: one error naming it, or read it as white and record it
+        (``wsikit --on-bad-tile``; :func:`wsikit.slide.open_slide`).
     progress : bool or None
-        Progress bars (``None``: on unless ``WSIKIT_NO_PROGRESS=1``).
+        Progress bars (``None``: on when stderr is a terminal).
     force : bool
         Recompute every step instead of reusing earlier outputs (an edited tissue GeoJSON is
         then replaced by a new segmentation, the edit kept as ``<slide>.geojson.bak``).
@@ -448,8 +464,15 @@ class RunSettings:
     loader_workers: int | None = opt(None, "patch reader processes per worker (default 0 on "
                                      "CPU, 4 on CUDA)", kind="non_negative_int",
                                      steps=("features",))
-    threads: int | None = opt(None, "cores the run may use (the global 'wsikit --threads N')",
-                              flag=None)
+    threads: int | None = opt(
+        None, "cores this run may use (default $WSIKIT_THREADS, else $OMP_NUM_THREADS, else "
+              "all this process may run on): reader workers get N // workers threads each, "
+              "the main process 1 while they decode, TITAN's kernel all N; recorded in feature "
+              "files", kind="positive_int", metavar="N", scope="global")
+    on_bad_tile: str = opt(
+        "fail", "a damaged tile: fail with its level and position (default, or "
+                "$WSIKIT_ON_BAD_TILE), or skip: read it as white and record it (evidence.json "
+                "slide.bad_tiles)", choices=BAD_TILE_POLICIES, scope="global")
     progress: bool | None = opt(None, "hide the progress bars", flag="--no-progress",
                                 action="store_false")
     force: bool = opt(False, "recompute every step instead of reusing earlier outputs (an "
@@ -478,27 +501,14 @@ class RunSettings:
             raise SelectionError(f"{option('decode', self.decode)} must be one of "
                                  f"{', '.join(DECODES)}: 'reader' decodes on the CPU, "
                                  "'device' on the compute device")
-
-    @contextlib.contextmanager
-    def cores(self) -> Iterator[None]:
-        """Within the block, the thread policy (:mod:`wsikit._threads`, also in batch workers)
-        sees :attr:`threads` cores, as with ``wsikit --threads``; nothing changes without it."""
-        if self.threads is None:
-            yield
-            return
-        if isinstance(self.threads, bool) or not isinstance(self.threads, int) \
-                or self.threads < 1:
-            raise SelectionError(f"{keyword('threads')}={self.threads!r}: give a whole number "
-                                 "of cores, at least 1")
-        before = os.environ.get("WSIKIT_THREADS")
-        os.environ["WSIKIT_THREADS"] = str(self.threads)
-        try:
-            yield
-        finally:
-            if before is None:
-                os.environ.pop("WSIKIT_THREADS", None)
-            else:
-                os.environ["WSIKIT_THREADS"] = before
+        threads = self.threads
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or threads < 1):
+            raise SelectionError(f"{option('threads', threads)}: give a whole number of cores, "
+                                 "at least 1")
+        if self.on_bad_tile not in BAD_TILE_POLICIES:
+            raise SelectionError(f"{option('on_bad_tile', self.on_bad_tile)} is not one of "
+                                 f"{', '.join(BAD_TILE_POLICIES)}")
 
 
 @dataclass(frozen=True)
@@ -851,6 +861,7 @@ class RunKeywords(OptionKeywords, total=False):
     batch_size: int
     loader_workers: int | None
     threads: int | None
+    on_bad_tile: str
     progress: bool | None
     force: bool
     mpp: float | None

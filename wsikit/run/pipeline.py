@@ -212,19 +212,7 @@ def select(slide: _PathLike, options: PipelineOptions | None = None,
     (4, 2)
     >>> result = select("slide.svs", opts, RunSettings(device="cuda"))  # doctest: +SKIP
     """
-    from .checks import check_run
-    from .select_stage import open_index_once
-    from .steps import resolve_steps
-
-    resolved, run_settings, _ = resolve_run(dict(overrides), options, settings)
-    # the checks, then the index (verified) and the question's towers, opened once before
-    # the slide is read, so a damaged index fails first; the run finds them in the cache
-    cache: dict[Any, Any] = {}
-    check_run(resolved, resolve_steps(["select"]), cache)
-    given = overrides.get("index")
-    open_index_once(resolved, run_settings.device, cache,
-                    opened=None if given is None or isinstance(given, (str, os.PathLike))
-                    else given)  # an open FigureIndex is used as it is
+    cache = _select_cache(dict(overrides), options, settings)
     run = _run(slide, out, ("select",), options, settings, dict(overrides), cache)
     if run.status == "skipped":
         raise SelectionError(str(run.reason))
@@ -233,6 +221,26 @@ def select(slide: _PathLike, options: PipelineOptions | None = None,
     from ..outputs.layout import OutputLayout
 
     return load_result(OutputLayout(out).select_dir(run.slide_id) / "evidence.json")
+
+
+def _select_cache(overrides: dict[str, Any], options: PipelineOptions | None,
+                  settings: RunSettings | None) -> dict[Any, Any]:
+    """The cache of a ``select`` run after its checks, with the index (verified) and the
+    question's towers opened once, before the slide is read, so a damaged index fails first;
+    the run finds them in the cache. An open :class:`~wsikit.evidence.FigureIndex` given as
+    ``index`` is used as it is."""
+    from .checks import check_run
+    from .select_stage import open_index_once
+    from .steps import resolve_steps
+
+    resolved, run_settings, _ = resolve_run(overrides, options, settings)
+    cache: dict[Any, Any] = {}
+    check_run(resolved, resolve_steps(["select"]), cache)
+    given = overrides.get("index")
+    open_index_once(resolved, run_settings.device, cache,
+                    opened=None if given is None or isinstance(given, (str, os.PathLike))
+                    else given)
+    return cache
 
 
 def load_result(path: str | os.PathLike[str]) -> EvidenceResult:

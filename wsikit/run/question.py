@@ -64,7 +64,7 @@ def steer_regions(ctx: SlideContext, slide: Any, grid: Any, att: Any, *,
     sims = question_similarity(slide, grid, m.question, encoders, device=ctx.device,
                                batch_size=ctx.config.batch_size,
                                workers=ctx.config.loader_workers or 0,
-                               progress=ctx.config.progress)
+                               progress=ctx.config.progress, threads=ctx.config.threads)
     if not np.array_equal(np.asarray(att.coords), np.asarray(grid.coords)):
         from ..errors import SelectionError
 

@@ -24,6 +24,7 @@ import math
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,11 +112,10 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
     ``final``, the folder ``sdir`` becomes when published."""
     from ..evidence import EvidenceRegion, EvidenceResult
     from ..evidence.ids import region_uid, slide_id
-    from ..outputs.paths import portable_path, relative_path
     from ..selection.crops import save_crop
     from .checks import build_selector
 
-    sel_opts, match, out_opts = options.selection, options.matching, options.output
+    sel_opts, out_opts = options.selection, options.output
 
     def step(name: str, t0: float) -> None:
         timings[name] = round(time.perf_counter() - t0, 3)
@@ -138,38 +138,17 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         crop_images.append(image)
     step("crops", t)
 
-    matches: list[list[dict[str, Any]]] = [[] for _ in crops]
-    below_floor: Sequence[int | None] = [None for _ in crops]
-    models: dict[str, Any] = {"patch_encoder": dict(encoder)}
-    index_entry = floor_entry = None
-    licence_entry: list[str] | None = None
-    kinds: tuple[str, ...] | None = None
+    t = time.perf_counter()
+    found = _match(crop_images, index, options, final=final, device=device, towers=towers)
     if index is not None:
-        from ..evidence.matching import match_crops
-
-        t = time.perf_counter()
-        found = match_crops(crop_images, index, k=match.k,
-                            min_similarity=match.min_similarity, base_dir=final,
-                            device=device, weights=options.models.weight_files(),
-                            question=match.question, rrf_k=match.rrf_k, towers=towers,
-                            licences=match.licences, kinds=match.match_kinds)
-        matches, below_floor, floor_entry = found.matches, found.below_floor, found.floor
-        if found.index.licences is not None:  # what a match had to carry
-            licence_entry = sorted(found.index.licences)
-        kinds = found.kinds
-        index_entry = found.index.to_evidence_dict()
-        index_entry["relpath"] = relative_path(index_entry["path"], final)
-        models["crop_encoder"] = encoder_entry(found.encoder)
         step("matching", t)
-
     from ..selection.attention import describe
 
-    models = {"patch_encoder": models["patch_encoder"], "attention": describe(att),
-              **({"crop_encoder": models["crop_encoder"]} if "crop_encoder" in models else {})}
+    models = {"patch_encoder": dict(encoder), "attention": describe(att), **found.crop_encoder}
     sid = slide_id(slide)
     regions = []
-    for w, crop, found_matches, dropped in zip(windows, crops, matches, below_floor,
-                                               strict=True):
+    for w, crop, found_matches, dropped in zip(windows, crops, found.matches,
+                                               found.below_floor, strict=True):
         wd = w.to_dict()
         regions.append(EvidenceRegion.from_dict({
             "id": w.id, "uid": region_uid(sid, w.id, wd["box"]), **wd,
@@ -178,39 +157,11 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
             "crop": {"path": crop.path, "width": crop.width, "height": crop.height,
                      "mpp": crop.mpp},
             "matches": found_matches, "below_floor": dropped}))
-    selection: dict[str, Any] = {
-        "selector": sel_opts.selector, **_jsonable(sel_opts.selector_options()),
-        "min_score_value": windows.params.get("min_score_value"),
-        "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
-        "patch_size_l0": grid.stride_l0, "patches": len(grid),
-        "figures_per_region": match.k, "min_similarity": floor_entry,
-        **({"match_kinds": list(kinds)} if kinds is not None else {})}
-    from ..patches.grid import upsampling_note
-
-    if note := upsampling_note(slide.name, grid.slide_mpp, grid.target_mpp):
-        selection["warnings"] = [note]  # shown in the report and the summary, too
-    if licence_entry is not None:
-        selection["licences"] = licence_entry
-    if match.question:
-        selection.update(question=match.question, fusion={
-            "method": "rrf", "k": match.rrf_k,
-            "channels": ["image", "caption BM25",
-                         *(f"{kind}:{name}" for name in match.towers
-                           for kind in ("vl_text", "vl_image"))]})
-        from ..selection.question import not_steered
-
-        selection["question_steering"] = (steering.to_dict() if steering is not None
-                                          else not_steered(match.question))
-    W, H = slide.dimensions
+    selection = _selection_entry(options, windows, grid, slide, floor=found.floor,
+                                 licences=found.licences, kinds=found.kinds, steering=steering)
     result = EvidenceResult(
-        slide={"id": sid, "path": portable_path(slide.path, final)[1],
-               "relpath": relative_path(slide.path, final), "output_name": final.name,
-               "name": slide.name, "width": W, "height": H,
-               "mpp": slide.mpp, "mpp_source": slide.mpp_source, "backend": slide.backend,
-               "vendor": slide.vendor,
-               **({"bad_tiles": list(slide.bad_tiles)} if getattr(slide, "bad_tiles", None)
-                  else {})},
-        models=models, selection=selection, regions=tuple(regions), index=index_entry,
+        slide=_slide_entry(slide, sid, final),
+        models=models, selection=selection, regions=tuple(regions), index=found.index,
         empty_scales={str(k): v for k, v in windows.empty.items()},
         synthetic=bool(out_opts.synthetic), base_dir=final)
     write_json_atomic(sdir / "evidence.json", result.to_dict())  # the file boundary
@@ -224,6 +175,91 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
         step("report", t)
     write_json_atomic(sdir / "timings.json", timings)
     return result
+
+
+@dataclass(frozen=True)
+class _Matched:
+    """The figures matched to the crops (:func:`_match`) and what evidence.json records of
+    the matching: the floor, the licences a match had to carry, the index, the crop encoder,
+    the kinds of figure matched."""
+
+    matches: Sequence[list[dict[str, Any]]]
+    below_floor: Sequence[int | None]
+    floor: Any = None
+    licences: list[str] | None = None
+    index: dict[str, Any] | None = None
+    crop_encoder: dict[str, Any] = field(default_factory=dict)
+    kinds: tuple[str, ...] | None = None
+
+
+def _match(crop_images: Sequence[Any], index: FigureIndex | None, options: PipelineOptions, *,
+           final: Path, device: str, towers: Mapping[str, Any] | None) -> _Matched:
+    """Match the crops against ``index`` (none: no matches) with the matching options."""
+    if index is None:
+        return _Matched([[] for _ in crop_images], [None for _ in crop_images])
+    from ..evidence.matching import match_crops
+    from ..outputs.paths import relative_path
+
+    match = options.matching
+    found = match_crops(crop_images, index, k=match.k, min_similarity=match.min_similarity,
+                        base_dir=final, device=device, weights=options.models.weight_files(),
+                        question=match.question, rrf_k=match.rrf_k, towers=towers,
+                        licences=match.licences, kinds=match.match_kinds)
+    index_entry = found.index.to_evidence_dict()
+    index_entry["relpath"] = relative_path(index_entry["path"], final)
+    return _Matched(found.matches, found.below_floor, found.floor,
+                    # what a match had to carry
+                    None if found.index.licences is None else sorted(found.index.licences),
+                    index_entry, {"crop_encoder": encoder_entry(found.encoder)}, found.kinds)
+
+
+def _selection_entry(options: PipelineOptions, windows: Any, grid: TileGrid, slide: Slide, *,
+                     floor: Any, licences: list[str] | None,
+                     kinds: tuple[str, ...] | None,
+                     steering: QuestionSteering | None = None) -> dict[str, Any]:
+    """``selection`` of evidence.json: the selector and its options, the grid, the floors
+    (saliency and similarity), the licences matched, a question's fusion and how it steered
+    the regions, warnings."""
+    sel_opts, match = options.selection, options.matching
+    selection: dict[str, Any] = {
+        "selector": sel_opts.selector, **_jsonable(sel_opts.selector_options()),
+        "min_score_value": windows.params.get("min_score_value"),
+        "patch_px": grid.patch_px, "target_mpp": grid.target_mpp,
+        "patch_size_l0": grid.stride_l0, "patches": len(grid),
+        "figures_per_region": match.k, "min_similarity": floor,
+        **({"match_kinds": list(kinds)} if kinds is not None else {})}
+    from ..patches.grid import upsampling_note
+
+    if note := upsampling_note(slide.name, grid.slide_mpp, grid.target_mpp):
+        selection["warnings"] = [note]  # shown in the report and the summary, too
+    if licences is not None:
+        selection["licences"] = licences
+    if match.question:
+        selection.update(question=match.question, fusion={
+            "method": "rrf", "k": match.rrf_k,
+            "channels": ["image", "caption BM25",
+                         *(f"{kind}:{name}" for name in match.towers
+                           for kind in ("vl_text", "vl_image"))]})
+        from ..selection.question import not_steered
+
+        selection["question_steering"] = (steering.to_dict() if steering is not None
+                                          else not_steered(match.question))
+    return selection
+
+
+def _slide_entry(slide: Slide, sid: str, final: Path) -> dict[str, Any]:
+    """``slide`` of evidence.json: its id, paths (portable, and relative to the result folder
+    ``final``), size, resolution, reader and the tiles read as white."""
+    from ..outputs.paths import portable_path, relative_path
+
+    W, H = slide.dimensions
+    return {"id": sid, "path": portable_path(slide.path, final)[1],
+            "relpath": relative_path(slide.path, final), "output_name": final.name,
+            "name": slide.name, "width": W, "height": H,
+            "mpp": slide.mpp, "mpp_source": slide.mpp_source, "backend": slide.backend,
+            "vendor": slide.vendor,
+            **({"bad_tiles": list(slide.bad_tiles)} if getattr(slide, "bad_tiles", None)
+               else {})}
 
 
 def _usable_tissue(grid: TileGrid, box: Mapping[str, int]) -> float | None:

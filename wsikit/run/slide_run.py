@@ -256,7 +256,7 @@ def run_slide(slide: CohortSlide | str | os.PathLike[str], out: str | os.PathLik
     requested = tuple(steps)
     names = resolve_steps((*requested, *(("store",) if store else ())))
     check_run(options, names, cache)
-    with settings.cores(), _opened(slide, settings, out) as (cohort_slide, handle):
+    with _opened(slide, settings, out) as (cohort_slide, handle):
         from ..outputs.slide_outputs import hold_slide_outputs
 
         job = out if isinstance(out, JobFolder) else JobFolder(out)  # after the name's check
@@ -330,7 +330,7 @@ def _prepare(slide: CohortSlide, handle: Any, job: JobFolder, names: tuple[str, 
              plugins: Sequence[str]) -> _Prepared:
     """Fingerprint (once), owner check, state, the records to reuse, the options of the run
     (given, else from the records, else resolved) and the steps' context."""
-    from .._progress import progress_enabled
+    from ..outputs.progress import progress_enabled
     from ..slide.fingerprint import slide_fingerprint
     from .slide_ops import check_tissue_owner
 
@@ -348,7 +348,8 @@ def _prepare(slide: CohortSlide, handle: Any, job: JobFolder, names: tuple[str, 
                          loader_workers=settings.loader_workers, plugins=tuple(plugins),
                          store=store, progress=progress_enabled(settings.progress),
                          reader=settings.reader, backend=settings.backend,
-                         decode=settings.decode)
+                         decode=settings.decode, threads=settings.threads,
+                         on_bad_tile=settings.on_bad_tile)
     ctx = SlideContext(slide, job, config, device=settings.device, cache=cache,
                        records={} if settings.force else previous, handle=handle,
                        force=settings.force, fingerprint=fingerprint, requested=requested)
@@ -531,17 +532,18 @@ def _opened(slide: CohortSlide | str | os.PathLike[str], settings: RunSettings,
 
     mpp = settings.mpp
     root = out.root if isinstance(out, JobFolder) else Path(out)
-    with _open_slide(slide, mpp, settings.backend, root) as s:
+    with _open_slide(slide, mpp, settings, root) as s:
         name = check_output_name(s.name, s.path)
         given = mpp if mpp is not None else (s.mpp if s.mpp_source == "user" else None)
         yield CohortSlide(slide_id=name, path=Path(s.path), mpp=given), s
 
 
 @contextlib.contextmanager
-def _open_slide(path: str | os.PathLike[str], mpp: float | None, backend: str | None,
+def _open_slide(path: str | os.PathLike[str], mpp: float | None, settings: RunSettings,
                 root: Path) -> Iterator[Any]:
-    """The slide opened with ``mpp``; when it has no resolution and none is given, with the
-    one its earlier run under ``root`` was given (``wsikit patch --mpp`` then ``features``)."""
+    """The slide opened with ``mpp`` (and the settings' reader and damaged-tile policy); when
+    it has no resolution and none is given, with the one its earlier run under ``root`` was
+    given (``wsikit patch --mpp`` then ``features``)."""
     import json
 
     from ..errors import MppError
@@ -550,7 +552,8 @@ def _open_slide(path: str | os.PathLike[str], mpp: float | None, backend: str | 
     from ..slide.slide import slide_stem
 
     try:
-        opened = open_slide(path, mpp=mpp, backend=backend)
+        opened = open_slide(path, mpp=mpp, backend=settings.backend,
+                            on_bad_tile=settings.on_bad_tile)
     except MppError:
         try:
             state = json.loads(OutputLayout(root).state(slide_stem(path)).read_text("utf-8"))
@@ -559,7 +562,8 @@ def _open_slide(path: str | os.PathLike[str], mpp: float | None, backend: str | 
         recorded = state.get("cohort_mpp") if isinstance(state, dict) else None
         if mpp is not None or not isinstance(recorded, (int, float)):
             raise
-        opened = open_slide(path, mpp=float(recorded), backend=backend)
+        opened = open_slide(path, mpp=float(recorded), backend=settings.backend,
+                            on_bad_tile=settings.on_bad_tile)
     with opened as s:
         yield s
 

@@ -79,6 +79,11 @@ class BatchConfig:
         Slide reader (:attr:`RunSettings.backend`).
     decode : {"reader", "device"}
         Where the features step decodes JPEG tiles (:attr:`RunSettings.decode`).
+    threads : int or None
+        Cores of the run (:attr:`RunSettings.threads`); a batch worker's config carries its
+        share.
+    on_bad_tile : {"fail", "skip"}
+        What a damaged tile does (:attr:`RunSettings.on_bad_tile`).
     """
 
     steps: tuple[str, ...] = ("segment", "patch", "features")
@@ -91,6 +96,8 @@ class BatchConfig:
     reader: str = "auto"
     backend: str | None = None
     decode: str = "reader"
+    threads: int | None = None
+    on_bad_tile: str = "fail"
 
     def value(self, name: str) -> Any:
         """A run setting or an option, by its flat name (e.g. ``"target_mpp"``)."""
@@ -115,7 +122,7 @@ class BatchConfig:
 
 
 _RUN_FIELDS = ("steps", "batch_size", "loader_workers", "plugins", "store", "progress", "reader",
-               "backend", "decode")
+               "backend", "decode", "threads", "on_bad_tile")
 
 
 class SkipSlide(WsikitError):
@@ -386,7 +393,8 @@ class SlideContext:
         if self._handle is None:
             from .cohort_slide import open_cohort_slide
 
-            self._handle = open_cohort_slide(self.slide, backend=self.config.backend)
+            self._handle = open_cohort_slide(self.slide, backend=self.config.backend,
+                                             on_bad_tile=self.config.on_bad_tile)
         return self._handle
 
     def close(self) -> None:

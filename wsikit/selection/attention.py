@@ -115,27 +115,31 @@ class Attention:
 def heuristic_attention(slide_path: str | os.PathLike[str], grid: TileGrid, *,
                         batch_size: int = 64, mpp: float | None = None,
                         progress: bool | None = None,
-                        embeddings: Embeddings | None = None) -> Attention:
+                        embeddings: Embeddings | None = None,
+                        on_bad_tile: str = "fail") -> Attention:
     """Weight-free attention: per-slide ranks of nuclear morphology
     (:func:`wsikit.models.importance.nuclear_importance`); ``grid`` gives the patches, and
-    ``embeddings`` of the same grid that carry the measures (``nuclear``) spare the read."""
+    ``embeddings`` of the same grid that carry the measures (``nuclear``) spare the read;
+    ``on_bad_tile`` is what a damaged tile does (:func:`wsikit.slide.open_slide`)."""
     from ..models.importance import nuclear_importance
 
     measures = (embeddings.nuclear if embeddings is not None and np.array_equal(
         embeddings.coords, np.asarray(grid.coords, np.int64)) else None)
     imp = nuclear_importance(slide_path, grid, batch_size=batch_size, mpp=mpp,
-                             progress=progress, measures=measures)
+                             progress=progress, measures=measures, on_bad_tile=on_bad_tile)
     return Attention(scores=imp.scores, coords=np.asarray(grid.coords, np.int64),
                      source="heuristic", label=HEURISTIC_LABEL)
 
 
 def titan_attention(embeddings: Embeddings, grid: TileGrid, *, device: str = "cpu",
-                    weights: str | None = None, precision: str | None = None) -> Attention:
+                    weights: str | None = None, precision: str | None = None,
+                    threads: int | None = None) -> Attention:
     """TITAN per-patch attention over CONCH v1.5 ``embeddings`` of ``grid``.
 
     The TITAN cell size is the grid's level-0 patch size (``patch_size_level0``), as in the
     reference, whatever the stride of the coords (TRIDENT files: stride 1013, size 1024).
-    ``precision`` is the autocast precision (default float16 on CUDA, float32 on CPU).
+    ``precision`` is the autocast precision (default float16 on CUDA, float32 on CPU);
+    ``threads`` the cores of the kernel on a CPU (default: the process's CPUs).
     """
     from ..models.titan import create_titan, titan
 
@@ -144,7 +148,8 @@ def titan_attention(embeddings: Embeddings, grid: TileGrid, *, device: str = "cp
                            f"; run with {option('models', 'auto')} (or conch_v1_5) and CONCH "
                            "v1.5 weights")
     model = create_titan(weights=weights, device=device, precision=precision)
-    out = titan(embeddings.features, embeddings.coords, int(grid.patch_size_l0), model=model)
+    out = titan(embeddings.features, embeddings.coords, int(grid.patch_size_l0), model=model,
+                threads=threads)
     return Attention(scores=np.asarray(out.attention, np.float32),
                      coords=np.asarray(embeddings.coords, np.int64), source="titan",
                      label=getattr(model, "label", out.label), precision=out.precision)
@@ -179,21 +184,26 @@ def resolve_source(source: str, embeddings: Embeddings | None, weights: str | No
 def compute_attention(slide_path: Any, grid: TileGrid | str | os.PathLike[str], *,
                       source: str = "auto", embeddings: Embeddings | None = None,
                       device: str = "cpu", weights: str | None = None,
-                      mpp: float | None = None, progress: bool | None = None) -> Attention:
+                      mpp: float | None = None, progress: bool | None = None,
+                      threads: int | None = None) -> Attention:
     """Attention per patch from ``source`` (``auto``: TITAN when possible, else heuristic).
 
-    ``slide_path`` is a slide file or an open :class:`~wsikit.slide.Slide` (its path and mpp
-    are used); ``grid`` a :class:`~wsikit.patches.grid.TileGrid` or its coordinate file;
+    ``slide_path`` is a slide file or an open :class:`~wsikit.slide.Slide` (its path, mpp and
+    damaged-tile policy, :attr:`~wsikit.slide.Slide.on_bad_tile`, are used); ``grid`` a
+    :class:`~wsikit.patches.grid.TileGrid` or its coordinate file;
     ``embeddings`` the :class:`~wsikit.features.extract.Embeddings` of that grid (needed by TITAN).
     ``auto`` uses TITAN only when the features are CONCH v1.5 and TITAN weights are found.
+    ``threads``: the cores of TITAN's kernel on a CPU (default: the process's CPUs).
     """
     from .._hints import expect
     from ..patches.grid import grid_of
     from ..slide import Slide
 
+    on_bad_tile = "fail"
     if isinstance(slide_path, Slide):
         if mpp is None and slide_path.mpp == slide_path.mpp:  # not nan
             mpp = slide_path.mpp
+        on_bad_tile = slide_path.on_bad_tile
         slide_path = slide_path.path
     expect(slide_path, (str, os.PathLike), name="compute_attention(slide)",
            error=FeatureError, want="a Slide (wsikit.open_slide) or the path of a slide file")
@@ -213,9 +223,10 @@ def compute_attention(slide_path: Any, grid: TileGrid | str | os.PathLike[str], 
                                    "--weights titan=PATH; or use --attention heuristic"
                                    if on_command_line() else "the file (weights=PATH); or use "
                                    "the heuristic (select: attention='heuristic')"))
-        return titan_attention(embeddings, tiles, device=device, weights=weights)
+        return titan_attention(embeddings, tiles, device=device, weights=weights,
+                               threads=threads)
     return heuristic_attention(slide_path, tiles, mpp=mpp, progress=progress,
-                               embeddings=embeddings)
+                               embeddings=embeddings, on_bad_tile=on_bad_tile)
 
 
 def cached_attention(path: Path, grid: TileGrid, source: str) -> Attention | None:

@@ -210,10 +210,11 @@ def text_patch_cosine(patch_vectors: np.ndarray, text_vector: np.ndarray) -> np.
 
 def patch_embeddings(slide: Any, grid: TileGrid, encoders: Mapping[str, Any], *,
                      device: str = "cpu", batch_size: int = 64, workers: int = 0,
-                     progress: bool | None = None, mpp: float | None = None
-                     ) -> dict[str, np.ndarray]:
+                     progress: bool | None = None, mpp: float | None = None,
+                     threads: int | None = None) -> dict[str, np.ndarray]:
     """``{tower: (N, D) vectors}``: every patch of ``grid`` (its pixels, read and
-    preprocessed as each tower's image tower asks) embedded by each encoder of ``encoders``.
+    preprocessed as each tower's image tower asks) embedded by each encoder of ``encoders``
+    (``threads``: the run's cores, :attr:`wsikit.run.options.RunSettings.threads`).
 
     Raises
     ------
@@ -229,7 +230,8 @@ def patch_embeddings(slide: Any, grid: TileGrid, encoders: Mapping[str, Any], *,
                                  "with patches; use an image-text tower (quiltnet_b32, plip, "
                                  "clip_vit_b32: 'wsikit models' lists them)")
         emb = extract_features(slide, grid, enc, device=device, batch_size=batch_size,
-                               workers=workers, progress=progress, mpp=mpp, importance=False)
+                               workers=workers, progress=progress, mpp=mpp, importance=False,
+                               threads=threads)
         out[name] = np.asarray(emb.features, np.float32)
     return out
 
@@ -255,7 +257,8 @@ def text_similarity(vectors: Mapping[str, np.ndarray], text: str,
 def question_similarity(slide: Any, grid: TileGrid, question: str,
                         encoders: Mapping[str, Any], *, device: str = "cpu",
                         batch_size: int = 64, workers: int = 0, progress: bool | None = None,
-                        mpp: float | None = None) -> dict[str, np.ndarray]:
+                        mpp: float | None = None, threads: int | None = None
+                        ) -> dict[str, np.ndarray]:
     """``{tower: (N,) cosine}``: each patch of ``grid`` (its pixels, through the tower's image
     tower, :func:`patch_embeddings`) against ``question`` (its text tower,
     :func:`text_similarity`), for each tower encoder of ``encoders``.
@@ -269,7 +272,7 @@ def question_similarity(slide: Any, grid: TileGrid, question: str,
         raise SelectionError("the question is empty; give a few words (e.g. 'dense tumour "
                              "nuclei')")
     vectors = patch_embeddings(slide, grid, encoders, device=device, batch_size=batch_size,
-                               workers=workers, progress=progress, mpp=mpp)
+                               workers=workers, progress=progress, mpp=mpp, threads=threads)
     return text_similarity(vectors, question, encoders)
 
 

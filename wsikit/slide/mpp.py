@@ -180,23 +180,9 @@ def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
             f"(10/power) instead. Pass {keyword('mpp')} if this is wrong.",
             UserWarning, stacklevel=stacklevel)
         return 10.0 / power, "objective-power"
-    suggest = ""
-    if nuclei is not None:
-        try:
-            est = nuclei()
-        except MppError as exc:
-            suggest = f" Its nuclei could not be measured either: {exc}."
-        else:
-            if est.resolved:
-                warnings.warn(
-                    f"{name}: no resolution metadata; {est.mpp:.2f} µm/px estimated from the "
-                    f"size of its nuclei (range {est.low:.2f}–{est.high:.2f} µm/px, "
-                    f"{est.n_nuclei} nuclei of {est.diameter_px:.1f} px), recorded as "
-                    f"'{ESTIMATED}'. Pass {keyword('mpp')} with the scanner's value if you "
-                    "know it.", UserWarning, stacklevel=stacklevel)
-                return est.mpp, ESTIMATED
-            suggest = (f" Its nuclei suggest {est.describe()}: too small to measure, so no "
-                       "estimate is used.")
+    estimated, suggest = _from_nuclei(nuclei, name, stacklevel + 1)
+    if estimated is not None:
+        return estimated, ESTIMATED
     if not require:
         return float("nan"), "unknown"
     rejected = _rejected(properties)
@@ -207,6 +193,29 @@ def resolve_mpp(properties: Mapping[str, Any], *, mpp: float | None = None,
         f"openslide.mpp-x, aperio.MPP, TIFF resolution or objective power.{found}{suggest} "
         f"Pass the slide's level-0 µm/px explicitly with {keyword('mpp')} (the scanner or its "
         "scan report records it).")
+
+
+def _from_nuclei(nuclei: Callable[[], MppEstimate] | None, name: str, stacklevel: int
+                 ) -> tuple[float | None, str]:
+    """``(µm/px estimated from the nuclei, "")`` with a warning saying so, or ``(None, why
+    not)``: the last resort of :func:`resolve_mpp`, for a slide without resolution metadata
+    (``nuclei=None``: no estimate)."""
+    if nuclei is None:
+        return None, ""
+    try:
+        est = nuclei()
+    except MppError as exc:
+        return None, f" Its nuclei could not be measured either: {exc}."
+    if not est.resolved:
+        return None, (f" Its nuclei suggest {est.describe()}: too small to measure, so no "
+                      "estimate is used.")
+    warnings.warn(
+        f"{name}: no resolution metadata; {est.mpp:.2f} µm/px estimated from the "
+        f"size of its nuclei (range {est.low:.2f}–{est.high:.2f} µm/px, "
+        f"{est.n_nuclei} nuclei of {est.diameter_px:.1f} px), recorded as "
+        f"'{ESTIMATED}'. Pass {keyword('mpp')} with the scanner's value if you "
+        "know it.", UserWarning, stacklevel=stacklevel)
+    return est.mpp, ""
 
 
 def _check_against_nuclei(properties: Mapping[str, Any], value: float, name: str,

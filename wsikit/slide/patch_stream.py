@@ -75,6 +75,9 @@ class PatchStream(IterableDataset):
         Let the tile reader decode JPEG tiles at ½/¼/⅛ size in the DCT domain where the patch
         is such a reduction: faster, but not the specified anti-aliased resize (on H&E up to
         ~50 levels off at sharp edges), so the two readers no longer agree. Off by default.
+    on_bad_tile : {"fail", "skip"}
+        What a damaged tile does in the workers' readers, as for
+        :func:`wsikit.slide.open_slide` (the run's setting travels with the stream).
 
     Notes
     -----
@@ -88,7 +91,9 @@ class PatchStream(IterableDataset):
                  cache_mb: float = 96.0, level0_size: tuple[int, int] | None = None,
                  normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
                  patch_px: int | None = None, dct: bool = False,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, on_bad_tile: str = "fail") -> None:
+        from .slide import bad_tile_policy
+
         if reader not in ("auto", "tiles", "slide"):
             raise FeatureError(f"reader={reader!r} must be 'auto', 'tiles' or 'slide'")
         if patch_px is not None and int(patch_px) < 1:
@@ -106,6 +111,7 @@ class PatchStream(IterableDataset):
         self.level0_size = level0_size
         self.normalize = normalize
         self.threads = None if threads is None else max(1, int(threads))
+        self.on_bad_tile = bad_tile_policy(on_bad_tile)
         self._ring: SlotRing | None = None  # set by stream_batches
 
     def __len__(self) -> int:
@@ -152,7 +158,7 @@ class PatchStream(IterableDataset):
 
         if self.reader in ("auto", "tiles"):
             tr, why = open_tile_reader(self.path, expected_dimensions=self.level0_size,
-                                       cache_mb=self.cache_mb)
+                                       cache_mb=self.cache_mb, on_bad_tile=self.on_bad_tile)
             if tr is not None:
                 first = self.boxes[0] if len(self.boxes) else np.array([0, 0, 1, 1.0])
                 level, red = tr.plan((first[2], first[3]), size, dct=self.dct)
@@ -170,7 +176,8 @@ class PatchStream(IterableDataset):
 
         # a faster backend where it gives OpenSlide's pixels (NDPI, pyvips, tiffslide), else
         # the default
-        slide = open_pixel_slide(self.path, mpp=self.mpp, require_mpp=False)
+        slide = open_pixel_slide(self.path, mpp=self.mpp, require_mpp=False,
+                                 on_bad_tile=self.on_bad_tile)
 
         def read_into_s(boxes: np.ndarray, out: np.ndarray) -> None:
             patches = patch_buffer(len(boxes), out)

@@ -61,7 +61,7 @@ def same_pixels(a: Slide, b: Slide, *, reference: list[np.ndarray] | None = None
 
 
 def open_pixel_slide(path: str | os.PathLike[str], *, mpp: float | None = None,
-                     require_mpp: bool = False) -> Slide:
+                     require_mpp: bool = False, on_bad_tile: str = "fail") -> Slide:
     """The slide for pixel reads: the first of :data:`FAST_BACKENDS` that reads ``path`` as
     OpenSlide does.
 
@@ -71,6 +71,8 @@ def open_pixel_slide(path: str | os.PathLike[str], *, mpp: float | None = None,
     mpp : float, optional
         Level-0 µm/px, as for :func:`wsikit.slide.open_slide`.
     require_mpp : bool
+    on_bad_tile : {"fail", "skip"}
+        What a damaged tile does, as for :func:`wsikit.slide.open_slide`.
 
     Returns
     -------
@@ -79,7 +81,7 @@ def open_pixel_slide(path: str | os.PathLike[str], *, mpp: float | None = None,
         and probe pixels when the default is OpenSlide (with the default backend's level-0
         µm/px); otherwise the default :func:`open_slide` result.
     """
-    default = open_slide(path, mpp=mpp, require_mpp=require_mpp)
+    default = open_slide(path, mpp=mpp, require_mpp=require_mpp, on_bad_tile=on_bad_tile)
     if default.backend != "openslide":
         return default
     reference: list[np.ndarray] | None = None
@@ -88,7 +90,8 @@ def open_pixel_slide(path: str | os.PathLike[str], *, mpp: float | None = None,
     same_mpp = default.mpp if mpp is None and math.isfinite(default.mpp) else mpp
     for name in FAST_BACKENDS:
         try:
-            alt = open_slide(path, backend=name, mpp=same_mpp, require_mpp=require_mpp)
+            alt = open_slide(path, backend=name, mpp=same_mpp, require_mpp=require_mpp,
+                             on_bad_tile=on_bad_tile)
         except WsikitError:
             continue
         try:

@@ -43,8 +43,8 @@ BACKENDS = ("openslide", "tiffslide", "image", "omezarr")
 
 #: What to do with a tile that cannot be decoded: ``fail`` (default: one error naming the
 #: level and position of the tile) or ``skip`` (read it as white, record it in
-#: :attr:`Slide.bad_tiles`, warn once per tile). ``open_slide(on_bad_tile=...)``, or the
-#: environment variable ``WSIKIT_ON_BAD_TILE`` (set by ``wsikit --on-bad-tile``).
+#: :attr:`Slide.bad_tiles`, warn once per tile). ``open_slide(on_bad_tile=...)``; a run
+#: passes :attr:`wsikit.run.options.RunSettings.on_bad_tile` (``wsikit --on-bad-tile``).
 BAD_TILE_POLICIES = ("fail", "skip")
 
 #: Relative slack when matching a requested downsample to a pyramid level: Aperio level sizes
@@ -490,24 +490,23 @@ def _open_backend(name: str, path: Path) -> _Backend:
     return _BACKEND_CLASSES[name](path)
 
 
-def bad_tile_policy(value: str | None = None) -> str:
-    """The damaged-tile policy: ``value``, else ``$WSIKIT_ON_BAD_TILE``, else ``"fail"``.
+def bad_tile_policy(value: str = "fail") -> str:
+    """``value`` checked as a damaged-tile policy (:data:`BAD_TILE_POLICIES`).
 
     Raises
     ------
     SlideError
         An unknown policy.
     """
-    chosen = value if value is not None else os.environ.get("WSIKIT_ON_BAD_TILE") or "fail"
-    if chosen not in BAD_TILE_POLICIES:
-        raise SlideError(f"{option('on_bad_tile', chosen)} is not one of "
+    if value not in BAD_TILE_POLICIES:
+        raise SlideError(f"{option('on_bad_tile', value)} is not one of "
                          f"{', '.join(BAD_TILE_POLICIES)}")
-    return chosen
+    return value
 
 
 def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
                mpp: float | None = None, require_mpp: bool = True,
-               on_bad_tile: str | None = None, estimate_mpp: bool = True) -> Slide:
+               on_bad_tile: str = "fail", estimate_mpp: bool = True) -> Slide:
     """Open a whole-slide image (or a plain image) as a :class:`Slide`.
 
     Parameters
@@ -525,9 +524,9 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     require_mpp : bool
         If False, a slide without a resolution (metadata, or an estimate from its nuclei)
         opens with ``mpp = nan``.
-    on_bad_tile : {"fail", "skip"}, optional
-        What a damaged tile does (:data:`BAD_TILE_POLICIES`; default ``$WSIKIT_ON_BAD_TILE``
-        or ``"fail"``).
+    on_bad_tile : {"fail", "skip"}
+        What a damaged tile does (:data:`BAD_TILE_POLICIES`): one error naming it, or read it
+        as white and record it.
     estimate_mpp : bool
         Estimate the resolution of a slide without resolution metadata from the size of its
         nuclei (:meth:`Slide.estimate_mpp`; ``mpp_source`` ``"estimated from nuclei"``, with a
@@ -548,34 +547,9 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
     policy = bad_tile_policy(on_bad_tile)
     if mpp is not None:
         check_mpp(mpp)
-    # a DICOM series is a folder: is_dicom only looks at folders and regular files (never a
-    # FIFO, which would block); everything else goes through the file checks
-    dicom = (backend in (None, "dicom") and (p.is_dir() or p.is_file()) and is_dicom(p))
-    if not (dicom and p.is_dir()):
-        check_openable(p)
-    if backend is not None and backend not in _BACKEND_CLASSES:
-        raise SlideError(f"backend={backend!r} is not one of {tuple(_BACKEND_CLASSES)}")
+    dicom = _checked_source(p, backend)
     names = ("dicom",) if dicom else (backend,) if backend is not None else BACKENDS
-    if p.is_file():
-        _check_tiff_extent(p)
-    reasons: list[str] = []
-    opened: _Backend | None = None
-    for name in names:
-        try:
-            with _quiet():  # a backend's parser warnings about a file it rejects are noise
-                opened = _open_backend(name, p)
-            break
-        except SlideError as exc:
-            reasons.append(f"{name}: {exc}")
-        except Exception as exc:
-            reasons.append(f"{name}: {type(exc).__name__}: {exc}".strip())
-    if opened is None and dicom:
-        raise SlideError(f"{p}: cannot open as a DICOM whole-slide image: "
-                         f"{reasons[0].split(': ', 1)[1]}")
-    if opened is None:
-        raise SlideError(f"{p}: cannot open as a slide or image; "
-                         + "; ".join(reasons)
-                         + ". Check that the file is a complete slide/image file.")
+    opened = _first_backend(p, names, dicom=dicom)
     slide: Slide | None = None
     try:
         W, H = opened.level_dimensions[0]
@@ -605,6 +579,41 @@ def open_slide(path: str | os.PathLike[str], *, backend: str | None = None,
             opened.close()
         raise
     return slide
+
+
+def _checked_source(p: Path, backend: str | None) -> bool:
+    """Whether ``p`` is a DICOM series (a folder, or one of its files), after the checks of
+    a file to open (exists, readable, not a FIFO, a TIFF whose extent fits) and of
+    ``backend``."""
+    # a DICOM series is a folder: is_dicom only looks at folders and regular files (never a
+    # FIFO, which would block); everything else goes through the file checks
+    dicom = bool(backend in (None, "dicom") and (p.is_dir() or p.is_file()) and is_dicom(p))
+    if not (dicom and p.is_dir()):
+        check_openable(p)
+    if backend is not None and backend not in _BACKEND_CLASSES:
+        raise SlideError(f"backend={backend!r} is not one of {tuple(_BACKEND_CLASSES)}")
+    if p.is_file():
+        _check_tiff_extent(p)
+    return dicom
+
+
+def _first_backend(p: Path, names: tuple[str, ...], *, dicom: bool) -> _Backend:
+    """The first of the backends ``names`` that opens ``p``; else one :class:`SlideError`
+    naming the file and each backend's reason."""
+    reasons: list[str] = []
+    for name in names:
+        try:
+            with _quiet():  # a backend's parser warnings about a file it rejects are noise
+                return _open_backend(name, p)
+        except SlideError as exc:
+            reasons.append(f"{name}: {exc}")
+        except Exception as exc:
+            reasons.append(f"{name}: {type(exc).__name__}: {exc}".strip())
+    if dicom:
+        raise SlideError(f"{p}: cannot open as a DICOM whole-slide image: "
+                         f"{reasons[0].split(': ', 1)[1]}")
+    raise SlideError(f"{p}: cannot open as a slide or image; " + "; ".join(reasons)
+                     + ". Check that the file is a complete slide/image file.")
 
 
 #: Estimates from nuclei by (path, size, mtime): a slide opened again (by each stage, by the

@@ -387,14 +387,8 @@ def write_synthetic_ndpi(
     """
     import struct
 
-    if subsampling not in _NDPI_SUBSAMPLING:
-        raise ValueError(f"subsampling={subsampling!r} is not one of {list(_NDPI_SUBSAMPLING)}")
-    if spec.mpp is None:
-        raise ValueError("write_synthetic_ndpi needs spec.mpp (the resolution tags)")
-    _, mcu_w, mcu_h = _NDPI_SUBSAMPLING[subsampling]
-    if tile_width % mcu_w:
-        raise ValueError(f"tile_width={tile_width} must be a multiple of the MCU width {mcu_w}")
-    painter = _Painter(spec, spec.mpp)
+    mcu_h, mpp = _ndpi_checked(spec, subsampling, tile_width)
+    painter = _Painter(spec, mpp)
     path = Path(path)
     with open(path, "wb") as fh:
         fh.write(b"II*\x00" + struct.pack("<Q", 0))   # first-IFD offset patched below
@@ -408,7 +402,7 @@ def write_synthetic_ndpi(
                                                subsampling, tile_width)
             strip = fh.tell()
             fh.write(jpeg)
-            res = 1e4 / (spec.mpp * ds)   # px per cm
+            res = 1e4 / (mpp * ds)   # px per cm
             # (tag, type, values): types 2 ASCII, 3 SHORT, 4 LONG, 5 RATIONAL, 9 SLONG, 11 FLOAT
             entries: list[tuple[int, int, Any]] = [
                 (256, 4, [lw]), (257, 4, [lh]), (258, 3, [8, 8, 8]), (259, 3, [7]),
@@ -418,34 +412,57 @@ def write_synthetic_ndpi(
                 (296, 3, [3]), (305, 2, b"NDP.scan\x00"), (65420, 4, [1]),
                 (65421, 11, [source_lens / ds]), (65422, 9, [0]), (65423, 9, [0]),
                 (65424, 9, [0]), (65426, 4, starts)]
-            blobs = []
-            for tag, typ, values in entries:
-                if typ == 2:
-                    raw = bytes(values)
-                elif typ == 5:
-                    raw = b"".join(struct.pack("<II", *v) for v in values)
-                else:
-                    raw = struct.pack("<" + {3: "H", 4: "I", 9: "i", 11: "f"}[typ] * len(values),
-                                      *values)
-                count = len(values)
-                blobs.append((tag, typ, count, raw))
-            out_of_line = fh.tell()
-            ifd_entries = []
-            for tag, typ, count, raw in blobs:
-                if len(raw) <= 4:
-                    ifd_entries.append(struct.pack("<HHI", tag, typ, count) + raw.ljust(4, b"\0"))
-                else:
-                    fh.write(raw + b"\0" * (len(raw) % 2))
-                    ifd_entries.append(struct.pack("<HHII", tag, typ, count, out_of_line))
-                    out_of_line = fh.tell()
-            ifd = fh.tell()
-            fh.seek(link)
-            fh.write(struct.pack("<Q", ifd))
-            fh.seek(ifd)
-            fh.write(struct.pack("<H", len(ifd_entries)) + b"".join(ifd_entries))
-            link = fh.tell()
-            fh.write(struct.pack("<Q", 0) + b"\0" * (4 * len(ifd_entries)))
+            link = _write_ndpi_ifd(fh, entries, link)
     return path
+
+
+def _ndpi_checked(spec: SyntheticSpec, subsampling: str, tile_width: int
+                  ) -> tuple[int, float]:
+    """``(MCU height of subsampling, spec.mpp)``, after checking the arguments of
+    :func:`write_synthetic_ndpi` (``ValueError`` naming the one that does not fit)."""
+    if subsampling not in _NDPI_SUBSAMPLING:
+        raise ValueError(f"subsampling={subsampling!r} is not one of {list(_NDPI_SUBSAMPLING)}")
+    if spec.mpp is None:
+        raise ValueError("write_synthetic_ndpi needs spec.mpp (the resolution tags)")
+    _, mcu_w, mcu_h = _NDPI_SUBSAMPLING[subsampling]
+    if tile_width % mcu_w:
+        raise ValueError(f"tile_width={tile_width} must be a multiple of the MCU width {mcu_w}")
+    return int(mcu_h), float(spec.mpp)
+
+
+def _write_ndpi_ifd(fh: Any, entries: list[tuple[int, int, Any]], link: int) -> int:
+    """Write one NDPI IFD of ``entries`` (``(tag, type, values)``) at the end of ``fh``, its
+    out-of-line values before it, point the 64-bit offset at ``link`` to it; returns where
+    the pointer to the next IFD is (followed by the 4 zero bytes per entry of NDPI)."""
+    import struct
+
+    blobs = []
+    for tag, typ, values in entries:
+        if typ == 2:
+            raw = bytes(values)
+        elif typ == 5:
+            raw = b"".join(struct.pack("<II", *v) for v in values)
+        else:
+            raw = struct.pack("<" + {3: "H", 4: "I", 9: "i", 11: "f"}[typ] * len(values),
+                              *values)
+        blobs.append((tag, typ, len(values), raw))
+    out_of_line = fh.tell()
+    ifd_entries = []
+    for tag, typ, count, raw in blobs:
+        if len(raw) <= 4:
+            ifd_entries.append(struct.pack("<HHI", tag, typ, count) + raw.ljust(4, b"\0"))
+        else:
+            fh.write(raw + b"\0" * (len(raw) % 2))
+            ifd_entries.append(struct.pack("<HHII", tag, typ, count, out_of_line))
+            out_of_line = fh.tell()
+    ifd = fh.tell()
+    fh.seek(link)
+    fh.write(struct.pack("<Q", ifd))
+    fh.seek(ifd)
+    fh.write(struct.pack("<H", len(ifd_entries)) + b"".join(ifd_entries))
+    link = fh.tell()
+    fh.write(struct.pack("<Q", 0) + b"\0" * (4 * len(ifd_entries)))
+    return link
 
 
 def write_image_slide(path: str | os.PathLike[str], image: np.ndarray, *, mpp: float,

@@ -111,10 +111,15 @@ class TileReader:
     Not thread-safe (the cache is unsynchronised); open one reader per worker process.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, cache_mb: float = 128.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, cache_mb: float = 128.0,
+                 on_bad_tile: str = "fail") -> None:
         import tifffile
 
+        from .slide import bad_tile_policy
+
         self.path = Path(path)
+        #: What a damaged tile does (:data:`wsikit.slide.slide.BAD_TILE_POLICIES`).
+        self.on_bad_tile = bad_tile_policy(on_bad_tile)
         try:
             self._tif = tifffile.TiffFile(self.path)
         except Exception as exc:  # tifffile raises many types for non-TIFF input
@@ -295,13 +300,11 @@ class TileReader:
         """A tile that cannot be decoded: a clear error, or white with ``--on-bad-tile skip``."""
         import warnings
 
-        from .slide import bad_tile_policy
-
         lv = self.levels[level]
         x, y = col * lv.tile_width, row * lv.tile_height
         where = (f"tile ({col}, {row}) of level {level} at level pixels x={x}, y={y} "
                  f"({lv.tile_width}x{lv.tile_height})")
-        if bad_tile_policy() != "skip":
+        if self.on_bad_tile != "skip":
             raise SlideError(f"{self.path}: damaged {where}: {exc}. Copy the slide again, or "
                              f"pass {option('on_bad_tile', 'skip')} to process it with damaged "
                              "tiles left white (they are recorded)") from exc
@@ -589,8 +592,10 @@ def _unsupported(page: Any) -> str:
 
 
 def open_tile_reader(path: str | os.PathLike[str], *, expected_dimensions: tuple[int, int]
-                     | None = None, cache_mb: float = 128.0) -> tuple[TileReader | None, str]:
-    """Open a :class:`TileReader` for ``path`` if the file suits it.
+                     | None = None, cache_mb: float = 128.0, on_bad_tile: str = "fail"
+                     ) -> tuple[TileReader | None, str]:
+    """Open a :class:`TileReader` for ``path`` if the file suits it (``on_bad_tile``: what a
+    damaged tile does, as for :func:`wsikit.slide.open_slide`).
 
     Returns
     -------
@@ -602,7 +607,7 @@ def open_tile_reader(path: str | os.PathLike[str], *, expected_dimensions: tuple
     if path.suffix.lower() not in (".svs", ".tif", ".tiff", ".btf", ".tf8", ".ome.tif"):
         return None, f"{path.suffix or 'no suffix'} is not a TIFF suffix"
     try:
-        reader = TileReader(path, cache_mb=cache_mb)
+        reader = TileReader(path, cache_mb=cache_mb, on_bad_tile=on_bad_tile)
     except SlideError as exc:
         return None, str(exc)
     if expected_dimensions is not None and tuple(reader.dimensions) != tuple(

@@ -327,16 +327,21 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
         ink &= ~(grey & ~_remove_small(grey, min_ink_um2 / (mpp * mpp)))
     if not ink.any():
         return ink
-    close = close_um / mpp
-    if close >= 1:  # closing by a disk, as distances: a wide disk costs no more than a narrow one
-        r = max(1, int(round(close)))
+    return _close_and_grow(ink, close_px=close_um / mpp, grow_px=grow_um / mpp)
+
+
+def _close_and_grow(ink: np.ndarray, *, close_px: float, grow_px: float) -> np.ndarray:
+    """The strokes of :func:`ink_regions` closed over ``close_px`` (one region where a stroke
+    thins or crosses tissue), their holes filled, grown by ``grow_px`` (the blurred rim)."""
+    # closing by a disk, as distances: a wide disk costs no more than a narrow one
+    if close_px >= 1:
+        r = max(1, int(round(close_px)))
         pad = r + 1
         grown = _dilate(np.pad(ink, pad), r)
         ink = ~_dilate(~grown, r)[pad:-pad, pad:-pad]
     ink = ndi.binary_fill_holes(ink)
-    grow = grow_um / mpp
-    if grow >= 1:
-        ink = _dilate(ink, max(1, int(round(grow))))
+    if grow_px >= 1:
+        ink = _dilate(ink, max(1, int(round(grow_px))))
     return ink
 
 
@@ -684,30 +689,23 @@ def fold_mask(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
 
     * haematoxylin is at least ``fold_haematoxylin`` and eosin at least ``fold_eosin`` times
       the tissue's medians (both stains raised), and both at least ``fold_local`` times their
-      mean over the tissue within ``baseline_um`` (the tissue it lies on: a band of fold
-      covers little of that area, while a dense region as wide as it, a tumour among pale
-      stroma, is its own baseline), and
-    * its H:E ratio is within a factor ``fold_balance`` of the tissue's around it (between
-      ``fold_balance`` and ``1 / fold_balance`` times the ratio of the tissue within
-      ``reference_um``, the candidates themselves left out, or of the slide's tissue where
-      none is near), and
+      mean over the tissue it lies on (within ``baseline_um``: a tumour among pale stroma is
+      its own baseline), and
+    * its H:E ratio is within a factor ``fold_balance`` of the ratio of the tissue around it
+      (within ``reference_um``, the candidates left out; the slide's where none is near), and
     * it is not eosin-dominated: its H:E ratio is at least ``fold_balance`` times the slide
-      tissue's and at least ``eosin_dominated``. An eosin-dominated region is never a fold,
-      however dark: a rim of 2.5 times the stain of pale eosinophilic tissue has both stains
-      doubled and that tissue's ratio, and haemorrhage is 2.4-3 times the tissue's median OD,
-      so darkness would not tell either from a fold. A fold of purely eosinophilic tissue
-      (muscle, collagen without nuclei) is therefore not flagged: the mask keeps it.
+      tissue's and at least ``eosin_dominated``: never a fold however dark (a rim of 2.5
+      times the stain of pale eosinophilic tissue has both stains doubled, haemorrhage 2.4-3
+      times the median OD), so a fold of purely eosinophilic tissue (muscle, collagen
+      without nuclei) is not flagged: the mask keeps it.
 
-    Within ``fold_um / 2`` of dark eosin-dominated pixels (eosin at least 3 times the tissue
-    median, H:E ratio as above, at a third of the smoothing width) no pixel is a fold: there
-    the smoothing mixes blood or a dark rim with the tissue beside it. The pixels found are
-    closed over ``close_um`` within the tissue (a fold is one band; holes under
-    ``min_fold_um2`` filled), and pieces under ``min_fold_um2`` are dropped. The thresholds
-    other than ``eosin_dominated`` are relative to the slide's own tissue, so the rule holds
-    for pale and dark stainings. Measured on real tissue (``tests/tissue/test_tissue_folds.py``):
-    dark rims and haemorrhage kept (0 % flagged), a two-layer fold of mixed tumour and stroma
-    72 % flagged (20-43 % on loose stroma and dense tumour, where single layers vary almost
-    as much as a fold), a tumour tile among pale stroma 10 % (as the old rule).
+    None lies near dark eosin-dominated pixels (the smoothing mixes blood or a rim with the
+    tissue beside it); folds are closed into bands, small pieces dropped. The thresholds but
+    ``eosin_dominated`` are relative to the slide's tissue (pale or dark stainings). Measured
+    on real tissue (``tests/tissue/test_tissue_folds.py``): dark rims and haemorrhage kept (0 %
+    flagged), a two-layer fold of mixed tumour and stroma 72 % flagged (20-43 % on loose
+    stroma and dense tumour, where single layers vary almost as much as a fold), a tumour
+    tile among pale stroma 10 % (as the old rule).
 
     Parameters
     ----------
@@ -728,8 +726,8 @@ def fold_mask(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
         H:E ratio (in the units of :func:`~wsikit.tissue.stain.stain_amounts`) under which
         a region is eosin-dominated, never a fold.
     fold_um, reference_um, baseline_um, close_um : float
-        Smoothing width, the widths of the surrounding tissue whose H:E ratio and whose
-        stain amounts are compared with, and the closing radius, in µm.
+        Smoothing width, the widths of the tissue around whose H:E ratio and stain amounts
+        are compared with, and the closing radius, in µm.
     min_fold_um2 : float
         Smallest fold (µm²).
 
@@ -737,57 +735,22 @@ def fold_mask(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float,
     -------
     ndarray, shape (h, w), bool
     """
-    thumb, tissue = _check_pair(thumb, tissue, mpp)
-    if not 0 < fold_balance <= 1:
-        raise TissueError(f"fold_balance={fold_balance!r} must be in (0, 1], e.g. 0.8")
-    if not tissue.any():
-        return np.zeros(tissue.shape, bool)
-    size = max(1, int(round(fold_um / mpp)))
-    h0, e0 = stain_amounts(thumb)
-    h, e = (_box_mean(h0, size), _box_mean(e0, size)) if size > 1 else (h0, e0)
-    h_med, e_med = float(np.median(h[tissue])), float(np.median(e[tissue]))
-    if h_med <= 0 or e_med <= 0:   # one stain only: no H:E ratio to tell a fold by
-        return np.zeros(tissue.shape, bool)
+    stains = _fold_stains(thumb, tissue, mpp=mpp, fold_um=fold_um, fold_balance=fold_balance)
+    if stains is None:   # no tissue, or one stain only: no H:E ratio to tell a fold by
+        return np.zeros(np.shape(tissue), bool)
+    tissue, h0, e0, h, e, h_med, e_med = stains
     fold = tissue & (h >= fold_haematoxylin * h_med) & (e >= fold_eosin * e_med)
-    if not fold.any():
+    if not fold.any():  # nothing raised in both stains
         return fold
-    # and darker in both stains than the tissue it lies on: the mean over baseline_um (a
-    # band of fold covers little of it), so a dense region as wide as that (a tumour among
-    # pale stroma, darker than the slide's median) is its own baseline, not a fold
-    w = tissue.astype(np.float32)
-    base_size = max(3, int(round(baseline_um / mpp)) | 1)
-    base = ndi.uniform_filter(w, base_size, mode="constant")
-    base_h = ndi.uniform_filter(h * w, base_size, mode="constant")
-    base_e = ndi.uniform_filter(e * w, base_size, mode="constant")
-    fold &= (h * base >= fold_local * base_h) & (e * base >= fold_local * base_e)
-    ratio_med = h_med / e_med
-    ratio = h / np.maximum(e, 1e-12)
-    # dark eosin-dominated matter (blood, a dark rim: eosin 3 times the tissue's or more) at
-    # a third of the smoothing width, and half that width around it: there the smoothed
-    # amounts mix it with the tissue beside it (a fold holds about twice the eosin)
-    fine = max(1, int(round(fold_um / (3 * mpp))))
-    hf, ef = (_box_mean(h0, fine), _box_mean(e0, fine)) if fine > 1 else (h0, e0)
-    dark_eosin = (ef >= 3.0 * e_med) & (
-        (hf < fold_balance * ratio_med * ef) | (hf < eosin_dominated * ef))
-    if dark_eosin.any():
-        fold &= ~_dilate(dark_eosin, size / 2)
-    # the H:E ratio of the tissue around, as a ratio of sums, leaving the candidates out (a
-    # wide fold or rim would be its own reference); the slide's where no such tissue is near
-    ref = (tissue & ~fold).astype(np.float32)
-    ref_size = max(3, int(round(reference_um / mpp)) | 1)
-    near = ndi.uniform_filter(ref, ref_size, mode="nearest")
-    near_h = ndi.uniform_filter(h * ref, ref_size, mode="nearest")
-    near_e = ndi.uniform_filter(e * ref, ref_size, mode="nearest")
-    ratio_ref = np.where((near > 0.05) & (near_h > 0) & (near_e > 0),
-                         near_h / np.maximum(near_e, 1e-12), ratio_med)
-    fold &= (ratio >= fold_balance * ratio_ref) & (fold_balance * ratio <= ratio_ref)
+    fold &= _darker_than_around(h, e, tissue, mpp=mpp, baseline_um=baseline_um,
+                                fold_local=fold_local)
+    ratio_med, ratio = h_med / e_med, h / np.maximum(e, 1e-12)
+    fold &= ~_near_dark_eosin(h0, e0, e_med, ratio_med, mpp=mpp, fold_um=fold_um,
+                              fold_balance=fold_balance, eosin_dominated=eosin_dominated)
+    ref = _reference_ratio(h, e, tissue & ~fold, ratio_med, mpp=mpp, reference_um=reference_um)
+    fold &= (ratio >= fold_balance * ref) & (fold_balance * ratio <= ref)
     fold &= (ratio >= fold_balance * ratio_med) & (ratio >= eosin_dominated)
-    close = close_um / mpp
-    if close >= 1 and fold.any():
-        fold = _close(fold, close)
-        holes = _holes(fold)   # small gaps only: never what it rings
-        fold = (fold | (holes & ~_remove_small(holes, min_fold_um2 / (mpp * mpp)))) & tissue
-    return _remove_small(fold, min_fold_um2 / (mpp * mpp))
+    return _closed_folds(fold, tissue, mpp=mpp, close_um=close_um, min_fold_um2=min_fold_um2)
 
 
 def _shape(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -955,6 +918,85 @@ def _artefacts(thumb: np.ndarray, tissue: np.ndarray, found: _Stain, *,
 def _ring_area(ring: np.ndarray) -> float:
     x, y = ring[:, 0], ring[:, 1]
     return 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(np.roll(x, -1), y))
+
+
+def _fold_stains(thumb: np.ndarray, tissue: np.ndarray, *, mpp: float, fold_um: float,
+                 fold_balance: float
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float,
+                            float] | None:
+    """The inputs of :func:`fold_mask`, checked: ``(tissue, h0, e0, h, e, h_med, e_med)``,
+    the stain amounts as measured and box-smoothed over ``fold_um`` and their medians over
+    the tissue; ``None`` without tissue or without one of the stains."""
+    thumb, tissue = _check_pair(thumb, tissue, mpp)
+    if not 0 < fold_balance <= 1:
+        raise TissueError(f"fold_balance={fold_balance!r} must be in (0, 1], e.g. 0.8")
+    if not tissue.any():
+        return None
+    size = max(1, int(round(fold_um / mpp)))
+    h0, e0 = stain_amounts(thumb)
+    h, e = (_box_mean(h0, size), _box_mean(e0, size)) if size > 1 else (h0, e0)
+    h_med, e_med = float(np.median(h[tissue])), float(np.median(e[tissue]))
+    if h_med <= 0 or e_med <= 0:
+        return None
+    return tissue, h0, e0, h, e, h_med, e_med
+
+
+def _darker_than_around(h: np.ndarray, e: np.ndarray, tissue: np.ndarray, *, mpp: float,
+                        baseline_um: float, fold_local: float) -> np.ndarray:
+    """Where both stains are at least ``fold_local`` times their mean over the tissue within
+    ``baseline_um`` (a band of fold covers little of that area), so a dense region as wide
+    as it (a tumour among pale stroma, darker than the slide's median) is its own baseline,
+    not a fold."""
+    w = tissue.astype(np.float32)
+    base_size = max(3, int(round(baseline_um / mpp)) | 1)
+    base = ndi.uniform_filter(w, base_size, mode="constant")
+    base_h = ndi.uniform_filter(h * w, base_size, mode="constant")
+    base_e = ndi.uniform_filter(e * w, base_size, mode="constant")
+    return (h * base >= fold_local * base_h) & (e * base >= fold_local * base_e)
+
+
+def _near_dark_eosin(h0: np.ndarray, e0: np.ndarray, e_med: float, ratio_med: float, *,
+                     mpp: float, fold_um: float, fold_balance: float,
+                     eosin_dominated: float) -> np.ndarray:
+    """Within ``fold_um / 2`` of dark eosin-dominated matter (blood, a dark rim: eosin at
+    least 3 times the tissue median, H:E ratio under ``fold_balance`` times the tissue's or
+    under ``eosin_dominated``, at a third of the smoothing width): there the smoothed
+    amounts mix it with the tissue beside it (a fold holds about twice the eosin)."""
+    size = max(1, int(round(fold_um / mpp)))
+    fine = max(1, int(round(fold_um / (3 * mpp))))
+    hf, ef = (_box_mean(h0, fine), _box_mean(e0, fine)) if fine > 1 else (h0, e0)
+    dark_eosin = (ef >= 3.0 * e_med) & (
+        (hf < fold_balance * ratio_med * ef) | (hf < eosin_dominated * ef))
+    if dark_eosin.any():
+        return _dilate(dark_eosin, size / 2)
+    return np.zeros(dark_eosin.shape, bool)
+
+
+def _reference_ratio(h: np.ndarray, e: np.ndarray, ref_tissue: np.ndarray, ratio_med: float, *,
+                     mpp: float, reference_um: float) -> np.ndarray:
+    """The H:E ratio of the tissue around each pixel within ``reference_um``, as a ratio of
+    sums over ``ref_tissue`` (the fold candidates left out: a wide fold or rim would be its
+    own reference); the slide's (``ratio_med``) where no such tissue is near."""
+    ref = ref_tissue.astype(np.float32)
+    ref_size = max(3, int(round(reference_um / mpp)) | 1)
+    near = ndi.uniform_filter(ref, ref_size, mode="nearest")
+    near_h = ndi.uniform_filter(h * ref, ref_size, mode="nearest")
+    near_e = ndi.uniform_filter(e * ref, ref_size, mode="nearest")
+    return np.where((near > 0.05) & (near_h > 0) & (near_e > 0),
+                    near_h / np.maximum(near_e, 1e-12), ratio_med)
+
+
+def _closed_folds(fold: np.ndarray, tissue: np.ndarray, *, mpp: float, close_um: float,
+                  min_fold_um2: float) -> np.ndarray:
+    """The fold pixels closed over ``close_um`` within the tissue (a fold is one band; holes
+    under ``min_fold_um2`` filled, never what it rings), pieces under ``min_fold_um2``
+    dropped."""
+    close = close_um / mpp
+    if close >= 1 and fold.any():
+        fold = _close(fold, close)
+        holes = _holes(fold)   # small gaps only: never what it rings
+        fold = (fold | (holes & ~_remove_small(holes, min_fold_um2 / (mpp * mpp)))) & tissue
+    return _remove_small(fold, min_fold_um2 / (mpp * mpp))
 
 
 def mask_polygons(mask: np.ndarray, *, scale: tuple[float, float] = (1.0, 1.0),
@@ -1319,7 +1361,8 @@ def _read_thumbnail(slide: Slide, size: tuple[int, int]) -> np.ndarray:
         from ..slide.tiles import open_tile_reader
 
         # the direct tile reader declines (None) the files it cannot read
-        reader, _reason = open_tile_reader(slide.path, expected_dimensions=(W, H), cache_mb=0)
+        reader, _reason = open_tile_reader(slide.path, expected_dimensions=(W, H), cache_mb=0,
+                                           on_bad_tile=slide.on_bad_tile)
         if reader is not None:
             try:
                 with reader:

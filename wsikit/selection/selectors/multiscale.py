@@ -390,45 +390,15 @@ def select_from_map(amap: AttentionMap, *, scales: Sequence[int] = DEFAULT_SCALE
                         f"(best coverage {int(cnt.max()) / area:.3g}); lower min_coverage to "
                         "allow windows over holes or tissue edges")
             continue
-        if floor_terms and exact:
-            q = [math.ldexp(f, -unit) for f in floor_terms]
-            if all(abs(v) < 2.0 ** 62 and v == int(v) for v in q):
-                sc.floor_q = int(sum(int(v) for v in q))
         if floor_terms:
-            above = sc.at_least(cand, floor_terms)
-            if not above.any():
-                best = max(sc.mean(int(q)) for q in cand[np.argsort(-sc.approx[cand])[:8]])
-                empty[w] = (f"the best {w}x{w} window scores {best:.4g}, below the floor "
-                            f"min_score = {floor_desc}: no {w}x{w} region is more salient than "
-                            "the floor")
+            cand, below = _above_floor(sc, cand, floor_terms, unit=unit, exact=exact,
+                                       floor_desc=floor_desc)
+            if below is not None:
+                empty[w] = below
                 continue
-            cand = cand[above]
         n_feasible = int(cand.shape[0])
-        kept = 0
-        for block in _exact_order(sc, cand):
-            cy, cx = np.divmod(block, nx)
-            cgx, cgy = cx + lx0 + ox, cy + ly0 + oy
-            arr = np.array(acc, dtype=np.int64).reshape(-1, 3)
-            m = compatible(cgx, cgy, w, arr[:, 0], arr[:, 1], arr[:, 2], max_iou=max_iou,
-                           margin=margin, layout=layout)
-            while kept < per_scale:
-                pos = int(np.argmax(m))
-                if not m[pos]:
-                    break
-                cell = int(block[pos])
-                wx, wy = int(cgx[pos]), int(cgy[pos])
-                windows.append(Window(x=wx * p, y=wy * p, size=w * p, scale=w,
-                                      score=sc.mean(cell), gx=wx, gy=wy,
-                                      coverage=float(sc.cnt[cell]) / area))
-                acc.append((wx, wy, w))
-                kept += 1
-                m[pos] = False
-                if kept < per_scale:
-                    m &= compatible(cgx, cgy, w, cgx[pos:pos + 1], cgy[pos:pos + 1],
-                                    np.array([w]), max_iou=max_iou, margin=margin,
-                                    layout=layout)
-            if kept >= per_scale:
-                break
+        kept = _accept(sc, cand, acc, windows, offset=(lx0 + ox, ly0 + oy), nx=nx,
+                       per_scale=per_scale, max_iou=max_iou, margin=margin, layout=layout)
         if kept == 0:
             empty[w] = (f"all {n_feasible} feasible {w}x{w} windows violate {constraint} "
                         "against accepted windows")
@@ -443,6 +413,59 @@ def select_from_map(amap: AttentionMap, *, scales: Sequence[int] = DEFAULT_SCALE
     if slide_size is not None:
         grid["slide_size"] = [sw, sh]
     return Windows(windows=rank_windows(windows), empty=empty, params=params, grid=grid)
+
+
+def _above_floor(sc: _Scale, cand: np.ndarray, floor_terms: tuple[float, ...], *, unit: int,
+                 exact: bool, floor_desc: str) -> tuple[np.ndarray, str | None]:
+    """``(candidates scoring at least the floor, None)``, or ``(cand, why none does)``."""
+    w = sc.w
+    if exact:
+        q = [math.ldexp(f, -unit) for f in floor_terms]
+        if all(abs(v) < 2.0 ** 62 and v == int(v) for v in q):
+            sc.floor_q = int(sum(int(v) for v in q))
+    above = sc.at_least(cand, floor_terms)
+    if not above.any():
+        best = max(sc.mean(int(q)) for q in cand[np.argsort(-sc.approx[cand])[:8]])
+        return cand, (f"the best {w}x{w} window scores {best:.4g}, below the floor "
+                      f"min_score = {floor_desc}: no {w}x{w} region is more salient than "
+                      "the floor")
+    return cand[above], None
+
+
+def _accept(sc: _Scale, cand: np.ndarray, acc: list[tuple[int, int, int]],
+            windows: list[Window], *, offset: tuple[int, int], nx: int, per_scale: int,
+            max_iou: float, margin: float, layout: str) -> int:
+    """Greedily accept up to ``per_scale`` windows of side ``sc.w`` from ``cand`` in exact
+    score order, each compatible with every window accepted before (``acc``, appended to
+    with ``windows``); ``offset`` turns a candidate's local cell into grid cells. Returns how
+    many were accepted."""
+    w, p, area = sc.w, sc.amap.patch_size_l0, sc.w * sc.w
+    kept = 0
+    for block in _exact_order(sc, cand):
+        cy, cx = np.divmod(block, nx)
+        cgx, cgy = cx + offset[0], cy + offset[1]
+        arr = np.array(acc, dtype=np.int64).reshape(-1, 3)
+        m = compatible(cgx, cgy, w, arr[:, 0], arr[:, 1], arr[:, 2], max_iou=max_iou,
+                       margin=margin, layout=layout)
+        while kept < per_scale:
+            pos = int(np.argmax(m))
+            if not m[pos]:
+                break
+            cell = int(block[pos])
+            wx, wy = int(cgx[pos]), int(cgy[pos])
+            windows.append(Window(x=wx * p, y=wy * p, size=w * p, scale=w,
+                                  score=sc.mean(cell), gx=wx, gy=wy,
+                                  coverage=float(sc.cnt[cell]) / area))
+            acc.append((wx, wy, w))
+            kept += 1
+            m[pos] = False
+            if kept < per_scale:
+                m &= compatible(cgx, cgy, w, cgx[pos:pos + 1], cgy[pos:pos + 1],
+                                np.array([w]), max_iou=max_iou, margin=margin,
+                                layout=layout)
+        if kept >= per_scale:
+            break
+    return kept
 
 
 def rank_windows(windows: Sequence[Window]) -> tuple[Window, ...]:

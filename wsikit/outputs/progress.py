@@ -1,13 +1,13 @@
-"""Progress bars (tqdm on stderr), shown when stderr is a terminal.
+"""Progress bars (tqdm on stderr): what a run writes to the terminal while it works.
 
-``progress=True/False`` decides when given; otherwise ``WSIKIT_NO_PROGRESS=1`` silences them
-and ``WSIKIT_NO_PROGRESS=0`` shows them even in a redirected log; unset, they are shown only
-on a terminal (a log file gets no ``\r``-redrawn bars).
+``progress=True/False`` decides when given (:attr:`wsikit.run.options.RunSettings.progress`);
+``None``: they are shown only on a terminal (a log file gets no ``\r``-redrawn bars). No
+environment variable is read here: the command line reads ``WSIKIT_NO_PROGRESS`` once, at its
+edge (:func:`wsikit._environment.run_environment`), and passes ``progress`` on.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable
 from typing import Any, TypeVar
@@ -20,13 +20,10 @@ __all__ = ["progress", "progress_enabled"]
 
 
 def progress_enabled(requested: bool | None = None) -> bool:
-    """Whether progress bars should be shown: ``requested`` if given, else
-    ``WSIKIT_NO_PROGRESS`` (``1`` off, ``0`` on), else whether stderr is a terminal."""
+    """Whether progress bars should be shown: ``requested`` if given, else whether stderr is
+    a terminal."""
     if requested is not None:
-        return requested
-    env = os.environ.get("WSIKIT_NO_PROGRESS", "").strip()
-    if env:
-        return env == "0"
+        return bool(requested)
     try:
         return bool(sys.stderr.isatty())
     except (AttributeError, ValueError, OSError):
