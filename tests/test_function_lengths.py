@@ -22,8 +22,6 @@ OVER: dict[str, int] = {
     # layout passes whose state is shared across one long loop; to split with their tests
     # (tests/evidence/test_pdf_*.py) at hand, not in a merge
     "evidence/_pdf_layout.py:page_words": 156,
-    "evidence/_pdf_regions.py:assign_regions": 143,
-    "evidence/_pdf_regions.py:page_graphics": 89,
 }
 
 
