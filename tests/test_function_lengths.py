@@ -21,7 +21,6 @@ LIMIT = 80
 #: split next.
 OVER: dict[str, int] = {
     "tissue/mask.py:ink_regions": 125,
-    "batch/corpus.py:ingest_corpus": 113,
     # main's PDF extractor (pdfx), brought in by the merge of main into wt/settings2: page
     # layout passes whose state is shared across one long loop; to split with their tests
     # (tests/evidence/test_pdf_*.py) at hand, not in a merge
