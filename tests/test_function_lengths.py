@@ -18,10 +18,6 @@ LIMIT = 80
 
 #: ``module:function`` still over :data:`LIMIT` lines, with the most lines each may have.
 OVER: dict[str, int] = {
-    # split into its steps; what is left is its signature (6 lines) and numpydoc docstring (72
-    # lines, the rules of ink) with the calls of its steps: it stays over 80 until the docstring
-    # moves some of its rules to the steps' own docs
-    "tissue/mask.py:ink_regions": 92,
     # main's PDF extractor (pdfx), brought in by the merge of main into wt/settings2: page
     # layout passes whose state is shared across one long loop; to split with their tests
     # (tests/evidence/test_pdf_*.py) at hand, not in a merge

@@ -219,33 +219,22 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
     * **blue, green, teal, grey, black** (:func:`wsikit.tissue.stain.ink_mask`, colours no H&E
       mix has) where the neighbourhood has that colour over at least a neighbourhood, extended
       over the connected pixels of that colour (the stroke's own pixels, its thin and faint
-      parts); a lone bluish pixel of pale blue-grey mucin or of a JPEG's colour noise, away
-      from any stroke, is outvoted by its neighbours, while a dense pixel far outside every
-      H&E colour (``fleck_margin``, ``fleck_od`` and ``fleck_excess``: a fleck of margin dye)
-      is ink at any size: a JPEG's colour errors move pale pixels that far in share, but by
-      little OD (the darkest wisps of blue-grey mucin, 0.5-0.65 OD, at a sharp edge: red over
-      green by up to 0.083 OD), while the green dye flecks of CMU-1-Small-Region, blurred
-      into the tissue around them at 8 µm/px, keep 0.095-0.5 OD of it;
+      parts); a lone bluish pixel (pale blue-grey mucin, a JPEG's colour noise) away from any
+      stroke is outvoted, while a dense pixel far outside every H&E colour (``fleck_margin``,
+      ``fleck_od``, ``fleck_excess``: a fleck of margin dye) is ink at any size;
     * **red on glass**: a solid stroke (an opening of radius ``red_core_um`` keeps it) of
       :func:`~wsikit.tissue.stain.ink_mask`'s red, extended over the connected pixels of
       :func:`~wsikit.tissue.stain.red_ink_extent` (its faint, blurred rim);
     * **ink of any colour over tissue**: optical density that no mix of haematoxylin, eosin
       and blood gives (:func:`~wsikit.tissue.stain.ink_excess`), at least ``min_excess`` over
       a stroke's width (an opening of radius ``stroke_um``), extended over the connected
-      pixels with half that excess, where it lies *over* tissue: the tissue under ink keeps
-      its haematoxylin (at least ``min_under`` of the level or of the spread of the tissue's
-      around it), while haemorrhage, of red marker's very colour, takes the place of the
-      tissue. Red marker smeared over tumour, which the colour rules cannot see, is found so;
-      a clump of bright red blood cells is narrower than a stroke, a pool of them holds no
-      nuclei.
+      pixels with half that excess, where it lies *over* tissue (the tissue under ink keeps at
+      least ``min_under`` of its haematoxylin; haemorrhage, of red marker's very colour, takes
+      the tissue's place): red marker smeared over tumour, which the colour rules cannot see.
 
-    Every stroke then takes in its faint rim over tissue, where its colour no longer wins the
-    neighbourhood's vote: within ``close_um + grow_um`` of it, the connected neighbourhoods in
-    which at least ``rim_share`` of the pixels have ink colour (normal H&E has under 0.001)
-    and the pixels of ink colour. Strokes are closed over ``close_um`` (a stroke is one region
-    even where it thins or crosses tissue), their holes filled, and grown by ``grow_um`` to
-    take in the blurred rim (pen ink lies above the focal plane). Connected grey or black
-    under ``min_ink_um2`` is a speck (pigment, dust), not ink.
+    Every stroke then takes in its faint rim (within ``close_um + grow_um``, neighbourhoods with
+    at least ``rim_share`` ink-coloured pixels; H&E has under 0.001), is closed over
+    ``close_um``, filled, and grown by ``grow_um`` (pen ink lies above the focal plane).
 
     Parameters
     ----------
@@ -255,9 +244,8 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
     support_um : float
         Width (µm) of the neighbourhood a pixel votes with.
     vote_margin : float
-        The blue, green or teal rule's ``od_margin`` (:func:`~wsikit.tissue.stain.ink_mask`) a
-        neighbourhood's colour must pass (blue-grey mucin 0.04-0.07; blue pen 0.16, green
-        0.4).
+        The ``od_margin`` (:func:`~wsikit.tissue.stain.ink_mask`) a neighbourhood's colour must
+        pass (blue-grey mucin 0.04-0.07; blue pen 0.16, green 0.4).
     fleck_margin, fleck_od, fleck_excess : float
         The blue, green or teal rule's ``od_margin``, the summed OD and the OD of red over
         green a single pixel must pass to be ink alone.
@@ -311,6 +299,10 @@ def _colour_strokes(thumb: np.ndarray, od: list[np.ndarray], grey: np.ndarray,
                     pixel: np.ndarray, *, mpp: float, support_um: float, vote_margin: float,
                     fleck_margin: float, fleck_od: float, fleck_excess: float) -> np.ndarray:
     """The blue, green, teal, grey or black strokes of :func:`ink_regions`, by vote and fleck."""
+    # A fleck: a JPEG's colour errors move pale pixels far from H&E in share but by little OD
+    # (the darkest wisps of blue-grey mucin, 0.5-0.65 OD, at a sharp edge: red over green by up
+    # to 0.083 OD), while the green dye flecks of CMU-1-Small-Region, blurred into the tissue
+    # around them at 8 µm/px, keep 0.095-0.5 OD of it.
     size = max(1, int(round(support_um / mpp)))
     if size > 1:   # the neighbourhood's colour, as uint8 RGB for the colour rules
         vote = ink_mask(np.stack([np.clip(np.round(255.0 * 10.0 ** -p), 0, 255) for p in od],
@@ -342,6 +334,8 @@ def _strokes_over_tissue(thumb: np.ndarray, od: list[np.ndarray], ink: np.ndarra
                          mpp: float, stroke_um: float, min_excess: float,
                          min_under: float) -> np.ndarray:
     """``ink`` with the strokes of :func:`ink_regions` of any colour over tissue added."""
+    # Haemorrhage is not ink over tissue: a clump of bright red blood cells is narrower than a
+    # stroke (``stroke_um``), and a pool of them holds no nuclei (``min_under``).
     # the glass's own OD is neutral and small (0.02 a channel): left in, it moves the excess
     # by less than that, towards H&E, and a grey glass brighter than pale stain in one channel
     # (nothing real, but generated slides have it) cannot make stain look like ink
