@@ -217,13 +217,48 @@ def ingest_corpus(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str
         options.
     """
     t_start = time.perf_counter()
-    if echo is None:
-        def echo(line: str) -> None:
-            from tqdm.auto import tqdm
-
-            tqdm.write(line, file=sys.stdout)
+    echo = _write_line if echo is None else echo
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    options = _read_options(workers=workers, timeout=timeout, plugins=plugins,
+                            evidence_level=evidence_level, min_size=min_size,
+                            uncaptioned=uncaptioned, dpi=dpi)
+    docs = _documents(paths, out)
+    runner = _make_engine(engine, workers=workers, ray_address=ray_address,
+                          timeout=timeout or None)
+    root, outcomes = _run_locked(out, runner, options, docs, duplicate_bits=duplicate_bits,
+                                 stale_after=stale_after, plugins=plugins,
+                                 retry_failed=retry_failed, verify=verify,
+                                 timeout=timeout or None, echo=echo, progress=progress)
+    wall = time.perf_counter() - t_start
+    summary = CorpusSummary(bank=root, documents=tuple(outcomes), wall_seconds=wall,
+                            engine=engine, workers=workers, counts=_count_outcomes(outcomes))
+    write_json_atomic(root / "summary.json", summary.to_dict())
+    echo(summary.table())
+    return summary
+
+
+def _write_line(line: str) -> None:
+    """Print one line of :func:`ingest_corpus` above its progress bar."""
+    from tqdm.auto import tqdm
+
+    tqdm.write(line, file=sys.stdout)
+
+
+def _documents(paths: Sequence[str | os.PathLike[str]],
+               out: str | os.PathLike[str]) -> list[tuple[Path, str]]:
+    """The documents under ``paths`` (not in the bank ``out``); an error when there are none."""
+    docs = find_documents(paths, exclude=(out,))
+    if not docs:
+        raise EvidenceError(f"no documents under {', '.join(str(p) for p in paths)} (readers: "
+                            f"{', '.join(list_document_readers())})")
+    return docs
+
+
+def _read_options(*, workers: int, timeout: float | None, plugins: Sequence[str],
+                  evidence_level: int | str | None, min_size: int, uncaptioned: bool,
+                  dpi: float) -> ReadOptions:
+    """Check :func:`ingest_corpus`'s options, load its plugins and return its read options."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise BatchError(f"{keyword('workers')} must be a positive integer, got {workers!r}")
     if timeout is not None and not timeout >= 0:
@@ -233,14 +268,16 @@ def ingest_corpus(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str
         level = parse_evidence_level(evidence_level)
     except ValueError as exc:
         raise EvidenceError(f"{keyword('evidence_level')}: {exc}") from exc
-    options = ReadOptions(evidence_level=level, min_size=min_size, uncaptioned=uncaptioned,
-                          dpi=dpi)
-    docs = find_documents(paths, exclude=(out,))
-    if not docs:
-        raise EvidenceError(f"no documents under {', '.join(str(p) for p in paths)} (readers: "
-                            f"{', '.join(list_document_readers())})")
-    runner = _make_engine(engine, workers=workers, ray_address=ray_address,
-                          timeout=timeout or None)
+    return ReadOptions(evidence_level=level, min_size=min_size, uncaptioned=uncaptioned,
+                       dpi=dpi)
+
+
+def _run_locked(out: str | os.PathLike[str], runner: Any, options: ReadOptions,
+                docs: Sequence[tuple[Path, str]], *, duplicate_bits: int | None, stale_after: float,
+                plugins: Sequence[str], retry_failed: bool, verify: bool,
+                timeout: float | None, echo: Callable[[str], None],
+                progress: bool | None) -> tuple[Path, list[DocumentOutcome]]:
+    """Open the bank ``out``, hold its lock and run the documents; its root and outcomes."""
     bank = FigureBank.open(out, options=options, duplicate_bits=duplicate_bits)
     lock = bank.lock(stale_after=stale_after)
     if not lock.acquire():
@@ -249,27 +286,25 @@ def ingest_corpus(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str
                          f"wait for it to finish, or extract into another {keyword('out')}")
     try:
         run = _Run(bank, runner, options, docs, plugins=plugins, retry_failed=retry_failed,
-                   verify=verify, timeout=timeout or None, echo=echo, progress=progress,
+                   verify=verify, timeout=timeout, echo=echo, progress=progress,
                    heartbeat=lambda: lock.heartbeat())
         outcomes = run.run()
     finally:
         lock.release()
         bank.close()
-    wall = time.perf_counter() - t_start
-    read_now = [o for o in outcomes if o.processed and o.status == "done"]
-    counts = {"done": len(read_now),
-              "done_before": sum(1 for o in outcomes if o.status == "done" and not o.processed),
-              "failed": sum(1 for o in outcomes if o.status == "failed"),
-              "skipped": sum(1 for o in outcomes if o.status == "skipped"),
-              "figures": sum(o.figures for o in read_now),
-              "duplicates": sum(o.duplicates for o in read_now),
-              "pages": sum(o.pages or 0 for o in read_now)}
-    summary = CorpusSummary(bank=bank.root, documents=tuple(outcomes), wall_seconds=wall,
-                            engine=engine, workers=workers, counts=counts)
-    write_json_atomic(bank.root / "summary.json", summary.to_dict())
-    echo(summary.table())
-    return summary
+    return bank.root, outcomes
 
+
+def _count_outcomes(outcomes: Sequence[DocumentOutcome]) -> dict[str, int]:
+    """The counts of a :class:`CorpusSummary`: documents by status, and what was read now."""
+    read_now = [o for o in outcomes if o.processed and o.status == "done"]
+    return {"done": len(read_now),
+            "done_before": sum(1 for o in outcomes if o.status == "done" and not o.processed),
+            "failed": sum(1 for o in outcomes if o.status == "failed"),
+            "skipped": sum(1 for o in outcomes if o.status == "skipped"),
+            "figures": sum(o.figures for o in read_now),
+            "duplicates": sum(o.duplicates for o in read_now),
+            "pages": sum(o.pages or 0 for o in read_now)}
 
 class _Run:
     """One run's loop: triage by checksum, dispatch to the engine, record results."""

@@ -13,7 +13,9 @@ import contextlib
 import importlib
 import logging
 import os
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 
@@ -115,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code.
 
     0 success; 1 ran, but some items failed (e.g. ``batch``); 2 error (bad option, input or
-    output: one line on stderr naming the file or option and the fix); 130 interrupted.
+    output: one line on stderr naming the file or option and the fix); 130 interrupted (Ctrl-C);
+    143 terminated (SIGTERM, as a scheduler sends: open pools, locks and files are closed first).
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -128,8 +131,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = " ".join(filter(None, (args.command, getattr(args, "index_command", None),
                                      getattr(args, "figures_command", None),
                                      getattr(args, "export_command", None))))
-    with contextlib.nullcontext() if args.verbose else _quiet_output(command):
+    with (contextlib.nullcontext() if args.verbose else _quiet_output(command),
+          _terminate_as_interrupt()):
         return _run(args, command)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C so that every ``with`` block (worker
+    pools, the slide's lock, temporary files) closes before the process ends."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _settings_from_environment(args: argparse.Namespace) -> None:
@@ -162,9 +187,12 @@ def _run(args: argparse.Namespace, command: str) -> int:
     except WsikitError as exc:
         _error(command, str(exc))
         return 2
-    except KeyboardInterrupt:
-        print("wsikit: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        how = "terminated" if isinstance(exc, _Terminated) else "interrupted"
+        resume = ("; rerun the same command to resume: slides already done are kept"
+                  if command == "batch" else "")
+        print(f"wsikit {command}: {how}{resume}", file=sys.stderr)
+        return 143 if isinstance(exc, _Terminated) else 130
     except BrokenPipeError:  # e.g. `wsikit models --json | head`: the reader left; not an error
         _silence_stdout()
         return 0

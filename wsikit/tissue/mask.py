@@ -219,33 +219,22 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
     * **blue, green, teal, grey, black** (:func:`wsikit.tissue.stain.ink_mask`, colours no H&E
       mix has) where the neighbourhood has that colour over at least a neighbourhood, extended
       over the connected pixels of that colour (the stroke's own pixels, its thin and faint
-      parts); a lone bluish pixel of pale blue-grey mucin or of a JPEG's colour noise, away
-      from any stroke, is outvoted by its neighbours, while a dense pixel far outside every
-      H&E colour (``fleck_margin``, ``fleck_od`` and ``fleck_excess``: a fleck of margin dye)
-      is ink at any size: a JPEG's colour errors move pale pixels that far in share, but by
-      little OD (the darkest wisps of blue-grey mucin, 0.5-0.65 OD, at a sharp edge: red over
-      green by up to 0.083 OD), while the green dye flecks of CMU-1-Small-Region, blurred
-      into the tissue around them at 8 µm/px, keep 0.095-0.5 OD of it;
+      parts); a lone bluish pixel (pale blue-grey mucin, a JPEG's colour noise) away from any
+      stroke is outvoted, while a dense pixel far outside every H&E colour (``fleck_margin``,
+      ``fleck_od``, ``fleck_excess``: a fleck of margin dye) is ink at any size;
     * **red on glass**: a solid stroke (an opening of radius ``red_core_um`` keeps it) of
       :func:`~wsikit.tissue.stain.ink_mask`'s red, extended over the connected pixels of
       :func:`~wsikit.tissue.stain.red_ink_extent` (its faint, blurred rim);
     * **ink of any colour over tissue**: optical density that no mix of haematoxylin, eosin
       and blood gives (:func:`~wsikit.tissue.stain.ink_excess`), at least ``min_excess`` over
       a stroke's width (an opening of radius ``stroke_um``), extended over the connected
-      pixels with half that excess, where it lies *over* tissue: the tissue under ink keeps
-      its haematoxylin (at least ``min_under`` of the level or of the spread of the tissue's
-      around it), while haemorrhage, of red marker's very colour, takes the place of the
-      tissue. Red marker smeared over tumour, which the colour rules cannot see, is found so;
-      a clump of bright red blood cells is narrower than a stroke, a pool of them holds no
-      nuclei.
+      pixels with half that excess, where it lies *over* tissue (the tissue under ink keeps at
+      least ``min_under`` of its haematoxylin; haemorrhage, of red marker's very colour, takes
+      the tissue's place): red marker smeared over tumour, which the colour rules cannot see.
 
-    Every stroke then takes in its faint rim over tissue, where its colour no longer wins the
-    neighbourhood's vote: within ``close_um + grow_um`` of it, the connected neighbourhoods in
-    which at least ``rim_share`` of the pixels have ink colour (normal H&E has under 0.001)
-    and the pixels of ink colour. Strokes are closed over ``close_um`` (a stroke is one region
-    even where it thins or crosses tissue), their holes filled, and grown by ``grow_um`` to
-    take in the blurred rim (pen ink lies above the focal plane). Connected grey or black
-    under ``min_ink_um2`` is a speck (pigment, dust), not ink.
+    Every stroke then takes in its faint rim (within ``close_um + grow_um``, neighbourhoods with
+    at least ``rim_share`` ink-coloured pixels; H&E has under 0.001), is closed over
+    ``close_um``, filled, and grown by ``grow_um`` (pen ink lies above the focal plane).
 
     Parameters
     ----------
@@ -255,9 +244,8 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
     support_um : float
         Width (µm) of the neighbourhood a pixel votes with.
     vote_margin : float
-        The blue, green or teal rule's ``od_margin`` (:func:`~wsikit.tissue.stain.ink_mask`) a
-        neighbourhood's colour must pass (blue-grey mucin 0.04-0.07; blue pen 0.16, green
-        0.4).
+        The ``od_margin`` (:func:`~wsikit.tissue.stain.ink_mask`) a neighbourhood's colour must
+        pass (blue-grey mucin 0.04-0.07; blue pen 0.16, green 0.4).
     fleck_margin, fleck_od, fleck_excess : float
         The blue, green or teal rule's ``od_margin``, the summed OD and the OD of red over
         green a single pixel must pass to be ink alone.
@@ -282,10 +270,40 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
     ndarray, shape (h, w), bool
     """
     thumb = _check_thumb(thumb, mpp)
-    size = max(1, int(round(support_um / mpp)))
     od = _smoothed_od(thumb, mpp=mpp, smooth_um=support_um)
     grey, colour, redish = ink_classes(thumb)
     pixel = grey | colour
+    ink = _colour_strokes(thumb, od, grey, pixel, mpp=mpp, support_um=support_um,
+                          vote_margin=vote_margin, fleck_margin=fleck_margin,
+                          fleck_od=fleck_od, fleck_excess=fleck_excess)
+    ink |= _red_on_glass(thumb, redish & ~pixel, mpp=mpp, red_core_um=red_core_um)
+    ink = _strokes_over_tissue(thumb, od, ink, mpp=mpp, stroke_um=stroke_um,
+                               min_excess=min_excess, min_under=min_under)
+    ink = _with_rim(ink, pixel, mpp=mpp, support_um=support_um, rim_share=rim_share,
+                    reach_um=close_um + grow_um)
+    return _finish_strokes(ink, grey, mpp=mpp, min_ink_um2=min_ink_um2, close_um=close_um,
+                           grow_um=grow_um)
+
+
+def _finish_strokes(ink: np.ndarray, grey: np.ndarray, *, mpp: float, min_ink_um2: float,
+                    close_um: float, grow_um: float) -> np.ndarray:
+    """``ink`` without its grey or black specks, closed and grown (:func:`_close_and_grow`)."""
+    if grey.any():   # a grey or black speck is pigment or dust, not a stroke
+        ink &= ~(grey & ~_remove_small(grey, min_ink_um2 / (mpp * mpp)))
+    if not ink.any():
+        return ink
+    return _close_and_grow(ink, close_px=close_um / mpp, grow_px=grow_um / mpp)
+
+
+def _colour_strokes(thumb: np.ndarray, od: list[np.ndarray], grey: np.ndarray,
+                    pixel: np.ndarray, *, mpp: float, support_um: float, vote_margin: float,
+                    fleck_margin: float, fleck_od: float, fleck_excess: float) -> np.ndarray:
+    """The blue, green, teal, grey or black strokes of :func:`ink_regions`, by vote and fleck."""
+    # A fleck: a JPEG's colour errors move pale pixels far from H&E in share but by little OD
+    # (the darkest wisps of blue-grey mucin, 0.5-0.65 OD, at a sharp edge: red over green by up
+    # to 0.083 OD), while the green dye flecks of CMU-1-Small-Region, blurred into the tissue
+    # around them at 8 µm/px, keep 0.095-0.5 OD of it.
+    size = max(1, int(round(support_um / mpp)))
     if size > 1:   # the neighbourhood's colour, as uint8 RGB for the colour rules
         vote = ink_mask(np.stack([np.clip(np.round(255.0 * 10.0 ** -p), 0, 255) for p in od],
                                  axis=-1).astype(np.uint8), red=False, od_margin=vote_margin)
@@ -299,12 +317,25 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
     total = r + g + b
     seeds |= ((total > fleck_od) & (r - g > np.maximum(fleck_margin * total, fleck_excess))
               & ~grey)
-    ink = _hysteresis(seeds, pixel)
-    red = redish & ~pixel
+    return _hysteresis(seeds, pixel)
+
+
+def _red_on_glass(thumb: np.ndarray, red: np.ndarray, *, mpp: float,
+                  red_core_um: float) -> np.ndarray:
+    """The solid red strokes of :func:`ink_regions` with their faint rims (all False if none)."""
     if red.any():
         core = ndi.binary_opening(red, structure=_disk(red_core_um / mpp))
         if core.any():
-            ink |= _hysteresis(core, red_ink_extent(thumb))
+            return _hysteresis(core, red_ink_extent(thumb))
+    return np.zeros(red.shape, dtype=bool)
+
+
+def _strokes_over_tissue(thumb: np.ndarray, od: list[np.ndarray], ink: np.ndarray, *,
+                         mpp: float, stroke_um: float, min_excess: float,
+                         min_under: float) -> np.ndarray:
+    """``ink`` with the strokes of :func:`ink_regions` of any colour over tissue added."""
+    # Haemorrhage is not ink over tissue: a clump of bright red blood cells is narrower than a
+    # stroke (``stroke_um``), and a pool of them holds no nuclei (``min_under``).
     # the glass's own OD is neutral and small (0.02 a channel): left in, it moves the excess
     # by less than that, towards H&E, and a grey glass brighter than pale stain in one channel
     # (nothing real, but generated slides have it) cannot make stain look like ink
@@ -315,20 +346,23 @@ def ink_regions(thumb: np.ndarray, *, mpp: float, support_um: float = 24.0,
         joined = _hysteresis(over & ink, over)   # more of a stroke the colour rules found
         alone = over & ~joined
         stained = (od[0] + od[1] + od[2] >= 0.15) & ~ink & ~over
+        r, g = _OD[thumb[..., 0]], _OD[thumb[..., 1]]
         haem = r - np.float32(RBC_RED_PER_GREEN) * g
         ink |= joined | _over_tissue(alone, haem, stained, mpp=mpp, least=min_under)
-    if ink.any():   # a stroke's faint rim: near it, where pixels of ink colour are many
-        near = _dilate(ink, (close_um + grow_um) / mpp)
+    return ink
+
+
+def _with_rim(ink: np.ndarray, pixel: np.ndarray, *, mpp: float, support_um: float,
+              rim_share: float, reach_um: float) -> np.ndarray:
+    """``ink`` with its faint rim: within ``reach_um``, where pixels of ink colour are many."""
+    if ink.any():
+        near = _dilate(ink, reach_um / mpp)
+        size = max(1, int(round(support_um / mpp)))
         if size > 1:
             ink = _hysteresis(ink, near & (_box_mean(pixel.astype(np.float32), size)
                                            >= rim_share))
         ink |= pixel & near
-    if grey.any():   # a grey or black speck is pigment or dust, not a stroke
-        ink &= ~(grey & ~_remove_small(grey, min_ink_um2 / (mpp * mpp)))
-    if not ink.any():
-        return ink
-    return _close_and_grow(ink, close_px=close_um / mpp, grow_px=grow_um / mpp)
-
+    return ink
 
 def _close_and_grow(ink: np.ndarray, *, close_px: float, grow_px: float) -> np.ndarray:
     """The strokes of :func:`ink_regions` closed over ``close_px`` (one region where a stroke
