@@ -17,15 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 80
 
 #: ``module:function`` still over :data:`LIMIT` lines, with the most lines each may have.
-OVER: dict[str, int] = {
-    # main's PDF extractor (pdfx), brought in by the merge of main into wt/settings2: page
-    # layout passes whose state is shared across one long loop; to split with their tests
-    # (tests/evidence/test_pdf_*.py) at hand, not in a merge
-    "evidence/_pdf_layout.py:page_words": 156,
-    "evidence/_pdf_regions.py:assign_regions": 143,
-    "evidence/_pdf_captions.py:_follow": 95,
-    "evidence/_pdf_regions.py:page_graphics": 89,
-}
+OVER: dict[str, int] = {}
 
 
 @pytest.fixture(scope="module")

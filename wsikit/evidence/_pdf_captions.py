@@ -229,8 +229,90 @@ def _heading_after(lines: list[Line], block: list[int]) -> bool:
             and last.width < 0.5 * max(lines[k].width for k in block))
 
 
+def _line_limit(pitches: list[float], font: str, size: float, style: TextStyle) -> float:
+    """The largest drop from one caption line's baseline to the next: the caption's own line
+    pitch when known, else one from its size and look."""
+    if pitches:
+        ordered = sorted(pitches)
+        expect = ordered[len(ordered) // 2]
+        return max(1.2 * expect, expect + 0.35 * size)
+    # a caption double spaced in a single-spaced paper, unless it looks like body text (then
+    # the gap is a paragraph's)
+    loose = font != style.font or abs(size - style.size) >= 0.1 * size
+    return max(2.4 * size if loose else 1.6 * size, 1.2 * style.pitch * size)
+
+
+def _next_row(lines: list[Line], last: int, used: set[int], *, left: float, right: float,
+              size: float, limit: float) -> list[int]:
+    """The next row of the caption's column after line ``last``: its unused lines left to
+    right (empty when the next row is more than ``limit`` below)."""
+    cur = lines[last]
+    row: list[int] = []
+    for j in range(last + 1, min(len(lines), last + 60)):
+        cand = lines[j]
+        if cand.left > right - 2 * size or cand.right < left + 0.5 * size:
+            continue  # another column, a line number, a label of the figure beside
+        drop = cur.base - cand.base
+        if drop < 0.5 * size or (row and abs(cand.base - lines[row[0]].base) <= 0.3 * size):
+            if row and j not in used:
+                row.append(j)
+            continue  # the same row
+        if drop > limit or row:
+            break
+        if j not in used:
+            row.append(j)
+    row.sort(key=lambda k: lines[k].left)
+    return row
+
+
+def _row_start(lines: list[Line], row: list[int], *, left: float, indent: float, ref: Line,
+               size: float, going_on: bool, label_alone: bool) -> int | None:
+    """The row's first line when it lines up with the caption (aligned with its left edge or
+    its indent, or centred under ``ref``), else ``None``."""
+    for j in row:
+        cand = lines[j]
+        aligned = left - 1.5 * size <= cand.left <= left + 0.6 * size or \
+            abs(cand.left - indent) <= 2 or \
+            (going_on and left <= cand.left <= left + 3 * size)
+        centred = abs((cand.left + cand.right) - (ref.left + ref.right)) <= 4 * size \
+            and (label_alone or cand.width <= ref.width + 2 * size)
+        if aligned or centred:
+            return j
+        break
+    return None
+
+
+def _ends_caption(lines: list[Line], block: list[int], cand: Line, image_boxes: list[Box],
+                  style: TextStyle, *, font: str, size: float, right: float, going_on: bool,
+                  label_alone: bool) -> bool:
+    """Whether ``cand``, the line lined up under the block, is no longer the caption's: another
+    size, the next caption, in a figure, or body text after the caption's end."""
+    if abs(cand.size - size) > 0.15 * size:
+        return True
+    if CAPTION_RE.match(cand.text) and not going_on:
+        return True  # the next caption (a sentence that goes on may wrap at "Table 1")
+    if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
+        return True
+    body_like = font == style.font and abs(size - style.size) < 0.1 * size
+    # a sentence that goes on goes on; after a sentence's end, body text (its font and
+    # size) after a caption in a look of its own, or a new paragraph after a caption
+    # printed like body text, ends the caption
+    if not going_on and not label_alone:
+        if not body_like and cand.font == style.font and \
+                abs(cand.size - style.size) < 0.06 * style.size:
+            return True
+        # (a short line only tells a paragraph's end in justified text: lines before
+        # it all reach the column's right edge)
+        rights = [lines[k].right for k in block[:-1]]
+        justified = len(rights) >= 3 and max(rights) - min(rights) <= 1.5 * size
+        if body_like and justified and lines[block[-1]].right < right - 3 * size:
+            return True
+    return False
+
+
 def _follow(lines: list[Line], block: list[int], used: set[int], image_boxes: list[Box],
             style: TextStyle, head: list[int] | None) -> list[int]:
+    """:func:`_grow`'s walk down the column, heading included: one row at a time."""
     first = lines[(head or block)[0]]
     size = first.size
     n_label = _label_words(first)
@@ -247,47 +329,17 @@ def _follow(lines: list[Line], block: list[int], used: set[int], image_boxes: li
     pitches = [p for p in pitches if p > 0]
     while True:
         cur = lines[block[-1]]
-        if pitches:
-            ordered = sorted(pitches)
-            expect = ordered[len(ordered) // 2]
-            limit = max(1.2 * expect, expect + 0.35 * size)
-        else:  # a caption double spaced in a single-spaced paper, unless it looks like
-            # body text (then the gap is a paragraph's)
-            loose = fonts[0] != style.font or abs(size - style.size) >= 0.1 * size
-            limit = max(2.4 * size if loose else 1.6 * size, 1.2 * style.pitch * size)
+        limit = _line_limit(pitches, fonts[0], size, style)
         # a label on a line of its own ("Fig. 1", then the legend after a blank line)
         label_alone = len(block) == 1 and head is None and n_label >= len(first.words)
         if label_alone:
             limit = max(limit, 4.0 * size, 2.0 * style.pitch * size)
-        row: list[int] = []  # the next row of the column: its lines left to right
-        for j in range(block[-1] + 1, min(len(lines), block[-1] + 60)):
-            cand = lines[j]
-            if cand.left > right - 2 * size or cand.right < left + 0.5 * size:
-                continue  # another column, a line number, a label of the figure beside
-            drop = cur.base - cand.base
-            if drop < 0.5 * size or (row and abs(cand.base - lines[row[0]].base) <= 0.3 * size):
-                if row and j not in used:
-                    row.append(j)
-                continue  # the same row
-            if drop > limit or row:
-                break
-            if j not in used:
-                row.append(j)
-        row.sort(key=lambda k: lines[k].left)
-        nxt = None
+        row = _next_row(lines, block[-1], used, left=left, right=right, size=size, limit=limit)
         # a sentence that goes on may start its next line a little in (a symbol the text
         # layer lacks); a new paragraph starts after a sentence's end
         going_on = not _SENTENCE_END.search(cur.text)
-        for j in row:
-            cand = lines[j]
-            aligned = left - 1.5 * size <= cand.left <= left + 0.6 * size or \
-                abs(cand.left - indent) <= 2 or \
-                (going_on and left <= cand.left <= left + 3 * size)
-            centred = abs((cand.left + cand.right) - (ref.left + ref.right)) <= 4 * size \
-                and (label_alone or cand.width <= ref.width + 2 * size)
-            if aligned or centred:
-                nxt = j
-            break
+        nxt = _row_start(lines, row, left=left, indent=indent, ref=ref, size=size,
+                         going_on=going_on, label_alone=label_alone)
         if nxt is None:
             return block
         # the rest of the row inside the caption's column (a line split where a symbol the
@@ -296,27 +348,10 @@ def _follow(lines: list[Line], block: list[int], used: set[int], image_boxes: li
                  lines[k].right <= right + 2 * size and
                  abs(lines[k].size - lines[nxt].size) <= 0.15 * size]
         cand = lines[nxt]
-        if abs(cand.size - size) > 0.15 * size:
+        if _ends_caption(lines, block, cand, image_boxes, style,
+                         font=fonts[-1] if len(fonts) > 1 else fonts[0], size=size,
+                         right=right, going_on=going_on, label_alone=label_alone):
             return block
-        if CAPTION_RE.match(cand.text) and not going_on:
-            return block  # the next caption (a sentence that goes on may wrap at "Table 1")
-        if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
-            return block
-        font = fonts[-1] if len(fonts) > 1 else fonts[0]
-        body_like = font == style.font and abs(size - style.size) < 0.1 * size
-        # a sentence that goes on goes on; after a sentence's end, body text (its font and
-        # size) after a caption in a look of its own, or a new paragraph after a caption
-        # printed like body text, ends the caption
-        if not going_on and not label_alone:
-            if not body_like and cand.font == style.font and \
-                    abs(cand.size - style.size) < 0.06 * style.size:
-                return block
-            # (a short line only tells a paragraph's end in justified text: lines before
-            # it all reach the column's right edge)
-            rights = [lines[k].right for k in block[:-1]]
-            justified = len(rights) >= 3 and max(rights) - min(rights) <= 1.5 * size
-            if body_like and justified and cur.right < right - 3 * size:
-                return block
         if label_alone:  # the legend's first line sets its column; the gap is no pitch
             left, ref = min(left, cand.left), cand
         else:

@@ -215,60 +215,25 @@ def _page_chars(tp, n: int) -> list[int]:
     return [raw.FPDFText_GetUnicode(tp, i) if c == 0xFFFE else c for i, c in enumerate(codes)]
 
 
-def page_words(textpage, objects: dict[int, TextObject] | None = None,
-               page_box: Box | None = None) -> list[tuple[Word, bool]]:
-    """Words of a text page in content order, each with whether a line break follows it.
-
-    Only what is printed: characters of hidden text objects (``objects``, from the page
-    walk: render mode 3, the invisible copy under a scan or over a re-typeset page), outside
-    their clip path or outside ``page_box`` are left out. Each word carries the font of its
-    first letter."""
+def _printed_letters(tp, objects: dict[int, TextObject], page_box: Box | None, text_object):
+    """Each letter of a text page that is printed, as ``(letter, left, bottom, right, top,
+    index, text object or None)``: ``"\\n"`` for a line break, ``" "`` for a word gap."""
     from pypdfium2 import raw
 
-    tp = textpage.raw
     n = raw.FPDFText_CountChars(tp)
     rect = raw.FS_RECTF()
-    get_box, get_angle = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetCharAngle
-    words: list[tuple[Word, bool]] = []
-    chars: list[str] = []
-    bl = bb = br = bt = 0.0  # the current word's box
-    pl = pb = pr = pt = 0.0  # the previous letter's box
-    angle = 0
-    font = ""
-    objects = objects or {}
-    text_object = _text_object_fn() if objects else None
+    get_box = raw.FPDFText_GetLooseCharBox
     # per-letter checks only where some text is hidden or clipped
     check = any(o.hidden or o.clip is not None for o in objects.values())
     codes = _page_chars(tp, n) if n else []
-    quarter = math.pi / 2
-
-    def flush(brk: bool) -> None:
-        if chars:
-            words.append((Word("".join(chars), bl, bb, br, bt, angle, font), brk))
-            chars.clear()
-        elif brk and words:
-            words[-1] = (words[-1][0], True)
-
-    pending = False  # PDFium put a line break after the last letter
-    row_h = 0.0  # the tallest letter of the row so far
-    tight = 0.0  # the usual gap between letters of a word in the row (letter spacing)
-
-    def space(height: float) -> float:
-        """The least gap that parts words: an eighth of the letter height, more where the
-        row's letters are set apart (a letter-spaced title), never over 0.3 of it."""
-        return min(max(0.12 * height, 2.5 * tight), 0.3 * height)
-
     for i in range(n):
         code = codes[i]
         ch = chr(code) if 0 <= code < 0x110000 else ""
         if ch == "\r" or ch == "\n":
-            pending = bool(chars) or pending
-            if not chars:
-                flush(True)
+            yield "\n", 0.0, 0.0, 0.0, 0.0, i, None
             continue
         if not ch or code == 0xFFFE or ch.isspace():
-            flush(pending)
-            pending = False
+            yield " ", 0.0, 0.0, 0.0, 0.0, i, None
             continue
         if ch in _SOFT_HYPHENS:
             ch = "-"
@@ -281,41 +246,122 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
         if page_box is not None:
             cx, cy = (left + right) / 2, (bottom + top) / 2
             if not (page_box[0] <= cx <= page_box[2] and page_box[1] <= cy <= page_box[3]):
-                flush(pending)
-                pending = False
+                yield " ", 0.0, 0.0, 0.0, 0.0, i, None
                 continue
         obj = None
         if check:
-            obj = objects.get(text_object(tp, i) or 0)  # type: ignore[misc]
+            obj = objects.get(text_object(tp, i) or 0)
             cx, cy = (left + right) / 2, (bottom + top) / 2
             if obj is not None and (obj.hidden or (obj.clip is not None and not (
                     obj.clip[0] - 1 <= cx <= obj.clip[2] + 1 and
                     obj.clip[1] - 1 <= cy <= obj.clip[3] + 1))):
-                flush(pending)
-                pending = False
+                yield " ", 0.0, 0.0, 0.0, 0.0, i, None
                 continue
+        yield ch, left, bottom, right, top, i, obj
+
+
+def _flush(words: list[tuple[Word, bool]], chars: list[str], brk: bool, box: Box, angle: int,
+           font: str) -> None:
+    """End the word being read (its letters ``chars``, emptied), or mark a break after the
+    last word when there is none."""
+    if chars:
+        words.append((Word("".join(chars), box[0], box[1], box[2], box[3], angle, font), brk))
+        chars.clear()
+    elif brk and words:
+        words[-1] = (words[-1][0], True)
+
+
+def _goes_on(bb: float, bt: float, pl: float, pr: float, left: float, bottom: float,
+             right: float, top: float, row_h: float, tight: float) -> bool:
+    """Whether a letter (``left`` to ``top``) goes on the horizontal word of its row that
+    spans ``bb`` to ``bt``, after a letter from ``pl`` to ``pr`` (scalars, no min/max: this
+    runs for most letters of a page)."""
+    h, ch_h = bt - bb, top - bottom
+    overlap = (bt if bt < top else top) - (bb if bb > bottom else bottom)
+    if overlap >= 0.4 * (h if h < ch_h else ch_h):
+        height = h if h > ch_h else ch_h
+        if row_h > height:
+            height = row_h
+        if height < 1.0:
+            height = 1.0
+        gap = left - pr
+        least = 0.12 * height
+        if 2.5 * tight > least:
+            least = 2.5 * tight
+        if least > 0.3 * height:
+            least = 0.3 * height
+        return -0.25 * height < gap < least or \
+            (abs(left - pl) < 0.5 and abs(right - pr) < 0.5)
+    return False
+
+
+def _word_space(height: float, tight: float) -> float:
+    """The least gap that parts words: an eighth of the letter height, more where the row's
+    letters are set apart (a letter-spaced title), never over 0.3 of it."""
+    return min(max(0.12 * height, 2.5 * tight), 0.3 * height)
+
+
+def _parts(a: int, angle: int, word: Box, prev: Box, letter: Box, row_h: float,
+           tight: float) -> bool:
+    """Whether a letter of direction ``a`` (quarter turns, -1 for slanted) starts a new word
+    after the word of direction ``angle`` it follows (it does not go on it)."""
+    bl, bb, br, bt = word
+    pl, pb, pr, pt = prev
+    left, bottom, right, top = letter
+    if a != angle or a == 0:
+        return True
+    if a == 2:
+        height = max(bt - bb, top - bottom, row_h, 1.0)
+        gap = pl - right
+        ligature = abs(left - pl) < 0.5 and abs(right - pr) < 0.5
+        return min(bt, top) - max(bb, bottom) < 0.4 * min(bt - bb, top - bottom) or \
+            not (ligature or -0.25 * height < gap < _word_space(height, tight))
+    width = max(br - bl, right - left, 1.0)
+    gap = max(bottom - pt, pb - top)  # up or down the page
+    ligature = abs(bottom - pb) < 0.5 and abs(top - pt) < 0.5
+    return min(br, right) - max(bl, left) < 0.4 * min(br - bl, right - left) or \
+        not (ligature or -0.25 * width < gap < 0.12 * width)
+
+
+def page_words(textpage, objects: dict[int, TextObject] | None = None,
+               page_box: Box | None = None) -> list[tuple[Word, bool]]:
+    """Words of a text page in content order, each with whether a line break follows it.
+
+    Only what is printed: characters of hidden text objects (``objects``, from the page
+    walk: render mode 3, the invisible copy under a scan or over a re-typeset page), outside
+    their clip path or outside ``page_box`` are left out. Each word carries the font of its
+    first letter."""
+    from pypdfium2 import raw
+
+    tp = textpage.raw
+    get_angle = raw.FPDFText_GetCharAngle
+    words: list[tuple[Word, bool]] = []
+    chars: list[str] = []
+    bl = bb = br = bt = 0.0  # the current word's box
+    pl = pb = pr = pt = 0.0  # the previous letter's box
+    angle = 0
+    font = ""
+    objects = objects or {}
+    text_object = _text_object_fn() if objects else None
+    quarter = math.pi / 2
+    pending = False  # PDFium put a line break after the last letter
+    row_h = 0.0  # the tallest letter of the row so far
+    tight = 0.0  # the usual gap between letters of a word in the row (letter spacing)
+    for ch, left, bottom, right, top, i, obj in _printed_letters(tp, objects, page_box,
+                                                                 text_object):
+        if ch == "\n":
+            pending = bool(chars) or pending
+            if not chars:
+                _flush(words, chars, True, (bl, bb, br, bt), angle, font)
+            continue
+        if ch == " ":
+            _flush(words, chars, pending, (bl, bb, br, bt), angle, font)
+            pending = False
+            continue
         # the letter's direction, asked only where it may differ from the word's: a letter
-        # that goes on a horizontal word in its row is horizontal (joins(), inlined: this
-        # runs for every letter of the page)
-        goes_on = False
-        if chars and angle == 0:
-            h, ch_h = bt - bb, top - bottom
-            overlap = (bt if bt < top else top) - (bb if bb > bottom else bottom)
-            if overlap >= 0.4 * (h if h < ch_h else ch_h):
-                height = h if h > ch_h else ch_h
-                if row_h > height:
-                    height = row_h
-                if height < 1.0:
-                    height = 1.0
-                gap = left - pr
-                least = 0.12 * height
-                if 2.5 * tight > least:
-                    least = 2.5 * tight
-                if least > 0.3 * height:
-                    least = 0.3 * height
-                goes_on = -0.25 * height < gap < least or \
-                    (abs(left - pl) < 0.5 and abs(right - pr) < 0.5)
-        if goes_on:
+        # that goes on a horizontal word in its row is horizontal
+        if chars and angle == 0 and _goes_on(bb, bt, pl, pr, left, bottom, right, top, row_h,
+                                             tight):
             a = 0
             if pending:  # a break PDFium guessed from a baseline shift (a subscript) is none
                 pending = False
@@ -327,24 +373,10 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
             a = -1 if abs(q - k) > 0.06 else int(k) % 4
             if pending:
                 pending = False
-                flush(True)
-            if chars:
-                if a != angle or a == 0:
-                    flush(False)
-                elif a == 2:
-                    height = max(bt - bb, top - bottom, row_h, 1.0)
-                    gap = pl - right
-                    ligature = abs(left - pl) < 0.5 and abs(right - pr) < 0.5
-                    if min(bt, top) - max(bb, bottom) < 0.4 * min(bt - bb, top - bottom) or \
-                            not (ligature or -0.25 * height < gap < space(height)):
-                        flush(False)
-                else:
-                    width = max(br - bl, right - left, 1.0)
-                    gap = max(bottom - pt, pb - top)  # up or down the page
-                    ligature = abs(bottom - pb) < 0.5 and abs(top - pt) < 0.5
-                    if min(br, right) - max(bl, left) < 0.4 * min(br - bl, right - left) or \
-                            not (ligature or -0.25 * width < gap < 0.12 * width):
-                        flush(False)
+                _flush(words, chars, True, (bl, bb, br, bt), angle, font)
+            elif chars and _parts(a, angle, (bl, bb, br, bt), (pl, pb, pr, pt),
+                                  (left, bottom, right, top), row_h, tight):
+                _flush(words, chars, False, (bl, bb, br, bt), angle, font)
         if a == 0:
             if row_h and not (bottom < pt and top > pb):
                 row_h = tight = 0.0  # a new row
@@ -359,17 +391,13 @@ def page_words(textpage, objects: dict[int, TextObject] | None = None,
                 obj = objects.get(text_object(tp, i) or 0)
             font = obj.font if obj is not None else ""
         else:
-            if left < bl:
-                bl = left
-            if bottom < bb:
-                bb = bottom
-            if right > br:
-                br = right
-            if top > bt:
-                bt = top
+            bl = left if left < bl else bl
+            bb = bottom if bottom < bb else bb
+            br = right if right > br else br
+            bt = top if top > bt else bt
         pl, pb, pr, pt = left, bottom, right, top
         chars.append(ch)
-    flush(True)
+    _flush(words, chars, True, (bl, bb, br, bt), angle, font)
     return words
 
 

@@ -118,6 +118,78 @@ def _cut(box: Box, clip: Box | None) -> Box:
             min(box[3], clip[3]))
 
 
+def _font_name(obj, fonts: dict[int, str], name_buf) -> str:
+    """The base font name of a text object (subset prefix dropped), cached in ``fonts``."""
+    import ctypes
+
+    from pypdfium2 import raw
+
+    font = raw.FPDFTextObj_GetFont(obj)
+    key = ctypes.cast(font, ctypes.c_void_p).value or 0
+    if key not in fonts:
+        n = raw.FPDFFont_GetBaseFontName(font, name_buf, 256) if font else 0
+        name = name_buf.raw[:max(0, n - 1)].decode("latin-1") if n else ""
+        fonts[key] = name.split("+", 1)[-1]
+    return fonts[key]
+
+
+def _text_object(obj, clip: Box | None, m: tuple[float, ...], depth: int, bounds, rgba,
+                 fonts: dict[int, str], name_buf) -> TextObject:
+    """A text object's visibility, visible clip (``None`` when it leaves all of it visible)
+    and font; ``bounds`` and ``rgba``: ctypes scratch values."""
+    from pypdfium2 import raw
+
+    mode = raw.FPDFTextObj_GetTextRenderMode(obj)
+    hidden = mode in (3, 7)
+    if not hidden and mode in (0, 4) and raw.FPDFPageObj_GetFillColor(obj, *rgba):
+        hidden = rgba[3].value == 0
+    left, bottom, right, top = bounds
+    if clip is not None and raw.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
+        tb: Box = (left.value, bottom.value, right.value, top.value)
+        if depth:
+            tb = transform_box(m, tb)
+        if tb[0] >= clip[0] - 1 and tb[1] >= clip[1] - 1 and \
+                tb[2] <= clip[2] + 1 and tb[3] <= clip[3] + 1:
+            clip = None  # the clip leaves all of it visible
+    return TextObject(hidden, clip, _font_name(obj, fonts, name_buf))
+
+
+def _graphic(obj, kind: int, clip: Box | None, m: tuple[float, ...], depth: int,
+             page_box: Box, bounds, fill_mode, stroke) -> Element | None:
+    """An image, path or shading object as an :class:`Element` cut to what its clip and the
+    page leave visible; ``None`` for an invisible path or nothing left visible."""
+    import ctypes
+    import hashlib
+
+    from pypdfium2 import raw
+
+    if kind == PATH and raw.FPDFPath_GetDrawMode(obj, fill_mode, stroke) and \
+            fill_mode.value == 0 and not stroke.value:
+        return None
+    left, bottom, right, top = bounds
+    if not raw.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
+        return None
+    box: Box = (left.value, bottom.value, right.value, top.value)
+    if depth:
+        box = transform_box(m, box)
+    box = _cut(_cut(box, clip), page_box)
+    if box[2] < box[0] or box[3] < box[1]:
+        return None
+    px = (0, 0)
+    key: tuple = (kind, tuple(round(v / 3) for v in box))
+    if kind == IMAGE:
+        w, h = ctypes.c_uint(), ctypes.c_uint()
+        if raw.FPDFImageObj_GetImagePixelSize(obj, w, h):
+            px = (int(w.value), int(h.value))
+        # the same bitmap on several pages is a logo, wherever it is placed
+        size = raw.FPDFImageObj_GetImageDataRaw(obj, None, 0)
+        buf = ctypes.create_string_buffer(max(1, size))
+        raw.FPDFImageObj_GetImageDataRaw(obj, buf, size)
+        small = area(box) < 0.08 * area(page_box)
+        key = (kind, px, hashlib.sha1(buf.raw[:size]).hexdigest(), small)
+    return Element(kind, box, px, key)
+
+
 def page_graphics(page, page_box: Box) -> tuple[list[Element], dict[int, TextObject]]:
     """Image, path and shading objects of a page in page coordinates (Form XObjects
     unfolded), each cut to what its clip path and the page leave visible, invisible paths left
@@ -125,28 +197,18 @@ def page_graphics(page, page_box: Box) -> tuple[list[Element], dict[int, TextObj
     nobody sees (render mode 3, clipped away: the hidden copy of an OCR layer or of a
     re-typeset page) can be left out of the page's text."""
     import ctypes
-    import hashlib
 
     from pypdfium2 import raw
 
     out: list[Element] = []
     texts: dict[int, TextObject] = {}
     fonts: dict[int, str] = {}
-    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    bounds = tuple(ctypes.c_float() for _ in range(4))  # left, bottom, right, top
     fill_mode, stroke = ctypes.c_int(), ctypes.c_int()
     rgba = [ctypes.c_uint() for _ in range(4)]
     mat = raw.FS_MATRIX()
     identity = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
     name_buf = ctypes.create_string_buffer(256)
-
-    def font_name(obj) -> str:
-        font = raw.FPDFTextObj_GetFont(obj)
-        key = ctypes.cast(font, ctypes.c_void_p).value or 0
-        if key not in fonts:
-            n = raw.FPDFFont_GetBaseFontName(font, name_buf, 256) if font else 0
-            name = name_buf.raw[:max(0, n - 1)].decode("latin-1") if n else ""
-            fonts[key] = name.split("+", 1)[-1]
-        return fonts[key]
 
     def walk(count, get, parent, m, depth, outer_clip):
         for i in range(count(parent)):
@@ -158,19 +220,8 @@ def page_graphics(page, page_box: Box) -> tuple[list[Element], dict[int, TextObj
             elif clip is None:
                 clip = outer_clip
             if kind == raw.FPDF_PAGEOBJ_TEXT:
-                mode = raw.FPDFTextObj_GetTextRenderMode(obj)
-                hidden = mode in (3, 7)
-                if not hidden and mode in (0, 4) and raw.FPDFPageObj_GetFillColor(obj, *rgba):
-                    hidden = rgba[3].value == 0
-                if clip is not None and raw.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
-                    tb: Box = (left.value, bottom.value, right.value, top.value)
-                    if depth:
-                        tb = transform_box(m, tb)
-                    if tb[0] >= clip[0] - 1 and tb[1] >= clip[1] - 1 and \
-                            tb[2] <= clip[2] + 1 and tb[3] <= clip[3] + 1:
-                        clip = None  # the clip leaves all of it visible
-                texts[ctypes.cast(obj, ctypes.c_void_p).value or 0] = TextObject(
-                    hidden, clip, font_name(obj))
+                texts[ctypes.cast(obj, ctypes.c_void_p).value or 0] = _text_object(
+                    obj, clip, m, depth, bounds, rgba, fonts, name_buf)
                 continue
             if kind == raw.FPDF_PAGEOBJ_FORM:
                 if depth < 12 and raw.FPDFPageObj_GetMatrix(obj, mat):
@@ -180,30 +231,9 @@ def page_graphics(page, page_box: Box) -> tuple[list[Element], dict[int, TextObj
                 continue
             if kind not in (IMAGE, PATH, SHADING):
                 continue
-            if kind == PATH and raw.FPDFPath_GetDrawMode(obj, fill_mode, stroke) and \
-                    fill_mode.value == 0 and not stroke.value:
-                continue
-            if not raw.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
-                continue
-            box: Box = (left.value, bottom.value, right.value, top.value)
-            if depth:
-                box = transform_box(m, box)
-            box = _cut(_cut(box, clip), page_box)
-            if box[2] < box[0] or box[3] < box[1]:
-                continue
-            px = (0, 0)
-            key: tuple = (kind, tuple(round(v / 3) for v in box))
-            if kind == IMAGE:
-                w, h = ctypes.c_uint(), ctypes.c_uint()
-                if raw.FPDFImageObj_GetImagePixelSize(obj, w, h):
-                    px = (int(w.value), int(h.value))
-                # the same bitmap on several pages is a logo, wherever it is placed
-                size = raw.FPDFImageObj_GetImageDataRaw(obj, None, 0)
-                buf = ctypes.create_string_buffer(max(1, size))
-                raw.FPDFImageObj_GetImageDataRaw(obj, buf, size)
-                small = area(box) < 0.08 * area(page_box)
-                key = (kind, px, hashlib.sha1(buf.raw[:size]).hexdigest(), small)
-            out.append(Element(kind, box, px, key))
+            element = _graphic(obj, kind, clip, m, depth, page_box, bounds, fill_mode, stroke)
+            if element is not None:
+                out.append(element)
 
     walk(raw.FPDFPage_CountObjects, raw.FPDFPage_GetObject, page, identity, 0, None)
     return out, texts
@@ -468,37 +498,21 @@ def _on_side(direction: str, cap: Box, box: Box) -> bool:
     return box[2] <= cap[0] + tol
 
 
-def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageText, *,
-                   prefer: str = "above", max_gap: float = 60.0, grow_gap: float = 36.0,
-                   exclude: frozenset[int] = frozenset(), body: tuple[float, str] = (0.0, "")
-                   ) -> tuple[dict[int, Box], dict[int, str]]:
-    """Each caption's graphic region (``{caption index: box}``) and where it lies from the
-    caption (``{caption index: "above" | "below" | "left" | "right"}``); sets
-    :attr:`Cluster.owner`. ``prefer``: where figures lie from their captions in this
-    document (the other side pays 12 points in the nearest-first pairing, a side 6).
-    ``exclude``: ids of lines that are never a figure's labels (running heads); ``body``:
-    the body text's size and font (a line in them is a heading, not a label)."""
-    for cl in clusters:
-        cl.owner = None
-    cap_boxes = [c.box for c in captions]
-    cap_line_ids = {id(ln) for c in captions for ln in c.lines}
-    blockers = [ln.box for ln in text.lines if ln.prose and id(ln) not in cap_line_ids]
+def _blocked(rect: Box, own: int, blockers: list[Box], cap_boxes: list[Box],
+             regions: dict[int, Box]) -> bool:
+    """Whether ``rect`` covers body text, another caption or another caption's region."""
+    for b in blockers:
+        if inter(rect, b) > 0.3 * area(b):
+            return True
+    for k, cb in enumerate(cap_boxes):
+        if k != own and inter(rect, cb) > 0.2 * area(cb):
+            return True
+    return any(k != own and inter(rect, reg) > 1.0 for k, reg in regions.items())
 
-    def blocked(rect: Box, own: int) -> bool:
-        for b in blockers:
-            if inter(rect, b) > 0.3 * area(b):
-                return True
-        for k, cb in enumerate(cap_boxes):
-            if k != own and inter(rect, cb) > 0.2 * area(cb):
-                return True
-        return any(k != own and inter(rect, reg) > 1.0 for k, reg in regions.items())
 
-    regions: dict[int, Box] = {}
-    direction: dict[int, str] = {}
-    # what may stand between a figure and its caption: axes with their tick labels (thin
-    # clusters), loose labels
-    bridges = [cl.box for cl in clusters if cl.thin] + \
-        [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids]
+def _pairs(captions: list[Caption], clusters: list[Cluster], bridges: list[Box], *,
+           prefer: str, max_gap: float) -> list[tuple[float, int, int, str, Box]]:
+    """Every caption and graphic close enough to be paired, nearest (with penalty) first."""
     pairs = []
     for k, cap in enumerate(captions):
         for c, cl in enumerate(clusters):
@@ -515,21 +529,19 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
                 else 6.0
             pairs.append((found[1] + penalty, k, c, found[0], found[2]))
     pairs.sort(key=lambda p: (p[0], p[1], p[2]))
-    for _gap, k, c, rel, gap_rect in pairs:
-        cl = clusters[c]
-        if cl.owner is not None or (k in direction and direction[k] != rel):
-            continue
-        new = union(regions[k], cl.box) if k in regions else cl.box
-        if blocked(gap_rect, k) or blocked(new, k):
-            continue
-        cl.owner = k
-        regions[k] = new
-        direction[k] = rel
-    # grow, nearest first over all captions, through graphics on each caption's side; a
-    # graphic under (or over) another caption's column belongs to that caption
-    def x_overlap(k: int, box: Box) -> float:
-        return min(cap_boxes[k][2], box[2]) - max(cap_boxes[k][0], box[0])
+    return pairs
 
+
+def _x_overlap(cap: Box, box: Box) -> float:
+    """How far a caption's box and ``box`` overlap across the page."""
+    return min(cap[2], box[2]) - max(cap[0], box[0])
+
+
+def _grow_regions(captions: list[Caption], clusters: list[Cluster], regions: dict[int, Box],
+                  direction: dict[int, str], blockers: list[Box], *, grow_gap: float) -> None:
+    """Grow the regions, nearest first over all captions, through graphics on each caption's
+    side; a graphic under (or over) another caption's column belongs to that caption."""
+    cap_boxes = [c.box for c in captions]
     while True:
         best: tuple[float, int, int] | None = None
         for c, cl in enumerate(clusters):
@@ -543,11 +555,12 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
                     continue
                 if direction[k] in ("above", "below") and any(
                         j != k and captions[j].kind == "figure" and
-                        x_overlap(j, cl.box) > max(0.0, x_overlap(k, cl.box)) and
+                        _x_overlap(cap_boxes[j], cl.box) >
+                        max(0.0, _x_overlap(cap_boxes[k], cl.box)) and
                         _on_side(direction.get(j, direction[k]), cap_boxes[j], cl.box)
                         for j in range(len(captions))):
                     continue
-                if blocked(union(regions[k], cl.box), k):
+                if _blocked(union(regions[k], cl.box), k, blockers, cap_boxes, regions):
                     continue
                 best = (gap, k, c)
         if best is None:
@@ -555,9 +568,11 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
         _, k, c = best
         clusters[c].owner = k
         regions[k] = union(regions[k], clusters[c].box)
-    # what lies between a figure and its caption is part of the figure (a legend of keys, a
-    # panel's axis title): small graphics and loose text in that strip join the region
-    free_lines = [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids]
+
+
+def _join_strips(clusters: list[Cluster], regions: dict[int, Box], direction: dict[int, str],
+                 cap_boxes: list[Box], free_lines: list[Box], blockers: list[Box]) -> None:
+    """Join to each region the small graphics and loose text between it and its caption."""
     for k, rel in direction.items():
         reg, cbox = regions[k], cap_boxes[k]
         x0, x1 = min(reg[0], cbox[0]), max(reg[2], cbox[2])  # as wide as figure and caption
@@ -567,7 +582,7 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
             strip = (x0, reg[3], x1, cbox[1])
         else:
             continue
-        if strip[3] - strip[1] < 1 or blocked(strip, k):
+        if strip[3] - strip[1] < 1 or _blocked(strip, k, blockers, cap_boxes, regions):
             continue
         for cl in clusters:
             if cl.owner is None and _within(cl.box, strip):
@@ -576,24 +591,24 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
         for b in free_lines:
             if _within(b, strip):
                 regions[k] = union(regions[k], b)
-    # panel letters and axis titles just outside a region's edge belong to it
-    def label(ln: Line) -> bool:
-        """A panel letter ("B", "(c)"), or a short line in print that is not the body's
-        (an axis title), not a line or page number."""
-        if ln.prose or id(ln) in cap_line_ids or id(ln) in exclude or \
-                not any(ch.isalpha() for ch in ln.text):
-            return False
-        if len(ln.text) <= 3:
-            return True
-        return len(ln.words) <= 4 and ln.width < 15 * ln.size and \
-            ln.size < 0.9 * body[0] and ln.font != body[1]
 
-    # reach: how far out a label may stand; a one-letter axis title ("λ") level with the
-    # region, beside its tick labels, stands a little further
-    labels = [(ln.box, 2.5 * ln.size, (3.0 if len(ln.text) <= 3 else 2.5) * ln.size)
-              for ln in text.lines if label(ln)]
-    labels += [((wd.left, wd.bottom, wd.right, wd.top),) + (max(_reach(wd), 6.0),) * 2
-               for wd in text.rotated if _inside_text_area(wd, text)]
+
+def _is_label(ln: Line, cap_line_ids: set[int], exclude: frozenset[int],
+              body: tuple[float, str]) -> bool:
+    """A panel letter ("B", "(c)"), or a short line in print that is not the body's
+    (an axis title), not a line or page number."""
+    if ln.prose or id(ln) in cap_line_ids or id(ln) in exclude or \
+            not any(ch.isalpha() for ch in ln.text):
+        return False
+    if len(ln.text) <= 3:
+        return True
+    return len(ln.words) <= 4 and ln.width < 15 * ln.size and \
+        ln.size < 0.9 * body[0] and ln.font != body[1]
+
+
+def _join_labels(regions: dict[int, Box], labels: list[tuple[Box, float, float]],
+                 cap_boxes: list[Box], blockers: list[Box]) -> None:
+    """Join to each region the labels (box, reach, reach beside) just outside its edge."""
     for k in regions:
         for _ in range(3):
             grew = False
@@ -605,11 +620,60 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
                     continue
                 new = union(regions[k], b)
                 # (a label never takes a region over body text, not even its edge)
-                if not blocked(new, k) and not any(inter(new, p) > 2.0 for p in blockers):
+                if not _blocked(new, k, blockers, cap_boxes, regions) and \
+                        not any(inter(new, p) > 2.0 for p in blockers):
                     regions[k] = new
                     grew = True
             if not grew:
                 break
+
+
+def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageText, *,
+                   prefer: str = "above", max_gap: float = 60.0, grow_gap: float = 36.0,
+                   exclude: frozenset[int] = frozenset(), body: tuple[float, str] = (0.0, "")
+                   ) -> tuple[dict[int, Box], dict[int, str]]:
+    """Each caption's graphic region (``{caption index: box}``) and where it lies from the
+    caption (``{caption index: "above" | "below" | "left" | "right"}``); sets
+    :attr:`Cluster.owner`. ``prefer``: where figures lie from their captions in this
+    document (the other side pays 12 points in the nearest-first pairing, a side 6).
+    ``exclude``: ids of lines that are never a figure's labels (running heads); ``body``:
+    the body text's size and font (a line in them is a heading, not a label)."""
+    for cl in clusters:
+        cl.owner = None
+    cap_boxes = [c.box for c in captions]
+    cap_line_ids = {id(ln) for c in captions for ln in c.lines}
+    blockers = [ln.box for ln in text.lines if ln.prose and id(ln) not in cap_line_ids]
+    regions: dict[int, Box] = {}
+    direction: dict[int, str] = {}
+    # what may stand between a figure and its caption: axes with their tick labels (thin
+    # clusters), loose labels
+    bridges = [cl.box for cl in clusters if cl.thin] + \
+        [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids]
+    for _gap, k, c, rel, gap_rect in _pairs(captions, clusters, bridges, prefer=prefer,
+                                            max_gap=max_gap):
+        cl = clusters[c]
+        if cl.owner is not None or (k in direction and direction[k] != rel):
+            continue
+        new = union(regions[k], cl.box) if k in regions else cl.box
+        if _blocked(gap_rect, k, blockers, cap_boxes, regions) or \
+                _blocked(new, k, blockers, cap_boxes, regions):
+            continue
+        cl.owner = k
+        regions[k] = new
+        direction[k] = rel
+    _grow_regions(captions, clusters, regions, direction, blockers, grow_gap=grow_gap)
+    # what lies between a figure and its caption is part of the figure (a legend of keys, a
+    # panel's axis title): small graphics and loose text in that strip join the region
+    free_lines = [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids]
+    _join_strips(clusters, regions, direction, cap_boxes, free_lines, blockers)
+    # panel letters and axis titles just outside a region's edge belong to it; reach: how
+    # far out a label may stand; a one-letter axis title ("λ") level with the region, beside
+    # its tick labels, stands a little further
+    labels = [(ln.box, 2.5 * ln.size, (3.0 if len(ln.text) <= 3 else 2.5) * ln.size)
+              for ln in text.lines if _is_label(ln, cap_line_ids, exclude, body)]
+    labels += [((wd.left, wd.bottom, wd.right, wd.top),) + (max(_reach(wd), 6.0),) * 2
+               for wd in text.rotated if _inside_text_area(wd, text)]
+    _join_labels(regions, labels, cap_boxes, blockers)
     return regions, direction
 
 
