@@ -42,9 +42,8 @@ def test_weight_free_attention_reads_no_patch_again(cmu_small: Path, cmu_grid: T
                                                     tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     alone = nuclear_importance(cmu_small, cmu_grid)
-    emb = extract_features(cmu_small, cmu_grid, "heuristic", workers=0, progress=False,
-                           out=tmp_path)
-    kept = Embeddings.from_h5(tmp_path / "features_heuristic" / f"{cmu_grid.slide_name}.h5")
+    emb = extract_features(cmu_small, cmu_grid, "heuristic", workers=0, progress=False)
+    kept = Embeddings.from_h5(emb.to_h5(tmp_path / f"{cmu_grid.slide_name}.h5"))
     assert kept.nuclear is not None and emb.nuclear is not None
     np.testing.assert_array_equal(kept.nuclear.features, emb.nuclear.features)
 
