@@ -151,15 +151,15 @@ def test_two_slides_of_one_name_at_once_never_mix(tmp_path: Path):
 
 
 _READER = """
-import sys, time, traceback
+import os, sys, traceback
 import numpy as np
 from wsikit.evidence import FigureIndex
 from wsikit.evidence.captions import caption_search
 
-idx, stop = sys.argv[1], sys.argv[2]
+idx, stop, ready = sys.argv[1], sys.argv[2], sys.argv[3]
 held = FigureIndex.open(idx)  # one reader keeps the version it opened for its whole life
 first = held.count
-versions, rounds = set(), 0
+versions, rounds, last = set(), 0, False
 rng = np.random.default_rng(0)
 try:
     while True:
@@ -173,9 +173,11 @@ try:
             assert view.info()["count"] == view.count
             assert len(view.nodes()) == view.count
         rounds += 1
-        import os
-        if os.path.exists(stop):
+        if rounds == 1:  # the writer starts only once every reader has read the first version
+            open(ready, "w").close()
+        if last:  # one whole round after the writer's last commit
             break
+        last = os.path.exists(stop)
 except Exception:
     traceback.print_exc()
     sys.exit(3)
@@ -184,12 +186,17 @@ print(rounds, len(versions))
 """
 
 _WRITER = """
-import sys
+import os, sys, time
 from wsikit.evidence import FigureIndex, read_figure_manifest
 from wsikit.models import create_encoder
 
-idx, stop, *manifests = sys.argv[1:]
+idx, stop, waits, *manifests = sys.argv[1:]
 encoder = create_encoder("heuristic")
+deadline = time.monotonic() + 300
+while not all(os.path.exists(w) for w in waits.split(os.pathsep)):
+    if time.monotonic() > deadline:
+        sys.exit("the readers never read their first version")
+    time.sleep(0.05)
 for m in manifests:
     FigureIndex.open(idx).add(read_figure_manifest(m), encoder)
 open(stop, "w").close()
@@ -206,10 +213,12 @@ def test_queries_while_index_add_commits_never_fail(built_index: Path, tmp_path:
     manifests = [str(_manifest(tmp_path / f"m{i}", 2, 10 + i)) for i in range(5)]
     stop = tmp_path / "stop"
     env = {**os.environ, "PYTHONPATH": str(REPO), "WSIKIT_NO_PROGRESS": "1"}
-    readers = [subprocess.Popen([sys.executable, "-c", _READER, str(idx), str(stop)], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for _ in range(2)]
-    writer = subprocess.run([sys.executable, "-c", _WRITER, str(idx), str(stop), *manifests],
+    ready = [tmp_path / f"ready{i}" for i in range(2)]
+    readers = [subprocess.Popen([sys.executable, "-c", _READER, str(idx), str(stop), str(r)],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for r in ready]
+    writer = subprocess.run([sys.executable, "-c", _WRITER, str(idx), str(stop),
+                             os.pathsep.join(map(str, ready)), *manifests],
                             env=env, capture_output=True, text=True, timeout=600)
     assert writer.returncode == 0, writer.stderr
     for reader in readers:
