@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import h5py
 import numpy as np
@@ -65,7 +66,12 @@ def test_patch_writes_h5_and_reuses_geojson(cmu_small, tmp_path):
     gj_path.write_text(json.dumps({"type": "FeatureCollection", "features": [
         {"type": "Feature", "geometry": {"type": "Polygon", "coordinates": [box]},
          "properties": {}}]}))
-    edited = patch(cmu_small, out=tmp_path, progress=False, min_tissue=0.9)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        edited = patch(cmu_small, out=tmp_path, progress=False, min_tissue=0.9)
+    said = [str(w.message) for w in caught if gj_path.name in str(w.message)]
+    # one word on the edit, that it is kept (not also "changed ... step 'segment' runs again")
+    assert len(said) == 1 and "kept as the slide's tissue" in said[0], said
     assert sorted(map(tuple, edited.coords.tolist())) == [(0, 0), (0, 513), (513, 0),
                                                           (513, 513)]
     assert TileGrid.from_h5(h5).coords.shape == (4, 2)

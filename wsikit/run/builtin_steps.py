@@ -70,7 +70,7 @@ def _missing_module(module: str, what: str) -> Callable[[], str | None]:
     return check
 
 
-@register_step("segment", config_keys=SEGMENT_KEYS,
+@register_step("segment", config_keys=SEGMENT_KEYS, adopts=("geojson",),
                description="tissue mask → contours_geojson/<slide>.geojson, masks/<slide>.png")
 def segment_step(ctx: SlideContext) -> dict[str, Any]:
     """Tissue segmentation; writes the GeoJSON contours (level-0 px, QuPath-compatible) and

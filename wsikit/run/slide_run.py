@@ -391,16 +391,19 @@ def files_unchanged(record: Mapping[str, Any], step: str = "", *, warn: bool = T
     return True
 
 
-def _warn_changed(job: JobFolder, step: str, outputs: Mapping[str, Any]) -> None:
+def _warn_changed(job: JobFolder, spec: StepSpec, outputs: Mapping[str, Any]) -> None:
     """Warn about each recorded output that still exists but changed since it was recorded
-    (damaged, or edited by hand): the step runs again instead of trusting it."""
+    (damaged, or edited by hand): the step runs again instead of trusting it. Roles the
+    step adopts when edited (:attr:`StepSpec.adopts`) are left to the step to announce."""
     from ..outputs.cache_record import sha256_file
 
-    for record in outputs.values():
+    for role, record in outputs.items():
         path = job.absolute(str(record.get("path", "")))
-        if path.is_file() and record.get("sha256") and sha256_file(path) != record["sha256"]:
+        if role in spec.adopts or not path.is_file() or not record.get("sha256"):
+            continue
+        if sha256_file(path) != record["sha256"]:
             warnings.warn(f"{path} changed since wsikit wrote it (checksum differs); step "
-                          f"{step!r} runs again", UserWarning, stacklevel=3)
+                          f"{spec.name!r} runs again", UserWarning, stacklevel=3)
 
 
 def reusable(spec: StepSpec, record: Mapping[str, Any] | None, config: BatchConfig,
@@ -424,7 +427,7 @@ def reusable(spec: StepSpec, record: Mapping[str, Any] | None, config: BatchConf
     if job.outputs_intact(record.get("outputs", {}), verify=verify):
         return True
     if warn:  # only its own files can have failed the check: say which changed
-        _warn_changed(job, spec.name, record.get("outputs") or {})
+        _warn_changed(job, spec, record.get("outputs") or {})
     return False
 
 

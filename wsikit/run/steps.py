@@ -162,6 +162,9 @@ class StepSpec:
     version : str
         Changes when the step's code makes other outputs from the same options (part of the
         config hash, so outputs of an older version are redone, not reused).
+    adopts : tuple of str
+        Output roles a user may edit (the tissue GeoJSON): the step runs again and keeps the
+        edit, saying so itself, so the rerun is not announced as a damaged output.
     """
 
     name: str
@@ -173,6 +176,7 @@ class StepSpec:
     available: Callable[[], str | None] = field(default=lambda: None)
     version: str = ""
     inputs: Callable[[BatchConfig], str | None] = field(default=lambda config: None)
+    adopts: tuple[str, ...] = ()
 
     def config_hash(self, config: BatchConfig) -> str:
         """Short hash of the options, :attr:`version` and outside :attr:`inputs` (e.g. the
@@ -216,8 +220,8 @@ def _steps() -> dict[str, StepSpec]:
 def register_step(name: str, *, requires: Sequence[str] = (), config_keys: Sequence[str] = (),
                   device: bool = False, description: str = "",
                   available: Callable[[], str | None] | None = None, version: str = "",
-                  inputs: Callable[[BatchConfig], str | None] | None = None
-                  ) -> Callable[[Callable[[SlideContext], dict[str, Any]]],
+                  inputs: Callable[[BatchConfig], str | None] | None = None,
+                  adopts: Sequence[str] = ()) -> Callable[[Callable[[SlideContext], dict[str, Any]]],
                                 Callable[[SlideContext], dict[str, Any]]]:
     """Decorator registering a step function under ``name`` (order of registration = run order).
 
@@ -236,7 +240,8 @@ def register_step(name: str, *, requires: Sequence[str] = (), config_keys: Seque
                                   description=description or (func.__doc__ or "").strip()
                                   .split("\n")[0],
                                   available=available or (lambda: None), version=version,
-                                  inputs=inputs or (lambda config: None))
+                                  inputs=inputs or (lambda config: None),
+                                  adopts=tuple(adopts))
         return func
     return decorator
 
