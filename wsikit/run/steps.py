@@ -221,7 +221,8 @@ def register_step(name: str, *, requires: Sequence[str] = (), config_keys: Seque
                   device: bool = False, description: str = "",
                   available: Callable[[], str | None] | None = None, version: str = "",
                   inputs: Callable[[BatchConfig], str | None] | None = None,
-                  adopts: Sequence[str] = ()) -> Callable[[Callable[[SlideContext], dict[str, Any]]],
+                  adopts: Sequence[str] = ()
+                  ) -> Callable[[Callable[[SlideContext], dict[str, Any]]],
                                 Callable[[SlideContext], dict[str, Any]]]:
     """Decorator registering a step function under ``name`` (order of registration = run order).
 
