@@ -187,6 +187,20 @@ def test_cpu_slots_share_threads():
     assert slots[0].threads == max(1, (os.cpu_count() or 1) // 2)
 
 
+def test_auto_devices_are_every_gpu_when_cuda_is_there_else_the_cpu(monkeypatch):
+    import torch
+
+    from wsikit.run.options import BatchSettings
+
+    assert BatchSettings().devices == "auto"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert [s.device for s in parse_devices("auto", 2)] == ["cpu", "cpu"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    slots = parse_devices("auto", 1)
+    assert [(s.label, s.visible) for s in slots] == [("cuda:0", "0"), ("cuda:1", "1")]
+
+
 def test_unavailable_steps_refused_up_front(tmp_path, monkeypatch):
     from wsikit.run import steps as steps_mod
 

@@ -158,6 +158,21 @@ def test_select_refuses_an_unknown_keyword_before_any_work(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_the_default_device_is_the_gpu_when_cuda_is_there(monkeypatch):
+    import torch
+
+    from wsikit.models import create_encoder
+
+    assert RunSettings().device == "auto"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert RunSettings().torch_device == "cpu"
+    assert create_encoder("heuristic", device="auto").device.type == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert RunSettings().torch_device == "cuda"
+    assert RunSettings(device="cpu").torch_device == "cpu"  # a device named is kept
+    assert RunSettings(device="cuda:1").torch_device == "cuda:1"
+
+
 def test_threads_setting_travels_as_a_value(monkeypatch):
     """The run's cores are a field passed down (issue 38 item 2), never an environment
     variable: a batch's workers share them, and nothing outside the run changes."""

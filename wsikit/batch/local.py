@@ -59,8 +59,11 @@ def parse_devices(devices: str | Sequence[str], workers: int = 1, *,
     ``"cpu"`` gives ``workers`` CPU processes sharing the cores (``threads``: the cores of the
     run, :attr:`~wsikit.run.options.RunSettings.threads`; default the CPUs this process may
     run on); ``"cuda:0,cuda:1"`` (or ``"cuda"`` for every visible GPU) gives ``workers``
-    processes per GPU, each seeing only its GPU through ``CUDA_VISIBLE_DEVICES``.
+    processes per GPU, each seeing only its GPU through ``CUDA_VISIBLE_DEVICES``; ``"auto"``
+    is ``"cuda"`` when a GPU is visible, else ``"cpu"``.
     """
+    if isinstance(devices, str) and devices.strip().lower() == "auto":
+        devices = "cuda" if _cuda_visible() else "cpu"
     if isinstance(devices, str):
         items = [d.strip() for d in devices.split(",") if d.strip()]
     else:
@@ -112,6 +115,12 @@ def physical_gpu(index: str, inherited: str | None) -> str:
         if int(index) < len(entries):
             return entries[int(index)]
     return index
+
+
+def _cuda_visible() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
 
 
 def _cuda_count(what: str) -> int:

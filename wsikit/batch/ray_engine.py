@@ -146,7 +146,8 @@ class RayEngine:
         Ray is already initialised in this process.
     devices : str
         ``"cpu"`` (``workers`` CPU actors) or ``"cuda"``/``"cuda:0,cuda:1"`` (one GPU actor per
-        GPU named, or per GPU in the cluster for ``"cuda"``; ``workers`` actors per GPU).
+        GPU named, or per GPU in the cluster for ``"cuda"``; ``workers`` actors per GPU);
+        ``"auto"``: ``"cuda"`` when the cluster has GPUs, else ``"cpu"``.
     workers : int
     config : BatchConfig
     max_resubmits : int
@@ -169,11 +170,13 @@ class RayEngine:
                              f"{workers!r}")
         items = ([d.strip().lower() for d in devices.split(",") if d.strip()]
                  if isinstance(devices, str) else [str(d).lower() for d in devices])
-        if not items or any(d != "cpu" and d != "cuda" and not d.startswith("cuda:")
-                            for d in items):
-            raise BatchError(f"{option('devices', devices)}: use 'cpu', 'cuda' or "
+        auto = items == ["auto"]
+        if not items or (not auto and any(d != "cpu" and d != "cuda" and not d.startswith("cuda:")
+                                          for d in items)):
+            raise BatchError(f"{option('devices', devices)}: use 'auto', 'cpu', 'cuda' or "
                              "'cuda:0,cuda:1'")
-        self.gpu = any(d.startswith("cuda") for d in items)
+        # "auto": decided by the cluster's GPUs when it is reached (start)
+        self.gpu: bool | None = None if auto else any(d.startswith("cuda") for d in items)
         self.gpu_names = [d for d in items if d.startswith("cuda:")]
         self.all_gpus = "cuda" in items
         self.workers = workers
@@ -214,6 +217,8 @@ class RayEngine:
         resources = ray.cluster_resources()
         self._n_cpu = max(1, int(resources.get("CPU", 1)))
         self._args = (job_root, stale_after, config)
+        if self.gpu is None:  # devices="auto": every GPU of the cluster, else its CPUs
+            self.gpu = self.all_gpus = int(resources.get("GPU", 0)) > 0
         if self.device_steps:
             if self.gpu:
                 n_gpu = int(resources.get("GPU", 0))

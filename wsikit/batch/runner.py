@@ -323,7 +323,7 @@ def _run_batch(cohort: str | os.PathLike[str] | Sequence[CohortSlide],
                            engine=batch.engine, counts=counts)
     write_json_atomic(summary_path, summary.to_dict())
     run_info.update(finished=now_iso(), wall_seconds=round(wall, 3), counts=counts,
-                    models_used=models_used)
+                    models_used=models_used, engine=runner.describe())  # as it ran ('auto')
     write_json_atomic(run_path, run_info)
     echo(summary.table())
     return summary
@@ -384,6 +384,11 @@ def _make_engine(engine: str, *, devices: str | Sequence[str], workers: int,
         return RayEngine(address=ray_address, devices=devices, workers=workers, config=config,
                          slide_timeout=slide_timeout or None)
     raise BatchError(f"engine={engine!r} is not 'local' or 'ray'")
+
+
+#: Seconds the runner waits for a worker stopped for its time limit (or lost) to let go of
+#: its slide's lock before recording the failure itself.
+_STOPPED_WORKER_GRACE = 30.0
 
 
 class _Coordinator:
@@ -541,20 +546,26 @@ class _Coordinator:
         extra = {k: result[k] for k in ("lost_attempts",) if result.get(k)}
         if result.get("recorded") and not extra:
             return self.job.read_state(slide.slide_id) or {}
-        try:  # the run's lock is free again (its worker ended): record what it could not
-            with hold_slide_outputs(self.job.root, slide.slide_id, wait=False,
-                                    stale_after=self.job.stale_after):
-                before = self.job.read_state(slide.slide_id) or {}
-                if result.get("recorded"):
+        # A worker stopped for its time limit may still be dying (Ray kills an actor
+        # asynchronously) and hold the slide's lock a moment longer: wait for it briefly.
+        deadline = time.monotonic() + (0 if result.get("recorded") else _STOPPED_WORKER_GRACE)
+        while True:
+            try:  # the run's lock is free again (its worker ended): record what it could not
+                with hold_slide_outputs(self.job.root, slide.slide_id, wait=False,
+                                        stale_after=self.job.stale_after):
+                    before = self.job.read_state(slide.slide_id) or {}
+                    if result.get("recorded"):
+                        return record_slide(self.job, slide, fingerprint, None, result={
+                            **{k: before.get(k) for k in ("status", "reason", "error",
+                                                          "seconds", "worker", "reused_steps")},
+                            "reused": before.get("reused_steps", []),
+                            "steps": before.get("steps") or {}, **extra})
                     return record_slide(self.job, slide, fingerprint, None, result={
-                        **{k: before.get(k) for k in ("status", "reason", "error", "seconds",
-                                                      "worker", "reused_steps")},
-                        "reused": before.get("reused_steps", []),
-                        "steps": before.get("steps") or {}, **extra})
-                return record_slide(self.job, slide, fingerprint, None, result={
-                    **result, "steps": before.get("steps") or {}})
-        except SlideBusyError:  # another runner took the slide over meanwhile: its state
-            return self.job.read_state(slide.slide_id) or {}
+                        **result, "steps": before.get("steps") or {}})
+            except SlideBusyError:  # else another runner took the slide over: its state
+                if time.monotonic() >= deadline:
+                    return self.job.read_state(slide.slide_id) or {}
+                time.sleep(0.25)
 
 
 def _patches(state: Mapping[str, Any] | None) -> int:

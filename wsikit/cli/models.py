@@ -253,7 +253,8 @@ def register(subparsers: Any) -> None:
                    help="mean pool: equal patch weights (default) or each patch's usable-tissue "
                    "fraction (recorded by 'wsikit features')")
     add_weights_flag(p)
-    p.add_argument("--device", default="cpu", help="TITAN: cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--device", default="auto", help="TITAN: auto (default: the GPU when "
+                   "CUDA is available, else the CPU), cpu, cuda or cuda:N")
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_slide_embedding_cmd)

@@ -89,7 +89,8 @@ class EvidenceSource:
     select_options : dict
         Extra keyword arguments of :func:`wsikit.run.pipeline.select` (``models``, ``scales``...).
     device : str
-        Where the encoder runs.
+        Where the encoder and slide queries run (``"auto"``: the GPU when CUDA is available,
+        else the CPU).
     licences : str or None
         Return only figures under these licences (``"open"``, ``"commercial"``,
         ``"adaptable"`` or names such as ``"CC BY,CC0"``; :mod:`wsikit.evidence.licence`);
@@ -101,7 +102,7 @@ class EvidenceSource:
     min_similarity: str | float = "p95"
     out: str | os.PathLike[str] = DEFAULT_OUT
     select_options: Mapping[str, Any] = field(default_factory=dict)
-    device: str = "cpu"
+    device: str = "auto"
     licences: str | None = None
     _opened: Any = field(default=None, init=False, repr=False)
     _encoder: Any = field(default=None, init=False, repr=False)

@@ -43,7 +43,7 @@ class WsikitRetriever:
 
     def __init__(self, index: str, k: int = 5, min_similarity: str | float = "p95",
                  out: str = "wsikit_out", select_options: dict[str, Any] | None = None,
-                 device: str = "cpu", licences: str | None = None) -> None:
+                 device: str = "auto", licences: str | None = None) -> None:
         self.index, self.k, self.min_similarity = str(index), k, min_similarity
         self.out, self.select_options, self.device = str(out), dict(select_options or {}), device
         self.licences = licences

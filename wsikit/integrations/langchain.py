@@ -62,7 +62,7 @@ class WsikitRetriever(BaseRetriever):
     min_similarity: str | float = "p95"
     out: str | Path = "wsikit_out"
     select_options: dict[str, Any] = Field(default_factory=dict)
-    device: str = "cpu"
+    device: str = "auto"
     licences: str | None = None
     _source: EvidenceSource = PrivateAttr()
 

@@ -71,7 +71,7 @@ class WsikitMultiModalRetriever(MultiModalRetriever):
 
     def __init__(self, index: str | os.PathLike[str], *, k: int = 5,
                  min_similarity: str | float = "p95", out: str | os.PathLike[str] = "wsikit_out",
-                 select_options: dict[str, Any] | None = None, device: str = "cpu",
+                 select_options: dict[str, Any] | None = None, device: str = "auto",
                  licences: str | None = None, **kwargs: Any) -> None:
         self.source = EvidenceSource(index=index, k=k, min_similarity=min_similarity, out=out,
                                      select_options=select_options or {}, device=device,

@@ -321,6 +321,8 @@ def get_config(name: str) -> EncoderConfig:
 
 
 def _resolve_device(device: str | torch.device) -> torch.device:
+    if device == "auto":  # the GPU when there is one
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
@@ -347,7 +349,7 @@ def create_encoder(name: str, *, weights: str | None = None, device: str | torch
         choice for ``role`` (CONCH v1.5 for patches). Otherwise weights are resolved by
         :func:`wsikit.models.hub.resolve_weights` (env var, config file, Hugging Face cache/hub).
     device : str or torch.device
-        Where the model runs.
+        Where the model runs (``"auto"``: the GPU when CUDA is available, else the CPU).
     precision : {"fp32", "fp16", "bf16"}, optional
         Autocast precision the model runs at (``model.precision``); default the config's
         (float16) on CUDA, float32 elsewhere. Weights always stay float32: reduced precision

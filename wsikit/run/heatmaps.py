@@ -275,9 +275,9 @@ def _layers(specs: list[str], s: Slide, grid: TileGrid | None, out: str | os.Pat
 
             if vectors is None:  # the patches are embedded once for every prompt
                 weights = opts.models.weight_files()
-                encoders = {t: create_encoder(t, weights=weights.get(t), device=run.device)
+                encoders = {t: create_encoder(t, weights=weights.get(t), device=run.torch_device)
                             for t in dict.fromkeys(towers)}
-                vectors = patch_embeddings(s, grid, encoders, device=run.device,
+                vectors = patch_embeddings(s, grid, encoders, device=run.torch_device,
                                            batch_size=run.batch_size,
                                            workers=run.loader_workers or 0,
                                            progress=run.progress, threads=run.threads)
@@ -317,11 +317,11 @@ def _attention(spec: str, s: Slide, grid: TileGrid, out: str | os.PathLike[str],
             emb = Embeddings.from_h5(feats)
         if emb is None or not (len(emb) == len(grid)
                                and (emb.coords == grid.coords).all()):
-            emb = extract_features(s, grid, "conch_v1_5", device=run.device,
+            emb = extract_features(s, grid, "conch_v1_5", device=run.torch_device,
                                    batch_size=run.batch_size, workers=run.loader_workers or 0,
                                    weights=opts.models.weight_file("conch_v1_5"),
                                    progress=run.progress, importance=False,
                                    threads=run.threads)
-    return compute_attention(s, grid, source=source, embeddings=emb, device=run.device,
+    return compute_attention(s, grid, source=source, embeddings=emb, device=run.torch_device,
                              weights=opts.models.weight_file("titan"), progress=run.progress,
                              threads=run.threads)

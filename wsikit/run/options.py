@@ -421,8 +421,10 @@ class RunSettings:
     Attributes
     ----------
     device : str
-        Torch device of the in-process run (``wsikit select``): ``cpu``, ``cuda``, ``cuda:1``.
-        ``wsikit batch`` places its workers with :attr:`BatchSettings.devices`.
+        Torch device of the in-process run (``wsikit select``): ``auto`` (the default: the
+        first GPU when CUDA is available, else the CPU; :attr:`torch_device` resolves it),
+        ``cpu``, ``cuda``, ``cuda:1``. ``wsikit batch`` places its workers with
+        :attr:`BatchSettings.devices`.
     batch_size : int
         Patches per forward pass of the patch encoder.
     loader_workers : int or None
@@ -458,7 +460,8 @@ class RunSettings:
         (:func:`wsikit.features.extract.extract_features`).
     """
 
-    device: str = opt("cpu", "cpu, cuda, cuda:1 ... (default {default})", steps=_DEVICE_STEPS)
+    device: str = opt("auto", "auto (default: the GPU when CUDA is available, else the CPU), "
+                      "cpu, cuda, cuda:1 ...", steps=_DEVICE_STEPS)
     batch_size: int = opt(DEFAULT_BATCH_SIZE, "patches per forward pass (default {default})",
                           kind="positive_int", steps=("features",))
     loader_workers: int | None = opt(None, "patch reader processes per worker (default 0 on "
@@ -496,6 +499,16 @@ class RunSettings:
                       "of the reader's; recorded in the feature file)", choices=DECODES,
                       steps=("features",))
 
+    @property
+    def torch_device(self) -> str:
+        """:attr:`device` with ``auto`` resolved: ``"cuda"`` when torch sees a GPU, else
+        ``"cpu"`` (torch is imported only then)."""
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
     def __post_init__(self) -> None:
         if self.decode not in DECODES:
             raise SelectionError(f"{option('decode', self.decode)} must be one of "
@@ -521,7 +534,8 @@ class BatchSettings:
         Worker processes per device (``devices="cpu"``: CPU processes; CUDA: per GPU). With
         the Ray engine on CPU: the number of CPU feature actors.
     devices : str
-        ``"cpu"``, ``"cuda"`` (all GPUs) or ``"cuda:0,cuda:1"``.
+        ``"auto"`` (the default: every GPU when CUDA is available, else the CPU), ``"cpu"``,
+        ``"cuda"`` (all GPUs) or ``"cuda:0,cuda:1"``.
     engine : {"local", "ray"}
     ray_address : str or None
         Ray cluster address (``"auto"`` inside a cluster started with ``ray start --head``).
@@ -551,8 +565,8 @@ class BatchSettings:
 
     workers: int = opt(1, "worker processes per device (cpu: number of CPU processes; "
                        "default {default})", kind="positive_int")
-    devices: str = opt("cpu", "'cpu', 'cuda' (every GPU) or 'cuda:0,cuda:1' (default "
-                       "{default})")
+    devices: str = opt("auto", "'auto' (default: every GPU when CUDA is available, else the "
+                       "CPU), 'cpu', 'cuda' (every GPU) or 'cuda:0,cuda:1'")
     engine: str = opt("local", "local processes, or Ray tasks/actors (needs the [ray] extra)",
                       choices=("local", "ray"))
     ray_address: str | None = opt(None, "Ray cluster address ('auto' on a node of a running "

@@ -237,7 +237,7 @@ def _select_cache(overrides: dict[str, Any], options: PipelineOptions | None,
     cache: dict[Any, Any] = {}
     check_run(resolved, resolve_steps(["select"]), cache)
     given = overrides.get("index")
-    open_index_once(resolved, run_settings.device, cache,
+    open_index_once(resolved, run_settings.torch_device, cache,
                     opened=None if given is None or isinstance(given, (str, os.PathLike))
                     else given)
     return cache

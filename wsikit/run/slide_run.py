@@ -350,7 +350,7 @@ def _prepare(slide: CohortSlide, handle: Any, job: JobFolder, names: tuple[str, 
                          reader=settings.reader, backend=settings.backend,
                          decode=settings.decode, threads=settings.threads,
                          on_bad_tile=settings.on_bad_tile)
-    ctx = SlideContext(slide, job, config, device=settings.device, cache=cache,
+    ctx = SlideContext(slide, job, config, device=settings.torch_device, cache=cache,
                        records={} if settings.force else previous, handle=handle,
                        force=settings.force, fingerprint=fingerprint, requested=requested)
     return _Prepared(slide, job, ctx, state, previous, fingerprint)
