@@ -39,6 +39,11 @@ def test_ray_engine_equals_local_engine(cohort_csv, tmp_path):
         b = read_outputs(tmp_path / "ray", slide_id)
         for key in a:
             np.testing.assert_array_equal(a[key], b[key], err_msg=f"{slide_id} {key}")
+        # a CPU part and a device part are one attempt, as in the local engine
+        states = [json.loads((tmp_path / run / "state" / f"{slide_id}.json").read_text())
+                  for run in ("local", "ray")]
+        assert [st["attempts"] for st in states] == [1, 1], slide_id
+        assert states[1]["worker"]["part"] == "device"
     state = json.loads((tmp_path / "ray" / "state" / "corrupt.json").read_text())
     assert state["status"] == "failed" and "truncated" in state["error"]["message"]
     run = json.loads((tmp_path / "ray" / "run.json").read_text())

@@ -28,6 +28,8 @@ def run_one(task: Mapping[str, Any], job_root: str, stale_after: float,
 
     cfg = BatchConfig.from_dict(config)
     slide = CohortSlide.from_dict(task["slide"])
+    if task.get("attempt"):  # the parts of one dispatch (Ray: CPU, then device) are one attempt
+        worker = {**(worker or {}), "attempt": task["attempt"]}
     settings = RunSettings(device=device, batch_size=cfg.batch_size,
                            loader_workers=cfg.loader_workers, progress=False, wait=False,
                            reader=cfg.reader, backend=cfg.backend, decode=cfg.decode,

@@ -80,10 +80,10 @@ def is_lost_work(exc: BaseException) -> bool:
 
 
 def _run(task: dict[str, Any], job_root: str, stale_after: float, config: dict[str, Any],
-         steps: list[str], device: str, cache: dict[str, Any]) -> dict[str, Any]:
+         steps: list[str], device: str, cache: dict[str, Any], part: str) -> dict[str, Any]:
     from .._hints import command_line
 
-    worker = {"pid": os.getpid(), "device": device, **_node()}
+    worker = {"pid": os.getpid(), "device": device, **_node(), "part": part}
     config = {**config, "progress": False}
     if config.get("task_function"):  # a corpus document (see local.work_function)
         result = work_function(job_root, stale_after, config, device)(task, cache)
@@ -117,7 +117,7 @@ _ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": 0,
 
 def _cpu_task(task: dict[str, Any], job_root: str, stale_after: float,
               config: dict[str, Any], steps: list[str]) -> dict[str, Any]:
-    return _run(task, job_root, stale_after, config, steps, "cpu", {})
+    return _run(task, job_root, stale_after, config, steps, "cpu", {}, "cpu")
 
 
 class _DeviceActor:
@@ -133,7 +133,7 @@ class _DeviceActor:
         torch.set_num_threads(max(1, threads))
 
     def run(self, task: dict[str, Any], steps: list[str]) -> dict[str, Any]:
-        return _run(task, *self.args, steps, self.device, self.cache)
+        return _run(task, *self.args, steps, self.device, self.cache, "device")
 
 
 class RayEngine:

@@ -25,6 +25,7 @@ import platform
 import socket
 import sys
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -505,7 +506,8 @@ class _Coordinator:
         return False
 
     def _dispatch(self, slide: CohortSlide) -> None:
-        self.engine.submit({"slide": slide.to_dict(), "verify": self.verify})
+        self.engine.submit({"slide": slide.to_dict(), "verify": self.verify,
+                            "attempt": uuid.uuid4().hex[:16]})
 
     def _finish(self, slide: CohortSlide, result: dict[str, Any]) -> None:
         status = result["status"]

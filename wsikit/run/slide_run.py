@@ -232,7 +232,8 @@ def run_slide(slide: CohortSlide | str | os.PathLike[str], out: str | os.PathLik
         Re-hash recorded outputs before reusing them.
     store, plugins, worker
         ``"zarr"``/``"zarr:URL"``: also the ``store`` step; modules imported first (they
-        register steps); a batch worker's pid and device, recorded in the state.
+        register steps); a batch worker's pid, device and ``attempt`` (the dispatch it runs
+        for: the parts of one dispatch count as one attempt), recorded in the state.
 
     Returns
     -------
@@ -291,7 +292,7 @@ class _Prepared:
                                      "reason": skipped}, reused=[n for n in names
                                                                  if n in self.previous])
         running = record_slide(job, slide, self.fingerprint, self.state, running=True,
-                               steps=ctx.records)
+                               steps=ctx.records, attempt=(worker or {}).get("attempt"))
         ctx.checkpoint = lambda records: job.write_state(slide.slide_id,
                                                          {**running, "steps": dict(records)})
         t0 = time.perf_counter()

@@ -256,18 +256,25 @@ def reusable_records(state: Mapping[str, Any] | None, slide: CohortSlide,
 def record_slide(job: JobFolder, slide: CohortSlide, fingerprint: str | None,
                  old: Mapping[str, Any] | None, *, running: bool = False,
                  steps: Mapping[str, Any] | None = None,
-                 result: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 result: Mapping[str, Any] | None = None,
+                 attempt: str | None = None) -> dict[str, Any]:
     """Write ``state/<slide>.json``: ``running`` (with the reusable ``steps``) before the steps
     run, or the outcome ``result`` of a run (status, steps, error or reason) after. ``old`` is
     the state before this run (read again when ``None``). The one writer of a slide's state,
-    called by :func:`wsikit.run.slide_run.run_slide` (every command, every batch slide)."""
+    called by :func:`wsikit.run.slide_run.run_slide` (every command, every batch slide).
+    ``attempt``: the batch dispatch this run belongs to; a later part of the same dispatch
+    (the Ray engine's device part after its CPU part, or that part again after its node was
+    lost) does not count as another of the slide's ``attempts``."""
     # the slide also relative to the state file: a job moved with its cohort still names it
     relpath = safe_path(relative_path(slide.path, job.layout.state(slide.slide_id).parent))
     if running:
+        attempts = int((old or {}).get("attempts", 0))
+        if not (attempt and (old or {}).get("attempt") == attempt and attempts):
+            attempts += 1
         state: dict[str, Any] = {
             "slide_id": slide.slide_id, "path": str(slide.path), "relpath": relpath,
             "fingerprint": fingerprint, "cohort_mpp": slide.mpp, "status": "running",
-            "attempts": int((old or {}).get("attempts", 0)) + 1, "started": now_iso(),
+            "attempts": attempts, "attempt": attempt, "started": now_iso(),
             "runner": {"pid": os.getpid(), "host": socket.gethostname()},
             "steps": dict(steps or {})}
         job.write_state(slide.slide_id, state)
@@ -280,7 +287,8 @@ def record_slide(job: JobFolder, slide: CohortSlide, fingerprint: str | None,
     state = {
         "slide_id": slide.slide_id, "path": str(slide.path), "relpath": relpath,
         "fingerprint": fingerprint, "status": status, "cohort_mpp": slide.mpp,
-        "attempts": before.get("attempts", 1), "started": before.get("started"),
+        "attempts": before.get("attempts", 1), "attempt": before.get("attempt"),
+        "started": before.get("started"),
         "finished": now_iso(), "seconds": result.get("seconds"),
         "runner": before.get("runner"), "worker": result.get("worker"),
         "mpp": segment.get("mpp", slide.mpp), "mpp_source": segment.get("mpp_source"),
