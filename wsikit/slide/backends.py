@@ -160,8 +160,12 @@ class _PyvipsBackend:
                 props["tiff.ResolutionUnit"] = unit
             index = [int(p.index) for p in pages]
         self.properties = props
+        # revalidate: never libvips' cached image of an earlier open of this file. A process
+        # forked after its parent opened the slide got the parent's image, and its file
+        # offset, shared by every sibling worker: racing reads gave wrong pixels or errors.
         self._images = [pyvips.Image.tiffload(str(path), page=i, access="random",
-                                              fail_on="warning") for i in index]
+                                              fail_on="warning", revalidate=True)
+                        for i in index]
         # Reads go through a kept Region per level (``fetch`` decodes in the calling thread),
         # never ``write_to_memory``: libvips' sink starts a thread pool, and a DataLoader
         # worker forked from a process that ran one hangs in its first read.
