@@ -201,6 +201,22 @@ def test_auto_devices_are_every_gpu_when_cuda_is_there_else_the_cpu(monkeypatch)
     assert [(s.label, s.visible) for s in slots] == [("cuda:0", "0"), ("cuda:1", "1")]
 
 
+@pytest.mark.parametrize("code, said", [(-9, "killed by SIGKILL"), (-77, "killed by signal 77"),
+                                        (3, "exit code 3")])
+def test_a_dead_worker_is_named_with_how_it_ended(code, said):
+    from types import SimpleNamespace
+
+    from wsikit.batch.local import LocalEngine
+
+    engine = LocalEngine(parse_devices("cpu", 1))
+    proc = SimpleNamespace(join=lambda timeout: None, exitcode=code, pid=123)
+    worker = SimpleNamespace(proc=proc, task={"slide": {"slide_id": "a"}},
+                             slot=engine.slots[0])
+    result = engine._died(worker)  # type: ignore[arg-type]
+    assert result["status"] == "failed" and result["error"]["type"] == "WorkerDied"
+    assert said in result["error"]["message"], result["error"]["message"]
+
+
 def test_unavailable_steps_refused_up_front(tmp_path, monkeypatch):
     from wsikit.run import steps as steps_mod
 

@@ -359,6 +359,7 @@ class LocalEngine:
                    f"({keyword('slide_timeout')}; raise it for very large slides)")
             code = None
         elif code is not None and code < 0:
+            how = f"killed by signal {-code}"  # a number Python has no name for
             with contextlib.suppress(ValueError):
                 how = f"killed by {signal.Signals(-code).name}"
         else:
