@@ -295,8 +295,6 @@ class ViewerSource:
             folder (names the result folders inside it), or a layer file cannot be read
             (names the file, the row and the fix).
         """
-        from ..slide import open_slide
-
         path = Path(target)
         if path.is_dir() and (path / "evidence.json").is_file():
             result = _read_evidence(path / "evidence.json")
@@ -310,22 +308,23 @@ class ViewerSource:
                 raise WsikitError(f"{path / 'evidence.json'}: its slide is not at {where}; "
                                   "put the slide back there (or beside the moved result as "
                                   "it was), or view the slide file itself")
-            slide = open_slide(slide_path, mpp=mpp, require_mpp=False,
-                               on_bad_tile=on_bad_tile)
-            try:
-                source = cls(slide, select_dir=path, result=result, mpp=mpp, layers=layers,
-                             workers=workers, on_bad_tile=on_bad_tile)
-            except BaseException:
-                slide.close()
-                raise
-            source._opened()
-            return source
+            return cls._from_file(slide_path, mpp=mpp, on_bad_tile=on_bad_tile,
+                                  select_dir=path, result=result, layers=layers,
+                                  workers=workers)
         if path.is_dir():
             raise WsikitError(_folder_hint(path))
+        return cls._from_file(path, mpp=mpp, on_bad_tile=on_bad_tile, layers=layers,
+                              workers=workers)
+
+    @classmethod
+    def _from_file(cls, path: Path, *, mpp: float | None, on_bad_tile: str,
+                   **kwargs: Any) -> ViewerSource:
+        """The source of the slide file ``path`` (closed again when the source fails)."""
+        from ..slide import open_slide
+
         slide = open_slide(path, mpp=mpp, require_mpp=False, on_bad_tile=on_bad_tile)
         try:
-            source = cls(slide, mpp=mpp, layers=layers, workers=workers,
-                         on_bad_tile=on_bad_tile)
+            source = cls(slide, mpp=mpp, on_bad_tile=on_bad_tile, **kwargs)
         except BaseException:
             slide.close()
             raise
@@ -344,7 +343,6 @@ class ViewerSource:
         WsikitError
             Nothing of that slide can be opened (names the files tried).
         """
-        from ..slide import open_slide
 
         layout = OutputLayout(root)
         sdir = layout.select_dir(name)
@@ -367,15 +365,8 @@ class ViewerSource:
         if found is None:
             raise WsikitError(f"{state_path}: its slide is not where it says; put it back")
         mpp = state.get("mpp") if isinstance(state.get("mpp"), int | float) else None
-        slide = open_slide(found, mpp=mpp, require_mpp=False, on_bad_tile=on_bad_tile)
-        try:
-            source = cls(slide, layout=layout, name=name, mpp=mpp, workers=workers,
-                         on_bad_tile=on_bad_tile)
-        except BaseException:
-            slide.close()
-            raise
-        source._opened()
-        return source
+        return cls._from_file(found, mpp=mpp, on_bad_tile=on_bad_tile, layout=layout,
+                              name=name, workers=workers)
 
     def _opened(self) -> None:
         try:
