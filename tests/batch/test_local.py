@@ -201,6 +201,24 @@ def test_auto_devices_are_every_gpu_when_cuda_is_there_else_the_cpu(monkeypatch)
     assert [(s.label, s.visible) for s in slots] == [("cuda:0", "0"), ("cuda:1", "1")]
 
 
+def test_the_slide_limit_counts_from_a_set_up_worker_not_its_start(tmp_path, monkeypatch):
+    """A worker's start (spawn, torch, plugins: 4 s here) is not the slide's time: a 3-s
+    limit passes a quick slide; a slide that then runs past the limit is still stopped."""
+    cohort = make_cohort(tmp_path / "c", {"a.svs": b"alpha"})
+    plugins = [*PLUGIN, "_slow_import"]
+    monkeypatch.setenv("WSIKIT_TEST_IMPORT_SLEEP", "4")
+    quick = run_batch(cohort, tmp_path / "quick", steps="dummy", plugins=plugins,
+                      slide_timeout=3, echo=quiet)
+    assert dict(quick.counts) == {"done": 1, "failed": 0, "skipped": 0}, quick.table()
+    monkeypatch.setenv("WSIKIT_TEST_IMPORT_SLEEP", "0")
+    monkeypatch.setenv("WSIKIT_TEST_SLEEP", "30")
+    slow = run_batch(cohort, tmp_path / "slow", steps="dummy", plugins=plugins,
+                     slide_timeout=2, echo=quiet)
+    state = json.loads((tmp_path / "slow" / "state" / "a.json").read_text())
+    assert state["status"] == "failed" and state["error"]["type"] == "Timeout", slow.table()
+    assert "limit of 2 s" in state["error"]["message"]
+
+
 @pytest.mark.parametrize("code, said", [(-9, "killed by SIGKILL"), (-77, "killed by signal 77"),
                                         (3, "exit code 3")])
 def test_a_dead_worker_is_named_with_how_it_ended(code, said):

@@ -198,10 +198,21 @@ def _worker_main(conn: Connection, slot: DeviceSlot, job_root: str, stale_after:
 
 def _serve(conn: Connection, slot: DeviceSlot, job_root: str, stale_after: float,
            config: dict[str, Any]) -> None:
-    """Run the tasks the parent sends until it sends ``None`` or goes away."""
+    """Run the tasks the parent sends until it sends ``None`` or goes away; first, once
+    set up (its modules and plugins imported), say so: the parent's per-slide clock starts
+    then, not while the worker starts."""
     worker = {"pid": os.getpid(), "device": slot.label}
     run = work_function(job_root, stale_after, config, slot.device, worker=worker)
+    if config.get("plugins"):
+        from ..run.steps import load_plugins
+
+        with contextlib.suppress(BatchError):  # then each task fails naming the plugin
+            load_plugins(config["plugins"])
     cache: dict[str, Any] = {}
+    try:
+        conn.send(READY)
+    except (BrokenPipeError, OSError):
+        return
     while True:
         try:
             msg = conn.recv()
@@ -251,6 +262,12 @@ def task_id(task: dict[str, Any]) -> str:
     return str(task.get("slide", {}).get("slide_id", "?"))
 
 
+#: A worker's first message: it is set up (the per-slide clock starts for its task).
+READY = {"ready": True}
+#: Seconds a worker may take to set up (import torch, the plugins) before it is replaced.
+STARTUP_LIMIT = 600.0
+
+
 # --------------------------------------------------------------------------- parent side
 class _Worker:
     def __init__(self, ctx: Any, slot: DeviceSlot, args: tuple[Any, ...], *,
@@ -263,7 +280,17 @@ class _Worker:
             self.proc.start()
         child.close()
         self.task: dict[str, Any] | None = None
+        self.spawned = time.monotonic()
+        self.ready = False  # set up: its READY message came (the slide's clock runs)
         self.started = 0.0
+
+    def late(self, slide_timeout: float | None) -> bool:
+        """Whether the worker ran past the per-slide limit on its task (counted from when it
+        was set up), or could not set itself up within :data:`STARTUP_LIMIT`."""
+        now = time.monotonic()
+        if not self.ready:
+            return now - self.spawned > max(STARTUP_LIMIT, slide_timeout or 0)
+        return slide_timeout is not None and now - self.started > slide_timeout
 
 
 class LocalEngine:
@@ -315,7 +342,7 @@ class LocalEngine:
         for worker in self._workers:
             if worker.task is None:
                 worker.task = task
-                worker.started = time.monotonic()
+                worker.started = time.monotonic()  # counted from its READY when not set up
                 worker.conn.send(task)
                 return
         raise BatchError("internal: no idle worker for a submitted slide")
@@ -331,8 +358,7 @@ class LocalEngine:
         for i, worker in enumerate(list(self._workers)):
             if worker.task is None:
                 continue
-            if (self.slide_timeout is not None and worker.conn not in ready
-                    and time.monotonic() - worker.started > self.slide_timeout):
+            if worker.conn not in ready and worker.late(self.slide_timeout):
                 worker.proc.kill()  # a hung read (FIFO, stalled network disk) or a runaway
                 results.append(self._died(worker, timed_out=True))
                 self._workers[i] = _Worker(self._ctx, worker.slot, self._args)
@@ -342,6 +368,9 @@ class LocalEngine:
                 with contextlib.suppress(EOFError, OSError):
                     if worker.conn.poll():
                         result = worker.conn.recv()
+                if result == READY:  # set up now: the slide's clock starts
+                    worker.ready, worker.started = True, time.monotonic()
+                    continue
                 if result is not None:
                     worker.task = None
                     results.append(result)
@@ -354,7 +383,12 @@ class LocalEngine:
     def _died(self, worker: _Worker, *, timed_out: bool = False) -> dict[str, Any]:
         worker.proc.join(timeout=1)
         code = worker.proc.exitcode
-        if timed_out:
+        if timed_out and not worker.ready:
+            how = (f"its worker process did not start within "
+                   f"{max(STARTUP_LIMIT, self.slide_timeout or 0):g} s (a slow or hung "
+                   "import of torch or a plugin?)")
+            code = None
+        elif timed_out:
             how = (f"stopped after the per-slide limit of {self.slide_timeout:g} s "
                    f"({keyword('slide_timeout')}; raise it for very large slides)")
             code = None
