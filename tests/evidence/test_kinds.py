@@ -304,12 +304,19 @@ def test_graphics_without_axis_evidence_are_a_diagram_and_grids_make_a_chart():
     assert axes.features["open_corners"] >= 1 and axes.kind == "chart", axes.reason
 
 
-def test_text_on_a_filled_box_is_not_an_axis_tick():
+def test_text_on_a_filled_box_or_a_dotted_connector_is_not_an_axis_tick():
     img = _flow_diagram()
     img[150:190, 40:440] = 215                   # a grey banner holding text
     for x in range(60, 420, 10):
         img[160:175, x:x + 4] = 30
     kind = classify_figure_kind(img)
+    assert kind.features["ticks"] == 0 and kind.kind == "diagram", kind.reason
+    dotted = _flow_diagram()
+    dotted[120:122, 20:460] = 200                # a dotted connector, blurred: pale gaps …
+    for x in range(24, 456, 8):
+        dotted[120:122, x:x + 4] = 40            # … between dark dots
+        dotted[122:127, x + 1:x + 3] = 40        # another connector's dots just below
+    kind = classify_figure_kind(dotted)
     assert kind.features["ticks"] == 0 and kind.kind == "diagram", kind.reason
 
 

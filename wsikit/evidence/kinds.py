@@ -523,6 +523,16 @@ def _runs(mask: np.ndarray, min_len: int) -> np.ndarray:
     return runs[~dup]
 
 
+def _solid(grey: np.ndarray, runs: np.ndarray) -> np.ndarray:
+    """The runs drawn as solid lines: one grey level along the whole run (a dashed or dotted
+    connector, which blurs into a run at this scale, alternates dark dots and pale gaps)."""
+    keep = np.zeros(len(runs), bool)
+    for i, (r, s, e) in enumerate(runs):
+        g = grey[max(0, int(r) - 1):int(r) + 4, int(s):int(e)].min(axis=0)  # its darkest row
+        keep[i] = float(np.percentile(g, 90) - np.percentile(g, 10)) <= 60.0
+    return runs[keep]
+
+
 def _ticks(ink: np.ndarray, runs: np.ndarray) -> int:
     """How many of the lines ``runs`` carry axis ticks: at least three short perpendicular
     stubs, evenly spaced, just above or below the line."""
@@ -674,7 +684,8 @@ def _graphic_structure(image: np.ndarray, picture: np.ndarray) -> dict[str, floa
                 "open_corners": 0.0, "grids": 0.0, "boxes": 0.0, "ink": 0.0, "aligned": 1.0}
     hr = _runs(ink, max(24, round(0.1 * W)))
     vr = _runs(ink.T, max(24, round(0.1 * H)))
-    ticks = _ticks(ink, hr) + _ticks(ink.T, vr)
+    grey = rgb.mean(axis=2)
+    ticks = _ticks(ink, _solid(grey, hr)) + _ticks(ink.T, _solid(grey.T, vr))
     corners, open_corners = _axis_corners(ink, hr, vr)
     return {"ticks": float(ticks), "hlines": float(len(hr)), "vlines": float(len(vr)),
             "corners": float(corners), "open_corners": float(open_corners),
