@@ -30,8 +30,7 @@ CC_BY = {"habib2024_annsurg.pdf": "habib_2024.pdf", "yoon2025_aso.pdf": "yoon_20
          "iskandar2014_plosone.pdf": "iskandar2014_plosone.pdf",
          "clinsci_ace_inhibitors.pdf": "clinsci_ace_inhibitors.pdf"}
 #: hand labels the rule gets wrong (measured in benchmarks/results/bench_figure_kinds.md)
-KNOWN_MISSES = {("clinsci_ace_inhibitors.pdf", "Figure 2"): "a reaction scheme of two "
-                "chemical structures and an arrow reads as a chart (no caption word helps)"}
+KNOWN_MISSES: dict[tuple[str, str], str] = {}
 
 
 def _cases() -> list[tuple[str, str, int, str]]:
@@ -239,3 +238,100 @@ def test_drawn_outlines_without_axes_are_a_diagram():
     kind = classify_figure_kind(img)
     assert kind.kind == "diagram" and kind.features["aligned"] < 0.32, kind.reason
     assert classify_figure_kind(_axes_chart()).features["aligned"] > 0.5
+
+
+def _flow_diagram() -> np.ndarray:
+    """Filled, coloured boxes of text joined by slanted arrows (no drawn box outline, no
+    axis): what a flow chart or a concept map looks like."""
+    img = np.full((360, 480, 3), 255, np.uint8)
+    boxes = [(20, 30, 200, 90), (280, 30, 460, 90), (150, 250, 330, 310)]
+    for x0, y0, x1, y1 in boxes:
+        img[y0:y1, x0:x1] = (120, 190, 120)
+        for row in range(y0 + 18, y1 - 12, 16):  # lines of "text"
+            for x in range(x0 + 14, x1 - 14, 9):
+                img[row:row + 7, x:x + 5] = 20
+    yy, xx = np.mgrid[:360, :480]
+    for (ax, ay), (bx, by) in (((110, 90), (200, 250)), ((370, 90), (280, 250))):
+        t = np.clip(((xx - ax) * (bx - ax) + (yy - ay) * (by - ay))
+                    / float((bx - ax) ** 2 + (by - ay) ** 2), 0, 1)
+        img[np.hypot(xx - ax - t * (bx - ax), yy - ay - t * (by - ay)) < 1.5] = 40
+        img[np.hypot(xx - bx, yy - by) < 6] = 40  # the arrow head
+    img[200:202, 30:450] = 60                    # a long straight connector
+    return img
+
+
+def _grid_chart() -> np.ndarray:
+    """A spreadsheet-style line chart: light grey grid lines, no axis line, no tick."""
+    img = np.full((300, 400, 3), 255, np.uint8)
+    for y in range(30, 271, 40):
+        img[y, 50:380] = 235                     # horizontal grid lines
+    xs = np.arange(60, 370)
+    ys = (260 - 200 * (1 - np.exp(-(xs - 60) / 90))).astype(int)
+    for x, y in zip(xs, ys, strict=True):
+        img[y - 1:y + 2, x] = (60, 110, 200)
+    return img
+
+
+def _cladogram() -> np.ndarray:
+    """A rectangular tree: each join is a vertical line with branches leaving both ends to
+    the right (a bracket), not the corner of a pair of axes."""
+    img = np.full((320, 400, 3), 255, np.uint8)
+
+    def join(x: int, top: int, bottom: int, right_top: int, right_bottom: int) -> None:
+        img[top:bottom + 2, x:x + 2] = 0
+        img[top:top + 2, x:right_top] = 0
+        img[bottom:bottom + 2, x:right_bottom] = 0
+
+    join(40, 60, 260, 120, 160)
+    join(120, 30, 100, 380, 260)
+    join(160, 200, 300, 380, 300)
+    join(260, 80, 140, 380, 380)
+    return img
+
+
+def test_graphics_without_axis_evidence_are_a_diagram_and_grids_make_a_chart():
+    # filled boxes and arrows: the old rule read graphics without ticks or drawn boxes as a
+    # chart; a chart is read against axes, ticks or a grid, and this has none
+    flow = classify_figure_kind(_flow_diagram())
+    assert flow.kind == "diagram", flow.reason
+    assert flow.features["ticks"] == 0 and flow.features["open_corners"] == 0
+    grid = classify_figure_kind(_grid_chart())
+    assert grid.kind == "chart" and grid.features["grids"] >= 1, grid.reason
+    assert classify_figure_kind(_boxes_diagram()).features["grids"] == 0
+    tree = classify_figure_kind(_cladogram())
+    assert tree.features["corners"] == 0 and tree.kind == "diagram", tree.reason
+    axes = classify_figure_kind(_axes_chart(ticks=False))
+    assert axes.features["open_corners"] >= 1 and axes.kind == "chart", axes.reason
+
+
+def test_text_on_a_filled_box_or_a_dotted_connector_is_not_an_axis_tick():
+    img = _flow_diagram()
+    img[150:190, 40:440] = 215                   # a grey banner holding text
+    for x in range(60, 420, 10):
+        img[160:175, x:x + 4] = 30
+    kind = classify_figure_kind(img)
+    assert kind.features["ticks"] == 0 and kind.kind == "diagram", kind.reason
+    dotted = _flow_diagram()
+    dotted[120:122, 20:460] = 200                # a dotted connector, blurred: pale gaps …
+    for x in range(24, 456, 8):
+        dotted[120:122, x:x + 4] = 40            # … between dark dots
+        dotted[122:127, x + 1:x + 3] = 40        # another connector's dots just below
+    kind = classify_figure_kind(dotted)
+    assert kind.features["ticks"] == 0 and kind.kind == "diagram", kind.reason
+
+
+def _evidenced(kind: str, chart_share: float) -> FigureKind:
+    return FigureKind(kind=kind, scores={}, reason="", features={"chart_share": chart_share})
+
+
+def test_graphic_panels_without_evidence_follow_the_panels_and_whole_with_evidence():
+    # a chart cut into panels that lost their axes (shared between them): the whole figure's
+    # ticks decide, not the panels' lean
+    bare = [_evidenced("diagram", 0.45)] * 3
+    assert figure_kind_of_panels(bare, whole=_evidenced("chart", 0.8)).kind == "chart"
+    # boxes in the whole and in two panels outvote one panel with ticks
+    panels = [_evidenced("diagram", 0.25), _evidenced("diagram", 0.25), _evidenced("chart", 0.8)]
+    assert figure_kind_of_panels(panels, whole=_evidenced("diagram", 0.25)).kind == "diagram"
+    # panels without evidence that agree still win over a whole without evidence
+    assert figure_kind_of_panels([_evidenced("chart", 0.45)] * 2,
+                                 whole=_evidenced("diagram", 0.45)).kind == "chart"

@@ -21,11 +21,17 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    neither (yellow fat, red flesh, skin, a blue drape, radiographs, gels) is photograph colour.
    Western blots and gels are found on their own (:func:`blot_strips`: solid grey strips,
    much wider than tall, whose grey level varies) and are photographs.
-3. **Chart or diagram** (the graphic pixels): axes (a long vertical and a long horizontal
-   line meeting at their ends), tick-like short segments and plotted marks make a chart; boxes,
-   arrows and text without axes a diagram (a frame with ticks on its edge is a plot, not a
-   text box). Without axes or boxes, edges running every way (under a third within 12 degrees
-   of horizontal or vertical: outlines, molecules, circular trees) make a drawing.
+3. **Chart or diagram** (the graphic pixels): a chart is read against data axes, so what
+   makes one is evidence of them: ticks (short stubs at regular spacing just outside a thin
+   line, as thick as it; a filled band with text on it is not a line), a grid (four or more
+   parallel lines of one extent at regular spacing, light grey ones included) or an open pair
+   of axes (a long vertical line whose lower end meets the left end of a long horizontal one,
+   unfilled inside, not closed into a frame; a vertical line with a branch leaving its top
+   to the right is a tree's bracket, not an axis). Boxes around text make a diagram (a frame
+   with ticks on its edge is a plot, not a text box); so do, without the above, edges running
+   every way (under a third within 12 degrees of horizontal or vertical: outlines,
+   molecules, circular trees). Graphics with no evidence either way (filled boxes and
+   arrows, free text) lean to a diagram.
 4. **Caption cues** (:data:`CAPTION_CUES`) add evidence per kind: "H&E", "magnification",
    "×200", "scale bar", "µm", "immunohistochemistry" for micrographs; "gross", "macroscopic",
    "endoscopic", "photograph", "CT" for photographs; "Kaplan–Meier", "ROC", "survival",
@@ -38,8 +44,11 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    kind leads by a clear margin.
 
 Compound figures are split into panels first (:mod:`wsikit.evidence.panels`); a figure whose
-panels are of different kinds is ``mixed`` (:func:`figure_kind_of_panels`). Blot strips count
-as photograph pieces there, also where the panel cut dropped them as labels.
+panels are of different kinds is ``mixed`` (:func:`figure_kind_of_panels`). A figure of
+graphic panels is a chart or a diagram by the panels and the whole figure that show firm
+evidence (a panel cut from a chart often loses the axis it shares with its neighbours).
+Blot strips count as photograph pieces there, also where the panel cut dropped them as
+labels.
 
 Measured on real article figures labelled by hand: ``benchmarks/bench_figure_kinds.py``.
 """
@@ -119,6 +128,7 @@ _WHITE_SPREAD = 30   # … whose channels differ by at most this
 _MIN_REGION = 12     # picture regions smaller than this many blocks are dropped
 _DRAWN = 0.32        # below this share of axis-aligned edges, graphics without axes are drawn
 _LINE_SIDE_BLOT = 1024  # blot strips are looked for with the longer side at <= this many px
+_NEUTRAL = 0.45      # chart share of graphics without evidence either way (a slight diagram lean)
 
 
 @dataclass(frozen=True)
@@ -513,6 +523,16 @@ def _runs(mask: np.ndarray, min_len: int) -> np.ndarray:
     return runs[~dup]
 
 
+def _solid(grey: np.ndarray, runs: np.ndarray) -> np.ndarray:
+    """The runs drawn as solid lines: one grey level along the whole run (a dashed or dotted
+    connector, which blurs into a run at this scale, alternates dark dots and pale gaps)."""
+    keep = np.zeros(len(runs), bool)
+    for i, (r, s, e) in enumerate(runs):
+        g = grey[max(0, int(r) - 1):int(r) + 4, int(s):int(e)].min(axis=0)  # its darkest row
+        keep[i] = float(np.percentile(g, 90) - np.percentile(g, 10)) <= 60.0
+    return runs[keep]
+
+
 def _ticks(ink: np.ndarray, runs: np.ndarray) -> int:
     """How many of the lines ``runs`` carry axis ticks: at least three short perpendicular
     stubs, evenly spaced, just above or below the line."""
@@ -520,17 +540,18 @@ def _ticks(ink: np.ndarray, runs: np.ndarray) -> int:
     found = 0
     for r, s, e in runs[:300]:
         top, bottom = int(r), int(r)
-        while top > 0 and ink[top - 1, s:e].mean() >= 0.9 and r - top < 3:
+        while top > 0 and ink[top - 1, s:e].mean() >= 0.9 and r - top < 6:
             top -= 1
-        while bottom + 1 < h and ink[bottom + 1, s:e].mean() >= 0.9 and bottom - r < 3:
+        while bottom + 1 < h and ink[bottom + 1, s:e].mean() >= 0.9 and bottom - r < 6:
             bottom += 1
+        stub = max(4, bottom - top + 3)  # a tick is drawn about as thick as its axis
         for band in (ink[bottom + 1:bottom + 4, s:e], ink[max(0, top - 3):top, s:e]):
-            if band.shape[0] < 3:
-                continue
+            if band.shape[0] < 3 or band.mean() > 0.5:
+                continue  # no room, or a filled area's inside (text on a fill), not a line
             pad = np.concatenate([[0], band.all(axis=0).astype(np.int8), [0]])
             d = np.diff(pad)
             st, en = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
-            centres = ((st + en) / 2)[(en - st <= 4) & (st >= 4) & (en <= e - s - 4)]
+            centres = ((st + en) / 2)[(en - st <= stub) & (st >= 4) & (en <= e - s - 4)]
             if len(centres) >= 3:
                 gaps = np.diff(centres)
                 med = float(np.median(gaps))
@@ -540,6 +561,66 @@ def _ticks(ink: np.ndarray, runs: np.ndarray) -> int:
                     found += 1
                     break
     return found
+
+
+def _gridlines(runs: np.ndarray) -> int:
+    """Families of grid lines: at least four parallel lines of the same extent (ends within
+    4 px) at regular spacing, the value grid of a plot (a stack of boxes alternates box
+    height and gap, a table's rules rarely span a figure)."""
+    found = 0
+    left = np.ones(len(runs), bool)
+    for i in range(len(runs)):
+        if not left[i]:
+            continue
+        same = left & (np.abs(runs[:, 1] - runs[i, 1]) <= 4) & (
+            np.abs(runs[:, 2] - runs[i, 2]) <= 4)
+        left &= ~same
+        rows = np.unique(runs[same, 0])
+        rows = rows[np.concatenate([[True], np.diff(rows) > 4])] if len(rows) else rows
+        if len(rows) < 4:
+            continue
+        gaps = np.diff(rows)
+        med = float(np.median(gaps))
+        if med >= 8 and (np.abs(gaps - med) <= 0.1 * med + 1).mean() >= 0.8:
+            found += 1
+    return found
+
+
+def _axis_corners(ink: np.ndarray, hruns: np.ndarray, vruns: np.ndarray) -> tuple[int, int]:
+    """Data axes: a long vertical line whose lower end meets the left end of a long
+    horizontal line (an L, the corner of a plot), both thin lines with unfilled space inside
+    the corner. Returns ``(corners, open corners)``: an open corner is not closed into a
+    frame (no line along the vertical's top and down the horizontal's right end), the axes
+    of a plot. A vertical line with another horizontal line leaving its top end to the right
+    (a bracket, ``[``) joins the branches of a tree or a flow chart: no corner."""
+    corners = opened = 0
+    used: set[tuple[int, int]] = set()
+    for x, y0, y1 in vruns[:400]:
+        x, y0, y1 = int(x), int(y0), int(y1)
+        near = hruns[(np.abs(hruns[:, 0] - (y1 - 1)) <= 4) & (np.abs(hruns[:, 1] - x) <= 4)]
+        for y, x0, x1 in near[:5]:
+            y, x0, x1 = int(y), int(x0), int(x1)
+            if (y, x0) in used:
+                continue
+            inside_h = ink[max(0, y - 8):max(0, y - 4), x0 + 6:x1]
+            inside_v = ink[y0:y1 - 6, x + 4:x + 8]
+            if inside_h.size == 0 or inside_v.size == 0 or inside_h.mean() > 0.4 \
+                    or inside_v.mean() > 0.4:
+                continue  # a filled shape's edge, not a drawn line
+            used.add((y, x0))
+            top = (np.abs(hruns[:, 0] - y0) <= 4) & (np.abs(hruns[:, 1] - x0) <= 6) & (
+                np.abs(hruns[:, 2] - x1) <= 6)
+            right = (np.abs(vruns[:, 0] - (x1 - 1)) <= 4) & (np.abs(vruns[:, 2] - y1) <= 6) & (
+                np.abs(vruns[:, 1] - y0) <= 6)
+            frame = bool(top.any() and right.any())
+            branch = ink[max(0, y0 - 2):y0 + 3, x + 1:x + 13].any(axis=0).all()
+            above = ink[max(0, y0 - 4):max(0, y0 - 1), max(0, x - 1):x + 2]
+            if (branch and not frame) or (above.size and above.mean() > 0.5):
+                break  # a bracket (the branches of a tree), or a line crossed, not ending
+            corners += 1
+            opened += not frame
+            break
+    return corners, opened
 
 
 def _text_boxes(ink: np.ndarray, rgb: np.ndarray, hruns: np.ndarray) -> int:
@@ -597,13 +678,19 @@ def _graphic_structure(image: np.ndarray, picture: np.ndarray) -> dict[str, floa
     ys = np.minimum(np.arange(H) * hb // max(H, 1), hb - 1)
     xs = np.minimum(np.arange(W) * wb // max(W, 1), wb - 1)
     ink = ~white & ~picture[np.ix_(ys, xs)]
+    faint = (mn < 248) & ~picture[np.ix_(ys, xs)]  # light grid lines count here
     if ink.mean() < 1e-4:
-        return {"ticks": 0.0, "hlines": 0.0, "vlines": 0.0, "boxes": 0.0, "ink": 0.0,
-                "aligned": 1.0}
+        return {"ticks": 0.0, "hlines": 0.0, "vlines": 0.0, "corners": 0.0,
+                "open_corners": 0.0, "grids": 0.0, "boxes": 0.0, "ink": 0.0, "aligned": 1.0}
     hr = _runs(ink, max(24, round(0.1 * W)))
     vr = _runs(ink.T, max(24, round(0.1 * H)))
-    ticks = _ticks(ink, hr) + _ticks(ink.T, vr)
+    grey = rgb.mean(axis=2)
+    ticks = _ticks(ink, _solid(grey, hr)) + _ticks(ink.T, _solid(grey.T, vr))
+    corners, open_corners = _axis_corners(ink, hr, vr)
     return {"ticks": float(ticks), "hlines": float(len(hr)), "vlines": float(len(vr)),
+            "corners": float(corners), "open_corners": float(open_corners),
+            "grids": float(_gridlines(_runs(faint, max(24, round(0.1 * W))))
+                           + _gridlines(_runs(faint.T, max(24, round(0.1 * H))))),
             "boxes": float(_text_boxes(ink, rgb, _runs(ink, max(12, round(0.06 * W))))),
             "ink": float(ink.mean()), "aligned": _aligned_edges(rgb)}
 
@@ -648,18 +735,25 @@ def _picture_split(f: Mapping[str, float]) -> tuple[float, str]:
 
 
 def _graphic_split(f: Mapping[str, float]) -> tuple[float, str]:
-    """``(chart share of the graphic evidence in [0, 1], what decided it)``."""
+    """``(chart share of the graphic evidence in [0, 1], what decided it)``: what makes a
+    chart (ticks along an axis, a grid of evenly spaced lines, an open pair of axes) against
+    what makes a diagram (boxes around text, lines running every way); graphics showing
+    neither lean to a diagram (a chart is read against its axes)."""
     ticks, boxes = f["ticks"], f["boxes"]
     if ticks >= 1 and boxes < 5 * ticks:
         return 0.8, f"{ticks:.0f} axis line(s) with ticks"
     if boxes >= 2:
         return 0.25, f"{boxes:.0f} boxes around text"
+    if f.get("grids", 0.0) >= 1:
+        return 0.7, f"{f['grids']:.0f} set(s) of evenly spaced grid lines"
     if f["hlines"] == 0:
         return 0.3, "no axis ticks, no long horizontal line (a drawing)"
     if f.get("aligned", 1.0) < _DRAWN:
         return 0.35, (f"no axis ticks, edges running every way ({f['aligned']:.0%} "
                       "axis-aligned: a drawing)")
-    return 0.55, "no axis ticks, no boxes"
+    if f.get("open_corners", 0.0) >= 1:
+        return 0.65, "axes (a vertical and a horizontal line meeting at a corner), no ticks"
+    return _NEUTRAL, "no axis ticks, no axes, no grid, no boxes"
 
 
 def _colour_field(f: Mapping[str, float]) -> bool:
@@ -670,7 +764,7 @@ def _colour_field(f: Mapping[str, float]) -> bool:
 
 
 def _decide(f: Mapping[str, float], caption: str | None, allow_mixed: bool
-            ) -> tuple[str, dict[str, float], str]:
+            ) -> tuple[str, dict[str, float], str, float]:
     share = f["picture_share"]
     if f["picture_area"] + f["graphic_area"] < 1e-6:
         share = 0.0
@@ -714,7 +808,7 @@ def _decide(f: Mapping[str, float], caption: str | None, allow_mixed: bool
     if words:
         parts.append(f"caption {words}")
     reason = "; ".join(parts) + f" → {best}"
-    return best, {k: round(float(v), 4) for k, v in scores.items()}, reason
+    return best, {k: round(float(v), 4) for k, v in scores.items()}, reason, chart
 
 
 def classify_figure_kind(image: np.ndarray, *, caption: str | None = None,
@@ -752,9 +846,10 @@ def classify_figure_kind(image: np.ndarray, *, caption: str | None = None,
     'chart'
     """
     pixels = _measure(image)
-    kind, scores, reason = _decide(pixels.features, caption, allow_mixed)
+    kind, scores, reason, chart = _decide(pixels.features, caption, allow_mixed)
+    features = {**pixels.features, "chart_share": chart}
     return FigureKind(kind=kind, scores=scores, reason=reason,
-                      features={k: round(float(v), 4) for k, v in pixels.features.items()})
+                      features={k: round(float(v), 4) for k, v in features.items()})
 
 
 def figure_kind_of_panels(panel_kinds: Sequence[FigureKind], *, whole: FigureKind,
@@ -767,8 +862,8 @@ def figure_kind_of_panels(panel_kinds: Sequence[FigureKind], *, whole: FigureKin
     covering at least 15 % of the panel area make the figure ``mixed``; so do micrographs
     and photographs each covering at least a tenth of the picture area (a gross photograph
     beside its H&E). Otherwise pictures are the kind covering the larger area, and graphics
-    take the kind of the whole figure (chart or diagram; panels of one drawing disagree more
-    often than the whole does).
+    are chart or diagram by :func:`_graphics_kind` (the panels that show evidence either way
+    vote by area; without such panels the whole figure decides).
     """
     kinds = [p.kind for p in panel_kinds]
     if not kinds:
@@ -786,12 +881,33 @@ def figure_kind_of_panels(panel_kinds: Sequence[FigureKind], *, whole: FigureKin
         micro = area["micrograph"] / pictures
         kind = "mixed" if 0.1 <= micro <= 0.9 else (
             "micrograph" if micro > 0.5 else "photograph")
-    elif area["chart"] == graphics or area["diagram"] == graphics:
-        kind = "chart" if area["chart"] == graphics else "diagram"  # the panels agree
-    elif whole.kind in ("chart", "diagram"):
-        kind = whole.kind  # panels of one drawing disagree more often than the whole
     else:
-        kind = "chart" if area["chart"] >= area["diagram"] else "diagram"
+        kind = _graphics_kind(panel_kinds, weights, whole)
     return FigureKind(kind=kind, scores=dict(whole.scores),
                       reason=f"{len(kinds)} panels ({counts}) → {kind}",
                       features=dict(whole.features))
+
+
+def _graphics_kind(panel_kinds: Sequence[FigureKind], weights: Sequence[float],
+                   whole: FigureKind) -> str:
+    """Chart or diagram for a figure of graphic panels. A panel cut from a chart often loses
+    its axes (the axis line or its ticks fall outside the cut, shared between panels), so
+    only panels with firm evidence vote, by area: axes, ticks, grid lines or a colour field
+    for a chart, boxes around text for a diagram (``chart_share`` at least 0.6 or at most
+    0.25); the whole figure votes too, as much as all its panels together. Without a
+    majority, panels that agree decide, else the whole figure."""
+    votes = {"chart": 0.0, "diagram": 0.0}
+    voters = [*zip(panel_kinds, weights, strict=False), (whole, sum(weights))]
+    for p, w in voters:
+        share = float(p.features.get("chart_share", _NEUTRAL))
+        if p.kind in votes and (share >= 0.6 or share <= 0.25):
+            votes["chart" if share > 0.5 else "diagram"] += w
+    if votes["chart"] != votes["diagram"]:
+        return max(votes, key=lambda k: votes[k])
+    kinds = {p.kind for p in panel_kinds} & set(votes)
+    if len(kinds) == 1:
+        return kinds.pop()  # the panels agree
+    if whole.kind in votes:
+        return whole.kind  # panels of one drawing disagree more often than the whole
+    return max(votes, key=lambda k: sum(w for p, w in zip(panel_kinds, weights, strict=False)
+                                        if p.kind == k))
