@@ -180,6 +180,19 @@ def test_slide_timeout_stops_the_stuck_part_and_fails_only_that_slide(monkeypatc
     assert not eng._refs and not eng._began
 
 
+def test_slides_arriving_one_at_a_time_use_every_actor(monkeypatch):
+    """Idle actors are given calls in turn (the fewest calls first), not always the first:
+    slides whose CPU parts finish one by one still reach every node or GPU."""
+    eng, fake = make_engine(monkeypatch, {("device", s): [DONE] for s in "abcd"})
+    eng.device_steps, eng.cpu_steps = ["features"], []
+    used = []
+    for sid in "abcd":
+        eng.submit(task(sid))
+        used.append(eng._refs[next(reversed(eng._refs))][2])
+        assert [r["slide_id"] for r in eng.wait(0)] == [sid]  # done before the next arrives
+    assert used == [0, 1, 0, 1]
+
+
 def test_a_call_queued_behind_another_is_timed_from_its_start(monkeypatch):
     eng, fake = make_engine(monkeypatch, {("device", "a"): [DONE], ("device", "b"): [DONE]})
     eng.device_steps, eng.cpu_steps = ["features"], []

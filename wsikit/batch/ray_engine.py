@@ -189,6 +189,7 @@ class RayEngine:
         self._started_ray = False
         self._actors: list[Any] = []
         self._load: list[int] = []
+        self._calls: dict[int, int] = {}  # calls given to each actor (ties: the fewest)
         self._refs: dict[Any, tuple[str, dict[str, Any], int | None, dict[str, Any] | None]] = {}
         self._lost: dict[str, list[dict[str, Any]]] = {}  # slide → lost attempts
         self._suspect: set[int] = set()  # actors whose last call was lost (dead/restarting)
@@ -261,9 +262,13 @@ class RayEngine:
             self._to_actor(sid, task, None)
 
     def _to_actor(self, sid: str, task: dict[str, Any], first: dict[str, Any] | None) -> None:
-        i = min(range(len(self._actors)), key=lambda k: (k in self._suspect, self._load[k], k))
+        # the least loaded actor; among idle ones the one given the fewest calls, so slides
+        # arriving one at a time still use every actor (and every node or GPU)
+        i = min(range(len(self._actors)),
+                key=lambda k: (k in self._suspect, self._load[k], self._calls.get(k, 0), k))
         idle = self._load[i] == 0
         self._load[i] += 1
+        self._calls[i] = self._calls.get(i, 0) + 1
         ref = self._actors[i].run.remote(task, self.device_steps)
         self._refs[ref] = (sid, task, i, first)
         self._began[ref] = time.monotonic() if idle else None  # else: queued behind another
