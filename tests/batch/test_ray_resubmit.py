@@ -193,6 +193,20 @@ def test_slides_arriving_one_at_a_time_use_every_actor(monkeypatch):
     assert used == [0, 1, 0, 1]
 
 
+def test_cpu_parts_are_submitted_only_to_free_cpus(monkeypatch):
+    """Two CPUs, one held by the actor: one CPU part at a time (a part queued in Ray would
+    have its time limit running while it waits)."""
+    eng, fake = make_engine(monkeypatch, {("cpu", "a"): [DONE]})
+    eng._actors = eng._actors[:1]
+    eng._load = [0]
+    eng._n_cpu = 2
+    assert (eng.cpu_slots, eng.capacity, eng.idle()) == (1, 2, 1)
+    eng.submit(task("a"))
+    assert eng.idle() == 0  # its CPU part holds the free CPU
+    eng.cpu_steps, eng.device_steps = [], ["features"]  # device parts only: queue on actors
+    assert eng.idle() == 1
+
+
 def test_a_call_queued_behind_another_is_timed_from_its_start(monkeypatch):
     eng, fake = make_engine(monkeypatch, {("device", "a"): [DONE], ("device", "b"): [DONE]})
     eng.device_steps, eng.cpu_steps = ["features"], []

@@ -243,14 +243,25 @@ class RayEngine:
                                       scheduling_strategy="SPREAD")(_cpu_task)
 
     @property
+    def cpu_slots(self) -> int:
+        """CPU parts that can run at once: the cluster's CPUs less the one each actor holds."""
+        return max(1, self._n_cpu - len(self._actors))
+
+    @property
     def capacity(self) -> int:
-        return self._n_cpu + len(self._actors)
+        return self.cpu_slots + len(self._actors)
 
     def in_flight(self) -> int:
         return len({sid for sid, *_ in self._refs.values()})
 
     def idle(self) -> int:
-        return max(0, self.capacity - self.in_flight())
+        """Slides that may start now. A CPU part is submitted only to a free CPU: one queued
+        in Ray would have its time limit running while it waits."""
+        free = self.capacity - self.in_flight()
+        if self.cpu_steps or not self.device_steps:
+            cpu_parts = sum(1 for _, _, actor, _ in self._refs.values() if actor is None)
+            free = min(free, self.cpu_slots - cpu_parts)
+        return max(0, free)
 
     def submit(self, task: dict[str, Any]) -> None:
         sid = task_id(task)
