@@ -41,16 +41,20 @@ true figure (tables, schemes, logos) and uncaptioned nodes elsewhere. Pages/s is
 extraction (:func:`wsikit.evidence.read_pdf_figures`, region rendering included) in one
 process; ``--jobs 2`` runs PDFs in two processes and reports the throughput of both cores.
 
-``--baseline pymupdf4llm --baseline-python VENV/bin/python`` also runs pymupdf4llm (AGPL: in
-its own virtual environment, through ``pdf_baseline_pymupdf4llm.py`` in a subprocess; wsikit
-never imports it) and scores its pictures, each with the nearest caption on its page, the same
-strict way, side by side.
+``--baseline pymupdf4llm --baseline-python VENV/bin/python --baseline-script SCRIPT`` also
+runs pymupdf4llm and scores its pictures, each with the nearest caption on its page, the same
+strict way, side by side. pymupdf4llm and PyMuPDF are AGPL: no file of this repository imports
+them. The baseline runs in its own virtual environment, through a script kept outside the
+repository (``SCRIPT``, run as a subprocess). It is given PDFs and ``--out FILE.json``, and
+writes ``{pdf path: {"pages", "seconds", "nodes": [{"page", "bbox" (PDF points, origin
+bottom-left), "caption", "label"}]}}``, or ``{"error"}`` for a PDF it cannot read.
 
 Run::
 
     python benchmarks/bench_pdf_figures.py TRUTH.json PDF_OR_DIR [...] [--out results.md]
         [--nodes DIR] [--uncaptioned] [--jobs 2] [--boxes BOXES.json]
-        [--baseline pymupdf4llm --baseline-python /work/scratch/pmvenv/bin/python]
+        [--baseline pymupdf4llm --baseline-python /work/scratch/pmvenv/bin/python
+         --baseline-script /work/scratch/pdf_baseline_pymupdf4llm.py]
 
 ``--boxes BOXES.json`` merges truth boxes kept in a file of their own (``{"boxes": {file:
 {figure id: [l, b, r, t]}}}``, e.g. ``benchmarks/data/pdf_devset/shared_boxes.json`` for the
@@ -424,9 +428,12 @@ def run_wsikit(pdfs: list[Path], *, uncaptioned: bool, jobs: int) -> tuple[list[
     return results, time.perf_counter() - t0
 
 
-def run_pymupdf4llm(pdfs: list[Path], *, python: str) -> tuple[list[dict], float]:
-    """pymupdf4llm's pictures with their nearest caption, run in its own environment."""
-    script = Path(__file__).with_name("pdf_baseline_pymupdf4llm.py")
+def run_pymupdf4llm(pdfs: list[Path], *, python: str, script: Path) -> tuple[list[dict], float]:
+    """pymupdf4llm's pictures with their nearest caption, run in its own environment by
+    ``script`` (kept outside this repository: pymupdf4llm is AGPL)."""
+    if not script.is_file():
+        raise SystemExit(f"--baseline-script {script}: no such file; give the baseline script "
+                         "kept outside the repository (see this module's docstring)")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         # the nodes go to a file: MuPDF prints its own messages on stdout
@@ -545,6 +552,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", choices=["pymupdf4llm"], help="score this tool side by side")
     ap.add_argument("--baseline-python", default=sys.executable,
                     help="the python of the environment the baseline is installed in")
+    ap.add_argument("--baseline-script", type=Path,
+                    default=Path("/work/scratch/pdf_baseline_pymupdf4llm.py"),
+                    help="the baseline's script, kept outside the repository (AGPL)")
     ap.add_argument("--no-wsikit", action="store_true", help="score the baseline only")
     args = ap.parse_args(argv)
     truth_doc = json.loads(args.truth.read_text(encoding="utf-8"))
@@ -569,7 +579,8 @@ def main(argv: list[str] | None = None) -> int:
             for p, res in zip(pdfs, runs["wsikit"][0], strict=True):
                 _save_nodes(args.nodes, p.name, res["figures"])
     if args.baseline == "pymupdf4llm":
-        runs["pymupdf4llm"] = run_pymupdf4llm(pdfs, python=args.baseline_python)
+        runs["pymupdf4llm"] = run_pymupdf4llm(pdfs, python=args.baseline_python,
+                                                script=args.baseline_script)
     named: dict[str, list[dict]] = {}
     out: list[str] = []
     for name, (results, wall) in runs.items():
