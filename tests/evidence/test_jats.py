@@ -13,11 +13,12 @@ import json
 import re
 import shutil
 import tarfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from defusedxml.ElementTree import fromstring as defused_fromstring
 from PIL import Image
 
 from wsikit.cli import main
@@ -49,7 +50,7 @@ def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
-def _drop(parent: ET.Element, tag: str) -> None:
+def _drop(parent: Any, tag: str) -> None:
     """Remove the ``tag`` elements below ``parent``, keeping the text after them."""
     for el in list(parent.iter()):
         for i, child in enumerate(list(el)):
@@ -68,7 +69,7 @@ def independent(xml: Path) -> list[dict]:
     children's text joined by a space; a data file listed in it, eLife's "Figure 1—source
     data 1" <supplementary-material>, is not caption text), graphic href."""
     text = re.sub(r"<!DOCTYPE[^>]*>", "", xml.read_text(encoding="utf-8"), count=1)
-    root = ET.fromstring(text)
+    root = defused_fromstring(text)
     out = []
     for fig in root.iter("fig"):
         label, caption, graphic = fig.find("label"), fig.find("caption"), fig.find("graphic")

@@ -10,11 +10,11 @@ import shutil
 import subprocess
 import sys
 import threading
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 import pytest
+from defusedxml.ElementTree import fromstring as defused_fromstring
 from PIL import Image
 
 from wsikit.look._dzi import DziGeometry, matching_level, stored_tile
@@ -65,7 +65,7 @@ def test_geometry_levels_tiles_and_descriptor() -> None:
     assert g.tile_box(10, 2, 1) == ((2048, 1024, 952, 976), (238, 244))
     assert g.tile_box(12, 12, 0) is None and g.tile_box(13, 0, 0) is None
     assert g.tile_box(-1, 0, 0) is None and g.tile_box(12, -1, 0) is None
-    root = ET.fromstring(g.descriptor())
+    root = defused_fromstring(g.descriptor())
     ns = "{http://schemas.microsoft.com/deepzoom/2008}"
     assert root.tag == ns + "Image" and root.attrib == {"Format": "jpeg", "Overlap": "0",
                                                          "TileSize": "256"}

@@ -42,9 +42,9 @@ import os
 import re
 import unicodedata
 import warnings
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from .._hints import keyword
 from ..errors import EvidenceError
@@ -58,6 +58,9 @@ from .licence import (
 )
 from .nodes import FigureNode, load_image, parse_evidence_level
 from .sanitise import valid_doi
+
+if TYPE_CHECKING:  # the tree's type only: every parse goes through ._safe_xml
+    import xml.etree.ElementTree as ET
 
 __all__ = [
     "JatsArticle",
