@@ -65,3 +65,31 @@ def no_weights(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("WSIKIT_CONFIG", str(tmp_path / "weights.toml"))
     for var in [v for v in os.environ if v.startswith("WSIKIT_WEIGHTS_")]:
         monkeypatch.delenv(var)
+
+
+@pytest.fixture
+def mrxs_like():
+    """Write the file layout of a MIRAX slide (no pixels OpenSlide could read):
+    ``make(folder, name="case")`` → ``folder/<name>.mrxs`` and ``folder/<name>/`` holding
+    ``Slidedat.ini`` (naming ``Index.dat`` and two data files), ``Index.dat``,
+    ``Data0000.dat`` (40 KiB) and ``Data0001.dat`` (3 MiB, larger than the companion files
+    hashed whole), each of seeded random bytes."""
+    import random
+
+    def make(folder: Path, name: str = "case", *, seed: int = 0) -> Path:
+        rng = random.Random(seed)
+        data = folder / name
+        data.mkdir(parents=True)
+        (data / "Slidedat.ini").write_bytes(
+            b"\xef\xbb\xbf[GENERAL]\r\nSLIDE_VERSION = 01.02\r\n"
+            b"SLIDE_ID = " + str(seed).encode() + b"\r\n"
+            b"[HIERARCHICAL]\r\nHIER_COUNT = 1\r\nINDEXFILE = Index.dat\r\n"
+            b"[DATAFILE]\r\nFILE_COUNT = 2\r\nFILE_1 = Data0001.dat\r\nFILE_0 = Data0000.dat\r\n")
+        for part, size in (("Index.dat", 4096), ("Data0000.dat", 40 << 10),
+                           ("Data0001.dat", 3 << 20)):
+            (data / part).write_bytes(rng.randbytes(size))
+        slide = folder / f"{name}.mrxs"
+        slide.write_bytes(b"[GENERAL]\r\nVERSION = 1\r\n")  # the same in every slide
+        return slide
+
+    return make

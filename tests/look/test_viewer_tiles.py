@@ -277,6 +277,31 @@ def test_a_dicom_level_rewritten_in_place_is_refused(tmp_path: Path) -> None:
         svc.slide.close()
 
 
+def test_an_mrxs_data_file_rewritten_in_place_is_said(tmp_path: Path, mrxs_like) -> None:
+    """An MRXS slide's pixels are in its folder's Data*.dat: one rewritten in place (the
+    .mrxs file and the folder untouched) is a replaced slide; a touched one is not, nor is
+    a file the slide does not name; a data file deleted is said too."""
+    slide = mrxs_like(tmp_path)
+    data = tmp_path / "case"
+    watch = SlideWatch(slide)
+    assert watch.check() is None
+    os.utime(data / "Data0000.dat", None)          # touched: same content, still the slide
+    (data / "notes.txt").write_text("not a slide file")
+    assert watch.check() is None
+    mrxs_times = (slide.stat().st_mtime_ns, data.stat().st_mtime_ns)
+    with open(data / "Data0000.dat", "r+b") as fh:  # same size, other bytes, same inode
+        fh.seek(100)
+        fh.write(b"rescanned")
+    assert (slide.stat().st_mtime_ns, data.stat().st_mtime_ns) == mrxs_times
+    why = watch.check()
+    assert why is not None and "has changed since wsikit view opened it" in why
+    assert str(slide) in why
+    gone = SlideWatch(mrxs_like(tmp_path / "b"))
+    (tmp_path / "b" / "case" / "Data0001.dat").unlink()
+    why = gone.check()
+    assert why is not None and "Data0001.dat (named in Slidedat.ini) is missing" in why
+
+
 def test_a_deleted_slide_is_said(cmu_small: Path, tmp_path: Path) -> None:
     path = tmp_path / "gone.svs"
     shutil.copy(cmu_small, path)

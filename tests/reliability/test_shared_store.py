@@ -60,6 +60,24 @@ def test_two_jobs_on_one_store_never_replace_each_other(tmp_path):
     assert [o.message for o in resumed.slides] == ["already done"]  # and truly still its own
 
 
+def test_an_mrxs_result_of_an_earlier_version_is_replaced_not_refused(tmp_path, mrxs_like):
+    """An earlier version fingerprinted an MRXS slide by its .mrxs file alone: the store's
+    group of that slide is this slide's, replaced by the run that computes it again; a
+    rescan under the same name (other data files) is still another input."""
+    import hashlib
+
+    slide = mrxs_like(tmp_path / "cohort")
+    raw = slide.read_bytes()
+    old = f"fp1-{len(raw)}-" + hashlib.sha256(f"fp1:{len(raw)}".encode() + raw).hexdigest()[:24]
+    store = open_store(tmp_path / "s.zarr")
+    store.write("case", emb(1.0), fingerprint=old)
+    store.write("case", emb(2.0), fingerprint=slide_fingerprint(slide))
+    assert store.root["case"].attrs["input_fingerprint"] == slide_fingerprint(slide)
+    rescan = mrxs_like(tmp_path / "other", seed=4)
+    with pytest.raises(FeatureError, match="from another input"):
+        store.write("case", emb(3.0), fingerprint=slide_fingerprint(rescan))
+
+
 def _write(url: str, value: float, fingerprint: str, barrier, results) -> None:
     store = open_store(url)
     barrier.wait()  # both writers ready: the check and the rename race

@@ -155,3 +155,23 @@ def test_select_runs_on_a_dicom_series(tmp_path, capsys) -> None:
     doc = json.loads((out / "select" / "case-9" / "evidence.json").read_text())
     assert doc["slide"]["mpp"] == pytest.approx(0.25) and doc["regions"]
     assert (out / "features_heuristic" / "case-9.h5").exists()
+
+
+def test_a_series_given_by_one_file_is_fingerprinted_with_its_other_files(tmp_path):
+    """A cohort folder gives a DICOM series by its first file; wsidicom reads every file of
+    the series, so its fingerprint covers them: a level's pixels rewritten in place is another
+    slide; a lone file (a series of one) keeps the fingerprint of the file alone."""
+    from wsikit.slide.fingerprint import companion_paths, slide_fingerprint
+
+    image = synthetic_tissue_image(SyntheticSpec(512, 384, mpp=0.5, seed=3))
+    files = write_dicom_wsi(tmp_path / "case", image, mpp=0.5, downsamples=(1, 2))
+    assert companion_paths(files[0]) == (files[1],)
+    before = slide_fingerprint(files[0])
+    assert "+1-" in before
+    size = files[1].stat().st_size
+    with open(files[1], "r+b") as fh:  # the last pixels of level 1 (raw): same size, same UID
+        fh.seek(size - 64)
+        fh.write(bytes(64))
+    assert slide_fingerprint(files[0]) != before
+    (lone,) = write_dicom_wsi(tmp_path / "single", image, mpp=0.5, downsamples=(1,))
+    assert companion_paths(lone) == () and "+" not in slide_fingerprint(lone)

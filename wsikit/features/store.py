@@ -272,7 +272,7 @@ class FeatureStore:
         if attrs.get("complete") is not True:
             return  # an interrupted write: nothing to keep
         have = {"fingerprint": attrs.get("input_fingerprint"), "encoder": attrs.get("encoder")}
-        if have == dict(key):
+        if have == dict(key) or _same_input(have, key):
             return
         raise FeatureError(
             f"feature store {self.url} already holds slide {slide_id!r} from another input "
@@ -412,3 +412,14 @@ def zarr_to_h5(store: FeatureStore | str | os.PathLike[str], out: str | os.PathL
                                 hint=f", or pass {option('wait')} to wait for it"):
             written.append(emb.to_h5(OutputLayout(out).features(emb.encoder, sid)))
     return written
+
+
+def _same_input(have: Mapping[str, Any], key: Mapping[str, Any]) -> bool:
+    """Whether a stored group's ``have`` is this input's result under the fingerprint an
+    earlier version recorded (an MRXS slide's .mrxs file alone,
+    :func:`wsikit.slide.fingerprint.same_slide`): same encoder, so it may be replaced."""
+    from ..slide.fingerprint import same_slide
+
+    old, new = have.get("fingerprint"), key.get("fingerprint")
+    return (have.get("encoder") == key.get("encoder") and isinstance(old, str)
+            and isinstance(new, str) and same_slide(old, new))

@@ -16,9 +16,10 @@ No torch on this path (Pillow, numpy and libjpeg-turbo only): the viewer stays a
 process. Encoded tiles are kept in a bounded LRU cache; concurrent requests for one tile
 compute it once. Reads run on a few slide handles (one per serving thread at most).
 
-Each request stats the slide file; a changed size, modification or inode time triggers its
-content fingerprint (:func:`wsikit.slide.fingerprint.slide_fingerprint`), and a slide whose
-content changed (overwritten in place, replaced) is refused from then on
+Each request stats the slide file and the files it is read from (an MRXS slide's Slidedat.ini,
+Index.dat and Data*.dat; the files of a DICOM series); a changed size, modification or inode
+time triggers its content fingerprint (:func:`wsikit.slide.fingerprint.slide_fingerprint`), and
+a slide whose content changed (overwritten in place, replaced) is refused from then on
 (:attr:`TileService.changed` says why): tiles of two files are never mixed under one name.
 """
 
@@ -60,26 +61,38 @@ def encode_jpeg(pixels: np.ndarray, *, quality: int = JPEG_QUALITY) -> bytes:
     return buf.getvalue()
 
 
-def _stat_key(path: Path) -> tuple[Any, ...] | None:
-    """What stat says of the slide: the file, or for a folder slide (a DICOM series) the
-    folder and every file in it (the files its fingerprint reads: a level rewritten in place
-    changes no folder time)."""
+def _stat_key(path: Path, companions: tuple[Path, ...] = ()) -> tuple[Any, ...] | None:
+    """What stat says of the slide: the file and the other files it is read from
+    (``companions``: an MRXS slide's Slidedat.ini, Index.dat and Data*.dat), or for a folder
+    slide (a DICOM series) the folder and every file in it (the files its fingerprint reads:
+    a level rewritten in place changes no folder time)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
     key: tuple[Any, ...] = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if stat.S_ISDIR(st.st_mode):
-        for f in sorted(path.rglob("*")):
-            if f.is_file() and not f.is_symlink():
-                try:
-                    fs = f.stat()
-                except OSError:  # gone meanwhile: the key differs all the same
-                    key += (f.relative_to(path).as_posix(), None)
-                    continue
-                key += (f.relative_to(path).as_posix(), fs.st_ino, fs.st_size,
-                        fs.st_mtime_ns, fs.st_ctime_ns)
+    files = ([f for f in sorted(path.rglob("*")) if f.is_file() and not f.is_symlink()]
+             if stat.S_ISDIR(st.st_mode) else companions)
+    for f in files:
+        name = f.relative_to(path).as_posix() if stat.S_ISDIR(st.st_mode) else str(f)
+        try:
+            fs = f.stat()
+        except OSError:  # gone meanwhile: the key differs all the same
+            key += (name, None)
+            continue
+        key += (name, fs.st_ino, fs.st_size, fs.st_mtime_ns, fs.st_ctime_ns)
     return key
+
+
+def _companions(path: Path) -> tuple[Path, ...]:
+    """The other files the slide file ``path`` is read from (none for a folder, or when they
+    cannot be listed: its fingerprint then says why)."""
+    from ..slide.fingerprint import companion_paths
+
+    try:
+        return companion_paths(path)
+    except SlideError:
+        return ()
 
 
 class SlideWatch:
@@ -100,7 +113,8 @@ class SlideWatch:
 
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._stat = _stat_key(self.path)
+        self._companions = _companions(self.path)
+        self._stat = _stat_key(self.path, self._companions)
         self.fingerprint = fingerprint or slide_fingerprint(self.path)
         #: Why the slide is no longer the one opened (None while it is).
         self.changed: str | None = None
@@ -109,7 +123,7 @@ class SlideWatch:
         """None while the file is the one opened, else (from then on) why not."""
         if self.changed is not None:
             return self.changed
-        key = _stat_key(self.path)
+        key = _stat_key(self.path, self._companions)
         if key == self._stat:
             return None
         from ..slide.fingerprint import slide_fingerprint
@@ -133,7 +147,7 @@ class SlideWatch:
                                 "old slide's layout, name and regions are never drawn over "
                                 "the new pixels. Restart wsikit view to see the new file")
                 return self.changed
-            self._stat = key  # touched, same content
+            self._stat = key  # touched, same content (so the same companion files)
         return None
 
 

@@ -382,6 +382,8 @@ class ViewerSource:
     def _check_slide(self) -> None:
         """A result of another slide than the file found (other size, or a state that
         recorded another content fingerprint): said on the page, tiles refused."""
+        from ..slide.fingerprint import same_slide
+
         W, H = self.slide.dimensions
         recorded = (self.result.slide if self.result is not None else {})
         rw, rh = recorded.get("width"), recorded.get("height")
@@ -396,7 +398,7 @@ class ViewerSource:
             except (OSError, ValueError):
                 state = None
             fp = state.get("fingerprint") if isinstance(state, dict) else None
-            if isinstance(fp, str) and fp != self.tiles.watch.fingerprint:
+            if isinstance(fp, str) and not same_slide(fp, self.tiles.watch.fingerprint):
                 why = (f"{self.slide.path} has other content (fingerprint "
                        f"{self.tiles.watch.fingerprint}) than the slide its outputs in "
                        f"{layout.root} were made from ({fp}): the file has been replaced "

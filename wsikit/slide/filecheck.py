@@ -1,8 +1,9 @@
 """File-level checks before a slide is decoded: what a path is, and whether a TIFF is whole.
 
 :func:`check_openable` refuses paths that are not slide files (FIFOs, devices, sockets, symlink
-loops, empty files) before anything reads them; :func:`_check_tiff_extent` finds truncated and
-damaged TIFF structures; :func:`_quiet` turns a backend's parser noise into one error.
+loops, empty files, an MRXS or VMS file without the files it names) before anything reads them;
+:func:`_check_tiff_extent` finds truncated and damaged TIFF structures; :func:`_quiet` turns a
+backend's parser noise into one error.
 """
 
 from __future__ import annotations
@@ -211,7 +212,8 @@ def check_openable(p: Path) -> None:
     """Refuse, before anything reads it, a path that is not a slide file.
 
     FIFOs, sockets and devices are never opened (reading a FIFO named ``*.svs`` blocks
-    forever); a symlink loop, a missing file and a folder without a suffix get one clear error.
+    forever); a symlink loop, a missing file and a folder without a suffix get one clear error,
+    and so does an MRXS file whose data folder (or a file it names) is missing.
     """
     try:
         st = os.stat(p)
@@ -236,3 +238,7 @@ def check_openable(p: Path) -> None:
         raise SlideError(f"{p}: is {kind}, not a slide file; give the slide file itself")
     if st.st_size == 0:
         raise SlideError(f"{p}: file is empty (0 bytes); copy or download the slide again")
+    if p.suffix.lower() in (".mrxs", ".vms", ".vmu"):
+        from ._companions import companion_files
+
+        companion_files(p)  # the files it keeps its pixels in: a missing one said by name

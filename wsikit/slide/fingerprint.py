@@ -8,6 +8,18 @@ larger ones by their size plus the SHA-256 of the first and last 1 MiB and of
 :data:`SAMPLES` 64 KiB blocks at evenly spaced offsets (TIFF headers, directories and tile
 tables live at the start and end; the samples catch rewritten pixel data).
 
+A slide file that keeps its pixels in other files (MIRAX ``.mrxs`` with its folder of
+``Slidedat.ini``, ``Index.dat`` and ``Data*.dat``; Hamamatsu VMS/VMU with their JPEGs; a DICOM
+file of a multi-file series: :func:`companion_paths`) is fingerprinted with them:
+``"<the file's fingerprint>+<n>-<24 hex digits>"`` over the names and sampled content of its
+``n`` companion files (each: its size, and its bytes whole up to
+:data:`COMPANION_FULL_HASH_BYTES`, else its first and last 64 KiB and
+:data:`COMPANION_SAMPLES` 64 KiB blocks), so a rewritten ``Data0003.dat`` is another slide;
+at most 384 KiB are read per companion file. Such slides' fingerprints changed once with
+this scheme: one recorded before (the file alone) still names the same slide for
+:func:`check_source` (:func:`same_slide`), but differs from the new one, so a run computes
+their results once more. Single-file slides and folders keep their fingerprints.
+
 :func:`write_source` / :func:`check_source` keep a small sidecar next to a cached output that
 records which slide (fingerprint and path) it was made from.
 """
@@ -38,6 +50,11 @@ SAMPLES = 16
 _EDGE = 1 << 20
 _BLOCK = 64 << 10
 _VERSION = "fp1"
+#: Companion files up to this size are hashed completely (bytes).
+COMPANION_FULL_HASH_BYTES = 1 << 20
+#: Number of 64 KiB blocks sampled from the middle of larger companion files.
+COMPANION_SAMPLES = 4
+_COMPANION_EDGE = 64 << 10
 
 
 def slide_fingerprint(path: str | os.PathLike[str]) -> str:
@@ -45,13 +62,18 @@ def slide_fingerprint(path: str | os.PathLike[str]) -> str:
 
     Stable across copies, moves and renames of the file; different when its bytes differ in
     size, header, tail or any sampled block (files ≤ 32 MiB: any byte). Takes milliseconds
-    for any size (at most about 3 MiB are read).
+    for any size (at most about 3 MiB are read). A slide whose pixels are in other files
+    (MRXS, VMS/VMU, a DICOM series given by one file) covers them too:
+    ``"fp1-<size>-<24 hex>+<n>-<24 hex>"`` (see the module docstring).
 
     Raises
     ------
     SlideError
-        ``path`` is missing or not a regular file (FIFOs and devices are never opened).
+        ``path`` is missing or not a regular file (FIFOs and devices are never opened); an
+        MRXS slide's folder, or a file its ``Slidedat.ini`` names, is missing.
     """
+    from ._companions import companion_files
+
     p = Path(path)
     try:
         st = os.stat(p)
@@ -61,21 +83,75 @@ def slide_fingerprint(path: str | os.PathLike[str]) -> str:
         return _folder_fingerprint(p)
     if not stat.S_ISREG(st.st_mode):
         raise SlideError(f"{p}: not a regular file; give a slide file")
-    size = st.st_size
+    own = f"{_VERSION}-{st.st_size}-{_sampled_digest(p, st.st_size)}"
+    companions = companion_files(p)
+    if not companions:
+        return own
+    digest = hashlib.sha256(f"{_VERSION}:companions\n{own}\n".encode())
+    for name, f in companions:
+        line = f"{name}\x1f{_companion_fingerprint(f)}\n"
+        digest.update(line.encode(errors="surrogateescape"))
+    return f"{own}+{len(companions)}-{digest.hexdigest()[:24]}"
+
+
+def companion_paths(path: str | os.PathLike[str]) -> tuple[Path, ...]:
+    """The other files whose content the fingerprint of the slide file ``path`` covers (an
+    MRXS slide's ``Slidedat.ini``, index and data files, …); none for a single-file slide or
+    a folder.
+
+    Raises
+    ------
+    SlideError
+        As :func:`slide_fingerprint`, for a missing MRXS folder or a file it names.
+    """
+    from ._companions import companion_files
+
+    p = Path(path)
+    return tuple(f for _, f in companion_files(p)) if p.is_file() else ()
+
+
+def _sampled_digest(p: Path, size: int, *, full: int = FULL_HASH_BYTES, edge: int = _EDGE,
+                    samples: int = SAMPLES) -> str:
+    """24 hex digits of SHA-256 over ``size`` and the file's bytes: all of them up to
+    ``full`` bytes, else its first and last ``edge`` bytes and ``samples`` evenly spaced
+    64 KiB blocks."""
     digest = hashlib.sha256(f"{_VERSION}:{size}".encode())
     with open(p, "rb") as fh:
-        if size <= FULL_HASH_BYTES:
+        if size <= full:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
         else:
-            digest.update(fh.read(_EDGE))
-            span = size - 2 * _EDGE - _BLOCK
-            for i in range(SAMPLES):
-                fh.seek(_EDGE + span * (i + 1) // (SAMPLES + 1))
+            digest.update(fh.read(edge))
+            span = size - 2 * edge - _BLOCK
+            for i in range(samples):
+                fh.seek(edge + span * (i + 1) // (samples + 1))
                 digest.update(fh.read(_BLOCK))
-            fh.seek(size - _EDGE)
-            digest.update(fh.read(_EDGE))
-    return f"{_VERSION}-{size}-{digest.hexdigest()[:24]}"
+            fh.seek(size - edge)
+            digest.update(fh.read(edge))
+    return digest.hexdigest()[:24]
+
+
+def _companion_fingerprint(f: Path) -> str:
+    """``"<size>-<24 hex>"`` of a companion file, sampled more sparsely than the slide file
+    (an MRXS slide may have a hundred data files)."""
+    try:
+        size = os.stat(f).st_size
+        return f"{size}-" + _sampled_digest(f, size, full=COMPANION_FULL_HASH_BYTES,
+                                            edge=_COMPANION_EDGE, samples=COMPANION_SAMPLES)
+    except OSError as exc:
+        raise SlideError(f"{f}: cannot read this file of the slide "
+                         f"({exc.strerror or exc}); check it is there and readable") from exc
+
+
+def same_slide(recorded: str, fingerprint: str) -> bool:
+    """Whether the ``recorded`` fingerprint names the slide whose fingerprint is now
+    ``fingerprint``: equal, or recorded before companion files were fingerprinted (the
+    slide file's own part, before ``+``), which cannot tell, so counts as the same slide
+    for ownership (a run still computes its results once more: they differ)."""
+    if recorded == fingerprint:
+        return True
+    own, plus, _ = fingerprint.partition("+")
+    return bool(plus) and "+" not in recorded and recorded == own
 
 
 def _folder_fingerprint(folder: Path) -> str:
@@ -147,7 +223,7 @@ def check_source(output: str | os.PathLike[str], fingerprint: str) -> str:
         recorded = data["fingerprint"]
     except (OSError, ValueError, KeyError, TypeError):
         return "unknown"
-    return "same" if recorded == fingerprint else "other"
+    return "same" if isinstance(recorded, str) and same_slide(recorded, fingerprint) else "other"
 
 
 def recorded_slide(output: str | os.PathLike[str]) -> str | None:
