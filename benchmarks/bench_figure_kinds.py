@@ -10,9 +10,10 @@ the figure). Scored:
 * **kind accuracy**: the figure's kind equals the hand label, over the parts of the labels
   (``set``): ``dev`` (looked at while the first rule was written), ``held-out-1`` (labelled
   before the first rule ran on them, then used with ``dev`` to tune the second) and
-  ``held-out-2`` (25 more PDFs labelled before any version of the rule ran on them, never
-  tuned on: the number to quote); a confusion table (rows: truth); ``--before`` puts an
-  earlier run's scores beside these;
+  ``held-out-2`` (25 more PDFs labelled before any version of the rule ran on them) and
+  ``held-out-3`` (32 more PDFs labelled blind to the rule, never tuned on: the number to
+  quote); a confusion table (rows: truth); ``--before`` puts an earlier run's scores beside
+  these;
 * **micrograph nodes**: a figure "is matched by default" when it, or one of its panels, gets
   kind ``micrograph``; precision and recall of that against the hand label ``has_micrograph``
   (what a slide region can meet under ``--match-kinds micrograph``);
@@ -62,7 +63,8 @@ SETS: tuple[tuple[str, frozenset[str]], ...] = (
     ("dev", frozenset({"dev"})),
     ("held-out-1", frozenset({"held-out-1"})),
     ("held-out-2 (never tuned on)", frozenset({"held-out-2"})),
-    ("all", frozenset({"dev", "held-out-1", "held-out-2"})),
+    ("held-out-3 (never tuned on)", frozenset({"held-out-3"})),
+    ("all", frozenset({"dev", "held-out-1", "held-out-2", "held-out-3"})),
 )
 
 
