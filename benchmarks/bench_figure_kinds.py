@@ -178,10 +178,16 @@ def micro_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def multi_panel_micrographs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows the panels target is measured on: found, not labelled ambiguous, holding
+    micrographs, with a hand count of at least 2 panels."""
+    return [r for r in rows if r.get("found") and not r.get("ambiguous") and r["has_micrograph"]
+            and r.get("panels") and r["panels"] >= 2]
+
+
 def panel_table(rows: list[dict[str, Any]]) -> list[str]:
     """Markdown lines: panels found for multi-panel figures holding micrographs."""
-    part = [r for r in rows if r.get("found") and r["has_micrograph"] and r.get("panels")
-            and r["panels"] >= 2]
+    part = multi_panel_micrographs(rows)
     counted = [r for r in rows if r.get("found") and r.get("panels")]
     exact = sum(r["pred_panels"] == (r["panels"] if r["panels"] >= 2 else 0) for r in counted)
     lines = ["| set | multi-panel figures holding micrographs | panels exact | share |",
@@ -209,8 +215,7 @@ def scores(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     out = {}
     for name, sets in SETS:
         part = [r for r in scored if r["set"] in sets]
-        multi = [r for r in rows if r.get("found") and r["set"] in sets and r["has_micrograph"]
-                 and r.get("panels") and r["panels"] >= 2]
+        multi = [r for r in multi_panel_micrographs(rows) if r["set"] in sets]
         out[name] = {"kind_ok": sum(r["pred"] == r["kind"] for r in part), "kind_n": len(part),
                      "panels_ok": sum(r["pred_panels"] == r["panels"] for r in multi),
                      "panels_n": len(multi)}
