@@ -47,6 +47,51 @@ def test_a_single_image_or_a_label_is_not_a_compound_figure():
     assert find_panels(fig) == ()
 
 
+def _on_black(shapes: list[np.ndarray], frame: int = 3) -> tuple[np.ndarray, list[tuple]]:
+    """``shapes`` (grey images, 0 = ground) on black in a 2 x 2 grid, inside a thin white
+    frame (as a journal prints a plate), and the boxes of what each holds."""
+    side, gap = shapes[0].shape[0], 14
+    n = 2 * side + gap + 2 * 10
+    fig = np.full((n + 2 * frame, n + 2 * frame, 3), 255, np.uint8)
+    fig[frame:-frame, frame:-frame] = 0
+    boxes = []
+    for i, shape in enumerate(shapes):
+        y = frame + 10 + (i // 2) * (side + gap)
+        x = frame + 10 + (i % 2) * (side + gap)
+        fig[y:y + side, x:x + side] = shape[..., None]
+        if not shape.any():
+            continue
+        rows, cols = np.flatnonzero(shape.any(axis=1)), np.flatnonzero(shape.any(axis=0))
+        boxes.append((x + int(cols[0]), y + int(rows[0]), x + int(cols[-1]) + 1,
+                      y + int(rows[-1]) + 1))
+    return fig, boxes
+
+
+def test_specimens_on_a_black_ground_inside_a_white_frame_are_panels():
+    # four SEM-like grains (real tissue texture in grey, an ellipse each: pi/4 of its box)
+    yy, xx = np.mgrid[:240, :240]
+    grain = ((yy - 119.5) / 118) ** 2 + ((xx - 119.5) / 80) ** 2 <= 1
+    shapes = [np.where(grain, 60 + he_tile(i).mean(axis=2) * 0.6, 0).astype(np.uint8)
+              for i in range(4)]
+    fig, boxes = _on_black(shapes)
+    assert [p.box for p in find_panels(fig)] == boxes
+    # one grain alone in its frame is no compound figure
+    assert find_panels(_on_black([shapes[0], *[np.zeros_like(shapes[0])] * 3])[0]) == ()
+
+
+def test_fluorescence_signal_on_black_stays_one_image():
+    rng = np.random.default_rng(3)
+    yy, xx = np.mgrid[:240, :240]
+    shapes = []
+    for _ in range(4):   # each quarter a few blobs of signal, not a rectangle or a specimen
+        blobs = np.zeros((240, 240))
+        for cy, cx, r in zip(rng.integers(20, 220, 5), rng.integers(20, 220, 5),
+                             rng.uniform(6, 16, 5), strict=True):
+            blobs += np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * r * r))
+        shapes.append((np.clip(blobs, 0, 1) * 220).astype(np.uint8))
+    assert find_panels(_on_black(shapes)[0]) == ()
+
+
 def test_an_arrow_across_a_gutter_does_not_join_two_micrographs():
     fig, boxes = he_grid(20)
     fig[130:134, 200:300] = (220, 30, 30)         # an arrow from one tile to the next

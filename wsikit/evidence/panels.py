@@ -51,7 +51,10 @@ _MIN_SIDE_FRAC = 0.08  # a panel spans at least this fraction of the figure's wi
 _MIN_AREA_FRAC = 0.02  # … and this fraction of its area
 _GUTTER_FRAC = 0.998   # a gutter row/column is at least this fraction background …
 _CROSSED_FRAC = 0.85   # … or, between pictures, this (an arrow or a label crosses it)
-_SOLID = 0.85          # on a ground that is not white, a panel fills this much of its box
+_GROUND_FRAC = 0.2     # inside a white margin, a ground colour covers this much of the figure
+_SOLID = 0.75          # on a ground that is not white, a panel fills this much of its box
+#                        (a photograph fills it; a specimen shot on black, a pollen grain, an
+#                        ellipse's pi/4 of it; blobs of fluorescence signal much less)
 
 
 @dataclass(frozen=True)
@@ -94,13 +97,20 @@ def _background_mask(rgb: np.ndarray) -> tuple[np.ndarray, bool]:
     rgb16 = rgb.astype(np.int16)
     mn, mx = channel_min(rgb16), channel_max(rgb16)
     white = (mn >= 232) & (mx - mn <= 30)
+    inner = _trim(white, (0, 0, white.shape[1], white.shape[0]))
+    framed = inner is not None and inner != (0, 0, white.shape[1], white.shape[0])
+    if inner is not None:  # a white frame or margin around the figure: its ground inside
+        x0, y0, x1, y1 = inner
+        rgb16 = rgb16[y0:y1, x0:x1]
     border = np.concatenate([rgb16[0], rgb16[-1], rgb16[:, 0], rgb16[:, -1]])
     colour = np.median(border, axis=0)
     border_white = bool((channel_min(border) >= 232).mean() >= 0.5)
     if border_white:
         return white, True
-    same = channel_max(np.abs(rgb16 - colour)) <= 24
+    same = channel_max(np.abs(rgb.astype(np.int16) - colour)) <= 24
     uniform = bool((channel_max(np.abs(border - colour)) <= 24).mean() >= 0.8)
+    if framed and uniform:  # a ground fills much of the figure, a frame line does not
+        uniform = float(same.mean()) >= _GROUND_FRAC
     return ((white | same), False) if uniform else (white, True)
 
 
