@@ -79,6 +79,19 @@ def test_specimens_on_a_black_ground_inside_a_white_frame_are_panels():
     assert find_panels(_on_black([shapes[0], *[np.zeros_like(shapes[0])] * 3])[0]) == ()
 
 
+def test_photographs_with_black_grounds_split_along_their_white_gutters():
+    # specimens shot on black, each photograph a black rectangle, white gutters between them
+    # and nothing else: the figure's border is black, but its gutters are white
+    yy, xx = np.mgrid[:240, :240]
+    grain = ((yy - 119.5) / 90) ** 2 + ((xx - 119.5) / 110) ** 2 <= 1
+    fig = np.full((486, 486, 3), 255, np.uint8)
+    boxes = []
+    for i, (y, x) in enumerate(((0, 0), (0, 246), (246, 0), (246, 246))):
+        fig[y:y + 240, x:x + 240] = np.where(grain[..., None], he_tile(i), 0)
+        boxes.append((x, y, x + 240, y + 240))
+    assert [p.box for p in find_panels(fig)] == boxes
+
+
 def test_fluorescence_signal_on_black_stays_one_image():
     rng = np.random.default_rng(3)
     yy, xx = np.mgrid[:240, :240]

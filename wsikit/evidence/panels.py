@@ -91,27 +91,30 @@ class Panel:
 
 
 # ---------------------------------------------------------------------- pixels
-def _background_mask(rgb: np.ndarray) -> tuple[np.ndarray, bool]:
-    """``(pixels of the gutter colour, whether that is white)``: near white, or (a figure
-    framed in another colour, e.g. photographs on black) the colour of the figure's border."""
+def _background_mask(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(near-white pixels, pixels of the figure's ground colour or None)``: a figure framed
+    in another colour (photographs on black) has that colour on its border, or just inside a
+    white frame or margin, where it also covers :data:`_GROUND_FRAC` of the figure (a frame
+    line does not)."""
     rgb16 = rgb.astype(np.int16)
     mn, mx = channel_min(rgb16), channel_max(rgb16)
     white = (mn >= 232) & (mx - mn <= 30)
     inner = _trim(white, (0, 0, white.shape[1], white.shape[0]))
     framed = inner is not None and inner != (0, 0, white.shape[1], white.shape[0])
-    if inner is not None:  # a white frame or margin around the figure: its ground inside
+    edge = rgb16
+    if inner is not None:
         x0, y0, x1, y1 = inner
-        rgb16 = rgb16[y0:y1, x0:x1]
-    border = np.concatenate([rgb16[0], rgb16[-1], rgb16[:, 0], rgb16[:, -1]])
+        edge = rgb16[y0:y1, x0:x1]
+    border = np.concatenate([edge[0], edge[-1], edge[:, 0], edge[:, -1]])
+    if (channel_min(border) >= 232).mean() >= 0.5:
+        return white, None
     colour = np.median(border, axis=0)
-    border_white = bool((channel_min(border) >= 232).mean() >= 0.5)
-    if border_white:
-        return white, True
-    same = channel_max(np.abs(rgb.astype(np.int16) - colour)) <= 24
-    uniform = bool((channel_max(np.abs(border - colour)) <= 24).mean() >= 0.8)
-    if framed and uniform:  # a ground fills much of the figure, a frame line does not
-        uniform = float(same.mean()) >= _GROUND_FRAC
-    return ((white | same), False) if uniform else (white, True)
+    if (channel_max(np.abs(border - colour)) <= 24).mean() < 0.8:
+        return white, None
+    same = channel_max(np.abs(rgb16 - colour)) <= 24
+    if framed and same.mean() < _GROUND_FRAC:
+        return white, None
+    return white, white | same
 
 
 def _gaps(profile: np.ndarray, min_gap: int) -> list[tuple[int, int]]:
@@ -332,16 +335,7 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
         small = np.asarray(Image.fromarray(rgb).resize(
             (max(1, round(W * scale)), max(1, round(H * scale))), Image.Resampling.BOX))
     h, w = small.shape[:2]
-    bg, white_gutters = _background_mask(small)
-    min_gap = max(1, round(0.0005 * max(h, w)))
-    pic = _PictureMap(small)
-    grey = small.astype(np.float32).mean(axis=2)
-    pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey)
-    kept = [box for box in pieces if _panel_sized(box, pic, w, h)]
-    if not white_gutters and any(1 - bg[y0:y1, x0:x1].mean() < _SOLID for x0, y0, x1, y1 in kept):
-        # on a dark (or coloured) ground, panels are photographs that fill their box; blobs
-        # of signal scattered over a fluorescence field are one image, not panels
-        return ()
+    kept = _panel_pieces(small)
     if len(kept) < 2:
         return ()
     order = _reading_order(kept)
@@ -355,6 +349,30 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
     lettered = len({n for n in named if n}) == len(named)
     return tuple(Panel(box=b, label=(n if lettered and n else str(i + 1)), lettered=lettered)
                  for i, (b, n) in enumerate(zip(full, named, strict=True)))
+
+
+def _panel_pieces(rgb: np.ndarray) -> list[Box]:
+    """The panel-sized pieces of the XY cut, along white gutters first; else, on a figure
+    with a ground of its own colour (photographs on black), along gutters of either."""
+    h, w = rgb.shape[:2]
+    white, ground = _background_mask(rgb)
+    min_gap = max(1, round(0.0005 * max(h, w)))
+    pic = _PictureMap(rgb)
+    grey = rgb.astype(np.float32).mean(axis=2)
+    kept: list[Box] = []
+    for bg in (white, ground):
+        if bg is None:
+            continue
+        pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey)
+        kept = [box for box in pieces if _panel_sized(box, pic, w, h)]
+        if bg is ground and any(1 - bg[y0:y1, x0:x1].mean() < _SOLID
+                                for x0, y0, x1, y1 in kept):
+            # on a dark (or coloured) ground, panels are photographs that fill their box;
+            # blobs of signal scattered over a fluorescence field are one image, not panels
+            return []
+        if len(kept) >= 2:
+            break
+    return kept
 
 
 def _panel_sized(box: Box, pic: _PictureMap, w: int, h: int) -> bool:
