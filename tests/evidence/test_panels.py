@@ -39,6 +39,21 @@ def test_photographs_placed_edge_to_edge_are_cut_at_the_seam():
     assert [p.box for p in find_panels(fig)] == [(12, 12, 252, 252), (252, 12, 492, 252)]
 
 
+@pytest.mark.parametrize(("width", "colour"), [(2, 0), (3, 128), (4, 40)])
+def test_micrographs_parted_by_a_thin_dark_or_grey_rule_split_along_it(width, colour):
+    # no white gutter: the tiles are set on a rule's colour, as plates are often printed
+    size, margin = 200, 10
+    side = 2 * margin + 2 * size + width
+    fig = np.full((side, side, 3), 255, np.uint8)
+    fig[margin:-margin, margin:-margin] = colour
+    boxes = []
+    for i, (r, c) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
+        y, x = margin + r * (size + width), margin + c * (size + width)
+        fig[y:y + size, x:x + size] = he_tile(i, size)
+        boxes.append((x, y, x + size, y + size))
+    assert [p.box for p in find_panels(fig)] == boxes
+
+
 def test_a_single_image_or_a_label_is_not_a_compound_figure():
     assert find_panels(he_tile(0)) == ()
     fig = np.full((300, 300, 3), 255, np.uint8)

@@ -52,6 +52,7 @@ _MIN_AREA_FRAC = 0.02  # … and this fraction of its area
 _GUTTER_FRAC = 0.998   # a gutter row/column is at least this fraction background …
 _CROSSED_FRAC = 0.85   # … or, between pictures, this (an arrow or a label crosses it)
 _GROUND_FRAC = 0.2     # inside a white margin, a ground colour covers this much of the figure
+_LINE_CONTRAST = 24.0  # a rule between panels differs this much from the pictures beside it
 _SOLID = 0.75          # on a ground that is not white, a panel fills this much of its box
 #                        (a photograph fills it; a specimen shot on black, a pollen grain, an
 #                        ellipse's pi/4 of it; blobs of fluorescence signal much less)
@@ -174,6 +175,14 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
                 part = (x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
                 out += _cut(bg, pic, part, min_gap, depth + 1, grey)
             return out
+    if pictorial and grey is not None:  # pictures parted by a thin line of one colour
+        lines = _flat_lines(grey, trimmed)
+        if lines is not None:
+            axis, gaps = lines
+            edges = [0] + [g for gap in gaps for g in gap] + [y1 - y0 if axis == 0 else x1 - x0]
+            parts = [(x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
+                     for a, b in zip(edges[::2], edges[1::2], strict=True)]
+            return [b for part in parts for b in _cut(bg, pic, part, min_gap, depth + 1, grey)]
     if pictorial and grey is not None:  # photographs edge to edge: cut along the seam
         seam = _seam(grey, trimmed)
         if seam is not None:
@@ -182,6 +191,35 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
                       [(x0, y0, x0 + at, y1), (x0 + at, y0, x1, y1)])
             return [b for half in halves for b in _cut(bg, pic, half, min_gap, depth + 1, grey)]
     return [trimmed]
+
+
+def _flat_lines(grey: np.ndarray, box: Box) -> tuple[int, list[tuple[int, int]]] | None:
+    """``(axis, runs)`` of the thin lines of one flat grey level (at most 3 % of the box, 3 px
+    at least) that cross the whole of ``box`` between pictures: a dark or grey rule drawn
+    between panels. A line must stand apart from the rows beside it, on both sides: most of
+    their pixels :data:`_LINE_CONTRAST` grey levels off its own, or textured along most of
+    their length (a picture, not a field of the line's colour): a black row inside a dark
+    fluorescence field is no rule. ``None`` when there is none."""
+    x0, y0, x1, y1 = box
+    sub = grey[y0:y1, x0:x1]
+    for axis in (0, 1):
+        a = sub if axis == 0 else sub.T
+        n = a.shape[0]
+        if n < 40:
+            continue
+        level = a.mean(axis=1)
+        flat = a.std(axis=1) <= 3.0
+        runs = []
+        for s, e in _gaps(flat, 1):
+            if e - s > max(3, 0.03 * n) or s < 0.1 * n or n - e < 0.1 * n:
+                continue
+            inside = float(np.median(level[s:e]))
+            if all((np.abs(a[i] - inside) > _LINE_CONTRAST).mean() >= 0.6
+                   or (np.abs(np.diff(a[i])) > 6).mean() >= 0.5 for i in (s - 1, e)):
+                runs.append((s, e))
+        if runs:
+            return axis, runs
+    return None
 
 
 def _seam(grey: np.ndarray, box: Box) -> tuple[int, int] | None:
