@@ -53,6 +53,8 @@ _GUTTER_FRAC = 0.998   # a gutter row/column is at least this fraction backgroun
 _CROSSED_FRAC = 0.85   # … or, between pictures, this (an arrow or a label crosses it)
 _GROUND_FRAC = 0.2     # inside a white margin, a ground colour covers this much of the figure
 _LINE_CONTRAST = 24.0  # a rule between panels differs this much from the pictures beside it
+_ALIGNED_STEADY = 0.4  # a seam in line with the neighbour's: jumps along this much of it …
+_ALIGNED_RATIO = 1.3   # … this many times the typical step between lines
 _SOLID = 0.75          # on a ground that is not white, a panel fills this much of its box
 #                        (a photograph fills it; a specimen shot on black, a pollen grain, an
 #                        ellipse's pi/4 of it; blobs of fluorescence signal much less)
@@ -146,8 +148,9 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
     A gutter is a run of rows (columns) at least ``min_gap`` long that are background over
     :data:`_GUTTER_FRAC` of the box. Inside a piece that is mostly picture, a gutter may be
     crossed by an arrow or a label (background over :data:`_CROSSED_FRAC`), as long as both
-    sides keep a tenth of the piece; photographs placed edge to edge are cut along their seam
-    (:func:`_seam`).
+    sides keep a tenth of the piece; pictures parted by a thin rule of one colour are cut along
+    it (:func:`_flat_lines`), photographs placed edge to edge along their seam (:func:`_seam`,
+    in a grid also where the neighbouring half was cut: :func:`_aligned`).
     """
     trimmed = _trim(bg, box)
     if trimmed is None:
@@ -189,7 +192,8 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
             axis, at = seam
             halves = ([(x0, y0, x1, y0 + at), (x0, y0 + at, x1, y1)] if axis == 0 else
                       [(x0, y0, x0 + at, y1), (x0 + at, y0, x1, y1)])
-            return [b for half in halves for b in _cut(bg, pic, half, min_gap, depth + 1, grey)]
+            cuts = [_cut(bg, pic, half, min_gap, depth + 1, grey) for half in halves]
+            return [b for pieces in _aligned(grey, cuts, 1 - axis) for b in pieces]
     return [trimmed]
 
 
@@ -220,6 +224,35 @@ def _flat_lines(grey: np.ndarray, box: Box) -> tuple[int, list[tuple[int, int]]]
         if runs:
             return axis, runs
     return None
+
+
+def _aligned(grey: np.ndarray, cuts: list[list[Box]], axis: int) -> list[list[Box]]:
+    """The pieces of two photographs' halves parted by a seam, where a half left whole is
+    cut where its neighbour was (along ``axis``: 0 rows, 1 columns) if a weaker seam shows
+    there (:data:`_ALIGNED_STEADY` of the line jumps, :data:`_ALIGNED_RATIO` times the
+    typical step): panels of a grid line up, and two similar pictures meet with less of a
+    jump than two different ones."""
+    out = [list(pieces) for pieces in cuts]
+    for i, j in ((0, 1), (1, 0)):
+        lo = [b[1] if axis == 0 else b[0] for b in out[i]]
+        hi = [b[3] if axis == 0 else b[2] for b in out[i]]
+        lines = sorted(set(lo) & set(hi))  # where two of its pieces meet edge to edge
+        if len(out[j]) != 1 or not lines:
+            continue
+        x0, y0, x1, y1 = out[j][0]
+        first, last = (y0, y1) if axis == 0 else (x0, x1)
+        a = grey[y0:y1, x0:x1] if axis == 0 else grey[y0:y1, x0:x1].T
+        jump = np.abs(np.diff(a, axis=0))
+        typical = float(np.median(jump.mean(axis=1))) + 1e-6
+        cut_at = [at for at in lines if first + 0.2 * (last - first) <= at
+                  <= first + 0.8 * (last - first)
+                  and (jump[at - first - 1] > 25).mean() >= _ALIGNED_STEADY
+                  and jump[at - first - 1].mean() >= _ALIGNED_RATIO * typical]
+        if cut_at:
+            edges = [first, *cut_at, last]
+            out[j] = [(x0, a0, x1, a1) if axis == 0 else (a0, y0, a1, y1)
+                      for a0, a1 in zip(edges[:-1], edges[1:], strict=True)]
+    return out
 
 
 def _seam(grey: np.ndarray, box: Box) -> tuple[int, int] | None:
