@@ -102,6 +102,9 @@ def run_kinds(labels: dict[str, Any], dirs: list[Path], overlays: Path | None
             same = [f for f in figures if f.page == row["page"] and f.figure_label == row["label"]]
             fig = same[0] if len(same) == 1 else (
                 figures[row["order"]] if row["order"] < len(figures) else None)
+            if fig is not None and fig.figure_label and not same and any(
+                    fig.figure_label == r["label"] for r in rows if r is not row):
+                fig = None  # the figure at that place is another labelled one: this one is missed
             if fig is None:
                 out.append({**row, "found": False})
                 continue

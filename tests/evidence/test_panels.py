@@ -24,8 +24,9 @@ from wsikit.evidence.panels import (
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-@pytest.mark.parametrize("gutter", [1, 4, 20])
+@pytest.mark.parametrize("gutter", [0, 1, 4, 20])
 def test_a_grid_of_micrographs_splits_along_its_gutters(gutter):
+    # gutter 0: the tiles touch, and two of them are alike (the seam between them is weak)
     fig, boxes = he_grid(gutter)
     panels = find_panels(fig)
     assert [p.box for p in panels] == boxes
@@ -39,12 +40,85 @@ def test_photographs_placed_edge_to_edge_are_cut_at_the_seam():
     assert [p.box for p in find_panels(fig)] == [(12, 12, 252, 252), (252, 12, 492, 252)]
 
 
+@pytest.mark.parametrize(("width", "colour"), [(2, 0), (3, 128), (4, 40)])
+def test_micrographs_parted_by_a_thin_dark_or_grey_rule_split_along_it(width, colour):
+    # no white gutter: the tiles are set on a rule's colour, as plates are often printed
+    size, margin = 200, 10
+    side = 2 * margin + 2 * size + width
+    fig = np.full((side, side, 3), 255, np.uint8)
+    fig[margin:-margin, margin:-margin] = colour
+    boxes = []
+    for i, (r, c) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
+        y, x = margin + r * (size + width), margin + c * (size + width)
+        fig[y:y + size, x:x + size] = he_tile(i, size)
+        boxes.append((x, y, x + size, y + size))
+    assert [p.box for p in find_panels(fig)] == boxes
+
+
 def test_a_single_image_or_a_label_is_not_a_compound_figure():
     assert find_panels(he_tile(0)) == ()
     fig = np.full((300, 300, 3), 255, np.uint8)
     fig[40:290, 10:290] = np.hstack([he_tile(1, 250), he_tile(1, 250)[:, :30]])
     fig[8:30, 10:40] = 0                          # a panel letter above the image
     assert find_panels(fig) == ()
+
+
+def _on_black(shapes: list[np.ndarray], frame: int = 3) -> tuple[np.ndarray, list[tuple]]:
+    """``shapes`` (grey images, 0 = ground) on black in a 2 x 2 grid, inside a thin white
+    frame (as a journal prints a plate), and the boxes of what each holds."""
+    side, gap = shapes[0].shape[0], 14
+    n = 2 * side + gap + 2 * 10
+    fig = np.full((n + 2 * frame, n + 2 * frame, 3), 255, np.uint8)
+    fig[frame:-frame, frame:-frame] = 0
+    boxes = []
+    for i, shape in enumerate(shapes):
+        y = frame + 10 + (i // 2) * (side + gap)
+        x = frame + 10 + (i % 2) * (side + gap)
+        fig[y:y + side, x:x + side] = shape[..., None]
+        if not shape.any():
+            continue
+        rows, cols = np.flatnonzero(shape.any(axis=1)), np.flatnonzero(shape.any(axis=0))
+        boxes.append((x + int(cols[0]), y + int(rows[0]), x + int(cols[-1]) + 1,
+                      y + int(rows[-1]) + 1))
+    return fig, boxes
+
+
+def test_specimens_on_a_black_ground_inside_a_white_frame_are_panels():
+    # four SEM-like grains (real tissue texture in grey, an ellipse each: pi/4 of its box)
+    yy, xx = np.mgrid[:240, :240]
+    grain = ((yy - 119.5) / 118) ** 2 + ((xx - 119.5) / 80) ** 2 <= 1
+    shapes = [np.where(grain, 60 + he_tile(i).mean(axis=2) * 0.6, 0).astype(np.uint8)
+              for i in range(4)]
+    fig, boxes = _on_black(shapes)
+    assert [p.box for p in find_panels(fig)] == boxes
+    # one grain alone in its frame is no compound figure
+    assert find_panels(_on_black([shapes[0], *[np.zeros_like(shapes[0])] * 3])[0]) == ()
+
+
+def test_photographs_with_black_grounds_split_along_their_white_gutters():
+    # specimens shot on black, each photograph a black rectangle, white gutters between them
+    # and nothing else: the figure's border is black, but its gutters are white
+    yy, xx = np.mgrid[:240, :240]
+    grain = ((yy - 119.5) / 90) ** 2 + ((xx - 119.5) / 110) ** 2 <= 1
+    fig = np.full((486, 486, 3), 255, np.uint8)
+    boxes = []
+    for i, (y, x) in enumerate(((0, 0), (0, 246), (246, 0), (246, 246))):
+        fig[y:y + 240, x:x + 240] = np.where(grain[..., None], he_tile(i), 0)
+        boxes.append((x, y, x + 240, y + 240))
+    assert [p.box for p in find_panels(fig)] == boxes
+
+
+def test_fluorescence_signal_on_black_stays_one_image():
+    rng = np.random.default_rng(3)
+    yy, xx = np.mgrid[:240, :240]
+    shapes = []
+    for _ in range(4):   # each quarter a few blobs of signal, not a rectangle or a specimen
+        blobs = np.zeros((240, 240))
+        for cy, cx, r in zip(rng.integers(20, 220, 5), rng.integers(20, 220, 5),
+                             rng.uniform(6, 16, 5), strict=True):
+            blobs += np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * r * r))
+        shapes.append((np.clip(blobs, 0, 1) * 220).astype(np.uint8))
+    assert find_panels(_on_black(shapes)[0]) == ()
 
 
 def test_an_arrow_across_a_gutter_does_not_join_two_micrographs():

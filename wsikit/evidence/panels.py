@@ -51,7 +51,13 @@ _MIN_SIDE_FRAC = 0.08  # a panel spans at least this fraction of the figure's wi
 _MIN_AREA_FRAC = 0.02  # … and this fraction of its area
 _GUTTER_FRAC = 0.998   # a gutter row/column is at least this fraction background …
 _CROSSED_FRAC = 0.85   # … or, between pictures, this (an arrow or a label crosses it)
-_SOLID = 0.85          # on a ground that is not white, a panel fills this much of its box
+_GROUND_FRAC = 0.2     # inside a white margin, a ground colour covers this much of the figure
+_LINE_CONTRAST = 24.0  # a rule between panels differs this much from the pictures beside it
+_ALIGNED_STEADY = 0.4  # a seam in line with the neighbour's: jumps along this much of it …
+_ALIGNED_RATIO = 1.3   # … this many times the typical step between lines
+_SOLID = 0.75          # on a ground that is not white, a panel fills this much of its box
+#                        (a photograph fills it; a specimen shot on black, a pollen grain, an
+#                        ellipse's pi/4 of it; blobs of fluorescence signal much less)
 
 
 @dataclass(frozen=True)
@@ -88,20 +94,30 @@ class Panel:
 
 
 # ---------------------------------------------------------------------- pixels
-def _background_mask(rgb: np.ndarray) -> tuple[np.ndarray, bool]:
-    """``(pixels of the gutter colour, whether that is white)``: near white, or (a figure
-    framed in another colour, e.g. photographs on black) the colour of the figure's border."""
+def _background_mask(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(near-white pixels, pixels of the figure's ground colour or None)``: a figure framed
+    in another colour (photographs on black) has that colour on its border, or just inside a
+    white frame or margin, where it also covers :data:`_GROUND_FRAC` of the figure (a frame
+    line does not)."""
     rgb16 = rgb.astype(np.int16)
     mn, mx = channel_min(rgb16), channel_max(rgb16)
     white = (mn >= 232) & (mx - mn <= 30)
-    border = np.concatenate([rgb16[0], rgb16[-1], rgb16[:, 0], rgb16[:, -1]])
+    inner = _trim(white, (0, 0, white.shape[1], white.shape[0]))
+    framed = inner is not None and inner != (0, 0, white.shape[1], white.shape[0])
+    edge = rgb16
+    if inner is not None:
+        x0, y0, x1, y1 = inner
+        edge = rgb16[y0:y1, x0:x1]
+    border = np.concatenate([edge[0], edge[-1], edge[:, 0], edge[:, -1]])
+    if (channel_min(border) >= 232).mean() >= 0.5:
+        return white, None
     colour = np.median(border, axis=0)
-    border_white = bool((channel_min(border) >= 232).mean() >= 0.5)
-    if border_white:
-        return white, True
+    if (channel_max(np.abs(border - colour)) <= 24).mean() < 0.8:
+        return white, None
     same = channel_max(np.abs(rgb16 - colour)) <= 24
-    uniform = bool((channel_max(np.abs(border - colour)) <= 24).mean() >= 0.8)
-    return ((white | same), False) if uniform else (white, True)
+    if framed and same.mean() < _GROUND_FRAC:
+        return white, None
+    return white, white | same
 
 
 def _gaps(profile: np.ndarray, min_gap: int) -> list[tuple[int, int]]:
@@ -132,8 +148,9 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
     A gutter is a run of rows (columns) at least ``min_gap`` long that are background over
     :data:`_GUTTER_FRAC` of the box. Inside a piece that is mostly picture, a gutter may be
     crossed by an arrow or a label (background over :data:`_CROSSED_FRAC`), as long as both
-    sides keep a tenth of the piece; photographs placed edge to edge are cut along their seam
-    (:func:`_seam`).
+    sides keep a tenth of the piece; pictures parted by a thin rule of one colour are cut along
+    it (:func:`_flat_lines`), photographs placed edge to edge along their seam (:func:`_seam`,
+    in a grid also where the neighbouring half was cut: :func:`_aligned`).
     """
     trimmed = _trim(bg, box)
     if trimmed is None:
@@ -161,14 +178,81 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
                 part = (x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
                 out += _cut(bg, pic, part, min_gap, depth + 1, grey)
             return out
+    if pictorial and grey is not None:  # pictures parted by a thin line of one colour
+        lines = _flat_lines(grey, trimmed)
+        if lines is not None:
+            axis, gaps = lines
+            edges = [0] + [g for gap in gaps for g in gap] + [y1 - y0 if axis == 0 else x1 - x0]
+            parts = [(x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
+                     for a, b in zip(edges[::2], edges[1::2], strict=True)]
+            return [b for part in parts for b in _cut(bg, pic, part, min_gap, depth + 1, grey)]
     if pictorial and grey is not None:  # photographs edge to edge: cut along the seam
         seam = _seam(grey, trimmed)
         if seam is not None:
             axis, at = seam
             halves = ([(x0, y0, x1, y0 + at), (x0, y0 + at, x1, y1)] if axis == 0 else
                       [(x0, y0, x0 + at, y1), (x0 + at, y0, x1, y1)])
-            return [b for half in halves for b in _cut(bg, pic, half, min_gap, depth + 1, grey)]
+            cuts = [_cut(bg, pic, half, min_gap, depth + 1, grey) for half in halves]
+            return [b for pieces in _aligned(grey, cuts, 1 - axis) for b in pieces]
     return [trimmed]
+
+
+def _flat_lines(grey: np.ndarray, box: Box) -> tuple[int, list[tuple[int, int]]] | None:
+    """``(axis, runs)`` of the thin lines of one flat grey level (at most 3 % of the box, 3 px
+    at least) that cross the whole of ``box`` between pictures: a dark or grey rule drawn
+    between panels. A line must stand apart from the rows beside it, on both sides: most of
+    their pixels :data:`_LINE_CONTRAST` grey levels off its own, or textured along most of
+    their length (a picture, not a field of the line's colour): a black row inside a dark
+    fluorescence field is no rule. ``None`` when there is none."""
+    x0, y0, x1, y1 = box
+    sub = grey[y0:y1, x0:x1]
+    for axis in (0, 1):
+        a = sub if axis == 0 else sub.T
+        n = a.shape[0]
+        if n < 40:
+            continue
+        level = a.mean(axis=1)
+        flat = a.std(axis=1) <= 3.0
+        runs = []
+        for s, e in _gaps(flat, 1):
+            if e - s > max(3, 0.03 * n) or s < 0.1 * n or n - e < 0.1 * n:
+                continue
+            inside = float(np.median(level[s:e]))
+            if all((np.abs(a[i] - inside) > _LINE_CONTRAST).mean() >= 0.6
+                   or (np.abs(np.diff(a[i])) > 6).mean() >= 0.5 for i in (s - 1, e)):
+                runs.append((s, e))
+        if runs:
+            return axis, runs
+    return None
+
+
+def _aligned(grey: np.ndarray, cuts: list[list[Box]], axis: int) -> list[list[Box]]:
+    """The pieces of two photographs' halves parted by a seam, where a half left whole is
+    cut where its neighbour was (along ``axis``: 0 rows, 1 columns) if a weaker seam shows
+    there (:data:`_ALIGNED_STEADY` of the line jumps, :data:`_ALIGNED_RATIO` times the
+    typical step): panels of a grid line up, and two similar pictures meet with less of a
+    jump than two different ones."""
+    out = [list(pieces) for pieces in cuts]
+    for i, j in ((0, 1), (1, 0)):
+        lo = [b[1] if axis == 0 else b[0] for b in out[i]]
+        hi = [b[3] if axis == 0 else b[2] for b in out[i]]
+        lines = sorted(set(lo) & set(hi))  # where two of its pieces meet edge to edge
+        if len(out[j]) != 1 or not lines:
+            continue
+        x0, y0, x1, y1 = out[j][0]
+        first, last = (y0, y1) if axis == 0 else (x0, x1)
+        a = grey[y0:y1, x0:x1] if axis == 0 else grey[y0:y1, x0:x1].T
+        jump = np.abs(np.diff(a, axis=0))
+        typical = float(np.median(jump.mean(axis=1))) + 1e-6
+        cut_at = [at for at in lines if first + 0.2 * (last - first) <= at
+                  <= first + 0.8 * (last - first)
+                  and (jump[at - first - 1] > 25).mean() >= _ALIGNED_STEADY
+                  and jump[at - first - 1].mean() >= _ALIGNED_RATIO * typical]
+        if cut_at:
+            edges = [first, *cut_at, last]
+            out[j] = [(x0, a0, x1, a1) if axis == 0 else (a0, y0, a1, y1)
+                      for a0, a1 in zip(edges[:-1], edges[1:], strict=True)]
+    return out
 
 
 def _seam(grey: np.ndarray, box: Box) -> tuple[int, int] | None:
@@ -322,16 +406,7 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
         small = np.asarray(Image.fromarray(rgb).resize(
             (max(1, round(W * scale)), max(1, round(H * scale))), Image.Resampling.BOX))
     h, w = small.shape[:2]
-    bg, white_gutters = _background_mask(small)
-    min_gap = max(1, round(0.0005 * max(h, w)))
-    pic = _PictureMap(small)
-    grey = small.astype(np.float32).mean(axis=2)
-    pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey)
-    kept = [box for box in pieces if _panel_sized(box, pic, w, h)]
-    if not white_gutters and any(1 - bg[y0:y1, x0:x1].mean() < _SOLID for x0, y0, x1, y1 in kept):
-        # on a dark (or coloured) ground, panels are photographs that fill their box; blobs
-        # of signal scattered over a fluorescence field are one image, not panels
-        return ()
+    kept = _panel_pieces(small)
     if len(kept) < 2:
         return ()
     order = _reading_order(kept)
@@ -345,6 +420,30 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
     lettered = len({n for n in named if n}) == len(named)
     return tuple(Panel(box=b, label=(n if lettered and n else str(i + 1)), lettered=lettered)
                  for i, (b, n) in enumerate(zip(full, named, strict=True)))
+
+
+def _panel_pieces(rgb: np.ndarray) -> list[Box]:
+    """The panel-sized pieces of the XY cut, along white gutters first; else, on a figure
+    with a ground of its own colour (photographs on black), along gutters of either."""
+    h, w = rgb.shape[:2]
+    white, ground = _background_mask(rgb)
+    min_gap = max(1, round(0.0005 * max(h, w)))
+    pic = _PictureMap(rgb)
+    grey = rgb.astype(np.float32).mean(axis=2)
+    kept: list[Box] = []
+    for bg in (white, ground):
+        if bg is None:
+            continue
+        pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey)
+        kept = [box for box in pieces if _panel_sized(box, pic, w, h)]
+        if bg is ground and any(1 - bg[y0:y1, x0:x1].mean() < _SOLID
+                                for x0, y0, x1, y1 in kept):
+            # on a dark (or coloured) ground, panels are photographs that fill their box;
+            # blobs of signal scattered over a fluorescence field are one image, not panels
+            return []
+        if len(kept) >= 2:
+            break
+    return kept
 
 
 def _panel_sized(box: Box, pic: _PictureMap, w: int, h: int) -> bool:
