@@ -77,9 +77,24 @@ _COLOUR_NOTE = re.compile(r"(?<=[.!?)\]])\s*[(\[][^()\[\]]{0,160}\bcolou?rs?\b[^
                           re.IGNORECASE)
 
 
+#: A line of its own saying the figure's legend goes on overleaf ("Figure 7 continued on next
+#: page" under an eLife legend): a pointer, not words of the caption.
+_MARKER_LINE = re.compile(r"^\W*(?:fig(?:ure)?s?\.?|legend)\s*S?\d*[A-Za-z]?\s+continued\s+"
+                          r"(?:on|over)\s+(?:the\s+)?(?:next|following|facing)\s+page\W*$",
+                          re.IGNORECASE)
+
+
+#: A line that is only the figure's DOI ("DOI: 10.7554/eLife.15600.008"), whatever ends the
+#: legend above it.
+_DOI_LINE = re.compile(r"^\s*(?:doi|DOI)\s*:?\s*(?:https?://(?:dx\.)?doi\.org/)?10\.\d{4,9}/\S+\s*$")
+
+
 def _caption_text(lines: list[Line]) -> str:
-    """A block's text without the figure's DOI and a closing colour note."""
-    return _COLOUR_NOTE.sub("", _FIGURE_DOI.sub("", join_lines([ln.text for ln in lines])))
+    """A block's text without the figure's DOI, a closing colour note and a line saying that
+    the legend goes on overleaf."""
+    kept = [ln.text for ln in lines if not (_MARKER_LINE.match(ln.text) or
+                                             _DOI_LINE.match(ln.text))]
+    return _COLOUR_NOTE.sub("", _FIGURE_DOI.sub("", join_lines(kept)))
 
 
 def caption_kind(kind: str) -> str:
@@ -437,9 +452,10 @@ def caption_continuation(cap: Caption, text: PageText, next_text: PageText,
 
 
 #: A note that a legend goes on overleaf: "(legend continued on next page)", "Figure legend
-#: continued on the following page".
+#: continued on the following page", "Figure 7 continued on next page" (eLife).
 CONTINUED_RE = re.compile(r"(?:legend|caption)s?\s+(?:is\s+)?continued\s+(?:on|over)\s+(?:the\s+)?"
-                          r"(?:next|following|facing)\s+page|continued\s+overleaf", re.IGNORECASE)
+                          r"(?:next|following|facing)\s+page|continued\s+overleaf|"
+                          + _MARKER_LINE.pattern, re.IGNORECASE)
 
 
 def marked_continuation(cap: Caption, text: PageText, next_text: PageText,
@@ -452,7 +468,8 @@ def marked_continuation(cap: Caption, text: PageText, next_text: PageText,
              ln.top <= last.bottom + 2 * last.size and id(ln) not in skip]
     if not marks:
         return []
-    size, font = last.size, last.font
+    words = [ln for ln in cap.lines if not _MARKER_LINE.match(ln.text)] or cap.lines
+    size, font = words[-1].size, words[-1].font
     ordered = [ln for ln in next_text.lines if id(ln) not in skip]
     for idx, ln in enumerate(ordered):
         if abs(ln.size - size) <= 0.08 * size and ln.font == font and \
