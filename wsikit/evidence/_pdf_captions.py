@@ -197,9 +197,21 @@ def _caption(block_lines: list[Line], match: re.Match[str], turn: int = 0) -> Ca
     label = " ".join(match.group("label").split())
     rest = text_[match.end():].strip(" .:|—–-")
     placeholder = bool(PLACEHOLDER_RE.match(text_[match.end():])) and len(rest) < 80
-    return Caption(caption_kind(match.group("kind")), label, match.group("num").upper(),
+    return Caption(caption_kind(match.group("kind")), label, _series(match),
                    block_lines, text_, label_only=len(rest) < 3 or placeholder, turn=turn,
                    placeholder=placeholder)
+
+
+def _series(match: re.Match[str]) -> str:
+    """A caption's number within its series: "2", "S2" for "Figure S2" and "Supplemental
+    Figure 2" alike, "E2" for "Extended Data Fig. 2" (never the main text's Figure 2)."""
+    number = match.group("num").upper()
+    word = match.group("kind").split()[0].lower()
+    if word.startswith("supplement") and not number.startswith("S"):
+        return "S" + number
+    if word == "extended":
+        return "E" + number
+    return number
 
 
 def _label_words(line: Line) -> int:
@@ -380,10 +392,10 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
                  image_boxes: list[Box], style: TextStyle) -> int | None:
     """The first line of the caption's second column: a caption that ends in mid-sentence
     goes on at the top of the column to its right when that text starts level with the
-    caption and has its size and font."""
+    caption and has its size and font; one whose column ends a sentence, when that text also
+    ends level with it (a legend set in balanced columns under a page-wide figure)."""
     last = lines[block[-1]]
-    if _SENTENCE_END.search(last.text) and not last.text.endswith("-"):
-        return None
+    balanced = _SENTENCE_END.search(last.text) and not last.text.endswith("-")
     head = lines[block[0]]
     size = head.size
     font = _body_font(head, _label_words(head)) if len(block) == 1 else lines[block[1]].font
@@ -403,6 +415,14 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
             best = j
     if best is None:
         return None
+    cand = lines[best]
+    if balanced and (any(min(ln.right, cand.right) - max(ln.left, cand.left) > 0 and
+                         abs(ln.size - size) <= 0.1 * size and
+                         -0.2 * size <= ln.bottom - cand.top <= size for ln in lines) or
+                     not any(abs(ln.left - cand.left) < 2.0 and
+                             abs(ln.bottom - last.bottom) < 0.6 * size and
+                             abs(ln.size - size) <= 0.1 * size for ln in lines)):
+        return None  # (a column starting under text of its own goes on from that text)
     # the body text in the caption's own look would not tell a column from a caption
     if font == style.font and abs(size - style.size) < 0.1 * size and \
             not last.text.endswith("-"):
