@@ -146,3 +146,74 @@ def test_supplement_numbered_like_the_main_figures(tmp_path: Path):
     assert [(f.figure_label, f.page, f.caption_page) for f in figs] == [
         ("Figure 1", 1, 1), ("Figure 2", 2, 3), ("Figure 3", 3, 3),
         ("Supplemental Figure 2", 4, 4)]
+
+
+def test_bitmap_margin_under_the_body_text_above_is_left_out(tmp_path: Path):
+    """A bitmap whose white top margin reaches under the last line of the body text above it
+    (the line's descenders lie on the bitmap): the figure ends below that line, so its
+    picture shows no cut line of text."""
+    from PIL import Image
+
+    rng = np.random.default_rng(24)
+    pixels = np.full((200, 300, 3), 255, dtype=np.uint8)
+    pixels[30:, :] = rng.integers(0, 200, (170, 300, 3), dtype=np.uint8)
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    pdf.set_font("Times", "", 10)
+    words = BODY.split()
+    for i in range(4):
+        pdf.text(20, 20 + 4.6 * i, " ".join(words[i * 14:(i + 1) * 14]))
+    pdf.image(Image.fromarray(pixels), x=20, y=34.0, w=170, h=113)
+    pdf.set_font("Times", "", 10)
+    pdf.set_xy(20, 150)
+    pdf.multi_cell(170, 4.6, "Figure 1. SYNTHETIC generated micrograph printed under the body "
+                             "text, its white top margin reaching under the last line.")
+    column(pdf, 20, 165, 170)
+    figs = _read(pdf, tmp_path / "margin.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    last_line_bottom = pt(0, 20 + 4.6 * 3 + 1.0)[1]  # baseline plus descenders
+    top_of_picture = pt(0, 34.0 + 113 * 30 / 200)[1]
+    assert figs[0].bbox[3] < last_line_bottom - 2  # clear of the line and its margin
+    assert figs[0].bbox[3] >= top_of_picture - 2
+    ink = np.asarray(figs[0].image)[:6].min()
+    assert ink > 200  # the picture's top rows are blank: no cut line of text
+
+
+def test_side_caption_wrapping_under_its_figure(tmp_path: Path):
+    """A side caption in the narrow column left of its figure whose last lines run on under
+    the figure across both columns (so the caption's box holds the figure): the figure is
+    found, with the whole caption."""
+    rng = np.random.default_rng(25)
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    _bitmap(pdf, rng, 62, 20, 55, 120)
+    pdf.set_font("Times", "", 10)
+    import textwrap
+
+    side = textwrap.wrap("Fig. 2. SYNTHETIC gels of generated proteins. (A) The amounts in "
+                         "each fraction of the generated cells, one lane for each fraction "
+                         "and the last lane a control. (B) The topology of the generated "
+                         "membranes was determined by digestion of the membranes with a "
+                         "generated enzyme, in the presence or the absence of a generated "
+                         "detergent, for one hour at room temperature. (C) Exclusion of the "
+                         "protein from generated vesicles. Equal amounts of the membranes and "
+                         "of the coated vesicles were loaded in each of the lanes of the gels "
+                         "and were analysed", 22)
+    assert len(side) >= 26
+    for i, line in enumerate(side[:26]):
+        pdf.text(20, 24 + 4.6 * i, line)
+    rest = " ".join(side[26:]) + (" with or without an inhibitor of the enzyme, and the "
+                                  "proteins were shown by western blotting.")
+    for i, line in enumerate(textwrap.wrap(rest, 80)):
+        pdf.text(20, 24 + 4.6 * (26 + i), line)
+    column(pdf, 20, 175, 170, BODY * 2)
+    figs = _read(pdf, tmp_path / "wrapped_side.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 2"]
+    assert figs[0].caption.startswith("Fig. 2. SYNTHETIC gels of generated proteins.")
+    assert figs[0].caption.endswith("the proteins were shown by western blotting.")
+    left, top = pt(62, 20)
+    right, bottom = pt(117, 140)
+    box = figs[0].bbox
+    assert box[0] <= left + 2 and box[2] >= right - 2 and box[1] <= bottom + 2 and \
+        box[3] >= top - 2
+    assert box[0] > pt(50, 0)[0]  # not the caption's column

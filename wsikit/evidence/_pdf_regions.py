@@ -535,7 +535,7 @@ def _pairs(captions: list[Caption], clusters: list[Cluster], bridges: list[Box],
             w, h = cl.box[2] - cl.box[0], cl.box[3] - cl.box[1]
             if cl.thin or min(w, h) < 20 or w * h < 1500:
                 continue  # an icon or a symbol does not make a figure on its own
-            found = _relation(cap.box, cl.box)
+            found = _relation(_level_box(cap, cl.box), cl.box)
             # a side caption in a narrow column may stand further off its figure, and further
             # still when it starts level with the figure's top (set in the figure's band)
             side = found is not None and found[0] in ("left", "right")
@@ -551,6 +551,18 @@ def _pairs(captions: list[Caption], clusters: list[Cluster], bridges: list[Box],
     return pairs
 
 
+def _level_box(cap: Caption, box: Box) -> Box:
+    """The caption's box, or, for a side caption that wraps under (or over) its figure and so
+    holds it in its box, the box of its lines level with ``box``."""
+    if inter(cap.box, box) < 0.5 * area(box):
+        return cap.box
+    level = [ln.box for ln in cap.lines if ln.bottom < box[3] and ln.top > box[1]]
+    if not level:
+        return cap.box
+    return (min(b[0] for b in level), min(b[1] for b in level), max(b[2] for b in level),
+            max(b[3] for b in level))
+
+
 def _x_overlap(cap: Box, box: Box) -> float:
     """How far a caption's box and ``box`` overlap across the page."""
     return min(cap[2], box[2]) - max(cap[0], box[0])
@@ -560,7 +572,8 @@ def _grow_regions(captions: list[Caption], clusters: list[Cluster], regions: dic
                   direction: dict[int, str], blockers: list[Box], *, grow_gap: float) -> None:
     """Grow the regions, nearest first over all captions, through graphics on each caption's
     side; a graphic under (or over) another caption's column belongs to that caption."""
-    cap_boxes = [c.box for c in captions]
+    cap_boxes = [_level_box(c, regions[k]) if k in regions else c.box
+                 for k, c in enumerate(captions)]
     while True:
         best: tuple[float, int, int] | None = None
         for c, cl in enumerate(clusters):
@@ -698,7 +711,31 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
                if cl.owner is None and not cl.images and cl.n_paths and
                3.0 <= _short(cl.box) <= 16.0]
     _join_labels(regions, labels, cap_boxes, blockers)
+    # a sentence-long line in the body's size and font is body text, even over a bitmap
+    long_lines = [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids
+                  and ln.width >= 25 * ln.size and ln.font == body[1] and
+                  abs(ln.size - body[0]) <= 0.1 * body[0]]
+    _clear_prose(regions, blockers + long_lines)
     return regions, direction
+
+
+def _clear_prose(regions: dict[int, Box], prose: list[Box]) -> None:
+    """A region whose edge runs under lines of body text (a bitmap's white margin reaching
+    under the text above or below the figure) ends short of them: lines in the outer fifth
+    of the region's height, at its top or its bottom, whole or cut by the edge."""
+    for k, reg in regions.items():
+        band = 0.2 * (reg[3] - reg[1])
+        top, bottom = reg[3], reg[1]
+        for p in prose:
+            if inter(reg, p) <= 0 or min(reg[3], p[3]) - max(reg[1], p[1]) < 1.0 or \
+                    min(reg[2], p[2]) - max(reg[0], p[0]) < 0.5 * (p[2] - p[0]):
+                continue
+            if p[1] >= reg[3] - band:  # (clear of the 2-point margin a node is drawn with)
+                top = min(top, p[1] - 3.5)
+            elif p[3] <= reg[1] + band:
+                bottom = max(bottom, p[3] + 3.5)
+        if top - bottom > 0.5 * (reg[3] - reg[1]):
+            regions[k] = (reg[0], bottom, reg[2], top)
 
 
 def _short(box: Box) -> float:

@@ -350,8 +350,10 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
             kept += [c for c in cluster_graphics(inner, pg.text, skip_lines=skip,
                                                  skip_words=turned) if not framed_text(c)]
     # a caption's own background or frame is not a graphic
+    # (it lies under the caption's lines: a caption wrapping under its figure holds the
+    # figure in its box, not under its lines)
     kept = [cl for cl in kept if not any(
-        inter(cl.box, c.box) > 0.5 * area(c.lines[0].box) and
+        sum(inter(cl.box, ln.box) for ln in c.lines) > 0.5 * area(c.lines[0].box) and
         (cl.box[3] - cl.box[1]) < 3 * (c.box[3] - c.box[1]) + 6 for c in pg.captions)]
     pg.clusters = kept
     pg.repeated = frozenset(id(pg.text.lines[i]) for i in skip_repeated)
