@@ -217,3 +217,30 @@ def test_side_caption_wrapping_under_its_figure(tmp_path: Path):
     assert box[0] <= left + 2 and box[2] >= right - 2 and box[1] <= bottom + 2 and \
         box[3] >= top - 2
     assert box[0] > pt(50, 0)[0]  # not the caption's column
+
+
+UNICODE_FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+
+
+@pytest.mark.skipif(not UNICODE_FONT.exists(), reason="needs the DejaVu Sans font")
+def test_label_followed_by_unicode_spaces(tmp_path: Path):
+    """A Springer-style label followed by an en space and a thin space ("Fig. 1\\u2002\\u2009
+    Inhibition"), and one with a no-break space inside it: each is read as its label, with
+    plain spaces in the label and the caption."""
+    rng = np.random.default_rng(26)
+    pdf, page = paper(logo=False, stamp=False)
+    pdf.add_font("DejaVu", "", str(UNICODE_FONT))
+    for n, label in ((1, "Fig. 1\u2002\u2009"), (2, "Fig.\u00a02\u2002\u2009")):
+        page()
+        column(pdf, 20, 15, 170, BODY)
+        _bitmap(pdf, rng, 30, 60, 150, 100)
+        pdf.set_font("DejaVu", "", 8)
+        pdf.set_xy(20, 165)
+        pdf.multi_cell(170, 3.6, f"{label}SYNTHETIC inhibition of generated channel {n} by "
+                                 "a generated nucleotide.")
+        column(pdf, 20, 180, 170)
+    figs = _read(pdf, tmp_path / "unicode_spaces.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 1", "Fig. 2"]
+    assert figs[0].caption == ("Fig. 1 SYNTHETIC inhibition of generated channel 1 by a "
+                               "generated nucleotide.")
+    assert figs[1].caption.startswith("Fig. 2 SYNTHETIC")
