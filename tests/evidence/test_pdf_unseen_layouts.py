@@ -23,6 +23,22 @@ def _read(pdf, path: Path):
     return figs
 
 
+def _legend(pdf, x: float, y: float, w: float, text: str, *, size: float = 10.0,
+            pitch: float = 4.6, font: str = "Times") -> None:
+    pdf.set_font(font, "", size)
+    pdf.set_xy(x, y)
+    pdf.multi_cell(w, pitch, text)
+
+
+def _holds(box, left_mm: float, top_mm: float, right_mm: float, bottom_mm: float) -> bool:
+    """``box`` (points) holds the rectangle given in millimetres from the page's top left,
+    within 2 points."""
+    left, top = pt(left_mm, top_mm)
+    right, bottom = pt(right_mm, bottom_mm)
+    return box[0] <= left + 2 and box[2] >= right - 2 and box[1] <= bottom + 2 and \
+        box[3] >= top - 2
+
+
 def _bitmap(pdf, rng, x: float, y: float, w: float, h: float) -> None:
     from PIL import Image
 
@@ -69,18 +85,12 @@ def test_side_caption_level_with_the_figure_top_far_to_its_left(tmp_path: Path):
     page()
     column(pdf, 20, 15, 170, BODY * 2)
     _bitmap(pdf, rng, 95, 90, 95, 70)
-    pdf.set_font("Times", "", 8)
-    pdf.set_xy(20, 89.4)
-    pdf.multi_cell(40, 3.6, "Fig. 1 SYNTHETIC currents of generated channels, printed in the "
-                            "narrow outer column, level with the top of its figure")
+    _legend(pdf, 20, 89.4, 40, "Fig. 1 SYNTHETIC currents of generated channels, printed in "
+            "the narrow outer column, level with the top of its figure", size=8, pitch=3.6)
     column(pdf, 20, 170, 170)
     figs = _read(pdf, tmp_path / "side_level.pdf")
     assert [f.figure_label for f in figs] == ["Fig. 1"]
-    left, top = pt(95, 90)
-    right, bottom = pt(190, 160)
-    box = figs[0].bbox
-    assert box[0] <= left + 2 and box[2] >= right - 2 and box[1] <= bottom + 2 and \
-        box[3] >= top - 2
+    assert _holds(figs[0].bbox, 95, 90, 190, 160)
 
 
 def _outlined_label(pdf, x: float, y: float, width: float) -> None:
@@ -103,10 +113,8 @@ def test_row_labels_drawn_as_outlines_join_their_grid(tmp_path: Path):
         for col in range(3):
             _bitmap(pdf, rng, 80 + col * 36, 30 + row * 36, 34, 34)
         _outlined_label(pdf, 40, 48 + row * 36, 36)
-    pdf.set_font("Times", "", 10)
-    pdf.set_xy(20, 145)
-    pdf.multi_cell(170, 4.6, "Figure 6. SYNTHETIC grid of generated micrographs, one row for "
-                             "each generated strain named at its left.")
+    _legend(pdf, 20, 145, 170, "Figure 6. SYNTHETIC grid of generated micrographs, one row "
+            "for each generated strain named at its left.")
     column(pdf, 20, 160, 170)
     figs = _read(pdf, tmp_path / "outlined.pdf")
     assert [f.figure_label for f in figs] == ["Figure 6"]
@@ -164,10 +172,8 @@ def test_bitmap_margin_under_the_body_text_above_is_left_out(tmp_path: Path):
     for i in range(4):
         pdf.text(20, 20 + 4.6 * i, " ".join(words[i * 14:(i + 1) * 14]))
     pdf.image(Image.fromarray(pixels), x=20, y=34.0, w=170, h=113)
-    pdf.set_font("Times", "", 10)
-    pdf.set_xy(20, 150)
-    pdf.multi_cell(170, 4.6, "Figure 1. SYNTHETIC generated micrograph printed under the body "
-                             "text, its white top margin reaching under the last line.")
+    _legend(pdf, 20, 150, 170, "Figure 1. SYNTHETIC generated micrograph printed under the "
+            "body text, its white top margin reaching under the last line.")
     column(pdf, 20, 165, 170)
     figs = _read(pdf, tmp_path / "margin.pdf")
     assert [f.figure_label for f in figs] == ["Figure 1"]
@@ -211,12 +217,8 @@ def test_side_caption_wrapping_under_its_figure(tmp_path: Path):
     assert [f.figure_label for f in figs] == ["Fig. 2"]
     assert figs[0].caption.startswith("Fig. 2. SYNTHETIC gels of generated proteins.")
     assert figs[0].caption.endswith("the proteins were shown by western blotting.")
-    left, top = pt(62, 20)
-    right, bottom = pt(117, 140)
-    box = figs[0].bbox
-    assert box[0] <= left + 2 and box[2] >= right - 2 and box[1] <= bottom + 2 and \
-        box[3] >= top - 2
-    assert box[0] > pt(50, 0)[0]  # not the caption's column
+    assert _holds(figs[0].bbox, 62, 20, 117, 140)
+    assert figs[0].bbox[0] > pt(50, 0)[0]  # not the caption's column
 
 
 UNICODE_FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
@@ -234,10 +236,8 @@ def test_label_followed_by_unicode_spaces(tmp_path: Path):
         page()
         column(pdf, 20, 15, 170, BODY)
         _bitmap(pdf, rng, 30, 60, 150, 100)
-        pdf.set_font("DejaVu", "", 8)
-        pdf.set_xy(20, 165)
-        pdf.multi_cell(170, 3.6, f"{label}SYNTHETIC inhibition of generated channel {n} by "
-                                 "a generated nucleotide.")
+        _legend(pdf, 20, 165, 170, f"{label}SYNTHETIC inhibition of generated channel {n} "
+                "by a generated nucleotide.", size=8, pitch=3.6, font="DejaVu")
         column(pdf, 20, 180, 170)
     figs = _read(pdf, tmp_path / "unicode_spaces.pdf")
     assert [f.figure_label for f in figs] == ["Fig. 1", "Fig. 2"]
