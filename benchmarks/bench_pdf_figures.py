@@ -81,7 +81,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-_LABEL = re.compile(r"(?i)^\s*(supplementary\s+|suppl?\.?\s+|extended\s+data\s+|appendix\s+)?"
+_LABEL = re.compile(r"(?i)^\s*(supplement(?:ary|al)\s+|suppl?\.?\s+|extended\s+data\s+|"
+                    r"appendix\s+)?"
                     r"(fig(?:ure)?s?|table|scheme)\.?\s*([a-z]?\d+)")
 SIMILARITY = 0.9
 COVER_TRUTH = 0.9

@@ -163,6 +163,43 @@ def test_legend_running_over_the_page_end(tmp_path: Path):
                                     "again.")
 
 
+def test_legend_marked_as_going_on_under_a_figure_continued_heading(tmp_path: Path):
+    """An eLife-style legend that ends its page with a line of its own, "Figure 1 continued on
+    next page", and goes on at the top of the next page under "Figure 1 continued", closed by
+    the figure's DOI on a line of its own: the caption is the whole legend, without the two
+    marker lines and without the DOI."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    vector_plot(pdf, 40, 30, 120, 80)
+    pdf.set_font("Helvetica", "", 8)
+    pdf.set_xy(20, 125)
+    pdf.multi_cell(170, 3.6, "Figure 1. SYNTHETIC responses of generated cells to paired "
+                             "stimuli. (A) Each curve is one cell; the dashed line marks the "
+                             "time at which the stimulus was given. (B) The mean of all cells "
+                             "of each group, the shaded band the spread between")
+    pdf.set_font("Helvetica", "I", 8)
+    pdf.text(20, 150, "Figure 1 continued on next page")
+    column(pdf, 20, 165, 170, BODY * 2)
+    page()
+    pdf.set_font("Helvetica", "I", 8)
+    pdf.text(20, 18, "Figure 1 continued")
+    pdf.set_font("Helvetica", "", 8)
+    pdf.set_xy(20, 21)
+    pdf.multi_cell(170, 3.6, "their quartiles. (C) The same cells a day later, when the "
+                             "responses had faded to half their size.")
+    pdf.text(20, 34, "DOI: 10.5555/wsikit.synthetic.004")
+    column(pdf, 20, 45, 170, BODY * 2)
+    path = tmp_path / "figure_continued.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [(f.figure_label, f.page) for f in figs] == [("Figure 1", 1)]
+    assert figs[0].caption.startswith("Figure 1. SYNTHETIC responses of generated cells")
+    assert figs[0].caption.endswith("the shaded band the spread between their quartiles. (C) "
+                                    "The same cells a day later, when the responses had faded "
+                                    "to half their size.")
+    assert "continued" not in figs[0].caption and "DOI" not in figs[0].caption
+
+
 def _image_page(pdf, page, rng, *, label: str | None = None) -> None:
     from PIL import Image
 

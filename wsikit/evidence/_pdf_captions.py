@@ -77,9 +77,24 @@ _COLOUR_NOTE = re.compile(r"(?<=[.!?)\]])\s*[(\[][^()\[\]]{0,160}\bcolou?rs?\b[^
                           re.IGNORECASE)
 
 
+#: A line of its own saying the figure's legend goes on overleaf ("Figure 7 continued on next
+#: page" under an eLife legend): a pointer, not words of the caption.
+_MARKER_LINE = re.compile(r"^\W*(?:fig(?:ure)?s?\.?|legend)\s*S?\d*[A-Za-z]?\s+continued\s+"
+                          r"(?:on|over)\s+(?:the\s+)?(?:next|following|facing)\s+page\W*$",
+                          re.IGNORECASE)
+
+
+#: A line that is only the figure's DOI ("DOI: 10.7554/eLife.15600.008"), whatever ends the
+#: legend above it.
+_DOI_LINE = re.compile(r"^\s*(?:doi|DOI)\s*:?\s*(?:https?://(?:dx\.)?doi\.org/)?10\.\d{4,9}/\S+\s*$")
+
+
 def _caption_text(lines: list[Line]) -> str:
-    """A block's text without the figure's DOI and a closing colour note."""
-    return _COLOUR_NOTE.sub("", _FIGURE_DOI.sub("", join_lines([ln.text for ln in lines])))
+    """A block's text without the figure's DOI, a closing colour note and a line saying that
+    the legend goes on overleaf."""
+    kept = [ln.text for ln in lines if not (_MARKER_LINE.match(ln.text) or
+                                             _DOI_LINE.match(ln.text))]
+    return _COLOUR_NOTE.sub("", _FIGURE_DOI.sub("", join_lines(kept)))
 
 
 def caption_kind(kind: str) -> str:
@@ -182,9 +197,21 @@ def _caption(block_lines: list[Line], match: re.Match[str], turn: int = 0) -> Ca
     label = " ".join(match.group("label").split())
     rest = text_[match.end():].strip(" .:|—–-")
     placeholder = bool(PLACEHOLDER_RE.match(text_[match.end():])) and len(rest) < 80
-    return Caption(caption_kind(match.group("kind")), label, match.group("num").upper(),
+    return Caption(caption_kind(match.group("kind")), label, _series(match),
                    block_lines, text_, label_only=len(rest) < 3 or placeholder, turn=turn,
                    placeholder=placeholder)
+
+
+def _series(match: re.Match[str]) -> str:
+    """A caption's number within its series: "2", "S2" for "Figure S2" and "Supplemental
+    Figure 2" alike, "E2" for "Extended Data Fig. 2" (never the main text's Figure 2)."""
+    number = match.group("num").upper()
+    word = match.group("kind").split()[0].lower()
+    if word.startswith("supplement") and not number.startswith("S"):
+        return "S" + number
+    if word == "extended":
+        return "E" + number
+    return number
 
 
 def _label_words(line: Line) -> int:
@@ -365,10 +392,10 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
                  image_boxes: list[Box], style: TextStyle) -> int | None:
     """The first line of the caption's second column: a caption that ends in mid-sentence
     goes on at the top of the column to its right when that text starts level with the
-    caption and has its size and font."""
+    caption and has its size and font; one whose column ends a sentence, when that text also
+    ends level with it (a legend set in balanced columns under a page-wide figure)."""
     last = lines[block[-1]]
-    if _SENTENCE_END.search(last.text) and not last.text.endswith("-"):
-        return None
+    balanced = _SENTENCE_END.search(last.text) and not last.text.endswith("-")
     head = lines[block[0]]
     size = head.size
     font = _body_font(head, _label_words(head)) if len(block) == 1 else lines[block[1]].font
@@ -388,6 +415,14 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
             best = j
     if best is None:
         return None
+    cand = lines[best]
+    if balanced and (any(min(ln.right, cand.right) - max(ln.left, cand.left) > 0 and
+                         abs(ln.size - size) <= 0.1 * size and
+                         -0.2 * size <= ln.bottom - cand.top <= size for ln in lines) or
+                     not any(abs(ln.left - cand.left) < 2.0 and
+                             abs(ln.bottom - last.bottom) < 0.6 * size and
+                             abs(ln.size - size) <= 0.1 * size for ln in lines)):
+        return None  # (a column starting under text of its own goes on from that text)
     # the body text in the caption's own look would not tell a column from a caption
     if font == style.font and abs(size - style.size) < 0.1 * size and \
             not last.text.endswith("-"):
@@ -437,9 +472,10 @@ def caption_continuation(cap: Caption, text: PageText, next_text: PageText,
 
 
 #: A note that a legend goes on overleaf: "(legend continued on next page)", "Figure legend
-#: continued on the following page".
+#: continued on the following page", "Figure 7 continued on next page" (eLife).
 CONTINUED_RE = re.compile(r"(?:legend|caption)s?\s+(?:is\s+)?continued\s+(?:on|over)\s+(?:the\s+)?"
-                          r"(?:next|following|facing)\s+page|continued\s+overleaf", re.IGNORECASE)
+                          r"(?:next|following|facing)\s+page|continued\s+overleaf|"
+                          + _MARKER_LINE.pattern, re.IGNORECASE)
 
 
 def marked_continuation(cap: Caption, text: PageText, next_text: PageText,
@@ -452,7 +488,8 @@ def marked_continuation(cap: Caption, text: PageText, next_text: PageText,
              ln.top <= last.bottom + 2 * last.size and id(ln) not in skip]
     if not marks:
         return []
-    size, font = last.size, last.font
+    words = [ln for ln in cap.lines if not _MARKER_LINE.match(ln.text)] or cap.lines
+    size, font = words[-1].size, words[-1].font
     ordered = [ln for ln in next_text.lines if id(ln) not in skip]
     for idx, ln in enumerate(ordered):
         if abs(ln.size - size) <= 0.08 * size and ln.font == font and \

@@ -35,6 +35,7 @@ class Element:
     box: Box
     px: tuple[int, int] = (0, 0)  # pixel size of an image
     key: tuple = ()    # signature for repeated-element detection
+    white: bool = False  # a path filled opaque white, not stroked: unseen on the page
 
 
 @dataclass
@@ -154,6 +155,19 @@ def _text_object(obj, clip: Box | None, m: tuple[float, ...], depth: int, bounds
     return TextObject(hidden, clip, _font_name(obj, fonts, name_buf))
 
 
+def _white_fill(obj) -> bool:
+    """Whether a path's fill is opaque white."""
+    import ctypes
+
+    from pypdfium2 import raw
+
+    rgba = [ctypes.c_uint() for _ in range(4)]
+    if not raw.FPDFPageObj_GetFillColor(obj, *rgba):
+        return False
+    r, g, b, a = (v.value for v in rgba)
+    return a == 255 and min(r, g, b) >= 254
+
+
 def _graphic(obj, kind: int, clip: Box | None, m: tuple[float, ...], depth: int,
              page_box: Box, bounds, fill_mode, stroke) -> Element | None:
     """An image, path or shading object as an :class:`Element` cut to what its clip and the
@@ -163,9 +177,11 @@ def _graphic(obj, kind: int, clip: Box | None, m: tuple[float, ...], depth: int,
 
     from pypdfium2 import raw
 
-    if kind == PATH and raw.FPDFPath_GetDrawMode(obj, fill_mode, stroke) and \
-            fill_mode.value == 0 and not stroke.value:
-        return None
+    white = False
+    if kind == PATH and raw.FPDFPath_GetDrawMode(obj, fill_mode, stroke) and not stroke.value:
+        if fill_mode.value == 0:
+            return None
+        white = _white_fill(obj)
     left, bottom, right, top = bounds
     if not raw.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
         return None
@@ -187,7 +203,7 @@ def _graphic(obj, kind: int, clip: Box | None, m: tuple[float, ...], depth: int,
         raw.FPDFImageObj_GetImageDataRaw(obj, buf, size)
         small = area(box) < 0.08 * area(page_box)
         key = (kind, px, hashlib.sha1(buf.raw[:size]).hexdigest(), small)
-    return Element(kind, box, px, key)
+    return Element(kind, box, px, key, white)
 
 
 def page_graphics(page, page_box: Box) -> tuple[list[Element], dict[int, TextObject]]:
@@ -519,10 +535,13 @@ def _pairs(captions: list[Caption], clusters: list[Cluster], bridges: list[Box],
             w, h = cl.box[2] - cl.box[0], cl.box[3] - cl.box[1]
             if cl.thin or min(w, h) < 20 or w * h < 1500:
                 continue  # an icon or a symbol does not make a figure on its own
-            found = _relation(cap.box, cl.box)
-            # a side caption in a narrow column may stand further off its figure
+            found = _relation(_level_box(cap, cl.box), cl.box)
+            # a side caption in a narrow column may stand further off its figure, and further
+            # still when it starts level with the figure's top (set in the figure's band)
+            side = found is not None and found[0] in ("left", "right")
+            level = side and abs(cap.box[3] - cl.box[3]) <= 3.0
             if found is None or _hole(found, bridges) > (
-                    1.5 * max_gap if found[0] in ("left", "right") else max_gap):
+                    2.5 * max_gap if level else 1.5 * max_gap if side else max_gap):
                 continue
             # the document's usual side wins near-ties
             penalty = 0.0 if found[0] == prefer else 12.0 if found[0] in ("above", "below") \
@@ -530,6 +549,18 @@ def _pairs(captions: list[Caption], clusters: list[Cluster], bridges: list[Box],
             pairs.append((found[1] + penalty, k, c, found[0], found[2]))
     pairs.sort(key=lambda p: (p[0], p[1], p[2]))
     return pairs
+
+
+def _level_box(cap: Caption, box: Box) -> Box:
+    """The caption's box, or, for a side caption that wraps under (or over) its figure and so
+    holds it in its box, the box of its lines level with ``box``."""
+    if inter(cap.box, box) < 0.5 * area(box):
+        return cap.box
+    level = [ln.box for ln in cap.lines if ln.bottom < box[3] and ln.top > box[1]]
+    if not level:
+        return cap.box
+    return (min(b[0] for b in level), min(b[1] for b in level), max(b[2] for b in level),
+            max(b[3] for b in level))
 
 
 def _x_overlap(cap: Box, box: Box) -> float:
@@ -541,7 +572,8 @@ def _grow_regions(captions: list[Caption], clusters: list[Cluster], regions: dic
                   direction: dict[int, str], blockers: list[Box], *, grow_gap: float) -> None:
     """Grow the regions, nearest first over all captions, through graphics on each caption's
     side; a graphic under (or over) another caption's column belongs to that caption."""
-    cap_boxes = [c.box for c in captions]
+    cap_boxes = [_level_box(c, regions[k]) if k in regions else c.box
+                 for k, c in enumerate(captions)]
     while True:
         best: tuple[float, int, int] | None = None
         for c, cl in enumerate(clusters):
@@ -673,8 +705,41 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
               for ln in text.lines if _is_label(ln, cap_line_ids, exclude, body)]
     labels += [((wd.left, wd.bottom, wd.right, wd.top),) + (max(_reach(wd), 6.0),) * 2
                for wd in text.rotated if _inside_text_area(wd, text)]
+    # labels drawn as outlines (row labels of a micrograph grid set as paths): a thin strip
+    # of paths no caption took, as tall (or wide, turned) as a line of print
+    labels += [(cl.box,) + (2.5 * _short(cl.box),) * 2 for cl in clusters
+               if cl.owner is None and not cl.images and cl.n_paths and
+               3.0 <= _short(cl.box) <= 16.0]
     _join_labels(regions, labels, cap_boxes, blockers)
+    # a sentence-long line in the body's size and font is body text, even over a bitmap
+    long_lines = [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids
+                  and ln.width >= 25 * ln.size and ln.font == body[1] and
+                  abs(ln.size - body[0]) <= 0.1 * body[0]]
+    _clear_prose(regions, blockers + long_lines)
     return regions, direction
+
+
+def _clear_prose(regions: dict[int, Box], prose: list[Box]) -> None:
+    """A region whose edge runs under lines of body text (a bitmap's white margin reaching
+    under the text above or below the figure) ends short of them: lines in the outer fifth
+    of the region's height, at its top or its bottom, whole or cut by the edge."""
+    for k, reg in regions.items():
+        band = 0.2 * (reg[3] - reg[1])
+        top, bottom = reg[3], reg[1]
+        for p in prose:
+            if inter(reg, p) <= 0 or min(reg[3], p[3]) - max(reg[1], p[1]) < 1.0 or \
+                    min(reg[2], p[2]) - max(reg[0], p[0]) < 0.5 * (p[2] - p[0]):
+                continue
+            if p[1] >= reg[3] - band:  # (clear of the 2-point margin a node is drawn with)
+                top = min(top, p[1] - 3.5)
+            elif p[3] <= reg[1] + band:
+                bottom = max(bottom, p[3] + 3.5)
+        if top - bottom > 0.5 * (reg[3] - reg[1]):
+            regions[k] = (reg[0], bottom, reg[2], top)
+
+
+def _short(box: Box) -> float:
+    return min(box[2] - box[0], box[3] - box[1])
 
 
 def _within(box: Box, outer: Box, tol: float = 1.0) -> bool:

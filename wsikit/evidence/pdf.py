@@ -319,6 +319,11 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     elements = [el for el in elements if el.kind == IMAGE or not any(
         el.box[0] <= h[0] + 1 and el.box[1] <= h[1] + 1 and el.box[2] >= h[2] - 1 and
         el.box[3] >= h[3] - 1 for h in heads)]
+    # nor is an unseen white background under a caption's lines (a text column's, which
+    # would join the figure above to the caption set in columns below it)
+    cap_boxes = [ln.box for c in pg.captions for ln in c.lines]
+    elements = [el for el in elements if not (el.white and any(
+        inter(el.box, b) > 0.5 * area(b) for b in cap_boxes))]
     skip = {i for i, ln in enumerate(pg.text.lines)
             if _line_key(ln.text, ln.box) in repeated_lines}
     skip_repeated = set(skip)
@@ -345,8 +350,10 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
             kept += [c for c in cluster_graphics(inner, pg.text, skip_lines=skip,
                                                  skip_words=turned) if not framed_text(c)]
     # a caption's own background or frame is not a graphic
+    # (it lies under the caption's lines: a caption wrapping under its figure holds the
+    # figure in its box, not under its lines)
     kept = [cl for cl in kept if not any(
-        inter(cl.box, c.box) > 0.5 * area(c.lines[0].box) and
+        sum(inter(cl.box, ln.box) for ln in c.lines) > 0.5 * area(c.lines[0].box) and
         (cl.box[3] - cl.box[1]) < 3 * (c.box[3] - c.box[1]) + 6 for c in pg.captions)]
     pg.clusters = kept
     pg.repeated = frozenset(id(pg.text.lines[i]) for i in skip_repeated)
@@ -516,7 +523,7 @@ def _legends_apart(pages: list[_Page], remaining: list[tuple[int, Caption]],
 
 def _number(cap: Caption) -> tuple[int, int]:
     digits = re.sub(r"\D", "", cap.number)
-    return (cap.number.startswith("S"), int(digits) if digits else 0)
+    return ("SE".find(cap.number[:1]) + 1, int(digits) if digits else 0)
 
 
 def _label_key(cap: Caption) -> tuple[str, str]:

@@ -1,0 +1,246 @@
+"""Layouts of articles the extractor was never tuned on (held-out set 3, truth D), generated:
+a legend set in two balanced columns under a page-wide figure with white backgrounds drawn
+under the text columns, a side caption set level with its figure's top far to its left, row
+labels drawn as outlines beside a bitmap grid, a supplement numbering its figures like the
+main text's, body text running over a bitmap's white margin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _fpdf_paper import BODY, column, paper, pt, vector_plot
+
+from wsikit.evidence import read_pdf_figures
+
+fpdf = pytest.importorskip("fpdf")
+
+
+def _read(pdf, path: Path):
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    return figs
+
+
+def _legend(pdf, x: float, y: float, w: float, text: str, *, size: float = 10.0,
+            pitch: float = 4.6, font: str = "Times") -> None:
+    pdf.set_font(font, "", size)
+    pdf.set_xy(x, y)
+    pdf.multi_cell(w, pitch, text)
+
+
+def _holds(box, left_mm: float, top_mm: float, right_mm: float, bottom_mm: float) -> bool:
+    """``box`` (points) holds the rectangle given in millimetres from the page's top left,
+    within 2 points."""
+    left, top = pt(left_mm, top_mm)
+    right, bottom = pt(right_mm, bottom_mm)
+    return box[0] <= left + 2 and box[2] >= right - 2 and box[1] <= bottom + 2 and \
+        box[3] >= top - 2
+
+
+def _bitmap(pdf, rng, x: float, y: float, w: float, h: float) -> None:
+    from PIL import Image
+
+    pdf.image(Image.fromarray(rng.integers(0, 255, (120, 160, 3), dtype=np.uint8)),
+              x=x, y=y, w=w, h=h)
+
+
+def test_legend_in_balanced_columns_over_white_column_backgrounds(tmp_path: Path):
+    """A page-wide figure over a legend set in two columns, the left one ending a sentence,
+    each text column laid on a white rectangle that reaches up behind the figure (as a
+    typesetter draws column backgrounds): the figure is found without its legend, and the
+    caption is both columns."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    pdf.set_fill_color(255, 255, 255)
+    pdf.rect(15, 25, 88, 255, style="F")
+    pdf.rect(107, 25, 88, 255, style="F")
+    vector_plot(pdf, 35, 30, 60, 60)
+    vector_plot(pdf, 120, 30, 60, 60)
+    left = ["Fig. 2. SYNTHETIC removal of generated cells by other cells. (A) Counts",
+            "before and after the treatment. (B) Counts of the survivors in each of",
+            "the cultures, one dot for each donor of the generated cells."]
+    right = ["**P < 0.01; a test followed by multiple comparisons. (C) The same counts",
+             "a day later, when the cultures had been split in two halves of the same",
+             "size and grown on for another day."]
+    pdf.set_font("Helvetica", "", 7)
+    for x, lines in ((15, left), (107, right)):
+        for i, line in enumerate(lines):
+            pdf.text(x, 102 + 3.2 * i, line)
+    column(pdf, 15, 125, 180, BODY * 3)
+    figs = _read(pdf, tmp_path / "balanced.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 2"]
+    assert figs[0].caption.startswith("Fig. 2. SYNTHETIC removal of generated cells")
+    assert figs[0].caption.endswith("halves of the same size and grown on for another day.")
+    top_of_legend = pt(0, 99)[1]
+    assert figs[0].bbox[1] > top_of_legend  # the legend is not in the figure
+
+
+def test_side_caption_level_with_the_figure_top_far_to_its_left(tmp_path: Path):
+    """A side caption in the narrow outer column whose first line is level with the top of
+    its figure, 35 mm (99 pt) to its right, the space between them empty."""
+    rng = np.random.default_rng(21)
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170, BODY * 2)
+    _bitmap(pdf, rng, 95, 90, 95, 70)
+    _legend(pdf, 20, 89.4, 40, "Fig. 1 SYNTHETIC currents of generated channels, printed in "
+            "the narrow outer column, level with the top of its figure", size=8, pitch=3.6)
+    column(pdf, 20, 170, 170)
+    figs = _read(pdf, tmp_path / "side_level.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 1"]
+    assert _holds(figs[0].bbox, 95, 90, 190, 160)
+
+
+def _outlined_label(pdf, x: float, y: float, width: float) -> None:
+    """A row label drawn as paths (glyph outlines): a run of small strokes one line high."""
+    pdf.set_line_width(0.25)
+    pdf.set_draw_color(0, 0, 0)
+    for i in range(int(width / 1.6)):
+        gx = x + i * 1.6
+        pdf.line(gx, y, gx + 0.8, y - 2.0)
+        pdf.line(gx + 0.8, y - 2.0, gx + 1.2, y)
+
+
+def test_row_labels_drawn_as_outlines_join_their_grid(tmp_path: Path):
+    """A grid of micrographs with each row's label drawn as outlined glyphs just left of it
+    (2 mm off): the labels are part of the figure."""
+    rng = np.random.default_rng(22)
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    for row in range(3):
+        for col in range(3):
+            _bitmap(pdf, rng, 80 + col * 36, 30 + row * 36, 34, 34)
+        _outlined_label(pdf, 40, 48 + row * 36, 36)
+    _legend(pdf, 20, 145, 170, "Figure 6. SYNTHETIC grid of generated micrographs, one row "
+            "for each generated strain named at its left.")
+    column(pdf, 20, 160, 170)
+    figs = _read(pdf, tmp_path / "outlined.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 6"]
+    assert figs[0].bbox[0] <= pt(40, 0)[0] + 2  # from the labels' left edge
+
+
+def test_supplement_numbered_like_the_main_figures(tmp_path: Path):
+    """'Figure 2' printed at the top of the page after its figure and a 'Supplemental Figure
+    2' with its own figure later: the main figure keeps its legend (the supplement's number
+    is another series, not a mention of Figure 2)."""
+    rng = np.random.default_rng(23)
+    pdf, page = paper(logo=False, stamp=False)
+    legends = {1: "Figure 1 | SYNTHETIC first figure of the generated study.",
+               3: "Figure 3 | SYNTHETIC third figure of the generated study.",
+               4: "Supplemental Figure 2 | SYNTHETIC second figure of the supplement."}
+    for n in range(1, 5):
+        page()
+        if n == 2:
+            column(pdf, 20, 15, 170, BODY)
+            _bitmap(pdf, rng, 30, 70, 150, 110)
+            continue
+        if n == 3:
+            pdf.set_font("Times", "B", 10)
+            pdf.set_xy(20, 15)
+            pdf.multi_cell(170, 4.6, "Figure 2 | SYNTHETIC second figure, whose legend is "
+                                     "printed at the top of the page after it.")
+            column(pdf, 20, 30, 170, BODY)
+            _bitmap(pdf, rng, 30, 90, 150, 110)
+            pdf.set_xy(20, 205)
+        else:
+            _bitmap(pdf, rng, 30, 30, 150, 110)
+            pdf.set_xy(20, 145)
+        pdf.set_font("Times", "B", 10)
+        pdf.multi_cell(170, 4.6, legends[n])
+        column(pdf, 20, pdf.get_y() + 6, 170)
+    figs = _read(pdf, tmp_path / "supplement_series.pdf")
+    assert [(f.figure_label, f.page, f.caption_page) for f in figs] == [
+        ("Figure 1", 1, 1), ("Figure 2", 2, 3), ("Figure 3", 3, 3),
+        ("Supplemental Figure 2", 4, 4)]
+
+
+def test_bitmap_margin_under_the_body_text_above_is_left_out(tmp_path: Path):
+    """A bitmap whose white top margin reaches under the last line of the body text above it
+    (the line's descenders lie on the bitmap): the figure ends below that line, so its
+    picture shows no cut line of text."""
+    from PIL import Image
+
+    rng = np.random.default_rng(24)
+    pixels = np.full((200, 300, 3), 255, dtype=np.uint8)
+    pixels[30:, :] = rng.integers(0, 200, (170, 300, 3), dtype=np.uint8)
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    pdf.set_font("Times", "", 10)
+    words = BODY.split()
+    for i in range(4):
+        pdf.text(20, 20 + 4.6 * i, " ".join(words[i * 14:(i + 1) * 14]))
+    pdf.image(Image.fromarray(pixels), x=20, y=34.0, w=170, h=113)
+    _legend(pdf, 20, 150, 170, "Figure 1. SYNTHETIC generated micrograph printed under the "
+            "body text, its white top margin reaching under the last line.")
+    column(pdf, 20, 165, 170)
+    figs = _read(pdf, tmp_path / "margin.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    last_line_bottom = pt(0, 20 + 4.6 * 3 + 1.0)[1]  # baseline plus descenders
+    top_of_picture = pt(0, 34.0 + 113 * 30 / 200)[1]
+    assert figs[0].bbox[3] < last_line_bottom - 2  # clear of the line and its margin
+    assert figs[0].bbox[3] >= top_of_picture - 2
+    ink = np.asarray(figs[0].image)[:6].min()
+    assert ink > 200  # the picture's top rows are blank: no cut line of text
+
+
+def test_side_caption_wrapping_under_its_figure(tmp_path: Path):
+    """A side caption in the narrow column left of its figure whose last lines run on under
+    the figure across both columns (so the caption's box holds the figure): the figure is
+    found, with the whole caption."""
+    rng = np.random.default_rng(25)
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    _bitmap(pdf, rng, 62, 20, 55, 120)
+    pdf.set_font("Times", "", 10)
+    import textwrap
+
+    side = textwrap.wrap("Fig. 2. SYNTHETIC gels of generated proteins. (A) The amounts in "
+                         "each fraction of the generated cells, one lane for each fraction "
+                         "and the last lane a control. (B) The topology of the generated "
+                         "membranes was determined by digestion of the membranes with a "
+                         "generated enzyme, in the presence or the absence of a generated "
+                         "detergent, for one hour at room temperature. (C) Exclusion of the "
+                         "protein from generated vesicles. Equal amounts of the membranes and "
+                         "of the coated vesicles were loaded in each of the lanes of the gels "
+                         "and were analysed", 22)
+    assert len(side) >= 26
+    for i, line in enumerate(side[:26]):
+        pdf.text(20, 24 + 4.6 * i, line)
+    rest = " ".join(side[26:]) + (" with or without an inhibitor of the enzyme, and the "
+                                  "proteins were shown by western blotting.")
+    for i, line in enumerate(textwrap.wrap(rest, 80)):
+        pdf.text(20, 24 + 4.6 * (26 + i), line)
+    column(pdf, 20, 175, 170, BODY * 2)
+    figs = _read(pdf, tmp_path / "wrapped_side.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 2"]
+    assert figs[0].caption.startswith("Fig. 2. SYNTHETIC gels of generated proteins.")
+    assert figs[0].caption.endswith("the proteins were shown by western blotting.")
+    assert _holds(figs[0].bbox, 62, 20, 117, 140)
+    assert figs[0].bbox[0] > pt(50, 0)[0]  # not the caption's column
+
+
+UNICODE_FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+
+
+@pytest.mark.skipif(not UNICODE_FONT.exists(), reason="needs the DejaVu Sans font")
+def test_label_followed_by_unicode_spaces(tmp_path: Path):
+    """A Springer-style label followed by an en space and a thin space ("Fig. 1\\u2002\\u2009
+    Inhibition"), and one with a no-break space inside it: each is read as its label, with
+    plain spaces in the label and the caption."""
+    rng = np.random.default_rng(26)
+    pdf, page = paper(logo=False, stamp=False)
+    pdf.add_font("DejaVu", "", str(UNICODE_FONT))
+    for n, label in ((1, "Fig. 1\u2002\u2009"), (2, "Fig.\u00a02\u2002\u2009")):
+        page()
+        column(pdf, 20, 15, 170, BODY)
+        _bitmap(pdf, rng, 30, 60, 150, 100)
+        _legend(pdf, 20, 165, 170, f"{label}SYNTHETIC inhibition of generated channel {n} "
+                "by a generated nucleotide.", size=8, pitch=3.6, font="DejaVu")
+        column(pdf, 20, 180, 170)
+    figs = _read(pdf, tmp_path / "unicode_spaces.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 1", "Fig. 2"]
+    assert figs[0].caption == ("Fig. 1 SYNTHETIC inhibition of generated channel 1 by a "
+                               "generated nucleotide.")
+    assert figs[1].caption.startswith("Fig. 2 SYNTHETIC")
