@@ -398,3 +398,24 @@ def test_one_weakly_read_panel_among_photographs_follows_them():
                                  whole=whole).kind == "mixed"
     # two panels of each kind: no majority to follow
     assert figure_kind_of_panels([*photos[:2], weak, weak], whole=whole).kind == "mixed"
+
+
+def test_a_data_map_on_white_is_a_chart_and_a_specimen_on_white_a_photograph():
+    rng = np.random.default_rng(2)
+    yy, xx = np.mgrid[:300, :300]
+    land = ((yy - 150) / 120.0) ** 2 + ((xx - 150) / 80.0) ** 2 <= 1
+    value = np.clip((yy / 300.0)[..., None] + rng.normal(0, 0.04, (300, 300, 1)), 0, 1)
+    scale = (1 - value) * np.array([70.0, 140.0, 200.0]) + value * np.array([190.0, 110.0, 60.0])
+    scale = np.clip(scale + rng.normal(0, 8, (300, 300, 3)), 0, 255)  # speckle of the data
+    fig = np.full((300, 300, 3), 255, np.uint8)
+    fig[land] = scale[land].astype(np.uint8)     # a map coloured by a blue-brown scale
+    data_map = classify_figure_kind(fig)
+    assert data_map.features["shadow"] < 0.03 and data_map.kind == "chart", data_map.reason
+    leaf = np.full((300, 300, 3), 255, np.uint8)  # the same shape: a green leaf …
+    green = np.clip(np.array([110.0, 150.0, 70.0]) + rng.normal(0, 8, (300, 300, 3)), 0, 255)
+    leaf[land] = green[land].astype(np.uint8)
+    leaf[land & (np.abs(xx - 150) < 4)] = (30, 40, 20)  # … with dark veins and a shadow
+    leaf[land & (np.abs((yy - 150) - (xx - 150)) < 3)] = (35, 45, 25)
+    leaf[land & (xx > 210)] = (40, 50, 30)
+    specimen = classify_figure_kind(leaf)
+    assert specimen.features["shadow"] >= 0.03 and specimen.kind == "photograph", specimen.reason
