@@ -360,6 +360,11 @@ def test_ticks_are_evenly_or_logarithmically_spaced_stubs_not_lines_crossing():
     for x in range(40, 280, 40):
         table[0:120, x:x + 2] = True             # the rules of a table cross it: no ticks
     assert _ticks(table, np.array([[60, 20, 280]])) == 0
+    label = np.zeros((120, 300), bool)
+    label[60:62, 20:280] = True                  # a tree's branch …
+    for x in range(130, 170, 9):
+        label[62:70, x:x + 2] = True             # … with a number written under it: no ticks
+    assert _ticks(label, np.array([[60, 20, 280]])) == 0
 
 
 def test_a_coloured_specimen_on_black_is_a_photograph_not_fluorescence_or_a_stain():

@@ -18,13 +18,18 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    (green the lowest channel, as haematoxylin, eosin, PAS, Giemsa and trichrome leave it),
    brown chromogen with a blue/purple counterstain (IHC), fluorescence (a dark field with
    saturated single-channel signal) or grey-level texture (electron microscopy). What is
-   neither (yellow fat, red flesh, skin, a blue drape, radiographs, gels) is photograph colour.
+   neither (yellow fat, red flesh, skin, a blue drape, radiographs, gels) is photograph colour,
+   and so is a specimen on a black backdrop: stain and chromogen colours need a bright field,
+   and a dark field whose signal is mostly brown or orange holds an animal, not a fluorophore.
    Western blots and gels are found on their own (:func:`blot_strips`: solid grey strips,
    much wider than tall, whose grey level varies) and are photographs.
 3. **Chart or diagram** (the graphic pixels): a chart is read against data axes, so what
-   makes one is evidence of them: ticks (short stubs at regular spacing just outside a thin
-   line, as thick as it; a filled band with text on it is not a line), a grid (four or more
-   parallel lines of one extent at regular spacing, light grey ones included) or an open pair
+   makes one is evidence of them: ticks (short stubs just outside a thin line, as thick as
+   it, spaced evenly within a pixel and 3 % or logarithmically, ending short: stubs that run
+   on as a line are lines crossing it, as a table's rules or a drawing's outlines along a
+   leader line; a filled band with text on it is not a line), a grid (four or more parallel
+   lines of one extent, a quarter of the image long at least, at regular spacing, light grey
+   ones included) or an open pair
    of axes (a long vertical line whose lower end meets the left end of a long horizontal one,
    unfilled inside, not closed into a frame; a vertical line with a branch leaving its top
    to the right is a tree's bracket, not an axis). Boxes around text make a diagram (a frame
@@ -33,8 +38,9 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    molecules, circular trees). Graphics with no evidence either way (filled boxes and
    arrows, free text) lean to a diagram.
 4. **Caption cues** (:data:`CAPTION_CUES`) add evidence per kind: "H&E", "magnification",
-   "×200", "scale bar", "µm", "immunohistochemistry" for micrographs; "gross", "macroscopic",
-   "endoscopic", "photograph", "CT" for photographs; "Kaplan–Meier", "ROC", "survival",
+   "×200", "µm", "immunohistochemistry" for micrographs ("scale bar" only hints: specimen
+   photographs and drawings carry them too); "gross", "macroscopic", "endoscopic",
+   "photograph", "CT" for photographs (a mm or cm scale hints); "Kaplan–Meier", "ROC", "survival",
    "forest plot", "P <" for charts; "flowchart", "schematic", "CONSORT", "workflow" for
    diagrams.
 5. **Rule**: score picture kinds by ``picture_share`` and graphic kinds by
@@ -44,7 +50,9 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    kind leads by a clear margin.
 
 Compound figures are split into panels first (:mod:`wsikit.evidence.panels`); a figure whose
-panels are of different kinds is ``mixed`` (:func:`figure_kind_of_panels`). A figure of
+panels are of different kinds is ``mixed`` (:func:`figure_kind_of_panels`), except that a panel
+whose kind the commonest kind outweighs three to one and whose own scores barely favour it
+follows the commonest kind (one misread panel among photographs). A figure of
 graphic panels is a chart or a diagram by the panels and the whole figure that show firm
 evidence (a panel cut from a chart often loses the axis it shares with its neighbours).
 Blot strips count as photograph pieces there, also where the panel cut dropped them as
@@ -538,9 +546,10 @@ def _solid(grey: np.ndarray, runs: np.ndarray) -> np.ndarray:
 
 def _ticks(ink: np.ndarray, runs: np.ndarray) -> int:
     """How many of the lines ``runs`` carry axis ticks: at least three short perpendicular
-    stubs just above or below the line, spaced as an axis is (:func:`_tick_spacing`), most of
-    them ending short of where a line crossing the axis would go on (the rules of a table, the
-    outlines a leader line points into)."""
+    stubs just above or below the line, spaced as an axis is (:func:`_tick_spacing`) along
+    two fifths of its length at least (a number written on a branch of a tree is bunched),
+    most of them ending short of where a line crossing the axis would go on (the rules of a
+    table, the outlines a leader line points into)."""
     h = ink.shape[0]
     found = 0
     for r, s, e in runs[:300]:
@@ -561,8 +570,11 @@ def _ticks(ink: np.ndarray, runs: np.ndarray) -> int:
             st, en = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
             keep = (en - st <= stub) & (st >= 4) & (en <= e - s - 4)
             st, en = st[keep], en[keep]
-            if len(st) < 3 or not _tick_spacing((st + en) / 2):
+            centres = (st + en) / 2
+            if len(st) < 3 or not _tick_spacing(centres):
                 continue
+            if centres[-1] - centres[0] < 0.4 * (e - s):
+                continue  # bunched on a stretch of the line: the digits of a label on it
             # a stub is a crossing line's piece where a thin column runs on (not a bar's
             # foot: bars stand on an axis as wide columns)
             crossing = sum(bool(through[i:j].any()) and int(_run_width(through, i, j)) <= j - i + 4
