@@ -125,6 +125,13 @@ def test_caption_words_decide_what_the_pixels_leave_open():
         "diagram"
     cues = caption_cues("H&E, original magnification ×200; scale bar 50 µm")
     assert cues["micrograph"][:2] == ["H&E", "magnification"]
+    # a scale bar alone is a hint, not proof: specimen photographs carry them too
+    from wsikit.evidence.kinds import _caption_scores
+
+    bar = _caption_scores("Male, dorsal habitus. Scale bars = 2 mm.")
+    section = _caption_scores("Dark field and fluorescent views of a section. Scale bar = 1 mm.")
+    assert bar["micrograph"] < 0.2 < section["micrograph"]
+    assert bar["photograph"] > 0
 
 
 def test_a_micrograph_beside_a_chart_is_mixed_and_its_panels_are_not():

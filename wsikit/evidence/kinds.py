@@ -38,11 +38,11 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    molecules, circular trees). Graphics with no evidence either way (filled boxes and
    arrows, free text) lean to a diagram.
 4. **Caption cues** (:data:`CAPTION_CUES`) add evidence per kind: "H&E", "magnification",
-   "×200", "µm", "immunohistochemistry" for micrographs ("scale bar" only hints: specimen
-   photographs and drawings carry them too); "gross", "macroscopic", "endoscopic",
-   "photograph", "CT" for photographs (a mm or cm scale hints); "Kaplan–Meier", "ROC", "survival",
-   "forest plot", "P <" for charts; "flowchart", "schematic", "CONSORT", "workflow" for
-   diagrams.
+   "×200", "µm", "immunohistochemistry", "fluorescence", "dark field" for micrographs
+   ("scale bar" only hints: specimen photographs and drawings carry them too); "gross",
+   "macroscopic", "endoscopic", "photograph", "CT" for photographs; "Kaplan–Meier", "ROC",
+   "survival", "forest plot", "P <" for charts; "flowchart", "schematic", "CONSORT",
+   "workflow" for diagrams.
 5. **Rule**: score picture kinds by ``picture_share`` and graphic kinds by
    ``1 - picture_share``, split each pair by its pixel evidence (steps 2 and 3), add the
    caption evidence (at most 0.35 per kind), and take the best. A figure whose pictures and
@@ -91,7 +91,7 @@ CAPTION_CUES: Mapping[str, tuple[tuple[str, float], ...]] = {
     "micrograph": tuple((p, 3.0) for p in (
         r"\bH\s*&\s*E\b", r"\bH\s*-\s*E\b", r"\bHE[- ]stain", r"ha?ematoxylin", r"\beosin",
         r"magnification", r"[×x]\s?\d{2,4}\b(?!\s*\d)", r"\b\d{2,4}\s?[×x]\b", r"\d\s*[µμu]m\b",
-        r"immunohisto", r"immunostain",
+        r"immunohisto", r"immunostain", r"fluorescen", r"(?:bright|dark)[- ]?field",
         r"immunofluoresc", r"\bIHC\b", r"micrograph", r"microscop", r"confocal")) + tuple(
         (p, 1.0) for p in (
         r"scale bars?\b", r"\bbars?\s*[=:]\s*\d", r"histolog", r"stain(?:ed|ing)?\b",
@@ -103,7 +103,7 @@ CAPTION_CUES: Mapping[str, tuple[tuple[str, float], ...]] = {
         r"\bCT\b", r"\bMRI\b", r"radiograph", r"\bX-ray", r"ultrasound", r"sonograph",
         r"western blot", r"immunoblot", r"\bblot(?:s|ting)?\b", r"\bgels?\b", r"SDS-PAGE",
         r"electrophoresis")) + tuple((p, 1.0) for p in (
-        r"dorsal view", r"ventral view", r"\bhabitus\b", r"\d\s*(?:mm|cm)\b", r"lateral view",
+        r"dorsal view", r"ventral view", r"\bhabitus\b", r"lateral view",
         r"\bin life\b", r"\bspecimens?\b")),
     "chart": tuple((p, 3.0) for p in (
         r"kaplan", r"\bROC\b", r"receiver operating", r"forest plot", r"funnel plot",
