@@ -125,6 +125,13 @@ def test_caption_words_decide_what_the_pixels_leave_open():
         "diagram"
     cues = caption_cues("H&E, original magnification ×200; scale bar 50 µm")
     assert cues["micrograph"][:2] == ["H&E", "magnification"]
+    # a scale bar alone is a hint, not proof: specimen photographs carry them too
+    from wsikit.evidence.kinds import _caption_scores
+
+    bar = _caption_scores("Male, dorsal habitus. Scale bars = 2 mm.")
+    section = _caption_scores("Dark field and fluorescent views of a section. Scale bar = 1 mm.")
+    assert bar["micrograph"] < 0.2 < section["micrograph"]
+    assert bar["photograph"] > 0
 
 
 def test_a_micrograph_beside_a_chart_is_mixed_and_its_panels_are_not():
@@ -335,3 +342,92 @@ def test_graphic_panels_without_evidence_follow_the_panels_and_whole_with_eviden
     # panels without evidence that agree still win over a whole without evidence
     assert figure_kind_of_panels([_evidenced("chart", 0.45)] * 2,
                                  whole=_evidenced("diagram", 0.45)).kind == "chart"
+
+
+def test_ticks_are_evenly_or_logarithmically_spaced_stubs_not_lines_crossing():
+    from wsikit.evidence.kinds import _tick_spacing, _ticks
+
+    decades = np.concatenate([np.log10(np.arange(1, 11)) * 120,
+                              120 + np.log10(np.arange(2, 11)) * 120])
+    assert _tick_spacing(np.arange(0.0, 200.0, 40.0))
+    assert _tick_spacing(decades) and _tick_spacing(decades[::-1].copy() * -1)  # either way up
+    # stubs a drawing's outlines leave along a leader line: roughly spaced, not an axis
+    assert not _tick_spacing(np.array([29.5, 68.5, 116.0]))
+    assert not _tick_spacing(np.array([35.5, 65.0, 67.5, 92.5, 106.0, 116.0]))
+    assert not _tick_spacing(np.array([34.5, 38.5, 46.5, 50.5, 55.0, 63.0]))
+    assert not _tick_spacing(np.array([13.0, 28.5, 42.0]))
+    assert not _tick_spacing(np.array([8.5, 10.5, 41.5, 68.5, 99.0]))
+    assert _tick_spacing(np.array([196.0, 390.0, 584.0]))  # three ticks between 0 and 40
+    axis = np.zeros((120, 300), bool)
+    axis[60:62, 20:280] = True                   # a line …
+    for x in range(40, 280, 40):
+        axis[62:68, x:x + 2] = True              # … with short ticks below it: an axis
+    assert _ticks(axis, np.array([[60, 20, 280]])) == 1
+    table = axis.copy()
+    for x in range(40, 280, 40):
+        table[0:120, x:x + 2] = True             # the rules of a table cross it: no ticks
+    assert _ticks(table, np.array([[60, 20, 280]])) == 0
+    label = np.zeros((120, 300), bool)
+    label[60:62, 20:280] = True                  # a tree's branch …
+    for x in range(130, 170, 9):
+        label[62:70, x:x + 2] = True             # … with a number written under it: no ticks
+    assert _ticks(label, np.array([[60, 20, 280]])) == 0
+
+
+def test_a_coloured_specimen_on_black_is_a_photograph_not_fluorescence_or_a_stain():
+    rng = np.random.default_rng(1)
+    img = np.zeros((300, 400, 3), np.uint8)      # black backdrop
+    body = np.zeros((300, 400), bool)
+    yy, xx = np.mgrid[:300, :400]
+    body |= ((yy - 150) / 70.0) ** 2 + ((xx - 200) / 160.0) ** 2 <= 1
+    shell = rng.normal(0, 18, (300, 400, 1))
+    orange = np.clip(np.array([215.0, 120.0, 50.0]) + shell, 0, 255)
+    img[body] = orange[body].astype(np.uint8)    # an orange, textured animal
+    kind = classify_figure_kind(img, caption="Habitus, dorsal view. Scale bar = 2 mm.")
+    assert kind.kind == "photograph", kind.reason
+    green = np.zeros_like(img)                   # real fluorescence: green signal on black
+    green[body, 1] = np.clip(160 + shell[body, 0], 0, 255).astype(np.uint8)
+    assert classify_figure_kind(green).kind == "micrograph"
+
+
+def test_one_weakly_read_panel_among_photographs_follows_them():
+    def panel(kind: str, **scores: float) -> FigureKind:
+        return FigureKind(kind=kind, scores=dict.fromkeys(FIGURE_KINDS, 0.0) | scores,
+                          reason="")
+
+    photos = [panel("photograph", photograph=0.6, micrograph=0.3)] * 3
+    whole = panel("photograph", photograph=0.6)
+    # a fourth photograph read as a micrograph only by a caption's "scale bar": photographs
+    weak = panel("micrograph", micrograph=0.40, photograph=0.33)
+    assert figure_kind_of_panels([*photos, weak], whole=whole).kind == "photograph"
+    # a micrograph with firm evidence (stain colour) beside them: mixed, as before
+    firm = panel("micrograph", micrograph=0.85, photograph=0.15)
+    assert figure_kind_of_panels([*photos, firm], whole=whole).kind == "mixed"
+    # a weak graphic panel among photographs follows them; a firm chart makes the figure mixed
+    assert figure_kind_of_panels([*photos, panel("chart", chart=0.41, photograph=0.33)],
+                                 whole=whole).kind == "photograph"
+    assert figure_kind_of_panels([*photos, panel("chart", chart=0.8, photograph=0.1)],
+                                 whole=whole).kind == "mixed"
+    # two panels of each kind: no majority to follow
+    assert figure_kind_of_panels([*photos[:2], weak, weak], whole=whole).kind == "mixed"
+
+
+def test_a_data_map_on_white_is_a_chart_and_a_specimen_on_white_a_photograph():
+    rng = np.random.default_rng(2)
+    yy, xx = np.mgrid[:300, :300]
+    land = ((yy - 150) / 120.0) ** 2 + ((xx - 150) / 80.0) ** 2 <= 1
+    value = np.clip((yy / 300.0)[..., None] + rng.normal(0, 0.04, (300, 300, 1)), 0, 1)
+    scale = (1 - value) * np.array([70.0, 140.0, 200.0]) + value * np.array([190.0, 110.0, 60.0])
+    scale = np.clip(scale + rng.normal(0, 8, (300, 300, 3)), 0, 255)  # speckle of the data
+    fig = np.full((300, 300, 3), 255, np.uint8)
+    fig[land] = scale[land].astype(np.uint8)     # a map coloured by a blue-brown scale
+    data_map = classify_figure_kind(fig)
+    assert data_map.features["shadow"] < 0.03 and data_map.kind == "chart", data_map.reason
+    leaf = np.full((300, 300, 3), 255, np.uint8)  # the same shape: a green leaf …
+    green = np.clip(np.array([110.0, 150.0, 70.0]) + rng.normal(0, 8, (300, 300, 3)), 0, 255)
+    leaf[land] = green[land].astype(np.uint8)
+    leaf[land & (np.abs(xx - 150) < 4)] = (30, 40, 20)  # … with dark veins and a shadow
+    leaf[land & (np.abs((yy - 150) - (xx - 150)) < 3)] = (35, 45, 25)
+    leaf[land & (xx > 210)] = (40, 50, 30)
+    specimen = classify_figure_kind(leaf)
+    assert specimen.features["shadow"] >= 0.03 and specimen.kind == "photograph", specimen.reason

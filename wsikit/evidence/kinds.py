@@ -18,13 +18,18 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    (green the lowest channel, as haematoxylin, eosin, PAS, Giemsa and trichrome leave it),
    brown chromogen with a blue/purple counterstain (IHC), fluorescence (a dark field with
    saturated single-channel signal) or grey-level texture (electron microscopy). What is
-   neither (yellow fat, red flesh, skin, a blue drape, radiographs, gels) is photograph colour.
+   neither (yellow fat, red flesh, skin, a blue drape, radiographs, gels) is photograph colour,
+   and so is a specimen on a black backdrop: stain and chromogen colours need a bright field,
+   and a dark field whose signal is mostly brown or orange holds an animal, not a fluorophore.
    Western blots and gels are found on their own (:func:`blot_strips`: solid grey strips,
    much wider than tall, whose grey level varies) and are photographs.
 3. **Chart or diagram** (the graphic pixels): a chart is read against data axes, so what
-   makes one is evidence of them: ticks (short stubs at regular spacing just outside a thin
-   line, as thick as it; a filled band with text on it is not a line), a grid (four or more
-   parallel lines of one extent at regular spacing, light grey ones included) or an open pair
+   makes one is evidence of them: ticks (short stubs just outside a thin line, as thick as
+   it, spaced evenly within a pixel and 3 % or logarithmically, ending short: stubs that run
+   on as a line are lines crossing it, as a table's rules or a drawing's outlines along a
+   leader line; a filled band with text on it is not a line), a grid (four or more parallel
+   lines of one extent, a quarter of the image long at least, at regular spacing, light grey
+   ones included) or an open pair
    of axes (a long vertical line whose lower end meets the left end of a long horizontal one,
    unfilled inside, not closed into a frame; a vertical line with a branch leaving its top
    to the right is a tree's bracket, not an axis). Boxes around text make a diagram (a frame
@@ -33,10 +38,11 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    molecules, circular trees). Graphics with no evidence either way (filled boxes and
    arrows, free text) lean to a diagram.
 4. **Caption cues** (:data:`CAPTION_CUES`) add evidence per kind: "H&E", "magnification",
-   "×200", "scale bar", "µm", "immunohistochemistry" for micrographs; "gross", "macroscopic",
-   "endoscopic", "photograph", "CT" for photographs; "Kaplan–Meier", "ROC", "survival",
-   "forest plot", "P <" for charts; "flowchart", "schematic", "CONSORT", "workflow" for
-   diagrams.
+   "×200", "µm", "immunohistochemistry", "fluorescence", "dark field" for micrographs
+   ("scale bar" only hints: specimen photographs and drawings carry them too); "gross",
+   "macroscopic", "endoscopic", "photograph", "CT" for photographs; "Kaplan–Meier", "ROC",
+   "survival", "forest plot", "P <" for charts; "flowchart", "schematic", "CONSORT",
+   "workflow" for diagrams.
 5. **Rule**: score picture kinds by ``picture_share`` and graphic kinds by
    ``1 - picture_share``, split each pair by its pixel evidence (steps 2 and 3), add the
    caption evidence (at most 0.35 per kind), and take the best. A figure whose pictures and
@@ -44,7 +50,9 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    kind leads by a clear margin.
 
 Compound figures are split into panels first (:mod:`wsikit.evidence.panels`); a figure whose
-panels are of different kinds is ``mixed`` (:func:`figure_kind_of_panels`). A figure of
+panels are of different kinds is ``mixed`` (:func:`figure_kind_of_panels`), except that a panel
+whose kind the commonest kind outweighs three to one and whose own scores barely favour it
+follows the commonest kind (one misread panel among photographs). A figure of
 graphic panels is a chart or a diagram by the panels and the whole figure that show firm
 evidence (a panel cut from a chart often loses the axis it shares with its neighbours).
 Blot strips count as photograph pieces there, also where the panel cut dropped them as
@@ -82,11 +90,12 @@ KIND_SOURCE = "pixels+caption heuristic"
 CAPTION_CUES: Mapping[str, tuple[tuple[str, float], ...]] = {
     "micrograph": tuple((p, 3.0) for p in (
         r"\bH\s*&\s*E\b", r"\bH\s*-\s*E\b", r"\bHE[- ]stain", r"ha?ematoxylin", r"\beosin",
-        r"magnification", r"[×x]\s?\d{2,4}\b(?!\s*\d)", r"\b\d{2,4}\s?[×x]\b", r"scale bars?\b",
-        r"\bbars?\s*[=:]\s*\d", r"\d\s*[µμu]m\b", r"immunohisto", r"immunostain",
+        r"magnification", r"[×x]\s?\d{2,4}\b(?!\s*\d)", r"\b\d{2,4}\s?[×x]\b", r"\d\s*[µμu]m\b",
+        r"immunohisto", r"immunostain", r"fluorescen", r"(?:bright|dark)[- ]?field",
         r"immunofluoresc", r"\bIHC\b", r"micrograph", r"microscop", r"confocal")) + tuple(
         (p, 1.0) for p in (
-        r"histolog", r"stain(?:ed|ing)?\b", r"\bsections?\b", r"\bbiops", r"\bcytolog",
+        r"scale bars?\b", r"\bbars?\s*[=:]\s*\d", r"histolog", r"stain(?:ed|ing)?\b",
+        r"\bsections?\b", r"\bbiops", r"\bcytolog",
         r"\bsmears?\b", r"\bnuclei\b", r"\bglands?\b", r"\bcells?\b")),
     "photograph": tuple((p, 3.0) for p in (
         r"\bgross\b", r"macroscop", r"\bphotograph", r"\bphoto\b", r"endoscop", r"colonoscop",
@@ -94,7 +103,8 @@ CAPTION_CUES: Mapping[str, tuple[tuple[str, float], ...]] = {
         r"\bCT\b", r"\bMRI\b", r"radiograph", r"\bX-ray", r"ultrasound", r"sonograph",
         r"western blot", r"immunoblot", r"\bblot(?:s|ting)?\b", r"\bgels?\b", r"SDS-PAGE",
         r"electrophoresis")) + tuple((p, 1.0) for p in (
-        r"dorsal view", r"ventral view", r"lateral view", r"\bin life\b", r"\bspecimens?\b")),
+        r"dorsal view", r"ventral view", r"\bhabitus\b", r"lateral view",
+        r"\bin life\b", r"\bspecimens?\b")),
     "chart": tuple((p, 3.0) for p in (
         r"kaplan", r"\bROC\b", r"receiver operating", r"forest plot", r"funnel plot",
         r"histogram", r"bar (?:chart|graph)", r"box ?plot", r"scatter", r"heat ?map",
@@ -462,7 +472,7 @@ def blot_strips(image: np.ndarray, *, side: int = _LINE_SIDE_BLOT
 def _picture_colour(rgb: np.ndarray, picture: np.ndarray) -> dict[str, float]:
     """Colour statistics of the picture pixels (zeros when there are none)."""
     keys = ("stain", "brown", "counterstain", "dark", "fluor", "primary", "grey", "texture",
-            "saturation")
+            "saturation", "shadow")
     if not picture.any():
         return dict.fromkeys(keys, 0.0)
     mask = np.kron(picture, np.ones((_BLOCK, _BLOCK), bool))
@@ -497,6 +507,7 @@ def _picture_colour(rgb: np.ndarray, picture: np.ndarray) -> dict[str, float]:
         "grey": float(grey_px.sum()) / n_lit,
         "texture": texture,
         "saturation": float(sat[lit].mean()) if lit.any() else 0.0,
+        "shadow": float((mx < 80).sum()) / n,
     }
 
 
@@ -535,7 +546,10 @@ def _solid(grey: np.ndarray, runs: np.ndarray) -> np.ndarray:
 
 def _ticks(ink: np.ndarray, runs: np.ndarray) -> int:
     """How many of the lines ``runs`` carry axis ticks: at least three short perpendicular
-    stubs, evenly spaced, just above or below the line."""
+    stubs just above or below the line, spaced as an axis is (:func:`_tick_spacing`) along
+    two fifths of its length at least (a number written on a branch of a tree is bunched),
+    most of them ending short of where a line crossing the axis would go on (the rules of a
+    table, the outlines a leader line points into)."""
     h = ink.shape[0]
     found = 0
     for r, s, e in runs[:300]:
@@ -545,22 +559,89 @@ def _ticks(ink: np.ndarray, runs: np.ndarray) -> int:
         while bottom + 1 < h and ink[bottom + 1, s:e].mean() >= 0.9 and bottom - r < 6:
             bottom += 1
         stub = max(4, bottom - top + 3)  # a tick is drawn about as thick as its axis
+        far = bottom - top + 22  # a tick ends before this far from the line
+        through = _crossing_lines(ink[bottom + 1:bottom + 1 + far, s:e],
+                                  ink[max(0, top - far):top, s:e][::-1])
         for band in (ink[bottom + 1:bottom + 4, s:e], ink[max(0, top - 3):top, s:e]):
             if band.shape[0] < 3 or band.mean() > 0.5:
                 continue  # no room, or a filled area's inside (text on a fill), not a line
             pad = np.concatenate([[0], band.all(axis=0).astype(np.int8), [0]])
             d = np.diff(pad)
             st, en = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
-            centres = ((st + en) / 2)[(en - st <= stub) & (st >= 4) & (en <= e - s - 4)]
-            if len(centres) >= 3:
-                gaps = np.diff(centres)
-                med = float(np.median(gaps))
-                regular = med >= 4 and (np.abs(gaps - med) <= 0.15 * med).mean() >= 0.6
-                logarithmic = len(centres) >= 6 and gaps.min() >= 2  # decades and minors
-                if regular or logarithmic:
-                    found += 1
-                    break
+            keep = (en - st <= stub) & (st >= 4) & (en <= e - s - 4)
+            st, en = st[keep], en[keep]
+            centres = (st + en) / 2
+            if len(st) < 3 or not _tick_spacing(centres):
+                continue
+            if centres[-1] - centres[0] < 0.4 * (e - s):
+                continue  # bunched on a stretch of the line: the digits of a label on it
+            # a stub is a crossing line's piece where a thin column runs on (not a bar's
+            # foot: bars stand on an axis as wide columns)
+            crossing = sum(bool(through[i:j].any()) and int(_run_width(through, i, j)) <= j - i + 4
+                           for i, j in zip(st, en, strict=True))
+            if crossing > 0.5 * len(st):
+                continue  # lines crossing this one (a table's rules), not ticks
+            found += 1
+            break
     return found
+
+
+def _crossing_lines(below: np.ndarray, above: np.ndarray) -> np.ndarray:
+    """Columns where a line crosses a horizontal line rather than stopping as a tick:
+    ``below`` and ``above`` are the rows just below and above it, nearest first. Ink on
+    through both sides, or on far along one side, crosses; a side filled next to the line (a
+    shaded area under a curve, bars) says nothing."""
+    through = np.zeros(below.shape[1], bool)
+    if below.shape[0] != above.shape[0] or below.shape[0] < 8:
+        return through
+    open_b, open_a = below[:4].mean() <= 0.5, above[:4].mean() <= 0.5
+    if open_b and open_a:
+        through |= below[:4].all(axis=0) & above[:4].all(axis=0)
+    if open_b:
+        through |= below.all(axis=0)
+    if open_a:
+        through |= above.all(axis=0)
+    return through
+
+
+def _run_width(mask: np.ndarray, i: int, j: int) -> int:
+    """Width of the run of True in the 1-D ``mask`` that overlaps ``[i, j)`` (the widest)."""
+    on = np.flatnonzero(mask[i:j])
+    if not len(on):
+        return 0
+    k = i + int(on[0])
+    lo = k
+    while lo > 0 and mask[lo - 1]:
+        lo -= 1
+    hi = k
+    while hi + 1 < len(mask) and mask[hi + 1]:
+        hi += 1
+    return hi - lo + 1
+
+
+def _tick_spacing(centres: np.ndarray) -> bool:
+    """Whether stubs at ``centres`` are spaced as axis ticks: evenly (the gaps between three or
+    four stubs equal within a pixel and 3 %, seven in ten of more gaps equal to their median),
+    or logarithmically (eight or more stubs whose gaps shrink within each decade, each about
+    0.6-0.9 of the one before, as minor ticks 2..9 do, and widen once per decade)."""
+    gaps = np.diff(centres)
+    med = float(np.median(gaps))
+    tol = 0.03 * med + 1.0
+    if med >= 4:
+        if len(gaps) <= 3 and float(gaps.max() - gaps.min()) <= tol:
+            return True
+        if len(gaps) > 3 and (np.abs(gaps - med) <= tol).mean() >= 0.7:
+            return True
+    if len(centres) < 8 or gaps.min() < 2:
+        return False
+    for g in (gaps, gaps[::-1]):  # a vertical axis is read top down: decades reversed
+        ratio = g[1:] / g[:-1]
+        widening = ratio > 1.15
+        shrinking = (ratio >= 0.45) & (ratio <= 1.0)
+        if (8 * widening.sum() <= len(ratio) + 7 and shrinking.sum() >= 0.7 * len(ratio)
+                and shrinking.sum() + widening.sum() == len(ratio)):
+            return True
+    return False
 
 
 def _gridlines(runs: np.ndarray) -> int:
@@ -689,8 +770,10 @@ def _graphic_structure(image: np.ndarray, picture: np.ndarray) -> dict[str, floa
     corners, open_corners = _axis_corners(ink, hr, vr)
     return {"ticks": float(ticks), "hlines": float(len(hr)), "vlines": float(len(vr)),
             "corners": float(corners), "open_corners": float(open_corners),
-            "grids": float(_gridlines(_runs(faint, max(24, round(0.1 * W))))
-                           + _gridlines(_runs(faint.T, max(24, round(0.1 * H))))),
+            # grid lines span a plot: a quarter of the image at least (the leaves of a tree
+            # cut at the panel edge end together too, but short)
+            "grids": float(_gridlines(_runs(faint, max(24, round(0.25 * W))))
+                           + _gridlines(_runs(faint.T, max(24, round(0.25 * H))))),
             "boxes": float(_text_boxes(ink, rgb, _runs(ink, max(12, round(0.06 * W))))),
             "ink": float(ink.mean()), "aligned": _aligned_edges(rgb)}
 
@@ -715,15 +798,19 @@ def _aligned_edges(rgb: np.ndarray) -> float:
 def _picture_split(f: Mapping[str, float]) -> tuple[float, str]:
     """``(micrograph share of the picture evidence in [0, 1], what decided it)``."""
     stain, brown, counter = f["stain"], f["brown"], f["counterstain"]
-    if (f["dark"] >= 0.25 and f["fluor"] >= 0.35) or (f["dark"] >= 0.08 and f["primary"] >= 0.5):
+    dark_field = f["dark"] >= 0.25
+    if ((dark_field and f["fluor"] >= 0.35) or (f["dark"] >= 0.08 and f["primary"] >= 0.5)) \
+            and brown < 0.5:
         return 0.85, "fluorescence (dark field, saturated signal)"
+    if dark_field and brown >= 0.3 and stain < 0.35:
+        return 0.2, f"brown/orange {brown:.0%} on a dark field (a specimen on black)"
     if stain >= 0.35:
         return 0.9, f"stain colour {stain:.0%} (purple/pink)"
     if f["saturation"] >= 0.8:
         return 0.75, f"pseudo-colour (saturation {f['saturation']:.0%})"
-    if brown >= 0.15 and counter >= 0.15:
+    if brown >= 0.15 and counter >= 0.15 and not dark_field:
         return 0.75, f"chromogen {brown:.0%} with counterstain {counter:.0%}"
-    if stain >= 0.15 and stain + counter >= 0.35:
+    if stain >= 0.15 and stain + counter >= 0.35 and not dark_field:
         return 0.7, f"stain colour {stain:.0%}, blue/purple {counter:.0%}"
     if f["grey"] >= 0.6:
         if f["texture"] >= 12:
@@ -758,9 +845,12 @@ def _graphic_split(f: Mapping[str, float]) -> tuple[float, str]:
 
 def _colour_field(f: Mapping[str, float]) -> bool:
     """The picture is a smooth colour field laid on white paper (a map coloured by data, a
-    heat map), not a photograph: half the figure white, smooth, coloured, unstained."""
+    heat map), not a photograph: half the figure white, smooth, coloured, unstained, and
+    without shadows (under 3 % of its pixels near black: a specimen photographed on white
+    paper has dark edges, shadows and dark structures; a colour scale seldom reaches black)."""
     return (f["white_area"] >= 0.4 and f["texture"] < 30 and f["grey"] < 0.5
-            and f["stain"] < 0.35 and f["dark"] < 0.1 and f["picture_share"] >= 0.3)
+            and f["stain"] < 0.35 and f["dark"] < 0.1 and f["picture_share"] >= 0.3
+            and f.get("shadow", 0.0) < 0.03)
 
 
 def _decide(f: Mapping[str, float], caption: str | None, allow_mixed: bool
@@ -858,7 +948,10 @@ def figure_kind_of_panels(panel_kinds: Sequence[FigureKind], *, whole: FigureKin
     equal when not given); ``whole`` (the figure classified as one image) when there are no
     panels.
 
-    The rule: pictures (micrographs, photographs) and graphics (charts, diagrams) each
+    Panels of a kind the commonest kind outweighs three to one whose own evidence is weak
+    (their kind leads the commonest kind by under 0.12: a photograph read as a micrograph by
+    its caption's scale bar alone) count as the commonest kind (:func:`_weak_panels_follow`).
+    Then: pictures (micrographs, photographs) and graphics (charts, diagrams) each
     covering at least 15 % of the panel area make the figure ``mixed``; so do micrographs
     and photographs each covering at least a tenth of the picture area (a gross photograph
     beside its H&E). Otherwise pictures are the kind covering the larger area, and graphics
@@ -869,6 +962,7 @@ def figure_kind_of_panels(panel_kinds: Sequence[FigureKind], *, whole: FigureKin
     if not kinds:
         return whole
     weights = [float(a) for a in areas] if areas is not None else [1.0] * len(kinds)
+    kinds = _weak_panels_follow(panel_kinds, weights)
     total = sum(weights) or 1.0
     area = {k: sum(w for kk, w in zip(kinds, weights, strict=True) if kk == k) / total
             for k in FIGURE_KINDS}
@@ -886,6 +980,40 @@ def figure_kind_of_panels(panel_kinds: Sequence[FigureKind], *, whole: FigureKin
     return FigureKind(kind=kind, scores=dict(whole.scores),
                       reason=f"{len(kinds)} panels ({counts}) → {kind}",
                       features=dict(whole.features))
+
+
+_FAMILY = {"micrograph": "picture", "photograph": "picture", "chart": "graphic",
+           "diagram": "graphic", "mixed": "mixed"}
+#: A panel's kind is weak evidence when its score leads the majority's kind by less than this.
+_WEAK_MARGIN = 0.12
+
+
+def _weak_panels_follow(panel_kinds: Sequence[FigureKind], weights: Sequence[float]
+                        ) -> list[str]:
+    """The panels' kinds, with a minority kind (outweighed three to one by the commonest kind,
+    or its family by the commonest kind's family) replaced by the majority's kind where the panel
+    scored that kind nearly as high (:data:`_WEAK_MARGIN`): one misread panel among
+    photographs does not make a figure mixed, nor one micrograph among photographs."""
+    kinds = [p.kind for p in panel_kinds]
+    total = sum(weights) or 1.0
+    area = {k: sum(w for kk, w in zip(kinds, weights, strict=True) if kk == k) / total
+            for k in FIGURE_KINDS}
+    family = {f: sum(a for k, a in area.items() if _FAMILY[k] == f) for f in ("picture",
+                                                                               "graphic")}
+    major = max(area, key=lambda k: area[k])
+    if area[major] < 0.5 or major == "mixed":
+        return kinds
+    out = []
+    for p, k in zip(panel_kinds, kinds, strict=True):
+        minority = _FAMILY[k] != "mixed" and (
+            area[k] * 3 <= area[major] if _FAMILY[k] == _FAMILY[major]
+            else family[_FAMILY[k]] * 3 <= family[_FAMILY[major]])
+        score, rival = p.scores.get(k), p.scores.get(major)
+        # a kind set by other evidence than the scores (blot strips over a panel) is firm
+        weak = (score is not None and rival is not None and score - rival < _WEAK_MARGIN
+                and score >= max(p.scores.values()))
+        out.append(major if k != major and minority and weak else k)
+    return out
 
 
 def _graphics_kind(panel_kinds: Sequence[FigureKind], weights: Sequence[float],
