@@ -62,7 +62,7 @@ SETS: tuple[tuple[str, frozenset[str]], ...] = (
     ("tuned (dev + held-out-1)", frozenset({"dev", "held-out-1"})),
     ("dev", frozenset({"dev"})),
     ("held-out-1", frozenset({"held-out-1"})),
-    ("held-out-2 (never tuned on)", frozenset({"held-out-2"})),
+    ("held-out-2 (tuned on since wt/kinds4)", frozenset({"held-out-2"})),
     ("held-out-3 (never tuned on)", frozenset({"held-out-3"})),
     ("all", frozenset({"dev", "held-out-1", "held-out-2", "held-out-3"})),
 )
@@ -290,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "bench_figure_kinds.md")
     ap.add_argument("--before", type=Path, default=None,
                     help="JSON of an earlier run's scores per set, shown beside this run's")
+    ap.add_argument("--scores-out", type=Path, default=None,
+                    help="also write this run's scores per set as JSON (for a later --before)")
+    ap.add_argument("--note", default="earlier run",
+                    help="what this run is, kept in the --scores-out JSON")
     args = ap.parse_args(argv)
 
     labels = json.loads(args.labels.read_text(encoding="utf-8"))
@@ -323,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.ranking and args.tiles:
         md += ["", "## Ranking: real H&E tiles against an index of real articles "
                "(heuristic encoder)", "", *run_ranking(args.ranking, args.tiles)]
+    if args.scores_out:
+        args.scores_out.write_text(json.dumps({"note": args.note, "sets": scores(rows)},
+                                              indent=1) + "\n", encoding="utf-8")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(md) + "\n", encoding="utf-8")
     print("\n".join(md[:40]))
