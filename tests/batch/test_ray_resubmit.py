@@ -257,9 +257,11 @@ class RestartingRay(SlowFakeRay):
     kill ("is restarting"), as Ray does while the actor's new process sets itself up.
     """
 
-    def __init__(self, script, *, restart_s, step=0.1):
+    def __init__(self, script, *, restart_s, step=0.1, hold_lost=False):
         super().__init__(script)
         self.now, self.step, self.restart_s = 0.0, step, restart_s
+        self.hold_lost = hold_lost  # the queued calls' failures wait for release_lost()
+        self.held = []
         self.down_until = {}  # actor -> when its new process is ready
         self.outstanding = []
         self.sent_while_down = []  # slides whose call went to a restarting actor
@@ -289,16 +291,23 @@ class RestartingRay(SlowFakeRay):
             if ref.actor == actor.index:
                 ref.__class__ = FakeRef  # a stuck call ends too
                 ref.outcome = ActorUnavailableError("The actor was restarted.")
+                if self.hold_lost:
+                    self.held.append(ref)
         self.outstanding = [r for r in self.outstanding if r.actor != actor.index]
 
     def sleep(self, seconds):
         self.now += seconds
+
+    def release_lost(self):
+        self.held, self.hold_lost = [], False
 
     def wait(self, refs, num_returns, timeout):
         """An actor runs its calls one at a time: one ends per wait, the next only after."""
         self.now += self.step
         ready, running = [], set()
         for ref in refs:
+            if ref in self.held:
+                continue
             if ref in self.outstanding:
                 if ref.actor in running or isinstance(ref, StuckRef):
                     running.add(ref.actor)
@@ -309,11 +318,11 @@ class RestartingRay(SlowFakeRay):
         return ready, []
 
 
-def restarting_engine(monkeypatch, script, restart_s):
+def restarting_engine(monkeypatch, script, restart_s, hold_lost=False):
     """One CPU actor running only device steps; slide ``a`` hangs on it with ``b`` and ``c``
     queued behind, so the time limit restarts the actor."""
     eng, _ = make_engine(monkeypatch, {})
-    fake = RestartingRay(script, restart_s=restart_s)
+    fake = RestartingRay(script, restart_s=restart_s, hold_lost=hold_lost)
     monkeypatch.setattr(eng, "ray", fake)
     monkeypatch.setattr(ray_engine.time, "monotonic", lambda: fake.now)
     monkeypatch.setattr(ray_engine.time, "sleep", fake.sleep)
@@ -356,3 +365,27 @@ def test_slides_waiting_for_an_actor_that_never_returns_fail_after_the_startup_l
         assert "within 3 s" in err["message"] and "lost_attempts" not in results[sid]
     assert 3.0 < fake.now < 4.0 and fake.sent_while_down == []
     assert not eng.in_flight() and not eng._parked
+
+
+def test_a_late_failure_from_the_lost_actor_does_not_stop_timing_its_new_calls(monkeypatch):
+    """The failures of ``b`` and ``c`` (queued on the killed actor) arrive after it is back
+    and has taken ``d`` and ``e``, with ``d``'s result: they must not mark it lost again,
+    which would leave ``e``, queued behind ``d``, without a clock. ``e`` hangs, so it must
+    still be stopped."""
+    eng, fake = restarting_engine(monkeypatch, {("device", "a"): ["stuck"],
+                                                ("device", "b"): [DONE] * 3,
+                                                ("device", "c"): [DONE] * 3,
+                                                ("device", "d"): [DONE],
+                                                ("device", "e"): ["stuck"]},
+                                  restart_s=1.0, hold_lost=True)
+    out = []
+    while eng._unready or not fake.killed:  # until the actor was killed and is back
+        out += eng.wait(timeout=0.5)
+    eng.submit(task("d"))
+    eng.submit(task("e"))
+    fake.release_lost()
+    results = {r["slide_id"]: r for r in out + drain(eng, timeout=0.5)}
+    assert [results[s]["status"] for s in "abcde"] == ["failed", "done", "done", "done",
+                                                       "failed"]
+    assert results["e"]["error"]["type"] == "Timeout" and len(fake.killed) == 2
+    assert not any("lost_attempts" in results[s] for s in "bcd")

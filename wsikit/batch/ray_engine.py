@@ -384,11 +384,12 @@ class RayEngine:
         """The finished slide of ``ref``, or ``None`` when its work goes on (resubmitted, or
         its CPU part handed over to an actor)."""
         sid, task, actor, first = self._refs.pop(ref)
-        ran = ref not in self._doomed and self._began.get(ref) is not None
+        doomed = ref in self._doomed  # its actor's loss is known: it may be back already
+        ran = not doomed and self._began.get(ref) is not None
         try:
             result = self.ray.get(ref)
         except Exception as exc:
-            if actor is not None and is_lost_work(exc):
+            if actor is not None and is_lost_work(exc) and not doomed:
                 self._lost_actor(actor)
             self._release(ref, actor)
             if actor is not None and is_lost_work(exc) and not ran:
