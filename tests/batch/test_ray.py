@@ -52,7 +52,7 @@ def test_ray_engine_equals_local_engine(cohort_csv, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(540)
 def test_ray_slide_timeout_stops_a_hung_slide_and_the_others_finish(cohort_csv, tmp_path,
                                                                     monkeypatch):
     import time
@@ -77,7 +77,7 @@ def test_ray_slide_timeout_stops_a_hung_slide_and_the_others_finish(cohort_csv, 
     finally:
         ray.shutdown()
     wall = time.monotonic() - t0
-    assert wall < 240, f"the hung slide was not stopped ({wall:.0f} s)"
+    assert wall < 400, f"the hung slide (600 s) was not stopped ({wall:.0f} s)"
     assert dict(summary.counts) == {"done": 4, "failed": 2, "skipped": 0}, summary.table()
     state = json.loads((tmp_path / "job" / "state" / "slide1.json").read_text())
     assert state["status"] == "failed" and state["error"]["type"] == "Timeout"
