@@ -25,10 +25,11 @@ once, its outputs written atomically by the attempt that finished. Resubmissions
 in the slide's result (``lost_attempts``). Application errors of a slide are never retried
 here (they are the slide's recorded failure; ``--retry-failed`` redoes them).
 
-An actor gets slides only once it is ready: when it starts, and again after it was lost
-(killed, or its node or worker died), the engine asks it Ray's ``__ray_ready__`` (every
-second) and meanwhile sends slides to the other actors, or keeps them waiting (a call sent to a
-restarting actor fails within seconds). A call that was only queued on a lost actor never ran:
+An actor that was lost (killed, or its node or worker died) gets no slides until it is ready
+again: the engine asks it Ray's ``__ray_ready__`` (every second) and meanwhile sends slides to
+the other actors, or keeps them waiting (a call sent to a restarting actor fails within
+seconds). Actors that are still starting take calls at once (Ray queues them), so the first
+slides spread over every actor. A call that was only queued on a lost actor never ran:
 it is resubmitted without counting as one of the slide's ``max_resubmits``. A slide that finds
 no ready actor within the start-up limit (600 s, or ``slide_timeout`` if longer) fails with an
 ``ActorUnavailable`` error saying so.
@@ -134,8 +135,8 @@ class _DeviceActor:
     """Holds the encoder (cache) for its lifetime; runs the device steps of one slide a call.
 
     It sets itself up (torch, the plugins) when it starts or restarts, as a local worker
-    does: the engine sends it slides once it answers Ray's ``__ray_ready__``, so a slide's
-    time limit never includes the set-up."""
+    does; after a restart the engine sends it slides once it answers Ray's
+    ``__ray_ready__``."""
 
     def __init__(self, job_root: str, stale_after: float, config: dict[str, Any],
                  device: str, threads: int) -> None:
@@ -290,9 +291,6 @@ class RayEngine:
                 self._actors = [cls.remote(job_root, stale_after, config, "cpu", threads)
                                 for _ in range(self.workers)]
         self._load = [0] * len(self._actors)
-        for k in range(len(self._actors)):  # slides wait until an actor has set itself up
-            self._unready[k] = _Unready(time.monotonic())
-        self._probe()
         # Lost tasks are resubmitted by wait() (counted there), not retried silently by Ray.
         self._remote_cpu = ray.remote(num_cpus=1, max_retries=0,
                                       scheduling_strategy="SPREAD")(_cpu_task)
