@@ -60,12 +60,12 @@ def test_ray_slide_timeout_stops_a_hung_slide_and_the_others_finish(cohort_csv, 
 
     here = Path(__file__).resolve().parent
     # Ray workers inherit this environment: the test plugin, one slide that hangs, and an
-    # actor that takes 10 s to set itself up, so its restart outlasts the resubmits of the
-    # calls queued on it (they must wait for it, not fail against it while it restarts).
+    # actor that takes 10 s more to set itself up after a restart, so its restart outlasts
+    # the resubmits of the calls queued on it (they must wait for it, not fail against it).
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(here),
                                                       os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("WSIKIT_TEST_SLEEP_slide1", "600")
-    monkeypatch.setenv("WSIKIT_TEST_ACTOR_START", "10")
+    monkeypatch.setenv("WSIKIT_TEST_ACTOR_RESTART", "10")
     monkeypatch.setenv("WSIKIT_NO_PROGRESS", "1")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     t0 = time.monotonic()
