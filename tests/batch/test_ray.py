@@ -52,17 +52,20 @@ def test_ray_engine_equals_local_engine(cohort_csv, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(540)
 def test_ray_slide_timeout_stops_a_hung_slide_and_the_others_finish(cohort_csv, tmp_path,
                                                                     monkeypatch):
     import time
     from pathlib import Path
 
     here = Path(__file__).resolve().parent
-    # Ray workers inherit this environment: the test plugin, and one slide that hangs.
+    # Ray workers inherit this environment: the test plugin, one slide that hangs, and an
+    # actor that takes 10 s more to set itself up after a restart, so its restart outlasts
+    # the resubmits of the calls queued on it (they must wait for it, not fail against it).
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(here),
                                                       os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("WSIKIT_TEST_SLEEP_slide1", "600")
+    monkeypatch.setenv("WSIKIT_TEST_ACTOR_RESTART", "10")
     monkeypatch.setenv("WSIKIT_NO_PROGRESS", "1")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     t0 = time.monotonic()
@@ -74,12 +77,13 @@ def test_ray_slide_timeout_stops_a_hung_slide_and_the_others_finish(cohort_csv, 
     finally:
         ray.shutdown()
     wall = time.monotonic() - t0
-    assert wall < 240, f"the hung slide was not stopped ({wall:.0f} s)"
+    assert wall < 400, f"the hung slide (600 s) was not stopped ({wall:.0f} s)"
     assert dict(summary.counts) == {"done": 4, "failed": 2, "skipped": 0}, summary.table()
     state = json.loads((tmp_path / "job" / "state" / "slide1.json").read_text())
     assert state["status"] == "failed" and state["error"]["type"] == "Timeout"
     assert "40 s" in state["error"]["message"] and "slide_timeout=" in state["error"]["message"]
     assert not (tmp_path / "job" / "hold" / "slide1.txt").exists()
     for slide_id in set(GOOD) - {"slide1"}:
-        assert json.loads((tmp_path / "job" / "state" / f"{slide_id}.json").read_text()
-                          )["status"] == "done"
+        state = json.loads((tmp_path / "job" / "state" / f"{slide_id}.json").read_text())
+        assert state["status"] == "done" and state["attempts"] == 1, slide_id
+        assert not state.get("lost_attempts"), state["lost_attempts"]  # never ran on it

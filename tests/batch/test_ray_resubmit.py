@@ -2,7 +2,8 @@
 
 A task or actor call lost with its node is resubmitted from its last completed part, at most
 ``max_resubmits`` times, and recorded as ``lost_attempts``; a slide's own failure or any other
-error is not retried.
+error is not retried. A lost actor gets no call until it answers ``__ray_ready__`` again, and a
+call that was only queued on it (it never ran) is resubmitted without counting as a try.
 """
 
 from __future__ import annotations
@@ -24,11 +25,23 @@ class ActorDiedError(Exception):
     pass
 
 
+class ActorUnavailableError(Exception):
+    """What Ray raises for a call to an actor that is restarting (or was restarted under it)."""
+
+
 class FakeRef:
     ids = itertools.count()
 
-    def __init__(self, kind, task, outcome):
+    def __init__(self, kind, task, outcome, actor=None):
         self.kind, self.task, self.outcome, self.id = kind, task, outcome, next(self.ids)
+        self.actor = actor
+
+
+class ProbeRef:
+    """A ``__ray_ready__`` call: ``True``, or the error of an actor that is restarting."""
+
+    def __init__(self, actor, outcome):
+        self.actor, self.outcome = actor, outcome
 
 
 class FakeRay:
@@ -38,13 +51,18 @@ class FakeRay:
         self.script = script  # (kind, slide_id) -> list of outcomes, consumed in order
         self.calls = []
         self.actor_calls = []
+        self.probes = []
 
     def _call(self, kind, task, actor=None):
         sid = task["slide"]["slide_id"]
         self.calls.append((kind, sid))
         if actor is not None:
             self.actor_calls.append((sid, actor))
-        return FakeRef(kind, task, self.script[(kind, sid)].pop(0))
+        return FakeRef(kind, task, self.script[(kind, sid)].pop(0), actor)
+
+    def _ready(self, actor):
+        self.probes.append(actor)
+        return ProbeRef(actor, True)
 
     def wait(self, refs, num_returns, timeout):
         return list(refs), []
@@ -52,13 +70,17 @@ class FakeRay:
     def get(self, ref):
         if isinstance(ref.outcome, Exception):
             raise ref.outcome
+        if isinstance(ref, ProbeRef):
+            return ref.outcome
         return {"slide_id": ref.task["slide"]["slide_id"], **ref.outcome}
 
 
 class Actor:
     def __init__(self, fake, index):
+        self.index = index
         self.run = type("M", (), {"remote": lambda _s, task, steps: fake._call("device", task,
                                                                                index)})()
+        self.__ray_ready__ = type("M", (), {"remote": lambda _s: fake._ready(index)})()
 
 
 def make_engine(monkeypatch, script, max_resubmits=3):
@@ -78,11 +100,13 @@ def task(sid):
     return {"slide": {"slide_id": sid, "path": f"/x/{sid}.svs"}, "previous": {}}
 
 
-def drain(eng):
+def drain(eng, rounds=1000, timeout=0.0):
     out = []
-    while eng._refs:
-        out += eng.wait(timeout=0)
-    return out
+    for _ in range(rounds):
+        if not eng.in_flight():
+            return out
+        out += eng.wait(timeout=timeout)
+    raise AssertionError(f"slides still in flight after {rounds} waits: {eng._refs}")
 
 
 DONE = {"status": "done", "steps": {"segment": {}, "patch": {}}, "seconds": 1.0, "reused": []}
@@ -103,9 +127,11 @@ def test_lost_cpu_and_device_parts_are_resubmitted(monkeypatch):
     assert "lost_attempts" not in results["b"]
     assert results["a"]["seconds"] == 3.0  # CPU part + device part of the attempts that ran
     assert fake.calls.count(("cpu", "a")) == 2 and fake.calls.count(("device", "a")) == 2
-    # The resubmitted device part went to the other actor, not the one that just died.
+    # The resubmitted device part went to the other actor, not the one that just died, which
+    # was asked whether it is ready (and is) before it is given work again.
     first, again = [k for s, k in fake.actor_calls if s == "a"]
     assert first != again and eng._load == [0, 0]
+    assert fake.probes == [first] and not eng._unready
 
 
 def test_resubmits_are_bounded_and_other_errors_are_failures(monkeypatch):
@@ -220,3 +246,146 @@ def test_a_call_queued_behind_another_is_timed_from_its_start(monkeypatch):
     eng._refs.pop(first)
     eng._release(first, 0)  # a finishes: b starts now
     assert list(eng._began.values()) != [None] and len(eng._began) == 1
+
+
+class RestartingRay(SlowFakeRay):
+    """Ray restarting a killed actor, on a clock that moves ``step`` seconds per ``wait``
+    (and as far as the engine sleeps).
+
+    The calls queued on the actor fail with ``ActorUnavailableError`` ("was restarted"), and
+    so does every call and ``__ray_ready__`` sent to it for ``restart_s`` seconds after the
+    kill ("is restarting"), as Ray does while the actor's new process sets itself up.
+    """
+
+    def __init__(self, script, *, restart_s, step=0.1, hold_lost=False):
+        super().__init__(script)
+        self.now, self.step, self.restart_s = 0.0, step, restart_s
+        self.hold_lost = hold_lost  # the queued calls' failures wait for release_lost()
+        self.held = []
+        self.down_until = {}  # actor -> when its new process is ready
+        self.outstanding = []
+        self.sent_while_down = []  # slides whose call went to a restarting actor
+
+    def _down(self, actor):
+        return self.now < self.down_until.get(actor, -1.0)
+
+    def _call(self, kind, task, actor=None):
+        if actor is not None and self._down(actor):
+            sid = task["slide"]["slide_id"]
+            self.calls.append((kind, sid))
+            self.sent_while_down.append(sid)
+            return FakeRef(kind, task, ActorUnavailableError("The actor is restarting."), actor)
+        ref = super()._call(kind, task, actor)
+        self.outstanding.append(ref)
+        return ref
+
+    def _ready(self, actor):
+        self.probes.append(actor)
+        return ProbeRef(actor, ActorUnavailableError("The actor is restarting.")
+                        if self._down(actor) else True)
+
+    def kill(self, actor, no_restart):
+        super().kill(actor, no_restart)
+        self.down_until[actor.index] = self.now + self.restart_s
+        for ref in self.outstanding:
+            if ref.actor == actor.index:
+                ref.__class__ = FakeRef  # a stuck call ends too
+                ref.outcome = ActorUnavailableError("The actor was restarted.")
+                if self.hold_lost:
+                    self.held.append(ref)
+        self.outstanding = [r for r in self.outstanding if r.actor != actor.index]
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+    def release_lost(self):
+        self.held, self.hold_lost = [], False
+
+    def wait(self, refs, num_returns, timeout):
+        """An actor runs its calls one at a time: one ends per wait, the next only after."""
+        self.now += self.step
+        ready, running = [], set()
+        for ref in refs:
+            if ref in self.held:
+                continue
+            if ref in self.outstanding:
+                if ref.actor in running or isinstance(ref, StuckRef):
+                    running.add(ref.actor)
+                    continue
+                running.add(ref.actor)
+                self.outstanding.remove(ref)
+            ready.append(ref)
+        return ready, []
+
+
+def restarting_engine(monkeypatch, script, restart_s, hold_lost=False):
+    """One CPU actor running only device steps; slide ``a`` hangs on it with ``b`` and ``c``
+    queued behind, so the time limit restarts the actor."""
+    eng, _ = make_engine(monkeypatch, {})
+    fake = RestartingRay(script, restart_s=restart_s, hold_lost=hold_lost)
+    monkeypatch.setattr(eng, "ray", fake)
+    monkeypatch.setattr(ray_engine.time, "monotonic", lambda: fake.now)
+    monkeypatch.setattr(ray_engine.time, "sleep", fake.sleep)
+    eng._actors, eng._load = [Actor(fake, 0)], [0]
+    eng.device_steps, eng.cpu_steps = ["features"], []
+    eng.slide_timeout = 0.25
+    for sid in "abc":
+        eng.submit(task(sid))
+    return eng, fake
+
+
+def test_calls_queued_on_a_restarted_actor_wait_for_it_and_keep_their_tries(monkeypatch):
+    """The actor takes 2 s (20 waits) to restart, longer than the three resubmits a lost
+    call has: the queued slides must wait for it, not fail against it while it restarts."""
+    eng, fake = restarting_engine(monkeypatch, {("device", "a"): ["stuck"],
+                                                ("device", "b"): [DONE, DONE],
+                                                ("device", "c"): [DONE, DONE]}, restart_s=2.0)
+    results = {r["slide_id"]: r for r in drain(eng, timeout=0.5)}
+    assert results["a"]["status"] == "failed" and results["a"]["error"]["type"] == "Timeout"
+    for sid in "bc":  # they never ran on the lost actor: resubmitted, not charged a try
+        assert results[sid]["status"] == "done", results[sid]
+        assert "lost_attempts" not in results[sid]
+    assert fake.sent_while_down == []  # no slide was sent to the actor while it restarted
+    assert [sid for sid, _ in fake.actor_calls] == ["a", "b", "c", "b", "c"]
+    assert fake.now >= 2.0 and len(fake.probes) >= 2  # it was asked until it answered
+    assert eng._load == [0] and not eng._unready and not eng._parked and not eng._doomed
+
+
+def test_slides_waiting_for_an_actor_that_never_returns_fail_after_the_startup_limit(
+        monkeypatch):
+    monkeypatch.setattr(ray_engine, "STARTUP_LIMIT", 3.0)
+    eng, fake = restarting_engine(monkeypatch, {("device", "a"): ["stuck"],
+                                                ("device", "b"): [DONE],
+                                                ("device", "c"): [DONE]}, restart_s=1e9)
+    results = {r["slide_id"]: r for r in drain(eng, timeout=0.5)}
+    assert results["a"]["error"]["type"] == "Timeout"
+    for sid in "bc":
+        err = results[sid]["error"]
+        assert results[sid]["status"] == "failed" and err["type"] == "ActorUnavailable"
+        assert "within 3 s" in err["message"] and "lost_attempts" not in results[sid]
+    assert 3.0 < fake.now < 4.0 and fake.sent_while_down == []
+    assert not eng.in_flight() and not eng._parked
+
+
+def test_a_late_failure_from_the_lost_actor_does_not_stop_timing_its_new_calls(monkeypatch):
+    """The failures of ``b`` and ``c`` (queued on the killed actor) arrive after it is back
+    and has taken ``d`` and ``e``, with ``d``'s result: they must not mark it lost again,
+    which would leave ``e``, queued behind ``d``, without a clock. ``e`` hangs, so it must
+    still be stopped."""
+    eng, fake = restarting_engine(monkeypatch, {("device", "a"): ["stuck"],
+                                                ("device", "b"): [DONE] * 3,
+                                                ("device", "c"): [DONE] * 3,
+                                                ("device", "d"): [DONE],
+                                                ("device", "e"): ["stuck"]},
+                                  restart_s=1.0, hold_lost=True)
+    out = []
+    while eng._unready or not fake.killed:  # until the actor was killed and is back
+        out += eng.wait(timeout=0.5)
+    eng.submit(task("d"))
+    eng.submit(task("e"))
+    fake.release_lost()
+    results = {r["slide_id"]: r for r in out + drain(eng, timeout=0.5)}
+    assert [results[s]["status"] for s in "abcde"] == ["failed", "done", "done", "done",
+                                                       "failed"]
+    assert results["e"]["error"]["type"] == "Timeout" and len(fake.killed) == 2
+    assert not any("lost_attempts" in results[s] for s in "bcd")

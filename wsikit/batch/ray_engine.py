@@ -25,11 +25,21 @@ once, its outputs written atomically by the attempt that finished. Resubmissions
 in the slide's result (``lost_attempts``). Application errors of a slide are never retried
 here (they are the slide's recorded failure; ``--retry-failed`` redoes them).
 
+An actor that was lost (killed, or its node or worker died) gets no slides until it is ready
+again: the engine asks it Ray's ``__ray_ready__`` (every second) and meanwhile sends slides to
+the other actors, or keeps them waiting (a call sent to a restarting actor fails within
+seconds). Actors that are still starting take calls at once (Ray queues them), so the first
+slides spread over every actor. A call that was only queued on a lost actor never ran:
+it is resubmitted without counting as one of the slide's ``max_resubmits``. A slide that finds
+no ready actor within the start-up limit (600 s, or ``slide_timeout`` if longer) fails with an
+``ActorUnavailable`` error saying so.
+
 ``--slide-timeout`` holds here as in the local engine: a CPU task running longer than the limit
 (from its submission) is cancelled with ``ray.cancel(force=True)``; an actor call running longer
 (from the moment its actor started it, so waiting behind another slide does not count) has its
 actor killed and restarted by Ray. The slide fails with a ``Timeout`` error naming the limit;
-other calls queued on that actor are lost with it and resubmitted.
+other calls queued on that actor are lost with it and resubmitted once it (or another actor)
+is ready, not charged a try.
 
 Multi-node use::
 
@@ -46,12 +56,13 @@ import contextlib
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._hints import keyword, option
 from ..errors import BatchError
 from ..run.steps import BatchConfig, get_step
-from .local import task_id, work_function
+from .local import STARTUP_LIMIT, task_id, work_function
 
 __all__ = ["RayEngine", "is_lost_work"]
 
@@ -121,7 +132,11 @@ def _cpu_task(task: dict[str, Any], job_root: str, stale_after: float,
 
 
 class _DeviceActor:
-    """Holds the encoder (cache) for its lifetime; runs the device steps of one slide a call."""
+    """Holds the encoder (cache) for its lifetime; runs the device steps of one slide a call.
+
+    It sets itself up (torch, the plugins) when it starts or restarts, as a local worker
+    does; after a restart the engine sends it slides once it answers Ray's
+    ``__ray_ready__``."""
 
     def __init__(self, job_root: str, stale_after: float, config: dict[str, Any],
                  device: str, threads: int) -> None:
@@ -131,9 +146,44 @@ class _DeviceActor:
         import torch
 
         torch.set_num_threads(max(1, threads))
+        if config.get("plugins"):
+            from ..run.steps import load_plugins
+
+            with contextlib.suppress(BatchError):  # then each call fails naming the plugin
+                load_plugins(config["plugins"])
 
     def run(self, task: dict[str, Any], steps: list[str]) -> dict[str, Any]:
         return _run(task, *self.args, steps, self.device, self.cache, "device")
+
+
+#: Seconds between two ``__ray_ready__`` probes of an actor that is not ready.
+_PROBE_EVERY = 1.0
+
+
+@dataclass
+class _Unready:
+    """An actor starting or restarting: since when, and its ``__ray_ready__`` call if any."""
+
+    since: float
+    probe: Any = None
+    next_probe: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Parked:
+    """A slide's device part waiting for a ready actor (``first``: its CPU part's result)."""
+
+    sid: str
+    task: dict[str, Any]
+    first: dict[str, Any] | None
+    since: float
+
+
+def _failure(sid: str, kind: str, message: str, seconds: float = 0.0) -> dict[str, Any]:
+    """The result of a slide the engine stopped or could not run (nothing recorded)."""
+    return {"slide_id": sid, "id": sid, "status": "failed", "steps": {}, "recorded": False,
+            "reused": [], "seconds": seconds, "n_patches": 0,
+            "error": {"type": kind, "message": message[:2000], "step": None, "traceback": ""}}
 
 
 class RayEngine:
@@ -192,8 +242,11 @@ class RayEngine:
         self._calls: dict[int, int] = {}  # calls given to each actor (ties: the fewest)
         self._refs: dict[Any, tuple[str, dict[str, Any], int | None, dict[str, Any] | None]] = {}
         self._lost: dict[str, list[dict[str, Any]]] = {}  # slide → lost attempts
-        self._suspect: set[int] = set()  # actors whose last call was lost (dead/restarting)
         self._began: dict[Any, float | None] = {}  # ref → when it started running (if known)
+        self._unready: dict[int, _Unready] = {}  # actors starting or restarting
+        self._probes: dict[Any, int] = {}  # __ray_ready__ call → its actor
+        self._doomed: set[Any] = set()  # calls queued on an actor that was then lost
+        self._parked: list[_Parked] = []  # device parts waiting for an actor to be ready
         self._n_cpu = 1
 
     def describe(self) -> dict[str, Any]:
@@ -252,7 +305,7 @@ class RayEngine:
         return self.cpu_slots + len(self._actors)
 
     def in_flight(self) -> int:
-        return len({sid for sid, *_ in self._refs.values()})
+        return len({sid for sid, *_ in self._refs.values()} | {p.sid for p in self._parked})
 
     def idle(self) -> int:
         """Slides that may start now. A CPU part is submitted only to a free CPU: one queued
@@ -272,11 +325,18 @@ class RayEngine:
         else:
             self._to_actor(sid, task, None)
 
-    def _to_actor(self, sid: str, task: dict[str, Any], first: dict[str, Any] | None) -> None:
+    def _to_actor(self, sid: str, task: dict[str, Any], first: dict[str, Any] | None, *,
+                  since: float | None = None) -> None:
+        """Give a slide's device part to a ready actor, or park it until one is ready (a call
+        sent to a restarting actor fails within seconds, though the slide never ran)."""
+        ready = [k for k in range(len(self._actors)) if k not in self._unready]
+        if not ready:
+            self._parked.append(_Parked(sid, task, first,
+                                        time.monotonic() if since is None else since))
+            return
         # the least loaded actor; among idle ones the one given the fewest calls, so slides
         # arriving one at a time still use every actor (and every node or GPU)
-        i = min(range(len(self._actors)),
-                key=lambda k: (k in self._suspect, self._load[k], self._calls.get(k, 0), k))
+        i = min(ready, key=lambda k: (self._load[k], self._calls.get(k, 0), k))
         idle = self._load[i] == 0
         self._load[i] += 1
         self._calls[i] = self._calls.get(i, 0) + 1
@@ -287,48 +347,115 @@ class RayEngine:
     def _release(self, ref: Any, actor: int | None) -> None:
         """Forget ``ref``; the next call queued on its actor starts now (for the time limit)."""
         self._began.pop(ref, None)
+        if ref in self._doomed:  # its actor was lost: no longer counted in its load
+            self._doomed.discard(ref)
+            return
         if actor is None:
             return
         self._load[actor] -= 1
         for other, (_, _, k, _) in self._refs.items():
-            if k == actor and self._began.get(other) is None:
+            if k == actor and other not in self._doomed and self._began.get(other) is None:
                 self._began[other] = time.monotonic()
                 break
 
     def wait(self, timeout: float) -> list[dict[str, Any]]:
-        if not self._refs:
+        if not self._refs and not self._parked:
             return []
-        ready, _ = self.ray.wait(list(self._refs), num_returns=len(self._refs),
-                                 timeout=timeout)
+        refs = [*self._refs, *self._probes]
+        if refs:
+            ready = set(self.ray.wait(refs, num_returns=len(refs), timeout=timeout)[0])
+        else:  # parked slides only, their actors' next probes not yet due
+            time.sleep(min(timeout, _PROBE_EVERY))
+            ready = set()
         results = self._expire()
-        for ref in ready:
-            if ref not in self._refs:  # stopped by the time limit above
-                continue
-            sid, task, actor, first = self._refs.pop(ref)
+        self._check_probes([ref for ref in self._probes if ref in ready])
+        # in submission order: a call that finished releases the one queued behind it first
+        for ref in [ref for ref in self._refs if ref in ready]:
+            result = self._collect(ref)
+            if result is not None:
+                results.append(result)
+        results += self._unpark()
+        self._probe()
+        return results
+
+    def _collect(self, ref: Any) -> dict[str, Any] | None:
+        """The finished slide of ``ref``, or ``None`` when its work goes on (resubmitted, or
+        its CPU part handed over to an actor)."""
+        sid, task, actor, first = self._refs.pop(ref)
+        doomed = ref in self._doomed  # its actor's loss is known: it may be back already
+        ran = not doomed and self._began.get(ref) is not None
+        try:
+            result = self.ray.get(ref)
+        except Exception as exc:
+            if actor is not None and is_lost_work(exc) and not doomed:
+                self._lost_actor(actor)
             self._release(ref, actor)
+            if actor is not None and is_lost_work(exc) and not ran:
+                self._to_actor(sid, task, first)  # it never started: not one of its tries
+                return None
+            if is_lost_work(exc) and self._resubmit(sid, task, actor, first, exc):
+                return None
+            result = _failure(sid, type(exc).__name__, f"Ray task/actor failed: {exc}")
+        else:
+            self._release(ref, actor)
+        if actor is None and result.get("status") == "done" and self.device_steps:
+            self._to_actor(sid, task, result)  # CPU part done: hand over to a device actor
+            return None
+        if self._lost.get(sid):
+            result["lost_attempts"] = self._lost.pop(sid)
+        if first is not None:
+            result["seconds"] = round(first.get("seconds", 0) + result.get("seconds", 0), 4)
+            result["reused"] = list(first.get("reused", [])) + list(result.get("reused", []))
+        return result
+
+    def _lost_actor(self, actor: int) -> None:
+        """``actor`` was lost (killed, or its node or worker died) and is being restarted by
+        Ray: no call goes to it until it is ready again, and the calls queued on it, which it
+        never started, are resubmitted when they fail without counting as tries."""
+        if actor in self._unready:
+            return
+        self._unready[actor] = _Unready(time.monotonic())
+        for ref, (_, _, k, _) in self._refs.items():
+            if k == actor and self._began.get(ref) is None and ref not in self._doomed:
+                self._doomed.add(ref)
+                self._load[actor] -= 1
+        self._probe()
+
+    def _probe(self) -> None:
+        """Ask each actor not known to be ready whether it is (Ray's ``__ray_ready__``)."""
+        now = time.monotonic()
+        for k, unready in self._unready.items():
+            if unready.probe is None and now >= unready.next_probe:
+                unready.probe = self._actors[k].__ray_ready__.remote()
+                self._probes[unready.probe] = k
+
+    def _check_probes(self, answered: list[Any]) -> None:
+        for ref in answered:
+            k = self._probes.pop(ref)
             try:
-                result = self.ray.get(ref)
-            except Exception as exc:
-                if actor is not None and is_lost_work(exc):
-                    self._suspect.add(actor)
-                if is_lost_work(exc) and self._resubmit(sid, task, actor, first, exc):
-                    continue
-                result = {"slide_id": sid, "id": sid, "status": "failed", "steps": {},
-                          "recorded": False, "reused": [], "seconds": 0.0, "n_patches": 0,
-                          "error": {"type": type(exc).__name__,
-                                    "message": f"Ray task/actor failed: {exc}"[:2000],
-                                    "step": None, "traceback": ""}}
-            if (actor is None and result.get("status") == "done" and self.device_steps):
-                self._to_actor(sid, task, result)  # CPU part done: hand over to a device actor
-                continue
-            if actor is not None:
-                self._suspect.discard(actor)
-            if self._lost.get(sid):
-                result["lost_attempts"] = self._lost.pop(sid)
-            if first is not None:
-                result["seconds"] = round(first.get("seconds", 0) + result.get("seconds", 0), 4)
-                result["reused"] = list(first.get("reused", [])) + list(result.get("reused", []))
-            results.append(result)
+                self.ray.get(ref)
+            except Exception:  # still restarting (or gone): ask again a little later
+                self._unready[k].probe = None
+                self._unready[k].next_probe = time.monotonic() + _PROBE_EVERY
+            else:
+                del self._unready[k]
+
+    def _unpark(self) -> list[dict[str, Any]]:
+        """Send parked device parts to actors that are ready now; fail those that waited
+        longer than an actor may take to set itself up."""
+        limit = max(STARTUP_LIMIT, self.slide_timeout or 0)
+        parked, self._parked = self._parked, []
+        results: list[dict[str, Any]] = []
+        for item in parked:
+            if time.monotonic() - item.since > limit:
+                self._lost.pop(item.sid, None)
+                results.append(_failure(
+                    item.sid, "ActorUnavailable",
+                    f"no Ray actor was ready to run this slide within {limit:g} s (every "
+                    "actor was starting or restarting: a slow or hung import of torch or a "
+                    "plugin, or no node with room for an actor?)"))
+            else:
+                self._to_actor(item.sid, item.task, item.first, since=item.since)
         return results
 
     def _expire(self) -> list[dict[str, Any]]:
@@ -345,18 +472,15 @@ class RayEngine:
                 self.ray.cancel(ref, force=True)
             else:  # an actor call cannot be force-cancelled: restart its actor
                 self.ray.kill(self._actors[actor], no_restart=False)
-                self._suspect.add(actor)
+                self._lost_actor(actor)
             self._release(ref, actor)
             self._lost.pop(sid, None)
-            results.append({
-                "slide_id": sid, "id": sid, "status": "failed", "steps": {}, "recorded": False,
-                "reused": [], "seconds": round(now - began, 4), "n_patches": 0,
-                "error": {"type": "Timeout", "step": None, "traceback": "",
-                          "message": ("this slide took too long: stopped after the per-slide "
-                                      f"limit of {self.slide_timeout:g} s on "
-                                      f"{'a Ray CPU task' if actor is None else 'a Ray actor'}"
-                                      f" ({keyword('slide_timeout')}; raise it for very "
-                                      "large slides)")}})
+            results.append(_failure(
+                sid, "Timeout", "this slide took too long: stopped after the per-slide limit "
+                f"of {self.slide_timeout:g} s on "
+                f"{'a Ray CPU task' if actor is None else 'a Ray actor'} "
+                f"({keyword('slide_timeout')}; raise it for very large slides)",
+                round(now - began, 4)))
         return results
 
     def _resubmit(self, sid: str, task: dict[str, Any], actor: int | None,
@@ -382,6 +506,7 @@ class RayEngine:
         self._actors = []
         self._refs = {}
         self._began = {}
+        self._unready, self._probes, self._doomed, self._parked = {}, {}, set(), []
         if self._started_ray:
             self.ray.shutdown()
             self._started_ray = False
