@@ -8,8 +8,9 @@ written at an angle (margin stamps such as "Downloaded from …", rotated axis t
 apart in :attr:`PageText.rotated` and never joined to horizontal lines.
 
 A line is *prose* when it belongs to a run of at least three left-aligned lines of one size
-with regular spacing, each wide enough to be running text: that is what body text looks like
-and what text inside a graphic (axis labels, legends, panel letters) does not.
+with regular spacing, each wide enough to be running text (a paragraph's first line may be
+indented when it ends at the column's right edge): that is what body text looks like and what
+text inside a graphic (axis labels, legends, panel letters) does not.
 
 Coordinates are PDF points with the origin at the page's bottom-left (``top > bottom``).
 """
