@@ -1,8 +1,9 @@
-"""Layouts of articles the extractor was never tuned on (held-out set 3, truth D), generated:
-a legend set in two balanced columns under a page-wide figure with white backgrounds drawn
+"""Layouts of articles the extractor was never tuned on (held-out set 3, truth D, and
+others), generated: a legend set in two balanced columns under a page-wide figure with white backgrounds drawn
 under the text columns, a side caption set level with its figure's top far to its left, row
 labels drawn as outlines beside a bitmap grid, a supplement numbering its figures like the
-main text's, body text running over a bitmap's white margin."""
+main text's, body text running over a bitmap's white margin, a plate right under the first
+lines of a paragraph."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _fpdf_paper import BODY, column, paper, pt, vector_plot
+from _fpdf_paper import BODY, MM, column, paper, pt, vector_plot
 
 from wsikit.evidence import read_pdf_figures
 
@@ -244,3 +245,54 @@ def test_label_followed_by_unicode_spaces(tmp_path: Path):
     assert figs[0].caption == ("Fig. 1 SYNTHETIC inhibition of generated channel 1 by a "
                                "generated nucleotide.")
     assert figs[1].caption.startswith("Fig. 2 SYNTHETIC")
+
+
+def _justified(pdf, words: list[str], x: float, y: float, right: float) -> list[str]:
+    """One line of body text from ``x`` to ``right`` (mm), as many of ``words`` as fit,
+    spaced out as justified text is; returns the words left."""
+    pdf.set_char_spacing(0)
+    n = 1
+    while n < len(words) and pdf.get_string_width(" ".join(words[:n + 1])) <= right - x:
+        n += 1
+    text = " ".join(words[:n])
+    spare = right - x - pdf.get_string_width(text)
+    pdf.set_char_spacing(spare * MM / max(len(text) - 1, 1))  # in points
+    pdf.text(x, y, text)
+    pdf.set_char_spacing(0)
+    return words[n:]
+
+
+def test_plate_under_a_paragraph_starting_at_the_column_foot(tmp_path: Path):
+    """A page-wide plate (one bitmap of six micrographs) right under two columns of body
+    text, the right column a heading over the first three lines of a paragraph (its first
+    line indented, all justified) that goes on on the next page: those lines are body text,
+    not labels of the plate, so the plate is not taken for a frame around text and is found
+    whole."""
+    from PIL import Image
+
+    rng = np.random.default_rng(26)
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    words = BODY.split()
+    pdf.set_font("Times", "", 10)
+    for i in range(4):
+        words = _justified(pdf, words, 20, 24 + 4.2 * i, 101)
+    pdf.set_font("Helvetica", "B", 10)
+    pdf.text(109, 24, "SYNTHETIC methods heading")
+    pdf.set_font("Times", "", 10)
+    for i in range(3):
+        words = _justified(pdf, words, 113 if i == 0 else 109, 28.2 + 4.2 * i, 190)
+    plate = np.full((372, 334, 3), 255, dtype=np.uint8)  # one bitmap: 2 x 3 with white gutters
+    for row in range(3):
+        for col in range(2):
+            plate[row * 126:row * 126 + 120, col * 170:col * 170 + 164] = rng.integers(
+                0, 200, (120, 164, 3), dtype=np.uint8)
+    pdf.image(Image.fromarray(plate), x=22, y=38, w=167, h=185)
+    _legend(pdf, 20, 226, 170, "Figure 5. SYNTHETIC generated micrographs of leaves. A-C, "
+            "upper surfaces; D-F, lower surfaces; A, D, hairs on the upper side; B, E, cross "
+            "sections; C, F, hairs on the lower side.")
+    figs = _read(pdf, tmp_path / "plate.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 5"]
+    assert _holds(figs[0].bbox, 22, 38, 189, 223)
+    assert figs[0].bbox[3] < pt(0, 28.2 + 4.2 * 2)[1]  # the body text is not in the figure
+    assert figs[0].caption.endswith("C, F, hairs on the lower side.")

@@ -8,8 +8,9 @@ written at an angle (margin stamps such as "Downloaded from …", rotated axis t
 apart in :attr:`PageText.rotated` and never joined to horizontal lines.
 
 A line is *prose* when it belongs to a run of at least three left-aligned lines of one size
-with regular spacing, each wide enough to be running text: that is what body text looks like
-and what text inside a graphic (axis labels, legends, panel letters) does not.
+with regular spacing, each wide enough to be running text (a paragraph's first line may be
+indented when it ends at the column's right edge): that is what body text looks like and what
+text inside a graphic (axis labels, legends, panel letters) does not.
 
 Coordinates are PDF points with the origin at the page's bottom-left (``top > bottom``).
 """
@@ -462,15 +463,24 @@ def mark_prose(lines: list[Line]) -> None:
     # pitch (baseline to baseline) between them
     below: list[int | None] = [None] * n
     pitch = [0.0] * n
+    # indent[i]: the line below line i when i is a paragraph's indented first line (set in
+    # from the column's left edge, ending at its right edge: justified), with its pitch
+    indent: dict[int, tuple[int, float]] = {}
     for i, a in enumerate(lines):
+        tol = max(2.5, 0.3 * a.size)
         for j in range(i + 1, min(n, i + 40)):
             b = lines[j]
-            if abs(b.left - a.left) <= max(2.5, 0.3 * a.size) and \
-                    abs(b.size - a.size) <= 0.2 * a.size:
-                step = a.base - b.base
+            if abs(b.size - a.size) > 0.2 * a.size:
+                continue
+            step = a.base - b.base
+            if abs(b.left - a.left) <= tol:
                 if 0.7 * a.size <= step <= 3.0 * a.size:
                     below[i] = j
                     pitch[i] = step
+                break
+            if tol < a.left - b.left <= 3.0 * a.size and abs(b.right - a.right) <= tol:
+                if 0.7 * a.size <= step <= 3.0 * a.size:
+                    indent[i] = (j, step)
                 break
 
     def regular(p: float, q: float) -> bool:
@@ -486,6 +496,13 @@ def mark_prose(lines: list[Line]) -> None:
                 regular(pitch[run[0]], pitch[run[1]]):
             for k in run:
                 lines[k].prose = True
+    # a paragraph's indented first line over two lines of its column, all at one pitch: a
+    # paragraph of three lines (the start of one at a column's foot, over a figure)
+    for i, (j, step) in indent.items():
+        third = below[j]
+        if third is not None and wide(lines[i]) and wide(lines[j]) and regular(step, pitch[j]):
+            for m in (i, j, third):
+                lines[m].prose = True
     # the line that ends a paragraph continues a prose line at the paragraph's pitch
     above: dict[int, int] = {j: i for i, j in enumerate(below) if j is not None}
     for i in range(n):
