@@ -64,7 +64,8 @@ SETS: tuple[tuple[str, frozenset[str]], ...] = (
     ("held-out-1", frozenset({"held-out-1"})),
     ("held-out-2 (tuned on since wt/kinds4)", frozenset({"held-out-2"})),
     ("held-out-3 (never tuned on)", frozenset({"held-out-3"})),
-    ("all", frozenset({"dev", "held-out-1", "held-out-2", "held-out-3"})),
+    ("held-out-4 (never tuned on)", frozenset({"held-out-4"})),
+    ("all", frozenset({"dev", "held-out-1", "held-out-2", "held-out-3", "held-out-4"})),
 )
 
 
