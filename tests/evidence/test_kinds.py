@@ -431,3 +431,34 @@ def test_a_data_map_on_white_is_a_chart_and_a_specimen_on_white_a_photograph():
     leaf[land & (xx > 210)] = (40, 50, 30)
     specimen = classify_figure_kind(leaf)
     assert specimen.features["shadow"] >= 0.03 and specimen.kind == "photograph", specimen.reason
+
+
+def _scored(kind: str, picture_share: float = 0.0, **scores: float) -> FigureKind:
+    return FigureKind(kind=kind, scores=dict.fromkeys(FIGURE_KINDS, 0.0) | scores, reason="",
+                      features={"picture_share": picture_share, "chart_share": 0.8})
+
+
+def test_a_picture_panel_of_real_size_among_charts_keeps_its_kind():
+    # seven bar charts and two photographs (plates, organs) that the caption's chart words
+    # nearly outscore: the photographs are mostly picture pixels, so the figure is mixed
+    charts = [_scored("chart", chart=0.8, diagram=0.2)] * 7
+    photo = _scored("photograph", 0.6, photograph=0.45, chart=0.40)
+    whole = _scored("chart", chart=0.8)
+    assert figure_kind_of_panels([*charts, photo, photo], whole=whole).kind == "mixed"
+    # a plot with a few tone blocks (a shaded band) read as a photograph still follows them
+    shaded = _scored("photograph", 0.2, photograph=0.45, chart=0.40)
+    assert figure_kind_of_panels([*charts, shaded, shaded], whole=whole).kind == "chart"
+
+
+def test_blot_strips_beside_charts_make_a_figure_mixed_however_small():
+    # nine bar charts and a blot whose strips cover 6 % of the panel area (cut away as
+    # labels: photograph pieces without scores): a figure of two kinds
+    charts = [_scored("chart", chart=0.8, diagram=0.2)] * 9
+    strip = FigureKind(kind="photograph", scores={}, reason="blot strip")
+    whole = _scored("chart", chart=0.8)
+    got = figure_kind_of_panels([*charts, strip], whole=whole, areas=[1.0] * 9 + [0.6])
+    assert got.kind == "mixed", got.reason
+    # a photograph panel of the same size scored as one (an icon in a plot) does not suffice
+    icon = _scored("photograph", 0.6, photograph=0.7, chart=0.2)
+    got = figure_kind_of_panels([*charts, icon], whole=whole, areas=[1.0] * 9 + [0.6])
+    assert got.kind == "chart", got.reason

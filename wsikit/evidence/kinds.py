@@ -52,11 +52,14 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
 Compound figures are split into panels first (:mod:`wsikit.evidence.panels`); a figure whose
 panels are of different kinds is ``mixed`` (:func:`figure_kind_of_panels`), except that a panel
 whose kind the commonest kind outweighs three to one and whose own scores barely favour it
-follows the commonest kind (one misread panel among photographs). A figure of
+follows the commonest kind (one misread panel among photographs), unless it is a picture
+panel mostly of picture pixels among graphics (a photograph or micrograph of real size beside
+plots is firm evidence, however many plots outvote it). A figure of
 graphic panels is a chart or a diagram by the panels and the whole figure that show firm
 evidence (a panel cut from a chart often loses the axis it shares with its neighbours).
 Blot strips count as photograph pieces there, also where the panel cut dropped them as
-labels.
+labels; beside graphics they make the figure ``mixed`` from 5 % of the panel area (other
+pictures need a tenth).
 
 Measured on real article figures labelled by hand: ``benchmarks/bench_figure_kinds.py``.
 """
@@ -950,9 +953,11 @@ def figure_kind_of_panels(panel_kinds: Sequence[FigureKind], *, whole: FigureKin
 
     Panels of a kind the commonest kind outweighs three to one whose own evidence is weak
     (their kind leads the commonest kind by under 0.12: a photograph read as a micrograph by
-    its caption's scale bar alone) count as the commonest kind (:func:`_weak_panels_follow`).
-    Then: pictures (micrographs, photographs) and graphics (charts, diagrams) each
-    covering at least 15 % of the panel area make the figure ``mixed``; so do micrographs
+    its caption's scale bar alone) count as the commonest kind (:func:`_weak_panels_follow`),
+    except picture panels mostly of picture pixels among graphics (:func:`_firm_picture`).
+    Then: pictures (micrographs, photographs) covering at least 10 % of the panel area, or
+    blot pieces (:func:`_set_by_blots`) at least 5 %, beside graphics (charts, diagrams)
+    covering at least 15 % make the figure ``mixed``; so do micrographs
     and photographs each covering at least a tenth of the picture area (a gross photograph
     beside its H&E). Otherwise pictures are the kind covering the larger area, and graphics
     are chart or diagram by :func:`_graphics_kind` (the panels that show evidence either way
@@ -969,7 +974,9 @@ def figure_kind_of_panels(panel_kinds: Sequence[FigureKind], *, whole: FigureKin
     pictures = area["micrograph"] + area["photograph"]
     graphics = area["chart"] + area["diagram"]
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in FIGURE_KINDS if k in kinds)
-    if area["mixed"] >= 0.5 or (pictures >= 0.1 and graphics >= 0.15):
+    blots = sum(w for p, k, w in zip(panel_kinds, kinds, weights, strict=True)
+                if k == p.kind == "photograph" and _set_by_blots(p)) / total
+    if area["mixed"] >= 0.5 or ((pictures >= 0.1 or blots >= _BLOT_AREA) and graphics >= 0.15):
         kind = "mixed"
     elif pictures > graphics:
         micro = area["micrograph"] / pictures
@@ -986,6 +993,12 @@ _FAMILY = {"micrograph": "picture", "photograph": "picture", "chart": "graphic",
            "diagram": "graphic", "mixed": "mixed"}
 #: A panel's kind is weak evidence when its score leads the majority's kind by less than this.
 _WEAK_MARGIN = 0.12
+#: A picture panel whose picture pixels are at least this share of its content is firm.
+_FIRM_PICTURE = 0.5
+#: Blot pieces (panels made photographs by blot strips over them, strips cut away as labels)
+#: covering at least this share of the panel area beside graphics make a figure ``mixed``:
+#: a blot strip is firm evidence however small (other pictures need a tenth of the area).
+_BLOT_AREA = 0.05
 
 
 def _weak_panels_follow(panel_kinds: Sequence[FigureKind], weights: Sequence[float]
@@ -1009,11 +1022,25 @@ def _weak_panels_follow(panel_kinds: Sequence[FigureKind], weights: Sequence[flo
             area[k] * 3 <= area[major] if _FAMILY[k] == _FAMILY[major]
             else family[_FAMILY[k]] * 3 <= family[_FAMILY[major]])
         score, rival = p.scores.get(k), p.scores.get(major)
-        # a kind set by other evidence than the scores (blot strips over a panel) is firm
+        # a kind set by other evidence than the scores (blot strips over a panel) is firm;
+        # so is a picture panel mostly of picture pixels among graphics
         weak = (score is not None and rival is not None and score - rival < _WEAK_MARGIN
-                and score >= max(p.scores.values()))
+                and score >= max(p.scores.values()) and not _firm_picture(p, major))
         out.append(major if k != major and minority and weak else k)
     return out
+
+
+def _set_by_blots(panel: FigureKind) -> bool:
+    """Whether a photograph piece was set by blot strips rather than by its scores (a loose
+    strip has none; a panel under strips scored another kind higher)."""
+    return not panel.scores or panel.scores.get(panel.kind, 0.0) < max(panel.scores.values())
+
+
+def _firm_picture(panel: FigureKind, major: str) -> bool:
+    """Whether a picture panel among graphics is a picture of real size: most of its content
+    is picture pixels (:data:`_FIRM_PICTURE`), not a few tone blocks in a plot."""
+    return (_FAMILY[panel.kind] == "picture" and _FAMILY[major] == "graphic"
+            and float(panel.features.get("picture_share", 0.0)) >= _FIRM_PICTURE)
 
 
 def _graphics_kind(panel_kinds: Sequence[FigureKind], weights: Sequence[float],
