@@ -126,10 +126,10 @@ def test_caption_words_decide_what_the_pixels_leave_open():
     cues = caption_cues("H&E, original magnification ×200; scale bar 50 µm")
     assert cues["micrograph"][:2] == ["H&E", "magnification"]
     # a scale bar alone is a hint, not proof: specimen photographs carry them too
-    from wsikit.evidence.kinds import _caption_scores
+    from wsikit.evidence.kinds import caption_scores
 
-    bar = _caption_scores("Male, dorsal habitus. Scale bars = 2 mm.")
-    section = _caption_scores("Dark field and fluorescent views of a section. Scale bar = 1 mm.")
+    bar = caption_scores("Male, dorsal habitus. Scale bars = 2 mm.")
+    section = caption_scores("Dark field and fluorescent views of a section. Scale bar = 1 mm.")
     assert bar["micrograph"] < 0.2 < section["micrograph"]
     assert bar["photograph"] > 0
 
@@ -345,33 +345,33 @@ def test_graphic_panels_without_evidence_follow_the_panels_and_whole_with_eviden
 
 
 def test_ticks_are_evenly_or_logarithmically_spaced_stubs_not_lines_crossing():
-    from wsikit.evidence.kinds import _tick_spacing, _ticks
+    from wsikit.evidence.kinds import axis_ticks, tick_spacing
 
     decades = np.concatenate([np.log10(np.arange(1, 11)) * 120,
                               120 + np.log10(np.arange(2, 11)) * 120])
-    assert _tick_spacing(np.arange(0.0, 200.0, 40.0))
-    assert _tick_spacing(decades) and _tick_spacing(decades[::-1].copy() * -1)  # either way up
+    assert tick_spacing(np.arange(0.0, 200.0, 40.0))
+    assert tick_spacing(decades) and tick_spacing(decades[::-1].copy() * -1)  # either way up
     # stubs a drawing's outlines leave along a leader line: roughly spaced, not an axis
-    assert not _tick_spacing(np.array([29.5, 68.5, 116.0]))
-    assert not _tick_spacing(np.array([35.5, 65.0, 67.5, 92.5, 106.0, 116.0]))
-    assert not _tick_spacing(np.array([34.5, 38.5, 46.5, 50.5, 55.0, 63.0]))
-    assert not _tick_spacing(np.array([13.0, 28.5, 42.0]))
-    assert not _tick_spacing(np.array([8.5, 10.5, 41.5, 68.5, 99.0]))
-    assert _tick_spacing(np.array([196.0, 390.0, 584.0]))  # three ticks between 0 and 40
+    assert not tick_spacing(np.array([29.5, 68.5, 116.0]))
+    assert not tick_spacing(np.array([35.5, 65.0, 67.5, 92.5, 106.0, 116.0]))
+    assert not tick_spacing(np.array([34.5, 38.5, 46.5, 50.5, 55.0, 63.0]))
+    assert not tick_spacing(np.array([13.0, 28.5, 42.0]))
+    assert not tick_spacing(np.array([8.5, 10.5, 41.5, 68.5, 99.0]))
+    assert tick_spacing(np.array([196.0, 390.0, 584.0]))  # three ticks between 0 and 40
     axis = np.zeros((120, 300), bool)
     axis[60:62, 20:280] = True                   # a line …
     for x in range(40, 280, 40):
         axis[62:68, x:x + 2] = True              # … with short ticks below it: an axis
-    assert _ticks(axis, np.array([[60, 20, 280]])) == 1
+    assert axis_ticks(axis, np.array([[60, 20, 280]])) == 1
     table = axis.copy()
     for x in range(40, 280, 40):
         table[0:120, x:x + 2] = True             # the rules of a table cross it: no ticks
-    assert _ticks(table, np.array([[60, 20, 280]])) == 0
+    assert axis_ticks(table, np.array([[60, 20, 280]])) == 0
     label = np.zeros((120, 300), bool)
     label[60:62, 20:280] = True                  # a tree's branch …
     for x in range(130, 170, 9):
         label[62:70, x:x + 2] = True             # … with a number written under it: no ticks
-    assert _ticks(label, np.array([[60, 20, 280]])) == 0
+    assert axis_ticks(label, np.array([[60, 20, 280]])) == 0
 
 
 def test_a_coloured_specimen_on_black_is_a_photograph_not_fluorescence_or_a_stain():

@@ -1,9 +1,9 @@
 """Layouts of articles the extractor was never tuned on (held-out set 3, truth D, and
-others), generated: a legend set in two balanced columns under a page-wide figure with white backgrounds drawn
-under the text columns, a side caption set level with its figure's top far to its left, row
-labels drawn as outlines beside a bitmap grid, a supplement numbering its figures like the
-main text's, body text running over a bitmap's white margin, a plate right under the first
-lines of a paragraph."""
+others), generated: a legend set in two balanced columns under a page-wide figure with white
+backgrounds drawn under the text columns, a side caption set level with its figure's top far
+to its left, row labels drawn as outlines beside a bitmap grid, a supplement numbering its
+figures like the main text's, body text running over a bitmap's white margin, a plate right
+under the first lines of a paragraph."""
 
 from __future__ import annotations
 

@@ -231,7 +231,7 @@ def caption_cues(caption: str | None) -> dict[str, list[str]]:
     return found
 
 
-def _caption_scores(caption: str | None) -> dict[str, float]:
+def caption_scores(caption: str | None) -> dict[str, float]:
     """Caption evidence per kind in [0, :data:`CAPTION_WEIGHT`): the summed weights of the
     cues found, saturating (one strong cue gives 63 % of the maximum)."""
     text = caption or ""
@@ -547,9 +547,9 @@ def _solid(grey: np.ndarray, runs: np.ndarray) -> np.ndarray:
     return runs[keep]
 
 
-def _ticks(ink: np.ndarray, runs: np.ndarray) -> int:
+def axis_ticks(ink: np.ndarray, runs: np.ndarray) -> int:
     """How many of the lines ``runs`` carry axis ticks: at least three short perpendicular
-    stubs just above or below the line, spaced as an axis is (:func:`_tick_spacing`) along
+    stubs just above or below the line, spaced as an axis is (:func:`tick_spacing`) along
     two fifths of its length at least (a number written on a branch of a tree is bunched),
     most of them ending short of where a line crossing the axis would go on (the rules of a
     table, the outlines a leader line points into)."""
@@ -574,7 +574,7 @@ def _ticks(ink: np.ndarray, runs: np.ndarray) -> int:
             keep = (en - st <= stub) & (st >= 4) & (en <= e - s - 4)
             st, en = st[keep], en[keep]
             centres = (st + en) / 2
-            if len(st) < 3 or not _tick_spacing(centres):
+            if len(st) < 3 or not tick_spacing(centres):
                 continue
             if centres[-1] - centres[0] < 0.4 * (e - s):
                 continue  # bunched on a stretch of the line: the digits of a label on it
@@ -622,7 +622,7 @@ def _run_width(mask: np.ndarray, i: int, j: int) -> int:
     return hi - lo + 1
 
 
-def _tick_spacing(centres: np.ndarray) -> bool:
+def tick_spacing(centres: np.ndarray) -> bool:
     """Whether stubs at ``centres`` are spaced as axis ticks: evenly (the gaps between three or
     four stubs equal within a pixel and 3 %, seven in ten of more gaps equal to their median),
     or logarithmically (eight or more stubs whose gaps shrink within each decade, each about
@@ -743,7 +743,7 @@ def _text_boxes(ink: np.ndarray, rgb: np.ndarray, hruns: np.ndarray) -> int:
                 continue
             if len(_runs(marks, max(8, int(0.6 * (e1 - s1))))):
                 continue  # a long line inside: a plot frame or a table, not a text box
-            if _ticks(ink, np.array([[bot, s1, e1], [top, s1, e1]])) or _ticks(
+            if axis_ticks(ink, np.array([[bot, s1, e1], [top, s1, e1]])) or axis_ticks(
                     ink.T, np.array([[s1, top, bot], [e1, top, bot]])):
                 continue  # ticks on its edge: the frame of a plot (a histogram, a contour plot)
             count += 1
@@ -769,7 +769,7 @@ def _graphic_structure(image: np.ndarray, picture: np.ndarray) -> dict[str, floa
     hr = _runs(ink, max(24, round(0.1 * W)))
     vr = _runs(ink.T, max(24, round(0.1 * H)))
     grey = rgb.mean(axis=2)
-    ticks = _ticks(ink, _solid(grey, hr)) + _ticks(ink.T, _solid(grey.T, vr))
+    ticks = axis_ticks(ink, _solid(grey, hr)) + axis_ticks(ink.T, _solid(grey.T, vr))
     corners, open_corners = _axis_corners(ink, hr, vr)
     return {"ticks": float(ticks), "hlines": float(len(hr)), "vlines": float(len(vr)),
             "corners": float(corners), "open_corners": float(open_corners),
@@ -866,7 +866,7 @@ def _decide(f: Mapping[str, float], caption: str | None, allow_mixed: bool
     if _colour_field(f):
         share, chart = 0.0, 0.8
         why_gra = "a smooth colour field on white paper (a data map or heat map)"
-    cap = _caption_scores(caption)
+    cap = caption_scores(caption)
     # rows of grey bands in a figure whose caption names a blot or gel: the blot, whatever
     # labels surround it
     named = bool(_BLOT.search(caption or ""))
