@@ -319,3 +319,40 @@ def test_panel_rows_apart_by_a_row_of_labels(tmp_path: Path):
     figs = _read(pdf, tmp_path / "label_row.pdf")
     assert [f.figure_label for f in figs] == ["Figure 2"]
     assert _holds(figs[0].bbox, 25, 70, 180, 166)
+
+
+def _text_lines(pdf, lines: list[str], x: float, y: float, pitch: float) -> float:
+    for i, line in enumerate(lines):
+        pdf.text(x, y + pitch * i, line)
+    return y + pitch * len(lines)
+
+
+def test_l_shaped_side_caption_going_on_in_the_next_column(tmp_path: Path):
+    """A side caption in a narrow left column, in the body's look, that widens under its
+    figure and goes on, mid-sentence, at the top of the next column under the figure
+    (Science, held-out set 4): the figure is found with the whole caption."""
+    import textwrap
+
+    rng = np.random.default_rng(41)
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    _bitmap(pdf, rng, 55, 20, 135, 104)
+    pdf.set_font("Times", "", 7)
+    legend = ("(A) The amounts of the generated protein in each fraction of the generated "
+              "cells, one lane for each fraction and the last lane a control. (B) The "
+              "topology of the generated membranes, found by digestion with a generated "
+              "enzyme in the presence or the absence of a generated detergent. ") * 4
+    y = _text_lines(pdf, ["Fig. 2. SYNTHETIC", "generated cells and", "their membranes."],
+                    20, 24, 3.7)
+    narrow = textwrap.wrap(legend, 24)[:26]
+    y = _text_lines(pdf, narrow, 20, y, 3.7)
+    wide = textwrap.wrap(" ".join(legend[len(" ".join(narrow)):].split()[:90]), 60)
+    right = wide[7:] + ["which ends the legend here."]
+    right[0] = right[0][0].lower() + right[0][1:]
+    end = max(_text_lines(pdf, wide[:7], 20, y, 3.7), _text_lines(pdf, right, 86, y, 3.7))
+    column(pdf, 20, end + 10, 170)
+    figs = _read(pdf, tmp_path / "l_shaped.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 2"]
+    assert figs[0].caption.startswith("Fig. 2. SYNTHETIC generated cells and their")
+    assert figs[0].caption.endswith("which ends the legend here.")
+    assert _holds(figs[0].bbox, 55, 20, 190, 124)
