@@ -356,3 +356,34 @@ def test_l_shaped_side_caption_going_on_in_the_next_column(tmp_path: Path):
     assert figs[0].caption.startswith("Fig. 2. SYNTHETIC generated cells and their")
     assert figs[0].caption.endswith("which ends the legend here.")
     assert _holds(figs[0].bbox, 55, 20, 190, 124)
+
+
+def _blot(pdf, rng, x: float, y: float) -> float:
+    """Rows of '+'/'-' lane labels set like body text, then two blot strips under them."""
+    pdf.set_font("Times", "", 10)
+    for i, name in enumerate(["FLAG-GENE1-WT", "FLAG-GENE1-K5R", "HA-GENE2-dC2",
+                              "MYC-GENE3"]):
+        pdf.text(x, y + 4.6 * i, f"{name}   + - + - - + - + - -   + - - + - + - - + -")
+    y += 4.6 * 4
+    for k in range(2):
+        _bitmap(pdf, rng, x + 32, y + 10 * k, 60, 9)
+    return y + 20
+
+
+def test_blots_with_lane_tables_in_the_body_size(tmp_path: Path):
+    """Blots under rows of '+'/'-' lane labels in the body's font, size and pitch (PNAS,
+    held-out set 4; a run of aligned lines, but no words): the figure is found whole, not
+    as its last blot strips."""
+    rng = np.random.default_rng(42)
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 20, 170)
+    y = _blot(pdf, rng, 30, 70)
+    y = _blot(pdf, rng, 30, y + 6)
+    vector_plot(pdf, 130, 70, 55, 45)
+    pdf.set_font("Times", "", 9)
+    pdf.set_xy(20, y + 1)
+    pdf.multi_cell(170, 4.2, "Fig. 3. SYNTHETIC blots of generated proteins. " + BODY)
+    figs = _read(pdf, tmp_path / "lane_tables.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 3"]
+    assert _holds(figs[0].bbox, 32, 72, 185, y - 2)
