@@ -9,8 +9,10 @@ The method of PDFFigures 2.0 (Clark & Divvala, JCDL 2016), written here from its
    prose and not captions (axis labels, legends, panel letters, rotated axis titles inside the
    text area) join the cluster they touch.
 2. *Regions*: each caption takes the nearest cluster it can see (above, below, left or right,
-   with no prose or other caption between) and grows on that side through the clusters
-   adjacent to its region, never over prose, another caption or another caption's region.
+   with no prose or other caption between; not on its unusual side a graphic that another
+   caption of its kind has on the usual side, when it has one there itself) and grows on that
+   side through the clusters adjacent to its region (across rows of labels and axes between
+   them), never over prose, another caption or another caption's region.
    Tables and schemes claim graphics the same way (so images inside table cells and rules of
    tables never become figures), and are dropped afterwards.
 """
