@@ -388,6 +388,17 @@ def _follow(lines: list[Line], block: list[int], used: set[int], image_boxes: li
         right = max([right, cand.right] + [lines[k].right for k in mates])
 
 
+def _wrap_under(lines: list[Line], block: list[int]) -> int | None:
+    """Where a side caption in a narrow column widens under its figure: the index in
+    ``block`` of its first line reaching 6 font sizes right of all the lines above (three
+    narrow lines at least above it), or None."""
+    for n in range(3, len(block)):
+        line = lines[block[n]]
+        if line.right > max(lines[k].right for k in block[:n]) + 6 * line.size:
+            return n
+    return None
+
+
 def _next_column(lines: list[Line], block: list[int], used: set[int],
                  image_boxes: list[Box], style: TextStyle) -> int | None:
     """The first line of the caption's second column: a caption that ends in mid-sentence
@@ -399,6 +410,12 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
     head = lines[block[0]]
     size = head.size
     font = _body_font(head, _label_words(head)) if len(block) == 1 else lines[block[1]].font
+    # a side caption that wraps under its figure (an L) sets its columns under the figure:
+    # the level is that of its first wide line
+    wide = _wrap_under(lines, block)
+    if wide is not None:
+        head = lines[block[wide]]
+        block, font = block[wide:], head.font
     right = max(lines[k].right for k in block)
     width = right - min(lines[k].left for k in block)
     best = None
@@ -423,9 +440,11 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
                              abs(ln.bottom - last.bottom) < 0.6 * size and
                              abs(ln.size - size) <= 0.1 * size for ln in lines)):
         return None  # (a column starting under text of its own goes on from that text)
-    # the body text in the caption's own look would not tell a column from a caption
+    # the body text in the caption's own look would not tell a column from a caption, unless
+    # the caption's sentence goes on there (an L-shaped caption's columns under its figure)
+    going_on = wide is not None and not balanced and cand.text[:1].islower()
     if font == style.font and abs(size - style.size) < 0.1 * size and \
-            not last.text.endswith("-"):
+            not last.text.endswith("-") and not going_on:
         return None
     return best
 

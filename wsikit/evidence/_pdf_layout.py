@@ -8,9 +8,14 @@ written at an angle (margin stamps such as "Downloaded from …", rotated axis t
 apart in :attr:`PageText.rotated` and never joined to horizontal lines.
 
 A line is *prose* when it belongs to a run of at least three left-aligned lines of one size
-with regular spacing, each wide enough to be running text (a paragraph's first line may be
-indented when it ends at the column's right edge): that is what body text looks like and what
-text inside a graphic (axis labels, legends, panel letters) does not.
+with regular spacing, each wide enough to be running text and made of words (three of two
+letters or digits at least, and a third of all), a paragraph's first line may be indented
+when it ends at the column's right edge: that is what body text looks like and what text
+inside a graphic (axis labels, legends, panel letters, the rows of a blot's lane table,
+"HA-UFM1 + - + -") does not.
+Once the body's size and font are known (:func:`mark_level_prose`), a wide line of words in
+them on the baseline of a prose line of another column is prose too (a paragraph's first lines
+at a column's foot).
 
 Coordinates are PDF points with the origin at the page's bottom-left (``top > bottom``).
 """
@@ -455,9 +460,7 @@ def build_lines(words: list[tuple[Word, bool]]) -> tuple[list[Line], list[Word]]
 def mark_prose(lines: list[Line]) -> None:
     """Set :attr:`Line.prose` on lines of body-text paragraphs (see the module docstring):
     runs of left-aligned lines of one size at a regular pitch (single or double spaced)."""
-    def wide(line: Line) -> bool:
-        return line.width >= 9.0 * line.size and len(line.words) >= 4
-
+    wide = _wide
     n = len(lines)
     # below[i]: index of the next line of the same column directly below line i, and the
     # pitch (baseline to baseline) between them
@@ -510,6 +513,30 @@ def mark_prose(lines: list[Line]) -> None:
         if nxt is not None and lines[i].prose and not lines[nxt].prose and (
                 i not in above or regular(pitch[above[i]], pitch[i])):
             lines[nxt].prose = True
+
+
+def _wide(line: Line) -> bool:
+    """Wide enough to be running text, and of words: three of two letters or digits at least,
+    and a third of all (a row of a blot's lane table, "HA-UFM1 + - + -", is not; a line of
+    initials, "S. H. Huang & Y. M.", is)."""
+    worded = sum(1 for w in line.words if sum(ch.isalnum() for ch in w.text) >= 2)
+    return line.width >= 9.0 * line.size and len(line.words) >= 4 and \
+        worded >= max(3, 0.3 * len(line.words))
+
+
+def mark_level_prose(lines: list[Line], size: float, font: str) -> None:
+    """A wide line of words in the body's ``size`` and ``font``, on the baseline of a prose
+    line of another column, is prose too (the first two lines of a paragraph at a column's
+    foot, over a figure, beside columns that run on)."""
+    prose = [ln for ln in lines if ln.prose and ln.font == font and
+             abs(ln.size - size) <= 0.1 * size]
+    for line in lines:
+        if line.prose or not _wide(line):
+            continue
+        if any(abs(p.base - line.base) <= 0.5 and p.font == line.font and
+               abs(p.size - line.size) <= 0.05 * line.size and
+               (p.left > line.right or p.right < line.left) for p in prose):
+            line.prose = True
 
 
 def read_page_text(page, textpage, objects: dict[int, TextObject] | None = None,

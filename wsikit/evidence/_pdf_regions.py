@@ -9,8 +9,10 @@ The method of PDFFigures 2.0 (Clark & Divvala, JCDL 2016), written here from its
    prose and not captions (axis labels, legends, panel letters, rotated axis titles inside the
    text area) join the cluster they touch.
 2. *Regions*: each caption takes the nearest cluster it can see (above, below, left or right,
-   with no prose or other caption between) and grows on that side through the clusters
-   adjacent to its region, never over prose, another caption or another caption's region.
+   with no prose or other caption between; not on its unusual side a graphic that another
+   caption of its kind has on the usual side, when it has one there itself) and grows on that
+   side through the clusters adjacent to its region (across rows of labels and axes between
+   them), never over prose, another caption or another caption's region.
    Tables and schemes claim graphics the same way (so images inside table cells and rules of
    tables never become figures), and are dropped afterwards.
 """
@@ -548,7 +550,23 @@ def _pairs(captions: list[Caption], clusters: list[Cluster], bridges: list[Box],
                 else 6.0
             pairs.append((found[1] + penalty, k, c, found[0], found[2]))
     pairs.sort(key=lambda p: (p[0], p[1], p[2]))
-    return pairs
+    return _usual_sides(pairs, captions, prefer)
+
+
+def _usual_sides(pairs: list[tuple[float, int, int, str, Box]], captions: list[Caption],
+                 prefer: str) -> list[tuple[float, int, int, str, Box]]:
+    """Drop a caption's pairing on its unusual side with a graphic that another caption of
+    its kind has on the usual side, when the caption has a graphic on its usual side too (two
+    figures stacked, each over its caption: the lower figure's top may stand closer under the
+    upper caption than the upper figure stands over it)."""
+    usual = {(k, c) for _, k, c, rel, _ in pairs if rel == prefer}
+    has_usual = {k for k, _ in usual}
+    claimed: dict[int, set[str]] = {}
+    for k, c in usual:
+        claimed.setdefault(c, set()).add(captions[k].kind)
+    return [p for p in pairs if p[3] == prefer or p[1] not in has_usual or
+            captions[p[1]].kind not in claimed.get(p[2], set()) or
+            all(k == p[1] for k, c in usual if c == p[2])]
 
 
 def _level_box(cap: Caption, box: Box) -> Box:
@@ -568,10 +586,32 @@ def _x_overlap(cap: Box, box: Box) -> float:
     return min(cap[2], box[2]) - max(cap[0], box[0])
 
 
+def _bridged_gap(reg: Box, box: Box, bridges: list[Box], grow_gap: float) -> float:
+    """The gap between a region and a graphic; one up to twice ``grow_gap`` counts as its
+    widest empty stretch when labels and axes (``bridges``) fill the rest (a row of panels
+    whose labels stand between it and the next row)."""
+    gap = gap_between(reg, box)
+    if gap <= grow_gap or gap > 2 * grow_gap:
+        return gap
+    x0, x1 = min(reg[0], box[0]), max(reg[2], box[2])
+    y0, y1 = min(reg[1], box[1]), max(reg[3], box[3])
+    if box[1] >= reg[3]:
+        found = ("above", gap, (x0, reg[3], x1, box[1]))
+    elif box[3] <= reg[1]:
+        found = ("below", gap, (x0, box[3], x1, reg[1]))
+    elif box[0] >= reg[2]:
+        found = ("right", gap, (reg[2], y0, box[0], y1))
+    else:
+        found = ("left", gap, (box[2], y0, reg[0], y1))
+    return _hole(found, bridges)
+
+
 def _grow_regions(captions: list[Caption], clusters: list[Cluster], regions: dict[int, Box],
-                  direction: dict[int, str], blockers: list[Box], *, grow_gap: float) -> None:
+                  direction: dict[int, str], blockers: list[Box], *, grow_gap: float,
+                  bridges: list[Box]) -> None:
     """Grow the regions, nearest first over all captions, through graphics on each caption's
-    side; a graphic under (or over) another caption's column belongs to that caption."""
+    side (across labels and axes, ``bridges``); a graphic under (or over) another caption's
+    column belongs to that caption."""
     cap_boxes = [_level_box(c, regions[k]) if k in regions else c.box
                  for k, c in enumerate(captions)]
     while True:
@@ -580,7 +620,7 @@ def _grow_regions(captions: list[Caption], clusters: list[Cluster], regions: dic
             if cl.owner is not None or cl.thin:
                 continue
             for k in regions:
-                gap = gap_between(regions[k], cl.box)
+                gap = _bridged_gap(regions[k], cl.box, bridges, grow_gap)
                 if gap > grow_gap or (best is not None and gap >= best[0]):
                     continue
                 if not _on_side(direction[k], cap_boxes[k], cl.box):
@@ -693,7 +733,8 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
         cl.owner = k
         regions[k] = new
         direction[k] = rel
-    _grow_regions(captions, clusters, regions, direction, blockers, grow_gap=grow_gap)
+    _grow_regions(captions, clusters, regions, direction, blockers, grow_gap=grow_gap,
+                  bridges=bridges)
     # what lies between a figure and its caption is part of the figure (a legend of keys, a
     # panel's axis title): small graphics and loose text in that strip join the region
     free_lines = [ln.box for ln in text.lines if not ln.prose and id(ln) not in cap_line_ids]

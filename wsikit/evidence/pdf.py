@@ -40,7 +40,7 @@ from ._pdf_captions import (
     rotated_captions,
     text_style,
 )
-from ._pdf_layout import PageText, area, inter, read_page_text, union
+from ._pdf_layout import PageText, area, inter, mark_level_prose, read_page_text, union
 from ._pdf_regions import (
     IMAGE,
     Cluster,
@@ -280,6 +280,7 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
         for ln in pg.text.lines:  # a heading), not prose
             if ln.prose and not 0.7 * style.size <= ln.size <= 1.5 * style.size:
                 ln.prose = False
+        mark_level_prose(pg.text.lines, style.size, style.font)
 
     for pg in pages:
         _layout_page(pg, repeated, repeated_lines, style)
