@@ -258,3 +258,22 @@ def test_a_single_micrograph_inside_a_frame_stays_whole():
     fig[5:295, 5:295] = 255
     fig[30:270, 30:270] = he_tile(2)
     assert find_panels(fig) == ()
+
+
+def test_tiles_of_a_grid_with_white_lumens_are_tiles_too():
+    # H&E tiles with white lumens (background in a third of their box) still belong to the
+    # grid when two tiles of their size are full pictures
+    fig = np.full((1000, 1000, 3), 255, np.uint8)
+    yy, xx = np.mgrid[:100, :100]
+    lumen = (yy - 50) ** 2 + (xx - 50) ** 2 < 33 ** 2
+    tiles = []
+    for c in range(6):
+        x, y = 20 + c * 104, 20
+        tile = he_tile(c % 4, 100).copy()
+        if c % 2:
+            tile[lumen] = 255
+        fig[y:y + 100, x:x + 100] = tile
+        tiles.append((x, y, x + 100, y + 100))
+    _chart(fig, (40, 300, 960, 960))
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes[:6] == tiles and len(boxes) == 7
