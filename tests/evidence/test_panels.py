@@ -199,3 +199,81 @@ def test_panel_caption_joins_shared_text_and_the_part():
     assert panel_caption(parts, "b") == "Figure 2. Tumour. H&E, ×200."
     assert panel_caption(parts, "Z") == "Figure 2. Tumour."
     assert panel_caption(CaptionParts(shared=""), "A") == ""
+
+
+def _chart(fig: np.ndarray, box: tuple[int, int, int, int]) -> None:
+    """A line chart drawn in ``box`` (axes and a zigzag): a large piece that is no picture."""
+    x0, y0, x1, y1 = box
+    fig[y0:y1, x0:x0 + 2] = 0
+    fig[y1 - 2:y1, x0:x1] = 0
+    xs = np.arange(x0 + 10, x1 - 10)
+    ys = (y0 + (y1 - y0) // 2 + 0.3 * (y1 - y0) * np.sin(xs / 15.0)).astype(int)
+    for dy in range(3):
+        fig[ys + dy, xs] = (200, 30, 30)
+
+
+def test_a_grid_of_many_small_micrographs_gives_every_tile():
+    # 2 x 6 tiles of 100 px (1 % of the figure each, below the size of a panel on its own)
+    # beside a chart, as a figure shows a channel per column and a condition per row
+    fig = np.full((1000, 1000, 3), 255, np.uint8)
+    tiles = []
+    for r in range(2):
+        for c in range(6):
+            x, y = 20 + c * 104, 20 + r * 104
+            fig[y:y + 100, x:x + 100] = he_tile((r + c) % 4, 100)
+            tiles.append((x, y, x + 100, y + 100))
+    _chart(fig, (40, 400, 960, 960))
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes[:12] == tiles
+    assert len(boxes) == 13 and boxes[12][1] >= 400
+
+
+def test_repeated_bars_of_a_diagram_are_no_tiles():
+    # flat black bars of one size (a protein domain drawing) are not a grid of pictures
+    fig = np.full((800, 800, 3), 255, np.uint8)
+    for r in range(6):
+        fig[40 + r * 120:70 + r * 120, 100:260] = 0
+        fig[40 + r * 120:70 + r * 120, 60:100] = 160
+    assert find_panels(fig) == ()
+
+
+def test_a_frame_round_the_whole_figure_is_no_panel():
+    # a thin rule drawn round a figure of two micrographs above a chart: the figure is
+    # mostly chart, so the frame's sides stop every white gutter from crossing it
+    fig = np.full((820, 820, 3), 255, np.uint8)
+    fig[20:260, 30:270] = he_tile(0)
+    fig[20:260, 290:530] = he_tile(1)
+    _chart(fig, (40, 300, 790, 790))
+    framed = np.full((830, 830, 3), 255, np.uint8)
+    framed[3:827, 3:827] = 0
+    framed[5:825, 5:825] = fig[:820, :820]
+    boxes = [p.box for p in find_panels(framed)]
+    assert boxes[:2] == [(35, 25, 275, 265), (295, 25, 535, 265)]
+    assert len(boxes) == 3
+
+
+def test_a_single_micrograph_inside_a_frame_stays_whole():
+    fig = np.full((300, 300, 3), 255, np.uint8)
+    fig[3:297, 3:297] = 0
+    fig[5:295, 5:295] = 255
+    fig[30:270, 30:270] = he_tile(2)
+    assert find_panels(fig) == ()
+
+
+def test_tiles_of_a_grid_with_white_lumens_are_tiles_too():
+    # H&E tiles with white lumens (background in a third of their box) still belong to the
+    # grid when two tiles of their size are full pictures
+    fig = np.full((1000, 1000, 3), 255, np.uint8)
+    yy, xx = np.mgrid[:100, :100]
+    lumen = (yy - 50) ** 2 + (xx - 50) ** 2 < 33 ** 2
+    tiles = []
+    for c in range(6):
+        x, y = 20 + c * 104, 20
+        tile = he_tile(c % 4, 100).copy()
+        if c % 2:
+            tile[lumen] = 255
+        fig[y:y + 100, x:x + 100] = tile
+        tiles.append((x, y, x + 100, y + 100))
+    _chart(fig, (40, 300, 960, 960))
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes[:6] == tiles and len(boxes) == 7

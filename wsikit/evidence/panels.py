@@ -6,10 +6,12 @@ panels are what the region should meet. Two pure functions do the splitting:
 
 * :func:`find_panels` cuts the image along its gutters (rows and columns of background colour,
   white or the figure's own border colour, recursively: an XY cut) and keeps the pieces that
-  are panels: pieces holding a picture, or large pieces; labels, legends and axis titles cut
-  off on their own are dropped. Panels are ordered as read (rows top to bottom, left to right)
-  and get their letters from text boxes inside them (the PDF text layer, when the caller has
-  it), else from the caption's letters when there are as many as panels.
+  are panels: pieces holding a picture, large pieces, or small pictures of one size repeated
+  (the tiles of a grid of micrographs); labels, legends and axis titles cut off on their own
+  are dropped. A rule drawn round the whole figure is stepped inside before cutting. Panels
+  are ordered as read (rows top to bottom, left to right) and get their letters from text
+  boxes inside them (the PDF text layer, when the caller has it), else from the caption's
+  letters when there are as many as panels.
 * :func:`split_caption` parses a caption into the text shared by all panels and one part per
   panel letter: ``(A) … (B) …``, ``(A–C) …``, ``A, …; B, …``, ``a: … b: …``, ``Top: …
   bottom: …``. References back to an earlier letter ("as in (A)") stay in the text.
@@ -58,6 +60,9 @@ _ALIGNED_RATIO = 1.3   # … this many times the typical step between lines
 _SOLID = 0.75          # on a ground that is not white, a panel fills this much of its box
 #                        (a photograph fills it; a specimen shot on black, a pollen grain, an
 #                        ellipse's pi/4 of it; blobs of fluorescence signal much less)
+_TILE_AREA = 0.003     # a tile of a grid of micrographs covers this much of the figure …
+_TILE_REPEAT = 3       # … when this many pieces of its size (within 10 %) are pictures too
+_FRAME_FRAC = 0.01     # a frame drawn round a figure is at most this thick (of its side)
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,9 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
     trimmed = _trim(bg, box)
     if trimmed is None:
         return []
+    inner = _inside_frame(bg, trimmed) if depth == 0 else None
+    if inner is not None:  # a rule drawn round the whole figure (a plot's frame is kept)
+        return _cut(bg, pic, inner, min_gap, depth + 1, grey) or [trimmed]
     x0, y0, x1, y1 = trimmed
     H, W = bg.shape
     if depth > 12 or (x1 - x0 < _MIN_SIDE_FRAC * W and y1 - y0 < _MIN_SIDE_FRAC * H):
@@ -195,6 +203,29 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
             cuts = [_cut(bg, pic, half, min_gap, depth + 1, grey) for half in halves]
             return [b for pieces in _aligned(grey, cuts, 1 - axis) for b in pieces]
     return [trimmed]
+
+
+def _inside_frame(bg: np.ndarray, box: Box) -> Box | None:
+    """The inside of a frame drawn round ``box``: on each of its four sides a line (at most
+    :data:`_FRAME_FRAC` of the side, 2 px at least) that is drawn along 90 % of it, with
+    background along most of the line just inside. ``None`` when there is no frame (a
+    photograph filling its box has no background inside its edge)."""
+    x0, y0, x1, y1 = box
+    sub = ~bg[y0:y1, x0:x1]
+    if min(sub.shape) < 40:
+        return None
+    cuts = []
+    for a in (sub, sub[::-1], sub.T, sub.T[::-1]):  # top, bottom, left, right
+        drawn = a.mean(axis=1)
+        limit = max(2, round(_FRAME_FRAC * a.shape[0]))
+        t = 0
+        while t < limit and drawn[t] >= 0.9:
+            t += 1
+        if t == 0 or t == limit or drawn[t] > 0.5:
+            return None
+        cuts.append(t)
+    top, bottom, left, right = cuts
+    return (x0 + left, y0 + top, x1 - right, y1 - bottom)
 
 
 def _flat_lines(grey: np.ndarray, box: Box) -> tuple[int, list[tuple[int, int]]] | None:
@@ -435,7 +466,8 @@ def _panel_pieces(rgb: np.ndarray) -> list[Box]:
         if bg is None:
             continue
         pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey)
-        kept = [box for box in pieces if _panel_sized(box, pic, w, h)]
+        tiles = set(_grid_tiles(pieces, bg, pic))
+        kept = [box for box in pieces if box in tiles or _panel_sized(box, pic, w, h)]
         if bg is ground and any(1 - bg[y0:y1, x0:x1].mean() < _SOLID
                                 for x0, y0, x1, y1 in kept):
             # on a dark (or coloured) ground, panels are photographs that fill their box;
@@ -444,6 +476,34 @@ def _panel_pieces(rgb: np.ndarray) -> list[Box]:
         if len(kept) >= 2:
             break
     return kept
+
+
+def _grid_tiles(pieces: Sequence[Box], bg: np.ndarray, pic: _PictureMap) -> list[Box]:
+    """The pieces too small to be panels on their own that are tiles of a grid of pictures:
+    each covers :data:`_TILE_AREA` of the figure, is a picture (30 %, as a panel; white
+    lumens of H&E or the halo round a cell may leave background in 60 % of its box),
+    is no bar (sides within 1:3: a diagram's bars are no tiles), and :data:`_TILE_REPEAT`
+    pieces or more have its size (rows of micrographs, a channel per column, set apart by
+    thin gutters)."""
+    h, w = bg.shape
+
+    def tile(b: Box) -> bool:
+        bw, bh = b[2] - b[0], b[3] - b[1]
+        return (bw >= 24 and bh >= 24 and bw * bh >= _TILE_AREA * w * h
+                and max(bw, bh) <= 3 * min(bw, bh) and pic.fraction(b) >= 0.3
+                and 1 - bg[b[1]:b[3], b[0]:b[2]].mean() >= 0.4)
+
+    tiles = [b for b in pieces if tile(b)]
+    sizes = [(b[2] - b[0], b[3] - b[1]) for b in tiles]
+    strong = [pic.fraction(b) >= 0.5 and 1 - bg[b[1]:b[3], b[0]:b[2]].mean() >= 0.7
+              for b in tiles]
+    out = []
+    for b, (bw, bh) in zip(tiles, sizes, strict=True):
+        alike = [abs(cw - bw) <= 0.1 * bw and abs(ch - bh) <= 0.1 * bh for cw, ch in sizes]
+        if sum(alike) >= _TILE_REPEAT and sum(a and s for a, s in zip(alike, strong,
+                                                                       strict=True)) >= 2:
+            out.append(b)
+    return out
 
 
 def _panel_sized(box: Box, pic: _PictureMap, w: int, h: int) -> bool:
