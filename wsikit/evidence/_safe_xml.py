@@ -37,6 +37,9 @@ from xml.parsers import expat
 
 from ..errors import EvidenceError
 
+#: The element type of a parsed tree (callers take it from here, never from an XML parser).
+Element = ET.Element
+
 __all__: list[str] = []
 
 #: Largest XML file read (bytes); a JATS article is rarely over a few megabytes.

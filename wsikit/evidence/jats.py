@@ -44,12 +44,11 @@ import unicodedata
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from .._hints import keyword
 from ..errors import EvidenceError
 from ._jats_package import ARCHIVE_SUFFIXES, IMAGE_SUFFIXES, XML_SUFFIXES, Package, jats_documents
-from ._safe_xml import read_xml
+from ._safe_xml import Element, read_xml
 from .licence import (
     UNKNOWN,
     figure_licence_statement,
@@ -58,9 +57,6 @@ from .licence import (
 )
 from .nodes import FigureNode, load_image, parse_evidence_level
 from .sanitise import valid_doi
-
-if TYPE_CHECKING:  # the tree's type only: every parse goes through ._safe_xml
-    import xml.etree.ElementTree as ET
 
 __all__ = [
     "JatsArticle",
@@ -157,11 +153,11 @@ def _clean(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def _flatten(el: ET.Element, out: list[str]) -> None:
+def _flatten(el: Element, out: list[str]) -> None:
     """Text of ``el`` in document order: inline markup dropped, a space around blocks, one
     alternative of an ``<alternatives>``, no object ids, files or footnotes."""
     # iterative (a caption may nest deeply): ("open" | "close", element) or ("text", str)
-    stack: list[tuple[str, ET.Element | str]] = [("open", el)]
+    stack: list[tuple[str, Element | str]] = [("open", el)]
     while stack:
         action, item = stack.pop()
         if isinstance(item, str):
@@ -186,7 +182,7 @@ def _flatten(el: ET.Element, out: list[str]) -> None:
                 stack.append(("open", child))
 
 
-def text_of(el: ET.Element | None) -> str:
+def text_of(el: Element | None) -> str:
     """Flattened, cleaned text of an element ("" for ``None``)."""
     if el is None:
         return ""
@@ -195,7 +191,7 @@ def text_of(el: ET.Element | None) -> str:
     return _clean("".join(out))
 
 
-def _child(el: ET.Element | None, *names: str) -> ET.Element | None:
+def _child(el: Element | None, *names: str) -> Element | None:
     """First child of ``el`` along the path of local ``names``."""
     for name in names:
         if el is None:
@@ -204,7 +200,7 @@ def _child(el: ET.Element | None, *names: str) -> ET.Element | None:
     return el
 
 
-def _children(el: ET.Element | None, name: str) -> list[ET.Element]:
+def _children(el: Element | None, name: str) -> list[Element]:
     return [] if el is None else [c for c in el if _local(c.tag) == name]
 
 
@@ -295,11 +291,11 @@ class JatsFigure:
         return {"fig_id": self.fig_id, "graphic": self.href, "context": self.context}
 
 
-def _meta(root: ET.Element) -> ET.Element | None:
+def _meta(root: Element) -> Element | None:
     return _child(root, "front", "article-meta")
 
 
-def _article_ids(meta: ET.Element | None) -> dict[str, str]:
+def _article_ids(meta: Element | None) -> dict[str, str]:
     ids: dict[str, str] = {}
     for el in _children(meta, "article-id"):
         kind = (el.get("pub-id-type") or "").strip().lower()
@@ -321,7 +317,7 @@ _DATE_RANK = {"epub": 0, "electronic": 0, "ppub": 1, "print": 1, "epub-ppub": 2,
               "collection": 3, "pmc-release": 5}
 
 
-def _year(meta: ET.Element | None) -> int | None:
+def _year(meta: Element | None) -> int | None:
     """Year of the first publication: electronic, print, then the collection (issue)."""
     best: tuple[float, int] | None = None
     for el in _children(meta, "pub-date"):
@@ -336,7 +332,7 @@ def _year(meta: ET.Element | None) -> int | None:
     return None if best is None else best[1]
 
 
-def _journal(root: ET.Element) -> str | None:
+def _journal(root: Element) -> str | None:
     jmeta = _child(root, "front", "journal-meta")
     title = text_of(_child(jmeta, "journal-title-group", "journal-title")) or \
         text_of(_child(jmeta, "journal-title"))
@@ -346,7 +342,7 @@ def _journal(root: ET.Element) -> str | None:
     return ids.get("nlm-ta") or ids.get("iso-abbrev") or None
 
 
-def _licence_of(permissions: ET.Element | None) -> tuple[str, str | None]:
+def _licence_of(permissions: Element | None) -> tuple[str, str | None]:
     """``(normalised licence, URL or sentence)`` of a ``<permissions>`` element.
 
     Each ``<license>`` is read by its ``ali:license_ref``, its ``xlink:href``, a link in its
@@ -376,10 +372,10 @@ def _licence_of(permissions: ET.Element | None) -> tuple[str, str | None]:
     return UNKNOWN, fallback or statement or None
 
 
-def _subjects(meta: ET.Element | None) -> tuple[str, ...]:
+def _subjects(meta: Element | None) -> tuple[str, ...]:
     found: list[str] = []
 
-    def walk(group: ET.Element) -> None:
+    def walk(group: Element) -> None:
         if (group.get("subj-group-type") or "").strip().lower() in _HEADING_GROUPS:
             found.extend(text_of(s) for s in _children(group, "subject"))
         for sub in _children(group, "subj-group"):
@@ -390,7 +386,7 @@ def _subjects(meta: ET.Element | None) -> tuple[str, ...]:
     return tuple(s for s in dict.fromkeys(found) if s)
 
 
-def _article(root: ET.Element, path: Path, source: Path) -> JatsArticle:
+def _article(root: Element, path: Path, source: Path) -> JatsArticle:
     meta = _meta(root)
     ids = _article_ids(meta)
     subjects = _subjects(meta)
@@ -407,7 +403,7 @@ def _article(root: ET.Element, path: Path, source: Path) -> JatsArticle:
 
 
 # ---------------------------------------------------------------------- figures
-def _graphic_href(fig: ET.Element) -> str | None:
+def _graphic_href(fig: Element) -> str | None:
     """``xlink:href`` of the figure's own graphic (direct, or in ``<alternatives>``)."""
     for el in list(fig) + [c for alt in _children(fig, "alternatives") for c in alt]:
         if _local(el.tag) == "graphic" and (href := (el.get(XLINK) or "").strip()):
@@ -415,7 +411,7 @@ def _graphic_href(fig: ET.Element) -> str | None:
     return None
 
 
-def _supplement_href(supp: ET.Element) -> str | None:
+def _supplement_href(supp: Element) -> str | None:
     """The file of an image supplementary material (``None`` for tables, data, video)."""
     for el in supp.iter():
         if _local(el.tag) not in ("media", "graphic"):
@@ -436,9 +432,9 @@ def _context(ancestors: list[str]) -> str:
     return "back" if "back" in ancestors else "body"
 
 
-def _figures(root: ET.Element, package: Package) -> list[JatsFigure]:
+def _figures(root: Element, package: Package) -> list[JatsFigure]:
     figures: list[JatsFigure] = []
-    stack: list[tuple[ET.Element, list[str], ET.Element | None]] = [(root, [], None)]
+    stack: list[tuple[Element, list[str], Element | None]] = [(root, [], None)]
     while stack:  # document order, with each element's ancestors and its fig-group
         el, ancestors, group = stack.pop()
         name = _local(el.tag)
@@ -458,7 +454,7 @@ def _figures(root: ET.Element, package: Package) -> list[JatsFigure]:
     return figures
 
 
-def _figure_licence(el: ET.Element, caption: str) -> tuple[str | None, str | None]:
+def _figure_licence(el: Element, caption: str) -> tuple[str | None, str | None]:
     """The figure's own licence: its ``<permissions>``, else what its caption or ``<attrib>``
     credit line states ("Reprinted with permission ...": all rights reserved); ``(None,
     None)``: the article's licence applies."""
@@ -472,7 +468,7 @@ def _figure_licence(el: ET.Element, caption: str) -> tuple[str | None, str | Non
     return None, None
 
 
-def _figure(el: ET.Element, ancestors: list[str], group: ET.Element | None,
+def _figure(el: Element, ancestors: list[str], group: Element | None,
             package: Package, position: int, *, href: str | None = None) -> JatsFigure:
     fig_id = el.get("id") or f"fig{position}"
     label = text_of(_child(el, "label")) or None
