@@ -255,6 +255,14 @@ def work_function(job_root: str, stale_after: float, config: dict[str, Any], dev
     return run
 
 
+def failed_result(sid: str, kind: str, message: str, seconds: float = 0.0) -> dict[str, Any]:
+    """The result of a slide an engine stopped or could not run (nothing recorded): error
+    ``kind`` (``Timeout``, ``WorkerDied``, ``ActorUnavailable``, …) with ``message``."""
+    return {"slide_id": sid, "id": sid, "status": "failed", "steps": {}, "recorded": False,
+            "reused": [], "seconds": seconds, "n_patches": 0,
+            "error": {"type": kind, "message": message[:2000], "step": None, "traceback": ""}}
+
+
 def task_id(task: dict[str, Any]) -> str:
     """The id of an engine task: a corpus task's ``"id"``, else its slide's ``slide_id``."""
     if "id" in task:
@@ -401,14 +409,11 @@ class LocalEngine:
         task = worker.task or {}
         slide_id = task_id(task)
         hint = " (out of memory? a crashing codec?)" if code in (-9, -11, -6) else ""
-        return {"slide_id": slide_id, "id": slide_id, "status": "failed", "steps": {},
-                "recorded": False, "reused": [], "seconds": 0.0, "n_patches": 0,
-                "error": {"type": "Timeout" if timed_out else "WorkerDied",
-                          "message": (f"this slide took too long: {how}" if timed_out else
-                                      f"worker process on {worker.slot.label} died while "
-                                      f"processing this slide: {how}{hint}"),
-                          "step": None, "traceback": ""},
-                "worker": {"pid": worker.proc.pid, "device": worker.slot.label}}
+        message = (f"this slide took too long: {how}" if timed_out else
+                   f"worker process on {worker.slot.label} died while processing this "
+                   f"slide: {how}{hint}")
+        return failed_result(slide_id, "Timeout" if timed_out else "WorkerDied", message) | {
+            "worker": {"pid": worker.proc.pid, "device": worker.slot.label}}
 
     def stop(self) -> None:
         for worker in self._workers:

@@ -62,7 +62,7 @@ from typing import Any
 from .._hints import keyword, option
 from ..errors import BatchError
 from ..run.steps import BatchConfig, get_step
-from .local import STARTUP_LIMIT, task_id, work_function
+from .local import STARTUP_LIMIT, failed_result, task_id, work_function
 
 __all__ = ["RayEngine", "is_lost_work"]
 
@@ -177,13 +177,6 @@ class _Parked:
     task: dict[str, Any]
     first: dict[str, Any] | None
     since: float
-
-
-def _failure(sid: str, kind: str, message: str, seconds: float = 0.0) -> dict[str, Any]:
-    """The result of a slide the engine stopped or could not run (nothing recorded)."""
-    return {"slide_id": sid, "id": sid, "status": "failed", "steps": {}, "recorded": False,
-            "reused": [], "seconds": seconds, "n_patches": 0,
-            "error": {"type": kind, "message": message[:2000], "step": None, "traceback": ""}}
 
 
 class RayEngine:
@@ -395,7 +388,7 @@ class RayEngine:
                 return None
             if is_lost_work(exc) and self._resubmit(sid, task, actor, first, exc):
                 return None
-            result = _failure(sid, type(exc).__name__, f"Ray task/actor failed: {exc}")
+            result = failed_result(sid, type(exc).__name__, f"Ray task/actor failed: {exc}")
         else:
             self._release(ref, actor)
         if actor is None and result.get("status") == "done" and self.device_steps:
@@ -449,7 +442,7 @@ class RayEngine:
         for item in parked:
             if time.monotonic() - item.since > limit:
                 self._lost.pop(item.sid, None)
-                results.append(_failure(
+                results.append(failed_result(
                     item.sid, "ActorUnavailable",
                     f"no Ray actor was ready to run this slide within {limit:g} s (every "
                     "actor was starting or restarting: a slow or hung import of torch or a "
@@ -475,7 +468,7 @@ class RayEngine:
                 self._lost_actor(actor)
             self._release(ref, actor)
             self._lost.pop(sid, None)
-            results.append(_failure(
+            results.append(failed_result(
                 sid, "Timeout", "this slide took too long: stopped after the per-slide limit "
                 f"of {self.slide_timeout:g} s on "
                 f"{'a Ray CPU task' if actor is None else 'a Ray actor'} "
