@@ -19,8 +19,9 @@ compute it once. Reads run on a few slide handles (one per serving thread at mos
 Each request stats the slide file and the files it is read from (an MRXS slide's Slidedat.ini,
 Index.dat and Data*.dat; the files of a DICOM series given by one file); a folder slide (an
 OME-Zarr store with thousands of chunk files, a DICOM series folder) is listed at most once
-every :data:`FOLDER_RECHECK_S` seconds instead, by one request while the others go on, so a
-change there is seen within that time. A changed size, modification or inode time triggers
+every :data:`FOLDER_RECHECK_S` seconds instead (or 20 times as long as the last listing took,
+so listing never costs more than 5 % of one thread), by one request while the others go on,
+so a change there is seen within that time. A changed size, modification or inode time triggers
 its content fingerprint (:func:`wsikit.slide.fingerprint.slide_fingerprint`, bounded for a
 zarr store), and a slide whose content changed (overwritten in place, replaced) is refused
 from then on (:attr:`TileService.changed` says why): tiles of two files are never mixed under
@@ -105,7 +106,8 @@ def _companions(path: Path) -> tuple[Path, ...]:
 
 
 #: Seconds between two listings of a folder slide's files by :class:`SlideWatch` (a request
-#: in between is not slowed by the thousands of stats of an OME-Zarr store).
+#: in between is not slowed by the thousands of stats of an OME-Zarr store); at least 20
+#: times the last listing's time.
 FOLDER_RECHECK_S = 2.0
 
 
@@ -145,8 +147,14 @@ class SlideWatch:
                 t = time.monotonic()
                 if t < self._next_listing:
                     return self.changed
-                self._next_listing = t + FOLDER_RECHECK_S
-        key = _stat_key(self.path, self._companions)
+                self._next_listing = math.inf  # listed now, by this request
+            try:
+                key = _stat_key(self.path, self._companions)
+            finally:
+                spent = time.monotonic() - t
+                self._next_listing = t + spent + max(FOLDER_RECHECK_S, 20 * spent)
+        else:
+            key = _stat_key(self.path, self._companions)
         if key == self._stat:
             return None
         from ..slide.fingerprint import slide_fingerprint
