@@ -78,6 +78,7 @@ class FakeRay:
 class Actor:
     def __init__(self, fake, index):
         self.index = index
+        self._actor_id = type("I", (), {"hex": lambda _s: f"actor{index}"})()
         self.run = type("M", (), {"remote": lambda _s, task, steps: fake._call("device", task,
                                                                                index)})()
         self.__ray_ready__ = type("M", (), {"remote": lambda _s: fake._ready(index)})()
@@ -389,3 +390,139 @@ def test_a_late_failure_from_the_lost_actor_does_not_stop_timing_its_new_calls(m
                                                        "failed"]
     assert results["e"]["error"]["type"] == "Timeout" and len(fake.killed) == 2
     assert not any("lost_attempts" in results[s] for s in "bcd")
+
+
+def _died(init_failed=False):
+    """Ray's error for a call to an actor that died (``actor_init_failed``: in ``__init__``)."""
+    err = ActorDiedError("The actor died because of an error raised in its creation task: "
+                         "ImportError: no torch" if init_failed else
+                         "The actor died unexpectedly before finishing this task.")
+    err.actor_init_failed = init_failed
+    return err
+
+
+class DyingRay(RestartingRay):
+    """Ray whose actors die for good: a call scripted ``"die"`` kills its actor (the call
+    fails with ``ActorDiedError``); a call or ``__ray_ready__`` sent to a dead actor fails so
+    at once; the GCS actor table says ``DEAD`` (or what ``states`` scripts: a restarting
+    actor's probe that raced its death). ``init_failed``: actors whose ``__init__`` raised."""
+
+    def __init__(self, script, *, init_failed=(), states=None):
+        super().__init__(script, restart_s=0.0)
+        self.dead = set(init_failed)
+        self.init_failed = set(init_failed)
+        self.states = dict(states or {})  # actor -> list of states the table answers in turn
+        self.table = []
+        self._private = type("P", (), {"state": type("S", (), {
+            "actors": staticmethod(self._actor_table)})()})()
+
+    def _call(self, kind, task, actor=None):
+        if actor is not None and actor in self.dead:
+            sid = task["slide"]["slide_id"]
+            self.calls.append((kind, sid))
+            self.actor_calls.append((sid, actor))
+            return FakeRef(kind, task, _died(actor in self.init_failed), actor)
+        ref = super()._call(kind, task, actor)
+        if ref.outcome == "die":
+            self.dead.add(actor)
+            ref.outcome = _died()
+        return ref
+
+    def _ready(self, actor):
+        self.probes.append(actor)
+        if actor in self.dead or self.states.get(actor):
+            return ProbeRef(actor, _died(actor in self.init_failed))
+        return ProbeRef(actor, True)
+
+    def _actor_table(self, actor_id):
+        k = int(actor_id.removeprefix("actor"))
+        self.table.append(k)
+        if self.states.get(k):
+            return {"State": self.states[k].pop(0)}
+        return {"State": "DEAD" if k in self.dead else "ALIVE"}
+
+
+def dying_engine(monkeypatch, script, actors, **kwargs):
+    eng, _ = make_engine(monkeypatch, {})
+    fake = DyingRay(script, **kwargs)
+    monkeypatch.setattr(eng, "ray", fake)
+    monkeypatch.setattr(ray_engine.time, "monotonic", lambda: fake.now)
+    monkeypatch.setattr(ray_engine.time, "sleep", fake.sleep)
+    eng._actors, eng._load = [Actor(fake, k) for k in range(actors)], [0] * actors
+    eng.device_steps, eng.cpu_steps = ["features"], []
+    return eng, fake
+
+
+def test_slides_queued_on_an_actor_dead_for_good_go_to_a_live_one_at_once(monkeypatch):
+    """Actor 0 dies running ``a`` and Ray will not restart it: ``c``, queued behind ``a``,
+    goes to actor 1 without a try charged; ``a`` (it was running) is one try; actor 0 is
+    asked once, found DEAD in Ray's actor table, and never probed or given a slide again."""
+    eng, fake = dying_engine(monkeypatch, {("device", "a"): ["die", DONE],
+                                           ("device", "b"): [DONE], ("device", "c"): [DONE],
+                                           ("device", "d"): [DONE]}, actors=2)
+    for sid in "abcd":
+        eng.submit(task(sid))
+    results = {r["slide_id"]: r for r in drain(eng, timeout=0.5)}
+    assert all(results[s]["status"] == "done" for s in "abcd"), results
+    assert [x["error"] for x in results["a"]["lost_attempts"]] == ["ActorDiedError"]
+    assert not any("lost_attempts" in results[s] for s in "bcd")
+    assert fake.probes == [0] and fake.table == [0] and set(eng._dead) == {0}
+    # only a and c, sent before its death was known, went to actor 0
+    assert [s for s, k in fake.actor_calls if k == 0] == ["a", "c"]
+    assert eng.capacity == eng.cpu_slots + 1 and fake.now < 5.0
+
+
+def test_slides_fail_at_once_when_no_actor_is_left_alive(monkeypatch):
+    """Before, a slide waiting for the only actor, dead for good, waited out the 600-s
+    start-up limit (probing it every second); now it fails at once, naming Ray's reason, and
+    so does a slide submitted later (no CPU part, no call sent)."""
+    eng, fake = dying_engine(monkeypatch, {("device", "a"): ["die"], ("device", "b"): [DONE],
+                                           ("device", "c"): [DONE]}, actors=1)
+    for sid in "abc":
+        eng.submit(task(sid))
+    results = {r["slide_id"]: r for r in drain(eng, timeout=0.5)}
+    for sid in "abc":
+        err = results[sid]["error"]
+        assert results[sid]["status"] == "failed" and err["type"] == "ActorDied", err
+        assert "dead for good" in err["message"] and "died unexpectedly" in err["message"]
+        assert "retry_failed=True" in err["message"] and "lost_attempts" not in results[sid]
+    assert fake.now < 5.0 < ray_engine.STARTUP_LIMIT and fake.probes == [0]
+    calls = len(fake.calls)
+    eng.submit(task("e"))
+    (late,) = drain(eng, timeout=0.5)
+    assert late["error"]["type"] == "ActorDied" and len(fake.calls) == calls
+
+
+@pytest.mark.parametrize("actors", [1, 2])
+def test_an_actor_whose_set_up_failed_charges_no_try(monkeypatch, actors):
+    """Actor 0's ``__init__`` raised (a missing module): Ray never restarts it. The slides
+    sent to it never ran, so they keep their tries: with another actor they are done there,
+    with none left they fail at once naming the set-up error."""
+    eng, fake = dying_engine(monkeypatch, {("device", s): [DONE] for s in "abc"},
+                             actors=actors, init_failed={0})
+    for sid in "abc":
+        eng.submit(task(sid))
+    results = {r["slide_id"]: r for r in drain(eng, timeout=0.5)}
+    assert not any("lost_attempts" in results[s] for s in "abc")
+    if actors == 2:
+        assert all(results[s]["status"] == "done" for s in "abc")
+        # only the calls sent before its failure was known went to actor 0
+        assert [s for s, k in fake.actor_calls if k == 0] == ["a", "c"]
+    else:
+        for sid in "abc":
+            err = results[sid]["error"]
+            assert err["type"] == "ActorDied" and "creation task" in err["message"]
+    assert fake.probes == [] and set(eng._dead) == {0} and fake.now < 5.0
+
+
+def test_an_actor_ray_says_is_restarting_is_waited_for(monkeypatch):
+    """A probe can fail with ``ActorDiedError`` while Ray restarts the actor (it died again
+    during its restart): the actor table says RESTARTING, so it is asked again, not given up."""
+    eng, fake = dying_engine(monkeypatch, {("device", "a"): [NodeDiedError("node"), DONE],
+                                           ("device", "b"): [DONE]}, actors=1,
+                             states={0: ["RESTARTING", "RESTARTING"]})
+    eng.submit(task("a"))
+    eng.submit(task("b"))
+    results = {r["slide_id"]: r for r in drain(eng, timeout=0.5)}
+    assert results["a"]["status"] == results["b"]["status"] == "done"
+    assert fake.table == [0, 0] and len(fake.probes) == 3 and not eng._dead
