@@ -526,3 +526,123 @@ def test_an_actor_ray_says_is_restarting_is_waited_for(monkeypatch):
     results = {r["slide_id"]: r for r in drain(eng, timeout=0.5)}
     assert results["a"]["status"] == results["b"]["status"] == "done"
     assert fake.table == [0, 0] and len(fake.probes) == 3 and not eng._dead
+
+
+class TakeRef:
+    """A ``take()`` call of the engine's clock actor."""
+
+
+class StartingRay(SlowFakeRay):
+    """CPU tasks whose Ray worker takes ``startup[slide]`` seconds to start (``inf``: never)
+    and then runs ``run_s[slide]`` seconds (``None``: hangs); each ``wait`` moves the clock
+    ``step`` seconds. A task tells the clock actor (:class:`_StartClock`) when it starts."""
+
+    def __init__(self, script, *, startup, run_s, step=0.1):
+        super().__init__(script)
+        self.now, self.step, self.startup, self.run_s = 0.0, step, startup, run_s
+        self.cpu_refs, self.told, self.taken = [], [], []
+        self.clock = type("C", (), {"take": type("T", (), {
+            "remote": staticmethod(TakeRef)})()})()
+
+    def cpu(self, task, *args):
+        clock, key = args[-2:] if len(args) > 4 else (None, None)  # None: no clock actor
+        assert clock in (self.clock, None)
+        ref = self._call("cpu", task)
+        sid = task["slide"]["slide_id"]
+        ref.start_at, ref.key, ref.run = self.now + self.startup[sid], key, self.run_s[sid]
+        self.cpu_refs.append(ref)
+        return ref
+
+    def wait(self, refs, num_returns, timeout):
+        self.now += self.step
+        for ref in self.cpu_refs:
+            if (ref.key is not None and self.now >= ref.start_at
+                    and ref.key not in self.taken + self.told):
+                self.told.append(ref.key)
+        ready = []
+        for ref in refs:
+            if ref in self.cpu_refs:
+                if ref.run is None or self.now < ref.start_at + ref.run:
+                    continue
+                self.cpu_refs.remove(ref)
+            ready.append(ref)
+        return ready, []
+
+    def get(self, ref):
+        if isinstance(ref, TakeRef):
+            keys, self.told = self.told, []
+            self.taken += keys
+            return keys
+        return super().get(ref)
+
+    def cancel(self, ref, force):
+        super().cancel(ref, force)
+        self.cpu_refs.remove(ref)
+
+
+def test_a_cpu_task_is_timed_from_when_it_starts_running(monkeypatch):
+    """Before, a CPU part's clock ran from its submission, so a Ray worker that took 3 s to
+    start (imports, a cold node) failed a 1-s slide limit it never reached. Now: ``a`` (3 s
+    start-up, 0.5 s run) is done; ``b`` (hangs once started at 0.2 s) is stopped 1 s after
+    it started; ``c``, whose worker never starts, fails after the start-up limit, saying so."""
+    monkeypatch.setattr(ray_engine, "STARTUP_LIMIT", 5.0)
+    eng, _ = make_engine(monkeypatch, {})
+    fake = StartingRay({("cpu", s): [DONE] for s in "abc"},
+                       startup={"a": 3.0, "b": 0.2, "c": float("inf")},
+                       run_s={"a": 0.5, "b": None, "c": 0.1})
+    monkeypatch.setattr(eng, "ray", fake)
+    monkeypatch.setattr(ray_engine.time, "monotonic", lambda: fake.now)
+    eng._remote_cpu = type("R", (), {"remote": lambda _s, task, *a: fake.cpu(task, *a)})()
+    eng._clock = fake.clock
+    eng.cpu_steps, eng.device_steps = ["segment", "patch"], []
+    eng.slide_timeout = 1.0
+    for sid in "abc":
+        eng.submit(task(sid))
+    ended = {}
+    while eng.in_flight():
+        for r in eng.wait(timeout=0.5):
+            ended[r["slide_id"]] = (r, fake.now)
+    (a, _), (b, b_at), (c, c_at) = ended["a"], ended["b"], ended["c"]
+    assert a["status"] == "done", a
+    assert b["error"]["type"] == "Timeout" and "per-slide limit of 1 s" in b["error"]["message"]
+    assert 1.2 <= b_at <= 1.4 and 1.0 <= b["seconds"] <= 1.2  # 1 s after it started
+    assert c["error"]["type"] == "Timeout" and "did not start running within 5 s" in (
+        c["error"]["message"])
+    assert 5.0 < c_at <= 5.2
+    assert sorted(s for s, _ in fake.cancelled) == ["b", "c"]
+    assert not eng._refs and not eng._began and not eng._submitted and not eng._keys
+
+
+def test_cpu_tasks_are_timed_from_now_when_the_clock_actor_is_lost(monkeypatch):
+    """The clock actor's node died at 0.5 s (its ``take`` fails from then): ``a``, whose
+    start was never told, is timed from then; ``b``, submitted later, from its submission;
+    so the limit still holds for both."""
+    eng, _ = make_engine(monkeypatch, {})
+    fake = StartingRay({("cpu", s): [DONE] for s in "ab"},
+                       startup={"a": float("inf"), "b": 0.0}, run_s={"a": None, "b": None})
+    real_get = fake.get
+
+    def get(ref):
+        if isinstance(ref, TakeRef) and fake.now >= 0.5:
+            raise ActorDiedError("The actor died unexpectedly before finishing this task.")
+        return real_get(ref)
+
+    monkeypatch.setattr(fake, "get", get)
+    monkeypatch.setattr(eng, "ray", fake)
+    monkeypatch.setattr(ray_engine.time, "monotonic", lambda: fake.now)
+    eng._remote_cpu = type("R", (), {"remote": lambda _s, task, *a: fake.cpu(task, *a)})()
+    eng._clock = fake.clock
+    eng.cpu_steps, eng.device_steps = ["segment", "patch"], []
+    eng.slide_timeout = 1.0
+    eng.submit(task("a"))
+    ends = {}
+    for _ in range(40):
+        if fake.now >= 0.95 and "b" not in fake.calls[-1]:
+            eng.submit(task("b"))  # after the clock's loss: timed from its submission
+        ends.update({r["slide_id"]: (r, fake.now) for r in eng.wait(timeout=0.5)})
+        if len(ends) == 2:
+            break
+    assert eng._clock is None
+    (a, a_at), (b, b_at) = ends["a"], ends["b"]
+    assert a["error"]["type"] == b["error"]["type"] == "Timeout"
+    assert 1.5 < a_at <= 1.7 and 2.0 < b_at <= 2.2

@@ -42,9 +42,13 @@ one, as for a lost node), and when no actor is left alive, every slide waiting f
 at once with an ``ActorDied`` error naming Ray's reason.
 
 ``--slide-timeout`` holds here as in the local engine: a CPU task running longer than the limit
-(from its submission) is cancelled with ``ray.cancel(force=True)``; an actor call running longer
-(from the moment its actor started it, so waiting behind another slide does not count) has its
-actor killed and restarted by Ray. The slide fails with a ``Timeout`` error naming the limit;
+(from the moment it started running: the task tells a small clock actor, which holds no CPU,
+when it begins, so a Ray worker's start-up and imports do not count) is cancelled with
+``ray.cancel(force=True)``; a CPU task that has not started within the start-up limit (600 s,
+or ``slide_timeout`` if longer) is cancelled too, its slide failed saying so. An actor call
+running longer (from the moment its actor started it, so waiting behind another slide does not
+count) has its actor killed and restarted by Ray. The slide fails with a ``Timeout`` error
+naming the limit;
 other calls queued on that actor are lost with it and resubmitted once it (or another actor)
 is ready, not charged a try.
 
@@ -143,8 +147,26 @@ _ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": 0,
 
 
 def _cpu_task(task: dict[str, Any], job_root: str, stale_after: float,
-              config: dict[str, Any], steps: list[str]) -> dict[str, Any]:
+              config: dict[str, Any], steps: list[str], clock: Any = None,
+              key: int = 0) -> dict[str, Any]:
+    if clock is not None:  # running now: the per-slide time limit starts (_StartClock)
+        clock.started.remote(key)
     return _run(task, job_root, stale_after, config, steps, "cpu", {}, "cpu")
+
+
+class _StartClock:
+    """Where CPU tasks say that they started running (:func:`_cpu_task`); the engine takes
+    the keys told since it last asked, and starts those tasks' clocks then."""
+
+    def __init__(self) -> None:
+        self._keys: list[int] = []
+
+    def started(self, key: int) -> None:
+        self._keys.append(key)
+
+    def take(self) -> list[int]:
+        keys, self._keys = self._keys, []
+        return keys
 
 
 class _DeviceActor:
@@ -257,6 +279,12 @@ class RayEngine:
         self._doomed: set[Any] = set()  # calls queued on an actor that was then lost
         self._parked: list[_Parked] = []  # device parts waiting for an actor to be ready
         self._dead: dict[int, str] = {}  # actors dead for good → Ray's reason
+        self._clock: Any = None  # the _StartClock actor (None: CPU parts timed from submission)
+        self._taking: Any = None  # its take() call in flight
+        self._keys: dict[int, Any] = {}  # key told by a CPU part not yet started → its ref
+        # CPU part not yet started → (when submitted, its key)
+        self._submitted: dict[Any, tuple[float, int]] = {}
+        self._next_key = 0
         self._n_cpu = 1
 
     def describe(self) -> dict[str, Any]:
@@ -304,6 +332,8 @@ class RayEngine:
         # Lost tasks are resubmitted by wait() (counted there), not retried silently by Ray.
         self._remote_cpu = ray.remote(num_cpus=1, max_retries=0,
                                       scheduling_strategy="SPREAD")(_cpu_task)
+        if self.cpu_steps or not self.device_steps:
+            self._clock = ray.remote(num_cpus=0, max_restarts=0)(_StartClock).remote()
 
     @property
     def cpu_slots(self) -> int:
@@ -332,11 +362,23 @@ class RayEngine:
         if self.device_steps and self._actors and len(self._dead) == len(self._actors):
             self._to_actor(sid, task, None)  # no actor left: failed by the next wait
         elif self.cpu_steps or not self.device_steps:  # no steps: a task function (a corpus)
-            ref = self._remote_cpu.remote(task, *self._args, self.cpu_steps)
-            self._refs[ref] = (sid, task, None, None)
-            self._began[ref] = time.monotonic()
+            self._submit_cpu(sid, task)
         else:
             self._to_actor(sid, task, None)
+
+    def _submit_cpu(self, sid: str, task: dict[str, Any]) -> None:
+        """Submit a slide's CPU part; its clock starts when it says it runs (or now, without
+        the clock actor)."""
+        if self._clock is None:
+            ref = self._remote_cpu.remote(task, *self._args, self.cpu_steps)
+            self._began[ref] = time.monotonic()
+        else:
+            key, self._next_key = self._next_key, self._next_key + 1
+            ref = self._remote_cpu.remote(task, *self._args, self.cpu_steps, self._clock, key)
+            self._began[ref] = None
+            self._keys[key] = ref
+            self._submitted[ref] = (time.monotonic(), key)
+        self._refs[ref] = (sid, task, None, None)
 
     def _to_actor(self, sid: str, task: dict[str, Any], first: dict[str, Any] | None, *,
                   since: float | None = None) -> None:
@@ -361,6 +403,9 @@ class RayEngine:
     def _release(self, ref: Any, actor: int | None) -> None:
         """Forget ``ref``; the next call queued on its actor starts now (for the time limit)."""
         self._began.pop(ref, None)
+        _, key = self._submitted.pop(ref, (None, None))
+        if key is not None:
+            self._keys.pop(key, None)
         if ref in self._doomed:  # its actor was lost: no longer counted in its load
             self._doomed.discard(ref)
             return
@@ -375,12 +420,16 @@ class RayEngine:
     def wait(self, timeout: float) -> list[dict[str, Any]]:
         if not self._refs and not self._parked:
             return []
-        refs = [*self._refs, *self._probes]
+        if self._clock is not None and self._submitted and self._taking is None:
+            self._taking = self._clock.take.remote()  # which CPU parts started since
+        refs = [*self._refs, *self._probes, *([self._taking] if self._taking else [])]
         if refs:
             ready = set(self.ray.wait(refs, num_returns=len(refs), timeout=timeout)[0])
         else:  # parked slides only, their actors' next probes not yet due
             time.sleep(min(timeout, _PROBE_EVERY))
             ready = set()
+        if self._taking is not None and self._taking in ready:
+            self._started()
         results = self._expire()
         self._check_probes([ref for ref in self._probes if ref in ready])
         # in submission order: a call that finished releases the one queued behind it first
@@ -529,14 +578,50 @@ class RayEngine:
                 self._to_actor(item.sid, item.task, item.first, since=item.since)
         return results
 
-    def _expire(self) -> list[dict[str, Any]]:
-        """Stop the parts that ran past ``slide_timeout``; their slides' failure results."""
-        if self.slide_timeout is None:
+    def _started(self) -> None:
+        """Start the clocks of the CPU parts the clock actor says began running (all waiting
+        ones, from now, when it is gone: its node died)."""
+        taking, self._taking = self._taking, None
+        now = time.monotonic()
+        try:
+            keys = list(self.ray.get(taking))
+        except Exception:  # the clock actor is lost: time every CPU part from now on
+            self._clock = None
+            keys = list(self._keys)
+        for key in keys:
+            ref = self._keys.pop(key, None)
+            if ref is not None and ref in self._submitted:
+                del self._submitted[ref]
+                self._began[ref] = now
+
+    def _not_started(self) -> list[dict[str, Any]]:
+        """Cancel the CPU parts that did not start within the start-up limit."""
+        if not self._submitted:
             return []
+        limit = max(STARTUP_LIMIT, self.slide_timeout or 0)
+        now = time.monotonic()
+        results: list[dict[str, Any]] = []
+        for ref, (since, _) in [(r, t) for r, t in self._submitted.items()
+                                if now - t[0] > limit]:
+            sid = self._refs.pop(ref)[0]
+            self.ray.cancel(ref, force=True)
+            self._release(ref, None)
+            self._lost.pop(sid, None)
+            results.append(failed_result(
+                sid, "Timeout", f"its Ray CPU task did not start running within {limit:g} s "
+                "of its submission (a Ray worker that cannot start: a slow or hung import, a "
+                "full node?)", round(now - since, 4)))
+        return results
+
+    def _expire(self) -> list[dict[str, Any]]:
+        """Stop the parts that ran past ``slide_timeout`` (or never started); their slides'
+        failure results."""
+        results = self._not_started()
+        if self.slide_timeout is None:
+            return results
         now = time.monotonic()
         late = [(ref, began) for ref, began in self._began.items()
                 if began is not None and now - began > self.slide_timeout]
-        results: list[dict[str, Any]] = []
         for ref, began in late:
             sid, task, actor, _ = self._refs.pop(ref)
             if actor is None:
@@ -565,9 +650,7 @@ class RayEngine:
         if actor is not None:
             self._to_actor(sid, task, first)  # CPU part (if any) is done: redo the device part
         else:
-            ref = self._remote_cpu.remote(task, *self._args, self.cpu_steps)
-            self._refs[ref] = (sid, task, None, None)
-            self._began[ref] = time.monotonic()
+            self._submit_cpu(sid, task)
         return True
 
     def stop(self) -> None:
@@ -579,6 +662,10 @@ class RayEngine:
         self._began = {}
         self._unready, self._probes, self._doomed, self._parked = {}, {}, set(), []
         self._dead = {}
+        if self._clock is not None:
+            with contextlib.suppress(Exception):
+                self.ray.kill(self._clock)
+        self._clock, self._taking, self._keys, self._submitted = None, None, {}, {}
         if self._started_ray:
             self.ray.shutdown()
             self._started_ray = False
