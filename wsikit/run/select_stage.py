@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ..tissue.mask import TissueMask
     from .steps import BatchConfig, SlideContext
 
-__all__ = ["SELECT_KEYS", "evidence_slide_id", "open_index", "select_step", "write_evidence"]
+__all__ = ["SELECT_KEYS", "open_index", "select_step", "write_evidence"]
 
 
 def open_index(index: str | os.PathLike[str] | FigureIndex, *,

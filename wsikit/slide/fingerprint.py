@@ -55,14 +55,10 @@ from ..errors import SlideError
 
 __all__ = [
     "FULL_HASH_BYTES",
-    "ZARR_CHUNK_SAMPLES",
     "check_source",
-    "folder_files",
-    "is_zarr_store",
     "recorded_slide",
     "slide_fingerprint",
     "write_source",
-    "zarr_fingerprint",
 ]
 
 #: Files up to this size are hashed completely (bytes).
