@@ -580,22 +580,29 @@ class StartingRay(SlowFakeRay):
         self.cpu_refs.remove(ref)
 
 
-def test_a_cpu_task_is_timed_from_when_it_starts_running(monkeypatch):
-    """Before, a CPU part's clock ran from its submission, so a Ray worker that took 3 s to
-    start (imports, a cold node) failed a 1-s slide limit it never reached. Now: ``a`` (3 s
-    start-up, 0.5 s run) is done; ``b`` (hangs once started at 0.2 s) is stopped 1 s after
-    it started; ``c``, whose worker never starts, fails after the start-up limit, saying so."""
-    monkeypatch.setattr(ray_engine, "STARTUP_LIMIT", 5.0)
+def starting_engine(monkeypatch, fake):
+    """An engine running CPU steps only on ``fake`` (a :class:`StartingRay`), its clock
+    actor ``fake.clock``, a 1-s slide limit, on ``fake``'s clock."""
     eng, _ = make_engine(monkeypatch, {})
-    fake = StartingRay({("cpu", s): [DONE] for s in "abc"},
-                       startup={"a": 3.0, "b": 0.2, "c": float("inf")},
-                       run_s={"a": 0.5, "b": None, "c": 0.1})
     monkeypatch.setattr(eng, "ray", fake)
     monkeypatch.setattr(ray_engine.time, "monotonic", lambda: fake.now)
     eng._remote_cpu = type("R", (), {"remote": lambda _s, task, *a: fake.cpu(task, *a)})()
     eng._clock = fake.clock
     eng.cpu_steps, eng.device_steps = ["segment", "patch"], []
     eng.slide_timeout = 1.0
+    return eng
+
+
+def test_a_cpu_task_is_timed_from_when_it_starts_running(monkeypatch):
+    """Before, a CPU part's clock ran from its submission, so a Ray worker that took 3 s to
+    start (imports, a cold node) failed a 1-s slide limit it never reached. Now: ``a`` (3 s
+    start-up, 0.5 s run) is done; ``b`` (hangs once started at 0.2 s) is stopped 1 s after
+    it started; ``c``, whose worker never starts, fails after the start-up limit, saying so."""
+    monkeypatch.setattr(ray_engine, "STARTUP_LIMIT", 5.0)
+    fake = StartingRay({("cpu", s): [DONE] for s in "abc"},
+                       startup={"a": 3.0, "b": 0.2, "c": float("inf")},
+                       run_s={"a": 0.5, "b": None, "c": 0.1})
+    eng = starting_engine(monkeypatch, fake)
     for sid in "abc":
         eng.submit(task(sid))
     ended = {}
@@ -617,7 +624,6 @@ def test_cpu_tasks_are_timed_from_now_when_the_clock_actor_is_lost(monkeypatch):
     """The clock actor's node died at 0.5 s (its ``take`` fails from then): ``a``, whose
     start was never told, is timed from then; ``b``, submitted later, from its submission;
     so the limit still holds for both."""
-    eng, _ = make_engine(monkeypatch, {})
     fake = StartingRay({("cpu", s): [DONE] for s in "ab"},
                        startup={"a": float("inf"), "b": 0.0}, run_s={"a": None, "b": None})
     real_get = fake.get
@@ -628,12 +634,7 @@ def test_cpu_tasks_are_timed_from_now_when_the_clock_actor_is_lost(monkeypatch):
         return real_get(ref)
 
     monkeypatch.setattr(fake, "get", get)
-    monkeypatch.setattr(eng, "ray", fake)
-    monkeypatch.setattr(ray_engine.time, "monotonic", lambda: fake.now)
-    eng._remote_cpu = type("R", (), {"remote": lambda _s, task, *a: fake.cpu(task, *a)})()
-    eng._clock = fake.clock
-    eng.cpu_steps, eng.device_steps = ["segment", "patch"], []
-    eng.slide_timeout = 1.0
+    eng = starting_engine(monkeypatch, fake)
     eng.submit(task("a"))
     ends = {}
     for _ in range(40):
