@@ -252,6 +252,7 @@ def test_a_dicom_level_rewritten_in_place_is_refused(tmp_path: Path,
     from wsikit.look import _viewer_tiles
 
     monkeypatch.setattr(_viewer_tiles, "FOLDER_RECHECK_S", 0.0)  # list it on every request
+    monkeypatch.setattr(_viewer_tiles, "FOLDER_RECHECK_TIMES", 0.0)
 
     from wsikit.errors import SlideError
     from wsikit.slide.synthetic import synthetic_tissue_image

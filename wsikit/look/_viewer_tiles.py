@@ -106,9 +106,11 @@ def _companions(path: Path) -> tuple[Path, ...]:
 
 
 #: Seconds between two listings of a folder slide's files by :class:`SlideWatch` (a request
-#: in between is not slowed by the thousands of stats of an OME-Zarr store); at least 20
-#: times the last listing's time.
+#: in between is not slowed by the thousands of stats of an OME-Zarr store); at least
+#: :data:`FOLDER_RECHECK_TIMES` the last listing's time.
 FOLDER_RECHECK_S = 2.0
+#: How many times its own time a folder listing waits at least (20: at most 5 % of a thread).
+FOLDER_RECHECK_TIMES = 20.0
 
 
 class SlideWatch:
@@ -152,7 +154,8 @@ class SlideWatch:
                 key = _stat_key(self.path, self._companions)
             finally:
                 spent = time.monotonic() - t
-                self._next_listing = t + spent + max(FOLDER_RECHECK_S, 20 * spent)
+                self._next_listing = t + spent + max(FOLDER_RECHECK_S,
+                                                     FOLDER_RECHECK_TIMES * spent)
         else:
             key = _stat_key(self.path, self._companions)
         if key == self._stat:
