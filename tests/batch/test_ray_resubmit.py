@@ -78,6 +78,7 @@ class FakeRay:
 class Actor:
     def __init__(self, fake, index):
         self.index = index
+        self._actor_id = type("I", (), {"hex": lambda _s: f"actor{index}"})()
         self.run = type("M", (), {"remote": lambda _s, task, steps: fake._call("device", task,
                                                                                index)})()
         self.__ray_ready__ = type("M", (), {"remote": lambda _s: fake._ready(index)})()
@@ -389,3 +390,260 @@ def test_a_late_failure_from_the_lost_actor_does_not_stop_timing_its_new_calls(m
                                                        "failed"]
     assert results["e"]["error"]["type"] == "Timeout" and len(fake.killed) == 2
     assert not any("lost_attempts" in results[s] for s in "bcd")
+
+
+def _died(init_failed=False):
+    """Ray's error for a call to an actor that died (``actor_init_failed``: in ``__init__``)."""
+    err = ActorDiedError("The actor died because of an error raised in its creation task: "
+                         "ImportError: no torch" if init_failed else
+                         "The actor died unexpectedly before finishing this task.")
+    err.actor_init_failed = init_failed
+    return err
+
+
+class DyingRay(RestartingRay):
+    """Ray whose actors die for good: a call scripted ``"die"`` kills its actor (the call
+    fails with ``ActorDiedError``); a call or ``__ray_ready__`` sent to a dead actor fails so
+    at once; the GCS actor table says ``DEAD`` (or what ``states`` scripts: a restarting
+    actor's probe that raced its death). ``init_failed``: actors whose ``__init__`` raised."""
+
+    def __init__(self, script, *, init_failed=(), states=None):
+        super().__init__(script, restart_s=0.0)
+        self.dead = set(init_failed)
+        self.init_failed = set(init_failed)
+        self.states = dict(states or {})  # actor -> list of states the table answers in turn
+        self.table = []
+        self._private = type("P", (), {"state": type("S", (), {
+            "actors": staticmethod(self._actor_table)})()})()
+
+    def _call(self, kind, task, actor=None):
+        if actor is not None and actor in self.dead:
+            sid = task["slide"]["slide_id"]
+            self.calls.append((kind, sid))
+            self.actor_calls.append((sid, actor))
+            return FakeRef(kind, task, _died(actor in self.init_failed), actor)
+        ref = super()._call(kind, task, actor)
+        if ref.outcome == "die":
+            self.dead.add(actor)
+            ref.outcome = _died()
+        return ref
+
+    def _ready(self, actor):
+        self.probes.append(actor)
+        if actor in self.dead or self.states.get(actor):
+            return ProbeRef(actor, _died(actor in self.init_failed))
+        return ProbeRef(actor, True)
+
+    def _actor_table(self, actor_id):
+        k = int(actor_id.removeprefix("actor"))
+        self.table.append(k)
+        if self.states.get(k):
+            return {"State": self.states[k].pop(0)}
+        return {"State": "DEAD" if k in self.dead else "ALIVE"}
+
+
+def dying_engine(monkeypatch, script, actors, **kwargs):
+    eng, _ = make_engine(monkeypatch, {})
+    fake = DyingRay(script, **kwargs)
+    monkeypatch.setattr(eng, "ray", fake)
+    monkeypatch.setattr(ray_engine.time, "monotonic", lambda: fake.now)
+    monkeypatch.setattr(ray_engine.time, "sleep", fake.sleep)
+    eng._actors, eng._load = [Actor(fake, k) for k in range(actors)], [0] * actors
+    eng.device_steps, eng.cpu_steps = ["features"], []
+    return eng, fake
+
+
+def test_slides_queued_on_an_actor_dead_for_good_go_to_a_live_one_at_once(monkeypatch):
+    """Actor 0 dies running ``a`` and Ray will not restart it: ``c``, queued behind ``a``,
+    goes to actor 1 without a try charged; ``a`` (it was running) is one try; actor 0 is
+    asked once, found DEAD in Ray's actor table, and never probed or given a slide again."""
+    eng, fake = dying_engine(monkeypatch, {("device", "a"): ["die", DONE],
+                                           ("device", "b"): [DONE], ("device", "c"): [DONE],
+                                           ("device", "d"): [DONE]}, actors=2)
+    for sid in "abcd":
+        eng.submit(task(sid))
+    results = {r["slide_id"]: r for r in drain(eng, timeout=0.5)}
+    assert all(results[s]["status"] == "done" for s in "abcd"), results
+    assert [x["error"] for x in results["a"]["lost_attempts"]] == ["ActorDiedError"]
+    assert not any("lost_attempts" in results[s] for s in "bcd")
+    assert fake.probes == [0] and fake.table == [0] and set(eng._dead) == {0}
+    # only a and c, sent before its death was known, went to actor 0
+    assert [s for s, k in fake.actor_calls if k == 0] == ["a", "c"]
+    assert eng.capacity == eng.cpu_slots + 1 and fake.now < 5.0
+
+
+def test_slides_fail_at_once_when_no_actor_is_left_alive(monkeypatch):
+    """Before, a slide waiting for the only actor, dead for good, waited out the 600-s
+    start-up limit (probing it every second); now it fails at once, naming Ray's reason, and
+    so does a slide submitted later (no CPU part, no call sent)."""
+    eng, fake = dying_engine(monkeypatch, {("device", "a"): ["die"], ("device", "b"): [DONE],
+                                           ("device", "c"): [DONE]}, actors=1)
+    for sid in "abc":
+        eng.submit(task(sid))
+    results = {r["slide_id"]: r for r in drain(eng, timeout=0.5)}
+    for sid in "abc":
+        err = results[sid]["error"]
+        assert results[sid]["status"] == "failed" and err["type"] == "ActorDied", err
+        assert "dead for good" in err["message"] and "died unexpectedly" in err["message"]
+        assert "retry_failed=True" in err["message"] and "lost_attempts" not in results[sid]
+    assert fake.now < 5.0 < ray_engine.STARTUP_LIMIT and fake.probes == [0]
+    calls = len(fake.calls)
+    eng.submit(task("e"))
+    (late,) = drain(eng, timeout=0.5)
+    assert late["error"]["type"] == "ActorDied" and len(fake.calls) == calls
+
+
+@pytest.mark.parametrize("actors", [1, 2])
+def test_an_actor_whose_set_up_failed_charges_no_try(monkeypatch, actors):
+    """Actor 0's ``__init__`` raised (a missing module): Ray never restarts it. The slides
+    sent to it never ran, so they keep their tries: with another actor they are done there,
+    with none left they fail at once naming the set-up error."""
+    eng, fake = dying_engine(monkeypatch, {("device", s): [DONE] for s in "abc"},
+                             actors=actors, init_failed={0})
+    for sid in "abc":
+        eng.submit(task(sid))
+    results = {r["slide_id"]: r for r in drain(eng, timeout=0.5)}
+    assert not any("lost_attempts" in results[s] for s in "abc")
+    if actors == 2:
+        assert all(results[s]["status"] == "done" for s in "abc")
+        # only the calls sent before its failure was known went to actor 0
+        assert [s for s, k in fake.actor_calls if k == 0] == ["a", "c"]
+    else:
+        for sid in "abc":
+            err = results[sid]["error"]
+            assert err["type"] == "ActorDied" and "creation task" in err["message"]
+    assert fake.probes == [] and set(eng._dead) == {0} and fake.now < 5.0
+
+
+def test_an_actor_ray_says_is_restarting_is_waited_for(monkeypatch):
+    """A probe can fail with ``ActorDiedError`` while Ray restarts the actor (it died again
+    during its restart): the actor table says RESTARTING, so it is asked again, not given up."""
+    eng, fake = dying_engine(monkeypatch, {("device", "a"): [NodeDiedError("node"), DONE],
+                                           ("device", "b"): [DONE]}, actors=1,
+                             states={0: ["RESTARTING", "RESTARTING"]})
+    eng.submit(task("a"))
+    eng.submit(task("b"))
+    results = {r["slide_id"]: r for r in drain(eng, timeout=0.5)}
+    assert results["a"]["status"] == results["b"]["status"] == "done"
+    assert fake.table == [0, 0] and len(fake.probes) == 3 and not eng._dead
+
+
+class TakeRef:
+    """A ``take()`` call of the engine's clock actor."""
+
+
+class StartingRay(SlowFakeRay):
+    """CPU tasks whose Ray worker takes ``startup[slide]`` seconds to start (``inf``: never)
+    and then runs ``run_s[slide]`` seconds (``None``: hangs); each ``wait`` moves the clock
+    ``step`` seconds. A task tells the clock actor (:class:`_StartClock`) when it starts."""
+
+    def __init__(self, script, *, startup, run_s, step=0.1):
+        super().__init__(script)
+        self.now, self.step, self.startup, self.run_s = 0.0, step, startup, run_s
+        self.cpu_refs, self.told, self.taken = [], [], []
+        self.clock = type("C", (), {"take": type("T", (), {
+            "remote": staticmethod(TakeRef)})()})()
+
+    def cpu(self, task, *args):
+        clock, key = args[-2:] if len(args) > 4 else (None, None)  # None: no clock actor
+        assert clock in (self.clock, None)
+        ref = self._call("cpu", task)
+        sid = task["slide"]["slide_id"]
+        ref.start_at, ref.key, ref.run = self.now + self.startup[sid], key, self.run_s[sid]
+        self.cpu_refs.append(ref)
+        return ref
+
+    def wait(self, refs, num_returns, timeout):
+        self.now += self.step
+        for ref in self.cpu_refs:
+            if (ref.key is not None and self.now >= ref.start_at
+                    and ref.key not in self.taken + self.told):
+                self.told.append(ref.key)
+        ready = []
+        for ref in refs:
+            if ref in self.cpu_refs:
+                if ref.run is None or self.now < ref.start_at + ref.run:
+                    continue
+                self.cpu_refs.remove(ref)
+            ready.append(ref)
+        return ready, []
+
+    def get(self, ref):
+        if isinstance(ref, TakeRef):
+            keys, self.told = self.told, []
+            self.taken += keys
+            return keys
+        return super().get(ref)
+
+    def cancel(self, ref, force):
+        super().cancel(ref, force)
+        self.cpu_refs.remove(ref)
+
+
+def starting_engine(monkeypatch, fake):
+    """An engine running CPU steps only on ``fake`` (a :class:`StartingRay`), its clock
+    actor ``fake.clock``, a 1-s slide limit, on ``fake``'s clock."""
+    eng, _ = make_engine(monkeypatch, {})
+    monkeypatch.setattr(eng, "ray", fake)
+    monkeypatch.setattr(ray_engine.time, "monotonic", lambda: fake.now)
+    eng._remote_cpu = type("R", (), {"remote": lambda _s, task, *a: fake.cpu(task, *a)})()
+    eng._clock = fake.clock
+    eng.cpu_steps, eng.device_steps = ["segment", "patch"], []
+    eng.slide_timeout = 1.0
+    return eng
+
+
+def test_a_cpu_task_is_timed_from_when_it_starts_running(monkeypatch):
+    """Before, a CPU part's clock ran from its submission, so a Ray worker that took 3 s to
+    start (imports, a cold node) failed a 1-s slide limit it never reached. Now: ``a`` (3 s
+    start-up, 0.5 s run) is done; ``b`` (hangs once started at 0.2 s) is stopped 1 s after
+    it started; ``c``, whose worker never starts, fails after the start-up limit, saying so."""
+    monkeypatch.setattr(ray_engine, "STARTUP_LIMIT", 5.0)
+    fake = StartingRay({("cpu", s): [DONE] for s in "abc"},
+                       startup={"a": 3.0, "b": 0.2, "c": float("inf")},
+                       run_s={"a": 0.5, "b": None, "c": 0.1})
+    eng = starting_engine(monkeypatch, fake)
+    for sid in "abc":
+        eng.submit(task(sid))
+    ended = {}
+    while eng.in_flight():
+        for r in eng.wait(timeout=0.5):
+            ended[r["slide_id"]] = (r, fake.now)
+    (a, _), (b, b_at), (c, c_at) = ended["a"], ended["b"], ended["c"]
+    assert a["status"] == "done", a
+    assert b["error"]["type"] == "Timeout" and "per-slide limit of 1 s" in b["error"]["message"]
+    assert 1.2 <= b_at <= 1.4 and 1.0 <= b["seconds"] <= 1.2  # 1 s after it started
+    assert c["error"]["type"] == "Timeout" and "did not start running within 5 s" in (
+        c["error"]["message"])
+    assert 5.0 < c_at <= 5.2
+    assert sorted(s for s, _ in fake.cancelled) == ["b", "c"]
+    assert not eng._refs and not eng._began and not eng._submitted and not eng._keys
+
+
+def test_cpu_tasks_are_timed_from_now_when_the_clock_actor_is_lost(monkeypatch):
+    """The clock actor's node died at 0.5 s (its ``take`` fails from then): ``a``, whose
+    start was never told, is timed from then; ``b``, submitted later, from its submission;
+    so the limit still holds for both."""
+    fake = StartingRay({("cpu", s): [DONE] for s in "ab"},
+                       startup={"a": float("inf"), "b": 0.0}, run_s={"a": None, "b": None})
+    real_get = fake.get
+
+    def get(ref):
+        if isinstance(ref, TakeRef) and fake.now >= 0.5:
+            raise ActorDiedError("The actor died unexpectedly before finishing this task.")
+        return real_get(ref)
+
+    monkeypatch.setattr(fake, "get", get)
+    eng = starting_engine(monkeypatch, fake)
+    eng.submit(task("a"))
+    ends = {}
+    for _ in range(40):
+        if fake.now >= 0.95 and "b" not in fake.calls[-1]:
+            eng.submit(task("b"))  # after the clock's loss: timed from its submission
+        ends.update({r["slide_id"]: (r, fake.now) for r in eng.wait(timeout=0.5)})
+        if len(ends) == 2:
+            break
+    assert eng._clock is None
+    (a, a_at), (b, b_at) = ends["a"], ends["b"]
+    assert a["error"]["type"] == b["error"]["type"] == "Timeout"
+    assert 1.5 < a_at <= 1.7 and 2.0 < b_at <= 2.2

@@ -242,11 +242,17 @@ def test_a_slide_overwritten_while_served_is_refused(cmu_small: Path, pyramid: P
         svc.slide.close()
 
 
-def test_a_dicom_level_rewritten_in_place_is_refused(tmp_path: Path) -> None:
+def test_a_dicom_level_rewritten_in_place_is_refused(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A DICOM series is a folder: a level file overwritten in place changes no time of the
     folder, and is still told (the folder's files are watched, their fingerprints compared);
     a level file touched with the same content is still served."""
     import importlib.util
+
+    from wsikit.look import _viewer_tiles
+
+    monkeypatch.setattr(_viewer_tiles, "FOLDER_RECHECK_S", 0.0)  # list it on every request
+    monkeypatch.setattr(_viewer_tiles, "FOLDER_RECHECK_TIMES", 0.0)
 
     from wsikit.errors import SlideError
     from wsikit.slide.synthetic import synthetic_tissue_image
@@ -300,6 +306,46 @@ def test_an_mrxs_data_file_rewritten_in_place_is_said(tmp_path: Path, mrxs_like)
     (tmp_path / "b" / "case" / "Data0001.dat").unlink()
     why = gone.check()
     assert why is not None and "Data0001.dat (named in Slidedat.ini) is missing" in why
+
+
+def test_a_zarr_slide_is_not_listed_on_every_request(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OME-Zarr store has thousands of chunk files: before, every tile request stat-ed
+    each of them. Now the folder is listed at most every FOLDER_RECHECK_S seconds, and a
+    chunk rewritten in place is still said at the next listing."""
+    import zarr
+
+    from wsikit.look import _viewer_tiles
+
+    root = zarr.open_group(str(tmp_path / "case.zarr"), mode="w", zarr_format=2)
+    arr = root.create_array("0", shape=(3, 128, 128), chunks=(3, 16, 16), dtype="uint8")
+    arr[...] = np.random.default_rng(0).integers(0, 64, (3, 128, 128), dtype=np.uint8)
+    clock = [1000.0]
+    monkeypatch.setattr(_viewer_tiles.time, "monotonic", lambda: clock[0])
+    watch = SlideWatch(tmp_path / "case.zarr")
+    calls = [0]
+    real_scandir, real_stat = os.scandir, os.stat
+
+    def scandir(*args, **kwargs):
+        calls[0] += 1
+        return real_scandir(*args, **kwargs)
+
+    def counted_stat(*args, **kwargs):
+        calls[0] += 1
+        return real_stat(*args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "stat", counted_stat)
+    chunk = tmp_path / "case.zarr" / "0" / "0.3.5"
+    chunk.write_bytes(chunk.read_bytes() + b"\0")  # rewritten: another size
+    for _ in range(100):  # 100 requests within the interval: no file stat-ed
+        assert watch.check() is None
+    assert calls[0] == 0
+    clock[0] += _viewer_tiles.FOLDER_RECHECK_S
+    why = watch.check()
+    assert why is not None and "has changed since wsikit view opened it" in why
+    # one listing (a scandir a folder), then the bounded fingerprint: fewer than its 67 files
+    assert 0 < calls[0] < 40
 
 
 def test_a_deleted_slide_is_said(cmu_small: Path, tmp_path: Path) -> None:

@@ -172,3 +172,112 @@ def test_a_rewritten_vms_jpeg_is_another_slide(tmp_path: Path) -> None:
     (tmp_path / "case_map.jpg").unlink()
     with pytest.raises(SlideError, match=r"case_map\.jpg \(named in case\.vms\) is missing"):
         slide_fingerprint(vms)
+
+
+def _zarr_store(path: Path, *, seed: int = 0, fmt: int = 2) -> Path:
+    """A small OME-Zarr-like store written by zarr: 256 compressed chunks (16 x 16 px) of
+    noise in ``0/`` (so chunk sizes differ, as in a real slide) and the group metadata."""
+    import numpy as np
+    import zarr
+
+    root = zarr.open_group(str(path), mode="w", zarr_format=fmt)
+    arr = root.create_array("0", shape=(3, 256, 256), chunks=(3, 16, 16), dtype="uint8")
+    rng = np.random.default_rng(seed)
+    arr[...] = rng.integers(0, 64, (3, 256, 256), dtype=np.uint8)  # compresses unevenly
+    root.attrs["multiscales"] = [{"version": "0.4", "datasets": [{"path": "0"}]}]
+    return path
+
+
+def _opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files the fingerprint opens (its only reads go through ``open``)."""
+    from wsikit.slide import fingerprint
+
+    opened: list[str] = []
+
+    def counting_open(file, *args, **kwargs):
+        opened.append(os.fspath(file))
+        return open(file, *args, **kwargs)
+
+    monkeypatch.setattr(fingerprint, "open", counting_open, raising=False)
+    return opened
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_zarr_store_is_fingerprinted_by_a_bounded_read(tmp_path: Path, fmt: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, every chunk file was hashed whole on every run: a 20 000-chunk OME-Zarr read
+    gigabytes. Now its metadata and 16 chunks are read, whatever the number of chunks."""
+    from wsikit.slide.fingerprint import ZARR_CHUNK_SAMPLES
+
+    store = _zarr_store(tmp_path / "case.zarr", fmt=fmt)
+    files = [f for f in store.rglob("*") if f.is_file()]
+    meta = [f for f in files if f.name in (".zattrs", ".zarray", ".zgroup", "zarr.json")]
+    opened = _opened(monkeypatch)
+    fp = slide_fingerprint(store)
+    assert fp.startswith(f"fp1-zarr{len(files)}-") and len(files) > 256
+    assert len(opened) == len(meta) + ZARR_CHUNK_SAMPLES  # not the 256 chunks
+    assert {str(f) for f in meta} <= set(opened)          # every metadata file read
+    # copied or moved: the same slide
+    copy = tmp_path / "elsewhere" / "renamed.zarr"
+    shutil.copytree(store, copy)
+    assert slide_fingerprint(copy) == fp
+
+
+def test_what_a_zarr_fingerprint_detects_and_what_not(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _zarr_store(tmp_path / "case.zarr")
+    opened = _opened(monkeypatch)
+    fp = slide_fingerprint(store)
+    chunks = sorted(f for f in (store / "0").iterdir() if not f.name.startswith("."))
+    sampled = [f for f in chunks if str(f) in opened]
+    unsampled = [f for f in chunks if str(f) not in opened]
+    assert len(sampled) == 16 and len(unsampled) == 240
+    # a chunk rewritten with other pixels (another compressed size), outside the sample
+    victim = unsampled[7]
+    data = victim.read_bytes()
+    victim.write_bytes(data + b"\0")
+    assert slide_fingerprint(store) != fp
+    victim.write_bytes(data)
+    assert slide_fingerprint(store) == fp  # back as it was; touched times do not count
+    # any byte of a sampled chunk (here hashed whole: under 1 MiB)
+    kept = sampled[3].read_bytes()
+    _rewrite(sampled[3], seed=4)  # same size, other bytes
+    assert slide_fingerprint(store) != fp
+    sampled[3].write_bytes(kept)
+    assert slide_fingerprint(store) == fp
+    # metadata: any byte (here a scale); a file added or removed; a chunk renamed
+    for change in ("attrs", "added", "removed", "renamed"):
+        other = _zarr_store(tmp_path / change / "case.zarr")
+        before = slide_fingerprint(other)
+        if change == "attrs":
+            text = (other / ".zattrs").read_text()
+            (other / ".zattrs").write_text(text.replace('"0.4"', '"0.5"'))
+        elif change == "added":
+            (other / "0" / "99.0.0").write_bytes(b"x")
+        elif change == "removed":
+            (other / "0" / "0.15.15").unlink()
+        else:
+            (other / "0" / "0.15.15").rename(other / "0" / "0.15.16")
+        assert slide_fingerprint(other) != before, change
+    # what it does not see: an unsampled chunk rewritten in place with exactly its size
+    same = _zarr_store(tmp_path / "same" / "case.zarr")
+    before = slide_fingerprint(same)
+    _rewrite(same / "0" / unsampled[7].name, seed=9)
+    assert slide_fingerprint(same) == before
+
+
+def test_a_zarr_fingerprint_from_before_names_the_same_slide(tmp_path: Path) -> None:
+    """Recorded by an earlier version (every file hashed, ``fp1-dir<n>-``): its outputs are
+    still this slide's (not refused), yet a run computes them once more; another count of
+    files is another slide. A folder that is not a zarr store keeps that fingerprint."""
+    from wsikit.slide import fingerprint
+
+    store = _zarr_store(tmp_path / "case.zarr")
+    now = slide_fingerprint(store)
+    old = fingerprint._folder_fingerprint(store)
+    assert old.startswith("fp1-dir260-") and now.startswith("fp1-zarr260-")
+    assert same_slide(old, now) and not same_slide(now, old)
+    assert not same_slide(old.replace("dir260", "dir261"), now)
+    (store / ".zgroup").unlink()
+    (store / ".zattrs").unlink()  # no zarr metadata at its top: a plain folder
+    assert slide_fingerprint(store) == fingerprint._folder_fingerprint(store)

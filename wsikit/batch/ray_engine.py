@@ -34,10 +34,21 @@ it is resubmitted without counting as one of the slide's ``max_resubmits``. A sl
 no ready actor within the start-up limit (600 s, or ``slide_timeout`` if longer) fails with an
 ``ActorUnavailable`` error saying so.
 
+An actor that is dead for good (its ``__init__`` raised, it was killed without restart, it
+cannot be scheduled: Ray answers its probe with ``ActorDiedError`` and its state is ``DEAD``,
+or the state cannot be asked) is not waited for: it gets no more slides, the slides queued on
+it go to a live actor at once without counting as tries (a call that was running on it counts
+one, as for a lost node), and when no actor is left alive, every slide waiting for one fails
+at once with an ``ActorDied`` error naming Ray's reason.
+
 ``--slide-timeout`` holds here as in the local engine: a CPU task running longer than the limit
-(from its submission) is cancelled with ``ray.cancel(force=True)``; an actor call running longer
-(from the moment its actor started it, so waiting behind another slide does not count) has its
-actor killed and restarted by Ray. The slide fails with a ``Timeout`` error naming the limit;
+(from the moment it started running: the task tells a small clock actor, which holds no CPU,
+when it begins, so a Ray worker's start-up and imports do not count) is cancelled with
+``ray.cancel(force=True)``; a CPU task that has not started within the start-up limit (600 s,
+or ``slide_timeout`` if longer) is cancelled too, its slide failed saying so. An actor call
+running longer (from the moment its actor started it, so waiting behind another slide does not
+count) has its actor killed and restarted by Ray. The slide fails with a ``Timeout`` error
+naming the limit;
 other calls queued on that actor are lost with it and resubmitted once it (or another actor)
 is ready, not charged a try.
 
@@ -80,6 +91,15 @@ def _import_ray() -> Any:
 _LOST = ("NodeDiedError", "WorkerCrashedError", "ActorDiedError", "ActorUnavailableError",
          "ObjectLostError", "OwnerDiedError", "LocalRayletDiedError", "TaskUnschedulableError",
          "ActorUnschedulableError")
+
+
+#: Ray exceptions of a call to an actor that may be dead for good
+#: (:meth:`RayEngine._gone_for_good` decides).
+_DEAD = ("ActorDiedError", "ActorUnschedulableError")
+
+
+def _named(exc: BaseException, names: tuple[str, ...]) -> bool:
+    return any(c.__name__ in names for c in type(exc).__mro__)
 
 
 def is_lost_work(exc: BaseException) -> bool:
@@ -127,8 +147,26 @@ _ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": 0,
 
 
 def _cpu_task(task: dict[str, Any], job_root: str, stale_after: float,
-              config: dict[str, Any], steps: list[str]) -> dict[str, Any]:
+              config: dict[str, Any], steps: list[str], clock: Any = None,
+              key: int = 0) -> dict[str, Any]:
+    if clock is not None:  # running now: the per-slide time limit starts (_StartClock)
+        clock.started.remote(key)
     return _run(task, job_root, stale_after, config, steps, "cpu", {}, "cpu")
+
+
+class _StartClock:
+    """Where CPU tasks say that they started running (:func:`_cpu_task`); the engine takes
+    the keys told since it last asked, and starts those tasks' clocks then."""
+
+    def __init__(self) -> None:
+        self._keys: list[int] = []
+
+    def started(self, key: int) -> None:
+        self._keys.append(key)
+
+    def take(self) -> list[int]:
+        keys, self._keys = self._keys, []
+        return keys
 
 
 class _DeviceActor:
@@ -240,6 +278,13 @@ class RayEngine:
         self._probes: dict[Any, int] = {}  # __ray_ready__ call → its actor
         self._doomed: set[Any] = set()  # calls queued on an actor that was then lost
         self._parked: list[_Parked] = []  # device parts waiting for an actor to be ready
+        self._dead: dict[int, str] = {}  # actors dead for good → Ray's reason
+        self._clock: Any = None  # the _StartClock actor (None: CPU parts timed from submission)
+        self._taking: Any = None  # its take() call in flight
+        self._keys: dict[int, Any] = {}  # key told by a CPU part not yet started → its ref
+        # CPU part not yet started → (when submitted, its key)
+        self._submitted: dict[Any, tuple[float, int]] = {}
+        self._next_key = 0
         self._n_cpu = 1
 
     def describe(self) -> dict[str, Any]:
@@ -287,15 +332,18 @@ class RayEngine:
         # Lost tasks are resubmitted by wait() (counted there), not retried silently by Ray.
         self._remote_cpu = ray.remote(num_cpus=1, max_retries=0,
                                       scheduling_strategy="SPREAD")(_cpu_task)
+        if self.cpu_steps or not self.device_steps:
+            self._clock = ray.remote(num_cpus=0, max_restarts=0)(_StartClock).remote()
 
     @property
     def cpu_slots(self) -> int:
-        """CPU parts that can run at once: the cluster's CPUs less the one each actor holds."""
-        return max(1, self._n_cpu - len(self._actors))
+        """CPU parts that can run at once: the cluster's CPUs less the one each live actor
+        holds."""
+        return max(1, self._n_cpu - len(self._actors) + len(self._dead))
 
     @property
     def capacity(self) -> int:
-        return self.cpu_slots + len(self._actors)
+        return self.cpu_slots + len(self._actors) - len(self._dead)
 
     def in_flight(self) -> int:
         return len({sid for sid, *_ in self._refs.values()} | {p.sid for p in self._parked})
@@ -311,18 +359,33 @@ class RayEngine:
 
     def submit(self, task: dict[str, Any]) -> None:
         sid = task_id(task)
-        if self.cpu_steps or not self.device_steps:  # no steps: a task function (a corpus)
-            ref = self._remote_cpu.remote(task, *self._args, self.cpu_steps)
-            self._refs[ref] = (sid, task, None, None)
-            self._began[ref] = time.monotonic()
+        if self.device_steps and self._actors and len(self._dead) == len(self._actors):
+            self._to_actor(sid, task, None)  # no actor left: failed by the next wait
+        elif self.cpu_steps or not self.device_steps:  # no steps: a task function (a corpus)
+            self._submit_cpu(sid, task)
         else:
             self._to_actor(sid, task, None)
+
+    def _submit_cpu(self, sid: str, task: dict[str, Any]) -> None:
+        """Submit a slide's CPU part; its clock starts when it says it runs (or now, without
+        the clock actor)."""
+        if self._clock is None:
+            ref = self._remote_cpu.remote(task, *self._args, self.cpu_steps)
+            self._began[ref] = time.monotonic()
+        else:
+            key, self._next_key = self._next_key, self._next_key + 1
+            ref = self._remote_cpu.remote(task, *self._args, self.cpu_steps, self._clock, key)
+            self._began[ref] = None
+            self._keys[key] = ref
+            self._submitted[ref] = (time.monotonic(), key)
+        self._refs[ref] = (sid, task, None, None)
 
     def _to_actor(self, sid: str, task: dict[str, Any], first: dict[str, Any] | None, *,
                   since: float | None = None) -> None:
         """Give a slide's device part to a ready actor, or park it until one is ready (a call
         sent to a restarting actor fails within seconds, though the slide never ran)."""
-        ready = [k for k in range(len(self._actors)) if k not in self._unready]
+        ready = [k for k in range(len(self._actors))
+                 if k not in self._unready and k not in self._dead]
         if not ready:
             self._parked.append(_Parked(sid, task, first,
                                         time.monotonic() if since is None else since))
@@ -340,6 +403,9 @@ class RayEngine:
     def _release(self, ref: Any, actor: int | None) -> None:
         """Forget ``ref``; the next call queued on its actor starts now (for the time limit)."""
         self._began.pop(ref, None)
+        _, key = self._submitted.pop(ref, (None, None))
+        if key is not None:
+            self._keys.pop(key, None)
         if ref in self._doomed:  # its actor was lost: no longer counted in its load
             self._doomed.discard(ref)
             return
@@ -354,12 +420,16 @@ class RayEngine:
     def wait(self, timeout: float) -> list[dict[str, Any]]:
         if not self._refs and not self._parked:
             return []
-        refs = [*self._refs, *self._probes]
+        if self._clock is not None and self._submitted and self._taking is None:
+            self._taking = self._clock.take.remote()  # which CPU parts started since
+        refs = [*self._refs, *self._probes, *([self._taking] if self._taking else [])]
         if refs:
             ready = set(self.ray.wait(refs, num_returns=len(refs), timeout=timeout)[0])
         else:  # parked slides only, their actors' next probes not yet due
             time.sleep(min(timeout, _PROBE_EVERY))
             ready = set()
+        if self._taking is not None and self._taking in ready:
+            self._started()
         results = self._expire()
         self._check_probes([ref for ref in self._probes if ref in ready])
         # in submission order: a call that finished releases the one queued behind it first
@@ -380,7 +450,10 @@ class RayEngine:
         try:
             result = self.ray.get(ref)
         except Exception as exc:
-            if actor is not None and is_lost_work(exc) and not doomed:
+            if actor is not None and getattr(exc, "actor_init_failed", False) is True:
+                ran = False  # its actor never set itself up: the call never ran
+                self._dead_actor(actor, exc)
+            elif actor is not None and is_lost_work(exc) and not doomed:
                 self._lost_actor(actor)
             self._release(ref, actor)
             if actor is not None and is_lost_work(exc) and not ran:
@@ -405,14 +478,53 @@ class RayEngine:
         """``actor`` was lost (killed, or its node or worker died) and is being restarted by
         Ray: no call goes to it until it is ready again, and the calls queued on it, which it
         never started, are resubmitted when they fail without counting as tries."""
-        if actor in self._unready:
+        if actor in self._unready or actor in self._dead:
             return
         self._unready[actor] = _Unready(time.monotonic())
+        self._doom_queued(actor)
+        self._probe()
+
+    def _doom_queued(self, actor: int) -> None:
+        """The calls queued on ``actor`` (never started) will fail: resubmitted then, not
+        counted in its load nor as tries."""
         for ref, (_, _, k, _) in self._refs.items():
             if k == actor and self._began.get(ref) is None and ref not in self._doomed:
                 self._doomed.add(ref)
                 self._load[actor] -= 1
-        self._probe()
+
+    def _dead_actor(self, actor: int, exc: BaseException) -> None:
+        """``actor`` is dead for good: no call goes to it again, the calls queued on it go
+        to a live actor when they fail (not counted as tries)."""
+        if actor in self._dead:
+            return
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        self._dead[actor] = f"{type(exc).__name__}: {first}"[:300]
+        unready = self._unready.pop(actor, None)
+        if unready is not None and unready.probe is not None:
+            self._probes.pop(unready.probe, None)
+        self._doom_queued(actor)
+
+    def _gone_for_good(self, actor: int, exc: BaseException) -> bool:
+        """Whether the failed ``__ray_ready__`` of ``actor`` (``exc``) means it is dead for
+        good: an ``ActorDiedError`` (a call sent to a dead actor; Ray answers a restarting one
+        with ``ActorUnavailableError``) whose actor failed in its ``__init__``, or that Ray's
+        actor table says is ``DEAD`` (or cannot say)."""
+        if not _named(exc, _DEAD):
+            return False
+        if getattr(exc, "actor_init_failed", False) is True:
+            return True
+        return self._actor_state(actor) in (None, "DEAD")
+
+    def _actor_state(self, actor: int) -> str | None:
+        """Ray's state of ``actor`` (``ALIVE``, ``RESTARTING``, ``DEAD``, …) from the GCS
+        actor table, None when it cannot be asked."""
+        try:
+            actor_id = self._actors[actor]._actor_id.hex()
+            info = self.ray._private.state.actors(actor_id=actor_id)
+            state = info.get("State") if isinstance(info, dict) else None
+        except Exception:  # an API Ray moved, or the cluster unreachable: not known
+            return None
+        return state if isinstance(state, str) and state else None
 
     def _probe(self) -> None:
         """Ask each actor not known to be ready whether it is (Ray's ``__ray_ready__``)."""
@@ -424,11 +536,16 @@ class RayEngine:
 
     def _check_probes(self, answered: list[Any]) -> None:
         for ref in answered:
-            k = self._probes.pop(ref)
+            k = self._probes.pop(ref, None)
+            if k is None or k not in self._unready:
+                continue
             try:
                 self.ray.get(ref)
-            except Exception:  # still restarting (or gone): ask again a little later
-                self._unready[k].probe = None
+            except Exception as exc:
+                if self._gone_for_good(k, exc):  # never ready again: waiting is pointless
+                    self._dead_actor(k, exc)
+                    continue
+                self._unready[k].probe = None  # still restarting: ask again a little later
                 self._unready[k].next_probe = time.monotonic() + _PROBE_EVERY
             else:
                 del self._unready[k]
@@ -439,8 +556,18 @@ class RayEngine:
         limit = max(STARTUP_LIMIT, self.slide_timeout or 0)
         parked, self._parked = self._parked, []
         results: list[dict[str, Any]] = []
+        all_dead = bool(self._actors) and len(self._dead) == len(self._actors)
         for item in parked:
-            if time.monotonic() - item.since > limit:
+            if all_dead:
+                self._lost.pop(item.sid, None)
+                results.append(failed_result(
+                    item.sid, "ActorDied",
+                    "every Ray actor for the device steps is dead for good ("
+                    + "; ".join(sorted(set(self._dead.values())))
+                    + "): the slide was not run on one. Fix what stopped them (an import "
+                    "or plugin error in their set-up, a node without room for one) and "
+                    f"rerun with {option('retry_failed')}"))
+            elif time.monotonic() - item.since > limit:
                 self._lost.pop(item.sid, None)
                 results.append(failed_result(
                     item.sid, "ActorUnavailable",
@@ -451,14 +578,50 @@ class RayEngine:
                 self._to_actor(item.sid, item.task, item.first, since=item.since)
         return results
 
-    def _expire(self) -> list[dict[str, Any]]:
-        """Stop the parts that ran past ``slide_timeout``; their slides' failure results."""
-        if self.slide_timeout is None:
+    def _started(self) -> None:
+        """Start the clocks of the CPU parts the clock actor says began running (all waiting
+        ones, from now, when it is gone: its node died)."""
+        taking, self._taking = self._taking, None
+        now = time.monotonic()
+        try:
+            keys = list(self.ray.get(taking))
+        except Exception:  # the clock actor is lost: time every CPU part from now on
+            self._clock = None
+            keys = list(self._keys)
+        for key in keys:
+            ref = self._keys.pop(key, None)
+            if ref is not None and ref in self._submitted:
+                del self._submitted[ref]
+                self._began[ref] = now
+
+    def _not_started(self) -> list[dict[str, Any]]:
+        """Cancel the CPU parts that did not start within the start-up limit."""
+        if not self._submitted:
             return []
+        limit = max(STARTUP_LIMIT, self.slide_timeout or 0)
+        now = time.monotonic()
+        results: list[dict[str, Any]] = []
+        for ref, (since, _) in [(r, t) for r, t in self._submitted.items()
+                                if now - t[0] > limit]:
+            sid = self._refs.pop(ref)[0]
+            self.ray.cancel(ref, force=True)
+            self._release(ref, None)
+            self._lost.pop(sid, None)
+            results.append(failed_result(
+                sid, "Timeout", f"its Ray CPU task did not start running within {limit:g} s "
+                "of its submission (a Ray worker that cannot start: a slow or hung import, a "
+                "full node?)", round(now - since, 4)))
+        return results
+
+    def _expire(self) -> list[dict[str, Any]]:
+        """Stop the parts that ran past ``slide_timeout`` (or never started); their slides'
+        failure results."""
+        results = self._not_started()
+        if self.slide_timeout is None:
+            return results
         now = time.monotonic()
         late = [(ref, began) for ref, began in self._began.items()
                 if began is not None and now - began > self.slide_timeout]
-        results: list[dict[str, Any]] = []
         for ref, began in late:
             sid, task, actor, _ = self._refs.pop(ref)
             if actor is None:
@@ -487,9 +650,7 @@ class RayEngine:
         if actor is not None:
             self._to_actor(sid, task, first)  # CPU part (if any) is done: redo the device part
         else:
-            ref = self._remote_cpu.remote(task, *self._args, self.cpu_steps)
-            self._refs[ref] = (sid, task, None, None)
-            self._began[ref] = time.monotonic()
+            self._submit_cpu(sid, task)
         return True
 
     def stop(self) -> None:
@@ -500,6 +661,11 @@ class RayEngine:
         self._refs = {}
         self._began = {}
         self._unready, self._probes, self._doomed, self._parked = {}, {}, set(), []
+        self._dead = {}
+        if self._clock is not None:
+            with contextlib.suppress(Exception):
+                self.ray.kill(self._clock)
+        self._clock, self._taking, self._keys, self._submitted = None, None, {}, {}
         if self._started_ray:
             self.ray.shutdown()
             self._started_ray = False

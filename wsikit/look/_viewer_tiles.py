@@ -17,10 +17,15 @@ process. Encoded tiles are kept in a bounded LRU cache; concurrent requests for 
 compute it once. Reads run on a few slide handles (one per serving thread at most).
 
 Each request stats the slide file and the files it is read from (an MRXS slide's Slidedat.ini,
-Index.dat and Data*.dat; the files of a DICOM series); a changed size, modification or inode
-time triggers its content fingerprint (:func:`wsikit.slide.fingerprint.slide_fingerprint`), and
-a slide whose content changed (overwritten in place, replaced) is refused from then on
-(:attr:`TileService.changed` says why): tiles of two files are never mixed under one name.
+Index.dat and Data*.dat; the files of a DICOM series given by one file); a folder slide (an
+OME-Zarr store with thousands of chunk files, a DICOM series folder) is listed at most once
+every :data:`FOLDER_RECHECK_S` seconds instead (or 20 times as long as the last listing took,
+so listing never costs more than 5 % of one thread), by one request while the others go on,
+so a change there is seen within that time. A changed size, modification or inode time triggers
+its content fingerprint (:func:`wsikit.slide.fingerprint.slide_fingerprint`, bounded for a
+zarr store), and a slide whose content changed (overwritten in place, replaced) is refused
+from then on (:attr:`TileService.changed` says why): tiles of two files are never mixed under
+one name.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import math
 import os
 import stat
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -64,23 +70,27 @@ def encode_jpeg(pixels: np.ndarray, *, quality: int = JPEG_QUALITY) -> bytes:
 def _stat_key(path: Path, companions: tuple[Path, ...] = ()) -> tuple[Any, ...] | None:
     """What stat says of the slide: the file and the other files it is read from
     (``companions``: an MRXS slide's Slidedat.ini, Index.dat and Data*.dat), or for a folder
-    slide (a DICOM series) the folder and every file in it (the files its fingerprint reads:
-    a level rewritten in place changes no folder time)."""
+    slide (an OME-Zarr store, a DICOM series) the folder and every file in it, listed once
+    (a chunk or level rewritten in place changes no folder time)."""
+    from ..slide.fingerprint import folder_files
+
     try:
         st = os.stat(path)
     except OSError:
         return None
     key: tuple[Any, ...] = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    files = ([f for f in sorted(path.rglob("*")) if f.is_file() and not f.is_symlink()]
-             if stat.S_ISDIR(st.st_mode) else companions)
-    for f in files:
-        name = f.relative_to(path).as_posix() if stat.S_ISDIR(st.st_mode) else str(f)
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            return key + tuple(folder_files(path))
+        except OSError:  # a folder in it gone meanwhile: the key differs all the same
+            return key + (None,)
+    for f in companions:
         try:
             fs = f.stat()
         except OSError:  # gone meanwhile: the key differs all the same
-            key += (name, None)
+            key += (str(f), None)
             continue
-        key += (name, fs.st_ino, fs.st_size, fs.st_mtime_ns, fs.st_ctime_ns)
+        key += (str(f), fs.st_ino, fs.st_size, fs.st_mtime_ns, fs.st_ctime_ns)
     return key
 
 
@@ -95,9 +105,18 @@ def _companions(path: Path) -> tuple[Path, ...]:
         return ()
 
 
+#: Seconds between two listings of a folder slide's files by :class:`SlideWatch` (a request
+#: in between is not slowed by the thousands of stats of an OME-Zarr store); at least
+#: :data:`FOLDER_RECHECK_TIMES` the last listing's time.
+FOLDER_RECHECK_S = 2.0
+#: How many times its own time a folder listing waits at least (20: at most 5 % of a thread).
+FOLDER_RECHECK_TIMES = 20.0
+
+
 class SlideWatch:
-    """Whether the slide file is still the one opened: stat on every :meth:`check`, the
-    content fingerprint when the stat changed.
+    """Whether the slide file is still the one opened: stat on every :meth:`check` (a folder
+    slide's files: at most every :data:`FOLDER_RECHECK_S` seconds), the content fingerprint
+    when the stat changed.
 
     Parameters
     ----------
@@ -113,6 +132,8 @@ class SlideWatch:
 
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._folder = self.path.is_dir()
+        self._next_listing = time.monotonic() + FOLDER_RECHECK_S
         self._companions = _companions(self.path)
         self._stat = _stat_key(self.path, self._companions)
         self.fingerprint = fingerprint or slide_fingerprint(self.path)
@@ -123,7 +144,20 @@ class SlideWatch:
         """None while the file is the one opened, else (from then on) why not."""
         if self.changed is not None:
             return self.changed
-        key = _stat_key(self.path, self._companions)
+        if self._folder:  # one request lists the folder now and then; the others go on
+            with self._lock:
+                t = time.monotonic()
+                if t < self._next_listing:
+                    return self.changed
+                self._next_listing = math.inf  # listed now, by this request
+            try:
+                key = _stat_key(self.path, self._companions)
+            finally:
+                spent = time.monotonic() - t
+                self._next_listing = t + spent + max(FOLDER_RECHECK_S,
+                                                     FOLDER_RECHECK_TIMES * spent)
+        else:
+            key = _stat_key(self.path, self._companions)
         if key == self._stat:
             return None
         from ..slide.fingerprint import slide_fingerprint

@@ -111,7 +111,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
     them are relative to it, absolute ones (and the result's ``base_dir``) are computed from
     ``final``, the folder ``sdir`` becomes when published."""
     from ..evidence import EvidenceRegion, EvidenceResult
-    from ..evidence.ids import region_uid, slide_id
+    from ..evidence.ids import region_uid
     from ..selection.crops import save_crop
     from .checks import build_selector
 
@@ -145,7 +145,7 @@ def _write_into(slide: Slide, grid: TileGrid, mask: TissueMask, att: Attention, 
     from ..selection.attention import describe
 
     models = {"patch_encoder": dict(encoder), "attention": describe(att), **found.crop_encoder}
-    sid = slide_id(slide)
+    sid = evidence_slide_id(slide)
     regions = []
     for w, crop, found_matches, dropped in zip(windows, crops, found.matches,
                                                found.below_floor, strict=True):
@@ -245,6 +245,30 @@ def _selection_entry(options: PipelineOptions, windows: Any, grid: TileGrid, sli
         selection["question_steering"] = (steering.to_dict() if steering is not None
                                           else not_steered(match.question))
     return selection
+
+
+def evidence_slide_id(slide: Slide) -> str:
+    """The slide's id in evidence documents (:func:`wsikit.evidence.ids.slide_id`):
+    ``<name>-<12 hex>`` of the same content the slide's fingerprint covers.
+
+    A single-file slide, and a folder (DICOM series, OME-Zarr: the digest lists every file's
+    name and size), keeps the id of :func:`~wsikit.evidence.ids.slide_id_digest` (its size,
+    first and last MiB), so documents published before keep their ids. A slide file whose
+    pixels are in other files (an MRXS slide's ``Slidedat.ini``, index and ``Data*.dat``;
+    VMS/VMU JPEGs; a DICOM series given by one file) adds the companion part of its content
+    fingerprint (:func:`wsikit.slide.fingerprint.slide_fingerprint`, after ``+``): the
+    ``.mrxs`` file alone is the same few bytes in every scan, so two slides of one name had
+    one id (and one vector-store document for two slides). Such slides' ids changed once.
+    """
+    from ..evidence.ids import slide_id, slide_id_digest
+    from ..slide.fingerprint import slide_fingerprint
+
+    path = Path(slide.path)
+    companions = slide_fingerprint(path).partition("+")[2] if path.is_file() else ""
+    if not companions:
+        return slide_id(slide)
+    digest = hashlib.sha256(f"{slide_id_digest(path)}+{companions}".encode()).hexdigest()
+    return slide_id({"name": slide.name, "fingerprint": digest})
 
 
 def _slide_entry(slide: Slide, sid: str, final: Path) -> dict[str, Any]:

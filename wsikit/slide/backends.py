@@ -17,6 +17,7 @@ Every backend has the :class:`_Backend` shape: ``name``, ``level_dimensions``,
 from __future__ import annotations
 
 import math
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Protocol
@@ -60,15 +61,62 @@ class _PyramidBackend:
         self._slide.close()
 
 
+def openslide_alias(path: Path) -> tuple[Path, tempfile.TemporaryDirectory[str] | None]:
+    """The path to give OpenSlide for the slide file ``path``, and the temporary folder that
+    holds it (None: ``path`` itself).
+
+    OpenSlide recognises a MIRAX slide by the lower-case suffix ``.mrxs`` only (``X.MRXS``:
+    "Unsupported or missing image file"), and finds its data folder by the file's name less
+    that suffix. An MRXS slide with another case of the suffix is given as ``X.mrxs`` and
+    ``X/`` in a temporary folder, symbolic links to the file and to its data folder ``X/``
+    (:func:`wsikit.slide._companions.companion_files`); remove the folder when done.
+
+    Raises
+    ------
+    SlideError
+        The links cannot be made (a file system without symbolic links): names the fix.
+    """
+    suffix = path.suffix
+    if suffix.lower() != ".mrxs" or suffix == ".mrxs":
+        return path, None
+    tmp = tempfile.TemporaryDirectory(prefix="wsikit-mrxs-")
+    stem = path.name[: -len(suffix)]
+    alias = Path(tmp.name) / f"{stem}.mrxs"
+    try:
+        alias.symlink_to(path.resolve())
+        (Path(tmp.name) / stem).symlink_to(path.with_name(stem).resolve(),
+                                           target_is_directory=True)
+    except OSError as exc:
+        tmp.cleanup()
+        raise SlideError(f"{path}: OpenSlide reads MIRAX files named *.mrxs only, and a "
+                         f"lower-case alias could not be made ({exc.strerror or exc}); "
+                         f"rename it to {stem}.mrxs") from exc
+    return alias, tmp
+
+
 class _OpenSlideBackend(_PyramidBackend):
     name = "openslide"
 
     def __init__(self, path: Path) -> None:
         import openslide
 
-        self._slide = openslide.OpenSlide(str(path))
+        alias, self._alias_dir = openslide_alias(path)
+        try:
+            self._slide = openslide.OpenSlide(str(alias))
+        except BaseException:
+            if self._alias_dir is not None:
+                self._alias_dir.cleanup()
+            raise
         self._levels()
         self.properties = {str(k): str(v) for k, v in self._slide.properties.items()}
+
+    def close(self) -> None:
+        try:
+            self._slide.close()
+        finally:
+            if self._alias_dir is not None:
+                self._alias_dir.cleanup()
+                self._alias_dir = None
 
     def read(self, level: int, lx: int, ly: int, w: int, h: int) -> np.ndarray:
         ds = self.level_downsamples[level]

@@ -20,6 +20,23 @@ this scheme: one recorded before (the file alone) still names the same slide for
 :func:`check_source` (:func:`same_slide`), but differs from the new one, so a run computes
 their results once more. Single-file slides and folders keep their fingerprints.
 
+A folder slide is either a zarr store (OME-Zarr: a ``.zattrs``, ``.zgroup`` or ``zarr.json``
+at its top) or another folder (a DICOM series). A zarr store may hold tens of thousands of
+chunk files and gigabytes, so it is fingerprinted like one large file, by a bounded read
+(:func:`zarr_fingerprint`): ``"fp1-zarr<n>-<24 hex digits>"`` over the name and size of each
+of its ``n`` files (one listing, no file opened), the whole of each zarr metadata file (up to
+1 MiB each, sampled beyond), and the sampled content of :data:`ZARR_CHUNK_SAMPLES` chunk files
+at evenly spaced places of the sorted listing (as companion files: at most 384 KiB each, so
+at most about 6 MiB read however large the store). It detects a file added, removed or
+renamed; any change to the metadata (shape, chunks, compressor, scale, attributes); a chunk
+whose size changed (a rewritten chunk of a real, compressed slide, almost always); any
+sampled byte of the sampled chunks. It does not detect a chunk outside the sample rewritten
+in place with exactly the same size (e.g. uncompressed chunks, which all have one size).
+A zarr store's fingerprint recorded before (``"fp1-dir<n>-…"``, every file hashed) differs
+from this one, so a run computes its results once more, and it still names the same slide
+for :func:`check_source` when it counted the same number of files (:func:`same_slide`).
+Other folders keep the fingerprint of every file.
+
 :func:`write_source` / :func:`check_source` keep a small sidecar next to a cached output that
 records which slide (fingerprint and path) it was made from.
 """
@@ -29,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -55,6 +73,11 @@ COMPANION_FULL_HASH_BYTES = 1 << 20
 #: Number of 64 KiB blocks sampled from the middle of larger companion files.
 COMPANION_SAMPLES = 4
 _COMPANION_EDGE = 64 << 10
+#: Number of chunk files of a zarr store whose content its fingerprint samples.
+ZARR_CHUNK_SAMPLES = 16
+#: The files of a zarr store read whole for its fingerprint (v2 and v3 metadata).
+ZARR_METADATA = frozenset({".zattrs", ".zarray", ".zgroup", ".zmetadata", "zarr.json"})
+_ZARR = re.compile(rf"{_VERSION}-zarr(\d+)-[0-9a-f]{{24}}")
 
 
 def slide_fingerprint(path: str | os.PathLike[str]) -> str:
@@ -64,7 +87,8 @@ def slide_fingerprint(path: str | os.PathLike[str]) -> str:
     size, header, tail or any sampled block (files ≤ 32 MiB: any byte). Takes milliseconds
     for any size (at most about 3 MiB are read). A slide whose pixels are in other files
     (MRXS, VMS/VMU, a DICOM series given by one file) covers them too:
-    ``"fp1-<size>-<24 hex>+<n>-<24 hex>"`` (see the module docstring).
+    ``"fp1-<size>-<24 hex>+<n>-<24 hex>"`` (see the module docstring). A zarr store
+    (OME-Zarr folder) is read boundedly too: :func:`zarr_fingerprint`.
 
     Raises
     ------
@@ -80,7 +104,7 @@ def slide_fingerprint(path: str | os.PathLike[str]) -> str:
     except OSError as exc:
         raise SlideError(f"{p}: cannot read the file ({exc.strerror or exc})") from exc
     if stat.S_ISDIR(st.st_mode):
-        return _folder_fingerprint(p)
+        return zarr_fingerprint(p) if is_zarr_store(p) else _folder_fingerprint(p)
     if not stat.S_ISREG(st.st_mode):
         raise SlideError(f"{p}: not a regular file; give a slide file")
     own = f"{_VERSION}-{st.st_size}-{_sampled_digest(p, st.st_size)}"
@@ -146,16 +170,82 @@ def _companion_fingerprint(f: Path) -> str:
 def same_slide(recorded: str, fingerprint: str) -> bool:
     """Whether the ``recorded`` fingerprint names the slide whose fingerprint is now
     ``fingerprint``: equal, or recorded before companion files were fingerprinted (the
-    slide file's own part, before ``+``), which cannot tell, so counts as the same slide
-    for ownership (a run still computes its results once more: they differ)."""
+    slide file's own part, before ``+``), or a zarr store's recorded before it was sampled
+    (``"fp1-dir<n>-…"`` beside ``"fp1-zarr<n>-…"``: the same number of files), which cannot
+    tell, so counts as the same slide for ownership (a run still computes its results once
+    more: they differ)."""
     if recorded == fingerprint:
         return True
+    zarr = _ZARR.fullmatch(fingerprint)
+    if zarr is not None:  # a zarr store fingerprinted file by file before: the same count
+        return recorded.startswith(f"{_VERSION}-dir{zarr.group(1)}-")
     own, plus, _ = fingerprint.partition("+")
     return bool(plus) and "+" not in recorded and recorded == own
 
 
+def is_zarr_store(folder: str | os.PathLike[str]) -> bool:
+    """Whether the folder ``folder`` is a zarr store (a ``.zattrs``, ``.zgroup`` or
+    ``zarr.json`` at its top: an OME-Zarr image), fingerprinted by :func:`zarr_fingerprint`."""
+    return any(os.path.isfile(os.path.join(folder, m)) for m in (".zattrs", ".zgroup",
+                                                                 "zarr.json"))
+
+
+def folder_files(folder: str | os.PathLike[str]) -> list[tuple[str, int, int, int]]:
+    """``(name, size, mtime_ns, ctime_ns)`` of every regular file under ``folder`` (its
+    name relative to ``folder``, ``/``-separated; symbolic links skipped), sorted by name:
+    one listing and one ``lstat`` a file, no file opened."""
+    found: list[tuple[str, int, int, int]] = []
+    todo = [("", os.fspath(folder))]
+    while todo:
+        prefix, path = todo.pop()
+        with os.scandir(path) as entries:
+            for e in entries:
+                st = e.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    todo.append((f"{prefix}{e.name}/", e.path))
+                elif stat.S_ISREG(st.st_mode):
+                    found.append((prefix + e.name, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    found.sort()
+    return found
+
+
+def zarr_fingerprint(folder: str | os.PathLike[str]) -> str:
+    """The content fingerprint of a zarr store (an OME-Zarr slide): ``"fp1-zarr<n>-<24 hex>"``.
+
+    Bounded however many chunk files the store has: the names and sizes of its ``n`` files
+    (a listing), its metadata files (:data:`ZARR_METADATA`) whole up to 1 MiB, and
+    :data:`ZARR_CHUNK_SAMPLES` chunk files sampled as companion files (whole up to 1 MiB,
+    else their first and last 64 KiB and 4 blocks), at evenly spaced places of the sorted
+    listing. Stable across copies, moves and renames of the folder; what it detects and
+    what not is said in the module docstring.
+
+    Raises
+    ------
+    SlideError
+        The folder or a file in it cannot be read.
+    """
+    p = Path(folder)
+    try:
+        files = folder_files(p)
+    except OSError as exc:
+        raise SlideError(f"{p}: cannot list this zarr folder ({exc.strerror or exc}); check "
+                         "it is there and readable") from exc
+    digest = hashlib.sha256(f"{_VERSION}:zarr\n".encode())
+    for name, size, _, _ in files:
+        digest.update(f"{name}\x1f{size}\n".encode(errors="surrogateescape"))
+    meta = [name for name, *_ in files if name.rsplit("/", 1)[-1] in ZARR_METADATA]
+    chunks = [name for name, *_ in files if name.rsplit("/", 1)[-1] not in ZARR_METADATA]
+    k = min(ZARR_CHUNK_SAMPLES, len(chunks))
+    sampled = [chunks[(2 * i + 1) * len(chunks) // (2 * k)] for i in range(k)]
+    for name in meta + sampled:
+        line = f"{name}\x1f{_companion_fingerprint(p / name)}\n"
+        digest.update(line.encode(errors="surrogateescape"))
+    return f"{_VERSION}-zarr{len(files)}-{digest.hexdigest()[:24]}"
+
+
 def _folder_fingerprint(folder: Path) -> str:
-    """A folder slide (DICOM series): names and sizes of its files and their fingerprints."""
+    """A folder slide other than a zarr store (a DICOM series): names and sizes of its files
+    and their fingerprints."""
     digest = hashlib.sha256(f"{_VERSION}:dir".encode())
     files = sorted(f for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
     for f in files:
