@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,21 @@ __all__ = ["document_id", "region_uid", "slide_id", "slide_id_digest"]
 
 _CHUNK = 1 << 20
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _regular_files(folder: Path) -> list[tuple[Path, int]]:
+    """``(path, size)`` of every regular file under ``folder`` (symbolic links followed, as
+    :meth:`Path.is_file` does), one ``stat`` per file: a folder slide of 25,000 chunks was
+    stat-ed three times per chunk on every run."""
+    out = []
+    for f in folder.rglob("*"):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append((f, st.st_size))
+    return out
 
 
 def slide_id_digest(path: str | os.PathLike[str]) -> str:
@@ -48,12 +64,12 @@ def slide_id_digest(path: str | os.PathLike[str]) -> str:
     p = Path(path)
     digest = hashlib.sha256(b"wsikit-slide-fingerprint-v1\x1f")
     if p.is_dir():
-        files = sorted(f for f in p.rglob("*") if f.is_file())
-        for f in files:
-            digest.update(f"{f.relative_to(p)}\x1f{f.stat().st_size}\x1e".encode())
+        files = sorted(_regular_files(p))
+        for f, size in files:
+            digest.update(f"{f.relative_to(p)}\x1f{size}\x1e".encode())
         if not files:
             return digest.hexdigest()
-        p = max(files, key=lambda f: f.stat().st_size)
+        p = max(files, key=lambda entry: entry[1])[0]
     try:
         size = p.stat().st_size
         digest.update(f"{size}\x1e".encode())
