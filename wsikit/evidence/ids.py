@@ -14,7 +14,11 @@ file share them. (When the slide, or its evidence.json entry, carries a ``finger
 :func:`slide_id` uses that.) This digest only names evidence documents; whether a cached output
 belongs to a slide is decided by the stronger content fingerprint of
 :func:`wsikit.slide.fingerprint.slide_fingerprint` (sampled blocks too). The two stay separate:
-changing the digest would change every published document id.
+changing the digest would change every published document id. A slide file whose pixels are
+in other files (an MRXS slide's data files, VMS/VMU JPEGs, a DICOM series given by one file)
+is named by :func:`wsikit.run.select_stage.evidence_slide_id`, which adds those files' part of
+the content fingerprint to this digest: the ``.mrxs`` file alone is the same few bytes in every
+scan.
 """
 
 from __future__ import annotations
