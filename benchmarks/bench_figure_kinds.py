@@ -89,6 +89,20 @@ def find_pdf(row: dict[str, Any], dirs: list[Path]) -> Path | None:
     return None
 
 
+def kind_model_note(name: str | None) -> str:
+    """What decided each figure's kind in this run, and whether its scores are held out."""
+    from wsikit.evidence.kind_model import DEFAULT_KIND_MODEL, load_kind_model
+
+    name = name or DEFAULT_KIND_MODEL
+    if name != "learned":
+        return f"Figure kind decided by `{name}` (`--kind-model`)."
+    model = load_kind_model()
+    return (f"Figure kind decided by the learned combiner v{model.version} (`--kind-model "
+            f"learned`), fitted on {', '.join(model.trained_on)}: its scores on those sets "
+            "are in-sample, not held out (leave-one-set-out scores: "
+            "`results/bench_figure_kinds_learned.md`).")
+
+
 def micrograph_nodes(a: FigureAnalysis) -> bool:
     """Whether default matching can meet this figure: a micrograph panel, or a micrograph
     figure without panels."""
@@ -343,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
           "are not scored. Analysis (caption split, panels, kinds) "
           f"{np.mean(secs):.2f} s per figure on average, {max(secs):.2f} s at most, one CPU "
           f"core (run {time.perf_counter() - t0:.0f} s including PDF extraction).", "",
-          "## Kind accuracy (target >= 90 %)", "", *kind_table(rows), "",
+          "## Kind accuracy (target >= 90 %)", "", kind_model_note(args.kind_model), "",
+          *kind_table(rows), "",
           *(before_after(rows, json.loads(args.before.read_text(encoding="utf-8")))
             if args.before else []),
           "## What default matching meets (micrograph nodes)", "", *micro_table(rows), "",

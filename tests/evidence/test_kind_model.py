@@ -132,4 +132,8 @@ def test_rule_and_learned_decide_a_generated_figure():
     assert [p.kind for p in rule.panels] == [p.kind for p in learned.panels]
     assert learned.kind.reason.startswith("learned v") and "rule: " in learned.kind.reason
     assert sum(learned.kind.scores.values()) == pytest.approx(1.0, abs=1e-3)
+    assert learned.kind.source == km.LEARNED_SOURCE != rule.kind.source
+    # features are measured on the rule's analysis: a learned one's scores are probabilities
+    with pytest.raises(EvidenceError, match="kind_model='rule'"):
+        km.figure_features(learned)
     assert "rule" in km.list_kind_models() and km.DEFAULT_KIND_MODEL in km.list_kind_models()
