@@ -33,10 +33,10 @@ One command re-extracts everything and rewrites the model (after changes to pane
 Each labelled figure is found in its PDF as :mod:`bench_figure_kinds` finds it and analysed
 with ``analyse_figure(..., kind_model="rule")``; the analyses (panels, kinds, features,
 caption) are cached in ``--cache`` (default ``~/.cache/wsikit/figure_kind_analyses.json``,
-outside the repository), keyed by a hash of ``kinds.py``, ``panels.py`` and the labels, so a
-rerun after a change to either re-extracts by itself (``--refresh`` forces it). Features are
-computed from the cached analyses on every run, so a change to the feature list needs no
-re-extraction. The table goes to ``benchmarks/results/bench_figure_kinds_learned.md``.
+outside the repository), keyed by a hash of ``kinds.py``, ``panels.py`` and the label rows
+used, so a rerun after a change to any of them re-extracts by itself (``--refresh`` forces
+it). Features are computed from the cached analyses on every run, so a change to the feature
+list needs no re-extraction. The table goes to ``benchmarks/results/bench_figure_kinds_learned.md``.
 """
 
 from __future__ import annotations
@@ -82,11 +82,15 @@ DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) /
 
 # ---------------------------------------------------------------------- extraction
 def source_key(labels_path: Path) -> str:
-    """Hash of what the cached analyses depend on: the kind and panel code and the labels."""
+    """Hash of what the cached analyses depend on: the kind and panel code and the label rows
+    used (rows of other sets, ``held-out-5``, are not read into it)."""
     h = hashlib.sha256()
     for p in (ROOT / "wsikit" / "evidence" / "kinds.py", ROOT / "wsikit" / "evidence" /
-              "panels.py", labels_path):
+              "panels.py"):
         h.update(p.read_bytes())
+    rows = [r for r in json.loads(labels_path.read_text(encoding="utf-8"))["figures"]
+            if usable(r)]
+    h.update(json.dumps(rows, sort_keys=True).encode())
     return h.hexdigest()[:16]
 
 
