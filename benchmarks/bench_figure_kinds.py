@@ -30,7 +30,13 @@ table gives the kinds of the top 5 and the rank of the first micrograph node.
 Run::
 
     python benchmarks/bench_figure_kinds.py --pdfs DIR [DIR ...] [--labels JSON]
-        [--overlays DIR] [--ranking PDF [PDF ...] --tiles DIR] [--out results.md]
+        [--kind-model rule|learned] [--overlays DIR] [--ranking PDF [PDF ...] --tiles DIR]
+        [--out results.md]
+
+``--kind-model`` picks what decides the figure's kind (:mod:`wsikit.evidence.kind_model`):
+the hand rule, or the learned combiner. The learned model is fitted on these very labels,
+so its scores here are in-sample; its honest, leave-one-set-out scores come from
+``benchmarks/train_figure_kinds.py`` (``results/bench_figure_kinds_learned.md``).
 
 The PDFs are not in the repository (most are under publisher copyright); ``source`` in the
 labels names the public repository, commit and path of each (fetch them, or use
@@ -45,6 +51,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +59,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wsikit.evidence import read_pdf_figures
+from wsikit.evidence import PdfFigure, read_pdf_figures
 from wsikit.evidence.kinds import FIGURE_KINDS
 from wsikit.evidence.panels import FigureAnalysis, analyse_figure
 
@@ -82,6 +89,20 @@ def find_pdf(row: dict[str, Any], dirs: list[Path]) -> Path | None:
     return None
 
 
+def kind_model_note(name: str | None) -> str:
+    """What decided each figure's kind in this run, and whether its scores are held out."""
+    from wsikit.evidence.kind_model import DEFAULT_KIND_MODEL, load_kind_model
+
+    name = name or DEFAULT_KIND_MODEL
+    if name != "learned":
+        return f"Figure kind decided by `{name}` (`--kind-model`)."
+    model = load_kind_model()
+    return (f"Figure kind decided by the learned combiner v{model.version} (`--kind-model "
+            f"learned`), fitted on {', '.join(model.trained_on)}: its scores on those sets "
+            "are in-sample, not held out (leave-one-set-out scores: "
+            "`results/bench_figure_kinds_learned.md`).")
+
+
 def micrograph_nodes(a: FigureAnalysis) -> bool:
     """Whether default matching can meet this figure: a micrograph panel, or a micrograph
     figure without panels."""
@@ -90,17 +111,19 @@ def micrograph_nodes(a: FigureAnalysis) -> bool:
     return a.kind.kind == "micrograph"
 
 
-def run_kinds(labels: dict[str, Any], dirs: list[Path], overlays: Path | None
-              ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Analyse every labelled figure; rows of (label, prediction) and the PDFs not found."""
+def labelled_figures(labels: dict[str, Any], dirs: list[Path]
+                     ) -> Iterator[tuple[dict[str, Any], Path | None, PdfFigure | None]]:
+    """Every labelled figure found again in its PDF: ``(row, pdf, figure)``, by page and label
+    (else by its order in the PDF); ``figure`` is None when it is not found, ``pdf`` (and
+    ``figure``) None for a row whose PDF is in none of ``dirs``."""
     by_pdf: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in labels["figures"]:
         by_pdf[row["file"]].append(row)
-    out, missing = [], []
-    for name, rows in by_pdf.items():
+    for rows in by_pdf.values():
         pdf = find_pdf(rows[0], dirs)
         if pdf is None:
-            missing.append(name)
+            for row in rows:
+                yield row, None, None
             continue
         _, figures = read_pdf_figures(pdf)
         for row in rows:
@@ -110,18 +133,32 @@ def run_kinds(labels: dict[str, Any], dirs: list[Path], overlays: Path | None
             if fig is not None and fig.figure_label and not same and any(
                     fig.figure_label == r["label"] for r in rows if r is not row):
                 fig = None  # the figure at that place is another labelled one: this one is missed
-            if fig is None:
-                out.append({**row, "found": False})
-                continue
-            t0 = time.perf_counter()
-            a = analyse_figure(fig.image, caption=fig.caption)
-            seconds = time.perf_counter() - t0
-            out.append({**row, "found": True, "pred": a.kind.kind, "reason": a.kind.reason,
-                        "pred_panels": len(a.panels),
-                        "panel_kinds": [p.kind.kind for p in a.panels],
-                        "pred_micro": micrograph_nodes(a), "seconds": seconds})
-            if overlays is not None:
-                write_overlay(overlays, pdf.stem, row, fig.image, a)
+            yield row, pdf, fig
+
+
+def run_kinds(labels: dict[str, Any], dirs: list[Path], overlays: Path | None,
+              kind_model: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Analyse every labelled figure (the figure kind decided by ``kind_model``, wsikit's
+    default when None); rows of (label, prediction) and the PDFs not found."""
+    out: list[dict[str, Any]] = []
+    missing: list[str] = []
+    for row, pdf, fig in labelled_figures(labels, dirs):
+        if pdf is None:
+            if row["file"] not in missing:
+                missing.append(row["file"])
+            continue
+        if fig is None:
+            out.append({**row, "found": False})
+            continue
+        t0 = time.perf_counter()
+        a = analyse_figure(fig.image, caption=fig.caption, kind_model=kind_model)
+        seconds = time.perf_counter() - t0
+        out.append({**row, "found": True, "pred": a.kind.kind, "reason": a.kind.reason,
+                    "pred_panels": len(a.panels),
+                    "panel_kinds": [p.kind.kind for p in a.panels],
+                    "pred_micro": micrograph_nodes(a), "seconds": seconds})
+        if overlays is not None:
+            write_overlay(overlays, pdf.stem, row, fig.image, a)
     return out, missing
 
 
@@ -297,13 +334,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="JSON of an earlier run's scores per set, shown beside this run's")
     ap.add_argument("--scores-out", type=Path, default=None,
                     help="also write this run's scores per set as JSON (for a later --before)")
+    ap.add_argument("--kind-model", default=None,
+                    help="figure kind model deciding each figure's kind: rule or learned "
+                         "(default: wsikit's default; the learned model was trained on these "
+                         "labels, so its scores here are not held out: see "
+                         "benchmarks/train_figure_kinds.py)")
     ap.add_argument("--note", default="earlier run",
                     help="what this run is, kept in the --scores-out JSON")
     args = ap.parse_args(argv)
 
     labels = json.loads(args.labels.read_text(encoding="utf-8"))
     t0 = time.perf_counter()
-    rows, missing = run_kinds(labels, args.pdfs, args.overlays)
+    rows, missing = run_kinds(labels, args.pdfs, args.overlays, args.kind_model)
     found = [r for r in rows if r.get("found")]
     secs = [r["seconds"] for r in found]
     md = ["# Figure kinds and panels on real article figures", "",
@@ -315,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
           "are not scored. Analysis (caption split, panels, kinds) "
           f"{np.mean(secs):.2f} s per figure on average, {max(secs):.2f} s at most, one CPU "
           f"core (run {time.perf_counter() - t0:.0f} s including PDF extraction).", "",
-          "## Kind accuracy (target >= 90 %)", "", *kind_table(rows), "",
+          "## Kind accuracy (target >= 90 %)", "", kind_model_note(args.kind_model), "",
+          *kind_table(rows), "",
           *(before_after(rows, json.loads(args.before.read_text(encoding="utf-8")))
             if args.before else []),
           "## What default matching meets (micrograph nodes)", "", *micro_table(rows), "",

@@ -12,6 +12,7 @@ import pytest
 
 from wsikit.errors import EvidenceError
 from wsikit.evidence import read_pdf_figures
+from wsikit.evidence.kind_model import LEARNED_SOURCE
 from wsikit.evidence.kinds import (
     FIGURE_KINDS,
     KIND_SOURCE,
@@ -62,7 +63,8 @@ def test_real_cc_by_figures_get_their_hand_labelled_kind(cc_by_figures, pdf, lab
     fig = cc_by_figures[(pdf, label, page)]
     found = analyse_figure(fig.image, caption=fig.caption)
     assert found.kind.kind == kind, found.kind.reason
-    assert found.kind.source == KIND_SOURCE
+    assert found.kind.source == LEARNED_SOURCE  # the default figure kind model
+    assert all(p.kind.source == KIND_SOURCE for p in found.panels)
 
 
 @pytest.mark.parametrize("tile", ["high-nuclei-score-level2.png", "medium-nuclei-score-level1.png",

@@ -187,7 +187,7 @@ def _tag_figures(nodes: Sequence[FigureNode], images: Sequence[np.ndarray], *,
             continue
         analysis = analyse_figure(image, caption=node.caption)
         if node.kind is None:
-            node = replace(node, kind=analysis.kind.kind, kind_source=KIND_SOURCE)
+            node = replace(node, kind=analysis.kind.kind, kind_source=analysis.kind.source)
         elif node.kind_source is None:
             node = replace(node, kind_source=_MANIFEST_KIND_SOURCE)
         out_nodes.append(node)

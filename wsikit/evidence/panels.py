@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EvidenceError
+from .kind_model import decide_figure_kind
 from .kinds import (
     FigureKind,
     blot_strips,
@@ -728,11 +729,14 @@ class FigureAnalysis:
 
 
 def analyse_figure(image: np.ndarray, *, caption: str | None = None,
-                   text_boxes: Sequence[tuple[str, Box]] | None = None) -> FigureAnalysis:
+                   text_boxes: Sequence[tuple[str, Box]] | None = None,
+                   kind_model: str | None = None) -> FigureAnalysis:
     """Kind and panels of a figure: the caption split by panel (:func:`split_caption`), the
     panels found (:func:`find_panels`), each panel classified with its caption part, and the
     figure's kind from its panels (:func:`~wsikit.evidence.kinds.figure_kind_of_panels`) or,
-    without panels, from the whole image.
+    without panels, from the whole image; then decided by the figure-kind model
+    ``kind_model`` (:func:`~wsikit.evidence.kind_model.decide_figure_kind`: ``"rule"`` keeps
+    that vote, ``"learned"`` weighs what was measured; ``None``: the default model).
 
     Raises
     ------
@@ -761,7 +765,8 @@ def analyse_figure(image: np.ndarray, *, caption: str | None = None,
     extra = [FigureKind(kind="photograph", scores={}, reason="blot strip") for _ in loose]
     kind = figure_kind_of_panels([p.kind for p in panels] + extra, whole=whole,
                                  areas=areas + [2 * _area(b) for b in loose])
-    return FigureAnalysis(kind=kind, panels=tuple(panels), caption_parts=parts)
+    analysis = FigureAnalysis(kind=kind, panels=tuple(panels), caption_parts=parts)
+    return decide_figure_kind(analysis, caption=caption, model=kind_model)
 
 
 def _area(box: Box) -> int:
