@@ -25,11 +25,12 @@ A truth figure (label matched on its kind and number: "Fig. 1" = "FIGURE 1", "Fi
   histochemistry`` = ``immunohistochemistry``); a ``…`` in ``caption_start`` skips text. A
   caption's first line alone, or its first column, page or paragraph, is not complete.
 * **readable** when the caption has no glued words (over 30 letters), no hyphenated line break
-  left ("immuno- histochemistry"), no margin stamp ("Downloaded from"), no run of leaked line
-  numbers (bioRxiv's 212 … 213 … 214) and no passage printed twice (a hidden duplicate text
-  layer). These checks are heuristics: where the caption as printed repeats a passage or
-  counts 1, 2, 3 through its text, the truth figure turns the check off and says why
-  (``"checks_off": {"line numbers": "the legend numbers its species 1 = … 16 = …"}``).
+  left ("immuno- histochemistry", "diamidino- 2-phenylindole"; a suspended "pre- and post-" is
+  fine), no margin stamp ("Downloaded from"), no run of leaked line numbers (bioRxiv's 212 … 213
+  … 214) and no passage printed twice (a hidden duplicate text layer). These checks are
+  heuristics: where the caption as printed repeats a passage or counts 1, 2, 3 through its text,
+  the truth figure turns the check off and says why (``"checks_off": {"line numbers": "the
+  legend numbers its species 1 = … 16 = …"}``).
 
 The headline is **whole + complete readable caption**. Each miss is put in one caption class:
 **cut short** (starts right, its last words are not in it), **runs on** (its last words are
@@ -60,8 +61,8 @@ Run::
 {figure id: [l, b, r, t]}}}``, e.g. ``benchmarks/data/pdf_devset/shared_boxes.json`` for the
 shared ``pdf_field/truth.json``, which stays unedited) into the truth before scoring.
 
-``--nodes DIR`` writes every node's PNG (``<pdf>_p<page>_<label>.png``) and a captions.txt,
-for looking at them.
+``--nodes DIR`` writes every node's PNG (``<pdf>_p<page>_<label>.png``) and a captions.txt
+(PNG, source, dpi, box, caption), for looking at them and for comparing runs.
 """
 
 from __future__ import annotations
@@ -235,7 +236,7 @@ def unreadable(caption: str) -> list[str]:
     why = []
     if any(len(w) > 30 for w in re.findall(r"[A-Za-z]+", caption)):
         why.append("glued words")
-    if re.search(r"[a-z]{2}- (?!and\b|or\b|to\b|nor\b|as\b)[a-z]{2}", caption):
+    if re.search(r"[a-z]{2}- (?!(?:and|or|to|nor|as|versus|vs)\b)[A-Za-z0-9]", caption):
         why.append("hyphenated break")
     if re.search(r"downloaded from|all rights reserved", caption, re.I):
         why.append("margin stamp")
@@ -468,7 +469,8 @@ def _save_nodes(folder: Path, name: str, figures) -> None:
         label = re.sub(r"[^A-Za-z0-9]+", "", fig.figure_label or "uncaptioned")
         png = folder / f"{Path(name).stem}_p{fig.page}_{i}_{label}.png"
         Image.fromarray(fig.image).save(png)
-        lines.append(f"{png.name}\t{fig.source}\t{fig.dpi:.0f}dpi\t{fig.caption}")
+        box = ",".join(f"{v:.1f}" for v in fig.bbox)
+        lines.append(f"{png.name}\t{fig.source}\t{fig.dpi:.0f}dpi\t{box}\t{fig.caption}")
     with open(folder / "captions.txt", "a", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
 

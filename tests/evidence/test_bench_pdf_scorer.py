@@ -85,6 +85,15 @@ def test_hyphenation_across_lines_counts(bench) -> None:
     assert bench.unreadable(CAPTION.replace("resected", "resec- ted")) == ["hyphenated break"]
 
 
+def test_compound_broken_at_its_hyphen_with_a_space_left_is_not_readable(bench) -> None:
+    # "4′,6-diamidino-" + "2-phenylindole" joined with a space; "Savitzky-" + "Golay" too
+    for left in ("DAPI (4′,6-diamidino- 2-phenylindole)", "a Savitzky- Golay filter"):
+        assert bench.unreadable(f"{CAPTION} Nuclei: {left}.") == ["hyphenated break"]
+    # a suspended hyphen is printed so; a marker's minus sign ("CGRP- boutons") may be
+    for fine in ("pre- and post-treatment", "2- to 3-fold", "CTb+/CGRP- boutons"):
+        assert bench.unreadable(f"{CAPTION} Nuclei: {fine}.") == []
+
+
 def test_unicode_case_dash_and_space_variants_count(bench) -> None:
     variant = (CAPTION.upper().replace("µ", "\u03bc").replace(";", " ;")
                .replace(". ", ".  "))
