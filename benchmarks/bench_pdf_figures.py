@@ -205,10 +205,12 @@ def _line_numbers(caption: str) -> bool:
     """Three or more consecutive integers spread through the text one line apart: leaked
     line numbers (ordinals, "4 th", and numbers glued to punctuation or units are not line
     numbers, nor are "bouton numbered 3 … the 4 boutons … = 5 µm" paragraphs apart: each
-    next number must come 15 to ``LINE_CHARS`` characters after the last, a line's length)."""
+    next number must come 15 to ``LINE_CHARS`` characters after the last, a line's length;
+    nor are numbers joined by a dash or minus: ranges, and exponents whose superscript the text
+    layer prints after an en dash, "P = 6.1 × 10–4")."""
     nums = [(int(m.group()), m.start()) for m in
-            re.finditer(r"(?<![\w.,/(+-])\d{1,4}(?![\w.,%/)-])(?!\s*(?:st|nd|rd|th)\b)",
-                        caption)]
+            re.finditer(r"(?<![\w.,/(+\-\u2013\u2212])\d{1,4}(?![\w.,%/)\-\u2013\u2212])"
+                        r"(?!\s*(?:st|nd|rd|th)\b)", caption)]
     for i, (n, at) in enumerate(nums):
         run, last = 1, at
         for m, at2 in nums[i + 1:]:

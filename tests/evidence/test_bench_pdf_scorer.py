@@ -326,3 +326,15 @@ def test_body_lines_are_the_running_text_in_the_body_font(bench, tmp_path: Path)
     texts = [ln.text for ln in body[1]]
     assert len(texts) == 12 and all(t.startswith("SYNTHETIC body text line") for t in texts)
     assert any("Survival of the two" in ln.text for ln in lines[1])
+
+
+def test_exponents_after_an_en_dash_are_no_line_numbers(bench) -> None:
+    # the text layer prints a superscript minus as an en dash: "10–4", "10–5", "10–6" over a
+    # few lines are P values, not the line numbers 4, 5, 6 of a preprint
+    cap = (f"{CAPTION} Undifferentiated, P = 6.1 × 10–4 (AD lesional), 3.0 × 10–5 (psoriasis "
+           "lesional) in panel G of the figure above; differentiated, P = 6.5 × 10–6 (AD "
+           "lesional) and P = 2.0 × 10−7 (psoriasis lesional).")
+    assert bench.unreadable(cap) == []
+    leaked = f"{CAPTION} The tumours 4 were graded by two pathologists blind 5 to the outcome, " \
+             "and the grades were compared 6 with the molecular subtype."
+    assert bench.unreadable(leaked) == ["line numbers"]
