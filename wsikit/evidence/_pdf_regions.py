@@ -47,6 +47,11 @@ class Cluster:
     n_paths: int = 0
     n_text: int = 0
     owner: int | None = None   # index of the caption that took it
+    graphic: Box | None = None  # the box of its graphics alone, without the text it took
+
+    def __post_init__(self) -> None:
+        if self.graphic is None:
+            self.graphic = self.box
 
     @property
     def rule(self) -> bool:
@@ -259,9 +264,11 @@ def page_graphics(page, page_box: Box) -> tuple[list[Element], dict[int, TextObj
 
 def cluster_graphics(elements: list[Element], text: PageText, *,
                      skip_lines: set[int], skip_words: frozenset[int] = frozenset(),
-                     gap: float = 3.0) -> list[Cluster]:
+                     keep_out: tuple[Box, ...] = (), gap: float = 3.0) -> list[Cluster]:
     """Group graphic elements that touch (within ``gap`` points) and attach the non-prose
-    text lines and rotated words that touch a group."""
+    text lines and rotated words that touch a group (``skip_lines``: indices of lines that
+    never join, captions and running heads); no text joins a group whose box it would stretch
+    over body text or over the boxes ``keep_out`` (the lines of captions)."""
     if not elements:
         return []
     boxes = np.array([el.box for el in elements], dtype=np.float64)
@@ -285,13 +292,15 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
         if cl is None:
             cl = clusters[int(lab)] = Cluster(el.box)
         else:
-            cl.box = union(cl.box, el.box)
+            cl.box = cl.graphic = union(cl.box, el.box)
         if el.kind == IMAGE:
             cl.images.append(el)
         else:
             cl.n_paths += 1
     out = list(clusters.values())
-    out = _join_marks(_merge_overlapping(out), [ln.box for ln in text.lines if ln.prose])
+    prose = [ln.box for ln in text.lines if ln.prose]
+    out = _join_marks(_merge_overlapping(out), prose)
+    fixed = prose + list(keep_out)
     # text that is not prose or caption joins the cluster it touches (repeat: chains of labels)
     # reach: a horizontal label touches its graphic; a rotated axis title sits further out
     # side: where the graphic of a rotated axis title lies (text read upwards sits left of
@@ -317,11 +326,16 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
                 left_over.append((box, size, side, corner))
                 continue
             # the nearest graphic takes the label; labels never join two graphics (that is
-            # for the caption's region to decide, which stops at body text and captions)
+            # for the caption's region to decide, which stops at body text and captions), nor
+            # stretch a graphic's box over body text or a caption (a heading of the next
+            # column beside it, a note under a figure reaching under its side caption)
             facing = [c for c in hits if (side > 0 and c.box[0] >= box[2] - 1) or
                       (side < 0 and c.box[2] <= box[0] + 1)]
             first = min(facing or hits, key=lambda c: gap_between(c.box, box))
-            first.box = union(first.box, box)
+            grown = union(first.box, box)
+            if _covers(grown, fixed) > _covers(first.box, fixed):
+                continue
+            first.box = grown
             first.n_text += 1
             changed = True
         pending = left_over
@@ -329,6 +343,11 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
         if not changed:
             break
     return out
+
+
+def _covers(box: Box, prose: list[Box]) -> int:
+    """How many lines of body text (``prose``) lie mostly inside ``box``."""
+    return sum(1 for b in prose if inter(box, b) > 0.5 * area(b))
 
 
 def _join_marks(clusters: list[Cluster], prose: list[Box], gap: float = 10.0) -> list[Cluster]:
@@ -365,9 +384,6 @@ def _join_marks(clusters: list[Cluster], prose: list[Box], gap: float = 10.0) ->
     for i in range(len(clusters)):
         groups.setdefault(find(i), []).append(i)
 
-    def covered(box: Box) -> int:
-        return sum(1 for b in prose if inter(box, b) > 0.5 * area(b))
-
     out: list[Cluster] = []
     for members in groups.values():
         parts = [clusters[i] for i in members]
@@ -377,7 +393,7 @@ def _join_marks(clusters: list[Cluster], prose: list[Box], gap: float = 10.0) ->
         box = parts[0].box
         for c in parts[1:]:
             box = union(box, c.box)
-        if covered(box) > sum(covered(c.box) for c in parts):
+        if _covers(box, prose) > sum(_covers(c.box, prose) for c in parts):
             out += parts  # joined, they would span body text
             continue
         joined = Cluster(box, [el for c in parts for el in c.images],
@@ -452,6 +468,7 @@ def _merge_overlapping(clusters: list[Cluster]) -> list[Cluster]:
                 a, b = clusters[i], clusters[j]
                 if inter(a.box, b.box) > 0:
                     a.box = union(a.box, b.box)
+                    a.graphic = union(a.graphic or a.box, b.graphic or b.box)
                     a.images += b.images
                     a.n_paths += b.n_paths
                     a.n_text += b.n_text

@@ -331,12 +331,15 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     cap_ids = {id(ln) for c in pg.captions for ln in c.lines}
     skip |= {i for i, ln in enumerate(pg.text.lines) if id(ln) in cap_ids}
     turned = frozenset(id(w) for c in pg.captions for ln in c.lines for w in ln.words)
-    clusters = cluster_graphics(elements, pg.text, skip_lines=skip, skip_words=turned)
+    clusters = cluster_graphics(elements, pg.text, skip_lines=skip, skip_words=turned,
+                                keep_out=tuple(cap_boxes))
     prose = [ln.box for ln in pg.text.lines if ln.prose]
 
     def framed_text(cl: Cluster) -> bool:
-        return sum(1 for b in prose if inter(cl.box, b) > 0.5 * area(b)) >= 2 or \
-            any(inter(cl.box, h) > 0.8 * area(h) for h in heads)
+        # the graphics' own box: text that joined them as labels does not make a frame
+        own = cl.graphic or cl.box
+        return sum(1 for b in prose if inter(own, b) > 0.5 * area(b)) >= 2 or \
+            any(inter(own, h) > 0.8 * area(h) for h in heads)
 
     kept = []
     for cl in clusters:
@@ -349,7 +352,8 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
         inner = _inside_frame(elements, cl.box)
         if inner:
             kept += [c for c in cluster_graphics(inner, pg.text, skip_lines=skip,
-                                                 skip_words=turned) if not framed_text(c)]
+                                                 skip_words=turned, keep_out=tuple(cap_boxes))
+                     if not framed_text(c)]
     # a caption's own background or frame is not a graphic
     # (it lies under the caption's lines: a caption wrapping under its figure holds the
     # figure in its box, not under its lines)

@@ -1,0 +1,66 @@
+"""What a figure's box may take in, on generated papers: text beside a graphic joins it as its
+labels, never so far that the graphic's box takes in body text (nor is the graphic then taken
+for a frame around text)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _fpdf_paper import BODY, column, paper, pt, vector_plot
+
+from wsikit.evidence import read_pdf_figures
+
+fpdf = pytest.importorskip("fpdf")
+
+
+def test_heading_beside_a_graphic_does_not_stretch_it_over_the_next_column(tmp_path: Path):
+    """A plot in the left column, a bold heading of the right column level with the plot's
+    foot, 2 mm right of the plot's edge: the heading touches the plot but is no label of it;
+    joined, it would stretch the plot's box over the right column's body text, and the plot
+    would be dropped as a frame around text."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    vector_plot(pdf, 32, 30, 70, 55)  # ink from about 20 mm (axis title) to 102 mm
+    pdf.set_font("Helvetica", "B", 12)
+    pdf.text(104.5, 80, "Results of the generated trial")
+    column(pdf, 104, 25, 86, BODY[:400])
+    column(pdf, 104, 83, 86, BODY)
+    pdf.set_font("Times", "", 9)
+    pdf.text(20, 100, "Figure 1. SYNTHETIC survival of two generated groups.")
+    column(pdf, 20, 104, 80, BODY)
+    path = tmp_path / "heading.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    (fig,) = figs
+    right, _ = pt(104, 0)
+    assert fig.figure_label == "Figure 1" and fig.bbox[2] < right
+
+
+def test_note_under_a_figure_does_not_stretch_it_over_its_side_caption(tmp_path: Path):
+    """A figure on the right with its caption in a narrow column on its left, set level with
+    its top; a note printed under the figure's foot, touching it, starts under the caption's
+    column: joined, it would stretch the figure's box over the caption, whose first line would
+    then lie inside the graphic (a frame around text), and the caption would find no figure
+    beside it."""
+    import numpy as np
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    rng = np.random.default_rng(5)
+    pdf.image(Image.fromarray(rng.integers(0, 255, (120, 160, 3), dtype=np.uint8)),
+              x=80, y=30, w=110, h=70)
+    pdf.set_font("Times", "", 8)
+    pdf.set_xy(20, 30)
+    pdf.multi_cell(52, 3.6, "Fig. 2 SYNTHETIC side caption printed in a narrow column beside "
+                            "a micrograph; the note under the figure is not its caption.")
+    pdf.set_font("Helvetica", "", 7)
+    pdf.text(20, 102.5, "n = 12 generated samples per group; SYNTHETIC data only")
+    column(pdf, 20, 110, 170)
+    path = tmp_path / "side.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    (fig,) = figs
+    left, _ = pt(72, 0)
+    assert fig.figure_label == "Fig. 2" and fig.bbox[0] > left
