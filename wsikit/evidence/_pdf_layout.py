@@ -566,7 +566,8 @@ def _hyphen_join(out: str, text: str) -> str | None:
     broken at its own hyphen keeps it, without a space: the next line starts with a digit or a
     capital ("4′,6-diamidino-" + "2-phenylindole", "Savitzky-" + "Golay"), or the part before
     the hyphen is no lower-case word ("SDS-" + "PAGE", "MRE11-" + "mediated", "GAL-" +
-    "driven", "t-" + "test"). A suspended hyphen keeps its space ("pre- and post-")."""
+    "driven", "t-" + "test"). A suspended hyphen keeps its space ("pre- and post-"), and so
+    does an en dash that is no range ("wMel–" + "females")."""
     end = _BREAK_END.search(out)
     if end is None or _SUSPENDED.match(text):
         return None
@@ -574,7 +575,9 @@ def _hyphen_join(out: str, text: str) -> str | None:
     # the word's last part: "immuno" of "immuno-", "nitro" of "4-nitro-" (a compound broken
     # at a syllable of its last part: "4-nitro-" + "quinoline")
     stem = re.split(r"[^\w]|_|\d", word[:-1])[-1]
-    plain = len(stem) >= 2 and stem.isalpha() and stem[1:].islower() and word[-1] != "\u2013"
+    if word[-1] == "\u2013":  # an en dash: a range ("10–" + "20"), else a dash or a minus
+        return out + text if word[-2:-1].isdigit() and text[:1].isdigit() else None
+    plain = len(stem) >= 2 and stem.isalpha() and stem[1:].islower()
     if plain and text[:1].islower():
         return out[:-1] + text
     return out + text
@@ -591,6 +594,8 @@ def join_lines(texts: list[str]) -> str:
     '4′,6-diamidino-2-phenylindole and immunohistochemistry'
     >>> join_lines(["before pre-", "and post-treatment, SDS-", "PAGE"])
     'before pre- and post-treatment, SDS-PAGE'
+    >>> join_lines(["days 10–", "20 in wMel–", "females"])
+    'days 10–20 in wMel– females'
     """
     out = ""
     for text in texts:
