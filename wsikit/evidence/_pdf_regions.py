@@ -588,8 +588,12 @@ def _usual_sides(pairs: list[tuple[float, int, int, str, Box]], captions: list[C
 
 def _level_box(cap: Caption, box: Box) -> Box:
     """The caption's box, or, for a side caption that wraps under (or over) its figure and so
-    holds it in its box, the box of its lines level with ``box``."""
-    if inter(cap.box, box) < 0.5 * area(box):
+    holds it in its box, or goes on in the next column under the figure (its box then reaches
+    into the figure's though none of its lines does), the box of its lines level with
+    ``box``."""
+    overlap = inter(cap.box, box)
+    if overlap <= 0 or (overlap < 0.5 * area(box) and
+                        any(inter(ln.box, box) > 0 for ln in cap.lines)):
         return cap.box
     level = [ln.box for ln in cap.lines if ln.bottom < box[3] and ln.top > box[1]]
     if not level:
