@@ -64,3 +64,38 @@ def test_note_under_a_figure_does_not_stretch_it_over_its_side_caption(tmp_path:
     (fig,) = figs
     left, _ = pt(72, 0)
     assert fig.figure_label == "Fig. 2" and fig.bbox[0] > left
+
+
+def test_last_line_of_a_reference_over_a_bitmap_stays_out_of_it(tmp_path: Path):
+    """A reference list (hanging indent: no prose run) ends 5 pt over a bitmap figure: its
+    last lines touch the bitmap and joined it as labels; they are body text (the body's font
+    and size, at its pitch under another such line) and the figure's box stops under them."""
+    import numpy as np
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 20, 170, BODY)
+    pdf.set_font("Times", "", 10)
+    y = 60.0
+    for i, n in enumerate((1, 3, 1, 2)):  # entries of one to three lines, hanging indent
+        for k in range(n):
+            text = (f"Author{i}, A. B. & C. D. Writer. 2014. SYNTHETIC title of a generated "
+                    "reference" if k == 0 else "in a list of references. Journal of "
+                    "Generated Tests 39:452-477.")
+            pdf.text(20 if k == 0 else 25, y, text)
+            y += 4.6
+    rng = np.random.default_rng(2)
+    top = y - 4.6 + 2.5  # 2.5 mm under the last line's baseline
+    pdf.image(Image.fromarray(rng.integers(0, 255, (120, 160, 3), dtype=np.uint8)),
+              x=50, y=top, w=110, h=70)
+    pdf.set_font("Times", "", 9)
+    pdf.text(20, top + 76, "Figure 1. SYNTHETIC leaflet, abaxial view; B. Leaf and stem.")
+    path = tmp_path / "refs.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    (fig,) = figs
+    left, upper = pt(50, top)
+    right, lower = pt(160, top + 70)
+    assert fig.figure_label == "Figure 1"
+    assert all(abs(a - b) < 2 for a, b in zip(fig.bbox, (left, lower, right, upper), strict=True))

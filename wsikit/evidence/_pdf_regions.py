@@ -24,7 +24,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._pdf_captions import Caption
-from ._pdf_layout import Box, Line, PageText, TextObject, Word, area, gap_between, inter, union
+from ._pdf_layout import (
+    Box,
+    Line,
+    PageText,
+    TextObject,
+    Word,
+    _wide,
+    area,
+    gap_between,
+    inter,
+    union,
+)
 
 __all__: list[str] = []
 
@@ -779,6 +790,26 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
                   abs(ln.size - body[0]) <= 0.1 * body[0]]
     _clear_prose(regions, blockers + long_lines)
     return regions, direction
+
+
+def paragraph_lines(text: PageText, skip: set[int], body: tuple[float, str],
+                    graphics: list[Box]) -> set[int]:
+    """Indices of lines of words in the body's size and font, outside every graphic, printed
+    at the body's line pitch under or over another such line: a paragraph's or a reference's
+    last (or first) lines, not prose when no run of three shows it (a reference list's hanging
+    indent), which never join a graphic as its labels (``skip``: lines left out, captions)."""
+    lines = [(i, ln) for i, ln in enumerate(text.lines) if i not in skip and
+             ln.font == body[1] and abs(ln.size - body[0]) <= 0.1 * body[0]]
+    out = set()
+    for i, ln in lines:
+        if ln.prose or not _wide(ln):
+            continue
+        if not any(o is not ln and min(o.right, ln.right) - max(o.left, ln.left) > 0 and
+                   0.8 * ln.size <= abs(o.base - ln.base) <= 1.6 * ln.size for _, o in lines):
+            continue
+        if not any(_within(ln.box, g) for g in graphics):
+            out.add(i)
+    return out
 
 
 def _clear_prose(regions: dict[int, Box], prose: list[Box]) -> None:

@@ -48,6 +48,7 @@ from ._pdf_regions import (
     assign_regions,
     cluster_graphics,
     page_graphics,
+    paragraph_lines,
     transform_box,
 )
 from ._pdf_source import (
@@ -331,6 +332,9 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     cap_ids = {id(ln) for c in pg.captions for ln in c.lines}
     skip |= {i for i, ln in enumerate(pg.text.lines) if id(ln) in cap_ids}
     turned = frozenset(id(w) for c in pg.captions for ln in c.lines for w in ln.words)
+    # a paragraph's last lines in the body's look never join a graphic as its labels
+    skip |= paragraph_lines(pg.text, skip, (style.size, style.font),
+                            [el.box for el in elements])
     clusters = cluster_graphics(elements, pg.text, skip_lines=skip, skip_words=turned,
                                 keep_out=tuple(cap_boxes))
     prose = [ln.box for ln in pg.text.lines if ln.prose]
