@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _fpdf_paper import BODY, column, paper, pt, vector_plot
+from _fpdf_paper import BODY, MM, column, paper, pt, vector_plot
 
 from wsikit.evidence import read_pdf_figures
 
@@ -99,3 +99,37 @@ def test_last_line_of_a_reference_over_a_bitmap_stays_out_of_it(tmp_path: Path):
     right, lower = pt(160, top + 70)
     assert fig.figure_label == "Figure 1"
     assert all(abs(a - b) < 2 for a, b in zip(fig.bbox, (left, lower, right, upper), strict=True))
+
+
+def test_bar_under_the_running_head_placed_a_point_apart_on_each_page(tmp_path: Path):
+    """A grey bar under the running head on every page, placed a point lower or higher and a
+    point taller on some (its box at 762-768, 763-770, 764-771 and 763-770 pt), and a bitmap
+    figure right under it on page 3: the bar is page decoration, so neither it nor the
+    running head over it joins the figure."""
+    import numpy as np
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    rng = np.random.default_rng(4)
+    height = 841.89  # A4, points
+    for i, (low, high) in enumerate(((762, 768), (763, 770), (764, 771), (763, 770))):
+        page()
+        pdf.set_font("Times", "", 9)
+        pdf.text(20, (height - high - 6) / MM, "March 2015    SYNTHETIC: a generated running "
+                                               "head of the journal")
+        pdf.set_fill_color(200, 200, 200)
+        pdf.rect(20, (height - high) / MM, 170, (high - low) / MM, style="F")
+        if i == 2:
+            top = (height - 762) / MM
+            pdf.image(Image.fromarray(rng.integers(0, 255, (120, 160, 3), dtype=np.uint8)),
+                      x=30, y=top, w=150, h=100)
+            pdf.set_font("Times", "", 8)
+            pdf.text(20, top + 106, "Fig. 2. SYNTHETIC photographs of a generated plant.")
+            column(pdf, 20, top + 112, 170, BODY)
+        else:
+            column(pdf, 20, 40, 170, BODY * 2)
+    path = tmp_path / "bar.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    (fig,) = figs
+    assert fig.figure_label == "Fig. 2" and fig.page == 3 and fig.bbox[3] <= 763
