@@ -14,6 +14,11 @@ from wsikit.evidence import read_pdf_figures
 fpdf = pytest.importorskip("fpdf")
 
 
+def _figures(pdf, path: Path):
+    pdf.output(str(path))
+    return read_pdf_figures(path)[1]
+
+
 def test_heading_beside_a_graphic_does_not_stretch_it_over_the_next_column(tmp_path: Path):
     """A plot in the left column, a bold heading of the right column level with the plot's
     foot, 2 mm right of the plot's edge: the heading touches the plot but is no label of it;
@@ -29,9 +34,7 @@ def test_heading_beside_a_graphic_does_not_stretch_it_over_the_next_column(tmp_p
     pdf.set_font("Times", "", 9)
     pdf.text(20, 100, "Figure 1. SYNTHETIC survival of two generated groups.")
     column(pdf, 20, 104, 80, BODY)
-    path = tmp_path / "heading.pdf"
-    pdf.output(str(path))
-    _, figs = read_pdf_figures(path)
+    figs = _figures(pdf, tmp_path / "heading.pdf")
     (fig,) = figs
     right, _ = pt(104, 0)
     assert fig.figure_label == "Figure 1" and fig.bbox[2] < right
@@ -58,9 +61,7 @@ def test_note_under_a_figure_does_not_stretch_it_over_its_side_caption(tmp_path:
     pdf.set_font("Helvetica", "", 7)
     pdf.text(20, 102.5, "n = 12 generated samples per group; SYNTHETIC data only")
     column(pdf, 20, 110, 170)
-    path = tmp_path / "side.pdf"
-    pdf.output(str(path))
-    _, figs = read_pdf_figures(path)
+    figs = _figures(pdf, tmp_path / "side.pdf")
     (fig,) = figs
     left, _ = pt(72, 0)
     assert fig.figure_label == "Fig. 2" and fig.bbox[0] > left
@@ -91,9 +92,7 @@ def test_last_line_of_a_reference_over_a_bitmap_stays_out_of_it(tmp_path: Path):
               x=50, y=top, w=110, h=70)
     pdf.set_font("Times", "", 9)
     pdf.text(20, top + 76, "Figure 1. SYNTHETIC leaflet, abaxial view; B. Leaf and stem.")
-    path = tmp_path / "refs.pdf"
-    pdf.output(str(path))
-    _, figs = read_pdf_figures(path)
+    figs = _figures(pdf, tmp_path / "refs.pdf")
     (fig,) = figs
     left, upper = pt(50, top)
     right, lower = pt(160, top + 70)
@@ -128,8 +127,6 @@ def test_bar_under_the_running_head_placed_a_point_apart_on_each_page(tmp_path: 
             column(pdf, 20, top + 112, 170, BODY)
         else:
             column(pdf, 20, 40, 170, BODY * 2)
-    path = tmp_path / "bar.pdf"
-    pdf.output(str(path))
-    _, figs = read_pdf_figures(path)
+    figs = _figures(pdf, tmp_path / "bar.pdf")
     (fig,) = figs
     assert fig.figure_label == "Fig. 2" and fig.page == 3 and fig.bbox[3] <= 763
