@@ -17,7 +17,12 @@ A truth figure (label matched on its kind and number: "Fig. 1" = "FIGURE 1", "Fi
 
 * **found whole** when exactly one node in the whole PDF carries its label, that node is on the
   truth page, and its box covers ≥ 90 % of the truth ``bbox`` while ≥ 70 % of the node's box is
-  the figure. Without a truth ``bbox`` (older truth) the node must instead overlap no other
+  the figure. No line of the page's body text may lie inside the node (half of its box or more
+  inside the node's box, outside the truth ``bbox``): the thresholds let a crop pass that takes
+  in a line or two of the text above or below the figure, and such a node is counted apart, as
+  **holds body text** (body text: lines of five words or more, ten letter heights wide, in the
+  document's body font and size, read from PDFium's text rectangles apart from the extractor's
+  layout code). Without a truth ``bbox`` (older truth) the node must instead overlap no other
   node: the score cannot then see a figure cut short, and the row says so.
 * **caption complete** when the node's caption begins with ``caption_start`` and ends with
   ``caption_end``, in that order, each end compared on its own with a similarity ≥ 0.9 after
@@ -25,11 +30,12 @@ A truth figure (label matched on its kind and number: "Fig. 1" = "FIGURE 1", "Fi
   histochemistry`` = ``immunohistochemistry``); a ``…`` in ``caption_start`` skips text. A
   caption's first line alone, or its first column, page or paragraph, is not complete.
 * **readable** when the caption has no glued words (over 30 letters), no hyphenated line break
-  left ("immuno- histochemistry"), no margin stamp ("Downloaded from"), no run of leaked line
-  numbers (bioRxiv's 212 … 213 … 214) and no passage printed twice (a hidden duplicate text
-  layer). These checks are heuristics: where the caption as printed repeats a passage or
-  counts 1, 2, 3 through its text, the truth figure turns the check off and says why
-  (``"checks_off": {"line numbers": "the legend numbers its species 1 = … 16 = …"}``).
+  left ("immuno- histochemistry", "diamidino- 2-phenylindole"; a suspended "pre- and post-" is
+  fine), no margin stamp ("Downloaded from"), no run of leaked line numbers (bioRxiv's 212 … 213
+  … 214) and no passage printed twice (a hidden duplicate text layer). These checks are
+  heuristics: where the caption as printed repeats a passage or counts 1, 2, 3 through its text,
+  the truth figure turns the check off and says why (``"checks_off": {"line numbers": "the
+  legend numbers its species 1 = … 16 = …"}``).
 
 The headline is **whole + complete readable caption**. Each miss is put in one caption class:
 **cut short** (starts right, its last words are not in it), **runs on** (its last words are
@@ -60,8 +66,8 @@ Run::
 {figure id: [l, b, r, t]}}}``, e.g. ``benchmarks/data/pdf_devset/shared_boxes.json`` for the
 shared ``pdf_field/truth.json``, which stays unedited) into the truth before scoring.
 
-``--nodes DIR`` writes every node's PNG (``<pdf>_p<page>_<label>.png``) and a captions.txt,
-for looking at them.
+``--nodes DIR`` writes every node's PNG (``<pdf>_p<page>_<label>.png``) and a captions.txt
+(PNG, source, dpi, box, caption), for looking at them and for comparing runs.
 """
 
 from __future__ import annotations
@@ -199,10 +205,12 @@ def _line_numbers(caption: str) -> bool:
     """Three or more consecutive integers spread through the text one line apart: leaked
     line numbers (ordinals, "4 th", and numbers glued to punctuation or units are not line
     numbers, nor are "bouton numbered 3 … the 4 boutons … = 5 µm" paragraphs apart: each
-    next number must come 15 to ``LINE_CHARS`` characters after the last, a line's length)."""
+    next number must come 15 to ``LINE_CHARS`` characters after the last, a line's length;
+    nor are numbers joined by a dash or minus: ranges, and exponents whose superscript the text
+    layer prints after an en dash, "P = 6.1 × 10–4")."""
     nums = [(int(m.group()), m.start()) for m in
-            re.finditer(r"(?<![\w.,/(+-])\d{1,4}(?![\w.,%/)-])(?!\s*(?:st|nd|rd|th)\b)",
-                        caption)]
+            re.finditer(r"(?<![\w.,/(+\-\u2013\u2212])\d{1,4}(?![\w.,%/)\-\u2013\u2212])"
+                        r"(?!\s*(?:st|nd|rd|th)\b)", caption)]
     for i, (n, at) in enumerate(nums):
         run, last = 1, at
         for m, at2 in nums[i + 1:]:
@@ -235,7 +243,7 @@ def unreadable(caption: str) -> list[str]:
     why = []
     if any(len(w) > 30 for w in re.findall(r"[A-Za-z]+", caption)):
         why.append("glued words")
-    if re.search(r"[a-z]{2}- (?!and\b|or\b|to\b|nor\b|as\b)[a-z]{2}", caption):
+    if re.search(r"[a-z]{2}- (?!(?:and|or|to|nor|as|versus|vs)\b)[A-Za-z0-9]", caption):
         why.append("hyphenated break")
     if re.search(r"downloaded from|all rights reserved", caption, re.I):
         why.append("margin stamp")
@@ -289,7 +297,123 @@ def _continued_parts(t: dict, nodes: list[Node], *, matched: bool = False
     return every, [n for n in own if all(n is not u for u in used)]
 
 
-def score_pdf(entry: dict, nodes: list[Node]) -> dict:
+# ---------------------------------------------------------------------- body text
+@dataclass(frozen=True)
+class TextLine:
+    """A line of a page's text layer as the scorer reads it (apart from the extractor's own
+    layout code): box in PDF points, text, font base name, height."""
+
+    box: tuple[float, float, float, float]
+    text: str
+    font: str
+    size: float
+
+
+def page_lines(pdf: Path) -> dict[int, list[TextLine]]:
+    """The horizontal text lines of every page (1-based page number), from PDFium's text
+    rectangles: runs of one font on one row joined when they follow each other closely."""
+    import ctypes
+
+    import pypdfium2 as pdfium
+    from pypdfium2 import raw
+
+    out: dict[int, list[TextLine]] = {}
+    doc = pdfium.PdfDocument(str(pdf))
+    buf = ctypes.create_string_buffer(256)
+    flags = ctypes.c_int()
+    try:
+        for i in range(len(doc)):
+            page = doc[i]
+            tp = page.get_textpage()
+            runs: list[tuple[tuple[float, float, float, float], str, str]] = []
+            for k in range(tp.count_rects()):
+                left, bottom, right, top = tp.get_rect(k)
+                if right - left <= top - bottom or top - bottom <= 0:
+                    continue  # one letter, or turned text
+                text = tp.get_text_bounded(left, bottom, right, top).strip()
+                at = raw.FPDFText_GetCharIndexAtPos(tp.raw, left + 0.5 * (top - bottom),
+                                                    (bottom + top) / 2, 2.0, 2.0)
+                n = raw.FPDFText_GetFontInfo(tp.raw, at, buf, 256, flags) if at >= 0 else 0
+                font = buf.raw[:max(0, n - 1)].decode("latin-1").split("+", 1)[-1]
+                if text:
+                    runs.append(((left, bottom, right, top), text, font))
+            out[i + 1] = _join_runs(runs)
+            tp.close()
+            page.close()
+    finally:
+        doc.close()
+    return out
+
+
+def _join_runs(runs: list[tuple[tuple[float, float, float, float], str, str]]
+               ) -> list[TextLine]:
+    lines: list[list] = []
+    for box, text, font in runs:
+        if lines:
+            cur = lines[-1]
+            lb = cur[0]
+            h = min(box[3] - box[1], lb[3] - lb[1])
+            overlap = min(box[3], lb[3]) - max(box[1], lb[1])
+            gap = box[0] - lb[2]
+            if overlap >= 0.5 * h and -h < gap < 1.5 * max(box[3] - box[1], lb[3] - lb[1]):
+                cur[0] = (min(lb[0], box[0]), min(lb[1], box[1]), max(lb[2], box[2]),
+                          max(lb[3], box[3]))
+                cur[1].append(text)
+                cur[2].append((font, len(text), box[3] - box[1]))
+                continue
+        lines.append([box, [text], [(font, len(text), box[3] - box[1])]])
+    out = []
+    for box, texts, parts in lines:
+        count: dict[str, int] = {}
+        for font, n, _ in parts:
+            count[font] = count.get(font, 0) + n
+        heights = sorted(h for _, n, h in parts for _ in range(n))
+        out.append(TextLine(box, " ".join(texts), max(count, key=lambda f: count[f]),
+                            heights[len(heights) // 2]))
+    return out
+
+
+def _wordy(line: TextLine) -> bool:
+    """A line of running text: five words or more, three of them words of two letters, at
+    least ten letter heights wide."""
+    words = line.text.split()
+    return len(words) >= 5 and sum(1 for w in words if sum(c.isalpha() for c in w) >= 2) >= 3 \
+        and line.box[2] - line.box[0] >= 10 * line.size
+
+
+def body_lines(lines: dict[int, list[TextLine]]) -> dict[int, list[TextLine]]:
+    """The body-text lines of each page: running text (:func:`_wordy`) in the document's body
+    font and size (those of most running text's letters)."""
+    count: dict[tuple[str, float], int] = {}
+    for page in lines.values():
+        for ln in page:
+            if _wordy(ln):
+                key = (ln.font, round(ln.size * 2) / 2)
+                count[key] = count.get(key, 0) + len(ln.text)
+    if not count:
+        return {}
+    font, size = max(count, key=lambda k: count[k])
+    return {p: [ln for ln in page if _wordy(ln) and ln.font == font and
+                abs(ln.size - size) <= 0.2 * size] for p, page in lines.items()}
+
+
+def body_text_in(node: Node, body: dict[int, list[TextLine]],
+                 truth_box: list[float] | None = None) -> list[TextLine]:
+    """Body-text lines of the node's page mostly (half their box or more) inside the node's
+    box and not inside the truth figure's box (text the figure itself prints is the
+    figure's)."""
+    out = []
+    for ln in body.get(node.page, []):
+        if cover(node.bbox, ln.box)[0] < 0.5:
+            continue
+        if truth_box is not None and cover(truth_box, ln.box)[0] >= 0.5:
+            continue
+        out.append(ln)
+    return out
+
+
+def score_pdf(entry: dict, nodes: list[Node],
+              body: dict[int, list[TextLine]] | None = None) -> dict:
     """Counts for one PDF (see the module docstring)."""
     truth = entry.get("figures", [])
     keys = {label_key(t["id"]) for t in truth}
@@ -297,7 +421,8 @@ def score_pdf(entry: dict, nodes: list[Node]) -> dict:
     for node in nodes:
         by_key.setdefault(label_key(node.label), []).append(node)
     counts = dict.fromkeys(("whole", "complete", "headline", "cut short", "runs on",
-                            "wrong figure", "wrong start", "unreadable", "missing"), 0)
+                            "wrong figure", "wrong start", "unreadable", "missing",
+                            "body text"), 0)
     misses = []
     boxed = all(t.get("bbox") for t in truth)
     for t in truth:
@@ -315,6 +440,13 @@ def score_pdf(entry: dict, nodes: list[Node]) -> dict:
             else:  # a node that overlaps another node took (part of) another figure
                 whole = not any(o is not node and o.page == node.page and
                                 min(cover(o.bbox, node.bbox)) > 0.02 for o in nodes)
+        # a crop that takes in lines of the body text (whole or cut by its edge) is no figure
+        # found whole, whatever share of it the figure is
+        leak = body_text_in(node, body, t.get("bbox")) if body and node is not None and \
+            whole else []
+        if leak:
+            whole = False
+            counts["body text"] += 1
         if node is None:
             cls, why = "missing", []
         else:
@@ -342,6 +474,7 @@ def score_pdf(entry: dict, nodes: list[Node]) -> dict:
             counts["unreadable"] += 1
         if not (whole and complete and not why):
             where = ("whole" if whole else
+                     f"holds {len(leak)} body-text line(s) ({leak[0].text[:60]!r})" if leak else
                      f"{len(mine)} node(s), {len(on_page)} on p{t['page']}" +
                      ("" if not (on_page and t.get("bbox")) else
                       " covering {:.0%} of the figure, {:.0%} of it the figure".format(
@@ -468,13 +601,15 @@ def _save_nodes(folder: Path, name: str, figures) -> None:
         label = re.sub(r"[^A-Za-z0-9]+", "", fig.figure_label or "uncaptioned")
         png = folder / f"{Path(name).stem}_p{fig.page}_{i}_{label}.png"
         Image.fromarray(fig.image).save(png)
-        lines.append(f"{png.name}\t{fig.source}\t{fig.dpi:.0f}dpi\t{fig.caption}")
+        box = ",".join(f"{v:.1f}" for v in fig.bbox)
+        lines.append(f"{png.name}\t{fig.source}\t{fig.dpi:.0f}dpi\t{box}\t{fig.caption}")
     with open(folder / "captions.txt", "a", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
 
 
 # ---------------------------------------------------------------------- report
 _COLUMNS = [("figures", "figures"), ("nodes", "nodes"), ("whole", "found whole"),
+            ("body text", "holds body text"),
             ("headline", "**whole + complete readable caption**"),
             ("complete", "caption complete"), ("cut short", "caption cut short"),
             ("runs on", "caption runs on"), ("wrong figure", "caption on wrong figure"),
@@ -515,8 +650,8 @@ def table(rows: list[dict], *, wall: float, name: str) -> list[str]:
 
 def summary(named: dict[str, list[dict]]) -> list[str]:
     """One line per extractor, the totals side by side."""
-    keys = ["whole", "headline", "complete", "cut short", "runs on", "wrong figure",
-            "wrong start", "missing", "unreadable"]
+    keys = ["whole", "body text", "headline", "complete", "cut short", "runs on",
+            "wrong figure", "wrong start", "missing", "unreadable"]
     out = ["| extractor | figures | " + " | ".join(dict(_COLUMNS)[k] for k in keys) +
            " | fragments | false nodes | nodes | pages/s |",
            "|---|" + "---:|" * (len(keys) + 5)]
@@ -584,10 +719,11 @@ def main(argv: list[str] | None = None) -> int:
                                                 script=args.baseline_script)
     named: dict[str, list[dict]] = {}
     out: list[str] = []
+    body = {p.name: body_lines(page_lines(p)) for p in pdfs}
     for name, (results, wall) in runs.items():
         rows = []
         for p, res in zip(pdfs, results, strict=True):
-            row = score_pdf(truth[p.name], res["nodes"])
+            row = score_pdf(truth[p.name], res["nodes"], body[p.name])
             row["pages"], row["seconds"] = res["pages"], res["seconds"]
             rows.append(row)
         named[name] = rows

@@ -85,6 +85,15 @@ def test_hyphenation_across_lines_counts(bench) -> None:
     assert bench.unreadable(CAPTION.replace("resected", "resec- ted")) == ["hyphenated break"]
 
 
+def test_compound_broken_at_its_hyphen_with_a_space_left_is_not_readable(bench) -> None:
+    # "4′,6-diamidino-" + "2-phenylindole" joined with a space; "Savitzky-" + "Golay" too
+    for left in ("DAPI (4′,6-diamidino- 2-phenylindole)", "a Savitzky- Golay filter"):
+        assert bench.unreadable(f"{CAPTION} Nuclei: {left}.") == ["hyphenated break"]
+    # a suspended hyphen is printed so; a marker's minus sign ("CGRP- boutons") may be
+    for fine in ("pre- and post-treatment", "2- to 3-fold", "CTb+/CGRP- boutons"):
+        assert bench.unreadable(f"{CAPTION} Nuclei: {fine}.") == []
+
+
 def test_unicode_case_dash_and_space_variants_count(bench) -> None:
     variant = (CAPTION.upper().replace("µ", "\u03bc").replace(";", " ;")
                .replace(". ", ".  "))
@@ -277,3 +286,55 @@ def test_fetch_pdf_devset_takes_files_out_of_a_repository_copy(tmp_path: Path) -
     assert not (out / "b.pdf").exists() and not (out / "c.pdf").exists()
     assert proc.returncode == 1
     assert "sha256" in proc.stderr and "fetch github:other/repo" in proc.stderr
+
+
+def test_node_holding_a_line_of_body_text_is_not_whole(bench) -> None:
+    # the crop reaches 14 pt under the figure and takes in the first line of the text below:
+    # all of the truth box, 95 % of the node the figure, so the thresholds alone pass it
+    node = bench.Node(3, (100.0, 386.0, 500.0, 700.0), CAPTION, "Figure 2")
+    line = bench.TextLine((90.0, 388.0, 520.0, 398.0), "The tumours were graded by two "
+                          "pathologists blind to the outcome.", "Times-Roman", 10.0)
+    inside = bench.TextLine((120.0, 600.0, 480.0, 610.0), "Text the figure prints in the "
+                            "body font is the figure's own.", "Times-Roman", 10.0)
+    clean = bench.score_pdf(truth(), [node], {3: [inside]})
+    assert (clean["whole"], clean["headline"], clean["body text"]) == (1, 1, 0)
+    row = bench.score_pdf(truth(), [node], {3: [line, inside]})
+    assert (row["whole"], row["headline"], row["body text"]) == (0, 0, 1)
+    assert "holds 1 body-text line" in row["misses"][0]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("fpdf") is None, reason="needs fpdf2")
+def test_body_lines_are_the_running_text_in_the_body_font(bench, tmp_path: Path) -> None:
+    import fpdf
+
+    pdf = fpdf.FPDF(unit="pt", format="A4")
+    pdf.set_auto_page_break(False)
+    pdf.add_page()
+    pdf.set_font("Times", "", 10)
+    for i in range(12):  # a column of running text
+        pdf.text(60, 80 + 12 * i, f"SYNTHETIC body text line {i} of a generated paper that "
+                                  "fills its column.")
+    pdf.set_font("Helvetica", "", 7)  # a figure's labels and a legend of running words
+    pdf.text(60, 300, "Time (months) 0 20 40 60 80 100")
+    pdf.text(60, 320, "Survival of the two generated groups of patients over time")
+    pdf.set_font("Times", "", 10)
+    pdf.text(60, 340, "0.2 0.4")  # short: no running text
+    path = tmp_path / "body.pdf"
+    pdf.output(str(path))
+    lines = bench.page_lines(path)
+    body = bench.body_lines(lines)
+    texts = [ln.text for ln in body[1]]
+    assert len(texts) == 12 and all(t.startswith("SYNTHETIC body text line") for t in texts)
+    assert any("Survival of the two" in ln.text for ln in lines[1])
+
+
+def test_exponents_after_an_en_dash_are_no_line_numbers(bench) -> None:
+    # the text layer prints a superscript minus as an en dash: "10–4", "10–5", "10–6" over a
+    # few lines are P values, not the line numbers 4, 5, 6 of a preprint
+    cap = (f"{CAPTION} Undifferentiated, P = 6.1 × 10–4 (AD lesional), 3.0 × 10–5 (psoriasis "
+           "lesional) in panel G of the figure above; differentiated, P = 6.5 × 10–6 (AD "
+           "lesional) and P = 2.0 × 10−7 (psoriasis lesional).")
+    assert bench.unreadable(cap) == []
+    leaked = f"{CAPTION} The tumours 4 were graded by two pathologists blind 5 to the outcome, " \
+             "and the grades were compared 6 with the molecular subtype."
+    assert bench.unreadable(leaked) == ["line numbers"]

@@ -430,6 +430,10 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
             continue
         if best is None or cand.left < lines[best].left:
             best = j
+    if best is None and not balanced and wide is None:
+        best = _column_under_figure(lines, block, used, image_boxes, font=font, right=right,
+                                    width=width)
+        balanced = False
     if best is None:
         return None
     cand = lines[best]
@@ -446,6 +450,45 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
     if font == style.font and abs(size - style.size) < 0.1 * size and \
             not last.text.endswith("-") and not going_on:
         return None
+    return best
+
+
+def _column_under_figure(lines: list[Line], block: list[int], used: set[int],
+                         image_boxes: list[Box], *, font: str, right: float, width: float
+                         ) -> int | None:
+    """The first line of a caption's second column that starts lower down, under the figure
+    beside the caption (a caption set beside its figure's foot that ends its column in
+    mid-sentence and goes on under the figure): the top line, in the caption's size and font,
+    of a block of text in the column to the right that starts below the caption's first line
+    and above its last, with nothing in the caption's print right above it; the caption's own
+    column holds nothing in its print under its last line."""
+    head, last = lines[block[0]], lines[block[-1]]
+    size = head.size
+    if re.search(r"\d\s*(?:[µμnmc]?m|s|min|h)$", last.text.strip()):
+        return None  # a scale ("Scale bar, 50 µm") ends a caption without a full stop
+    left = min(lines[k].left for k in block)
+
+    def same_print(ln: Line) -> bool:
+        return abs(ln.size - size) <= 0.1 * size
+
+    if any(same_print(ln) and ln.top < last.bottom and min(ln.right, right) - max(ln.left, left)
+           > 0 for ln in lines):
+        return None  # the caption's column goes on below it: it did not end there
+    best = None
+    for j, cand in enumerate(lines):
+        if j in used or j in block or not right + 0.5 * size <= cand.left <= right + 6 * size \
+                or not last.bottom < cand.top < head.bottom:
+            continue
+        if not same_print(cand) or font_family(cand.font) != font_family(font) or \
+                cand.width < 0.5 * width or CAPTION_RE.match(cand.text):
+            continue
+        if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
+            continue
+        if any(same_print(ln) and ln is not cand and min(ln.right, cand.right) - max(ln.left,
+               cand.left) > 0 and 0 <= ln.bottom - cand.top <= 2.0 * size for ln in lines):
+            continue  # text of its own above it: not the top of its block
+        if best is None or cand.top > lines[best].top:
+            best = j
     return best
 
 

@@ -551,13 +551,52 @@ def read_page_text(page, textpage, objects: dict[int, TextObject] | None = None,
 
 
 # ------------------------------------------------------------------ joining lines into text
-_HYPHEN_END = re.compile(r"[A-Za-z]{2,}[-\u2010]$")
+#: A line ending in a hyphen or en dash right after a letter or digit ("immuno-", "MRE11-",
+#: "1–"), with the word it ends (from the last space).
+_BREAK_END = re.compile(r"(?P<word>\S*[^\W_][-\u2010\u2013])$")
+
+#: The words after a suspended hyphen ("pre- and post-treatment", "20- to 30-fold").
+_SUSPENDED = re.compile(r"(?:and|or|nor|to|versus|vs\.?|as|&)(?!\S)", re.IGNORECASE)
+
+
+def _hyphen_join(out: str, text: str) -> str | None:
+    """``out`` and the next line ``text`` joined across a line-end hyphen, or ``None`` when
+    ``out`` does not end in one. A word broken at a syllable ("immuno-" + "histochemistry",
+    "Immuno-" at a sentence's start, "4-nitro-" + "quinoline") loses its hyphen; a compound
+    broken at its own hyphen keeps it, without a space: the next line starts with a digit or a
+    capital ("4′,6-diamidino-" + "2-phenylindole", "Savitzky-" + "Golay"), or the part before
+    the hyphen is no lower-case word ("SDS-" + "PAGE", "MRE11-" + "mediated", "GAL-" +
+    "driven", "t-" + "test"). A suspended hyphen keeps its space ("pre- and post-"), and so
+    does an en dash that is no range ("wMel–" + "females")."""
+    end = _BREAK_END.search(out)
+    if end is None or _SUSPENDED.match(text):
+        return None
+    word = end.group("word")
+    # the word's last part: "immuno" of "immuno-", "nitro" of "4-nitro-" (a compound broken
+    # at a syllable of its last part: "4-nitro-" + "quinoline")
+    stem = re.split(r"[^\w]|_|\d", word[:-1])[-1]
+    if word[-1] == "\u2013":  # an en dash: a range ("10–" + "20"), else a dash or a minus
+        return out + text if word[-2:-1].isdigit() and text[:1].isdigit() else None
+    plain = len(stem) >= 2 and stem.isalpha() and stem[1:].islower()
+    if plain and text[:1].islower():
+        return out[:-1] + text
+    return out + text
 
 
 def join_lines(texts: list[str]) -> str:
-    """Lines → one string: a word hyphenated at a line end rejoined ("immuno-" + "histo…"),
-    kept hyphenated when the next line starts with a capital or digit (``HER2-`` + ``Positive``
-    is rare; ``Ki-`` + ``67`` is a compound)."""
+    """Lines → one string, one space between lines, except across a line-end hyphen (see
+    :func:`_hyphen_join`): "immuno-" + "histochemistry" → "immunohistochemistry", "diamidino-"
+    + "2-phenylindole" → "diamidino-2-phenylindole", "Ki-" + "67" → "Ki-67".
+
+    Examples
+    --------
+    >>> join_lines(["4′,6-diamidino-", "2-phenylindole and immuno-", "histochemistry"])
+    '4′,6-diamidino-2-phenylindole and immunohistochemistry'
+    >>> join_lines(["before pre-", "and post-treatment, SDS-", "PAGE"])
+    'before pre- and post-treatment, SDS-PAGE'
+    >>> join_lines(["days 10–", "20 in wMel–", "females"])
+    'days 10–20 in wMel– females'
+    """
     out = ""
     for text in texts:
         text = text.strip()
@@ -565,8 +604,7 @@ def join_lines(texts: list[str]) -> str:
             continue
         if not out:
             out = text
-        elif _HYPHEN_END.search(out) and text[:1].islower():
-            out = out[:-1] + text
-        else:
-            out = f"{out} {text}"
+            continue
+        joined = _hyphen_join(out, text)
+        out = joined if joined is not None else f"{out} {text}"
     return " ".join(out.split())

@@ -24,7 +24,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._pdf_captions import Caption
-from ._pdf_layout import Box, Line, PageText, TextObject, Word, area, gap_between, inter, union
+from ._pdf_layout import (
+    Box,
+    Line,
+    PageText,
+    TextObject,
+    Word,
+    _wide,
+    area,
+    gap_between,
+    inter,
+    union,
+)
 
 __all__: list[str] = []
 
@@ -47,6 +58,11 @@ class Cluster:
     n_paths: int = 0
     n_text: int = 0
     owner: int | None = None   # index of the caption that took it
+    graphic: Box | None = None  # the box of its graphics alone, without the text it took
+
+    def __post_init__(self) -> None:
+        if self.graphic is None:
+            self.graphic = self.box
 
     @property
     def rule(self) -> bool:
@@ -259,9 +275,11 @@ def page_graphics(page, page_box: Box) -> tuple[list[Element], dict[int, TextObj
 
 def cluster_graphics(elements: list[Element], text: PageText, *,
                      skip_lines: set[int], skip_words: frozenset[int] = frozenset(),
-                     gap: float = 3.0) -> list[Cluster]:
+                     keep_out: tuple[Box, ...] = (), gap: float = 3.0) -> list[Cluster]:
     """Group graphic elements that touch (within ``gap`` points) and attach the non-prose
-    text lines and rotated words that touch a group."""
+    text lines and rotated words that touch a group (``skip_lines``: indices of lines that
+    never join, captions and running heads); no text joins a group whose box it would stretch
+    over body text or over the boxes ``keep_out`` (the lines of captions)."""
     if not elements:
         return []
     boxes = np.array([el.box for el in elements], dtype=np.float64)
@@ -285,13 +303,15 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
         if cl is None:
             cl = clusters[int(lab)] = Cluster(el.box)
         else:
-            cl.box = union(cl.box, el.box)
+            cl.box = cl.graphic = union(cl.box, el.box)
         if el.kind == IMAGE:
             cl.images.append(el)
         else:
             cl.n_paths += 1
     out = list(clusters.values())
-    out = _join_marks(_merge_overlapping(out), [ln.box for ln in text.lines if ln.prose])
+    prose = [ln.box for ln in text.lines if ln.prose]
+    out = _join_marks(_merge_overlapping(out), prose)
+    fixed = prose + list(keep_out)
     # text that is not prose or caption joins the cluster it touches (repeat: chains of labels)
     # reach: a horizontal label touches its graphic; a rotated axis title sits further out
     # side: where the graphic of a rotated axis title lies (text read upwards sits left of
@@ -317,11 +337,16 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
                 left_over.append((box, size, side, corner))
                 continue
             # the nearest graphic takes the label; labels never join two graphics (that is
-            # for the caption's region to decide, which stops at body text and captions)
+            # for the caption's region to decide, which stops at body text and captions), nor
+            # stretch a graphic's box over body text or a caption (a heading of the next
+            # column beside it, a note under a figure reaching under its side caption)
             facing = [c for c in hits if (side > 0 and c.box[0] >= box[2] - 1) or
                       (side < 0 and c.box[2] <= box[0] + 1)]
             first = min(facing or hits, key=lambda c: gap_between(c.box, box))
-            first.box = union(first.box, box)
+            grown = union(first.box, box)
+            if _covers(grown, fixed) > _covers(first.box, fixed):
+                continue
+            first.box = grown
             first.n_text += 1
             changed = True
         pending = left_over
@@ -329,6 +354,11 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
         if not changed:
             break
     return out
+
+
+def _covers(box: Box, prose: list[Box]) -> int:
+    """How many lines of body text (``prose``) lie mostly inside ``box``."""
+    return sum(1 for b in prose if inter(box, b) > 0.5 * area(b))
 
 
 def _join_marks(clusters: list[Cluster], prose: list[Box], gap: float = 10.0) -> list[Cluster]:
@@ -365,9 +395,6 @@ def _join_marks(clusters: list[Cluster], prose: list[Box], gap: float = 10.0) ->
     for i in range(len(clusters)):
         groups.setdefault(find(i), []).append(i)
 
-    def covered(box: Box) -> int:
-        return sum(1 for b in prose if inter(box, b) > 0.5 * area(b))
-
     out: list[Cluster] = []
     for members in groups.values():
         parts = [clusters[i] for i in members]
@@ -377,7 +404,7 @@ def _join_marks(clusters: list[Cluster], prose: list[Box], gap: float = 10.0) ->
         box = parts[0].box
         for c in parts[1:]:
             box = union(box, c.box)
-        if covered(box) > sum(covered(c.box) for c in parts):
+        if _covers(box, prose) > sum(_covers(c.box, prose) for c in parts):
             out += parts  # joined, they would span body text
             continue
         joined = Cluster(box, [el for c in parts for el in c.images],
@@ -452,6 +479,7 @@ def _merge_overlapping(clusters: list[Cluster]) -> list[Cluster]:
                 a, b = clusters[i], clusters[j]
                 if inter(a.box, b.box) > 0:
                     a.box = union(a.box, b.box)
+                    a.graphic = union(a.graphic or a.box, b.graphic or b.box)
                     a.images += b.images
                     a.n_paths += b.n_paths
                     a.n_text += b.n_text
@@ -571,8 +599,12 @@ def _usual_sides(pairs: list[tuple[float, int, int, str, Box]], captions: list[C
 
 def _level_box(cap: Caption, box: Box) -> Box:
     """The caption's box, or, for a side caption that wraps under (or over) its figure and so
-    holds it in its box, the box of its lines level with ``box``."""
-    if inter(cap.box, box) < 0.5 * area(box):
+    holds it in its box, or goes on in the next column under the figure (its box then reaches
+    into the figure's though none of its lines does), the box of its lines level with
+    ``box``."""
+    overlap = inter(cap.box, box)
+    if overlap <= 0 or (overlap < 0.5 * area(box) and
+                        any(inter(ln.box, box) > 0 for ln in cap.lines)):
         return cap.box
     level = [ln.box for ln in cap.lines if ln.bottom < box[3] and ln.top > box[1]]
     if not level:
@@ -758,6 +790,26 @@ def assign_regions(captions: list[Caption], clusters: list[Cluster], text: PageT
                   abs(ln.size - body[0]) <= 0.1 * body[0]]
     _clear_prose(regions, blockers + long_lines)
     return regions, direction
+
+
+def paragraph_lines(text: PageText, skip: set[int], body: tuple[float, str],
+                    graphics: list[Box]) -> set[int]:
+    """Indices of lines of words in the body's size and font, outside every graphic, printed
+    at the body's line pitch under or over another such line: a paragraph's or a reference's
+    last (or first) lines, not prose when no run of three shows it (a reference list's hanging
+    indent), which never join a graphic as its labels (``skip``: lines left out, captions)."""
+    lines = [(i, ln) for i, ln in enumerate(text.lines) if i not in skip and
+             ln.font == body[1] and abs(ln.size - body[0]) <= 0.1 * body[0]]
+    out = set()
+    for i, ln in lines:
+        if ln.prose or not _wide(ln):
+            continue
+        if not any(o is not ln and min(o.right, ln.right) - max(o.left, ln.left) > 0 and
+                   0.8 * ln.size <= abs(o.base - ln.base) <= 1.6 * ln.size for _, o in lines):
+            continue
+        if not any(_within(ln.box, g) for g in graphics):
+            out.add(i)
+    return out
 
 
 def _clear_prose(regions: dict[int, Box], prose: list[Box]) -> None:

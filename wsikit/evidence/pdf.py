@@ -43,11 +43,13 @@ from ._pdf_captions import (
 from ._pdf_layout import PageText, area, inter, mark_level_prose, read_page_text, union
 from ._pdf_regions import (
     IMAGE,
+    PATH,
     Cluster,
     Element,
     assign_regions,
     cluster_graphics,
     page_graphics,
+    paragraph_lines,
     transform_box,
 )
 from ._pdf_source import (
@@ -194,6 +196,26 @@ def _repeated(keys_by_page: list[set], n_pages: int) -> set:
     return out
 
 
+def _repeated_rules(keys_by_page: list[set], n_pages: int, page_width: float) -> set:
+    """Keys of the rules and bars of a page's head or foot that a typesetter placed a point
+    or two apart from page to page (a grey bar under the running head at 762, 763 and 764
+    pt): paths a third of the page wide and under 12 pt tall that lie within one key unit
+    (3 pt) of one another on 3+ pages (and a quarter of them), which exact keys miss."""
+    wide = 0.3 * page_width / 3  # (keys are boxes in units of 3 pt)
+    rules = [[k for k in keys if k[0] == PATH and len(k) == 2 and
+              k[1][2] - k[1][0] >= wide and k[1][3] - k[1][1] <= 4]
+             for keys in keys_by_page]
+    out = set()
+    for i, mine in enumerate(rules):
+        for key in mine:
+            pages = sum(1 for j, other in enumerate(rules) if j == i or any(
+                max(abs(a - b) for a, b in zip(key[1], k[1], strict=True)) <= 1
+                for k in other))
+            if pages >= 3 and pages >= 0.25 * n_pages:
+                out.add(key)
+    return out
+
+
 def _line_key(text: str, box: Box) -> tuple:
     return ("text", re.sub(r"\d+", "#", text.strip().lower()), round(box[0] / 4),
             round(box[3] / 4))
@@ -273,7 +295,8 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
             "empty (no text and no graphics)"
         raise EvidenceError(f"PDF {path}: it is {kind}, so captions cannot be read; run OCR "
                             "on it first (e.g. ocrmypdf) and extract from the OCR'd copy")
-    repeated = _repeated(elem_keys, n_pages)
+    repeated = _repeated(elem_keys, n_pages) | _repeated_rules(
+        elem_keys, n_pages, pages[0].page_box[2] - pages[0].page_box[0])
     repeated_lines = _repeated(line_keys, n_pages)
     style = text_style([pg.text for pg in pages])
     for pg in pages:  # print far smaller or larger than the body's is a figure's labels (or
@@ -331,12 +354,18 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     cap_ids = {id(ln) for c in pg.captions for ln in c.lines}
     skip |= {i for i, ln in enumerate(pg.text.lines) if id(ln) in cap_ids}
     turned = frozenset(id(w) for c in pg.captions for ln in c.lines for w in ln.words)
-    clusters = cluster_graphics(elements, pg.text, skip_lines=skip, skip_words=turned)
+    # a paragraph's last lines in the body's look never join a graphic as its labels
+    skip |= paragraph_lines(pg.text, skip, (style.size, style.font),
+                            [el.box for el in elements])
+    clusters = cluster_graphics(elements, pg.text, skip_lines=skip, skip_words=turned,
+                                keep_out=tuple(cap_boxes))
     prose = [ln.box for ln in pg.text.lines if ln.prose]
 
     def framed_text(cl: Cluster) -> bool:
-        return sum(1 for b in prose if inter(cl.box, b) > 0.5 * area(b)) >= 2 or \
-            any(inter(cl.box, h) > 0.8 * area(h) for h in heads)
+        # the graphics' own box: text that joined them as labels does not make a frame
+        own = cl.graphic or cl.box
+        return sum(1 for b in prose if inter(own, b) > 0.5 * area(b)) >= 2 or \
+            any(inter(own, h) > 0.8 * area(h) for h in heads)
 
     kept = []
     for cl in clusters:
@@ -349,7 +378,8 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
         inner = _inside_frame(elements, cl.box)
         if inner:
             kept += [c for c in cluster_graphics(inner, pg.text, skip_lines=skip,
-                                                 skip_words=turned) if not framed_text(c)]
+                                                 skip_words=turned, keep_out=tuple(cap_boxes))
+                     if not framed_text(c)]
     # a caption's own background or frame is not a graphic
     # (it lies under the caption's lines: a caption wrapping under its figure holds the
     # figure in its box, not under its lines)
