@@ -277,3 +277,101 @@ def test_tiles_of_a_grid_with_white_lumens_are_tiles_too():
     _chart(fig, (40, 300, 960, 960))
     boxes = [p.box for p in find_panels(fig)]
     assert boxes[:6] == tiles and len(boxes) == 7
+
+
+def _bars(fig: np.ndarray, box: tuple[int, int, int, int]) -> None:
+    """A bar chart drawn in ``box``: an L of axes and four bars, all one blob of ink."""
+    x0, y0, x1, y1 = box
+    fig[y0:y1, x0:x0 + 2] = 0
+    fig[y1 - 2:y1, x0:x1] = 0
+    step = (x1 - x0) // 5
+    for i, top in enumerate((0.3, 0.6, 0.2, 0.45)):
+        bx = x0 + 8 + i * step
+        fig[y0 + int(top * (y1 - y0)):y1 - 2, bx:bx + step - 10] = (60, 90, 200)
+
+
+def _glyph(fig: np.ndarray, x: int, y: int, size: int = 6) -> None:
+    """One letter: a small dark blob (text is many of them, each apart from the next)."""
+    fig[y:y + size, x:x + size] = 20
+
+
+def test_labels_set_at_an_angle_under_a_chart_are_no_panel():
+    # two micrographs above a bar chart whose category labels run at 45 degrees: the block
+    # of labels has no gutter through it and is as large as a panel, but it is only text
+    fig = np.full((700, 700, 3), 255, np.uint8)
+    fig[20:260, 20:260] = he_tile(0)
+    fig[20:260, 300:540] = he_tile(1)
+    _bars(fig, (60, 300, 640, 520))
+    for i in range(11):                        # 11 labels of 15 letters, rising to the right
+        for k in range(15):
+            _glyph(fig, 80 + 40 * i + 7 * k, 676 - 3 * i - 7 * k)
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes[:2] == [(20, 20, 260, 260), (300, 20, 540, 260)]
+    assert len(boxes) == 3 and boxes[2][1] >= 300 and boxes[2][3] <= 560
+
+
+def test_small_plots_parted_from_their_tick_labels_are_panels():
+    # six micrographs above three small bar charts: each plot (1.4 % of the figure) stands
+    # apart from its column of tick labels and its row of category labels by a white gutter
+    fig = np.full((1000, 1000, 3), 255, np.uint8)
+    tiles = []
+    for r in range(2):
+        for c in range(3):
+            x, y = 40 + c * 310, 20 + r * 210
+            fig[y:y + 200, x:x + 200] = he_tile((r + c) % 4, 200)
+            tiles.append((x, y, x + 200, y + 200))
+    plots = []
+    for c in range(3):
+        x0, y0 = 80 + c * 310, 560
+        _bars(fig, (x0, y0, x0 + 110, y0 + 130))
+        for k in range(5):                      # tick labels: two letters each, left
+            _glyph(fig, x0 - 22, y0 + k * 28)
+            _glyph(fig, x0 - 14, y0 + k * 28)
+        for k in range(4):                      # category labels under the bars
+            _glyph(fig, x0 + 12 + k * 22, y0 + 140)
+        plots.append((x0, y0))
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes[:6] == tiles and len(boxes) == 9
+    for (x0, y0), box in zip(plots, boxes[6:], strict=True):
+        assert box[0] == x0 - 22 and box[1] == y0 and box[2] == x0 + 110
+        assert box[3] == y0 + 146                     # the plot with its labels
+
+
+def test_a_stack_of_blot_strips_is_one_panel():
+    # a micrograph beside four strips of one width set one under the other (a blot and its
+    # loading control), each strip too small to be a panel, their names to the left
+    fig = np.full((600, 800, 3), 255, np.uint8)
+    fig[20:260, 20:260] = he_tile(0)
+    for i in range(4):
+        y = 40 + i * 40
+        strip = he_tile(i)[:30].mean(axis=2, keepdims=True).astype(np.uint8)
+        fig[y:y + 30, 480:720] = strip
+        for k in range(3):
+            _glyph(fig, 420 + k * 10, y + 12)
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes == [(20, 20, 260, 260), (480, 40, 720, 190)]   # the strips together
+
+
+def test_facets_of_one_plot_side_by_side_are_one_panel():
+    # two micrographs above four small traces set almost edge to edge: one recording shown
+    # in four facets, one panel (each facet would pass for a small plot on its own)
+    fig = np.full((1000, 1000, 3), 255, np.uint8)
+    fig[20:260, 20:260] = he_tile(0)
+    fig[20:260, 400:640] = he_tile(1)
+    for i in range(4):
+        x0 = 60 + i * 156
+        _chart(fig, (x0, 500, x0 + 150, 640))
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes[:2] == [(20, 20, 260, 260), (400, 20, 640, 260)]
+    assert len(boxes) == 3 and boxes[2][0] == 60 and boxes[2][2] == 60 + 3 * 156 + 150
+
+
+def test_a_pair_of_small_micrographs_are_panels():
+    # two micrographs of one size (1.4 % of the figure each: too small for a panel alone)
+    # side by side above a large chart, as a figure shows two conditions
+    fig = np.full((1000, 1000, 3), 255, np.uint8)
+    fig[20:140, 20:140] = he_tile(0, 120)
+    fig[20:140, 144:264] = he_tile(1, 120)
+    _chart(fig, (40, 300, 960, 960))
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes[:2] == [(20, 20, 140, 140), (144, 20, 264, 140)] and len(boxes) == 3

@@ -8,7 +8,10 @@ panels are what the region should meet. Two pure functions do the splitting:
   white or the figure's own border colour, recursively: an XY cut) and keeps the pieces that
   are panels: pieces holding a picture, large pieces, or small pictures of one size repeated
   (the tiles of a grid of micrographs); labels, legends and axis titles cut off on their own
-  are dropped. A rule drawn round the whole figure is stepped inside before cutting. Panels
+  are dropped, and so is a piece of text alone however large (labels set at an angle under a
+  chart). A plot parted from its tick labels is measured with them; strips stacked one under
+  the other (blots, traces) and facets of one plot side by side are one panel each. A rule
+  drawn round the whole figure is stepped inside before cutting. Panels
   are ordered as read (rows top to bottom, left to right) and get their letters from text
   boxes inside them (the PDF text layer, when the caller has it), else from the caption's
   letters when there are as many as panels.
@@ -61,7 +64,17 @@ _SOLID = 0.75          # on a ground that is not white, a panel fills this much 
 #                        (a photograph fills it; a specimen shot on black, a pollen grain, an
 #                        ellipse's pi/4 of it; blobs of fluorescence signal much less)
 _TILE_AREA = 0.003     # a tile of a grid of micrographs covers this much of the figure …
-_TILE_REPEAT = 3       # … when this many pieces of its size (within 10 %) are pictures too
+_TILE_REPEAT = 2       # … when this many pieces of its size (within 10 %) are pictures too
+_GLYPH_FRAC = 0.07     # a letter or a word of letters touching (italic, at an angle) is at
+_GLYPH_COUNT = 5       # most this much of the figure's side; text has this many of them
+_STRIP_RATIO = 3.0     # a strip is this many times wider than high …
+_STRIP_ALIGN = 0.02    # … and the strips of a stack end within this much of the width
+_MIN_STRIP = 0.12      # … and are this much of it wide at least
+_FACET_GAP = 0.01      # facets of one plot stand at most this much of the width apart
+_CORE_AREA = 0.008     # a plot parted from its labels covers this much of the figure …
+_LABEL_GAP = 0.02      # … and its labels lie this close (of the figure's longer side)
+_PLOT_AREA = 0.015     # a plot with its axes drawn covers this much of the figure …
+_PLOT_SIDE = 0.08      # … and this much of its width and of its height
 _FRAME_FRAC = 0.01     # a frame drawn round a figure is at most this thick (of its side)
 
 
@@ -467,7 +480,11 @@ def _panel_pieces(rgb: np.ndarray) -> list[Box]:
             continue
         pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey)
         tiles = set(_grid_tiles(pieces, bg, pic))
-        kept = [box for box in pieces if box in tiles or _panel_sized(box, pic, w, h)]
+        kept = [box for box in pieces if box in tiles
+                or (_panel_sized(box, pic, w, h) and not _text_only(bg, box, pic, max(w, h)))]
+        rest = _stacks([b for b in pieces if b not in kept], pic, w, h)
+        kept += [b for b in rest if b not in pieces and _panel_sized(b, pic, w, h)]
+        kept += _labelled_graphics([b for b in rest if b not in kept], kept, bg, pic)
         if bg is ground and any(1 - bg[y0:y1, x0:x1].mean() < _SOLID
                                 for x0, y0, x1, y1 in kept):
             # on a dark (or coloured) ground, panels are photographs that fill their box;
@@ -484,7 +501,7 @@ def _grid_tiles(pieces: Sequence[Box], bg: np.ndarray, pic: _PictureMap) -> list
     lumens of H&E or the halo round a cell may leave background in 60 % of its box),
     is no bar (sides within 1:3: a diagram's bars are no tiles), and :data:`_TILE_REPEAT`
     pieces or more have its size (rows of micrographs, a channel per column, set apart by
-    thin gutters)."""
+    thin gutters; two conditions side by side), two of them full pictures."""
     h, w = bg.shape
 
     def tile(b: Box) -> bool:
@@ -504,6 +521,141 @@ def _grid_tiles(pieces: Sequence[Box], bg: np.ndarray, pic: _PictureMap) -> list
                                                                        strict=True)) >= 2:
             out.append(b)
     return out
+
+
+def _stacks(pieces: Sequence[Box], pic: _PictureMap, w: int, h: int) -> list[Box]:
+    """``pieces`` with each stack of strips made one piece: strips (at least
+    :data:`_STRIP_RATIO` times wider than high) of one width (both ends within
+    :data:`_STRIP_ALIGN` of the figure's width, :data:`_MIN_STRIP` of it wide at least: no
+    word) set one under the other with little between
+    them (traces recorded together, blot strips with one loading control, a karyotype's rows)
+    are the parts of one panel, not panels each; so are three or more graphics (no picture)
+    of one height side by side, at most :data:`_FACET_GAP` of the width apart (the facets
+    of one plot, sharing its axis titles)."""
+    tol = _STRIP_ALIGN * w
+    strips = sorted((b for b in pieces if b[2] - b[0] >= max(_STRIP_RATIO * (b[3] - b[1]),
+                                                              _MIN_STRIP * w)),
+                    key=lambda b: b[1])
+    groups: list[list[Box]] = []
+    for b in strips:
+        for g in groups:
+            last = g[-1]
+            if (abs(b[0] - last[0]) <= tol and abs(b[2] - last[2]) <= tol
+                    and 0 <= b[1] - last[3] <= 2 * (last[3] - last[1])):
+                g.append(b)
+                break
+        else:
+            groups.append([b])
+    rows: list[list[Box]] = []
+    for b in sorted((b for b in pieces if pic.fraction(b) < 0.3
+                     and b[3] - b[1] >= _PLOT_SIDE * h), key=lambda b: b[0]):
+        for g in rows:
+            last = g[-1]
+            if (abs(b[1] - last[1]) <= tol and abs(b[3] - last[3]) <= tol
+                    and 0 <= b[0] - last[2] <= _FACET_GAP * w):
+                g.append(b)
+                break
+        else:
+            rows.append([b])
+    groups += [g for g in rows if len(g) >= 3]
+    merged = {b: g for g in groups if len(g) >= 2 for b in g}
+    out = [b for b in pieces if b not in merged]
+    for g in groups:
+        if len(g) >= 2:
+            out.append((min(b[0] for b in g), min(b[1] for b in g), max(b[2] for b in g),
+                        max(b[3] for b in g)))
+    return out
+
+
+def _labelled_graphics(pieces: Sequence[Box], kept: Sequence[Box], bg: np.ndarray,
+                       pic: _PictureMap) -> list[Box]:
+    """Plots and drawings too small to be panels on their own once the XY cut has parted
+    them from their tick labels, axis titles and legends, measured with them: a graphic piece
+    (no picture, no text alone, :data:`_CORE_AREA` of the figure) takes in the small pieces
+    beside it (within :data:`_LABEL_GAP` of the figure's side, and within its span across:
+    a row of labels shared by two plots joins neither), and is a panel when the whole is
+    (:func:`_panel_sized`), or a plot of its own (:func:`_plot_sized`). It grows into no
+    other graphic piece nor any panel already kept."""
+    h, w = bg.shape
+    gap = _LABEL_GAP * max(w, h)
+
+    def area(b: Box) -> int:
+        return (b[2] - b[0]) * (b[3] - b[1])
+
+    cores = sorted((b for b in pieces if area(b) >= _CORE_AREA * w * h
+                    and pic.fraction(b) < 0.3 and not _text_only(bg, b, pic, max(w, h))),
+                   key=area, reverse=True)
+    small = [b for b in pieces if area(b) < _CORE_AREA * w * h]
+    taken: set[Box] = set()
+    out: list[Box] = []
+    for core in cores:
+        box = core
+        grew = True
+        while grew:
+            grew = False
+            for s in small:
+                if s in taken:
+                    continue
+                dx = max(0, s[0] - box[2], box[0] - s[2])
+                dy = max(0, s[1] - box[3], box[1] - s[3])
+                beside = dx <= gap and s[1] >= box[1] - gap and s[3] <= box[3] + gap
+                below = dy <= gap and s[0] >= box[0] - gap and s[2] <= box[2] + gap
+                if not (beside or below):
+                    continue
+                grown = (min(box[0], s[0]), min(box[1], s[1]), max(box[2], s[2]),
+                         max(box[3], s[3]))
+                if any(_overlap(grown, o) for o in [*kept, *out, *cores] if o != core):
+                    continue  # the labels of one plot never reach into another
+                box = grown
+                taken.add(s)
+                grew = True
+        if (box != core and _panel_sized(box, pic, w, h)) or _plot_sized(box, core, bg):
+            out.append(box)
+    return out
+
+
+def _overlap(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _text_only(bg: np.ndarray, box: Box, pic: _PictureMap, side: int) -> bool:
+    """Whether a piece ``box`` holds only text (tick labels set at an angle under a chart,
+    a block of legend or table text): no picture, and its ink falls apart into
+    :data:`_GLYPH_COUNT` blobs or more (8-connected), none longer than :data:`_GLYPH_FRAC` of
+    the figure's longer side ``side`` nor a third of the piece's longer side. A plot's axes,
+    a diagram's outlines or a legend's frame join their ink into one long blob."""
+    if pic.fraction(box) >= 0.3:
+        return False
+    blobs = _blobs(bg, box)
+    if len(blobs) < _GLYPH_COUNT:
+        return False
+    longest = max(max(bh, bw) for bh, bw in blobs)
+    return longest <= min(_GLYPH_FRAC * side, max(box[2] - box[0], box[3] - box[1]) / 3)
+
+
+def _blobs(bg: np.ndarray, box: Box) -> list[tuple[int, int]]:
+    """``(height, width)`` of each 8-connected blob of ink (not ``bg``) inside ``box``."""
+    from scipy import ndimage
+
+    x0, y0, x1, y1 = box
+    labels, _ = ndimage.label(~bg[y0:y1, x0:x1], structure=np.ones((3, 3), bool))
+    return [(s[0].stop - s[0].start, s[1].stop - s[1].start)
+            for s in ndimage.find_objects(labels) if s is not None]
+
+
+def _plot_sized(box: Box, core: Box, bg: np.ndarray) -> bool:
+    """Whether ``box`` (a graphic piece ``core`` and its labels) is a plot or a framed
+    drawing of its own in a figure of many panels: :data:`_PLOT_AREA` of the figure,
+    :data:`_PLOT_SIDE` of its width and height, no bar (sides within 1:4: a colour key is no
+    plot), and one blob of ink (axes, a frame, an
+    outline) spanning most of ``core`` both ways."""
+    h, w = bg.shape
+    bw, bh = box[2] - box[0], box[3] - box[1]
+    if (bw * bh < _PLOT_AREA * w * h or bw < _PLOT_SIDE * w or bh < _PLOT_SIDE * h
+            or max(bw, bh) > 4 * min(bw, bh)):
+        return False
+    cw, ch = core[2] - core[0], core[3] - core[1]
+    return any(bh_ >= 0.6 * ch and bw_ >= 0.6 * cw for bh_, bw_ in _blobs(bg, core))
 
 
 def _panel_sized(box: Box, pic: _PictureMap, w: int, h: int) -> bool:
