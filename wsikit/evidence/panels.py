@@ -160,7 +160,7 @@ def _trim(bg: np.ndarray, box: Box) -> Box | None:
 
 
 def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 0,
-         grey: np.ndarray | None = None) -> list[Box]:
+         grey: np.ndarray | None = None, chroma: np.ndarray | None = None) -> list[Box]:
     """Recursive XY cut of ``box`` along background gutters.
 
     A gutter is a run of rows (columns) at least ``min_gap`` long that are background over
@@ -175,7 +175,7 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
         return []
     inner = _inside_frame(bg, trimmed) if depth == 0 else None
     if inner is not None:  # a rule drawn round the whole figure (a plot's frame is kept)
-        return _cut(bg, pic, inner, min_gap, depth + 1, grey) or [trimmed]
+        return _cut(bg, pic, inner, min_gap, depth + 1, grey, chroma) or [trimmed]
     x0, y0, x1, y1 = trimmed
     H, W = bg.shape
     if depth > 12 or (x1 - x0 < _MIN_SIDE_FRAC * W and y1 - y0 < _MIN_SIDE_FRAC * H):
@@ -197,7 +197,7 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
             out: list[Box] = []
             for a, b in zip(edges[::2], edges[1::2], strict=True):
                 part = (x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
-                out += _cut(bg, pic, part, min_gap, depth + 1, grey)
+                out += _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)
             return out
     if pictorial and grey is not None:  # pictures parted by a thin line of one colour
         lines = _flat_lines(grey, trimmed)
@@ -206,15 +206,19 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
             edges = [0] + [g for gap in gaps for g in gap] + [y1 - y0 if axis == 0 else x1 - x0]
             parts = [(x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
                      for a, b in zip(edges[::2], edges[1::2], strict=True)]
-            return [b for part in parts for b in _cut(bg, pic, part, min_gap, depth + 1, grey)]
+            return [b for part in parts
+                    for b in _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)]
     if pictorial and grey is not None:  # photographs edge to edge: cut along the seam
         seam = _seam(grey, trimmed)
+        tone = grey
+        if seam is None and chroma is not None:  # a green image beside a magenta one
+            seam, tone = _seam(chroma, trimmed), chroma
         if seam is not None:
             axis, at = seam
             halves = ([(x0, y0, x1, y0 + at), (x0, y0 + at, x1, y1)] if axis == 0 else
                       [(x0, y0, x0 + at, y1), (x0 + at, y0, x1, y1)])
-            cuts = [_cut(bg, pic, half, min_gap, depth + 1, grey) for half in halves]
-            return [b for pieces in _aligned(grey, cuts, 1 - axis) for b in pieces]
+            cuts = [_cut(bg, pic, half, min_gap, depth + 1, grey, chroma) for half in halves]
+            return [b for pieces in _aligned(tone, cuts, 1 - axis) for b in pieces]
     return [trimmed]
 
 
@@ -473,18 +477,23 @@ def _panel_pieces(rgb: np.ndarray) -> list[Box]:
     white, ground = _background_mask(rgb)
     min_gap = max(1, round(0.0005 * max(h, w)))
     pic = _PictureMap(rgb)
-    grey = rgb.astype(np.float32).mean(axis=2)
+    rgbf = rgb.astype(np.float32)
+    grey = rgbf.mean(axis=2)
+    chroma = rgbf[..., 1] - (rgbf[..., 0] + rgbf[..., 2]) / 2
     kept: list[Box] = []
     for bg in (white, ground):
         if bg is None:
             continue
-        pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey)
+        pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey, chroma=chroma)
         tiles = set(_grid_tiles(pieces, bg, pic))
         kept = [box for box in pieces if box in tiles
                 or (_panel_sized(box, pic, w, h) and not _text_only(bg, box, pic, max(w, h)))]
-        rest = _stacks([b for b in pieces if b not in kept], pic, w, h)
-        kept += [b for b in rest if b not in pieces and _panel_sized(b, pic, w, h)]
-        kept += _labelled_graphics([b for b in rest if b not in kept], kept, bg, pic)
+        if any(pic.fraction(b) >= 0.5 for b in kept):
+            # beside pictures, small plots and stacks of strips are panels of their own; a
+            # figure of graphics alone is a chart or a diagram whatever its facets
+            rest = _stacks([b for b in pieces if b not in kept], kept, pic, w, h)
+            kept += [b for b in rest if b not in pieces and _panel_sized(b, pic, w, h)]
+            kept += _labelled_graphics([b for b in rest if b not in kept], kept, bg, pic)
         if bg is ground and any(1 - bg[y0:y1, x0:x1].mean() < _SOLID
                                 for x0, y0, x1, y1 in kept):
             # on a dark (or coloured) ground, panels are photographs that fill their box;
@@ -501,7 +510,8 @@ def _grid_tiles(pieces: Sequence[Box], bg: np.ndarray, pic: _PictureMap) -> list
     lumens of H&E or the halo round a cell may leave background in 60 % of its box),
     is no bar (sides within 1:3: a diagram's bars are no tiles), and :data:`_TILE_REPEAT`
     pieces or more have its size (rows of micrographs, a channel per column, set apart by
-    thin gutters; two conditions side by side), two of them full pictures."""
+    thin gutters; two conditions side by side, sides within 1:1.5 when only two: two
+    coloured boxes of a diagram are no grid), two of them full pictures."""
     h, w = bg.shape
 
     def tile(b: Box) -> bool:
@@ -517,13 +527,15 @@ def _grid_tiles(pieces: Sequence[Box], bg: np.ndarray, pic: _PictureMap) -> list
     out = []
     for b, (bw, bh) in zip(tiles, sizes, strict=True):
         alike = [abs(cw - bw) <= 0.1 * bw and abs(ch - bh) <= 0.1 * bh for cw, ch in sizes]
-        if sum(alike) >= _TILE_REPEAT and sum(a and s for a, s in zip(alike, strong,
-                                                                       strict=True)) >= 2:
+        pair = sum(alike) < 3 and max(bw, bh) > 1.5 * min(bw, bh)  # two boxes of a diagram
+        if sum(alike) >= _TILE_REPEAT and not pair and sum(
+                a and s for a, s in zip(alike, strong, strict=True)) >= 2:
             out.append(b)
     return out
 
 
-def _stacks(pieces: Sequence[Box], pic: _PictureMap, w: int, h: int) -> list[Box]:
+def _stacks(pieces: Sequence[Box], kept: Sequence[Box], pic: _PictureMap, w: int,
+            h: int) -> list[Box]:
     """``pieces`` with each stack of strips made one piece: strips (at least
     :data:`_STRIP_RATIO` times wider than high) of one width (both ends within
     :data:`_STRIP_ALIGN` of the figure's width, :data:`_MIN_STRIP` of it wide at least: no
@@ -531,7 +543,8 @@ def _stacks(pieces: Sequence[Box], pic: _PictureMap, w: int, h: int) -> list[Box
     them (traces recorded together, blot strips with one loading control, a karyotype's rows)
     are the parts of one panel, not panels each; so are three or more graphics (no picture)
     of one height side by side, at most :data:`_FACET_GAP` of the width apart (the facets
-    of one plot, sharing its axis titles)."""
+    of one plot, sharing its axis titles). A stack reaching over a panel in ``kept`` stays
+    in its strips."""
     tol = _STRIP_ALIGN * w
     strips = sorted((b for b in pieces if b[2] - b[0] >= max(_STRIP_RATIO * (b[3] - b[1]),
                                                               _MIN_STRIP * w)),
@@ -558,12 +571,12 @@ def _stacks(pieces: Sequence[Box], pic: _PictureMap, w: int, h: int) -> list[Box
         else:
             rows.append([b])
     groups += [g for g in rows if len(g) >= 3]
-    merged = {b: g for g in groups if len(g) >= 2 for b in g}
-    out = [b for b in pieces if b not in merged]
+    out = list(pieces)
     for g in groups:
-        if len(g) >= 2:
-            out.append((min(b[0] for b in g), min(b[1] for b in g), max(b[2] for b in g),
-                        max(b[3] for b in g)))
+        box = (min(b[0] for b in g), min(b[1] for b in g), max(b[2] for b in g),
+               max(b[3] for b in g))
+        if len(g) >= 2 and not any(_overlap(box, k) for k in kept):
+            out = [b for b in out if b not in g] + [box]
     return out
 
 
