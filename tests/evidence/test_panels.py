@@ -375,3 +375,15 @@ def test_a_pair_of_small_micrographs_are_panels():
     _chart(fig, (40, 300, 960, 960))
     boxes = [p.box for p in find_panels(fig)]
     assert boxes[:2] == [(20, 20, 140, 140), (144, 20, 264, 140)] and len(boxes) == 3
+
+
+def test_channels_of_one_grey_but_different_colour_are_cut_at_their_seam():
+    # a green channel beside a magenta one, edge to edge, of the same grey level all along
+    # the seam (as fluorescence channels are shown): the colour jumps where the grey does not
+    fig = np.full((264, 504, 3), 255, np.uint8)
+    for i, x in enumerate((12, 252)):
+        g = he_tile(i).mean(axis=2)
+        tone = np.stack([np.zeros_like(g), g, np.zeros_like(g)] if i == 0
+                        else [g / 2, np.zeros_like(g), g / 2], axis=2)
+        fig[12:252, x:x + 240] = tone.astype(np.uint8)
+    assert [p.box for p in find_panels(fig)] == [(12, 12, 252, 252), (252, 12, 492, 252)]

@@ -587,8 +587,9 @@ def _labelled_graphics(pieces: Sequence[Box], kept: Sequence[Box], bg: np.ndarra
     (no picture, no text alone, :data:`_CORE_AREA` of the figure) takes in the small pieces
     beside it (within :data:`_LABEL_GAP` of the figure's side, and within its span across:
     a row of labels shared by two plots joins neither), and is a panel when the whole is
-    (:func:`_panel_sized`), or a plot of its own (:func:`_plot_sized`). It grows into no
-    other graphic piece nor any panel already kept."""
+    (:func:`_panel_sized`), or a plot of its own (:func:`_plot_sized`), and still no picture
+    (a specimen's stem grown into its leaves is no plot). It grows into no other graphic
+    piece nor any panel already kept."""
     h, w = bg.shape
     gap = _LABEL_GAP * max(w, h)
 
@@ -622,6 +623,8 @@ def _labelled_graphics(pieces: Sequence[Box], kept: Sequence[Box], bg: np.ndarra
                 box = grown
                 taken.add(s)
                 grew = True
+        if pic.fraction(box) >= 0.3:
+            continue  # it took in pictures: a specimen's stem, no plot
         if (box != core and _panel_sized(box, pic, w, h)) or _plot_sized(box, core, bg):
             out.append(box)
     return out
