@@ -212,16 +212,24 @@ def _chart(fig: np.ndarray, box: tuple[int, int, int, int]) -> None:
         fig[ys + dy, xs] = (200, 30, 30)
 
 
+def _tiles(fig: np.ndarray, grid: tuple[int, int], size: int, step: tuple[int, int],
+           left: int = 20) -> list[tuple[int, int, int, int]]:
+    """Real H&E tiles of ``size`` px laid in ``grid`` (rows, columns) from ``(left, 20)``,
+    ``step`` (x, y) apart; their boxes in reading order."""
+    boxes = []
+    for r in range(grid[0]):
+        for c in range(grid[1]):
+            x, y = left + c * step[0], 20 + r * step[1]
+            fig[y:y + size, x:x + size] = he_tile((r + c) % 4, size)
+            boxes.append((x, y, x + size, y + size))
+    return boxes
+
+
 def test_a_grid_of_many_small_micrographs_gives_every_tile():
     # 2 x 6 tiles of 100 px (1 % of the figure each, below the size of a panel on its own)
     # beside a chart, as a figure shows a channel per column and a condition per row
     fig = np.full((1000, 1000, 3), 255, np.uint8)
-    tiles = []
-    for r in range(2):
-        for c in range(6):
-            x, y = 20 + c * 104, 20 + r * 104
-            fig[y:y + 100, x:x + 100] = he_tile((r + c) % 4, 100)
-            tiles.append((x, y, x + 100, y + 100))
+    tiles = _tiles(fig, (2, 6), 100, (104, 104))
     _chart(fig, (40, 400, 960, 960))
     boxes = [p.box for p in find_panels(fig)]
     assert boxes[:12] == tiles
@@ -314,12 +322,7 @@ def test_small_plots_parted_from_their_tick_labels_are_panels():
     # six micrographs above three small bar charts: each plot (1.4 % of the figure) stands
     # apart from its column of tick labels and its row of category labels by a white gutter
     fig = np.full((1000, 1000, 3), 255, np.uint8)
-    tiles = []
-    for r in range(2):
-        for c in range(3):
-            x, y = 40 + c * 310, 20 + r * 210
-            fig[y:y + 200, x:x + 200] = he_tile((r + c) % 4, 200)
-            tiles.append((x, y, x + 200, y + 200))
+    tiles = _tiles(fig, (2, 3), 200, (310, 210), left=40)
     plots = []
     for c in range(3):
         x0, y0 = 80 + c * 310, 560
