@@ -212,16 +212,24 @@ def _chart(fig: np.ndarray, box: tuple[int, int, int, int]) -> None:
         fig[ys + dy, xs] = (200, 30, 30)
 
 
+def _tiles(fig: np.ndarray, grid: tuple[int, int], size: int, step: tuple[int, int],
+           left: int = 20) -> list[tuple[int, int, int, int]]:
+    """Real H&E tiles of ``size`` px laid in ``grid`` (rows, columns) from ``(left, 20)``,
+    ``step`` (x, y) apart; their boxes in reading order."""
+    boxes = []
+    for r in range(grid[0]):
+        for c in range(grid[1]):
+            x, y = left + c * step[0], 20 + r * step[1]
+            fig[y:y + size, x:x + size] = he_tile((r + c) % 4, size)
+            boxes.append((x, y, x + size, y + size))
+    return boxes
+
+
 def test_a_grid_of_many_small_micrographs_gives_every_tile():
     # 2 x 6 tiles of 100 px (1 % of the figure each, below the size of a panel on its own)
     # beside a chart, as a figure shows a channel per column and a condition per row
     fig = np.full((1000, 1000, 3), 255, np.uint8)
-    tiles = []
-    for r in range(2):
-        for c in range(6):
-            x, y = 20 + c * 104, 20 + r * 104
-            fig[y:y + 100, x:x + 100] = he_tile((r + c) % 4, 100)
-            tiles.append((x, y, x + 100, y + 100))
+    tiles = _tiles(fig, (2, 6), 100, (104, 104))
     _chart(fig, (40, 400, 960, 960))
     boxes = [p.box for p in find_panels(fig)]
     assert boxes[:12] == tiles
@@ -277,3 +285,108 @@ def test_tiles_of_a_grid_with_white_lumens_are_tiles_too():
     _chart(fig, (40, 300, 960, 960))
     boxes = [p.box for p in find_panels(fig)]
     assert boxes[:6] == tiles and len(boxes) == 7
+
+
+def _bars(fig: np.ndarray, box: tuple[int, int, int, int]) -> None:
+    """A bar chart drawn in ``box``: an L of axes and four bars, all one blob of ink."""
+    x0, y0, x1, y1 = box
+    fig[y0:y1, x0:x0 + 2] = 0
+    fig[y1 - 2:y1, x0:x1] = 0
+    step = (x1 - x0) // 5
+    for i, top in enumerate((0.3, 0.6, 0.2, 0.45)):
+        bx = x0 + 8 + i * step
+        fig[y0 + int(top * (y1 - y0)):y1 - 2, bx:bx + step - 10] = (60, 90, 200)
+
+
+def _glyph(fig: np.ndarray, x: int, y: int, size: int = 6) -> None:
+    """One letter: a small dark blob (text is many of them, each apart from the next)."""
+    fig[y:y + size, x:x + size] = 20
+
+
+def test_labels_set_at_an_angle_under_a_chart_are_no_panel():
+    # two micrographs above a bar chart whose category labels run at 45 degrees: the block
+    # of labels has no gutter through it and is as large as a panel, but it is only text
+    fig = np.full((700, 700, 3), 255, np.uint8)
+    fig[20:260, 20:260] = he_tile(0)
+    fig[20:260, 300:540] = he_tile(1)
+    _bars(fig, (60, 300, 640, 520))
+    for i in range(11):                        # 11 labels of 15 letters, rising to the right
+        for k in range(15):
+            _glyph(fig, 80 + 40 * i + 7 * k, 676 - 3 * i - 7 * k)
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes[:2] == [(20, 20, 260, 260), (300, 20, 540, 260)]
+    assert len(boxes) == 3 and boxes[2][1] >= 300 and boxes[2][3] <= 560
+
+
+def test_small_plots_parted_from_their_tick_labels_are_panels():
+    # six micrographs above three small bar charts: each plot (1.4 % of the figure) stands
+    # apart from its column of tick labels and its row of category labels by a white gutter
+    fig = np.full((1000, 1000, 3), 255, np.uint8)
+    tiles = _tiles(fig, (2, 3), 200, (310, 210), left=40)
+    plots = []
+    for c in range(3):
+        x0, y0 = 80 + c * 310, 560
+        _bars(fig, (x0, y0, x0 + 110, y0 + 130))
+        for k in range(5):                      # tick labels: two letters each, left
+            _glyph(fig, x0 - 22, y0 + k * 28)
+            _glyph(fig, x0 - 14, y0 + k * 28)
+        for k in range(4):                      # category labels under the bars
+            _glyph(fig, x0 + 12 + k * 22, y0 + 140)
+        plots.append((x0, y0))
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes[:6] == tiles and len(boxes) == 9
+    for (x0, y0), box in zip(plots, boxes[6:], strict=True):
+        assert box[0] == x0 - 22 and box[1] == y0 and box[2] == x0 + 110
+        assert box[3] == y0 + 146                     # the plot with its labels
+
+
+def test_a_stack_of_blot_strips_is_one_panel():
+    # a micrograph beside four strips of one width set one under the other (a blot and its
+    # loading control), each strip too small to be a panel, their names to the left
+    fig = np.full((600, 800, 3), 255, np.uint8)
+    fig[20:260, 20:260] = he_tile(0)
+    for i in range(4):
+        y = 40 + i * 40
+        strip = he_tile(i)[:30].mean(axis=2, keepdims=True).astype(np.uint8)
+        fig[y:y + 30, 480:720] = strip
+        for k in range(3):
+            _glyph(fig, 420 + k * 10, y + 12)
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes == [(20, 20, 260, 260), (480, 40, 720, 190)]   # the strips together
+
+
+def test_facets_of_one_plot_side_by_side_are_one_panel():
+    # two micrographs above four small traces set almost edge to edge: one recording shown
+    # in four facets, one panel (each facet would pass for a small plot on its own)
+    fig = np.full((1000, 1000, 3), 255, np.uint8)
+    fig[20:260, 20:260] = he_tile(0)
+    fig[20:260, 400:640] = he_tile(1)
+    for i in range(4):
+        x0 = 60 + i * 156
+        _chart(fig, (x0, 500, x0 + 150, 640))
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes[:2] == [(20, 20, 260, 260), (400, 20, 640, 260)]
+    assert len(boxes) == 3 and boxes[2][0] == 60 and boxes[2][2] == 60 + 3 * 156 + 150
+
+
+def test_a_pair_of_small_micrographs_are_panels():
+    # two micrographs of one size (1.4 % of the figure each: too small for a panel alone)
+    # side by side above a large chart, as a figure shows two conditions
+    fig = np.full((1000, 1000, 3), 255, np.uint8)
+    fig[20:140, 20:140] = he_tile(0, 120)
+    fig[20:140, 144:264] = he_tile(1, 120)
+    _chart(fig, (40, 300, 960, 960))
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes[:2] == [(20, 20, 140, 140), (144, 20, 264, 140)] and len(boxes) == 3
+
+
+def test_channels_of_one_grey_but_different_colour_are_cut_at_their_seam():
+    # a green channel beside a magenta one, edge to edge, of the same grey level all along
+    # the seam (as fluorescence channels are shown): the colour jumps where the grey does not
+    fig = np.full((264, 504, 3), 255, np.uint8)
+    for i, x in enumerate((12, 252)):
+        g = he_tile(i).mean(axis=2)
+        tone = np.stack([np.zeros_like(g), g, np.zeros_like(g)] if i == 0
+                        else [g / 2, np.zeros_like(g), g / 2], axis=2)
+        fig[12:252, x:x + 240] = tone.astype(np.uint8)
+    assert [p.box for p in find_panels(fig)] == [(12, 12, 252, 252), (252, 12, 492, 252)]

@@ -8,7 +8,10 @@ panels are what the region should meet. Two pure functions do the splitting:
   white or the figure's own border colour, recursively: an XY cut) and keeps the pieces that
   are panels: pieces holding a picture, large pieces, or small pictures of one size repeated
   (the tiles of a grid of micrographs); labels, legends and axis titles cut off on their own
-  are dropped. A rule drawn round the whole figure is stepped inside before cutting. Panels
+  are dropped, and so is a piece of text alone however large (labels set at an angle under a
+  chart). A plot parted from its tick labels is measured with them; strips stacked one under
+  the other (blots, traces) and facets of one plot side by side are one panel each. A rule
+  drawn round the whole figure is stepped inside before cutting. Panels
   are ordered as read (rows top to bottom, left to right) and get their letters from text
   boxes inside them (the PDF text layer, when the caller has it), else from the caption's
   letters when there are as many as panels.
@@ -62,7 +65,17 @@ _SOLID = 0.75          # on a ground that is not white, a panel fills this much 
 #                        (a photograph fills it; a specimen shot on black, a pollen grain, an
 #                        ellipse's pi/4 of it; blobs of fluorescence signal much less)
 _TILE_AREA = 0.003     # a tile of a grid of micrographs covers this much of the figure …
-_TILE_REPEAT = 3       # … when this many pieces of its size (within 10 %) are pictures too
+_TILE_REPEAT = 2       # … when this many pieces of its size (within 10 %) are pictures too
+_GLYPH_FRAC = 0.07     # a letter or a word of letters touching (italic, at an angle) is at
+_GLYPH_COUNT = 5       # most this much of the figure's side; text has this many of them
+_STRIP_RATIO = 3.0     # a strip is this many times wider than high …
+_STRIP_ALIGN = 0.02    # … and the strips of a stack end within this much of the width
+_MIN_STRIP = 0.12      # … and are this much of it wide at least
+_FACET_GAP = 0.01      # facets of one plot stand at most this much of the width apart
+_CORE_AREA = 0.008     # a plot parted from its labels covers this much of the figure …
+_LABEL_GAP = 0.02      # … and its labels lie this close (of the figure's longer side)
+_PLOT_AREA = 0.015     # a plot with its axes drawn covers this much of the figure …
+_PLOT_SIDE = 0.08      # … and this much of its width and of its height
 _FRAME_FRAC = 0.01     # a frame drawn round a figure is at most this thick (of its side)
 
 
@@ -148,7 +161,7 @@ def _trim(bg: np.ndarray, box: Box) -> Box | None:
 
 
 def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 0,
-         grey: np.ndarray | None = None) -> list[Box]:
+         grey: np.ndarray | None = None, chroma: np.ndarray | None = None) -> list[Box]:
     """Recursive XY cut of ``box`` along background gutters.
 
     A gutter is a run of rows (columns) at least ``min_gap`` long that are background over
@@ -163,7 +176,7 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
         return []
     inner = _inside_frame(bg, trimmed) if depth == 0 else None
     if inner is not None:  # a rule drawn round the whole figure (a plot's frame is kept)
-        return _cut(bg, pic, inner, min_gap, depth + 1, grey) or [trimmed]
+        return _cut(bg, pic, inner, min_gap, depth + 1, grey, chroma) or [trimmed]
     x0, y0, x1, y1 = trimmed
     H, W = bg.shape
     if depth > 12 or (x1 - x0 < _MIN_SIDE_FRAC * W and y1 - y0 < _MIN_SIDE_FRAC * H):
@@ -185,7 +198,7 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
             out: list[Box] = []
             for a, b in zip(edges[::2], edges[1::2], strict=True):
                 part = (x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
-                out += _cut(bg, pic, part, min_gap, depth + 1, grey)
+                out += _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)
             return out
     if pictorial and grey is not None:  # pictures parted by a thin line of one colour
         lines = _flat_lines(grey, trimmed)
@@ -194,15 +207,19 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
             edges = [0] + [g for gap in gaps for g in gap] + [y1 - y0 if axis == 0 else x1 - x0]
             parts = [(x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
                      for a, b in zip(edges[::2], edges[1::2], strict=True)]
-            return [b for part in parts for b in _cut(bg, pic, part, min_gap, depth + 1, grey)]
+            return [b for part in parts
+                    for b in _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)]
     if pictorial and grey is not None:  # photographs edge to edge: cut along the seam
         seam = _seam(grey, trimmed)
+        tone = grey
+        if seam is None and chroma is not None:  # a green image beside a magenta one
+            seam, tone = _seam(chroma, trimmed), chroma
         if seam is not None:
             axis, at = seam
             halves = ([(x0, y0, x1, y0 + at), (x0, y0 + at, x1, y1)] if axis == 0 else
                       [(x0, y0, x0 + at, y1), (x0 + at, y0, x1, y1)])
-            cuts = [_cut(bg, pic, half, min_gap, depth + 1, grey) for half in halves]
-            return [b for pieces in _aligned(grey, cuts, 1 - axis) for b in pieces]
+            cuts = [_cut(bg, pic, half, min_gap, depth + 1, grey, chroma) for half in halves]
+            return [b for pieces in _aligned(tone, cuts, 1 - axis) for b in pieces]
     return [trimmed]
 
 
@@ -461,14 +478,23 @@ def _panel_pieces(rgb: np.ndarray) -> list[Box]:
     white, ground = _background_mask(rgb)
     min_gap = max(1, round(0.0005 * max(h, w)))
     pic = _PictureMap(rgb)
-    grey = rgb.astype(np.float32).mean(axis=2)
+    rgbf = rgb.astype(np.float32)
+    grey = rgbf.mean(axis=2)
+    chroma = rgbf[..., 1] - (rgbf[..., 0] + rgbf[..., 2]) / 2
     kept: list[Box] = []
     for bg in (white, ground):
         if bg is None:
             continue
-        pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey)
+        pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey, chroma=chroma)
         tiles = set(_grid_tiles(pieces, bg, pic))
-        kept = [box for box in pieces if box in tiles or _panel_sized(box, pic, w, h)]
+        kept = [box for box in pieces if box in tiles
+                or (_panel_sized(box, pic, w, h) and not _text_only(bg, box, pic, max(w, h)))]
+        if any(pic.fraction(b) >= 0.5 for b in kept):
+            # beside pictures, small plots and stacks of strips are panels of their own; a
+            # figure of graphics alone is a chart or a diagram whatever its facets
+            rest = _stacks([b for b in pieces if b not in kept], kept, pic, w, h)
+            kept += [b for b in rest if b not in pieces and _panel_sized(b, pic, w, h)]
+            kept += _labelled_graphics([b for b in rest if b not in kept], kept, bg, pic)
         if bg is ground and any(1 - bg[y0:y1, x0:x1].mean() < _SOLID
                                 for x0, y0, x1, y1 in kept):
             # on a dark (or coloured) ground, panels are photographs that fill their box;
@@ -485,7 +511,8 @@ def _grid_tiles(pieces: Sequence[Box], bg: np.ndarray, pic: _PictureMap) -> list
     lumens of H&E or the halo round a cell may leave background in 60 % of its box),
     is no bar (sides within 1:3: a diagram's bars are no tiles), and :data:`_TILE_REPEAT`
     pieces or more have its size (rows of micrographs, a channel per column, set apart by
-    thin gutters)."""
+    thin gutters; two conditions side by side, sides within 1:1.5 when only two: two
+    coloured boxes of a diagram are no grid), two of them full pictures."""
     h, w = bg.shape
 
     def tile(b: Box) -> bool:
@@ -501,10 +528,151 @@ def _grid_tiles(pieces: Sequence[Box], bg: np.ndarray, pic: _PictureMap) -> list
     out = []
     for b, (bw, bh) in zip(tiles, sizes, strict=True):
         alike = [abs(cw - bw) <= 0.1 * bw and abs(ch - bh) <= 0.1 * bh for cw, ch in sizes]
-        if sum(alike) >= _TILE_REPEAT and sum(a and s for a, s in zip(alike, strong,
-                                                                       strict=True)) >= 2:
+        pair = sum(alike) < 3 and max(bw, bh) > 1.5 * min(bw, bh)  # two boxes of a diagram
+        if sum(alike) >= _TILE_REPEAT and not pair and sum(
+                a and s for a, s in zip(alike, strong, strict=True)) >= 2:
             out.append(b)
     return out
+
+
+def _stacks(pieces: Sequence[Box], kept: Sequence[Box], pic: _PictureMap, w: int,
+            h: int) -> list[Box]:
+    """``pieces`` with each stack of strips made one piece: strips (at least
+    :data:`_STRIP_RATIO` times wider than high) of one width (both ends within
+    :data:`_STRIP_ALIGN` of the figure's width, :data:`_MIN_STRIP` of it wide at least: no
+    word) set one under the other with little between
+    them (traces recorded together, blot strips with one loading control, a karyotype's rows)
+    are the parts of one panel, not panels each; so are three or more graphics (no picture)
+    of one height side by side, at most :data:`_FACET_GAP` of the width apart (the facets
+    of one plot, sharing its axis titles). A stack reaching over a panel in ``kept`` stays
+    in its strips."""
+    tol = _STRIP_ALIGN * w
+    strips = sorted((b for b in pieces if b[2] - b[0] >= max(_STRIP_RATIO * (b[3] - b[1]),
+                                                              _MIN_STRIP * w)),
+                    key=lambda b: b[1])
+    groups: list[list[Box]] = []
+    for b in strips:
+        for g in groups:
+            last = g[-1]
+            if (abs(b[0] - last[0]) <= tol and abs(b[2] - last[2]) <= tol
+                    and 0 <= b[1] - last[3] <= 2 * (last[3] - last[1])):
+                g.append(b)
+                break
+        else:
+            groups.append([b])
+    rows: list[list[Box]] = []
+    for b in sorted((b for b in pieces if pic.fraction(b) < 0.3
+                     and b[3] - b[1] >= _PLOT_SIDE * h), key=lambda b: b[0]):
+        for g in rows:
+            last = g[-1]
+            if (abs(b[1] - last[1]) <= tol and abs(b[3] - last[3]) <= tol
+                    and 0 <= b[0] - last[2] <= _FACET_GAP * w):
+                g.append(b)
+                break
+        else:
+            rows.append([b])
+    groups += [g for g in rows if len(g) >= 3]
+    out = list(pieces)
+    for g in groups:
+        box = (min(b[0] for b in g), min(b[1] for b in g), max(b[2] for b in g),
+               max(b[3] for b in g))
+        if len(g) >= 2 and not any(_overlap(box, k) for k in kept):
+            out = [b for b in out if b not in g] + [box]
+    return out
+
+
+def _labelled_graphics(pieces: Sequence[Box], kept: Sequence[Box], bg: np.ndarray,
+                       pic: _PictureMap) -> list[Box]:
+    """Plots and drawings too small to be panels on their own once the XY cut has parted
+    them from their tick labels, axis titles and legends, measured with them: a graphic piece
+    (no picture, no text alone, :data:`_CORE_AREA` of the figure) takes in the small pieces
+    beside it (within :data:`_LABEL_GAP` of the figure's side, and within its span across:
+    a row of labels shared by two plots joins neither), and is a panel when the whole is
+    (:func:`_panel_sized`), or a plot of its own (:func:`_plot_sized`), and still no picture
+    (a specimen's stem grown into its leaves is no plot). It grows into no other graphic
+    piece nor any panel already kept."""
+    h, w = bg.shape
+    gap = _LABEL_GAP * max(w, h)
+
+    def area(b: Box) -> int:
+        return (b[2] - b[0]) * (b[3] - b[1])
+
+    cores = sorted((b for b in pieces if area(b) >= _CORE_AREA * w * h
+                    and pic.fraction(b) < 0.3 and not _text_only(bg, b, pic, max(w, h))),
+                   key=area, reverse=True)
+    small = [b for b in pieces if area(b) < _CORE_AREA * w * h]
+    taken: set[Box] = set()
+    out: list[Box] = []
+    for core in cores:
+        box = core
+        grew = True
+        while grew:
+            grew = False
+            for s in small:
+                if s in taken:
+                    continue
+                dx = max(0, s[0] - box[2], box[0] - s[2])
+                dy = max(0, s[1] - box[3], box[1] - s[3])
+                beside = dx <= gap and s[1] >= box[1] - gap and s[3] <= box[3] + gap
+                below = dy <= gap and s[0] >= box[0] - gap and s[2] <= box[2] + gap
+                if not (beside or below):
+                    continue
+                grown = (min(box[0], s[0]), min(box[1], s[1]), max(box[2], s[2]),
+                         max(box[3], s[3]))
+                if any(_overlap(grown, o) for o in [*kept, *out, *cores] if o != core):
+                    continue  # the labels of one plot never reach into another
+                box = grown
+                taken.add(s)
+                grew = True
+        if pic.fraction(box) >= 0.3:
+            continue  # it took in pictures: a specimen's stem, no plot
+        if (box != core and _panel_sized(box, pic, w, h)) or _plot_sized(box, core, bg):
+            out.append(box)
+    return out
+
+
+def _overlap(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _text_only(bg: np.ndarray, box: Box, pic: _PictureMap, side: int) -> bool:
+    """Whether a piece ``box`` holds only text (tick labels set at an angle under a chart,
+    a block of legend or table text): no picture, and its ink falls apart into
+    :data:`_GLYPH_COUNT` blobs or more (8-connected), none longer than :data:`_GLYPH_FRAC` of
+    the figure's longer side ``side`` nor a third of the piece's longer side. A plot's axes,
+    a diagram's outlines or a legend's frame join their ink into one long blob."""
+    if pic.fraction(box) >= 0.3:
+        return False
+    blobs = _blobs(bg, box)
+    if len(blobs) < _GLYPH_COUNT:
+        return False
+    longest = max(max(bh, bw) for bh, bw in blobs)
+    return longest <= min(_GLYPH_FRAC * side, max(box[2] - box[0], box[3] - box[1]) / 3)
+
+
+def _blobs(bg: np.ndarray, box: Box) -> list[tuple[int, int]]:
+    """``(height, width)`` of each 8-connected blob of ink (not ``bg``) inside ``box``."""
+    from scipy import ndimage
+
+    x0, y0, x1, y1 = box
+    labels, _ = ndimage.label(~bg[y0:y1, x0:x1], structure=np.ones((3, 3), bool))
+    return [(s[0].stop - s[0].start, s[1].stop - s[1].start)
+            for s in ndimage.find_objects(labels) if s is not None]
+
+
+def _plot_sized(box: Box, core: Box, bg: np.ndarray) -> bool:
+    """Whether ``box`` (a graphic piece ``core`` and its labels) is a plot or a framed
+    drawing of its own in a figure of many panels: :data:`_PLOT_AREA` of the figure,
+    :data:`_PLOT_SIDE` of its width and height, no bar (sides within 1:4: a colour key is no
+    plot), and one blob of ink (axes, a frame, an
+    outline) spanning most of ``core`` both ways."""
+    h, w = bg.shape
+    bw, bh = box[2] - box[0], box[3] - box[1]
+    if (bw * bh < _PLOT_AREA * w * h or bw < _PLOT_SIDE * w or bh < _PLOT_SIDE * h
+            or max(bw, bh) > 4 * min(bw, bh)):
+        return False
+    cw, ch = core[2] - core[0], core[3] - core[1]
+    return any(bh_ >= 0.6 * ch and bw_ >= 0.6 * cw for bh_, bw_ in _blobs(bg, core))
 
 
 def _panel_sized(box: Box, pic: _PictureMap, w: int, h: int) -> bool:
