@@ -221,6 +221,35 @@ def _page_chars(tp, n: int) -> list[int]:
     return [raw.FPDFText_GetUnicode(tp, i) if c == 0xFFFE else c for i, c in enumerate(codes)]
 
 
+def _letter(code: int, following: int) -> str:
+    """The character of PDFium's ``code``: ``""`` for none; a high surrogate and the low one
+    ``following`` it as a two-unit string (some fonts' ToUnicode maps give a letter outside the
+    BMP, e.g. U+1D45D MATHEMATICAL ITALIC SMALL P, as two text-page characters); a lone
+    surrogate as U+FFFD (it cannot be written as UTF-8: ``wsikit figures extract`` failed
+    on a whole article whose captions held one)."""
+    if not 0 <= code < 0x110000:
+        return ""
+    if 0xD800 <= code <= 0xDBFF and 0xDC00 <= following <= 0xDFFF:
+        return chr(code) + chr(following)
+    if 0xD800 <= code <= 0xDFFF:
+        return "\ufffd"
+    return chr(code)
+
+
+def _outside_bmp(pair: str) -> str:
+    """The letter of a surrogate ``pair`` (or of one letter outside the BMP); a mathematical
+    alphanumeric letter (italic p, bold mu) becomes its plain letter (``p``, ``μ``), as a
+    reader and a text search see it.
+
+    >>> _outside_bmp("\\ud835\\udc5d"), _outside_bmp("\\ud835\\udf07")
+    ('p', 'μ')
+    """
+    ch = pair.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    if 0x1D400 <= ord(ch) <= 0x1D7FF:
+        return unicodedata.normalize("NFKC", ch)
+    return ch
+
+
 def _printed_letters(tp, objects: dict[int, TextObject], page_box: Box | None, text_object):
     """Each letter of a text page that is printed, as ``(letter, left, bottom, right, top,
     index, text object or None)``: ``"\\n"`` for a line break, ``" "`` for a word gap."""
@@ -232,9 +261,18 @@ def _printed_letters(tp, objects: dict[int, TextObject], page_box: Box | None, t
     # per-letter checks only where some text is hidden or clipped
     check = any(o.hidden or o.clip is not None for o in objects.values())
     codes = _page_chars(tp, n) if n else []
+    pair_low = False
     for i in range(n):
         code = codes[i]
-        ch = chr(code) if 0 <= code < 0x110000 else ""
+        if pair_low:  # the second half of a surrogate pair, read with the first
+            pair_low = False
+            continue
+        ch = _letter(code, codes[i + 1] if i + 1 < n else 0)
+        if len(ch) == 2:  # a high and a low surrogate: one letter outside the BMP
+            pair_low = True
+            ch = _outside_bmp(ch)
+        elif ch and ord(ch) > 0xFFFF:
+            ch = _outside_bmp(ch)
         if ch == "\r" or ch == "\n":
             yield "\n", 0.0, 0.0, 0.0, 0.0, i, None
             continue
