@@ -13,8 +13,8 @@ the figure). Scored:
   ``held-out-2`` (25 more PDFs labelled before any version of the rule ran on them) and
   ``held-out-3`` (32 more PDFs labelled blind to the rule; measured once, then tuned on) and
   ``held-out-4`` (15 more PDFs labelled blind to the rule after that; tuned on since
-  wt/kinds6) and ``held-out-5`` (20 more PDFs labelled blind to the rule after that, never
-  tuned on: the number to quote); a confusion table (rows: truth); ``--before`` puts an
+  wt/kindsml, wt/panels6) and ``held-out-5`` (20 more PDFs labelled blind to the rule after
+  that, never tuned on: the number to quote); a confusion table (rows: truth); ``--before`` puts an
   earlier run's scores beside these;
 * **micrograph nodes**: a figure "is matched by default" when it, or one of its panels, gets
   kind ``micrograph``; precision and recall of that against the hand label ``has_micrograph``
@@ -73,7 +73,7 @@ SETS: tuple[tuple[str, frozenset[str]], ...] = (
     ("held-out-1", frozenset({"held-out-1"})),
     ("held-out-2 (tuned on since wt/kinds4)", frozenset({"held-out-2"})),
     ("held-out-3 (tuned on since wt/kinds5, wt/panels5)", frozenset({"held-out-3"})),
-    ("held-out-4 (tuned on since wt/kinds6)", frozenset({"held-out-4"})),
+    ("held-out-4 (tuned on since wt/kindsml, wt/panels6)", frozenset({"held-out-4"})),
     ("held-out-5 (never tuned on)", frozenset({"held-out-5"})),
     ("all", frozenset({"dev", "held-out-1", "held-out-2", "held-out-3", "held-out-4",
                        "held-out-5"})),
