@@ -273,6 +273,24 @@ def page_graphics(page, page_box: Box) -> tuple[list[Element], dict[int, TextObj
     return out, texts
 
 
+def _element_groups(boxes: np.ndarray, gap: float) -> np.ndarray:
+    """The group label of each of the ``(N, 4)`` element ``boxes``: boxes within ``gap``
+    points of each other, in chains, share one."""
+    if len(boxes) <= 3000:
+        return _touching_groups(boxes, gap)
+    # thousands of paths (scatter plots, maps): pool them by 12-point cell first
+    cells: dict[tuple[int, int], int] = {}
+    cell_of = np.array([cells.setdefault((int((b[0] + b[2]) // 24), int((b[1] + b[3]) // 24)),
+                                         len(cells)) for b in boxes])
+    pooled = np.zeros((len(cells), 4))
+    pooled[:, :2], pooled[:, 2:] = np.inf, -np.inf
+    np.minimum.at(pooled[:, 0], cell_of, boxes[:, 0])
+    np.minimum.at(pooled[:, 1], cell_of, boxes[:, 1])
+    np.maximum.at(pooled[:, 2], cell_of, boxes[:, 2])
+    np.maximum.at(pooled[:, 3], cell_of, boxes[:, 3])
+    return _touching_groups(pooled, gap)[cell_of]
+
+
 def cluster_graphics(elements: list[Element], text: PageText, *,
                      skip_lines: set[int], skip_words: frozenset[int] = frozenset(),
                      keep_out: tuple[Box, ...] = (), gap: float = 3.0) -> list[Cluster]:
@@ -282,21 +300,7 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
     over body text or over the boxes ``keep_out`` (the lines of captions)."""
     if not elements:
         return []
-    boxes = np.array([el.box for el in elements], dtype=np.float64)
-    if len(boxes) > 3000:
-        # thousands of paths (scatter plots, maps): pool them by 12-point cell first
-        cells: dict[tuple[int, int], int] = {}
-        cell_of = np.array([cells.setdefault((int((b[0] + b[2]) // 24), int((b[1] + b[3]) // 24)),
-                                             len(cells)) for b in boxes])
-        pooled = np.zeros((len(cells), 4))
-        pooled[:, :2], pooled[:, 2:] = np.inf, -np.inf
-        np.minimum.at(pooled[:, 0], cell_of, boxes[:, 0])
-        np.minimum.at(pooled[:, 1], cell_of, boxes[:, 1])
-        np.maximum.at(pooled[:, 2], cell_of, boxes[:, 2])
-        np.maximum.at(pooled[:, 3], cell_of, boxes[:, 3])
-        labels = _touching_groups(pooled, gap)[cell_of]
-    else:
-        labels = _touching_groups(boxes, gap)
+    labels = _element_groups(np.array([el.box for el in elements], dtype=np.float64), gap)
     clusters: dict[int, Cluster] = {}
     for el, lab in zip(elements, labels, strict=True):
         cl = clusters.get(int(lab))

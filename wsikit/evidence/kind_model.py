@@ -120,6 +120,34 @@ def figure_features(analysis: FigureAnalysis, *, caption: str | None = None) -> 
     f: dict[str, float] = dict.fromkeys(FEATURE_NAMES, 0.0)
     panels = list(analysis.panels)
     n = len(panels)
+    _panel_features(f, panels, analysis)
+    f[f"rule_{analysis.kind.kind}"] = 1.0
+    whole = analysis.kind
+    for k in FIGURE_KINDS:
+        f[f"whole_score_{k}"] = float(whole.scores.get(k, 0.0))
+    feats = whole.features
+    for k in _SHARES:
+        f[f"whole_{k}"] = float(feats.get(k, 0.45 if k == "chart_share" else 0.0))
+    for k in _COUNTS:
+        f[f"whole_log_{k}"] = math.log1p(max(0.0, float(feats.get(k, 0.0))))
+    f["whole_texture"] = min(float(feats.get("texture", 0.0)), 100.0) / 50.0
+    share = float(feats.get("picture_share", 0.0))
+    f["whole_balance"] = min(share, 1.0 - share)
+    parts = analysis.caption_parts
+    text = caption if caption is not None else " ".join([parts.shared, *parts.parts.values()])
+    for k, v in caption_scores(text).items():
+        f[f"caption_{k}"] = v / CAPTION_WEIGHT
+    f["caption_words_log"] = math.log1p(len(text.split()))
+    letters = len(parts.letters)
+    f["caption_letters_log"] = math.log1p(letters)
+    f["caption_letters_match_panels"] = float(n > 0 and letters == n)
+    return np.array([f[k] for k in FEATURE_NAMES], np.float64)
+
+
+def _panel_features(f: dict[str, float], panels: list[Any], analysis: FigureAnalysis) -> None:
+    """Fill the ``panel_*`` entries of ``f``: the panels' kinds by area, their picture and
+    chart shares and graphic cues (a figure without panels is one panel of its own kind)."""
+    n = len(panels)
     f["panels_log"] = math.log1p(n)
     f["has_panels"] = float(n > 0)
     if n:
@@ -151,27 +179,6 @@ def figure_features(analysis: FigureAnalysis, *, caption: str | None = None) -> 
         if kind in _PANEL_KINDS:
             f[f"panel_area_{kind}"] = 1.0
         f["panel_margin_mean"] = _margin(analysis.kind.scores)
-    f[f"rule_{analysis.kind.kind}"] = 1.0
-    whole = analysis.kind
-    for k in FIGURE_KINDS:
-        f[f"whole_score_{k}"] = float(whole.scores.get(k, 0.0))
-    feats = whole.features
-    for k in _SHARES:
-        f[f"whole_{k}"] = float(feats.get(k, 0.45 if k == "chart_share" else 0.0))
-    for k in _COUNTS:
-        f[f"whole_log_{k}"] = math.log1p(max(0.0, float(feats.get(k, 0.0))))
-    f["whole_texture"] = min(float(feats.get("texture", 0.0)), 100.0) / 50.0
-    share = float(feats.get("picture_share", 0.0))
-    f["whole_balance"] = min(share, 1.0 - share)
-    parts = analysis.caption_parts
-    text = caption if caption is not None else " ".join([parts.shared, *parts.parts.values()])
-    for k, v in caption_scores(text).items():
-        f[f"caption_{k}"] = v / CAPTION_WEIGHT
-    f["caption_words_log"] = math.log1p(len(text.split()))
-    letters = len(parts.letters)
-    f["caption_letters_log"] = math.log1p(letters)
-    f["caption_letters_match_panels"] = float(n > 0 and letters == n)
-    return np.array([f[k] for k in FEATURE_NAMES], np.float64)
 
 
 def _margin(scores: Mapping[str, float]) -> float:
