@@ -11,7 +11,7 @@ import pytest
 from _fpdf_paper import column, paper, vector_plot
 
 from wsikit.evidence import read_pdf_figures
-from wsikit.evidence._pdf_layout import _letter, _outside_bmp
+from wsikit.evidence._pdf_layout import plain_letter, text_page_letter
 
 fpdf = pytest.importorskip("fpdf")
 
@@ -19,12 +19,12 @@ MATH_FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuMathTeXGyre.ttf")
 
 
 def test_surrogate_halves_make_one_letter_and_a_lone_half_is_shown_lost() -> None:
-    assert _letter(0xD835, 0xDC5D) == "\ud835\udc5d"
-    assert _outside_bmp(_letter(0xD835, 0xDC5D)) == "p"  # MATHEMATICAL ITALIC SMALL P
-    assert _outside_bmp(_letter(0xD835, 0xDF07)) == "μ"  # MATHEMATICAL ITALIC SMALL MU
-    assert _letter(0xD835, 0x41) == "\ufffd"
-    assert _letter(0xDC5D, 0) == "\ufffd"
-    assert _outside_bmp("\U0001F600") == "\U0001F600"  # not a letter style: kept as it is
+    assert text_page_letter(0xD835, 0xDC5D) == "\ud835\udc5d"
+    assert plain_letter(text_page_letter(0xD835, 0xDC5D)) == "p"  # MATHEMATICAL ITALIC SMALL P
+    assert plain_letter(text_page_letter(0xD835, 0xDF07)) == "μ"  # MATHEMATICAL ITALIC SMALL MU
+    assert text_page_letter(0xD835, 0x41) == "\ufffd"
+    assert text_page_letter(0xDC5D, 0) == "\ufffd"
+    assert plain_letter("\U0001F600") == "\U0001F600"  # not a letter style: kept as it is
 
 
 @pytest.mark.skipif(not MATH_FONT.exists(), reason="needs the DejaVu Math TeX Gyre font")

@@ -221,7 +221,7 @@ def _page_chars(tp, n: int) -> list[int]:
     return [raw.FPDFText_GetUnicode(tp, i) if c == 0xFFFE else c for i, c in enumerate(codes)]
 
 
-def _letter(code: int, following: int) -> str:
+def text_page_letter(code: int, following: int) -> str:
     """The character of PDFium's ``code``: ``""`` for none; a high surrogate and the low one
     ``following`` it as a two-unit string (some fonts' ToUnicode maps give a letter outside the
     BMP, e.g. U+1D45D MATHEMATICAL ITALIC SMALL P, as two text-page characters); a lone
@@ -236,12 +236,12 @@ def _letter(code: int, following: int) -> str:
     return chr(code)
 
 
-def _outside_bmp(pair: str) -> str:
+def plain_letter(pair: str) -> str:
     """The letter of a surrogate ``pair`` (or of one letter outside the BMP); a mathematical
     alphanumeric letter (italic p, bold mu) becomes its plain letter (``p``, ``μ``), as a
     reader and a text search see it.
 
-    >>> _outside_bmp("\\ud835\\udc5d"), _outside_bmp("\\ud835\\udf07")
+    >>> plain_letter("\\ud835\\udc5d"), plain_letter("\\ud835\\udf07")
     ('p', 'μ')
     """
     ch = pair.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
@@ -267,12 +267,12 @@ def _printed_letters(tp, objects: dict[int, TextObject], page_box: Box | None, t
         if pair_low:  # the second half of a surrogate pair, read with the first
             pair_low = False
             continue
-        ch = _letter(code, codes[i + 1] if i + 1 < n else 0)
+        ch = text_page_letter(code, codes[i + 1] if i + 1 < n else 0)
         if len(ch) == 2:  # a high and a low surrogate: one letter outside the BMP
             pair_low = True
-            ch = _outside_bmp(ch)
+            ch = plain_letter(ch)
         elif ch and ord(ch) > 0xFFFF:
-            ch = _outside_bmp(ch)
+            ch = plain_letter(ch)
         if ch == "\r" or ch == "\n":
             yield "\n", 0.0, 0.0, 0.0, 0.0, i, None
             continue
