@@ -464,3 +464,34 @@ def test_blot_strips_beside_charts_make_a_figure_mixed_however_small():
     icon = _scored("photograph", 0.6, photograph=0.7, chart=0.2)
     got = figure_kind_of_panels([*charts, icon], whole=whole, areas=[1.0] * 9 + [0.6])
     assert got.kind == "chart", got.reason
+
+
+def _dotted_grid_plot(*, text_rows: bool = False) -> np.ndarray:
+    """A line plot whose value grid is drawn in dots 9 px apart and whose y axis is only
+    numbers (no axis line, no ticks): a curve with error bars crossing the grid, a solid x
+    axis. With ``text_rows``, the dotted lines are lines of text instead (thick blobs)."""
+    img = np.full((320, 470, 3), 255, np.uint8)
+    rows = range(10, 230, 33)
+    for y in rows:
+        if text_rows:
+            for x in range(52, 440, 9):
+                img[y - 4:y + 4, x:x + 6] = 40  # letters 8 px tall, 3 px apart
+        else:
+            img[y:y + 2, 52:462:9] = 90
+            img[y:y + 2, 53:462:9] = 140
+    img[235:237, 52:466] = 0  # the x axis
+    xs = np.arange(52, 462)
+    ys = (200 - 120 * np.sqrt((xs - 52) / 410)).astype(int)
+    for x, y in zip(xs, ys, strict=True):
+        img[y - 1:y + 1, x] = 0
+        if x % 37 == 0:
+            img[y - 10:y + 10, x] = 0  # an error bar
+    return img
+
+
+def test_a_dotted_value_grid_makes_a_chart_and_rows_of_text_do_not() -> None:
+    plot = classify_figure_kind(_dotted_grid_plot())
+    assert plot.kind == "chart", plot.reason
+    assert plot.features["grids"] >= 1
+    text = classify_figure_kind(_dotted_grid_plot(text_rows=True))
+    assert text.features["grids"] == 0, text.reason

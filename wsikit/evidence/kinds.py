@@ -670,6 +670,45 @@ def _gridlines(runs: np.ndarray) -> int:
     return found
 
 
+def _grids(mask: np.ndarray, W: int, H: int) -> int:
+    """Families of grid lines (:func:`_gridlines`) among the horizontal and vertical lines of
+    ``mask`` that span a plot: a quarter of the image at least (the leaves of a tree cut at
+    the panel edge end together too, but short)."""
+    return (_gridlines(_runs(mask, max(24, round(0.25 * W))))
+            + _gridlines(_runs(mask.T, max(24, round(0.25 * H)))))
+
+
+def _dotted_grids(mask: np.ndarray, W: int, H: int, *, gap: int = 10, clear: int = 3) -> int:
+    """Families of grid lines drawn in dots or dashes: ink on one row (or column) at most
+    ``gap`` px apart is joined into a run (:func:`_runs` reads such a line as short pieces),
+    and a run counts when most of it is thin (nothing ``clear`` px above and below: a data
+    line crossing it spoils a few pixels, a line of text, thick, all of it).
+
+    >>> m = np.zeros((120, 200), bool); m[10:110:20, 20:180:8] = True  # 5 dotted lines
+    >>> _dotted_grids(m, 200, 120), _grids(m, 200, 120)
+    (1, 0)
+    """
+    found = 0
+    for m, length in ((mask, W), (mask.T, H)):
+        closed = _fill_row_gaps(m, gap)
+        thin = closed.copy()
+        thin[clear:] &= ~closed[:-clear]
+        thin[:-clear] &= ~closed[clear:]
+        runs = _runs(closed, max(24, round(0.25 * length)))
+        keep = [thin[r, a:b].mean() >= 0.7 for r, a, b in runs]
+        found += _gridlines(runs[np.array(keep, bool)]) if len(runs) else 0
+    return found
+
+
+def _fill_row_gaps(mask: np.ndarray, gap: int) -> np.ndarray:
+    """``mask`` with every gap of at most ``gap`` px between two True pixels of a row set."""
+    idx = np.arange(mask.shape[1])
+    prev = np.maximum.accumulate(np.where(mask, idx, -10 * gap - 10), axis=1)
+    nxt = np.minimum.accumulate(np.where(mask, idx, mask.shape[1] + 10 * gap + 10)[:, ::-1],
+                                axis=1)[:, ::-1]
+    return mask | (nxt - prev <= gap + 1)
+
+
 def _axis_corners(ink: np.ndarray, hruns: np.ndarray, vruns: np.ndarray) -> tuple[int, int]:
     """Data axes: a long vertical line whose lower end meets the left end of a long
     horizontal line (an L, the corner of a plot), both thin lines with unfilled space inside
@@ -775,8 +814,7 @@ def _graphic_structure(image: np.ndarray, picture: np.ndarray) -> dict[str, floa
             "corners": float(corners), "open_corners": float(open_corners),
             # grid lines span a plot: a quarter of the image at least (the leaves of a tree
             # cut at the panel edge end together too, but short)
-            "grids": float(_gridlines(_runs(faint, max(24, round(0.25 * W))))
-                           + _gridlines(_runs(faint.T, max(24, round(0.25 * H))))),
+            "grids": float(_grids(faint, W, H) or _dotted_grids(faint, W, H)),
             "boxes": float(_text_boxes(ink, rgb, _runs(ink, max(12, round(0.06 * W))))),
             "ink": float(ink.mean()), "aligned": _aligned_edges(rgb)}
 
