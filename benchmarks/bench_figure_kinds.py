@@ -14,7 +14,8 @@ the figure). Scored:
   ``held-out-3`` (32 more PDFs labelled blind to the rule; measured once, then tuned on) and
   ``held-out-4`` (15 more PDFs labelled blind to the rule after that; tuned on since
   wt/kindsml, wt/panels6) and ``held-out-5`` (20 more PDFs labelled blind to the rule after
-  that; measured blind on 9f11b2b, 77.3 %, then tuned on since wt/dots); a confusion table
+  that; measured blind on 9f11b2b, 77.3 %, then tuned on since wt/dots) and ``held-out-6``
+  (20 more PDFs labelled blind to the rule after that, never tuned on); a confusion table
   (rows: truth); ``--before`` puts an earlier run's scores beside these;
 * **micrograph nodes**: a figure "is matched by default" when it, or one of its panels, gets
   kind ``micrograph``; precision and recall of that against the hand label ``has_micrograph``
@@ -75,8 +76,9 @@ SETS: tuple[tuple[str, frozenset[str]], ...] = (
     ("held-out-3 (tuned on since wt/kinds5, wt/panels5)", frozenset({"held-out-3"})),
     ("held-out-4 (tuned on since wt/kindsml, wt/panels6)", frozenset({"held-out-4"})),
     ("held-out-5 (measured blind once; tuned on since wt/dots)", frozenset({"held-out-5"})),
+    ("held-out-6 (blind)", frozenset({"held-out-6"})),
     ("all", frozenset({"dev", "held-out-1", "held-out-2", "held-out-3", "held-out-4",
-                       "held-out-5"})),
+                       "held-out-5", "held-out-6"})),
 )
 
 
