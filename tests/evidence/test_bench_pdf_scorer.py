@@ -185,6 +185,7 @@ def test_labels_match_on_kind_and_number(bench) -> None:
     key = bench.label_key
     assert key("FIG. 1") == key("Figure 1") == ("figure", "1")
     assert key("Figure S1") == key("Supplementary Figure 1") == ("figure", "S1")
+    assert key("Figure-1") == key("Figure 1") and key("Supplemental Figure-1") == key("Fig. S1")
     assert key("Extended Data Fig. 1") != key("Fig. 1")
     assert key("Figure 2B") == ("figure", "2") and key("Table 2") == ("table", "2")
     assert key("Results") is None
@@ -338,3 +339,17 @@ def test_exponents_after_an_en_dash_are_no_line_numbers(bench) -> None:
     leaked = f"{CAPTION} The tumours 4 were graded by two pathologists blind 5 to the outcome, " \
              "and the grades were compared 6 with the molecular subtype."
     assert bench.unreadable(leaked) == ["line numbers"]
+
+
+def test_a_flaw_the_page_itself_prints_is_not_held_against_the_caption(bench) -> None:
+    """"urs- 12-en" printed on one line: the caption is read as the page shows it."""
+    printed = "Fig 2. Ursolic acid (3β-hydroxy-urs- 12-en-28-oic acid)."
+    node = bench.Node(3, tuple(BOX), printed, "Fig 2")
+    page = truth(caption_start=printed, caption_end=printed)
+    assert bench.score_pdf(page, [node])["headline"] == 1
+    other = bench.Node(3, tuple(BOX), "Fig 2. Ursolic acid (3β-hydr- oxy-urs-12-en-28-oic "
+                       "acid).", "Fig 2")
+    assert bench.score_pdf(page | {"figures": [page["figures"][0] | {
+        "caption_start": "Fig 2. Ursolic acid (3β-hydroxy-urs-12-en-28-oic acid).",
+        "caption_end": "Fig 2. Ursolic acid (3β-hydroxy-urs-12-en-28-oic acid)."}]},
+        [other])["headline"] == 0

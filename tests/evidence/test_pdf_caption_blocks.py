@@ -140,7 +140,7 @@ def test_body_text_right_under_a_caption_is_not_caption(tmp_path: Path):
 def test_legend_running_over_the_page_end(tmp_path: Path):
     """A figure and its legend at the foot of a page, the legend's sentence going on at the
     top of the next page (then the body text); a figure DOI printed after a caption is
-    dropped."""
+    dropped. The page's last line is full, as where a page break cuts a paragraph."""
     pdf, page = paper(logo=False, stamp=False)
     page()
     column(pdf, 20, 15, 170, BODY * 3)
@@ -149,7 +149,9 @@ def test_legend_running_over_the_page_end(tmp_path: Path):
     pdf.set_xy(20, 252)
     pdf.multi_cell(170, 3.6, "Figure 1. SYNTHETIC response of generated cells to a stimulus "
                              "given at time zero; each curve is one cell and the dashed line "
-                             "marks the time at which the stimulus")
+                             "marks the time at which the stimulus given to the generated cells "
+                             "in the dish of the experiment with a small and a large dose of the "
+                             "drug")
     page()
     pdf.set_font("Helvetica", "", 8)
     pdf.set_xy(20, 15)
@@ -159,8 +161,7 @@ def test_legend_running_over_the_page_end(tmp_path: Path):
     pdf.output(str(path))
     _, figs = read_pdf_figures(path)
     assert [(f.figure_label, f.page) for f in figs] == [("Figure 1", 1)]
-    assert figs[0].caption.endswith("marks the time at which the stimulus was switched off "
-                                    "again.")
+    assert figs[0].caption.endswith("a large dose of the drug was switched off again.")
 
 
 def test_legend_marked_as_going_on_under_a_figure_continued_heading(tmp_path: Path):

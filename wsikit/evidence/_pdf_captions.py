@@ -47,7 +47,9 @@ __all__: list[str] = []
 CAPTION_RE = re.compile(
     r"^\s*(?P<label>(?P<kind>(?:Supplementary|Supplemental|Extended\s+Data)\s+"
     r"(?:Figure|Fig\.?)|Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)"
-    r"\s*(?P<num>S?\d+(?:\.\d+)?|[IVX]{1,6}\b)(?P<panel>(?<=\d)[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)"
+    # "Figure 1", "Figure1", and "Figure-1" as some journals print it
+    r"(?:\s*|\s*-\s*(?=S?\d))"
+    r"(?P<num>S?\d+(?:\.\d+)?|[IVX]{1,6}\b)(?P<panel>(?<=\d)[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)"
     r"(?![\d])"
     r"(?P<sep>\s*[.:|—–-])?")
 
@@ -62,10 +64,14 @@ PLACEHOLDER_RE = re.compile(
 
 _SENTENCE_END = re.compile(r"[.!?:]['’\"”)\]]*\s*$")
 
+#: How a DOI is printed: "doi:", "DOI ", "doi: https://doi.org/" or the resolver address alone.
+_DOI_PREFIX = (r"(?:(?:doi|DOI)\s*:?\s*(?:https?://(?:dx\.)?doi\.org/)?"
+               r"|https?://(?:dx\.)?doi\.org/)")
+
 #: The figure's own DOI printed after its caption ("… at 420 nm. doi:10.1371/journal.pone.
-#: 0049149.g001"): an identifier of the figure, not words of its caption.
-_FIGURE_DOI = re.compile(r"(?<=[.!?)\]])\s*(?:doi|DOI)\s*:?\s*(?:https?://(?:dx\.)?doi\.org/)?"
-                         r"10\.\d{4,9}/\S+\s*$")
+#: 0049149.g001", "… of OLE-NLC. https://doi.org/10.1371/journal.pone.0193451.g003"): an
+#: identifier of the figure, not words of its caption.
+_FIGURE_DOI = re.compile(r"(?<=[.!?)\]])\s*" + _DOI_PREFIX + r"10\.\d{4,9}/\S+\s*$")
 
 #: A production note closing a caption, in brackets, about where the figure is seen in colour
 #: ("(A color version of this figure is available in the online journal.)", "(For
@@ -86,7 +92,7 @@ _MARKER_LINE = re.compile(r"^\W*(?:fig(?:ure)?s?\.?|legend)\s*S?\d*[A-Za-z]?\s+c
 
 #: A line that is only the figure's DOI ("DOI: 10.7554/eLife.15600.008"), whatever ends the
 #: legend above it.
-_DOI_LINE = re.compile(r"^\s*(?:doi|DOI)\s*:?\s*(?:https?://(?:dx\.)?doi\.org/)?10\.\d{4,9}/\S+\s*$")
+_DOI_LINE = re.compile(r"^\s*" + _DOI_PREFIX + r"10\.\d{4,9}/\S+\s*$")
 
 
 def _caption_text(lines: list[Line]) -> str:
@@ -511,7 +517,10 @@ def caption_continuation(cap: Caption, text: PageText, next_text: PageText,
     font = last.font
     hyphen = last.text.endswith("-")
     mid_sentence = hyphen or not _SENTENCE_END.search(last.text)
-    if not mid_sentence:
+    # a last line ending short of the block's middle was not wrapped (the next word would
+    # have fit): the legend ends there, with or without a full stop ("… shrinkage (case 9)")
+    short = len(cap.lines) > 1 and last.right - last.left < 0.6 * (right - left)
+    if not mid_sentence or (short and not hyphen):
         return []
     start = [ln for ln in next_text.lines if id(ln) not in skip and ln.size >= 0.6 * size
              and not ln.text.replace(" ", "").isdigit()]  # line and page numbers

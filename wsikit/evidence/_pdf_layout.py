@@ -55,12 +55,15 @@ def gap_between(a: Box, b: Box) -> float:
 @dataclass
 class TextObject:
     """What the page's text layer cannot say about a text object: whether it is drawn
-    (``hidden``: render mode 3 or 7, or a fill alpha of 0), the box its clip path leaves visible
-    (page space; ``None`` when unclipped) and its font (base name, subset prefix dropped)."""
+    (``hidden``: render mode 3 or 7, a fill alpha of 0, or white on the white page), the box
+    its clip path leaves visible (page space; ``None`` when unclipped), its font (base name,
+    subset prefix dropped) and, for text filled in opaque white, its box (``white``: it is
+    seen only over a picture or a coloured fill)."""
 
     hidden: bool
     clip: Box | None
     font: str
+    white: Box | None = None
 
 
 @dataclass
@@ -492,7 +495,57 @@ def build_lines(words: list[tuple[Word, bool]]) -> tuple[list[Line], list[Word]]
         else:
             lines.append(frag)
     lines.sort(key=lambda ln: (-ln.top, ln.left))
-    return lines, rotated
+    return join_justified(lines), rotated
+
+
+def _flush_with(line: Line, other: Line) -> bool:
+    """Whether ``other`` is a line of the same column as ``line`` would be once its row is
+    joined: both edges within a point, one to three line heights above or below."""
+    size = max(line.size, 1.0)
+    return (abs(other.left - line.left) < 1.0 and abs(other.right - line.right) < 1.0
+            and 0.5 * size < abs(other.core[0] - line.core[0]) < 3.0 * size)
+
+
+def _even_spaces(line: Line) -> bool:
+    """Whether all word spaces of ``line`` are about equal, as justification stretches them
+    (side-by-side columns have small spaces in each and one wide gutter between)."""
+    words = sorted(line.words, key=lambda w: w.left)
+    gaps = [b.left - a.right for a, b in zip(words, words[1:], strict=False)]
+    return bool(gaps) and min(gaps) > 0 and max(gaps) < 1.6 * min(gaps)
+
+
+def join_justified(lines: list[Line]) -> list[Line]:
+    """Join the pieces of a justified line whose word spaces were stretched past a letter
+    height ("Supplemental   Figure-1:   Choline   acetyltransferase", set flush to both edges
+    of its column): pieces of one row and one size, each gap under 2.5 letter heights and
+    all word spaces about equal, that together reach from the left edge to the right edge of
+    a line just above or below. ``lines`` are sorted top to bottom, then left to right; so
+    is the result."""
+    out: list[Line] = []
+    i = 0
+    while i < len(lines):
+        row = [lines[i]]
+        while i + len(row) < len(lines):
+            nxt, last = lines[i + len(row)], row[-1]
+            size = max(last.size, nxt.size, 1.0)
+            if not (abs(nxt.size - last.size) < 0.15 * size and nxt.left > last.right
+                    and nxt.left - last.right < 2.5 * size
+                    and abs(nxt.core[0] - last.core[0]) < 0.2 * size):
+                break
+            row.append(nxt)
+        if len(row) > 1:
+            joined = Line()
+            for piece in row:
+                for word in piece.words:
+                    joined.add(word)
+            near = lines[max(0, i - 6):i] + lines[i + len(row):i + len(row) + 6]
+            if _even_spaces(joined) and any(_flush_with(joined, other) for other in near):
+                out.append(joined)
+                i += len(row)
+                continue
+        out.append(lines[i])
+        i += 1
+    return out
 
 
 def mark_prose(lines: list[Line]) -> None:

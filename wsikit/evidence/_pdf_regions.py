@@ -159,18 +159,39 @@ def _text_object(obj, clip: Box | None, m: tuple[float, ...], depth: int, bounds
     from pypdfium2 import raw
 
     mode = raw.FPDFTextObj_GetTextRenderMode(obj)
-    hidden = mode in (3, 7)
-    if not hidden and mode in (0, 4) and raw.FPDFPageObj_GetFillColor(obj, *rgba):
+    hidden = white = False
+    if mode in (3, 7):
+        hidden = True
+    elif mode in (0, 4) and raw.FPDFPageObj_GetFillColor(obj, *rgba):
         hidden = rgba[3].value == 0
+        white = rgba[3].value == 255 and min(v.value for v in rgba[:3]) >= 250
     left, bottom, right, top = bounds
-    if clip is not None and raw.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
-        tb: Box = (left.value, bottom.value, right.value, top.value)
+    tb: Box | None = None
+    if (clip is not None or white) and raw.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
+        tb = (left.value, bottom.value, right.value, top.value)
         if depth:
             tb = transform_box(m, tb)
-        if tb[0] >= clip[0] - 1 and tb[1] >= clip[1] - 1 and \
+        if clip is not None and tb[0] >= clip[0] - 1 and tb[1] >= clip[1] - 1 and \
                 tb[2] <= clip[2] + 1 and tb[3] <= clip[3] + 1:
             clip = None  # the clip leaves all of it visible
-    return TextObject(hidden, clip, _font_name(obj, fonts, name_buf))
+    return TextObject(hidden, clip, _font_name(obj, fonts, name_buf), tb if white else None)
+
+
+def _hide_white_text(texts: dict[int, TextObject], elements: list[Element]) -> None:
+    """Mark text filled in white as hidden where no picture or coloured fill lies under it:
+    white on the white page is a copy nobody sees (a caption's words repeated, jumbled, in
+    white over its first line), while white labels over a micrograph are seen."""
+    if not any(t.white is not None for t in texts.values()):
+        return
+    under = np.array([e.box for e in elements if not e.white], dtype=float).reshape(-1, 4)
+    for key, t in list(texts.items()):
+        box = t.white
+        if box is None or t.hidden:
+            continue
+        seen = ((under[:, 0] < box[2]) & (under[:, 2] > box[0]) &
+                (under[:, 1] < box[3]) & (under[:, 3] > box[1])).any()
+        if not seen:
+            texts[key] = TextObject(True, t.clip, t.font, t.white)
 
 
 def _white_fill(obj) -> bool:
@@ -270,6 +291,7 @@ def page_graphics(page, page_box: Box) -> tuple[list[Element], dict[int, TextObj
                 out.append(element)
 
     walk(raw.FPDFPage_CountObjects, raw.FPDFPage_GetObject, page, identity, 0, None)
+    _hide_white_text(texts, out)
     return out, texts
 
 
