@@ -45,3 +45,44 @@ def test_caption_lines_join_across_each_kind_of_hyphen(hyphen_pdf: Path) -> None
         "Figure 1. SYNTHETIC nuclei stained with 4',6-diamidino-2-phenylindole (DAPI) and by "
         "immunohistochemistry for a marker before pre- and post-treatment; lysates analysed by "
         "SDS-PAGE after treatment with 4-nitroquinoline oxide.")
+
+
+SIDE = [[("Figure 1. SYNTHETIC spectra", "")], [("with the fit and the", "")],
+        [("residual under each;", "")], [("tCR", "I"), ("total creatine,", ""), ("Ins", "I"),
+                                        ("myo-", "")],
+        [("Inositol,", ""), ("Cho", "I"), ("choline,", ""), ("Glu", "I")],
+        [("glutamate.", "")]]
+
+
+@pytest.fixture(scope="module")
+def side_pdf(tmp_path_factory) -> Path:
+    """A side caption in a narrow column left of a bitmap, one of its lines ending in a
+    hyphen before a line whose abbreviations are set in a smaller italic (half its words),
+    body text under both."""
+    import numpy as np
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 20, 170)
+    rng = np.random.default_rng(5)
+    pdf.image(Image.fromarray(rng.integers(0, 255, (300, 400, 3), dtype=np.uint8)),
+              x=70, y=60, w=120, h=90)
+    for i, words in enumerate(SIDE):
+        x = 20.0
+        for word, style in words:
+            pdf.set_font("Helvetica" if style else "Times", style, 6.5 if style else 9)
+            pdf.text(x, 63 + 4.2 * i, word)
+            x += pdf.get_string_width(word) + 1.2
+    column(pdf, 20, 165, 170)
+    path = tmp_path_factory.mktemp("side") / "side.pdf"
+    pdf.output(str(path))
+    return path
+
+
+def test_side_caption_goes_on_over_a_line_of_smaller_italic_words(side_pdf: Path) -> None:
+    _, figs = read_pdf_figures(side_pdf)
+    (fig,) = figs
+    assert fig.caption == (
+        "Figure 1. SYNTHETIC spectra with the fit and the residual under each; tCR total "
+        "creatine, Ins myo-Inositol, Cho choline, Glu glutamate.")

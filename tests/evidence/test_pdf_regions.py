@@ -223,3 +223,137 @@ def test_one_letter_axis_title_beyond_the_tick_labels_joins(tmp_path: Path):
     fig = _one_figure(pdf, tmp_path / "axis_title.pdf",
                       "Figure 1. SYNTHETIC optimal values of a generated coefficient.", 110)
     assert _covers(fig.bbox, 44.5, 60, 160, 99)
+
+
+def test_tree_with_its_names_at_the_branch_tips(tmp_path: Path):
+    """A tree drawn as lines, a name at each branch tip in a small sans font, left-aligned at
+    a regular pitch (so the names read as a paragraph): one figure, names to their ends."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    pdf.set_line_width(0.3)
+    tips = [60 + 3.6 * i for i in range(10)]
+    pdf.set_font("Helvetica", "", 7.5)
+    width = pdf.get_string_width("SYNTHETIC bacterium number 10 strain DSM 1009T (AB123409)")
+    for i, y in enumerate(tips):  # each leaf's branch runs from its pair's node to the tips
+        pdf.line(66, y, 90, y)
+        pdf.text(91, y + 0.9, f"SYNTHETIC bacterium number {i + 1} strain DSM {1000 + i}T "
+                              f"(AB{123400 + i})")
+    for i in range(0, 10, 2):  # pairs joined, pairs joined to the root
+        pdf.line(66, tips[i], 66, tips[i + 1])
+        pdf.line(45, tips[i] + 1.8, 66, tips[i] + 1.8)
+    pdf.line(45, tips[0] + 1.8, 45, tips[8] + 1.8)
+    pdf.line(35, 76, 45, 76)
+    fig = _one_figure(pdf, tmp_path / "tree.pdf",
+                      "Figure 1. SYNTHETIC tree of generated strains.", 106, 9)
+    assert _covers(fig.bbox, 35, 59, 91 + width, 93)
+
+
+def _flow_chart(pdf, x: float, y: float) -> None:
+    """A framed flow chart of boxed steps joined by arrows, in a small sans font; one box
+    holds a list of wide lines at a regular pitch, which reads as a paragraph."""
+    pdf.set_line_width(0.3)
+    pdf.rect(x, y, 95, 112)  # the frame round the chart
+    pdf.set_font("Helvetica", "", 7)
+    steps = [(y + 5, ["SYNTHETIC participants screened (n=4526)"]),
+             (y + 40, ["SYNTHETIC randomly allocated treatment (n=1499)"]),
+             (y + 92, ["SYNTHETIC treated and followed up (n=1472)"])]
+    for top, texts in steps:
+        pdf.rect(x + 5, top, 60, 12)
+        pdf.text(x + 7, top + 7, texts[0])
+    for top, bottom in ((y + 17, y + 40), (y + 52, y + 92)):
+        pdf.line(x + 20, top, x + 20, bottom)
+    pdf.rect(x + 26, y + 58, 67, 28)
+    for i, item in enumerate(["174 (10%) acute condition within seven days of treatment",
+                              "38 (2%) excluded on the judgment of the investigator",
+                              "19 (1%) treated with other drugs in the past months",
+                              "11 (1%) unwilling to take part in the follow up visits",
+                              "4 (1%) withdrew their consent to take part"]):
+        pdf.text(x + 28, y + 63 + 3.4 * i, item)
+    pdf.line(x + 20, y + 72, x + 26, y + 72)
+
+
+def test_framed_flow_chart_whose_box_holds_a_list(tmp_path: Path):
+    """A flow chart in a thin frame, one of its boxes holding a list of wide lines at a
+    regular pitch (taken for body text, it made the chart a frame round text, dropped): one
+    figure, the whole chart."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    _flow_chart(pdf, 20, 45)
+    fig = _one_figure(pdf, tmp_path / "flow.pdf", "Figure 1. SYNTHETIC trial profile.", 163, 9)
+    assert _covers(fig.bbox, 20, 45, 115, 157)
+    assert fig.bbox[1] > pt(0, 160)[1]  # not the caption
+
+
+def test_framed_figure_beside_a_heading_of_the_next_column(tmp_path: Path):
+    """A framed flow chart in the left column, the right column's bold heading level with
+    the chart's top 2.5 mm right of its frame, two fifths as wide as the column: the heading
+    stays out and the caption under the frame takes the chart."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    _flow_chart(pdf, 20, 45)
+    pdf.set_font("Helvetica", "B", 9)
+    pdf.text(117.5, 52, "Statistical analysis")
+    column(pdf, 117.5, 56, 72, BODY * 3)  # (on past the chart: no short line beside it)
+    pdf.set_font("Times", "", 9)
+    pdf.text(20, 163, "Figure 1. SYNTHETIC trial profile.")
+    column(pdf, 20, 171, 90)
+    figs = _read(pdf, tmp_path / "heading.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    assert _covers(figs[0].bbox, 20, 45, 115, 157)
+    assert figs[0].bbox[2] < pt(117, 0)[0]  # not the heading
+
+
+def test_figure_under_a_ruled_table_is_not_the_tables(tmp_path: Path):
+    """A ruled table under its caption, then, 8 mm under the table's last rule, a figure of
+    two bitmaps over its caption: the table caption takes no graphic past its table's last
+    rule, and the figure is both bitmaps (its upper panel was the table's)."""
+    import numpy as np
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    pdf.set_font("Times", "", 9)
+    pdf.text(20, 20, "Table 1. SYNTHETIC survival of generated cells at each dose.")
+    pdf.set_line_width(0.3)
+    for i in range(5):
+        pdf.line(20, 23 + 6 * i, 190, 23 + 6 * i)
+        if i < 4:
+            for j, cell in enumerate(["SYNTHETIC cells", f"{100 - 9 * i}", f"{90 - 7 * i}"]):
+                pdf.text(22 + 60 * j, 27.5 + 6 * i, cell)
+    rng = np.random.default_rng(6)
+    for top in (55, 100):
+        pdf.image(Image.fromarray(rng.integers(0, 255, (120, 300, 3), dtype=np.uint8)),
+                  x=50, y=top, w=110, h=40)
+    fig = _one_figure(pdf, tmp_path / "table.pdf",
+                      "Figure 1. SYNTHETIC two panels under a table.", 150, 9)
+    assert _covers(fig.bbox, 50, 55, 160, 140)
+
+
+def test_bitmap_in_a_ruled_tables_cell_stays_the_tables(tmp_path: Path):
+    """A bitmap in a cell of a ruled table, the table's foot rule 2 mm under it, a figure
+    under the table: the table's caption takes the cell's bitmap, the figure is its own."""
+    import numpy as np
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    pdf.set_font("Times", "", 9)
+    pdf.text(20, 20, "Table 1. SYNTHETIC generated lesions with a picture of each.")
+    pdf.set_line_width(0.3)
+    pdf.line(20, 23, 190, 23)
+    pdf.line(20, 30, 190, 30)
+    pdf.text(110, 27.5, "Lesion")
+    pdf.text(40, 27.5, "Picture")
+    pdf.text(110, 50, "SYNTHETIC lesion one")
+    rng = np.random.default_rng(7)
+    pdf.image(Image.fromarray(rng.integers(0, 255, (100, 200, 3), dtype=np.uint8)),
+              x=40, y=33, w=60, h=30)
+    pdf.line(20, 65, 190, 65)
+    pdf.image(Image.fromarray(rng.integers(0, 255, (100, 200, 3), dtype=np.uint8)),
+              x=40, y=70, w=60, h=30)
+    fig = _one_figure(pdf, tmp_path / "cell.pdf", "Figure 1. SYNTHETIC a figure.", 106, 9)
+    assert _covers(fig.bbox, 40, 70, 100, 100)
+    assert fig.bbox[3] < pt(0, 65)[1]  # not the table's bitmap

@@ -48,6 +48,7 @@ from ._pdf_regions import (
     Element,
     assign_regions,
     cluster_graphics,
+    figure_labels,
     page_graphics,
     paragraph_lines,
     transform_box,
@@ -357,6 +358,9 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     # a paragraph's last lines in the body's look never join a graphic as its labels
     skip |= paragraph_lines(pg.text, skip, (style.size, style.font),
                             [el.box for el in elements])
+    # lines that a figure's paths run into (a tree's taxa) or box in (a flow chart's steps)
+    # are its labels
+    figure_labels(pg.text, elements, (style.size, style.font))
     clusters = cluster_graphics(elements, pg.text, skip_lines=skip, skip_words=turned,
                                 keep_out=tuple(cap_boxes))
     prose = [ln.box for ln in pg.text.lines if ln.prose]
