@@ -357,3 +357,45 @@ def test_bitmap_in_a_ruled_tables_cell_stays_the_tables(tmp_path: Path):
     fig = _one_figure(pdf, tmp_path / "cell.pdf", "Figure 1. SYNTHETIC a figure.", 106, 9)
     assert _covers(fig.bbox, 40, 70, 100, 100)
     assert fig.bbox[3] < pt(0, 65)[1]  # not the table's bitmap
+
+
+def test_l_shaped_figure_round_its_side_caption(tmp_path: Path):
+    """A tall bitmap right of a side caption and, over the caption, a panel of sequence lines
+    in small type with its letter: one figure of both parts (its picture shows the panel,
+    not only the bitmap), the caption's lines left white in its picture."""
+    import numpy as np
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    rng = np.random.default_rng(8)
+    pdf.image(Image.fromarray(rng.integers(0, 255, (390, 270, 3), dtype=np.uint8)),
+              x=100, y=40, w=90, h=130)
+    pdf.set_font("Courier", "", 7)
+    for i in range(8):
+        pdf.text(55, 45 + 5 * i, f"{20 * i + 1} RQKHGVPPLKLCKNLNREAQ {20 * i + 20}")
+    pdf.set_font("Helvetica", "B", 10)
+    pdf.text(48, 45, "A")
+    pdf.set_font("Times", "", 9)
+    pdf.set_xy(20, 100)
+    pdf.multi_cell(75, 4, "Figure 1. SYNTHETIC sequences of a generated protein (A) and a "
+                          "field of generated noise beside this caption (B), which reaches "
+                          "down to the foot of the caption, where the body text starts again "
+                          "under both parts of the figure.")
+    column(pdf, 20, 175, 170)
+    figs = _read(pdf, tmp_path / "ell.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    fig = figs[0]
+    assert _covers(fig.bbox, 48, 40, 190, 170)
+    h, w = fig.image.shape[:2]
+    left, bottom, right, top = fig.bbox
+
+    def window(x0_mm: float, y0_mm: float, x1_mm: float, y1_mm: float) -> np.ndarray:
+        (x0, y0), (x1, y1) = pt(x0_mm, y0_mm), pt(x1_mm, y1_mm)
+        cols = [int((x - left) / (right - left) * w) for x in (x0, x1)]
+        rows = [int((top - y) / (top - bottom) * h) for y in (y0, y1)]
+        return fig.image[rows[0]:rows[1], cols[0]:cols[1]]
+
+    assert window(58, 44, 90, 80).min() < 100  # the sequence panel is in the picture
+    assert window(60, 102, 95, 118).min() >= 250  # the caption's lines are not

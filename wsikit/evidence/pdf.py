@@ -46,6 +46,7 @@ from ._pdf_regions import (
     PATH,
     Cluster,
     Element,
+    _within,
     assign_regions,
     cluster_graphics,
     figure_labels,
@@ -675,6 +676,29 @@ def _trim_white(image: np.ndarray, box: Box, shown: Box) -> tuple[np.ndarray, Bo
     return np.ascontiguousarray(image[top:bottom, left:right]), trimmed
 
 
+def _blank(image: np.ndarray, shown: Box, boxes: list[Box]) -> np.ndarray:
+    """``image`` (showing ``shown``, page points) with the ``boxes`` painted white, one
+    point round each."""
+    out = image.copy()
+    h, w = out.shape[:2]
+    sx, sy = w / (shown[2] - shown[0]), h / (shown[3] - shown[1])
+    for b in boxes:
+        x0 = int(max(0.0, (b[0] - 1 - shown[0]) * sx))
+        x1 = int(min(w, (b[2] + 1 - shown[0]) * sx + 1))
+        y0 = int(max(0.0, (shown[3] - b[3] - 1) * sy))
+        y1 = int(min(h, (shown[3] - b[1] + 1) * sy + 1))
+        out[y0:y1, x0:x1] = 255
+    return out
+
+
+def _caption_inside(f: _Found) -> list[Box]:
+    """The lines of a figure's own caption inside its box (a side caption set in a notch of
+    an L-shaped figure): left out of its picture, which the caption's text goes with."""
+    if f.caption is None or f.caption_page != f.page:
+        return []
+    return [ln.box for ln in f.caption.lines if inter(ln.box, f.box) > 0.5 * area(ln.box)]
+
+
 def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
     figures: list[PdfFigure] = []
     for f in found:
@@ -685,7 +709,10 @@ def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
             texts = sum(cl.n_text for cl in f.clusters)
             image = None
             source, used_dpi = "rendered", dpi
-            if len(images) == 1 and paths == 0 and texts == 0:
+            # the bitmap's own pixels when the figure is that bitmap alone (no labels or
+            # panels joined round it)
+            if len(images) == 1 and paths == 0 and texts == 0 and \
+                    _within(f.box, images[0].box, 3.0):
                 image = _embedded(page, images[0])
                 el = images[0]
                 if image is not None:
@@ -705,6 +732,8 @@ def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
                     # a landscape figure printed sideways: upright, as its caption reads
                     image = np.ascontiguousarray(np.rot90(image, k=-1 if turn == 3 else 1))
             if not turned and page.get_rotation() == 0:
+                if source == "rendered" and _caption_inside(f):
+                    image = _blank(image, shown, _caption_inside(f))
                 image, box = _trim_white(image, box, shown)
         finally:
             page.close()
