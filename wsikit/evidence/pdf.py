@@ -46,7 +46,6 @@ from ._pdf_regions import (
     PATH,
     Cluster,
     Element,
-    _within,
     assign_regions,
     cluster_graphics,
     figure_labels,
@@ -164,6 +163,7 @@ class _Found:
     clusters: list[Cluster]
     caption: Caption | None
     caption_page: int
+    text_beside: bool = False  # lines of text (not its caption's) in its box, off its graphics
 
 
 # ---------------------------------------------------------------------- opening
@@ -479,7 +479,8 @@ def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
                 continue
             if k in pg.regions:
                 clusters = [cl for cl in pg.clusters if cl.owner == k]
-                found.append(_Found(pg.index + 1, pg.regions[k], clusters, cap, pg.index + 1))
+                found.append(_Found(pg.index + 1, pg.regions[k], clusters, cap, pg.index + 1,
+                                    _text_beside(pg, pg.regions[k], clusters, cap)))
             elif cap.label_only:
                 labelled.append((pg, cap))
             else:
@@ -512,6 +513,15 @@ def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
     if remaining:
         _legends_apart(pages, remaining, found, free_big, take)
     return found
+
+
+def _text_beside(pg: _Page, box: Box, clusters: list[Cluster], cap: Caption) -> bool:
+    """Whether lines of text other than the caption's lie in ``box`` off the graphics of the
+    ``clusters`` (labels or a panel of text joined beside a bitmap)."""
+    own = {id(ln) for ln in cap.lines}
+    return any(id(ln) not in own and inter(ln.box, box) > 0.5 * area(ln.box) and
+               not any(inter(ln.box, cl.graphic or cl.box) > 0.5 * area(ln.box)
+                       for cl in clusters) for ln in pg.text.lines)
 
 
 def _legends_apart(pages: list[_Page], remaining: list[tuple[int, Caption]],
@@ -709,12 +719,11 @@ def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
             texts = sum(cl.n_text for cl in f.clusters)
             image = None
             source, used_dpi = "rendered", dpi
-            # the bitmap's own pixels when the figure is that bitmap alone (no labels or
-            # panels joined round it)
-            if len(images) == 1 and paths == 0 and texts == 0 and \
-                    _within(f.box, images[0].box, 3.0):
-                image = _embedded(page, images[0])
+            if len(images) == 1 and paths == 0 and texts == 0:
                 el = images[0]
+                # the bitmap's own pixels when the figure is that bitmap alone (no labels
+                # or panel of text joined beside it), else rendered at their resolution
+                image = None if f.text_beside else _embedded(page, el)
                 if image is not None:
                     source = "embedded"
                     used_dpi = 72.0 * el.px[0] / max(el.box[2] - el.box[0], 1e-6)
