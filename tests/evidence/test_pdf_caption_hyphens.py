@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _fpdf_paper import column, paper, vector_plot
+from _fpdf_paper import column, noise, paper, vector_plot
 
 from wsikit.evidence import read_pdf_figures
 
@@ -59,15 +59,10 @@ def side_pdf(tmp_path_factory) -> Path:
     """A side caption in a narrow column left of a bitmap, one of its lines ending in a
     hyphen before a line whose abbreviations are set in a smaller italic (half its words),
     body text under both."""
-    import numpy as np
-    from PIL import Image
-
     pdf, page = paper(logo=False, stamp=False)
     page()
     column(pdf, 20, 20, 170)
-    rng = np.random.default_rng(5)
-    pdf.image(Image.fromarray(rng.integers(0, 255, (300, 400, 3), dtype=np.uint8)),
-              x=70, y=60, w=120, h=90)
+    noise(pdf, 70, 60, 120, 90, seed=5, px=(300, 400))
     for i, words in enumerate(SIDE):
         x = 20.0
         for word, style in words:

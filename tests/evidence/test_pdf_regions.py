@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _fpdf_paper import BODY, column, paper, pt
+from _fpdf_paper import BODY, column, noise, paper, pt
 
 from wsikit.evidence import read_pdf_figures
 
@@ -310,9 +310,6 @@ def test_figure_under_a_ruled_table_is_not_the_tables(tmp_path: Path):
     """A ruled table under its caption, then, 8 mm under the table's last rule, a figure of
     two bitmaps over its caption: the table caption takes no graphic past its table's last
     rule, and the figure is both bitmaps (its upper panel was the table's)."""
-    import numpy as np
-    from PIL import Image
-
     pdf, page = paper(logo=False, stamp=False)
     page()
     pdf.set_font("Times", "", 9)
@@ -323,10 +320,8 @@ def test_figure_under_a_ruled_table_is_not_the_tables(tmp_path: Path):
         if i < 4:
             for j, cell in enumerate(["SYNTHETIC cells", f"{100 - 9 * i}", f"{90 - 7 * i}"]):
                 pdf.text(22 + 60 * j, 27.5 + 6 * i, cell)
-    rng = np.random.default_rng(6)
     for top in (55, 100):
-        pdf.image(Image.fromarray(rng.integers(0, 255, (120, 300, 3), dtype=np.uint8)),
-                  x=50, y=top, w=110, h=40)
+        noise(pdf, 50, top, 110, 40, seed=top, px=(120, 300))
     fig = _one_figure(pdf, tmp_path / "table.pdf",
                       "Figure 1. SYNTHETIC two panels under a table.", 150, 9)
     assert _covers(fig.bbox, 50, 55, 160, 140)
@@ -335,9 +330,6 @@ def test_figure_under_a_ruled_table_is_not_the_tables(tmp_path: Path):
 def test_bitmap_in_a_ruled_tables_cell_stays_the_tables(tmp_path: Path):
     """A bitmap in a cell of a ruled table, the table's foot rule 2 mm under it, a figure
     under the table: the table's caption takes the cell's bitmap, the figure is its own."""
-    import numpy as np
-    from PIL import Image
-
     pdf, page = paper(logo=False, stamp=False)
     page()
     pdf.set_font("Times", "", 9)
@@ -348,12 +340,9 @@ def test_bitmap_in_a_ruled_tables_cell_stays_the_tables(tmp_path: Path):
     pdf.text(110, 27.5, "Lesion")
     pdf.text(40, 27.5, "Picture")
     pdf.text(110, 50, "SYNTHETIC lesion one")
-    rng = np.random.default_rng(7)
-    pdf.image(Image.fromarray(rng.integers(0, 255, (100, 200, 3), dtype=np.uint8)),
-              x=40, y=33, w=60, h=30)
+    noise(pdf, 40, 33, 60, 30, seed=7)
     pdf.line(20, 65, 190, 65)
-    pdf.image(Image.fromarray(rng.integers(0, 255, (100, 200, 3), dtype=np.uint8)),
-              x=40, y=70, w=60, h=30)
+    noise(pdf, 40, 70, 60, 30, seed=8)
     fig = _one_figure(pdf, tmp_path / "cell.pdf", "Figure 1. SYNTHETIC a figure.", 106, 9)
     assert _covers(fig.bbox, 40, 70, 100, 100)
     assert fig.bbox[3] < pt(0, 65)[1]  # not the table's bitmap
@@ -364,14 +353,11 @@ def test_l_shaped_figure_round_its_side_caption(tmp_path: Path):
     in small type with its letter: one figure of both parts (its picture shows the panel,
     not only the bitmap), the caption's lines left white in its picture."""
     import numpy as np
-    from PIL import Image
 
     pdf, page = paper(logo=False, stamp=False)
     page()
     column(pdf, 20, 15, 170)
-    rng = np.random.default_rng(8)
-    pdf.image(Image.fromarray(rng.integers(0, 255, (390, 270, 3), dtype=np.uint8)),
-              x=100, y=40, w=90, h=130)
+    noise(pdf, 100, 40, 90, 130, seed=8, px=(390, 270))
     pdf.set_font("Courier", "", 7)
     for i in range(8):
         pdf.text(55, 45 + 5 * i, f"{20 * i + 1} RQKHGVPPLKLCKNLNREAQ {20 * i + 20}")
