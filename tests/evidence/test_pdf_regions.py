@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _fpdf_paper import BODY, column, noise, paper, pt
+from _fpdf_paper import BODY, column, noise, paper, pt, vector_plot
 
 from wsikit.evidence import read_pdf_figures
 
@@ -385,3 +385,29 @@ def test_l_shaped_figure_round_its_side_caption(tmp_path: Path):
 
     assert window(58, 44, 90, 80).min() < 100  # the sequence panel is in the picture
     assert window(60, 102, 95, 118).min() >= 250  # the caption's lines are not
+
+
+def test_paragraphs_last_words_beside_a_plot_stay_out(tmp_path: Path):
+    """A plot in the left column, 3.5 mm from the right column, where two short paragraphs
+    under a paragraph of even lines, one starting with a bold run-in heading, end in short
+    lines level with the plot: the short lines are the paragraphs', not the plot's labels
+    (the plot's region took "of interest." and stretched into the column)."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    vector_plot(pdf, 35, 85, 61, 50)
+    pdf.set_font("Times", "", 10)
+    for i in range(8):  # a paragraph of even lines, its foot level with the plot's top
+        pdf.text(100, 58 + 4.6 * i, "SYNTHETIC body text of a generated paper with no meaning")
+    pdf.text(100, 101, "Funding from the SYNTHETIC foundation for generated research and")
+    pdf.text(100, 105.6, "its innovation committee.")
+    pdf.set_font("Times", "B", 10)
+    pdf.text(100, 113, "Conflict of interest statement:")
+    heading = pdf.get_string_width("Conflict of interest statement: ")
+    pdf.set_font("Times", "", 10)
+    pdf.text(100 + heading, 113, "Authors state no conflict")
+    pdf.text(100, 117.6, "of interest.")
+    fig = _one_figure(pdf, tmp_path / "last.pdf",
+                      "Figure 1. SYNTHETIC survival of generated patients.", 153, 9)
+    assert _covers(fig.bbox, 35, 85, 96, 135)
+    assert fig.bbox[2] < pt(99.5, 0)[0]  # not the paragraph's last line

@@ -889,15 +889,24 @@ def paragraph_lines(text: PageText, skip: set[int], body: tuple[float, str],
     """Indices of lines of words in the body's size and font, outside every graphic, printed
     at the body's line pitch under or over another such line: a paragraph's or a reference's
     last (or first) lines, not prose when no run of three shows it (a reference list's hanging
-    indent), which never join a graphic as its labels (``skip``: lines left out, captions)."""
+    indent), which never join a graphic as its labels (``skip``: lines left out, captions);
+    and a short line in the body's look under a wide line of the body's size, at its left
+    edge and the body's pitch (a paragraph's last words, "of interest.", under a line that
+    starts with a bold run-in heading)."""
     lines = [(i, ln) for i, ln in enumerate(text.lines) if i not in skip and
              ln.font == body[1] and abs(ln.size - body[0]) <= 0.1 * body[0]]
     out = set()
     for i, ln in lines:
-        if ln.prose or not _wide(ln):
+        if ln.prose:
             continue
-        if not any(o is not ln and min(o.right, ln.right) - max(o.left, ln.left) > 0 and
-                   0.8 * ln.size <= abs(o.base - ln.base) <= 1.6 * ln.size for _, o in lines):
+        if _wide(ln):
+            if not any(o is not ln and min(o.right, ln.right) - max(o.left, ln.left) > 0 and
+                       0.8 * ln.size <= abs(o.base - ln.base) <= 1.6 * ln.size
+                       for _, o in lines):
+                continue
+        elif not any(_wide(o) and abs(o.left - ln.left) <= 2.0 and
+                     abs(o.size - ln.size) <= 0.1 * ln.size and
+                     0.8 * ln.size <= o.base - ln.base <= 1.6 * ln.size for o in text.lines):
             continue
         if not any(_within(ln.box, g) for g in graphics):
             out.add(i)
