@@ -436,6 +436,10 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
             continue
         if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
             continue
+        if any(abs(ln.size - size) <= 0.1 * size and ln is not cand and
+               min(ln.right, cand.right) - max(ln.left, cand.left) > 0 and
+               0.5 * size <= ln.base - cand.base <= 2.0 * size for ln in lines):
+            continue  # text of its own right above it (a reference list's next line)
         if best is None or cand.left < lines[best].left:
             best = j
     if best is None and not balanced and wide is None:
