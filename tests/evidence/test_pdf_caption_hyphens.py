@@ -21,6 +21,12 @@ LINES = ["Figure 1. SYNTHETIC nuclei stained with 4',6-diamidino-",
          "quinoline oxide."]
 
 
+def _saved(pdf, tmp_path_factory, name: str) -> Path:
+    path = tmp_path_factory.mktemp(name) / f"{name}.pdf"
+    pdf.output(str(path))
+    return path
+
+
 @pytest.fixture(scope="module")
 def hyphen_pdf(tmp_path_factory) -> Path:
     """A vector plot over a six-line caption whose lines end in hyphens of each kind, body
@@ -33,9 +39,7 @@ def hyphen_pdf(tmp_path_factory) -> Path:
     for i, text in enumerate(LINES):
         pdf.text(20, 150 + 4.2 * i, text)
     column(pdf, 20, 180, 170)
-    path = tmp_path_factory.mktemp("hyphens") / "hyphens.pdf"
-    pdf.output(str(path))
-    return path
+    return _saved(pdf, tmp_path_factory, "hyphens")
 
 
 def test_caption_lines_join_across_each_kind_of_hyphen(hyphen_pdf: Path) -> None:
@@ -70,9 +74,7 @@ def side_pdf(tmp_path_factory) -> Path:
             pdf.text(x, 63 + 4.2 * i, word)
             x += pdf.get_string_width(word) + 1.2
     column(pdf, 20, 165, 170)
-    path = tmp_path_factory.mktemp("side") / "side.pdf"
-    pdf.output(str(path))
-    return path
+    return _saved(pdf, tmp_path_factory, "side")
 
 
 def test_side_caption_goes_on_over_a_line_of_smaller_italic_words(side_pdf: Path) -> None:
