@@ -7,7 +7,8 @@ The method of PDFFigures 2.0 (Clark & Divvala, JCDL 2016), written here from its
    cut to its clip path, less what is repeated on many pages (logos, rules of running heads),
    invisible paths and page backgrounds, are clustered by proximity; text lines that are not
    prose and not captions (axis labels, legends, panel letters, rotated axis titles inside the
-   text area) join the cluster they touch.
+   text area) join the cluster they touch. Lines that a figure's paths end at (a tree's taxa)
+   or that its boxes hold (a flow chart's steps) are its labels, whatever their pitch.
 2. *Regions*: each caption takes the nearest cluster it can see (above, below, left or right,
    with no prose or other caption between; not on its unusual side a graphic that another
    caption of its kind has on the usual side, when it has one there itself) and grows on that
