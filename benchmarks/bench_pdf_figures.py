@@ -508,6 +508,41 @@ def score_pdf(entry: dict, nodes: list[Node],
             "fragments": fragments, "false": false, "boxed": boxed, "misses": misses}
 
 
+def boxes_off_the_page(pdf: Path, entry: dict) -> list[str]:
+    """A warning for each truth box of ``entry`` that does not lie inside its page's crop
+    box (the page as shown, PDF points), and one for the PDF when a truth box lies on a page
+    whose crop box does not start at (0, 0): a box read off a render in the render's own
+    coordinates, not the page's, lies off where the figure is (a crop box starting at
+    (28.3, 28.3) put Postgrad Med J's boxes 28 points down and left of their figures)."""
+    import pypdfium2 as pdfium
+
+    out = []
+    shifted: set[tuple[float, float]] = set()
+    doc = pdfium.PdfDocument(str(pdf))
+    try:
+        for t in entry["figures"]:
+            box = t.get("bbox")
+            if not box or not 1 <= t["page"] <= len(doc):
+                continue
+            page = doc[t["page"] - 1]
+            crop = tuple(float(v) for v in page.get_cropbox())
+            page.close()
+            if abs(crop[0]) > 1 or abs(crop[1]) > 1:
+                shifted.add((round(crop[0], 1), round(crop[1], 1)))
+            if box[0] < crop[0] - 1 or box[1] < crop[1] - 1 or box[2] > crop[2] + 1 or \
+                    box[3] > crop[3] + 1:
+                out.append(f"{pdf.name}: {t['id']} (p{t['page']}): truth box "
+                           f"{[round(v, 1) for v in box]} is not inside the page's crop box "
+                           f"{[round(v, 1) for v in crop]}: drawn in other coordinates?")
+    finally:
+        doc.close()
+    if shifted:
+        origins = ", ".join(str(o) for o in sorted(shifted))
+        out.append(f"{pdf.name}: the crop box of a page with a truth box starts at {origins}, "
+                   "not (0, 0): check that the boxes are in page space, not the render's")
+    return out
+
+
 def merge_boxes(truth: dict, boxes: dict[str, dict[str, list[float]]]) -> dict:
     """``truth`` with a ``bbox`` overlay put in: ``boxes`` = {file: {figure id: [l, b, r, t]}}.
 
@@ -709,6 +744,9 @@ def main(argv: list[str] | None = None) -> int:
     for p in _pdf_paths(args.pdfs):
         if p.name not in truth:
             print(f"skipped {p}: not in {args.truth}", file=sys.stderr)
+    for p in pdfs:
+        for warning in boxes_off_the_page(p, truth[p.name]):
+            print(f"warning: {warning}", file=sys.stderr)
     missing = sorted(set(truth) - {p.name for p in pdfs})
     if missing:
         print(f"not given, not scored: {', '.join(missing)}", file=sys.stderr)

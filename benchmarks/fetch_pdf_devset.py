@@ -9,9 +9,10 @@ their truth; this script takes each file out of a local copy of its repository::
     python benchmarks/fetch_pdf_devset.py benchmarks/data/pdf_devset/truth_a.json \
         --mirrors /work/.mirror --out /work/pdfset/pdfs
 
-A repository copy is looked for as ``MIRRORS/owner+name/repo`` (a bare snapshot, as the
-session tool ``fetch github:owner/name`` leaves it), ``MIRRORS/owner+name``,
-``MIRRORS/owner/name.git`` or ``MIRRORS/owner/name`` (a clone). A missing copy is the manual
+A repository copy is looked for as ``MIRRORS/owner+name/<folder>``, bare or with its git
+directory in ``<folder>/.git`` (as the session tool ``fetch github:owner/name`` leaves a
+snapshot: ``<folder>`` is ``repo``), ``MIRRORS/owner+name``, ``MIRRORS/owner/name.git`` or
+``MIRRORS/owner/name`` (a clone). A missing copy is the manual
 step: fetch or ``git clone https://github.com/owner/name`` into MIRRORS, then run again. The file
 is read at the recorded commit (``git show commit:path``), else at the snapshot's HEAD, and
 kept only when its sha256 is the recorded one; it is written to a temporary name and renamed,
@@ -41,10 +42,15 @@ def parse_source(source: str) -> tuple[str, str, str]:
 
 def git_dir(mirrors: Path, repo: str) -> Path | None:
     owner, name = repo.split("/", 1)
-    for cand in (mirrors / f"{owner}+{name}" / "repo", mirrors / f"{owner}+{name}",
+    snapshot = mirrors / f"{owner}+{name}"
+    # a snapshot's folder holds its git directory under a name of its own ("repo"), bare or
+    # as a work tree's .git
+    inner = sorted(p for p in snapshot.iterdir() if p.is_dir()) if snapshot.is_dir() else []
+    for cand in (snapshot / "repo", snapshot / "repo" / ".git", snapshot,
+                 *[d for p in inner for d in (p, p / ".git")],
                  mirrors / owner / f"{name}.git", mirrors / owner / name / ".git",
                  mirrors / owner / name):
-        if (cand / "HEAD").is_file() or (cand / "objects").is_dir():
+        if (cand / "HEAD").is_file() and (cand / "objects").is_dir():
             return cand
     return None
 

@@ -71,3 +71,14 @@ def inside(box, outer, tol=1.0) -> bool:
 
 def pt(x_mm: float, y_mm: float, page_h_mm: float = 297.0) -> tuple[float, float]:
     return x_mm * MM, (page_h_mm - y_mm) * MM
+
+
+def noise(pdf, x: float, y: float, w: float, h: float, *, seed: int,
+          px: tuple[int, int] = (120, 160)) -> None:
+    """A bitmap of random colours (``px``: rows, columns) printed at ``x, y`` (mm), ``w`` by
+    ``h`` mm: a stand-in for a micrograph."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    pdf.image(Image.fromarray(rng.integers(0, 255, (*px, 3), dtype=np.uint8)), x=x, y=y, w=w,
+              h=h)

@@ -270,12 +270,17 @@ def test_fetch_pdf_devset_takes_files_out_of_a_repository_copy(tmp_path: Path) -
     mirrors = tmp_path / "mirrors"
     subprocess.run(["git", "clone", "-q", "--bare", str(work),
                     str(mirrors / "owner+name" / "repo")], check=True)
+    # a snapshot whose git directory is a work tree's .git, in a folder of another name
+    subprocess.run(["git", "clone", "-q", str(work), str(mirrors / "owner+tree" / "snap")],
+                   check=True)
     digest = hashlib.sha256(b"%PDF-1.4 not really").hexdigest()
     truth = {"pdfs": [{"file": "a.pdf", "source": f"owner/name@{commit}:paper.pdf",
                        "sha256": digest},
                       {"file": "b.pdf", "source": f"owner/name@{commit}:paper.pdf",
                        "sha256": "0" * 64},
-                      {"file": "c.pdf", "source": f"other/repo@{commit}:x.pdf"}]}
+                      {"file": "c.pdf", "source": f"other/repo@{commit}:x.pdf"},
+                      {"file": "d.pdf", "source": f"owner/tree@{commit}:paper.pdf",
+                       "sha256": digest}]}
     (tmp_path / "truth.json").write_text(json.dumps(truth))
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fetch_pdf_devset.py"),
@@ -284,6 +289,7 @@ def test_fetch_pdf_devset_takes_files_out_of_a_repository_copy(tmp_path: Path) -
     # the good one is written, the one whose bytes differ and the missing repository are not,
     # and the run says so with a non-zero exit
     assert (out / "a.pdf").read_bytes() == b"%PDF-1.4 not really"
+    assert (out / "d.pdf").read_bytes() == b"%PDF-1.4 not really"
     assert not (out / "b.pdf").exists() and not (out / "c.pdf").exists()
     assert proc.returncode == 1
     assert "sha256" in proc.stderr and "fetch github:other/repo" in proc.stderr
@@ -353,3 +359,26 @@ def test_a_flaw_the_page_itself_prints_is_not_held_against_the_caption(bench) ->
         "caption_start": "Fig 2. Ursolic acid (3β-hydroxy-urs-12-en-28-oic acid).",
         "caption_end": "Fig 2. Ursolic acid (3β-hydroxy-urs-12-en-28-oic acid)."}]},
         [other])["headline"] == 0
+
+
+def test_truth_box_off_the_page_or_on_a_shifted_page_is_warned_of(bench, tmp_path: Path) -> None:
+    pdfium = pytest.importorskip("pypdfium2")
+    doc = pdfium.PdfDocument.new()
+    doc.new_page(595.0, 842.0)
+    shifted = doc.new_page(595.0, 842.0)
+    shifted.set_cropbox(28.3, 28.3, 566.7, 813.7)
+    path = tmp_path / "paper.pdf"
+    doc.save(str(path))
+    doc.close()
+
+    def entry(*figs: tuple[int, list[float]]) -> dict:
+        return {"file": "paper.pdf", "figures": [
+            {"id": f"Fig. {i + 1}", "page": page, "bbox": box}
+            for i, (page, box) in enumerate(figs)]}
+
+    assert bench.boxes_off_the_page(path, entry((1, BOX))) == []
+    (off,) = bench.boxes_off_the_page(path, entry((1, [100.0, 400.0, 600.0, 700.0])))
+    assert "Fig. 1 (p1)" in off and "crop box" in off
+    warned = bench.boxes_off_the_page(path, entry((1, BOX), (2, [10.0, 400.0, 500.0, 700.0])))
+    assert len(warned) == 2 and "Fig. 2 (p2)" in warned[0]
+    assert "(28.3, 28.3)" in warned[1] and "page space" in warned[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _fpdf_paper import BODY, column, paper, pt
+from _fpdf_paper import BODY, column, paper, pt, vector_plot
 
 from wsikit.evidence import read_pdf_figures
 
@@ -74,3 +74,30 @@ def test_caption_going_on_under_its_figure_in_the_next_column(tmp_path: Path) ->
     left, top = pt(108, 25)
     right, bottom = pt(190, 175)
     assert all(abs(a - b) < 2 for a, b in zip(fig.bbox, (left, bottom, right, top), strict=True))
+
+
+def test_caption_without_full_stop_beside_a_reference_list(tmp_path: Path) -> None:
+    """A two-line caption that ends without a full stop, beside a reference list in the
+    next column in the caption's print, one of its items' second line level with the
+    caption's first: the caption ends where it ends (the item's line has its own text right
+    above it, so it does not start a column the caption goes on in)."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    vector_plot(pdf, 30, 50, 60, 40)
+    pdf.set_font("Helvetica", "", 8)
+    pdf.text(20, 104, "Figure 1: SYNTHETIC funnel plot of the generated studies under a")
+    pdf.text(20, 108, "recessive model (GG vs AG+AA)")
+    refs = ["[1] Author A, Author B. SYNTHETIC generated reference of the list",
+            "      of a test paper. J Gen Test. 2009. 120(6): 424-429",
+            "[2] Author C. SYNTHETIC second generated reference of the list in",
+            "      the same print as the caption. J Gen Test. 2011. 44-49"]
+    for i, ref in enumerate(refs):
+        pdf.text(108, 100 + 4 * i, ref)
+    column(pdf, 20, 130, 170)
+    path = tmp_path / "refs.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [f.caption for f in figs] == [
+        "Figure 1: SYNTHETIC funnel plot of the generated studies under a recessive model "
+        "(GG vs AG+AA)"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _fpdf_paper import BODY, column, paper, pt
+from _fpdf_paper import BODY, column, noise, paper, pt, vector_plot
 
 from wsikit.evidence import read_pdf_figures
 
@@ -223,3 +223,191 @@ def test_one_letter_axis_title_beyond_the_tick_labels_joins(tmp_path: Path):
     fig = _one_figure(pdf, tmp_path / "axis_title.pdf",
                       "Figure 1. SYNTHETIC optimal values of a generated coefficient.", 110)
     assert _covers(fig.bbox, 44.5, 60, 160, 99)
+
+
+def test_tree_with_its_names_at_the_branch_tips(tmp_path: Path):
+    """A tree drawn as lines, a name at each branch tip in a small sans font, left-aligned at
+    a regular pitch (so the names read as a paragraph): one figure, names to their ends."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    pdf.set_line_width(0.3)
+    tips = [60 + 3.6 * i for i in range(10)]
+    pdf.set_font("Helvetica", "", 7.5)
+    width = pdf.get_string_width("SYNTHETIC bacterium number 10 strain DSM 1009T (AB123409)")
+    for i, y in enumerate(tips):  # each leaf's branch runs from its pair's node to the tips
+        pdf.line(66, y, 90, y)
+        pdf.text(91, y + 0.9, f"SYNTHETIC bacterium number {i + 1} strain DSM {1000 + i}T "
+                              f"(AB{123400 + i})")
+    for i in range(0, 10, 2):  # pairs joined, pairs joined to the root
+        pdf.line(66, tips[i], 66, tips[i + 1])
+        pdf.line(45, tips[i] + 1.8, 66, tips[i] + 1.8)
+    pdf.line(45, tips[0] + 1.8, 45, tips[8] + 1.8)
+    pdf.line(35, 76, 45, 76)
+    fig = _one_figure(pdf, tmp_path / "tree.pdf",
+                      "Figure 1. SYNTHETIC tree of generated strains.", 106, 9)
+    assert _covers(fig.bbox, 35, 59, 91 + width, 93)
+
+
+def _flow_chart(pdf, x: float, y: float) -> None:
+    """A framed flow chart of boxed steps joined by arrows, in a small sans font; one box
+    holds a list of wide lines at a regular pitch, which reads as a paragraph."""
+    pdf.set_line_width(0.3)
+    pdf.rect(x, y, 95, 112)  # the frame round the chart
+    pdf.set_font("Helvetica", "", 7)
+    steps = [(y + 5, ["SYNTHETIC participants screened (n=4526)"]),
+             (y + 40, ["SYNTHETIC randomly allocated treatment (n=1499)"]),
+             (y + 92, ["SYNTHETIC treated and followed up (n=1472)"])]
+    for top, texts in steps:
+        pdf.rect(x + 5, top, 60, 12)
+        pdf.text(x + 7, top + 7, texts[0])
+    for top, bottom in ((y + 17, y + 40), (y + 52, y + 92)):
+        pdf.line(x + 20, top, x + 20, bottom)
+    pdf.rect(x + 26, y + 58, 67, 28)
+    for i, item in enumerate(["174 (10%) acute condition within seven days of treatment",
+                              "38 (2%) excluded on the judgment of the investigator",
+                              "19 (1%) treated with other drugs in the past months",
+                              "11 (1%) unwilling to take part in the follow up visits",
+                              "4 (1%) withdrew their consent to take part"]):
+        pdf.text(x + 28, y + 63 + 3.4 * i, item)
+    pdf.line(x + 20, y + 72, x + 26, y + 72)
+
+
+def test_framed_flow_chart_whose_box_holds_a_list(tmp_path: Path):
+    """A flow chart in a thin frame, one of its boxes holding a list of wide lines at a
+    regular pitch (taken for body text, it made the chart a frame round text, dropped): one
+    figure, the whole chart."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    _flow_chart(pdf, 20, 45)
+    fig = _one_figure(pdf, tmp_path / "flow.pdf", "Figure 1. SYNTHETIC trial profile.", 163, 9)
+    assert _covers(fig.bbox, 20, 45, 115, 157)
+    assert fig.bbox[1] > pt(0, 160)[1]  # not the caption
+
+
+def test_framed_figure_beside_a_heading_of_the_next_column(tmp_path: Path):
+    """A framed flow chart in the left column, the right column's bold heading level with
+    the chart's top 2.5 mm right of its frame, two fifths as wide as the column: the heading
+    stays out and the caption under the frame takes the chart."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    _flow_chart(pdf, 20, 45)
+    pdf.set_font("Helvetica", "B", 9)
+    pdf.text(117.5, 52, "Statistical analysis")
+    column(pdf, 117.5, 56, 72, BODY * 3)  # (on past the chart: no short line beside it)
+    pdf.set_font("Times", "", 9)
+    pdf.text(20, 163, "Figure 1. SYNTHETIC trial profile.")
+    column(pdf, 20, 171, 90)
+    figs = _read(pdf, tmp_path / "heading.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    assert _covers(figs[0].bbox, 20, 45, 115, 157)
+    assert figs[0].bbox[2] < pt(117, 0)[0]  # not the heading
+
+
+def test_figure_under_a_ruled_table_is_not_the_tables(tmp_path: Path):
+    """A ruled table under its caption, then, 8 mm under the table's last rule, a figure of
+    two bitmaps over its caption: the table caption takes no graphic past its table's last
+    rule, and the figure is both bitmaps (its upper panel was the table's)."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    pdf.set_font("Times", "", 9)
+    pdf.text(20, 20, "Table 1. SYNTHETIC survival of generated cells at each dose.")
+    pdf.set_line_width(0.3)
+    for i in range(5):
+        pdf.line(20, 23 + 6 * i, 190, 23 + 6 * i)
+        if i < 4:
+            for j, cell in enumerate(["SYNTHETIC cells", f"{100 - 9 * i}", f"{90 - 7 * i}"]):
+                pdf.text(22 + 60 * j, 27.5 + 6 * i, cell)
+    for top in (55, 100):
+        noise(pdf, 50, top, 110, 40, seed=top, px=(120, 300))
+    fig = _one_figure(pdf, tmp_path / "table.pdf",
+                      "Figure 1. SYNTHETIC two panels under a table.", 150, 9)
+    assert _covers(fig.bbox, 50, 55, 160, 140)
+
+
+def test_bitmap_in_a_ruled_tables_cell_stays_the_tables(tmp_path: Path):
+    """A bitmap in a cell of a ruled table, the table's foot rule 2 mm under it, a figure
+    under the table: the table's caption takes the cell's bitmap, the figure is its own."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    pdf.set_font("Times", "", 9)
+    pdf.text(20, 20, "Table 1. SYNTHETIC generated lesions with a picture of each.")
+    pdf.set_line_width(0.3)
+    pdf.line(20, 23, 190, 23)
+    pdf.line(20, 30, 190, 30)
+    pdf.text(110, 27.5, "Lesion")
+    pdf.text(40, 27.5, "Picture")
+    pdf.text(110, 50, "SYNTHETIC lesion one")
+    noise(pdf, 40, 33, 60, 30, seed=7)
+    pdf.line(20, 65, 190, 65)
+    noise(pdf, 40, 70, 60, 30, seed=8)
+    fig = _one_figure(pdf, tmp_path / "cell.pdf", "Figure 1. SYNTHETIC a figure.", 106, 9)
+    assert _covers(fig.bbox, 40, 70, 100, 100)
+    assert fig.bbox[3] < pt(0, 65)[1]  # not the table's bitmap
+
+
+def test_l_shaped_figure_round_its_side_caption(tmp_path: Path):
+    """A tall bitmap right of a side caption and, over the caption, a panel of sequence lines
+    in small type with its letter: one figure of both parts (its picture shows the panel,
+    not only the bitmap), the caption's lines left white in its picture."""
+    import numpy as np
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    noise(pdf, 100, 40, 90, 130, seed=8, px=(390, 270))
+    pdf.set_font("Courier", "", 7)
+    for i in range(8):
+        pdf.text(55, 45 + 5 * i, f"{20 * i + 1} RQKHGVPPLKLCKNLNREAQ {20 * i + 20}")
+    pdf.set_font("Helvetica", "B", 10)
+    pdf.text(48, 45, "A")
+    pdf.set_font("Times", "", 9)
+    pdf.set_xy(20, 100)
+    pdf.multi_cell(75, 4, "Figure 1. SYNTHETIC sequences of a generated protein (A) and a "
+                          "field of generated noise beside this caption (B), which reaches "
+                          "down to the foot of the caption, where the body text starts again "
+                          "under both parts of the figure.")
+    column(pdf, 20, 175, 170)
+    figs = _read(pdf, tmp_path / "ell.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    fig = figs[0]
+    assert _covers(fig.bbox, 48, 40, 190, 170)
+    h, w = fig.image.shape[:2]
+    left, bottom, right, top = fig.bbox
+
+    def window(x0_mm: float, y0_mm: float, x1_mm: float, y1_mm: float) -> np.ndarray:
+        (x0, y0), (x1, y1) = pt(x0_mm, y0_mm), pt(x1_mm, y1_mm)
+        cols = [int((x - left) / (right - left) * w) for x in (x0, x1)]
+        rows = [int((top - y) / (top - bottom) * h) for y in (y0, y1)]
+        return fig.image[rows[0]:rows[1], cols[0]:cols[1]]
+
+    assert window(58, 44, 90, 80).min() < 100  # the sequence panel is in the picture
+    assert window(60, 102, 95, 118).min() >= 250  # the caption's lines are not
+
+
+def test_paragraphs_last_words_beside_a_plot_stay_out(tmp_path: Path):
+    """A plot in the left column, 3.5 mm from the right column, where two short paragraphs
+    under a paragraph of even lines, one starting with a bold run-in heading, end in short
+    lines level with the plot: the short lines are the paragraphs', not the plot's labels
+    (the plot's region took "of interest." and stretched into the column)."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 15, 170)
+    vector_plot(pdf, 35, 85, 61, 50)
+    pdf.set_font("Times", "", 10)
+    for i in range(8):  # a paragraph of even lines, its foot level with the plot's top
+        pdf.text(100, 58 + 4.6 * i, "SYNTHETIC body text of a generated paper with no meaning")
+    pdf.text(100, 101, "Funding from the SYNTHETIC foundation for generated research and")
+    pdf.text(100, 105.6, "its innovation committee.")
+    pdf.set_font("Times", "B", 10)
+    pdf.text(100, 113, "Conflict of interest statement:")
+    heading = pdf.get_string_width("Conflict of interest statement: ")
+    pdf.set_font("Times", "", 10)
+    pdf.text(100 + heading, 113, "Authors state no conflict")
+    pdf.text(100, 117.6, "of interest.")
+    fig = _one_figure(pdf, tmp_path / "last.pdf",
+                      "Figure 1. SYNTHETIC survival of generated patients.", 153, 9)
+    assert _covers(fig.bbox, 35, 85, 96, 135)
+    assert fig.bbox[2] < pt(99.5, 0)[0]  # not the paragraph's last line

@@ -320,7 +320,7 @@ def _ends_caption(lines: list[Line], block: list[int], cand: Line, image_boxes: 
                   label_alone: bool) -> bool:
     """Whether ``cand``, the line lined up under the block, is no longer the caption's: another
     size, the next caption, in a figure, or body text after the caption's end."""
-    if abs(cand.size - size) > 0.15 * size:
+    if abs(_main_size(cand) - size) > 0.15 * size:
         return True
     if CAPTION_RE.match(cand.text) and not going_on:
         return True  # the next caption (a sentence that goes on may wrap at "Table 1")
@@ -341,6 +341,14 @@ def _ends_caption(lines: list[Line], block: list[int], cand: Line, image_boxes: 
         if body_like and justified and lines[block[-1]].right < right - 3 * size:
             return True
     return False
+
+
+def _main_size(line: Line) -> float:
+    """The size of the line's words in its own font (the font most of its letters are in):
+    words in another font (an italic abbreviation whose font box has no descent, so it reads
+    shorter) do not make a caption's line look smaller than the caption."""
+    sizes = sorted(w.size for w in line.words if w.font == line.font)
+    return sizes[(len(sizes) - 1) // 2] if sizes else line.size
 
 
 def _follow(lines: list[Line], block: list[int], used: set[int], image_boxes: list[Box],
@@ -434,6 +442,10 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
             continue
         if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
             continue
+        if any(abs(ln.size - size) <= 0.1 * size and ln is not cand and
+               min(ln.right, cand.right) - max(ln.left, cand.left) > 0 and
+               0.5 * size <= ln.base - cand.base <= 2.0 * size for ln in lines):
+            continue  # text of its own right above it (a reference list's next line)
         if best is None or cand.left < lines[best].left:
             best = j
     if best is None and not balanced and wide is None:

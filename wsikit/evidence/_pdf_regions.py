@@ -7,7 +7,8 @@ The method of PDFFigures 2.0 (Clark & Divvala, JCDL 2016), written here from its
    cut to its clip path, less what is repeated on many pages (logos, rules of running heads),
    invisible paths and page backgrounds, are clustered by proximity; text lines that are not
    prose and not captions (axis labels, legends, panel letters, rotated axis titles inside the
-   text area) join the cluster they touch.
+   text area) join the cluster they touch. Lines that a figure's paths end at (a tree's taxa)
+   or that its boxes hold (a flow chart's steps) are its labels, whatever their pitch.
 2. *Regions*: each caption takes the nearest cluster it can see (above, below, left or right,
    with no prose or other caption between; not on its unusual side a graphic that another
    caption of its kind has on the usual side, when it has one there itself) and grows on that
@@ -370,7 +371,9 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
                       (side < 0 and c.box[2] <= box[0] + 1)]
             first = min(facing or hits, key=lambda c: gap_between(c.box, box))
             grown = union(first.box, box)
-            if _covers(grown, fixed) > _covers(first.box, fixed):
+            # (a third of a line, as a region may not cover: a heading beside a framed
+            # figure, in the next column, would stop the caption from taking the figure)
+            if _covers(grown, fixed, 0.3) > _covers(first.box, fixed, 0.3):
                 continue
             first.box = grown
             first.n_text += 1
@@ -382,9 +385,71 @@ def cluster_graphics(elements: list[Element], text: PageText, *,
     return out
 
 
-def _covers(box: Box, prose: list[Box]) -> int:
-    """How many lines of body text (``prose``) lie mostly inside ``box``."""
-    return sum(1 for b in prose if inter(box, b) > 0.5 * area(b))
+def figure_labels(text: PageText, elements: list[Element], body: tuple[float, str]) -> None:
+    """Lines that belong to a figure drawn as paths are its labels, not prose: unset
+    :attr:`Line.prose` on lines not in the body's look (``body``: size and font; a column of
+    names or a list at a regular pitch reads as a paragraph otherwise) that, in a figure-sized
+    group of paths (40 points across at least, three paths or more),
+
+    * a path ends at, within 4.5 points of the line's first or last letter, where two lines
+      or more are so reached from the group (the taxa at a tree's branch tips, the labels at
+      a diagram's leader lines), or
+    * a box of the group (a path half the group's area or less) holds, where three boxes or
+      more of the group hold text (the steps of a flow chart).
+    """
+    paths = [el for el in elements if el.kind == PATH and not el.white]
+    if not paths or sum(1 for ln in text.lines if ln.prose) < 2:
+        return
+    boxes = np.array([el.box for el in paths], dtype=np.float64)
+    reached, held = _path_ends_and_boxes(text.lines, boxes)
+    if len(reached) < 2 and not held:
+        return
+    groups = _element_groups(boxes, 3.0)
+    for g in {int(groups[i]) for _, i in reached + held}:
+        members = boxes[groups == g]
+        outer = (members[:, 0].min(), members[:, 1].min(), members[:, 2].max(),
+                 members[:, 3].max())
+        if len(members) < 3 or _short(outer) < 40.0:
+            continue
+        ends = [ln for ln, i in reached if groups[i] == g]
+        inside = [(ln, i) for ln, i in held if groups[i] == g and
+                  area(tuple(boxes[i])) <= 0.5 * area(outer)]
+        labels = (ends if len(ends) >= 2 else []) + \
+            ([ln for ln, _ in inside] if len({i for _, i in inside}) >= 3 else [])
+        for ln in labels:
+            if ln.prose and not (ln.font == body[1] and abs(ln.size - body[0]) <= 0.1 * body[0]):
+                ln.prose = False
+
+
+def _path_ends_and_boxes(lines: list[Line], boxes: np.ndarray
+                         ) -> tuple[list[tuple[Line, int]], list[tuple[Line, int]]]:
+    """For :func:`figure_labels`: the lines with the index of a path (``boxes``) ending at
+    their first or last letter, and the lines with the index of the smallest path box
+    holding them."""
+    reached: list[tuple[Line, int]] = []
+    held: list[tuple[Line, int]] = []
+    middle = (boxes[:, 1] + boxes[:, 3]) / 2
+    sizes = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    for ln in lines:
+        # (a thin branch: its middle at the line's height)
+        level = (np.minimum(boxes[:, 3], ln.top) - np.maximum(boxes[:, 1], ln.bottom) >=
+                 0.3 * (ln.top - ln.bottom)) | ((middle >= ln.bottom) & (middle <= ln.top))
+        before, after = ln.left - boxes[:, 2], boxes[:, 0] - ln.right
+        at = np.nonzero(level & (((before >= -1.0) & (before <= 4.5)) |
+                                 ((after >= -1.0) & (after <= 4.5))))[0]
+        if len(at):
+            reached.append((ln, int(at[0])))
+        around = np.nonzero((boxes[:, 0] <= ln.left + 1) & (boxes[:, 1] <= ln.bottom + 1) &
+                            (boxes[:, 2] >= ln.right - 1) & (boxes[:, 3] >= ln.top - 1))[0]
+        if len(around):
+            held.append((ln, int(around[np.argmin(sizes[around])])))
+    return reached, held
+
+
+def _covers(box: Box, prose: list[Box], share: float = 0.5) -> int:
+    """How many lines of body text (``prose``) lie mostly (more than ``share`` of each)
+    inside ``box``."""
+    return sum(1 for b in prose if inter(box, b) > share * area(b))
 
 
 def _join_marks(clusters: list[Cluster], prose: list[Box], gap: float = 10.0) -> list[Cluster]:
@@ -586,12 +651,15 @@ def _pairs(captions: list[Caption], clusters: list[Cluster], bridges: list[Box],
            prefer: str, max_gap: float) -> list[tuple[float, int, int, str, Box]]:
     """Every caption and graphic close enough to be paired, nearest (with penalty) first."""
     pairs = []
+    rules = [cl.box for cl in clusters if cl.rule]
     for k, cap in enumerate(captions):
         for c, cl in enumerate(clusters):
             w, h = cl.box[2] - cl.box[0], cl.box[3] - cl.box[1]
             if cl.thin or min(w, h) < 20 or w * h < 1500:
                 continue  # an icon or a symbol does not make a figure on its own
             found = _relation(_level_box(cap, cl.box), cl.box)
+            if found is not None and cap.kind == "table" and _past_table(found, cl.box, rules):
+                continue
             # a side caption in a narrow column may stand further off its figure, and further
             # still when it starts level with the figure's top (set in the figure's band)
             side = found is not None and found[0] in ("left", "right")
@@ -605,6 +673,27 @@ def _pairs(captions: list[Caption], clusters: list[Cluster], bridges: list[Box],
             pairs.append((found[1] + penalty, k, c, found[0], found[2]))
     pairs.sort(key=lambda p: (p[0], p[1], p[2]))
     return _usual_sides(pairs, captions, prefer)
+
+
+def _past_table(found: tuple[str, float, Box], box: Box, rules: list[Box]) -> bool:
+    """Whether a graphic (``box``) lies past the end of a ruled table, from the table's
+    caption (``found`` from :func:`_relation`): rules across the graphic's width in the gap
+    between them, none within 24 points past the graphic's far side (a graphic in a table's
+    cell has the rule of its row or of the table's foot past it; a figure under the table
+    has none)."""
+    rel, _, rect = found
+    if rel not in ("above", "below"):
+        return False
+
+    def across(r: Box) -> bool:
+        return min(r[2], box[2]) - max(r[0], box[0]) >= 0.5 * (box[2] - box[0])
+
+    in_gap = any(across(r) and r[1] >= rect[1] - 1 and r[3] <= rect[3] + 1 for r in rules)
+    if rel == "below":
+        past = any(across(r) and r[3] <= box[1] + 1 and box[1] - r[3] <= 24 for r in rules)
+    else:
+        past = any(across(r) and r[1] >= box[3] - 1 and r[1] - box[3] <= 24 for r in rules)
+    return in_gap and not past
 
 
 def _usual_sides(pairs: list[tuple[float, int, int, str, Box]], captions: list[Caption],
@@ -823,15 +912,24 @@ def paragraph_lines(text: PageText, skip: set[int], body: tuple[float, str],
     """Indices of lines of words in the body's size and font, outside every graphic, printed
     at the body's line pitch under or over another such line: a paragraph's or a reference's
     last (or first) lines, not prose when no run of three shows it (a reference list's hanging
-    indent), which never join a graphic as its labels (``skip``: lines left out, captions)."""
+    indent), which never join a graphic as its labels (``skip``: lines left out, captions);
+    and a short line in the body's look under a wide line of the body's size, at its left
+    edge and the body's pitch (a paragraph's last words, "of interest.", under a line that
+    starts with a bold run-in heading)."""
     lines = [(i, ln) for i, ln in enumerate(text.lines) if i not in skip and
              ln.font == body[1] and abs(ln.size - body[0]) <= 0.1 * body[0]]
     out = set()
     for i, ln in lines:
-        if ln.prose or not _wide(ln):
+        if ln.prose:
             continue
-        if not any(o is not ln and min(o.right, ln.right) - max(o.left, ln.left) > 0 and
-                   0.8 * ln.size <= abs(o.base - ln.base) <= 1.6 * ln.size for _, o in lines):
+        if _wide(ln):
+            if not any(o is not ln and min(o.right, ln.right) - max(o.left, ln.left) > 0 and
+                       0.8 * ln.size <= abs(o.base - ln.base) <= 1.6 * ln.size
+                       for _, o in lines):
+                continue
+        elif not any(_wide(o) and abs(o.left - ln.left) <= 2.0 and
+                     abs(o.size - ln.size) <= 0.1 * ln.size and
+                     0.8 * ln.size <= o.base - ln.base <= 1.6 * ln.size for o in text.lines):
             continue
         if not any(_within(ln.box, g) for g in graphics):
             out.add(i)

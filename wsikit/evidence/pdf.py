@@ -48,6 +48,7 @@ from ._pdf_regions import (
     Element,
     assign_regions,
     cluster_graphics,
+    figure_labels,
     page_graphics,
     paragraph_lines,
     transform_box,
@@ -162,6 +163,7 @@ class _Found:
     clusters: list[Cluster]
     caption: Caption | None
     caption_page: int
+    text_beside: bool = False  # lines of text (not its caption's) in its box, off its graphics
 
 
 # ---------------------------------------------------------------------- opening
@@ -357,6 +359,9 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     # a paragraph's last lines in the body's look never join a graphic as its labels
     skip |= paragraph_lines(pg.text, skip, (style.size, style.font),
                             [el.box for el in elements])
+    # lines that a figure's paths run into (a tree's taxa) or box in (a flow chart's steps)
+    # are its labels
+    figure_labels(pg.text, elements, (style.size, style.font))
     clusters = cluster_graphics(elements, pg.text, skip_lines=skip, skip_words=turned,
                                 keep_out=tuple(cap_boxes))
     prose = [ln.box for ln in pg.text.lines if ln.prose]
@@ -474,7 +479,8 @@ def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
                 continue
             if k in pg.regions:
                 clusters = [cl for cl in pg.clusters if cl.owner == k]
-                found.append(_Found(pg.index + 1, pg.regions[k], clusters, cap, pg.index + 1))
+                found.append(_Found(pg.index + 1, pg.regions[k], clusters, cap, pg.index + 1,
+                                    _text_beside(pg, pg.regions[k], clusters, cap)))
             elif cap.label_only:
                 labelled.append((pg, cap))
             else:
@@ -507,6 +513,15 @@ def _pair_across_pages(pages: list[_Page]) -> list[_Found]:
     if remaining:
         _legends_apart(pages, remaining, found, free_big, take)
     return found
+
+
+def _text_beside(pg: _Page, box: Box, clusters: list[Cluster], cap: Caption) -> bool:
+    """Whether lines of text other than the caption's lie in ``box`` off the graphics of the
+    ``clusters`` (labels or a panel of text joined beside a bitmap)."""
+    own = {id(ln) for ln in cap.lines}
+    return any(id(ln) not in own and inter(ln.box, box) > 0.5 * area(ln.box) and
+               not any(inter(ln.box, cl.graphic or cl.box) > 0.5 * area(ln.box)
+                       for cl in clusters) for ln in pg.text.lines)
 
 
 def _legends_apart(pages: list[_Page], remaining: list[tuple[int, Caption]],
@@ -671,6 +686,29 @@ def _trim_white(image: np.ndarray, box: Box, shown: Box) -> tuple[np.ndarray, Bo
     return np.ascontiguousarray(image[top:bottom, left:right]), trimmed
 
 
+def _blank(image: np.ndarray, shown: Box, boxes: list[Box]) -> np.ndarray:
+    """``image`` (showing ``shown``, page points) with the ``boxes`` painted white, one
+    point round each."""
+    out = image.copy()
+    h, w = out.shape[:2]
+    sx, sy = w / (shown[2] - shown[0]), h / (shown[3] - shown[1])
+    for b in boxes:
+        x0 = int(max(0.0, (b[0] - 1 - shown[0]) * sx))
+        x1 = int(min(w, (b[2] + 1 - shown[0]) * sx + 1))
+        y0 = int(max(0.0, (shown[3] - b[3] - 1) * sy))
+        y1 = int(min(h, (shown[3] - b[1] + 1) * sy + 1))
+        out[y0:y1, x0:x1] = 255
+    return out
+
+
+def _caption_inside(f: _Found) -> list[Box]:
+    """The lines of a figure's own caption inside its box (a side caption set in a notch of
+    an L-shaped figure): left out of its picture, which the caption's text goes with."""
+    if f.caption is None or f.caption_page != f.page:
+        return []
+    return [ln.box for ln in f.caption.lines if inter(ln.box, f.box) > 0.5 * area(ln.box)]
+
+
 def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
     figures: list[PdfFigure] = []
     for f in found:
@@ -682,8 +720,10 @@ def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
             image = None
             source, used_dpi = "rendered", dpi
             if len(images) == 1 and paths == 0 and texts == 0:
-                image = _embedded(page, images[0])
                 el = images[0]
+                # the bitmap's own pixels when the figure is that bitmap alone (no labels
+                # or panel of text joined beside it), else rendered at their resolution
+                image = None if f.text_beside else _embedded(page, el)
                 if image is not None:
                     source = "embedded"
                     used_dpi = 72.0 * el.px[0] / max(el.box[2] - el.box[0], 1e-6)
@@ -701,6 +741,8 @@ def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
                     # a landscape figure printed sideways: upright, as its caption reads
                     image = np.ascontiguousarray(np.rot90(image, k=-1 if turn == 3 else 1))
             if not turned and page.get_rotation() == 0:
+                if source == "rendered" and _caption_inside(f):
+                    image = _blank(image, shown, _caption_inside(f))
                 image, box = _trim_white(image, box, shown)
         finally:
             page.close()
