@@ -245,9 +245,11 @@ def test_repeated_bars_of_a_diagram_are_no_tiles():
     assert find_panels(fig) == ()
 
 
-def test_a_frame_round_the_whole_figure_is_no_panel():
+@pytest.mark.parametrize("speck", [False, True])
+def test_a_frame_round_the_whole_figure_is_no_panel(speck):
     # a thin rule drawn round a figure of two micrographs above a chart: the figure is
-    # mostly chart, so the frame's sides stop every white gutter from crossing it
+    # mostly chart, so the frame's sides stop every white gutter from crossing it; a speck of
+    # noise just outside the frame (a page edge) does not hide the frame
     fig = np.full((820, 820, 3), 255, np.uint8)
     fig[20:260, 30:270] = he_tile(0)
     fig[20:260, 290:530] = he_tile(1)
@@ -255,6 +257,8 @@ def test_a_frame_round_the_whole_figure_is_no_panel():
     framed = np.full((830, 830, 3), 255, np.uint8)
     framed[3:827, 3:827] = 0
     framed[5:825, 5:825] = fig[:820, :820]
+    if speck:
+        framed[600:602, 0:2] = 90
     boxes = [p.box for p in find_panels(framed)]
     assert boxes[:2] == [(35, 25, 275, 265), (295, 25, 535, 265)]
     assert len(boxes) == 3
@@ -390,3 +394,46 @@ def test_channels_of_one_grey_but_different_colour_are_cut_at_their_seam():
                         else [g / 2, np.zeros_like(g), g / 2], axis=2)
         fig[12:252, x:x + 240] = tone.astype(np.uint8)
     assert [p.box for p in find_panels(fig)] == [(12, 12, 252, 252), (252, 12, 492, 252)]
+
+
+def test_a_rule_between_drawings_and_photographs_parts_them_under_a_legend():
+    # a framed figure of two columns set apart by a drawn (smooth-edged) black rule: a
+    # drawing above a micrograph in each, most of the figure drawing; a legend box laid over
+    # the rule hides a tenth of it. The rule parts the columns; a plain line crossing a
+    # chart would part no pictures and is not cut (test_a_frame_round_the_whole_figure...)
+    fig = np.full((660, 620, 3), 255, np.uint8)
+    fig[2:658, 2:618] = 0
+    fig[5:655, 5:615] = 255
+    fig[5:655, 308:311] = 0
+    fig[5:655, 307] = 128
+    fig[5:655, 311] = 128
+    for x in (30, 330):
+        yy, xx = np.mgrid[:300, :260]
+        ring = np.abs(np.hypot(yy - 150, xx - 130) - 110) < 3
+        fig[30:330, x:x + 260][ring] = 0
+        fig[400:600, x + 30:x + 230] = he_tile(x // 300, 200)
+    fig[200:250, 260:380] = 90  # the legend box's frame, over the rule
+    fig[203:247, 263:377] = 255
+    fig[220:240, 275:295] = 160
+    panels = [p.box for p in find_panels(fig)]
+    assert panels[2:] == [(60, 400, 260, 600), (360, 400, 560, 600)]
+    assert len(panels) == 4 and all(x1 <= 308 or x0 >= 311 for x0, _, x1, _ in panels)
+
+
+@pytest.mark.parametrize(("left", "right"), [(1, 2), (2, 0)])
+def test_two_h_and_e_fields_of_one_stain_edge_to_edge_are_cut_at_a_faint_seam(left, right):
+    # the grey level jumps across the seam in only a little over half its rows (the two
+    # fields share the stain), but no other line of either field jumps nearly as much
+    fig = np.full((240, 440, 3), 255, np.uint8)
+    fig[20:220, 20:220] = he_tile(left, 200)
+    fig[20:220, 220:420] = he_tile(right, 200)
+    assert [p.box for p in find_panels(fig)] == [(20, 20, 220, 220), (220, 20, 420, 220)]
+
+
+def test_the_outline_of_an_inset_drawn_on_a_micrograph_is_no_seam():
+    fig = np.full((440, 440, 3), 255, np.uint8)
+    fig[20:420, 20:420] = np.concatenate([np.concatenate([he_tile(0, 200), he_tile(0, 200)]
+                                                         )] * 2, axis=1)[:400, :400]
+    fig[60:62, 60:260] = fig[60:260, 60:62] = 250      # a white box marks the zoomed area
+    fig[258:260, 60:260] = fig[60:260, 258:260] = 250
+    assert find_panels(fig) == ()

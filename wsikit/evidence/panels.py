@@ -77,6 +77,8 @@ _LABEL_GAP = 0.02      # … and its labels lie this close (of the figure's long
 _PLOT_AREA = 0.015     # a plot with its axes drawn covers this much of the figure …
 _PLOT_SIDE = 0.08      # … and this much of its width and of its height
 _FRAME_FRAC = 0.01     # a frame drawn round a figure is at most this thick (of its side)
+_SEAM_ALONE = 1.5      # a faint seam jumps this many times more than any other line
+_RULE_ALONG = 0.9      # a rule between panels keeps its grey level along this much of it
 
 
 @dataclass(frozen=True)
@@ -200,15 +202,9 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
                 part = (x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
                 out += _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)
             return out
-    if pictorial and grey is not None:  # pictures parted by a thin line of one colour
-        lines = _flat_lines(grey, trimmed)
-        if lines is not None:
-            axis, gaps = lines
-            edges = [0] + [g for gap in gaps for g in gap] + [y1 - y0 if axis == 0 else x1 - x0]
-            parts = [(x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
-                     for a, b in zip(edges[::2], edges[1::2], strict=True)]
-            return [b for part in parts
-                    for b in _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)]
+    parts = _ruled_parts(grey, pic, trimmed, pictorial) if grey is not None else None
+    if parts:  # pictures parted by a thin line of one colour
+        return [b for part in parts for b in _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)]
     if pictorial and grey is not None:  # photographs edge to edge: cut along the seam
         seam = _seam(grey, trimmed)
         tone = grey
@@ -226,8 +222,10 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
 def _inside_frame(bg: np.ndarray, box: Box) -> Box | None:
     """The inside of a frame drawn round ``box``: on each of its four sides a line (at most
     :data:`_FRAME_FRAC` of the side, 2 px at least) that is drawn along 90 % of it, with
-    background along most of the line just inside. ``None`` when there is no frame (a
-    photograph filling its box has no background inside its edge)."""
+    background along most of the line just inside. Specks outside the frame (a few pixels
+    of noise along the page edge, within the same :data:`_FRAME_FRAC`) are stepped over.
+    ``None`` when there is no frame (a photograph filling its box has no background inside
+    its edge)."""
     x0, y0, x1, y1 = box
     sub = ~bg[y0:y1, x0:x1]
     if min(sub.shape) < 40:
@@ -236,20 +234,49 @@ def _inside_frame(bg: np.ndarray, box: Box) -> Box | None:
     for a in (sub, sub[::-1], sub.T, sub.T[::-1]):  # top, bottom, left, right
         drawn = a.mean(axis=1)
         limit = max(2, round(_FRAME_FRAC * a.shape[0]))
-        t = 0
-        while t < limit and drawn[t] >= 0.9:
+        s = 0
+        while s < limit and drawn[s] < 0.05:
+            s += 1
+        t = s
+        while t < s + limit and drawn[t] >= 0.9:
             t += 1
-        if t == 0 or t == limit or drawn[t] > 0.5:
+        if t == s or t == s + limit or drawn[t] > 0.5:
             return None
         cuts.append(t)
     top, bottom, left, right = cuts
     return (x0 + left, y0 + top, x1 - right, y1 - bottom)
 
 
-def _flat_lines(grey: np.ndarray, box: Box) -> tuple[int, list[tuple[int, int]]] | None:
+def _ruled_parts(grey: np.ndarray, pic: _PictureMap, box: Box, pictorial: bool
+                 ) -> list[Box] | None:
+    """The parts of ``box`` between the rules :func:`_flat_lines` finds in it. In a box that
+    is not mostly picture (drawings beside photographs, framed together) a rule parts panels
+    only when two of its parts or more hold pictures (a tenth of their box): a line crossing
+    a chart or a diagram parts no pictures. ``None`` when there is no such rule."""
+    if not pictorial and pic.fraction(box) < 0.1:
+        return None
+    lines = _flat_lines(grey, box, hidden=not pictorial)
+    if lines is None:
+        return None
+    axis, gaps = lines
+    x0, y0, x1, y1 = box
+    edges = [0] + [g for gap in gaps for g in gap] + [y1 - y0 if axis == 0 else x1 - x0]
+    parts = [(x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
+             for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    if not pictorial and sum(pic.fraction(p) >= 0.1 for p in parts) < 2:
+        return None
+    return parts
+
+
+def _flat_lines(grey: np.ndarray, box: Box, *, hidden: bool = False
+                ) -> tuple[int, list[tuple[int, int]]] | None:
     """``(axis, runs)`` of the thin lines of one flat grey level (at most 3 % of the box, 3 px
     at least) that cross the whole of ``box`` between pictures: a dark or grey rule drawn
-    between panels. A line must stand apart from the rows beside it, on both sides: most of
+    between panels. With ``hidden`` (between drawings), a line at its level along
+    :data:`_RULE_ALONG` of it (a legend box laid over the rule may hide the rest), at most 1 %
+    of the box thick, whose neighbours may be blurred into it; inside pictures only a line
+    flat along its whole length, sharp, is a rule (a picture's own edges, an arrow drawn on it
+    are not). A line must stand apart from the rows beside it, on both sides: most of
     their pixels :data:`_LINE_CONTRAST` grey levels off its own, or textured along most of
     their length (a picture, not a field of the line's colour): a black row inside a dark
     fluorescence field is no rule. ``None`` when there is none."""
@@ -260,19 +287,40 @@ def _flat_lines(grey: np.ndarray, box: Box) -> tuple[int, list[tuple[int, int]]]
         n = a.shape[0]
         if n < 40:
             continue
-        level = a.mean(axis=1)
-        flat = a.std(axis=1) <= 3.0
+        if hidden:
+            level = np.median(a, axis=1)
+            flat = ((np.abs(a - level[:, None]) <= 12.0).mean(axis=1) >= _RULE_ALONG) & (
+                level < 232)  # drawn, not a white gutter
+        else:
+            level = a.mean(axis=1)
+            flat = a.std(axis=1) <= 3.0
+        widest = max(3, (0.01 if hidden else 0.03) * n)
         runs = []
         for s, e in _gaps(flat, 1):
-            if e - s > max(3, 0.03 * n) or s < 0.1 * n or n - e < 0.1 * n:
+            if e - s > widest or s < 0.1 * n or n - e < 0.1 * n:
                 continue
             inside = float(np.median(level[s:e]))
-            if all((np.abs(a[i] - inside) > _LINE_CONTRAST).mean() >= 0.6
-                   or (np.abs(np.diff(a[i])) > 6).mean() >= 0.5 for i in (s - 1, e)):
-                runs.append((s, e))
+            apart = [_stands_apart(a[i], inside) for i in (s - 2, s - 1, e, e + 1)]
+            if not hidden:
+                if apart[1] and apart[2]:
+                    runs.append((s, e))
+                continue
+            if (apart[0] or apart[1]) and (apart[2] or apart[3]):
+                lo, hi = s, e  # up to two pixels blurred into the line go with it
+                while lo > s - 2 and abs(level[lo - 1] - level[lo - 2]) > _LINE_CONTRAST:
+                    lo -= 1
+                while hi < e + 2 and abs(level[hi] - level[hi + 1]) > _LINE_CONTRAST:
+                    hi += 1
+                runs.append((lo, hi))
         if runs:
             return axis, runs
     return None
+
+
+def _stands_apart(line: np.ndarray, level: float) -> bool:
+    """Whether a row (column) ``line`` beside a rule at grey ``level`` is no part of it."""
+    return bool((np.abs(line - level) > _LINE_CONTRAST).mean() >= 0.6
+                or (np.abs(np.diff(line)) > 6).mean() >= 0.5)
 
 
 def _aligned(grey: np.ndarray, cuts: list[list[Box]], axis: int) -> list[list[Box]]:
@@ -307,8 +355,11 @@ def _aligned(grey: np.ndarray, cuts: list[list[Box]], axis: int) -> list[list[Bo
 def _seam(grey: np.ndarray, box: Box) -> tuple[int, int] | None:
     """``(axis, offset)`` of a straight line across the whole of ``box`` where two
     photographs meet without a gutter: along it the grey level jumps in most rows (columns),
-    several times more than between neighbouring lines elsewhere; both sides keep a fifth
-    of the box. ``None`` when there is none."""
+    several times more than between neighbouring lines elsewhere; or, between textured
+    photographs (two H&E fields of one stain), in nearly half of them (a quarter of each
+    quarter of the line: the edge of an inset's outline drawn over part of a picture is no
+    seam) and twice as much, when no other line of the box comes within
+    :data:`_SEAM_ALONE` of it. Both sides keep a fifth of the box. ``None`` when there is none."""
     x0, y0, x1, y1 = box
     sub = grey[y0:y1, x0:x1]
     best: tuple[float, int, int] | None = None
@@ -325,7 +376,11 @@ def _seam(grey: np.ndarray, box: Box) -> tuple[int, int] | None:
             continue
         typical = float(np.median(strength)) + 1e-6
         idx = lo + int(np.argmax(strength[lo:hi]))
-        if steady[idx] >= 0.6 and strength[idx] >= 2.5 * typical:
+        others = np.concatenate([strength[lo:max(lo, idx - 3)], strength[idx + 4:hi]])
+        alone = (len(others) > 0 and strength[idx] >= _SEAM_ALONE * float(others.max())
+                 and min(q.mean() for q in np.array_split(jump[idx] > 25, 4)) >= 0.25)
+        if (steady[idx] >= 0.6 and strength[idx] >= 2.5 * typical) or (
+                alone and steady[idx] >= 0.45 and strength[idx] >= 2.0 * typical):
             score = strength[idx] / typical
             if best is None or score > best[0]:
                 best = (score, axis, idx + 1)
