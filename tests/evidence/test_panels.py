@@ -437,3 +437,20 @@ def test_the_outline_of_an_inset_drawn_on_a_micrograph_is_no_seam():
     fig[60:62, 60:260] = fig[60:260, 60:62] = 250      # a white box marks the zoomed area
     fig[258:260, 60:260] = fig[60:260, 258:260] = 250
     assert find_panels(fig) == ()
+
+
+def test_photographs_edge_to_edge_in_line_with_a_cut_of_the_next_row_are_two():
+    # the lower two H&E fields meet at a seam too faint to stand out on its own (the left
+    # one is striped along the seam's direction, like fibres, and jumps between its own
+    # columns nearly as much), but right under the gutter between the two fields above
+    stripes = np.random.default_rng(0).integers(-15, 16, 200)
+    fibres = np.clip(he_tile(0, 200).astype(int) + stripes[None, :, None], 0, 255)
+    fig = np.full((452, 444, 3), 255, np.uint8)
+    fig[20:220, 20:220] = he_tile(2, 200)
+    fig[20:220, 222:422] = he_tile(3, 200)
+    fig[232:432, 20:220] = fibres.astype(np.uint8)
+    fig[232:432, 220:420] = he_tile(1, 200)
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes == [(20, 20, 220, 220), (222, 20, 422, 220), (20, 232, 220, 432),
+                     (220, 232, 420, 432)]
+    assert find_panels(fig[232:432, 20:420]) == ()  # alone, the pair shows no seam
