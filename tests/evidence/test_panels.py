@@ -454,3 +454,31 @@ def test_photographs_edge_to_edge_in_line_with_a_cut_of_the_next_row_are_two():
     assert boxes == [(20, 20, 220, 220), (222, 20, 422, 220), (20, 232, 220, 432),
                      (220, 232, 420, 432)]
     assert find_panels(fig[232:432, 20:420]) == ()  # alone, the pair shows no seam
+
+
+def _dim_field(ground: tuple[int, int, int], signal: tuple[int, int, int], seed: int
+               ) -> np.ndarray:
+    """A 180 px fluorescence field: a few small smooth blobs of ``signal`` on a dim
+    ``ground`` that is dark but not black (as cameras and JPEG leave it)."""
+    yy, xx = np.mgrid[:180, :180]
+    level = np.zeros((180, 180))
+    for cy, cx in np.random.default_rng(seed).integers(15, 165, (4, 2)):
+        level = np.maximum(level, np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / 20.0))
+    g, s = np.array(ground, float), np.array(signal, float)
+    return (g + level[..., None] * (s - g)).astype(np.uint8)
+
+
+def test_dim_fluorescence_fields_edge_to_edge_are_cut_at_their_seam():
+    # the fields are mostly smooth dim ground, so few blocks count as picture; filled with
+    # ink, dark and of little colour on average, they are pictures all the same
+    fig = np.full((220, 400, 3), 255, np.uint8)
+    fig[20:200, 20:200] = _dim_field((48, 34, 52), (60, 90, 230), 0)   # nuclei
+    fig[20:200, 200:380] = _dim_field((120, 45, 50), (230, 60, 60), 1)  # a red stain
+    assert [p.box for p in find_panels(fig)] == [(20, 20, 200, 200), (200, 20, 380, 200)]
+
+
+def test_saturated_cells_of_a_heatmap_are_no_dim_fluorescence():
+    fig = np.full((220, 400, 3), 255, np.uint8)
+    fig[20:200, 20:200] = (200, 0, 0)
+    fig[20:200, 200:380] = (0, 100, 0)
+    assert find_panels(fig) == ()

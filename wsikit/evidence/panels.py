@@ -77,6 +77,9 @@ _LABEL_GAP = 0.02      # … and its labels lie this close (of the figure's long
 _PLOT_AREA = 0.015     # a plot with its axes drawn covers this much of the figure …
 _PLOT_SIDE = 0.08      # … and this much of its width and of its height
 _FRAME_FRAC = 0.01     # a frame drawn round a figure is at most this thick (of its side)
+_DIM_FILL = 0.9        # a box filled with ink this much …
+_DIM_GREY = 70.0       # … this dark on average …
+_DIM_CHROMA = 30.0     # … and this little green or magenta holds dim pictures (fluorescence)
 _SEAM_ALONE = 1.5      # a faint seam jumps this many times more than any other line
 _RULE_ALONG = 0.9      # a rule between panels keeps its grey level along this much of it
 
@@ -184,7 +187,9 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
     if depth > 12 or (x1 - x0 < _MIN_SIDE_FRAC * W and y1 - y0 < _MIN_SIDE_FRAC * H):
         return [trimmed]  # too small to hold two panels
     sub = bg[y0:y1, x0:x1]
-    pictorial = pic.fraction(trimmed) >= 0.25
+    pictorial = pic.fraction(trimmed) >= 0.25 or (
+        grey is not None and chroma is not None
+        and _dim_field(grey[y0:y1, x0:x1], chroma[y0:y1, x0:x1], sub))
     for frac in (_GUTTER_FRAC, _CROSSED_FRAC) if pictorial else (_GUTTER_FRAC,):
         for axis in (0, 1):  # rows first, then columns
             profile = sub.mean(axis=1 - axis) >= frac
@@ -217,6 +222,15 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
             cuts = [_cut(bg, pic, half, min_gap, depth + 1, grey, chroma) for half in halves]
             return [b for pieces in _aligned(tone, cuts, 1 - axis) for b in pieces]
     return [trimmed]
+
+
+def _dim_field(grey: np.ndarray, chroma: np.ndarray, bg: np.ndarray) -> bool:
+    """Whether a box (its ``grey`` levels, ``chroma`` and ``bg`` mask) is filled by dim
+    pictures: :data:`_DIM_FILL` of it ink, :data:`_DIM_GREY` dark on average, and of little
+    colour on average (:data:`_DIM_CHROMA`): fluorescence on a ground that is dark but not
+    black, which no block of the picture map counts; not a heatmap's saturated cells."""
+    return bool(1 - bg.mean() >= _DIM_FILL and grey.mean() <= _DIM_GREY
+                and np.abs(chroma).mean() <= _DIM_CHROMA)
 
 
 def _inside_frame(bg: np.ndarray, box: Box) -> Box | None:
