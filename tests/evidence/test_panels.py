@@ -482,3 +482,18 @@ def test_saturated_cells_of_a_heatmap_are_no_dim_fluorescence():
     fig[20:200, 20:200] = (200, 0, 0)
     fig[20:200, 200:380] = (0, 100, 0)
     assert find_panels(fig) == ()
+
+
+def test_labels_and_a_brace_set_against_a_micrograph_are_no_panel():
+    # layer names with a brace drawn against the left side of a micrograph (as retina
+    # layers are marked) belong to it; a second micrograph makes the figure compound
+    fig = np.full((270, 600, 3), 255, np.uint8)
+    fig[15:255, 82:322] = he_tile(0)
+    fig[15:255, 340:580] = he_tile(1)
+    fig[30:240, 77:80] = 0                      # the brace's back, 2 px from the picture
+    fig[30:33, 60:80] = fig[237:240, 60:80] = 0  # its tips
+    fig[133:136, 56:77] = 0                      # its point
+    for y in (70, 180):                          # two words of six letters
+        for i in range(6):
+            fig[y:y + 11, 5 + 8 * i:11 + 8 * i] = 0
+    assert [p.box for p in find_panels(fig)] == [(82, 15, 322, 255), (340, 15, 580, 255)]

@@ -710,8 +710,10 @@ def _labelled_graphics(pieces: Sequence[Box], kept: Sequence[Box], bg: np.ndarra
     beside it (within :data:`_LABEL_GAP` of the figure's side, and within its span across:
     a row of labels shared by two plots joins neither), and is a panel when the whole is
     (:func:`_panel_sized`), or a plot of its own (:func:`_plot_sized`), and still no picture
-    (a specimen's stem grown into its leaves is no plot). It grows into no other graphic
-    piece nor any panel already kept."""
+    (a specimen's stem grown into its leaves is no plot), nor labels and a brace set against
+    a picture panel twice its size at least (within 2 px, no picture, half background or
+    more: the names of a micrograph's layers). It grows into no other graphic piece nor any
+    panel already kept."""
     h, w = bg.shape
     gap = _LABEL_GAP * max(w, h)
 
@@ -747,9 +749,21 @@ def _labelled_graphics(pieces: Sequence[Box], kept: Sequence[Box], bg: np.ndarra
                 grew = True
         if pic.fraction(box) >= 0.3:
             continue  # it took in pictures: a specimen's stem, no plot
+        sparse = pic.fraction(box) < 0.05 and bg[box[1]:box[3], box[0]:box[2]].mean() >= 0.5
+        if sparse and any(pic.fraction(k) >= 0.5 and _abuts(box, k, 2)
+                          and 2 * area(box) <= area(k) for k in kept):
+            continue  # labels and braces set against a larger picture name its parts
         if (box != core and _panel_sized(box, pic, w, h)) or _plot_sized(box, core, bg):
             out.append(box)
     return out
+
+
+def _abuts(a: Box, b: Box, gap: int) -> bool:
+    """Whether ``a`` and ``b`` face each other along a side at most ``gap`` px apart."""
+    across = min(a[3], b[3]) > max(a[1], b[1])
+    along = min(a[2], b[2]) > max(a[0], b[0])
+    return bool((across and 0 <= max(b[0] - a[2], a[0] - b[2]) <= gap)
+                or (along and 0 <= max(b[1] - a[3], a[1] - b[3]) <= gap))
 
 
 def _overlap(a: Box, b: Box) -> bool:
