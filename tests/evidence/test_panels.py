@@ -497,3 +497,16 @@ def test_labels_and_a_brace_set_against_a_micrograph_are_no_panel():
         for i in range(6):
             fig[y:y + 11, 5 + 8 * i:11 + 8 * i] = 0
     assert [p.box for p in find_panels(fig)] == [(82, 15, 322, 255), (340, 15, 580, 255)]
+
+
+def test_a_picture_trimmed_smaller_in_a_row_of_tiles_is_a_panel_too():
+    # three tiles of a row alike in size; the fourth picture of the row is smaller (its pale
+    # margin trimmed away) and too small to pass as a panel alone, yet it belongs to the row
+    fig = np.full((900, 1000, 3), 255, np.uint8)
+    boxes = [(20 + 140 * i, 20, 140 + 140 * i, 140) for i in range(3)]
+    for i, (x0, y0, x1, y1) in enumerate(boxes):
+        fig[y0:y1, x0:x1] = he_tile(i, 120)
+    fig[25:135, 440:540] = he_tile(3, 120)[:110, :100]
+    _chart(fig, (40, 250, 960, 860))
+    found = [p.box for p in find_panels(fig)]
+    assert found[:4] == [*boxes, (440, 25, 540, 135)] and len(found) == 5

@@ -559,6 +559,7 @@ def _panel_pieces(rgb: np.ndarray) -> list[Box]:
         tiles = set(_grid_tiles(pieces, bg, pic))
         kept = [box for box in pieces if box in tiles
                 or (_panel_sized(box, pic, w, h) and not _text_only(bg, box, pic, max(w, h)))]
+        kept += _row_members([b for b in pieces if b not in kept], kept, pic)
         if any(pic.fraction(b) >= 0.5 for b in kept):
             # beside pictures, small plots and stacks of strips are panels of their own; a
             # figure of graphics alone is a chart or a diagram whatever its facets
@@ -601,6 +602,30 @@ def _grid_seams(pieces: list[Box], grey: np.ndarray, pic: _PictureMap) -> list[B
             new += [(a0, box[1], a1, box[3]) if axis == 1 else (box[0], a0, box[2], a1)
                     for a0, a1 in zip(edges[:-1], edges[1:], strict=True)]
         out = new
+    return out
+
+
+def _row_members(pieces: Sequence[Box], kept: Sequence[Box], pic: _PictureMap) -> list[Box]:
+    """The ``pieces`` that are pictures of a row (column) of picture panels in ``kept`` too
+    faint or trimmed too small to pass as panels on their own: a fifth picture at least
+    (a pale phase-contrast cell, a density plot), overlapping no panel, spanning three
+    quarters of the row's height (column's width) and covering half to one and a half times
+    the area of two panels of the row at least."""
+    def area(b: Box) -> int:
+        return (b[2] - b[0]) * (b[3] - b[1])
+
+    strong = [k for k in kept if pic.fraction(k) >= 0.5]
+    out: list[Box] = []
+    for b in pieces:
+        if pic.fraction(b) < 0.2 or any(_overlap(b, k) for k in [*kept, *out]):
+            continue
+        for lo, hi in ((1, 3), (0, 2)):  # a row, then a column
+            mates = [k for k in strong
+                     if min(b[hi], k[hi]) - max(b[lo], k[lo]) >= 0.75 * (k[hi] - k[lo])
+                     and 0.5 * area(k) <= area(b) <= 1.5 * area(k)]
+            if len(mates) >= 2:
+                out.append(b)
+                break
     return out
 
 
