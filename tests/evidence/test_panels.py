@@ -510,3 +510,15 @@ def test_a_picture_trimmed_smaller_in_a_row_of_tiles_is_a_panel_too():
     _chart(fig, (40, 250, 960, 860))
     found = [p.box for p in find_panels(fig)]
     assert found[:4] == [*boxes, (440, 25, 540, 135)] and len(found) == 5
+
+
+def test_letters_a_caption_names_out_of_order_go_to_the_panels_as_read():
+    # "(A, C) DAPI. (B, D) GFP.": the caption names the letters A C B D, the grid is
+    # lettered A B / C D as read, and each panel's caption is the part for its letter
+    fig, _ = he_grid(20)
+    caption = "Two cell lines. (A, C) DAPI. (B, D) GFP."
+    assert split_caption(caption).letters == ["A", "C", "B", "D"]
+    panels = analyse_figure(fig, caption=caption).panels
+    assert [(p.panel.label, p.caption) for p in panels] == [
+        ("A", "Two cell lines. DAPI."), ("B", "Two cell lines. GFP."),
+        ("C", "Two cell lines. DAPI."), ("D", "Two cell lines. GFP.")]

@@ -487,9 +487,9 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
         Words of the PDF text layer inside the figure, boxes ``(x0, y0, x1, y1)`` in this
         image's pixels; single letters ("A", "(b)") name the panel they sit in.
     letters : sequence of str, optional
-        The panel letters the caption names, in order (:attr:`CaptionParts.letters`); given to
-        the panels in reading order when there are exactly as many panels and no text box
-        names them.
+        The panel letters the caption names (:attr:`CaptionParts.letters`); given in
+        alphabetical order to the panels in reading order (a caption may describe "(A and
+        C) … (B and D)") when there are exactly as many panels and no text box names them.
 
     Returns
     -------
@@ -534,7 +534,7 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
     named: list[str | None] = (_letters_from_text(full, text_boxes) if text_boxes
                                else [None] * len(full))
     if all(n is None for n in named) and letters and len(letters) == len(full):
-        named = list(letters)
+        named = [*sorted(letters, key=str.lower)]  # panels are lettered as read
     lettered = len({n for n in named if n}) == len(named)
     return tuple(Panel(box=b, label=(n if lettered and n else str(i + 1)), lettered=lettered)
                  for i, (b, n) in enumerate(zip(full, named, strict=True)))
