@@ -7,14 +7,16 @@ panels are what the region should meet. Two pure functions do the splitting:
 * :func:`find_panels` cuts the image along its gutters (rows and columns of background colour,
   white or the figure's own border colour, recursively: an XY cut) and keeps the pieces that
   are panels: pieces holding a picture, large pieces, or small pictures of one size repeated
-  (the tiles of a grid of micrographs); labels, legends and axis titles cut off on their own
-  are dropped, and so is a piece of text alone however large (labels set at an angle under a
-  chart). A plot parted from its tick labels is measured with them; strips stacked one under
-  the other (blots, traces) and facets of one plot side by side are one panel each. A rule
-  drawn round the whole figure is stepped inside before cutting. Panels
-  are ordered as read (rows top to bottom, left to right) and get their letters from text
-  boxes inside them (the PDF text layer, when the caller has it), else from the caption's
-  letters when there are as many as panels.
+  (the tiles of a grid of micrographs, and pictures in line with them too pale or small to
+  pass alone); labels, legends and axis titles cut off on their own are dropped, and so is a
+  piece of text alone however large (labels set at an angle under a chart) and labels with a
+  brace set against a micrograph. A plot parted from its tick labels is measured with them;
+  strips stacked one under the other (blots, traces) and facets of one plot side by side are
+  one panel each. A rule drawn round the whole figure is stepped inside before cutting.
+  Photographs edge to edge are cut at their seam (a faint one where the next row's
+  photographs meet). Panels are ordered as read (rows top to bottom, left to right) and get
+  their letters from text boxes inside them (the PDF text layer, when the caller has it),
+  else from the caption's letters, in alphabetical order, when there are as many as panels.
 * :func:`split_caption` parses a caption into the text shared by all panels and one part per
   panel letter: ``(A) … (B) …``, ``(A–C) …``, ``A, …; B, …``, ``a: … b: …``, ``Top: …
   bottom: …``. References back to an earlier letter ("as in (A)") stay in the text.
