@@ -245,9 +245,11 @@ def test_repeated_bars_of_a_diagram_are_no_tiles():
     assert find_panels(fig) == ()
 
 
-def test_a_frame_round_the_whole_figure_is_no_panel():
+@pytest.mark.parametrize("speck", [False, True])
+def test_a_frame_round_the_whole_figure_is_no_panel(speck):
     # a thin rule drawn round a figure of two micrographs above a chart: the figure is
-    # mostly chart, so the frame's sides stop every white gutter from crossing it
+    # mostly chart, so the frame's sides stop every white gutter from crossing it; a speck of
+    # noise just outside the frame (a page edge) does not hide the frame
     fig = np.full((820, 820, 3), 255, np.uint8)
     fig[20:260, 30:270] = he_tile(0)
     fig[20:260, 290:530] = he_tile(1)
@@ -255,6 +257,8 @@ def test_a_frame_round_the_whole_figure_is_no_panel():
     framed = np.full((830, 830, 3), 255, np.uint8)
     framed[3:827, 3:827] = 0
     framed[5:825, 5:825] = fig[:820, :820]
+    if speck:
+        framed[600:602, 0:2] = 90
     boxes = [p.box for p in find_panels(framed)]
     assert boxes[:2] == [(35, 25, 275, 265), (295, 25, 535, 265)]
     assert len(boxes) == 3
@@ -390,3 +394,131 @@ def test_channels_of_one_grey_but_different_colour_are_cut_at_their_seam():
                         else [g / 2, np.zeros_like(g), g / 2], axis=2)
         fig[12:252, x:x + 240] = tone.astype(np.uint8)
     assert [p.box for p in find_panels(fig)] == [(12, 12, 252, 252), (252, 12, 492, 252)]
+
+
+def test_a_rule_between_drawings_and_photographs_parts_them_under_a_legend():
+    # a framed figure of two columns set apart by a drawn (smooth-edged) black rule: a
+    # drawing above a micrograph in each, most of the figure drawing; a legend box laid over
+    # the rule hides a tenth of it. The rule parts the columns; a plain line crossing a
+    # chart would part no pictures and is not cut (test_a_frame_round_the_whole_figure...)
+    fig = np.full((660, 620, 3), 255, np.uint8)
+    fig[2:658, 2:618] = 0
+    fig[5:655, 5:615] = 255
+    fig[5:655, 308:311] = 0
+    fig[5:655, 307] = 128
+    fig[5:655, 311] = 128
+    for x in (30, 330):
+        yy, xx = np.mgrid[:300, :260]
+        ring = np.abs(np.hypot(yy - 150, xx - 130) - 110) < 3
+        fig[30:330, x:x + 260][ring] = 0
+        fig[400:600, x + 30:x + 230] = he_tile(x // 300, 200)
+    fig[200:250, 260:380] = 90  # the legend box's frame, over the rule
+    fig[203:247, 263:377] = 255
+    fig[220:240, 275:295] = 160
+    panels = [p.box for p in find_panels(fig)]
+    assert panels[2:] == [(60, 400, 260, 600), (360, 400, 560, 600)]
+    assert len(panels) == 4 and all(x1 <= 308 or x0 >= 311 for x0, _, x1, _ in panels)
+
+
+@pytest.mark.parametrize(("left", "right"), [(1, 2), (2, 0)])
+def test_two_h_and_e_fields_of_one_stain_edge_to_edge_are_cut_at_a_faint_seam(left, right):
+    # the grey level jumps across the seam in only a little over half its rows (the two
+    # fields share the stain), but no other line of either field jumps nearly as much
+    fig = np.full((240, 440, 3), 255, np.uint8)
+    fig[20:220, 20:220] = he_tile(left, 200)
+    fig[20:220, 220:420] = he_tile(right, 200)
+    assert [p.box for p in find_panels(fig)] == [(20, 20, 220, 220), (220, 20, 420, 220)]
+
+
+def test_the_outline_of_an_inset_drawn_on_a_micrograph_is_no_seam():
+    fig = np.full((440, 440, 3), 255, np.uint8)
+    fig[20:420, 20:420] = np.concatenate([np.concatenate([he_tile(0, 200), he_tile(0, 200)]
+                                                         )] * 2, axis=1)[:400, :400]
+    fig[60:62, 60:260] = fig[60:260, 60:62] = 250      # a white box marks the zoomed area
+    fig[258:260, 60:260] = fig[60:260, 258:260] = 250
+    assert find_panels(fig) == ()
+
+
+def test_photographs_edge_to_edge_in_line_with_a_cut_of_the_next_row_are_two():
+    # the lower two H&E fields meet at a seam too faint to stand out on its own (the left
+    # one is striped along the seam's direction, like fibres, and jumps between its own
+    # columns nearly as much), but right under the gutter between the two fields above
+    stripes = np.random.default_rng(0).integers(-15, 16, 200)
+    fibres = np.clip(he_tile(0, 200).astype(int) + stripes[None, :, None], 0, 255)
+    fig = np.full((452, 444, 3), 255, np.uint8)
+    fig[20:220, 20:220] = he_tile(2, 200)
+    fig[20:220, 222:422] = he_tile(3, 200)
+    fig[232:432, 20:220] = fibres.astype(np.uint8)
+    fig[232:432, 220:420] = he_tile(1, 200)
+    boxes = [p.box for p in find_panels(fig)]
+    assert boxes == [(20, 20, 220, 220), (222, 20, 422, 220), (20, 232, 220, 432),
+                     (220, 232, 420, 432)]
+    assert find_panels(fig[232:432, 20:420]) == ()  # alone, the pair shows no seam
+
+
+def _dim_field(ground: tuple[int, int, int], signal: tuple[int, int, int], seed: int
+               ) -> np.ndarray:
+    """A 180 px fluorescence field: a few small smooth blobs of ``signal`` on a dim
+    ``ground`` that is dark but not black (as cameras and JPEG leave it)."""
+    yy, xx = np.mgrid[:180, :180]
+    level = np.zeros((180, 180))
+    for cy, cx in np.random.default_rng(seed).integers(15, 165, (4, 2)):
+        level = np.maximum(level, np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / 20.0))
+    g, s = np.array(ground, float), np.array(signal, float)
+    return (g + level[..., None] * (s - g)).astype(np.uint8)
+
+
+def test_dim_fluorescence_fields_edge_to_edge_are_cut_at_their_seam():
+    # the fields are mostly smooth dim ground, so few blocks count as picture; filled with
+    # ink, dark and of little colour on average, they are pictures all the same
+    fig = np.full((220, 400, 3), 255, np.uint8)
+    fig[20:200, 20:200] = _dim_field((48, 34, 52), (60, 90, 230), 0)   # nuclei
+    fig[20:200, 200:380] = _dim_field((120, 45, 50), (230, 60, 60), 1)  # a red stain
+    assert [p.box for p in find_panels(fig)] == [(20, 20, 200, 200), (200, 20, 380, 200)]
+
+
+def test_saturated_cells_of_a_heatmap_are_no_dim_fluorescence():
+    fig = np.full((220, 400, 3), 255, np.uint8)
+    fig[20:200, 20:200] = (200, 0, 0)
+    fig[20:200, 200:380] = (0, 100, 0)
+    assert find_panels(fig) == ()
+
+
+def test_labels_and_a_brace_set_against_a_micrograph_are_no_panel():
+    # layer names with a brace drawn against the left side of a micrograph (as retina
+    # layers are marked) belong to it; a second micrograph makes the figure compound
+    fig = np.full((270, 600, 3), 255, np.uint8)
+    fig[15:255, 82:322] = he_tile(0)
+    fig[15:255, 340:580] = he_tile(1)
+    fig[30:240, 77:80] = 0                      # the brace's back, 2 px from the picture
+    fig[30:33, 60:80] = fig[237:240, 60:80] = 0  # its tips
+    fig[133:136, 56:77] = 0                      # its point
+    for y in (70, 180):                          # two words of six letters
+        for i in range(6):
+            fig[y:y + 11, 5 + 8 * i:11 + 8 * i] = 0
+    assert [p.box for p in find_panels(fig)] == [(82, 15, 322, 255), (340, 15, 580, 255)]
+
+
+def test_a_picture_trimmed_smaller_in_a_row_of_tiles_is_a_panel_too():
+    # three tiles of a row alike in size; the fourth picture of the row is smaller (its pale
+    # margin trimmed away) and too small to pass as a panel alone, yet it belongs to the row
+    fig = np.full((900, 1000, 3), 255, np.uint8)
+    boxes = [(20 + 140 * i, 20, 140 + 140 * i, 140) for i in range(3)]
+    for i, (x0, y0, x1, y1) in enumerate(boxes):
+        fig[y0:y1, x0:x1] = he_tile(i, 120)
+    fig[25:135, 440:540] = he_tile(3, 120)[:110, :100]
+    _chart(fig, (40, 250, 960, 860))
+    found = [p.box for p in find_panels(fig)]
+    assert found[:4] == [*boxes, (440, 25, 540, 135)] and len(found) == 5
+
+
+def test_letters_a_caption_names_out_of_order_go_to_the_panels_as_read():
+    # "(A, C) DAPI. (B, D) GFP.": the caption names the letters A C B D, the grid is
+    # lettered A B / C D as read, and each panel's caption is the part for its letter
+    fig, _ = he_grid(20)
+    caption = "Two cell lines. (A, C) DAPI. (B, D) GFP."
+    assert split_caption(caption).letters == ["A", "C", "B", "D"]
+    panels = analyse_figure(fig, caption=caption).panels
+    assert [(p.panel.label, p.caption) for p in panels] == [
+        ("A", "Two cell lines. DAPI."), ("B", "Two cell lines. GFP."),
+        ("C", "Two cell lines. DAPI."), ("D", "Two cell lines. GFP.")]

@@ -7,14 +7,16 @@ panels are what the region should meet. Two pure functions do the splitting:
 * :func:`find_panels` cuts the image along its gutters (rows and columns of background colour,
   white or the figure's own border colour, recursively: an XY cut) and keeps the pieces that
   are panels: pieces holding a picture, large pieces, or small pictures of one size repeated
-  (the tiles of a grid of micrographs); labels, legends and axis titles cut off on their own
-  are dropped, and so is a piece of text alone however large (labels set at an angle under a
-  chart). A plot parted from its tick labels is measured with them; strips stacked one under
-  the other (blots, traces) and facets of one plot side by side are one panel each. A rule
-  drawn round the whole figure is stepped inside before cutting. Panels
-  are ordered as read (rows top to bottom, left to right) and get their letters from text
-  boxes inside them (the PDF text layer, when the caller has it), else from the caption's
-  letters when there are as many as panels.
+  (the tiles of a grid of micrographs, and pictures in line with them too pale or small to
+  pass alone); labels, legends and axis titles cut off on their own are dropped, and so is a
+  piece of text alone however large (labels set at an angle under a chart) and labels with a
+  brace set against a micrograph. A plot parted from its tick labels is measured with them;
+  strips stacked one under the other (blots, traces) and facets of one plot side by side are
+  one panel each. A rule drawn round the whole figure is stepped inside before cutting.
+  Photographs edge to edge are cut at their seam (a faint one where the next row's
+  photographs meet). Panels are ordered as read (rows top to bottom, left to right) and get
+  their letters from text boxes inside them (the PDF text layer, when the caller has it),
+  else from the caption's letters, in alphabetical order, when there are as many as panels.
 * :func:`split_caption` parses a caption into the text shared by all panels and one part per
   panel letter: ``(A) … (B) …``, ``(A–C) …``, ``A, …; B, …``, ``a: … b: …``, ``Top: …
   bottom: …``. References back to an earlier letter ("as in (A)") stay in the text.
@@ -77,6 +79,11 @@ _LABEL_GAP = 0.02      # … and its labels lie this close (of the figure's long
 _PLOT_AREA = 0.015     # a plot with its axes drawn covers this much of the figure …
 _PLOT_SIDE = 0.08      # … and this much of its width and of its height
 _FRAME_FRAC = 0.01     # a frame drawn round a figure is at most this thick (of its side)
+_DIM_FILL = 0.9        # a box filled with ink this much …
+_DIM_GREY = 70.0       # … this dark on average …
+_DIM_CHROMA = 30.0     # … and this little green or magenta holds dim pictures (fluorescence)
+_SEAM_ALONE = 1.5      # a faint seam jumps this many times more than any other line
+_RULE_ALONG = 0.9      # a rule between panels keeps its grey level along this much of it
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,9 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
     if depth > 12 or (x1 - x0 < _MIN_SIDE_FRAC * W and y1 - y0 < _MIN_SIDE_FRAC * H):
         return [trimmed]  # too small to hold two panels
     sub = bg[y0:y1, x0:x1]
-    pictorial = pic.fraction(trimmed) >= 0.25
+    pictorial = pic.fraction(trimmed) >= 0.25 or (
+        grey is not None and chroma is not None
+        and _dim_field(grey[y0:y1, x0:x1], chroma[y0:y1, x0:x1], sub))
     for frac in (_GUTTER_FRAC, _CROSSED_FRAC) if pictorial else (_GUTTER_FRAC,):
         for axis in (0, 1):  # rows first, then columns
             profile = sub.mean(axis=1 - axis) >= frac
@@ -200,15 +209,9 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
                 part = (x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
                 out += _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)
             return out
-    if pictorial and grey is not None:  # pictures parted by a thin line of one colour
-        lines = _flat_lines(grey, trimmed)
-        if lines is not None:
-            axis, gaps = lines
-            edges = [0] + [g for gap in gaps for g in gap] + [y1 - y0 if axis == 0 else x1 - x0]
-            parts = [(x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
-                     for a, b in zip(edges[::2], edges[1::2], strict=True)]
-            return [b for part in parts
-                    for b in _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)]
+    parts = _ruled_parts(grey, pic, trimmed, pictorial) if grey is not None else None
+    if parts:  # pictures parted by a thin line of one colour
+        return [b for part in parts for b in _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)]
     if pictorial and grey is not None:  # photographs edge to edge: cut along the seam
         seam = _seam(grey, trimmed)
         tone = grey
@@ -223,11 +226,22 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
     return [trimmed]
 
 
+def _dim_field(grey: np.ndarray, chroma: np.ndarray, bg: np.ndarray) -> bool:
+    """Whether a box (its ``grey`` levels, ``chroma`` and ``bg`` mask) is filled by dim
+    pictures: :data:`_DIM_FILL` of it ink, :data:`_DIM_GREY` dark on average, and of little
+    colour on average (:data:`_DIM_CHROMA`): fluorescence on a ground that is dark but not
+    black, which no block of the picture map counts; not a heatmap's saturated cells."""
+    return bool(1 - bg.mean() >= _DIM_FILL and grey.mean() <= _DIM_GREY
+                and np.abs(chroma).mean() <= _DIM_CHROMA)
+
+
 def _inside_frame(bg: np.ndarray, box: Box) -> Box | None:
     """The inside of a frame drawn round ``box``: on each of its four sides a line (at most
     :data:`_FRAME_FRAC` of the side, 2 px at least) that is drawn along 90 % of it, with
-    background along most of the line just inside. ``None`` when there is no frame (a
-    photograph filling its box has no background inside its edge)."""
+    background along most of the line just inside. Specks outside the frame (a few pixels
+    of noise along the page edge, within the same :data:`_FRAME_FRAC`) are stepped over.
+    ``None`` when there is no frame (a photograph filling its box has no background inside
+    its edge)."""
     x0, y0, x1, y1 = box
     sub = ~bg[y0:y1, x0:x1]
     if min(sub.shape) < 40:
@@ -236,20 +250,49 @@ def _inside_frame(bg: np.ndarray, box: Box) -> Box | None:
     for a in (sub, sub[::-1], sub.T, sub.T[::-1]):  # top, bottom, left, right
         drawn = a.mean(axis=1)
         limit = max(2, round(_FRAME_FRAC * a.shape[0]))
-        t = 0
-        while t < limit and drawn[t] >= 0.9:
+        s = 0
+        while s < limit and drawn[s] < 0.05:
+            s += 1
+        t = s
+        while t < s + limit and drawn[t] >= 0.9:
             t += 1
-        if t == 0 or t == limit or drawn[t] > 0.5:
+        if t == s or t == s + limit or drawn[t] > 0.5:
             return None
         cuts.append(t)
     top, bottom, left, right = cuts
     return (x0 + left, y0 + top, x1 - right, y1 - bottom)
 
 
-def _flat_lines(grey: np.ndarray, box: Box) -> tuple[int, list[tuple[int, int]]] | None:
+def _ruled_parts(grey: np.ndarray, pic: _PictureMap, box: Box, pictorial: bool
+                 ) -> list[Box] | None:
+    """The parts of ``box`` between the rules :func:`_flat_lines` finds in it. In a box that
+    is not mostly picture (drawings beside photographs, framed together) a rule parts panels
+    only when two of its parts or more hold pictures (a tenth of their box): a line crossing
+    a chart or a diagram parts no pictures. ``None`` when there is no such rule."""
+    if not pictorial and pic.fraction(box) < 0.1:
+        return None
+    lines = _flat_lines(grey, box, hidden=not pictorial)
+    if lines is None:
+        return None
+    axis, gaps = lines
+    x0, y0, x1, y1 = box
+    edges = [0] + [g for gap in gaps for g in gap] + [y1 - y0 if axis == 0 else x1 - x0]
+    parts = [(x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
+             for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    if not pictorial and sum(pic.fraction(p) >= 0.1 for p in parts) < 2:
+        return None
+    return parts
+
+
+def _flat_lines(grey: np.ndarray, box: Box, *, hidden: bool = False
+                ) -> tuple[int, list[tuple[int, int]]] | None:
     """``(axis, runs)`` of the thin lines of one flat grey level (at most 3 % of the box, 3 px
     at least) that cross the whole of ``box`` between pictures: a dark or grey rule drawn
-    between panels. A line must stand apart from the rows beside it, on both sides: most of
+    between panels. With ``hidden`` (between drawings), a line at its level along
+    :data:`_RULE_ALONG` of it (a legend box laid over the rule may hide the rest), at most 1 %
+    of the box thick, whose neighbours may be blurred into it; inside pictures only a line
+    flat along its whole length, sharp, is a rule (a picture's own edges, an arrow drawn on it
+    are not). A line must stand apart from the rows beside it, on both sides: most of
     their pixels :data:`_LINE_CONTRAST` grey levels off its own, or textured along most of
     their length (a picture, not a field of the line's colour): a black row inside a dark
     fluorescence field is no rule. ``None`` when there is none."""
@@ -260,19 +303,40 @@ def _flat_lines(grey: np.ndarray, box: Box) -> tuple[int, list[tuple[int, int]]]
         n = a.shape[0]
         if n < 40:
             continue
-        level = a.mean(axis=1)
-        flat = a.std(axis=1) <= 3.0
+        if hidden:
+            level = np.median(a, axis=1)
+            flat = ((np.abs(a - level[:, None]) <= 12.0).mean(axis=1) >= _RULE_ALONG) & (
+                level < 232)  # drawn, not a white gutter
+        else:
+            level = a.mean(axis=1)
+            flat = a.std(axis=1) <= 3.0
+        widest = max(3, (0.01 if hidden else 0.03) * n)
         runs = []
         for s, e in _gaps(flat, 1):
-            if e - s > max(3, 0.03 * n) or s < 0.1 * n or n - e < 0.1 * n:
+            if e - s > widest or s < 0.1 * n or n - e < 0.1 * n:
                 continue
             inside = float(np.median(level[s:e]))
-            if all((np.abs(a[i] - inside) > _LINE_CONTRAST).mean() >= 0.6
-                   or (np.abs(np.diff(a[i])) > 6).mean() >= 0.5 for i in (s - 1, e)):
-                runs.append((s, e))
+            apart = [_stands_apart(a[i], inside) for i in (s - 2, s - 1, e, e + 1)]
+            if not hidden:
+                if apart[1] and apart[2]:
+                    runs.append((s, e))
+                continue
+            if (apart[0] or apart[1]) and (apart[2] or apart[3]):
+                lo, hi = s, e  # up to two pixels blurred into the line go with it
+                while lo > s - 2 and abs(level[lo - 1] - level[lo - 2]) > _LINE_CONTRAST:
+                    lo -= 1
+                while hi < e + 2 and abs(level[hi] - level[hi + 1]) > _LINE_CONTRAST:
+                    hi += 1
+                runs.append((lo, hi))
         if runs:
             return axis, runs
     return None
+
+
+def _stands_apart(line: np.ndarray, level: float) -> bool:
+    """Whether a row (column) ``line`` beside a rule at grey ``level`` is no part of it."""
+    return bool((np.abs(line - level) > _LINE_CONTRAST).mean() >= 0.6
+                or (np.abs(np.diff(line)) > 6).mean() >= 0.5)
 
 
 def _aligned(grey: np.ndarray, cuts: list[list[Box]], axis: int) -> list[list[Box]]:
@@ -307,8 +371,11 @@ def _aligned(grey: np.ndarray, cuts: list[list[Box]], axis: int) -> list[list[Bo
 def _seam(grey: np.ndarray, box: Box) -> tuple[int, int] | None:
     """``(axis, offset)`` of a straight line across the whole of ``box`` where two
     photographs meet without a gutter: along it the grey level jumps in most rows (columns),
-    several times more than between neighbouring lines elsewhere; both sides keep a fifth
-    of the box. ``None`` when there is none."""
+    several times more than between neighbouring lines elsewhere; or, between textured
+    photographs (two H&E fields of one stain), in nearly half of them (a quarter of each
+    quarter of the line: the edge of an inset's outline drawn over part of a picture is no
+    seam) and twice as much, when no other line of the box comes within
+    :data:`_SEAM_ALONE` of it. Both sides keep a fifth of the box. ``None`` when there is none."""
     x0, y0, x1, y1 = box
     sub = grey[y0:y1, x0:x1]
     best: tuple[float, int, int] | None = None
@@ -325,7 +392,11 @@ def _seam(grey: np.ndarray, box: Box) -> tuple[int, int] | None:
             continue
         typical = float(np.median(strength)) + 1e-6
         idx = lo + int(np.argmax(strength[lo:hi]))
-        if steady[idx] >= 0.6 and strength[idx] >= 2.5 * typical:
+        others = np.concatenate([strength[lo:max(lo, idx - 3)], strength[idx + 4:hi]])
+        alone = (len(others) > 0 and strength[idx] >= _SEAM_ALONE * float(others.max())
+                 and min(q.mean() for q in np.array_split(jump[idx] > 25, 4)) >= 0.25)
+        if (steady[idx] >= 0.6 and strength[idx] >= 2.5 * typical) or (
+                alone and steady[idx] >= 0.45 and strength[idx] >= 2.0 * typical):
             score = strength[idx] / typical
             if best is None or score > best[0]:
                 best = (score, axis, idx + 1)
@@ -418,9 +489,9 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
         Words of the PDF text layer inside the figure, boxes ``(x0, y0, x1, y1)`` in this
         image's pixels; single letters ("A", "(b)") name the panel they sit in.
     letters : sequence of str, optional
-        The panel letters the caption names, in order (:attr:`CaptionParts.letters`); given to
-        the panels in reading order when there are exactly as many panels and no text box
-        names them.
+        The panel letters the caption names (:attr:`CaptionParts.letters`); given in
+        alphabetical order to the panels in reading order (a caption may describe "(A and
+        C) … (B and D)") when there are exactly as many panels and no text box names them.
 
     Returns
     -------
@@ -465,7 +536,7 @@ def find_panels(image: np.ndarray, *, text_boxes: Sequence[tuple[str, Box]] | No
     named: list[str | None] = (_letters_from_text(full, text_boxes) if text_boxes
                                else [None] * len(full))
     if all(n is None for n in named) and letters and len(letters) == len(full):
-        named = list(letters)
+        named = [*sorted(letters, key=str.lower)]  # panels are lettered as read
     lettered = len({n for n in named if n}) == len(named)
     return tuple(Panel(box=b, label=(n if lettered and n else str(i + 1)), lettered=lettered)
                  for i, (b, n) in enumerate(zip(full, named, strict=True)))
@@ -485,10 +556,12 @@ def _panel_pieces(rgb: np.ndarray) -> list[Box]:
     for bg in (white, ground):
         if bg is None:
             continue
-        pieces = _cut(bg, pic, (0, 0, w, h), min_gap, grey=grey, chroma=chroma)
+        pieces = _grid_seams(_cut(bg, pic, (0, 0, w, h), min_gap, grey=grey, chroma=chroma),
+                             grey, pic)
         tiles = set(_grid_tiles(pieces, bg, pic))
         kept = [box for box in pieces if box in tiles
                 or (_panel_sized(box, pic, w, h) and not _text_only(bg, box, pic, max(w, h)))]
+        kept += _row_members([b for b in pieces if b not in kept], kept, pic)
         if any(pic.fraction(b) >= 0.5 for b in kept):
             # beside pictures, small plots and stacks of strips are panels of their own; a
             # figure of graphics alone is a chart or a diagram whatever its facets
@@ -503,6 +576,81 @@ def _panel_pieces(rgb: np.ndarray) -> list[Box]:
         if len(kept) >= 2:
             break
     return kept
+
+
+def _grid_seams(pieces: list[Box], grey: np.ndarray, pic: _PictureMap) -> list[Box]:
+    """``pieces`` with each photograph cut where two photographs of another row (column) of
+    the grid meet that span it together (ends within 3 % of its length), if a faint seam
+    shows there (within 3 px; :func:`_faint_seam`): two photographs set edge to edge in line
+    with a cut of their neighbours are two panels even when one of them is textured enough
+    to hide the seam from :func:`_seam`."""
+    out = list(pieces)
+    for axis in (1, 0):  # 1: cut at columns where pieces of other rows meet; 0: at rows
+        lo, hi = (0, 2) if axis == 1 else (1, 3)
+        across = (1, 3) if axis == 1 else (0, 2)
+        photos = [b for b in out if pic.fraction(b) >= 0.5]
+        meets = {(a[lo], (a[hi] + b[lo]) // 2, b[hi]) for a in photos for b in photos
+                 if 0 <= b[lo] - a[hi] <= 3
+                 and min(a[across[1]], b[across[1]]) > max(a[across[0]], b[across[0]])}
+        new: list[Box] = []
+        for box in out:
+            start, end = box[lo], box[hi]
+            tol = 0.03 * (end - start)
+            cuts = sorted({at for a0, m, b1 in meets if box in photos
+                           and abs(a0 - start) <= tol and abs(b1 - end) <= tol
+                           and start + 0.2 * (end - start) <= m <= start + 0.8 * (end - start)
+                           for at in [_faint_seam(grey, box, axis, m)] if at is not None})
+            edges = [start, *cuts, end]
+            new += [(a0, box[1], a1, box[3]) if axis == 1 else (box[0], a0, box[2], a1)
+                    for a0, a1 in zip(edges[:-1], edges[1:], strict=True)]
+        out = new
+    return out
+
+
+def _row_members(pieces: Sequence[Box], kept: Sequence[Box], pic: _PictureMap) -> list[Box]:
+    """The ``pieces`` that are pictures of a row (column) of picture panels in ``kept`` too
+    faint or trimmed too small to pass as panels on their own: a fifth picture at least
+    (a pale phase-contrast cell, a density plot), overlapping no panel, spanning three
+    quarters of the row's height (column's width) and covering half to one and a half times
+    the area of two panels of the row at least."""
+    def area(b: Box) -> int:
+        return (b[2] - b[0]) * (b[3] - b[1])
+
+    strong = [k for k in kept if pic.fraction(k) >= 0.5]
+    out: list[Box] = []
+    for b in pieces:
+        if pic.fraction(b) < 0.2 or any(_overlap(b, k) for k in [*kept, *out]):
+            continue
+        for lo, hi in ((1, 3), (0, 2)):  # a row, then a column
+            mates = [k for k in strong
+                     if min(b[hi], k[hi]) - max(b[lo], k[lo]) >= 0.75 * (k[hi] - k[lo])
+                     and 0.5 * area(k) <= area(b) <= 1.5 * area(k)]
+            if len(mates) >= 2:
+                out.append(b)
+                break
+    return out
+
+
+def _faint_seam(grey: np.ndarray, box: Box, axis: int, near: int) -> int | None:
+    """Where, within 3 px of ``near``, ``box`` holds a seam along ``axis`` (1: a column, 0: a
+    row) of photographs edge to edge: the grey level jumps in 45 % of the line at least and
+    in a quarter of each quarter of it, twice as much as between lines typically."""
+    x0, y0, x1, y1 = box
+    a = grey[y0:y1, x0:x1]
+    a = a.T if axis == 1 else a
+    first = x0 if axis == 1 else y0
+    jump = np.abs(np.diff(a, axis=0))
+    strength = jump.mean(axis=1)
+    typical = float(np.median(strength)) + 1e-6
+    lines = range(max(0, near - first - 4), min(len(strength), near - first + 3))
+    if not len(lines):
+        return None
+    i = max(lines, key=lambda k: strength[k])
+    steady = jump[i] > 25
+    if (steady.mean() >= 0.45 and strength[i] >= 2.0 * typical
+            and min(q.mean() for q in np.array_split(steady, 4)) >= 0.25):
+        return first + i + 1
+    return None
 
 
 def _grid_tiles(pieces: Sequence[Box], bg: np.ndarray, pic: _PictureMap) -> list[Box]:
@@ -589,8 +737,10 @@ def _labelled_graphics(pieces: Sequence[Box], kept: Sequence[Box], bg: np.ndarra
     beside it (within :data:`_LABEL_GAP` of the figure's side, and within its span across:
     a row of labels shared by two plots joins neither), and is a panel when the whole is
     (:func:`_panel_sized`), or a plot of its own (:func:`_plot_sized`), and still no picture
-    (a specimen's stem grown into its leaves is no plot). It grows into no other graphic
-    piece nor any panel already kept."""
+    (a specimen's stem grown into its leaves is no plot), nor labels and a brace set against
+    a picture panel twice its size at least (within 2 px, no picture, half background or
+    more: the names of a micrograph's layers). It grows into no other graphic piece nor any
+    panel already kept."""
     h, w = bg.shape
     gap = _LABEL_GAP * max(w, h)
 
@@ -626,9 +776,21 @@ def _labelled_graphics(pieces: Sequence[Box], kept: Sequence[Box], bg: np.ndarra
                 grew = True
         if pic.fraction(box) >= 0.3:
             continue  # it took in pictures: a specimen's stem, no plot
+        sparse = pic.fraction(box) < 0.05 and bg[box[1]:box[3], box[0]:box[2]].mean() >= 0.5
+        if sparse and any(pic.fraction(k) >= 0.5 and _abuts(box, k, 2)
+                          and 2 * area(box) <= area(k) for k in kept):
+            continue  # labels and braces set against a larger picture name its parts
         if (box != core and _panel_sized(box, pic, w, h)) or _plot_sized(box, core, bg):
             out.append(box)
     return out
+
+
+def _abuts(a: Box, b: Box, gap: int) -> bool:
+    """Whether ``a`` and ``b`` face each other along a side at most ``gap`` px apart."""
+    across = min(a[3], b[3]) > max(a[1], b[1])
+    along = min(a[2], b[2]) > max(a[0], b[0])
+    return bool((across and 0 <= max(b[0] - a[2], a[0] - b[2]) <= gap)
+                or (along and 0 <= max(b[1] - a[3], a[1] - b[3]) <= gap))
 
 
 def _overlap(a: Box, b: Box) -> bool:
