@@ -139,3 +139,26 @@ def test_rule_and_learned_decide_a_generated_figure():
     with pytest.raises(EvidenceError, match="kind_model='rule'"):
         km.figure_features(learned)
     assert "rule" in km.list_kind_models() and km.DEFAULT_KIND_MODEL in km.list_kind_models()
+
+
+def test_a_schematic_beside_plots_and_caption_parts_naming_both_are_measured():
+    chart = _panel_kind("chart", 0.0, ticks=2.0, chart_share=0.8)
+    scheme = _panel_kind("diagram", 0.0, boxes=3.0, chart_share=0.25)
+    whole = FigureKind(kind="chart", scores={"chart": 0.6, "diagram": 0.4}, reason="",
+                       features={"picture_share": 0.0, "ticks": 1.0})
+    parts = CaptionParts(shared="", parts={"A": "Schematic of the assay.",
+                                           "B": "Kaplan-Meier curves of survival."})
+    panels = tuple(FigurePanel(panel=Panel(box=(i * 110, 0, i * 110 + 100, 100),
+                                           label=chr(65 + i), lettered=True),
+                               kind=k, caption="") for i, k in enumerate((scheme, chart)))
+    a = FigureAnalysis(kind=whole, panels=panels, caption_parts=parts)
+    x = dict(zip(km.FEATURE_NAMES, km.figure_features(a), strict=True))
+    assert x["panel_firm_chart"] == x["panel_firm_diagram"] == pytest.approx(0.5)
+    assert x["panel_chart_diagram_min"] == pytest.approx(0.5)
+    assert x["panel_picture_graphic_min"] == 0.0
+    assert x["caption_parts_chart"] == x["caption_parts_diagram"] == pytest.approx(0.5)
+    assert x["caption_parts_families"] == 2.0 and x["caption_parts_picture"] == 0.0
+    plots = FigureAnalysis(kind=whole, panels=(panels[1], panels[1]), caption_parts=CaptionParts(
+        shared="", parts={"A": "Kaplan-Meier curves.", "B": "ROC curves."}))
+    y = dict(zip(km.FEATURE_NAMES, km.figure_features(plots), strict=True))
+    assert y["panel_chart_diagram_min"] == 0.0 and y["caption_parts_families"] == 1.0

@@ -495,3 +495,64 @@ def test_a_dotted_value_grid_makes_a_chart_and_rows_of_text_do_not() -> None:
     assert plot.features["grids"] >= 1
     text = classify_figure_kind(_dotted_grid_plot(text_rows=True))
     assert text.features["grids"] == 0, text.reason
+
+
+def _text_figure(lines: list[tuple[int, int, str]], *, anchor: str = "la",
+                 size: tuple[int, int] = (400, 300)) -> np.ndarray:
+    """A white figure with text drawn at ``(x, y, text)`` (Pillow's default font, 14 px)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    im = Image.new("RGB", size, "white")
+    draw = ImageDraw.Draw(im)
+    font = ImageFont.load_default(size=14)
+    for x, y, text in lines:
+        draw.text((x, y), text, fill="black", font=font, anchor=anchor)
+    return np.asarray(im).copy()
+
+
+def test_evenly_spaced_numbers_along_an_axis_are_measured_and_lines_of_text_are_not():
+    # a plot drawn without ticks or grid: its values are read off a column of numbers
+    column = _text_figure([(40, 250 - 40 * i, str(10 * i)) for i in range(6)], anchor="rm")
+    column[30:250, 60:62] = 0
+    row = _text_figure([(60 + 60 * i, 270, str(5 * i)) for i in range(6)], anchor="mm")
+    row[240:242, 40:380] = 0
+    prose = _text_figure([(30, 20 + 18 * i, "Lorem ipsum dolor sit amet"[:8 + 2 * i])
+                          for i in range(8)])
+    legend = _text_figure([(30 + 90 * i, 250, w) for i, w in
+                           enumerate(("cells", "tumour", "gland", "stroma"))])
+    assert classify_figure_kind(column).features["labels"] >= 1
+    assert classify_figure_kind(row).features["labels"] >= 1
+    assert classify_figure_kind(prose).features["labels"] == 0
+    assert classify_figure_kind(legend).features["labels"] == 0
+
+
+def test_a_recorded_trace_wiggles_and_an_arrow_or_a_straight_line_does_not():
+    rng = np.random.default_rng(1)
+    fig = np.full((240, 480, 3), 255, np.uint8)
+    x = np.arange(20, 460)
+    y = 160 + rng.integers(-1, 2, len(x))           # a noisy baseline …
+    for s in range(60, 440, 45):                     # … with spikes (action potentials)
+        y[s - 20:s - 17] = (120, 60, 120)
+    for xi, yi, yj in zip(x[1:], y[1:], y[:-1], strict=True):
+        fig[min(yi, yj):max(yi, yj) + 2, xi] = 0     # joined as a polyline
+    fig[200:202, 380:440] = 0                         # a scale bar
+    assert classify_figure_kind(fig).features["traces"] >= 1
+    arrow = np.full((240, 480, 3), 255, np.uint8)
+    t = np.linspace(0, np.pi, 600)
+    arrow[(200 - 120 * np.sin(t)).astype(int), (40 + 400 * t / np.pi).astype(int)] = 0  # an arc
+    arrow[220:222, 20:460] = 0
+    assert classify_figure_kind(arrow).features["traces"] == 0
+
+
+def test_brown_chromogen_on_a_pale_field_is_a_micrograph_and_brown_flesh_a_photograph():
+    rng = np.random.default_rng(2)
+    ihc = np.clip(rng.normal((226, 216, 202), 6, (240, 320, 3)), 0, 255)  # slide glass
+    yy, xx = np.mgrid[:240, :320]
+    for cy, cx in rng.uniform((0, 0), (240, 320), (70, 2)):          # stained cells
+        ihc[(yy - cy) ** 2 + (xx - cx) ** 2 < rng.uniform(20, 80)] = rng.normal(
+            (150, 95, 55), 12, 3)
+    flesh = np.clip(rng.normal((165, 105, 70), 18, (240, 320, 3)), 0, 255)  # tissue …
+    flesh[:, :50] = rng.normal(35, 8, (240, 50, 1))                         # … in shadow
+    found = classify_figure_kind(ihc.astype(np.uint8))
+    assert found.kind == "micrograph" and "bright field" in found.reason
+    assert classify_figure_kind(flesh.astype(np.uint8)).kind == "photograph"

@@ -9,19 +9,25 @@ kind model named by ``kind_model`` then decides (registry: :func:`list_kind_mode
 * ``"rule"``: the rule's vote, as it is;
 * ``"learned"``: a multinomial logistic regression over :data:`FEATURE_NAMES`
   (:func:`figure_features`: the area shares of the panels' kinds, the whole figure's picture
-  share, colour statistics, ticks, axes, grids and text boxes, the per-kind scores, the
-  caption cues, the rule's own vote). Its parameters are a small JSON file shipped with the
-  package (``wsikit/evidence/data/figure_kind_model.json``: feature names, standardisation,
-  weights, version, the label sets it was trained on and how it scored on sets left out),
+  share, colour statistics, ticks, axes, grids, text boxes, evenly spaced axis labels and
+  recorded traces, the per-kind scores, the caption cues, the rule's own vote; and whether
+  the figure holds two kinds firmly: the smaller of its chart and diagram panel areas, of its
+  picture and graphic panel areas, and how many of pictures, charts and diagrams its caption
+  parts name, as "(A) Schematic ... (B) Kaplan-Meier ..."). Its parameters are a small JSON
+  file shipped with the package (``wsikit/evidence/data/figure_kind_model.json``: feature
+  names, standardisation, weights, version, the label sets it was trained on and how it
+  scored on sets left out),
   trained by ``benchmarks/train_figure_kinds.py`` on the hand labels of
   ``benchmarks/data/figure_kinds.json``. Inference is a dot product (numpy only); the
   ``reason`` names the features that pushed the kind chosen over the runner-up most.
 
 :data:`DEFAULT_KIND_MODEL` is the one used when none is named: ``"learned"``, which beat the
 rule on the label sets left out of its training, one at a time (``held-out-4``, never tuned
-on by the rule either: 71.6 % of 67 figures right against 67.2 %; the mean over the five sets:
-81.3 % against 80.1 %; ``benchmarks/results/bench_figure_kinds_learned.md``; on ``held-out-5``,
-labelled later and never read by its training, v2 got 77.3 % against the rule's 76.1 %). A
+on by the rule either: v4 got 73.1 % of 67 figures right against 67.2 %; the mean over the
+five sets: 82.0 % against 80.1 %; ``benchmarks/results/bench_figure_kinds_learned.md``; on
+``held-out-5``, labelled later and never read by its training, v2 got 77.3 % against the
+rule's 76.1 %, v4 80.7 % against 80.7 %, the rule having been tuned on that set's misses
+since). A
 figure node's ``kind_source`` says which decided (:data:`LEARNED_SOURCE` or the rule's
 ``pixels+caption heuristic``); each panel's kind is the rule's
 (:func:`~wsikit.evidence.kinds.classify_figure_kind`) either way.
@@ -31,7 +37,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -62,11 +68,18 @@ _PANEL_KINDS = ("micrograph", "photograph", "chart", "diagram")
 #: Whole-figure pixel measurements (``FigureKind.features`` of the figure as one image) used
 #: as they are (shares in [0, 1]).
 _SHARES = ("picture_share", "picture_area", "graphic_area", "white_area", "stain", "brown",
-           "counterstain", "dark", "fluor", "primary", "grey", "saturation", "shadow", "ink",
-           "aligned", "chart_share")
+           "counterstain", "dark", "fluor", "primary", "grey", "saturation", "shadow", "pale",
+           "ink", "aligned", "chart_share")
 #: … and counts, used as ``log(1 + count)``.
 _COUNTS = ("bands", "blots", "ticks", "hlines", "vlines", "corners", "open_corners", "grids",
-           "boxes")
+           "boxes", "labels", "traces")
+
+#: Kinds of evidence a caption part can name, as :func:`caption_part_families` counts them:
+#: pictures (micrograph or photograph), charts, diagrams.
+_CUE_FAMILIES = ("picture", "chart", "diagram")
+#: A caption part names a kind when its cues for it score at least this (one strong cue, or
+#: three hints: :func:`~wsikit.evidence.kinds.caption_scores`).
+_PART_CUE = 0.2
 
 #: Names of the features :func:`figure_features` measures, in order.
 FEATURE_NAMES: tuple[str, ...] = (
@@ -74,7 +87,10 @@ FEATURE_NAMES: tuple[str, ...] = (
     *(f"panel_area_{k}" for k in _PANEL_KINDS),
     "panel_kinds_distinct", "panel_picture_share_mean", "panel_picture_share_max",
     "panel_picture_share_min", "panel_chart_share_mean", "panel_ticks", "panel_boxes",
-    "panel_grids", "panel_open_corners", "panel_firm_picture", "panel_margin_mean",
+    "panel_grids", "panel_open_corners", "panel_labels", "panel_traces", "panel_firm_picture",
+    "panel_margin_mean",
+    "panel_firm_chart", "panel_firm_diagram", "panel_chart_diagram_min",
+    "panel_picture_graphic_min",
     *(f"rule_{k}" for k in FIGURE_KINDS),
     *(f"whole_score_{k}" for k in FIGURE_KINDS),
     *(f"whole_{k}" for k in _SHARES),
@@ -82,6 +98,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "whole_texture", "whole_balance",
     *(f"caption_{k}" for k in _PANEL_KINDS),
     "caption_words_log", "caption_letters_log", "caption_letters_match_panels",
+    *(f"caption_parts_{k}" for k in _CUE_FAMILIES), "caption_parts_families",
 )
 
 
@@ -142,6 +159,10 @@ def figure_features(analysis: FigureAnalysis, *, caption: str | None = None) -> 
     letters = len(parts.letters)
     f["caption_letters_log"] = math.log1p(letters)
     f["caption_letters_match_panels"] = float(n > 0 and letters == n)
+    named = caption_part_families(parts.parts.values())
+    for k in _CUE_FAMILIES:
+        f[f"caption_parts_{k}"] = named[k] / max(len(parts.parts), 1)
+    f["caption_parts_families"] = float(sum(v > 0 for v in named.values()))
     return np.array([f[k] for k in FEATURE_NAMES], np.float64)
 
 
@@ -167,7 +188,8 @@ def _panel_features(f: dict[str, float], panels: list[Any], analysis: FigureAnal
         f["panel_chart_share_mean"] = float(w @ np.array(
             [float(p.kind.features.get("chart_share", 0.45)) for p in panels]))
         for name, key in (("panel_ticks", "ticks"), ("panel_boxes", "boxes"),
-                          ("panel_grids", "grids"), ("panel_open_corners", "open_corners")):
+                          ("panel_grids", "grids"), ("panel_open_corners", "open_corners"),
+                          ("panel_labels", "labels"), ("panel_traces", "traces")):
             f[name] = float(w @ np.array([float(p.kind.features.get(key, 0.0)) >= 1
                                           for p in panels]))
         f["panel_firm_picture"] = float(sum(
@@ -175,11 +197,46 @@ def _panel_features(f: dict[str, float], panels: list[Any], analysis: FigureAnal
             if p.kind.kind in ("micrograph", "photograph")
             and float(p.kind.features.get("picture_share", 0.0)) >= 0.5))
         f["panel_margin_mean"] = float(w @ np.array([_margin(p.kind.scores) for p in panels]))
+        _panel_mix(f, panels, w)
     else:  # one image: its own kind is the only panel
         kind = analysis.kind.kind
         if kind in _PANEL_KINDS:
             f[f"panel_area_{kind}"] = 1.0
         f["panel_margin_mean"] = _margin(analysis.kind.scores)
+
+
+def _panel_mix(f: dict[str, float], panels: list[Any], w: np.ndarray) -> None:
+    """Fill the entries saying whether the panels hold two kinds, each firmly: chart panels
+    with chart evidence (ticks, axes, a grid: ``chart_share`` at least 0.6) and diagram
+    panels without it (boxes around text, lines running every way: at most 0.35) by area,
+    the smaller of the chart and diagram areas (a schematic beside plots is ``mixed``), and
+    the smaller of the picture and graphic areas."""
+    share = np.array([float(p.kind.features.get("chart_share", 0.45)) for p in panels])
+    kinds = np.array([p.kind.kind for p in panels])
+    f["panel_firm_chart"] = float(w @ ((kinds == "chart") & (share >= 0.6)))
+    f["panel_firm_diagram"] = float(w @ ((kinds == "diagram") & (share <= 0.35)))
+    f["panel_chart_diagram_min"] = min(f["panel_area_chart"], f["panel_area_diagram"])
+    f["panel_picture_graphic_min"] = min(
+        f["panel_area_micrograph"] + f["panel_area_photograph"],
+        f["panel_area_chart"] + f["panel_area_diagram"])
+
+
+def caption_part_families(parts: Iterable[str]) -> dict[str, int]:
+    """How many caption parts (one panel's text each) name pictures, charts or diagrams by
+    their cues (:func:`~wsikit.evidence.kinds.caption_scores` at least :data:`_PART_CUE`: one
+    strong cue, as "H&E", "Kaplan-Meier", "schematic"); a part may name several.
+
+    >>> caption_part_families(["Schematic of the assay.", "Kaplan-Meier curves.", "H&E."])
+    {'picture': 1, 'chart': 1, 'diagram': 1}
+    """
+    out = dict.fromkeys(_CUE_FAMILIES, 0)
+    for text in parts:
+        cue = caption_scores(text)
+        picture = max(cue["micrograph"], cue["photograph"])
+        for family, v in (("picture", picture), ("chart", cue["chart"]),
+                          ("diagram", cue["diagram"])):
+            out[family] += v >= _PART_CUE
+    return out
 
 
 def _margin(scores: Mapping[str, float]) -> float:
@@ -481,8 +538,8 @@ def learned_kind(analysis: FigureAnalysis, model: KindModel, *, caption: str | N
 
 
 #: The figure kind model used when none is named: the learned combiner, which beat the rule on
-#: label sets left out of its training (held-out-4, never tuned on by either: 71.6 % against
-#: 67.2 %; mean over the five sets left out one at a time: 81.3 % against the rule's 80.1 %,
+#: label sets left out of its training (held-out-4, never tuned on by either: 73.1 % against
+#: 67.2 %; mean over the five sets left out one at a time: 82.0 % against the rule's 80.1 %,
 #: most of whose sets it was tuned on; benchmarks/results/bench_figure_kinds_learned.md).
 DEFAULT_KIND_MODEL = "learned"
 

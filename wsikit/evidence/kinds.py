@@ -16,7 +16,9 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    smaller than 12 blocks dropped; ``picture_share`` = picture area / (picture + graphic area).
 2. **Micrograph or photograph** (the picture pixels). Micrograph colour: stain purple/pink
    (green the lowest channel, as haematoxylin, eosin, PAS, Giemsa and trichrome leave it),
-   brown chromogen with a blue/purple counterstain (IHC), fluorescence (a dark field with
+   brown chromogen with a blue/purple counterstain or on a pale, shadowless field filling the
+   image (IHC: the slide glass shows between the stained cells; a brown specimen photographed
+   on white paper leaves the paper outside the picture), fluorescence (a dark field with
    saturated single-channel signal) or grey-level texture (electron microscopy). What is
    neither (yellow fat, red flesh, skin, a blue drape, radiographs, gels) is photograph colour,
    and so is a specimen on a black backdrop: stain and chromogen colours need a bright field,
@@ -36,7 +38,11 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    with ticks on its edge is a plot, not a text box); so do, without the above, edges running
    every way (under a third within 12 degrees of horizontal or vertical: outlines,
    molecules, circular trees). Graphics with no evidence either way (filled boxes and
-   arrows, free text) lean to a diagram.
+   arrows, free text) lean to a diagram. Two more chart cues are measured for the learned
+   combiner (:mod:`wsikit.evidence.kind_model`) but left out of this rule, which they did not
+   improve: columns or rows of evenly spaced short labels (:func:`tick_labels`: an axis's
+   numbers, where no tick or grid is drawn) and recorded traces (:func:`traces`: long thin
+   lines that wiggle).
 4. **Caption cues** (:data:`CAPTION_CUES`) add evidence per kind: "H&E", "magnification",
    "×200", "µm", "immunohistochemistry", "fluorescence", "dark field" for micrographs
    ("scale bar" only hints: specimen photographs and drawings carry them too); "gross",
@@ -475,7 +481,7 @@ def blot_strips(image: np.ndarray, *, side: int = _LINE_SIDE_BLOT
 def _picture_colour(rgb: np.ndarray, picture: np.ndarray) -> dict[str, float]:
     """Colour statistics of the picture pixels (zeros when there are none)."""
     keys = ("stain", "brown", "counterstain", "dark", "fluor", "primary", "grey", "texture",
-            "saturation", "shadow")
+            "saturation", "shadow", "pale")
     if not picture.any():
         return dict.fromkeys(keys, 0.0)
     mask = np.kron(picture, np.ones((_BLOCK, _BLOCK), bool))
@@ -511,6 +517,9 @@ def _picture_colour(rgb: np.ndarray, picture: np.ndarray) -> dict[str, float]:
         "texture": texture,
         "saturation": float(sat[lit].mean()) if lit.any() else 0.0,
         "shadow": float((mx < 80).sum()) / n,
+        # a bright field: light, barely tinted pixels between the stained ones (the slide
+        # glass behind a section); a photographed specimen fills its frame with its own colour
+        "pale": float(((mn >= 170) & (sat <= 0.2)).sum()) / n,
     }
 
 
@@ -804,7 +813,8 @@ def _graphic_structure(image: np.ndarray, picture: np.ndarray) -> dict[str, floa
     faint = (mn < 248) & ~picture[np.ix_(ys, xs)]  # light grid lines count here
     if ink.mean() < 1e-4:
         return {"ticks": 0.0, "hlines": 0.0, "vlines": 0.0, "corners": 0.0,
-                "open_corners": 0.0, "grids": 0.0, "boxes": 0.0, "ink": 0.0, "aligned": 1.0}
+                "open_corners": 0.0, "grids": 0.0, "boxes": 0.0, "ink": 0.0, "aligned": 1.0,
+                "labels": 0.0, "traces": 0.0}
     hr = _runs(ink, max(24, round(0.1 * W)))
     vr = _runs(ink.T, max(24, round(0.1 * H)))
     grey = rgb.mean(axis=2)
@@ -816,7 +826,139 @@ def _graphic_structure(image: np.ndarray, picture: np.ndarray) -> dict[str, floa
             # cut at the panel edge end together too, but short)
             "grids": float(_grids(faint, W, H) or _dotted_grids(faint, W, H)),
             "boxes": float(_text_boxes(ink, rgb, _runs(ink, max(12, round(0.06 * W))))),
-            "ink": float(ink.mean()), "aligned": _aligned_edges(rgb)}
+            "ink": float(ink.mean()), "aligned": _aligned_edges(rgb),
+            "labels": float(tick_labels(ink)), "traces": float(traces(ink))}
+
+
+def tick_labels(ink: np.ndarray) -> int:
+    """How many columns or rows of short labels stand evenly spaced, as the numbers along an
+    axis do (a plot drawn without ticks or a grid still reads its values off them): at least
+    four labels (glyphs joined within a few pixels on one line, at most six times as wide as
+    tall, of one height) sharing a right edge or a centre line, their centres spaced as axis
+    ticks are (:func:`tick_spacing`) and further apart than a line of text (rows of a list or
+    a legend follow each other at about their own height).
+
+    >>> ink = np.zeros((300, 300), bool)
+    >>> for i, y in enumerate(range(20, 260, 48)):   # right-aligned numbers, 1 or 2 digits
+    ...     for x in range(36 - 6 * (i % 2), 40, 6):
+    ...         ink[y:y + 10, x - 4:x] = True
+    >>> row = np.zeros((100, 400), bool)
+    >>> for x in range(40, 360, 60):                 # numbers along an axis
+    ...     row[50:60, x:x + 10] = True
+    >>> tick_labels(ink), tick_labels(row), tick_labels(row[:, :150])
+    (1, 1, 0)
+    """
+    b = _label_boxes(ink)
+    if len(b) < 4:
+        return 0
+    height, width = b[:, 3] - b[:, 1], b[:, 2] - b[:, 0]
+    xc, yc = (b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2
+    column = any(_evenly_placed(key, yc, height, height) for key in (b[:, 2], xc))
+    row = _evenly_placed(yc, xc, width, height)
+    return int(column) + int(row)
+
+
+def _label_boxes(ink: np.ndarray) -> np.ndarray:
+    """``(n, 4)`` boxes ``(x0, y0, x1, y1)`` of short text labels in an ink mask: glyph-sized
+    pieces (5 to 40 px tall) joined along their line across gaps under 6 px, kept when at
+    most six times as wide as tall."""
+    from scipy import ndimage
+
+    lab, n = ndimage.label(ink, structure=np.ones((3, 3)))
+    if n == 0 or n > 50000:
+        return np.zeros((0, 4), int)
+    sl = ndimage.find_objects(lab)
+    hw = np.array([(s[0].stop - s[0].start, s[1].stop - s[1].start) for s in sl])
+    glyph = np.zeros(n + 1, bool)
+    glyph[1:] = (hw[:, 0] >= 5) & (hw[:, 0] <= 40) & (hw[:, 1] <= 40)
+    # glyphs widened 3 px each way join across gaps under 6 px (a max filter: fast)
+    words = ndimage.maximum_filter1d(glyph[lab].view(np.uint8), 7, axis=1) > 0
+    lab2, m = ndimage.label(words, structure=np.ones((3, 3)))
+    if m == 0:
+        return np.zeros((0, 4), int)
+    b = np.array([(s[1].start + 3, s[0].start, s[1].stop - 3, s[0].stop)
+                  for s in ndimage.find_objects(lab2)])
+    h, w = b[:, 3] - b[:, 1], b[:, 2] - b[:, 0]
+    return b[(h >= 5) & (h <= 40) & (w <= 6 * h)]
+
+
+def _evenly_placed(key: np.ndarray, along: np.ndarray, extent: np.ndarray,
+                   height: np.ndarray) -> bool:
+    """Whether four or more labels sharing ``key`` (within 2 px) and of one height (within
+    a third) are evenly spaced along the other axis (centres ``along``), gaps at least 1.8
+    times their ``extent`` that way."""
+    order = np.argsort(key)
+    k = key[order]
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(k) > 2) + 1, [len(k)]])
+    for a, b in zip(starts[:-1], starts[1:], strict=True):
+        if b - a < 4:
+            continue
+        idx = order[a:b]
+        med_h = float(np.median(height[idx]))
+        idx = idx[np.abs(height[idx] - med_h) <= med_h / 3 + 1]
+        if len(idx) < 4:
+            continue
+        pos = np.unique(np.round(along[idx]))
+        if len(pos) < 4:
+            continue
+        gaps = np.diff(pos)
+        if float(np.median(gaps)) >= 1.8 * float(np.median(extent[idx])) and tick_spacing(pos):
+            return True
+    return False
+
+
+def traces(ink: np.ndarray) -> int:
+    """Long thin lines that wiggle: pieces of ink a fifth of the image wide at least, about
+    one line thick in most columns and one line in nine columns of ten (the outlines of a
+    drawing, boxes and their connectors, a tree's branches lie over each other), whose height
+    changes direction six times or more (a recorded trace, a noisy curve); straight lines,
+    axes and the smooth curves of an arrow do not.
+
+    >>> ink = np.zeros((100, 400), bool)
+    >>> x = np.arange(20, 380)
+    >>> ink[(50 + 8 * np.sin(x / 8)).astype(int), x] = True    # a wiggly trace
+    >>> ink[90, 20:380] = True                                   # a straight line
+    >>> traces(ink)
+    1
+    """
+    from scipy import ndimage
+
+    lab, n = ndimage.label(ink, structure=np.ones((3, 3)))
+    if n == 0:
+        return 0
+    W = ink.shape[1]
+    found = 0
+    for i, s in enumerate(ndimage.find_objects(lab), start=1):
+        if s is None or s[1].stop - s[1].start < 0.2 * W or s[0].stop - s[0].start < 6:
+            continue
+        part = lab[s] == i
+        cols = part.sum(axis=0)
+        if (cols > 0).mean() < 0.8 or float(np.median(cols[cols > 0])) > 4:
+            continue
+        pieces = part[0].astype(int) + (part[1:] & ~part[:-1]).sum(axis=0)
+        if (pieces[cols > 0] == 1).mean() < 0.9:
+            continue  # two lines over each other in many columns: outlines, boxes, a tree
+        rows = np.arange(part.shape[0])[:, None]
+        centre = (part * rows).sum(axis=0)[cols > 0] / cols[cols > 0]
+        if _reversals(centre, 2.0) >= 6:
+            found += 1
+    return found
+
+
+def _reversals(y: np.ndarray, hysteresis: float) -> int:
+    """How often ``y`` turns from rising to falling or back by more than ``hysteresis``."""
+    turns, direction, ref = 0, 0, float(y[0])
+    for v in y[1:]:
+        d = float(v) - ref
+        if direction >= 0 and d < -hysteresis:
+            turns += direction > 0
+            direction, ref = -1, float(v)
+        elif direction <= 0 and d > hysteresis:
+            turns += direction < 0
+            direction, ref = 1, float(v)
+        elif (direction > 0 and v > ref) or (direction < 0 and v < ref):
+            ref = float(v)
+    return turns
 
 
 def _aligned_edges(rgb: np.ndarray) -> float:
@@ -857,6 +999,10 @@ def _picture_split(f: Mapping[str, float]) -> tuple[float, str]:
         if f["texture"] >= 12:
             return 0.6, f"grey-level fine texture {f['texture']:.0f}"
         return 0.35, f"grey-level, smooth (texture {f['texture']:.0f})"
+    if (brown >= 0.15 and f.get("pale", 0.0) >= 0.3 and f["dark"] < 0.05
+            and f["picture_share"] >= 0.8):
+        return 0.7, (f"chromogen {brown:.0%} on a bright field ({f['pale']:.0%} pale, "
+                     "no shadows)")
     if brown >= 0.3:
         return 0.2, f"brown/yellow colour {brown:.0%} without counterstain"
     return 0.35, f"colour neither stain nor specimen (stain {stain:.0%}, brown {brown:.0%})"
