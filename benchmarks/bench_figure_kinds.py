@@ -75,8 +75,9 @@ SETS: tuple[tuple[str, frozenset[str]], ...] = (
     ("held-out-2 (tuned on since wt/kinds4)", frozenset({"held-out-2"})),
     ("held-out-3 (tuned on since wt/kinds5, wt/panels5)", frozenset({"held-out-3"})),
     ("held-out-4 (tuned on since wt/kindsml, wt/panels6)", frozenset({"held-out-4"})),
-    ("held-out-5 (measured blind once; tuned on since wt/dots)", frozenset({"held-out-5"})),
-    ("held-out-6 (blind)", frozenset({"held-out-6"})),
+    ("held-out-5 (measured blind once; tuned on since wt/dots, wt/panels7)",
+     frozenset({"held-out-5"})),
+    ("held-out-6 (never tuned on)", frozenset({"held-out-6"})),
     ("all", frozenset({"dev", "held-out-1", "held-out-2", "held-out-3", "held-out-4",
                        "held-out-5", "held-out-6"})),
 )
