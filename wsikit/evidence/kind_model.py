@@ -23,11 +23,11 @@ kind model named by ``kind_model`` then decides (registry: :func:`list_kind_mode
 
 :data:`DEFAULT_KIND_MODEL` is the one used when none is named: ``"learned"``, which beat the
 rule on the label sets left out of its training, one at a time (``held-out-4``, never tuned
-on by the rule either: v5 got 70.1 % of 67 figures right against 67.2 %; the mean over the
-five sets: 82.0 % against 80.3 %; ``benchmarks/results/bench_figure_kinds_learned.md``; on
-``held-out-6``, labelled later, never read by its training and never tuned on, v3 and v5
-both got 78.5 % against the rule's 76.3 %; on ``held-out-5``, never read by its training
-but tuned on by the rule since, v5 got 81.8 % against 79.5 %). A
+on by the rule either: v4 got 73.1 % of 67 figures right against 67.2 %; the mean over the
+five sets: 82.0 % against 80.1 %; ``benchmarks/results/bench_figure_kinds_learned.md``; on
+``held-out-5``, labelled later and never read by its training, v2 got 77.3 % against the
+rule's 76.1 %, v4 80.7 % against 80.7 %, the rule having been tuned on that set's misses
+since). A
 figure node's ``kind_source`` says which decided (:data:`LEARNED_SOURCE` or the rule's
 ``pixels+caption heuristic``); each panel's kind is the rule's
 (:func:`~wsikit.evidence.kinds.classify_figure_kind`) either way.
@@ -538,8 +538,8 @@ def learned_kind(analysis: FigureAnalysis, model: KindModel, *, caption: str | N
 
 
 #: The figure kind model used when none is named: the learned combiner, which beat the rule on
-#: label sets left out of its training (held-out-4, never tuned on by either: 70.1 % against
-#: 67.2 %; mean over the five sets left out one at a time: 82.0 % against the rule's 80.3 %,
+#: label sets left out of its training (held-out-4, never tuned on by either: 73.1 % against
+#: 67.2 %; mean over the five sets left out one at a time: 82.0 % against the rule's 80.1 %,
 #: most of whose sets it was tuned on; benchmarks/results/bench_figure_kinds_learned.md).
 DEFAULT_KIND_MODEL = "learned"
 
