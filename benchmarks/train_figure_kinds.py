@@ -465,6 +465,24 @@ def write_model(model: km.KindModel, path: Path) -> km.KindModel:
     return model
 
 
+def plain_micrographs_misread(model: km.KindModel) -> list[str]:
+    """The kinds ``model`` gives the demo's generated H&E figures (full-frame stained tissue,
+    captions naming nuclei and stroma) other than micrograph: a sanity check no label set
+    holds (a retrain with a weak L2 once read them as charts and diagrams at the same
+    left-out accuracy)."""
+    from wsikit.evidence.synthetic_pdf import synthetic_figures
+
+    wrong = []
+    for fig in synthetic_figures():
+        if fig.caption is None:
+            continue
+        analysis = analyse_figure(fig.image, caption=fig.caption, kind_model="rule")
+        kind = km.learned_kind(analysis, model, caption=fig.caption).kind
+        if kind != "micrograph":
+            wrong.append(f"{kind} ({' '.join(fig.caption.split()[:2])})")
+    return wrong
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--labels", type=Path, default=DEFAULT_LABELS)
@@ -519,6 +537,12 @@ def main(argv: list[str] | None = None) -> int:
                             if v == s),
                 "learned": sum(p == t for p, t, v in zip(loso, d.y, d.sets, strict=True)
                                if v == s)} for s in TRAIN_SETS}})
+    misread = plain_micrographs_misread(model)
+    if misread:
+        print("refused: the model reads plain H&E micrographs (the demo's figures) as "
+              f"{', '.join(misread)}; it is not written. Try a stronger L2 (L2_GRID).",
+              file=sys.stderr)
+        return 1
     if not args.no_write:
         model = write_model(model, args.model)
         print(f"model v{model.version} written to {args.model}")
