@@ -9,6 +9,12 @@ their truth; this script takes each file out of a local copy of its repository::
     python benchmarks/fetch_pdf_devset.py benchmarks/data/pdf_devset/truth_a.json \
         --mirrors /work/.mirror --out /work/pdfset/pdfs
 
+The figure-kind labels (``benchmarks/data/figure_kinds.json``, one entry per figure, each with
+its ``source``) are rebuilt the same way, one sub-folder per labelled set (``dev``,
+``held-out-1``, …), as ``bench_figure_kinds.py --pdfs`` takes them::
+
+    python benchmarks/fetch_pdf_devset.py benchmarks/data/figure_kinds.json --out /work/kpdfs
+
 A repository copy is looked for as ``MIRRORS/owner+name/<folder>``, bare or with its git
 directory in ``<folder>/.git`` (as the session tool ``fetch github:owner/name`` leaves a
 snapshot: ``<folder>`` is ``repo``), ``MIRRORS/owner+name``, ``MIRRORS/owner/name.git`` or
@@ -87,6 +93,20 @@ def fetch_one(entry: dict, *, mirrors: Path, out: Path) -> str:
     return "ok"
 
 
+def entries(truth: dict, out: Path) -> list[tuple[dict, Path]]:
+    """Each PDF of a truth once, with the folder it goes to.
+
+    A PDF truth (``"pdfs"``) puts every file in ``out``; the figure-kind labels (``"figures"``,
+    one entry per figure) put each file in ``out/<set>``.
+    """
+    if "pdfs" in truth:
+        return [(entry, out) for entry in truth["pdfs"]]
+    seen: dict[tuple[str, str], tuple[dict, Path]] = {}
+    for fig in truth["figures"]:
+        seen.setdefault((fig["set"], fig["file"]), (fig, out / fig["set"]))
+    return list(seen.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("truth", type=Path)
@@ -96,9 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     missing = 0
-    for entry in json.loads(args.truth.read_text(encoding="utf-8"))["pdfs"]:
+    for entry, out in entries(json.loads(args.truth.read_text(encoding="utf-8")), args.out):
+        out.mkdir(parents=True, exist_ok=True)
         try:
-            status = fetch_one(entry, mirrors=args.mirrors, out=args.out)
+            status = fetch_one(entry, mirrors=args.mirrors, out=out)
         except (OSError, ValueError) as exc:
             status = f"{type(exc).__name__}: {exc}"
         missing += status not in ("ok", "present")
