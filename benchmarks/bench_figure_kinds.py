@@ -78,8 +78,9 @@ SETS: tuple[tuple[str, frozenset[str]], ...] = (
     ("held-out-5 (measured blind once; tuned on since wt/dots, wt/panels7)",
      frozenset({"held-out-5"})),
     ("held-out-6 (never tuned on)", frozenset({"held-out-6"})),
+    ("held-out-7 (never tuned on)", frozenset({"held-out-7"})),
     ("all", frozenset({"dev", "held-out-1", "held-out-2", "held-out-3", "held-out-4",
-                       "held-out-5", "held-out-6"})),
+                       "held-out-5", "held-out-6", "held-out-7"})),
 )
 
 
