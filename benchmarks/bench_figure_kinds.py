@@ -79,8 +79,9 @@ SETS: tuple[tuple[str, frozenset[str]], ...] = (
      frozenset({"held-out-5"})),
     ("held-out-6 (never tuned on)", frozenset({"held-out-6"})),
     ("held-out-7 (never tuned on)", frozenset({"held-out-7"})),
+    ("held-out-8 (never tuned on)", frozenset({"held-out-8"})),
     ("all", frozenset({"dev", "held-out-1", "held-out-2", "held-out-3", "held-out-4",
-                       "held-out-5", "held-out-6", "held-out-7"})),
+                       "held-out-5", "held-out-6", "held-out-7", "held-out-8"})),
 )
 
 
