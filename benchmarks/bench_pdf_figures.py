@@ -17,9 +17,10 @@ A truth figure (label matched on its kind and number: "Fig. 1" = "FIGURE 1", "Fi
 
 * **found whole** when exactly one node in the whole PDF carries its label, that node is on the
   truth page, and its box covers ≥ 90 % of the truth ``bbox`` while ≥ 70 % of the node's box is
-  the figure. No line of the page's body text may lie inside the node (half of its box or more
-  inside the node's box, outside the truth ``bbox``): the thresholds let a crop pass that takes
-  in a line or two of the text above or below the figure, and such a node is counted apart, as
+  the figure. No line of the page's body text may be taken in by the node, whole or in part
+  (a third of the line's height or more, across three letter heights or more, outside the
+  truth ``bbox``): the thresholds let a crop pass that takes in a line or two of the text
+  above or below the figure, or a column beside it, and such a node is counted apart, as
   **holds body text** (body text: lines of five words or more, ten letter heights wide, in the
   document's body font and size, read from PDFium's text rectangles apart from the extractor's
   layout code). Without a truth ``bbox`` (older truth) the node must instead overlap no other
@@ -397,14 +398,24 @@ def body_lines(lines: dict[int, list[TextLine]]) -> dict[int, list[TextLine]]:
                 abs(ln.size - size) <= 0.2 * size] for p, page in lines.items()}
 
 
+def cuts_into(box: tuple[float, ...] | list[float], line: TextLine) -> bool:
+    """``box`` takes in a visible piece of ``line``: a third of its height or more, across
+    three letter heights or more (a line whole or cut by the crop's edge; a line that only
+    grazes the crop by its descenders, or one or two letters at a corner, does not count)."""
+    ix = min(box[2], line.box[2]) - max(box[0], line.box[0])
+    iy = min(box[3], line.box[3]) - max(box[1], line.box[1])
+    h = max(1e-6, line.box[3] - line.box[1])
+    return iy >= h / 3 and ix >= 3 * max(line.size, h)
+
+
 def body_text_in(node: Node, body: dict[int, list[TextLine]],
                  truth_box: list[float] | None = None) -> list[TextLine]:
-    """Body-text lines of the node's page mostly (half their box or more) inside the node's
-    box and not inside the truth figure's box (text the figure itself prints is the
-    figure's)."""
+    """Body-text lines of the node's page that the node's box takes in, whole or in part
+    (:func:`cuts_into`), and that do not lie in the truth figure's box (text the figure
+    itself prints is the figure's)."""
     out = []
     for ln in body.get(node.page, []):
-        if cover(node.bbox, ln.box)[0] < 0.5:
+        if not cuts_into(node.bbox, ln):
             continue
         if truth_box is not None and cover(truth_box, ln.box)[0] >= 0.5:
             continue

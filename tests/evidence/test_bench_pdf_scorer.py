@@ -310,6 +310,20 @@ def test_node_holding_a_line_of_body_text_is_not_whole(bench) -> None:
     assert "holds 1 body-text line" in row["misses"][0]
 
 
+def test_node_cutting_into_a_line_of_body_text_is_not_whole(bench) -> None:
+    # the crop's right edge reaches 60 pt into the next column: a third of each of its lines
+    # is inside the node, none half, and 85 % of the node is the figure
+    node = bench.Node(3, (100.0, 400.0, 500.0, 700.0), CAPTION, "Figure 2")
+    cut = bench.TextLine((440.0, 600.0, 620.0, 610.0), "The tumours were graded by two "
+                         "pathologists blind to the outcome.", "Times-Roman", 10.0)
+    graze = bench.TextLine((90.0, 393.0, 520.0, 403.0), "The line under the figure that "
+                           "its crop only grazes.", "Times-Roman", 10.0)
+    t = truth(bbox=[100.0, 400.0, 440.0, 700.0])
+    assert bench.score_pdf(t, [node], {3: [graze]})["body text"] == 0
+    row = bench.score_pdf(t, [node], {3: [cut, graze]})
+    assert (row["whole"], row["headline"], row["body text"]) == (0, 0, 1)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("fpdf") is None, reason="needs fpdf2")
 def test_body_lines_are_the_running_text_in_the_body_font(bench, tmp_path: Path) -> None:
     import fpdf
