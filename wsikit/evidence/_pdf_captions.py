@@ -84,8 +84,9 @@ _COLOUR_NOTE = re.compile(r"(?<=[.!?)\]])\s*[(\[][^()\[\]]{0,160}\bcolou?rs?\b[^
 
 
 #: A line of its own saying the figure's legend goes on overleaf ("Figure 7 continued on next
-#: page" under an eLife legend): a pointer, not words of the caption.
-_MARKER_LINE = re.compile(r"^\W*(?:fig(?:ure)?s?\.?|legend)\s*S?\d*[A-Za-z]?\s+continued\s+"
+#: page" under an eLife legend, "Figure 7. Continued on next page" as other years print it):
+#: a pointer, not words of the caption.
+_MARKER_LINE = re.compile(r"^\W*(?:fig(?:ure)?s?\.?|legend)\s*S?\d*[A-Za-z]?[.:]?\s+continued\s+"
                           r"(?:on|over)\s+(?:the\s+)?(?:next|following|facing)\s+page\W*$",
                           re.IGNORECASE)
 
