@@ -677,12 +677,19 @@ def _join_label_lines(text: PageText) -> None:
         text.lines = [ln for k, ln in enumerate(lines) if k not in drop]
 
 
+#: A legend's first words when it starts with a panel: "a ISSR", "a–c Mean", "a, b The".
+_PANEL_FIRST = re.compile(r"^[a-h](?:\s*[-–,&]\s*[a-h])*\s+[A-Z0-9(]")
+
+
 def _reads_as_caption(lines: list[Line], i: int, match: re.Match[str]) -> bool:
     line = lines[i]
     after = line.text[match.end():].lstrip()
     sep = bool(match.group("sep"))
     starts_upper = not after or after[0].isupper() or after[0] in "(['\"“" or after[0].isdigit()
-    if not (sep or starts_upper):
+    # a panel letter first, its description capitalised ("Fig. 1 a ISSR profile of …, b RAPD
+    # profile", as Springer sets legends): no sentence of the text reads so
+    panel_first = bool(_PANEL_FIRST.match(after))
+    if not (sep or starts_upper or panel_first):
         return False
     # the continuation of a sentence of the paragraph just above ("… shown in / Figure 2.")
     for j in range(i - 1, max(-1, i - 12), -1):
