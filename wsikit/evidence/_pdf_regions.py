@@ -699,21 +699,20 @@ def _past_table(found: tuple[str, float, Box], box: Box, rules: list[Box]) -> bo
 
 
 def _ruled_away(found: tuple[str, float, Box], cap: Box, rules: list[Box]) -> bool:
-    """Whether a table caption's ruled table starts on its other side from a graphic
-    (``found`` from :func:`_relation`; ``cap``: the caption's first line): a rule as wide as
-    that line, within a line's height under it (or over it), opens the table there, so the graphic over
-    (or under) the caption is another's (a figure with its caption set beside it)."""
-    rel = found[0]
-    if rel not in ("above", "below"):
+    """Whether a graphic over a table caption (``found`` from :func:`_relation`; ``cap``:
+    the caption's first line) is another's: a rule as wide as that line, within a line's
+    height under it, opens the caption's table there, and none closes a table just over it
+    (a figure with its caption set beside it, the table under the figure)."""
+    if found[0] != "above":
         return False
     reach = 12.0
 
     def across(r: Box) -> bool:
         return min(r[2], cap[2]) - max(r[0], cap[0]) >= 0.9 * (cap[2] - cap[0])
 
-    if rel == "above":  # the graphic over the caption: a table under it?
-        return any(across(r) and r[3] <= cap[1] + 1 and cap[1] - r[3] <= reach for r in rules)
-    return any(across(r) and r[1] >= cap[3] - 1 and r[1] - cap[3] <= reach for r in rules)
+    under = any(across(r) and r[3] <= cap[1] + 1 and cap[1] - r[3] <= reach for r in rules)
+    over = any(across(r) and r[1] >= cap[3] - 1 and r[1] - cap[3] <= reach for r in rules)
+    return under and not over
 
 
 def _usual_sides(pairs: list[tuple[float, int, int, str, Box]], captions: list[Caption],
