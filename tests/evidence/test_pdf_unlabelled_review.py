@@ -101,3 +101,22 @@ def test_a_table_caption_over_its_ruled_table_leaves_the_figure_above_it(tmp_pat
     assert [f.figure_label for f in figs] == ["Fig. 1"]
     x0, y0 = 65 * 72 / 25.4, (297 - 115) * 72 / 25.4
     assert abs(figs[0].bbox[0] - x0) < 3 and abs(figs[0].bbox[1] - y0) < 3
+
+
+def test_a_page_number_under_a_caption_is_not_its_last_word(tmp_path: Path):
+    """A one-line caption at the foot of its page, the page number centred under it: the
+    number is no word of the caption."""
+    pdf, page = paper(logo=False, stamp=False)
+    for number in (3, 4):
+        page()
+        column(pdf, 20, 20, 170, BODY)
+        vector_plot(pdf, 50, 120, 110, 120)
+        pdf.set_font("Times", "", 8)
+        pdf.text(48, 270, f"Fig. {number - 2}. Overall outline of a SYNTHETIC gas engine "
+                          "system, as proposed by the authors.")
+        pdf.text(97, 275.5, str(number))  # centred under the caption
+    path = tmp_path / "folio.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [f.figure_label for f in figs] == ["Fig. 1", "Fig. 2"]
+    assert all(f.caption.endswith("as proposed by the authors.") for f in figs)

@@ -327,6 +327,8 @@ def _ends_caption(lines: list[Line], block: list[int], cand: Line, image_boxes: 
         return True  # the next caption (a sentence that goes on may wrap at "Table 1")
     if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
         return True
+    if not going_on and re.fullmatch(r"\d{1,4}", cand.text.strip()):
+        return True  # a page number printed under the caption, after its last sentence
     body_like = font == style.font and abs(size - style.size) < 0.1 * size
     # a sentence that goes on goes on; after a sentence's end, body text (its font and
     # size) after a caption in a look of its own, or a new paragraph after a caption
