@@ -120,3 +120,30 @@ def test_a_page_number_under_a_caption_is_not_its_last_word(tmp_path: Path):
     _, figs = read_pdf_figures(path)
     assert [f.figure_label for f in figs] == ["Fig. 1", "Fig. 2"]
     assert all(f.caption.endswith("as proposed by the authors.") for f in figs)
+
+
+def test_a_white_box_behind_a_figure_does_not_widen_it(tmp_path: Path):
+    """A white rectangle drawn behind a figure as wide as the page's text (unseen on the
+    white page): the figure is its picture's width, not the white box's."""
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 18, 20, 174, BODY)
+    pdf.set_fill_color(255, 255, 255)
+    pdf.rect(18, 62, 174, 105, style="F")  # as tall as the picture: no blank top or foot
+    rng = np.random.default_rng(9)
+    pdf.image(Image.fromarray(rng.integers(0, 255, (200, 260, 3), dtype=np.uint8)),
+              x=50, y=62, w=110, h=105)
+    pdf.set_font("Times", "", 8)
+    pdf.set_xy(18, 174)
+    pdf.multi_cell(174, 3.6, "FIGURE 3 A, SYNTHETIC serial section of a primary lesion with "
+                             "multiple liver metastases (case 3); the legend is set as wide "
+                             "as the page's text, wider than the figure above it.")
+    column(pdf, 18, 200, 174, BODY)
+    path = tmp_path / "white_box.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [f.figure_label for f in figs] == ["FIGURE 3"]
+    left, right = 50 * 72 / 25.4, 160 * 72 / 25.4
+    assert abs(figs[0].bbox[0] - left) < 3 and abs(figs[0].bbox[2] - right) < 3

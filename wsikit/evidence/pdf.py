@@ -350,6 +350,11 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     cap_boxes = [ln.box for c in pg.captions for ln in c.lines]
     elements = [el for el in elements if not (el.white and any(
         inter(el.box, b) > 0.5 * area(b) for b in cap_boxes))]
+    # a white fill on the white page is unseen: it does not widen a figure (a white box
+    # behind a figure drawn as wide as its caption); one on a picture or coloured fill shows
+    seen = [el.box for el in elements if not el.white]
+    elements = [el for el in elements if not el.white or any(
+        inter(el.box, b) >= 0.9 * area(el.box) for b in seen)]
     skip = {i for i, ln in enumerate(pg.text.lines)
             if _line_key(ln.text, ln.box) in repeated_lines}
     skip_repeated = set(skip)
