@@ -24,8 +24,9 @@ A truth figure (label matched on its kind and number: "Fig. 1" = "FIGURE 1", "Fi
   two of the text above or below the figure, or a column beside it, and such a node is
   counted apart, as **holds body text** (body text: lines of five words or more, ten letter
   heights wide, in the document's body font and size, read from PDFium's text rectangles
-  apart from the extractor's layout code). Without a truth ``bbox`` (older truth) the node must instead overlap no other
-  node: the score cannot then see a figure cut short, and the row says so.
+  apart from the extractor's layout code). Without a truth ``bbox`` (older truth) the node
+  must instead overlap no other node: the score cannot then see a figure cut short, and the
+  row says so.
 * **caption complete** when the node's caption begins with ``caption_start`` and ends with
   ``caption_end``, in that order, each end compared on its own with a similarity ≥ 0.9 after
   Unicode (NFKC), case, dash, quote, space and hyphenation normalisation (``immuno-

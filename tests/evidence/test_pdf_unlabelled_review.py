@@ -1,8 +1,9 @@
 """Failure kinds found by reading the extractor's output on real articles that no truth here
-covers (benchmarks/results/pdf_unlabelled_review.md), each on a generated page: a legend
-marked "Figure 1. Continued on next page", a side caption whose first word is a panel letter
-("Fig. 1 a ISSR profile …"), a page number printed under a caption, a figure boxed in a frame
-with its caption far below it, and figure pages of many small pieces at a manuscript's end."""
+covers (benchmarks/results/pdf_unlabelled_review.md), and the known misses of set G, each on
+a generated page: a legend marked "Figure 1. Continued on next page", a side legend whose
+first word is a panel letter ("Fig. 1 a ISSR profile …") with a ruled table's caption under
+its figure, a page number printed under a caption, a white box behind a figure as wide as
+its caption, and a flow chart set as text in a frame."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _fpdf_paper import BODY, column, paper, vector_plot
+
+from wsikit.evidence import read_pdf_figures
 
 pytest.importorskip("fpdf")
-
-from _fpdf_paper import BODY, column, paper, vector_plot  # noqa: E402
-
-from wsikit.evidence import read_pdf_figures  # noqa: E402
 
 
 def test_a_legend_marked_continued_with_a_full_stop_after_its_number(tmp_path: Path):
@@ -147,3 +147,43 @@ def test_a_white_box_behind_a_figure_does_not_widen_it(tmp_path: Path):
     assert [f.figure_label for f in figs] == ["FIGURE 3"]
     left, right = 50 * 72 / 25.4, 160 * 72 / 25.4
     assert abs(figs[0].bbox[0] - left) < 3 and abs(figs[0].bbox[2] - right) < 3
+
+
+def test_a_flow_chart_of_text_steps_in_a_frame(tmp_path: Path):
+    """A flow chart set as text in the body's font inside a frame, each step centred, one
+    long enough to read as running text, its arrows glyphs of a symbol font: the frame with
+    its steps is the figure."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 18, 20, 84, BODY * 2)
+    column(pdf, 108, 20, 84, BODY * 5)
+    pdf.set_line_width(0.3)
+    pdf.rect(18, 150, 84, 100)
+    steps = [["Leaves of the SYNTHETIC plant dried in shade"],
+             ["Extraction of the sample through different",  # a block of three lines
+              "solvents (petroleum ether, benzene, acetone,",
+              "ethanol, methanol, hot water) by a soxhlet"],
+             ["Fractionation of the extracts on a column"],
+             ["Mesh of silica gel was loaded to the column"],
+             ["Methanolic fraction kept in the refrigerator"]]
+    pdf.set_font("Times", "", 10)
+    y = 160.0
+    for k, step in enumerate(steps):
+        width = max(pdf.get_string_width(line) for line in step)
+        for line in step:  # centred in the frame as a block, its lines flush left
+            pdf.text(60 - width / 2, y, line)
+            y += 4.4
+        if k < len(steps) - 1:  # an arrow set as a glyph, not drawn
+            pdf.set_font("ZapfDingbats", "", 12)
+            pdf.text(58.5, y + 2, "t")
+            pdf.set_font("Times", "", 10)
+            y += 10
+    pdf.set_font("Times", "B", 8)
+    pdf.text(18, 257, "Figure 1 Method for isolating the SYNTHETIC compound from the leaves.")
+    path = tmp_path / "flow_chart.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [f.figure_label for f in figs] == ["Figure 1"]
+    mm = 72 / 25.4
+    frame = (18 * mm, (297 - 250) * mm, 102 * mm, (297 - 150) * mm)
+    assert all(abs(a - b) < 3 for a, b in zip(figs[0].bbox, frame, strict=True))

@@ -40,7 +40,15 @@ from ._pdf_captions import (
     rotated_captions,
     text_style,
 )
-from ._pdf_layout import PageText, area, inter, mark_level_prose, read_page_text, union
+from ._pdf_layout import (
+    Line,
+    PageText,
+    area,
+    inter,
+    mark_level_prose,
+    read_page_text,
+    union,
+)
 from ._pdf_regions import (
     IMAGE,
     PATH,
@@ -390,6 +398,12 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
             kept += [c for c in cluster_graphics(inner, pg.text, skip_lines=skip,
                                                  skip_words=turned, keep_out=tuple(cap_boxes))
                      if not framed_text(c)]
+        elif not cl.images and _chart_of_steps(pg.text.lines, cl.box, heads):
+            # a flow chart set as text in a frame: its steps are its labels, not prose
+            for ln in pg.text.lines:
+                if inter(ln.box, cl.box) > 0.5 * area(ln.box):
+                    ln.prose = False
+            kept.append(cl)
     # a caption's own background or frame is not a graphic
     # (it lies under the caption's lines: a caption wrapping under its figure holds the
     # figure in its box, not under its lines)
@@ -400,6 +414,23 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     pg.repeated = frozenset(id(pg.text.lines[i]) for i in skip_repeated)
     pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text, max_gap=_max_gap(style),
                                           exclude=pg.repeated, body=(style.size, style.font))
+
+
+def _chart_of_steps(lines: list[Line], box: Box, heads: list[Box]) -> bool:
+    """Whether the text in a frame is a flow chart's steps, not a boxed passage: four lines
+    or more, most centred in the frame and short of its width (a boxed abstract or note is
+    set flush left, its lines the frame's width), no caption among them."""
+    if any(inter(h, box) > 0.5 * area(h) for h in heads):
+        return False
+    inside = [ln for ln in lines if inter(ln.box, box) > 0.5 * area(ln.box)]
+    if len(inside) < 4:
+        return False
+    width = box[2] - box[0]
+    mid = (box[0] + box[2]) / 2
+    centred = [ln for ln in inside if abs((ln.left + ln.right) / 2 - mid) <= 0.05 * width
+               and ln.width <= 0.9 * width]
+    return len(centred) >= 0.7 * len(inside) and \
+        sum(1 for ln in inside if ln.width <= 0.75 * width) >= 0.5 * len(inside)
 
 
 def _inside_frame(elements: list[Element], box: Box) -> list[Element]:
