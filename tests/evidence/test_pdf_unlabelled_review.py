@@ -3,7 +3,8 @@ covers (benchmarks/results/pdf_unlabelled_review.md), and the known misses of se
 a generated page: a legend marked "Figure 1. Continued on next page", a side legend whose
 first word is a panel letter ("Fig. 1 a ISSR profile …") with a ruled table's caption under
 its figure, a page number printed under a caption, a white box behind a figure as wide as
-its caption, and a flow chart set as text in a frame."""
+its caption, a flow chart set as text in a frame, and a panel letter set as a small bitmap
+over a figure that is one bitmap."""
 
 from __future__ import annotations
 
@@ -187,3 +188,29 @@ def test_a_flow_chart_of_text_steps_in_a_frame(tmp_path: Path):
     mm = 72 / 25.4
     frame = (18 * mm, (297 - 250) * mm, 102 * mm, (297 - 150) * mm)
     assert all(abs(a - b) < 3 for a, b in zip(figs[0].bbox, frame, strict=True))
+
+
+def test_a_panel_letter_set_as_a_small_bitmap_over_the_figure_is_kept(tmp_path: Path):
+    """A figure that is one bitmap with its panel letter drawn over its corner as a small
+    bitmap of its own: the node shows the letter (the page, not the big bitmap's pixels)."""
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 18, 20, 174, BODY)
+    pdf.image(Image.fromarray(np.full((300, 400, 3), 225, dtype=np.uint8)),
+              x=40, y=60, w=130, h=97.5)
+    pdf.image(Image.fromarray(np.zeros((12, 12, 3), dtype=np.uint8)), x=41, y=61, w=4, h=4)
+    pdf.set_font("Times", "", 8)
+    pdf.set_xy(18, 162)
+    pdf.multi_cell(174, 3.6, "FIGURE 4 | Effect of the SYNTHETIC oil on the dry weight of a "
+                             "generated fungus. (A) Biomass. (B) Toxin content.")
+    column(pdf, 18, 180, 174, BODY)
+    path = tmp_path / "letter_bitmap.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [f.figure_label for f in figs] == ["FIGURE 4"]
+    image = figs[0].image
+    h, w = image.shape[:2]
+    corner = image[: h // 10, : w // 10]
+    assert corner.min() < 60  # the letter's black square is in the node

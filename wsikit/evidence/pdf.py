@@ -653,9 +653,8 @@ def _embedded(page, element: Element) -> np.ndarray | None:
     from pypdfium2 import raw
 
     target = None
+    others: list[Box] = []  # the page's other images (small ones too: letters as bitmaps)
     for obj in page.get_objects(filter=[raw.FPDF_PAGEOBJ_IMAGE]):
-        if tuple(int(v) for v in obj.get_px_size()) != element.px:
-            continue
         box = tuple(float(v) for v in obj.get_bounds())
         m = obj.get_matrix()
         upright = m.b == 0 and m.c == 0 and m.a > 0 and m.d > 0
@@ -665,11 +664,16 @@ def _embedded(page, element: Element) -> np.ndarray | None:
             box = transform_box((fm.a, fm.b, fm.c, fm.d, fm.e, fm.f), box)  # type: ignore[arg-type]
             upright = upright and fm.b == 0 and fm.c == 0 and fm.a > 0 and fm.d > 0
             form = form.container
-        if all(abs(a - b) < 1.0 for a, b in zip(box, element.box, strict=True)):
-            if upright:
-                target = obj
-            break
-    if target is None:
+        if target is None and tuple(int(v) for v in obj.get_px_size()) == element.px and \
+                all(abs(a - b) < 1.0 for a, b in zip(box, element.box, strict=True)):
+            if not upright:
+                return None
+            target = obj
+        else:
+            others.append(box)  # type: ignore[arg-type]
+    # a small bitmap drawn over the figure (a panel letter set as an image) is on the page,
+    # not in the figure's own pixels: render the region instead
+    if target is None or any(inter(b, element.box) > 0.5 * area(b) for b in others):
         return None
     try:
         pil = target.get_bitmap(render=False).to_pil()
