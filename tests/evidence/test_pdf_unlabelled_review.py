@@ -4,7 +4,7 @@ a generated page: a legend marked "Figure 1. Continued on next page", a side leg
 first word is a panel letter ("Fig. 1 a ISSR profile …") with a ruled table's caption under
 its figure, a page number printed under a caption, a white box behind a figure as wide as
 its caption, a flow chart set as text in a frame, and a panel letter set as a small bitmap
-over a figure that is one bitmap."""
+over a figure that is one bitmap, and a figure of low-resolution tiles printed large."""
 
 from __future__ import annotations
 
@@ -214,3 +214,30 @@ def test_a_panel_letter_set_as_a_small_bitmap_over_the_figure_is_kept(tmp_path: 
     h, w = image.shape[:2]
     corner = image[: h // 10, : w // 10]
     assert corner.min() < 60  # the letter's black square is in the node
+
+
+def test_a_grid_of_low_resolution_tiles_is_a_figure(tmp_path: Path):
+    """A figure of nine micrographs, each a bitmap of 50 by 50 pixels printed 20 mm wide
+    (72 dpi): few pixels, but large on the page, so not icons."""
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 18, 20, 174, BODY)
+    rng = np.random.default_rng(11)
+    for r in range(3):
+        for c in range(3):
+            tile = rng.integers(0, 255, (50, 50, 3), dtype=np.uint8)
+            pdf.image(Image.fromarray(tile), x=60 + 22 * c, y=60 + 22 * r, w=20, h=20)
+    pdf.set_font("Times", "", 8)
+    pdf.set_xy(18, 130)
+    pdf.multi_cell(174, 3.6, "Figure 3 SYNTHETIC nuclear accumulation of a generated protein "
+                             "at 0, 3 and 6 hours (columns), three stains (rows).")
+    column(pdf, 18, 145, 174, BODY)
+    path = tmp_path / "tiles.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [f.figure_label for f in figs] == ["Figure 3"]
+    mm = 72 / 25.4
+    grid = (60 * mm, (297 - 124) * mm, 124 * mm, (297 - 60) * mm)
+    assert all(abs(a - b) < 3 for a, b in zip(figs[0].bbox, grid, strict=True))

@@ -242,8 +242,10 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100,
     pdf
         Path of the PDF.
     min_size
-        An embedded image smaller than this many pixels on both sides is an icon or badge,
-        not a graphic of its own (it still appears inside a rendered figure region).
+        An embedded image smaller than this many pixels on both sides, and small on the page
+        too (under 1500 square points), is an icon or badge, not a graphic of its own (it
+        still appears inside a rendered figure region); a low-resolution bitmap printed large
+        (a figure's tiles at 72 dpi) is a graphic.
     dpi
         Resolution at which figure regions are rendered.
     uncaptioned
@@ -277,6 +279,12 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100,
         doc.close()
 
 
+def _icon(el: Element, min_size: int) -> bool:
+    """An image too small to be a graphic of its own: under ``min_size`` pixels on both sides
+    and under 1500 square points on the page (a badge, a logo, a letter set as a bitmap)."""
+    return el.kind == IMAGE and max(el.px) < min_size and area(el.box) < 1500.0
+
+
 def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
           ) -> tuple[PdfInfo, list[PdfFigure]]:
     pages: list[_Page] = []
@@ -290,7 +298,7 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
         l_, b_, r_, t_ = page.get_bbox()
         page_box = (float(l_), float(b_), float(r_), float(t_))
         graphics, text_objects = page_graphics(page, page_box)
-        elements = [el for el in graphics if not (el.kind == IMAGE and max(el.px) < min_size)]
+        elements = [el for el in graphics if not _icon(el, min_size)]
         textpage = page.get_textpage()
         try:
             text = read_page_text(page, textpage, text_objects, page_box)
