@@ -243,9 +243,9 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100,
         Path of the PDF.
     min_size
         An embedded image smaller than this many pixels on both sides, and small on the page
-        too (under 1500 square points), is an icon or badge, not a graphic of its own (it
-        still appears inside a rendered figure region); a low-resolution bitmap printed large
-        (a figure's tiles at 72 dpi) is a graphic.
+        too (under 50 points on both sides), is an icon or badge, not a graphic of its own
+        (it still appears inside a rendered figure region); a low-resolution bitmap printed
+        large (a figure's tiles at 72 dpi) is a graphic.
     dpi
         Resolution at which figure regions are rendered.
     uncaptioned
@@ -281,8 +281,10 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100,
 
 def _icon(el: Element, min_size: int) -> bool:
     """An image too small to be a graphic of its own: under ``min_size`` pixels on both sides
-    and under 1500 square points on the page (a badge, a logo, a letter set as a bitmap)."""
-    return el.kind == IMAGE and max(el.px) < min_size and area(el.box) < 1500.0
+    and under 50 points on both sides on the page (a badge, a logo, a letter set as a
+    bitmap)."""
+    return el.kind == IMAGE and max(el.px) < min_size and \
+        max(el.box[2] - el.box[0], el.box[3] - el.box[1]) < 50.0
 
 
 def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
