@@ -241,3 +241,24 @@ def test_a_grid_of_low_resolution_tiles_is_a_figure(tmp_path: Path):
     mm = 72 / 25.4
     grid = (60 * mm, (297 - 124) * mm, 124 * mm, (297 - 60) * mm)
     assert all(abs(a - b) < 3 for a, b in zip(figs[0].bbox, grid, strict=True))
+
+
+def test_a_plots_white_background_still_reaches_its_turned_axis_title(tmp_path: Path):
+    """A plot on a white background as large as the plot with its labels (as plotting
+    libraries draw it): the figure keeps the axis title turned up its left side."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 18, 20, 174, BODY)
+    pdf.set_fill_color(255, 255, 255)
+    pdf.rect(30, 60, 120, 95, style="F")
+    vector_plot(pdf, 50, 65, 95, 75)
+    pdf.set_font("Times", "", 8)
+    pdf.set_xy(18, 160)
+    pdf.multi_cell(174, 3.6, "Figure 6: A version of Figure 4 using SYNTHETIC Pearson "
+                             "correlation instead of Kendall Tau correlation.")
+    column(pdf, 18, 175, 174, BODY)
+    path = tmp_path / "white_background.pdf"
+    pdf.output(str(path))
+    _, figs = read_pdf_figures(path)
+    assert [f.figure_label for f in figs] == ["Figure 6"]
+    assert figs[0].bbox[0] <= (50 - 10) * 72 / 25.4 + 1  # the turned "Survival" title

@@ -23,7 +23,7 @@ import logging
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -368,11 +368,7 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     cap_boxes = [ln.box for c in pg.captions for ln in c.lines]
     elements = [el for el in elements if not (el.white and any(
         inter(el.box, b) > 0.5 * area(b) for b in cap_boxes))]
-    # a white fill on the white page is unseen: it does not widen a figure (a white box
-    # behind a figure drawn as wide as its caption); one on a picture or coloured fill shows
-    seen = [el.box for el in elements if not el.white]
-    elements = [el for el in elements if not el.white or any(
-        inter(el.box, b) >= 0.9 * area(el.box) for b in seen)]
+    elements = _unseen_white(elements, pg.text)
     skip = {i for i, ln in enumerate(pg.text.lines)
             if _line_key(ln.text, ln.box) in repeated_lines}
     skip_repeated = set(skip)
@@ -424,6 +420,29 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     pg.repeated = frozenset(id(pg.text.lines[i]) for i in skip_repeated)
     pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text, max_gap=_max_gap(style),
                                           exclude=pg.repeated, body=(style.size, style.font))
+
+
+def _unseen_white(elements: list[Element], text: PageText) -> list[Element]:
+    """``elements`` with each white fill on the white page cut to what is seen on it: a
+    white box behind a figure, drawn as wide as its caption, does not widen the figure; a
+    plot's white background reaches its axis labels and stays so; one with nothing on it
+    goes. A white fill on a picture or a coloured fill is seen, and kept whole."""
+    seen = [el.box for el in elements if not el.white]
+    out = []
+    for el in elements:
+        if not el.white or any(inter(el.box, b) >= 0.9 * area(el.box) for b in seen):
+            out.append(el)
+            continue
+        words = [ln.box for ln in text.lines] + [(w.left, w.bottom, w.right, w.top)
+                                                  for w in text.rotated]  # axis titles
+        on = [b for b in seen + words if inter(b, el.box) > 0.5 * area(b)]
+        if on:
+            box = on[0]
+            for b in on[1:]:
+                box = union(box, b)
+            out.append(replace(el, box=(max(box[0], el.box[0]), max(box[1], el.box[1]),
+                                        min(box[2], el.box[2]), min(box[3], el.box[3]))))
+    return out
 
 
 def _chart_of_steps(lines: list[Line], box: Box, heads: list[Box]) -> bool:
