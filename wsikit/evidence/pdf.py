@@ -423,25 +423,27 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
 
 
 def _unseen_white(elements: list[Element], text: PageText) -> list[Element]:
-    """``elements`` with each white fill on the white page cut to what is seen on it: a
-    white box behind a figure, drawn as wide as its caption, does not widen the figure; a
-    plot's white background reaches its axis labels and stays so; one with nothing on it
-    goes. A white fill on a picture or a coloured fill is seen, and kept whole."""
-    seen = [el.box for el in elements if not el.white]
+    """``elements`` with each white fill on the white page that holds pictures alone cut to
+    them and the lines on it: a white box behind a figure's bitmap, drawn as wide as its
+    caption, does not widen the figure. A white fill under paths (a plot's background, which
+    reaches its axis titles) or with nothing on it, and one on a picture or a coloured fill
+    (seen), are kept as they are."""
+    seen = [el for el in elements if not el.white]
     out = []
     for el in elements:
-        if not el.white or any(inter(el.box, b) >= 0.9 * area(el.box) for b in seen):
+        on = [s for s in seen if inter(s.box, el.box) > 0.5 * area(s.box)]
+        if not el.white or not on or any(s.kind != IMAGE for s in on) or any(
+                inter(el.box, s.box) >= 0.9 * area(el.box) for s in seen):
             out.append(el)
             continue
-        words = [ln.box for ln in text.lines] + [(w.left, w.bottom, w.right, w.top)
-                                                  for w in text.rotated]  # axis titles
-        on = [b for b in seen + words if inter(b, el.box) > 0.5 * area(b)]
-        if on:
-            box = on[0]
-            for b in on[1:]:
-                box = union(box, b)
-            out.append(replace(el, box=(max(box[0], el.box[0]), max(box[1], el.box[1]),
-                                        min(box[2], el.box[2]), min(box[3], el.box[3]))))
+        box = on[0].box
+        for s in on[1:]:
+            box = union(box, s.box)
+        for ln in text.lines:  # the pictures' labels on the white
+            if inter(ln.box, el.box) > 0.5 * area(ln.box):
+                box = union(box, ln.box)
+        out.append(replace(el, box=(max(box[0], el.box[0]), max(box[1], el.box[1]),
+                                    min(box[2], el.box[2]), min(box[3], el.box[3]))))
     return out
 
 
