@@ -431,8 +431,8 @@ def _unseen_white(elements: list[Element], text: PageText) -> list[Element]:
     seen = [el for el in elements if not el.white]
     out = []
     for el in elements:
-        on = [s for s in seen if inter(s.box, el.box) > 0.5 * area(s.box)]
-        if not el.white or not on or any(s.kind != IMAGE for s in on) or any(
+        on = [s for s in seen if inter(s.box, el.box) > 0.5 * area(s.box)] if el.white else []
+        if not on or any(s.kind != IMAGE for s in on) or any(
                 inter(el.box, s.box) >= 0.9 * area(el.box) for s in seen):
             out.append(el)
             continue
