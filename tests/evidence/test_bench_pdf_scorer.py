@@ -295,6 +295,16 @@ def test_fetch_pdf_devset_takes_files_out_of_a_repository_copy(tmp_path: Path) -
     assert "sha256" in proc.stderr and "fetch github:other/repo" in proc.stderr
 
 
+def test_a_truth_box_drawn_a_little_loose_round_a_thin_strip(bench) -> None:
+    # the node is the strip exactly; the hand-drawn box is 2 pt wider on every side, so the
+    # node covers 84 % of it: within the slack a box drawn by hand has, it is found whole
+    node = bench.Node(3, (343.0, 229.5, 513.0, 257.5), CAPTION, "Figure 2")
+    assert bench.score_pdf(truth(bbox=[341.0, 227.5, 515.0, 259.5]), [node])["whole"] == 1
+    # 20 pt short of the strip's right end is a cut figure, slack or not
+    short = bench.Node(3, (343.0, 229.5, 493.0, 257.5), CAPTION, "Figure 2")
+    assert bench.score_pdf(truth(bbox=[341.0, 227.5, 515.0, 259.5]), [short])["whole"] == 0
+
+
 def test_node_holding_a_line_of_body_text_is_not_whole(bench) -> None:
     # the crop reaches 14 pt under the figure and takes in the first line of the text below:
     # all of the truth box, 95 % of the node the figure, so the thresholds alone pass it
@@ -308,6 +318,20 @@ def test_node_holding_a_line_of_body_text_is_not_whole(bench) -> None:
     row = bench.score_pdf(truth(), [node], {3: [line, inside]})
     assert (row["whole"], row["headline"], row["body text"]) == (0, 0, 1)
     assert "holds 1 body-text line" in row["misses"][0]
+
+
+def test_node_cutting_into_a_line_of_body_text_is_not_whole(bench) -> None:
+    # the crop's right edge reaches 60 pt into the next column: a third of each of its lines
+    # is inside the node, none half, and 85 % of the node is the figure
+    node = bench.Node(3, (100.0, 400.0, 500.0, 700.0), CAPTION, "Figure 2")
+    cut = bench.TextLine((440.0, 600.0, 620.0, 610.0), "The tumours were graded by two "
+                         "pathologists blind to the outcome.", "Times-Roman", 10.0)
+    graze = bench.TextLine((90.0, 393.0, 520.0, 403.0), "The line under the figure that "
+                           "its crop only grazes.", "Times-Roman", 10.0)
+    t = truth(bbox=[100.0, 400.0, 440.0, 700.0])
+    assert bench.score_pdf(t, [node], {3: [graze]})["body text"] == 0
+    row = bench.score_pdf(t, [node], {3: [cut, graze]})
+    assert (row["whole"], row["headline"], row["body text"]) == (0, 0, 1)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("fpdf") is None, reason="needs fpdf2")

@@ -262,8 +262,9 @@ def _source_options(p: argparse.ArgumentParser) -> None:
     """``--evidence-level`` and ``--min-size``: how PDFs and manifests become figure nodes."""
     p.add_argument("--evidence-level", type=_level, default=None, help=_LEVEL_HELP)
     p.add_argument("--min-size", type=positive_int, default=100,
-                   help="an embedded PDF image smaller than this on both sides (px) is an "
-                        "icon, not a graphic (default 100)")
+                   help="an embedded PDF image smaller than this on both sides (px), and "
+                        "under 50 pt on both sides on the page, is an icon, not a graphic "
+                        "(default 100)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

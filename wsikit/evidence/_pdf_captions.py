@@ -93,8 +93,9 @@ _COLOUR_NOTE = re.compile(r"(?<=[.!?)\]])\s*[(\[][^()\[\]]{0,160}\bcolou?rs?\b[^
 
 
 #: A line of its own saying the figure's legend goes on overleaf ("Figure 7 continued on next
-#: page" under an eLife legend): a pointer, not words of the caption.
-_MARKER_LINE = re.compile(r"^\W*(?:fig(?:ure)?s?\.?|legend)\s*S?\d*[A-Za-z]?\s+continued\s+"
+#: page" under an eLife legend, "Figure 7. Continued on next page" as other years print it):
+#: a pointer, not words of the caption.
+_MARKER_LINE = re.compile(r"^\W*(?:fig(?:ure)?s?\.?|legend)\s*S?\d*[A-Za-z]?[.:]?\s+continued\s+"
                           r"(?:on|over)\s+(?:the\s+)?(?:next|following|facing)\s+page\W*$",
                           re.IGNORECASE)
 
@@ -338,6 +339,8 @@ def _ends_caption(lines: list[Line], block: list[int], cand: Line, image_boxes: 
         return True  # the next caption (a sentence that goes on may wrap at "Table 1")
     if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
         return True
+    if not going_on and re.fullmatch(r"\d{1,4}", cand.text.strip()):
+        return True  # a page number printed under the caption, after its last sentence
     body_like = font == style.font and abs(size - style.size) < 0.1 * size
     # a sentence that goes on goes on; after a sentence's end, body text (its font and
     # size) after a caption in a look of its own, or a new paragraph after a caption
@@ -688,12 +691,19 @@ def _join_label_lines(text: PageText) -> None:
         text.lines = [ln for k, ln in enumerate(lines) if k not in drop]
 
 
+#: A legend's first words when it starts with a panel: "a ISSR", "a–c Mean", "a, b The".
+_PANEL_FIRST = re.compile(r"^[a-h](?:\s*[-–,&]\s*[a-h])*\s+[A-Z0-9(]")
+
+
 def _reads_as_caption(lines: list[Line], i: int, match: re.Match[str]) -> bool:
     line = lines[i]
     after = line.text[match.end():].lstrip()
     sep = bool(match.group("sep"))
     starts_upper = not after or after[0].isupper() or after[0] in "(['\"“" or after[0].isdigit()
-    if not (sep or starts_upper):
+    # a panel letter first, its description capitalised ("Fig. 1 a ISSR profile of …, b RAPD
+    # profile", as Springer sets legends): no sentence of the text reads so
+    panel_first = bool(_PANEL_FIRST.match(after))
+    if not (sep or starts_upper or panel_first):
         return False
     # the continuation of a sentence of the paragraph just above ("… shown in / Figure 2.")
     for j in range(i - 1, max(-1, i - 12), -1):

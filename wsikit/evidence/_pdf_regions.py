@@ -659,7 +659,9 @@ def _pairs(captions: list[Caption], clusters: list[Cluster], bridges: list[Box],
             if cl.thin or min(w, h) < 20 or w * h < 1500:
                 continue  # an icon or a symbol does not make a figure on its own
             found = _relation(_level_box(cap, cl.box), cl.box)
-            if found is not None and cap.kind == "table" and _past_table(found, cl.box, rules):
+            if found is not None and cap.kind == "table" and (
+                    _past_table(found, cl.box, rules) or
+                    _ruled_away(found, cap.lines[0].box, rules)):
                 continue
             # a side caption in a narrow column may stand further off its figure, and further
             # still when it starts level with the figure's top (set in the figure's band)
@@ -695,6 +697,23 @@ def _past_table(found: tuple[str, float, Box], box: Box, rules: list[Box]) -> bo
     else:
         past = any(across(r) and r[1] >= box[3] - 1 and r[1] - box[3] <= 24 for r in rules)
     return in_gap and not past
+
+
+def _ruled_away(found: tuple[str, float, Box], cap: Box, rules: list[Box]) -> bool:
+    """Whether a graphic over a table caption (``found`` from :func:`_relation`; ``cap``:
+    the caption's first line) is another's: a rule as wide as that line, within a line's
+    height under it, opens the caption's table there, and none closes a table just over it
+    (a figure with its caption set beside it, the table under the figure)."""
+    if found[0] != "above":
+        return False
+    reach = 12.0
+
+    def across(r: Box) -> bool:
+        return min(r[2], cap[2]) - max(r[0], cap[0]) >= 0.9 * (cap[2] - cap[0])
+
+    under = any(across(r) and r[3] <= cap[1] + 1 and cap[1] - r[3] <= reach for r in rules)
+    over = any(across(r) and r[1] >= cap[3] - 1 and r[1] - cap[3] <= reach for r in rules)
+    return under and not over
 
 
 def _usual_sides(pairs: list[tuple[float, int, int, str, Box]], captions: list[Caption],

@@ -23,7 +23,7 @@ import logging
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +40,15 @@ from ._pdf_captions import (
     rotated_captions,
     text_style,
 )
-from ._pdf_layout import PageText, area, inter, mark_level_prose, read_page_text, union
+from ._pdf_layout import (
+    Line,
+    PageText,
+    area,
+    inter,
+    mark_level_prose,
+    read_page_text,
+    union,
+)
 from ._pdf_regions import (
     IMAGE,
     PATH,
@@ -234,8 +242,10 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100,
     pdf
         Path of the PDF.
     min_size
-        An embedded image smaller than this many pixels on both sides is an icon or badge,
-        not a graphic of its own (it still appears inside a rendered figure region).
+        An embedded image smaller than this many pixels on both sides, and small on the page
+        too (under 50 points on both sides), is an icon or badge, not a graphic of its own
+        (it still appears inside a rendered figure region); a low-resolution bitmap printed
+        large (a figure's tiles at 72 dpi) is a graphic.
     dpi
         Resolution at which figure regions are rendered.
     uncaptioned
@@ -269,6 +279,14 @@ def read_pdf_figures(pdf: str | os.PathLike[str], *, min_size: int = 100,
         doc.close()
 
 
+def _icon(el: Element, min_size: int) -> bool:
+    """An image too small to be a graphic of its own: under ``min_size`` pixels on both sides
+    and under 50 points on both sides on the page (a badge, a logo, a letter set as a
+    bitmap)."""
+    return el.kind == IMAGE and max(el.px) < min_size and \
+        max(el.box[2] - el.box[0], el.box[3] - el.box[1]) < 50.0
+
+
 def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
           ) -> tuple[PdfInfo, list[PdfFigure]]:
     pages: list[_Page] = []
@@ -284,7 +302,7 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
         page_box = (float(l_), float(b_), float(r_), float(t_))
         graphics, text_objects = page_graphics(page, page_box)
         ocr_pages += bool(text_objects) and all(t.invisible for t in text_objects.values())
-        elements = [el for el in graphics if not (el.kind == IMAGE and max(el.px) < min_size)]
+        elements = [el for el in graphics if not _icon(el, min_size)]
         textpage = page.get_textpage()
         try:
             text = read_page_text(page, textpage, text_objects, page_box)
@@ -363,6 +381,7 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     cap_boxes = [ln.box for c in pg.captions for ln in c.lines]
     elements = [el for el in elements if not (el.white and any(
         inter(el.box, b) > 0.5 * area(b) for b in cap_boxes))]
+    elements = _unseen_white(elements, pg.text)
     skip = {i for i, ln in enumerate(pg.text.lines)
             if _line_key(ln.text, ln.box) in repeated_lines}
     skip_repeated = set(skip)
@@ -398,6 +417,12 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
             kept += [c for c in cluster_graphics(inner, pg.text, skip_lines=skip,
                                                  skip_words=turned, keep_out=tuple(cap_boxes))
                      if not framed_text(c)]
+        elif not cl.images and _chart_of_steps(pg.text.lines, cl.box, heads):
+            # a flow chart set as text in a frame: its steps are its labels, not prose
+            for ln in pg.text.lines:
+                if inter(ln.box, cl.box) > 0.5 * area(ln.box):
+                    ln.prose = False
+            kept.append(cl)
     # a caption's own background or frame is not a graphic
     # (it lies under the caption's lines: a caption wrapping under its figure holds the
     # figure in its box, not under its lines)
@@ -408,6 +433,48 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
     pg.repeated = frozenset(id(pg.text.lines[i]) for i in skip_repeated)
     pg.regions, pg.sides = assign_regions(pg.captions, kept, pg.text, max_gap=_max_gap(style),
                                           exclude=pg.repeated, body=(style.size, style.font))
+
+
+def _unseen_white(elements: list[Element], text: PageText) -> list[Element]:
+    """``elements`` with each white fill on the white page that holds pictures alone cut to
+    them and the lines on it: a white box behind a figure's bitmap, drawn as wide as its
+    caption, does not widen the figure. A white fill under paths (a plot's background, which
+    reaches its axis titles) or with nothing on it, and one on a picture or a coloured fill
+    (seen), are kept as they are."""
+    seen = [el for el in elements if not el.white]
+    out = []
+    for el in elements:
+        on = [s for s in seen if inter(s.box, el.box) > 0.5 * area(s.box)] if el.white else []
+        if not on or any(s.kind != IMAGE for s in on) or any(
+                inter(el.box, s.box) >= 0.9 * area(el.box) for s in seen):
+            out.append(el)
+            continue
+        box = on[0].box
+        for s in on[1:]:
+            box = union(box, s.box)
+        for ln in text.lines:  # the pictures' labels on the white
+            if inter(ln.box, el.box) > 0.5 * area(ln.box):
+                box = union(box, ln.box)
+        out.append(replace(el, box=(max(box[0], el.box[0]), max(box[1], el.box[1]),
+                                    min(box[2], el.box[2]), min(box[3], el.box[3]))))
+    return out
+
+
+def _chart_of_steps(lines: list[Line], box: Box, heads: list[Box]) -> bool:
+    """Whether the text in a frame is a flow chart's steps, not a boxed passage: four lines
+    or more, most centred in the frame and short of its width (a boxed abstract or note is
+    set flush left, its lines the frame's width), no caption among them."""
+    if any(inter(h, box) > 0.5 * area(h) for h in heads):
+        return False
+    inside = [ln for ln in lines if inter(ln.box, box) > 0.5 * area(ln.box)]
+    if len(inside) < 4:
+        return False
+    width = box[2] - box[0]
+    mid = (box[0] + box[2]) / 2
+    centred = [ln for ln in inside if abs((ln.left + ln.right) / 2 - mid) <= 0.05 * width
+               and ln.width <= 0.9 * width]
+    return len(centred) >= 0.7 * len(inside) and \
+        sum(1 for ln in inside if ln.width <= 0.75 * width) >= 0.5 * len(inside)
 
 
 def _inside_frame(elements: list[Element], box: Box) -> list[Element]:
@@ -630,9 +697,8 @@ def _embedded(page, element: Element) -> np.ndarray | None:
     from pypdfium2 import raw
 
     target = None
+    others: list[Box] = []  # the page's other images (small ones too: letters as bitmaps)
     for obj in page.get_objects(filter=[raw.FPDF_PAGEOBJ_IMAGE]):
-        if tuple(int(v) for v in obj.get_px_size()) != element.px:
-            continue
         box = tuple(float(v) for v in obj.get_bounds())
         m = obj.get_matrix()
         upright = m.b == 0 and m.c == 0 and m.a > 0 and m.d > 0
@@ -642,11 +708,16 @@ def _embedded(page, element: Element) -> np.ndarray | None:
             box = transform_box((fm.a, fm.b, fm.c, fm.d, fm.e, fm.f), box)  # type: ignore[arg-type]
             upright = upright and fm.b == 0 and fm.c == 0 and fm.a > 0 and fm.d > 0
             form = form.container
-        if all(abs(a - b) < 1.0 for a, b in zip(box, element.box, strict=True)):
-            if upright:
-                target = obj
-            break
-    if target is None:
+        if target is None and tuple(int(v) for v in obj.get_px_size()) == element.px and \
+                all(abs(a - b) < 1.0 for a, b in zip(box, element.box, strict=True)):
+            if not upright:
+                return None
+            target = obj
+        else:
+            others.append(box)  # type: ignore[arg-type]
+    # a small bitmap drawn over the figure (a panel letter set as an image) is on the page,
+    # not in the figure's own pixels: render the region instead
+    if target is None or any(inter(b, element.box) > 0.5 * area(b) for b in others):
         return None
     try:
         pil = target.get_bitmap(render=False).to_pil()
