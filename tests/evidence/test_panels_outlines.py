@@ -71,3 +71,25 @@ def test_a_label_touching_one_of_two_small_micrographs_leaves_them_a_pair():
     boxes = [p.box for p in find_panels(fig)]
     assert len(boxes) == 3 and boxes[1] == (144, 40, 264, 160)
     assert boxes[0][0] == 20 and boxes[0][2] == 140 and boxes[0][3] == 160
+
+
+def test_a_line_of_text_across_the_top_does_not_join_a_diagram_and_micrographs():
+    # a drawing beside a 2 x 2 grid of micrographs, an underlined line of text (a preprint's
+    # stamp) laid across the top of both: no gutter crosses the whole figure, but below the
+    # line of text (over the micrographs' top rows) one parts the drawing from them
+    fig = np.full((700, 1000, 3), 255, np.uint8)
+    yy, xx = np.mgrid[:620, :520]
+    for cy, cx in ((150, 130), (300, 380), (480, 160)):   # three rings joined by lines
+        fig[40:660, 40:560][np.abs(np.hypot(yy - cy, xx - cx) - 80) < 3] = 0
+    fig[150 + 40:152 + 40, 210 + 40:300 + 40] = 0
+    fig[230 + 40:400 + 40, 380 + 40:382 + 40] = 0
+    boxes = []
+    for i, (x, y) in enumerate(((600, 40), (790, 40), (600, 230), (790, 230))):
+        fig[y:y + 170, x:x + 170] = he_tile(i, 170)
+        boxes.append((x, y, x + 170, y + 170))
+    for k in range(76):                        # the stamp: letters and an underline
+        fig[48:58, 50 + 12 * k:58 + 12 * k] = 40
+    fig[58:60, 50:960] = 40
+    found = [p.box for p in find_panels(fig)]
+    assert len(found) == 5 and sorted(boxes) == sorted(b for b in found if b[0] >= 600)
+    assert [b for b in found if b[0] < 600][0][2] <= 580

@@ -83,6 +83,8 @@ _DIM_FILL = 0.9        # a box filled with ink this much …
 _DIM_GREY = 70.0       # … this dark on average …
 _DIM_CHROMA = 30.0     # … and this little green or magenta holds dim pictures (fluorescence)
 _SEAM_ALONE = 1.5      # a faint seam jumps this many times more than any other line
+_HEADER = 0.12         # a line of text across a piece's top covers at most this of its height
+_HEADER_PICTURE = 0.2  # … and parts two columns below it, one of them this much picture
 _RULE_ALONG = 0.9      # a rule between panels keeps its grey level along this much of it
 
 
@@ -209,6 +211,9 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
                 part = (x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
                 out += _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)
             return out
+    parts = _under_header(bg, pic, trimmed, min_gap)
+    if parts:  # a line of text along the top crosses the gutter between two pictures' columns
+        return [b for part in parts for b in _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)]
     parts = _ruled_parts(grey, pic, trimmed, pictorial) if grey is not None else None
     if parts:  # pictures parted by a thin line of one colour
         return [b for part in parts for b in _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)]
@@ -224,6 +229,31 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
             cuts = [_cut(bg, pic, half, min_gap, depth + 1, grey, chroma) for half in halves]
             return [b for pieces in _aligned(tone, cuts, 1 - axis) for b in pieces]
     return [trimmed]
+
+
+def _under_header(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int
+                  ) -> list[Box] | None:
+    """The columns of ``box`` parted by gutters that are background below its top
+    :data:`_HEADER` (a line of text across the top: a header, a preprint's stamp laid over
+    the figure), as wide as a crossed gutter, each part a tenth of the box wide at least and
+    one of them holding pictures (:data:`_HEADER_PICTURE`): under a header shared by two
+    panels, a diagram and micrographs stand apart. A chart's gutters between bars are
+    crossed by its axis at the bottom. ``None`` when there are none."""
+    x0, y0, x1, y1 = box
+    top = y0 + max(1, round(_HEADER * (y1 - y0)))
+    n = x1 - x0
+    if y1 - top < 40 or n < 40:
+        return None
+    profile = np.asarray(bg[top:y1, x0:x1].all(axis=0))
+    gaps = [g for g in _gaps(profile, max(4, 3 * min_gap, round(0.006 * n)))
+            if g[0] >= 0.1 * n and n - g[1] >= 0.1 * n]
+    if not gaps:
+        return None
+    edges = [0] + [g for gap in gaps for g in gap] + [n]
+    parts = [(x0 + a, y0, x0 + b, y1) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    if not any(pic.fraction(p) >= _HEADER_PICTURE for p in parts):
+        return None
+    return parts
 
 
 def _dim_field(grey: np.ndarray, chroma: np.ndarray, bg: np.ndarray) -> bool:
