@@ -83,6 +83,8 @@ _DIM_FILL = 0.9        # a box filled with ink this much …
 _DIM_GREY = 70.0       # … this dark on average …
 _DIM_CHROMA = 30.0     # … and this little green or magenta holds dim pictures (fluorescence)
 _SEAM_ALONE = 1.5      # a faint seam jumps this many times more than any other line
+_HEADER = 0.12         # a line of text across a piece's top covers at most this of its height
+_HEADER_PICTURE = 0.2  # … and parts two columns below it, one of them this much picture
 _RULE_ALONG = 0.9      # a rule between panels keeps its grey level along this much of it
 
 
@@ -209,6 +211,9 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
                 part = (x0, y0 + a, x1, y0 + b) if axis == 0 else (x0 + a, y0, x0 + b, y1)
                 out += _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)
             return out
+    parts = _under_header(bg, pic, trimmed, min_gap)
+    if parts:  # a line of text along the top crosses the gutter between two pictures' columns
+        return [b for part in parts for b in _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)]
     parts = _ruled_parts(grey, pic, trimmed, pictorial) if grey is not None else None
     if parts:  # pictures parted by a thin line of one colour
         return [b for part in parts for b in _cut(bg, pic, part, min_gap, depth + 1, grey, chroma)]
@@ -224,6 +229,31 @@ def _cut(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int, depth: int = 
             cuts = [_cut(bg, pic, half, min_gap, depth + 1, grey, chroma) for half in halves]
             return [b for pieces in _aligned(tone, cuts, 1 - axis) for b in pieces]
     return [trimmed]
+
+
+def _under_header(bg: np.ndarray, pic: _PictureMap, box: Box, min_gap: int
+                  ) -> list[Box] | None:
+    """The columns of ``box`` parted by gutters that are background below its top
+    :data:`_HEADER` (a line of text across the top: a header, a preprint's stamp laid over
+    the figure), as wide as a crossed gutter, each part a tenth of the box wide at least and
+    one of them holding pictures (:data:`_HEADER_PICTURE`): under a header shared by two
+    panels, a diagram and micrographs stand apart. A chart's gutters between bars are
+    crossed by its axis at the bottom. ``None`` when there are none."""
+    x0, y0, x1, y1 = box
+    top = y0 + max(1, round(_HEADER * (y1 - y0)))
+    n = x1 - x0
+    if y1 - top < 40 or n < 40:
+        return None
+    profile = np.asarray(bg[top:y1, x0:x1].all(axis=0))
+    gaps = [g for g in _gaps(profile, max(4, 3 * min_gap, round(0.006 * n)))
+            if g[0] >= 0.1 * n and n - g[1] >= 0.1 * n]
+    if not gaps:
+        return None
+    edges = [0] + [g for gap in gaps for g in gap] + [n]
+    parts = [(x0 + a, y0, x0 + b, y1) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    if not any(pic.fraction(p) >= _HEADER_PICTURE for p in parts):
+        return None
+    return parts
 
 
 def _dim_field(grey: np.ndarray, chroma: np.ndarray, bg: np.ndarray) -> bool:
@@ -559,6 +589,7 @@ def _panel_pieces(rgb: np.ndarray) -> list[Box]:
         pieces = _grid_seams(_cut(bg, pic, (0, 0, w, h), min_gap, grey=grey, chroma=chroma),
                              grey, pic)
         tiles = set(_grid_tiles(pieces, bg, pic))
+        pieces = _joined_bands(pieces, tiles, pic, w, h)
         kept = [box for box in pieces if box in tiles
                 or (_panel_sized(box, pic, w, h) and not _text_only(bg, box, pic, max(w, h)))]
         kept += _row_members([b for b in pieces if b not in kept], kept, pic)
@@ -605,6 +636,45 @@ def _grid_seams(pieces: list[Box], grey: np.ndarray, pic: _PictureMap) -> list[B
                     for a0, a1 in zip(edges[:-1], edges[1:], strict=True)]
         out = new
     return out
+
+
+def _joined_bands(pieces: list[Box], tiles: set[Box], pic: _PictureMap, w: int, h: int
+                  ) -> list[Box]:
+    """``pieces`` with pictures cut into bands edge to edge joined again: two pictures (30 %)
+    that meet along the whole of a side (ends within 2 px, no gap), of unequal size across
+    it (more than 10 % apart), one of them too small to be a panel (:func:`_panel_sized`)
+    and no tile of a grid, are one picture cut where the edges of outlines drawn across it
+    (regions of interest, in colour) jump like seams: two photographs edge to edge are
+    both panels, or tiles of one size."""
+    out = list(pieces)
+    joined = True
+    while joined:
+        joined = False
+        for a in out:
+            for b in out:
+                if a is b or not _band_pair(a, b, tiles, pic, w, h):
+                    continue
+                out = [c for c in out if c is not a and c is not b] + [
+                    (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))]
+                joined = True
+                break
+            if joined:
+                break
+    return out
+
+
+def _band_pair(a: Box, b: Box, tiles: set[Box], pic: _PictureMap, w: int, h: int) -> bool:
+    """Whether ``b`` lies edge to edge below or right of ``a`` as :func:`_joined_bands`
+    joins them."""
+    if a in tiles or b in tiles or min(pic.fraction(a), pic.fraction(b)) < 0.3:
+        return False
+    if _panel_sized(a, pic, w, h) and _panel_sized(b, pic, w, h):
+        return False
+    for lo, hi, s0, s1 in ((0, 2, 1, 3), (1, 3, 0, 2)):  # b below a, then b right of a
+        if abs(a[lo] - b[lo]) <= 2 and abs(a[hi] - b[hi]) <= 2 and b[s0] == a[s1]:
+            da, db = a[s1] - a[s0], b[s1] - b[s0]
+            return abs(da - db) > 0.1 * max(da, db)
+    return False
 
 
 def _row_members(pieces: Sequence[Box], kept: Sequence[Box], pic: _PictureMap) -> list[Box]:
@@ -660,7 +730,10 @@ def _grid_tiles(pieces: Sequence[Box], bg: np.ndarray, pic: _PictureMap) -> list
     is no bar (sides within 1:3: a diagram's bars are no tiles), and :data:`_TILE_REPEAT`
     pieces or more have its size (rows of micrographs, a channel per column, set apart by
     thin gutters; two conditions side by side, sides within 1:1.5 when only two: two
-    coloured boxes of a diagram are no grid), two of them full pictures."""
+    coloured boxes of a diagram are no grid), two of them full pictures. Pieces are of one size
+    when they are, or when their solid parts are (:func:`_solid`): a label touching a
+    picture's edge (a subscript reaching down to it) makes its piece taller, not its
+    picture."""
     h, w = bg.shape
 
     def tile(b: Box) -> bool:
@@ -671,16 +744,30 @@ def _grid_tiles(pieces: Sequence[Box], bg: np.ndarray, pic: _PictureMap) -> list
 
     tiles = [b for b in pieces if tile(b)]
     sizes = [(b[2] - b[0], b[3] - b[1]) for b in tiles]
+    cores = [(c[2] - c[0], c[3] - c[1]) for c in (_solid(bg, b) for b in tiles)]
     strong = [pic.fraction(b) >= 0.5 and 1 - bg[b[1]:b[3], b[0]:b[2]].mean() >= 0.7
               for b in tiles]
     out = []
-    for b, (bw, bh) in zip(tiles, sizes, strict=True):
-        alike = [abs(cw - bw) <= 0.1 * bw and abs(ch - bh) <= 0.1 * bh for cw, ch in sizes]
+    for b, (bw, bh), (sw, sh) in zip(tiles, sizes, cores, strict=True):
+        alike = [(abs(cw - bw) <= 0.1 * bw and abs(ch - bh) <= 0.1 * bh)
+                 or (abs(dw - sw) <= 0.1 * sw and abs(dh - sh) <= 0.1 * sh)
+                 for (cw, ch), (dw, dh) in zip(sizes, cores, strict=True)]
         pair = sum(alike) < 3 and max(bw, bh) > 1.5 * min(bw, bh)  # two boxes of a diagram
         if sum(alike) >= _TILE_REPEAT and not pair and sum(
                 a and s for a, s in zip(alike, strong, strict=True)) >= 2:
             out.append(b)
     return out
+
+
+def _solid(bg: np.ndarray, box: Box) -> Box:
+    """``box`` without the rows and columns along its edges that are ink over less than half
+    of it (a label touching a picture, a letter set against its corner)."""
+    x0, y0, x1, y1 = box
+    ink = ~bg[y0:y1, x0:x1]
+    rows, cols = np.flatnonzero(ink.mean(axis=1) >= 0.5), np.flatnonzero(ink.mean(axis=0) >= 0.5)
+    if not len(rows) or not len(cols):
+        return box
+    return (x0 + int(cols[0]), y0 + int(rows[0]), x0 + int(cols[-1]) + 1, y0 + int(rows[-1]) + 1)
 
 
 def _stacks(pieces: Sequence[Box], kept: Sequence[Box], pic: _PictureMap, w: int,
