@@ -60,9 +60,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_figure_kinds import DEFAULT_LABELS, labelled_figures
 
 from wsikit.evidence import kind_model as km
+from wsikit.evidence.caption_parts import CaptionParts
 from wsikit.evidence.kinds import FIGURE_KINDS, FigureKind
 from wsikit.evidence.panels import (
-    CaptionParts,
     FigureAnalysis,
     FigurePanel,
     Panel,
