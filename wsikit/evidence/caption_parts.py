@@ -1,10 +1,14 @@
 """A figure caption split by panel: the text every panel shares and the part for each letter.
 
 A compound figure's caption names its panels ("(A) gross specimen. (B) H&E ×40. (C) Ki-67.
-Scale bars, 50 µm."). :func:`split_caption` parses it into the text shared by all panels and
-one part per panel letter: ``(A) … (B) …``, ``(A–C) …``, ``A, …; B, …``, ``a: … b: …``,
-``Top: … bottom: …``. References back to an earlier letter ("as in (A)") stay in the text.
-:func:`panel_caption` is the caption a panel node gets: the shared text plus its part.
+Scale bars, 50 µm."). :func:`split_caption` parses it into the title shared by all panels, one
+part per panel letter and the closing sentences that describe every panel: ``(A) … (B) …``,
+``(A–C) …``, ``(a)–(c) …``, ``(A, B) …``, ``(A and B) …``, ``A, …; B, …``, ``a: … b: …``,
+``a–c …``, ``A) …``, one caption mixing them (``A, … B, … (C) …``), letters after their text
+(``… stepwise fashion (A).``) and ``Top: … bottom: …``. A letter named inside another panel's
+sentence ("the margin shown in (C)."), a letter of a figure reference ("Figure 2(A)") and
+roman sub-panels ("(i)", "(ii)") are text, not parts. :func:`panel_caption` is the caption a
+panel node gets: the shared title, its part and the closing sentences.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["CaptionParts", "split_caption"]
+
 
 @dataclass(frozen=True)
 class CaptionParts:
@@ -23,20 +28,24 @@ class CaptionParts:
     Attributes
     ----------
     shared : str
-        Text that describes every panel (the title before the first panel letter, and
-        closing sentences such as "Scale bars, 50 µm").
+        Text before the first panel letter (the title), which describes every panel.
     parts : dict
         ``{letter: text}`` in caption order (a letter named by a range or a list, "(A–C)",
-        gets that text too); position words ("top", "bottom left") are keys as well.
+        gets that text too, and the text of its own part after it); position words ("top",
+        "bottom left") are keys as well.
     style : str
         How the letters were marked: ``"parenthesised"`` (before their text, or ``"…, after
-        their text"``: "stepwise fashion (A)."), ``"delimited"`` ("A, …", "a: …"),
-        ``"position"`` or ``""`` (no panels named).
+        their text"``: "stepwise fashion (A)."), ``"delimited"`` ("A, …", "a: …", "a–c …"),
+        ``"mixed"`` (both in one caption), ``"position"`` or ``""`` (no panels named).
+    closing : str
+        Closing sentences after the last part that describe every panel ("Scale bars,
+        50 µm.", "H&E stain, ×200.", "Arrows indicate mitoses.").
     """
 
     shared: str
     parts: Mapping[str, str] = field(default_factory=dict)
     style: str = ""
+    closing: str = ""
 
     @property
     def letters(self) -> list[str]:
@@ -45,45 +54,112 @@ class CaptionParts:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return {"shared": self.shared, "parts": dict(self.parts), "style": self.style}
+        return {"shared": self.shared, "parts": dict(self.parts), "style": self.style,
+                "closing": self.closing}
+
+
+class _Marker(NamedTuple):
+    """Where a caption names panel letters: its span, the letters, whether it names several
+    (a range or a list) and whether it opens a clause (start, or after ``.;:,``)."""
+
+    start: int
+    end: int
+    letters: list[str]
+    group: bool
+    lead: bool
 
 
 _RANGE = r"[-\u2010-\u2015\u2212]"
-_PAREN = re.compile(
-    r"\(\s*([A-Za-z])((?:\s*(?:" + _RANGE + r"|,|and|to)\s*[A-Za-z])*)\s*\)")
+_SEP = r"(?:" + _RANGE + r"|,|and|&|to)"
+_PAREN = re.compile(r"\(\s*([A-Za-z])((?:\s*" + _SEP + r"\s*[A-Za-z])*)\s*\)")
+_JOIN = re.compile(r"\s*(?:" + _SEP + r"\s*)?")  # between "(a)" and "(c)": "–", ", ", " and "
+_CLAUSE = r"(?:^|(?<=[.;:])\s+|(?<=\.\))\s+)"
 _DELIM = re.compile(
-    r"(?:^|(?<=[.;:])\s+|(?<=\.\))\s+)([A-Za-z])((?:\s*(?:" + _RANGE
-    + r"|,|and|&)\s*[A-Za-z](?![a-z]))*)\s*[,:.]\s+(?=\S)")
+    _CLAUSE + r"([A-Za-z])((?:\s*" + _SEP + r"\s*[A-Za-z](?![A-Za-z]))*)\s*[,:.|]\s+(?=\S)")
+_HALF = re.compile(  # "A) …", "B–D) …" opening a clause
+    _CLAUSE + r"([A-Za-z])((?:\s*" + _SEP + r"\s*[A-Za-z](?![A-Za-z]))*)\)\s+(?=\S)")
+_BARE = re.compile(  # "a Ki-67 …", "a–c H&E …": no sentence opens on a small letter
+    _CLAUSE + r"([a-z])((?:\s*" + _RANGE + r"\s*[a-z])?)\s+(?=[A-Z0-9(])")
 _POSITION = re.compile(
     r"(?:^|(?<=[.;])\s+|\(\s*)((?:top|bottom|upper|lower|middle|centre|center|left|right)"
     r"(?:\s+(?:left|right|middle|row|panels?|images?|column))?)\s*(?:\)|:|,)\s*",
     re.IGNORECASE)
 _SHARED_START = re.compile(
     r"^(?:scale bars?|bars?\b|original magnifications?|magnifications?|abbreviations|"
-    r"data (?:are|represent|shown)|error bars|\*|asterisks?|arrows?\s+(?:indicate|show|point)|"
-    r"all (?:images|panels|scale)|n\s*=|note:)", re.IGNORECASE)
+    r"data (?:are|represent|shown)|error bars|\*|asterisks?|arrows?\b|arrowheads?\b|"
+    r"all (?:images|panels|scale|sections|micrographs)|images are|n\s*=|note:|"
+    r"(?:h\s*&\s*e|he|hematoxylin|haematoxylin)(?: and eosin)?\b|"
+    r"(?:stain|staining|immunostaining)\b)", re.IGNORECASE)
+_MAGNIFICATION = re.compile(r"[×x]\s*\d+|\d+\s*[µμu]m\b|\bmagnification\b", re.IGNORECASE)
+_ROMAN = {"i": "ii", "v": "iv", "x": "ix"}  # "(i)" is roman when "(ii)" is there too
 
 
 def _expand(first: str, rest: str) -> list[str]:
     """Letters of a marker: ``A``, ``A–C`` → A B C, ``A, B and D`` → A B D."""
     letters = [first]
-    for sep, letter in re.findall(r"(" + _RANGE + r"|,|and|to)\s*([A-Za-z])", rest):
+    for sep, letter in re.findall(r"(" + _RANGE + r"|,|and|&|to)\s*([A-Za-z])", rest):
         prev = letters[-1]
-        if sep not in (",", "and") and ord(letter) > ord(prev):
+        if sep not in (",", "and", "&") and ord(letter) > ord(prev):
             letters += [chr(c) for c in range(ord(prev) + 1, ord(letter) + 1)]
         else:
             letters.append(letter)
     return letters
 
 
-def _sequence(markers: list[tuple[int, int, list[str]]]) -> list[tuple[int, int, list[str]]]:
+def _lead(text: str, start: int) -> bool:
+    """Whether ``start`` opens a clause: the caption's start, or after ``.;:,`` or ``)``."""
+    before = text[:start].rstrip()
+    return not before or before[-1] in ".;:,)"
+
+
+def _paren_markers(text: str) -> list[_Marker]:
+    """``(A)``, ``(a–c)``, ``(A, B)`` markers; ``(a)–(c)`` and ``(a) and (b)`` are one group.
+    Left out: a letter right after a number ("Figure 2(A)") and roman numerals."""
+    low = text.lower()
+    found: list[_Marker] = []
+    for m in _PAREN.finditer(text):
+        letters = _expand(m.group(1), m.group(2) or "")
+        if m.start() and text[m.start() - 1].isdigit():
+            continue  # "Fig. 2(A)"
+        if len(letters) == 1 and letters[0].lower() in _ROMAN and \
+                f"({_ROMAN[letters[0].lower()]})" in low:
+            continue
+        prev = found[-1] if found else None
+        gap = text[prev.end:m.start()] if prev else ""
+        if prev and _JOIN.fullmatch(gap):
+            joined = prev.letters + letters
+            if re.search(_RANGE + "|to", gap) and ord(letters[-1]) > ord(prev.letters[-1]):
+                joined = prev.letters + [chr(c) for c in range(ord(prev.letters[-1]) + 1,
+                                                                ord(letters[-1]) + 1)]
+            found[-1] = _Marker(prev.start, m.end(), joined, True, prev.lead)
+            continue
+        found.append(_Marker(m.start(), m.end(), letters, len(letters) > 1,
+                             _lead(text, m.start())))
+    return found
+
+
+def _clause_markers(text: str) -> list[_Marker]:
+    """Markers opening a clause: ``A, …``, ``b: …``, ``A) …``, ``a Ki-67 …``, ``a–c …``."""
+    found = {}
+    for pattern in (_DELIM, _HALF, _BARE):
+        for m in pattern.finditer(text):
+            letters = _expand(m.group(1), m.group(2) or "")
+            found.setdefault(m.start(1), _Marker(m.start(1), m.end(), letters,
+                                                 len(letters) > 1, True))
+    return [found[k] for k in sorted(found)]
+
+
+def _sequence(markers: list[_Marker]) -> list[_Marker]:
     """The markers that name panels in order (starting at a/A, each later one naming at least
     one letter not named before, of the same case, at most three past the last); references
-    back to letters already described are text, not markers."""
-    out: list[tuple[int, int, list[str]]] = []
+    back to letters already described are text, not markers, except a letter named before
+    only in a group ("(g)–(i) …") that opens a clause of its own ("(h) …")."""
+    out: list[_Marker] = []
     seen: set[str] = set()
+    grouped: set[str] = set()
     case = None
-    for start, end, letters in markers:
+    for mk in markers:
+        letters = mk.letters
         low = [c.lower() for c in letters]
         if any(c.isupper() != letters[0].isupper() for c in letters):
             continue
@@ -91,103 +167,137 @@ def _sequence(markers: list[tuple[int, int, list[str]]]) -> list[tuple[int, int,
             if low[0] != "a":
                 continue
             case = letters[0].isupper()
-        elif letters[0].isupper() != case or set(low) <= seen \
-                or ord(min(set(low) - seen)) > ord(max(seen)) + 3:
-            continue  # a reference back to panels already described, or not a letter run
-        out.append((start, end, letters))
+        elif letters[0].isupper() != case:
+            continue
+        elif set(low) <= seen:
+            if mk.lead and not mk.group and low[0] in grouped:
+                grouped.discard(low[0])  # its own clause after the group's
+                out.append(mk)
+            continue  # a reference back to panels already described
+        elif ord(min(set(low) - seen)) > ord(max(seen)) + 3:
+            continue  # not a letter run
+        out.append(mk)
         seen |= set(low)
+        if mk.group:
+            grouped |= set(low)
     return out
 
 
-def split_caption(caption: str | None) -> CaptionParts:
-    """Split a caption into the shared text and one part per panel letter.
+def _references(text: str, markers: list[_Marker]) -> list[_Marker]:
+    """Leave out letters named inside a clause and closing it ("… shown in (C).", "p < 0.05
+    (a);"): they refer to a panel, they do not open its part."""
+    return [mk for mk in markers
+            if mk.lead or not re.match(r"\s*(?:[.;,)]|$)", text[mk.end:mk.end + 2])]
 
-    Recognised: ``(A) … (B) …``, ``(a–c) …``, ``(A, B) …``, ``A, … B, …`` / ``a: … b: …``
-    / ``A. … B. …`` at sentence starts, and position words ``Top: … Bottom: …``, ``(left)``.
-    Letters must run in order from a/A (case kept); a later mention of an earlier letter stays
-    in the text. Closing sentences about every panel ("Scale bars, 50 µm.", "Original
-    magnification ×200.") move to the shared text.
 
-    >>> parts = split_caption("Figure 2. Tumour. (A) Gross photograph. (B) H&E, ×200. "
-    ...                       "Scale bar, 50 µm.")
-    >>> parts.shared, dict(parts.parts)
-    ('Figure 2. Tumour. Scale bar, 50 µm.', {'A': 'Gross photograph.', 'B': 'H&E, ×200.'})
-    """
-    text = " ".join((caption or "").split())
-    if not text:
-        return CaptionParts(shared="")
-    best: list[tuple[int, int, list[str]]] = []
+def _best_markers(text: str) -> tuple[list[_Marker], str]:
+    """The panel markers of ``text`` and their style: the style naming most panels in order,
+    with markers of the other style for letters it does not name ("A, … B, … (C) …")."""
+    paren = _references(text, _paren_markers(text))
+    clause = _clause_markers(text)
+    best: list[_Marker] = []
     style = ""
-    for name, pattern in (("parenthesised", _PAREN), ("delimited", _DELIM)):
-        found = [(m.start(), m.end(), _expand(m.group(1), m.group(2) or ""))
-                 for m in pattern.finditer(text)]
+    for name, found in (("parenthesised", paren), ("delimited", clause)):
         seq = _sequence(found)
         if len(seq) >= 2 and len(seq) > len(best):
             best, style = seq, name
     if not best:
-        pos = [(m.start(), m.end(), [m.group(1).lower()]) for m in _POSITION.finditer(text)]
+        return best, style
+    named = {c for mk in best for c in mk.letters}
+    other = clause if style == "parenthesised" else paren
+    extra = [mk for mk in other if not named & set(mk.letters)
+             and all(mk.end <= b.start or mk.start >= b.end for b in best)]
+    if extra:
+        merged = _sequence(sorted(best + extra))
+        if len(merged) > len(best):
+            return merged, "mixed"
+    return best, style
+
+
+def split_caption(caption: str | None) -> CaptionParts:
+    """Split a caption into the shared title, one part per panel letter and the closing.
+
+    Recognised: ``(A) … (B) …``, ``(a–c) …``, ``(a)–(c) …``, ``(A, B) …``, ``(A and B) …``,
+    ``A, … B, …`` / ``a: … b: …`` / ``A. … B. …`` / ``A) …`` / ``a–c …`` at clause starts,
+    both kinds in one caption, and position words ``Top: … Bottom: …``, ``(left)``. Letters
+    must run in order from a/A (case kept); a later mention of an earlier letter, a letter
+    named inside another panel's clause ("as shown in (C)."), "Figure 2(A)" and roman
+    sub-panels "(i) … (ii) …" stay in the text. Closing sentences about every panel ("Scale
+    bars, 50 µm.", "H&E stain, ×200.", "Arrows indicate …") go to ``closing``.
+
+    >>> parts = split_caption("Figure 2. Tumour. (A) Gross photograph. (B) H&E, ×200. "
+    ...                       "Scale bar, 50 µm.")
+    >>> parts.shared, dict(parts.parts), parts.closing
+    ('Figure 2. Tumour.', {'A': 'Gross photograph.', 'B': 'H&E, ×200.'}, 'Scale bar, 50 µm.')
+    """
+    text = " ".join((caption or "").split())
+    if not text:
+        return CaptionParts(shared="")
+    best, style = _best_markers(text)
+    after = _sequence(_paren_markers(text))  # before the references are left out
+    if len(after) >= max(2, len(best)) and _trailing(text, after):
+        return _split_trailing(text, after)
+    if not best:
+        pos = [_Marker(m.start(), m.end(), [m.group(1).lower()], False, True)
+               for m in _POSITION.finditer(text)]
         if len(pos) >= 2:
             best, style = pos, "position"
     if not best:
         return CaptionParts(shared=text)
-    if style == "parenthesised" and _trailing(text, best):
-        return _split_trailing(text, best)
-    shared = [text[:best[0][0]].strip()]
     parts: dict[str, str] = {}
-    for i, (_, end, letters) in enumerate(best):
-        stop = best[i + 1][0] if i + 1 < len(best) else len(text)
-        body = text[end:stop].strip().strip(";").strip()
+    closing = ""
+    for i, mk in enumerate(best):
+        stop = best[i + 1].start if i + 1 < len(best) else len(text)
+        body = text[mk.end:stop].strip().strip(";").strip()
         if i + 1 == len(best):
-            body, tail = _split_tail(body)
-            if tail:
-                shared.append(tail)
-        for letter in letters:
+            body, closing = _split_tail(body)
+        for letter in mk.letters:
             parts[letter] = (parts[letter] + " " + body).strip() if letter in parts else body
-    return CaptionParts(shared=" ".join(s for s in shared if s), parts=parts, style=style)
+    return CaptionParts(shared=text[:best[0].start].strip(), parts=parts, style=style,
+                        closing=closing)
 
 
-def _trailing(text: str, markers: list[tuple[int, int, list[str]]]) -> bool:
+def _trailing(text: str, markers: list[_Marker]) -> bool:
     """Letters placed after what they describe ("... in a stepwise fashion (A). When ... (B).
     "): most markers close a clause (a period, comma or semicolon right after them)."""
-    closing = sum(bool(re.match(r"\s*[.,;]", text[end:end + 3])) for _, end, _ in markers)
+    closing = sum(bool(re.match(r"\s*[.,;]", text[mk.end:mk.end + 3])) for mk in markers)
     return closing >= max(2, 0.6 * len(markers))
 
 
-def _split_trailing(text: str, markers: list[tuple[int, int, list[str]]]) -> CaptionParts:
+def _split_trailing(text: str, markers: list[_Marker]) -> CaptionParts:
     """Parts of a caption whose letters follow their text: each letter gets the text since
-    the previous letter; the sentences before the first letter's sentence are shared, and so
-    is what follows the last letter's sentence."""
-    first = markers[0][0]
+    the previous letter; the sentences before the first letter's sentence are shared, and
+    what follows the last letter's sentence is the closing."""
+    first = markers[0].start
     cut = max((m.end() for m in re.finditer(r"[.!?]\s+(?=[A-Z])", text[:first])), default=0)
-    shared = [text[:cut].strip()]
     parts: dict[str, str] = {}
     prev = cut
-    for start, end, letters in markers:
-        body = text[prev:start].strip().lstrip(".,;").strip()
-        for letter in letters:
+    for mk in markers:
+        body = text[prev:mk.start].strip().lstrip(".,;").strip()
+        for letter in mk.letters:
             parts[letter] = (parts[letter] + " " + body).strip() if letter in parts else body
-        prev = end
-    rest = text[prev:].lstrip(".,;) ").strip()
-    if rest:
-        shared.append(rest)
-    return CaptionParts(shared=" ".join(s for s in shared if s), parts=parts,
-                        style="parenthesised, after their text")
+        prev = mk.end
+    return CaptionParts(shared=text[:cut].strip(), parts=parts,
+                        style="parenthesised, after their text",
+                        closing=text[prev:].lstrip(".,;) ").strip())
 
 
 def _split_tail(body: str) -> tuple[str, str]:
-    """The last part's own sentences and the closing sentences that describe all panels."""
+    """The last part's own sentences and the closing sentences that describe all panels: from
+    the first that opens on scale bars, magnification, a stain, arrows, statistics ... or is
+    a short sentence giving a magnification ("×200", "50 µm")."""
     sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z*(])", body)
     for i in range(1, len(sentences)):
-        if _SHARED_START.match(sentences[i]):
+        s = sentences[i]
+        if _SHARED_START.match(s) or (len(s.split()) <= 6 and _MAGNIFICATION.search(s)):
             return " ".join(sentences[:i]), " ".join(sentences[i:])
     return body, ""
 
 
 def panel_caption(parts: CaptionParts, label: str) -> str:
-    """The caption of one panel: the shared text plus the panel's part (letters matched
-    without case); the whole caption's shared text alone when the panel has no part."""
+    """The caption of one panel: the shared title, the panel's part (letters matched without
+    case) and the closing sentences; title and closing alone when the panel has no part."""
     own = parts.parts.get(label)
     if own is None:
         own = next((v for k, v in parts.parts.items() if k.lower() == label.lower()), None)
-    return " ".join(s for s in (parts.shared, own) if s)
-
+    return " ".join(s for s in (parts.shared, own, parts.closing) if s)
