@@ -10,10 +10,11 @@ a run without gaps) is split by :func:`wsikit.evidence.caption_parts.split_capti
 ``git show REF:wsikit/evidence/panels.py`` into a temporary module), in one run. Counted:
 
 * **every letter a part**: captions whose named letters each get a part with text;
-* **letters without a part**: named letters the split gives no part (summed);
-* **empty parts**: parts with no text (summed);
-* **out of order**: captions whose parts do not follow the caption's own order of first
-  naming (a letter split off where the caption only refers back to it, say);
+* **letters without a part**: named letters the split gives no part, or a part without a word
+  ("–", "and": what a range split at its dash leaves) (summed);
+* **empty parts**: parts without a word (summed);
+* **out of order**: captions whose parts are not in alphabetical order (a letter split off
+  where the caption only refers to it, say; a caption naming "(A, C) … (B, D) …" counts too);
 * **closing for all**: captions ending in a sentence that describes every panel ("Scale bars,
   50 µm.", "H&E, ×200."; recognised by the splitter) whose closing reaches every panel's text.
 
@@ -51,9 +52,9 @@ DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) /
 
 _DASH = "-\u2010\u2011\u2012\u2013\u2014\u2015\u2212"
 _NAMED = re.compile(
-    r"\(\s*([A-Za-z])((?:\s*(?:[" + _DASH + r"]|,|and|&)\s*(?:\(\s*)?[A-Za-z](?![A-Za-z]))*)"
+    r"\(\s*([A-Za-z])((?:\s*(?:[" + _DASH + r"]|,|and|\s&\s)\s*(?:\(\s*)?[A-Za-z](?![A-Za-z]))*)"
     r"\s*\)"
-    r"|(?:^|(?<=[.;:])\s)\s*([A-Za-z])\s*[,:.]\s+(?=[A-Z])")
+    r"|(?:^|(?<=[.;:])\s)\s*([A-Za-z])\s*[,:.)]\s+(?=[A-Z])")
 
 
 # ---------------------------------------------------------------------- captions
@@ -101,7 +102,8 @@ def named_letters(caption: str) -> list[str]:
     found: list[str] = []
     for m in _NAMED.finditer(text):
         if m.group(1):
-            letters = [m.group(1)] + re.findall(r"([A-Za-z])(?![A-Za-z])", m.group(2) or "")
+            rest = re.sub(r"\b(?:and|to)\b", " ", m.group(2) or "")
+            letters = [m.group(1)] + re.findall(r"([A-Za-z])(?![A-Za-z])", rest)
             dashes = re.search("[" + _DASH + "]", m.group(2) or "")
             if dashes and len(letters) == 2 and ord(letters[1]) > ord(letters[0]):
                 letters = [chr(c) for c in range(ord(letters[0]), ord(letters[1]) + 1)]
@@ -124,14 +126,19 @@ def named_letters(caption: str) -> list[str]:
 def score(caption: str, parts: CaptionParts, named: list[str]) -> dict[str, Any]:
     """What one split gives the letters a caption names."""
     got = {k: v for k, v in parts.parts.items() if len(k) == 1}
-    missing = [c for c in named if not got.get(c, "").strip()]
-    empty = sum(not v.strip() for v in got.values())
-    order = [c for c in named if c in got]
-    keys = [c for c in got if c in named]
+    missing = [c for c in named if not _words(got.get(c, ""))]
+    empty = sum(not _words(v) for v in got.values())
+
     closing = _closing_sentence(caption)
     reaches = bool(closing) and all(closing in panel_caption(parts, c) for c in named)
-    return {"missing": missing, "empty": empty, "out_of_order": keys != order,
+    return {"missing": missing, "empty": empty, "out_of_order": list(got) != sorted(got),
             "closing": bool(closing), "closing_for_all": reaches}
+
+
+def _words(text: str) -> bool:
+    """Whether a part says something: a word of two letters or more, not "and" or "or"
+    alone ("–", "." and "and" are what a range split at its dash leaves)."""
+    return bool(re.search(r"[A-Za-z]{2,}|\d", text)) and text.strip(" .,;") not in ("and", "or")
 
 
 def _closing_sentence(caption: str) -> str:
@@ -156,6 +163,7 @@ def old_splitter(ref: str) -> Callable[[str], CaptionParts]:
     spec = importlib.util.spec_from_file_location("wsikit.evidence._panels_before", tmp)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module.split_caption  # type: ignore[no-any-return]
 
@@ -223,12 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     items = load_captions(paths, args.cache)
     for it in items:
         it["named"] = named_letters(it["caption"])
-    multi = [it for it in items if it["named"]]
+    unique = {" ".join(it["caption"].split()): it for it in items}  # a PDF in two sets
+    multi = [it for it in unique.values() if it["named"]]
     rows: dict[str, dict[str, Any]] = {}
     if args.before:
         rows[f"before ({args.before})"] = tally(multi, old_splitter(args.before))
     rows["after"] = tally(multi, split_caption)
-    lines = [f"{len(paths)} PDFs, {len(items)} captions, {len(multi)} naming panel letters "
+    lines = [f"{len(paths)} PDFs, {len(unique)} distinct captions, {len(multi)} naming panel "
+             f"letters "
              f"({time.perf_counter() - t0:.0f} s)", "", *table(rows)]
     print("\n".join(lines))
     show(multi, args.show)

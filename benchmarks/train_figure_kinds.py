@@ -140,7 +140,8 @@ def analysis_from_dict(d: dict[str, Any]) -> FigureAnalysis:
     panels = tuple(FigurePanel(panel=Panel.from_dict(p), kind=FigureKind.from_dict(p["kind"]),
                                caption=p["caption"]) for p in d["panels"])
     cp = d["caption_parts"]
-    parts = CaptionParts(shared=cp["shared"], parts=dict(cp["parts"]), style=cp["style"])
+    parts = CaptionParts(shared=cp["shared"], parts=dict(cp["parts"]), style=cp["style"],
+                         closing=cp.get("closing", ""))
     return FigureAnalysis(kind=FigureKind.from_dict(d["kind"]), panels=panels,
                           caption_parts=parts)
 

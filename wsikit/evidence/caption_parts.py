@@ -60,18 +60,21 @@ class CaptionParts:
 
 class _Marker(NamedTuple):
     """Where a caption names panel letters: its span, the letters, whether it names several
-    (a range or a list) and whether it opens a clause (start, or after ``.;:,``)."""
+    (a range or a list), whether it opens a clause (start, or after ``.;:,``) and whether it
+    closes one, after its text ("Lung weights (H), lung lesions (I).")."""
 
     start: int
     end: int
     letters: list[str]
     group: bool
     lead: bool
+    after: bool = False
 
 
 _RANGE = r"[-\u2010-\u2015\u2212]"
 _SEP = r"(?:" + _RANGE + r"|,|and|&|to)"
-_PAREN = re.compile(r"\(\s*([A-Za-z])((?:\s*" + _SEP + r"\s*[A-Za-z])*)\s*\)")
+_PAREN = re.compile(  # "(H&E)" is a stain, not panels H and E: "&" only with spaces
+    r"\(\s*([A-Za-z])((?:\s*(?:" + _RANGE + r"|,|and|to|\s&\s)\s*[A-Za-z])*)\s*\)")
 _JOIN = re.compile(r"\s*(?:" + _SEP + r"\s*)?")  # between "(a)" and "(c)": "–", ", ", " and "
 _CLAUSE = r"(?:^|(?<=[.;:])\s+|(?<=\.\))\s+)"
 _DELIM = re.compile(
@@ -126,7 +129,7 @@ def _paren_markers(text: str) -> list[_Marker]:
             continue
         prev = found[-1] if found else None
         gap = text[prev.end:m.start()] if prev else ""
-        if prev and _JOIN.fullmatch(gap):
+        if prev and _JOIN.fullmatch(gap) and prev.letters[0].isupper() == letters[0].isupper():
             joined = prev.letters + letters
             if re.search(_RANGE + "|to", gap) and ord(letters[-1]) > ord(prev.letters[-1]):
                 joined = prev.letters + [chr(c) for c in range(ord(prev.letters[-1]) + 1,
@@ -158,7 +161,7 @@ def _sequence(markers: list[_Marker]) -> list[_Marker]:
     seen: set[str] = set()
     grouped: set[str] = set()
     case = None
-    for mk in markers:
+    for i, mk in enumerate(markers):
         letters = mk.letters
         low = [c.lower() for c in letters]
         if any(c.isupper() != letters[0].isupper() for c in letters):
@@ -174,8 +177,10 @@ def _sequence(markers: list[_Marker]) -> list[_Marker]:
                 grouped.discard(low[0])  # its own clause after the group's
                 out.append(mk)
             continue  # a reference back to panels already described
-        elif ord(min(set(low) - seen)) > ord(max(seen)) + 3:
-            continue  # not a letter run
+        elif ord(min(set(low) - seen)) > ord(max(seen)) + (1 if mk.after else 3):
+            continue  # not a letter run, or a reference forward ("shown in (C).")
+        elif mk.after and any(m.lead and set(m.letters) & set(letters) for m in markers[i:]):
+            continue  # a reference forward to a letter described later
         out.append(mk)
         seen |= set(low)
         if mk.group:
@@ -184,22 +189,36 @@ def _sequence(markers: list[_Marker]) -> list[_Marker]:
 
 
 def _references(text: str, markers: list[_Marker]) -> list[_Marker]:
-    """Leave out letters named inside a clause and closing it ("… shown in (C).", "p < 0.05
-    (a);"): they refer to a panel, they do not open its part."""
-    return [mk for mk in markers
-            if mk.lead or not re.match(r"\s*(?:[.;,)]|$)", text[mk.end:mk.end + 2])]
+    """Mark the letters named inside a clause and closing it ("… shown in (C).", "Lung
+    weights (H), …"): a reference to a panel, or the letter after its text (which of the two
+    :func:`_sequence` decides)."""
+    return [mk._replace(after=True) if not mk.lead and re.match(
+        r"\s*(?:[.;,)]|and\b|or\b|$)", text[mk.end:mk.end + 5]) else mk for mk in markers]
+
+
+def _enough(markers: list[_Marker]) -> bool:
+    """Two markers or more, or one naming several letters ("(a and b) MRI of …")."""
+    return len(markers) >= 2 or (len(markers) == 1 and markers[0].group)
 
 
 def _best_markers(text: str) -> tuple[list[_Marker], str]:
-    """The panel markers of ``text`` and their style: the style naming most panels in order,
-    with markers of the other style for letters it does not name ("A, … B, … (C) …")."""
+    """The panel markers of ``text`` and their style: the style naming most panels in order
+    (of two styles naming letters of different case, the one that starts first: the panels,
+    not the labels inside one), with markers of the other style for letters it does not
+    name ("A, … B, … (C) …")."""
     paren = _references(text, _paren_markers(text))
     clause = _clause_markers(text)
     best: list[_Marker] = []
     style = ""
     for name, found in (("parenthesised", paren), ("delimited", clause)):
         seq = _sequence(found)
-        if len(seq) >= 2 and len(seq) > len(best):
+        if not _enough(seq):
+            continue
+        if best and seq[0].letters[0].isupper() != best[0].letters[0].isupper():
+            better = seq[0].start < best[0].start
+        else:
+            better = len(seq) > len(best)
+        if better:
             best, style = seq, name
     if not best:
         return best, style
@@ -235,7 +254,7 @@ def split_caption(caption: str | None) -> CaptionParts:
         return CaptionParts(shared="")
     best, style = _best_markers(text)
     after = _sequence(_paren_markers(text))  # before the references are left out
-    if len(after) >= max(2, len(best)) and _trailing(text, after):
+    if _enough(after) and len(after) >= len(best) and _trailing(text, after):
         return _split_trailing(text, after)
     if not best:
         pos = [_Marker(m.start(), m.end(), [m.group(1).lower()], False, True)
@@ -245,29 +264,62 @@ def split_caption(caption: str | None) -> CaptionParts:
     if not best:
         return CaptionParts(shared=text)
     parts: dict[str, str] = {}
-    closing = ""
-    for i, mk in enumerate(best):
-        stop = best[i + 1].start if i + 1 < len(best) else len(text)
-        body = text[mk.end:stop].strip().strip(";").strip()
-        if i + 1 == len(best):
-            body, closing = _split_tail(body)
+    cut, bodies, closing = _bodies(text, best)
+    for mk, body in zip(best, bodies, strict=True):
         for letter in mk.letters:
             parts[letter] = (parts[letter] + " " + body).strip() if letter in parts else body
-    return CaptionParts(shared=text[:best[0].start].strip(), parts=parts, style=style,
-                        closing=closing)
+    return CaptionParts(shared=text[:cut].strip(), parts=parts, style=style, closing=closing)
+
+
+def _bodies(text: str, best: list[_Marker]) -> tuple[int, list[str], str]:
+    """Where the shared title ends, each marker's text (what follows it up to the next; for a
+    letter after its text, what precedes it back to its clause's start) and the closing
+    sentences. The markers of one sentence are all after their text when one is and none
+    opens the sentence ("… model (a)* and Kaplan–Meier plot … (b).", "… test (A) and …
+    test (B) in rats."), else all before it."""
+    best = list(best)
+    first = 0  # the sentence's first marker: opening it, all are before their text
+    for i in range(1, len(best) + 1):
+        if i < len(best) and not re.search(r"[.;]\s", text[best[i - 1].end:best[i].start]):
+            continue
+        after = not best[first].lead and any(mk.after for mk in best[first:i])
+        best[first:i] = [mk._replace(after=after) for mk in best[first:i]]
+        first = i
+    starts = []
+    for i, mk in enumerate(best):
+        floor = best[i - 1].end if i else 0
+        cuts = [m.end() for m in re.finditer(r"[.;]\s+", text[floor:mk.start])]
+        starts.append(floor + cuts[-1] if mk.after and cuts else floor if mk.after else
+                      mk.start)
+    bodies: list[str] = []
+    closing = ""
+    for i, mk in enumerate(best):
+        last = i + 1 == len(best)
+        body = text[starts[i]:mk.start] if mk.after else \
+            text[mk.end:len(text) if last else starts[i + 1]]
+        body = body.strip().strip(";,").strip()
+        if last and mk.after:
+            closing = text[mk.end:].lstrip(".,;) ").strip()
+        elif last:
+            body, closing = _split_tail(body)
+        bodies.append(body)
+    return starts[0], bodies, closing
 
 
 def _trailing(text: str, markers: list[_Marker]) -> bool:
     """Letters placed after what they describe ("... in a stepwise fashion (A). When ... (B).
-    "): most markers close a clause (a period, comma or semicolon right after them)."""
-    closing = sum(bool(re.match(r"\s*[.,;]", text[mk.end:mk.end + 3])) for mk in markers)
-    return closing >= max(2, 0.6 * len(markers))
+    ", "as seen by scientists (A) and farmers (B)."): most markers close a clause (a period,
+    comma, semicolon or bracket, "and" or "or", or the caption's end right after them)."""
+    closing = sum(bool(re.match(r"\s*(?:[.,;)]|and\b|or\b|$)", text[mk.end:mk.end + 5]))
+                  for mk in markers)
+    return closing >= max(1 if len(markers) == 1 else 2, 0.6 * len(markers))
 
 
 def _split_trailing(text: str, markers: list[_Marker]) -> CaptionParts:
     """Parts of a caption whose letters follow their text: each letter gets the text since
-    the previous letter; the sentences before the first letter's sentence are shared, and
-    what follows the last letter's sentence is the closing."""
+    the previous letter; the sentences before the first letter's sentence are shared; the
+    rest of the last letter's sentence ("(D), which has been shown …") is its part too, and
+    the sentences after it are the closing."""
     first = markers[0].start
     cut = max((m.end() for m in re.finditer(r"[.!?]\s+(?=[A-Z])", text[:first])), default=0)
     parts: dict[str, str] = {}
@@ -277,9 +329,16 @@ def _split_trailing(text: str, markers: list[_Marker]) -> CaptionParts:
         for letter in mk.letters:
             parts[letter] = (parts[letter] + " " + body).strip() if letter in parts else body
         prev = mk.end
+    rest = text[prev:]
+    if not re.match(r"\s*[.!?]", rest):  # the last letter's sentence goes on
+        end = re.search(r"[.!?](?:\s+|$)", rest)
+        more = rest[:end.end() if end else len(rest)].strip().lstrip(",;) ").strip()
+        for letter in markers[-1].letters:
+            parts[letter] = (parts[letter] + " " + more).strip()
+        rest = rest[end.end() if end else len(rest):]
     return CaptionParts(shared=text[:cut].strip(), parts=parts,
                         style="parenthesised, after their text",
-                        closing=text[prev:].lstrip(".,;) ").strip())
+                        closing=rest.lstrip(".,;) ").strip())
 
 
 def _split_tail(body: str) -> tuple[str, str]:

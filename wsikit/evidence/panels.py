@@ -899,7 +899,8 @@ def analyse_figure(image: np.ndarray, *, caption: str | None = None,
     panels = []
     for p in found:
         x0, y0, x1, y1 = p.box
-        text = panel_caption(parts, p.label) if p.lettered else (parts.shared or caption or "")
+        text = panel_caption(parts, p.label) if p.lettered else \
+            (parts.shared and panel_caption(parts, "")) or caption or ""
         kind = classify_figure_kind(arr[y0:y1, x0:x1], caption=text, allow_mixed=False)
         if kind.kind != "photograph" and _covered(p.box, strips) >= 0.25:
             kind = FigureKind(kind="photograph", scores=kind.scores, features=kind.features,
