@@ -243,7 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     show(multi, args.show)
     if args.out:
-        args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        command = "python benchmarks/bench_caption_parts.py " + " ".join(
+            sys.argv[1:] if argv is None else argv)
+        args.out.write_text("\n".join(["# bench_caption_parts: captions split by panel letter",
+                                        "", f"Command: `{command}`", "", *lines]) + "\n",
+                            encoding="utf-8")
     return 0
 
 

@@ -138,28 +138,35 @@ def test_letters_that_name_no_panel_are_text(caption, parts):
     assert dict(split_caption(caption).parts) == parts
 
 
-@pytest.mark.parametrize(("caption", "parts"), [
+@pytest.mark.parametrize(("caption", "parts", "closing"), [
     # letters after their text inside a caption whose other letters come first
     ("Figure 1. Doxorubicin. (A) Schematic of the model. (B) Images of H&E-stained lungs. "
      "Lung weights (C), lung lesions (D). n = 6-15.",
      {"A": "Schematic of the model.", "B": "Images of H&E-stained lungs.",
-      "C": "Lung weights", "D": "lung lesions"}),
-    # one sentence naming its letters after their text, the caption's title before it
+      "C": "Lung weights", "D": "lung lesions."}, "n = 6-15."),
+    # one sentence naming its letters after their text, the caption's title before it: what
+    # follows the last letter is shared
     ("Fig. 1. Effects of amitriptyline on cold hyperalgesia in the acetone test (A) and "
      "mechanical allodynia in the von Frey test (B) in rats. Data are mean ± SEM.",
      {"A": "Effects of amitriptyline on cold hyperalgesia in the acetone test",
-      "B": "and mechanical allodynia in the von Frey test"}),
+      "B": "and mechanical allodynia in the von Frey test"}, "in rats. Data are mean ± SEM."),
     ("Fig. 2. Time to first relapse from a Weibull model (a)* and Kaplan–Meier plot of the "
      "time to first relapse (b).",
      {"a": "Time to first relapse from a Weibull model", "b": "* and Kaplan–Meier plot of the "
-      "time to first relapse"}),
+      "time to first relapse"}, ""),
 ])
-def test_letters_after_their_text(caption, parts):
-    assert dict(split_caption(caption).parts) == parts
+def test_letters_after_their_text(caption, parts, closing):
+    got = split_caption(caption)
+    assert dict(got.parts) == parts
+    assert got.closing == closing
 
 
 def test_a_stain_in_brackets_and_labels_inside_a_panel_are_no_panels():
-    got = split_caption("Figure 3. Vein invasion. Assessment on haematoxylin and eosin (H&E) "
-                        "(A) and elastin stains (B). (C) (a) NMR spectra, (b) structure.")
-    assert got.letters == ["A", "B", "C"]
-    assert got.parts["C"] == "(a) NMR spectra, (b) structure."
+    got = split_caption("Figure 3. Blocks were mapped (A). Edges were sampled (B). Assessment "
+                        "on haematoxylin and eosin (H&E) (C) and elastin stains (D).")
+    assert got.letters == ["A", "B", "C", "D"]
+    assert got.parts["C"] == "Assessment on haematoxylin and eosin (H&E)"
+    got = split_caption("Figure 2. Quercetol by (A) UV spectra, (B) FTIR spectra, (C) (a) NMR "
+                        "spectra, (b) structure of quercetol, and (D) mass spectra.")
+    assert got.letters == ["A", "B", "C", "D"]
+    assert got.parts["C"] == "(a) NMR spectra, (b) structure of quercetol, and"

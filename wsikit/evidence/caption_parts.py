@@ -60,8 +60,9 @@ class CaptionParts:
 
 class _Marker(NamedTuple):
     """Where a caption names panel letters: its span, the letters, whether it names several
-    (a range or a list), whether it opens a clause (start, or after ``.;:,``) and whether it
-    closes one, after its text ("Lung weights (H), lung lesions (I).")."""
+    (a range or a list), whether it opens a clause (start, or after ``.;:,)``), whether it
+    closes one, after its text ("Lung weights (H), lung lesions (I).") and whether it opens a
+    sentence (start, or after ``.;:``)."""
 
     start: int
     end: int
@@ -69,6 +70,7 @@ class _Marker(NamedTuple):
     group: bool
     lead: bool
     after: bool = False
+    opens: bool = False
 
 
 _RANGE = r"[-\u2010-\u2015\u2212]"
@@ -109,10 +111,10 @@ def _expand(first: str, rest: str) -> list[str]:
     return letters
 
 
-def _lead(text: str, start: int) -> bool:
-    """Whether ``start`` opens a clause: the caption's start, or after ``.;:,`` or ``)``."""
+def _lead(text: str, start: int, marks: str = ".;:,)") -> bool:
+    """Whether ``start`` opens a clause: the caption's start, or after one of ``marks``."""
     before = text[:start].rstrip()
-    return not before or before[-1] in ".;:,)"
+    return not before or before[-1] in marks
 
 
 def _paren_markers(text: str) -> list[_Marker]:
@@ -134,21 +136,23 @@ def _paren_markers(text: str) -> list[_Marker]:
             if re.search(_RANGE + "|to", gap) and ord(letters[-1]) > ord(prev.letters[-1]):
                 joined = prev.letters + [chr(c) for c in range(ord(prev.letters[-1]) + 1,
                                                                 ord(letters[-1]) + 1)]
-            found[-1] = _Marker(prev.start, m.end(), joined, True, prev.lead)
+            found[-1] = prev._replace(end=m.end(), letters=joined, group=True)
             continue
         found.append(_Marker(m.start(), m.end(), letters, len(letters) > 1,
-                             _lead(text, m.start())))
+                             _lead(text, m.start()), opens=_lead(text, m.start(), ".;:")))
     return found
 
 
 def _clause_markers(text: str) -> list[_Marker]:
     """Markers opening a clause: ``A, …``, ``b: …``, ``A) …``, ``a Ki-67 …``, ``a–c …``."""
-    found = {}
+    found: dict[int, _Marker] = {}
     for pattern in (_DELIM, _HALF, _BARE):
         for m in pattern.finditer(text):
+            if text.count("(", 0, m.start(1)) > text.count(")", 0, m.start(1)):
+                continue  # inside brackets: "(A; a)" names a part of panel A
             letters = _expand(m.group(1), m.group(2) or "")
             found.setdefault(m.start(1), _Marker(m.start(1), m.end(), letters,
-                                                 len(letters) > 1, True))
+                                                 len(letters) > 1, True, opens=True))
     return [found[k] for k in sorted(found)]
 
 
@@ -173,13 +177,14 @@ def _sequence(markers: list[_Marker]) -> list[_Marker]:
         elif letters[0].isupper() != case:
             continue
         elif set(low) <= seen:
-            if mk.lead and not mk.group and low[0] in grouped:
+            if mk.opens and not mk.group and low[0] in grouped:
                 grouped.discard(low[0])  # its own clause after the group's
                 out.append(mk)
             continue  # a reference back to panels already described
         elif ord(min(set(low) - seen)) > ord(max(seen)) + (1 if mk.after else 3):
             continue  # not a letter run, or a reference forward ("shown in (C).")
-        elif mk.after and any(m.lead and set(m.letters) & set(letters) for m in markers[i:]):
+        elif mk.after and any(m.opens and not m.group and m.letters == letters
+                              for m in markers[i:]):
             continue  # a reference forward to a letter described later
         out.append(mk)
         seen |= set(low)
@@ -271,20 +276,27 @@ def split_caption(caption: str | None) -> CaptionParts:
     return CaptionParts(shared=text[:cut].strip(), parts=parts, style=style, closing=closing)
 
 
-def _bodies(text: str, best: list[_Marker]) -> tuple[int, list[str], str]:
-    """Where the shared title ends, each marker's text (what follows it up to the next; for a
-    letter after its text, what precedes it back to its clause's start) and the closing
-    sentences. The markers of one sentence are all after their text when one is and none
-    opens the sentence ("… model (a)* and Kaplan–Meier plot … (b).", "… test (A) and …
-    test (B) in rats."), else all before it."""
+def _sentence_styles(text: str, best: list[_Marker]) -> list[_Marker]:
+    """The markers of one sentence are all after their text when one is and none opens the
+    sentence ("… model (a)* and Kaplan–Meier plot … (b).", "… test (A) and … test (B) in
+    rats."), else all before it."""
     best = list(best)
-    first = 0  # the sentence's first marker: opening it, all are before their text
+    first = 0  # the sentence's first marker
     for i in range(1, len(best) + 1):
         if i < len(best) and not re.search(r"[.;]\s", text[best[i - 1].end:best[i].start]):
             continue
         after = not best[first].lead and any(mk.after for mk in best[first:i])
         best[first:i] = [mk._replace(after=after) for mk in best[first:i]]
         first = i
+    return best
+
+
+def _bodies(text: str, best: list[_Marker]) -> tuple[int, list[str], str]:
+    """Where the shared title ends, each marker's text and the closing sentences. A marker
+    before its text gets what follows it up to the next one's text; a letter after its text
+    what precedes it back to its clause's start, and the sentences after it. After the last
+    letter of a caption whose letters all follow their text, the rest is shared."""
+    best = _sentence_styles(text, best)
     starts = []
     for i, mk in enumerate(best):
         floor = best[i - 1].end if i else 0
@@ -295,15 +307,20 @@ def _bodies(text: str, best: list[_Marker]) -> tuple[int, list[str], str]:
     closing = ""
     for i, mk in enumerate(best):
         last = i + 1 == len(best)
-        body = text[starts[i]:mk.start] if mk.after else \
-            text[mk.end:len(text) if last else starts[i + 1]]
-        body = body.strip().strip(";,").strip()
-        if last and mk.after:
-            closing = text[mk.end:].lstrip(".,;) ").strip()
+        rest = text[mk.end:len(text) if last else starts[i + 1]]
+        if last and mk.after and best[0].after:
+            body, closing = text[starts[i]:mk.start], rest.lstrip(".,;) ")
+        elif last and mk.after:  # "… (F). A merged image is shown (G). Arrows …"
+            own, closing = _split_tail("x" + rest.lstrip(") "))
+            body = text[starts[i]:mk.start].rstrip() + own[1:]
+        elif mk.after:
+            body = text[starts[i]:mk.start].rstrip() + rest.lstrip(") ")
         elif last:
-            body, closing = _split_tail(body)
-        bodies.append(body)
-    return starts[0], bodies, closing
+            body, closing = _split_tail(rest.strip().strip(";").strip())
+        else:
+            body = rest
+        bodies.append(body.strip().strip(";,").strip())
+    return starts[0], bodies, closing.strip()
 
 
 def _trailing(text: str, markers: list[_Marker]) -> bool:
@@ -331,7 +348,7 @@ def _split_trailing(text: str, markers: list[_Marker]) -> CaptionParts:
         prev = mk.end
     rest = text[prev:]
     if not re.match(r"\s*[.!?]", rest):  # the last letter's sentence goes on
-        end = re.search(r"[.!?](?:\s+|$)", rest)
+        end = re.search(r"(?<!\b[A-Z])[.!?](?:\s+|$)", rest)  # not an initial, "F. Range"
         more = rest[:end.end() if end else len(rest)].strip().lstrip(",;) ").strip()
         for letter in markers[-1].letters:
             parts[letter] = (parts[letter] + " " + more).strip()
@@ -345,7 +362,7 @@ def _split_tail(body: str) -> tuple[str, str]:
     """The last part's own sentences and the closing sentences that describe all panels: from
     the first that opens on scale bars, magnification, a stain, arrows, statistics ... or is
     a short sentence giving a magnification ("×200", "50 µm")."""
-    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z*(])", body)
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z*(]|n\s*=)", body)
     for i in range(1, len(sentences)):
         s = sentences[i]
         if _SHARED_START.match(s) or (len(s.split()) <= 6 and _MAGNIFICATION.search(s)):
