@@ -70,6 +70,10 @@ R = "\u2013"  # en dash
     (f"Fig. 1 Gastric biopsy. a{R}c H&E sections of the antrum. d Ki-67 immunostaining.",
      {"a": "H&E sections of the antrum.", "b": "H&E sections of the antrum.",
       "c": "H&E sections of the antrum.", "d": "Ki-67 immunostaining."}),
+    ("Fig. 3 | Dendritic cells. a Schematic of the labelling. b, c CLSM images of BMDCs. "
+     "c Detail of one cell.",
+     {"a": "Schematic of the labelling.", "b": "CLSM images of BMDCs.",
+      "c": "CLSM images of BMDCs. Detail of one cell."}),
     ("Figure 2. Illustrations. A) Schematic of the surface. B) Confocal image of the matrix.",
      {"A": "Schematic of the surface.", "B": "Confocal image of the matrix."}),
 ])

@@ -83,8 +83,9 @@ _DELIM = re.compile(
     _CLAUSE + r"([A-Za-z])((?:\s*" + _SEP + r"\s*[A-Za-z](?![A-Za-z]))*)\s*[,:.|]\s+(?=\S)")
 _HALF = re.compile(  # "A) …", "B–D) …" opening a clause
     _CLAUSE + r"([A-Za-z])((?:\s*" + _SEP + r"\s*[A-Za-z](?![A-Za-z]))*)\)\s+(?=\S)")
-_BARE = re.compile(  # "a Ki-67 …", "a–c H&E …": no sentence opens on a small letter
-    _CLAUSE + r"([a-z])((?:\s*" + _RANGE + r"\s*[a-z])?)\s+(?=[A-Z0-9(])")
+_BARE = re.compile(  # "a Ki-67 …", "a–c H&E …", "e, f Following …": no sentence opens on a
+    _CLAUSE + r"([a-z])((?:\s*(?:" + _RANGE + r"|,|and)\s*[a-z](?![a-z]))*)"  # small letter
+    r"\s+(?=[A-Z0-9(])")
 _POSITION = re.compile(
     r"(?:^|(?<=[.;])\s+|\(\s*)((?:top|bottom|upper|lower|middle|centre|center|left|right)"
     r"(?:\s+(?:left|right|middle|row|panels?|images?|column))?)\s*(?:\)|:|,)\s*",
@@ -146,7 +147,7 @@ def _paren_markers(text: str) -> list[_Marker]:
 def _clause_markers(text: str) -> list[_Marker]:
     """Markers opening a clause: ``A, …``, ``b: …``, ``A) …``, ``a Ki-67 …``, ``a–c …``."""
     found: dict[int, _Marker] = {}
-    for pattern in (_DELIM, _HALF, _BARE):
+    for pattern in (_BARE, _DELIM, _HALF):
         for m in pattern.finditer(text):
             if text.count("(", 0, m.start(1)) > text.count(")", 0, m.start(1)):
                 continue  # inside brackets: "(A; a)" names a part of panel A
