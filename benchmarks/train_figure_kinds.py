@@ -60,9 +60,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_figure_kinds import DEFAULT_LABELS, labelled_figures
 
 from wsikit.evidence import kind_model as km
+from wsikit.evidence.caption_parts import CaptionParts
 from wsikit.evidence.kinds import FIGURE_KINDS, FigureKind
 from wsikit.evidence.panels import (
-    CaptionParts,
     FigureAnalysis,
     FigurePanel,
     Panel,
@@ -140,7 +140,8 @@ def analysis_from_dict(d: dict[str, Any]) -> FigureAnalysis:
     panels = tuple(FigurePanel(panel=Panel.from_dict(p), kind=FigureKind.from_dict(p["kind"]),
                                caption=p["caption"]) for p in d["panels"])
     cp = d["caption_parts"]
-    parts = CaptionParts(shared=cp["shared"], parts=dict(cp["parts"]), style=cp["style"])
+    parts = CaptionParts(shared=cp["shared"], parts=dict(cp["parts"]), style=cp["style"],
+                         closing=cp.get("closing", ""))
     return FigureAnalysis(kind=FigureKind.from_dict(d["kind"]), panels=panels,
                           caption_parts=parts)
 

@@ -58,7 +58,8 @@ def test_all_lists_every_public_name_once() -> None:
 #: user calls, and say so in the change. Issue 36 added 13: JATS ingestion (wsikit.evidence.jats,
 #: read_jats, extract_jats_figures) and wsikit.evidence.licence; issue 36 item 6 added 9:
 #: FIGURE_KINDS, FigureKind, classify_figure_kind, parse_kinds (wsikit.evidence.kinds),
-#: FigureAnalysis, Panel, analyse_figure, find_panels, split_caption (wsikit.evidence.panels);
+#: FigureAnalysis, Panel, analyse_figure, find_panels (wsikit.evidence.panels), split_caption
+#: (wsikit.evidence.caption_parts, with its result CaptionParts since issue 36 item 6);
 #: issue 40 added 2: wsikit.tissue.mask.glass_reference and
 #: wsikit.slide.mpp_estimate.estimate_mpp_from_nuclei; issue 36 item 5 added 14: corpus
 #: ingestion (ingest_corpus, its summary types, FigureBank, the document reader registry);

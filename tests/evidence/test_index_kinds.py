@@ -26,7 +26,7 @@ from wsikit.models import create_encoder
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CAPTION = ("Figure 1. Carcinoma. (A) Tumour, H&E. (B) Stroma. (C) Invasive front. (D) Necrosis. "
-           "Scale bars, 50 µm.")
+           "H&E stain, ×200. Scale bars, 50 µm.")
 
 
 def _grid_figure(path: Path) -> list[tuple[int, int, int, int]]:
@@ -75,7 +75,9 @@ def test_a_compound_figure_gets_panel_nodes_linked_to_it(grid_index):
     assert [p.panel_box for p in panels] == boxes
     assert {p.parent_id for p in panels} == {figure.node_id}
     assert {p.kind for p in panels} == {"micrograph"}
-    assert panels[1].caption == "Figure 1. Carcinoma. Scale bars, 50 µm. Stroma."
+    # the title, the panel's part, and the closing sentences that describe every panel
+    assert panels[1].caption == "Figure 1. Carcinoma. Stroma. H&E stain, ×200. Scale bars, 50 µm."
+    assert panels[3].caption == "Figure 1. Carcinoma. Necrosis. H&E stain, ×200. Scale bars, 50 µm."
     assert all(p.figure_label == "Figure 1" and p.doi == "10.1/grid" for p in panels)
     # each panel's image is its own crop of the figure
     assert load_image(panels[2].image).shape == (240, 240, 3)

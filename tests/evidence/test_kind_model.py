@@ -11,8 +11,9 @@ from _he_figures import he_grid
 
 from wsikit.errors import EvidenceError
 from wsikit.evidence import kind_model as km
+from wsikit.evidence.caption_parts import CaptionParts
 from wsikit.evidence.kinds import FigureKind
-from wsikit.evidence.panels import CaptionParts, FigureAnalysis, FigurePanel, Panel, analyse_figure
+from wsikit.evidence.panels import FigureAnalysis, FigurePanel, Panel, analyse_figure
 
 
 def _panel_kind(kind: str, picture_share: float, **features: float) -> FigureKind:

@@ -153,7 +153,8 @@ def figure_features(analysis: FigureAnalysis, *, caption: str | None = None) -> 
     share = float(feats.get("picture_share", 0.0))
     f["whole_balance"] = min(share, 1.0 - share)
     parts = analysis.caption_parts
-    text = caption if caption is not None else " ".join([parts.shared, *parts.parts.values()])
+    text = caption if caption is not None else \
+        " ".join([parts.shared, *parts.parts.values(), parts.closing])
     for k, v in caption_scores(text).items():
         f[f"caption_{k}"] = v / CAPTION_WEIGHT
     f["caption_words_log"] = math.log1p(len(text.split()))
