@@ -154,7 +154,8 @@ def run_kinds(labels: dict[str, Any], dirs: list[Path], overlays: Path | None,
             out.append({**row, "found": False})
             continue
         t0 = time.perf_counter()
-        a = analyse_figure(fig.image, caption=fig.caption, kind_model=kind_model)
+        a = analyse_figure(fig.image, caption=fig.caption, text_boxes=fig.words,
+                           kind_model=kind_model)
         seconds = time.perf_counter() - t0
         out.append({**row, "found": True, "pred": a.kind.kind, "reason": a.kind.reason,
                     "pred_panels": len(a.panels),
