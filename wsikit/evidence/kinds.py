@@ -42,13 +42,19 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    combiner (:mod:`wsikit.evidence.kind_model`) but left out of this rule, which they did not
    improve: columns or rows of evenly spaced short labels (:func:`tick_labels`: an axis's
    numbers, where no tick or grid is drawn) and recorded traces (:func:`traces`: long thin
-   lines that wiggle).
+   lines that wiggle). Where the PDF's text layer gives the words over the figure
+   (``text_boxes``: :attr:`wsikit.evidence.PdfFigure.words`), a row or column of at least
+   three numbers whose values follow their places linearly or logarithmically is an axis's
+   tick labels (:func:`text_axes`) and counts as an axis with ticks.
 4. **Caption cues** (:data:`CAPTION_CUES`) add evidence per kind: "H&E", "magnification",
    "×200", "µm", "immunohistochemistry", "fluorescence", "dark field" for micrographs
    ("scale bar" only hints: specimen photographs and drawings carry them too); "gross",
-   "macroscopic", "endoscopic", "photograph", "CT" for photographs; "Kaplan–Meier", "ROC",
-   "survival", "forest plot", "P <" for charts; "flowchart", "schematic", "CONSORT",
-   "workflow" for diagrams.
+   "macroscopic", "endoscopic", "intraoperative", "laparoscopic", "photograph", "CT", "MRI",
+   "PET" for photographs; "Kaplan–Meier", "ROC", "survival", "forest plot", "P <" for charts;
+   "flowchart", "schematic", "CONSORT", "workflow" for diagrams. A caption that names a
+   photograph or a scan by a strong cue and no microscopy at all (:func:`photograph_named`)
+   makes its picture a photograph whatever its colours: an operative field or a resected
+   specimen can be as pink as an H&E section.
 5. **Rule**: score picture kinds by ``picture_share`` and graphic kinds by
    ``1 - picture_share``, split each pair by its pixel evidence (steps 2 and 3), add the
    caption evidence (at most 0.35 per kind), and take the best. A figure whose pictures and

@@ -853,7 +853,9 @@ def pdf_figure_nodes(info: PdfInfo, figures: list[PdfFigure], out_dir: str | os.
     """Write figures found by :func:`read_pdf_figures` as PNG files under ``out_dir/images``
     (``<pdf stem>_p<page>_<n>.png``, each written atomically) and return their nodes; ``year``
     and ``license`` default to the year and licence printed in the paper (a caption's own, such
-    as "Reprinted with permission", first)."""
+    as "Reprinted with permission", first). A figure that carries text-layer words
+    (:attr:`PdfFigure.words`: a vector chart's tick numbers) gets its kind measured here, with
+    them (:func:`wsikit.evidence.panels.analyse_figure`); the others when indexed."""
     from PIL import Image
 
     from .._atomic import atomic_path
