@@ -5,7 +5,8 @@ file, page, figure label, kind, panel count, whether it holds micrographs) is re
 extractor (:func:`wsikit.evidence.read_pdf_figures`); each labelled figure is found again by page
 and label (else by its order in the PDF) and analysed with
 :func:`wsikit.evidence.panels.analyse_figure` (caption split, panels, kind per panel, kind of
-the figure). Scored:
+the figure), given the words of the PDF's text layer inside the figure (``PdfFigure.words``,
+as the bank does). Scored:
 
 * **kind accuracy**: the figure's kind equals the hand label, over the parts of the labels
   (``set``): ``dev`` (looked at while the first rule was written), ``held-out-1`` (labelled
@@ -156,7 +157,8 @@ def run_kinds(labels: dict[str, Any], dirs: list[Path], overlays: Path | None,
             out.append({**row, "found": False})
             continue
         t0 = time.perf_counter()
-        a = analyse_figure(fig.image, caption=fig.caption, kind_model=kind_model)
+        a = analyse_figure(fig.image, caption=fig.caption, text_boxes=fig.words,
+                           kind_model=kind_model)
         seconds = time.perf_counter() - t0
         out.append({**row, "found": True, "pred": a.kind.kind, "reason": a.kind.reason,
                     "pred_panels": len(a.panels),

@@ -556,3 +556,102 @@ def test_brown_chromogen_on_a_pale_field_is_a_micrograph_and_brown_flesh_a_photo
     found = classify_figure_kind(ihc.astype(np.uint8))
     assert found.kind == "micrograph" and "bright field" in found.reason
     assert classify_figure_kind(flesh.astype(np.uint8)).kind == "photograph"
+
+
+def _dot_plot() -> np.ndarray:
+    """Points of a scatter plot, drawn without axis lines or ticks."""
+    img = np.full((300, 400, 3), 255, np.uint8)
+    rng = np.random.default_rng(3)
+    for x, y in zip(rng.integers(80, 380, 40), rng.integers(20, 250, 40), strict=True):
+        img[y - 3:y + 3, x - 3:x + 3] = (30, 30, 200)
+    return img
+
+
+def _tick_words() -> list[tuple[str, tuple[int, int, int, int]]]:
+    """The tick numbers of the text layer: a row under the plot, a column left of it."""
+    row = [(str(v), (100 + 60 * i, 270, 116 + 60 * i, 282)) for i, v in enumerate(range(0, 50, 10))]
+    col = [(f"{v:.1f}", (30, 240 - 55 * i, 56, 252 - 55 * i)) for i, v in
+           enumerate((0.0, 0.5, 1.0, 1.5, 2.0))]
+    return row + col
+
+
+def test_tick_numbers_of_the_text_layer_make_a_chart_where_no_tick_is_drawn():
+    from wsikit.evidence.kinds import text_axes
+    from wsikit.evidence.panels import analyse_figure
+
+    words = _tick_words()
+    assert text_axes(words) == 2
+    # numbers that do not follow their places (a table's, a legend's) are no axis
+    shuffled = [(w, b) for (w, _), (_, b) in zip(words, reversed(words), strict=True)]
+    assert text_axes(shuffled) == 0
+    assert text_axes([("A", (0, 0, 9, 9)), ("12", (0, 20, 9, 29))]) == 0
+    plot = _dot_plot()
+    assert classify_figure_kind(plot).kind == "diagram"  # the pixels show no axis
+    found = analyse_figure(plot, text_boxes=words, kind_model="rule")
+    assert found.kind.kind == "chart", found.kind.reason
+    assert found.kind.features["text_axes"] == 2
+
+
+def _pink_field(seed: int = 4) -> np.ndarray:
+    """A full frame of pink and purple tones with blobs: stain colours, no microscope."""
+    rng = np.random.default_rng(seed)
+    img = np.empty((256, 256, 3), np.float32)
+    img[...] = (215, 120, 170)
+    img += rng.normal(0, 18, (256, 256, 1))
+    for _ in range(60):
+        y, x = rng.integers(0, 240, 2)
+        img[y:y + 14, x:x + 14] = (120, 60, 150)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def test_a_caption_naming_an_operation_or_a_scan_makes_a_pink_picture_a_photograph():
+    from wsikit.evidence.kinds import photograph_named
+
+    field = _pink_field()
+    assert classify_figure_kind(field).kind == "micrograph"  # stain colours, no caption
+    for caption in ("Laparoscopic view of the mass.", "Intraoperative findings.",
+                    "PET scan shows tumour recurrence."):
+        assert photograph_named(caption)
+        found = classify_figure_kind(field, caption=caption)
+        assert found.kind == "photograph", (caption, found.reason)
+    # a caption that also names microscopy leaves the colours to decide
+    assert not photograph_named("Resected specimen; H&E, original magnification x100.")
+    assert classify_figure_kind(
+        field, caption="Resected specimen; H&E, original magnification x100.").kind == \
+        "micrograph"
+
+
+def test_a_pdf_chart_gets_its_kind_from_the_tick_numbers_of_its_text_layer(tmp_path):
+    # a vector dot plot in a frame without ticks: only its numbers say "chart", and
+    # only the PDF's text layer holds them as words
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _fpdf_paper import BODY, column, paper
+
+    from wsikit.evidence import extract_pdf_figures
+    from wsikit.evidence.kinds import text_axes
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    y = column(pdf, 20, 20, 170, BODY)
+    x0, y0, w, h = 40.0, y + 10, 120.0, 70.0
+    rng = np.random.default_rng(5)
+    pdf.set_line_width(0.3)
+    pdf.rect(x0, y0, w, h)  # a frame: no axis ticks
+    pdf.set_fill_color(30, 30, 200)
+    for _ in range(40):
+        pdf.rect(x0 + rng.uniform(5, w - 5), y0 + rng.uniform(5, h - 5), 1.5, 1.5, style="F")
+    pdf.set_font("Helvetica", "", 7)
+    for i in range(6):
+        pdf.text(x0 + i * w / 5 - 1, y0 + h + 5, f"{i * 20}")
+        pdf.text(x0 - 5, y0 + h - i * h / 5 + 1, f"{i / 5:.1f}")
+    pdf.set_font("Times", "", 9)
+    pdf.set_xy(20, y0 + h + 10)
+    pdf.multi_cell(170, 4, "Figure 1. SYNTHETIC values of the samples at each time.")
+    path = tmp_path / "dots.pdf"
+    pdf.output(str(path))
+    _, figures = read_pdf_figures(path)
+    assert len(figures) == 1 and text_axes(figures[0].words) >= 1, figures[0].words
+    node = extract_pdf_figures(path, tmp_path / "out")[0]
+    assert node.kind == "chart" and node.kind_source, node

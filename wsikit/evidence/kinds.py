@@ -42,13 +42,19 @@ micrograph. Slide regions are therefore matched against micrographs only by defa
    combiner (:mod:`wsikit.evidence.kind_model`) but left out of this rule, which they did not
    improve: columns or rows of evenly spaced short labels (:func:`tick_labels`: an axis's
    numbers, where no tick or grid is drawn) and recorded traces (:func:`traces`: long thin
-   lines that wiggle).
+   lines that wiggle). Where the PDF's text layer gives the words over the figure
+   (``text_boxes``: :attr:`wsikit.evidence.PdfFigure.words`), a row or column of at least
+   three numbers whose values follow their places linearly or logarithmically is an axis's
+   tick labels (:func:`text_axes`) and counts as an axis with ticks.
 4. **Caption cues** (:data:`CAPTION_CUES`) add evidence per kind: "H&E", "magnification",
    "×200", "µm", "immunohistochemistry", "fluorescence", "dark field" for micrographs
    ("scale bar" only hints: specimen photographs and drawings carry them too); "gross",
-   "macroscopic", "endoscopic", "photograph", "CT" for photographs; "Kaplan–Meier", "ROC",
-   "survival", "forest plot", "P <" for charts; "flowchart", "schematic", "CONSORT",
-   "workflow" for diagrams.
+   "macroscopic", "endoscopic", "intraoperative", "laparoscopic", "photograph", "CT", "MRI",
+   "PET" for photographs; "Kaplan–Meier", "ROC", "survival", "forest plot", "P <" for charts;
+   "flowchart", "schematic", "CONSORT", "workflow" for diagrams. A caption that names a
+   photograph or a scan by a strong cue and no microscopy at all (:func:`photograph_named`)
+   makes its picture a photograph whatever its colours: an operative field or a resected
+   specimen can be as pink as an H&E section.
 5. **Rule**: score picture kinds by ``picture_share`` and graphic kinds by
    ``1 - picture_share``, split each pair by its pixel evidence (steps 2 and 3), add the
    caption evidence (at most 0.35 per kind), and take the best. A figure whose pictures and
@@ -101,7 +107,8 @@ CAPTION_CUES: Mapping[str, tuple[tuple[str, float], ...]] = {
         r"\bH\s*&\s*E\b", r"\bH\s*-\s*E\b", r"\bHE[- ]stain", r"ha?ematoxylin", r"\beosin",
         r"magnification", r"[×x]\s?\d{2,4}\b(?!\s*\d)", r"\b\d{2,4}\s?[×x]\b", r"\d\s*[µμu]m\b",
         r"immunohisto", r"immunostain", r"fluorescen", r"(?:bright|dark)[- ]?field",
-        r"immunofluoresc", r"\bIHC\b", r"micrograph", r"microscop", r"confocal")) + tuple(
+        r"immunofluoresc", r"\bIHC\b", r"micrograph", r"microscop", r"confocal",
+        r"histopatholog", r"\bTEM\b", r"\bSEM (?:image|micrograph|analysis)")) + tuple(
         (p, 1.0) for p in (
         r"scale bars?\b", r"\bbars?\s*[=:]\s*\d", r"histolog", r"stain(?:ed|ing)?\b",
         r"\bsections?\b", r"\bbiops", r"\bcytolog",
@@ -111,9 +118,14 @@ CAPTION_CUES: Mapping[str, tuple[tuple[str, float], ...]] = {
         r"\bclinical (?:photo|appearance|image)", r"\bresected specimen", r"cut surface",
         r"\bCT\b", r"\bMRI\b", r"radiograph", r"\bX-ray", r"ultrasound", r"sonograph",
         r"western blot", r"immunoblot", r"\bblot(?:s|ting)?\b", r"\bgels?\b", r"SDS-PAGE",
-        r"electrophoresis")) + tuple((p, 1.0) for p in (
+        r"electrophoresis", r"intra-?operative", r"laparoscop", r"arthroscop", r"bronchoscop",
+        r"cystoscop", r"hysteroscop", r"dermoscop", r"\bsurgical (?:view|field|specimen|site)",
+        r"\boperative (?:view|field|finding|specimen)", r"\bexcised (?:specimen|mass|tumou?r)",
+        r"computed tomograph", r"magnetic resonance", r"(?-i:\bPET\b)", r"angiogra", r"mammogra",
+        r"\bT[12]-?weighted", r"\bfundus")) + tuple((p, 1.0) for p in (
         r"dorsal view", r"ventral view", r"\bhabitus\b", r"lateral view",
-        r"\bin life\b", r"\bspecimens?\b")),
+        r"\bin life\b", r"\bspecimens?\b", r"\baxial\b", r"\bcoronal\b", r"\bsagittal\b",
+        r"\bscans?\b", r"\bsurgery\b", r"\bsurgical\b")),
     "chart": tuple((p, 3.0) for p in (
         r"kaplan", r"\bROC\b", r"receiver operating", r"forest plot", r"funnel plot",
         r"histogram", r"bar (?:chart|graph)", r"box ?plot", r"scatter", r"heat ?map",
@@ -235,6 +247,22 @@ def caption_cues(caption: str | None) -> dict[str, list[str]]:
         if hits:
             found[kind] = hits
     return found
+
+
+def photograph_named(caption: str | None) -> bool:
+    """Whether a caption names a photograph or a scan by a strong cue ("intraoperative",
+    "laparoscopic", "gross", "CT", "MRI", "PET", …: :data:`CAPTION_CUES`) and names no
+    microscopy at all (no stain, magnification, scale, "histology", "cells" …): its picture is
+    then a photograph whatever its colours (an operative field or a resected specimen is as
+    pink as an H&E section).
+
+    >>> photograph_named("Laparoscopic view of the mass"), photograph_named(
+    ...     "Gross specimen (a) and its H&E section (b)")
+    (True, False)
+    """
+    text = caption or ""
+    strong = any(w >= 3.0 and p.search(text) for p, w in _CUE_RE["photograph"])
+    return strong and not any(p.search(text) for p, _ in _CUE_RE["micrograph"])
 
 
 def caption_scores(caption: str | None) -> dict[str, float]:
@@ -858,6 +886,87 @@ def tick_labels(ink: np.ndarray) -> int:
     return int(column) + int(row)
 
 
+_NUMBER = re.compile(r"^[(\[]?([-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)%?[)\]]?$")
+TextBox = tuple[str, tuple[float, float, float, float]]
+
+
+def _number(text: str) -> float | None:
+    """The value of a word that is one number ("0.5", "-10", "1,000", "25%"), else None."""
+    t = text.strip().replace("\u2212", "-").replace("\u2013", "-")
+    m = _NUMBER.match(t)
+    return float(m.group(1).replace(",", "")) if m else None
+
+
+def text_axes(text_boxes: Sequence[TextBox]) -> int:
+    """How many axes the tick numbers of a figure's text layer show: runs of at least three
+    numbers in one row (their centre lines within half a word height) rising left to right,
+    or in one column (a shared right edge or centre) rising bottom to top, whose values
+    follow their positions linearly or logarithmically (correlation at least 0.995), as
+    an axis's tick labels do; a table's numbers or a list of counts do not.
+
+    ``text_boxes``: ``(word, (x0, y0, x1, y1))`` in pixels (origin top-left), as
+    :attr:`wsikit.evidence.PdfFigure.words` gives them.
+
+    >>> x_axis = [(str(v), (100 + 50 * i, 300, 112 + 50 * i, 310)) for i, v in
+    ...           enumerate((0, 20, 40, 60))]
+    >>> y_axis = [(v, (20, 280 - 60 * i, 40, 290 - 60 * i)) for i, v in
+    ...           enumerate(("1", "10", "100", "1000"))]
+    >>> table = [(v, (200, 40 + 12 * i, 220, 50 + 12 * i)) for i, v in
+    ...          enumerate(("12", "7", "31", "4"))]
+    >>> text_axes(x_axis + y_axis), text_axes(table)
+    (2, 0)
+    """
+    nums = []
+    for text, box in text_boxes:
+        v = _number(text)
+        if v is not None and box[3] > box[1]:
+            nums.append((v, *(float(c) for c in box)))
+    if len(nums) < 3:
+        return 0
+    a = np.array(nums)
+    height = float(np.median(a[:, 4] - a[:, 2]))
+    xc, yc = (a[:, 1] + a[:, 3]) / 2, (a[:, 2] + a[:, 4]) / 2
+    found = _axis_runs(a[:, 0], yc, xc, tol=0.5 * height, sign=1.0)
+    found += max(_axis_runs(a[:, 0], key, yc, tol=0.5 * height, sign=-1.0)
+                 for key in (a[:, 3], xc))
+    return found
+
+
+def _axis_runs(values: np.ndarray, key: np.ndarray, along: np.ndarray, *, tol: float,
+               sign: float) -> int:
+    """Runs of numbers sharing ``key`` (within ``tol``) whose values rise with ``sign *
+    along`` and follow it linearly or logarithmically (:func:`text_axes`)."""
+    order = np.argsort(key, kind="stable")
+    groups: list[list[int]] = [[int(order[0])]]
+    for i, j in zip(order[:-1], order[1:], strict=True):
+        if key[j] - key[i] <= tol:
+            groups[-1].append(int(j))
+        else:
+            groups.append([int(j)])
+    count = 0
+    for g in groups:
+        idx = np.array(g)[np.argsort(sign * along[g], kind="stable")]
+        run: list[int] = [int(idx[0])]
+        for i, j in zip(idx[:-1], idx[1:], strict=True):
+            if values[j] > values[i] and sign * (along[j] - along[i]) > tol:
+                run.append(int(j))
+                continue
+            count += _is_axis(values[run], along[run])
+            run = [int(j)]
+        count += _is_axis(values[run], along[run])
+    return count
+
+
+def _is_axis(values: np.ndarray, along: np.ndarray) -> bool:
+    """At least three values that follow their positions linearly or logarithmically."""
+    if len(values) < 3 or np.ptp(along) == 0:
+        return False
+    ok = abs(np.corrcoef(values, along)[0, 1]) >= 0.995
+    if not ok and values.min() > 0:
+        ok = abs(np.corrcoef(np.log(values), along)[0, 1]) >= 0.995
+    return bool(ok)
+
+
 def _label_boxes(ink: np.ndarray) -> np.ndarray:
     """``(n, 4)`` boxes ``(x0, y0, x1, y1)`` of short text labels in an ink mask: glyph-sized
     pieces (5 to 40 px tall) joined along their line across gaps under 6 px, kept when at
@@ -1016,6 +1125,9 @@ def _graphic_split(f: Mapping[str, float]) -> tuple[float, str]:
     ticks, boxes = f["ticks"], f["boxes"]
     if ticks >= 1 and boxes < 5 * ticks:
         return 0.8, f"{ticks:.0f} axis line(s) with ticks"
+    axes = f.get("text_axes", 0.0)
+    if axes >= 1 and boxes < 5 * axes:
+        return 0.8, f"{axes:.0f} row(s) or column(s) of tick numbers in the text layer"
     if boxes >= 2:
         return 0.25, f"{boxes:.0f} boxes around text"
     if f.get("grids", 0.0) >= 1:
@@ -1051,6 +1163,9 @@ def _decide(f: Mapping[str, float], caption: str | None, allow_mixed: bool
         share, chart = 0.0, 0.8
         why_gra = "a smooth colour field on white paper (a data map or heat map)"
     cap = caption_scores(caption)
+    if photograph_named(caption):
+        micro = min(micro, 0.2)
+        why_pic += "; the caption names a photograph or scan and no microscopy"
     # rows of grey bands in a figure whose caption names a blot or gel: the blot, whatever
     # labels surround it
     named = bool(_BLOT.search(caption or ""))
@@ -1089,7 +1204,8 @@ def _decide(f: Mapping[str, float], caption: str | None, allow_mixed: bool
 
 
 def classify_figure_kind(image: np.ndarray, *, caption: str | None = None,
-                         allow_mixed: bool = True) -> FigureKind:
+                         allow_mixed: bool = True,
+                         text_boxes: Sequence[TextBox] | None = None) -> FigureKind:
     """The kind of a figure or panel image: micrograph, photograph, chart, diagram or mixed.
 
     Parameters
@@ -1100,6 +1216,10 @@ def classify_figure_kind(image: np.ndarray, *, caption: str | None = None,
         Its caption (or the part of it describing this panel); caption words add evidence.
     allow_mixed : bool
         ``False`` for one panel of a figure: a single image is one of the four other kinds.
+    text_boxes : sequence of (str, box), optional
+        The words of the PDF text layer over the image, boxes ``(x0, y0, x1, y1)`` in its
+        pixels (:attr:`wsikit.evidence.PdfFigure.words`): rows and columns of tick numbers
+        among them are axes (:func:`text_axes`) where the pixels show no ticks.
 
     Returns
     -------
@@ -1123,6 +1243,9 @@ def classify_figure_kind(image: np.ndarray, *, caption: str | None = None,
     'chart'
     """
     pixels = _measure(image)
+    words = list(text_boxes or ())
+    pixels.features["text_axes"] = float(text_axes(words))
+    pixels.features["text_words"] = float(len(words))
     kind, scores, reason, chart = _decide(pixels.features, caption, allow_mixed)
     features = {**pixels.features, "chart_share": chart}
     return FigureKind(kind=kind, scores=scores, reason=reason,

@@ -979,7 +979,7 @@ def analyse_figure(image: np.ndarray, *, caption: str | None = None,
         ``image`` is not an RGB image.
     """
     parts = split_caption(caption)
-    whole = classify_figure_kind(image, caption=caption)
+    whole = classify_figure_kind(image, caption=caption, text_boxes=text_boxes)
     found = find_panels(image, text_boxes=text_boxes, letters=parts.letters)
     arr = np.asarray(image)
     strips = blot_strips(arr) if found else []
@@ -988,7 +988,8 @@ def analyse_figure(image: np.ndarray, *, caption: str | None = None,
         x0, y0, x1, y1 = p.box
         text = panel_caption(parts, p.label) if p.lettered else \
             (parts.shared and panel_caption(parts, "")) or caption or ""
-        kind = classify_figure_kind(arr[y0:y1, x0:x1], caption=text, allow_mixed=False)
+        kind = classify_figure_kind(arr[y0:y1, x0:x1], caption=text, allow_mixed=False,
+                                    text_boxes=_words_in(text_boxes, p.box))
         if kind.kind != "photograph" and _covered(p.box, strips) >= 0.25:
             kind = FigureKind(kind="photograph", scores=kind.scores, features=kind.features,
                               reason=f"blot strips cover the panel (was: {kind.reason})")
@@ -1003,6 +1004,14 @@ def analyse_figure(image: np.ndarray, *, caption: str | None = None,
                                  areas=areas + [2 * _area(b) for b in loose])
     analysis = FigureAnalysis(kind=kind, panels=tuple(panels), caption_parts=parts)
     return decide_figure_kind(analysis, caption=caption, model=kind_model)
+
+
+def _words_in(text_boxes: Sequence[tuple[str, Box]] | None, box: Box
+              ) -> list[tuple[str, Box]]:
+    """The words whose centre lies in ``box``, in the box's own pixels."""
+    x0, y0, x1, y1 = box
+    return [(t, (a0 - x0, b0 - y0, a1 - x0, b1 - y0)) for t, (a0, b0, a1, b1) in text_boxes or ()
+            if x0 <= (a0 + a1) / 2 <= x1 and y0 <= (b0 + b1) / 2 <= y1]
 
 
 def _area(box: Box) -> int:

@@ -111,6 +111,11 @@ class PdfFigure:
         ``rendered``: the region rendered with PDFium at ``dpi``.
     dpi : float
         Pixels per inch of ``image`` on the page (the bitmap's own for ``embedded``).
+    words : tuple of (str, box)
+        The words of the page's text layer inside the figure (tick numbers, axis titles,
+        labels of a vector figure), each with its box ``(x0, y0, x1, y1)`` in pixels of
+        ``image`` (origin top-left); empty for a bitmap figure, whose words are pixels, and
+        for a figure turned upright.
     """
 
     image: np.ndarray
@@ -121,6 +126,7 @@ class PdfFigure:
     caption_page: int = 0
     source: str = "rendered"
     dpi: float = DEFAULT_DPI
+    words: tuple[tuple[str, tuple[int, int, int, int]], ...] = ()
 
     @property
     def captioned(self) -> bool:
@@ -341,7 +347,7 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
     if uncaptioned:
         found += _uncaptioned(pages)
     found.sort(key=lambda f: (f.page, -f.box[3], f.box[0]))
-    figures = _render_all(doc, found, dpi=dpi)
+    figures = _render_all(doc, found, dpi=dpi, pages=pages)
     return _info(doc, path, pages, repeated_lines), figures
 
 
@@ -793,7 +799,26 @@ def _caption_inside(f: _Found) -> list[Box]:
     return [ln.box for ln in f.caption.lines if inter(ln.box, f.box) > 0.5 * area(ln.box)]
 
 
-def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
+def _figure_words(text: PageText, box: Box, shown: Box, size: tuple[int, int]
+                  ) -> tuple[tuple[str, tuple[int, int, int, int]], ...]:
+    """The words of ``text`` whose centre lies in ``box`` (page points), in pixels of an
+    image of ``size`` (height, width) showing ``shown``."""
+    h, w = size
+    sx, sy = w / max(shown[2] - shown[0], 1e-6), h / max(shown[3] - shown[1], 1e-6)
+    out = []
+    for word in [wd for ln in text.lines for wd in ln.words] + list(text.rotated):
+        cx, cy = (word.left + word.right) / 2, (word.bottom + word.top) / 2
+        if not (box[0] <= cx <= box[2] and box[1] <= cy <= box[3]) or not word.text.strip():
+            continue
+        x0, x1 = (word.left - shown[0]) * sx, (word.right - shown[0]) * sx
+        y0, y1 = (shown[3] - word.top) * sy, (shown[3] - word.bottom) * sy
+        out.append((word.text, (max(0, int(x0)), max(0, int(y0)), min(w, int(round(x1))),
+                                min(h, int(round(y1))))))
+    return tuple(out)
+
+
+def _render_all(doc, found: list[_Found], *, dpi: float,
+                pages: list[_Page] | None = None) -> list[PdfFigure]:
     figures: list[PdfFigure] = []
     for f in found:
         page = doc[f.page - 1]
@@ -824,17 +849,24 @@ def _render_all(doc, found: list[_Found], *, dpi: float) -> list[PdfFigure]:
                 if turned and page.get_rotation() == 0:
                     # a landscape figure printed sideways: upright, as its caption reads
                     image = np.ascontiguousarray(np.rot90(image, k=-1 if turn == 3 else 1))
+            words: tuple[tuple[str, tuple[int, int, int, int]], ...] = ()
             if not turned and page.get_rotation() == 0:
                 if source == "rendered" and _caption_inside(f):
                     image = _blank(image, shown, _caption_inside(f))
+                size = image.shape[:2]
                 image, box = _trim_white(image, box, shown)
+                if source == "rendered" and pages is not None:
+                    # the trimmed image shows (about) the trimmed box
+                    words = _figure_words(pages[f.page - 1].text, box,
+                                          shown if image.shape[:2] == size else box,
+                                          image.shape[:2])
         finally:
             page.close()
         cap = f.caption
         label = " ".join(cap.label.split()) if cap else None
         figures.append(PdfFigure(image, cap.text if cap else "", label, f.page,
                                  tuple(float(v) for v in box),  # type: ignore[arg-type]
-                                 f.caption_page, source, float(used_dpi)))
+                                 f.caption_page, source, float(used_dpi), words))
     return figures
 
 
@@ -905,7 +937,9 @@ def pdf_figure_nodes(info: PdfInfo, figures: list[PdfFigure], out_dir: str | os.
     """Write figures found by :func:`read_pdf_figures` as PNG files under ``out_dir/images``
     (``<pdf stem>_p<page>_<n>.png``, each written atomically) and return their nodes; ``year``
     and ``license`` default to the year and licence printed in the paper (a caption's own, such
-    as "Reprinted with permission", first)."""
+    as "Reprinted with permission", first). A figure that carries text-layer words
+    (:attr:`PdfFigure.words`: a vector chart's tick numbers) gets its kind measured here, with
+    them (:func:`wsikit.evidence.panels.analyse_figure`); the others when indexed."""
     from PIL import Image
 
     from .._atomic import atomic_path
@@ -929,12 +963,27 @@ def pdf_figure_nodes(info: PdfInfo, figures: list[PdfFigure], out_dir: str | os.
         # a caption's own licence ("Reprinted with permission") wins over the paper's
         lic = (license, None) if license is not None else \
             figure_licence_statement(fig.caption) or (info.license, info.license_source)
-        nodes.append(FigureNode.from_image(
+        node = FigureNode.from_image(
             image_path, image=fig.image, caption=fig.caption, figure_label=fig.figure_label,
             source_title=info.title, doi=info.doi, source_path=str(info.path.resolve()),
             page=fig.page, year=year if year is not None else info.year, license=lic[0],
-            license_source=lic[1], evidence_level=level))
+            license_source=lic[1], evidence_level=level)
+        nodes.append(_kind_from_words(node, fig))
     return nodes
+
+
+def _kind_from_words(node: FigureNode, fig: PdfFigure) -> FigureNode:
+    """``node`` with its kind measured now when the figure carries text-layer words (tick
+    numbers, axis titles: :attr:`PdfFigure.words`), which only the PDF holds; a bitmap
+    figure's kind is measured when it is indexed, from its pixels and caption."""
+    if not fig.words:
+        return node
+    from dataclasses import replace
+
+    from .panels import analyse_figure
+
+    kind = analyse_figure(fig.image, caption=fig.caption, text_boxes=fig.words).kind
+    return replace(node, kind=kind.kind, kind_source=kind.source)
 
 
 def extract_pdf_figures(pdf: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
