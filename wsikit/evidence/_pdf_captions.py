@@ -443,9 +443,11 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
         if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
             continue
         if any(abs(ln.size - size) <= 0.1 * size and ln is not cand and
+               font_family(ln.font) == font_family(cand.font) and
                min(ln.right, cand.right) - max(ln.left, cand.left) > 0 and
                0.5 * size <= ln.base - cand.base <= 2.0 * size for ln in lines):
-            continue  # text of its own right above it (a reference list's next line)
+            continue  # text of its own right above it (a reference list's next line; a
+            # figure's axis title in the figure's font is no text of its own)
         if best is None or cand.left < lines[best].left:
             best = j
     if best is None and not balanced and wide is None:
