@@ -49,3 +49,64 @@ def test_legend_column_under_an_axis_title_in_another_font(tmp_path: Path) -> No
     assert [f.figure_label for f in figs] == ["Fig. 1"]
     assert figs[0].caption.startswith("Fig. 1 | SYNTHETIC characterization")
     assert figs[0].caption.endswith("compared with a two-tailed test: NS, not significant.")
+
+
+def _two_column_legend(pdf, left: list[str], right: list[str], *, y: float, pitch: float,
+                       fonts: list[tuple[str, str, float]]) -> None:
+    """The legend's left column line by line (line ``i`` in ``fonts[i]``, the last font for
+    the rest) and its right column (in the last font), starting level."""
+    for i, line in enumerate(left):
+        pdf.set_font(*fonts[min(i, len(fonts) - 1)])
+        pdf.text(15, y + pitch * i, line)
+    pdf.set_font(*fonts[-1])
+    for i, line in enumerate(right):
+        pdf.text(107, y + pitch * i, line)
+
+
+def test_legend_in_the_body_look_going_on_in_lower_case_level_with_it(tmp_path: Path) -> None:
+    """A page-wide figure over a legend printed like the body text (Times 10), in two
+    columns: the left column stops in mid-sentence and the right one, level with the
+    legend's first line and nothing above it, goes on in lower case: one legend."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    vector_plot(pdf, 30, 25, 60, 50)
+    vector_plot(pdf, 120, 25, 60, 50)
+    left = ["Fig. 4 | SYNTHETIC comparison of the generated data",
+            "across the sites. a Clustering of the generated values",
+            "of each site. b Components of the generated values.",
+            "Boxplot: center line, median; box limits, quartiles;",
+            "maximum, greatest value"]
+    right = ["excluding outliers; minimum, least value excluding",
+             "outliers. c The number of generated values shared by",
+             "the groups of sites. All analyses were based on three",
+             "generated replicates."]
+    _two_column_legend(pdf, left, right, y=95, pitch=4.6, fonts=[("Times", "", 10)])
+    column(pdf, 15, 125, 85, BODY * 2)
+    column(pdf, 107, 125, 85, BODY * 2)
+    figs = _read(pdf, tmp_path / "body_look.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 4"]
+    assert figs[0].caption.endswith("were based on three generated replicates.")
+
+
+def test_legend_whose_title_wraps_in_another_face(tmp_path: Path) -> None:
+    """A legend (Helvetica 7) whose title, in another face (Times bold), wraps onto its second
+    line; the left column stops in mid-sentence and goes on in the right column: the legend's
+    face is the one most of its letters are in, not its second line's."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    vector_plot(pdf, 30, 25, 60, 50)
+    vector_plot(pdf, 120, 25, 60, 50)
+    left = ["Fig. 2 | SYNTHETIC overview of the generated data of all the sites and",
+            "of their generated samples in one study.",
+            "a The number of generated values found by each of the sites in the",
+            "study. b The share of the values shared by two sites or more, for each",
+            "of the samples. c The values of each site against those of the"]
+    right = ["others, one dot for each generated value found by both of them. All",
+             "analyses were based on averaging three generated replicates."]
+    _two_column_legend(pdf, left, right, y=95, pitch=3.4,
+                       fonts=[("Times", "B", 7.6), ("Times", "B", 7.6), ("Helvetica", "", 7)])
+    column(pdf, 15, 125, 85, BODY * 2)
+    column(pdf, 107, 125, 85, BODY * 2)
+    figs = _read(pdf, tmp_path / "title_face.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 2"]
+    assert figs[0].caption.endswith("were based on averaging three generated replicates.")

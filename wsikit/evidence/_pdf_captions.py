@@ -423,7 +423,7 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
     balanced = _SENTENCE_END.search(last.text) and not last.text.endswith("-")
     head = lines[block[0]]
     size = head.size
-    font = _body_font(head, _label_words(head)) if len(block) == 1 else lines[block[1]].font
+    font = _legend_font(lines, block)
     # a side caption that wraps under its figure (an L) sets its columns under the figure:
     # the level is that of its first wide line
     wide = _wrap_under(lines, block)
@@ -466,11 +466,27 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
         return None  # (a column starting under text of its own goes on from that text)
     # the body text in the caption's own look would not tell a column from a caption, unless
     # the caption's sentence goes on there (an L-shaped caption's columns under its figure)
-    going_on = wide is not None and not balanced and cand.text[:1].islower()
+    # (or a legend in the body's look whose left column stops in mid-sentence and whose next
+    # column, level with its first line, goes on in lower case)
+    level = wide is None and abs(cand.top - head.top) <= 0.6 * size
+    going_on = (wide is not None or level) and not balanced and cand.text[:1].islower()
     if font == style.font and abs(size - style.size) < 0.1 * size and \
             not last.text.endswith("-") and not going_on:
         return None
     return best
+
+
+def _legend_font(lines: list[Line], block: list[int]) -> str:
+    """The font most of a caption block's letters are printed in, its label left out (a bold
+    title that wraps onto the second line does not make the legend bold)."""
+    if len(block) == 1:
+        return _body_font(lines[block[0]], _label_words(lines[block[0]]))
+    count: Counter = Counter()
+    for n, k in enumerate(block):
+        skip = _label_words(lines[k]) if n == 0 else 0
+        for w in sorted(lines[k].words, key=lambda w: w.left)[skip:]:
+            count[w.font] += len(w.text)
+    return count.most_common(1)[0][0] if count else lines[block[1]].font
 
 
 def _column_under_figure(lines: list[Line], block: list[int], used: set[int],
