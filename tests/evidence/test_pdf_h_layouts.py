@@ -7,11 +7,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _fpdf_paper import BODY, column, paper, vector_plot
+from _fpdf_paper import BODY, column, paper, pt, vector_plot
 
 from wsikit.evidence import read_pdf_figures
 
 fpdf = pytest.importorskip("fpdf")
+
+
+def _holds(box, left_mm: float, top_mm: float, right_mm: float, bottom_mm: float) -> bool:
+    """``box`` (points) holds the rectangle given in millimetres from the page's top left,
+    within 2 points."""
+    left, top = pt(left_mm, top_mm)
+    right, bottom = pt(right_mm, bottom_mm)
+    return box[0] <= left + 2 and box[2] >= right - 2 and box[1] <= bottom + 2 and \
+        box[3] >= top - 2
 
 
 def _read(pdf, path: Path):
@@ -110,3 +119,32 @@ def test_legend_whose_title_wraps_in_another_face(tmp_path: Path) -> None:
     figs = _read(pdf, tmp_path / "title_face.pdf")
     assert [f.figure_label for f in figs] == ["Fig. 2"]
     assert figs[0].caption.endswith("were based on averaging three generated replicates.")
+
+
+def test_chart_legend_key_is_no_prose(tmp_path: Path) -> None:
+    """A page-wide figure: a plot on the left, a bar chart on the right with its legend key
+    under it, entries led by coloured squares, left-aligned at a regular pitch and worded
+    like running text. The key is the chart's label, not prose inside a frame: the figure is
+    found, whole."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    vector_plot(pdf, 30, 25, 60, 65)
+    colours = [(190, 190, 190), (170, 210, 230), (90, 130, 100), (40, 40, 110)]
+    for i, rgb in enumerate(colours):
+        pdf.set_fill_color(*rgb)
+        pdf.rect(125 + 12 * i, 55 - 6 * (4 - i), 8, 6 * (4 - i), style="F")
+    entries = ["Number of generated proteins in all", "Number of generated proteins left over",
+               "Number of generated proteins counted", "Generated proteins common to all sites"]
+    pdf.set_font("Helvetica", "", 8)
+    for i, (rgb, text) in enumerate(zip(colours, entries, strict=True)):
+        pdf.set_fill_color(*rgb)
+        pdf.rect(122, 64 + 4.2 * i, 3.2, 3.2, style="F")
+        pdf.text(126.5, 66.8 + 4.2 * i, text)
+    pdf.set_font("Helvetica", "", 7)
+    pdf.text(15, 103, "Fig. 2 | SYNTHETIC overview of the generated data. a The plot of the "
+                      "generated values. b The counts of the generated proteins.")
+    column(pdf, 15, 115, 85, BODY * 2)
+    column(pdf, 107, 115, 85, BODY * 2)
+    figs = _read(pdf, tmp_path / "key.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 2"]
+    assert _holds(figs[0].bbox, 30, 25, 170, 80)

@@ -52,6 +52,7 @@ from ._pdf_regions import (
     page_graphics,
     paragraph_lines,
     transform_box,
+    unmark_legend_keys,
 )
 from ._pdf_source import (
     find_doi,
@@ -337,6 +338,7 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
         if el.kind != IMAGE and area(el.box) > 0.5 * page_area:
             continue  # page background or frame
         elements.append(el)
+    unmark_legend_keys(pg.text.lines, elements)
     image_boxes = [el.box for el in elements if el.kind == IMAGE]
     pg.captions = find_captions(pg.text, image_boxes=image_boxes, style=style) + \
         rotated_captions(pg.text, style)
