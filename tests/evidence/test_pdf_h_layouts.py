@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from _fpdf_paper import BODY, column, paper, pt, vector_plot
 
@@ -148,3 +149,25 @@ def test_chart_legend_key_is_no_prose(tmp_path: Path) -> None:
     figs = _read(pdf, tmp_path / "key.pdf")
     assert [f.figure_label for f in figs] == ["Fig. 2"]
     assert _holds(figs[0].bbox, 30, 25, 170, 80)
+
+
+def test_grid_of_small_bitmaps_drawn_large(tmp_path: Path) -> None:
+    """A figure that is a grid of 32-pixel thumbnails (5 rows of 9), each drawn 14 mm wide,
+    under its caption's page: the thumbnails are the figure's tiles, not icons too small to
+    be graphics: one figure, the whole grid."""
+    from PIL import Image
+
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    column(pdf, 20, 20, 170, BODY)
+    rng = np.random.default_rng(5)
+    for row in range(5):
+        for col in range(9):
+            tile = rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)
+            pdf.image(Image.fromarray(tile), x=30 + 16.5 * col, y=60 + 16.5 * row, w=15, h=15)
+    pdf.set_font("Times", "", 9)
+    pdf.text(30, 150, "Figure 3. SYNTHETIC maps of one generated image, a row for each layer.")
+    column(pdf, 20, 160, 170, BODY)
+    figs = _read(pdf, tmp_path / "tiles.pdf")
+    assert [f.figure_label for f in figs] == ["Figure 3"]
+    assert _holds(figs[0].bbox, 30, 60, 30 + 16.5 * 8 + 15, 60 + 16.5 * 4 + 15)

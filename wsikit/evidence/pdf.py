@@ -219,6 +219,20 @@ def _repeated_rules(keys_by_page: list[set], n_pages: int, page_width: float) ->
     return out
 
 
+def _tiles(graphics: list[Element], min_size: int) -> set[int]:
+    """Ids of the bitmaps under ``min_size`` pixels that are a figure's tiles, not icons:
+    four or more on the page with the same pixels and printed size (to 3 pt), each printed
+    24 pt or more on its shorter side (a grid of 32-pixel thumbnails, each drawn large)."""
+    small = [el for el in graphics if el.kind == IMAGE and max(el.px) < min_size and
+             min(el.box[2] - el.box[0], el.box[3] - el.box[1]) >= 24.0]
+
+    def look(el: Element) -> tuple:
+        return el.px, round((el.box[2] - el.box[0]) / 3), round((el.box[3] - el.box[1]) / 3)
+
+    count = Counter(look(el) for el in small)
+    return {id(el) for el in small if count[look(el)] >= 4}
+
+
 def _line_key(text: str, box: Box) -> tuple:
     return ("text", re.sub(r"\d+", "#", text.strip().lower()), round(box[0] / 4),
             round(box[3] / 4))
@@ -283,7 +297,9 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
         l_, b_, r_, t_ = page.get_bbox()
         page_box = (float(l_), float(b_), float(r_), float(t_))
         graphics, text_objects = page_graphics(page, page_box)
-        elements = [el for el in graphics if not (el.kind == IMAGE and max(el.px) < min_size)]
+        tiles = _tiles(graphics, min_size)
+        elements = [el for el in graphics if not (el.kind == IMAGE and max(el.px) < min_size
+                                                  and id(el) not in tiles)]
         textpage = page.get_textpage()
         try:
             text = read_page_text(page, textpage, text_objects, page_box)
