@@ -171,3 +171,34 @@ def test_grid_of_small_bitmaps_drawn_large(tmp_path: Path) -> None:
     figs = _read(pdf, tmp_path / "tiles.pdf")
     assert [f.figure_label for f in figs] == ["Figure 3"]
     assert _holds(figs[0].bbox, 30, 60, 30 + 16.5 * 8 + 15, 60 + 16.5 * 4 + 15)
+
+
+def _lines(pdf, x: float, y: float, lines: list[str], *, size: float = 10.0,
+           pitch: float = 4.6) -> None:
+    pdf.set_font("Times", "", size)
+    for i, line in enumerate(lines):
+        pdf.text(x, y + pitch * i, line)
+
+
+def test_caption_at_the_foot_in_the_body_look_when_the_body_goes_on(tmp_path: Path) -> None:
+    """Two columns of body text over a page-wide figure whose one-line caption, in the body's
+    face and size, ends the page without a full stop ("AI = artificial intelligence"); the
+    right column stops in mid-sentence too, and the next page goes on in lower case: that is
+    the body text's sentence, not the caption's."""
+    pdf, page = paper(logo=False, stamp=False)
+    page()
+    words = (BODY * 3).split()
+    rows = [" ".join(words[i:i + 6]) for i in range(0, 6 * 24, 6)]
+    _lines(pdf, 15, 25, rows[:21])
+    _lines(pdf, 107, 25, rows[:20] + ["patients may have it, and others not. In this"])
+    vector_plot(pdf, 40, 150, 130, 100)
+    _lines(pdf, 30, 272, ["Fig. 5. SYNTHETIC data sets used for the development and testing of "
+                          "a generated method. AI = artificial intelligence"], size=9.5)
+    page()
+    _lines(pdf, 15, 25, ["way, data with the generated spectrum can be",
+                         "collected, and the method can be applied."] +
+           rows[:20])
+    _lines(pdf, 107, 25, rows[:22])
+    figs = _read(pdf, tmp_path / "foot.pdf")
+    assert [f.figure_label for f in figs] == ["Fig. 5"]
+    assert figs[0].caption.endswith("AI = artificial intelligence")

@@ -566,10 +566,33 @@ def caption_continuation(cap: Caption, text: PageText, next_text: PageText,
     alone = cap.label_only and not cap.placeholder
     if not (hyphen or first.text[:1].islower() or alone):
         return []
+    if not alone and font_family(font) == font_family(style.font) and \
+            abs(size - style.size) <= 0.1 * size and _body_goes_on(cap, text, style, skip):
+        return []  # a caption in the body's look: the next page goes on with the body text
     ordered = [ln for ln in next_text.lines if id(ln) not in skip]
     idx = next(k for k, ln in enumerate(ordered) if ln is first)
     fake = _grow(ordered, [idx], set(), [], style)
     return [ordered[k] for k in fake]
+
+
+def _body_goes_on(cap: Caption, text: PageText, style: TextStyle, skip: frozenset[int]
+                  ) -> bool:
+    """Whether the page's running text stops in mid-sentence: its last line in reading order
+    (the lowest prose line in the body's look, outside ``cap``, of the rightmost column that
+    three lines or more start at) ends without a sentence's end."""
+    own = {id(ln) for ln in cap.lines}
+    size = style.size
+    body = [ln for ln in text.lines if ln.prose and id(ln) not in own and id(ln) not in skip
+            and font_family(ln.font) == font_family(style.font) and
+            abs(ln.size - size) <= 0.1 * size]
+    starts = [ln.left for ln in body]
+    columns = [x for x in starts if sum(1 for y in starts if abs(y - x) <= 2.0) >= 3]
+    if not columns:
+        return False
+    edge = max(columns)
+    column = [ln for ln in body if edge - 2.0 <= ln.left <= edge + 3 * size]
+    last = min(column, key=lambda ln: ln.bottom)
+    return not _SENTENCE_END.search(last.text)
 
 
 #: A note that a legend goes on overleaf: "(legend continued on next page)", "Figure legend
