@@ -477,14 +477,14 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
 
 
 def _legend_font(lines: list[Line], block: list[int]) -> str:
-    """The font most of a caption block's letters are printed in, its label left out (a bold
-    title that wraps onto the second line does not make the legend bold)."""
+    """The font of a caption block's legend: the one most letters of its lines after the first
+    are printed in (a title in its own face that wraps onto the second line does not make the
+    legend that face); the first line's, its label left out, for a one-line block."""
     if len(block) == 1:
         return _body_font(lines[block[0]], _label_words(lines[block[0]]))
     count: Counter = Counter()
-    for n, k in enumerate(block):
-        skip = _label_words(lines[k]) if n == 0 else 0
-        for w in sorted(lines[k].words, key=lambda w: w.left)[skip:]:
+    for k in block[1:]:
+        for w in lines[k].words:
             count[w.font] += len(w.text)
     return count.most_common(1)[0][0] if count else lines[block[1]].font
 
