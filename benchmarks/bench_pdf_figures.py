@@ -583,8 +583,15 @@ def _extract(args: tuple[str, bool]) -> dict:
     from wsikit.evidence import read_pdf_figures
 
     path, uncaptioned = args
+    from wsikit.errors import EvidenceError
+
     t0 = time.perf_counter()
-    info, figures = read_pdf_figures(path, uncaptioned=uncaptioned)
+    try:
+        info, figures = read_pdf_figures(path, uncaptioned=uncaptioned)
+    except EvidenceError as exc:  # refused (image-only, damaged): its figures count as missed
+        print(f"warning: {exc}", file=sys.stderr)
+        return {"pages": 0, "nodes": [], "seconds": time.perf_counter() - t0, "figures": [],
+                "refused": str(exc)}
     seconds = time.perf_counter() - t0
     nodes = [Node(f.page, tuple(f.bbox), f.caption, f.figure_label) for f in figures]
     return {"pages": info.pages, "nodes": nodes, "seconds": seconds, "figures": figures}

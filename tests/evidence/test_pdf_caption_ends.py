@@ -137,3 +137,25 @@ def test_a_short_last_line_ends_the_legend_at_the_page_foot(tmp_path: Path):
     _, figures = read_pdf_figures(pdf)
     assert [f.figure_label for f in figures] == ["Figure 1"]
     assert figures[0].caption.endswith("shrinkage (case 9)")
+
+
+def test_plate_picture_and_image_labels_are_figures(tmp_path: Path):
+    """Clinical and older journals label figures "Plate I", "Picture (2):" or "Image 3."; a
+    Plate 1 and a Figure 1 of one article are two figures."""
+    page = b" ".join([
+        _plot(),
+        _text(100, 460, "Plate I. SYNTHETIC section of the kidney of a treated rat, H&E."),
+        _plot(160),
+        _text(100, 140, "Picture (2): SYNTHETIC liver of a control rat. H. and E. x25"),
+    ])
+    second = b" ".join([
+        _plot(),
+        _text(100, 460, "Figure 1. SYNTHETIC curves of the treated cells over two days."),
+        _plot(160),
+        _text(100, 140, "Image 3. SYNTHETIC ultrasound of the lung with B-lines."),
+    ])
+    _, figures = read_pdf_figures(_pdf(tmp_path, "plates.pdf", page, second))
+    assert [(f.page, f.figure_label) for f in figures] == [
+        (1, "Plate I"), (1, "Picture (2)"), (2, "Figure 1"), (2, "Image 3")]
+    assert figures[1].caption == "Picture (2): SYNTHETIC liver of a control rat. H. and E. x25"
+    assert figures[3].caption == "Image 3. SYNTHETIC ultrasound of the lung with B-lines."

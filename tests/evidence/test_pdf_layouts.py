@@ -156,7 +156,7 @@ def test_bad_pdfs_are_named_with_their_reason(tmp_path: Path):
     scan.image(Image.fromarray(np.full((400, 300, 3), 128, np.uint8)), x=0, y=0, w=210)
     scanned = tmp_path / "scanned.pdf"
     scan.output(str(scanned))
-    with pytest.raises(EvidenceError, match=r"scanned\.pdf.*image-only.*OCR"):
+    with pytest.raises(EvidenceError, match=r"scanned\.pdf.*image-only.*born-digital.*JATS"):
         read_pdf_figures(scanned)
     cut = tmp_path / "cut.pdf"
     cut.write_bytes(locked.read_bytes()[:300])

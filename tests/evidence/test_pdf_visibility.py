@@ -64,3 +64,20 @@ def test_graphics_cut_to_their_clip_path(hidden_text_pdf: Path):
     assert left >= PLOT[0] - 3 and bottom >= PLOT[1] - 3
     assert right <= PLOT[2] + 3 and top <= PLOT[3] + 3
     assert right - left >= 0.9 * (PLOT[2] - PLOT[0])
+
+
+def test_a_scan_under_an_invisible_ocr_layer_is_named_as_such(tmp_path: Path):
+    """A scanned article whose only text is an invisible OCR layer is refused with that reason
+    and a way that works (its born-digital PDF or JATS), never with "run OCR first"."""
+    from wsikit.errors import EvidenceError
+
+    scan = b"0.8 0.8 0.8 rg 0 0 595 842 re f 0 0 0 rg"  # the page image
+    content = b" ".join([scan, _text(100, 400, CAPTION, mode=3),
+                         _text(100, 380, "Body words the OCR read from the scan.", mode=3)])
+    pdf = write_raw_pdf(tmp_path / "ocr_scan.pdf", [(content, {}, 0), (content, {}, 0)])
+    with pytest.raises(EvidenceError) as err:
+        read_pdf_figures(pdf)
+    message = str(err.value)
+    assert "ocr_scan.pdf" in message and "2 of its 2 pages" in message
+    assert "invisible OCR text layer" in message and "JATS" in message
+    assert "run OCR on it first" not in message

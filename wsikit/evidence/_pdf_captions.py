@@ -43,13 +43,22 @@ from ._pdf_layout import (
 
 __all__: list[str] = []
 
+#: Words other than "Figure" that label a figure in some of the literature: a plate of
+#: micrographs ("Plate 2", taxonomy, histology, older journals), "Picture 3", "Image 1",
+#: "Photo 2", "Photograph 1" (clinical case reports), "Graph 1" and "Chart 2".
+_OTHER_FIGURE_WORDS = (r"Plate|PLATE|Picture|PICTURE|Image|IMAGE|Photo(?:graph)?|PHOTO(?:GRAPH)?"
+                       r"|Graph|GRAPH|Chart|CHART")
+#: Every label word (one alternation, no group).
+_LABEL_WORDS = r"Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME|" + _OTHER_FIGURE_WORDS
+
 #: A caption's start: label word, number, optional panel letter(s), optional separator.
 CAPTION_RE = re.compile(
     r"^\s*(?P<label>(?P<kind>(?:Supplementary|Supplemental|Extended\s+Data)\s+"
-    r"(?:Figure|Fig\.?)|Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)"
-    # "Figure 1", "Figure1", and "Figure-1" as some journals print it
-    r"(?:\s*|\s*-\s*(?=S?\d))"
-    r"(?P<num>S?\d+(?:\.\d+)?|[IVX]{1,6}\b)(?P<panel>(?<=\d)[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)"
+    r"(?:Figure|Fig\.?)|" + _LABEL_WORDS + ")"
+    # "Figure 1", "Figure1", "Figure-1" and "Picture (1)" as some journals print it
+    r"(?:\s*|\s*-\s*(?=S?\d))(?P<open>\((?=S?\d+\)))?"
+    r"(?P<num>S?\d+(?:\.\d+)?|[IVX]{1,6}\b)(?(open)\))"
+    r"(?P<panel>(?<=\d)[A-Za-z](?:\s*[-–,&]\s*[A-Za-z])*)?)"
     r"(?![\d])"
     r"(?P<sep>\s*[.:|—–-])?")
 
@@ -217,6 +226,9 @@ def _series(match: re.Match[str]) -> str:
         return "S" + number
     if word == "extended":
         return "E" + number
+    other = re.fullmatch(_OTHER_FIGURE_WORDS, match.group("kind"))
+    if other:  # "Plate 1" and "Figure 1" of one article are two figures
+        return f"{word.upper()}-{number}"
     return number
 
 
@@ -669,7 +681,7 @@ def rotated_captions(text: PageText, style: TextStyle = TextStyle()) -> list[Cap
 
 
 _LABEL_WORD = re.compile(r"^\s*(?:(?:Supplementary|Supplemental|Extended\s+Data)\s+)?"
-                         r"(?:Figure|FIGURE|Fig\.?|FIG\.?|Table|TABLE|Scheme|SCHEME)\s*$")
+                         r"(?:" + _LABEL_WORDS + r")\s*$")
 
 
 def _join_label_lines(text: PageText) -> None:

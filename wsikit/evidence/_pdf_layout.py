@@ -58,12 +58,14 @@ class TextObject:
     (``hidden``: render mode 3 or 7, a fill alpha of 0, or white on the white page), the box
     its clip path leaves visible (page space; ``None`` when unclipped), its font (base name,
     subset prefix dropped) and, for text filled in opaque white, its box (``white``: it is
-    seen only over a picture or a coloured fill)."""
+    seen only over a picture or a coloured fill), and whether its render mode hides it
+    (``invisible``)."""
 
     hidden: bool
     clip: Box | None
     font: str
     white: Box | None = None
+    invisible: bool = False  # hidden by its render mode (3 or 7), as an OCR layer is drawn
 
 
 @dataclass

@@ -160,9 +160,9 @@ def _text_object(obj, clip: Box | None, m: tuple[float, ...], depth: int, bounds
     from pypdfium2 import raw
 
     mode = raw.FPDFTextObj_GetTextRenderMode(obj)
-    hidden = white = False
+    hidden = white = invisible = False
     if mode in (3, 7):
-        hidden = True
+        hidden = invisible = True
     elif mode in (0, 4) and raw.FPDFPageObj_GetFillColor(obj, *rgba):
         hidden = rgba[3].value == 0
         white = rgba[3].value == 255 and min(v.value for v in rgba[:3]) >= 250
@@ -175,7 +175,8 @@ def _text_object(obj, clip: Box | None, m: tuple[float, ...], depth: int, bounds
         if clip is not None and tb[0] >= clip[0] - 1 and tb[1] >= clip[1] - 1 and \
                 tb[2] <= clip[2] + 1 and tb[3] <= clip[3] + 1:
             clip = None  # the clip leaves all of it visible
-    return TextObject(hidden, clip, _font_name(obj, fonts, name_buf), tb if white else None)
+    return TextObject(hidden, clip, _font_name(obj, fonts, name_buf), tb if white else None,
+                      invisible)
 
 
 def _hide_white_text(texts: dict[int, TextObject], elements: list[Element]) -> None:

@@ -292,11 +292,13 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
         raise EvidenceError(f"PDF {path}: it has no pages")
     elem_keys: list[set] = []
     line_keys: list[set] = []
+    ocr_pages = 0  # pages whose only text is an invisible layer (a scan's OCR)
     for i in range(n_pages):
         page = doc[i]
         l_, b_, r_, t_ = page.get_bbox()
         page_box = (float(l_), float(b_), float(r_), float(t_))
         graphics, text_objects = page_graphics(page, page_box)
+        ocr_pages += bool(text_objects) and all(t.invisible for t in text_objects.values())
         tiles = _tiles(graphics, min_size)
         elements = [el for el in graphics if not (el.kind == IMAGE and max(el.px) < min_size
                                                   and id(el) not in tiles)]
@@ -310,10 +312,7 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
         elem_keys.append({el.key for el in elements})
         line_keys.append({_line_key(ln.text, ln.box) for ln in text.lines})
     if not any(p.text.lines for p in pages):
-        kind = "image-only (scanned, no text layer)" if any(p.elements for p in pages) else \
-            "empty (no text and no graphics)"
-        raise EvidenceError(f"PDF {path}: it is {kind}, so captions cannot be read; run OCR "
-                            "on it first (e.g. ocrmypdf) and extract from the OCR'd copy")
+        raise EvidenceError(_no_text(path, pages, ocr_pages))
     repeated = _repeated(elem_keys, n_pages) | _repeated_rules(
         elem_keys, n_pages, pages[0].page_box[2] - pages[0].page_box[0])
     repeated_lines = _repeated(line_keys, n_pages)
@@ -343,6 +342,20 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
     found.sort(key=lambda f: (f.page, -f.box[3], f.box[0]))
     figures = _render_all(doc, found, dpi=dpi)
     return _info(doc, path, pages, repeated_lines), figures
+
+
+def _no_text(path: Path, pages: list[_Page], ocr_pages: int) -> str:
+    """Why a PDF with no printed text gives no figures, and what to do instead."""
+    if not any(p.elements for p in pages):
+        return f"PDF {path}: it is empty (no text and no graphics), so it holds no figures"
+    what = (f"scanned: {ocr_pages} of its {len(pages)} pages are page images under an "
+            "invisible OCR text layer" if ocr_pages else
+            "image-only (scanned pages with no text layer, or text drawn as outlines)")
+    return (f"PDF {path}: it is {what}, so its figures and captions cannot be cut apart "
+            "(wsikit reads figures from born-digital PDFs, where text is printed as text; "
+            "running OCR on it does not change that); extract from the article's "
+            "born-digital PDF or its JATS XML / PMC OA package instead "
+            "(wsikit figures extract article.nxml)")
 
 
 def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle) -> None:
