@@ -438,7 +438,7 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
     balanced = _SENTENCE_END.search(last.text) and not last.text.endswith("-")
     head = lines[block[0]]
     size = head.size
-    font = _body_font(head, _label_words(head)) if len(block) == 1 else lines[block[1]].font
+    font = _legend_font(lines, block)
     # a side caption that wraps under its figure (an L) sets its columns under the figure:
     # the level is that of its first wide line
     wide = _wrap_under(lines, block)
@@ -458,9 +458,11 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
         if any(inter(cand.box, b) > 0.3 * area(cand.box) for b in image_boxes):
             continue
         if any(abs(ln.size - size) <= 0.1 * size and ln is not cand and
+               font_family(ln.font) == font_family(cand.font) and
                min(ln.right, cand.right) - max(ln.left, cand.left) > 0 and
                0.5 * size <= ln.base - cand.base <= 2.0 * size for ln in lines):
-            continue  # text of its own right above it (a reference list's next line)
+            continue  # text of its own right above it (a reference list's next line; a
+            # figure's axis title in the figure's font is no text of its own)
         if best is None or cand.left < lines[best].left:
             best = j
     if best is None and not balanced and wide is None:
@@ -479,11 +481,27 @@ def _next_column(lines: list[Line], block: list[int], used: set[int],
         return None  # (a column starting under text of its own goes on from that text)
     # the body text in the caption's own look would not tell a column from a caption, unless
     # the caption's sentence goes on there (an L-shaped caption's columns under its figure)
-    going_on = wide is not None and not balanced and cand.text[:1].islower()
+    # (or a legend in the body's look whose left column stops in mid-sentence and whose next
+    # column, level with its first line, goes on in lower case)
+    level = wide is None and abs(cand.top - head.top) <= 0.6 * size
+    going_on = (wide is not None or level) and not balanced and cand.text[:1].islower()
     if font == style.font and abs(size - style.size) < 0.1 * size and \
             not last.text.endswith("-") and not going_on:
         return None
     return best
+
+
+def _legend_font(lines: list[Line], block: list[int]) -> str:
+    """The font of a caption block's legend: the one most letters of its lines after the first
+    are printed in (a title in its own face that wraps onto the second line does not make the
+    legend that face); the first line's, its label left out, for a one-line block."""
+    if len(block) == 1:
+        return _body_font(lines[block[0]], _label_words(lines[block[0]]))
+    count: Counter = Counter()
+    for k in block[1:]:
+        for w in lines[k].words:
+            count[w.font] += len(w.text)
+    return count.most_common(1)[0][0] if count else lines[block[1]].font
 
 
 def _column_under_figure(lines: list[Line], block: list[int], used: set[int],
@@ -563,10 +581,33 @@ def caption_continuation(cap: Caption, text: PageText, next_text: PageText,
     alone = cap.label_only and not cap.placeholder
     if not (hyphen or first.text[:1].islower() or alone):
         return []
+    if not alone and font_family(font) == font_family(style.font) and \
+            abs(size - style.size) <= 0.1 * size and _body_goes_on(cap, text, style, skip):
+        return []  # a caption in the body's look: the next page goes on with the body text
     ordered = [ln for ln in next_text.lines if id(ln) not in skip]
     idx = next(k for k, ln in enumerate(ordered) if ln is first)
     fake = _grow(ordered, [idx], set(), [], style)
     return [ordered[k] for k in fake]
+
+
+def _body_goes_on(cap: Caption, text: PageText, style: TextStyle, skip: frozenset[int]
+                  ) -> bool:
+    """Whether the page's running text stops in mid-sentence: its last line in reading order
+    (the lowest prose line in the body's look, outside ``cap``, of the rightmost column that
+    three lines or more start at) ends without a sentence's end."""
+    own = {id(ln) for ln in cap.lines}
+    size = style.size
+    body = [ln for ln in text.lines if ln.prose and id(ln) not in own and id(ln) not in skip
+            and font_family(ln.font) == font_family(style.font) and
+            abs(ln.size - size) <= 0.1 * size]
+    starts = [ln.left for ln in body]
+    columns = [x for x in starts if sum(1 for y in starts if abs(y - x) <= 2.0) >= 3]
+    if not columns:
+        return False
+    edge = max(columns)
+    column = [ln for ln in body if edge - 2.0 <= ln.left <= edge + 3 * size]
+    last = min(column, key=lambda ln: ln.bottom)
+    return not _SENTENCE_END.search(last.text)
 
 
 #: A note that a legend goes on overleaf: "(legend continued on next page)", "Figure legend

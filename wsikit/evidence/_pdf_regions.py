@@ -982,3 +982,27 @@ def _short(box: Box) -> float:
 def _within(box: Box, outer: Box, tol: float = 1.0) -> bool:
     return box[0] >= outer[0] - tol and box[1] >= outer[1] - tol and \
         box[2] <= outer[2] + tol and box[3] <= outer[3] + tol
+
+
+def unmark_legend_keys(lines: list[Line], elements: list[Element]) -> None:
+    """Lines led by a swatch are a chart's legend key, not prose: a prose line with a filled
+    square of about its height (half to twice its size, sides within 1.5 of each other) just
+    left of it (ending 0 to 1.5 sizes before the line starts, level with it) loses
+    :attr:`Line.prose` ("■ Number of quantified proteins" under a bar chart, whose entries
+    line up at a regular pitch like a paragraph's lines)."""
+    marks = np.array([el.box for el in elements if el.kind == PATH and not el.white and
+                      2.0 <= el.box[2] - el.box[0] <= 30.0 and
+                      2.0 <= el.box[3] - el.box[1] <= 30.0], dtype=float).reshape(-1, 4)
+    if not len(marks):
+        return
+    w, h = marks[:, 2] - marks[:, 0], marks[:, 3] - marks[:, 1]
+    square = np.maximum(w, h) <= 1.5 * np.minimum(w, h)
+    for ln in lines:
+        if not ln.prose:
+            continue
+        s, height = ln.size, ln.top - ln.bottom
+        level = np.minimum(marks[:, 3], ln.top) - np.maximum(marks[:, 1], ln.bottom)
+        near = ln.left - marks[:, 2]
+        if np.any(square & (w >= 0.5 * s) & (w <= 2 * s) & (h >= 0.5 * s) & (h <= 2 * s) &
+                  (near >= 0) & (near <= 1.5 * s) & (level >= 0.5 * height)):
+            ln.prose = False

@@ -60,6 +60,7 @@ from ._pdf_regions import (
     page_graphics,
     paragraph_lines,
     transform_box,
+    unmark_legend_keys,
 )
 from ._pdf_source import (
     find_doi,
@@ -232,6 +233,20 @@ def _repeated_rules(keys_by_page: list[set], n_pages: int, page_width: float) ->
     return out
 
 
+def _tiles(graphics: list[Element], min_size: int) -> set[int]:
+    """Ids of the bitmaps under ``min_size`` pixels that are a figure's tiles, not icons:
+    four or more on the page with the same pixels and printed size (to 3 pt), each printed
+    24 pt or more on its shorter side (a grid of 32-pixel thumbnails, each drawn large)."""
+    small = [el for el in graphics if el.kind == IMAGE and max(el.px) < min_size and
+             min(el.box[2] - el.box[0], el.box[3] - el.box[1]) >= 24.0]
+
+    def look(el: Element) -> tuple:
+        return el.px, round((el.box[2] - el.box[0]) / 3), round((el.box[3] - el.box[1]) / 3)
+
+    count = Counter(look(el) for el in small)
+    return {id(el) for el in small if count[look(el)] >= 4}
+
+
 def _line_key(text: str, box: Box) -> tuple:
     return ("text", re.sub(r"\d+", "#", text.strip().lower()), round(box[0] / 4),
             round(box[3] / 4))
@@ -308,7 +323,8 @@ def _read(doc, path: Path, *, min_size: int, dpi: float, uncaptioned: bool
         page_box = (float(l_), float(b_), float(r_), float(t_))
         graphics, text_objects = page_graphics(page, page_box)
         ocr_pages += bool(text_objects) and all(t.invisible for t in text_objects.values())
-        elements = [el for el in graphics if not _icon(el, min_size)]
+        tiles = _tiles(graphics, min_size)
+        elements = [el for el in graphics if not (_icon(el, min_size) and id(el) not in tiles)]
         textpage = page.get_textpage()
         try:
             text = read_page_text(page, textpage, text_objects, page_box)
@@ -374,6 +390,7 @@ def _layout_page(pg: _Page, repeated: set, repeated_lines: set, style: TextStyle
         if el.kind != IMAGE and area(el.box) > 0.5 * page_area:
             continue  # page background or frame
         elements.append(el)
+    unmark_legend_keys(pg.text.lines, elements)
     image_boxes = [el.box for el in elements if el.kind == IMAGE]
     pg.captions = find_captions(pg.text, image_boxes=image_boxes, style=style) + \
         rotated_captions(pg.text, style)
