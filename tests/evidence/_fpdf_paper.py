@@ -40,6 +40,16 @@ def column(pdf, x: float, y: float, w: float, text: str = BODY) -> float:
     return pdf.get_y()
 
 
+def caption_columns(pdf, columns: tuple[tuple[float, list[str]], ...], y: float,
+                    step: float, size: float = 7) -> None:
+    """A caption set in columns side by side: ``(x, lines)`` of each column, its first
+    baseline at ``y`` (mm) and ``step`` mm between lines, in ``size`` pt Helvetica."""
+    pdf.set_font("Helvetica", "", size)
+    for x, lines in columns:
+        for i, line in enumerate(lines):
+            pdf.text(x, y + step * i, line)
+
+
 def vector_plot(pdf, x: float, y: float, w: float, h: float) -> None:
     """Axes, ticks with labels, two curves and a legend, all vector."""
     pdf.set_line_width(0.3)

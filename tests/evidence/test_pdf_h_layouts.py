@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _fpdf_paper import BODY, column, paper, pt, vector_plot
+from _fpdf_paper import BODY, caption_columns, column, paper, pt, vector_plot
 
 from wsikit.evidence import read_pdf_figures
 
@@ -49,10 +49,7 @@ def test_legend_column_under_an_axis_title_in_another_font(tmp_path: Path) -> No
     right = ["as mean and s.d. d, Size of the samples measured by a third assay (n = 22,",
              "independent samples). The groups were compared with a two-tailed test:",
              "NS, not significant."]
-    pdf.set_font("Helvetica", "", 7)
-    for x, lines in ((15, left), (107, right)):
-        for i, line in enumerate(lines):
-            pdf.text(x, 101 + 3.4 * i, line)
+    caption_columns(pdf, ((15, left), (107, right)), 101, 3.4)
     column(pdf, 15, 125, 85, BODY * 2)
     column(pdf, 107, 125, 85, BODY * 2)
     figs = _read(pdf, tmp_path / "axis_title.pdf")

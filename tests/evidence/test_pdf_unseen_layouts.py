@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _fpdf_paper import BODY, MM, column, paper, pt, vector_plot
+from _fpdf_paper import BODY, MM, caption_columns, column, paper, pt, vector_plot
 
 from wsikit.evidence import read_pdf_figures
 
@@ -65,10 +65,7 @@ def test_legend_in_balanced_columns_over_white_column_backgrounds(tmp_path: Path
     right = ["**P < 0.01; a test followed by multiple comparisons. (C) The same counts",
              "a day later, when the cultures had been split in two halves of the same",
              "size and grown on for another day."]
-    pdf.set_font("Helvetica", "", 7)
-    for x, lines in ((15, left), (107, right)):
-        for i, line in enumerate(lines):
-            pdf.text(x, 102 + 3.2 * i, line)
+    caption_columns(pdf, ((15, left), (107, right)), 102, 3.2)
     column(pdf, 15, 125, 180, BODY * 3)
     figs = _read(pdf, tmp_path / "balanced.pdf")
     assert [f.figure_label for f in figs] == ["Fig. 2"]
