@@ -291,7 +291,8 @@ def _add_figures_command(subparsers: argparse._SubParsersAction) -> None:
                         "editable manifest.jsonl",
         description="Extract captioned figures into OUT/images and OUT/manifest.jsonl for "
                     "review. PDFs: each caption ('Figure N', 'Fig. N', 'FIGURE N', 'Figure "
-                    "S1') with its graphics (images, vector drawings and their labels) as one "
+                    "S1', 'Plate I', 'Picture (2)', 'Image 3') with its graphics (images, "
+                    "vector drawings and their labels) as one "
                     "image, with the whole caption, page, box, title, DOI and the licence the "
                     "paper states. JATS (PubMed Central Open Access .nxml/.xml files, package "
                     "folders and .tar.gz packages): each <fig> with the XML's label, caption "
