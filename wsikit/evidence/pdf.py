@@ -1,13 +1,13 @@
 """Figures and their captions from PDF papers, with pypdfium2 (Apache-2.0/BSD, not PyMuPDF).
 
 Caption first, as PDFFigures 2.0 (Clark & Divvala, JCDL 2016) does it: the page's text is laid
-out by column and line with rotated text apart (:mod:`._pdf_layout`); caption blocks
-("Figure N", "Fig. N", "FIGURE N", "Figure S1", "Plate I", "Picture (2)", tables and schemes
-too) are found and each takes the graphics beside it, above, below, left or right, on its
-page, or on the facing page when its own page has none (:mod:`._pdf_regions`). A figure is
-the region of its graphics (raster images, vector paths and the text inside them), rendered
-with PDFium at ``dpi`` so a vector or multi-image figure is one image; a figure that is exactly one embedded bitmap keeps
-that bitmap at its native resolution (checked against the rendered page, so masks, Decode
+out by column and line with rotated text apart (:mod:`._pdf_layout`); caption blocks ("Figure
+N", "Fig. N", "FIGURE N", "Figure S1", "Plate I", "Picture (2)", tables and schemes too) are
+found and each takes the graphics beside it, above, below, left or right, on its page, or on the
+facing page when its own page has none (:mod:`._pdf_regions`). A figure is the region of its
+graphics (raster images, vector paths and the text inside them), rendered with PDFium at ``dpi``
+so a vector or multi-image figure is one image; a figure that is exactly one embedded bitmap
+keeps that bitmap at its native resolution (checked against the rendered page, so masks, Decode
 arrays, CMYK and rotated placements come out as printed). Images repeated across pages (logos),
 table contents, small badges and page decorations are not figures; graphics without a caption
 are kept only when asked (``uncaptioned=True``), labelled ``None`` with caption ``""``.
